@@ -1,0 +1,46 @@
+// A fixed-size thread pool that splits independent work by a static partition.
+// RepOps rule (DESIGN §4): threads only ever split *independent* output elements, so the partition
+// changes speed, never bits.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace tribunal {
+
+/// Runs `fn(begin, end)` over a static partition of [0, n) on `threads` threads (the caller is one).
+/// Not reentrant: a task must not call parallel_for on the same pool.
+class ThreadPool {
+ public:
+  /// threads ≥ 1; throws OpError otherwise.
+  explicit ThreadPool(int threads = 1);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  /// Splits [0, n) into size() contiguous ranges [n*i/T, n*(i+1)/T) and runs them concurrently;
+  /// returns when all are done. Ranges that would be empty are skipped. `grain` is the smallest
+  /// range worth a thread: with n < 2*grain everything runs on the caller.
+  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain = 1);
+
+ private:
+  void worker_loop(int index);
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable cv_start_, cv_done_;
+  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  int64_t job_n_ = 0;
+  int job_parts_ = 0;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+};
+
+}  // namespace tribunal

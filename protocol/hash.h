@@ -1,0 +1,59 @@
+// BLAKE2b-256 hashing (RFC 7693, via libsodium crypto_generichash) with one-byte domain tags.
+// Source: DESIGN.md §5.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace tribunal {
+
+/// Error raised by the protocol layer (bad hex, bad proof shape, libsodium failure).
+class ProtocolError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A 32-byte BLAKE2b-256 digest.
+using Digest = std::array<uint8_t, 32>;
+
+/// Domain-separation tags: the first byte of every hashed message says what it is, so a digest of
+/// one kind can never be passed off as another. 0x00/0x01 are RFC 6962's leaf and node prefixes.
+enum class HashTag : uint8_t {
+  MerkleLeaf = 0x00,
+  MerkleNode = 0x01,
+  Tensor = 0x10,       ///< tensor leaf: header + root over chunks
+  TensorChunk = 0x11,  ///< one fixed-size chunk of a tensor's bytes
+  Sample = 0x12,       ///< one data-set sample (its input and label tensor leaves)
+  Job = 0x13,          ///< canonical job spec encoding
+};
+
+/// Incremental BLAKE2b-256. Construct with a tag; update(); final() once.
+class Hasher {
+ public:
+  explicit Hasher(HashTag tag);
+  Hasher& update(std::span<const std::byte> bytes);
+  Hasher& update(std::span<const uint8_t> bytes);
+  Hasher& update(const Digest& d) { return update(std::span<const uint8_t>(d)); }
+  Hasher& update_u8(uint8_t v);
+  Hasher& update_u64(uint64_t v);  ///< little-endian
+  Digest final();
+
+ private:
+  alignas(64) unsigned char state_[384];
+};
+
+/// One-shot H(tag ‖ bytes).
+Digest hash_tagged(HashTag tag, std::span<const std::byte> bytes);
+
+/// Lowercase hex, 64 characters.
+std::string to_hex(const Digest& d);
+
+/// Parses 64 hex characters; throws ProtocolError naming the offending position otherwise.
+Digest digest_from_hex(std::string_view hex);
+
+}  // namespace tribunal

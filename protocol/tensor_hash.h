@@ -1,0 +1,33 @@
+// Tensor leaf encoding (DESIGN §5): the commitment to one tensor.
+//
+//   chunks  = the element bytes (little-endian) split into kTensorChunkBytes pieces, the last one
+//             shorter; an empty tensor has one empty chunk
+//   chunk_root = RFC 6962 Merkle root over H(TensorChunk ‖ chunk_i)
+//   leaf    = H(Tensor ‖ dtype u8 ‖ rank u8 ‖ dims u64 LE… ‖ byte length u64 LE ‖ chunk_root)
+//
+// For float32, every NaN is hashed as 0x7FC00000 (NaN payloads differ across hardware).
+// The chunk size is part of the contract; chunk roots let large tensors be hashed in parallel and
+// streamed in chunks that are each checked with an inclusion proof.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "protocol/hash.h"
+
+namespace tribunal {
+
+/// Bytes per tensor chunk (64 KiB = 16384 float32).
+inline constexpr size_t kTensorChunkBytes = 65536;
+
+/// Element type codes in the leaf encoding.
+enum class DType : uint8_t { F32 = 1 };
+
+/// The digest of one chunk: H(TensorChunk ‖ bytes), with float32 NaNs canonicalized.
+Digest tensor_chunk_hash(DType dtype, std::span<const std::byte> chunk);
+
+/// The tensor leaf digest above. Throws ProtocolError if bytes.size() is not numel·sizeof(dtype).
+Digest tensor_leaf(DType dtype, std::span<const int64_t> shape, std::span<const std::byte> bytes);
+
+}  // namespace tribunal
