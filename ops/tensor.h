@@ -64,7 +64,7 @@ struct AlignedAllocator {
 /// Owning float32 tensor, zero-initialized on construction.
 class Tensor {
  public:
-  Tensor() = default;
+  Tensor() : Tensor(Shape{}) {}  ///< a scalar +0
   explicit Tensor(Shape shape);
   Tensor(Shape shape, std::span<const float> values);  ///< Throws OpError on size mismatch.
 

@@ -38,7 +38,14 @@ void ThreadPool::worker_loop(int index) {
     }
     if (index < parts) {
       int64_t b = n * index / parts, e = n * (index + 1) / parts;
-      if (b < e) (*job)(b, e);
+      if (b < e) {
+        try {
+          (*job)(b, e);
+        } catch (...) {
+          std::lock_guard lock(mu_);
+          if (!error_) error_ = std::current_exception();
+        }
+      }
     }
     {
       std::lock_guard lock(mu_);
@@ -63,9 +70,17 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     ++generation_;
   }
   cv_start_.notify_all();
-  fn(0, n / parts);
+  std::exception_ptr mine;
+  try {
+    fn(0, n / parts);
+  } catch (...) {
+    mine = std::current_exception();
+  }
   std::unique_lock lock(mu_);
   cv_done_.wait(lock, [&] { return pending_ == 0; });
+  std::exception_ptr error = mine ? mine : error_;
+  error_ = nullptr;
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace tribunal

@@ -5,6 +5,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -26,7 +27,8 @@ class ThreadPool {
 
   /// Splits [0, n) into size() contiguous ranges [n*i/T, n*(i+1)/T) and runs them concurrently;
   /// returns when all are done. Ranges that would be empty are skipped. `grain` is the smallest
-  /// range worth a thread: with n < 2*grain everything runs on the caller.
+  /// range worth a thread: with n < 2*grain everything runs on the caller. An exception thrown by
+  /// `fn` on any thread is rethrown here (the first one, after every range has finished).
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain = 1);
 
  private:
@@ -41,6 +43,7 @@ class ThreadPool {
   uint64_t generation_ = 0;
   int pending_ = 0;
   bool stop_ = false;
+  std::exception_ptr error_;
 };
 
 }  // namespace tribunal

@@ -1,0 +1,238 @@
+#include "engine/job.h"
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "engine/error.h"
+
+namespace tribunal {
+namespace {
+
+std::string where(const std::string& source, const toml::source_region& r) {
+  return fmt::format("{}:{}:{}", source, r.begin.line, r.begin.column);
+}
+
+// Reads one TOML table with a fixed set of allowed keys; every accessor reports file:line on error.
+class TableReader {
+ public:
+  TableReader(const toml::table& root, const char* name, const std::string& source, bool required)
+      : source_(source), name_(name) {
+    const toml::node* node = root.get(name);
+    if (!node) {
+      if (required) throw EngineError(fmt::format("{}: missing table [{}]", source, name));
+      return;
+    }
+    table_ = node->as_table();
+    if (!table_) throw EngineError(fmt::format("{}: '{}' must be a table", where(source, node->source()), name));
+  }
+
+  /// Throws on any key not in `allowed`.
+  void allow_only(std::initializer_list<std::string_view> allowed) const {
+    if (!table_) return;
+    std::set<std::string_view> ok(allowed);
+    for (auto&& [key, value] : *table_)
+      if (!ok.count(key.str()))
+        throw EngineError(fmt::format("{}: unknown key '{}' in [{}]", where(source_, value.source()), key.str(), name_));
+  }
+
+  int64_t integer(const char* key, int64_t fallback, bool required, int64_t lo, int64_t hi) const {
+    const toml::node* n = find(key, required);
+    if (!n) return fallback;
+    auto v = n->value<int64_t>();
+    if (!n->is_integer() || !v) throw bad(n, key, "an integer");
+    if (*v < lo || *v > hi)
+      throw EngineError(fmt::format("{}: {}.{} = {} is out of range [{}, {}]", where(source_, n->source()), name_,
+                                    key, *v, lo, hi));
+    return *v;
+  }
+
+  /// A float32 hyperparameter from a TOML number, rounded to nearest float32, checked in [lo, hi).
+  float number(const char* key, float fallback, double lo, double hi, bool hi_inclusive = false) const {
+    const toml::node* n = find(key, false);
+    if (!n) return fallback;
+    auto v = n->value<double>();
+    if (!(n->is_floating_point() || n->is_integer()) || !v) throw bad(n, key, "a number");
+    const bool ok = std::isfinite(*v) && *v >= lo && (hi_inclusive ? *v <= hi : *v < hi);
+    if (!ok)
+      throw EngineError(fmt::format("{}: {}.{} = {} is out of range [{}, {}{}", where(source_, n->source()), name_, key,
+                                    *v, lo, hi, hi_inclusive ? "]" : ")"));
+    return static_cast<float>(*v);
+  }
+
+  std::string string(const char* key, const std::string& fallback) const {
+    const toml::node* n = find(key, false);
+    if (!n) return fallback;
+    auto v = n->value<std::string>();
+    if (!n->is_string() || !v) throw bad(n, key, "a string");
+    return *v;
+  }
+
+  std::vector<int64_t> integers(const char* key, std::vector<int64_t> fallback) const {
+    const toml::node* n = find(key, false);
+    if (!n) return fallback;
+    const toml::array* arr = n->as_array();
+    if (!arr) throw bad(n, key, "an array of integers");
+    std::vector<int64_t> out;
+    for (const toml::node& e : *arr) {
+      auto v = e.value<int64_t>();
+      if (!e.is_integer() || !v) throw bad(&e, key, "an array of integers");
+      out.push_back(*v);
+    }
+    return out;
+  }
+
+  std::string location(const char* key) const {
+    const toml::node* n = table_ ? table_->get(key) : nullptr;
+    return n ? where(source_, n->source()) : source_;
+  }
+
+ private:
+  const toml::node* find(const char* key, bool required) const {
+    const toml::node* n = table_ ? table_->get(key) : nullptr;
+    if (!n && required) throw EngineError(fmt::format("{}: missing key {}.{}", source_, name_, key));
+    return n;
+  }
+  EngineError bad(const toml::node* n, const char* key, const char* expected) const {
+    return EngineError(fmt::format("{}: {}.{} must be {}", where(source_, n->source()), name_, key, expected));
+  }
+
+  const std::string& source_;
+  const char* name_;
+  const toml::table* table_ = nullptr;
+};
+
+void put_u64(std::vector<uint8_t>& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+void put_f32(std::vector<uint8_t>& out, float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(bits >> (8 * i)));
+}
+void put_string(std::vector<uint8_t>& out, const std::string& s) {
+  put_u64(out, s.size());
+  out.insert(out.end(), s.begin(), s.end());
+}
+
+}  // namespace
+
+JobSpec parse_job(std::string_view toml_text, const std::string& source, const std::filesystem::path& base_dir) {
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, source);
+  } catch (const toml::parse_error& e) {
+    throw EngineError(fmt::format("{}: {}", where(source, e.source()), e.description()));
+  }
+  for (auto&& [key, value] : root)
+    if (key != "model" && key != "data" && key != "train" && key != "optimizer")
+      throw EngineError(fmt::format("{}: unknown table or key '{}' (expected [model], [data], [train], [optimizer])",
+                                    where(source, value.source()), key.str()));
+
+  JobSpec job;
+  TableReader model(root, "model", source, true);
+  model.allow_only({"kind", "widths"});
+  const std::string kind = model.string("kind", "mlp");
+  if (kind != "mlp")
+    throw EngineError(fmt::format("{}: model.kind '{}' is not supported (supported: mlp)", model.location("kind"), kind));
+  job.model.widths = model.integers("widths", job.model.widths);
+  if (job.model.widths.size() < 2)
+    throw EngineError(fmt::format("{}: model.widths needs at least an input and an output width", model.location("widths")));
+  for (int64_t w : job.model.widths)
+    if (w < 1 || w > (int64_t{1} << 20))
+      throw EngineError(fmt::format("{}: model.widths entry {} is out of range [1, 1048576]", model.location("widths"), w));
+
+  TableReader data(root, "data", source, false);
+  data.allow_only({"dataset", "dir"});
+  job.dataset = data.string("dataset", job.dataset);
+  if (job.dataset != "fashion-mnist")
+    throw EngineError(fmt::format("{}: data.dataset '{}' is not supported (supported: fashion-mnist)",
+                                  data.location("dataset"), job.dataset));
+  std::filesystem::path dir = data.string("dir", job.data_dir.string());
+  job.data_dir = dir.is_absolute() ? dir : base_dir / dir;
+
+  TableReader train(root, "train", source, true);
+  train.allow_only({"seed", "steps", "batch_size", "stride"});
+  job.seed = static_cast<uint64_t>(train.integer("seed", 0, false, 0, INT64_MAX));
+  job.steps = train.integer("steps", 0, true, 1, kMaxSteps);
+  job.batch_size = train.integer("batch_size", 0, true, 1, int64_t{1} << 20);
+  job.stride = train.integer("stride", 0, true, 1, kMaxSteps);
+
+  TableReader opt(root, "optimizer", source, true);
+  const std::string okind = opt.string("kind", "adamw");
+  if (okind == "adamw") {
+    opt.allow_only({"kind", "lr", "beta1", "beta2", "eps", "weight_decay"});
+    job.optimizer.kind = OptimizerKind::AdamW;
+    job.optimizer.beta1 = opt.number("beta1", job.optimizer.beta1, 0.0, 1.0);
+    job.optimizer.beta2 = opt.number("beta2", job.optimizer.beta2, 0.0, 1.0);
+    job.optimizer.eps = opt.number("eps", job.optimizer.eps, 1e-30, 1.0, true);
+  } else if (okind == "sgd") {
+    opt.allow_only({"kind", "lr", "momentum", "weight_decay"});
+    job.optimizer.kind = OptimizerKind::Sgd;
+    job.optimizer.momentum = opt.number("momentum", job.optimizer.momentum, 0.0, 1.0);
+  } else {
+    throw EngineError(fmt::format("{}: optimizer.kind '{}' is not supported (supported: adamw, sgd)",
+                                  opt.location("kind"), okind));
+  }
+  job.optimizer.lr = opt.number("lr", job.optimizer.lr, 1e-30, 10.0, true);
+  job.optimizer.weight_decay = opt.number("weight_decay", job.optimizer.weight_decay, 0.0, 1.0, true);
+  return job;
+}
+
+JobSpec load_job(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw EngineError(fmt::format("{}: cannot open job file: {}", path.string(), std::strerror(errno)));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw EngineError(fmt::format("{}: cannot read job file", path.string()));
+  return parse_job(text.str(), path.string(), path.parent_path());
+}
+
+void check_job_against_data(const JobSpec& job, int64_t samples, int64_t features, int64_t classes) {
+  const auto& w = job.model.widths;
+  if (w.front() != features)
+    throw EngineError(fmt::format("job: model.widths starts with {} but {} samples have {} features", w.front(),
+                                  job.dataset, features));
+  if (w.back() != classes)
+    throw EngineError(fmt::format("job: model.widths ends with {} but {} has {} classes", w.back(), job.dataset, classes));
+  if (job.batch_size > samples)
+    throw EngineError(fmt::format("job: train.batch_size {} exceeds the {} training samples", job.batch_size, samples));
+}
+
+std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& dataset_root) {
+  std::vector<uint8_t> out;
+  put_u64(out, kRepOpsContractVersion);
+  out.push_back(static_cast<uint8_t>(job.model.kind));
+  put_u64(out, job.model.widths.size());
+  for (int64_t w : job.model.widths) put_u64(out, static_cast<uint64_t>(w));
+  put_string(out, job.dataset);
+  out.insert(out.end(), dataset_root.begin(), dataset_root.end());
+  put_u64(out, job.seed);
+  put_u64(out, static_cast<uint64_t>(job.steps));
+  put_u64(out, static_cast<uint64_t>(job.batch_size));
+  put_u64(out, static_cast<uint64_t>(job.stride));
+  const OptimizerSpec& o = job.optimizer;
+  out.push_back(static_cast<uint8_t>(o.kind));
+  put_f32(out, o.lr);
+  if (o.kind == OptimizerKind::Sgd) {
+    put_f32(out, o.momentum);
+  } else {
+    put_f32(out, o.beta1);
+    put_f32(out, o.beta2);
+    put_f32(out, o.eps);
+  }
+  put_f32(out, o.weight_decay);
+  return out;
+}
+
+Digest job_id(const JobSpec& job, const Digest& dataset_root) {
+  const std::vector<uint8_t> bytes = canonical_job_encoding(job, dataset_root);
+  return Hasher(HashTag::Job).update(std::span<const uint8_t>(bytes)).final();
+}
+
+}  // namespace tribunal

@@ -1,0 +1,94 @@
+#include "engine/step.h"
+
+#include "engine/autodiff.h"
+#include "engine/model.h"
+
+namespace tribunal {
+namespace {
+
+std::vector<std::string> slot_names(OptimizerKind kind) {
+  return kind == OptimizerKind::AdamW ? std::vector<std::string>{"adamw.m/", "adamw.v/"}
+                                      : std::vector<std::string>{"sgd.momentum/"};
+}
+
+Tensor scalar(float v) {
+  Tensor t(Shape{});
+  t[0] = v;
+  return t;
+}
+
+}  // namespace
+
+StateLayout state_layout(const JobSpec& job) {
+  StateLayout layout;
+  const std::vector<ParamSpec> params = model_params(job.model);
+  for (const ParamSpec& p : params) {
+    layout.names.push_back(p.name);
+    layout.shapes.push_back(p.shape);
+  }
+  layout.num_params = params.size();
+  for (const ParamSpec& p : params)
+    for (const std::string& slot : slot_names(job.optimizer.kind)) {
+      layout.names.push_back(slot + p.name);
+      layout.shapes.push_back(p.shape);
+    }
+  layout.names.push_back("step");
+  layout.shapes.push_back(Shape{});
+  layout.names.push_back("loss");
+  layout.shapes.push_back(Shape{});
+  return layout;
+}
+
+StepGraph build_step_graph(const JobSpec& job, const DataShape& data, int64_t step,
+                           std::span<const int64_t> batch_indices) {
+  StepGraph g;
+  GraphBuilder b(g);
+  const StateLayout layout = state_layout(job);
+  std::vector<ValueId> state;
+  for (size_t i = 0; i < layout.names.size(); ++i) state.push_back(b.add_state(layout.names[i], layout.shapes[i]));
+  const std::span<const ValueId> params(state.data(), layout.num_params);
+
+  const ValueId table_x = b.add_data("data.inputs", Shape{data.samples, data.features});
+  const ValueId table_y = b.add_data("data.labels", Shape{data.samples});
+  const Attrs batch{{batch_indices.begin(), batch_indices.end()}, {}};
+  const ValueId x = b.add_node(OpKind::Gather, batch, {table_x}, "batch.inputs").front();
+  const ValueId y = b.add_node(OpKind::Gather, batch, {table_y}, "batch.labels").front();
+
+  const ValueId logits = build_forward(b, job.model, params, x);
+  g.loss = b.add_node(OpKind::SoftmaxCrossEntropy, {}, {logits, y}, "loss").front();
+  const std::vector<ValueId> grads = append_backward(b, g.loss, params);
+
+  // Optimizer: one node per parameter, reading its slots from the state right after the params.
+  const OptimizerSpec& o = job.optimizer;
+  const size_t slots = slot_names(o.kind).size();
+  std::vector<ValueId> next(state.size());
+  for (size_t p = 0; p < layout.num_params; ++p) {
+    const size_t slot0 = layout.num_params + p * slots;
+    std::vector<ValueId> outs;
+    if (o.kind == OptimizerKind::AdamW) {
+      outs = b.add_node(OpKind::AdamW, {{step + 1}, {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay}},
+                        {params[p], grads[p], state[slot0], state[slot0 + 1]}, "next/" + layout.names[p]);
+    } else {
+      outs = b.add_node(OpKind::SgdMomentum, {{}, {o.lr, o.momentum, o.weight_decay}},
+                        {params[p], grads[p], state[slot0]}, "next/" + layout.names[p]);
+    }
+    next[p] = outs[0];
+    for (size_t s = 0; s < slots; ++s) next[slot0 + s] = outs[1 + s];
+  }
+  next[state.size() - 2] = b.add_constant("next/step", scalar(static_cast<float>(step + 1)));
+  next[state.size() - 1] = g.loss;
+  g.state_outputs = std::move(next);
+  return g;
+}
+
+StepGraph build_eval_graph(const JobSpec& job, const DataShape& data, int64_t rows) {
+  StepGraph g;
+  GraphBuilder b(g);
+  std::vector<ValueId> params;
+  for (const ParamSpec& p : model_params(job.model)) params.push_back(b.add_state(p.name, p.shape));
+  const ValueId x = b.add_data("eval.inputs", Shape{rows, data.features});
+  g.loss = build_forward(b, job.model, params, x);
+  return g;
+}
+
+}  // namespace tribunal

@@ -1,0 +1,177 @@
+#include "engine/trainer.h"
+
+#include <chrono>
+#include <map>
+#include <system_error>
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+
+namespace tribunal {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+DataShape shape_of(const Dataset& d) { return {d.inputs.shape()[0], d.inputs.shape()[1], d.classes}; }
+
+// Checks that the output directory exists (creating it) and is writable, before any training.
+void prepare_out_dir(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw EngineError(fmt::format("{}: cannot create output directory: {}", dir.string(), ec.message()));
+  const auto probe = dir / ".tribunal-write-test";
+  FILE* f = std::fopen(probe.c_str(), "wb");
+  if (!f) throw EngineError(fmt::format("{}: output directory is not writable: {}", dir.string(), std::strerror(errno)));
+  std::fclose(f);
+  std::filesystem::remove(probe, ec);
+}
+
+// The latest checkpoint of this job in dir, or -1.
+int64_t latest_checkpoint(const std::filesystem::path& dir, const Digest& id, int64_t limit) {
+  int64_t best = -1;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step_", 0) != 0 || entry.path().extension() != ".safetensors") continue;
+    const CheckpointHeader h = read_checkpoint_header(entry.path());
+    if (h.job_id == id && h.step <= limit && h.step > best) best = h.step;
+  }
+  if (ec) throw EngineError(fmt::format("{}: cannot list checkpoints: {}", dir.string(), ec.message()));
+  return best;
+}
+
+}  // namespace
+
+Trainer::Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool)
+    : job_(job),
+      train_(train),
+      pool_(pool),
+      shape_(shape_of(train)),
+      job_id_(tribunal::job_id(job, train.root)),
+      sampler_(job.seed, shape_.samples, job.batch_size),
+      executor_(pool),
+      state_(initial_state(job)) {
+  check_job_against_data(job, shape_.samples, shape_.features, shape_.classes);
+}
+
+StepGraph Trainer::step_graph(int64_t t) {
+  const std::vector<int64_t> batch = sampler_.indices(t);
+  return build_step_graph(job_, shape_, t, batch);
+}
+
+float Trainer::step() {
+  const StepGraph g = step_graph(state_.step());
+  const std::vector<Tensor*> state = state_.pointers();
+  const Tensor* data[] = {&train_.inputs, &train_.labels};
+  executor_.run(g, state, data);
+  const float loss = executor_.value(g.loss)[0];
+  executor_.take_next_state(g, state);
+  return loss;
+}
+
+double evaluate_accuracy(const JobSpec& job, const State& state, const Dataset& test, ThreadPool& pool) {
+  const DataShape shape = shape_of(test);
+  const int64_t chunk = 1000;
+  Executor executor(pool);
+  std::vector<Tensor*> params;
+  const size_t num_params = state_layout(job).num_params;
+  for (size_t p = 0; p < num_params; ++p) params.push_back(const_cast<Tensor*>(&state.tensors[p]));
+  int64_t correct = 0;
+  for (int64_t r0 = 0; r0 < shape.samples; r0 += chunk) {
+    const int64_t rows = std::min(chunk, shape.samples - r0);
+    const StepGraph g = build_eval_graph(job, shape, rows);
+    Tensor x(Shape{rows, shape.features},
+             std::span<const float>(test.inputs.data() + r0 * shape.features, static_cast<size_t>(rows * shape.features)));
+    const Tensor* data[] = {&x};
+    executor.run(g, params, data);
+    const Tensor& logits = executor.value(g.loss);
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t arg = 0;
+      for (int64_t c = 1; c < shape.classes; ++c)
+        if (logits[r * shape.classes + c] > logits[r * shape.classes + arg]) arg = c;
+      correct += static_cast<float>(arg) == test.labels[r0 + r];
+    }
+  }
+  return static_cast<double>(correct) / static_cast<double>(shape.samples);
+}
+
+TrainResult run_training(const JobSpec& job, const TrainOptions& options) {
+  const int64_t target = options.stop_at < 0 ? job.steps : options.stop_at;
+  if (target > job.steps)
+    throw EngineError(fmt::format("--steps {} exceeds the job's {} steps", target, job.steps));
+  if (options.resume && options.out_dir.empty()) throw EngineError("resuming needs an output directory");
+  if (!options.out_dir.empty()) prepare_out_dir(options.out_dir);
+
+  ThreadPool pool(options.threads);
+  TrainResult result;
+  result.threads = options.threads;
+  result.stride = job.stride;
+
+  auto t0 = Clock::now();
+  const Dataset train = load_fashion_mnist(job.data_dir, Split::Train, pool);
+  result.load_seconds = since(t0);
+  Trainer trainer(job, train, pool);
+  result.job_id = trainer.job_id();
+  result.dataset_root = train.root;
+
+  // State hashes by step: every checkpoint written or read. The trajectory's leaves are picked from
+  // here at the end, so a resumed run commits exactly what a straight run would.
+  std::map<int64_t, Digest> committed;
+  if (options.resume) {
+    const int64_t from = latest_checkpoint(options.out_dir, trainer.job_id(), target);
+    if (from < 0)
+      throw EngineError(fmt::format("{}: no checkpoint of job {} to resume from", options.out_dir.string(),
+                                    to_hex(trainer.job_id())));
+    const auto path = checkpoint_path(options.out_dir, from);
+    trainer.set_state(load_checkpoint(path, job, trainer.job_id(), pool));
+    committed[from] = read_checkpoint_header(path).state_hash;
+    result.resumed_from = from;
+    for (int64_t c : checkpoint_steps(from, job.stride)) {
+      if (c == from) break;
+      const auto earlier = checkpoint_path(options.out_dir, c);
+      const CheckpointHeader h = read_checkpoint_header(earlier);
+      if (h.job_id != trainer.job_id() || h.step != c)
+        throw EngineError(fmt::format("{}: cannot resume: checkpoint of another job or step", earlier.string()));
+      committed[c] = h.state_hash;
+    }
+  }
+
+  auto commit = [&](int64_t t) {
+    if (!options.commit) return;
+    const Digest h = trainer.hash_state();
+    committed[t] = h;
+    if (!options.out_dir.empty())
+      save_checkpoint(checkpoint_path(options.out_dir, t), job, trainer.state(), trainer.job_id(), h);
+  };
+
+  t0 = Clock::now();
+  int64_t t = trainer.state().step();
+  if (!options.resume) commit(0);
+  for (bool first = true; t < target; first = false) {
+    const float loss = trainer.step();
+    ++t;
+    if (first) result.loss_first = loss;
+    result.loss_last = loss;
+    if (t % job.stride == 0 || t == target) commit(t);
+    if (options.on_step) options.on_step(t, target, loss);
+  }
+  result.seconds = since(t0);
+  result.steps = t;
+
+  if (options.commit) {
+    // A prefix run (stop at t < T) commits like a trajectory of T = t: its last state is the last leaf.
+    for (int64_t c : checkpoint_steps(t, job.stride)) result.checkpoint_hashes.push_back(committed.at(c));
+    result.trajectory_root = trajectory_root(result.checkpoint_hashes);
+    result.final_state_hash = committed.at(t);
+  }
+  if (options.evaluate) {
+    const Dataset test = load_fashion_mnist(job.data_dir, Split::Test, pool);
+    result.test_accuracy = evaluate_accuracy(job, trainer.state(), test, pool);
+  }
+  return result;
+}
+
+}  // namespace tribunal

@@ -1,0 +1,86 @@
+// The training engine: runs step graphs over the state, commits stride checkpoints, evaluates.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <vector>
+
+#include "engine/dataset.h"
+#include "engine/executor.h"
+#include "engine/job.h"
+#include "engine/sampler.h"
+#include "engine/state.h"
+
+namespace tribunal {
+
+/// Steps one job's state forward with the fast RepOps kernels. Deterministic: the same job gives
+/// the same bits for any thread count, compiler, optimization level or -march.
+class Trainer {
+ public:
+  /// `train` must be the job's training set (checked by check_job_against_data) and outlive this.
+  Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool);
+
+  const JobSpec& job() const { return job_; }
+  const Digest& job_id() const { return job_id_; }
+  const DataShape& data_shape() const { return shape_; }
+  State& state() { return state_; }
+
+  /// Replaces the state (e.g. with a loaded checkpoint).
+  void set_state(State state) { state_ = std::move(state); }
+
+  /// The graph of step t (what step() runs when state().step() == t).
+  StepGraph step_graph(int64_t t);
+
+  /// Runs one step: state t → state t+1. Returns that step's training loss.
+  float step();
+
+  /// state_hash of the current state.
+  Digest hash_state() { return state_hash(state_, pool_); }
+
+ private:
+  JobSpec job_;
+  const Dataset& train_;
+  ThreadPool& pool_;
+  DataShape shape_;
+  Digest job_id_;
+  BatchSampler sampler_;
+  Executor executor_;
+  State state_;
+};
+
+/// Test-set accuracy of the state's parameters: argmax of the logits (first maximum on ties) against
+/// the labels, evaluated with the same RepOps forward graph in chunks of 1000 rows.
+double evaluate_accuracy(const JobSpec& job, const State& state, const Dataset& test, ThreadPool& pool);
+
+struct TrainOptions {
+  int threads = 1;
+  int64_t stop_at = -1;               ///< stop when the state reaches this step (-1: the job's T)
+  std::filesystem::path out_dir;      ///< checkpoint directory; empty: write no files
+  bool commit = true;                 ///< compute state hashes and the trajectory root
+  bool resume = false;                ///< continue from the latest checkpoint in out_dir
+  bool evaluate = true;               ///< compute test accuracy at the end
+  std::function<void(int64_t step, int64_t total, float loss)> on_step;  ///< after each step
+};
+
+struct TrainResult {
+  Digest job_id{};
+  Digest dataset_root{};
+  Digest trajectory_root{};            ///< over checkpoint_steps(steps, stride)
+  Digest final_state_hash{};
+  int64_t steps = 0;                   ///< step of the final state
+  int64_t resumed_from = 0;            ///< step of the state this run started from
+  int64_t stride = 0;
+  float loss_first = 0, loss_last = 0; ///< losses of the first and last step run by this call
+  double test_accuracy = -1;           ///< -1 when not evaluated
+  double seconds = 0;                  ///< wall time of the training loop (commitments included)
+  double load_seconds = 0;             ///< wall time to read and hash the data sets
+  int threads = 1;
+  std::vector<Digest> checkpoint_hashes;  ///< state hashes at checkpoint_steps(steps, stride)
+};
+
+/// Loads the data, trains the job (or resumes it), writes checkpoints, evaluates. Throws EngineError
+/// for bad data, unwritable output or unusable checkpoints.
+TrainResult run_training(const JobSpec& job, const TrainOptions& options);
+
+}  // namespace tribunal

@@ -1,0 +1,113 @@
+// Linear, Matmul and SumRows: the dot-product ops (docs/numerics.md "Dot products") and the bias
+// gradient (canonical reduction down a column).
+#include <string>
+
+#include "ops/kernels/matmul.h"
+#include "ops/kernels/op_table.h"
+#include "ops/reduce.h"
+
+namespace tribunal {
+namespace {
+
+std::string dims(const Shape& s) { return s.str(); }
+
+// ---- Linear: y[M,N] = x[M,K]·w[K,N] + b[N], each y[i,j] one fma chain over k starting at b[j].
+
+std::vector<Shape> linear_infer(const Attrs&, std::span<const Shape> in) {
+  const Shape &x = in[0], &w = in[1], &b = in[2];
+  op_require(x.rank() == 2 && w.rank() == 2 && b.rank() == 1, "linear",
+             "needs x[M,K], w[K,N], b[N]; got " + dims(x) + ", " + dims(w) + ", " + dims(b));
+  op_require(x[1] == w[0] && w[1] == b[0], "linear",
+             "inner sizes disagree: x " + dims(x) + ", w " + dims(w) + ", b " + dims(b));
+  return {Shape{x[0], w[1]}};
+}
+
+MatmulArgs linear_args(std::span<const Tensor* const> in, std::span<Tensor* const> out) {
+  const Tensor &x = *in[0], &w = *in[1], &b = *in[2];
+  return {x.data(), w.data(), b.data(), out[0]->data(), x.shape()[0], w.shape()[1], x.shape()[1], false, false};
+}
+
+void linear_reference(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
+  matmul_reference(linear_args(in, out));
+}
+
+void linear_fast(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out, ThreadPool& pool) {
+  matmul(linear_args(in, out), pool);
+}
+
+void linear_vjp(VjpBuilder& g, const VjpArgs& a, std::span<ValueRef> in_grads) {
+  const ValueRef x = a.inputs[0], w = a.inputs[1], dy = a.out_grads[0];
+  if (a.needs_grad[0]) in_grads[0] = g.emit(OpKind::Matmul, {{0, 1}, {}}, {dy, w});  // dy·wᵀ
+  if (a.needs_grad[1]) in_grads[1] = g.emit(OpKind::Matmul, {{1, 0}, {}}, {x, dy});  // xᵀ·dy
+  if (a.needs_grad[2]) in_grads[2] = g.emit(OpKind::SumRows, {}, {dy});
+}
+
+// ---- Matmul: c = op(a)·op(b), ints = {trans_a, trans_b}, no bias.
+
+std::vector<Shape> matmul_infer(const Attrs& attrs, std::span<const Shape> in) {
+  const Shape &a = in[0], &b = in[1];
+  for (int64_t t : attrs.ints) op_require(t == 0 || t == 1, "matmul", "transpose flags must be 0 or 1");
+  op_require(a.rank() == 2 && b.rank() == 2, "matmul", "needs rank-2 inputs, got " + dims(a) + ", " + dims(b));
+  const bool ta = attrs.ints[0], tb = attrs.ints[1];
+  const int64_t m = ta ? a[1] : a[0], ka = ta ? a[0] : a[1];
+  const int64_t kb = tb ? b[1] : b[0], n = tb ? b[0] : b[1];
+  op_require(ka == kb, "matmul", "inner sizes disagree: " + dims(a) + (ta ? "ᵀ" : "") + " · " + dims(b) + (tb ? "ᵀ" : ""));
+  return {Shape{m, n}};
+}
+
+MatmulArgs matmul_args(const Attrs& attrs, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
+  const bool ta = attrs.ints[0], tb = attrs.ints[1];
+  const Shape &a = in[0]->shape(), &c = out[0]->shape();
+  return {in[0]->data(), in[1]->data(), nullptr, out[0]->data(), c[0], c[1], ta ? a[0] : a[1], ta, tb};
+}
+
+void matmul_op_reference(const Attrs& attrs, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
+  matmul_reference(matmul_args(attrs, in, out));
+}
+
+void matmul_op_fast(const Attrs& attrs, std::span<const Tensor* const> in, std::span<Tensor* const> out,
+                    ThreadPool& pool) {
+  matmul(matmul_args(attrs, in, out), pool);
+}
+
+// d/da and d/db of op(a)·op(b) for each transpose combination, each again one Matmul.
+void matmul_vjp(VjpBuilder& g, const VjpArgs& args, std::span<ValueRef> in_grads) {
+  const int64_t ta = args.attrs.ints[0], tb = args.attrs.ints[1];
+  const ValueRef a = args.inputs[0], b = args.inputs[1], dc = args.out_grads[0];
+  if (args.needs_grad[0]) {
+    in_grads[0] = ta ? g.emit(OpKind::Matmul, {{tb, 1}, {}}, {b, dc})    // aᵀ: da = op(b)·dcᵀ
+                     : g.emit(OpKind::Matmul, {{0, 1 - tb}, {}}, {dc, b});  // da = dc·op(b)ᵀ
+  }
+  if (args.needs_grad[1]) {
+    in_grads[1] = tb ? g.emit(OpKind::Matmul, {{1, ta}, {}}, {dc, a})     // bᵀ: db = dcᵀ·op(a)
+                     : g.emit(OpKind::Matmul, {{1 - ta, 0}, {}}, {a, dc});  // db = op(a)ᵀ·dc
+  }
+}
+
+// ---- SumRows: y[j] = canonical_sum_i x[i,j] (the bias gradient).
+
+std::vector<Shape> sum_rows_infer(const Attrs&, std::span<const Shape> in) {
+  op_require(in[0].rank() == 2, "sum_rows", "needs a rank-2 input, got " + dims(in[0]));
+  return {Shape{in[0][1]}};
+}
+
+void sum_rows_columns(const Tensor& x, Tensor& y, int64_t j0, int64_t j1) {
+  const int64_t m = x.shape()[0], n = x.shape()[1];
+  for (int64_t j = j0; j < j1; ++j) y[j] = canonical_sum(x.data() + j, m, n);
+}
+
+void sum_rows_reference(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
+  sum_rows_columns(*in[0], *out[0], 0, in[0]->shape()[1]);
+}
+
+void sum_rows_fast(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out, ThreadPool& pool) {
+  pool.parallel_for(in[0]->shape()[1], [&](int64_t j0, int64_t j1) { sum_rows_columns(*in[0], *out[0], j0, j1); }, 64);
+}
+
+}  // namespace
+
+const OpInfo kLinearOp{"linear", 3, 1, 0, 0, linear_infer, linear_reference, linear_fast, linear_vjp};
+const OpInfo kMatmulOp{"matmul", 2, 1, 2, 0, matmul_infer, matmul_op_reference, matmul_op_fast, matmul_vjp};
+const OpInfo kSumRowsOp{"sum_rows", 1, 1, 0, 0, sum_rows_infer, sum_rows_reference, sum_rows_fast, nullptr};
+
+}  // namespace tribunal

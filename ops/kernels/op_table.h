@@ -1,0 +1,34 @@
+// Internal: the OpInfo of each op, defined next to its kernels, collected by ops/registry.cpp.
+#pragma once
+
+#include <string>
+
+#include "ops/registry.h"
+
+namespace tribunal {
+
+extern const OpInfo kGatherOp, kLinearOp, kMatmulOp, kSumRowsOp, kAddOp, kReluOp, kReluBackwardOp,
+    kSoftmaxCrossEntropyOp, kSoftmaxCrossEntropyBackwardOp, kSgdMomentumOp, kAdamWOp;
+
+/// Throws OpError("<op>: <what>") unless cond holds. Used by shape rules and kernels.
+inline void op_require(bool cond, const char* op, const std::string& what) {
+  if (!cond) throw OpError(std::string(op) + ": " + what);
+}
+
+/// An elementwise kernel over elements [i0, i1) of its first input's numel.
+using RangeKernel = void (*)(const Attrs&, std::span<const Tensor* const>, std::span<Tensor* const>, int64_t i0,
+                             int64_t i1);
+
+/// Reference form of a range kernel: one pass over all elements.
+template <RangeKernel Range>
+void whole_range(const Attrs& a, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
+  Range(a, in, out, 0, in[0]->numel());
+}
+
+/// Fast form: the same per-element code over a static partition (bitwise equal by construction).
+template <RangeKernel Range>
+void split_range(const Attrs& a, std::span<const Tensor* const> in, std::span<Tensor* const> out, ThreadPool& pool) {
+  pool.parallel_for(in[0]->numel(), [&](int64_t i0, int64_t i1) { Range(a, in, out, i0, i1); }, int64_t{1} << 14);
+}
+
+}  // namespace tribunal

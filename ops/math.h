@@ -1,0 +1,98 @@
+// Portable float32 math for RepOps (DESIGN §4, docs/numerics.md "Math functions").
+// Every function here is an exact sequence of correctly rounded IEEE-754 binary32 operations
+// (+ − × ÷, fma, bit manipulation), so it returns the same bits on every compiler, CPU and GPU.
+// Never replace these by libm or CUDA intrinsics: those differ between vendors and versions.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "ops/portable.h"
+
+namespace tribunal {
+
+TRIBUNAL_HD uint32_t float_bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+TRIBUNAL_HD float float_from_bits(uint32_t u) {
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+/// Correctly rounded fused multiply-add, the only contraction RepOps allows (written explicitly).
+TRIBUNAL_HD float fma32(float a, float b, float c) { return std::fma(a, b, c); }
+
+/// 2^n as a float for n in [-126, 127] (exact, built from the exponent bits).
+TRIBUNAL_HD float pow2i(int n) { return float_from_bits(static_cast<uint32_t>(n + 127) << 23); }
+
+/// e^x, max error about 1 ulp. Cody–Waite range reduction x = n·ln2 + r, |r| ≤ ln2/2, then the
+/// degree-7 Taylor polynomial of e^r in Horner form with fma, then scaling by 2^n (split in two
+/// exact-exponent multiplies when n is outside the normal exponent range).
+/// Special values: NaN → NaN (quiet), x > 88.7228 → +inf, x < -103.98 → +0.
+TRIBUNAL_HD float exp32(float x) {
+  if (x != x) return x + x;
+  if (x > 88.72283935546875f) return INFINITY;
+  if (x < -103.97820281982421875f) return 0.0f;
+  constexpr float kLog2e = 1.44269502162933349609375f;
+  constexpr float kLn2Hi = 0.693145751953125f;             // 0x3F317200: few mantissa bits, n·hi exact
+  constexpr float kLn2Lo = 1.428606765330187045e-06f;      // ln2 − kLn2Hi
+  constexpr float kRound = 12582912.0f;                    // 1.5·2^23: adding it rounds to an integer
+  const float n = (x * kLog2e + kRound) - kRound;          // nearest integer to x·log2(e)
+  float r = fma32(-n, kLn2Hi, x);
+  r = fma32(-n, kLn2Lo, r);
+  float p = 1.9841270113e-04f;                             // 1/5040
+  p = fma32(p, r, 1.3888889225e-03f);                      // 1/720
+  p = fma32(p, r, 8.3333337680e-03f);                      // 1/120
+  p = fma32(p, r, 4.1666667908e-02f);                      // 1/24
+  p = fma32(p, r, 1.6666667163e-01f);                      // 1/6
+  p = fma32(p, r, 0.5f);
+  p = fma32(p, r, 1.0f);
+  p = fma32(p, r, 1.0f);
+  const int k = static_cast<int>(n);
+  if (k > 127) return p * pow2i(127) * pow2i(k - 127);
+  if (k < -126) return p * pow2i(-126) * pow2i(k + 126);
+  return p * pow2i(k);
+}
+
+/// Natural logarithm, max error about 1 ulp. x = 2^e·m with m ∈ [√2/2, √2), f = m − 1,
+/// log(1+f) = f − (f²/2 − s·(f²/2 + R(s²))) with s = f/(2+f) and the fdlibm e_logf minimax R
+/// (Sun Microsystems fdlibm, e_logf.c), then e·ln2 added in two parts.
+/// Special values: NaN → NaN, x < 0 → NaN, ±0 → −inf, +inf → +inf. Subnormals handled.
+TRIBUNAL_HD float log32(float x) {
+  if (x != x) return x + x;
+  if (x < 0.0f) return NAN;
+  if (x == 0.0f) return -INFINITY;
+  if (x == INFINITY) return x;
+  int e = 0;
+  uint32_t bits = float_bits(x);
+  if (bits < 0x00800000u) {  // subnormal: scale into the normal range first (exact)
+    bits = float_bits(x * 8388608.0f);  // 2^23
+    e = -23;
+  }
+  e += static_cast<int>(bits >> 23) - 127;
+  float m = float_from_bits((bits & 0x007FFFFFu) | 0x3F800000u);  // [1, 2)
+  if (m > 1.41421353816986083984375f) {  // √2 rounded down
+    m = m * 0.5f;
+    e += 1;
+  }
+  const float f = m - 1.0f;  // exact (Sterbenz)
+  const float s = f / (2.0f + f);
+  const float z = s * s;
+  const float w = z * z;
+  const float t1 = w * fma32(w, fma32(w, 1.5313838422e-01f, 2.2222198546e-01f), 4.0000000596e-01f);
+  const float t2 =
+      z * fma32(w, fma32(w, fma32(w, 1.4798198640e-01f, 1.8183572590e-01f), 2.8571429849e-01f), 6.6666668653e-01f);
+  const float r = t2 + t1;
+  const float hfsq = 0.5f * f * f;
+  const float fe = static_cast<float>(e);
+  constexpr float kLn2Hi = 6.9313812256e-01f;  // 0x3F317180
+  constexpr float kLn2Lo = 9.0580006145e-06f;  // 0x3717F7D1
+  return fe * kLn2Hi - ((hfsq - (s * (hfsq + r) + fe * kLn2Lo)) - f);
+}
+
+}  // namespace tribunal

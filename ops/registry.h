@@ -1,0 +1,101 @@
+// The closed set of RepOps operators and the registry that maps each OpKind to its arity, attribute
+// layout, shape rule, kernels and vector-Jacobian product (ggml-style closed op enum, DESIGN §3/§9).
+// Each op's exact order of operations is written in docs/numerics.md; the reference kernel *is* it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ops/tensor.h"
+#include "ops/thread_pool.h"
+
+namespace tribunal {
+
+/// Every operator a step graph may contain. Closed: adding one means a new contract version.
+enum class OpKind : uint8_t {
+  Gather,                       ///< table[N, …], ints = row indices → out[B, …]
+  Linear,                       ///< x[M,K], w[K,N], b[N] → y[M,N] = x·w + b
+  Matmul,                       ///< a, b, ints = {trans_a, trans_b} → c = op(a)·op(b)
+  SumRows,                      ///< x[M,N] → y[N], y[j] = canonical_sum over i of x[i,j]
+  Add,                          ///< a, b (same shape) → a + b
+  Relu,                         ///< x → max(x, 0)
+  ReluBackward,                 ///< x, dy → dy where x > 0 else 0
+  SoftmaxCrossEntropy,          ///< logits[B,C], labels[B] → loss[] (mean over the batch)
+  SoftmaxCrossEntropyBackward,  ///< logits[B,C], labels[B], dloss[] → dlogits[B,C]
+  SgdMomentum,                  ///< p, g, v; floats = {lr, momentum, weight_decay} → p', v'
+  AdamW,                        ///< p, g, m, v; floats = {lr, β1, β2, ε, wd}, ints = {t} → p', m', v'
+  Count                         ///< sentinel, not an op
+};
+
+inline constexpr size_t kOpKindCount = static_cast<size_t>(OpKind::Count);
+
+/// Attributes of one node: integers and floats whose meaning each op documents above.
+struct Attrs {
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+  bool operator==(const Attrs&) const = default;
+};
+
+/// Canonical bytes of attributes, hashed into node records:
+/// u32 LE count ‖ i64 LE each ‖ u32 LE count ‖ f32 bits LE each.
+std::vector<std::byte> encode_attrs(const Attrs& attrs);
+
+/// Handle of a value in a graph being differentiated (see VjpBuilder).
+using ValueRef = uint32_t;
+
+/// What an op's VJP rule may do: add nodes to the graph under construction (engine/autodiff).
+class VjpBuilder {
+ public:
+  virtual ~VjpBuilder() = default;
+  /// Appends a node of `kind` and returns its first output (the VJP rules only use 1-output ops).
+  virtual ValueRef emit(OpKind kind, Attrs attrs, std::vector<ValueRef> inputs) = 0;
+};
+
+/// Inputs of a VJP rule: the forward node and the gradients flowing into its outputs.
+struct VjpArgs {
+  const Attrs& attrs;
+  std::span<const ValueRef> inputs;     ///< forward inputs
+  std::span<const ValueRef> outputs;    ///< forward outputs
+  std::span<const ValueRef> out_grads;  ///< d loss / d output (one per output)
+  std::span<const bool> needs_grad;     ///< which inputs want a gradient
+};
+
+using ShapeFn = std::vector<Shape> (*)(const Attrs&, std::span<const Shape> inputs);
+using KernelFn = void (*)(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out);
+using FastKernelFn = void (*)(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out,
+                              ThreadPool& pool);
+/// Writes d loss / d input i into `in_grads[i]` for each input that needs one.
+using VjpFn = void (*)(VjpBuilder&, const VjpArgs&, std::span<ValueRef> in_grads);
+
+/// Everything the system knows about one op kind.
+struct OpInfo {
+  const char* name;      ///< stable snake_case name (logs, docs, verdicts)
+  int num_inputs;
+  int num_outputs;
+  int num_ints;          ///< exact count, or -1 for "any" (Gather's indices)
+  int num_floats;
+  ShapeFn infer;         ///< validates input shapes and attrs, returns output shapes; throws OpError
+  KernelFn reference;    ///< scalar reference: the contract
+  FastKernelFn fast;     ///< fast kernel, bitwise identical to `reference`
+  VjpFn vjp;             ///< reverse-mode rule; nullptr if the op is not differentiable
+};
+
+/// The registry entry of `kind`. Asserts kind < Count.
+const OpInfo& op_info(OpKind kind);
+
+/// op_info(kind).name.
+const char* op_name(OpKind kind);
+
+/// Checks attribute counts and shapes for `kind` and returns the output shapes.
+/// Throws OpError naming the op and what is wrong.
+std::vector<Shape> infer_shapes(OpKind kind, const Attrs& attrs, std::span<const Shape> inputs);
+
+/// Runs the reference (or the fast) kernel; outputs must already have the inferred shapes.
+void run_reference(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in, std::span<Tensor* const> out);
+void run_fast(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in, std::span<Tensor* const> out,
+              ThreadPool& pool);
+
+}  // namespace tribunal
