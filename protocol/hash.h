@@ -32,15 +32,22 @@ enum class HashTag : uint8_t {
   Job = 0x13,          ///< canonical job spec encoding
 };
 
-/// Incremental BLAKE2b-256. Construct with a tag; update(); final() once.
+/// Incremental BLAKE2b-256 (no key, 32-byte output). Construct with a tag; update(); final() once.
+/// Copyable: a copy continues from the same state. Errors (libsodium failure) throw ProtocolError.
 class Hasher {
  public:
+  /// Starts a hash whose first message byte is `tag`.
   explicit Hasher(HashTag tag);
+  /// Appends raw bytes.
   Hasher& update(std::span<const std::byte> bytes);
+  /// Appends raw bytes.
   Hasher& update(std::span<const uint8_t> bytes);
+  /// Appends the 32 digest bytes.
   Hasher& update(const Digest& d) { return update(std::span<const uint8_t>(d)); }
+  /// Appends one byte.
   Hasher& update_u8(uint8_t v);
-  Hasher& update_u64(uint64_t v);  ///< little-endian
+  Hasher& update_u64(uint64_t v);  ///< Appends 8 bytes, little-endian.
+  /// The digest of everything appended. Call once; a second call throws ProtocolError.
   Digest final();
 
  private:
@@ -49,6 +56,10 @@ class Hasher {
 
 /// One-shot H(tag ‖ bytes).
 Digest hash_tagged(HashTag tag, std::span<const std::byte> bytes);
+
+/// Untagged BLAKE2b-256(bytes). Only for the empty Merkle tree's root H() and known-answer tests;
+/// every protocol message is tagged.
+Digest blake2b_256(std::span<const std::byte> bytes);
 
 /// Lowercase hex, 64 characters.
 std::string to_hex(const Digest& d);

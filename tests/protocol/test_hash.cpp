@@ -1,0 +1,176 @@
+// BLAKE2b-256, tags, hex and tensor leaves (protocol/hash.h, protocol/tensor_hash.h).
+// Expected hex values come from tools/commitment_kat.py (an independent Python implementation).
+#include <doctest/doctest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "protocol/hash.h"
+#include "protocol/merkle.h"
+#include "protocol/tensor_hash.h"
+
+using namespace tribunal;
+
+namespace {
+
+std::span<const std::byte> str_bytes(std::string_view s) {
+  return std::as_bytes(std::span(s.data(), s.size()));
+}
+
+std::span<const std::byte> f32_bytes(const std::vector<float>& v) { return std::as_bytes(std::span(v)); }
+
+float f32_from_bits(uint32_t bits) { return std::bit_cast<float>(bits); }
+
+Digest leaf(std::vector<int64_t> shape, const std::vector<float>& v) {
+  return tensor_leaf(DType::F32, shape, f32_bytes(v));
+}
+
+// x_i = 0.5·i − 1000, exact in float32 (as in tools/commitment_kat.py).
+std::vector<float> ramp(size_t n) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = 0.5f * static_cast<float>(i) - 1000.0f;
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("BLAKE2b-256 known answers (RFC 7693 parameters: 32-byte output, no key)") {
+  CHECK(to_hex(blake2b_256({})) == "0e5751c026e543b2e8ab2eb06099daa1d1e5df47778f7787faab45cdf12fe3a8");
+  CHECK(to_hex(blake2b_256(str_bytes("abc"))) ==
+        "bddd813c634239723171ef3fee98579b94964e3bb1cb3e427262c8c068d52319");
+}
+
+TEST_CASE("hash_tagged prefixes the tag byte") {
+  CHECK(to_hex(hash_tagged(HashTag::Tensor, str_bytes("abc"))) ==
+        "7f1c302ad7ff2504ee157138ce0bc6ce472ce8aaf6c8b22effc441f73b7c1f69");
+  CHECK(to_hex(hash_tagged(HashTag::Job, {})) ==
+        "a318ee67737d7d19b425d9500db52ae0e6b8e6b0d87b421995221a18fa02eec7");
+  CHECK(hash_tagged(HashTag::Tensor, str_bytes("abc")) == blake2b_256(str_bytes("\x10"
+                                                                                "abc")));
+  CHECK(hash_tagged(HashTag::Sample, str_bytes("abc")) != hash_tagged(HashTag::Job, str_bytes("abc")));
+}
+
+TEST_CASE("Hasher: incremental equals one-shot; u64 is little-endian; final() twice throws") {
+  const std::string msg(1000, 'x');
+  Hasher h(HashTag::Sample);
+  h.update(str_bytes(std::string_view(msg).substr(0, 1)))
+      .update(str_bytes(std::string_view(msg).substr(1, 500)));
+  Hasher copy = h;  // a copy continues from the same state
+  h.update(str_bytes(std::string_view(msg).substr(501)));
+  copy.update(str_bytes(std::string_view(msg).substr(501)));
+  const Digest expected = hash_tagged(HashTag::Sample, str_bytes(msg));
+  CHECK(h.final() == expected);
+  CHECK(copy.final() == expected);
+  CHECK_THROWS_AS(h.final(), ProtocolError);
+
+  const uint8_t le[] = {0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, 0xab};
+  CHECK(Hasher(HashTag::Job).update_u64(0x0102030405060708ull).update_u8(0xab).final() ==
+        hash_tagged(HashTag::Job, std::as_bytes(std::span(le))));
+}
+
+TEST_CASE("to_hex / digest_from_hex round-trip and reject malformed input") {
+  const Digest d = blake2b_256(str_bytes("abc"));
+  const std::string hex = to_hex(d);
+  CHECK(hex.size() == 64);
+  CHECK(digest_from_hex(hex) == d);
+  std::string upper = hex;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  CHECK(digest_from_hex(upper) == d);
+
+  CHECK_THROWS_AS(digest_from_hex(""), ProtocolError);
+  CHECK_THROWS_AS(digest_from_hex(hex.substr(0, 63)), ProtocolError);
+  CHECK_THROWS_AS(digest_from_hex(hex + "0"), ProtocolError);
+  CHECK_THROWS_WITH_AS(digest_from_hex(hex.substr(0, 62)), doctest::Contains("got 62"), ProtocolError);
+  for (size_t pos : {size_t{0}, size_t{1}, size_t{37}, size_t{63}}) {
+    for (char bad : {'g', 'G', ' ', 'x', '-', '\0'}) {
+      std::string s = hex;
+      s[pos] = bad;
+      CAPTURE(pos);
+      const std::string want = "character " + std::to_string(pos) + " ";
+      CHECK_THROWS_WITH_AS(digest_from_hex(s), doctest::Contains(want.c_str()), ProtocolError);
+    }
+  }
+}
+
+TEST_CASE("tensor_leaf known answers") {
+  // rank 0
+  CHECK(to_hex(leaf({}, {3.5f})) == "5a9e43858f2e3645dd5806db0811fdc8eb82c4bdac864395aa641762da12ab16");
+  // rank 2, with -0.0, a NaN with payload 1 (hashed as 0x7FC00000) and +inf
+  const std::vector<float> r2 = {1.0f, -0.0f, f32_from_bits(0x7FC00001u), 0.5f, INFINITY, -2.0f};
+  CHECK(to_hex(leaf({2, 3}, r2)) == "230b343a7e589d6270314064a88d0aaebe10bd84b60ad77403782dc7b6b65b61");
+  // empty tensors: one empty chunk; the shape still distinguishes them
+  CHECK(to_hex(leaf({0}, {})) == "e8cc8385222132d72ca47559667909e9141def6a1875775fa88e560aed55814f");
+  CHECK(to_hex(leaf({2, 0}, {})) == "08eef367a6a7e7964f1c44f54e5f04066b4c9227c13edf9ec0bbca9f1aca8633");
+  // 160000 bytes: chunks of 65536, 65536, 28928
+  CHECK(to_hex(leaf({40000}, ramp(40000))) ==
+        "a3e5419ff0ec8fe86b611027e82d17780c6a13c3a3d7517fd5ad92dab3108f5c");
+}
+
+TEST_CASE("tensor_leaf matches the encoding in tensor_hash.h") {
+  const std::vector<float> v = ramp(40000);
+  const auto bytes = f32_bytes(v);
+  const Digest chunk_root =
+      merkle_root(std::vector<Digest>{tensor_chunk_hash(DType::F32, bytes.subspan(0, 65536)),
+                                      tensor_chunk_hash(DType::F32, bytes.subspan(65536, 65536)),
+                                      tensor_chunk_hash(DType::F32, bytes.subspan(131072))});
+  const Digest expected = Hasher(HashTag::Tensor)
+                              .update_u8(1)
+                              .update_u8(2)
+                              .update_u64(200)
+                              .update_u64(200)
+                              .update_u64(160000)
+                              .update(chunk_root)
+                              .final();
+  CHECK(leaf({200, 200}, v) == expected);
+  CHECK(tensor_chunk_hash(DType::F32, bytes.subspan(0, 64)) ==
+        hash_tagged(HashTag::TensorChunk, bytes.subspan(0, 64)));
+  // Same bytes, different shape: different leaf.
+  CHECK(leaf({200, 200}, v) != leaf({40000}, v));
+  CHECK(leaf({1}, {3.5f}) != leaf({}, {3.5f}));
+}
+
+TEST_CASE("tensor_leaf canonicalizes float32 NaNs, and only NaNs") {
+  const float qnan = f32_from_bits(0x7FC00000u);
+  const std::vector<uint32_t> nans = {0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0xFF800001u,
+                                      0x7FFFFFFFu, 0xFFFFFFFFu, 0x7FA5A5A5u};
+  for (uint32_t bits : nans) {
+    CAPTURE(bits);
+    CHECK(leaf({3}, {1.0f, f32_from_bits(bits), 2.0f}) == leaf({3}, {1.0f, qnan, 2.0f}));
+  }
+  // Infinities are not NaNs.
+  CHECK(leaf({1}, {INFINITY}) != leaf({1}, {qnan}));
+  CHECK(leaf({1}, {-INFINITY}) != leaf({1}, {INFINITY}));
+  // Signed zeros are different bits and different commitments.
+  CHECK(leaf({2}, {0.0f, 1.0f}) != leaf({2}, {-0.0f, 1.0f}));
+
+  // A large multi-chunk tensor: NaNs with varied payloads at chunk/block edges equal canonical ones.
+  std::vector<float> a = ramp(50000), b = a;
+  for (size_t i :
+       {size_t{0}, size_t{1023}, size_t{1024}, size_t{16383}, size_t{16384}, size_t{40000}, size_t{49999}}) {
+    a[i] = f32_from_bits(0xFF800000u | static_cast<uint32_t>(i + 1));
+    b[i] = qnan;
+  }
+  CHECK(leaf({50000}, a) == leaf({50000}, b));
+  b[49999] = 1.0f;
+  CHECK(leaf({50000}, a) != leaf({50000}, b));
+  // The canonical NaN bytes are what is hashed.
+  const uint32_t canon = 0x7FC00000u;
+  const float payload_nan = f32_from_bits(0xFFF00001u);
+  CHECK(tensor_chunk_hash(DType::F32, std::as_bytes(std::span(&payload_nan, 1))) ==
+        hash_tagged(HashTag::TensorChunk, std::as_bytes(std::span(&canon, 1))));
+}
+
+TEST_CASE("tensor_leaf rejects inconsistent input") {
+  const std::vector<float> v = ramp(6);
+  CHECK_THROWS_AS(tensor_leaf(DType::F32, std::vector<int64_t>{2, 2}, f32_bytes(v)), ProtocolError);
+  CHECK_THROWS_AS(tensor_leaf(DType::F32, std::vector<int64_t>{-2, -3}, f32_bytes(v)), ProtocolError);
+  CHECK_THROWS_AS(tensor_leaf(DType::F32, std::vector<int64_t>{int64_t{1} << 62, 1 << 4}, f32_bytes(v)),
+                  ProtocolError);
+  CHECK_THROWS_AS(tensor_leaf(static_cast<DType>(7), std::vector<int64_t>{6}, f32_bytes(v)), ProtocolError);
+  CHECK_THROWS_AS(tensor_chunk_hash(DType::F32, f32_bytes(v).subspan(0, 7)), ProtocolError);
+  CHECK_NOTHROW(tensor_leaf(DType::F32, std::vector<int64_t>{3, 2}, f32_bytes(v)));
+}
