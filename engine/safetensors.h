@@ -1,0 +1,50 @@
+// The safetensors checkpoint format, F32 only.
+//   u64 little-endian N ‖ N bytes of UTF-8 JSON header ‖ data buffer
+//   header = {"__metadata__": {str: str}, "<name>": {"dtype": "F32", "shape": [..],
+//             "data_offsets": [begin, end]}, ...}; offsets are relative to the buffer start and the
+//   tensors tile the buffer exactly (no gaps, no overlaps). Writers pad the header with spaces so
+//   that N is a multiple of 8.
+// Source: https://github.com/huggingface/safetensors (README "Format").
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ops/tensor.h"
+
+namespace tribunal {
+
+/// A tensor to write under a name. The pointer is borrowed and must not be null.
+struct NamedTensor {
+  std::string name;
+  const Tensor* tensor = nullptr;
+};
+
+/// Writes `tensors` (data in the given order, little-endian F32) and `metadata` to `path`
+/// atomically: to "<path>.tmp", flushed and fsync'ed, then renamed over `path`.
+/// Throws EngineError("<path>: <what>") on a null tensor, a duplicate or reserved ("__metadata__")
+/// name, or any I/O failure (missing or unwritable directory, disk full); the .tmp file is removed.
+void write_safetensors(const std::filesystem::path& path, std::span<const NamedTensor> tensors,
+                       const std::map<std::string, std::string>& metadata);
+
+/// The contents of a safetensors file.
+struct SafetensorsFile {
+  std::vector<std::pair<std::string, Tensor>> tensors;  ///< in data-offset order
+  std::map<std::string, std::string> metadata;          ///< "__metadata__", empty when absent
+};
+
+/// Reads and strictly validates a safetensors file, which may come from an adversary: header length
+/// ≤ 100 MB and within the file, a JSON object, no duplicate keys, dtype "F32" only, rank ≤ 4,
+/// non-negative dims, data_offsets [begin, end] with end - begin = numel·4, and the tensors tiling
+/// the data buffer exactly up to the end of the file; metadata values must be strings.
+/// Throws EngineError("<path>: <what>") on any violation or I/O failure.
+SafetensorsFile read_safetensors(const std::filesystem::path& path);
+
+/// Reads only the header (validated as above) and returns its "__metadata__". Does not read the data.
+std::map<std::string, std::string> read_safetensors_metadata(const std::filesystem::path& path);
+
+}  // namespace tribunal
