@@ -135,6 +135,7 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source, const s
                                     where(source, value.source()), key.str()));
 
   JobSpec job;
+  job.source = source;
   TableReader model(root, "model", source, true);
   model.allow_only({"kind", "widths"});
   const std::string kind = model.string("kind", "mlp");
@@ -196,12 +197,14 @@ JobSpec load_job(const std::filesystem::path& path) {
 void check_job_against_data(const JobSpec& job, int64_t samples, int64_t features, int64_t classes) {
   const auto& w = job.model.widths;
   if (w.front() != features)
-    throw EngineError(fmt::format("job: model.widths starts with {} but {} samples have {} features", w.front(),
-                                  job.dataset, features));
+    throw EngineError(fmt::format("{}: model.widths starts with {} but {} samples have {} features", job.source,
+                                  w.front(), job.dataset, features));
   if (w.back() != classes)
-    throw EngineError(fmt::format("job: model.widths ends with {} but {} has {} classes", w.back(), job.dataset, classes));
+    throw EngineError(fmt::format("{}: model.widths ends with {} but {} has {} classes", job.source, w.back(),
+                                  job.dataset, classes));
   if (job.batch_size > samples)
-    throw EngineError(fmt::format("job: train.batch_size {} exceeds the {} training samples", job.batch_size, samples));
+    throw EngineError(fmt::format("{}: train.batch_size {} exceeds the {} training samples", job.source,
+                                  job.batch_size, samples));
 }
 
 std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& dataset_root) {

@@ -47,6 +47,7 @@ struct JobSpec {
   int64_t batch_size = 0;  ///< B
   int64_t stride = 0;      ///< s: checkpoints at steps 0, s, 2s, …, T
   OptimizerSpec optimizer;
+  std::string source = "job";  ///< where the job came from (its file), for error messages; not part of job_id
 };
 
 /// Parses a job from TOML text. `source` names the file in error messages. Unknown keys, wrong

@@ -2,10 +2,12 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <system_error>
 
 #include <fmt/format.h>
 
+#include "engine/checkpoint_writer.h"
 #include "engine/error.h"
 
 namespace tribunal {
@@ -139,25 +141,20 @@ TrainResult run_training(const JobSpec& job, const TrainOptions& options) {
     }
   }
 
-  auto commit = [&](int64_t t) {
-    if (!options.commit) return;
-    const Digest h = trainer.hash_state();
-    committed[t] = h;
-    if (!options.out_dir.empty())
-      save_checkpoint(checkpoint_path(options.out_dir, t), job, trainer.state(), trainer.job_id(), h);
-  };
-
+  std::optional<CheckpointWriter> writer;
+  if (options.commit) writer.emplace(job, trainer.job_id(), options.out_dir);
   t0 = Clock::now();
   int64_t t = trainer.state().step();
-  if (!options.resume) commit(0);
+  if (writer && !options.resume) writer->submit(trainer.state());
   for (bool first = true; t < target; first = false) {
     const float loss = trainer.step();
     ++t;
     if (first) result.loss_first = loss;
     result.loss_last = loss;
-    if (t % job.stride == 0 || t == target) commit(t);
+    if (writer && (t % job.stride == 0 || t == target)) writer->submit(trainer.state());
     if (options.on_step) options.on_step(t, target, loss);
   }
+  if (writer) committed.merge(writer->finish());
   result.seconds = since(t0);
   result.steps = t;
 
