@@ -1,0 +1,446 @@
+// Reverse-mode autodiff (engine/autodiff.h) checked against finite differences, and the step graph
+// (engine/step.h) checked to be a pure function with the documented node order.
+//
+// How the finite differences are made robust: the float graph's own loss is too coarse to
+// difference (a float loss has ~1e-7 relative rounding, so with h = 1e-3 the quotient carries
+// ~1e-4 of noise, and a larger h adds O(h²) truncation and crosses ReLU kinks). Instead the forward
+// part of the graph is re-evaluated by a float64 interpreter written here (independent of the
+// kernels), and central differences with h = 1e-6 are taken on that: truncation ~h² ≈ 1e-12,
+// rounding ~1e-16/h ≈ 1e-10. Two further checks make this a test of the graph and not of the
+// interpreter: the interpreter's loss must match the executor's float loss, and no ReLU input may lie
+// within 1e-4 of its kink (where a difference quotient would straddle it). The autodiff gradients are
+// float, so they are compared with 2e-6 absolute + 2e-5 relative tolerance: their own rounding error
+// is ~1e-7 here (gradients of order 0.01..2), so the margin is ~10×, while a gradient wrong by 0.01%
+// (e.g. a missed 1/B or an accumulation that drops a small term) still fails.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/autodiff.h"
+#include "engine/executor.h"
+#include "engine/graph.h"
+#include "engine/job.h"
+#include "engine/model.h"
+#include "engine/step.h"
+#include "ops/math.h"
+#include "ops/thread_pool.h"
+
+using namespace tribunal;
+
+namespace {
+
+constexpr double kFdStep = 1e-6;
+constexpr double kGradAbsTol = 2e-6;
+constexpr double kGradRelTol = 2e-5;
+constexpr double kKinkMargin = 1e-4;
+
+Tensor random_tensor(const Shape& s, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  Tensor t(s);
+  for (float& v : t.values()) v = dist(rng);
+  return t;
+}
+
+Tensor random_labels(int64_t batch, int64_t classes, std::mt19937& rng) {
+  Tensor t(Shape{batch});
+  for (int64_t b = 0; b < batch; ++b) t[b] = static_cast<float>(rng() % static_cast<uint32_t>(classes));
+  return t;
+}
+
+/// Float64 interpreter of a graph's first `nodes` nodes, for the forward ops the tests use.
+/// `inputs[v]` gives the value of each State/Data value v (others empty).
+struct F64Forward {
+  const StepGraph& g;
+  double min_relu_margin = std::numeric_limits<double>::infinity();  ///< smallest |ReLU input| seen
+
+  double loss(std::vector<std::vector<double>> val, size_t nodes, ValueId loss_value) {
+    for (size_t v = 0; v < g.values.size(); ++v)
+      if (g.values[v].source == ValueSource::Constant) {
+        const Tensor& c = g.constants[g.values[v].index];
+        val[v].assign(c.values().begin(), c.values().end());
+      }
+    for (size_t n = 0; n < nodes; ++n) {
+      const Node& node = g.nodes[n];
+      auto in = [&](size_t i) -> const std::vector<double>& { return val[node.inputs[i]]; };
+      auto shape = [&](size_t i) -> const Shape& { return g.values[node.inputs[i]].shape; };
+      std::vector<double>& out = val[node.outputs[0]];
+      switch (node.op) {
+        case OpKind::Linear:
+        case OpKind::Matmul: {
+          const bool linear = node.op == OpKind::Linear;
+          const bool ta = !linear && node.attrs.ints[0], tb = !linear && node.attrs.ints[1];
+          const int64_t m = ta ? shape(0)[1] : shape(0)[0], k = ta ? shape(0)[0] : shape(0)[1];
+          const int64_t n_ = tb ? shape(1)[0] : shape(1)[1];
+          out.assign(static_cast<size_t>(m * n_), 0.0);
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n_; ++j) {
+              double s = linear ? in(2)[static_cast<size_t>(j)] : 0.0;
+              for (int64_t p = 0; p < k; ++p)
+                s += in(0)[static_cast<size_t>(ta ? p * m + i : i * k + p)] *
+                     in(1)[static_cast<size_t>(tb ? j * k + p : p * n_ + j)];
+              out[static_cast<size_t>(i * n_ + j)] = s;
+            }
+          break;
+        }
+        case OpKind::Add:
+          out.resize(in(0).size());
+          for (size_t i = 0; i < out.size(); ++i) out[i] = in(0)[i] + in(1)[i];
+          break;
+        case OpKind::Relu:
+          out.resize(in(0).size());
+          for (size_t i = 0; i < out.size(); ++i) {
+            min_relu_margin = std::min(min_relu_margin, std::fabs(in(0)[i]));
+            out[i] = in(0)[i] > 0.0 ? in(0)[i] : 0.0;
+          }
+          break;
+        case OpKind::SoftmaxCrossEntropy: {
+          const int64_t batch = shape(0)[0], classes = shape(0)[1];
+          double total = 0.0;
+          for (int64_t b = 0; b < batch; ++b) {
+            const double* z = in(0).data() + b * classes;
+            double mx = z[0];
+            for (int64_t j = 1; j < classes; ++j) mx = std::max(mx, z[j]);
+            double s = 0.0;
+            for (int64_t j = 0; j < classes; ++j) s += std::exp(z[j] - mx);
+            total += mx + std::log(s) - z[static_cast<int64_t>(in(1)[static_cast<size_t>(b)])];
+          }
+          out.assign(1, total / static_cast<double>(batch));
+          break;
+        }
+        default:
+          FAIL("the float64 interpreter has no rule for op " << op_name(node.op));
+      }
+    }
+    return val[loss_value][0];
+  }
+};
+
+/// A graph under test: its forward part, the values differentiated and their bound tensors.
+struct GradProblem {
+  StepGraph g;
+  std::vector<ValueId> wrt;
+  std::vector<Tensor> state, data;  // bound to g.state_inputs / g.data_inputs, in order
+  ValueId loss = 0;
+  size_t forward_nodes = 0;
+
+  const Tensor& bound(ValueId v) const {
+    const Value& val = g.values[v];
+    return val.source == ValueSource::State ? state[val.index] : data[val.index];
+  }
+};
+
+/// Appends the backward pass, runs everything with the reference kernels and compares every element of
+/// every gradient with the float64 central difference.
+void check_gradients(GradProblem& pb) {
+  pb.forward_nodes = pb.g.nodes.size();
+  GraphBuilder b(pb.g);
+  const std::vector<ValueId> grads = append_backward(b, pb.loss, pb.wrt);
+  REQUIRE(grads.size() == pb.wrt.size());
+  CHECK(pb.g.nodes.size() > pb.forward_nodes);  // the backward really appended nodes
+
+  ThreadPool pool(1);
+  Executor exec(pool, /*reference=*/true);
+  std::vector<Tensor*> state;
+  std::vector<const Tensor*> data;
+  for (Tensor& t : pb.state) state.push_back(&t);
+  for (const Tensor& t : pb.data) data.push_back(&t);
+  exec.run(pb.g, state, data);
+
+  std::vector<std::vector<double>> base(pb.g.values.size());
+  for (ValueId v : pb.g.state_inputs)
+    base[v].assign(pb.bound(v).values().begin(), pb.bound(v).values().end());
+  for (ValueId v : pb.g.data_inputs) base[v].assign(pb.bound(v).values().begin(), pb.bound(v).values().end());
+
+  F64Forward f64{pb.g};
+  const double loss64 = f64.loss(base, pb.forward_nodes, pb.loss);
+  const float loss32 = exec.value(pb.loss)[0];
+  INFO("float loss " << loss32 << ", float64 loss " << loss64);
+  // The interpreter computes the same function as the graph (else its differences mean nothing).
+  REQUIRE(std::fabs(loss32 - loss64) <= 1e-6 * std::max(1.0, std::fabs(loss64)));
+  REQUIRE(f64.min_relu_margin > kKinkMargin);
+
+  for (size_t w = 0; w < pb.wrt.size(); ++w) {
+    const ValueId v = pb.wrt[w];
+    const Tensor& grad = exec.value(grads[w]);
+    CAPTURE(pb.g.values[v].name);
+    REQUIRE(grad.shape() == pb.g.values[v].shape);
+    int64_t bad = 0;
+    double max_err = 0.0, max_grad = 0.0;
+    std::string first;
+    for (size_t i = 0; i < base[v].size(); ++i) {
+      std::vector<std::vector<double>> plus = base, minus = base;
+      plus[v][i] += kFdStep;
+      minus[v][i] -= kFdStep;
+      const double fd =
+          (f64.loss(plus, pb.forward_nodes, pb.loss) - f64.loss(minus, pb.forward_nodes, pb.loss)) /
+          (2.0 * kFdStep);
+      const double got = grad[static_cast<int64_t>(i)];
+      const double err = std::fabs(got - fd);
+      max_err = std::max(max_err, err);
+      max_grad = std::max(max_grad, std::fabs(fd));
+      if (err > kGradAbsTol + kGradRelTol * std::fabs(fd) && bad++ == 0)
+        first = "element " + std::to_string(i) + ": autodiff " + std::to_string(got) +
+                ", finite difference " + std::to_string(fd);
+    }
+    INFO(first);
+    INFO("max |error| " << max_err << " for max |gradient| " << max_grad);
+    CHECK(bad == 0);
+    // A gradient that is identically zero would pass trivially; the problems are built so none is.
+    CHECK(max_grad > 1e-3);
+  }
+  REQUIRE(f64.min_relu_margin > kKinkMargin);  // also over every perturbed evaluation
+}
+
+/// An MLP (build_forward) with softmax cross-entropy, differentiated w.r.t. its parameters and x.
+GradProblem mlp_problem(std::vector<int64_t> widths, int64_t batch, uint64_t seed) {
+  GradProblem pb;
+  GraphBuilder b(pb.g);
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  ModelSpec model;
+  model.widths = widths;
+  std::vector<ValueId> params;
+  const std::vector<ParamSpec> specs = model_params(model);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    params.push_back(b.add_state(specs[i].name, specs[i].shape));
+    pb.state.emplace_back(specs[i].shape);
+    init_param(seed, static_cast<uint32_t>(i), specs[i], pb.state.back());
+  }
+  const ValueId x = b.add_data("x", Shape{batch, widths.front()});
+  const ValueId y = b.add_data("y", Shape{batch});
+  pb.data.push_back(random_tensor(Shape{batch, widths.front()}, rng));
+  pb.data.push_back(random_labels(batch, widths.back(), rng));
+  const ValueId logits = build_forward(b, model, params, x);
+  pb.loss = b.add_node(OpKind::SoftmaxCrossEntropy, {}, {logits, y}, "loss").front();
+  pb.g.loss = pb.loss;
+  pb.wrt = params;
+  pb.wrt.push_back(x);  // inputs get gradients too (dy·wᵀ through every layer)
+  return pb;
+}
+
+}  // namespace
+
+TEST_CASE("autodiff of an MLP 5-4-3 + softmax cross-entropy matches float64 finite differences") {
+  GradProblem pb = mlp_problem({5, 4, 3}, 6, 11);
+  check_gradients(pb);
+}
+
+TEST_CASE("autodiff of a deeper MLP 7-6-5-4 matches float64 finite differences") {
+  GradProblem pb = mlp_problem({7, 6, 5, 4}, 9, 3);
+  check_gradients(pb);
+}
+
+TEST_CASE("autodiff accumulates the gradients of values used more than once") {
+  // h is used twice by one node (Add(h, h)); r feeds four nodes (la, lb, lc, ld); the weight wa feeds
+  // three (la and ld as a Linear weight, lc as a Matmul operand). Each extra use is one more gradient
+  // contribution that the autodiff must sum, and wb is used transposed (Matmul trans_b).
+  GradProblem pb;
+  GraphBuilder b(pb.g);
+  std::mt19937 rng(17);
+  const int64_t batch = 5, in = 4, hid = 6, out = 3;
+  auto param = [&](const std::string& name, Shape s) {
+    pb.state.push_back(random_tensor(s, rng, -0.8f, 0.8f));
+    const ValueId v = b.add_state(name, s);
+    pb.wrt.push_back(v);
+    return v;
+  };
+  const ValueId w0 = param("w0", Shape{in, hid}), b0 = param("b0", Shape{hid});
+  const ValueId wa = param("wa", Shape{hid, out}), ba = param("ba", Shape{out});
+  const ValueId wb = param("wb", Shape{out, hid}), bb = param("bb", Shape{out});  // used transposed
+  const ValueId x = b.add_data("x", Shape{batch, in});
+  const ValueId y = b.add_data("y", Shape{batch});
+  pb.data.push_back(random_tensor(Shape{batch, in}, rng));
+  pb.data.push_back(random_labels(batch, out, rng));
+
+  const ValueId h = b.add_node(OpKind::Linear, {}, {x, w0, b0}, "h").front();
+  const ValueId d = b.add_node(OpKind::Add, {}, {h, h}, "h+h").front();
+  const ValueId r = b.add_node(OpKind::Relu, {}, {d}, "r").front();
+  const ValueId la = b.add_node(OpKind::Linear, {}, {r, wa, ba}, "la").front();
+  const ValueId lb = b.add_node(OpKind::Matmul, {{0, 1}, {}}, {r, wb}, "lb").front();  // r·wbᵀ
+  const ValueId lc = b.add_node(OpKind::Matmul, {{0, 0}, {}}, {r, wa}, "lc").front();  // r·wa again
+  const ValueId s1 = b.add_node(OpKind::Add, {}, {la, lb}, "la+lb").front();
+  const ValueId s2 = b.add_node(OpKind::Add, {}, {s1, lc}, "logits").front();
+  // A fourth use of r and a third of wa, with its own bias bb.
+  const ValueId lbias = b.add_node(OpKind::Linear, {}, {r, wa, bb}, "ld").front();
+  const ValueId logits = b.add_node(OpKind::Add, {}, {s2, lbias}, "logits2").front();
+  pb.loss = b.add_node(OpKind::SoftmaxCrossEntropy, {}, {logits, y}, "loss").front();
+  pb.g.loss = pb.loss;
+  pb.wrt.push_back(x);
+  check_gradients(pb);
+
+  // The accumulation is one Add node in the backward part per extra use (Add's own VJP passes the
+  // gradient through without a node): h 1, r 3, wa 2.
+  size_t backward_adds = 0;
+  for (size_t n = pb.forward_nodes; n < pb.g.nodes.size(); ++n)
+    backward_adds += pb.g.nodes[n].op == OpKind::Add;
+  CHECK(backward_adds == 6);
+}
+
+TEST_CASE("append_backward rejects what it cannot differentiate") {
+  StepGraph g;
+  GraphBuilder b(g);
+  const ValueId w = b.add_state("w", Shape{3, 2});
+  const ValueId bias = b.add_state("b", Shape{2});
+  const ValueId unused = b.add_state("unused", Shape{2});
+  const ValueId table = b.add_state("table", Shape{8, 3});
+  const ValueId y = b.add_data("y", Shape{4});
+  const ValueId x = b.add_node(OpKind::Gather, {{0, 2, 4, 6}, {}}, {table}, "x").front();
+  const ValueId logits = b.add_node(OpKind::Linear, {}, {x, w, bias}, "logits").front();
+  const ValueId loss = b.add_node(OpKind::SoftmaxCrossEntropy, {}, {logits, y}, "loss").front();
+
+  SUBCASE("a parameter that does not influence the loss") {
+    const std::vector<ValueId> wrt{w, unused};
+    CHECK_THROWS_AS(append_backward(b, loss, wrt), OpError);
+  }
+  SUBCASE("a parameter behind an op without a VJP rule (gather)") {
+    const std::vector<ValueId> wrt{table};
+    CHECK_THROWS_AS(append_backward(b, loss, wrt), OpError);
+  }
+  SUBCASE("a non-scalar loss") {
+    const std::vector<ValueId> wrt{w};
+    CHECK_THROWS_AS(append_backward(b, logits, wrt), OpError);
+  }
+  SUBCASE("the parameters that do influence it are fine") {
+    const std::vector<ValueId> wrt{w, bias};
+    std::vector<ValueId> grads;
+    CHECK_NOTHROW(grads = append_backward(b, loss, wrt));
+    REQUIRE(grads.size() == 2);
+    CHECK(g.values[grads[0]].shape == Shape{3, 2});
+    CHECK(g.values[grads[1]].shape == Shape{2});
+    CHECK(g.values[grads[0]].name == "grad/w");
+  }
+}
+
+namespace {
+
+JobSpec small_job(OptimizerKind opt) {
+  JobSpec job;
+  job.model.widths = {5, 4, 3};
+  job.seed = 9;
+  job.steps = 10;
+  job.batch_size = 4;
+  job.stride = 5;
+  job.optimizer.kind = opt;
+  return job;
+}
+
+void check_same_graph(const StepGraph& a, const StepGraph& b) {
+  REQUIRE(a.nodes.size() == b.nodes.size());
+  for (size_t n = 0; n < a.nodes.size(); ++n) {
+    CAPTURE(n);
+    CHECK(a.nodes[n].op == b.nodes[n].op);
+    CHECK(a.nodes[n].attrs == b.nodes[n].attrs);
+    CHECK(a.nodes[n].inputs == b.nodes[n].inputs);
+    CHECK(a.nodes[n].outputs == b.nodes[n].outputs);
+  }
+  REQUIRE(a.values.size() == b.values.size());
+  for (size_t v = 0; v < a.values.size(); ++v) {
+    CAPTURE(v);
+    CHECK(a.values[v].name == b.values[v].name);
+    CHECK(a.values[v].shape == b.values[v].shape);
+    CHECK(a.values[v].source == b.values[v].source);
+    CHECK(a.values[v].index == b.values[v].index);
+    CHECK(a.values[v].slot == b.values[v].slot);
+  }
+  REQUIRE(a.constants.size() == b.constants.size());
+  for (size_t c = 0; c < a.constants.size(); ++c) {
+    CHECK(a.constants[c].shape() == b.constants[c].shape());
+    const auto ab = a.constants[c].bytes(), bb = b.constants[c].bytes();
+    CHECK(std::equal(ab.begin(), ab.end(), bb.begin(), bb.end()));
+  }
+  CHECK(a.state_inputs == b.state_inputs);
+  CHECK(a.state_outputs == b.state_outputs);
+  CHECK(a.data_inputs == b.data_inputs);
+  CHECK(a.loss == b.loss);
+}
+
+}  // namespace
+
+TEST_CASE("build_step_graph is a pure function of (job, data shape, t, batch)") {
+  const DataShape data{20, 5, 3};
+  const std::vector<int64_t> batch{3, 17, 0, 3};
+  for (OptimizerKind opt : {OptimizerKind::AdamW, OptimizerKind::Sgd}) {
+    CAPTURE(static_cast<int>(opt));
+    const JobSpec job = small_job(opt);
+    const StepGraph a = build_step_graph(job, data, 7, batch);
+    const StepGraph b = build_step_graph(job, data, 7, batch);
+    check_same_graph(a, b);
+
+    // And it does depend on its arguments: the batch is in the gathers' attributes; for AdamW the step
+    // is in the optimizer's attributes (t = step + 1) and in the next-step constant.
+    const std::vector<int64_t> other_batch{3, 17, 0, 4};
+    const StepGraph c = build_step_graph(job, data, 7, other_batch);
+    CHECK(c.nodes[0].attrs != a.nodes[0].attrs);
+    const StepGraph d = build_step_graph(job, data, 8, batch);
+    CHECK(d.constants.back()[0] != a.constants.back()[0]);
+    if (opt == OptimizerKind::AdamW) {
+      CHECK(a.nodes.back().attrs.ints == std::vector<int64_t>{8});
+      CHECK(d.nodes.back().attrs.ints == std::vector<int64_t>{9});
+    }
+  }
+}
+
+TEST_CASE("build_step_graph orders its nodes: gathers, forward, loss, backward, then the optimizer") {
+  const DataShape data{20, 5, 3};
+  const std::vector<int64_t> batch{1, 2, 3, 4};
+  for (OptimizerKind opt : {OptimizerKind::AdamW, OptimizerKind::Sgd}) {
+    CAPTURE(static_cast<int>(opt));
+    const JobSpec job = small_job(opt);
+    const StepGraph g = build_step_graph(job, data, 0, batch);
+    const StateLayout layout = state_layout(job);
+    const size_t params = layout.num_params;
+    REQUIRE(params == 4);
+    REQUIRE(g.nodes.size() > 2 + 3 + 1 + params);
+
+    // Gathers of the inputs and the labels, with the batch as their indices.
+    for (size_t n = 0; n < 2; ++n) {
+      CHECK(g.nodes[n].op == OpKind::Gather);
+      CHECK(g.nodes[n].attrs.ints == batch);
+      CHECK(g.nodes[n].inputs == std::vector<ValueId>{g.data_inputs[n]});
+    }
+    // Forward of 5-4-3: Linear, Relu, Linear; then the loss.
+    CHECK(g.nodes[2].op == OpKind::Linear);
+    CHECK(g.nodes[2].inputs[0] == g.nodes[0].outputs[0]);
+    CHECK(g.nodes[3].op == OpKind::Relu);
+    CHECK(g.nodes[4].op == OpKind::Linear);
+    CHECK(g.nodes[5].op == OpKind::SoftmaxCrossEntropy);
+    CHECK(g.nodes[5].outputs[0] == g.loss);
+    CHECK(g.nodes[5].inputs == std::vector<ValueId>{g.nodes[4].outputs[0], g.nodes[1].outputs[0]});
+
+    // Backward: only VJP-produced ops, between the loss and the optimizer.
+    const size_t first_opt = g.nodes.size() - params;
+    CHECK(first_opt > 6);
+    for (size_t n = 6; n < first_opt; ++n) {
+      CAPTURE(n);
+      const OpKind k = g.nodes[n].op;
+      CHECK((k == OpKind::Matmul || k == OpKind::SumRows || k == OpKind::ReluBackward ||
+             k == OpKind::SoftmaxCrossEntropyBackward || k == OpKind::Add));
+    }
+    CHECK(g.nodes[6].op == OpKind::SoftmaxCrossEntropyBackward);
+
+    // Optimizer: one node per parameter, in parameter order, updating that parameter with a gradient
+    // computed by the backward part, and producing its next value and slots.
+    const OpKind want = opt == OptimizerKind::AdamW ? OpKind::AdamW : OpKind::SgdMomentum;
+    for (size_t p = 0; p < params; ++p) {
+      CAPTURE(p);
+      const Node& node = g.nodes[first_opt + p];
+      CHECK(node.op == want);
+      CHECK(node.inputs[0] == g.state_inputs[p]);
+      const Value& grad = g.values[node.inputs[1]];
+      CHECK(grad.source == ValueSource::Node);
+      CHECK(grad.index >= 6);
+      CHECK(grad.index < first_opt);
+      CHECK(grad.shape == layout.shapes[p]);
+      CHECK(g.state_outputs[p] == node.outputs[0]);
+    }
+    // No optimizer node anywhere else.
+    for (size_t n = 0; n < first_opt; ++n) CHECK(g.nodes[n].op != want);
+    // The next state's loss is this step's loss.
+    CHECK(g.state_outputs.back() == g.loss);
+  }
+}
