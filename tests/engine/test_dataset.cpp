@@ -15,6 +15,7 @@
 
 #include "engine/dataset.h"
 #include "engine/error.h"
+#include "tests/temp_dir.h"
 #include "protocol/merkle.h"
 #include "protocol/tensor_hash.h"
 
@@ -30,18 +31,7 @@ const fs::path kFashionDir = "/usr/share/datasets/fashion-mnist";
 constexpr const char* kTrainRootHex = "b9f3f6bd5e1c061632704a2dcac60908ee7f56f6ff23ae563037d0115c3b3a94";
 constexpr const char* kTestRootHex = "d95dba86e88289805e03aa1c31b223d23884a26f46272187dcedeadf6c0e2be9";
 
-// A scratch directory removed at scope exit.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("tribunal_dataset_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using testing::TempDir;
 
 void put_be32(std::vector<uint8_t>& out, uint32_t v) {
   for (int s = 24; s >= 0; s -= 8) out.push_back(static_cast<uint8_t>(v >> s));

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "tests/temp_dir.h"
 #include "engine/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -21,17 +22,7 @@ using namespace tribunal;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("tribunal_safetensors_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using testing::TempDir;
 
 std::vector<uint8_t> read_raw(const fs::path& path) {
   std::ifstream f(path, std::ios::binary);

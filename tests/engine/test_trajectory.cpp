@@ -3,12 +3,11 @@
 // straight run does. (.ci/run also compares the root across compilers, -O levels and -march.)
 #include <doctest/doctest.h>
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 
 #include "engine/error.h"
+#include "tests/temp_dir.h"
 #include "engine/trainer.h"
 
 using namespace tribunal;
@@ -29,15 +28,7 @@ JobSpec short_job(OptimizerKind kind) {
   return job;
 }
 
-struct TempDir {
-  std::filesystem::path path;
-  // Unique per process, so concurrent test runs never share a directory.
-  explicit TempDir(const std::string& name)
-      : path(std::filesystem::temp_directory_path() / ("tribunal-test-" + name + "-" + std::to_string(::getpid()))) {
-    std::filesystem::remove_all(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
+using testing::TempDir;
 
 TrainResult train(const JobSpec& job, int threads, const std::filesystem::path& out, int64_t stop_at = -1,
                   bool resume = false) {
