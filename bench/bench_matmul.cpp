@@ -1,0 +1,195 @@
+// Matmul throughput: tribunal's RepOps matmul against OpenBLAS cblas_sgemm in the same run.
+// Prints one JSON object.
+// Usage: bench_matmul [--path scalar|avx2|avx512] [--min-time SECONDS] [--shape NAME_SUBSTRING]
+//
+// Each measurement repeats the call until at least --min-time seconds (default 0.3) have passed and
+// takes the mean time per call; the best of 3 such measurements is kept (ours and OpenBLAS alternate).
+// OpenBLAS gets the same transposes; where the op has a bias, OpenBLAS is timed as "copy bias rows into C,
+// sgemm with beta=1", which is how a framework adds a bias on top of BLAS.
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ops/kernels/matmul.h"
+#include "ops/thread_pool.h"
+
+namespace {
+
+using tribunal::MatmulArgs;
+using tribunal::SimdPath;
+using tribunal::ThreadPool;
+
+struct Shape {
+  const char* name;
+  int64_t m, n, k;
+  bool trans_a, trans_b, bias;
+};
+
+// The big square cases, and every matmul of one training step of the MNIST MLP 784→256→10 at batch 64.
+const Shape kShapes[] = {
+    {"square_512", 512, 512, 512, false, false, false},
+    {"square_1024", 1024, 1024, 1024, false, false, false},
+    {"mlp_fc1_forward", 64, 256, 784, false, false, true},      // x[64,784]·W1[784,256] + b1
+    {"mlp_fc2_forward", 64, 10, 256, false, false, true},       // h[64,256]·W2[256,10] + b2
+    {"mlp_fc1_grad_input", 64, 784, 256, false, true, false},   // dY1[64,256]·W1[784,256]ᵀ
+    {"mlp_fc1_grad_weight", 784, 256, 64, true, false, false},  // X[64,784]ᵀ·dY1[64,256]
+    {"mlp_fc2_grad_input", 64, 256, 10, false, true, false},    // dY2[64,10]·W2[256,10]ᵀ
+    {"mlp_fc2_grad_weight", 256, 10, 64, true, false, false},   // H[64,256]ᵀ·dY2[64,10]
+};
+
+/// Mean seconds per call over a run of at least min_time seconds (after one warm-up call).
+double seconds_per_call(const std::function<void()>& fn, double min_time) {
+  using clock = std::chrono::steady_clock;
+  int64_t calls = 0;
+  const auto start = clock::now();
+  double elapsed = 0;
+  do {
+    fn();
+    ++calls;
+    elapsed = std::chrono::duration<double>(clock::now() - start).count();
+  } while (elapsed < min_time);
+  return elapsed / static_cast<double>(calls);
+}
+
+/// Best of 3 for each of two functions, measured alternately so that both see the same machine load.
+/// OpenBLAS worker threads busy-wait for a while after a call (THREAD_TIMEOUT, ~0.1 s), which would
+/// steal a core from the next measurement: with several threads, pause before each of ours.
+std::pair<double, double> best_of_3(const std::function<void()>& ours, const std::function<void()>& blas,
+                                    double min_time, bool pause) {
+  ours();  // warm caches, pack buffers and thread pools
+  blas();
+  double best_ours = 1e30, best_blas = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    if (pause) std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    best_ours = std::min(best_ours, seconds_per_call(ours, min_time));
+    best_blas = std::min(best_blas, seconds_per_call(blas, min_time));
+  }
+  return {best_ours, best_blas};
+}
+
+std::vector<float> random_vector(int64_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+struct Operands {
+  std::vector<float> a, b, bias, c;
+  MatmulArgs args;
+};
+
+Operands make_operands(const Shape& s, std::mt19937& rng) {
+  Operands o;
+  o.a = random_vector(s.m * s.k, rng);
+  o.b = random_vector(s.k * s.n, rng);
+  o.bias = random_vector(s.n, rng);
+  o.c.assign(static_cast<size_t>(s.m * s.n), 0.0f);
+  o.args = MatmulArgs{o.a.data(), o.b.data(), s.bias ? o.bias.data() : nullptr, o.c.data(), s.m, s.n, s.k,
+                      s.trans_a,  s.trans_b};
+  return o;
+}
+
+void openblas_matmul(const Shape& s, Operands& o) {
+  float beta = 0.0f;
+  if (s.bias) {
+    for (int64_t i = 0; i < s.m; ++i) std::memcpy(&o.c[i * s.n], o.bias.data(), sizeof(float) * s.n);
+    beta = 1.0f;
+  }
+  const int lda = static_cast<int>(s.trans_a ? s.m : s.k), ldb = static_cast<int>(s.trans_b ? s.k : s.n);
+  cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans,
+              static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k), 1.0f, o.a.data(), lda,
+              o.b.data(), ldb, beta, o.c.data(), static_cast<int>(s.n));
+}
+
+double gflops(const Shape& s, double seconds) {
+  return 2.0 * static_cast<double>(s.m * s.n * s.k) / seconds * 1e-9;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  SimdPath path = tribunal::best_simd_path();
+  double min_time = 0.3;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--path" && i + 1 < argc) {
+      const std::string name = argv[++i];
+      bool found = false;
+      for (SimdPath p : tribunal::available_simd_paths()) {
+        if (name == tribunal::simd_path_name(p)) {
+          path = p;
+          found = true;
+        }
+      }
+      if (!found) {
+        std::fprintf(stderr, "bench_matmul: path '%s' is not available on this CPU\n", name.c_str());
+        return 2;
+      }
+    } else if (arg == "--min-time" && i + 1 < argc) {
+      min_time = std::stod(argv[++i]);
+    } else if (arg == "--shape" && i + 1 < argc) {
+      only = argv[++i];
+    } else {
+      std::fprintf(stderr,
+                   "usage: bench_matmul [--path scalar|avx2|avx512] [--min-time SECONDS] [--shape NAME]\n");
+      return 2;
+    }
+  }
+
+  std::mt19937 rng(20240601);
+  nlohmann::json results = nlohmann::json::array();
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    openblas_set_num_threads(threads);
+    for (const Shape& s : kShapes) {
+      if (std::string(s.name).find(only) == std::string::npos) continue;
+      Operands o = make_operands(s, rng);
+      const auto [t_ours, t_blas] = best_of_3([&] { tribunal::matmul(o.args, pool, path); },
+                                              [&] { openblas_matmul(s, o); }, min_time, threads > 1);
+      const double ours = gflops(s, t_ours), blas = gflops(s, t_blas);
+      results.push_back({{"shape", s.name},
+                         {"m", s.m},
+                         {"n", s.n},
+                         {"k", s.k},
+                         {"trans_a", s.trans_a},
+                         {"trans_b", s.trans_b},
+                         {"bias", s.bias},
+                         {"threads", threads},
+                         {"tribunal_gflops", ours},
+                         {"openblas_gflops", blas},
+                         {"ratio", ours / blas}});
+    }
+  }
+
+  // The contract's plain triple loop, for context.
+  const Shape& sq = kShapes[0];
+  Operands o = make_operands(sq, rng);
+  double t_ref = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    t_ref = std::min(t_ref, seconds_per_call([&] { tribunal::matmul_reference(o.args); }, min_time));
+  }
+
+  nlohmann::json out = {
+      {"bench", "matmul"},
+      {"simd_path", tribunal::simd_path_name(path)},
+      {"openblas", openblas_get_config()},
+      {"min_time_s", min_time},
+      {"results", results},
+      {"scalar_reference", {{"shape", sq.name}, {"threads", 1}, {"gflops", gflops(sq, t_ref)}}}};
+  std::printf("%s\n", out.dump(2).c_str());
+  return 0;
+}

@@ -1,0 +1,518 @@
+// Matrix multiply under the RepOps dot-product contract (DESIGN §4): a packed, register-blocked GEMM in
+// the BLIS/GotoBLAS layout whose micro-kernels keep every output element ONE fma chain over k = 0..K-1.
+//
+// Why it is bitwise identical to matmul_reference on every path and thread count:
+//  * a register tile holds one accumulator lane per output element; lane (i, j) only ever sees
+//    acc = fma(A(i,p), B(p,j), acc) for increasing p — SIMD runs different elements side by side,
+//    never different k of one element;
+//  * K is cut into kc blocks only to keep panels in cache; between blocks the accumulator is stored to
+//    C and reloaded (a float store/load is exact), so the chain simply continues. Partial sums of
+//    different k ranges are never added together (no split-K, no reassociation);
+//  * threads split the output into disjoint column or row ranges; the chain of an element does not
+//    depend on which range or tile it lands in;
+//  * packing copies floats (exact); edge lanes past N are masked, edge rows past M get their own
+//    kernel instantiation, so nothing outside the matrix is ever stored.
+// Layout follows Goto & van de Geijn, "Anatomy of High-Performance Matrix Multiplication" (TOMS 2008)
+// and the BLIS micro-kernel design (Van Zee & van de Geijn, TOMS 2015).
+#include "ops/kernels/matmul.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ops/tensor.h"
+
+namespace tribunal {
+
+namespace {
+
+void check_args(const MatmulArgs& x) {
+  if (x.m < 0 || x.n < 0 || x.k < 0) {
+    throw OpError("matmul: negative shape m=" + std::to_string(x.m) + " n=" + std::to_string(x.n) +
+                  " k=" + std::to_string(x.k));
+  }
+  if ((x.m > 0 && x.n > 0 && x.c == nullptr) || (x.m > 0 && x.k > 0 && x.a == nullptr) ||
+      (x.k > 0 && x.n > 0 && x.b == nullptr)) {
+    throw OpError("matmul: null operand pointer for a non-empty matrix");
+  }
+}
+
+/// op(A)(i, p) and op(B)(p, j) exactly as the header defines them.
+inline float a_at(const MatmulArgs& x, int64_t i, int64_t p) {
+  return x.trans_a ? x.a[p * x.m + i] : x.a[i * x.k + p];
+}
+inline float b_at(const MatmulArgs& x, int64_t p, int64_t j) {
+  return x.trans_b ? x.b[j * x.k + p] : x.b[p * x.n + j];
+}
+
+}  // namespace
+
+void matmul_reference(const MatmulArgs& x) {
+  check_args(x);
+  for (int64_t i = 0; i < x.m; ++i) {
+    for (int64_t j = 0; j < x.n; ++j) {
+      float acc = x.bias ? x.bias[j] : 0.0f;
+      // std::fma is IEEE fusedMultiplyAdd (one rounding), the same operation as vfmadd*ps.
+      for (int64_t p = 0; p < x.k; ++p) acc = std::fma(a_at(x, i, p), b_at(x, p, j), acc);
+      x.c[i * x.n + j] = acc;
+    }
+  }
+}
+
+const char* simd_path_name(SimdPath path) {
+  switch (path) {
+    case SimdPath::Scalar:
+      return "scalar";
+    case SimdPath::Avx2:
+      return "avx2";
+    case SimdPath::Avx512:
+      return "avx512";
+  }
+  return "unknown";
+}
+
+namespace {
+
+struct CpuPaths {
+  std::array<SimdPath, 3> paths{};
+  size_t count = 0;
+};
+
+// __builtin_cpu_supports also checks that the OS saves the wider register state (XGETBV).
+CpuPaths detect_paths() {
+  CpuPaths p;
+  p.paths[p.count++] = SimdPath::Scalar;
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (avx2) p.paths[p.count++] = SimdPath::Avx2;
+  if (avx2 && __builtin_cpu_supports("avx512f")) p.paths[p.count++] = SimdPath::Avx512;
+  return p;
+}
+
+const CpuPaths& cpu_paths() {
+  static const CpuPaths paths = detect_paths();
+  return paths;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Micro-kernels. One call computes an mr × (nv·W) tile of C over kb steps of k:
+//   acc(i, j) = load_c ? C(i, j) : (bias ? bias[j] : +0);  for p < kb: acc = fma(A(i,p), B(p,j), acc)
+// then stores the n valid columns. A is read as a[i*lda + p] (row_a: op(A) rows in place) or
+// a[p*lda + i] (a packed micro-panel, or op(A) = Aᵀ in place); B as b[p*ldb + j].
+
+struct TileArgs {
+  const float* a;
+  int64_t lda;
+  const float* b;
+  int64_t ldb;
+  float* c;
+  int64_t ldc;
+  int64_t kb;
+  const float* bias;  ///< start values when !load_c (null: +0)
+  bool load_c;        ///< continue the chains already stored in C (a later kc block)
+  int n;              ///< valid columns, 1..nv·W
+};
+
+using TileKernel = void (*)(const TileArgs&);
+
+// One kernel template per ISA, instantiated for every row count 1..MR (edge rows of C get an exact-size
+// kernel instead of padding) and 1..NV vectors (a narrow N uses one vector). kMasked: the last vector
+// is partial (n is not a multiple of W); masked loads never touch memory past the valid lanes.
+
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 load_avx2(const float* p, __m256i mask,
+                                                                           bool masked) {
+  return masked ? _mm256_maskload_ps(p, mask) : _mm256_loadu_ps(p);
+}
+
+/// AVX2 + FMA: 8-float vectors, up to a 6 × 16 tile (12 ymm accumulators, 2 for B, 1 broadcast).
+template <int MR, int NV, bool kRowA, bool kMasked>
+__attribute__((target("avx2,fma"))) void tile_avx2(const TileArgs& t) {
+  constexpr int W = 8;
+  __m256i mask[NV];
+  bool partial[NV];
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) {
+    mask[v] = _mm256_cmpgt_epi32(_mm256_set1_epi32(t.n - v * W), lane);
+    partial[v] = kMasked && v == NV - 1;
+  }
+  __m256 acc[MR][NV];
+  if (t.load_c) {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = load_avx2(t.c + i * t.ldc + v * W, mask[v], partial[v]);
+  } else {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      const __m256 init = t.bias ? load_avx2(t.bias + v * W, mask[v], partial[v]) : _mm256_setzero_ps();
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) acc[i][v] = init;
+    }
+  }
+  const float* a = t.a;
+  const float* b = t.b;
+  const int64_t lda = t.lda, ldb = t.ldb, kb = t.kb;
+  for (int64_t p = 0; p < kb; ++p) {
+    __m256 bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = load_avx2(b + v * W, mask[v], partial[v]);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const __m256 av = _mm256_broadcast_ss(kRowA ? a + i * lda : a + i);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_fmadd_ps(av, bv[v], acc[i][v]);  // the next k, in order
+    }
+    a += kRowA ? 1 : lda;
+    b += ldb;
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      float* dst = t.c + i * t.ldc + v * W;
+      if (partial[v]) {  // vmaskmovps stores are microcoded on AMD: spill the vector and copy instead
+        alignas(32) float lanes[W];
+        _mm256_store_ps(lanes, acc[i][v]);
+        for (int l = 0; l < t.n - v * W; ++l) dst[l] = lanes[l];
+      } else {
+        _mm256_storeu_ps(dst, acc[i][v]);
+      }
+    }
+}
+
+/// AVX-512F: 16-float vectors, up to a 14 × 32 tile (28 zmm accumulators, 2 for B, 1 broadcast).
+/// C and bias go through k-masks (cheap here); B loads are unmasked on full tiles, which measured faster.
+template <int MR, int NV, bool kRowA, bool kMasked>
+__attribute__((target("avx512f"))) void tile_avx512(const TileArgs& t) {
+  constexpr int W = 16;
+  __mmask16 mask[NV];
+  bool partial[NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) {
+    const int rem = t.n - v * W;
+    mask[v] = rem >= W ? __mmask16(0xFFFF) : __mmask16((1u << std::max(rem, 0)) - 1u);
+    partial[v] = kMasked && v == NV - 1;
+  }
+  __m512 acc[MR][NV];
+  if (t.load_c) {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_maskz_loadu_ps(mask[v], t.c + i * t.ldc + v * W);
+  } else {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      const __m512 init = t.bias ? _mm512_maskz_loadu_ps(mask[v], t.bias + v * W) : _mm512_setzero_ps();
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) acc[i][v] = init;
+    }
+  }
+  const float* a = t.a;
+  const float* b = t.b;
+  const int64_t lda = t.lda, ldb = t.ldb, kb = t.kb;
+  for (int64_t p = 0; p < kb; ++p) {
+    __m512 bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      bv[v] = partial[v] ? _mm512_maskz_loadu_ps(mask[v], b + v * W) : _mm512_loadu_ps(b + v * W);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const __m512 av = _mm512_set1_ps(kRowA ? a[i * lda] : a[i]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);  // the next k, in order
+    }
+    a += kRowA ? 1 : lda;
+    b += ldb;
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(t.c + i * t.ldc + v * W, mask[v], acc[i][v]);
+}
+
+/// A register-tile shape and its kernels, one per (rows, vectors, A layout, full/partial).
+struct KernelSet {
+  int mr;     ///< rows of a full tile
+  int width;  ///< floats per vector
+  int nv;     ///< vectors per full tile row
+  TileKernel (*select)(int rows, int vectors, bool row_a, bool full);
+};
+
+template <template <int, int, bool, bool> class K, int NV, bool kRowA, bool kFull, int... I>
+constexpr std::array<TileKernel, sizeof...(I)> kernel_row(std::integer_sequence<int, I...>) {
+  return {K<I + 1, NV, kRowA, kFull>::fn...};
+}
+
+template <int MR, int NV, bool kRowA, bool kFull>
+struct Avx2Kernel {
+  static constexpr TileKernel fn = &tile_avx2<MR, NV, kRowA, !kFull>;
+};
+template <int MR, int NV, bool kRowA, bool kFull>
+struct Avx512Kernel {
+  static constexpr TileKernel fn = &tile_avx512<MR, NV, kRowA, !kFull>;
+};
+
+/// Table [row_a][full][vectors-1][rows-1] of the kernel template K with MR rows and 2 vectors.
+template <template <int, int, bool, bool> class K, int MR>
+struct KernelTable {
+  using Rows = std::make_integer_sequence<int, MR>;
+  using ByRows = std::array<TileKernel, MR>;
+  static constexpr std::array<std::array<std::array<ByRows, 2>, 2>, 2> table = {{
+      {{{{kernel_row<K, 1, false, false>(Rows{}), kernel_row<K, 2, false, false>(Rows{})}},
+        {{kernel_row<K, 1, false, true>(Rows{}), kernel_row<K, 2, false, true>(Rows{})}}}},
+      {{{{kernel_row<K, 1, true, false>(Rows{}), kernel_row<K, 2, true, false>(Rows{})}},
+        {{kernel_row<K, 1, true, true>(Rows{}), kernel_row<K, 2, true, true>(Rows{})}}}},
+  }};
+  static TileKernel select(int rows, int vectors, bool row_a, bool full) {
+    return table[row_a][full][vectors - 1][rows - 1];
+  }
+};
+
+constexpr int kAvx2Mr = 6, kAvx512Mr = 14;
+const KernelSet kAvx2Set{kAvx2Mr, 8, 2, &KernelTable<Avx2Kernel, kAvx2Mr>::select};
+const KernelSet kAvx512Set{kAvx512Mr, 16, 2, &KernelTable<Avx512Kernel, kAvx512Mr>::select};
+
+// ---------------------------------------------------------------------------------------------------
+// Blocked driver, shared by the SIMD paths. Loop nest (per thread, on its own output range):
+//   jc: nc columns of C     (the B block, kc × nc, packed once per (jc, pc) or read in place)
+//   pc: kc steps of k       (chains continue through C between blocks)
+//   ir: one MR-row micro-panel of op(A) (packed on the fly, reused by every jr)
+//   jr: one NR-column micro-panel of the B block → micro-kernel
+
+// kc × nc is the B block every A micro-panel of a thread's range meets; kc is also the length of the
+// chains between two C reloads. Chosen by measurement on Zen 4 (32 KiB L1, 1 MiB L2): the kernel is
+// fma-bound, so larger blocks (fewer C reloads, less A repacking) beat keeping the B block in L2.
+constexpr int64_t kKc = 512;
+constexpr int64_t kNc = 1024;
+// Non-transposed B is read in place unless enough A panels reuse it to pay for the copy (a packed
+// panel is contiguous, where in-place rows N·4 bytes apart alias in the cache for N a multiple of 1024).
+constexpr int64_t kPackBMinRows = 256;
+
+using Buffer = std::vector<float, AlignedAllocator<float>>;
+
+float* scratch(Buffer& buf, int64_t n) {
+  if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
+  return buf.data();
+}
+
+// Packing only copies floats, so it cannot change a result; it only has to be fast. Both SIMD paths
+// need AVX2 (the AVX-512 path is offered only with it), so the packers use AVX2 8×8 transposes.
+
+/// dst[q·ldd + r] = src[r·lds + q] for r < rows (≤ 8) and q < 8: an 8×8 transpose. Lanes r ≥ rows of
+/// each destination row are left untouched (masked store), source rows r ≥ rows are never read.
+__attribute__((target("avx2,fma"))) void transpose_8x8(const float* src, int64_t lds, float* dst, int64_t ldd,
+                                                       int rows) {
+  __m256 r[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) r[i] = i < rows ? _mm256_loadu_ps(src + i * lds) : _mm256_setzero_ps();
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  const __m256 out[8] = {_mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
+                         _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
+                         _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
+                         _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
+  if (rows == 8) {
+#pragma GCC unroll 8
+    for (int q = 0; q < 8; ++q) _mm256_storeu_ps(dst + q * ldd, out[q]);
+  } else {
+    const __m256i mask =
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(rows), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+#pragma GCC unroll 8
+    for (int q = 0; q < 8; ++q) _mm256_maskstore_ps(dst + q * ldd, mask, out[q]);
+  }
+}
+
+/// dst[q·ldd + r] = src[r·lds + q] for r < rows, q < cols: transpose of a rows × cols block.
+__attribute__((target("avx2,fma"))) void transpose_block(const float* src, int64_t lds, int64_t rows,
+                                                         int64_t cols, float* dst, int64_t ldd) {
+  for (int64_t r0 = 0; r0 < rows; r0 += 8) {
+    const int r = static_cast<int>(std::min<int64_t>(8, rows - r0));
+    int64_t q0 = 0;
+    for (; q0 + 8 <= cols; q0 += 8) transpose_8x8(src + r0 * lds + q0, lds, dst + q0 * ldd + r0, ldd, r);
+    for (int64_t q = q0; q < cols; ++q)
+      for (int64_t i = r0; i < r0 + r; ++i) dst[q * ldd + i] = src[i * lds + q];
+  }
+}
+
+/// Packs op(B)(pc..pc+kb, jc..jc+nc) as nr-wide panels: panel q holds B(pc+p, jc+q·nr+j) at
+/// dst[q·nr·kb + p·nr + j]. Columns past nc in the last panel are left unset (the kernel masks them).
+void pack_b_block(const MatmulArgs& x, int64_t pc, int64_t kb, int64_t jc, int64_t nc, int nr, float* dst) {
+  for (int64_t jr = 0; jr < nc; jr += nr) {
+    const int64_t w = std::min<int64_t>(nr, nc - jr);
+    float* panel = dst + jr * kb;
+    if (!x.trans_b) {
+      const float* src = x.b + pc * x.n + jc + jr;
+      for (int64_t p = 0; p < kb; ++p) std::memcpy(panel + p * nr, src + p * x.n, sizeof(float) * w);
+    } else {  // B(p, j) = b[j*K + p]: the panel is the transpose of w rows of b
+      transpose_block(x.b + (jc + jr) * x.k + pc, x.k, w, kb, panel, nr);
+    }
+  }
+}
+
+/// Packs op(A)(ir..ir+mr, pc..pc+kb) as one micro-panel: A(ir+i, pc+p) at dst[p·mr_full + i].
+void pack_a_panel(const MatmulArgs& x, int64_t ir, int mr, int64_t pc, int64_t kb, int mr_full, float* dst) {
+  if (x.trans_a) {  // A(i, p) = a[p*M + i]: already mr contiguous floats per p
+    const float* src = x.a + pc * x.m + ir;
+    for (int64_t p = 0; p < kb; ++p) std::memcpy(dst + p * mr_full, src + p * x.m, sizeof(float) * mr);
+  } else {
+    transpose_block(x.a + ir * x.k + pc, x.k, mr, kb, dst, mr_full);
+  }
+}
+
+/// Computes C[m0..m1, n0..n1) on the calling thread.
+void gemm_range(const MatmulArgs& x, const KernelSet& ks, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  const int nr = ks.width * ks.nv;
+  // K blocks of near-equal size, so the last one is not a sliver.
+  const int64_t nblocks = (x.k + kKc - 1) / kKc;
+  const int64_t kc = (x.k + nblocks - 1) / nblocks;
+  const int64_t ncols = n1 - n0;
+  // A micro-panel used by a single column panel: packing it would cost as much as using it.
+  const bool pack_a = ncols > nr;
+  const bool pack_b = x.trans_b || (m1 - m0) >= kPackBMinRows;
+  const int64_t ncb = std::min<int64_t>(kNc, ncols);
+
+  thread_local Buffer a_buf, b_buf;
+  float* ap = pack_a ? scratch(a_buf, kc * ks.mr) : nullptr;
+  float* bp = pack_b ? scratch(b_buf, kc * ((ncb + nr - 1) / nr) * nr) : nullptr;
+
+  for (int64_t jc = n0; jc < n1; jc += ncb) {
+    const int64_t nc = std::min(ncb, n1 - jc);
+    for (int64_t pc = 0; pc < x.k; pc += kc) {
+      const int64_t kb = std::min(kc, x.k - pc);
+      if (pack_b) pack_b_block(x, pc, kb, jc, nc, nr, bp);
+      for (int64_t ir = m0; ir < m1; ir += ks.mr) {
+        const int mr = static_cast<int>(std::min<int64_t>(ks.mr, m1 - ir));
+        TileArgs t{};
+        bool row_a = false;
+        if (pack_a) {
+          pack_a_panel(x, ir, mr, pc, kb, ks.mr, ap);
+          t.a = ap;
+          t.lda = ks.mr;
+        } else if (x.trans_a) {
+          t.a = x.a + pc * x.m + ir;
+          t.lda = x.m;
+        } else {
+          t.a = x.a + ir * x.k + pc;
+          t.lda = x.k;
+          row_a = true;
+        }
+        t.ldb = pack_b ? nr : x.n;
+        t.ldc = x.n;
+        t.kb = kb;
+        t.load_c = pc > 0;
+        for (int64_t jr = 0; jr < nc; jr += nr) {
+          const int w = static_cast<int>(std::min<int64_t>(nr, nc - jr));
+          const int vectors = (w + ks.width - 1) / ks.width;
+          t.b = pack_b ? bp + jr * kb : x.b + pc * x.n + jc + jr;
+          t.c = x.c + ir * x.n + jc + jr;
+          t.bias = x.bias ? x.bias + jc + jr : nullptr;
+          t.n = w;
+          ks.select(mr, vectors, row_a, w % ks.width == 0)(t);
+        }
+      }
+    }
+  }
+}
+
+/// Scalar path: the reference's per-element chains, reordered (i, p, j) so B is read along rows.
+void scalar_rows(const MatmulArgs& x, int64_t m0, int64_t m1) {
+  for (int64_t i = m0; i < m1; ++i) {
+    float* c = x.c + i * x.n;
+    for (int64_t j = 0; j < x.n; ++j) c[j] = x.bias ? x.bias[j] : 0.0f;
+    for (int64_t p = 0; p < x.k; ++p) {
+      const float a = a_at(x, i, p);
+      for (int64_t j = 0; j < x.n; ++j) c[j] = std::fma(a, b_at(x, p, j), c[j]);
+    }
+  }
+}
+
+// Below this many multiply-adds per thread (~40 µs of work), waking another thread costs more than it
+// saves: a parallel_for round trip measured 25-55 µs on a 2-vCPU VM whose idle workers sleep.
+constexpr int64_t kMinFmaPerThread = 1 << 21;
+constexpr int64_t kMinScalarFmaPerThread = 1 << 15;
+
+void matmul_simd(const MatmulArgs& x, ThreadPool& pool, const KernelSet& ks) {
+  const int nr = ks.width * ks.nv;
+  const int64_t n_panels = (x.n + nr - 1) / nr, m_panels = (x.m + ks.mr - 1) / ks.mr;
+  // Split the dimension with more micro-panels; each thread packs what it needs of the other operand.
+  const bool split_n = n_panels >= m_panels;
+  const int64_t units = split_n ? n_panels : m_panels;
+  auto run = [&](int64_t u0, int64_t u1) {
+    if (split_n) {
+      gemm_range(x, ks, 0, x.m, u0 * nr, std::min(x.n, u1 * nr));
+    } else {
+      gemm_range(x, ks, u0 * ks.mr, std::min(x.m, u1 * ks.mr), 0, x.n);
+    }
+  };
+  // Static partition (ops/thread_pool.h): ranges of whole micro-panels, so no tile straddles two
+  // threads; small products stay on the calling thread.
+  const int64_t wanted = std::max<int64_t>(1, x.m * x.n * x.k / kMinFmaPerThread);
+  pool.parallel_for(units, run, std::max<int64_t>(1, units / wanted));
+}
+
+bool path_available(SimdPath path) {
+  const CpuPaths& p = cpu_paths();
+  return std::find(p.paths.begin(), p.paths.begin() + static_cast<std::ptrdiff_t>(p.count), path) !=
+         p.paths.begin() + static_cast<std::ptrdiff_t>(p.count);
+}
+
+}  // namespace
+
+std::span<const SimdPath> available_simd_paths() {
+  const CpuPaths& p = cpu_paths();
+  return {p.paths.data(), p.count};
+}
+
+SimdPath best_simd_path() {
+  static const SimdPath best = available_simd_paths().back();
+  return best;
+}
+
+void matmul(const MatmulArgs& args, ThreadPool& pool) {
+  matmul(args, pool, best_simd_path());
+}
+
+void matmul(const MatmulArgs& args, ThreadPool& pool, SimdPath path) {
+  check_args(args);
+  if (!path_available(path)) {
+    throw OpError(std::string("matmul: SIMD path '") + simd_path_name(path) +
+                  "' is not supported by this CPU");
+  }
+  const MatmulArgs& x = args;
+  if (x.m == 0 || x.n == 0) return;
+  if (x.k == 0) {  // empty chains: C is the start value
+    for (int64_t i = 0; i < x.m; ++i)
+      for (int64_t j = 0; j < x.n; ++j) x.c[i * x.n + j] = x.bias ? x.bias[j] : 0.0f;
+    return;
+  }
+  switch (path) {
+    case SimdPath::Scalar: {
+      const int64_t grain = std::max<int64_t>(1, kMinScalarFmaPerThread / std::max<int64_t>(x.n * x.k, 1));
+      pool.parallel_for(
+          x.m, [&](int64_t m0, int64_t m1) { scalar_rows(x, m0, m1); }, grain);
+      return;
+    }
+    case SimdPath::Avx2:
+      matmul_simd(x, pool, kAvx2Set);
+      return;
+    case SimdPath::Avx512:
+      matmul_simd(x, pool, kAvx512Set);
+      return;
+  }
+}
+
+}  // namespace tribunal
