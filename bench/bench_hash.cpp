@@ -114,7 +114,7 @@ int main() {
   }
 
   nlohmann::json out;
-  out["benchmark"] = "bench_hash";
+  out["bench"] = "hash";
   out["threads"] = 1;
   out["chunk_bytes"] = kTensorChunkBytes;
   out["cases"] = {compare("f32_64MiB", big), compare("mlp_784_256_10_state_x3", mlp),
