@@ -95,13 +95,13 @@ TEST_CASE("job_id covers every field that shapes the trajectory, and nothing els
   const Digest id = job_id(base, root);
   // The data directory is a local concern: moving the data does not change the job.
   CHECK(job_id(parse_job(replace(kJob, "data/fm", "/elsewhere"), "other.toml", "/x"), root) == id);
-  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& change : std::vector<std::pair<std::string, std::string>>{
            {"seed = 7", "seed = 8"}, {"steps = 100", "steps = 101"}, {"batch_size = 32", "batch_size = 33"},
            {"stride = 10", "stride = 11"}, {"lr = 0.002", "lr = 0.0020001"}, {"beta1 = 0.8", "beta1 = 0.81"},
            {"beta2 = 0.99", "beta2 = 0.991"}, {"eps = 1e-6", "eps = 1e-7"}, {"weight_decay = 0.1", "weight_decay = 0.0"},
            {"[784, 64, 10]", "[784, 65, 10]"}}) {
-    CAPTURE(to);
-    CHECK(job_id(parse_job(replace(kJob, from, to), "job.toml", "/base"), root) != id);
+    CAPTURE(change.second);
+    CHECK(job_id(parse_job(replace(kJob, change.first, change.second), "job.toml", "/base"), root) != id);
   }
   Digest other_root{};
   other_root[0] = 1;
