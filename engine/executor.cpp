@@ -4,7 +4,7 @@
 
 namespace tribunal {
 
-void Executor::run(const StepGraph& g, std::span<Tensor* const> state, std::span<const Tensor* const> data) {
+void Executor::run(const StepGraph& g, std::span<const Tensor* const> state, std::span<const Tensor* const> data) {
   assert(state.size() == g.state_inputs.size() && data.size() == g.data_inputs.size());
   slots_.resize(g.values.size());
   bound_.assign(g.values.size(), nullptr);

@@ -17,7 +17,7 @@ class Executor {
 
   /// Runs every node of `g`. `state[i]` binds g.state_inputs[i], `data[i]` binds g.data_inputs[i];
   /// both must outlive the next call. Throws OpError from a kernel (e.g. a bad label).
-  void run(const StepGraph& g, std::span<Tensor* const> state, std::span<const Tensor* const> data);
+  void run(const StepGraph& g, std::span<const Tensor* const> state, std::span<const Tensor* const> data);
 
   /// The value's tensor after run() (state/data/constant values resolve to what they are bound to).
   const Tensor& value(ValueId v) const { return *bound_[v]; }

@@ -78,9 +78,9 @@ double evaluate_accuracy(const JobSpec& job, const State& state, const Dataset& 
   const DataShape shape = shape_of(test);
   const int64_t chunk = 1000;
   Executor executor(pool);
-  std::vector<Tensor*> params;
+  std::vector<const Tensor*> params;
   const size_t num_params = state_layout(job).num_params;
-  for (size_t p = 0; p < num_params; ++p) params.push_back(const_cast<Tensor*>(&state.tensors[p]));
+  for (size_t p = 0; p < num_params; ++p) params.push_back(&state.tensors[p]);
   int64_t correct = 0;
   for (int64_t r0 = 0; r0 < shape.samples; r0 += chunk) {
     const int64_t rows = std::min(chunk, shape.samples - r0);
