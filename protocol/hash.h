@@ -30,6 +30,9 @@ enum class HashTag : uint8_t {
   TensorChunk = 0x11,  ///< one fixed-size chunk of a tensor's bytes
   Sample = 0x12,       ///< one data-set sample (its input and label tensor leaves)
   Job = 0x13,          ///< canonical job spec encoding
+  NodeRecord = 0x14,   ///< one node of a step graph: op, attributes, input and output hashes
+  Dispute = 0x15,      ///< dispute id: the job id and both claims
+  Envelope = 0x16,     ///< the bytes an envelope signature covers
 };
 
 /// Incremental BLAKE2b-256 (no key, 32-byte output). Construct with a tag; update(); final() once.

@@ -1,0 +1,208 @@
+// The messages of tribunal's protocol (DESIGN §2, §6, §7; docs/protocol.md). Plain structs; their
+// canonical binary encoding and the signed envelope that carries them are in protocol/wire.h.
+//
+// Trees are addressed by leaf ranges: the Merkle node over leaves [lo, hi) of a tree of n leaves
+// is RFC 6962's MTH(leaves[lo, hi)), whose children split at lo + k, k the largest power of two
+// < hi − lo. A referee descends the two parties' trees together to the first leaf where they differ.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "protocol/hash.h"
+#include "protocol/merkle.h"
+
+namespace tribunal {
+
+/// Wire format version; the first byte of every envelope.
+inline constexpr uint8_t kWireVersion = 1;
+
+enum class MessageKind : uint8_t {
+  JobSubmit = 1,      ///< client → provider
+  Claim = 2,          ///< provider → client
+  DisputeOpen = 3,    ///< client → referee
+  Query = 4,          ///< referee → provider
+  Answer = 5,         ///< provider → referee: the children of a tree node
+  IntervalCommit = 6, ///< provider → referee: level-2 commitment
+  StepCommit = 7,     ///< provider → referee: level-3 (node-record) commitment
+  Records = 8,        ///< provider → referee: opened node records
+  TensorChunk = 9,    ///< provider → referee: one chunk of an opened tensor
+  Samples = 10,       ///< provider → referee: opened data-set samples
+  Verdict = 11,       ///< referee → everyone
+  Error = 12,         ///< anyone → anyone: why a message was refused or a session ends
+};
+
+/// The dispute levels (DESIGN §6).
+enum class Level : uint8_t {
+  Checkpoints = 1,  ///< the trajectory tree: state hashes at steps 0, s, 2s, …, T
+  Steps = 2,        ///< one checkpoint interval: state hashes at every step of it
+  Nodes = 3,        ///< one step: node records of its graph, then state_hash(t+1)
+};
+
+/// client → provider: train this job. `job_toml` is the job file's text; the provider computes the
+/// job_id itself and only answers for the id in the envelope.
+struct JobSubmit {
+  std::string job_toml;
+};
+
+/// provider → client: the commitment to a whole trajectory.
+struct Claim {
+  Digest job_id{};
+  uint64_t steps = 0;
+  Digest trajectory_root{};
+  Digest final_state_hash{};
+};
+
+/// client → referee: open a dispute between two claims. `claims` are the providers' signed Claim
+/// envelopes (encoded), so the referee holds each provider to its own signature. `providers` are
+/// the providers' URLs, in claim order.
+struct DisputeOpen {
+  std::string job_toml;
+  Digest initial_state_hash{};  ///< state_hash(0) of the job, computed by the client
+  std::vector<std::vector<uint8_t>> claims;  ///< exactly two
+  std::vector<std::string> providers;        ///< exactly two
+};
+
+/// What a Query asks for.
+enum class QueryKind : uint8_t {
+  Children = 1,       ///< the two children of tree node [lo, hi) of `level` (step/interval as set)
+  CommitInterval = 2, ///< recompute checkpoint interval `interval` and commit (→ IntervalCommit)
+  CommitStep = 3,     ///< run step `step` recording node records and commit (→ StepCommit)
+  OpenRecords = 4,    ///< open node records `indices` of step `step` (→ Records)
+  OpenTensor = 5,     ///< open value (source, index, slot) of step `step` (→ TensorChunk…)
+  OpenSamples = 6,    ///< open data-set samples `indices` (→ Samples)
+};
+
+/// Where an opened tensor comes from in step `step`'s graph.
+enum class ValueOrigin : uint8_t {
+  StateInput = 1,  ///< state tensor `index` of state `step`
+  NodeOutput = 2,  ///< output `slot` of node `index`
+};
+
+/// referee → provider. `round` numbers the referee's questions in one dispute; every answer repeats
+/// it, so a stale or replayed answer is refused.
+struct Query {
+  uint32_t round = 0;
+  QueryKind kind = QueryKind::Children;
+  Level level = Level::Checkpoints;
+  uint64_t interval = 0;  ///< level 2: index of the checkpoint interval (its end leaf in level 1)
+  uint64_t step = 0;      ///< level 3 and openings: the step t
+  uint64_t lo = 0, hi = 0;  ///< Children: the tree node's leaf range
+  std::vector<uint64_t> indices;  ///< OpenRecords / OpenSamples
+  ValueOrigin origin = ValueOrigin::NodeOutput;  ///< OpenTensor
+  uint64_t index = 0;     ///< OpenTensor: state tensor or node index
+  uint32_t slot = 0;      ///< OpenTensor: output slot
+  uint64_t deadline_ms = 0;  ///< milliseconds the provider has to answer (informational)
+};
+
+/// provider → referee: the children of node [lo, hi). A child spanning one leaf is given as the
+/// leaf's *value* (the referee hashes it with the leaf prefix); a larger child as its node hash.
+struct Answer {
+  uint32_t round = 0;
+  Digest left{};
+  Digest right{};
+};
+
+/// provider → referee, level 2: the Merkle root over state hashes of steps [c_{k−1}, c_k] (a tree of
+/// c_k − c_{k−1} + 1 leaves), with inclusion proofs of its first leaf (must be the agreed
+/// state_hash(c_{k−1})) and its last leaf (must be this party's own level-1 value at c_k).
+struct IntervalCommit {
+  uint32_t round = 0;
+  Digest root{};
+  InclusionProof first;
+  InclusionProof last;
+};
+
+/// provider → referee, level 3: the Merkle root over G + 1 leaves — the G node records of step t's
+/// graph, then state_hash(t+1) — with the tensor leaves of state t (must form the agreed
+/// state_hash(t)) and of state t+1 (must form this party's level-2 value at t+1), and the proof of
+/// leaf G.
+struct StepCommit {
+  uint32_t round = 0;
+  Digest root{};
+  std::vector<Digest> pre_state;
+  std::vector<Digest> post_state;
+  InclusionProof last;
+};
+
+/// One node of a step graph as committed: record = H(NodeRecord ‖ op ‖ u32 attrs length ‖ attrs ‖
+/// u32 inputs ‖ input hashes ‖ u32 outputs ‖ output hashes). An input from the data set has the hash
+/// dataset_root.
+struct NodeRecord {
+  uint8_t op = 0;
+  std::vector<uint8_t> attrs;
+  std::vector<Digest> inputs;
+  std::vector<Digest> outputs;
+};
+
+/// record hash as above.
+Digest node_record_hash(const NodeRecord& record);
+
+/// provider → referee: opened node records with proofs against the party's level-3 root.
+struct Records {
+  uint32_t round = 0;
+  std::vector<uint64_t> indices;
+  std::vector<NodeRecord> records;
+  std::vector<InclusionProof> proofs;
+};
+
+/// provider → referee: chunk `chunk` of `chunks` of the opened tensor, with `chunk_root` (the
+/// tensor's chunk tree root) and the chunk's inclusion proof in it. The referee checks the tensor
+/// leaf H(Tensor ‖ dtype ‖ rank ‖ dims ‖ length ‖ chunk_root) against the committed hash first.
+struct TensorChunk {
+  uint32_t round = 0;
+  std::vector<int64_t> shape;
+  uint32_t chunk = 0;
+  uint32_t chunks = 0;
+  Digest chunk_root{};
+  std::vector<uint8_t> bytes;
+  InclusionProof proof;
+};
+
+/// provider → referee: data-set samples with inclusion proofs against dataset_root. Each sample's
+/// input is float32 [features]; its label a float32 class id.
+struct Samples {
+  uint32_t round = 0;
+  std::vector<uint64_t> indices;
+  std::vector<std::vector<float>> inputs;
+  std::vector<float> labels;
+  std::vector<InclusionProof> proofs;
+};
+
+/// Why a dispute ended the way it did (DESIGN §6).
+enum class VerdictReason : uint8_t {
+  WrongOutput = 1,        ///< re-execution of the located node gave other outputs
+  InconsistentInput = 2,  ///< the located node's inputs or definition do not follow the agreed graph
+  BadProof = 3,           ///< an opening did not match the party's own commitment
+  Timeout = 4,            ///< no valid answer before the deadline
+  Malformed = 5,          ///< a signed message that breaks the protocol (wrong type, sizes, round)
+  Equivocation = 6,       ///< two different signed answers to one question
+  WrongInitialState = 7,  ///< the trajectory does not start from the job's initial state
+  WrongPostState = 8,     ///< state_hash(t+1) is not made of the step's own node outputs
+};
+
+/// referee → everyone: the signed outcome. `winners`/`losers` index into the dispute's two claims
+/// (0 or 1); both in `losers` means no valid claim.
+struct Verdict {
+  Digest job_id{};
+  Digest dispute_id{};
+  std::vector<std::vector<uint8_t>> claims;  ///< the two signed Claim envelopes
+  std::vector<uint8_t> winners;
+  std::vector<uint8_t> losers;
+  VerdictReason reason = VerdictReason::WrongOutput;
+  Level level = Level::Checkpoints;  ///< the level at which it ended
+  uint64_t step = 0;      ///< the located step t (when level ≥ Steps)
+  uint64_t node = 0;      ///< the located node index (when level = Nodes)
+  uint8_t op = 0;         ///< its OpKind
+  uint32_t rounds = 0;    ///< questions asked
+  std::string detail;     ///< one human-readable line
+};
+
+/// Anyone → anyone: a refusal. `code` is a WebSocket-style close code (docs/protocol.md).
+struct ErrorMessage {
+  uint16_t code = 0;
+  std::string reason;
+};
+
+}  // namespace tribunal
