@@ -70,14 +70,22 @@ enum class QueryKind : uint8_t {
   CommitInterval = 2, ///< recompute checkpoint interval `interval` and commit (→ IntervalCommit)
   CommitStep = 3,     ///< run step `step` recording node records and commit (→ StepCommit)
   OpenRecords = 4,    ///< open node records `indices` of step `step` (→ Records)
-  OpenTensor = 5,     ///< open value (source, index, slot) of step `step` (→ TensorChunk…)
-  OpenSamples = 6,    ///< open data-set samples `indices` (→ Samples)
+  OpenInputs = 5,     ///< open `values` of step `step` (→ TensorChunk… per value, in order) and
+                      ///< data-set samples `indices` (→ Samples), as one round
 };
 
 /// Where an opened tensor comes from in step `step`'s graph.
 enum class ValueOrigin : uint8_t {
   StateInput = 1,  ///< state tensor `index` of state `step`
   NodeOutput = 2,  ///< output `slot` of node `index`
+};
+
+/// One value of a step graph that a referee asks to see.
+struct ValueAddress {
+  ValueOrigin origin = ValueOrigin::NodeOutput;
+  uint64_t index = 0;  ///< state tensor index or node index
+  uint32_t slot = 0;   ///< node output slot (0 for state tensors)
+  bool operator==(const ValueAddress&) const = default;
 };
 
 /// referee → provider. `round` numbers the referee's questions in one dispute; every answer repeats
@@ -89,10 +97,8 @@ struct Query {
   uint64_t interval = 0;  ///< level 2: index of the checkpoint interval (its end leaf in level 1)
   uint64_t step = 0;      ///< level 3 and openings: the step t
   uint64_t lo = 0, hi = 0;  ///< Children: the tree node's leaf range
-  std::vector<uint64_t> indices;  ///< OpenRecords / OpenSamples
-  ValueOrigin origin = ValueOrigin::NodeOutput;  ///< OpenTensor
-  uint64_t index = 0;     ///< OpenTensor: state tensor or node index
-  uint32_t slot = 0;      ///< OpenTensor: output slot
+  std::vector<uint64_t> indices;      ///< OpenRecords: node indices; OpenInputs: sample rows
+  std::vector<ValueAddress> values;   ///< OpenInputs: tensors to open
   uint64_t deadline_ms = 0;  ///< milliseconds the provider has to answer (informational)
 };
 
@@ -105,25 +111,29 @@ struct Answer {
 };
 
 /// provider → referee, level 2: the Merkle root over state hashes of steps [c_{k−1}, c_k] (a tree of
-/// c_k − c_{k−1} + 1 leaves), with inclusion proofs of its first leaf (must be the agreed
-/// state_hash(c_{k−1})) and its last leaf (must be this party's own level-1 value at c_k).
+/// c_k − c_{k−1} + 1 leaves). Its first leaf must be the agreed state_hash(c_{k−1}) — the party
+/// proves that value against its own trajectory root (the level-1 descent only established that
+/// both trees agree there, not the value) — and its last leaf the party's own level-1 value at c_k.
 struct IntervalCommit {
   uint32_t round = 0;
   Digest root{};
-  InclusionProof first;
-  InclusionProof last;
+  Digest start_value{};          ///< state_hash(c_{k−1})
+  InclusionProof start_in_level1;  ///< start_value is leaf k−1 of the party's trajectory tree
+  InclusionProof first;          ///< start_value is leaf 0 of `root`
+  InclusionProof last;           ///< the party's level-1 value at c_k is the last leaf of `root`
 };
 
 /// provider → referee, level 3: the Merkle root over G + 1 leaves — the G node records of step t's
-/// graph, then state_hash(t+1) — with the tensor leaves of state t (must form the agreed
-/// state_hash(t)) and of state t+1 (must form this party's level-2 value at t+1), and the proof of
-/// leaf G.
+/// graph, then state_hash(t+1) — with the tensor leaves of state t (their Merkle root is proven to be
+/// leaf j−1 of the party's level-2 tree, the agreed state_hash(t)) and of state t+1 (their root must
+/// be the party's level-2 value at t+1, which must also be leaf G of `root`).
 struct StepCommit {
   uint32_t round = 0;
   Digest root{};
   std::vector<Digest> pre_state;
   std::vector<Digest> post_state;
-  InclusionProof last;
+  InclusionProof pre_in_level2;  ///< merkle_root(pre_state) is leaf j−1 of the level-2 tree
+  InclusionProof last;           ///< merkle_root(post_state) is leaf G of `root`
 };
 
 /// One node of a step graph as committed: record = H(NodeRecord ‖ op ‖ u32 attrs length ‖ attrs ‖
@@ -152,6 +162,7 @@ struct Records {
 /// leaf H(Tensor ‖ dtype ‖ rank ‖ dims ‖ length ‖ chunk_root) against the committed hash first.
 struct TensorChunk {
   uint32_t round = 0;
+  uint32_t value = 0;  ///< position of the tensor in the query's `values`
   std::vector<int64_t> shape;
   uint32_t chunk = 0;
   uint32_t chunks = 0;
