@@ -131,11 +131,7 @@ Digest sample_hash(const Dataset& data, int64_t i) {
   const int64_t n = data.labels.numel();
   if (i < 0 || i >= n) throw EngineError(fmt::format("sample_hash: index {} out of range [0, {})", i, n));
   const int64_t d = data.rows * data.cols;
-  const int64_t input_shape[1] = {d};
-  Digest input =
-      tensor_leaf(DType::F32, input_shape, std::as_bytes(std::span(data.inputs.data() + i * d, d)));
-  Digest label = tensor_leaf(DType::F32, {}, std::as_bytes(std::span(data.labels.data() + i, 1)));
-  return Hasher(HashTag::Sample).update(input).update(label).final();
+  return sample_leaf(std::span<const float>(data.inputs.data() + i * d, static_cast<size_t>(d)), data.labels[i]);
 }
 
 Digest dataset_root(const Dataset& data, ThreadPool& pool) {

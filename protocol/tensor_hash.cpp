@@ -91,6 +91,10 @@ Digest tensor_leaf(DType dtype, std::span<const int64_t> shape, std::span<const 
                         std::to_string(numel) + " elements of " + std::to_string(esize) + " bytes");
   }
 
+  return tensor_leaf_from_chunk_root(dtype, shape, bytes.size(), merkle_root(tensor_chunk_hashes(dtype, bytes)));
+}
+
+std::vector<Digest> tensor_chunk_hashes(DType dtype, std::span<const std::byte> bytes) {
   const size_t n_chunks = std::max<size_t>(1, (bytes.size() + kTensorChunkBytes - 1) / kTensorChunkBytes);
   std::vector<Digest> chunk_hashes(n_chunks);
   for (size_t c = 0; c < n_chunks; ++c) {
@@ -98,12 +102,23 @@ Digest tensor_leaf(DType dtype, std::span<const int64_t> shape, std::span<const 
     chunk_hashes[c] =
         tensor_chunk_hash(dtype, bytes.subspan(off, std::min(kTensorChunkBytes, bytes.size() - off)));
   }
+  return chunk_hashes;
+}
 
+Digest tensor_leaf_from_chunk_root(DType dtype, std::span<const int64_t> shape, uint64_t byte_length,
+                                   const Digest& chunk_root) {
   Hasher h(HashTag::Tensor);
   h.update_u8(static_cast<uint8_t>(dtype)).update_u8(static_cast<uint8_t>(shape.size()));
   for (int64_t d : shape) h.update_u64(static_cast<uint64_t>(d));
-  h.update_u64(bytes.size()).update(merkle_root(chunk_hashes));
+  h.update_u64(byte_length).update(chunk_root);
   return h.final();
+}
+
+Digest sample_leaf(std::span<const float> input, float label) {
+  const int64_t input_shape[1] = {static_cast<int64_t>(input.size())};
+  const Digest input_leaf = tensor_leaf(DType::F32, input_shape, std::as_bytes(input));
+  const Digest label_leaf = tensor_leaf(DType::F32, {}, std::as_bytes(std::span<const float>(&label, 1)));
+  return Hasher(HashTag::Sample).update(input_leaf).update(label_leaf).final();
 }
 
 }  // namespace tribunal

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "protocol/hash.h"
 
@@ -29,5 +30,17 @@ Digest tensor_chunk_hash(DType dtype, std::span<const std::byte> chunk);
 
 /// The tensor leaf digest above. Throws ProtocolError if bytes.size() is not numel·sizeof(dtype).
 Digest tensor_leaf(DType dtype, std::span<const int64_t> shape, std::span<const std::byte> bytes);
+
+/// The chunk digests of a tensor's bytes (at least one; the last chunk may be short).
+std::vector<Digest> tensor_chunk_hashes(DType dtype, std::span<const std::byte> bytes);
+
+/// The leaf from its parts: H(Tensor ‖ dtype ‖ rank ‖ dims ‖ byte length ‖ chunk_root). Lets a
+/// receiver check a tensor's header before its chunks arrive.
+Digest tensor_leaf_from_chunk_root(DType dtype, std::span<const int64_t> shape, uint64_t byte_length,
+                                   const Digest& chunk_root);
+
+/// A data-set sample's value in dataset_root: H(Sample ‖ tensor_leaf(F32, [features], input) ‖
+/// tensor_leaf(F32, [], label)).
+Digest sample_leaf(std::span<const float> input, float label);
 
 }  // namespace tribunal
