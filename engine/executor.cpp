@@ -4,7 +4,8 @@
 
 namespace tribunal {
 
-void Executor::run(const StepGraph& g, std::span<const Tensor* const> state, std::span<const Tensor* const> data) {
+void Executor::run(const StepGraph& g, std::span<const Tensor* const> state, std::span<const Tensor* const> data,
+                   const NodeHook& after_node) {
   assert(state.size() == g.state_inputs.size() && data.size() == g.data_inputs.size());
   slots_.resize(g.values.size());
   bound_.assign(g.values.size(), nullptr);
@@ -23,7 +24,8 @@ void Executor::run(const StepGraph& g, std::span<const Tensor* const> state, std
   }
   std::vector<const Tensor*> in;
   std::vector<Tensor*> out;
-  for (const Node& node : g.nodes) {
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const Node& node = g.nodes[n];
     in.clear();
     out.clear();
     for (ValueId v : node.inputs) in.push_back(bound_[v]);
@@ -32,6 +34,7 @@ void Executor::run(const StepGraph& g, std::span<const Tensor* const> state, std
       run_reference(node.op, node.attrs, in, out);
     else
       run_fast(node.op, node.attrs, in, out, pool_);
+    if (after_node) after_node(n, out);
   }
 }
 

@@ -2,6 +2,7 @@
 // across steps (same graph shape → no allocation after the first step).
 #pragma once
 
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -15,9 +16,13 @@ class Executor {
   /// `reference` selects the scalar reference kernels instead of the fast ones (tests).
   explicit Executor(ThreadPool& pool, bool reference = false) : pool_(pool), reference_(reference) {}
 
+  /// Called after node `index` ran, with its output tensors (may modify them: fault injection).
+  using NodeHook = std::function<void(size_t index, std::span<Tensor* const> outputs)>;
+
   /// Runs every node of `g`. `state[i]` binds g.state_inputs[i], `data[i]` binds g.data_inputs[i];
   /// both must outlive the next call. Throws OpError from a kernel (e.g. a bad label).
-  void run(const StepGraph& g, std::span<const Tensor* const> state, std::span<const Tensor* const> data);
+  void run(const StepGraph& g, std::span<const Tensor* const> state, std::span<const Tensor* const> data,
+           const NodeHook& after_node = {});
 
   /// The value's tensor after run() (state/data/constant values resolve to what they are bound to).
   const Tensor& value(ValueId v) const { return *bound_[v]; }

@@ -38,13 +38,6 @@ Digest state_hash(const State& state, ThreadPool& pool) {
   return merkle_root(leaves);
 }
 
-std::vector<int64_t> checkpoint_steps(int64_t steps, int64_t stride) {
-  std::vector<int64_t> out;
-  for (int64_t t = 0; t <= steps; t += stride) out.push_back(t);
-  if (out.back() != steps) out.push_back(steps);
-  return out;
-}
-
 Digest trajectory_root(std::span<const Digest> checkpoint_hashes) { return merkle_root(checkpoint_hashes); }
 
 std::filesystem::path checkpoint_path(const std::filesystem::path& dir, int64_t step) {

@@ -10,6 +10,7 @@
 #include "engine/step.h"
 #include "ops/thread_pool.h"
 #include "protocol/hash.h"
+#include "protocol/trajectory.h"
 
 namespace tribunal {
 
@@ -28,9 +29,6 @@ State initial_state(const JobSpec& job);
 /// state_hash = RFC 6962 Merkle root over tensor_leaf(tensor) in canonical order. Tensors are hashed
 /// in parallel on the pool (the result does not depend on the thread count).
 Digest state_hash(const State& state, ThreadPool& pool);
-
-/// Steps whose state is committed: 0, s, 2s, …, and T when T is not a multiple of s.
-std::vector<int64_t> checkpoint_steps(int64_t steps, int64_t stride);
 
 /// trajectory_root = Merkle root over the state hashes at checkpoint_steps(T, s), in order.
 Digest trajectory_root(std::span<const Digest> checkpoint_hashes);

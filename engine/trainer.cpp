@@ -1,6 +1,7 @@
 #include "engine/trainer.h"
 
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <system_error>
@@ -9,6 +10,7 @@
 
 #include "engine/checkpoint_writer.h"
 #include "engine/error.h"
+#include "protocol/tensor_hash.h"
 
 namespace tribunal {
 namespace {
@@ -47,7 +49,7 @@ int64_t latest_checkpoint(const std::filesystem::path& dir, const Digest& id, in
 
 }  // namespace
 
-Trainer::Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool)
+Trainer::Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fault fault)
     : job_(job),
       train_(train),
       pool_(pool),
@@ -55,23 +57,72 @@ Trainer::Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool)
       job_id_(tribunal::job_id(job, train.root)),
       sampler_(job.seed, shape_.samples, job.batch_size),
       executor_(pool),
+      fault_(fault),
       state_(initial_state(job)) {
   check_job_against_data(job, shape_.samples, shape_.features, shape_.classes);
+  state_.tensors[0][0] += fault_.init_delta;
 }
 
 StepGraph Trainer::step_graph(int64_t t) {
-  const std::vector<int64_t> batch = sampler_.indices(t);
+  std::vector<int64_t> batch = sampler_.indices(t);
+  if (t == fault_.swap_step) batch.at(static_cast<size_t>(fault_.swap_position)) = fault_.swap_row;
   return build_step_graph(job_, shape_, t, batch);
 }
 
-float Trainer::step() {
-  const StepGraph g = step_graph(state_.step());
+// Runs graph g over the state; returns the loss. `before_swap` sees the executor with every value
+// of the step still in place.
+template <class Inspect>
+float Trainer::run_step(const StepGraph& g, Inspect before_swap) {
+  const int64_t t = state_.step();
   const std::vector<Tensor*> state = state_.pointers();
   const Tensor* data[] = {&train_.inputs, &train_.labels};
-  executor_.run(g, state, data);
+  Executor::NodeHook hook;
+  if (t == fault_.step)
+    hook = [this](size_t n, std::span<Tensor* const> outputs) {
+      if (static_cast<int64_t>(n) == fault_.node) (*outputs[fault_.slot])[fault_.element] += fault_.delta;
+    };
+  executor_.run(g, state, data, hook);
   const float loss = executor_.value(g.loss)[0];
+  before_swap(executor_);
   executor_.take_next_state(g, state);
   return loss;
+}
+
+float Trainer::step() { return run_step(step_graph(state_.step()), [](const Executor&) {}); }
+
+StepTrace Trainer::traced_step() {
+  StepTrace tr;
+  tr.graph = step_graph(state_.step());
+  const StepGraph& g = tr.graph;
+  run_step(g, [&](const Executor& ex) {
+    tr.value_hashes.resize(g.values.size());
+    tr.values.resize(g.values.size());
+    pool_.parallel_for(static_cast<int64_t>(g.values.size()), [&](int64_t v0, int64_t v1) {
+      for (int64_t v = v0; v < v1; ++v) {
+        const Value& val = g.values[static_cast<size_t>(v)];
+        if (val.source == ValueSource::Data) {
+          tr.value_hashes[static_cast<size_t>(v)] = train_.root;
+          continue;
+        }
+        const Tensor& t = ex.value(static_cast<ValueId>(v));
+        tr.value_hashes[static_cast<size_t>(v)] = tensor_leaf(DType::F32, t.shape().dims(), t.bytes());
+        if (val.source != ValueSource::Constant) tr.values[static_cast<size_t>(v)] = t;
+      }
+    });
+  });
+  for (const Node& node : g.nodes) {
+    NodeRecord r;
+    r.op = static_cast<uint8_t>(node.op);
+    const std::vector<std::byte> attrs = encode_attrs(node.attrs);
+    r.attrs.resize(attrs.size());
+    std::memcpy(r.attrs.data(), attrs.data(), attrs.size());
+    for (ValueId v : node.inputs) r.inputs.push_back(tr.value_hashes[v]);
+    for (ValueId v : node.outputs) r.outputs.push_back(tr.value_hashes[v]);
+    tr.records.push_back(std::move(r));
+  }
+  for (ValueId v : g.state_inputs) tr.pre_state.push_back(tr.value_hashes[v]);
+  for (ValueId v : g.state_outputs) tr.post_state.push_back(tr.value_hashes[v]);
+  return tr;
 }
 
 double evaluate_accuracy(const JobSpec& job, const State& state, const Dataset& test, ThreadPool& pool) {
@@ -115,7 +166,7 @@ TrainResult run_training(const JobSpec& job, const TrainOptions& options) {
   auto t0 = Clock::now();
   const Dataset train = load_fashion_mnist(job.data_dir, Split::Train, pool);
   result.load_seconds = since(t0);
-  Trainer trainer(job, train, pool);
+  Trainer trainer(job, train, pool, options.fault);
   result.job_id = trainer.job_id();
   result.dataset_root = train.root;
 
@@ -131,7 +182,8 @@ TrainResult run_training(const JobSpec& job, const TrainOptions& options) {
     trainer.set_state(load_checkpoint(path, job, trainer.job_id(), pool));
     committed[from] = read_checkpoint_header(path).state_hash;
     result.resumed_from = from;
-    for (int64_t c : checkpoint_steps(from, job.stride)) {
+    for (uint64_t c64 : checkpoint_steps(static_cast<uint64_t>(from), static_cast<uint64_t>(job.stride))) {
+      const auto c = static_cast<int64_t>(c64);
       if (c == from) break;
       const auto earlier = checkpoint_path(options.out_dir, c);
       const CheckpointHeader h = read_checkpoint_header(earlier);
@@ -160,7 +212,8 @@ TrainResult run_training(const JobSpec& job, const TrainOptions& options) {
 
   if (options.commit) {
     // A prefix run (stop at t < T) commits like a trajectory of T = t: its last state is the last leaf.
-    for (int64_t c : checkpoint_steps(t, job.stride)) result.checkpoint_hashes.push_back(committed.at(c));
+    for (uint64_t c : checkpoint_steps(static_cast<uint64_t>(t), static_cast<uint64_t>(job.stride)))
+      result.checkpoint_hashes.push_back(committed.at(static_cast<int64_t>(c)));
     result.trajectory_root = trajectory_root(result.checkpoint_hashes);
     result.final_state_hash = committed.at(t);
   }

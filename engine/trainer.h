@@ -8,18 +8,30 @@
 
 #include "engine/dataset.h"
 #include "engine/executor.h"
+#include "engine/fault.h"
 #include "engine/job.h"
 #include "engine/sampler.h"
 #include "engine/state.h"
+#include "protocol/messages.h"
 
 namespace tribunal {
+
+/// One step as a dispute sees it.
+struct StepTrace {
+  StepGraph graph;
+  std::vector<Digest> value_hashes;   ///< by value id: tensor leaf (dataset_root for data tables)
+  std::vector<Tensor> values;         ///< by value id: state inputs and node outputs (data left empty)
+  std::vector<NodeRecord> records;    ///< one per node
+  std::vector<Digest> pre_state, post_state;  ///< tensor leaves of states t and t+1
+};
 
 /// Steps one job's state forward with the fast RepOps kernels. Deterministic: the same job gives
 /// the same bits for any thread count, compiler, optimization level or -march.
 class Trainer {
  public:
   /// `train` must be the job's training set (checked by check_job_against_data) and outlive this.
-  Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool);
+  /// A `fault` makes this a cheating trainer (engine/fault.h); the default is honest.
+  Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fault fault = {});
 
   const JobSpec& job() const { return job_; }
   const Digest& job_id() const { return job_id_; }
@@ -35,10 +47,17 @@ class Trainer {
   /// Runs one step: state t → state t+1. Returns that step's training loss.
   float step();
 
+  /// Runs one step like step() and also returns everything a dispute about it needs: the graph,
+  /// every value's hash and tensor, and the node records (DESIGN §6 level 3).
+  StepTrace traced_step();
+
   /// state_hash of the current state.
   Digest hash_state() { return state_hash(state_, pool_); }
 
  private:
+  template <class Inspect>
+  float run_step(const StepGraph& g, Inspect before_swap);
+
   JobSpec job_;
   const Dataset& train_;
   ThreadPool& pool_;
@@ -46,6 +65,7 @@ class Trainer {
   Digest job_id_;
   BatchSampler sampler_;
   Executor executor_;
+  Fault fault_;
   State state_;
 };
 
@@ -60,6 +80,7 @@ struct TrainOptions {
   bool commit = true;                 ///< compute state hashes and the trajectory root
   bool resume = false;                ///< continue from the latest checkpoint in out_dir
   bool evaluate = true;               ///< compute test accuracy at the end
+  Fault fault;                        ///< train as a cheater (engine/fault.h); default honest
   std::function<void(int64_t step, int64_t total, float loss)> on_step;  ///< after each step
 };
 

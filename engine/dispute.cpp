@@ -1,0 +1,292 @@
+#include "engine/dispute.h"
+
+#include <bit>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+#include "ops/registry.h"
+#include "protocol/merkle.h"
+#include "protocol/tensor_hash.h"
+#include "protocol/trajectory.h"
+
+namespace tribunal {
+namespace {
+
+Digest leaf_of(const Tensor& t) { return tensor_leaf(DType::F32, t.shape().dims(), t.bytes()); }
+
+InputSpec input_spec_of(const StepGraph& g, ValueId v) {
+  const Value& val = g.values[v];
+  switch (val.source) {
+    case ValueSource::State: return {InputSpec::Source::State, val.index, 0, {}};
+    case ValueSource::Data: return {InputSpec::Source::Data, val.index, 0, {}};
+    case ValueSource::Constant: return {InputSpec::Source::Constant, val.index, 0, leaf_of(g.constants[val.index])};
+    case ValueSource::Node: return {InputSpec::Source::Node, val.index, val.slot, {}};
+  }
+  return {};
+}
+
+}  // namespace
+
+StepSpec step_spec_of(const StepGraph& g) {
+  StepSpec s;
+  s.state_inputs = static_cast<uint32_t>(g.state_inputs.size());
+  for (const Node& node : g.nodes) {
+    NodeSpec n;
+    n.op = static_cast<uint8_t>(node.op);
+    const std::vector<std::byte> attrs = encode_attrs(node.attrs);
+    n.attrs.resize(attrs.size());
+    std::memcpy(n.attrs.data(), attrs.data(), attrs.size());
+    for (ValueId v : node.inputs) {
+      n.inputs.push_back(input_spec_of(g, v));
+      if (g.values[v].source == ValueSource::Data)
+        n.data_rows.assign(node.attrs.ints.begin(), node.attrs.ints.end());  // gather's rows
+    }
+    n.outputs = static_cast<uint32_t>(node.outputs.size());
+    s.nodes.push_back(std::move(n));
+  }
+  for (ValueId v : g.state_outputs) s.state_outputs.push_back(input_spec_of(g, v));
+  return s;
+}
+
+JobOracle::JobOracle(const JobSpec& job, const DataShape& data)
+    : job_(job), data_(data), sampler_(job.seed, data.samples, job.batch_size) {}
+
+const StepGraph& JobOracle::graph(uint64_t step) const {
+  if (!cache_ || cache_->first != step) {
+    const std::vector<int64_t> batch = sampler_.indices(static_cast<int64_t>(step));
+    cache_.emplace(step, build_step_graph(job_, data_, static_cast<int64_t>(step), batch));
+  }
+  return cache_->second;
+}
+
+StepSpec JobOracle::step_spec(uint64_t step) const { return step_spec_of(graph(step)); }
+
+std::vector<Digest> JobOracle::reexecute(const Reexecute& rx) const {
+  const StepGraph& g = graph(rx.step);
+  const Node& node = g.nodes.at(rx.node);
+  std::vector<Tensor> owned;
+  owned.reserve(node.inputs.size());
+  std::vector<const Tensor*> in;
+  Attrs attrs = node.attrs;
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    const Value& val = g.values[node.inputs[i]];
+    if (val.source == ValueSource::Constant) {
+      in.push_back(&g.constants[val.index]);
+      continue;
+    }
+    if (val.source == ValueSource::Data) {
+      // Gather from a table of just the proven rows, in data_rows order: row b of the table is the
+      // sample the original index b named, so the indices become 0..B−1.
+      const int64_t rows = static_cast<int64_t>(rx.sample_labels.size());
+      if (val.index == 0) {
+        Tensor table(Shape{rows, data_.features});
+        for (int64_t r = 0; r < rows; ++r) {
+          const auto& x = rx.sample_inputs.at(static_cast<size_t>(r));
+          if (static_cast<int64_t>(x.size()) != data_.features) throw OpError("re-execution: a sample has the wrong size");
+          std::memcpy(table.data() + r * data_.features, x.data(), x.size() * sizeof(float));
+        }
+        owned.push_back(std::move(table));
+      } else {
+        owned.emplace_back(Shape{rows}, std::span<const float>(rx.sample_labels));
+      }
+      for (int64_t b = 0; b < rows; ++b) attrs.ints.at(static_cast<size_t>(b)) = b;
+      in.push_back(&owned.back());
+      continue;
+    }
+    owned.emplace_back(Shape(std::span<const int64_t>(rx.shapes.at(i))), std::span<const float>(rx.inputs.at(i)));
+    if (owned.back().shape() != val.shape) throw OpError("re-execution: input " + std::to_string(i) + " has the wrong shape");
+    in.push_back(&owned.back());
+  }
+  std::vector<Tensor> outputs;
+  std::vector<Shape> in_shapes;
+  for (const Tensor* t : in) in_shapes.push_back(t->shape());
+  for (const Shape& s : infer_shapes(node.op, attrs, in_shapes)) outputs.emplace_back(s);
+  std::vector<Tensor*> out;
+  for (Tensor& t : outputs) out.push_back(&t);
+  run_reference(node.op, attrs, in, out);
+  std::vector<Digest> hashes;
+  for (const Tensor& t : outputs) hashes.push_back(leaf_of(t));
+  return hashes;
+}
+
+DisputeResponder::DisputeResponder(const JobSpec& job, const Dataset& train, std::filesystem::path store,
+                                   ThreadPool& pool, Fault fault)
+    : job_(job),
+      train_(train),
+      store_(std::move(store)),
+      pool_(pool),
+      trainer_(job, train, pool, fault),
+      checkpoints_(checkpoint_steps(static_cast<uint64_t>(job.steps), static_cast<uint64_t>(job.stride))) {}
+
+const std::vector<Digest>& DisputeResponder::trajectory_leaves() {
+  if (trajectory_.empty()) {
+    for (uint64_t c : checkpoints_) {
+      const CheckpointHeader h = read_checkpoint_header(checkpoint_path(store_, static_cast<int64_t>(c)));
+      if (h.job_id != trainer_.job_id() || h.step != static_cast<int64_t>(c))
+        throw EngineError(fmt::format("{}: checkpoint of another job or step", store_.string()));
+      trajectory_.push_back(h.state_hash);
+    }
+  }
+  return trajectory_;
+}
+
+void DisputeResponder::seek(uint64_t step) {
+  if (trainer_.state().step() == static_cast<int64_t>(step)) return;
+  if (trainer_.state().step() > static_cast<int64_t>(step) || step - static_cast<uint64_t>(trainer_.state().step()) > static_cast<uint64_t>(job_.stride)) {
+    const uint64_t from = step / static_cast<uint64_t>(job_.stride) * static_cast<uint64_t>(job_.stride);
+    trainer_.set_state(load_checkpoint(checkpoint_path(store_, static_cast<int64_t>(from)), job_, trainer_.job_id(), pool_));
+  }
+  while (trainer_.state().step() < static_cast<int64_t>(step)) trainer_.step();
+}
+
+const std::vector<Digest>& DisputeResponder::interval_leaves(uint64_t k) {
+  auto it = intervals_.find(k);
+  if (it != intervals_.end()) return it->second;
+  std::vector<Digest> leaves;
+  seek(checkpoints_[k - 1]);
+  leaves.push_back(trainer_.hash_state());
+  while (trainer_.state().step() < static_cast<int64_t>(checkpoints_[k])) {
+    trainer_.step();
+    leaves.push_back(trainer_.hash_state());
+  }
+  return intervals_[k] = std::move(leaves);
+}
+
+const StepTrace& DisputeResponder::trace(uint64_t step) {
+  if (!trace_ || trace_->first != step) {
+    seek(step);
+    trace_.emplace(step, trainer_.traced_step());
+  }
+  return trace_->second;
+}
+
+const MerkleTree& DisputeResponder::dataset_tree() {
+  if (!dataset_tree_) {
+    std::vector<Digest> leaves(static_cast<size_t>(train_.labels.numel()));
+    pool_.parallel_for(static_cast<int64_t>(leaves.size()), [&](int64_t a, int64_t b) {
+      for (int64_t i = a; i < b; ++i) leaves[static_cast<size_t>(i)] = sample_hash(train_, i);
+    }, 256);
+    dataset_tree_ = std::make_unique<MerkleTree>(std::move(leaves));
+  }
+  return *dataset_tree_;
+}
+
+std::vector<Body> DisputeResponder::answer(const Query& q) {
+  const uint64_t n1 = checkpoints_.size();
+  const auto check = [&](bool ok, const char* what) {
+    if (!ok) throw EngineError(fmt::format("query of round {}: {}", q.round, what));
+  };
+  const bool interval_ok = q.interval >= 1 && q.interval < n1;
+  const bool step_ok = interval_ok && q.step >= checkpoints_[q.interval - 1] && q.step < checkpoints_[q.interval];
+  switch (q.kind) {
+    case QueryKind::Children: {
+      std::vector<Digest> level3;
+      const std::vector<Digest>* leaves = nullptr;
+      if (q.level == Level::Checkpoints) {
+        leaves = &trajectory_leaves();
+      } else if (q.level == Level::Steps) {
+        check(interval_ok, "no such interval");
+        leaves = &interval_leaves(q.interval);
+      } else {
+        check(step_ok, "no such step");
+        const StepTrace& tr = trace(q.step);
+        for (const NodeRecord& r : tr.records) level3.push_back(node_record_hash(r));
+        level3.push_back(merkle_root(tr.post_state));
+        leaves = &level3;
+      }
+      check(q.lo < q.hi && q.hi - q.lo >= 2 && q.hi <= leaves->size(), "no such tree node");
+      const uint64_t mid = q.lo + std::bit_floor(q.hi - q.lo - 1);
+      const auto part = [&](uint64_t a, uint64_t b) {
+        return b - a == 1 ? (*leaves)[a] : merkle_root(std::span(*leaves).subspan(a, b - a));
+      };
+      return {Answer{q.round, part(q.lo, mid), part(mid, q.hi)}};
+    }
+    case QueryKind::CommitInterval: {
+      check(interval_ok, "no such interval");
+      const std::vector<Digest> l2 = interval_leaves(q.interval);
+      const MerkleTree t1(trajectory_leaves()), t2(l2);
+      return {IntervalCommit{q.round, t2.root(), trajectory_leaves()[q.interval - 1], t1.prove(q.interval - 1),
+                             t2.prove(0), t2.prove(l2.size() - 1)}};
+    }
+    case QueryKind::CommitStep: {
+      check(step_ok, "no such step");
+      const std::vector<Digest> l2 = interval_leaves(q.interval);
+      const StepTrace& tr = trace(q.step);
+      std::vector<Digest> l3;
+      for (const NodeRecord& r : tr.records) l3.push_back(node_record_hash(r));
+      l3.push_back(merkle_root(tr.post_state));
+      const MerkleTree t3(l3);
+      StepCommit c;
+      c.round = q.round;
+      c.root = t3.root();
+      c.pre_state = tr.pre_state;
+      c.post_state = tr.post_state;
+      c.pre_in_level2 = MerkleTree(l2).prove(q.step - checkpoints_[q.interval - 1]);
+      c.last = t3.prove(l3.size() - 1);
+      return {c};
+    }
+    case QueryKind::OpenRecords: {
+      check(step_ok, "no such step");
+      const StepTrace& tr = trace(q.step);
+      std::vector<Digest> l3;
+      for (const NodeRecord& r : tr.records) l3.push_back(node_record_hash(r));
+      l3.push_back(merkle_root(tr.post_state));
+      const MerkleTree t3(l3);
+      Records out;
+      out.round = q.round;
+      out.indices = q.indices;
+      for (uint64_t i : q.indices) {
+        check(i < tr.records.size(), "no such node");
+        out.records.push_back(tr.records[i]);
+        out.proofs.push_back(t3.prove(i));
+      }
+      return {out};
+    }
+    case QueryKind::OpenInputs: {
+      check(step_ok, "no such step");
+      const StepTrace& tr = trace(q.step);
+      std::vector<Body> out;
+      for (uint32_t v = 0; v < q.values.size(); ++v) {
+        const ValueAddress& a = q.values[v];
+        ValueId id;
+        if (a.origin == ValueOrigin::StateInput) {
+          check(a.index < tr.graph.state_inputs.size(), "no such state tensor");
+          id = tr.graph.state_inputs[a.index];
+        } else {
+          check(a.index < tr.graph.nodes.size() && a.slot < tr.graph.nodes[a.index].outputs.size(), "no such node output");
+          id = tr.graph.nodes[a.index].outputs[a.slot];
+        }
+        const Tensor& t = tr.values[id];
+        const std::span<const std::byte> bytes = t.bytes();
+        const MerkleTree chunks(tensor_chunk_hashes(DType::F32, bytes));
+        const std::vector<int64_t> shape(t.shape().dims().begin(), t.shape().dims().end());
+        for (uint64_t c = 0; c < chunks.size(); ++c) {
+          const size_t off = c * kTensorChunkBytes, len = std::min(kTensorChunkBytes, bytes.size() - off);
+          const auto* p = reinterpret_cast<const uint8_t*>(bytes.data()) + off;
+          out.push_back(TensorChunk{q.round, v, shape, static_cast<uint32_t>(c), static_cast<uint32_t>(chunks.size()),
+                                    chunks.root(), std::vector<uint8_t>(p, p + len), chunks.prove(c)});
+        }
+      }
+      if (!q.indices.empty()) {
+        const int64_t d = train_.inputs.shape()[1];
+        Samples s;
+        s.round = q.round;
+        s.indices = q.indices;
+        for (uint64_t row : q.indices) {
+          check(row < static_cast<uint64_t>(train_.labels.numel()), "no such sample");
+          const float* x = train_.inputs.data() + static_cast<int64_t>(row) * d;
+          s.inputs.emplace_back(x, x + d);
+          s.labels.push_back(train_.labels[static_cast<int64_t>(row)]);
+          s.proofs.push_back(dataset_tree().prove(row));
+        }
+        out.push_back(std::move(s));
+      }
+      return out;
+    }
+  }
+  throw EngineError(fmt::format("query of round {}: unknown kind", q.round));
+}
+
+}  // namespace tribunal

@@ -1,0 +1,79 @@
+// The engine's side of a dispute (DESIGN §6): what the referee derives from the job without training
+// (step graphs, one-node re-execution) and what a provider answers from its checkpoints.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "engine/dataset.h"
+#include "engine/fault.h"
+#include "engine/trainer.h"
+#include "protocol/game.h"
+
+namespace tribunal {
+
+/// The referee's StepOracle for a job: step t's graph as the job spec defines it, and the
+/// re-execution of one of its nodes with the RepOps reference kernels. Never trains.
+class JobOracle : public StepOracle {
+ public:
+  JobOracle(const JobSpec& job, const DataShape& data);
+
+  StepSpec step_spec(uint64_t step) const override;
+
+  /// Runs node rx.node of step rx.step on the inputs in `rx` (a Data input is rebuilt from the
+  /// proven samples) and returns the tensor leaves of its outputs. Throws OpError on bad inputs
+  /// (e.g. a shape that does not fit the op).
+  std::vector<Digest> reexecute(const Reexecute& rx) const;
+
+  /// The graph of a step (cached: the referee asks for the same step repeatedly).
+  const StepGraph& graph(uint64_t step) const;
+
+ private:
+  JobSpec job_;
+  DataShape data_;
+  mutable BatchSampler sampler_;
+  mutable std::optional<std::pair<uint64_t, StepGraph>> cache_;
+};
+
+/// The StepSpec of a built graph: records must match op, attributes and arity; inputs come from the
+/// state, the data set (dataset_root), a constant (its tensor leaf) or an earlier node.
+StepSpec step_spec_of(const StepGraph& g);
+
+/// A provider's answers in a dispute about its own trajectory. It recomputes what it needs from its
+/// stride checkpoints (store directory), with the same Fault it trained with.
+class DisputeResponder {
+ public:
+  /// `train` and `pool` must outlive this. The store holds the job's checkpoints (state hashes of
+  /// every checkpoint step; the tensors of the ones it recomputes from).
+  DisputeResponder(const JobSpec& job, const Dataset& train, std::filesystem::path store, ThreadPool& pool,
+                   Fault fault = {});
+
+  /// The answer(s) to a query: one body, or a stream of TensorChunk/Samples for OpenInputs.
+  /// Throws EngineError if the store cannot support it (missing checkpoint) or the query is out of
+  /// range (a referee's query is checked like any peer input).
+  std::vector<Body> answer(const Query& q);
+
+ private:
+  const std::vector<Digest>& trajectory_leaves();
+  const std::vector<Digest>& interval_leaves(uint64_t interval);
+  const StepTrace& trace(uint64_t step);
+  void seek(uint64_t step);  // trainer_ state := state `step`, from the nearest checkpoint
+  const MerkleTree& dataset_tree();
+
+  JobSpec job_;
+  const Dataset& train_;
+  std::filesystem::path store_;
+  ThreadPool& pool_;
+  Trainer trainer_;
+  std::vector<uint64_t> checkpoints_;
+  std::vector<Digest> trajectory_;
+  std::map<uint64_t, std::vector<Digest>> intervals_;
+  std::optional<std::pair<uint64_t, StepTrace>> trace_;
+  std::unique_ptr<MerkleTree> dataset_tree_;
+};
+
+}  // namespace tribunal

@@ -1,0 +1,608 @@
+#include "protocol/game.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <set>
+
+#include "protocol/merkle.h"
+#include "protocol/tensor_hash.h"
+#include "protocol/trajectory.h"
+#include "protocol/wire.h"
+
+namespace tribunal {
+namespace {
+
+// RFC 6962 split of a range of n > 1 leaves: the largest power of two < n.
+uint64_t split_of(uint64_t n) { return std::bit_floor(n - 1); }
+
+bool proof_is(const InclusionProof& p, uint64_t index, uint64_t size) { return p.index == index && p.size == size; }
+
+const char* phase_name(Phase p) {
+  switch (p) {
+    case Phase::Checkpoints: return "checkpoints";
+    case Phase::IntervalCommit: return "interval commit";
+    case Phase::Steps: return "steps";
+    case Phase::StepCommit: return "step commit";
+    case Phase::Nodes: return "nodes";
+    case Phase::OpenRecords: return "open records";
+    case Phase::OpenInputs: return "open inputs";
+    case Phase::Reexecute: return "re-execution";
+    case Phase::Done: return "done";
+  }
+  return "?";
+}
+
+// What kind of body answers a query of each phase.
+bool answers_phase(Phase phase, const Body& body) {
+  switch (phase) {
+    case Phase::Checkpoints:
+    case Phase::Steps:
+    case Phase::Nodes: return std::holds_alternative<Answer>(body);
+    case Phase::IntervalCommit: return std::holds_alternative<IntervalCommit>(body);
+    case Phase::StepCommit: return std::holds_alternative<StepCommit>(body);
+    case Phase::OpenRecords: return std::holds_alternative<Records>(body);
+    case Phase::OpenInputs: return std::holds_alternative<TensorChunk>(body) || std::holds_alternative<Samples>(body);
+    default: return false;
+  }
+}
+
+uint32_t round_of(const Body& body) {
+  return std::visit(
+      [](const auto& m) -> uint32_t {
+        if constexpr (requires { m.round; })
+          return m.round;
+        else
+          return 0;
+      },
+      body);
+}
+
+}  // namespace
+
+Game::Game(GameParams params, const StepOracle& oracle) : params_(std::move(params)), oracle_(oracle) {
+  if (params_.stride == 0 || params_.steps == 0) throw ProtocolError("dispute: steps and stride must be ≥ 1");
+  for (const Claim& c : params_.claims) {
+    if (c.job_id != params_.job_id) throw ProtocolError("dispute: a claim is for another job");
+    if (c.steps != params_.steps) throw ProtocolError("dispute: a claim does not cover the job's steps");
+  }
+  if (params_.claims[0].trajectory_root == params_.claims[1].trajectory_root)
+    throw ProtocolError("dispute: the two claims agree; there is nothing to dispute");
+  checkpoints_ = checkpoint_steps(params_.steps, params_.stride);
+  for (int p = 0; p < 2; ++p) party_[p].root = party_[p].node = params_.claims[p].trajectory_root;
+  lo_ = 0;
+  hi_ = checkpoints_.size();
+}
+
+uint64_t Game::leaves_at_level() const {
+  switch (phase_) {
+    case Phase::Checkpoints: return checkpoints_.size();
+    case Phase::Steps: return checkpoints_[interval_] - checkpoints_[interval_ - 1] + 1;
+    case Phase::Nodes: return spec_->nodes.size() + 1;
+    default: return 0;
+  }
+}
+
+Level Game::level_of_phase() const {
+  switch (phase_) {
+    case Phase::Checkpoints: return Level::Checkpoints;
+    case Phase::IntervalCommit:
+    case Phase::Steps: return Level::Steps;
+    default: return Level::Nodes;
+  }
+}
+
+std::vector<Action> Game::ask_both(Query q, uint64_t now_ms, bool recompute) {
+  const uint64_t timeout = recompute ? params_.recompute_timeout_ms : params_.answer_timeout_ms;
+  q.round = ++round_;
+  q.deadline_ms = timeout;
+  current_ = q;
+  std::vector<Action> out;
+  for (int p = 0; p < 2; ++p) {
+    party_[p].answer.reset();
+    asked_[p] = true;
+    deadline_[p] = now_ms + timeout;
+    out.push_back(SendQuery{p, q, deadline_[p]});
+  }
+  return out;
+}
+
+std::vector<Action> Game::ask_one(int party, Query q, uint64_t now_ms) {
+  q.round = ++round_;
+  q.deadline_ms = params_.answer_timeout_ms;
+  current_ = q;
+  for (int p = 0; p < 2; ++p) {
+    party_[p].answer.reset();
+    asked_[p] = p == party;
+  }
+  deadline_[party] = now_ms + params_.answer_timeout_ms;
+  return {SendQuery{party, q, deadline_[party]}};
+}
+
+std::vector<Action> Game::start(uint64_t now_ms) {
+  Query q;
+  q.kind = QueryKind::Children;
+  q.level = Level::Checkpoints;
+  q.lo = lo_;
+  q.hi = hi_;
+  return ask_both(q, now_ms, false);
+}
+
+void Game::lose(int party, VerdictReason reason, std::string detail) {
+  if (party_[party].lost) return;
+  party_[party].lost = true;
+  party_[party].reason = reason;
+  party_[party].detail = std::move(detail);
+}
+
+std::vector<Action> Game::finish_if_lost() {
+  if (party_[0].lost || party_[1].lost) return finish(party_[party_[0].lost ? 0 : 1].reason, "");
+  return {};
+}
+
+std::vector<Action> Game::finish(VerdictReason reason, std::string detail) {
+  Verdict v;
+  v.job_id = params_.job_id;
+  v.dispute_id = params_.dispute_id;
+  for (uint8_t p = 0; p < 2; ++p) (party_[p].lost ? v.losers : v.winners).push_back(p);
+  v.reason = reason;
+  v.level = level_of_phase();
+  v.step = step_;
+  v.node = node_;
+  if (spec_ && node_ < spec_->nodes.size() && phase_ >= Phase::OpenRecords) v.op = spec_->nodes[node_].op;
+  v.rounds = round_;
+  std::string d = detail;
+  for (int p = 0; p < 2; ++p)
+    if (party_[p].lost) d += (d.empty() ? "" : "; ") + std::string("party ") + char('0' + p) + ": " + party_[p].detail;
+  v.detail = d;
+  phase_ = Phase::Done;
+  return {Finished{std::move(v)}};
+}
+
+std::vector<Action> Game::on_tick(uint64_t now_ms) {
+  if (done()) return {};
+  for (int p = 0; p < 2; ++p)
+    if (asked_[p] && !party_[p].answer && now_ms > deadline_[p])
+      lose(p, VerdictReason::Timeout, std::string("no valid answer in ") + phase_name(phase_) + " round " +
+                                          std::to_string(round_) + " before the deadline");
+  return finish_if_lost();
+}
+
+std::vector<Action> Game::on_message(int party, const Body& body, uint64_t now_ms) {
+  if (done()) return {Rejected{party, "the dispute is over"}};
+  if (party < 0 || party > 1) return {Rejected{party, "unknown party"}};
+  if (!asked_[party]) return {Rejected{party, "no question is open for this party"}};
+  if (!answers_phase(phase_, body)) return {Rejected{party, std::string("unexpected message in ") + phase_name(phase_)}};
+  if (round_of(body) != round_) return {Rejected{party, "answer for round " + std::to_string(round_of(body)) +
+                                                            ", the open round is " + std::to_string(round_)}};
+  if (now_ms > deadline_[party]) return on_tick(now_ms);
+  PartyState& ps = party_[party];
+  if (ps.answer) {
+    // One answer per question: the same bytes again are a replay, different bytes equivocation.
+    if (phase_ == Phase::OpenInputs) return {Rejected{party, "duplicate opening"}};
+    if (encode_body(*ps.answer) == encode_body(body)) return {Rejected{party, "replayed answer"}};
+    lose(party, VerdictReason::Equivocation, "two different signed answers in round " + std::to_string(round_));
+    return finish_if_lost();
+  }
+
+  std::string why;
+  if (phase_ == Phase::OpenInputs) {
+    if (!accept(party, body, why)) {
+      lose(party, VerdictReason::BadProof, why);
+      return finish_if_lost();
+    }
+    return collect_inputs(now_ms);
+  }
+  if (!accept(party, body, why)) {
+    lose(party, VerdictReason::BadProof, why);
+    return finish_if_lost();
+  }
+  ps.answer = body;
+  for (int p = 0; p < 2; ++p)
+    if (asked_[p] && !party_[p].answer) return {};  // wait for the other party
+  return advance(now_ms);
+}
+
+// Checks one answer against the party's own commitments; on success records what it proves.
+bool Game::accept(int party, const Body& body, std::string& why) {
+  PartyState& ps = party_[party];
+  switch (phase_) {
+    case Phase::Checkpoints:
+    case Phase::Steps:
+    case Phase::Nodes: {
+      const auto& a = std::get<Answer>(body);
+      const uint64_t mid = lo_ + split_of(hi_ - lo_);
+      const Digest l = mid - lo_ == 1 ? merkle_leaf_hash(a.left) : a.left;
+      const Digest r = hi_ - mid == 1 ? merkle_leaf_hash(a.right) : a.right;
+      if (merkle_node_hash(l, r) != ps.node) {
+        why = "children of [" + std::to_string(lo_) + ", " + std::to_string(hi_) + ") do not hash to the committed node";
+        return false;
+      }
+      return true;
+    }
+    case Phase::IntervalCommit: {
+      const auto& c = std::get<IntervalCommit>(body);
+      const uint64_t n = checkpoints_[interval_] - checkpoints_[interval_ - 1] + 1;
+      if (!proof_is(c.start_in_level1, interval_ - 1, checkpoints_.size()) ||
+          !verify_inclusion(c.start_value, c.start_in_level1, ps.root)) {
+        why = "the interval's start state is not leaf " + std::to_string(interval_ - 1) + " of the trajectory";
+        return false;
+      }
+      if (!proof_is(c.first, 0, n) || !verify_inclusion(c.start_value, c.first, c.root) ||
+          !proof_is(c.last, n - 1, n) || !verify_inclusion(ps.level1_value, c.last, c.root)) {
+        why = "the interval commitment does not open to the agreed start and the party's own end state";
+        return false;
+      }
+      return true;
+    }
+    case Phase::StepCommit: {
+      const auto& c = std::get<StepCommit>(body);
+      const uint64_t n2 = checkpoints_[interval_] - checkpoints_[interval_ - 1] + 1;
+      const uint64_t j = step_ - checkpoints_[interval_ - 1] + 1;  // leaf of state t+1 in level 2
+      const uint64_t g = spec_->nodes.size();
+      if (c.pre_state.size() != spec_->state_inputs || c.post_state.size() != spec_->state_outputs.size()) {
+        why = "the step commitment lists the wrong number of state tensors";
+        return false;
+      }
+      if (!proof_is(c.pre_in_level2, j - 1, n2) || !verify_inclusion(merkle_root(c.pre_state), c.pre_in_level2, ps.root)) {
+        why = "the step's input state is not the agreed state_hash(t)";
+        return false;
+      }
+      if (merkle_root(c.post_state) != ps.level2_value || !proof_is(c.last, g, g + 1) ||
+          !verify_inclusion(ps.level2_value, c.last, c.root)) {
+        why = "the step commitment does not end in the party's own state_hash(t+1)";
+        return false;
+      }
+      return true;
+    }
+    case Phase::OpenRecords: {
+      const auto& r = std::get<Records>(body);
+      if (r.indices != record_indices_ || r.records.size() != r.indices.size() || r.proofs.size() != r.indices.size()) {
+        why = "the opened records are not the ones asked for";
+        return false;
+      }
+      const uint64_t n3 = spec_->nodes.size() + 1;
+      for (size_t i = 0; i < r.indices.size(); ++i)
+        if (!proof_is(r.proofs[i], r.indices[i], n3) ||
+            !verify_inclusion(node_record_hash(r.records[i]), r.proofs[i], ps.root)) {
+          why = "record " + std::to_string(r.indices[i]) + " does not open against the party's step commitment";
+          return false;
+        }
+      return true;
+    }
+    case Phase::OpenInputs: {
+      if (const auto* s = std::get_if<Samples>(&body)) {
+        const NodeSpec& node = spec_->nodes[node_];
+        if (got_samples_ || s->indices != node.data_rows || s->inputs.size() != s->indices.size() ||
+            s->labels.size() != s->indices.size() || s->proofs.size() != s->indices.size()) {
+          why = "the opened samples are not the ones asked for";
+          return false;
+        }
+        for (size_t i = 0; i < s->indices.size(); ++i)
+          if (!proof_is(s->proofs[i], s->indices[i], params_.dataset_samples) ||
+              !verify_inclusion(sample_leaf(s->inputs[i], s->labels[i]), s->proofs[i], params_.dataset_root)) {
+            why = "sample " + std::to_string(s->indices[i]) + " is not in the job's data set";
+            return false;
+          }
+        got_samples_ = *s;
+        return true;
+      }
+      const auto& c = std::get<TensorChunk>(body);
+      if (c.value >= want_values_.size() || c.chunk != got_chunks_[c.value]) {
+        why = "tensor chunk out of order";
+        return false;
+      }
+      if (c.chunk == 0) {
+        uint64_t numel = 1;
+        for (int64_t d : c.shape) {
+          if (d < 0 || (d > 0 && numel > (uint64_t{1} << 40) / static_cast<uint64_t>(d))) {
+            why = "tensor shape out of range";
+            return false;
+          }
+          numel *= static_cast<uint64_t>(d);
+        }
+        const uint64_t bytes = numel * 4;
+        const uint64_t chunks = std::max<uint64_t>(1, (bytes + kTensorChunkBytes - 1) / kTensorChunkBytes);
+        if (c.chunks != chunks ||
+            tensor_leaf_from_chunk_root(DType::F32, c.shape, bytes, c.chunk_root) != want_hashes_[c.value]) {
+          why = "tensor header does not match the committed tensor hash";
+          return false;
+        }
+        got_shapes_[c.value] = c.shape;
+        got_chunk_roots_[c.value] = c.chunk_root;
+      } else if (c.chunk_root != got_chunk_roots_[c.value] || c.shape != got_shapes_[c.value]) {
+        why = "tensor chunk header changed";
+        return false;
+      }
+      uint64_t numel = 1;
+      for (int64_t d : got_shapes_[c.value]) numel *= static_cast<uint64_t>(d);
+      const uint64_t total = numel * 4, offset = uint64_t{c.chunk} * kTensorChunkBytes;
+      const uint64_t chunks = std::max<uint64_t>(1, (total + kTensorChunkBytes - 1) / kTensorChunkBytes);
+      const uint64_t expect = std::min<uint64_t>(kTensorChunkBytes, total - std::min(total, offset));
+      if (c.chunks != chunks || c.chunk >= chunks || c.bytes.size() != expect || !proof_is(c.proof, c.chunk, chunks) ||
+          !verify_inclusion(tensor_chunk_hash(DType::F32, std::as_bytes(std::span(c.bytes))), c.proof, c.chunk_root)) {
+        why = "tensor chunk " + std::to_string(c.chunk) + " does not match its tensor's chunk root";
+        return false;
+      }
+      got_bytes_[c.value].insert(got_bytes_[c.value].end(), c.bytes.begin(), c.bytes.end());
+      ++got_chunks_[c.value];
+      return true;
+    }
+    default: return false;
+  }
+}
+
+// Both parties answered the open round validly: move on.
+std::vector<Action> Game::advance(uint64_t now_ms) {
+  switch (phase_) {
+    case Phase::Checkpoints:
+    case Phase::Steps:
+    case Phase::Nodes: {
+      const uint64_t mid = lo_ + split_of(hi_ - lo_);
+      std::array<Digest, 2> l, r;
+      for (int p = 0; p < 2; ++p) {
+        const auto& a = std::get<Answer>(*party_[p].answer);
+        l[p] = mid - lo_ == 1 ? merkle_leaf_hash(a.left) : a.left;
+        r[p] = hi_ - mid == 1 ? merkle_leaf_hash(a.right) : a.right;
+      }
+      const bool left = l[0] != l[1];
+      std::array<Digest, 2> leaf_value{};
+      for (int p = 0; p < 2; ++p) {
+        const auto& a = std::get<Answer>(*party_[p].answer);
+        party_[p].node = left ? l[p] : r[p];
+        leaf_value[p] = left ? a.left : a.right;
+      }
+      if (left)
+        hi_ = mid;
+      else
+        lo_ = mid;
+      if (hi_ - lo_ > 1) {
+        Query q = current_;
+        q.lo = lo_;
+        q.hi = hi_;
+        return ask_both(q, now_ms, false);
+      }
+      for (int p = 0; p < 2; ++p) {
+        if (phase_ == Phase::Checkpoints) party_[p].level1_value = leaf_value[p];
+        if (phase_ == Phase::Steps) party_[p].level2_value = leaf_value[p];
+      }
+      return after_descent(now_ms);
+    }
+    case Phase::IntervalCommit: {
+      phase_ = Phase::Steps;
+      for (int p = 0; p < 2; ++p) party_[p].root = party_[p].node = std::get<IntervalCommit>(*party_[p].answer).root;
+      lo_ = 0;
+      hi_ = leaves_at_level();
+      Query q;
+      q.kind = QueryKind::Children;
+      q.level = Level::Steps;
+      q.interval = interval_;
+      q.lo = lo_;
+      q.hi = hi_;
+      return ask_both(q, now_ms, false);
+    }
+    case Phase::StepCommit: {
+      phase_ = Phase::Nodes;
+      for (int p = 0; p < 2; ++p) {
+        const auto& c = std::get<StepCommit>(*party_[p].answer);
+        party_[p].root = party_[p].node = c.root;
+        party_[p].pre_state = c.pre_state;
+        party_[p].post_state = c.post_state;
+      }
+      lo_ = 0;
+      hi_ = leaves_at_level();
+      Query q;
+      q.kind = QueryKind::Children;
+      q.level = Level::Nodes;
+      q.interval = interval_;
+      q.step = step_;
+      q.lo = lo_;
+      q.hi = hi_;
+      return ask_both(q, now_ms, false);
+    }
+    case Phase::OpenRecords:
+      for (int p = 0; p < 2; ++p) party_[p].records = std::get<Records>(*party_[p].answer).records;
+      return check_records(now_ms);
+    default: return {};
+  }
+}
+
+// A descent reached its leaf lo_: hand off to the next level or decide.
+std::vector<Action> Game::after_descent(uint64_t now_ms) {
+  if (phase_ == Phase::Checkpoints) {
+    if (lo_ == 0) {  // the trajectories differ in their very first state
+      for (int p = 0; p < 2; ++p)
+        if (party_[p].level1_value != params_.initial_state_hash)
+          lose(p, VerdictReason::WrongInitialState, "state_hash(0) is not the job's initial state");
+      return finish_if_lost();
+    }
+    interval_ = lo_;
+    phase_ = Phase::IntervalCommit;
+    Query q;
+    q.kind = QueryKind::CommitInterval;
+    q.level = Level::Steps;
+    q.interval = interval_;
+    return ask_both(q, now_ms, true);
+  }
+  if (phase_ == Phase::Steps) {
+    // Leaf 0 is the agreed start, so lo_ ≥ 1: state lo_−1 agreed, state lo_ disputed.
+    step_ = checkpoints_[interval_ - 1] + lo_ - 1;
+    spec_ = oracle_.step_spec(step_);
+    phase_ = Phase::StepCommit;
+    Query q;
+    q.kind = QueryKind::CommitStep;
+    q.level = Level::Nodes;
+    q.interval = interval_;
+    q.step = step_;
+    return ask_both(q, now_ms, true);
+  }
+  // Level 3: the first differing leaf is node lo_ (or the post state when lo_ == G).
+  node_ = lo_;
+  std::set<uint64_t> open;
+  const auto add_producers = [&](const std::vector<InputSpec>& inputs) {
+    for (const InputSpec& in : inputs)
+      if (in.source == InputSpec::Source::Node) open.insert(in.index);
+  };
+  if (node_ < spec_->nodes.size()) {
+    open.insert(node_);
+    add_producers(spec_->nodes[node_].inputs);
+  } else {
+    add_producers(spec_->state_outputs);
+  }
+  record_indices_.assign(open.begin(), open.end());
+  phase_ = Phase::OpenRecords;
+  if (record_indices_.empty()) {
+    for (int p = 0; p < 2; ++p) party_[p].records.clear();
+    return check_records(now_ms);
+  }
+  Query q;
+  q.kind = QueryKind::OpenRecords;
+  q.level = Level::Nodes;
+  q.interval = interval_;
+  q.step = step_;
+  q.indices = record_indices_;
+  return ask_both(q, now_ms, false);
+}
+
+// The opened records are proven; check them against the job's graph and the agreed producers.
+std::vector<Action> Game::check_records(uint64_t now_ms) {
+  const auto record_of = [&](int p, uint64_t index) -> const NodeRecord& {
+    const auto it = std::find(record_indices_.begin(), record_indices_.end(), index);
+    return party_[p].records[static_cast<size_t>(it - record_indices_.begin())];
+  };
+  // The hash an input must have, as this party's agreed records and states say; nullopt if unknowable.
+  const auto expected = [&](int p, const InputSpec& in) -> std::optional<Digest> {
+    switch (in.source) {
+      case InputSpec::Source::State:
+        return in.index < party_[p].pre_state.size() ? std::optional(party_[p].pre_state[in.index]) : std::nullopt;
+      case InputSpec::Source::Data: return params_.dataset_root;
+      case InputSpec::Source::Constant: return in.constant_hash;
+      case InputSpec::Source::Node: {
+        const NodeRecord& r = record_of(p, in.index);
+        return in.slot < r.outputs.size() ? std::optional(r.outputs[in.slot]) : std::nullopt;
+      }
+    }
+    return std::nullopt;
+  };
+
+  if (node_ == spec_->nodes.size()) {  // every record agrees, the next states differ
+    for (int p = 0; p < 2; ++p)
+      for (size_t o = 0; o < spec_->state_outputs.size(); ++o)
+        if (expected(p, spec_->state_outputs[o]) != party_[p].post_state[o]) {
+          lose(p, VerdictReason::WrongPostState,
+               "state tensor " + std::to_string(o) + " of state_hash(t+1) is not the output of its producing node");
+          break;
+        }
+    return finish_if_lost();
+  }
+
+  const NodeSpec& node = spec_->nodes[node_];
+  for (int p = 0; p < 2; ++p) {
+    const NodeRecord& r = record_of(p, node_);
+    if (r.op != node.op || r.attrs != node.attrs || r.inputs.size() != node.inputs.size() ||
+        r.outputs.size() != node.outputs) {
+      lose(p, VerdictReason::InconsistentInput,
+           "node " + std::to_string(node_) + " is not the job's node (op, attributes or arity differ)");
+      continue;
+    }
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+      if (expected(p, node.inputs[i]) != r.inputs[i]) {
+        lose(p, VerdictReason::InconsistentInput,
+             "input " + std::to_string(i) + " of node " + std::to_string(node_) + " is not its agreed producer's output");
+        break;
+      }
+  }
+  if (party_[0].lost || party_[1].lost) return finish_if_lost();
+
+  // Both records take the right inputs, so they agree on them and differ in outputs: re-execute.
+  input_party_ = 0;
+  want_values_.clear();
+  want_hashes_.clear();
+  Query q;
+  q.kind = QueryKind::OpenInputs;
+  q.level = Level::Nodes;
+  q.interval = interval_;
+  q.step = step_;
+  const NodeRecord& r = record_of(0, node_);
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    const InputSpec& in = node.inputs[i];
+    if (in.source == InputSpec::Source::State)
+      want_values_.push_back({ValueOrigin::StateInput, in.index, 0});
+    else if (in.source == InputSpec::Source::Node)
+      want_values_.push_back({ValueOrigin::NodeOutput, in.index, in.slot});
+    else
+      continue;
+    want_hashes_.push_back(r.inputs[i]);
+  }
+  const bool needs_samples = std::any_of(node.inputs.begin(), node.inputs.end(),
+                                         [](const InputSpec& in) { return in.source == InputSpec::Source::Data; });
+  if (needs_samples) q.indices = node.data_rows;
+  q.values = want_values_;
+  got_shapes_.assign(want_values_.size(), {});
+  got_bytes_.assign(want_values_.size(), {});
+  got_chunks_.assign(want_values_.size(), 0);
+  got_chunk_roots_.assign(want_values_.size(), {});
+  got_samples_.reset();
+  phase_ = Phase::OpenInputs;
+  if (want_values_.empty() && !needs_samples) return collect_inputs(now_ms);
+  return ask_one(input_party_, q, now_ms);
+}
+
+// Emits the re-execution once every requested tensor and sample has arrived and been checked.
+std::vector<Action> Game::collect_inputs(uint64_t) {
+  const NodeSpec& node = spec_->nodes[node_];
+  const bool needs_samples = std::any_of(node.inputs.begin(), node.inputs.end(),
+                                         [](const InputSpec& in) { return in.source == InputSpec::Source::Data; });
+  if (needs_samples && !got_samples_) return {};
+  for (size_t v = 0; v < want_values_.size(); ++v)
+    if (got_chunks_[v] == 0 || got_bytes_[v].size() < [&] {
+          uint64_t n = 4;
+          for (int64_t d : got_shapes_[v]) n *= static_cast<uint64_t>(d);
+          return n;
+        }())
+      return {};
+  // Complete: nothing more is owed by the party that opened the inputs.
+  asked_[input_party_] = false;
+  Reexecute rx;
+  rx.step = step_;
+  rx.node = node_;
+  rx.spec = node;
+  size_t v = 0;
+  for (const InputSpec& in : node.inputs) {
+    if (in.source == InputSpec::Source::State || in.source == InputSpec::Source::Node) {
+      rx.shapes.push_back(got_shapes_[v]);
+      std::vector<float> values(got_bytes_[v].size() / 4);
+      std::memcpy(values.data(), got_bytes_[v].data(), got_bytes_[v].size());
+      rx.inputs.push_back(std::move(values));
+      ++v;
+    } else {
+      rx.shapes.emplace_back();
+      rx.inputs.emplace_back();
+    }
+  }
+  if (got_samples_) {
+    rx.sample_inputs = got_samples_->inputs;
+    rx.sample_labels = got_samples_->labels;
+  }
+  // The received bytes now live in the action; the game keeps no tensor data.
+  got_bytes_.clear();
+  got_samples_.reset();
+  phase_ = Phase::Reexecute;
+  return {std::move(rx)};
+}
+
+std::vector<Action> Game::on_reexecuted(const std::vector<Digest>& outputs, uint64_t) {
+  if (phase_ != Phase::Reexecute) return {};
+  const auto it = std::find(record_indices_.begin(), record_indices_.end(), node_);
+  const size_t at = static_cast<size_t>(it - record_indices_.begin());
+  for (int p = 0; p < 2; ++p)
+    if (party_[p].records[at].outputs != outputs)
+      lose(p, VerdictReason::WrongOutput,
+           "re-executing node " + std::to_string(node_) + " of step " + std::to_string(step_) +
+               " gives other outputs than the party committed");
+  if (!party_[0].lost && !party_[1].lost)
+    return finish(VerdictReason::WrongOutput, "re-execution matches both parties (records differ elsewhere)");
+  return finish_if_lost();
+}
+
+}  // namespace tribunal

@@ -1,0 +1,204 @@
+// The dispute game as a pure state machine (sans-I/O, DESIGN §3, §6; docs/protocol.md).
+//
+// The referee asks both parties the same questions and compares. At every level the two parties'
+// Merkle trees are descended together: both open the children of the current node; the referee
+// goes left when the left children differ and right otherwise, so it reaches the *first* leaf where
+// the trees differ, and every leaf before it is agreed (equal subtree hashes). Level 1 descends the
+// trajectory tree to a checkpoint interval, level 2 the interval's per-step tree to one step t,
+// level 3 the tree of step t's node records (plus state_hash(t+1) as a last leaf) to one node. The
+// referee then checks the node against the job's graph and the agreed producers and, if both
+// parties' inputs are right, fetches the inputs, has the node re-executed and compares outputs.
+//
+// The game never touches a socket, a clock or a file: on_message/on_tick/on_reexecuted take the
+// input and the current time and return actions. Replaying the same inputs rebuilds the same state.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "protocol/messages.h"
+#include "protocol/wire.h"
+
+namespace tribunal {
+
+/// Where an input of a node comes from, as the referee knows it from the job's graph.
+struct InputSpec {
+  enum class Source : uint8_t { State, Data, Constant, Node };
+  Source source = Source::Node;
+  uint64_t index = 0;        ///< state tensor index, data table index, or producer node index
+  uint32_t slot = 0;         ///< producer output slot
+  Digest constant_hash{};    ///< Constant: the tensor leaf of the constant
+};
+
+/// One node of step t's graph: what its record must say.
+struct NodeSpec {
+  uint8_t op = 0;
+  std::vector<uint8_t> attrs;         ///< canonical attribute bytes
+  std::vector<InputSpec> inputs;
+  uint32_t outputs = 0;
+  std::vector<uint64_t> data_rows;    ///< data-set rows a node with a Data input reads (gather indices)
+};
+
+/// The graph of step t as the referee derives it from the job (no training needed).
+struct StepSpec {
+  std::vector<NodeSpec> nodes;
+  uint32_t state_inputs = 0;
+  std::vector<InputSpec> state_outputs;  ///< the next state's tensors, canonical order
+};
+
+/// Supplies step graphs; implemented over the engine by the referee (a pure function of the job).
+class StepOracle {
+ public:
+  virtual ~StepOracle() = default;
+  virtual StepSpec step_spec(uint64_t step) const = 0;
+};
+
+/// Everything fixed when a dispute opens.
+struct GameParams {
+  Digest job_id{};
+  Digest dispute_id{};
+  uint64_t steps = 0;               ///< T
+  uint64_t stride = 0;              ///< s
+  Digest initial_state_hash{};
+  Digest dataset_root{};
+  uint64_t dataset_samples = 0;     ///< N, the size of the tree under dataset_root
+  std::array<Claim, 2> claims{};
+  uint64_t answer_timeout_ms = 10000;     ///< for openings and tree questions
+  uint64_t recompute_timeout_ms = 120000; ///< for CommitInterval / CommitStep (recomputing steps)
+};
+
+/// A question to send to one party; it must answer before `deadline_ms`.
+struct SendQuery {
+  int party = 0;
+  Query query;
+  uint64_t deadline_ms = 0;
+};
+
+/// The referee must re-execute one node: run op `spec.op` with `spec.attrs` on `inputs` (in the
+/// node's input order; a Data input arrives as `samples`) and call on_reexecuted with the hashes of
+/// the outputs (tensor leaves, in output order).
+struct Reexecute {
+  uint64_t step = 0;
+  uint64_t node = 0;
+  NodeSpec spec;
+  /// One entry per node input: shape and float32 values (empty for Data and Constant inputs).
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<std::vector<float>> inputs;
+  /// For a Data input: the opened samples, in data_rows order.
+  std::vector<std::vector<float>> sample_inputs;
+  std::vector<float> sample_labels;
+};
+
+/// The game ended.
+struct Finished {
+  Verdict verdict;  ///< unsigned; the referee signs it
+};
+
+/// A message from a party was refused; game state is unchanged.
+struct Rejected {
+  int party = 0;
+  std::string reason;
+};
+
+using Action = std::variant<SendQuery, Reexecute, Finished, Rejected>;
+
+/// What the game is doing now (for logs and demos).
+enum class Phase : uint8_t {
+  Checkpoints,   ///< level 1 descent
+  IntervalCommit,
+  Steps,         ///< level 2 descent
+  StepCommit,
+  Nodes,         ///< level 3 descent
+  OpenRecords,
+  OpenInputs,
+  Reexecute,
+  Done,
+};
+
+class Game {
+ public:
+  /// `oracle` must outlive the game. Throws ProtocolError if the claims agree or the params are
+  /// inconsistent (T, s, claim steps).
+  Game(GameParams params, const StepOracle& oracle);
+
+  /// The first questions. Call once, at the start.
+  std::vector<Action> start(uint64_t now_ms);
+
+  /// A decoded, signature-checked message from party 0 or 1 (the referee maps keys to parties).
+  std::vector<Action> on_message(int party, const Body& body, uint64_t now_ms);
+
+  /// Checks deadlines.
+  std::vector<Action> on_tick(uint64_t now_ms);
+
+  /// The re-execution's output hashes (tensor leaves), after a Reexecute action.
+  std::vector<Action> on_reexecuted(const std::vector<Digest>& outputs, uint64_t now_ms);
+
+  Phase phase() const { return phase_; }
+  uint32_t rounds() const { return round_; }
+  bool done() const { return phase_ == Phase::Done; }
+  /// The located position so far (valid once the corresponding level has ended).
+  uint64_t located_interval() const { return interval_; }
+  uint64_t located_step() const { return step_; }
+  uint64_t located_node() const { return node_; }
+  /// The leaf range being descended at the current level.
+  std::pair<uint64_t, uint64_t> range() const { return {lo_, hi_}; }
+
+ private:
+  struct PartyState {
+    Digest root{};                   // root of the current level's tree
+    Digest node{};                   // hash of the current descent node
+    std::optional<Body> answer;      // accepted answer to the current round
+    bool lost = false;
+    VerdictReason reason = VerdictReason::Timeout;
+    std::string detail;
+    Digest level1_value{};           // value at the located checkpoint (end of the interval)
+    Digest level2_value{};           // value at the located step's end (state_hash(t+1))
+    std::vector<Digest> pre_state, post_state;
+    std::vector<NodeRecord> records; // opened records, by position in record_indices_
+  };
+
+  std::vector<Action> ask_both(Query q, uint64_t now_ms, bool recompute);
+  std::vector<Action> ask_one(int party, Query q, uint64_t now_ms);
+  std::vector<Action> advance(uint64_t now_ms);
+  std::vector<Action> after_descent(uint64_t now_ms);
+  std::vector<Action> check_records(uint64_t now_ms);
+  std::vector<Action> collect_inputs(uint64_t now_ms);
+  std::vector<Action> finish(VerdictReason reason, std::string detail);
+  std::vector<Action> finish_if_lost();
+  void lose(int party, VerdictReason reason, std::string detail);
+  bool accept(int party, const Body& body, std::string& why);
+
+  uint64_t leaves_at_level() const;
+  Level level_of_phase() const;
+
+  GameParams params_;
+  const StepOracle& oracle_;
+  std::vector<uint64_t> checkpoints_;  // checkpoint steps 0, s, …, T
+  Phase phase_ = Phase::Checkpoints;
+  uint32_t round_ = 0;
+  Query current_{};
+  std::array<bool, 2> asked_{};
+  std::array<uint64_t, 2> deadline_{};
+  std::array<PartyState, 2> party_;
+  uint64_t lo_ = 0, hi_ = 0;           // current descent range
+  uint64_t interval_ = 0;              // level 1 leaf k (interval [c_{k−1}, c_k])
+  uint64_t step_ = 0;                  // located step t
+  uint64_t node_ = 0;                  // located node (or G for the post state)
+  std::optional<StepSpec> spec_;       // step t's graph, once located
+  std::vector<uint64_t> record_indices_;  // records opened in OpenRecords
+  int input_party_ = 0;                // who opens the tensors
+  // Tensors being received in OpenInputs: per requested value, the bytes so far.
+  std::vector<ValueAddress> want_values_;
+  std::vector<Digest> want_hashes_;
+  std::vector<std::vector<int64_t>> got_shapes_;
+  std::vector<std::vector<uint8_t>> got_bytes_;
+  std::vector<uint32_t> got_chunks_;
+  std::vector<Digest> got_chunk_roots_;
+  std::optional<Samples> got_samples_;
+};
+
+}  // namespace tribunal

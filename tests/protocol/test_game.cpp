@@ -1,0 +1,215 @@
+// The dispute game on the toy counter program: every divergence point at small sizes, with the
+// invariant that the honest party never loses, and the verdict locating the exact step and node.
+#include <doctest/doctest.h>
+
+#include <bit>
+#include <cstring>
+
+#include "protocol/game.h"
+#include "tests/protocol/toy_counter.h"
+
+using namespace tribunal;
+using namespace tribunal::toy;
+
+namespace {
+
+struct Outcome {
+  Verdict verdict;
+  uint32_t rounds = 0;
+};
+
+uint64_t ceil_log2(uint64_t n) { return n <= 1 ? 0 : std::bit_width(n - 1); }
+
+// Plays one dispute to the end, delivering every query to the addressed provider at once.
+// `silent` makes a party never answer (the clock then runs out).
+Outcome play(uint64_t steps, uint64_t stride, uint32_t nodes, const CounterProvider& p0, const CounterProvider& p1,
+             int silent = -1) {
+  CounterOracle oracle(nodes);
+  GameParams params;
+  params.job_id[0] = 7;
+  params.steps = steps;
+  params.stride = stride;
+  params.initial_state_hash = state_hash(0.0f);
+  params.claims = {p0.claim(params.job_id), p1.claim(params.job_id)};
+  Game game(params, oracle);
+  const CounterProvider* providers[2] = {&p0, &p1};
+  uint64_t now = 0;
+  std::vector<Action> pending = game.start(now);
+  Outcome out;
+  for (int guard = 0; guard < 10000 && !game.done(); ++guard) {
+    std::vector<Action> next;
+    if (pending.empty()) {  // nothing to deliver: let time pass
+      now += params.recompute_timeout_ms + 1;
+      pending = game.on_tick(now);
+      continue;
+    }
+    for (const Action& a : pending) {
+      if (const auto* q = std::get_if<SendQuery>(&a)) {
+        if (q->party == silent) continue;
+        for (const Body& b : providers[q->party]->answer(q->query)) {
+          auto more = game.on_message(q->party, b, now);
+          next.insert(next.end(), more.begin(), more.end());
+        }
+      } else if (const auto* rx = std::get_if<Reexecute>(&a)) {
+        // The counter's only op: add the two inputs (the constant 1 is the referee's own).
+        float x = rx->inputs[0][0];
+        float y = 1.0f;
+        const float z = x + y;
+        auto more = game.on_reexecuted({scalar_leaf(z)}, now);
+        next.insert(next.end(), more.begin(), more.end());
+      } else if (const auto* f = std::get_if<Finished>(&a)) {
+        out.verdict = f->verdict;
+      } else if (const auto* r = std::get_if<Rejected>(&a)) {
+        FAIL("an honest-protocol message was rejected: " << r->reason);
+      }
+    }
+    pending = std::move(next);
+  }
+  for (const Action& a : pending)
+    if (const auto* f = std::get_if<Finished>(&a)) out.verdict = f->verdict;
+  REQUIRE(game.done());
+  out.rounds = game.rounds();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("counter: a corrupted node at every step and node loses, located exactly") {
+  int games = 0;
+  for (uint64_t steps = 1; steps <= 7; ++steps)
+    for (uint64_t stride = 1; stride <= 4; ++stride)
+      for (uint32_t nodes = 1; nodes <= 4; ++nodes)
+        for (int64_t t = 0; t < static_cast<int64_t>(steps); ++t)
+          for (int64_t n = 0; n < nodes; ++n)
+            for (int cheater = 0; cheater < 2; ++cheater) {
+              CAPTURE(steps);
+              CAPTURE(stride);
+              CAPTURE(nodes);
+              CAPTURE(t);
+              CAPTURE(n);
+              CAPTURE(cheater);
+              const CounterProvider honest(steps, stride, nodes);
+              const CounterProvider liar(steps, stride, nodes, Fault{{}, t, n});
+              const Outcome o = cheater == 0 ? play(steps, stride, nodes, liar, honest) : play(steps, stride, nodes, honest, liar);
+              REQUIRE(o.verdict.losers == std::vector<uint8_t>{static_cast<uint8_t>(cheater)});
+              REQUIRE(o.verdict.winners == std::vector<uint8_t>{static_cast<uint8_t>(1 - cheater)});
+              CHECK(o.verdict.reason == VerdictReason::WrongOutput);
+              CHECK(o.verdict.level == Level::Nodes);
+              CHECK(o.verdict.step == static_cast<uint64_t>(t));
+              CHECK(o.verdict.node == static_cast<uint64_t>(n));
+              CHECK(o.verdict.op == kAddOp);
+              // Rounds: one descent per level plus two commitments, one record opening, one input opening.
+              const auto cps = checkpoint_steps(steps, stride);
+              const uint64_t bound = ceil_log2(cps.size()) + ceil_log2(stride + 1) + ceil_log2(nodes + 1) + 4;
+              CHECK(o.rounds <= bound);
+              ++games;
+            }
+  MESSAGE(games << " games");
+}
+
+TEST_CASE("counter: a wrong initial state loses at level 1") {
+  for (uint64_t steps = 1; steps <= 6; ++steps)
+    for (int cheater = 0; cheater < 2; ++cheater) {
+      const CounterProvider honest(steps, 2, 3);
+      const CounterProvider liar(steps, 2, 3, Fault{0.25f});
+      const Outcome o = cheater == 0 ? play(steps, 2, 3, liar, honest) : play(steps, 2, 3, honest, liar);
+      CHECK(o.verdict.losers == std::vector<uint8_t>{static_cast<uint8_t>(cheater)});
+      CHECK(o.verdict.reason == VerdictReason::WrongInitialState);
+      CHECK(o.verdict.level == Level::Checkpoints);
+    }
+}
+
+TEST_CASE("counter: a next state that is not the step's own node output loses") {
+  for (uint64_t steps = 1; steps <= 6; ++steps)
+    for (int64_t t = 0; t < static_cast<int64_t>(steps); ++t) {
+      const CounterProvider honest(steps, 3, 2);
+      Fault f;
+      f.step = t;
+      f.lie_post_state = true;
+      const CounterProvider liar(steps, 3, 2, f);
+      const Outcome o = play(steps, 3, 2, honest, liar);
+      CHECK(o.verdict.losers == std::vector<uint8_t>{1});
+      CHECK(o.verdict.reason == VerdictReason::WrongPostState);
+      CHECK(o.verdict.step == static_cast<uint64_t>(t));
+      CHECK(o.verdict.node == 2);  // G: the post-state leaf
+    }
+}
+
+TEST_CASE("counter: both corrupting the same node differently means no valid claim") {
+  const CounterProvider a(5, 2, 3, Fault{{}, 2, 1, 0.5f});
+  const CounterProvider b(5, 2, 3, Fault{{}, 2, 1, 0.25f});
+  const Outcome o = play(5, 2, 3, a, b);
+  CHECK(o.verdict.winners.empty());
+  CHECK(o.verdict.losers == std::vector<uint8_t>{0, 1});
+  CHECK(o.verdict.reason == VerdictReason::WrongOutput);
+  CHECK(o.verdict.step == 2);
+  CHECK(o.verdict.node == 1);
+}
+
+TEST_CASE("counter: a party that never answers forfeits") {
+  const CounterProvider honest(6, 2, 3);
+  const CounterProvider liar(6, 2, 3, Fault{{}, 4, 0});
+  for (int silent = 0; silent < 2; ++silent) {
+    const Outcome o = play(6, 2, 3, silent == 0 ? liar : honest, silent == 0 ? honest : liar, silent);
+    CHECK(o.verdict.losers == std::vector<uint8_t>{static_cast<uint8_t>(silent)});
+    CHECK(o.verdict.reason == VerdictReason::Timeout);
+  }
+}
+
+TEST_CASE("the game refuses agreeing claims and answers out of turn without a state change") {
+  CounterOracle oracle(2);
+  const CounterProvider honest(4, 2, 2);
+  GameParams params;
+  params.steps = 4;
+  params.stride = 2;
+  params.initial_state_hash = state_hash(0.0f);
+  params.claims = {honest.claim(params.job_id), honest.claim(params.job_id)};
+  CHECK_THROWS_AS(Game(params, oracle), ProtocolError);
+
+  const CounterProvider liar(4, 2, 2, Fault{{}, 3, 1});
+  params.claims = {honest.claim(params.job_id), liar.claim(params.job_id)};
+  Game game(params, oracle);
+  auto first = game.start(0);
+  REQUIRE(first.size() == 2);
+  const Query q = std::get<SendQuery>(first[0]).query;
+  // Wrong round, wrong message type: refused, nothing changes.
+  Answer stale = std::get<Answer>(honest.answer(q)[0]);
+  stale.round = q.round + 1;
+  auto r = game.on_message(0, stale, 1);
+  REQUIRE(r.size() == 1);
+  CHECK(std::holds_alternative<Rejected>(r[0]));
+  r = game.on_message(0, Records{q.round, {}, {}, {}}, 1);
+  CHECK(std::holds_alternative<Rejected>(r[0]));
+  CHECK(game.rounds() == 1);
+  CHECK(game.phase() == Phase::Checkpoints);
+  // A valid answer is taken; the same bytes again are a replay; different bytes are equivocation.
+  const Answer good = std::get<Answer>(honest.answer(q)[0]);
+  CHECK(game.on_message(0, good, 2).empty());
+  r = game.on_message(0, good, 3);
+  CHECK(std::holds_alternative<Rejected>(r[0]));
+  Answer other = good;
+  other.left[0] ^= 1;
+  r = game.on_message(0, other, 4);
+  REQUIRE(std::holds_alternative<Finished>(r[0]));
+  CHECK(std::get<Finished>(r[0]).verdict.reason == VerdictReason::Equivocation);
+  CHECK(std::get<Finished>(r[0]).verdict.losers == std::vector<uint8_t>{0});
+}
+
+TEST_CASE("an answer that does not hash to the party's commitment loses with bad_proof") {
+  CounterOracle oracle(2);
+  const CounterProvider honest(4, 2, 2);
+  const CounterProvider liar(4, 2, 2, Fault{{}, 3, 1});
+  GameParams params;
+  params.steps = 4;
+  params.stride = 2;
+  params.initial_state_hash = state_hash(0.0f);
+  params.claims = {honest.claim(params.job_id), liar.claim(params.job_id)};
+  Game game(params, oracle);
+  const Query q = std::get<SendQuery>(game.start(0)[1]).query;
+  Answer forged = std::get<Answer>(liar.answer(q)[0]);
+  forged.right[5] ^= 0x10;
+  auto r = game.on_message(1, forged, 1);
+  REQUIRE(std::holds_alternative<Finished>(r[0]));
+  CHECK(std::get<Finished>(r[0]).verdict.reason == VerdictReason::BadProof);
+  CHECK(std::get<Finished>(r[0]).verdict.losers == std::vector<uint8_t>{1});
+}
