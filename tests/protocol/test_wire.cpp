@@ -1,0 +1,759 @@
+// Canonical message encoding, signed envelopes, key files, dispute ids and node record hashes
+// (protocol/wire.h, protocol/messages.h; DESIGN §6, §7).
+#include <doctest/doctest.h>
+#include <sodium.h>
+#include <sys/stat.h>
+
+#include <bit>
+#include <concepts>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "protocol/hash.h"
+#include "protocol/merkle.h"
+#include "protocol/messages.h"
+#include "protocol/wire.h"
+#include "tests/temp_dir.h"
+
+using namespace tribunal;
+
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+// ---- field-by-field equality (named `same`, not operator==, so it cannot clash with one added to
+// messages.h later). Floats compare by bits: the encoding must carry NaN payloads unchanged.
+
+bool same(float a, float b) {
+  return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b);
+}
+bool same(const InclusionProof& a, const InclusionProof& b);
+bool same(const NodeRecord& a, const NodeRecord& b);
+
+template <class T>
+bool same(const T& a, const T& b) requires std::equality_comparable<T> {
+  return a == b;
+}
+template <class T>
+bool same(const std::vector<T>& a, const std::vector<T>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!same(a[i], b[i])) return false;
+  }
+  return true;
+}
+
+bool same(const InclusionProof& a, const InclusionProof& b) {
+  return a.index == b.index && a.size == b.size && a.path == b.path;
+}
+bool same(const NodeRecord& a, const NodeRecord& b) {
+  return a.op == b.op && a.attrs == b.attrs && a.inputs == b.inputs && a.outputs == b.outputs;
+}
+bool same(const JobSubmit& a, const JobSubmit& b) {
+  return a.job_toml == b.job_toml;
+}
+bool same(const Claim& a, const Claim& b) {
+  return a.job_id == b.job_id && a.steps == b.steps && a.trajectory_root == b.trajectory_root &&
+         a.final_state_hash == b.final_state_hash;
+}
+bool same(const DisputeOpen& a, const DisputeOpen& b) {
+  return a.job_toml == b.job_toml && a.initial_state_hash == b.initial_state_hash && a.claims == b.claims &&
+         a.providers == b.providers;
+}
+bool same(const Query& a, const Query& b) {
+  return a.round == b.round && a.kind == b.kind && a.level == b.level && a.interval == b.interval &&
+         a.step == b.step && a.lo == b.lo && a.hi == b.hi && a.indices == b.indices && a.values == b.values &&
+         a.deadline_ms == b.deadline_ms;
+}
+bool same(const Answer& a, const Answer& b) {
+  return a.round == b.round && a.left == b.left && a.right == b.right;
+}
+bool same(const IntervalCommit& a, const IntervalCommit& b) {
+  return a.round == b.round && a.root == b.root && a.start_value == b.start_value &&
+         same(a.start_in_level1, b.start_in_level1) && same(a.first, b.first) && same(a.last, b.last);
+}
+bool same(const StepCommit& a, const StepCommit& b) {
+  return a.round == b.round && a.root == b.root && a.pre_state == b.pre_state &&
+         a.post_state == b.post_state && same(a.pre_in_level2, b.pre_in_level2) && same(a.last, b.last);
+}
+bool same(const Records& a, const Records& b) {
+  return a.round == b.round && a.indices == b.indices && same(a.records, b.records) &&
+         same(a.proofs, b.proofs);
+}
+bool same(const TensorChunk& a, const TensorChunk& b) {
+  return a.round == b.round && a.value == b.value && a.shape == b.shape && a.chunk == b.chunk &&
+         a.chunks == b.chunks && a.chunk_root == b.chunk_root && a.bytes == b.bytes && same(a.proof, b.proof);
+}
+bool same(const Samples& a, const Samples& b) {
+  return a.round == b.round && a.indices == b.indices && same(a.inputs, b.inputs) &&
+         same(a.labels, b.labels) && same(a.proofs, b.proofs);
+}
+bool same(const Verdict& a, const Verdict& b) {
+  return a.job_id == b.job_id && a.dispute_id == b.dispute_id && a.claims == b.claims &&
+         a.winners == b.winners && a.losers == b.losers && a.reason == b.reason && a.level == b.level &&
+         a.step == b.step && a.node == b.node && a.op == b.op && a.rounds == b.rounds && a.detail == b.detail;
+}
+bool same(const ErrorMessage& a, const ErrorMessage& b) {
+  return a.code == b.code && a.reason == b.reason;
+}
+
+bool same_body(const Body& a, const Body& b) {
+  if (a.index() != b.index()) return false;
+  return std::visit([&](const auto& x) { return same(x, std::get<std::decay_t<decltype(x)>>(b)); }, a);
+}
+
+// ---- sample values: every field differs from its default, digests differ from each other.
+
+Digest dg(uint8_t seed) {
+  Digest d;
+  for (size_t i = 0; i < d.size(); ++i) d[i] = static_cast<uint8_t>(seed * 31 + i * 7 + 1);
+  return d;
+}
+
+InclusionProof proof(uint64_t index, uint64_t size, size_t length, uint8_t seed) {
+  InclusionProof p{index, size, {}};
+  for (size_t i = 0; i < length; ++i) p.path.push_back(dg(static_cast<uint8_t>(seed + i)));
+  return p;
+}
+
+const KeyPair& key_a() {
+  static const KeyPair k = generate_keypair();
+  return k;
+}
+const KeyPair& key_b() {
+  static const KeyPair k = generate_keypair();
+  return k;
+}
+
+std::vector<Bytes> two_claims() {
+  return {seal(key_a(), dg(1), 0, Claim{dg(1), 100, dg(2), dg(3)}),
+          seal(key_b(), dg(1), 0, Claim{dg(1), 100, dg(4), dg(5)})};
+}
+
+Query sample_query() {
+  Query q;
+  q.round = 0x01020304;
+  q.kind = QueryKind::OpenInputs;
+  q.level = Level::Nodes;
+  q.interval = 0x1122334455667788;
+  q.step = 41;
+  q.lo = 8;
+  q.hi = 13;
+  q.indices = {3, 1ull << 40, 0};
+  q.values = {ValueAddress{ValueOrigin::StateInput, 77, 0}, ValueAddress{ValueOrigin::NodeOutput, 1234, 2}};
+  q.deadline_ms = 120000;
+  return q;
+}
+
+/// One non-trivial value of every message type, in MessageKind order.
+std::vector<Body> sample_bodies() {
+  std::vector<Body> v;
+  v.push_back(JobSubmit{"[job]\nseed = 7\nsteps = 100\n"});
+  v.push_back(Claim{dg(1), 123456789012ull, dg(2), dg(3)});
+  v.push_back(DisputeOpen{"[job]\n", dg(4), two_claims(), {"ws://a:1", "wss://provider-b.example/x"}});
+  v.push_back(sample_query());
+  v.push_back(Answer{9, dg(5), dg(6)});
+  v.push_back(
+      IntervalCommit{10, dg(7), dg(21), proof(3, 9, 4, 100), proof(0, 11, 4, 20), proof(10, 11, 2, 30)});
+  v.push_back(StepCommit{
+      11, dg(8), {dg(9), dg(10)}, {dg(11), dg(12), dg(13)}, proof(6, 11, 4, 110), proof(40, 41, 6, 40)});
+  v.push_back(
+      Records{12,
+              {5, 17},
+              {NodeRecord{3, {1, 2, 3}, {dg(14)}, {dg(15), dg(16)}}, NodeRecord{200, {}, {}, {dg(17)}}},
+              {proof(5, 41, 6, 50), proof(17, 41, 5, 60)}});
+  v.push_back(
+      TensorChunk{13, 1, {4, -1, 16384}, 2, 5, dg(18), {0xde, 0xad, 0xbe, 0xef, 0}, proof(2, 5, 3, 70)});
+  v.push_back(Samples{14,
+                      {0, 99},
+                      {{1.5f, -2.0f, 0.0f}, {std::bit_cast<float>(0x7fc01234u)}},
+                      {3.0f, -0.0f},
+                      {proof(0, 100, 7, 80), proof(99, 100, 7, 90)}});
+  v.push_back(Verdict{dg(19),
+                      dg(20),
+                      two_claims(),
+                      {1},
+                      {0},
+                      VerdictReason::Equivocation,
+                      Level::Steps,
+                      57,
+                      301,
+                      12,
+                      33,
+                      "party 0 signed two answers to round 12"});
+  v.push_back(ErrorMessage{1008, "bad signature"});
+  return v;
+}
+
+std::string hex(std::span<const uint8_t> b) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string s;
+  for (uint8_t x : b) {
+    s += kDigits[x >> 4];
+    s += kDigits[x & 15];
+  }
+  return s;
+}
+
+/// Little-endian byte builder for hand-made (possibly malformed) encodings.
+struct Builder {
+  Bytes out;
+  Builder& u8(uint8_t v) { return le(v, 1); }
+  Builder& u16(uint16_t v) { return le(v, 2); }
+  Builder& u32(uint32_t v) { return le(v, 4); }
+  Builder& u64(uint64_t v) { return le(v, 8); }
+  Builder& digest(const Digest& d) {
+    out.insert(out.end(), d.begin(), d.end());
+    return *this;
+  }
+  Builder& bytes(std::span<const uint8_t> b) {
+    u32(static_cast<uint32_t>(b.size()));
+    out.insert(out.end(), b.begin(), b.end());
+    return *this;
+  }
+  Builder& str(std::string_view s) {
+    return bytes(std::span(reinterpret_cast<const uint8_t*>(s.data()), s.size()));
+  }
+  Builder& le(uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+    return *this;
+  }
+};
+
+/// The close code decode_body throws for `bytes`, or 0 if it does not throw.
+int decode_error_code(MessageKind kind, std::span<const uint8_t> bytes, std::string* what = nullptr) {
+  try {
+    decode_body(kind, bytes);
+  } catch (const WireError& e) {
+    if (what) *what = e.what();
+    return static_cast<int>(e.code());
+  }
+  return 0;
+}
+
+int open_error_code(std::span<const uint8_t> bytes, std::string* what = nullptr) {
+  try {
+    open_envelope(bytes);
+  } catch (const WireError& e) {
+    if (what) *what = e.what();
+    return static_cast<int>(e.code());
+  }
+  return 0;
+}
+
+constexpr int kInvalid = static_cast<int>(CloseCode::InvalidPayload);
+constexpr int kTooBig = static_cast<int>(CloseCode::TooBig);
+constexpr int kPolicy = static_cast<int>(CloseCode::PolicyViolation);
+
+// Envelope offsets (wire.h): version 0, kind 1, context 2..33, sequence 34..41, body length 42..45, body 46.
+constexpr size_t kBodyAt = 46;
+
+/// Replaces the signature with a valid one by `keys` over the (possibly edited) bytes before it, so a
+/// test reaches the checks behind the signature. Also rewrites the sender key to `keys`.
+Bytes resign(Bytes env, const KeyPair& keys) {
+  const size_t sig_at = env.size() - crypto_sign_BYTES;
+  std::copy(keys.public_key.begin(), keys.public_key.end(), env.begin() + (sig_at - 32));
+  const Digest d = Hasher(HashTag::Envelope).update(std::span<const uint8_t>(env.data(), sig_at)).final();
+  REQUIRE(crypto_sign_detached(env.data() + sig_at, nullptr, d.data(), d.size(), keys.secret_key.data()) ==
+          0);
+  return env;
+}
+
+std::string read_text(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_text(const std::filesystem::path& p, const std::string& s) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << s;
+}
+
+std::string load_error(const std::filesystem::path& p) {
+  try {
+    load_keypair(p);
+  } catch (const ProtocolError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------
+// Bodies
+
+TEST_CASE("wire: every message type round-trips field by field, and kind_of matches MessageKind") {
+  const std::vector<Body> bodies = sample_bodies();
+  REQUIRE(bodies.size() == std::variant_size_v<Body>);
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    const MessageKind kind = kind_of(bodies[i]);
+    CAPTURE(i);
+    CHECK(static_cast<size_t>(kind) == i + 1);
+    const Bytes enc = encode_body(bodies[i]);
+    const Body back = decode_body(kind, enc);
+    CHECK(same_body(bodies[i], back));
+    CHECK(encode_body(back) == enc);
+  }
+  // `same` itself can fail (so the round-trip check means something).
+  Query q = sample_query();
+  Query r = q;
+  r.values[1].slot ^= 1;
+  CHECK_FALSE(same(q, r));
+  Samples s = std::get<Samples>(sample_bodies()[9]);
+  Samples t = s;
+  t.inputs[1][0] = std::bit_cast<float>(0x7fc01235u);  // another NaN payload
+  CHECK_FALSE(same(s, t));
+}
+
+TEST_CASE("wire: known-answer encoding of a Query body") {
+  Query q;
+  q.round = 7;
+  q.kind = QueryKind::OpenInputs;  // 5
+  q.level = Level::Nodes;          // 3
+  q.interval = 0x0102;
+  q.step = 5;
+  q.lo = 0;
+  q.hi = 0x10;
+  q.indices = {1, 0x0203};
+  q.values = {ValueAddress{ValueOrigin::NodeOutput, 9, 2}};  // origin 2
+  q.deadline_ms = 30000;                                     // 0x7530
+  // Fields in declaration order, little-endian (83 bytes):
+  const std::string expected = std::string("07000000")  // round u32 = 7
+                               + "05"                   // kind u8 = OpenInputs
+                               + "03"                   // level u8 = Nodes
+                               + "0201000000000000"     // interval u64 = 0x0102
+                               + "0500000000000000"     // step u64 = 5
+                               + "0000000000000000"     // lo u64 = 0
+                               + "1000000000000000"     // hi u64 = 0x10
+                               + "02000000"             // indices: u32 count = 2
+                               + "0100000000000000"     //   indices[0] u64 = 1
+                               + "0302000000000000"     //   indices[1] u64 = 0x0203
+                               + "01000000"             // values: u32 count = 1
+                               + "02"                   //   values[0].origin u8 = NodeOutput
+                               + "0900000000000000"     //   values[0].index u64 = 9
+                               + "02000000"             //   values[0].slot u32 = 2
+                               + "3075000000000000";    // deadline_ms u64 = 30000 = 0x7530
+  const Bytes enc = encode_body(q);
+  CHECK(enc.size() == 83);
+  CHECK(hex(enc) == expected);
+}
+
+TEST_CASE("wire: known-answer encoding of a Claim body") {
+  Claim c;
+  c.job_id.fill(0xaa);
+  c.steps = 1000;  // 0x03e8
+  c.trajectory_root.fill(0xbb);
+  c.final_state_hash.fill(0xcc);
+  // job_id (32 raw bytes) ‖ steps u64 LE ‖ trajectory_root (32) ‖ final_state_hash (32) = 104 bytes.
+  const std::string expected = std::string(64, 'a')     // job_id: 32 × aa
+                               + "e803000000000000"     // steps u64 = 1000
+                               + std::string(64, 'b')   // trajectory_root: 32 × bb
+                               + std::string(64, 'c');  // final_state_hash: 32 × cc
+  const Bytes enc = encode_body(c);
+  CHECK(enc.size() == 104);
+  CHECK(hex(enc) == expected);
+}
+
+TEST_CASE("wire: every proper prefix of every encoding is rejected, and so is one trailing byte") {
+  for (const Body& body : sample_bodies()) {
+    const MessageKind kind = kind_of(body);
+    const Bytes enc = encode_body(body);
+    CAPTURE(static_cast<int>(kind));
+    for (size_t n = 0; n < enc.size(); ++n) {
+      CAPTURE(n);
+      CHECK(decode_error_code(kind, std::span(enc.data(), n)) == kInvalid);
+    }
+    Bytes longer = enc;
+    longer.push_back(0);
+    std::string what;
+    CHECK(decode_error_code(kind, longer, &what) == kInvalid);
+    CHECK(what.find("trailing") != std::string::npos);
+  }
+}
+
+TEST_CASE("wire: counts and lengths over the limits are refused before allocating") {
+  SUBCASE("a list count of 0xFFFFFFFF") {
+    Bytes enc = encode_body(sample_query());
+    const size_t count_at = 4 + 1 + 1 + 4 * 8;  // Query.indices follows round, kind, level, 4 × u64
+    std::fill_n(enc.begin() + count_at, 4, 0xff);
+    std::string what;
+    CHECK(decode_error_code(MessageKind::Query, enc, &what) == kTooBig);
+    CHECK(what == "Query.indices: count 4294967295 exceeds 4096 at offset 38");
+  }
+  SUBCASE("a count within the limit but larger than the input") {
+    Bytes enc = encode_body(sample_query());
+    Builder b;
+    b.u32(4000);
+    std::copy(b.out.begin(), b.out.end(), enc.begin() + 38);
+    std::string what;
+    CHECK(decode_error_code(MessageKind::Query, enc, &what) == kInvalid);
+    CHECK(what.find("Query.indices: count 4000 needs at least 32000 bytes") == 0);
+  }
+  SUBCASE("a string length of 0xFFFFFFFF") {
+    const Bytes enc = Builder{}.u32(0xffffffff).out;
+    std::string what;
+    CHECK(decode_error_code(MessageKind::JobSubmit, enc, &what) == kTooBig);
+    CHECK(what.find("JobSubmit.job_toml: length 4294967295 exceeds 65536") == 0);
+  }
+  SUBCASE("a Merkle path longer than 64") {
+    Builder b;
+    // IntervalCommit round, root, start_value, start_in_level1.{index, size}, then the path count.
+    b.u32(1).digest(dg(1)).digest(dg(2)).u64(0).u64(1).u32(65);
+    std::string what;
+    CHECK(decode_error_code(MessageKind::IntervalCommit, b.out, &what) == kTooBig);
+    CHECK(what == "IntervalCommit.start_in_level1.path: count 65 exceeds 64 at offset 84");
+    IntervalCommit ic = std::get<IntervalCommit>(sample_bodies()[5]);
+    ic.last.path.resize(kMaxProofLength + 1);
+    CHECK_THROWS_AS(encode_body(ic), WireError);
+    ic.last.path.resize(kMaxProofLength);
+    CHECK(same(std::get<IntervalCommit>(decode_body(MessageKind::IntervalCommit, encode_body(ic))), ic));
+  }
+  SUBCASE("TensorChunk.bytes over kMaxChunkBytes") {
+    TensorChunk c = std::get<TensorChunk>(sample_bodies()[8]);
+    c.bytes.assign(kMaxChunkBytes, 7);
+    const Bytes ok = encode_body(c);
+    CHECK(std::get<TensorChunk>(decode_body(MessageKind::TensorChunk, ok)).bytes.size() == kMaxChunkBytes);
+    c.bytes.push_back(7);
+    CHECK_THROWS_AS(encode_body(c), WireError);
+    // Hand-made (round, value, no shape, chunk, chunks, root, bytes, proof): the length field says
+    // kMaxChunkBytes + 1 and the bytes are there.
+    Builder b;
+    b.u32(1).u32(0).u32(0).u32(0).u32(1).digest(dg(1)).bytes(c.bytes).u64(0).u64(1).u32(0);
+    CHECK(decode_error_code(MessageKind::TensorChunk, b.out) == kTooBig);
+  }
+  SUBCASE("each Samples input at most kMaxListItems floats") {
+    Samples s = std::get<Samples>(sample_bodies()[9]);
+    s.inputs[0].assign(kMaxListItems, 1.0f);
+    CHECK(std::get<Samples>(decode_body(MessageKind::Samples, encode_body(s))).inputs[0].size() ==
+          kMaxListItems);
+    s.inputs[0].push_back(1.0f);
+    CHECK_THROWS_AS(encode_body(s), WireError);
+    Builder b;
+    b.u32(1).u32(0).u32(1).u32(kMaxListItems + 1);
+    for (size_t i = 0; i <= kMaxListItems; ++i) b.u32(0);
+    b.u32(0).u32(0);
+    std::string what;
+    CHECK(decode_error_code(MessageKind::Samples, b.out, &what) == kTooBig);
+    CHECK(what == "Samples.inputs: count 4097 exceeds 4096 at offset 12");
+  }
+  SUBCASE("list counts over kMaxListItems on the encoding side") {
+    Query q = sample_query();
+    q.indices.assign(kMaxListItems, 1);
+    CHECK_NOTHROW(encode_body(q));
+    q.indices.push_back(1);
+    CHECK_THROWS_AS(encode_body(q), WireError);
+  }
+  SUBCASE("a body larger than an envelope can carry") {
+    CHECK(decode_error_code(MessageKind::JobSubmit, Bytes(kMaxMessageBytes, 0)) == kTooBig);
+  }
+}
+
+TEST_CASE("wire: enums must hold a declared value") {
+  const Bytes good = encode_body(sample_query());
+  REQUIRE(decode_error_code(MessageKind::Query, good) == 0);
+  struct Case {
+    size_t offset;
+    uint8_t value;
+    const char* field;
+  };
+  const size_t origin_at = 38 + 4 + 3 * 8 + 4;  // after indices (count + 3 × u64) and the values count
+  for (const Case& c :
+       {Case{4, 0, "Query.kind"}, Case{4, 7, "Query.kind"}, Case{5, 0, "Query.level"},
+        Case{5, 4, "Query.level"}, Case{origin_at, 0, "Query.values.origin"},
+        Case{origin_at, 3, "Query.values.origin"}, Case{origin_at, 255, "Query.values.origin"}}) {
+    Bytes bad = good;
+    bad[c.offset] = c.value;
+    std::string what;
+    CAPTURE(c.field);
+    CHECK(decode_error_code(MessageKind::Query, bad, &what) == kInvalid);
+    CHECK(what.find(c.field) == 0);
+  }
+  // Verdict.reason and .level sit behind two digests, the claims and the winner/loser sets.
+  Verdict v = std::get<Verdict>(sample_bodies()[10]);
+  const Bytes venc = encode_body(v);
+  const size_t reason_at = 64 + 4 + (4 + v.claims[0].size()) + (4 + v.claims[1].size()) + 5 + 5;
+  REQUIRE(venc[reason_at] == static_cast<uint8_t>(VerdictReason::Equivocation));
+  Bytes bad = venc;
+  bad[reason_at] = 9;
+  CHECK(decode_error_code(MessageKind::Verdict, bad) == kInvalid);
+  bad[reason_at] = 8;
+  CHECK(decode_error_code(MessageKind::Verdict, bad) == 0);  // WrongPostState is the last declared value
+  bad = venc;
+  bad[reason_at + 1] = 0;
+  CHECK(decode_error_code(MessageKind::Verdict, bad) == kInvalid);
+  // Unknown message kinds, and invalid enums on the encoding side.
+  CHECK(decode_error_code(static_cast<MessageKind>(0), good) == kInvalid);
+  CHECK(decode_error_code(static_cast<MessageKind>(13), good) == kInvalid);
+  Query q = sample_query();
+  q.kind = static_cast<QueryKind>(9);
+  CHECK_THROWS_AS(encode_body(q), WireError);
+}
+
+TEST_CASE("wire: DisputeOpen and Verdict carry exactly two claims; verdict sets are canonical") {
+  DisputeOpen d = std::get<DisputeOpen>(sample_bodies()[2]);
+  for (size_t n : {0, 1, 3}) {
+    CAPTURE(n);
+    DisputeOpen e = d;
+    e.claims.resize(n, d.claims[0]);
+    CHECK_THROWS_AS(encode_body(e), WireError);
+    e = d;
+    e.providers.resize(n, "ws://x");
+    CHECK_THROWS_AS(encode_body(e), WireError);
+    // Hand-made decoding input with n claims (and two providers).
+    Builder b;
+    b.str("").digest(dg(1)).u32(static_cast<uint32_t>(n));
+    for (size_t i = 0; i < n; ++i) b.bytes(d.claims[0]);
+    b.u32(2).str("a").str("b");
+    std::string what;
+    CHECK(decode_error_code(MessageKind::DisputeOpen, b.out, &what) == kInvalid);
+    CHECK(what.find("DisputeOpen.claims: count " + std::to_string(n) + " is not 2") == 0);
+  }
+  Verdict v = std::get<Verdict>(sample_bodies()[10]);
+  v.claims.pop_back();
+  CHECK_THROWS_AS(encode_body(v), WireError);
+  v = std::get<Verdict>(sample_bodies()[10]);
+  for (const std::vector<uint8_t>& set : std::vector<std::vector<uint8_t>>{{2}, {1, 0}, {0, 0}, {0, 1, 1}}) {
+    v.losers = set;
+    CHECK_THROWS_AS(encode_body(v), WireError);
+  }
+  v.losers = {0, 1};  // both lose: no valid claim
+  const Bytes enc = encode_body(v);
+  CHECK(same(std::get<Verdict>(decode_body(MessageKind::Verdict, enc)), v));
+  // Swap the two loser bytes in the encoding: {1, 0} is refused.
+  const size_t losers_at = 64 + 4 + (4 + v.claims[0].size()) + (4 + v.claims[1].size()) + 5 + 4;
+  REQUIRE(enc[losers_at] == 0);
+  Bytes bad = enc;
+  std::swap(bad[losers_at], bad[losers_at + 1]);
+  CHECK(decode_error_code(MessageKind::Verdict, bad) == kInvalid);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Envelopes
+
+TEST_CASE("envelope: seal/open round-trips every message type") {
+  const Digest ctx = dg(42);
+  uint64_t seq = 1;
+  for (const Body& body : sample_bodies()) {
+    const Bytes env = seal(key_a(), ctx, seq, body);
+    const Envelope e = open_envelope(env);
+    CHECK(e.kind == kind_of(body));
+    CHECK(e.context == ctx);
+    CHECK(e.sequence == seq);
+    CHECK(e.sender == key_a().public_key);
+    CHECK(same_body(e.body, body));
+    CHECK(e.bytes == env);
+    CHECK(env.size() == kBodyAt + encode_body(body).size() + 32 + 64);
+    CHECK(env[0] == kWireVersion);
+    seq = seq * 1000 + 7;
+  }
+}
+
+TEST_CASE("envelope: flipping any single bit is detected; every truncation is rejected") {
+  const Bytes env = seal(key_a(), dg(3), 0x0102030405060708, Answer{5, dg(7), dg(8)});
+  REQUIRE(open_error_code(env) == 0);
+  for (size_t bit = 0; bit < 8 * env.size(); ++bit) {
+    Bytes bad = env;
+    bad[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
+    CAPTURE(bit);
+    CHECK(open_error_code(bad) != 0);
+  }
+  for (size_t n = 0; n < env.size(); ++n) {
+    CAPTURE(n);
+    CHECK(open_error_code(std::span(env.data(), n)) != 0);
+  }
+  Bytes longer = env;
+  longer.push_back(0);
+  CHECK(open_error_code(longer) != 0);
+}
+
+TEST_CASE("envelope: signed by A but naming B is a policy violation") {
+  const Bytes env = seal(key_a(), dg(3), 1, ErrorMessage{1000, "bye"});
+  Bytes bad = env;
+  const size_t sender_at = env.size() - 64 - 32;
+  std::copy(key_b().public_key.begin(), key_b().public_key.end(), bad.begin() + sender_at);
+  std::string what;
+  CHECK(open_error_code(bad, &what) == kPolicy);
+  CHECK(what.find("Envelope.signature") == 0);
+  // A KeyPair whose halves disagree cannot seal at all.
+  KeyPair mixed = key_a();
+  mixed.public_key = key_b().public_key;
+  CHECK_THROWS_AS(seal(mixed, dg(3), 1, ErrorMessage{}), ProtocolError);
+  // B re-signing A's envelope is fine: it is then B's message.
+  const Envelope e = open_envelope(resign(env, key_b()));
+  CHECK(e.sender == key_b().public_key);
+}
+
+TEST_CASE("envelope: version, kind, body length and body are checked even under a valid signature") {
+  const Bytes env = seal(key_a(), dg(3), 1, Answer{5, dg(7), dg(8)});
+  std::string what;
+  for (uint8_t version : {0, 2, 255}) {
+    Bytes bad = env;
+    bad[0] = version;
+    CHECK(open_error_code(resign(bad, key_a()), &what) == kInvalid);
+    CHECK(what == "Envelope.version: version " + std::to_string(version) + " is not 1 at offset 0");
+  }
+  Bytes bad = env;
+  bad[1] = 13;
+  CHECK(open_error_code(resign(bad, key_a()), &what) == kInvalid);
+  CHECK(what.find("Envelope.kind") == 0);
+  // A valid Answer body under kind Claim: a body of the wrong shape for its kind.
+  bad = env;
+  bad[1] = static_cast<uint8_t>(MessageKind::Claim);
+  CHECK(open_error_code(resign(bad, key_a()), &what) == kInvalid);
+  CHECK(what.find("Claim.") == 0);
+  // Body length one short / one long.
+  for (int delta : {-1, 1}) {
+    bad = env;
+    bad[42] = static_cast<uint8_t>(bad[42] + delta);
+    CHECK(open_error_code(resign(bad, key_a()), &what) == kInvalid);
+    CHECK(what.find("Envelope.body_length") == 0);
+  }
+  // A malformed body behind a valid signature: the offset is the envelope's.
+  Bytes e2 = seal(key_a(), dg(3), 1, sample_query());
+  e2[kBodyAt + 5] = 9;  // Query.level
+  CHECK(open_error_code(resign(e2, key_a()), &what) == kInvalid);
+  CHECK(what == "Query.level: value 9 is not a declared value at offset " + std::to_string(kBodyAt + 5));
+}
+
+TEST_CASE("envelope: oversized envelopes are TooBig") {
+  CHECK(open_error_code(Bytes(kMaxMessageBytes + 1, 1)) == kTooBig);
+  // The largest body that fits seals and opens; one byte more does not seal.
+  const size_t overhead = kBodyAt + 32 + 64;
+  DisputeOpen d = std::get<DisputeOpen>(sample_bodies()[2]);
+  const size_t fixed = encode_body(d).size() - d.claims[1].size();
+  d.claims[1].resize(kMaxMessageBytes - overhead - fixed, 0x5a);
+  const Bytes env = seal(key_a(), dg(1), 1, d);
+  CHECK(env.size() == kMaxMessageBytes);
+  CHECK(same(std::get<DisputeOpen>(open_envelope(env).body), d));
+  d.claims[1].push_back(0x5a);
+  try {
+    seal(key_a(), dg(1), 1, d);
+    FAIL("sealed an envelope over kMaxMessageBytes");
+  } catch (const WireError& e) {
+    CHECK(e.code() == CloseCode::TooBig);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Key files
+
+TEST_CASE("key file: save/load round trip with mode 0600") {
+  testing::TempDir dir("wire-keys");
+  const auto path = dir.path / "node.key";
+  const KeyPair k = generate_keypair();
+  save_keypair(path, k);
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  const KeyPair back = load_keypair(path);
+  CHECK(back.public_key == k.public_key);
+  CHECK(back.secret_key == k.secret_key);
+  const std::string text = read_text(path);
+  CHECK(text.rfind("tribunal-ed25519-secret-key-1\n", 0) == 0);
+  CHECK(text.size() == 30 + 128 + 1);
+  // An existing world-readable file is narrowed to 0600 when overwritten.
+  REQUIRE(::chmod(path.c_str(), 0644) == 0);
+  save_keypair(path, key_a());
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  CHECK(load_keypair(path).public_key == key_a().public_key);
+  // A key loaded from a file signs envelopes that open.
+  CHECK(open_envelope(seal(load_keypair(path), dg(1), 1, Answer{})).sender == key_a().public_key);
+}
+
+TEST_CASE("key file: corrupted files are rejected, naming the path") {
+  testing::TempDir dir("wire-keys-bad");
+  const auto path = dir.path / "bad.key";
+  save_keypair(path, generate_keypair());
+  const std::string good = read_text(path);
+  const size_t hex_at = good.find('\n') + 1;
+
+  auto expect_rejected = [&](const std::string& text, const std::string& fragment) {
+    write_text(path, text);
+    const std::string what = load_error(path);
+    CHECK(what.find(path.string()) != std::string::npos);
+    CHECK(what.find(fragment) != std::string::npos);
+  };
+  expect_rejected("tribunal-ed25519-secret-key-2\n" + good.substr(hex_at), "first line");
+  expect_rejected(good.substr(hex_at), "first line");
+  expect_rejected("", "first line");
+  std::string t = good;
+  t[hex_at + 10] = 'g';
+  expect_rejected(t, "not hex at character 10");
+  expect_rejected(good.substr(0, good.size() - 2) + "\n", "127 characters");
+  expect_rejected(good.substr(0, good.size() - 1) + "00\n", "130 characters");
+  expect_rejected(good + "\n", "129 characters");
+  // Mismatched public half: change one hex digit of the last 32 bytes.
+  t = good;
+  char& c = t[hex_at + 127];
+  c = (c == '0') ? '1' : '0';
+  expect_rejected(t, "public half");
+  // The final newline is optional; the text is otherwise exact.
+  write_text(path, good.substr(0, good.size() - 1));
+  CHECK_NOTHROW(load_keypair(path));
+  const std::string missing = load_error(dir.path / "missing.key");
+  CHECK(missing.find((dir.path / "missing.key").string()) != std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// dispute_id and node_record_hash
+
+TEST_CASE("dispute_id: H(Dispute ‖ job_id ‖ u32 len ‖ claim 0 ‖ u32 len ‖ claim 1)") {
+  const std::vector<Bytes> claims = two_claims();
+  const Digest id = dispute_id(dg(1), claims);
+  Hasher h(HashTag::Dispute);
+  h.update(dg(1));
+  for (const Bytes& c : claims) {
+    h.update(Builder{}.u32(static_cast<uint32_t>(c.size())).out);
+    h.update(std::span<const uint8_t>(c));
+  }
+  CHECK(id == h.final());
+
+  const std::vector<Bytes> swapped{claims[1], claims[0]};
+  CHECK(dispute_id(dg(1), swapped) != id);
+  CHECK(dispute_id(dg(2), claims) != id);
+  for (size_t which = 0; which < 2; ++which) {
+    for (size_t i = 0; i < claims[which].size(); ++i) {
+      std::vector<Bytes> changed = claims;
+      changed[which][i] ^= 1;
+      CAPTURE(which);
+      CAPTURE(i);
+      CHECK(dispute_id(dg(1), changed) != id);
+    }
+  }
+  // The length prefixes keep the boundary between the claims: ("ab", "c") ≠ ("a", "bc").
+  const std::vector<Bytes> ab_c{{'a', 'b'}, {'c'}}, a_bc{{'a'}, {'b', 'c'}};
+  CHECK(dispute_id(dg(1), ab_c) != dispute_id(dg(1), a_bc));
+  CHECK_THROWS_AS(dispute_id(dg(1), std::span(claims.data(), 1)), ProtocolError);
+}
+
+// H(NodeRecord ‖ op ‖ u32 attrs length ‖ attrs ‖ u32 n ‖ inputs ‖ u32 m ‖ outputs)
+TEST_CASE("node_record_hash: tag, op, length-prefixed attrs, counted inputs and outputs") {
+  const NodeRecord rec{17, {9, 8, 7}, {dg(1), dg(2)}, {dg(3)}};
+  Hasher h(HashTag::NodeRecord);
+  h.update_u8(17);
+  h.update(Bytes{3, 0, 0, 0, 9, 8, 7});
+  h.update(Bytes{2, 0, 0, 0}).update(dg(1)).update(dg(2));
+  h.update(Bytes{1, 0, 0, 0}).update(dg(3));
+  CHECK(node_record_hash(rec) == h.final());
+
+  // The counts separate inputs from outputs, and every field matters.
+  const NodeRecord moved{17, {9, 8, 7}, {dg(1)}, {dg(2), dg(3)}};
+  CHECK(node_record_hash(moved) != node_record_hash(rec));
+  NodeRecord other_op = rec;
+  other_op.op = 18;
+  CHECK(node_record_hash(other_op) != node_record_hash(rec));
+  NodeRecord other_attrs = rec;
+  other_attrs.attrs.push_back(0);
+  CHECK(node_record_hash(other_attrs) != node_record_hash(rec));
+  // Empty record: tag, op, three zero counts.
+  Hasher e(HashTag::NodeRecord);
+  e.update_u8(0).update(Bytes(12, 0));
+  CHECK(node_record_hash(NodeRecord{}) == e.final());
+}
