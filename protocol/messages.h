@@ -60,6 +60,10 @@ struct Claim {
 struct DisputeOpen {
   std::string job_toml;
   Digest initial_state_hash{};  ///< state_hash(0) of the job, computed by the client
+  Digest dataset_root{};        ///< the training set's root (part of the job_id the claims sign)
+  uint64_t dataset_samples = 0; ///< its size N and sample shape, so the referee needs no data
+  uint64_t features = 0;
+  uint64_t classes = 0;
   std::vector<std::vector<uint8_t>> claims;  ///< exactly two
   std::vector<std::string> providers;        ///< exactly two
 };

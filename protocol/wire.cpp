@@ -373,6 +373,10 @@ void decode(Reader& r, Claim& m) {
 void encode(Writer& w, const DisputeOpen& m) {
   w.string("DisputeOpen.job_toml", m.job_toml, kMaxStringBytes);
   w.digest(m.initial_state_hash);
+  w.digest(m.dataset_root);
+  w.u64(m.dataset_samples);
+  w.u64(m.features);
+  w.u64(m.classes);
   write_claims(w, "DisputeOpen.claims", m.claims);
   w.list("DisputeOpen.providers", m.providers, kExactlyTwo,
          [&](const std::string& p) { w.string("DisputeOpen.providers", p, kMaxStringBytes); });
@@ -380,6 +384,10 @@ void encode(Writer& w, const DisputeOpen& m) {
 void decode(Reader& r, DisputeOpen& m) {
   m.job_toml = r.string("DisputeOpen.job_toml", kMaxStringBytes);
   m.initial_state_hash = r.digest("DisputeOpen.initial_state_hash");
+  m.dataset_root = r.digest("DisputeOpen.dataset_root");
+  m.dataset_samples = r.u64("DisputeOpen.dataset_samples");
+  m.features = r.u64("DisputeOpen.features");
+  m.classes = r.u64("DisputeOpen.classes");
   m.claims = read_claims(r, "DisputeOpen.claims");
   m.providers = r.list("DisputeOpen.providers", kExactlyTwo, kMinBytesItemBytes,
                        [&] { return r.string("DisputeOpen.providers", kMaxStringBytes); });

@@ -60,8 +60,9 @@ bool same(const Claim& a, const Claim& b) {
          a.final_state_hash == b.final_state_hash;
 }
 bool same(const DisputeOpen& a, const DisputeOpen& b) {
-  return a.job_toml == b.job_toml && a.initial_state_hash == b.initial_state_hash && a.claims == b.claims &&
-         a.providers == b.providers;
+  return a.job_toml == b.job_toml && a.initial_state_hash == b.initial_state_hash &&
+         a.dataset_root == b.dataset_root && a.dataset_samples == b.dataset_samples && a.features == b.features &&
+         a.classes == b.classes && a.claims == b.claims && a.providers == b.providers;
 }
 bool same(const Query& a, const Query& b) {
   return a.round == b.round && a.kind == b.kind && a.level == b.level && a.interval == b.interval &&
@@ -153,7 +154,7 @@ std::vector<Body> sample_bodies() {
   std::vector<Body> v;
   v.push_back(JobSubmit{"[job]\nseed = 7\nsteps = 100\n"});
   v.push_back(Claim{dg(1), 123456789012ull, dg(2), dg(3)});
-  v.push_back(DisputeOpen{"[job]\n", dg(4), two_claims(), {"ws://a:1", "wss://provider-b.example/x"}});
+  v.push_back(DisputeOpen{"[job]\n", dg(4), dg(5), 60000, 784, 10, two_claims(), {"ws://a:1", "wss://provider-b.example/x"}});
   v.push_back(sample_query());
   v.push_back(Answer{9, dg(5), dg(6)});
   v.push_back(
