@@ -508,7 +508,7 @@ TEST_CASE("wire: DisputeOpen and Verdict carry exactly two claims; verdict sets 
     CHECK_THROWS_AS(encode_body(e), WireError);
     // Hand-made decoding input with n claims (and two providers).
     Builder b;
-    b.str("").digest(dg(1)).u32(static_cast<uint32_t>(n));
+    b.str("").digest(dg(1)).digest(dg(2)).u64(60000).u64(784).u64(10).u32(static_cast<uint32_t>(n));
     for (size_t i = 0; i < n; ++i) b.bytes(d.claims[0]);
     b.u32(2).str("a").str("b");
     std::string what;
