@@ -1,0 +1,50 @@
+#include "engine/provider_session.h"
+
+#include <fmt/format.h>
+
+namespace tribunal {
+namespace {
+
+// Which claim of the opening is ours (throws if none).
+int own_party(const KeyPair& key, const DisputeOpen& d, const Digest& job_id) {
+  int party = -1;
+  for (size_t p = 0; p < d.claims.size(); ++p) {
+    const Envelope c = open_envelope(d.claims[p]);
+    if (c.kind != MessageKind::Claim || std::get<Claim>(c.body).job_id != job_id)
+      throw ProtocolError("dispute opening: a claim is not a Claim for this job");
+    if (c.sender == key.public_key) party = static_cast<int>(p);
+  }
+  if (party < 0) throw ProtocolError("dispute opening: none of its claims is ours");
+  return party;
+}
+
+}  // namespace
+
+ProviderDisputeSession::ProviderDisputeSession(const KeyPair& key, const Envelope& open, const JobSpec& job,
+                                               const Digest& job_id, const Dataset& train,
+                                               std::filesystem::path store, ThreadPool& pool, Fault fault)
+    : key_(key),
+      dispute_id_(open.context),
+      party_(open.kind == MessageKind::DisputeOpen ? own_party(key, std::get<DisputeOpen>(open.body), job_id)
+                                                   : throw ProtocolError("expected a DisputeOpen message")),
+      responder_(job, train, std::move(store), pool, fault) {
+  if (tribunal::dispute_id(job_id, std::get<DisputeOpen>(open.body).claims) != dispute_id_)
+    throw ProtocolError("dispute opening: its id does not match its claims");
+}
+
+std::vector<std::vector<uint8_t>> ProviderDisputeSession::on_envelope(const Envelope& env) {
+  if (env.context != dispute_id_) throw ProtocolError("query for another dispute");
+  if (env.kind != MessageKind::Query) throw ProtocolError("expected a Query");
+  // The first query fixes the referee's key; every later one must come from the same referee.
+  if (referee_known_ && env.sender != referee_) throw ProtocolError("query signed by another referee");
+  if (env.sequence <= last_sequence_) throw ProtocolError("stale sequence number (replay)");
+  referee_ = env.sender;
+  referee_known_ = true;
+  last_sequence_ = env.sequence;
+  std::vector<std::vector<uint8_t>> out;
+  for (const Body& body : responder_.answer(std::get<Query>(env.body)))
+    out.push_back(seal(key_, dispute_id_, ++sequence_, body));
+  return out;
+}
+
+}  // namespace tribunal

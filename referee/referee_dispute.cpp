@@ -1,0 +1,186 @@
+#include "referee/referee_dispute.h"
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+#include "ops/registry.h"
+#include "protocol/trajectory.h"
+
+namespace tribunal {
+namespace {
+
+Claim open_claim(const std::vector<uint8_t>& bytes, const char* which) {
+  const Envelope env = open_envelope(bytes);
+  if (env.kind != MessageKind::Claim) throw ProtocolError(fmt::format("dispute: {} is not a Claim envelope", which));
+  const Claim& c = std::get<Claim>(env.body);
+  if (env.context != c.job_id) throw ProtocolError(fmt::format("dispute: {} is signed for another job", which));
+  return c;
+}
+
+std::string op_label(uint8_t op) {
+  return op < kOpKindCount ? op_name(static_cast<OpKind>(op)) : "op " + std::to_string(op);
+}
+
+}  // namespace
+
+const char* reason_name(VerdictReason reason) {
+  switch (reason) {
+    case VerdictReason::WrongOutput: return "wrong_output";
+    case VerdictReason::InconsistentInput: return "inconsistent_input";
+    case VerdictReason::BadProof: return "bad_proof";
+    case VerdictReason::Timeout: return "timeout";
+    case VerdictReason::Malformed: return "malformed";
+    case VerdictReason::Equivocation: return "equivocation";
+    case VerdictReason::WrongInitialState: return "wrong_initial_state";
+    case VerdictReason::WrongPostState: return "wrong_post_state";
+  }
+  return "unknown";
+}
+
+RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open, RefereeOptions options)
+    : key_(referee_key), open_bytes_(open.bytes) {
+  if (open.kind != MessageKind::DisputeOpen) throw ProtocolError("dispute: expected a DisputeOpen message");
+  const auto& d = std::get<DisputeOpen>(open.body);
+  job_ = parse_job(d.job_toml, "dispute job", ".");
+  check_job_against_data(job_, static_cast<int64_t>(d.dataset_samples), static_cast<int64_t>(d.features),
+                         static_cast<int64_t>(d.classes));
+  job_id_ = tribunal::job_id(job_, d.dataset_root);
+  claim_envelopes_ = d.claims;
+  providers_ = d.providers;
+  GameParams params;
+  params.job_id = job_id_;
+  params.steps = static_cast<uint64_t>(job_.steps);
+  params.stride = static_cast<uint64_t>(job_.stride);
+  params.initial_state_hash = d.initial_state_hash;
+  params.dataset_root = d.dataset_root;
+  params.dataset_samples = d.dataset_samples;
+  params.answer_timeout_ms = options.answer_timeout_ms;
+  params.recompute_timeout_ms = options.recompute_timeout_ms;
+  for (int p = 0; p < 2; ++p) {
+    params.claims[static_cast<size_t>(p)] = open_claim(d.claims[static_cast<size_t>(p)], p == 0 ? "claim 0" : "claim 1");
+    party_keys_[static_cast<size_t>(p)] = open_envelope(d.claims[static_cast<size_t>(p)]).sender;
+    if (params.claims[static_cast<size_t>(p)].job_id != job_id_)
+      throw ProtocolError(fmt::format("dispute: claim {} is for job {}, the opening describes job {}", p,
+                                      to_hex(params.claims[static_cast<size_t>(p)].job_id), to_hex(job_id_)));
+  }
+  if (party_keys_[0] == party_keys_[1]) throw ProtocolError("dispute: both claims are signed by the same key");
+  dispute_id_ = tribunal::dispute_id(job_id_, claim_envelopes_);
+  if (open.context != dispute_id_) throw ProtocolError("dispute: the opening is not addressed to this dispute's id");
+  params.dispute_id = dispute_id_;
+  oracle_ = std::make_unique<JobOracle>(job_, DataShape{static_cast<int64_t>(d.dataset_samples),
+                                                        static_cast<int64_t>(d.features), static_cast<int64_t>(d.classes)});
+  game_ = std::make_unique<Game>(params, *oracle_);
+}
+
+std::vector<uint8_t> RefereeDispute::seal_next(const Body& body) { return seal(key_, dispute_id_, ++sequence_, body); }
+
+void RefereeDispute::emit(std::string text) {
+  if (on_event) on_event({game_->phase(), game_->rounds(), std::move(text)});
+}
+
+std::vector<RefereeDispute::Outgoing> RefereeDispute::start(uint64_t now_ms) {
+  std::vector<Outgoing> out = {{0, open_bytes_}, {1, open_bytes_}};
+  emit(fmt::format("dispute {} opened: job {}, {} steps, stride {}, {} checkpoints", to_hex(dispute_id_).substr(0, 16),
+                   to_hex(job_id_).substr(0, 16), job_.steps, job_.stride,
+                   checkpoint_steps(static_cast<uint64_t>(job_.steps), static_cast<uint64_t>(job_.stride)).size()));
+  auto more = handle(game_->start(now_ms), now_ms);
+  out.insert(out.end(), more.begin(), more.end());
+  return out;
+}
+
+std::vector<RefereeDispute::Outgoing> RefereeDispute::on_envelope(int party, const Envelope& env, uint64_t now_ms,
+                                                                  std::string* refused) {
+  const auto refuse = [&](std::string why) {
+    if (refused) *refused = std::move(why);
+    return std::vector<Outgoing>{};
+  };
+  if (done()) return refuse("the dispute is over");
+  if (party < 0 || party > 1) return refuse("not a party of this dispute");
+  if (env.sender != party_keys_[static_cast<size_t>(party)]) return refuse("not signed by the party's claim key");
+  if (env.context != dispute_id_) return refuse("for another dispute");
+  if (env.sequence <= last_sequence_[static_cast<size_t>(party)]) return refuse("stale sequence number (replay)");
+  last_sequence_[static_cast<size_t>(party)] = env.sequence;
+  return handle(game_->on_message(party, env.body, now_ms), now_ms);
+}
+
+std::vector<RefereeDispute::Outgoing> RefereeDispute::on_tick(uint64_t now_ms) {
+  if (done()) return {};
+  return handle(game_->on_tick(now_ms), now_ms);
+}
+
+std::vector<RefereeDispute::Outgoing> RefereeDispute::handle(std::vector<Action> actions, uint64_t now_ms) {
+  std::vector<Outgoing> out;
+  while (!actions.empty()) {
+    std::vector<Action> next;
+    for (Action& a : actions) {
+      if (auto* q = std::get_if<SendQuery>(&a)) {
+        const Phase phase = game_->phase();
+        if (phase != last_phase_) {
+          // Report each narrowing once, when the game moves on to the next level.
+          if (phase == Phase::IntervalCommit) {
+            const auto cps = checkpoint_steps(static_cast<uint64_t>(job_.steps), static_cast<uint64_t>(job_.stride));
+            const uint64_t k = game_->located_interval();
+            emit(fmt::format("level 1: trajectories first differ at checkpoint {} → interval [{}, {}]", k,
+                             cps[k - 1], cps[k]));
+          } else if (phase == Phase::StepCommit) {
+            emit(fmt::format("level 2: states first differ after step {} → step {}", game_->located_step(),
+                             game_->located_step()));
+          } else if (phase == Phase::OpenRecords || phase == Phase::OpenInputs) {
+            const uint64_t n = game_->located_node();
+            const StepGraph& g = oracle_->graph(game_->located_step());
+            if (n < g.nodes.size())
+              emit(fmt::format("level 3: node records first differ at node {} ({}, output '{}')", n,
+                               op_name(g.nodes[n].op), g.values[g.nodes[n].outputs[0]].name));
+            else
+              emit("level 3: every node record agrees; the next states differ");
+          }
+          last_phase_ = phase;
+        }
+        out.push_back({q->party, seal_next(q->query)});
+      } else if (auto* rx = std::get_if<Reexecute>(&a)) {
+        emit(fmt::format("re-executing node {} ({}) of step {} with RepOps", rx->node, op_label(rx->spec.op), rx->step));
+        std::vector<Digest> outputs;
+        try {
+          outputs = oracle_->reexecute(*rx);
+        } catch (const std::exception& e) {
+          // Inputs that match their committed hashes but cannot run (e.g. an invalid label) are a
+          // fault of every party that committed to running them.
+          emit(std::string("re-execution failed: ") + e.what());
+        }
+        auto more = game_->on_reexecuted(outputs, now_ms);
+        next.insert(next.end(), more.begin(), more.end());
+      } else if (auto* f = std::get_if<Finished>(&a)) {
+        verdict_ = f->verdict;
+        verdict_.claims = claim_envelopes_;
+        verdict_envelope_ = seal_next(verdict_);
+        std::string who = verdict_.winners.empty() ? "no valid claim"
+                                                   : fmt::format("provider {} wins", verdict_.winners[0]);
+        emit(fmt::format("verdict: {} ({}) at level {}, step {}, node {}{}; {} rounds", who, reason_name(verdict_.reason),
+                         static_cast<int>(verdict_.level), verdict_.step, verdict_.node,
+                         verdict_.level == Level::Nodes ? " (" + op_label(verdict_.op) + ")" : "", verdict_.rounds));
+        out.push_back({0, *verdict_envelope_});
+        out.push_back({1, *verdict_envelope_});
+      } else if (auto* r = std::get_if<Rejected>(&a)) {
+        emit(fmt::format("refused a message from provider {}: {}", r->party, r->reason));
+      }
+    }
+    actions = std::move(next);
+  }
+  return out;
+}
+
+Verdict verify_verdict(std::span<const uint8_t> bytes, const PublicKey* referee) {
+  const Envelope env = open_envelope(bytes);
+  if (env.kind != MessageKind::Verdict) throw ProtocolError("not a verdict envelope");
+  if (referee && env.sender != *referee) throw ProtocolError("the verdict is signed by another key than the referee's");
+  const Verdict& v = std::get<Verdict>(env.body);
+  for (size_t i = 0; i < v.claims.size(); ++i) {
+    const Claim c = open_claim(v.claims[i], i == 0 ? "claim 0" : "claim 1");
+    if (c.job_id != v.job_id) throw ProtocolError("a claim in the verdict is for another job");
+  }
+  if (dispute_id(v.job_id, v.claims) != v.dispute_id) throw ProtocolError("the verdict's dispute id does not match its claims");
+  if (env.context != v.dispute_id) throw ProtocolError("the verdict is signed for another dispute");
+  return v;
+}
+
+}  // namespace tribunal

@@ -1,0 +1,193 @@
+// The referee over signed envelopes, in process: claims signed by two providers, the client's
+// DisputeOpen, provider sessions answering from their checkpoints, a signed verdict that verifies
+// offline — and refusal of envelopes from the wrong key, for another dispute, or replayed.
+#include <doctest/doctest.h>
+
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine/provider_session.h"
+#include "referee/referee_dispute.h"
+#include "tests/temp_dir.h"
+
+using namespace tribunal;
+
+namespace {
+
+const std::filesystem::path kJobFile = std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs/short_mlp.toml";
+
+std::string job_text() {
+  std::ifstream in(kJobFile);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+const Dataset& train_set() {
+  static ThreadPool pool(2);
+  static const Dataset data = load_fashion_mnist(load_job(kJobFile).data_dir, Split::Train, pool);
+  return data;
+}
+
+struct Provider {
+  KeyPair key = generate_keypair();
+  testing::TempDir store{"referee"};
+  Fault fault;
+  TrainResult result;
+  std::vector<uint8_t> claim;
+  explicit Provider(Fault f) : fault(f) {
+    TrainOptions o;
+    o.out_dir = store.path;
+    o.evaluate = false;
+    o.fault = f;
+    result = run_training(load_job(kJobFile), o);
+    claim = seal(key, result.job_id, 1,
+                 Claim{result.job_id, static_cast<uint64_t>(result.steps), result.trajectory_root, result.final_state_hash});
+  }
+};
+
+struct Run {
+  std::vector<uint8_t> verdict;
+  size_t bytes_in = 0, bytes_out = 0;
+  std::vector<std::string> events;
+};
+
+std::vector<uint8_t> opening(const KeyPair& client, const Provider& a, const Provider& b) {
+  const JobSpec job = load_job(kJobFile);
+  ThreadPool pool(1);
+  DisputeOpen d;
+  d.job_toml = job_text();
+  d.initial_state_hash = state_hash(initial_state(job), pool);
+  d.dataset_root = train_set().root;
+  d.dataset_samples = 60000;
+  d.features = 784;
+  d.classes = 10;
+  d.claims = {a.claim, b.claim};
+  d.providers = {"local:a", "local:b"};
+  return seal(client, dispute_id(a.result.job_id, d.claims), 1, d);
+}
+
+Run play(const KeyPair& referee_key, const Provider& a, const Provider& b) {
+  const JobSpec job = load_job(kJobFile);
+  ThreadPool pool(1);
+  const KeyPair client = generate_keypair();
+  RefereeDispute referee(referee_key, open_envelope(opening(client, a, b)));
+  Run run;
+  referee.on_event = [&](const DisputeEvent& e) { run.events.push_back(e.text); };
+  const Provider* providers[2] = {&a, &b};
+  std::unique_ptr<ProviderDisputeSession> sessions[2];
+  std::deque<RefereeDispute::Outgoing> queue;
+  for (auto& o : referee.start(0)) queue.push_back(std::move(o));
+  while (!queue.empty()) {
+    const RefereeDispute::Outgoing o = std::move(queue.front());
+    queue.pop_front();
+    run.bytes_out += o.envelope.size();
+    const Envelope env = open_envelope(o.envelope);
+    if (env.kind == MessageKind::Verdict) {
+      run.verdict = o.envelope;
+      continue;
+    }
+    if (env.kind == MessageKind::DisputeOpen) {
+      const Provider& p = *providers[o.party];
+      sessions[o.party] = std::make_unique<ProviderDisputeSession>(p.key, env, job, p.result.job_id, train_set(),
+                                                                   p.store.path, pool, p.fault);
+      CHECK(sessions[o.party]->party() == o.party);
+      continue;
+    }
+    for (const auto& answer : sessions[o.party]->on_envelope(env)) {
+      run.bytes_in += answer.size();
+      std::string refused;
+      for (auto& next : referee.on_envelope(o.party, open_envelope(answer), 0, &refused)) queue.push_back(std::move(next));
+      CHECK(refused.empty());
+    }
+  }
+  REQUIRE(referee.done());
+  return run;
+}
+
+Fault corrupt(int64_t step, int64_t node) {
+  Fault f;
+  f.step = step;
+  f.node = node;
+  f.delta = 10.0f;
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("referee: a signed verdict against the cheater, verifiable offline") {
+  const KeyPair referee_key = generate_keypair();
+  const Provider honest(Fault{}), cheater(corrupt(21, 11));
+  const Run run = play(referee_key, cheater, honest);
+  const Verdict v = verify_verdict(run.verdict, &referee_key.public_key);
+  CHECK(v.losers == std::vector<uint8_t>{0});
+  CHECK(v.winners == std::vector<uint8_t>{1});
+  CHECK(v.reason == VerdictReason::WrongOutput);
+  CHECK(v.step == 21);
+  CHECK(v.node == 11);
+  CHECK(v.claims == std::vector<std::vector<uint8_t>>{cheater.claim, honest.claim});
+  // The narrowing is reported as it happens, level by level.
+  REQUIRE(run.events.size() >= 5);
+  CHECK(run.events.front().find("opened") != std::string::npos);
+  CHECK(run.events.back().find("verdict: provider 1 wins (wrong_output)") == 0);
+  // The referee receives little more than the one op's inputs.
+  MESSAGE("referee bytes in " << run.bytes_in << ", out " << run.bytes_out);
+
+  // Offline verification fails for another referee key and for any flipped bit.
+  const KeyPair other = generate_keypair();
+  CHECK_THROWS_AS(verify_verdict(run.verdict, &other.public_key), ProtocolError);
+  for (size_t bit = 0; bit < run.verdict.size() * 8; bit += 61) {
+    std::vector<uint8_t> bad = run.verdict;
+    bad[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
+    CHECK_THROWS(verify_verdict(bad, &referee_key.public_key));
+  }
+}
+
+TEST_CASE("referee: refuses envelopes from the wrong key, for another dispute, or replayed") {
+  const KeyPair referee_key = generate_keypair();
+  const Provider honest(Fault{}), cheater(corrupt(5, 2));
+  const KeyPair client = generate_keypair();
+  const std::vector<uint8_t> open = opening(client, honest, cheater);
+  RefereeDispute referee(referee_key, open_envelope(open));
+  auto out = referee.start(0);
+  const Envelope first_query = open_envelope(out[2].envelope);
+  const Query q = std::get<Query>(first_query.body);
+  ThreadPool pool(1);
+  ProviderDisputeSession session(honest.key, open_envelope(open), load_job(kJobFile), honest.result.job_id, train_set(),
+                                 honest.store.path, pool);
+  const std::vector<uint8_t> answer = session.on_envelope(first_query).at(0);
+  std::string refused;
+  // Signed by someone else.
+  const std::vector<uint8_t> forged = seal(cheater.key, referee.dispute_id(), 1, open_envelope(answer).body);
+  CHECK(referee.on_envelope(out[2].party, open_envelope(forged), 0, &refused).empty());
+  CHECK(refused == "not signed by the party's claim key");
+  // For another dispute.
+  Digest other_dispute = referee.dispute_id();
+  other_dispute[0] ^= 1;
+  CHECK(referee.on_envelope(out[2].party, open_envelope(seal(honest.key, other_dispute, 2, Answer{q.round, {}, {}})), 0,
+                            &refused).empty());
+  CHECK(refused == "for another dispute");
+  // Accepted once; the same envelope again is a replay.
+  refused.clear();
+  referee.on_envelope(out[2].party, open_envelope(answer), 0, &refused);
+  CHECK(refused.empty());
+  referee.on_envelope(out[2].party, open_envelope(answer), 0, &refused);
+  CHECK(refused == "stale sequence number (replay)");
+  // The provider side refuses replays and other disputes too.
+  CHECK_THROWS_AS(session.on_envelope(first_query), ProtocolError);
+}
+
+TEST_CASE("referee: refuses an opening whose claims do not match the job") {
+  const KeyPair referee_key = generate_keypair();
+  const Provider honest(Fault{}), cheater(corrupt(5, 2));
+  const KeyPair client = generate_keypair();
+  // Same key on both claims.
+  Provider twin(Fault{});
+  twin.key = honest.key;
+  twin.claim = seal(honest.key, honest.result.job_id, 2,
+                    Claim{cheater.result.job_id, 30, cheater.result.trajectory_root, cheater.result.final_state_hash});
+  CHECK_THROWS_WITH_AS(RefereeDispute(referee_key, open_envelope(opening(client, honest, twin))),
+                       "dispute: both claims are signed by the same key", ProtocolError);
+}
