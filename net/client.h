@@ -1,0 +1,58 @@
+// The WebSocket client: connects to "ws://host:port/path" and yields a session (DESIGN §7).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "net/session.h"
+
+namespace tribunal {
+
+class NetContext;
+
+/// A parsed "ws://host[:port][/path]" URL.
+struct WsUrl {
+  std::string host;  ///< without brackets for IPv6
+  uint16_t port = 80;
+  std::string target = "/";  ///< path and query
+};
+
+/// Parses a ws:// URL (IPv6 hosts in brackets). Throws NetError saying what is wrong
+/// (wss:// is not supported: TLS belongs in front of the service, not in it).
+WsUrl parse_ws_url(std::string_view url);
+
+/// Client limits.
+struct ClientOptions {
+  /// Name resolution, TCP connect and WebSocket handshake together.
+  std::chrono::milliseconds connect_timeout{10000};
+  SessionOptions session;
+};
+
+/// Opens client sessions on a NetContext. Cheap; holds no connections itself.
+class Client {
+ public:
+  /// On success `session` is open and `error` empty; on failure `session` is null and `error` says
+  /// why (including "HTTP 503" when the server is full). Runs on the session's strand; install the
+  /// session's handlers here — reading starts when the callback returns.
+  using ConnectCallback = std::function<void(std::shared_ptr<Session> session, const std::string& error)>;
+
+  explicit Client(NetContext& ctx, ClientOptions options = {});
+
+  /// Starts connecting; `done` is called exactly once. Thread-safe. Throws NetError for a bad URL.
+  void connect(std::string_view url, ConnectCallback done);
+
+  /// Connects and waits: the context must be running on other threads (NetContext::start), never
+  /// call this from one of them. `handlers` are installed before reading starts. Throws NetError
+  /// on failure (or when no answer comes within connect_timeout + 5 s: the context is not running).
+  std::shared_ptr<Session> connect_sync(std::string_view url, SessionHandlers handlers = {});
+
+ private:
+  NetContext& ctx_;
+  ClientOptions options_;
+};
+
+}  // namespace tribunal

@@ -1,0 +1,34 @@
+// Internal to net/: the seam between the accept loop / client and the Beast session in session.cpp,
+// so that only session.cpp compiles Beast.
+#pragma once
+
+#include <boost/asio/ip/tcp.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "net/client.h"
+#include "net/session.h"
+
+namespace tribunal {
+class NetContext;
+}
+
+namespace tribunal::net_detail {
+
+/// "address:port", IPv6 as "[address]:port".
+std::string endpoint_string(const boost::asio::ip::tcp::endpoint& endpoint);
+
+/// Runs the server side of an accepted connection (whose socket must use a fresh strand): reads the
+/// HTTP upgrade request, then either refuses it with 503 (`admitted` false) or completes the WebSocket
+/// handshake and calls `on_ready` with the open session (reading starts when it returns). For an
+/// admitted connection `on_end` runs exactly once when it ends, whether or not the handshake succeeded.
+void serve_connection(NetContext& ctx, boost::asio::ip::tcp::socket socket, const SessionOptions& options,
+                      bool admitted, std::function<void(std::shared_ptr<Session>)> on_ready,
+                      std::function<void()> on_end);
+
+/// Resolves, connects and handshakes to `url`; calls `done` exactly once.
+void open_connection(NetContext& ctx, const WsUrl& url, const ClientOptions& options,
+                     Client::ConnectCallback done);
+
+}  // namespace tribunal::net_detail

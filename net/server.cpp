@@ -1,0 +1,164 @@
+#include "net/server.h"
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <atomic>
+
+#include "net/context.h"
+#include "net/detail.h"
+#include "net/error.h"
+
+namespace tribunal {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using boost::system::error_code;
+
+// Shared with the handlers in flight, so that destroying the Server while an accept or a handshake
+// is pending is safe.
+struct Server::Impl : std::enable_shared_from_this<Impl> {
+  Impl(NetContext& context, SessionCallback callback, ServerOptions opts)
+      : ctx(context), on_session(std::move(callback)), options(std::move(opts)),
+        strand(asio::make_strand(ctx.io())), acceptor(strand), retry_timer(strand) {}
+
+  NetContext& ctx;
+  const SessionCallback on_session;
+  const ServerOptions options;
+  asio::strand<asio::io_context::executor_type> strand;  // the acceptor's
+  tcp::acceptor acceptor;
+  asio::steady_timer retry_timer;
+  std::atomic<uint16_t> port{0};
+  std::atomic<size_t> connections{0};
+  std::atomic<bool> stopped{false};
+  std::atomic<bool> owner_gone{false};  // ~Server ran: on_session may capture what no longer exists
+  uint64_t closer_id = 0;
+  std::string where;  // "host:port" for logs
+
+  void do_accept() {
+    // Each connection gets its own strand, which its session then runs on.
+    acceptor.async_accept(asio::make_strand(ctx.io()),
+                          [self = shared_from_this()](error_code ec, tcp::socket socket) {
+                            self->on_accept(ec, std::move(socket));
+                          });
+  }
+
+  void on_accept(error_code ec, tcp::socket socket) {
+    if (stopped || !acceptor.is_open()) return finish();
+    if (ec) {
+      // E.g. out of file descriptors: retry shortly rather than spin on the same error.
+      net_log("server " + where + ": accept failed: " + ec.message());
+      retry_timer.expires_after(std::chrono::milliseconds(100));
+      retry_timer.async_wait([self = shared_from_this()](error_code ec) {
+        if (ec || self->stopped) return self->finish();
+        self->do_accept();
+      });
+      return;
+    }
+    const bool admitted = connections.fetch_add(1) < options.max_connections;
+    if (!admitted) {
+      connections.fetch_sub(1);
+      error_code ignored;
+      const auto remote = socket.remote_endpoint(ignored);
+      net_log("server " + where + ": refusing " + net_detail::endpoint_string(remote) + ": " +
+              std::to_string(options.max_connections) + " connections open (HTTP 503)");
+    }
+    auto self = shared_from_this();
+    net_detail::serve_connection(
+        ctx, std::move(socket), options.session, admitted,
+        [self](std::shared_ptr<Session> session) { self->hand_over(std::move(session)); },
+        [self] { self->connections.fetch_sub(1); });
+    do_accept();
+  }
+
+  // On the session's strand, right after its handshake.
+  void hand_over(std::shared_ptr<Session> session) {
+    // After stop() a connection already accepted is still handed over (and NetContext::shutdown
+    // then closes it with 1001); after ~Server there is nobody to hand it to.
+    if (owner_gone) {
+      session->close(CloseCode::GoingAway, "server stopped");
+      return;
+    }
+    try {
+      on_session(session);
+    } catch (const std::exception& e) {
+      net_log("server " + where + ": on_session threw: " + e.what() + "; closing 1011");
+      session->close(CloseCode::InternalError, "internal error");
+    }
+  }
+
+  // On the strand: the accept loop has ended.
+  void finish() {
+    if (closer_id) ctx.remove_closer(std::exchange(closer_id, 0));
+  }
+
+  void stop() {
+    if (stopped.exchange(true)) return;
+    asio::post(strand, [self = shared_from_this()] {
+      error_code ignored;
+      self->retry_timer.cancel();
+      self->acceptor.close(ignored);  // the pending accept completes with operation_aborted
+      if (!self->acceptor_started) self->finish();
+    });
+  }
+
+  bool acceptor_started = false;  // on the strand
+};
+
+Server::Server(NetContext& ctx, SessionCallback on_session, ServerOptions options)
+    : impl_(std::make_shared<Impl>(ctx, std::move(on_session), std::move(options))) {}
+
+Server::~Server() {
+  impl_->owner_gone = true;
+  stop();
+}
+
+uint16_t Server::listen(const std::string& host, uint16_t port) {
+  const std::string where = host + ":" + std::to_string(port);
+  if (impl_->stopped) throw NetError("cannot listen on " + where + ": server stopped");
+  if (impl_->port != 0) throw NetError("cannot listen on " + where + ": already listening");
+  error_code ec;
+  tcp::endpoint endpoint;
+  const auto address = asio::ip::make_address(host, ec);
+  if (!ec) {
+    endpoint = tcp::endpoint(address, port);
+  } else {
+    tcp::resolver resolver(impl_->ctx.io());
+    const auto results = resolver.resolve(host, std::to_string(port), ec);
+    if (ec || results.empty())
+      throw NetError("cannot listen on " + where + ": cannot resolve host: " + ec.message());
+    endpoint = results.begin()->endpoint();
+  }
+  auto& acceptor = impl_->acceptor;
+  // Set up on the caller's thread: nothing else touches the acceptor until do_accept is posted.
+  acceptor.open(endpoint.protocol(), ec);
+  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    error_code ignored;
+    acceptor.close(ignored);
+    throw NetError("cannot listen on " + where + ": " + ec.message());
+  }
+  const uint16_t bound = acceptor.local_endpoint(ec).port();
+  impl_->port = bound;
+  impl_->where = host + ":" + std::to_string(bound);
+  impl_->closer_id = impl_->ctx.add_closer([weak = std::weak_ptr<Impl>(impl_)] {
+    if (auto self = weak.lock()) self->stop();
+  });
+  asio::post(impl_->strand, [self = impl_] {
+    self->acceptor_started = true;
+    if (self->stopped) return self->finish();
+    self->do_accept();
+  });
+  return bound;
+}
+
+uint16_t Server::port() const { return impl_->port; }
+
+void Server::stop() { impl_->stop(); }
+
+size_t Server::connection_count() const { return impl_->connections; }
+
+}  // namespace tribunal

@@ -1,0 +1,604 @@
+// The Beast WebSocket session behind Session, and the server/client handshakes that create it. This is
+// the only translation unit that compiles Beast (it is slow to build).
+//
+// Concurrency: the socket, both timers and every field below the "strand only" mark are touched only
+// on the session's strand (the socket's executor). send() and close() may come from any thread: they
+// check/update atomics and post to the strand, so the posted messages and the close keep their order.
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+#include <atomic>
+#include <deque>
+#include <optional>
+#include <utility>
+
+#include "net/context.h"
+#include "net/detail.h"
+#include "net/error.h"
+
+namespace tribunal {
+
+namespace {
+std::atomic<uint64_t> g_next_session_id{1};
+}  // namespace
+
+Session::Session() : id_(g_next_session_id.fetch_add(1)) {}
+
+std::string to_string(const CloseInfo& info) {
+  std::string s = std::to_string(static_cast<unsigned>(info.code));
+  if (!info.reason.empty()) s += " (" + info.reason + ")";
+  if (info.code != kCloseAbnormal) s += info.by_peer ? " by peer" : " by us";
+  if (!info.error.empty()) s += ": " + info.error;
+  return s;
+}
+
+namespace net_detail {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+using tcp = asio::ip::tcp;
+using beast::error_code;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr const char* kAgent = "tribunal-net/0.1";
+// A connection we are refusing gets this long to send its upgrade request (it is not counted
+// against max_connections, so keep it short).
+constexpr auto kRefusalTimeout = std::chrono::seconds(5);
+constexpr size_t kMaxReasonBytes = 123;  // RFC 6455 §5.5: control frame payload ≤ 125 bytes
+
+bool is_websocket_error(const error_code& ec) {
+  return ec.category() == websocket::make_error_code(websocket::error::closed).category();
+}
+
+// RFC 6455 §7.4: codes an endpoint may put in a close frame (1005, 1006, 1015 are report-only).
+bool is_sendable(CloseCode code) {
+  const auto c = static_cast<unsigned>(code);
+  return (c >= 1000 && c <= 1003) || (c >= 1007 && c <= 1014) || (c >= 3000 && c <= 4999);
+}
+
+std::string ms_string(std::chrono::milliseconds ms) { return std::to_string(ms.count()) + " ms"; }
+
+class WsSession final : public Session, public std::enable_shared_from_this<WsSession> {
+ public:
+  enum class Role { Server, Client };
+
+  // Server side: an accepted socket (already on its own strand).
+  WsSession(NetContext& ctx, tcp::socket socket, const SessionOptions& options)
+      : ctx_(ctx), options_(options), role_(Role::Server), ws_(std::move(socket)),
+        resolver_(ws_.get_executor()), idle_timer_(ws_.get_executor()),
+        deadline_timer_(ws_.get_executor()) {}
+
+  // Client side: a new socket on a new strand.
+  WsSession(NetContext& ctx, const SessionOptions& options)
+      : ctx_(ctx), options_(options), role_(Role::Client), ws_(asio::make_strand(ctx.io())),
+        resolver_(ws_.get_executor()), idle_timer_(ws_.get_executor()),
+        deadline_timer_(ws_.get_executor()) {}
+
+  // ---- Session interface (any thread) ----
+
+  void set_handlers(SessionHandlers handlers) override {
+    // dispatch: inline when called from on_session / connect (already on the strand), so the
+    // handlers are in place before the first read completes.
+    asio::dispatch(ws_.get_executor(), [self = shared_from_this(), h = std::move(handlers)]() mutable {
+      if (self->state_ != State::Closed) self->handlers_ = std::move(h);
+    });
+  }
+
+  bool send(std::vector<uint8_t> message) override {
+    if (!accepting_.load()) return false;
+    const size_t size = message.size();
+    if (size > options_.max_message_bytes) {
+      log("refusing to send " + std::to_string(size) + " bytes (limit " +
+          std::to_string(options_.max_message_bytes) + ")");
+      return false;
+    }
+    // Counted from here until the write completes (or the message is dropped), so the bound holds
+    // for messages still in the strand's post queue too.
+    const size_t messages = queued_messages_.fetch_add(1) + 1;
+    const size_t bytes = queued_bytes_.fetch_add(size) + size;
+    if (messages > options_.max_queued_messages || bytes > options_.max_queued_bytes) {
+      release(1, size);
+      if (accepting_.exchange(false)) {
+        log("write queue full (" + std::to_string(messages) + " messages, " + std::to_string(bytes) +
+            " bytes): the peer reads too slowly; closing 1008");
+        asio::post(ws_.get_executor(), [self = shared_from_this()] {
+          self->begin_close(CloseCode::PolicyViolation, "write queue full", /*flush=*/false);
+        });
+      }
+      return false;
+    }
+    asio::post(ws_.get_executor(), [self = shared_from_this(), m = std::move(message)]() mutable {
+      self->enqueue(std::move(m));
+    });
+    return true;
+  }
+
+  void close(CloseCode code, std::string reason) override {
+    accepting_.store(false);
+    // post, not dispatch: messages sent before this call are still in the strand's queue and must
+    // be queued for writing before the close begins.
+    asio::post(ws_.get_executor(), [self = shared_from_this(), code, r = std::move(reason)]() mutable {
+      self->begin_close(code, std::move(r), /*flush=*/true);
+    });
+  }
+
+  bool is_open() const override { return accepting_.load(); }
+
+  /// The session's strand.
+  asio::any_io_executor executor() { return ws_.get_executor(); }
+
+  // ---- server handshake ----
+
+  void start_server(bool admitted, std::function<void(std::shared_ptr<Session>)> on_ready,
+                    std::function<void()> on_end) {
+    admitted_ = admitted;
+    on_ready_ = std::move(on_ready);
+    on_end_ = std::move(on_end);
+    error_code ec;
+    const auto endpoint = beast::get_lowest_layer(ws_).socket().remote_endpoint(ec);
+    remote_ = ec ? "?" : endpoint_string(endpoint);
+    register_closer();
+    // Beast's websocket timeouts only start with accept; the HTTP request before it is bounded by the
+    // tcp_stream's own timer, set to the same suggested handshake limit (or shorter when refusing).
+    const auto limit = admitted_ ? websocket::stream_base::timeout::suggested(beast::role_type::server)
+                                       .handshake_timeout
+                                 : std::chrono::duration_cast<Clock::duration>(kRefusalTimeout);
+    beast::get_lowest_layer(ws_).expires_after(limit);
+    http::async_read(ws_.next_layer(), buffer_, request_,
+                     [self = shared_from_this()](error_code ec, size_t) { self->on_request(ec); });
+  }
+
+  // ---- client handshake ----
+
+  void start_client(const WsUrl& url, std::chrono::milliseconds timeout, Client::ConnectCallback done) {
+    url_ = url;
+    connect_done_ = std::move(done);
+    remote_ = url.host + ":" + std::to_string(url.port);
+    register_closer();
+    // One deadline over resolve, connect and handshake; on expiry the pending step fails with
+    // operation_aborted and handshake_failed() reports the timeout.
+    deadline_timer_.expires_after(timeout);
+    deadline_timer_.async_wait([self = shared_from_this(), timeout](error_code ec) {
+      if (ec || self->state_ != State::Handshake) return;
+      self->abort_handshake("timed out after " + ms_string(timeout));
+    });
+    resolver_.async_resolve(url.host, std::to_string(url.port),
+                            [self = shared_from_this()](error_code ec, tcp::resolver::results_type results) {
+                              self->on_resolve(ec, std::move(results));
+                            });
+  }
+
+ private:
+  enum class State { Handshake, Open, Closing, Closed };
+
+  void log(const std::string& what) const {
+    net_log("session " + std::to_string(id()) + " " + remote_ + ": " + what);
+  }
+
+  void register_closer() {
+    closer_id_ = ctx_.add_closer([weak = weak_from_this()] {
+      if (auto self = weak.lock()) self->close(CloseCode::GoingAway, "shutting down");
+    });
+  }
+
+  void release(size_t messages, size_t bytes) {
+    queued_messages_.fetch_sub(messages);
+    queued_bytes_.fetch_sub(bytes);
+  }
+
+  // ---- handshakes (strand) ----
+
+  void on_request(error_code ec) {
+    if (ec) return handshake_failed("reading the upgrade request: " + ec.message());
+    if (!admitted_) return refuse();
+    beast::get_lowest_layer(ws_).expires_never();  // websocket timeouts take over
+    ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
+    ws_.set_option(websocket::stream_base::decorator(
+        [](websocket::response_type& res) { res.set(http::field::server, kAgent); }));
+    upgrading_ = true;
+    ws_.async_accept(request_, [self = shared_from_this()](error_code ec) {
+      if (ec) return self->handshake_failed("handshake: " + ec.message());
+      self->open();
+    });
+  }
+
+  // Over max_connections: answer the upgrade request with 503 and hang up. The request is read first
+  // so the peer sees the status (closing with unread input would reset the connection instead).
+  void refuse() {
+    refusal_.result(http::status::service_unavailable);
+    refusal_.version(request_.version());
+    refusal_.set(http::field::server, kAgent);
+    refusal_.set(http::field::content_type, "text/plain");
+    refusal_.keep_alive(false);
+    refusal_.body() = "too many connections\n";
+    refusal_.prepare_payload();
+    http::async_write(ws_.next_layer(), refusal_, [self = shared_from_this()](error_code, size_t) {
+      error_code ignored;
+      beast::get_lowest_layer(self->ws_).socket().shutdown(tcp::socket::shutdown_send, ignored);
+      beast::get_lowest_layer(self->ws_).close();
+      self->state_ = State::Closed;
+      self->ctx_.remove_closer(self->closer_id_);
+    });
+  }
+
+  void on_resolve(error_code ec, tcp::resolver::results_type results) {
+    if (ec) return handshake_failed("resolving " + url_.host + ": " + ec.message());
+    beast::get_lowest_layer(ws_).async_connect(
+        results, [self = shared_from_this()](error_code ec, const tcp::endpoint& endpoint) {
+          self->on_connect(ec, endpoint);
+        });
+  }
+
+  void on_connect(error_code ec, const tcp::endpoint& endpoint) {
+    if (ec) return handshake_failed("connect: " + ec.message());
+    remote_ = endpoint_string(endpoint);
+    ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::client));
+    ws_.set_option(websocket::stream_base::decorator(
+        [](websocket::request_type& req) { req.set(http::field::user_agent, kAgent); }));
+    upgrading_ = true;
+    ws_.async_handshake(handshake_response_, url_.host + ":" + std::to_string(url_.port), url_.target,
+                        [self = shared_from_this()](error_code ec) {
+                          if (!ec) return self->open();
+                          if (ec == websocket::error::upgrade_declined)
+                            return self->handshake_failed(
+                                "server declined the upgrade: HTTP " +
+                                std::to_string(self->handshake_response_.result_int()) + " " +
+                                std::string(self->handshake_response_.reason()));
+                          self->handshake_failed("handshake: " + ec.message());
+                        });
+  }
+
+  // Ends the handshake early (timeout, shutdown): the pending step then fails and reports `why`.
+  void abort_handshake(std::string why) {
+    if (abort_reason_.empty()) abort_reason_ = std::move(why);
+    resolver_.cancel();
+    beast::get_lowest_layer(ws_).close();
+  }
+
+  void handshake_failed(const std::string& error) {
+    if (state_ != State::Handshake) return;
+    state_ = State::Closed;
+    const std::string why = abort_reason_.empty() ? error : abort_reason_;
+    deadline_timer_.cancel();
+    beast::get_lowest_layer(ws_).close();
+    if (closer_id_) ctx_.remove_closer(closer_id_);
+    if (role_ == Role::Client) {
+      net_log("connect to ws://" + url_.host + ":" + std::to_string(url_.port) + url_.target +
+              " failed: " + why);
+      auto done = std::move(connect_done_);
+      try {
+        done(nullptr, why);
+      } catch (const std::exception& e) {
+        log(std::string("connect callback threw: ") + e.what());
+      } catch (...) {
+        log("connect callback threw");
+      }
+    } else {
+      log("handshake failed: " + why);
+      if (on_end_) std::exchange(on_end_, nullptr)();
+    }
+  }
+
+  void open() {
+    if (state_ != State::Handshake) return;  // aborted meanwhile; the closer sees the socket closed
+    if (!abort_reason_.empty()) return handshake_failed(abort_reason_);
+    state_ = State::Open;
+    deadline_timer_.cancel();
+    buffer_.consume(buffer_.size());
+    ws_.read_message_max(options_.max_message_bytes);
+    ws_.binary(true);
+    // One frame per message: the design's unit is one frame = one envelope.
+    ws_.auto_fragment(false);
+    accepting_.store(true);
+    last_received_ = Clock::now();
+    auto self = shared_from_this();
+    try {
+      if (role_ == Role::Client) {
+        std::exchange(connect_done_, nullptr)(self, "");
+      } else {
+        std::exchange(on_ready_, nullptr)(self);
+      }
+    } catch (const std::exception& e) {
+      log(std::string("session callback threw: ") + e.what());
+      begin_close(CloseCode::InternalError, "internal error", false);
+    } catch (...) {
+      log("session callback threw");
+      begin_close(CloseCode::InternalError, "internal error", false);
+    }
+    do_read();
+    arm_idle_timer();
+    if (pending_close_) begin_close(pending_close_->first, std::move(pending_close_->second), true);
+  }
+
+  // ---- reading (strand) ----
+
+  void do_read() {
+    ws_.async_read(buffer_, [self = shared_from_this()](error_code ec, size_t) { self->on_read(ec); });
+  }
+
+  void on_read(error_code ec) {
+    if (ec) {
+      read_done_ = true;
+      read_error_ = ec;
+      return maybe_finish();
+    }
+    last_received_ = Clock::now();
+    if (state_ != State::Open) {
+      // Closing: keep reading until the peer's close frame, but deliver nothing more.
+      buffer_.consume(buffer_.size());
+      return do_read();
+    }
+    if (!ws_.got_binary()) {
+      buffer_.consume(buffer_.size());
+      log("text frame received (binary only): closing 1003");
+      begin_close(kCloseUnsupportedData, "binary frames only", /*flush=*/false);
+      return do_read();
+    }
+    std::vector<uint8_t> message(buffer_.size());
+    asio::buffer_copy(asio::buffer(message), buffer_.data());
+    buffer_.consume(buffer_.size());
+    if (handlers_.on_message) {
+      try {
+        handlers_.on_message(*this, std::move(message));
+      } catch (const std::exception& e) {
+        log(std::string("on_message threw: ") + e.what() + "; closing 1011");
+        begin_close(CloseCode::InternalError, "internal error", false);
+      } catch (...) {
+        log("on_message threw; closing 1011");
+        begin_close(CloseCode::InternalError, "internal error", false);
+      }
+    }
+    do_read();
+  }
+
+  // Application idle limit: one wait per period, re-armed from the last receive time rather than
+  // cancelled on every message.
+  void arm_idle_timer() {
+    if (options_.idle_timeout.count() <= 0 || state_ != State::Open) return;
+    idle_timer_.expires_at(last_received_ + options_.idle_timeout);
+    idle_timer_.async_wait([self = shared_from_this()](error_code ec) {
+      if (ec || self->state_ != State::Open) return;
+      if (Clock::now() - self->last_received_ >= self->options_.idle_timeout) {
+        self->log("idle for " + ms_string(self->options_.idle_timeout) + ": closing 1001");
+        self->begin_close(CloseCode::GoingAway, "idle timeout", /*flush=*/true);
+        return;
+      }
+      self->arm_idle_timer();
+    });
+  }
+
+  // ---- writing (strand) ----
+
+  void enqueue(std::vector<uint8_t> message) {
+    if (state_ != State::Open || write_failed_) {  // closed after send() accepted it: drop
+      release(1, message.size());
+      return;
+    }
+    queue_.push_back(std::move(message));
+    if (!writing_) do_write();
+  }
+
+  void do_write() {
+    writing_ = true;
+    ws_.async_write(asio::buffer(queue_.front()),
+                    [self = shared_from_this()](error_code ec, size_t) { self->on_write(ec); });
+  }
+
+  void on_write(error_code ec) {
+    writing_ = false;
+    release(1, queue_.front().size());
+    queue_.pop_front();
+    if (state_ == State::Closed) return drop_queue();
+    if (ec) {
+      if (state_ == State::Open && !write_failed_) log("write failed: " + ec.message());
+      accepting_.store(false);
+      drop_queue();
+      if (std::exchange(write_failed_, true)) return;
+      // The read normally fails right after (and may first pick up the peer's close frame, which says
+      // why); the deadline only covers a read that would not end by itself.
+      if (state_ == State::Open) {
+        deadline_timer_.expires_after(options_.close_timeout);
+        deadline_timer_.async_wait([self = shared_from_this()](error_code ec) {
+          if (!ec && self->state_ != State::Closed) beast::get_lowest_layer(self->ws_).close();
+        });
+      }
+      return;
+    }
+    if (!queue_.empty()) return do_write();
+    if (state_ == State::Closing) start_close_op();
+  }
+
+  // Drops queued messages, keeping the one being written (its buffer must outlive the write).
+  void drop_queue() {
+    const size_t keep = writing_ ? 1 : 0;
+    while (queue_.size() > keep) {
+      release(1, queue_.back().size());
+      queue_.pop_back();
+    }
+  }
+
+  // ---- closing (strand) ----
+
+  void begin_close(CloseCode code, std::string reason, bool flush) {
+    if (state_ == State::Handshake) {
+      // Once the upgrade is under way the peer may already consider the session open: let the
+      // handshake finish (it is bounded by its timeout) and close properly, so the peer gets the code.
+      if (upgrading_) {
+        if (!pending_close_) pending_close_.emplace(code, std::move(reason));
+        return;
+      }
+      return abort_handshake("closed during the handshake: " + reason);
+    }
+    if (state_ != State::Open) return;
+    state_ = State::Closing;
+    accepting_.store(false);
+    closed_by_us_ = true;
+    close_code_ = is_sendable(code) ? code : CloseCode::InternalError;
+    if (reason.size() > kMaxReasonBytes) reason.resize(kMaxReasonBytes);
+    close_reason_ = std::move(reason);
+    if (!flush) drop_queue();
+    // Bounds the flush and the close handshake together: a peer that stops reading cannot hold us.
+    deadline_timer_.expires_after(options_.close_timeout);
+    deadline_timer_.async_wait([self = shared_from_this()](error_code ec) {
+      if (ec || self->state_ == State::Closed) return;
+      self->log("close handshake not finished after " + ms_string(self->options_.close_timeout) +
+                ": dropping the connection");
+      self->close_timed_out_ = true;
+      beast::get_lowest_layer(self->ws_).close();
+    });
+    if (!writing_) start_close_op();
+  }
+
+  void start_close_op() {
+    if (close_op_started_ || read_done_) return maybe_finish();
+    close_op_started_ = true;
+    close_op_pending_ = true;
+    ws_.async_close(websocket::close_reason(static_cast<websocket::close_code>(close_code_), close_reason_),
+                    [self = shared_from_this()](error_code) {
+                      // Errors here show up in the read as well; the end is reported once, there.
+                      self->close_op_pending_ = false;
+                      self->maybe_finish();
+                    });
+  }
+
+  // The session ends when the read loop has stopped and our close handshake (if any) is over.
+  void maybe_finish() {
+    if (state_ == State::Closed || !read_done_ || close_op_pending_) return;
+    state_ = State::Closed;
+    accepting_.store(false);
+    idle_timer_.cancel();
+    deadline_timer_.cancel();
+    beast::get_lowest_layer(ws_).close();
+    drop_queue();
+
+    CloseInfo info;
+    const error_code& ec = read_error_;
+    const bool clean = ec == websocket::error::closed || ec == asio::error::operation_aborted;
+    if (closed_by_us_) {
+      info.code = close_code_;
+      info.reason = close_reason_;
+      if (close_timed_out_) {
+        info.error = "close handshake timed out";
+      } else if (!clean) {
+        info.error = ec.message();
+      }
+    } else if (ec == websocket::error::closed || ws_.reason().code != websocket::close_code::none) {
+      // The peer's close frame was parsed — even when a failed write ended the read afterwards
+      // (a peer refusing our message may reset the connection while we are still writing it).
+      const auto code = ws_.reason().code;
+      info.code = code == websocket::close_code::none ? kCloseNoStatus : static_cast<CloseCode>(code);
+      info.reason = std::string(ws_.reason().reason.data(), ws_.reason().reason.size());
+      info.by_peer = true;
+      if (ec != websocket::error::closed) info.error = ec.message();
+    } else if (ec == websocket::error::message_too_big) {
+      info.code = CloseCode::TooBig;  // Beast has sent the 1009 close frame
+      info.reason = "message too big";
+      info.error = "message over " + std::to_string(options_.max_message_bytes) + " bytes";
+    } else if (is_websocket_error(ec)) {
+      info.code = CloseCode::ProtocolError;  // Beast failed the connection with 1002
+      info.error = ec.message();
+    } else {
+      info.code = kCloseAbnormal;
+      info.error = ec == beast::error::timeout ? "timed out (peer silent)" : ec.message();
+    }
+    log("closed " + to_string(info));
+
+    if (closer_id_) ctx_.remove_closer(closer_id_);
+    if (on_end_) std::exchange(on_end_, nullptr)();
+    // Moved out first: the handlers often capture this session, and dropping them breaks the cycle.
+    auto handlers = std::move(handlers_);
+    handlers_ = {};
+    if (handlers.on_close) {
+      try {
+        handlers.on_close(*this, info);
+      } catch (const std::exception& e) {
+        log(std::string("on_close threw: ") + e.what());
+      } catch (...) {
+        log("on_close threw");
+      }
+    }
+  }
+
+  NetContext& ctx_;
+  const SessionOptions options_;
+  const Role role_;
+  websocket::stream<beast::tcp_stream> ws_;
+  tcp::resolver resolver_;
+  asio::steady_timer idle_timer_;
+  asio::steady_timer deadline_timer_;  // client handshake, then our close handshake
+
+  std::atomic<bool> accepting_{false};  // send() takes messages
+  std::atomic<size_t> queued_messages_{0};
+  std::atomic<size_t> queued_bytes_{0};
+
+  // ---- strand only ----
+  State state_ = State::Handshake;
+  beast::flat_buffer buffer_;
+  SessionHandlers handlers_;
+  uint64_t closer_id_ = 0;
+  std::string abort_reason_;
+  bool upgrading_ = false;  // the WebSocket accept / handshake is in flight
+  std::optional<std::pair<CloseCode, std::string>> pending_close_;  // close() during the upgrade
+  // server handshake
+  bool admitted_ = false;
+  http::request<http::empty_body> request_;
+  http::response<http::string_body> refusal_;
+  std::function<void(std::shared_ptr<Session>)> on_ready_;
+  std::function<void()> on_end_;
+  // client handshake
+  WsUrl url_;
+  websocket::response_type handshake_response_;
+  Client::ConnectCallback connect_done_;
+  // open / closing
+  Clock::time_point last_received_;
+  std::deque<std::vector<uint8_t>> queue_;
+  bool writing_ = false;
+  bool write_failed_ = false;
+  bool read_done_ = false;
+  error_code read_error_;
+  bool closed_by_us_ = false;
+  bool close_op_started_ = false;
+  bool close_op_pending_ = false;
+  bool close_timed_out_ = false;
+  CloseCode close_code_ = CloseCode::Normal;
+  std::string close_reason_;
+};
+
+}  // namespace
+
+std::string endpoint_string(const tcp::endpoint& endpoint) {
+  const auto address = endpoint.address();
+  const std::string host = address.is_v6() ? "[" + address.to_string() + "]" : address.to_string();
+  return host + ":" + std::to_string(endpoint.port());
+}
+
+void serve_connection(NetContext& ctx, tcp::socket socket, const SessionOptions& options, bool admitted,
+                      std::function<void(std::shared_ptr<Session>)> on_ready, std::function<void()> on_end) {
+  auto session = std::make_shared<WsSession>(ctx, std::move(socket), options);
+  // Start on the session's strand: nothing of it may run elsewhere.
+  asio::post(session->executor(), [session, admitted, r = std::move(on_ready),
+                                                     e = std::move(on_end)]() mutable {
+    session->start_server(admitted, std::move(r), std::move(e));
+  });
+}
+
+void open_connection(NetContext& ctx, const WsUrl& url, const ClientOptions& options,
+                     Client::ConnectCallback done) {
+  auto session = std::make_shared<WsSession>(ctx, options.session);
+  asio::post(session->executor(),
+                 [session, url, timeout = options.connect_timeout, d = std::move(done)]() mutable {
+                   session->start_client(url, timeout, std::move(d));
+                 });
+}
+
+}  // namespace net_detail
+}  // namespace tribunal

@@ -1,0 +1,523 @@
+// The WebSocket transport (net/) over real loopback sockets: echo, limits, refusals, timeouts and
+// graceful shutdown. Waits are condition variables with generous deadlines, never sleeps.
+#include <doctest/doctest.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/websocket.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "net/client.h"
+#include "net/context.h"
+#include "net/error.h"
+#include "net/server.h"
+#include "net/session.h"
+
+using namespace tribunal;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr auto kWait = 10s;  // generous: a failure is a hang cut short, not a timing race
+
+// Captures the transport's log lines (and keeps test output quiet); restores the default sink.
+struct LogCapture {
+  std::mutex mutex;
+  std::vector<std::string> lines;
+  LogCapture() {
+    set_net_log_sink([this](std::string_view line) {
+      std::lock_guard lock(mutex);
+      lines.emplace_back(line);
+    });
+  }
+  ~LogCapture() { set_net_log_sink({}); }
+  bool contains(std::string_view text) {
+    std::lock_guard lock(mutex);
+    for (const auto& line : lines)
+      if (line.find(text) != std::string::npos) return true;
+    return false;
+  }
+};
+
+// What one client session received.
+struct Inbox {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<std::vector<uint8_t>> messages;
+  std::optional<CloseInfo> closed;
+
+  static SessionHandlers handlers(const std::shared_ptr<Inbox>& box) {
+    return SessionHandlers{
+        .on_message =
+            [box](Session&, std::vector<uint8_t> m) {
+              std::lock_guard lock(box->mutex);
+              box->messages.push_back(std::move(m));
+              box->cv.notify_all();
+            },
+        .on_close =
+            [box](Session&, const CloseInfo& info) {
+              std::lock_guard lock(box->mutex);
+              box->closed = info;
+              box->cv.notify_all();
+            },
+    };
+  }
+  bool wait_messages(size_t n) {
+    std::unique_lock lock(mutex);
+    return cv.wait_for(lock, kWait, [&] { return messages.size() >= n; });
+  }
+  bool wait_closed() {
+    std::unique_lock lock(mutex);
+    return cv.wait_for(lock, kWait, [&] { return closed.has_value(); });
+  }
+};
+
+const std::vector<uint8_t> kFlood = {'f', 'l', 'o', 'o', 'd'};
+const std::vector<uint8_t> kThrow = {'t', 'h', 'r', 'o', 'w'};
+
+// What the server saw of its sessions' ends.
+struct ServerEvents {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<CloseInfo> closes;
+  std::vector<bool> sent_after_close;
+  bool wait_closes(size_t n) {
+    std::unique_lock lock(mutex);
+    return cv.wait_for(lock, kWait, [&] { return closes.size() >= n; });
+  }
+};
+
+// Echoes every binary message; "flood" makes it send 100 messages at once (past the queue limit),
+// "throw" makes its handler throw.
+struct EchoServer {
+  NetContext ctx{2, false};
+  std::shared_ptr<ServerEvents> events = std::make_shared<ServerEvents>();
+  Server server;
+
+  explicit EchoServer(ServerOptions options = {})
+      : server(ctx, [ev = events](std::shared_ptr<Session> s) {
+          s->set_handlers(SessionHandlers{
+              .on_message =
+                  [](Session& session, std::vector<uint8_t> m) {
+                    if (m == kThrow) throw std::runtime_error("handler bug");
+                    if (m == kFlood) {
+                      for (int i = 0; i < 100; ++i) session.send(std::vector<uint8_t>(1000, 7));
+                      return;
+                    }
+                    session.send(std::move(m));
+                  },
+              .on_close =
+                  [ev](Session& session, const CloseInfo& info) {
+                    const bool sent = session.send({1, 2, 3});
+                    std::lock_guard lock(ev->mutex);
+                    ev->closes.push_back(info);
+                    ev->sent_after_close.push_back(sent);
+                    ev->cv.notify_all();
+                  },
+          });
+        }, options) {
+    server.listen("127.0.0.1", 0);
+    ctx.start();
+  }
+  std::string url() const { return "ws://127.0.0.1:" + std::to_string(server.port()) + "/tribunal"; }
+};
+
+std::vector<uint8_t> pattern(size_t size, uint32_t seed) {
+  std::vector<uint8_t> v(size);
+  for (size_t i = 0; i < size; ++i) v[i] = static_cast<uint8_t>((i * 31 + seed * 17 + (i >> 8)) & 0xff);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("parse_ws_url") {
+  const WsUrl a = parse_ws_url("ws://127.0.0.1:9000/game?x=1");
+  CHECK(a.host == "127.0.0.1");
+  CHECK(a.port == 9000);
+  CHECK(a.target == "/game?x=1");
+  const WsUrl b = parse_ws_url("ws://referee.example");
+  CHECK(b.host == "referee.example");
+  CHECK(b.port == 80);
+  CHECK(b.target == "/");
+  const WsUrl c = parse_ws_url("ws://[::1]:7/");
+  CHECK(c.host == "::1");
+  CHECK(c.port == 7);
+  for (const char* bad : {"http://x:1/", "wss://x:1/", "ws://:1/", "ws://x:/", "ws://x:0/", "ws://x:65536/",
+                          "ws://x:12ab/", "ws://[::1/", "ws://u@x:1/", "ws://"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_AS(parse_ws_url(bad), NetError);
+  }
+}
+
+TEST_CASE("echo: binary messages come back byte for byte and in order") {
+  LogCapture log;
+  EchoServer echo;
+  NetContext client_ctx(2, false);
+  client_ctx.start();
+  auto box = std::make_shared<Inbox>();
+  auto session = Client(client_ctx).connect_sync(echo.url(), Inbox::handlers(box));
+  REQUIRE(session);
+  CHECK(session->is_open());
+  CHECK(session->remote_endpoint() == "127.0.0.1:" + std::to_string(echo.server.port()));
+
+  const std::vector<size_t> sizes = {0, 1, 65536, kMaxMessageBytes, 3, 1000};
+  std::vector<std::vector<uint8_t>> sent;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    sent.push_back(pattern(sizes[i], static_cast<uint32_t>(i)));
+    CHECK(session->send(sent.back()));
+  }
+  REQUIRE(box->wait_messages(sizes.size()));
+  std::lock_guard lock(box->mutex);
+  REQUIRE(box->messages.size() == sizes.size());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    CAPTURE(i);
+    CHECK(box->messages[i] == sent[i]);
+  }
+}
+
+TEST_CASE("a message over kMaxMessageBytes closes with 1009; the server keeps serving") {
+  namespace beast = boost::beast;
+  namespace websocket = beast::websocket;
+  using tcp = boost::asio::ip::tcp;
+  LogCapture log;
+  EchoServer echo;
+  NetContext client_ctx(2, false);
+  client_ctx.start();
+  auto bystander_box = std::make_shared<Inbox>();
+  auto bystander = Client(client_ctx).connect_sync(echo.url(), Inbox::handlers(bystander_box));
+
+  SUBCASE("the peer receives the 1009 close frame") {
+    // A plain Beast client sends kMaxMessageBytes + 1 as two fragments, so the server refuses at the
+    // last, 1-byte fragment with nothing left unread: it then closes cleanly and the 1009 frame
+    // arrives. (Refused mid-frame, Beast's teardown may reset a connection the peer is still writing
+    // to, and the peer may see the reset rather than the frame; see the other subcase.)
+    boost::asio::io_context io;
+    websocket::stream<tcp::socket> ws(io);
+    ws.next_layer().connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), echo.server.port()));
+    ws.handshake("127.0.0.1", "/");
+    ws.binary(true);
+    const auto big = pattern(kMaxMessageBytes + 1, 9);
+    ws.write_some(false, boost::asio::buffer(big.data(), kMaxMessageBytes));
+    ws.write_some(true, boost::asio::buffer(big.data() + kMaxMessageBytes, 1));
+    beast::flat_buffer buffer;
+    beast::error_code ec;
+    ws.read(buffer, ec);
+    CHECK(ec == websocket::error::closed);
+    CHECK(ws.reason().code == 1009);
+  }
+  SUBCASE("a Session client sending one oversized frame is disconnected") {
+    // The sending side's own limit is raised so that it lets the oversized message out.
+    ClientOptions big;
+    big.session.max_message_bytes = 2 * kMaxMessageBytes;
+    auto box = std::make_shared<Inbox>();
+    auto session = Client(client_ctx, big).connect_sync(echo.url(), Inbox::handlers(box));
+    CHECK(session->send(pattern(kMaxMessageBytes + 1, 9)));
+    REQUIRE(box->wait_closed());
+    CHECK((box->closed->code == CloseCode::TooBig || box->closed->code == kCloseAbnormal));
+    CHECK(box->messages.empty());
+  }
+  REQUIRE(echo.events->wait_closes(1));
+  CHECK(echo.events->closes[0].code == CloseCode::TooBig);
+  CHECK_FALSE(echo.events->closes[0].by_peer);
+  CHECK(log.contains("closed 1009"));
+
+  // Our own limit refuses locally (no close) what the peer would refuse.
+  CHECK_FALSE(bystander->send(pattern(kMaxMessageBytes + 1, 1)));
+  CHECK(bystander->is_open());
+
+  // Existing and new clients are still served.
+  const auto m = pattern(100, 4);
+  CHECK(bystander->send(m));
+  REQUIRE(bystander_box->wait_messages(1));
+  CHECK(bystander_box->messages[0] == m);
+  auto fresh_box = std::make_shared<Inbox>();
+  auto fresh = Client(client_ctx).connect_sync(echo.url(), Inbox::handlers(fresh_box));
+  CHECK(fresh->send(m));
+  REQUIRE(fresh_box->wait_messages(1));
+  CHECK(fresh_box->messages[0] == m);
+}
+
+TEST_CASE("a plain Beast client: binary frames echo, a text frame is refused with 1003") {
+  namespace beast = boost::beast;
+  namespace websocket = beast::websocket;
+  using tcp = boost::asio::ip::tcp;
+  LogCapture log;
+  EchoServer echo;
+  boost::asio::io_context io;
+  websocket::stream<tcp::socket> ws(io);
+  ws.next_layer().connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), echo.server.port()));
+  ws.handshake("127.0.0.1", "/");
+
+  ws.binary(true);
+  const auto m = pattern(4096, 2);
+  ws.write(boost::asio::buffer(m));
+  beast::flat_buffer buffer;
+  ws.read(buffer);
+  CHECK(ws.got_binary());
+  REQUIRE(buffer.size() == m.size());
+  CHECK(std::memcmp(buffer.data().data(), m.data(), m.size()) == 0);
+
+  ws.text(true);
+  ws.write(boost::asio::buffer(std::string("hello")));
+  buffer.clear();
+  beast::error_code ec;
+  ws.read(buffer, ec);
+  CHECK(ec == websocket::error::closed);
+  CHECK(ws.reason().code == 1003);
+  REQUIRE(echo.events->wait_closes(1));
+  CHECK(echo.events->closes[0].code == kCloseUnsupportedData);
+  CHECK(log.contains("text frame"));
+
+  // A close frame without a status code is reported as 1005.
+  websocket::stream<tcp::socket> quiet(io);
+  quiet.next_layer().connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), echo.server.port()));
+  quiet.handshake("127.0.0.1", "/");
+  quiet.close(websocket::close_reason());
+  REQUIRE(echo.events->wait_closes(2));
+  CHECK(echo.events->closes[1].code == kCloseNoStatus);
+  CHECK(echo.events->closes[1].by_peer);
+}
+
+TEST_CASE("an exception from on_message closes the session with 1011, not the server") {
+  LogCapture log;
+  EchoServer echo;
+  NetContext client_ctx(1, false);
+  client_ctx.start();
+  auto box = std::make_shared<Inbox>();
+  auto session = Client(client_ctx).connect_sync(echo.url(), Inbox::handlers(box));
+  CHECK(session->send(kThrow));
+  REQUIRE(box->wait_closed());
+  CHECK(box->closed->code == CloseCode::InternalError);
+  CHECK(log.contains("handler bug"));
+  auto other_box = std::make_shared<Inbox>();
+  auto other = Client(client_ctx).connect_sync(echo.url(), Inbox::handlers(other_box));
+  CHECK(other->send({1}));
+  REQUIRE(other_box->wait_messages(1));
+}
+
+TEST_CASE("50 concurrent clients each get their own echoes") {
+  LogCapture log;
+  EchoServer echo;
+  NetContext client_ctx(2, false);
+  client_ctx.start();
+  Client client(client_ctx);
+  constexpr int kClients = 50;
+  constexpr int kMessages = 5;
+
+  // Connect all at once (asynchronously), then wait for every handshake.
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<std::shared_ptr<Session>> sessions(kClients);
+  std::vector<std::shared_ptr<Inbox>> boxes(kClients);
+  int done = 0;
+  std::vector<std::string> errors;
+  for (int c = 0; c < kClients; ++c) {
+    boxes[c] = std::make_shared<Inbox>();
+    client.connect(echo.url(), [&, c](std::shared_ptr<Session> s, const std::string& error) {
+      if (s) s->set_handlers(Inbox::handlers(boxes[c]));
+      std::lock_guard lock(mutex);
+      sessions[c] = std::move(s);
+      if (!error.empty()) errors.push_back(error);
+      ++done;
+      cv.notify_all();
+    });
+  }
+  {
+    std::unique_lock lock(mutex);
+    REQUIRE(cv.wait_for(lock, kWait, [&] { return done == kClients; }));
+    REQUIRE(errors.empty());
+  }
+  for (int c = 0; c < kClients; ++c)
+    for (int i = 0; i < kMessages; ++i) CHECK(sessions[c]->send(pattern(64 + i, c * 100 + i)));
+  for (int c = 0; c < kClients; ++c) {
+    CAPTURE(c);
+    REQUIRE(boxes[c]->wait_messages(kMessages));
+    std::lock_guard lock(boxes[c]->mutex);
+    for (int i = 0; i < kMessages; ++i) CHECK(boxes[c]->messages[i] == pattern(64 + i, c * 100 + i));
+  }
+  CHECK(echo.server.connection_count() == kClients);
+}
+
+TEST_CASE("max_connections: the extra client is refused with 503; a freed slot admits again") {
+  LogCapture log;
+  ServerOptions options;
+  options.max_connections = 2;
+  EchoServer echo(options);
+  NetContext client_ctx(1, false);
+  client_ctx.start();
+  Client client(client_ctx);
+  auto a = client.connect_sync(echo.url(), Inbox::handlers(std::make_shared<Inbox>()));
+  auto b = client.connect_sync(echo.url(), Inbox::handlers(std::make_shared<Inbox>()));
+  CHECK(echo.server.connection_count() == 2);
+  std::string error;
+  try {
+    client.connect_sync(echo.url());
+  } catch (const NetError& e) {
+    error = e.what();
+  }
+  CHECK(error.find("503") != std::string::npos);
+  CHECK(log.contains("refusing"));
+
+  a->close();
+  REQUIRE(echo.events->wait_closes(1));
+  CHECK(echo.server.connection_count() == 1);
+  auto box = std::make_shared<Inbox>();
+  auto c = client.connect_sync(echo.url(), Inbox::handlers(box));
+  CHECK(c->send({42}));
+  REQUIRE(box->wait_messages(1));
+  CHECK(box->messages[0] == std::vector<uint8_t>{42});
+}
+
+TEST_CASE("the application idle timeout closes a silent session with 1001") {
+  LogCapture log;
+  ServerOptions options;
+  options.session.idle_timeout = 200ms;
+  EchoServer echo(options);
+  NetContext client_ctx(1, false);
+  client_ctx.start();
+  auto box = std::make_shared<Inbox>();
+  const auto start = std::chrono::steady_clock::now();
+  auto session = Client(client_ctx).connect_sync(echo.url(), Inbox::handlers(box));
+  REQUIRE(box->wait_closed());
+  CHECK(std::chrono::steady_clock::now() - start >= 200ms);  // a timer never fires early
+  CHECK(box->closed->code == CloseCode::GoingAway);
+  CHECK(box->closed->reason == "idle timeout");
+  CHECK(box->closed->by_peer);
+  CHECK(log.contains("idle"));
+}
+
+TEST_CASE("send after close is a no-op; close is idempotent") {
+  LogCapture log;
+  EchoServer echo;
+  NetContext client_ctx(1, false);
+  client_ctx.start();
+  auto box = std::make_shared<Inbox>();
+  auto session = Client(client_ctx).connect_sync(echo.url(), Inbox::handlers(box));
+  // Queued before the close: still delivered (close flushes the queue first).
+  CHECK(session->send({5}));
+  session->close(CloseCode::Normal, "bye");
+  CHECK_FALSE(session->is_open());
+  CHECK_FALSE(session->send({6}));
+  session->close(CloseCode::PolicyViolation, "again");
+  REQUIRE(box->wait_closed());
+  CHECK(box->closed->code == CloseCode::Normal);
+  CHECK(box->closed->reason == "bye");
+  CHECK_FALSE(box->closed->by_peer);
+  CHECK(box->closed->error.empty());
+  CHECK_FALSE(session->send({7}));
+  REQUIRE(echo.events->wait_closes(1));
+  CHECK(echo.events->closes[0].code == CloseCode::Normal);
+  CHECK(echo.events->closes[0].by_peer);
+  CHECK_FALSE(echo.events->sent_after_close[0]);  // the server's send inside on_close
+}
+
+TEST_CASE("a peer that overflows its write queue is closed with 1008") {
+  LogCapture log;
+  EchoServer echo;  // answers "flood" with 100 messages sent at once: over the 64-message limit
+  NetContext client_ctx(1, false);
+  client_ctx.start();
+  auto box = std::make_shared<Inbox>();
+  auto session = Client(client_ctx).connect_sync(echo.url(), Inbox::handlers(box));
+  CHECK(session->send(kFlood));
+  REQUIRE(box->wait_closed());
+  CHECK(box->closed->code == CloseCode::PolicyViolation);
+  CHECK(box->closed->by_peer);
+  CHECK(box->messages.size() < 100);
+  CHECK(log.contains("write queue full"));
+}
+
+TEST_CASE("client errors: refused port, handshake timeout") {
+  LogCapture log;
+  NetContext ctx(1, false);
+  // A listener that accepts TCP but never answers the upgrade request.
+  boost::asio::ip::tcp::acceptor mute(ctx.io(), {boost::asio::ip::make_address("127.0.0.1"), 0});
+  const uint16_t mute_port = mute.local_endpoint().port();
+  uint16_t closed_port = 0;
+  {
+    boost::asio::ip::tcp::acceptor tmp(ctx.io(), {boost::asio::ip::make_address("127.0.0.1"), 0});
+    closed_port = tmp.local_endpoint().port();
+  }
+  ctx.start();
+  CHECK_THROWS_AS(Client(ctx).connect_sync("ws://127.0.0.1:" + std::to_string(closed_port) + "/"), NetError);
+
+  ClientOptions quick;
+  quick.connect_timeout = 300ms;
+  std::string error;
+  try {
+    Client(ctx, quick).connect_sync("ws://127.0.0.1:" + std::to_string(mute_port) + "/");
+  } catch (const NetError& e) {
+    error = e.what();
+  }
+  CHECK(error.find("timed out") != std::string::npos);
+  CHECK(log.contains("failed"));
+}
+
+TEST_CASE("graceful shutdown closes every session with 1001 and run returns") {
+  LogCapture log;
+  auto events = std::make_shared<ServerEvents>();
+  NetContext server_ctx(2, false);
+  Server server(server_ctx, [events](std::shared_ptr<Session> s) {
+    s->set_handlers({.on_message = {}, .on_close = [events](Session&, const CloseInfo& info) {
+      std::lock_guard lock(events->mutex);
+      events->closes.push_back(info);
+      events->cv.notify_all();
+    }});
+  });
+  const uint16_t port = server.listen("127.0.0.1", 0);
+  server_ctx.start();
+  const std::string url = "ws://127.0.0.1:" + std::to_string(port) + "/";
+
+  NetContext client_ctx(1, false);
+  client_ctx.start();
+  std::vector<std::shared_ptr<Inbox>> boxes;
+  std::vector<std::shared_ptr<Session>> sessions;
+  for (int i = 0; i < 3; ++i) {
+    boxes.push_back(std::make_shared<Inbox>());
+    sessions.push_back(Client(client_ctx).connect_sync(url, Inbox::handlers(boxes.back())));
+  }
+
+  server_ctx.shutdown();
+  server_ctx.join();  // returns once every session has finished its close handshake
+  for (auto& box : boxes) {
+    REQUIRE(box->wait_closed());
+    CHECK(box->closed->code == CloseCode::GoingAway);
+    CHECK(box->closed->by_peer);
+  }
+  REQUIRE(events->wait_closes(3));
+  for (const auto& info : events->closes) {
+    CHECK(info.code == CloseCode::GoingAway);
+    CHECK_FALSE(info.by_peer);
+    CHECK(info.error.empty());
+  }
+  CHECK(server_ctx.shutting_down());
+  CHECK_THROWS_AS(Client(client_ctx).connect_sync(url), NetError);  // no longer accepting
+}
+
+TEST_CASE("SIGTERM triggers the graceful shutdown") {
+  LogCapture log;
+  NetContext server_ctx(1, true);
+  Server server(server_ctx, [](std::shared_ptr<Session>) {});
+  const uint16_t port = server.listen("127.0.0.1", 0);
+  NetContext client_ctx(1, false);
+  client_ctx.start();
+  auto box = std::make_shared<Inbox>();
+  std::thread runner([&] { server_ctx.run(); });
+  auto session =
+      Client(client_ctx).connect_sync("ws://127.0.0.1:" + std::to_string(port) + "/", Inbox::handlers(box));
+  std::raise(SIGTERM);
+  REQUIRE(box->wait_closed());
+  CHECK(box->closed->code == CloseCode::GoingAway);
+  runner.join();  // run() returned
+  CHECK(log.contains("signal 15"));
+}
