@@ -33,5 +33,11 @@ class Args {
 
 /// Subcommands: each returns the process exit code.
 int train_main(Args& args);
+int keygen_main(Args& args);
+int verify_main(Args& args);
+int referee_main(Args& args);
+int provider_main(Args& args);
+int delegate_main(Args& args);
+int demo_main(Args& args);
 
 }  // namespace tribunal::cli

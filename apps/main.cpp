@@ -10,8 +10,18 @@ namespace {
 constexpr const char* kUsage =
     "usage: tribunal <command> [options]\n"
     "commands:\n"
+    "  demo [--job JOB.toml] [--seed S] [--json]\n"
+    "      a referee, an honest and a cheating provider on loopback; watch the dispute narrow\n"
     "  train JOB.toml [--steps N] [--threads K] [--out DIR] [--resume] [--json]\n"
-    "      train a job with RepOps, write stride checkpoints to DIR, evaluate on the test set\n";
+    "      train a job with RepOps, write stride checkpoints to DIR, evaluate on the test set\n"
+    "  referee --listen HOST:PORT --key KEYFILE\n"
+    "      serve disputes: drive the bisection game, re-execute one op, sign verdicts\n"
+    "  provider --listen HOST:PORT --key KEYFILE --store DIR [--threads K]\n"
+    "      train submitted jobs, return signed claims, answer the referee\n"
+    "  delegate JOB.toml --provider URL --provider URL... --referee URL [--out DIR]\n"
+    "      give a job to several providers, dispute differing claims, print the outcome\n"
+    "  keygen KEYFILE             make an Ed25519 key file (prints the public key)\n"
+    "  verify VERDICT [--referee-key HEX]   check a verdict file offline\n";
 
 }  // namespace
 
@@ -25,6 +35,12 @@ int main(int argc, char** argv) {
   try {
     Args args(argc, argv, 2);
     if (command == "train") return train_main(args);
+    if (command == "demo") return demo_main(args);
+    if (command == "referee") return referee_main(args);
+    if (command == "provider") return provider_main(args);
+    if (command == "delegate") return delegate_main(args);
+    if (command == "keygen") return keygen_main(args);
+    if (command == "verify") return verify_main(args);
     throw UsageError("unknown command '" + std::string(command) + "'");
   } catch (const UsageError& e) {
     std::fprintf(stderr, "tribunal: %s\n%s", e.what(), kUsage);

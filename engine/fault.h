@@ -8,8 +8,9 @@
 namespace tribunal {
 
 struct Fault {
-  /// Corrupt one node output: at step `step`, add `delta` to element `element` of output `slot` of
-  /// node `node`, right after the node runs (later nodes see the corrupted value).
+  /// Corrupt one node output: at step `step`, add `delta` to element `element` (every element when
+  /// −1) of output `slot` of node `node`, right after the node runs (later nodes see the corrupted
+  /// value).
   int64_t step = -1;
   int64_t node = -1;
   uint32_t slot = 0;

@@ -79,7 +79,12 @@ float Trainer::run_step(const StepGraph& g, Inspect before_swap) {
   Executor::NodeHook hook;
   if (t == fault_.step)
     hook = [this](size_t n, std::span<Tensor* const> outputs) {
-      if (static_cast<int64_t>(n) == fault_.node) (*outputs[fault_.slot])[fault_.element] += fault_.delta;
+      if (static_cast<int64_t>(n) != fault_.node) return;
+      Tensor& out = *outputs[fault_.slot];
+      if (fault_.element >= 0)
+        out[fault_.element] += fault_.delta;
+      else
+        for (float& x : out.values()) x += fault_.delta;
     };
   executor_.run(g, state, data, hook);
   const float loss = executor_.value(g.loss)[0];

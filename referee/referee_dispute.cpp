@@ -123,9 +123,8 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::handle(std::vector<Action>
             emit(fmt::format("level 1: trajectories first differ at checkpoint {} → interval [{}, {}]", k,
                              cps[k - 1], cps[k]));
           } else if (phase == Phase::StepCommit) {
-            emit(fmt::format("level 2: states first differ after step {} → step {}", game_->located_step(),
-                             game_->located_step()));
-          } else if (phase == Phase::OpenRecords || phase == Phase::OpenInputs) {
+            emit(fmt::format("level 2: step {} is the first whose next state differs", game_->located_step()));
+          } else if (phase == Phase::OpenRecords || (phase == Phase::OpenInputs && last_phase_ != Phase::OpenRecords)) {
             const uint64_t n = game_->located_node();
             const StepGraph& g = oracle_->graph(game_->located_step());
             if (n < g.nodes.size())

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds (release preset), and trains the default job on Fashion-MNIST:
-# an MLP 784-256-10 for one epoch with RepOps, stride checkpoints in runs/fashion_mlp/.
+# Installs what is missing, builds (release preset), and runs the main job: `tribunal demo`, a
+# delegated Fashion-MNIST training run over loopback WebSockets in which one provider cheats and the
+# referee catches it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/bootstrap.sh
 cmake --preset release
 cmake --build --preset release -j "$(nproc)"
-build/release/apps/tribunal train scenarios/jobs/fashion_mlp.toml --out runs/fashion_mlp "$@"
+build/release/apps/tribunal demo "$@"

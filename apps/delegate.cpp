@@ -1,0 +1,149 @@
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "apps/nodes.h"
+#include "engine/error.h"
+#include "engine/trainer.h"
+
+namespace tribunal::cli {
+namespace {
+
+// Messages arriving on one client session, taken by a waiting thread. Shared with the session's
+// handlers, which may still run after the waiting side has moved on.
+class Inbox : public std::enable_shared_from_this<Inbox> {
+ public:
+  SessionHandlers handlers() {
+    auto self = shared_from_this();
+    return {[self](Session&, std::vector<uint8_t> bytes) {
+              std::lock_guard lock(self->mu_);
+              self->queue_.push_back(std::move(bytes));
+              self->cv_.notify_all();
+            },
+            [self](Session&, const CloseInfo& info) {
+              std::lock_guard lock(self->mu_);
+              self->closed_ = to_string(info);
+              self->cv_.notify_all();
+            }};
+  }
+  /// The next envelope of `kind` (ErrorMessage → throws), waiting up to `timeout`.
+  Envelope next(MessageKind kind, std::chrono::seconds timeout, const std::string& peer) {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      if (!cv_.wait_for(lock, timeout, [&] { return !queue_.empty() || !closed_.empty(); }))
+        throw EngineError(fmt::format("{}: no answer within {} s", peer, timeout.count()));
+      if (queue_.empty()) throw EngineError(fmt::format("{}: connection closed: {}", peer, closed_));
+      std::vector<uint8_t> bytes = std::move(queue_.front());
+      queue_.pop_front();
+      const Envelope env = open_envelope(bytes);
+      if (env.kind == MessageKind::Error)
+        throw EngineError(fmt::format("{}: refused: {}", peer, std::get<ErrorMessage>(env.body).reason));
+      if (env.kind == kind) return env;
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::vector<uint8_t>> queue_;
+  std::string closed_;
+};
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw EngineError(fmt::format("{}: cannot open job file", path.string()));
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+DelegateOutcome delegate_job(NetContext& ctx, const std::filesystem::path& job_file,
+                             const std::vector<std::string>& providers, const std::string& referee,
+                             const std::filesystem::path& out_dir, const KeyPair& client_key, LogFn log) {
+  if (providers.size() < 2) throw EngineError("delegate: give at least two providers");
+  const JobSpec job = load_job(job_file);
+  const std::string toml = read_text(job_file);
+  ThreadPool pool(1);
+  const Dataset data = load_fashion_mnist(job.data_dir, Split::Train, pool);
+  check_job_against_data(job, data.inputs.shape()[0], data.inputs.shape()[1], data.classes);
+  const Digest id = job_id(job, data.root);
+  const Digest initial = state_hash(initial_state(job), pool);
+  log(fmt::format("delegate: job {} ({} steps, stride {}) to {} providers", to_hex(id).substr(0, 16), job.steps,
+                  job.stride, providers.size()));
+
+  Client client(ctx);
+  std::vector<std::shared_ptr<Inbox>> inboxes;
+  std::vector<std::shared_ptr<Session>> sessions;
+  for (const std::string& url : providers) {
+    inboxes.push_back(std::make_shared<Inbox>());
+    sessions.push_back(client.connect_sync(url, inboxes.back()->handlers()));
+    sessions.back()->send(seal(client_key, id, 1, JobSubmit{toml}));
+  }
+  DelegateOutcome out;
+  std::vector<std::vector<uint8_t>> claim_envelopes;
+  for (size_t p = 0; p < providers.size(); ++p) {
+    const Envelope env = inboxes[p]->next(MessageKind::Claim, std::chrono::hours(24), providers[p]);
+    const Claim& c = std::get<Claim>(env.body);
+    if (env.context != id || c.job_id != id || c.steps != static_cast<uint64_t>(job.steps))
+      throw EngineError(fmt::format("{}: its claim is not for this job", providers[p]));
+    out.claims.push_back(c);
+    claim_envelopes.push_back(env.bytes);
+    log(fmt::format("delegate: claim from {}: trajectory_root {}", providers[p], to_hex(c.trajectory_root).substr(0, 16)));
+    sessions[p]->close(CloseCode::Normal, "claim received");
+  }
+
+  // Pairwise disputes: the standing claim meets each differing one; an honest claim never loses.
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  std::optional<size_t> standing = 0;
+  for (size_t p = 1; p < providers.size(); ++p) {
+    if (!standing) {
+      standing = p;
+      continue;
+    }
+    if (out.claims[p].trajectory_root == out.claims[*standing].trajectory_root) continue;
+    DisputeOpen d;
+    d.job_toml = toml;
+    d.initial_state_hash = initial;
+    d.dataset_root = data.root;
+    d.dataset_samples = static_cast<uint64_t>(data.inputs.shape()[0]);
+    d.features = static_cast<uint64_t>(data.inputs.shape()[1]);
+    d.classes = static_cast<uint64_t>(data.classes);
+    d.claims = {claim_envelopes[*standing], claim_envelopes[p]};
+    d.providers = {providers[*standing], providers[p]};
+    const Digest dispute = dispute_id(id, d.claims);
+    log(fmt::format("delegate: claims of {} and {} differ: dispute {} at {}", providers[*standing], providers[p],
+                    to_hex(dispute).substr(0, 16), referee));
+    auto inbox = std::make_shared<Inbox>();
+    auto session = client.connect_sync(referee, inbox->handlers());
+    session->send(seal(client_key, dispute, 1, d));
+    const Envelope env = inbox->next(MessageKind::Verdict, std::chrono::hours(24), referee);
+    session->close(CloseCode::Normal, "verdict received");
+    const Verdict v = verify_verdict(env.bytes);
+    if (v.dispute_id != dispute) throw EngineError(fmt::format("{}: verdict for another dispute", referee));
+    const auto file = out_dir / ("verdict-" + to_hex(dispute).substr(0, 16) + ".bin");
+    std::ofstream(file, std::ios::binary).write(reinterpret_cast<const char*>(env.bytes.data()),
+                                                 static_cast<std::streamsize>(env.bytes.size()));
+    out.verdicts.push_back(env.bytes);
+    out.verdict_files.push_back(file);
+    log(fmt::format("delegate: verdict {} → {}", reason_name(v.reason), file.string()));
+    if (v.winners.empty())
+      standing.reset();
+    else if (v.winners[0] == 1)
+      standing = p;
+  }
+  if (standing) {
+    out.accepted = true;
+    out.winner = *standing;
+    out.claim = out.claims[*standing];
+  }
+  return out;
+}
+
+}  // namespace tribunal::cli

@@ -1,0 +1,150 @@
+// `tribunal demo`: a referee and two providers on free loopback ports — one honest, one that corrupts
+// one node output at a random step — and a delegating client, all over real WebSocket connections.
+// Shows the dispute narrowing as it happens: claims → checkpoint interval → step → node and op →
+// re-execution → verdict.
+#include <bit>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "apps/cli.h"
+#include "apps/nodes.h"
+#include "engine/error.h"
+#include "net/error.h"
+
+namespace tribunal::cli {
+namespace {
+
+std::filesystem::path default_job() {
+  const std::filesystem::path local = "scenarios/jobs/fashion_mlp.toml";
+  if (std::filesystem::exists(local)) return local;
+  return std::filesystem::path(TRIBUNAL_SOURCE_DIR) / local;
+}
+
+uint64_t ceil_log2(uint64_t n) { return n <= 1 ? 0 : std::bit_width(n - 1); }
+
+}  // namespace
+
+int demo_main(Args& args) {
+  std::filesystem::path job_path = default_job(), out_dir;
+  bool json = false;
+  int threads = 1;
+  uint64_t seed = std::random_device{}();
+  while (!args.done()) {
+    const std::string_view a = args.next();
+    if (a == "--job") job_path = args.value(a);
+    else if (a == "--seed") seed = static_cast<uint64_t>(args.integer(a, 0, INT64_MAX));
+    else if (a == "--json") json = true;
+    else if (a == "--threads") threads = static_cast<int>(args.integer(a, 1, 256));
+    else if (a == "--out") out_dir = args.value(a);
+    else throw UsageError("demo: unknown option '" + std::string(a) + "'");
+  }
+  // Human-readable progress goes to stdout, or to stderr when stdout carries the JSON.
+  FILE* human = json ? stderr : stdout;
+  const auto say = [human](const std::string& line) {
+    std::fprintf(human, "%s\n", line.c_str());
+    std::fflush(human);
+  };
+  const auto quiet = [](const std::string&) {};
+
+  const JobSpec job = load_job(job_path);
+  if (out_dir.empty()) out_dir = std::filesystem::temp_directory_path() / fmt::format("tribunal-demo-{}", seed);
+  std::filesystem::remove_all(out_dir);
+
+  // The cheat: one node output at a random step, every element shifted. Not the labels gather (a
+  // non-integer label stops the cheater's own training) and not the loss (it only reaches the
+  // committed trajectory at checkpoint steps); every other node changes the trajectory.
+  const DataShape shape{60000, job.model.widths.front(), job.model.widths.back()};
+  const StepGraph g = build_step_graph(job, shape, 0, std::vector<int64_t>(static_cast<size_t>(job.batch_size), 0));
+  std::mt19937_64 rng(seed);
+  Fault fault;
+  fault.step = static_cast<int64_t>(rng() % static_cast<uint64_t>(job.steps));
+  do fault.node = static_cast<int64_t>(rng() % g.nodes.size());
+  while (g.values[g.nodes[static_cast<size_t>(fault.node)].outputs[0]].name == "batch.labels" ||
+         g.nodes[static_cast<size_t>(fault.node)].op == OpKind::SoftmaxCrossEntropy);
+  fault.element = -1;
+  fault.delta = 0.5f;
+  const OpKind injected_op = g.nodes[static_cast<size_t>(fault.node)].op;
+  say(fmt::format("tribunal demo: job {} — MLP {}, {} steps, batch {}, stride {}", job_path.filename().string(),
+                  fmt::join(job.model.widths, "-"), job.steps, job.batch_size, job.stride));
+  say(fmt::format("the cheater will add {} to every element of node {} ({}, '{}') at step {}", fault.delta, fault.node,
+                  op_name(injected_op), g.values[g.nodes[static_cast<size_t>(fault.node)].outputs[0]].name, fault.step));
+
+  // Connection-level lines (opens, closes) would drown the narrowing; keep only the dispute's story.
+  set_net_log_sink([](std::string_view) {});
+  NetContext ctx(2, false);
+  RefereeNode referee(ctx, generate_keypair(), RefereeOptions{}, quiet);
+  ProviderNode honest(ctx, generate_keypair(), out_dir / "honest", threads, Fault{}, quiet);
+  ProviderNode cheater(ctx, generate_keypair(), out_dir / "cheater", threads, fault, quiet);
+  const uint16_t referee_port = referee.listen("127.0.0.1", 0);
+  const uint16_t honest_port = honest.listen("127.0.0.1", 0);
+  const uint16_t cheater_port = cheater.listen("127.0.0.1", 0);
+  const std::string referee_url = fmt::format("ws://127.0.0.1:{}/", referee_port);
+  const std::vector<std::string> providers = {fmt::format("ws://127.0.0.1:{}/", honest_port),
+                                              fmt::format("ws://127.0.0.1:{}/", cheater_port)};
+  say(fmt::format("referee {}, honest provider {}, cheating provider {}", referee_url, providers[0], providers[1]));
+
+  referee.on_event = [&](const DisputeEvent& e) { say(fmt::format("  [round {:2}] {}", e.round, e.text)); };
+  DisputeStats stats;
+  uint32_t rounds = 0;
+  referee.on_finished = [&](const RefereeDispute& d, const DisputeStats& s) {
+    stats = s;
+    rounds = d.game().rounds();
+  };
+  ctx.start();
+  say("training on both providers (each returns a signed claim)…");
+  const DelegateOutcome o = delegate_job(ctx, job_path, providers, referee_url, out_dir / "verdicts", generate_keypair(),
+                                         [&](const std::string& line) { say(line); });
+  ctx.stop();
+  ctx.join();
+
+  nlohmann::json result = {{"seed", seed},
+                           {"job", job_path.filename().string()},
+                           {"injected", {{"step", fault.step}, {"node", fault.node}, {"op", op_name(injected_op)}}},
+                           {"train_step_seconds", honest.last_step_seconds()}};
+  if (o.verdicts.empty()) {
+    say("the corruption did not change the trajectory: both claims agree, nothing to dispute");
+    result["verdict"] = nullptr;
+  } else {
+    const Verdict v = verify_verdict(o.verdicts.back());
+    const auto name = [](uint8_t party) { return party == 0 ? "honest" : "cheater"; };
+    const auto cps = checkpoint_steps(static_cast<uint64_t>(job.steps), static_cast<uint64_t>(job.stride));
+    const uint64_t bound = ceil_log2(static_cast<uint64_t>((job.steps + job.stride - 1) / job.stride)) +
+                           ceil_log2(static_cast<uint64_t>(job.stride)) + ceil_log2(g.nodes.size()) + 4;
+    result["verdict"] = {{"winner", v.winners.empty() ? "none" : name(v.winners[0])},
+                         {"loser", v.losers.size() == 2 ? "both" : name(v.losers[0])},
+                         {"reason", reason_name(v.reason)},
+                         {"step", v.step},
+                         {"node", v.node},
+                         {"op", v.op < kOpKindCount ? op_name(static_cast<OpKind>(v.op)) : "?"},
+                         {"file", o.verdict_files.back().string()}};
+    result["rounds"] = rounds;
+    result["round_bound"] = bound;
+    result["checkpoints"] = cps.size();
+    result["graph_nodes"] = g.nodes.size();
+    result["referee_bytes_in"] = stats.bytes_in;
+    result["referee_bytes_out"] = stats.bytes_out;
+    result["referee_cpu_seconds"] = stats.cpu_seconds;
+    result["dispute_seconds"] = stats.seconds;
+    const bool caught = v.losers == std::vector<uint8_t>{1} && v.step == static_cast<uint64_t>(fault.step) &&
+                        v.node == static_cast<uint64_t>(fault.node);
+    result["caught"] = caught;
+    say(fmt::format("{}: the cheater {} at step {}, node {}; the honest claim stands. Verdict in {}",
+                    caught ? "CAUGHT" : "UNEXPECTED", caught ? "lost" : "did not lose as injected", v.step, v.node,
+                    o.verdict_files.back().string()));
+    say(fmt::format("referee: {} rounds (bound {}), {} bytes in, {} bytes out, {:.4f} s CPU, dispute {:.2f} s; "
+                    "one training step {:.4f} s",
+                    rounds, bound, stats.bytes_in, stats.bytes_out, stats.cpu_seconds, stats.seconds,
+                    honest.last_step_seconds()));
+  }
+  if (json) {
+    std::printf("%s\n", result.dump().c_str());
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace tribunal::cli

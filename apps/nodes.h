@@ -1,0 +1,112 @@
+// The network roles of tribunal, wired to the WebSocket transport: the referee daemon, the provider
+// daemon and the delegating client. Each runs on a NetContext, so `tribunal demo` can run all three
+// in one process over real loopback connections.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/fault.h"
+#include "net/client.h"
+#include "net/context.h"
+#include "net/server.h"
+#include "referee/referee_dispute.h"
+
+namespace tribunal::cli {
+
+/// One log line (no newline); called from any thread.
+using LogFn = std::function<void(const std::string&)>;
+
+/// What one dispute cost the referee.
+struct DisputeStats {
+  uint64_t bytes_in = 0;     ///< envelopes received from the providers
+  uint64_t bytes_out = 0;    ///< envelopes sent to the providers and the client
+  double cpu_seconds = 0;    ///< CPU time of the referee's dispute handling (thread CPU clock)
+  double seconds = 0;        ///< wall time from opening to verdict
+};
+
+/// `tribunal referee`: accepts DisputeOpen from clients, connects to both providers, plays the game,
+/// signs the verdict and sends it to everyone. Many disputes at once; a ticker enforces deadlines.
+class RefereeNode {
+ public:
+  RefereeNode(NetContext& ctx, KeyPair key, RefereeOptions options, LogFn log);
+  ~RefereeNode();
+  uint16_t listen(const std::string& host, uint16_t port);
+
+  /// Every dispute event (round, narrowing, verdict).
+  std::function<void(const DisputeEvent&)> on_event;
+  /// Called once per finished dispute.
+  std::function<void(const RefereeDispute&, const DisputeStats&)> on_finished;
+
+ private:
+  struct Live;
+  void open(std::shared_ptr<Session> client, const Envelope& env);
+  void deliver(Live& live, std::vector<RefereeDispute::Outgoing> out);
+  void finish_if_done(Live& live);
+
+  NetContext& ctx_;
+  KeyPair key_;
+  RefereeOptions options_;
+  LogFn log_;
+  Server server_;
+  Client client_;
+  std::mutex mu_;
+  std::map<Digest, std::shared_ptr<Live>> live_;
+  std::atomic<bool> stop_{false};
+  std::thread ticker_;
+};
+
+/// `tribunal provider`: trains submitted jobs into STORE/<job_id>/ and answers disputes about them.
+/// A `fault` makes it a cheater (demo and tests).
+class ProviderNode {
+ public:
+  ProviderNode(NetContext& ctx, KeyPair key, std::filesystem::path store, int threads, Fault fault, LogFn log);
+  ~ProviderNode();
+  uint16_t listen(const std::string& host, uint16_t port);
+  const PublicKey& public_key() const { return key_.public_key; }
+  /// Seconds per training step of the last job trained.
+  double last_step_seconds() const { return last_step_seconds_; }
+
+ private:
+  struct Connection;
+  void on_message(const std::shared_ptr<Connection>& c, std::vector<uint8_t> bytes);
+
+  NetContext& ctx_;
+  KeyPair key_;
+  std::filesystem::path store_;
+  int threads_;
+  Fault fault_;
+  LogFn log_;
+  Server server_;
+  std::atomic<double> last_step_seconds_{0};
+  std::mutex mu_;
+  std::vector<std::thread> workers_;
+  std::vector<std::weak_ptr<Connection>> connections_;  // to wake their workers on destruction
+};
+
+/// The outcome of `tribunal delegate`.
+struct DelegateOutcome {
+  bool accepted = false;                 ///< some claim stands
+  size_t winner = 0;                     ///< index into the providers of the standing claim
+  Claim claim;                           ///< the standing claim
+  std::vector<Claim> claims;             ///< every provider's claim, in order
+  std::vector<std::vector<uint8_t>> verdicts;  ///< signed verdict envelopes, in dispute order
+  std::vector<std::filesystem::path> verdict_files;
+};
+
+/// `tribunal delegate`: sends the job to every provider, collects signed claims, and disputes
+/// differing claims at the referee until one stands or none does. Writes each verdict to
+/// out_dir/verdict-<dispute id>.bin. Throws on unreachable peers or invalid messages.
+DelegateOutcome delegate_job(NetContext& ctx, const std::filesystem::path& job_file,
+                             const std::vector<std::string>& providers, const std::string& referee,
+                             const std::filesystem::path& out_dir, const KeyPair& client_key, LogFn log);
+
+}  // namespace tribunal::cli

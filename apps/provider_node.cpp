@@ -1,0 +1,141 @@
+#include <condition_variable>
+#include <deque>
+
+#include <fmt/format.h>
+
+#include "apps/nodes.h"
+#include "engine/provider_session.h"
+
+namespace tribunal::cli {
+
+// One connection: its messages are handled in order on a worker thread of their own, since
+// training and recomputing intervals take seconds and must not block the I/O thread.
+struct ProviderNode::Connection {
+  std::shared_ptr<Session> session;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::vector<uint8_t>> inbox;
+  bool closed = false;
+  uint64_t sequence = 0;
+  // Dispute state, once a DisputeOpen arrived.
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<Dataset> data;
+  std::unique_ptr<ProviderDisputeSession> dispute;
+};
+
+ProviderNode::ProviderNode(NetContext& ctx, KeyPair key, std::filesystem::path store, int threads, Fault fault, LogFn log)
+    : ctx_(ctx),
+      key_(key),
+      store_(std::move(store)),
+      threads_(threads),
+      fault_(fault),
+      log_(std::move(log)),
+      server_(ctx, [this](std::shared_ptr<Session> s) {
+        auto c = std::make_shared<Connection>();
+        c->session = s;
+        s->set_handlers({[c](Session&, std::vector<uint8_t> bytes) {
+                           std::lock_guard lock(c->mu);
+                           c->inbox.push_back(std::move(bytes));
+                           c->cv.notify_one();
+                         },
+                         [c](Session&, const CloseInfo&) {
+                           std::lock_guard lock(c->mu);
+                           c->closed = true;
+                           c->cv.notify_one();
+                         }});
+        std::lock_guard lock(mu_);
+        connections_.push_back(c);
+        workers_.emplace_back([this, c] {
+          for (;;) {
+            std::vector<uint8_t> bytes;
+            {
+              std::unique_lock lock(c->mu);
+              c->cv.wait(lock, [&] { return c->closed || !c->inbox.empty(); });
+              if (c->inbox.empty()) break;
+              bytes = std::move(c->inbox.front());
+              c->inbox.pop_front();
+            }
+            on_message(c, std::move(bytes));
+          }
+          c->session.reset();
+        });
+      }) {}
+
+ProviderNode::~ProviderNode() {
+  server_.stop();
+  std::vector<std::thread> workers;
+  {
+    std::lock_guard lock(mu_);
+    workers.swap(workers_);
+    // The I/O may already be stopped, so no on_close will come: end the workers ourselves.
+    for (auto& weak : connections_)
+      if (auto c = weak.lock()) {
+        std::lock_guard clock(c->mu);
+        c->closed = true;
+        c->inbox.clear();
+        c->cv.notify_one();
+      }
+  }
+  for (auto& t : workers) t.join();
+}
+
+uint16_t ProviderNode::listen(const std::string& host, uint16_t port) { return server_.listen(host, port); }
+
+void ProviderNode::on_message(const std::shared_ptr<Connection>& c, std::vector<uint8_t> bytes) {
+  Session& session = *c->session;
+  try {
+    const Envelope env = open_envelope(bytes);
+    if (env.kind == MessageKind::JobSubmit) {
+      const JobSpec job = parse_job(std::get<JobSubmit>(env.body).job_toml, "submitted job", ".");
+      const std::filesystem::path dir = store_ / to_hex(env.context);
+      log_(fmt::format("provider {}: training job {} ({} steps){}", to_hex(key_.public_key).substr(0, 8),
+                       to_hex(env.context).substr(0, 12), job.steps, fault_.any() ? " [cheating]" : ""));
+      TrainOptions o;
+      o.threads = threads_;
+      o.out_dir = dir;
+      o.evaluate = false;
+      o.fault = fault_;
+      const TrainResult r = run_training(job, o);
+      if (r.job_id != env.context)
+        throw ProtocolError("the submitted job's id is " + to_hex(r.job_id) + ", not the one it was sent under");
+      last_step_seconds_ = r.seconds / static_cast<double>(std::max<int64_t>(r.steps, 1));
+      const Claim claim{r.job_id, static_cast<uint64_t>(r.steps), r.trajectory_root, r.final_state_hash};
+      session.send(seal(key_, r.job_id, ++c->sequence, claim));
+      log_(fmt::format("provider {}: claim trajectory_root {}", to_hex(key_.public_key).substr(0, 8),
+                       to_hex(r.trajectory_root).substr(0, 16)));
+      return;
+    }
+    if (env.kind == MessageKind::DisputeOpen) {
+      const DisputeOpen& d = std::get<DisputeOpen>(env.body);
+      const JobSpec job = parse_job(d.job_toml, "disputed job", ".");
+      c->pool = std::make_unique<ThreadPool>(threads_);
+      c->data = std::make_unique<Dataset>(load_fashion_mnist(job.data_dir, Split::Train, *c->pool));
+      const Digest id = job_id(job, c->data->root);
+      c->dispute = std::make_unique<ProviderDisputeSession>(key_, env, job, id, *c->data, store_ / to_hex(id), *c->pool,
+                                                            fault_);
+      log_(fmt::format("provider {}: answering dispute {} as party {}", to_hex(key_.public_key).substr(0, 8),
+                       to_hex(env.context).substr(0, 12), c->dispute->party()));
+      return;
+    }
+    if (env.kind == MessageKind::Query && c->dispute) {
+      for (auto& answer : c->dispute->on_envelope(env)) session.send(std::move(answer));
+      return;
+    }
+    if (env.kind == MessageKind::Verdict) {
+      const Verdict& v = std::get<Verdict>(env.body);
+      log_(fmt::format("provider {}: verdict received: {}", to_hex(key_.public_key).substr(0, 8),
+                       v.winners.empty() ? "no valid claim" : "winner " + std::to_string(v.winners[0])));
+      return;
+    }
+    throw WireError(CloseCode::PolicyViolation, "unexpected message");
+  } catch (const WireError& e) {
+    log_(fmt::format("provider: refused a frame from {}: {}", session.remote_endpoint(), e.what()));
+    session.close(e.code(), e.what());
+  } catch (const std::exception& e) {
+    log_(fmt::format("provider: error serving {}: {}", session.remote_endpoint(), e.what()));
+    session.send(seal(key_, {}, ++c->sequence, ErrorMessage{1011, e.what()}));
+    session.close(CloseCode::InternalError, "error");
+  }
+}
+
+}  // namespace tribunal::cli

@@ -1,0 +1,138 @@
+// End to end over real WebSocket connections on loopback: a referee node, provider nodes (honest or
+// cheating) and the delegating client. The honest provider wins every time and the verdict names the
+// exact step and node of the cheat; two honest providers need no dispute; two cheaters at the same
+// node, differently, leave no valid claim.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+
+#include "apps/nodes.h"
+#include "engine/step.h"
+#include "net/error.h"
+#include "tests/temp_dir.h"
+
+using namespace tribunal;
+using namespace tribunal::cli;
+
+namespace {
+
+const std::filesystem::path kJob = std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs/short_mlp.toml";
+
+struct Network {
+  testing::TempDir dir{"nodes"};
+  NetContext ctx{2, false};
+  RefereeNode referee{ctx, generate_keypair(), RefereeOptions{}, [](const std::string&) {}};
+  std::string referee_url;
+  std::vector<std::unique_ptr<ProviderNode>> providers;
+  int next_store = 0;
+
+  Network() {
+    set_net_log_sink([](std::string_view) {});
+    referee_url = "ws://127.0.0.1:" + std::to_string(referee.listen("127.0.0.1", 0)) + "/";
+    ctx.start();
+  }
+  ~Network() {
+    ctx.stop();
+    ctx.join();
+    set_net_log_sink({});
+  }
+  std::string provider(Fault fault) {
+    providers.push_back(std::make_unique<ProviderNode>(ctx, generate_keypair(),
+                                                       dir.path / ("store" + std::to_string(next_store++)), 1, fault,
+                                                       [](const std::string&) {}));
+    return "ws://127.0.0.1:" + std::to_string(providers.back()->listen("127.0.0.1", 0)) + "/";
+  }
+  DelegateOutcome delegate(const std::vector<std::string>& urls) {
+    return delegate_job(ctx, kJob, urls, referee_url, dir.path / "verdicts", generate_keypair(),
+                        [](const std::string&) {});
+  }
+};
+
+Fault corrupt(int64_t step, int64_t node) {
+  Fault f;
+  f.step = step;
+  f.node = node;
+  f.delta = 10.0f;
+  return f;
+}
+
+size_t graph_nodes() {
+  return build_step_graph(load_job(kJob), {60000, 784, 10}, 0, std::vector<int64_t>(32, 0)).nodes.size();
+}
+
+}  // namespace
+
+TEST_CASE("websocket: the honest provider wins against every kind of corrupted node") {
+  Network net;
+  const int64_t last = static_cast<int64_t>(graph_nodes()) - 1;
+  // First, middle and last step; first (gather), middle (backward) and last (optimizer) node; a
+  // forward linear node.
+  const std::vector<std::pair<int64_t, int64_t>> cases = {{0, 2}, {14, 2}, {29, 2}, {14, 0}, {14, last / 2}, {14, last}};
+  for (const auto& [step, node] : cases) {
+    CAPTURE(step);
+    CAPTURE(node);
+    const std::string honest = net.provider(Fault{});
+    const std::string cheater = net.provider(corrupt(step, node));
+    const DelegateOutcome o = net.delegate({cheater, honest});
+    REQUIRE(o.verdicts.size() == 1);
+    const Verdict v = verify_verdict(o.verdicts[0]);
+    CHECK(v.losers == std::vector<uint8_t>{0});
+    CHECK(v.winners == std::vector<uint8_t>{1});
+    CHECK(v.reason == VerdictReason::WrongOutput);
+    CHECK(v.step == static_cast<uint64_t>(step));
+    CHECK(v.node == static_cast<uint64_t>(node));
+    CHECK(o.accepted);
+    CHECK(o.winner == 1);
+    CHECK(std::filesystem::exists(o.verdict_files[0]));
+  }
+}
+
+TEST_CASE("websocket: a swapped sample is caught at the gather node, wrong weights at checkpoint 0") {
+  Network net;
+  Fault swap;
+  swap.swap_step = 9;
+  swap.swap_position = 3;
+  swap.swap_row = 4242;
+  const std::string honest = net.provider(Fault{});
+  DelegateOutcome o = net.delegate({honest, net.provider(swap)});
+  REQUIRE(o.verdicts.size() == 1);
+  Verdict v = verify_verdict(o.verdicts[0]);
+  CHECK(v.losers == std::vector<uint8_t>{1});
+  CHECK(v.step == 9);
+  CHECK(v.op == static_cast<uint8_t>(OpKind::Gather));
+  CHECK(v.reason == VerdictReason::InconsistentInput);
+
+  Fault init;
+  init.init_delta = 0.05f;
+  o = net.delegate({net.provider(init), honest});
+  REQUIRE(o.verdicts.size() == 1);
+  v = verify_verdict(o.verdicts[0]);
+  CHECK(v.losers == std::vector<uint8_t>{0});
+  CHECK(v.reason == VerdictReason::WrongInitialState);
+}
+
+TEST_CASE("websocket: two honest providers agree; two different cheaters leave no valid claim") {
+  Network net;
+  DelegateOutcome o = net.delegate({net.provider(Fault{}), net.provider(Fault{})});
+  CHECK(o.verdicts.empty());
+  CHECK(o.accepted);
+  CHECK(o.claims[0].trajectory_root == o.claims[1].trajectory_root);
+
+  Fault a = corrupt(17, 13), b = corrupt(17, 13);  // an optimizer node: its output persists
+  b.delta = -7.0f;
+  o = net.delegate({net.provider(a), net.provider(b)});
+  REQUIRE(o.verdicts.size() == 1);
+  const Verdict v = verify_verdict(o.verdicts[0]);
+  CHECK(v.winners.empty());
+  CHECK(v.losers == std::vector<uint8_t>{0, 1});
+  CHECK_FALSE(o.accepted);
+}
+
+TEST_CASE("websocket: with three providers and one cheater, the honest claim stands") {
+  Network net;
+  const DelegateOutcome o =
+      net.delegate({net.provider(corrupt(20, 14)), net.provider(Fault{}), net.provider(Fault{})});
+  CHECK(o.accepted);
+  CHECK(o.winner == 1);
+  CHECK(o.verdicts.size() == 1);
+}
