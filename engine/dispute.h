@@ -17,7 +17,7 @@
 namespace tribunal {
 
 /// The referee's StepOracle for a job: step t's graph as the job spec defines it, and the
-/// re-execution of one of its nodes with the RepOps reference kernels. Never trains.
+/// re-execution of one of its nodes with the RepOps kernels. Never trains.
 class JobOracle : public StepOracle {
  public:
   JobOracle(const JobSpec& job, const DataShape& data);

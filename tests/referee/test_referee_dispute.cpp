@@ -3,12 +3,12 @@
 // offline — and refusal of envelopes from the wrong key, for another dispute, or replayed.
 #include <doctest/doctest.h>
 
-#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "engine/provider_session.h"
+#include "referee/local_dispute.h"
 #include "referee/referee_dispute.h"
 #include "tests/temp_dir.h"
 
@@ -78,32 +78,22 @@ Run play(const KeyPair& referee_key, const Provider& a, const Provider& b) {
   referee.on_event = [&](const DisputeEvent& e) { run.events.push_back(e.text); };
   const Provider* providers[2] = {&a, &b};
   std::unique_ptr<ProviderDisputeSession> sessions[2];
-  std::deque<RefereeDispute::Outgoing> queue;
-  for (auto& o : referee.start(0)) queue.push_back(std::move(o));
-  while (!queue.empty()) {
-    const RefereeDispute::Outgoing o = std::move(queue.front());
-    queue.pop_front();
-    run.bytes_out += o.envelope.size();
-    const Envelope env = open_envelope(o.envelope);
-    if (env.kind == MessageKind::Verdict) {
-      run.verdict = o.envelope;
-      continue;
-    }
-    if (env.kind == MessageKind::DisputeOpen) {
-      const Provider& p = *providers[o.party];
-      sessions[o.party] = std::make_unique<ProviderDisputeSession>(p.key, env, job, p.result.job_id, train_set(),
-                                                                   p.store.path, pool, p.fault);
-      CHECK(sessions[o.party]->party() == o.party);
-      continue;
-    }
-    for (const auto& answer : sessions[o.party]->on_envelope(env)) {
-      run.bytes_in += answer.size();
-      std::string refused;
-      for (auto& next : referee.on_envelope(o.party, open_envelope(answer), 0, &refused)) queue.push_back(std::move(next));
-      CHECK(refused.empty());
-    }
-  }
+  std::array<LocalParty, 2> parties;
+  for (int p = 0; p < 2; ++p)
+    parties[static_cast<size_t>(p)] = [&, p](const Envelope& env) -> std::vector<std::vector<uint8_t>> {
+      if (env.kind != MessageKind::DisputeOpen) return sessions[p]->on_envelope(env);
+      const Provider& pr = *providers[p];
+      sessions[p] = std::make_unique<ProviderDisputeSession>(pr.key, env, job, pr.result.job_id, train_set(),
+                                                             pr.store.path, pool, pr.fault);
+      CHECK(sessions[p]->party() == p);
+      return {};
+    };
+  const LocalRun local = play_local(referee, parties);
+  CHECK(local.refused.empty());
   REQUIRE(referee.done());
+  run.verdict = local.verdict;
+  run.bytes_in = local.bytes_in;
+  run.bytes_out = local.bytes_out;
   return run;
 }
 
