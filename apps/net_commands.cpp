@@ -31,6 +31,27 @@ std::pair<std::string, uint16_t> host_port(const std::string& s) {
   return {host, static_cast<uint16_t>(port)};
 }
 
+// "STEP:NODE" → a fault adding 0.5 to every element of that node's first output (a cheater, for
+// testing a network's referee).
+Fault parse_corrupt(const std::string& s) {
+  Fault f;
+  const size_t colon = s.find(':');
+  try {
+    if (colon == std::string::npos) throw std::invalid_argument("no colon");
+    size_t used = 0;
+    f.step = std::stoll(s.substr(0, colon), &used);
+    if (used != colon) throw std::invalid_argument("step");
+    f.node = std::stoll(s.substr(colon + 1), &used);
+    if (used != s.size() - colon - 1) throw std::invalid_argument("node");
+  } catch (const std::exception&) {
+    throw UsageError("--corrupt expects STEP:NODE, got '" + s + "'");
+  }
+  if (f.step < 0 || f.node < 0) throw UsageError("--corrupt: STEP and NODE must be ≥ 0");
+  f.element = -1;
+  f.delta = 0.5f;
+  return f;
+}
+
 }  // namespace
 
 int keygen_main(Args& args) {
@@ -93,18 +114,20 @@ int referee_main(Args& args) {
 int provider_main(Args& args) {
   std::string listen, key, store;
   int threads = 1;
+  Fault fault;
   while (!args.done()) {
     const std::string_view a = args.next();
     if (a == "--listen") listen = args.value(a);
     else if (a == "--key") key = args.value(a);
     else if (a == "--store") store = args.value(a);
     else if (a == "--threads") threads = static_cast<int>(args.integer(a, 1, 256));
+    else if (a == "--corrupt") fault = parse_corrupt(args.value(a));
     else throw UsageError("provider: unknown option '" + std::string(a) + "'");
   }
   if (listen.empty() || key.empty() || store.empty()) throw UsageError("provider: --listen, --key and --store are required");
   const auto [host, port] = host_port(listen);
   NetContext ctx(1);
-  ProviderNode node(ctx, load_keypair(key), store, threads, Fault{}, log_line);
+  ProviderNode node(ctx, load_keypair(key), store, threads, fault, log_line);
   const uint16_t bound = node.listen(host, port);
   log_line(fmt::format("provider: listening on {}:{}", host, bound));
   ctx.run();
