@@ -88,8 +88,11 @@ class ProviderNode {
   Server server_;
   std::atomic<double> last_step_seconds_{0};
   std::mutex mu_;
-  std::vector<std::thread> workers_;
-  std::vector<std::weak_ptr<Connection>> connections_;  // to wake their workers on destruction
+  struct Worker {
+    std::thread thread;
+    std::shared_ptr<Connection> connection;
+  };
+  std::vector<Worker> workers_;  // one per connection; finished ones are joined as new ones arrive
 };
 
 /// The outcome of `tribunal delegate`.

@@ -16,6 +16,7 @@ struct ProviderNode::Connection {
   std::condition_variable cv;
   std::deque<std::vector<uint8_t>> inbox;
   bool closed = false;
+  bool finished = false;  // the worker has returned
   uint64_t sequence = 0;
   // Dispute state, once a DisputeOpen arrived.
   std::unique_ptr<ThreadPool> pool;
@@ -44,39 +45,49 @@ ProviderNode::ProviderNode(NetContext& ctx, KeyPair key, std::filesystem::path s
                            c->cv.notify_one();
                          }});
         std::lock_guard lock(mu_);
-        connections_.push_back(c);
-        workers_.emplace_back([this, c] {
-          for (;;) {
-            std::vector<uint8_t> bytes;
-            {
-              std::unique_lock lock(c->mu);
-              c->cv.wait(lock, [&] { return c->closed || !c->inbox.empty(); });
-              if (c->inbox.empty()) break;
-              bytes = std::move(c->inbox.front());
-              c->inbox.pop_front();
-            }
-            on_message(c, std::move(bytes));
-          }
-          c->session.reset();
+        // Reap the workers of connections that have ended, so a long-running node keeps no dead threads.
+        std::erase_if(workers_, [](Worker& w) {
+          std::lock_guard clock(w.connection->mu);
+          if (!w.connection->finished) return false;
+          w.thread.join();
+          return true;
         });
+        workers_.push_back({std::thread([this, c] {
+                              for (;;) {
+                                std::vector<uint8_t> bytes;
+                                {
+                                  std::unique_lock lock(c->mu);
+                                  c->cv.wait(lock, [&] { return c->closed || !c->inbox.empty(); });
+                                  if (c->inbox.empty()) break;
+                                  bytes = std::move(c->inbox.front());
+                                  c->inbox.pop_front();
+                                }
+                                on_message(c, std::move(bytes));
+                              }
+                              std::lock_guard lock(c->mu);
+                              c->session.reset();
+                              c->finished = true;
+                            }),
+                            c});
       }) {}
 
 ProviderNode::~ProviderNode() {
   server_.stop();
-  std::vector<std::thread> workers;
+  std::vector<Worker> workers;
   {
     std::lock_guard lock(mu_);
     workers.swap(workers_);
-    // The I/O may already be stopped, so no on_close will come: end the workers ourselves.
-    for (auto& weak : connections_)
-      if (auto c = weak.lock()) {
-        std::lock_guard clock(c->mu);
-        c->closed = true;
-        c->inbox.clear();
-        c->cv.notify_one();
-      }
   }
-  for (auto& t : workers) t.join();
+  // The I/O may already be stopped, so no on_close will come: end the workers ourselves.
+  for (Worker& w : workers) {
+    {
+      std::lock_guard lock(w.connection->mu);
+      w.connection->closed = true;
+      w.connection->inbox.clear();
+    }
+    w.connection->cv.notify_one();
+    w.thread.join();
+  }
 }
 
 uint16_t ProviderNode::listen(const std::string& host, uint16_t port) { return server_.listen(host, port); }

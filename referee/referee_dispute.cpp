@@ -41,7 +41,14 @@ RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open,
     : key_(referee_key), open_bytes_(open.bytes) {
   if (open.kind != MessageKind::DisputeOpen) throw ProtocolError("dispute: expected a DisputeOpen message");
   const auto& d = std::get<DisputeOpen>(open.body);
+  // The opening comes from a client over the network: bound what it can make the referee allocate
+  // (the batch sampler holds a permutation of the data set; level 1 a list of checkpoints).
+  if (d.dataset_samples == 0 || d.dataset_samples > kMaxDisputeSamples || d.features == 0 ||
+      d.features > kMaxDisputeFeatures || d.classes == 0 || d.classes > kMaxDisputeFeatures)
+    throw ProtocolError("dispute: the data set's size or shape is out of range");
   job_ = parse_job(d.job_toml, "dispute job", ".");
+  if (static_cast<uint64_t>(job_.steps / job_.stride) > kMaxDisputeCheckpoints)
+    throw ProtocolError("dispute: the job has more than " + std::to_string(kMaxDisputeCheckpoints) + " checkpoints");
   check_job_against_data(job_, static_cast<int64_t>(d.dataset_samples), static_cast<int64_t>(d.features),
                          static_cast<int64_t>(d.classes));
   job_id_ = tribunal::job_id(job_, d.dataset_root);

@@ -20,6 +20,11 @@
 
 namespace tribunal {
 
+/// Limits on what an opening may ask the referee to hold.
+inline constexpr uint64_t kMaxDisputeSamples = uint64_t{1} << 26;
+inline constexpr uint64_t kMaxDisputeFeatures = uint64_t{1} << 20;
+inline constexpr uint64_t kMaxDisputeCheckpoints = uint64_t{1} << 20;
+
 struct RefereeOptions {
   uint64_t answer_timeout_ms = 10000;
   uint64_t recompute_timeout_ms = 300000;
