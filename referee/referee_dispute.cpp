@@ -21,6 +21,20 @@ std::string op_label(uint8_t op) {
   return op < kOpKindCount ? op_name(static_cast<OpKind>(op)) : "op " + std::to_string(op);
 }
 
+// One line per question round, for the structured log.
+std::string describe(const Query& q) {
+  switch (q.kind) {
+    case QueryKind::Children:
+      return fmt::format("level {}: open the children of leaves [{}, {})", static_cast<int>(q.level), q.lo, q.hi);
+    case QueryKind::CommitInterval: return fmt::format("level 2: commit to every step of interval {}", q.interval);
+    case QueryKind::CommitStep: return fmt::format("level 3: commit to the node records of step {}", q.step);
+    case QueryKind::OpenRecords: return fmt::format("open {} node record(s) of step {}", q.indices.size(), q.step);
+    case QueryKind::OpenInputs:
+      return fmt::format("open the located node's inputs: {} tensor(s), {} sample(s)", q.values.size(), q.indices.size());
+  }
+  return "?";
+}
+
 }  // namespace
 
 const char* reason_name(VerdictReason reason) {
@@ -141,6 +155,10 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::handle(std::vector<Action>
               emit("level 3: every node record agrees; the next states differ");
           }
           last_phase_ = phase;
+        }
+        if (q->query.round != last_logged_round_) {
+          last_logged_round_ = q->query.round;
+          emit(describe(q->query));
         }
         out.push_back({q->party, seal_next(q->query)});
       } else if (auto* rx = std::get_if<Reexecute>(&a)) {

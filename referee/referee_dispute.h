@@ -30,7 +30,8 @@ struct RefereeOptions {
   uint64_t recompute_timeout_ms = 300000;
 };
 
-/// A structured event for logs and live displays (one per round and one per decision).
+/// A structured event for logs and live displays: one per question round, one per narrowing (level
+/// hand-off) and one for the verdict.
 struct DisputeEvent {
   Phase phase;
   uint32_t round = 0;
@@ -69,7 +70,7 @@ class RefereeDispute {
   const Game& game() const { return *game_; }
   const JobOracle& oracle() const { return *oracle_; }
 
-  /// Receives one event per round and per decision.
+  /// Receives every event (DisputeEvent).
   std::function<void(const DisputeEvent&)> on_event;
 
  private:
@@ -91,6 +92,7 @@ class RefereeDispute {
   Verdict verdict_;
   std::optional<std::vector<uint8_t>> verdict_envelope_;
   Phase last_phase_ = Phase::Checkpoints;
+  uint32_t last_logged_round_ = 0;
 };
 
 /// Checks a verdict envelope offline: decodes it, verifies the referee's signature (and, if given,
