@@ -16,6 +16,14 @@ namespace {
 
 Digest leaf_of(const Tensor& t) { return tensor_leaf(DType::F32, t.shape().dims(), t.bytes()); }
 
+// The level-3 tree of a step: its node records, then state_hash(t+1).
+std::vector<Digest> step_leaves(const StepTrace& tr) {
+  std::vector<Digest> leaves;
+  for (const NodeRecord& r : tr.records) leaves.push_back(node_record_hash(r));
+  leaves.push_back(merkle_root(tr.post_state));
+  return leaves;
+}
+
 InputSpec input_spec_of(const StepGraph& g, ValueId v) {
   const Value& val = g.values[v];
   switch (val.source) {
@@ -194,9 +202,7 @@ std::vector<Body> DisputeResponder::answer(const Query& q) {
         leaves = &interval_leaves(q.interval);
       } else {
         check(step_ok, "no such step");
-        const StepTrace& tr = trace(q.step);
-        for (const NodeRecord& r : tr.records) level3.push_back(node_record_hash(r));
-        level3.push_back(merkle_root(tr.post_state));
+        level3 = step_leaves(trace(q.step));
         leaves = &level3;
       }
       check(q.lo < q.hi && q.hi - q.lo >= 2 && q.hi <= leaves->size(), "no such tree node");
@@ -217,9 +223,7 @@ std::vector<Body> DisputeResponder::answer(const Query& q) {
       check(step_ok, "no such step");
       const std::vector<Digest> l2 = interval_leaves(q.interval);
       const StepTrace& tr = trace(q.step);
-      std::vector<Digest> l3;
-      for (const NodeRecord& r : tr.records) l3.push_back(node_record_hash(r));
-      l3.push_back(merkle_root(tr.post_state));
+      const std::vector<Digest> l3 = step_leaves(tr);
       const MerkleTree t3(l3);
       StepCommit c;
       c.round = q.round;
@@ -233,10 +237,7 @@ std::vector<Body> DisputeResponder::answer(const Query& q) {
     case QueryKind::OpenRecords: {
       check(step_ok, "no such step");
       const StepTrace& tr = trace(q.step);
-      std::vector<Digest> l3;
-      for (const NodeRecord& r : tr.records) l3.push_back(node_record_hash(r));
-      l3.push_back(merkle_root(tr.post_state));
-      const MerkleTree t3(l3);
+      const MerkleTree t3(step_leaves(tr));
       Records out;
       out.round = q.round;
       out.indices = q.indices;

@@ -119,13 +119,19 @@ std::vector<Action> Game::ask_one(int party, Query q, uint64_t now_ms) {
   return {SendQuery{party, q, deadline_[party]}};
 }
 
-std::vector<Action> Game::start(uint64_t now_ms) {
+Query Game::query(QueryKind kind, Level level) const {
   Query q;
-  q.kind = QueryKind::Children;
-  q.level = Level::Checkpoints;
+  q.kind = kind;
+  q.level = level;
+  q.interval = interval_;
+  q.step = step_;
   q.lo = lo_;
   q.hi = hi_;
-  return ask_both(q, now_ms, false);
+  return q;
+}
+
+std::vector<Action> Game::start(uint64_t now_ms) {
+  return ask_both(query(QueryKind::Children, Level::Checkpoints), now_ms, false);
 }
 
 void Game::lose(int party, VerdictReason reason, std::string detail) {
@@ -356,12 +362,7 @@ std::vector<Action> Game::advance(uint64_t now_ms) {
         hi_ = mid;
       else
         lo_ = mid;
-      if (hi_ - lo_ > 1) {
-        Query q = current_;
-        q.lo = lo_;
-        q.hi = hi_;
-        return ask_both(q, now_ms, false);
-      }
+      if (hi_ - lo_ > 1) return ask_both(query(QueryKind::Children, current_.level), now_ms, false);
       for (int p = 0; p < 2; ++p) {
         if (phase_ == Phase::Checkpoints) party_[p].level1_value = leaf_value[p];
         if (phase_ == Phase::Steps) party_[p].level2_value = leaf_value[p];
@@ -373,13 +374,7 @@ std::vector<Action> Game::advance(uint64_t now_ms) {
       for (int p = 0; p < 2; ++p) party_[p].root = party_[p].node = std::get<IntervalCommit>(*party_[p].answer).root;
       lo_ = 0;
       hi_ = leaves_at_level();
-      Query q;
-      q.kind = QueryKind::Children;
-      q.level = Level::Steps;
-      q.interval = interval_;
-      q.lo = lo_;
-      q.hi = hi_;
-      return ask_both(q, now_ms, false);
+      return ask_both(query(QueryKind::Children, Level::Steps), now_ms, false);
     }
     case Phase::StepCommit: {
       phase_ = Phase::Nodes;
@@ -391,14 +386,7 @@ std::vector<Action> Game::advance(uint64_t now_ms) {
       }
       lo_ = 0;
       hi_ = leaves_at_level();
-      Query q;
-      q.kind = QueryKind::Children;
-      q.level = Level::Nodes;
-      q.interval = interval_;
-      q.step = step_;
-      q.lo = lo_;
-      q.hi = hi_;
-      return ask_both(q, now_ms, false);
+      return ask_both(query(QueryKind::Children, Level::Nodes), now_ms, false);
     }
     case Phase::OpenRecords:
       for (int p = 0; p < 2; ++p) party_[p].records = std::get<Records>(*party_[p].answer).records;
@@ -418,23 +406,14 @@ std::vector<Action> Game::after_descent(uint64_t now_ms) {
     }
     interval_ = lo_;
     phase_ = Phase::IntervalCommit;
-    Query q;
-    q.kind = QueryKind::CommitInterval;
-    q.level = Level::Steps;
-    q.interval = interval_;
-    return ask_both(q, now_ms, true);
+    return ask_both(query(QueryKind::CommitInterval, Level::Steps), now_ms, true);
   }
   if (phase_ == Phase::Steps) {
     // Leaf 0 is the agreed start, so lo_ ≥ 1: state lo_−1 agreed, state lo_ disputed.
     step_ = checkpoints_[interval_ - 1] + lo_ - 1;
     spec_ = oracle_.step_spec(step_);
     phase_ = Phase::StepCommit;
-    Query q;
-    q.kind = QueryKind::CommitStep;
-    q.level = Level::Nodes;
-    q.interval = interval_;
-    q.step = step_;
-    return ask_both(q, now_ms, true);
+    return ask_both(query(QueryKind::CommitStep, Level::Nodes), now_ms, true);
   }
   // Level 3: the first differing leaf is node lo_ (or the post state when lo_ == G).
   node_ = lo_;
@@ -455,11 +434,7 @@ std::vector<Action> Game::after_descent(uint64_t now_ms) {
     for (int p = 0; p < 2; ++p) party_[p].records.clear();
     return check_records(now_ms);
   }
-  Query q;
-  q.kind = QueryKind::OpenRecords;
-  q.level = Level::Nodes;
-  q.interval = interval_;
-  q.step = step_;
+  Query q = query(QueryKind::OpenRecords, Level::Nodes);
   q.indices = record_indices_;
   return ask_both(q, now_ms, false);
 }
@@ -518,11 +493,7 @@ std::vector<Action> Game::check_records(uint64_t now_ms) {
   input_party_ = 0;
   want_values_.clear();
   want_hashes_.clear();
-  Query q;
-  q.kind = QueryKind::OpenInputs;
-  q.level = Level::Nodes;
-  q.interval = interval_;
-  q.step = step_;
+  Query q = query(QueryKind::OpenInputs, Level::Nodes);
   const NodeRecord& r = record_of(0, node_);
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     const InputSpec& in = node.inputs[i];

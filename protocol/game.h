@@ -161,6 +161,7 @@ class Game {
     std::vector<NodeRecord> records; // opened records, by position in record_indices_
   };
 
+  Query query(QueryKind kind, Level level) const;  // a query about the current position
   std::vector<Action> ask_both(Query q, uint64_t now_ms, bool recompute);
   std::vector<Action> ask_one(int party, Query q, uint64_t now_ms);
   std::vector<Action> advance(uint64_t now_ms);
