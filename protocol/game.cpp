@@ -299,6 +299,10 @@ bool Game::accept(int party, const Body& body, std::string& why) {
         return false;
       }
       if (c.chunk == 0) {
+        if (c.shape.size() > 4) {  // RepOps tensors have rank ≤ 4; the leaf encodes the rank in one byte
+          why = "tensor rank out of range";
+          return false;
+        }
         uint64_t numel = 1;
         for (int64_t d : c.shape) {
           if (d < 0 || (d > 0 && numel > (uint64_t{1} << 40) / static_cast<uint64_t>(d))) {
