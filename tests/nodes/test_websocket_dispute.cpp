@@ -68,7 +68,8 @@ TEST_CASE("websocket: the honest provider wins against every kind of corrupted n
   // First, middle and last step; first (gather), middle (backward) and last (optimizer) node; a
   // forward linear node.
   const std::vector<std::pair<int64_t, int64_t>> cases = {{0, 2}, {14, 2}, {29, 2}, {14, 0}, {14, last / 2}, {14, last}};
-  for (const auto& [step, node] : cases) {
+  for (const auto& c : cases) {  // no structured binding: clang 14 cannot capture one in CAPTURE
+    const int64_t step = c.first, node = c.second;
     CAPTURE(step);
     CAPTURE(node);
     const std::string honest = net.provider(Fault{});
