@@ -7,8 +7,6 @@
 //
 // Baselines measured in the same run: one training step of the job (the honest provider's training
 // time / T), and the disputed op's input bytes.
-#include <time.h>
-
 #include <bit>
 #include <chrono>
 #include <cstdio>
@@ -125,12 +123,6 @@ int main(int argc, char** argv) {
       d.providers = {"local:honest", "local:cheater"};
       const KeyPair client = generate_keypair();
       const std::vector<uint8_t> open = seal(client, dispute_id(honest.result.job_id, d.claims), 1, d);
-      const double c0 = [] {
-        timespec ts{};
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-        return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-      }();
-      (void)c0;
       RefereeDispute referee(generate_keypair(), open_envelope(open));
       const Provider* providers[2] = {&honest, &cheater};
       std::unique_ptr<ProviderDisputeSession> sessions[2];
