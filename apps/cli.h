@@ -39,5 +39,6 @@ int referee_main(Args& args);
 int provider_main(Args& args);
 int delegate_main(Args& args);
 int demo_main(Args& args);
+int campaign_main(Args& args);
 
 }  // namespace tribunal::cli

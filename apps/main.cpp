@@ -21,6 +21,8 @@ constexpr const char* kUsage =
     "      (--corrupt makes it cheat at one node, to test a network's referee)\n"
     "  delegate JOB.toml --provider URL --provider URL... --referee URL [--out DIR]\n"
     "      give a job to several providers, dispute differing claims, print the outcome\n"
+    "  campaign [--games N] [--seed S]\n"
+    "      random cheaters and bisection lies against the game; JSON with honest_losses (must be 0)\n"
     "  keygen KEYFILE             make an Ed25519 key file (prints the public key)\n"
     "  verify VERDICT [--referee-key HEX]   check a verdict file offline\n";
 
@@ -41,6 +43,7 @@ int main(int argc, char** argv) {
     if (command == "provider") return provider_main(args);
     if (command == "delegate") return delegate_main(args);
     if (command == "keygen") return keygen_main(args);
+    if (command == "campaign") return campaign_main(args);
     if (command == "verify") return verify_main(args);
     throw UsageError("unknown command '" + std::string(command) + "'");
   } catch (const UsageError& e) {

@@ -5,7 +5,7 @@
 
 #include "protocol/game.h"
 #include "protocol/wire.h"
-#include "tests/protocol/toy_counter.h"
+#include "scenarios/counter.h"
 
 using namespace tribunal;
 using namespace tribunal::toy;

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "protocol/game.h"
-#include "tests/protocol/toy_counter.h"
+#include "scenarios/counter.h"
 
 using namespace tribunal;
 using namespace tribunal::toy;

@@ -1,0 +1,202 @@
+#include "scenarios/campaign.h"
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <random>
+
+#include "protocol/game.h"
+#include "protocol/wire.h"
+#include "scenarios/counter.h"
+
+namespace tribunal {
+namespace {
+
+using namespace toy;
+
+// How the cheater lies in the bisection, on top of its wrong trace.
+enum class Lie { None, FlipBit, Equivocate, Silent, Late, Garbage, CopyHonest, Replay, Count };
+
+const char* lie_name(Lie l) {
+  switch (l) {
+    case Lie::None: return "wrong_trace_only";
+    case Lie::FlipBit: return "answer_fails_its_proof";
+    case Lie::Equivocate: return "two_answers_one_question";
+    case Lie::Silent: return "falls_silent";
+    case Lie::Late: return "answers_after_deadline";
+    case Lie::Garbage: return "wrong_kind_and_stale_messages";
+    case Lie::CopyHonest: return "copies_the_honest_answer";
+    case Lie::Replay: return "replays_an_old_answer";
+    case Lie::Count: break;
+  }
+  return "?";
+}
+
+const char* reason_label(VerdictReason r) {
+  switch (r) {
+    case VerdictReason::WrongOutput: return "wrong_output";
+    case VerdictReason::InconsistentInput: return "inconsistent_input";
+    case VerdictReason::BadProof: return "bad_proof";
+    case VerdictReason::Timeout: return "timeout";
+    case VerdictReason::Malformed: return "malformed";
+    case VerdictReason::Equivocation: return "equivocation";
+    case VerdictReason::WrongInitialState: return "wrong_initial_state";
+    case VerdictReason::WrongPostState: return "wrong_post_state";
+  }
+  return "?";
+}
+
+// Flips one bit of a digest inside the body, whatever its kind.
+void flip_bit(Body& body, uint32_t which) {
+  const uint8_t mask = static_cast<uint8_t>(1u << (which % 8));
+  std::visit(
+      [&](auto& m) {
+        using M = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<M, Answer>) (which & 8 ? m.left : m.right)[which % 32] ^= mask;
+        else if constexpr (std::is_same_v<M, IntervalCommit>) m.start_value[which % 32] ^= mask;
+        else if constexpr (std::is_same_v<M, StepCommit>) m.post_state.at(0)[which % 32] ^= mask;
+        else if constexpr (std::is_same_v<M, Records>) m.records.at(0).outputs.at(0)[which % 32] ^= mask;
+        else if constexpr (std::is_same_v<M, TensorChunk>) m.bytes.at(which % m.bytes.size()) ^= mask;
+      },
+      body);
+}
+
+struct Game1 {
+  bool honest_lost = false;
+  bool cheater_lost = false;
+  std::string reason;
+};
+
+Game1 play_one(uint64_t seed, Lie& lie_out) {
+  std::mt19937_64 rng(seed);
+  auto pick = [&](uint64_t n) { return rng() % n; };
+  const uint64_t steps = 1 + pick(12), stride = 1 + pick(5);
+  const uint32_t nodes = static_cast<uint32_t>(1 + pick(5));
+  const int cheater = static_cast<int>(pick(2));
+  Fault fault;
+  switch (pick(4)) {
+    case 0: fault.initial = 0.25f; break;
+    case 1: fault.step = static_cast<int64_t>(pick(steps)); fault.lie_post_state = true; break;
+    default: fault.step = static_cast<int64_t>(pick(steps)); fault.node = static_cast<int64_t>(pick(nodes)); break;
+  }
+  const Lie lie = static_cast<Lie>(pick(static_cast<uint64_t>(Lie::Count)));
+  lie_out = lie;
+  const uint32_t lie_round = static_cast<uint32_t>(1 + pick(12));
+  const uint32_t which = static_cast<uint32_t>(rng());
+
+  const CounterProvider honest(steps, stride, nodes), liar(steps, stride, nodes, fault);
+  CounterOracle oracle(nodes);
+  GameParams params;
+  params.steps = steps;
+  params.stride = stride;
+  params.initial_state_hash = state_hash(0.0f);
+  params.claims[static_cast<size_t>(cheater)] = liar.claim({});
+  params.claims[static_cast<size_t>(1 - cheater)] = honest.claim({});
+  Game1 result;
+  if (params.claims[0].trajectory_root == params.claims[1].trajectory_root) return result;  // no dispute
+  Game game(params, oracle);
+
+  uint64_t now = 0;
+  std::optional<Body> previous;  // the cheater's last answer, for replays
+  std::deque<Action> pending;
+  for (auto& a : game.start(now)) pending.push_back(std::move(a));
+  const auto check = [&](const std::vector<Action>& actions) {
+    for (const Action& a : actions)
+      if (const auto* f = std::get_if<Finished>(&a)) {
+        for (uint8_t l : f->verdict.losers) (l == cheater ? result.cheater_lost : result.honest_lost) = true;
+        result.reason = reason_label(f->verdict.reason);
+      }
+  };
+  for (int guard = 0; guard < 1000 && !game.done(); ++guard) {
+    if (pending.empty()) {  // everyone is waiting: let the clock run out
+      now += params.recompute_timeout_ms + 1;
+      auto more = game.on_tick(now);
+      check(more);
+      for (auto& a : more) pending.push_back(std::move(a));
+      continue;
+    }
+    const Action a = std::move(pending.front());
+    pending.pop_front();
+    std::vector<Action> more;
+    if (const auto* q = std::get_if<SendQuery>(&a)) {
+      // A late cheater answers after the honest party has (which answered in time): deliver the
+      // honest answer of the same round first, since the clock only moves forward.
+      if (q->party == cheater && lie == Lie::Late && q->query.round == lie_round &&
+          std::any_of(pending.begin(), pending.end(), [&](const Action& p) {
+            const auto* other = std::get_if<SendQuery>(&p);
+            return other && other->party != cheater;
+          })) {
+        pending.push_back(a);
+        continue;
+      }
+      std::vector<Body> answers = (q->party == cheater ? liar : honest).answer(q->query);
+      if (q->party == cheater && q->query.round >= lie_round) {
+        switch (lie) {
+          case Lie::FlipBit:
+            if (q->query.round == lie_round) flip_bit(answers.front(), which);
+            break;
+          case Lie::Equivocate:
+            if (q->query.round == lie_round && answers.size() == 1) {
+              Body other = answers.front();
+              flip_bit(other, which);
+              answers.push_back(other);
+            }
+            break;
+          case Lie::Silent: answers.clear(); break;
+          case Lie::Late:
+            if (q->query.round == lie_round) now = std::max(now, q->deadline_ms + 1);
+            break;
+          case Lie::Garbage:
+            if (q->query.round == lie_round) {
+              answers.insert(answers.begin(), Body{Records{q->query.round, {1}, {}, {}}});
+              answers.insert(answers.begin(), Body{Answer{q->query.round + 7, {}, {}}});
+            }
+            break;
+          case Lie::CopyHonest:
+            if (q->query.round == lie_round) answers = honest.answer(q->query);
+            break;
+          case Lie::Replay:
+            if (q->query.round == lie_round && previous) answers.insert(answers.begin(), *previous);
+            break;
+          default: break;
+        }
+      }
+      if (q->party == cheater && !answers.empty()) previous = answers.back();
+      for (const Body& b : answers) {
+        auto m = game.on_message(q->party, b, now);
+        more.insert(more.end(), m.begin(), m.end());
+      }
+    } else if (const auto* rx = std::get_if<Reexecute>(&a)) {
+      more = game.on_reexecuted({scalar_leaf(rx->inputs[0][0] + 1.0f)}, now);
+    }
+    check(more);
+    if (result.honest_lost) break;  // checked after every round: stop at the first violation
+    for (auto& m : more) pending.push_back(std::move(m));
+  }
+  if (!game.done() && !result.honest_lost) result.reason = "unfinished";
+  return result;
+}
+
+}  // namespace
+
+CampaignResult run_campaign(uint64_t games, uint64_t seed) {
+  CampaignResult r;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (uint64_t g = 0; g < games; ++g) {
+    Lie lie = Lie::None;
+    const Game1 one = play_one(seed + g, lie);
+    ++r.games;
+    ++r.strategies[lie_name(lie)];
+    ++r.reasons[one.reason.empty() ? "claims_agree" : one.reason];
+    if (one.cheater_lost) ++r.cheater_caught;
+    if (one.honest_lost || one.reason == "unfinished") {
+      ++r.honest_losses;
+      if (r.first_failure.empty())
+        r.first_failure = "seed " + std::to_string(seed + g) + " (" + lie_name(lie) + "): " + one.reason;
+    }
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace tribunal
