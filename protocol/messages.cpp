@@ -34,4 +34,18 @@ Digest node_record_hash(const NodeRecord& record) {
   return h.final();
 }
 
+const char* reason_name(VerdictReason reason) {
+  switch (reason) {
+    case VerdictReason::WrongOutput: return "wrong_output";
+    case VerdictReason::InconsistentInput: return "inconsistent_input";
+    case VerdictReason::BadProof: return "bad_proof";
+    case VerdictReason::Timeout: return "timeout";
+    case VerdictReason::Malformed: return "malformed";
+    case VerdictReason::Equivocation: return "equivocation";
+    case VerdictReason::WrongInitialState: return "wrong_initial_state";
+    case VerdictReason::WrongPostState: return "wrong_post_state";
+  }
+  return "unknown";
+}
+
 }  // namespace tribunal

@@ -197,6 +197,9 @@ enum class VerdictReason : uint8_t {
   WrongPostState = 8,     ///< state_hash(t+1) is not made of the step's own node outputs
 };
 
+/// The reason's wire-independent name ("wrong_output", …), for logs, files and JSON.
+const char* reason_name(VerdictReason reason);
+
 /// referee → everyone: the signed outcome. `winners`/`losers` index into the dispute's two claims
 /// (0 or 1); both in `losers` means no valid claim.
 struct Verdict {

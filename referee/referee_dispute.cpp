@@ -37,20 +37,6 @@ std::string describe(const Query& q) {
 
 }  // namespace
 
-const char* reason_name(VerdictReason reason) {
-  switch (reason) {
-    case VerdictReason::WrongOutput: return "wrong_output";
-    case VerdictReason::InconsistentInput: return "inconsistent_input";
-    case VerdictReason::BadProof: return "bad_proof";
-    case VerdictReason::Timeout: return "timeout";
-    case VerdictReason::Malformed: return "malformed";
-    case VerdictReason::Equivocation: return "equivocation";
-    case VerdictReason::WrongInitialState: return "wrong_initial_state";
-    case VerdictReason::WrongPostState: return "wrong_post_state";
-  }
-  return "unknown";
-}
-
 RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open, RefereeOptions options)
     : key_(referee_key), open_bytes_(open.bytes) {
   if (open.kind != MessageKind::DisputeOpen) throw ProtocolError("dispute: expected a DisputeOpen message");

@@ -100,7 +100,4 @@ class RefereeDispute {
 /// dispute ids match the verdict. Throws ProtocolError saying what is wrong; returns the verdict.
 Verdict verify_verdict(std::span<const uint8_t> envelope, const PublicKey* referee = nullptr);
 
-/// Human names of verdict reasons ("wrong_output", …) and phases.
-const char* reason_name(VerdictReason reason);
-
 }  // namespace tribunal

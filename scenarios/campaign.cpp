@@ -32,20 +32,6 @@ const char* lie_name(Lie l) {
   return "?";
 }
 
-const char* reason_label(VerdictReason r) {
-  switch (r) {
-    case VerdictReason::WrongOutput: return "wrong_output";
-    case VerdictReason::InconsistentInput: return "inconsistent_input";
-    case VerdictReason::BadProof: return "bad_proof";
-    case VerdictReason::Timeout: return "timeout";
-    case VerdictReason::Malformed: return "malformed";
-    case VerdictReason::Equivocation: return "equivocation";
-    case VerdictReason::WrongInitialState: return "wrong_initial_state";
-    case VerdictReason::WrongPostState: return "wrong_post_state";
-  }
-  return "?";
-}
-
 // Flips one bit of a digest inside the body, whatever its kind.
 void flip_bit(Body& body, uint32_t which) {
   const uint8_t mask = static_cast<uint8_t>(1u << (which % 8));
@@ -104,7 +90,7 @@ Game1 play_one(uint64_t seed, Lie& lie_out) {
     for (const Action& a : actions)
       if (const auto* f = std::get_if<Finished>(&a)) {
         for (uint8_t l : f->verdict.losers) (l == cheater ? result.cheater_lost : result.honest_lost) = true;
-        result.reason = reason_label(f->verdict.reason);
+        result.reason = reason_name(f->verdict.reason);
       }
   };
   for (int guard = 0; guard < 1000 && !game.done(); ++guard) {
