@@ -29,6 +29,9 @@ WsUrl parse_ws_url(std::string_view url);
 struct ClientOptions {
   /// Name resolution, TCP connect and WebSocket handshake together.
   std::chrono::milliseconds connect_timeout{10000};
+  /// Local address to bind before connecting (e.g. "127.0.0.2" to connect to a loopback server
+  /// from another source address); empty: the system picks.
+  std::string local_address;
   SessionOptions session;
 };
 

@@ -5,6 +5,8 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <sys/resource.h>
+
 #include <csignal>
 #include <map>
 #include <mutex>
@@ -189,6 +191,17 @@ void NetContext::remove_closer(uint64_t id) {
     done = impl_->shutting_down && impl_->closers.empty();
   }
   if (done) asio::post(impl_->strand, [impl = impl_.get()] { impl->finish_shutdown(); });
+}
+
+size_t raise_fd_limit() noexcept {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  return limit.rlim_cur == RLIM_INFINITY ? SIZE_MAX : static_cast<size_t>(limit.rlim_cur);
 }
 
 }  // namespace tribunal

@@ -62,4 +62,10 @@ class NetContext {
   std::unique_ptr<Impl> impl_;
 };
 
+/// Raises this process's soft limit on open files (RLIMIT_NOFILE) to its hard limit and returns the
+/// new soft limit. A referee holds three sockets per dispute (client and both providers); the common
+/// default soft limit of 1024 caps it near 300 disputes. Call once at startup, before listening.
+/// Never throws; on failure returns the current limit.
+size_t raise_fd_limit() noexcept;
+
 }  // namespace tribunal

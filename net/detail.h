@@ -3,6 +3,7 @@
 #pragma once
 
 #include <boost/asio/ip/tcp.hpp>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -20,12 +21,13 @@ namespace tribunal::net_detail {
 std::string endpoint_string(const boost::asio::ip::tcp::endpoint& endpoint);
 
 /// Runs the server side of an accepted connection (whose socket must use a fresh strand): reads the
-/// HTTP upgrade request, then either refuses it with 503 (`admitted` false) or completes the WebSocket
-/// handshake and calls `on_ready` with the open session (reading starts when it returns). For an
-/// admitted connection `on_end` runs exactly once when it ends, whether or not the handshake succeeded.
+/// HTTP upgrade request, then either refuses it with HTTP status `refuse_status` (when non-zero: 503
+/// server full, 429 too many from one address) or completes the WebSocket handshake within
+/// `handshake_timeout` and calls `on_ready` with the open session (reading starts when it returns).
+/// `on_end` runs exactly once when the connection ends, refused or not, handshake or not.
 void serve_connection(NetContext& ctx, boost::asio::ip::tcp::socket socket, const SessionOptions& options,
-                      bool admitted, std::function<void(std::shared_ptr<Session>)> on_ready,
-                      std::function<void()> on_end);
+                      unsigned refuse_status, std::chrono::milliseconds handshake_timeout,
+                      std::function<void(std::shared_ptr<Session>)> on_ready, std::function<void()> on_end);
 
 /// Resolves, connects and handshakes to `url`; calls `done` exactly once.
 void open_connection(NetContext& ctx, const WsUrl& url, const ClientOptions& options,

@@ -5,6 +5,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <atomic>
+#include <map>
+#include <mutex>
 
 #include "net/context.h"
 #include "net/detail.h"
@@ -31,6 +33,10 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   asio::steady_timer retry_timer;
   std::atomic<uint16_t> port{0};
   std::atomic<size_t> connections{0};
+  std::atomic<size_t> refusing{0};  // refusals in progress (answering 503/429)
+  std::atomic<size_t> refused{0};
+  std::mutex per_address_mutex;
+  std::map<asio::ip::address, size_t> per_address;  // admitted connections per peer address
   std::atomic<bool> stopped{false};
   std::atomic<bool> owner_gone{false};  // ~Server ran: on_session may capture what no longer exists
   uint64_t closer_id = 0;
@@ -56,20 +62,66 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
       });
       return;
     }
-    const bool admitted = connections.fetch_add(1) < options.max_connections;
-    if (!admitted) {
-      connections.fetch_sub(1);
+    error_code remote_ec;
+    const auto remote = socket.remote_endpoint(remote_ec);
+    if (remote_ec) {  // already gone
       error_code ignored;
-      const auto remote = socket.remote_endpoint(ignored);
-      net_log("server " + where + ": refusing " + net_detail::endpoint_string(remote) + ": " +
-              std::to_string(options.max_connections) + " connections open (HTTP 503)");
+      socket.close(ignored);
+      return do_accept();
+    }
+    const auto address = remote.address();
+    unsigned refuse_status = 0;
+    std::string why;
+    if (connections.fetch_add(1) >= options.max_connections) {
+      connections.fetch_sub(1);
+      refuse_status = 503;
+      why = std::to_string(options.max_connections) + " connections open (HTTP 503)";
+    } else if (options.max_connections_per_address > 0) {
+      std::lock_guard lock(per_address_mutex);
+      size_t& n = per_address[address];
+      if (n >= options.max_connections_per_address) {
+        connections.fetch_sub(1);
+        refuse_status = 429;
+        why = std::to_string(n) + " connections open from this address (HTTP 429)";
+      } else {
+        ++n;
+      }
     }
     auto self = shared_from_this();
-    net_detail::serve_connection(
-        ctx, std::move(socket), options.session, admitted,
-        [self](std::shared_ptr<Session> session) { self->hand_over(std::move(session)); },
-        [self] { self->connections.fetch_sub(1); });
+    if (refuse_status != 0) {
+      ++refused;
+      // Answering a refusal holds the socket until the peer has sent its request; bound how many
+      // are held at once, so a flood of refused connections cannot use up file descriptors.
+      if (refusing.fetch_add(1) >= options.max_refusing) {
+        refusing.fetch_sub(1);
+        error_code ignored;
+        socket.close(ignored);
+        if (!refusal_logged.exchange(true))
+          net_log("server " + where + ": refusing connections unanswered (" + std::to_string(options.max_refusing) +
+                  " refusals in progress)");
+        return do_accept();
+      }
+      refusal_logged = false;
+      net_log("server " + where + ": refusing " + net_detail::endpoint_string(remote) + ": " + why);
+      net_detail::serve_connection(ctx, std::move(socket), options.session, refuse_status, options.handshake_timeout,
+                                   nullptr, [self] { self->refusing.fetch_sub(1); });
+    } else {
+      net_detail::serve_connection(
+          ctx, std::move(socket), options.session, 0, options.handshake_timeout,
+          [self](std::shared_ptr<Session> session) { self->hand_over(std::move(session)); },
+          [self, address] { self->release(address); });
+    }
     do_accept();
+  }
+
+  // An admitted connection has ended (any thread).
+  void release(const asio::ip::address& address) {
+    if (options.max_connections_per_address > 0) {
+      std::lock_guard lock(per_address_mutex);
+      auto it = per_address.find(address);
+      if (it != per_address.end() && --it->second == 0) per_address.erase(it);
+    }
+    connections.fetch_sub(1);
   }
 
   // On the session's strand, right after its handshake.
@@ -104,6 +156,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   }
 
   bool acceptor_started = false;  // on the strand
+  std::atomic<bool> refusal_logged{false};  // one log line per burst of unanswered refusals
 };
 
 Server::Server(NetContext& ctx, SessionCallback on_session, ServerOptions options)
@@ -160,5 +213,7 @@ uint16_t Server::port() const { return impl_->port; }
 void Server::stop() { impl_->stop(); }
 
 size_t Server::connection_count() const { return impl_->connections; }
+
+size_t Server::refused_count() const { return impl_->refused; }
 
 }  // namespace tribunal

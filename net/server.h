@@ -1,6 +1,7 @@
 // The WebSocket server: accepts connections and hands out sessions (DESIGN §7).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -13,11 +14,22 @@ namespace tribunal {
 
 class NetContext;
 
-/// Server limits.
+/// Server limits. The defaults suit a referee holding hundreds of disputes (each one client
+/// connection here); the process needs a file descriptor limit above max_connections plus its own
+/// outgoing connections (see raise_fd_limit in net/context.h).
 struct ServerOptions {
   /// Open connections (admitted and not yet ended) beyond which new ones are refused with HTTP 503.
-  size_t max_connections = 256;
-  SessionOptions session;
+  size_t max_connections = 1024;
+  /// Open connections from one peer address beyond which its new ones are refused with HTTP 429.
+  /// Zero disables the per-address limit.
+  size_t max_connections_per_address = 128;
+  /// Connections being refused at once (each waits up to 5 s for its upgrade request, so that the
+  /// peer gets the 503/429 answer); beyond this, new excess connections are closed at once unanswered.
+  size_t max_refusing = 64;
+  /// The HTTP upgrade request and the WebSocket handshake together must finish within this.
+  std::chrono::milliseconds handshake_timeout{10000};
+  /// Session limits; a server session must receive its first message within 10 s by default.
+  SessionOptions session{.first_message_timeout = std::chrono::milliseconds(10000)};
 };
 
 /// Accepts WebSocket connections on one address. Each handshake that succeeds yields a Session given
@@ -43,6 +55,8 @@ class Server {
   void stop();
   /// Connections admitted and not yet ended (handshaking or open).
   size_t connection_count() const;
+  /// Connections refused so far (HTTP 503, HTTP 429, or closed unanswered), since listen.
+  size_t refused_count() const;
 
  private:
   struct Impl;

@@ -53,7 +53,9 @@ constexpr const char* kAgent = "tribunal-net/0.1";
 // A connection we are refusing gets this long to send its upgrade request (it is not counted
 // against max_connections, so keep it short).
 constexpr auto kRefusalTimeout = std::chrono::seconds(5);
-constexpr size_t kMaxReasonBytes = 123;  // RFC 6455 §5.5: control frame payload ≤ 125 bytes
+constexpr size_t kMaxReasonBytes = 123;
+// A receive buffer grown past this by a large message is shrunk after delivering it.
+constexpr size_t kKeptBufferBytes = 64 * 1024;  // RFC 6455 §5.5: control frame payload ≤ 125 bytes
 
 bool is_websocket_error(const error_code& ec) {
   return ec.category() == websocket::make_error_code(websocket::error::closed).category();
@@ -74,13 +76,13 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
   // Server side: an accepted socket (already on its own strand).
   WsSession(NetContext& ctx, tcp::socket socket, const SessionOptions& options)
       : ctx_(ctx), options_(options), role_(Role::Server), ws_(std::move(socket)),
-        resolver_(ws_.get_executor()), idle_timer_(ws_.get_executor()),
+        resolver_(ws_.get_executor()), watchdog_(ws_.get_executor()),
         deadline_timer_(ws_.get_executor()) {}
 
   // Client side: a new socket on a new strand.
   WsSession(NetContext& ctx, const SessionOptions& options)
       : ctx_(ctx), options_(options), role_(Role::Client), ws_(asio::make_strand(ctx.io())),
-        resolver_(ws_.get_executor()), idle_timer_(ws_.get_executor()),
+        resolver_(ws_.get_executor()), watchdog_(ws_.get_executor()),
         deadline_timer_(ws_.get_executor()) {}
 
   // ---- Session interface (any thread) ----
@@ -138,9 +140,10 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
 
   // ---- server handshake ----
 
-  void start_server(bool admitted, std::function<void(std::shared_ptr<Session>)> on_ready,
-                    std::function<void()> on_end) {
-    admitted_ = admitted;
+  void start_server(unsigned refuse_status, std::chrono::milliseconds handshake_timeout,
+                    std::function<void(std::shared_ptr<Session>)> on_ready, std::function<void()> on_end) {
+    refuse_status_ = refuse_status;
+    handshake_timeout_ = handshake_timeout;
     on_ready_ = std::move(on_ready);
     on_end_ = std::move(on_end);
     error_code ec;
@@ -148,10 +151,10 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
     remote_ = ec ? "?" : endpoint_string(endpoint);
     register_closer();
     // Beast's websocket timeouts only start with accept; the HTTP request before it is bounded by the
-    // tcp_stream's own timer, set to the same suggested handshake limit (or shorter when refusing).
-    const auto limit = admitted_ ? websocket::stream_base::timeout::suggested(beast::role_type::server)
-                                       .handshake_timeout
-                                 : std::chrono::duration_cast<Clock::duration>(kRefusalTimeout);
+    // tcp_stream's own timer, set to the handshake limit (or shorter when refusing).
+    handshake_started_ = Clock::now();
+    const auto limit = refuse_status_ == 0 ? std::chrono::duration_cast<Clock::duration>(handshake_timeout_)
+                                           : std::chrono::duration_cast<Clock::duration>(kRefusalTimeout);
     beast::get_lowest_layer(ws_).expires_after(limit);
     http::async_read(ws_.next_layer(), buffer_, request_,
                      [self = shared_from_this()](error_code ec, size_t) { self->on_request(ec); });
@@ -159,8 +162,10 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
 
   // ---- client handshake ----
 
-  void start_client(const WsUrl& url, std::chrono::milliseconds timeout, Client::ConnectCallback done) {
+  void start_client(const WsUrl& url, std::chrono::milliseconds timeout, std::string local_address,
+                    Client::ConnectCallback done) {
     url_ = url;
+    local_address_ = std::move(local_address);
     connect_done_ = std::move(done);
     remote_ = url.host + ":" + std::to_string(url.port);
     register_closer();
@@ -199,9 +204,13 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
 
   void on_request(error_code ec) {
     if (ec) return handshake_failed("reading the upgrade request: " + ec.message());
-    if (!admitted_) return refuse();
+    if (refuse_status_ != 0) return refuse();
     beast::get_lowest_layer(ws_).expires_never();  // websocket timeouts take over
-    ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
+    // The rest of the handshake limit covers the WebSocket accept.
+    auto timeouts = websocket::stream_base::timeout::suggested(beast::role_type::server);
+    const auto left = handshake_started_ + handshake_timeout_ - Clock::now();
+    timeouts.handshake_timeout = std::max<Clock::duration>(left, std::chrono::milliseconds(1));
+    ws_.set_option(timeouts);
     ws_.set_option(websocket::stream_base::decorator(
         [](websocket::response_type& res) { res.set(http::field::server, kAgent); }));
     upgrading_ = true;
@@ -211,15 +220,16 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
     });
   }
 
-  // Over max_connections: answer the upgrade request with 503 and hang up. The request is read first
-  // so the peer sees the status (closing with unread input would reset the connection instead).
+  // Over a connection limit: answer the upgrade request with 503 (server full) or 429 (too many from
+  // this address) and hang up. The request is read first so the peer sees the status (closing with
+  // unread input would reset the connection instead).
   void refuse() {
-    refusal_.result(http::status::service_unavailable);
+    refusal_.result(static_cast<http::status>(refuse_status_));
     refusal_.version(request_.version());
     refusal_.set(http::field::server, kAgent);
     refusal_.set(http::field::content_type, "text/plain");
     refusal_.keep_alive(false);
-    refusal_.body() = "too many connections\n";
+    refusal_.body() = refuse_status_ == 429 ? "too many connections from your address\n" : "too many connections\n";
     refusal_.prepare_payload();
     http::async_write(ws_.next_layer(), refusal_, [self = shared_from_this()](error_code, size_t) {
       error_code ignored;
@@ -227,11 +237,31 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
       beast::get_lowest_layer(self->ws_).close();
       self->state_ = State::Closed;
       self->ctx_.remove_closer(self->closer_id_);
+      if (self->on_end_) std::exchange(self->on_end_, nullptr)();
     });
   }
 
   void on_resolve(error_code ec, tcp::resolver::results_type results) {
     if (ec) return handshake_failed("resolving " + url_.host + ": " + ec.message());
+    if (!local_address_.empty()) {
+      // Bound to a local address: connect to the first endpoint of its family (a multi-endpoint
+      // connect would reopen the socket and lose the binding).
+      const auto local = asio::ip::make_address(local_address_, ec);
+      if (ec) return handshake_failed("bad local address \"" + local_address_ + "\": " + ec.message());
+      for (const auto& entry : results) {
+        const tcp::endpoint endpoint = entry.endpoint();
+        if (endpoint.address().is_v4() != local.is_v4()) continue;
+        auto& socket = beast::get_lowest_layer(ws_).socket();
+        socket.open(endpoint.protocol(), ec);
+        if (!ec) socket.bind(tcp::endpoint(local, 0), ec);
+        if (ec) return handshake_failed("binding " + local_address_ + ": " + ec.message());
+        beast::get_lowest_layer(ws_).async_connect(endpoint, [self = shared_from_this(), endpoint](error_code ec) {
+          self->on_connect(ec, endpoint);
+        });
+        return;
+      }
+      return handshake_failed("no address of " + url_.host + " in the family of " + local_address_);
+    }
     beast::get_lowest_layer(ws_).async_connect(
         results, [self = shared_from_this()](error_code ec, const tcp::endpoint& endpoint) {
           self->on_connect(ec, endpoint);
@@ -299,7 +329,7 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
     // One frame per message: the design's unit is one frame = one envelope.
     ws_.auto_fragment(false);
     accepting_.store(true);
-    last_received_ = Clock::now();
+    opened_ = last_received_ = Clock::now();
     auto self = shared_from_this();
     try {
       if (role_ == Role::Client) {
@@ -315,14 +345,17 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
       begin_close(CloseCode::InternalError, "internal error", false);
     }
     do_read();
-    arm_idle_timer();
+    arm_watchdog();
     if (pending_close_) begin_close(pending_close_->first, std::move(pending_close_->second), true);
   }
 
   // ---- reading (strand) ----
 
+  // One message at a time, read in pieces (so that a message's start is seen, for message_timeout)
+  // into buffer_, which Beast bounds by max_message_bytes. The next read starts only once the
+  // handler has returned: a peer sending faster than we handle is held back by TCP, nothing queues.
   void do_read() {
-    ws_.async_read(buffer_, [self = shared_from_this()](error_code ec, size_t) { self->on_read(ec); });
+    ws_.async_read_some(buffer_, 0, [self = shared_from_this()](error_code ec, size_t) { self->on_read(ec); });
   }
 
   void on_read(error_code ec) {
@@ -331,21 +364,33 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
       read_error_ = ec;
       return maybe_finish();
     }
-    last_received_ = Clock::now();
+    const bool done = ws_.is_message_done();
     if (state_ != State::Open) {
       // Closing: keep reading until the peer's close frame, but deliver nothing more.
       buffer_.consume(buffer_.size());
       return do_read();
     }
-    if (!ws_.got_binary()) {
-      buffer_.consume(buffer_.size());
-      log("text frame received (binary only): closing 1003");
-      begin_close(kCloseUnsupportedData, "binary frames only", /*flush=*/false);
-      return do_read();
+    if (!message_started_) {
+      if (!ws_.got_binary()) {
+        buffer_.consume(buffer_.size());
+        log("text frame received (binary only): closing 1003");
+        begin_close(kCloseUnsupportedData, "binary frames only", /*flush=*/false);
+        return do_read();
+      }
+      if (!done) {
+        message_started_ = Clock::now();
+        arm_watchdog();
+      }
     }
+    if (!done) return do_read();
+    message_started_.reset();
+    last_received_ = Clock::now();
+    received_any_ = true;
     std::vector<uint8_t> message(buffer_.size());
     asio::buffer_copy(asio::buffer(message), buffer_.data());
     buffer_.consume(buffer_.size());
+    // Do not keep a large message's capacity for the session's lifetime (hundreds of sessions).
+    if (buffer_.capacity() > kKeptBufferBytes) buffer_.shrink_to_fit();
     if (handlers_.on_message) {
       try {
         handlers_.on_message(*this, std::move(message));
@@ -360,20 +405,55 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
     do_read();
   }
 
-  // Application idle limit: one wait per period, re-armed from the last receive time rather than
-  // cancelled on every message.
-  void arm_idle_timer() {
-    if (options_.idle_timeout.count() <= 0 || state_ != State::Open) return;
-    idle_timer_.expires_at(last_received_ + options_.idle_timeout);
-    idle_timer_.async_wait([self = shared_from_this()](error_code ec) {
+  // The earliest moment one of the receive limits (idle, first message, message) may be reached.
+  std::optional<Clock::time_point> next_deadline() const {
+    std::optional<Clock::time_point> next;
+    auto consider = [&](Clock::time_point t) {
+      if (!next || t < *next) next = t;
+    };
+    if (options_.idle_timeout.count() > 0) consider(last_received_ + options_.idle_timeout);
+    if (options_.first_message_timeout.count() > 0 && !received_any_)
+      consider(opened_ + options_.first_message_timeout);
+    if (options_.message_timeout.count() > 0 && message_started_) consider(*message_started_ + options_.message_timeout);
+    return next;
+  }
+
+  // One timer for the receive limits, armed for the earliest deadline; when it fires the limits are
+  // checked against the current state and it is re-armed (it is not restarted on every message).
+  void arm_watchdog() {
+    if (state_ != State::Open) return;
+    const auto next = next_deadline();
+    if (!next || (watchdog_armed_ && watchdog_at_ <= *next)) return;
+    watchdog_armed_ = true;
+    watchdog_at_ = *next;
+    watchdog_.expires_at(*next);  // cancels an earlier wait (its handler sees operation_aborted)
+    watchdog_.async_wait([self = shared_from_this()](error_code ec) {
       if (ec || self->state_ != State::Open) return;
-      if (Clock::now() - self->last_received_ >= self->options_.idle_timeout) {
-        self->log("idle for " + ms_string(self->options_.idle_timeout) + ": closing 1001");
-        self->begin_close(CloseCode::GoingAway, "idle timeout", /*flush=*/true);
-        return;
-      }
-      self->arm_idle_timer();
+      self->watchdog_armed_ = false;
+      self->check_limits();
     });
+  }
+
+  void check_limits() {
+    const auto now = Clock::now();
+    if (options_.message_timeout.count() > 0 && message_started_ && now - *message_started_ >= options_.message_timeout) {
+      log("message not complete after " + ms_string(options_.message_timeout) + " (" +
+          std::to_string(buffer_.size()) + " bytes so far): closing 1008");
+      begin_close(CloseCode::PolicyViolation, "message too slow", /*flush=*/false);
+      return;
+    }
+    if (options_.first_message_timeout.count() > 0 && !received_any_ &&
+        now - opened_ >= options_.first_message_timeout) {
+      log("no message within " + ms_string(options_.first_message_timeout) + ": closing 1001");
+      begin_close(CloseCode::GoingAway, "no message", /*flush=*/false);
+      return;
+    }
+    if (options_.idle_timeout.count() > 0 && now - last_received_ >= options_.idle_timeout) {
+      log("idle for " + ms_string(options_.idle_timeout) + ": closing 1001");
+      begin_close(CloseCode::GoingAway, "idle timeout", /*flush=*/true);
+      return;
+    }
+    arm_watchdog();
   }
 
   // ---- writing (strand) ----
@@ -475,7 +555,7 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
     if (state_ == State::Closed || !read_done_ || close_op_pending_) return;
     state_ = State::Closed;
     accepting_.store(false);
-    idle_timer_.cancel();
+    watchdog_.cancel();
     deadline_timer_.cancel();
     beast::get_lowest_layer(ws_).close();
     drop_queue();
@@ -533,7 +613,7 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
   const Role role_;
   websocket::stream<beast::tcp_stream> ws_;
   tcp::resolver resolver_;
-  asio::steady_timer idle_timer_;
+  asio::steady_timer watchdog_;  // receive limits: idle, first message, message
   asio::steady_timer deadline_timer_;  // client handshake, then our close handshake
 
   std::atomic<bool> accepting_{false};  // send() takes messages
@@ -549,17 +629,25 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
   bool upgrading_ = false;  // the WebSocket accept / handshake is in flight
   std::optional<std::pair<CloseCode, std::string>> pending_close_;  // close() during the upgrade
   // server handshake
-  bool admitted_ = false;
+  unsigned refuse_status_ = 0;  // 0: admitted
+  std::chrono::milliseconds handshake_timeout_{0};
+  Clock::time_point handshake_started_;
   http::request<http::empty_body> request_;
   http::response<http::string_body> refusal_;
   std::function<void(std::shared_ptr<Session>)> on_ready_;
   std::function<void()> on_end_;
   // client handshake
   WsUrl url_;
+  std::string local_address_;
   websocket::response_type handshake_response_;
   Client::ConnectCallback connect_done_;
   // open / closing
+  Clock::time_point opened_;
   Clock::time_point last_received_;
+  bool received_any_ = false;
+  std::optional<Clock::time_point> message_started_;  // a message is partly received
+  bool watchdog_armed_ = false;
+  Clock::time_point watchdog_at_;
   std::deque<std::vector<uint8_t>> queue_;
   bool writing_ = false;
   bool write_failed_ = false;
@@ -581,13 +669,14 @@ std::string endpoint_string(const tcp::endpoint& endpoint) {
   return host + ":" + std::to_string(endpoint.port());
 }
 
-void serve_connection(NetContext& ctx, tcp::socket socket, const SessionOptions& options, bool admitted,
+void serve_connection(NetContext& ctx, tcp::socket socket, const SessionOptions& options, unsigned refuse_status,
+                      std::chrono::milliseconds handshake_timeout,
                       std::function<void(std::shared_ptr<Session>)> on_ready, std::function<void()> on_end) {
   auto session = std::make_shared<WsSession>(ctx, std::move(socket), options);
   // Start on the session's strand: nothing of it may run elsewhere.
-  asio::post(session->executor(), [session, admitted, r = std::move(on_ready),
-                                                     e = std::move(on_end)]() mutable {
-    session->start_server(admitted, std::move(r), std::move(e));
+  asio::post(session->executor(), [session, refuse_status, handshake_timeout, r = std::move(on_ready),
+                                   e = std::move(on_end)]() mutable {
+    session->start_server(refuse_status, handshake_timeout, std::move(r), std::move(e));
   });
 }
 
@@ -595,8 +684,9 @@ void open_connection(NetContext& ctx, const WsUrl& url, const ClientOptions& opt
                      Client::ConnectCallback done) {
   auto session = std::make_shared<WsSession>(ctx, options.session);
   asio::post(session->executor(),
-                 [session, url, timeout = options.connect_timeout, d = std::move(done)]() mutable {
-                   session->start_client(url, timeout, std::move(d));
+                 [session, url, timeout = options.connect_timeout, local = options.local_address,
+                  d = std::move(done)]() mutable {
+                   session->start_client(url, timeout, std::move(local), std::move(d));
                  });
 }
 

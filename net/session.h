@@ -47,6 +47,14 @@ struct SessionOptions {
   /// Application-level idle limit: no message received for this long closes the session with 1001
   /// "idle timeout". Zero disables it (Beast's keep-alive pings still detect dead peers on the server).
   std::chrono::milliseconds idle_timeout{0};
+  /// No complete message within this long after the handshake closes the session with 1001
+  /// "no message": a connection that is opened and left silent cannot hold a slot for long. Zero
+  /// disables it (the default here; ServerOptions turns it on for servers).
+  std::chrono::milliseconds first_message_timeout{0};
+  /// A message whose first payload bytes have arrived must be complete within this long, or the
+  /// session closes with 1008 "message too slow": a peer trickling a frame byte by byte cannot hold
+  /// its buffer (up to max_message_bytes) for long. Zero disables it.
+  std::chrono::milliseconds message_timeout{60000};
   /// Time allowed for our close handshake (after flushing queued messages); then the socket is dropped.
   std::chrono::milliseconds close_timeout{5000};
 };
