@@ -1,16 +1,31 @@
 // Deliberate deviations from the honest computation: how a cheating provider is simulated (demo,
 // tests, scenario scripts). A faulty trainer is the honest algorithm fed a wrong trace, so it answers
-// every dispute question consistently with its own (wrong) trajectory.
+// every dispute question consistently with its own (wrong) trajectory: the DisputeResponder recomputes
+// from its checkpoints with the same Fault. Every behaviour below is off by default and can be
+// combined with the others; docs/protocol.md ("Cheater behaviours in the engine") lists what the
+// dispute makes of each.
 #pragma once
 
 #include <cstdint>
+#include <string>
+
+#include "ops/registry.h"
 
 namespace tribunal {
+
+struct JobSpec;
+struct DataShape;
+
+/// What a lazy cheater claims for a skipped step.
+enum class SkipMode : uint8_t {
+  Unchanged,    ///< state t+1 := state t (the step counter still advances)
+  Extrapolate,  ///< state t+1 := state t + Δ, Δ = state(skip_from) − state(skip_from − 1)
+};
 
 struct Fault {
   /// Corrupt one node output: at step `step`, add `delta` to element `element` (every element when
   /// −1) of output `slot` of node `node`, right after the node runs (later nodes see the corrupted
-  /// value).
+  /// value). Caught as wrong_output at (step, node).
   int64_t step = -1;
   int64_t node = -1;
   uint32_t slot = 0;
@@ -18,15 +33,81 @@ struct Fault {
   float delta = 1e-3f;
 
   /// Train on another sample: at step `swap_step`, batch position `swap_position` reads data-set row
-  /// `swap_row` instead of the permutation's.
+  /// `swap_row` instead of the permutation's. The gather nodes' attributes (the batch indices) are
+  /// then not the job's: inconsistent_input at (swap_step, node 0, gather).
   int64_t swap_step = -1;
   int64_t swap_position = 0;
   int64_t swap_row = 0;
 
   /// Start from wrong weights: add this to element 0 of the first parameter of state 0.
+  /// Caught as wrong_initial_state at level 1.
   float init_delta = 0.0f;
 
-  bool any() const { return step >= 0 || swap_step >= 0 || init_delta != 0.0f; }
+  /// Lazy training: steps skip_from … skip_from + skip_count − 1 are not applied. The provider's
+  /// node records of such a step stay those of the honest computation on its pre-state (it answers
+  /// a dispute with them), but the state it claims after the step is `skip_mode`'s: every state
+  /// tensor except "step" (parameters, optimizer slots and "loss") is copied from state t
+  /// (Unchanged) or extrapolated linearly, x(t+1) = x(t) + Δx with Δ the change made by the last real
+  /// step skip_from − 1 (Extrapolate; Δ = 0 when skip_from = 0; a trainer that did not run that step
+  /// itself replays its trajectory from step 0 to learn Δ). Caught as wrong_post_state at
+  /// (skip_from, node G = the step's node count).
+  int64_t skip_from = -1;
+  int64_t skip_count = 1;
+  SkipMode skip_mode = SkipMode::Unchanged;
+
+  /// Poison a label: at step `relabel_step`, batch position `relabel_position` gets label
+  /// `relabel_label` (a class index) in the output of the labels' gather node. Caught as wrong_output
+  /// at (relabel_step, the labels' gather node 1).
+  int64_t relabel_step = -1;
+  int64_t relabel_position = 0;
+  int64_t relabel_label = 0;
+
+  /// Reorder batches: step `reorder_step` trains on the batch of step `reorder_with` and vice versa
+  /// (when that step is run at all). Caught as inconsistent_input at the earlier of the two steps,
+  /// node 0 (its gather's indices are not the job's).
+  int64_t reorder_step = -1;
+  int64_t reorder_with = -1;
+
+  /// Change hyperparameters: from step `hparam_from` on, the optimizer node's learning rate is
+  /// lr·lr_scale and its weight decay weight_decay·wd_scale (both are attributes of the adamw /
+  /// sgd_momentum node). The records then name those attributes, so the node is not the job's:
+  /// inconsistent_input at (hparam_from, the first optimizer node). With `hparam_hidden` the records
+  /// name the job's attributes while the optimizer ran with the scaled ones: wrong_output there.
+  int64_t hparam_from = -1;
+  float lr_scale = 1.0f;
+  float wd_scale = 1.0f;
+  bool hparam_hidden = false;
+
+  /// Lower precision ("cheap hardware"): from step `bf16_from` on, every output of every node of op
+  /// kind `bf16_op` is rounded to bfloat16 (round_to_bf16) right after the node runs. Caught as
+  /// wrong_output at (bf16_from, the first node of that kind).
+  int64_t bf16_from = -1;
+  OpKind bf16_op = OpKind::Linear;
+
+  /// Different trajectory length: train and claim `claim_steps` steps instead of the job's T
+  /// (run_training's TrainResult.steps, checkpoints, trajectory_root over checkpoint_steps(claim_steps,
+  /// stride) and final_state_hash are those of the longer or shorter run). −1: the job's T.
+  int64_t claim_steps = -1;
+
+  /// True when any behaviour is switched on (false for the honest default).
+  bool any() const {
+    return step >= 0 || swap_step >= 0 || init_delta != 0.0f || skip_from >= 0 || relabel_step >= 0 ||
+           reorder_step >= 0 || (hparam_from >= 0 && (lr_scale != 1.0f || wd_scale != 1.0f)) || bf16_from >= 0 ||
+           claim_steps >= 0;
+  }
 };
+
+/// One line for logs, e.g. "honest" or "relabel step 9 position 3 -> label 7; bf16 linear from step 4".
+std::string describe(const Fault& fault);
+
+/// Checks the fault's parameters against the job and its data (node, slot and element exist at that
+/// step; batch positions < batch size; rows < samples; labels < classes; steps ≥ 0; skip_count ≥ 1;
+/// scales finite; 1 ≤ claim_steps ≤ kMaxSteps). Throws EngineError naming the field. The Trainer
+/// calls it.
+void check_fault(const Fault& fault, const JobSpec& job, const DataShape& data);
+
+/// The float32 value rounded to bfloat16 precision (its upper 16 bits), round-to-nearest-even on the
+/// bits as hardware converters do; NaN stays NaN (quiet), ±inf stays, overflow rounds to ±inf.
+float round_to_bf16(float x);
 
 }  // namespace tribunal

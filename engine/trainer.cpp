@@ -60,36 +60,107 @@ Trainer::Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fau
       fault_(fault),
       state_(initial_state(job)) {
   check_job_against_data(job, shape_.samples, shape_.features, shape_.classes);
+  check_fault(fault_, job_, shape_);
   state_.tensors[0][0] += fault_.init_delta;
 }
 
 StepGraph Trainer::step_graph(int64_t t) {
-  std::vector<int64_t> batch = sampler_.indices(t);
+  // Reorder: steps reorder_step and reorder_with exchange their batches.
+  int64_t source = t;
+  if (fault_.reorder_step >= 0 && t == fault_.reorder_step) source = fault_.reorder_with;
+  if (fault_.reorder_step >= 0 && t == fault_.reorder_with) source = fault_.reorder_step;
+  std::vector<int64_t> batch = sampler_.indices(source);
   if (t == fault_.swap_step) batch.at(static_cast<size_t>(fault_.swap_position)) = fault_.swap_row;
+  if (fault_.hparam_from >= 0 && t >= fault_.hparam_from) {
+    JobSpec scaled = job_;
+    scaled.optimizer.lr *= fault_.lr_scale;
+    scaled.optimizer.weight_decay *= fault_.wd_scale;
+    return build_step_graph(scaled, shape_, t, batch);
+  }
   return build_step_graph(job_, shape_, t, batch);
 }
 
-// Runs graph g over the state; returns the loss. `before_swap` sees the executor with every value
-// of the step still in place.
+bool Trainer::skipped(int64_t t) const {
+  return fault_.skip_from >= 0 && t >= fault_.skip_from && t - fault_.skip_from < fault_.skip_count;
+}
+
+void Trainer::learn_skip_delta() {
+  if (fault_.skip_from == 0) {  // no step before: Δ = 0
+    skip_delta_.clear();
+    for (const Tensor& x : state_.tensors) skip_delta_.emplace_back(x.shape());
+    return;
+  }
+  // The delta is set by run_step when it runs step skip_from − 1; replay this trainer's own
+  // trajectory up to there (its steps before skip_from never skip, so nothing recurses).
+  State saved = std::move(state_);
+  state_ = initial_state(job_);
+  state_.tensors[0][0] += fault_.init_delta;
+  while (state_.step() < fault_.skip_from) step();
+  state_ = std::move(saved);
+}
+
+// Runs graph g over the state; returns the loss the next state records. `before_swap` sees the
+// executor with every value of the step still in place.
 template <class Inspect>
 float Trainer::run_step(const StepGraph& g, Inspect before_swap) {
   const int64_t t = state_.step();
+  const bool skip = skipped(t);
+  const bool extrapolate = fault_.skip_from >= 0 && fault_.skip_mode == SkipMode::Extrapolate;
+  if (skip && extrapolate && skip_delta_.empty()) learn_skip_delta();
+  const bool learn_delta = extrapolate && t + 1 == fault_.skip_from && skip_delta_.empty();
+  std::optional<State> pre;
+  if (skip || learn_delta) pre = state_;
+
   const std::vector<Tensor*> state = state_.pointers();
   const Tensor* data[] = {&train_.inputs, &train_.labels};
+  const bool corrupt = t == fault_.step;
+  const bool relabel = t == fault_.relabel_step;
+  const bool bf16 = fault_.bf16_from >= 0 && t >= fault_.bf16_from;
+  size_t label_gather = g.nodes.size();
+  for (size_t n = 0; n < g.nodes.size() && relabel; ++n)
+    if (g.nodes[n].op == OpKind::Gather && g.nodes[n].inputs.at(0) == g.data_inputs.at(1)) label_gather = n;
   Executor::NodeHook hook;
-  if (t == fault_.step)
-    hook = [this](size_t n, std::span<Tensor* const> outputs) {
-      if (static_cast<int64_t>(n) != fault_.node) return;
-      Tensor& out = *outputs[fault_.slot];
-      if (fault_.element >= 0)
-        out[fault_.element] += fault_.delta;
-      else
-        for (float& x : out.values()) x += fault_.delta;
+  if (corrupt || relabel || bf16)
+    hook = [&](size_t n, std::span<Tensor* const> outputs) {
+      if (n == label_gather) (*outputs[0])[fault_.relabel_position] = static_cast<float>(fault_.relabel_label);
+      if (bf16 && g.nodes[n].op == fault_.bf16_op)
+        for (Tensor* out : outputs)
+          for (float& x : out->values()) x = round_to_bf16(x);
+      if (corrupt && static_cast<int64_t>(n) == fault_.node) {
+        Tensor& out = *outputs[fault_.slot];
+        if (fault_.element >= 0)
+          out[fault_.element] += fault_.delta;
+        else
+          for (float& x : out.values()) x += fault_.delta;
+      }
     };
   executor_.run(g, state, data, hook);
-  const float loss = executor_.value(g.loss)[0];
+  float loss = executor_.value(g.loss)[0];
   before_swap(executor_);
   executor_.take_next_state(g, state);
+
+  const size_t step_index = state_.tensors.size() - 2;  // "step", then "loss" (engine/step.h)
+  if (learn_delta) {
+    skip_delta_.clear();
+    for (size_t i = 0; i < state_.tensors.size(); ++i) {
+      Tensor d(state_.tensors[i].shape());
+      const std::span<const float> now = state_.tensors[i].values(), before = pre->tensors[i].values();
+      for (size_t e = 0; e < now.size(); ++e) d.values()[e] = now[e] - before[e];
+      skip_delta_.push_back(std::move(d));
+    }
+  }
+  if (skip) {  // claim the pre-state (or its extrapolation) with the step counter advanced
+    for (size_t i = 0; i < state_.tensors.size(); ++i) {
+      if (i == step_index) continue;
+      state_.tensors[i] = pre->tensors[i];
+      if (extrapolate) {
+        const std::span<float> x = state_.tensors[i].values();
+        const std::span<const float> d = skip_delta_[i].values();
+        for (size_t e = 0; e < x.size(); ++e) x[e] += d[e];
+      }
+    }
+    loss = state_.tensors.back()[0];
+  }
   return loss;
 }
 
@@ -97,7 +168,8 @@ float Trainer::step() { return run_step(step_graph(state_.step()), [](const Exec
 
 StepTrace Trainer::traced_step() {
   StepTrace tr;
-  tr.graph = step_graph(state_.step());
+  const int64_t t = state_.step();
+  tr.graph = step_graph(t);
   const StepGraph& g = tr.graph;
   run_step(g, [&](const Executor& ex) {
     tr.value_hashes.resize(g.values.size());
@@ -115,10 +187,16 @@ StepTrace Trainer::traced_step() {
       }
     });
   });
-  for (const Node& node : g.nodes) {
+  // A hidden hyperparameter change: the records name the job's optimizer attributes.
+  std::optional<StepGraph> claimed;
+  if (fault_.hparam_hidden && fault_.hparam_from >= 0 && t >= fault_.hparam_from) {
+    claimed.emplace(build_step_graph(job_, shape_, t, g.nodes.at(0).attrs.ints));
+  }
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const Node& node = g.nodes[n];
     NodeRecord r;
     r.op = static_cast<uint8_t>(node.op);
-    const std::vector<std::byte> attrs = encode_attrs(node.attrs);
+    const std::vector<std::byte> attrs = encode_attrs(claimed ? claimed->nodes.at(n).attrs : node.attrs);
     r.attrs.resize(attrs.size());
     std::memcpy(r.attrs.data(), attrs.data(), attrs.size());
     for (ValueId v : node.inputs) r.inputs.push_back(tr.value_hashes[v]);
@@ -126,7 +204,11 @@ StepTrace Trainer::traced_step() {
     tr.records.push_back(std::move(r));
   }
   for (ValueId v : g.state_inputs) tr.pre_state.push_back(tr.value_hashes[v]);
-  for (ValueId v : g.state_outputs) tr.post_state.push_back(tr.value_hashes[v]);
+  if (skipped(t)) {  // the claimed next state is not made of the node outputs
+    for (const Tensor& x : state_.tensors) tr.post_state.push_back(tensor_leaf(DType::F32, x.shape().dims(), x.bytes()));
+  } else {
+    for (ValueId v : g.state_outputs) tr.post_state.push_back(tr.value_hashes[v]);
+  }
   return tr;
 }
 
@@ -157,9 +239,11 @@ double evaluate_accuracy(const JobSpec& job, const State& state, const Dataset& 
 }
 
 TrainResult run_training(const JobSpec& job, const TrainOptions& options) {
-  const int64_t target = options.stop_at < 0 ? job.steps : options.stop_at;
-  if (target > job.steps)
-    throw EngineError(fmt::format("--steps {} exceeds the job's {} steps", target, job.steps));
+  // A cheater claiming another trajectory length trains that many steps (engine/fault.h).
+  const int64_t claimed = options.fault.claim_steps >= 0 ? options.fault.claim_steps : job.steps;
+  const int64_t target = options.stop_at < 0 ? claimed : options.stop_at;
+  if (target > claimed)
+    throw EngineError(fmt::format("--steps {} exceeds the job's {} steps", target, claimed));
   if (options.resume && options.out_dir.empty()) throw EngineError("resuming needs an output directory");
   if (!options.out_dir.empty()) prepare_out_dir(options.out_dir);
 

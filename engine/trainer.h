@@ -30,7 +30,9 @@ struct StepTrace {
 class Trainer {
  public:
   /// `train` must be the job's training set (checked by check_job_against_data) and outlive this.
-  /// A `fault` makes this a cheating trainer (engine/fault.h); the default is honest.
+  /// A `fault` makes this a cheating trainer (engine/fault.h); the default is honest. Throws
+  /// EngineError when the job does not fit the data or the fault's parameters do not fit the job
+  /// (check_fault).
   Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fault fault = {});
 
   const JobSpec& job() const { return job_; }
@@ -41,14 +43,17 @@ class Trainer {
   /// Replaces the state (e.g. with a loaded checkpoint).
   void set_state(State state) { state_ = std::move(state); }
 
-  /// The graph of step t (what step() runs when state().step() == t).
+  /// The graph of step t (what step() runs when state().step() == t): the job's, or the fault's
+  /// batch (swap, reorder) and optimizer attributes (hyperparameters) where it deviates.
   StepGraph step_graph(int64_t t);
 
-  /// Runs one step: state t → state t+1. Returns that step's training loss.
+  /// Runs one step: state t → state t+1. Returns the loss the new state records (the step's training
+  /// loss; for a skipped step of a lazy fault, the claimed one).
   float step();
 
   /// Runs one step like step() and also returns everything a dispute about it needs: the graph,
-  /// every value's hash and tensor, and the node records (DESIGN §6 level 3).
+  /// every value's hash and tensor, and the node records (DESIGN §6 level 3). post_state is the state
+  /// the trainer claims (for a skipped step not the outputs of its nodes).
   StepTrace traced_step();
 
   /// state_hash of the current state.
@@ -57,6 +62,8 @@ class Trainer {
  private:
   template <class Inspect>
   float run_step(const StepGraph& g, Inspect before_swap);
+  bool skipped(int64_t t) const;     // step t is one of the fault's skipped steps
+  void learn_skip_delta();           // replays from step 0 to state skip_from (Extrapolate only)
 
   JobSpec job_;
   const Dataset& train_;
@@ -67,6 +74,7 @@ class Trainer {
   Executor executor_;
   Fault fault_;
   State state_;
+  std::vector<Tensor> skip_delta_;  // Extrapolate: state(skip_from) − state(skip_from − 1), once known
 };
 
 /// Test-set accuracy of the state's parameters: argmax of the logits (first maximum on ties) against
@@ -80,7 +88,8 @@ struct TrainOptions {
   bool commit = true;                 ///< compute state hashes and the trajectory root
   bool resume = false;                ///< continue from the latest checkpoint in out_dir
   bool evaluate = true;               ///< compute test accuracy at the end
-  Fault fault;                        ///< train as a cheater (engine/fault.h); default honest
+  Fault fault;                        ///< train as a cheater (engine/fault.h); default honest. Its
+                                      ///< claim_steps replaces the job's T as the default stop_at
   std::function<void(int64_t step, int64_t total, float loss)> on_step;  ///< after each step
 };
 
@@ -89,7 +98,7 @@ struct TrainResult {
   Digest dataset_root{};
   Digest trajectory_root{};            ///< over checkpoint_steps(steps, stride)
   Digest final_state_hash{};
-  int64_t steps = 0;                   ///< step of the final state
+  int64_t steps = 0;                   ///< step of the final state (a fault's claim_steps if set)
   int64_t resumed_from = 0;            ///< step of the state this run started from
   int64_t stride = 0;
   float loss_first = 0, loss_last = 0; ///< losses of the first and last step run by this call

@@ -1,0 +1,82 @@
+#include "engine/fault.h"
+
+#include <bit>
+#include <cmath>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+#include "engine/job.h"
+#include "engine/step.h"
+
+namespace tribunal {
+
+std::string describe(const Fault& f) {
+  std::vector<std::string> parts;
+  if (f.init_delta != 0.0f) parts.push_back(fmt::format("initial weights {:+g}", f.init_delta));
+  if (f.step >= 0)
+    parts.push_back(fmt::format("corrupt step {} node {} output {} element {} by {:+g}", f.step, f.node, f.slot,
+                                f.element < 0 ? std::string("all") : std::to_string(f.element), f.delta));
+  if (f.swap_step >= 0)
+    parts.push_back(fmt::format("swap step {} position {} -> row {}", f.swap_step, f.swap_position, f.swap_row));
+  if (f.relabel_step >= 0)
+    parts.push_back(fmt::format("relabel step {} position {} -> label {}", f.relabel_step, f.relabel_position,
+                                f.relabel_label));
+  if (f.reorder_step >= 0) parts.push_back(fmt::format("reorder batches of steps {} and {}", f.reorder_step, f.reorder_with));
+  if (f.skip_from >= 0)
+    parts.push_back(fmt::format("skip steps {}..{} ({})", f.skip_from, f.skip_from + f.skip_count - 1,
+                                f.skip_mode == SkipMode::Unchanged ? "unchanged" : "extrapolated"));
+  if (f.hparam_from >= 0 && (f.lr_scale != 1.0f || f.wd_scale != 1.0f))
+    parts.push_back(fmt::format("lr x{:g} weight_decay x{:g} from step {}{}", f.lr_scale, f.wd_scale, f.hparam_from,
+                                f.hparam_hidden ? " (records claim the job's)" : ""));
+  if (f.bf16_from >= 0) parts.push_back(fmt::format("bf16 {} from step {}", op_name(f.bf16_op), f.bf16_from));
+  if (f.claim_steps >= 0) parts.push_back(fmt::format("claim {} steps", f.claim_steps));
+  if (parts.empty()) return "honest";
+  std::string out = parts[0];
+  for (size_t i = 1; i < parts.size(); ++i) out += "; " + parts[i];
+  return out;
+}
+
+void check_fault(const Fault& f, const JobSpec& job, const DataShape& data) {
+  const auto fail = [](const std::string& what) { throw EngineError("fault: " + what); };
+  const auto position = [&](int64_t p, const char* name) {
+    if (p < 0 || p >= job.batch_size) fail(fmt::format("{} {} is not a batch position (batch {})", name, p, job.batch_size));
+  };
+  if (f.step >= 0) {
+    const StepGraph g = build_step_graph(job, data, f.step, std::vector<int64_t>(static_cast<size_t>(job.batch_size), 0));
+    if (f.node < 0 || f.node >= static_cast<int64_t>(g.nodes.size()))
+      fail(fmt::format("node {} does not exist (a step has {} nodes)", f.node, g.nodes.size()));
+    const Node& node = g.nodes[static_cast<size_t>(f.node)];
+    if (f.slot >= node.outputs.size()) fail(fmt::format("node {} has no output {}", f.node, f.slot));
+    const int64_t numel = g.values[node.outputs[f.slot]].shape.numel();
+    if (f.element < -1 || f.element >= numel)
+      fail(fmt::format("element {} out of range (output {} of node {} has {})", f.element, f.slot, f.node, numel));
+  }
+  if (f.swap_step >= 0) {
+    position(f.swap_position, "swap_position");
+    if (f.swap_row < 0 || f.swap_row >= data.samples) fail(fmt::format("swap_row {} is not a sample", f.swap_row));
+  }
+  if (f.relabel_step >= 0) {
+    position(f.relabel_position, "relabel_position");
+    if (f.relabel_label < 0 || f.relabel_label >= data.classes)
+      fail(fmt::format("relabel_label {} is not a class (0..{})", f.relabel_label, data.classes - 1));
+  }
+  if (f.reorder_step >= 0 && (f.reorder_with < 0 || f.reorder_with == f.reorder_step))
+    fail("reorder_with must be another step");
+  if (f.skip_from >= 0 && f.skip_count < 1) fail("skip_count must be at least 1");
+  if (!std::isfinite(f.lr_scale) || !std::isfinite(f.wd_scale)) fail("lr_scale and wd_scale must be finite");
+  if (static_cast<size_t>(f.bf16_op) >= kOpKindCount) fail("bf16_op is not an op kind");
+  if (f.claim_steps >= 0 && (f.claim_steps < 1 || f.claim_steps > kMaxSteps))
+    fail(fmt::format("claim_steps {} out of range (1..{})", f.claim_steps, kMaxSteps));
+}
+
+float round_to_bf16(float x) {
+  uint32_t bits = std::bit_cast<uint32_t>(x);
+  if ((bits & 0x7F800000u) == 0x7F800000u && (bits & 0x007FFFFFu) != 0)
+    return std::bit_cast<float>((bits | 0x00400000u) & 0xFFFF0000u);  // NaN: keep it quiet
+  bits += 0x7FFFu + ((bits >> 16) & 1u);
+  return std::bit_cast<float>(bits & 0xFFFF0000u);
+}
+
+}  // namespace tribunal
