@@ -40,5 +40,6 @@ int provider_main(Args& args);
 int delegate_main(Args& args);
 int demo_main(Args& args);
 int campaign_main(Args& args);
+int scenario_main(Args& args);
 
 }  // namespace tribunal::cli

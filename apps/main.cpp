@@ -23,6 +23,9 @@ constexpr const char* kUsage =
     "      give a job to several providers, dispute differing claims, print the outcome\n"
     "  campaign [--games N] [--seed S]\n"
     "      random cheaters and bisection lies against the game; JSON with honest_losses (must be 0)\n"
+    "  scenario run FILE... [--json] [--verbose]\n"
+    "      play cheater scenario scripts over loopback WebSockets; exit 1 if an outcome differs\n"
+    "  scenario graph JOB.toml    the node table of a job's step graph (for scenario scripts)\n"
     "  keygen KEYFILE             make an Ed25519 key file (prints the public key)\n"
     "  verify VERDICT [--referee-key HEX]   check a verdict file offline\n";
 
@@ -45,6 +48,7 @@ int main(int argc, char** argv) {
     if (command == "keygen") return keygen_main(args);
     if (command == "campaign") return campaign_main(args);
     if (command == "verify") return verify_main(args);
+    if (command == "scenario") return scenario_main(args);
     throw UsageError("unknown command '" + std::string(command) + "'");
   } catch (const UsageError& e) {
     std::fprintf(stderr, "tribunal: %s\n%s", e.what(), kUsage);

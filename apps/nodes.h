@@ -64,16 +64,44 @@ class RefereeNode {
   std::thread ticker_;
 };
 
+/// What a provider sends in reply to one query of the referee. The honest node sends its answer
+/// envelopes at once; scenario scripts (scenarios/behaviour.h) turn nodes into liars, slow or
+/// silent peers and faulty links by rewriting this.
+struct ProviderReply {
+  std::vector<std::vector<uint8_t>> frames;  ///< sent in order (any bytes: may be malformed)
+  uint64_t delay_ms = 0;                      ///< wait this long after the query arrived, then send
+  bool disconnect = false;                    ///< close the connection after sending
+};
+
+/// The query being answered, for a reply filter.
+struct QueryContext {
+  const Envelope& open;   ///< the dispute's DisputeOpen (as the referee forwarded it)
+  const Envelope& query;  ///< the referee's Query envelope
+};
+
+/// Rewrites the reply to one query; `answers` are the node's own signed answer envelopes.
+using ReplyFilter = std::function<ProviderReply(const QueryContext&, std::vector<std::vector<uint8_t>> answers)>;
+
+/// The training set in `dir`, loaded once per process and shared by every dispute that needs it
+/// (a copy per connection would cost 188 MB each); freed when no one holds it. Throws EngineError.
+std::shared_ptr<const Dataset> shared_train_set(const std::filesystem::path& dir, ThreadPool& pool);
+
 /// `tribunal provider`: trains submitted jobs into STORE/<job_id>/ and answers disputes about them.
-/// A `fault` makes it a cheater (demo and tests).
+/// A `fault` makes it a cheater (demo, tests, scenarios). `server` sets the connection limits
+/// (a scenario's misbehaving node raises max_message_bytes to be able to send oversized frames).
 class ProviderNode {
  public:
-  ProviderNode(NetContext& ctx, KeyPair key, std::filesystem::path store, int threads, Fault fault, LogFn log);
+  ProviderNode(NetContext& ctx, KeyPair key, std::filesystem::path store, int threads, Fault fault, LogFn log,
+               ServerOptions server = {});
+  /// Stops accepting and closes every open connection (going away); in-flight answers are dropped.
   ~ProviderNode();
   uint16_t listen(const std::string& host, uint16_t port);
   const PublicKey& public_key() const { return key_.public_key; }
   /// Seconds per training step of the last job trained.
   double last_step_seconds() const { return last_step_seconds_; }
+
+  /// Set before listen(): how the node's answers leave it (default: as they are, at once).
+  ReplyFilter reply_filter;
 
  private:
   struct Connection;

@@ -1,5 +1,8 @@
+#include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -7,6 +10,15 @@
 #include "engine/provider_session.h"
 
 namespace tribunal::cli {
+std::shared_ptr<const Dataset> shared_train_set(const std::filesystem::path& dir, ThreadPool& pool) {
+  static std::mutex mu;
+  static std::map<std::filesystem::path, std::weak_ptr<const Dataset>> cache;
+  std::lock_guard lock(mu);
+  if (auto data = cache[dir].lock()) return data;
+  auto data = std::make_shared<const Dataset>(load_fashion_mnist(dir, Split::Train, pool));
+  cache[dir] = data;
+  return data;
+}
 
 // One connection: its messages are handled in order on a worker thread of their own, since
 // training and recomputing intervals take seconds and must not block the I/O thread.
@@ -20,11 +32,13 @@ struct ProviderNode::Connection {
   uint64_t sequence = 0;
   // Dispute state, once a DisputeOpen arrived.
   std::unique_ptr<ThreadPool> pool;
-  std::unique_ptr<Dataset> data;
+  std::shared_ptr<const Dataset> data;
+  std::optional<Envelope> open;
   std::unique_ptr<ProviderDisputeSession> dispute;
 };
 
-ProviderNode::ProviderNode(NetContext& ctx, KeyPair key, std::filesystem::path store, int threads, Fault fault, LogFn log)
+ProviderNode::ProviderNode(NetContext& ctx, KeyPair key, std::filesystem::path store, int threads, Fault fault, LogFn log,
+                           ServerOptions server)
     : ctx_(ctx),
       key_(key),
       store_(std::move(store)),
@@ -69,7 +83,7 @@ ProviderNode::ProviderNode(NetContext& ctx, KeyPair key, std::filesystem::path s
                               c->finished = true;
                             }),
                             c});
-      }) {}
+      }, server) {}
 
 ProviderNode::~ProviderNode() {
   server_.stop();
@@ -84,6 +98,7 @@ ProviderNode::~ProviderNode() {
       std::lock_guard lock(w.connection->mu);
       w.connection->closed = true;
       w.connection->inbox.clear();
+      if (w.connection->session) w.connection->session->close(CloseCode::GoingAway, "provider stopping");
     }
     w.connection->cv.notify_one();
     w.thread.join();
@@ -120,8 +135,9 @@ void ProviderNode::on_message(const std::shared_ptr<Connection>& c, std::vector<
       const DisputeOpen& d = std::get<DisputeOpen>(env.body);
       const JobSpec job = parse_job(d.job_toml, "disputed job", ".");
       c->pool = std::make_unique<ThreadPool>(threads_);
-      c->data = std::make_unique<Dataset>(load_fashion_mnist(job.data_dir, Split::Train, *c->pool));
+      c->data = shared_train_set(job.data_dir, *c->pool);
       const Digest id = job_id(job, c->data->root);
+      c->open = env;
       c->dispute = std::make_unique<ProviderDisputeSession>(key_, env, job, id, *c->data, store_ / to_hex(id), *c->pool,
                                                             fault_);
       log_(fmt::format("provider {}: answering dispute {} as party {}", to_hex(key_.public_key).substr(0, 8),
@@ -129,7 +145,21 @@ void ProviderNode::on_message(const std::shared_ptr<Connection>& c, std::vector<
       return;
     }
     if (env.kind == MessageKind::Query && c->dispute) {
-      for (auto& answer : c->dispute->on_envelope(env)) session.send(std::move(answer));
+      const auto received = std::chrono::steady_clock::now();
+      std::vector<std::vector<uint8_t>> answers = c->dispute->on_envelope(env);
+      if (!reply_filter) {
+        for (auto& answer : answers) session.send(std::move(answer));
+        return;
+      }
+      ProviderReply reply = reply_filter(QueryContext{*c->open, env}, std::move(answers));
+      if (reply.delay_ms > 0) {
+        // Waits on the connection's condition variable, so a closed connection ends the wait.
+        std::unique_lock lock(c->mu);
+        c->cv.wait_until(lock, received + std::chrono::milliseconds(reply.delay_ms), [&] { return c->closed; });
+        if (c->closed) return;
+      }
+      for (auto& frame : reply.frames) session.send(std::move(frame));
+      if (reply.disconnect) session.close(CloseCode::GoingAway, "provider disconnects");
       return;
     }
     if (env.kind == MessageKind::Verdict) {

@@ -7,105 +7,12 @@
 #include <sstream>
 
 #include <fmt/format.h>
-#include <toml++/toml.h>
 
 #include "engine/error.h"
+#include "engine/toml_reader.h"
 
 namespace tribunal {
 namespace {
-
-std::string where(const std::string& source, const toml::source_region& r) {
-  return fmt::format("{}:{}:{}", source, r.begin.line, r.begin.column);
-}
-
-// Reads one TOML table with a fixed set of allowed keys; every accessor reports file:line on error.
-class TableReader {
- public:
-  TableReader(const toml::table& root, const char* name, const std::string& source, bool required)
-      : source_(source), name_(name) {
-    const toml::node* node = root.get(name);
-    if (!node) {
-      if (required) throw EngineError(fmt::format("{}: missing table [{}]", source, name));
-      return;
-    }
-    table_ = node->as_table();
-    if (!table_) throw EngineError(fmt::format("{}: '{}' must be a table", where(source, node->source()), name));
-  }
-
-  /// Throws on any key not in `allowed`.
-  void allow_only(std::initializer_list<std::string_view> allowed) const {
-    if (!table_) return;
-    std::set<std::string_view> ok(allowed);
-    for (auto&& [key, value] : *table_)
-      if (!ok.count(key.str()))
-        throw EngineError(fmt::format("{}: unknown key '{}' in [{}]", where(source_, value.source()), key.str(), name_));
-  }
-
-  int64_t integer(const char* key, int64_t fallback, bool required, int64_t lo, int64_t hi) const {
-    const toml::node* n = find(key, required);
-    if (!n) return fallback;
-    auto v = n->value<int64_t>();
-    if (!n->is_integer() || !v) throw bad(n, key, "an integer");
-    if (*v < lo || *v > hi)
-      throw EngineError(fmt::format("{}: {}.{} = {} is out of range [{}, {}]", where(source_, n->source()), name_,
-                                    key, *v, lo, hi));
-    return *v;
-  }
-
-  /// A float32 hyperparameter from a TOML number, rounded to nearest float32, checked in [lo, hi).
-  float number(const char* key, float fallback, double lo, double hi, bool hi_inclusive = false) const {
-    const toml::node* n = find(key, false);
-    if (!n) return fallback;
-    auto v = n->value<double>();
-    if (!(n->is_floating_point() || n->is_integer()) || !v) throw bad(n, key, "a number");
-    const bool ok = std::isfinite(*v) && *v >= lo && (hi_inclusive ? *v <= hi : *v < hi);
-    if (!ok)
-      throw EngineError(fmt::format("{}: {}.{} = {} is out of range [{}, {}{}", where(source_, n->source()), name_, key,
-                                    *v, lo, hi, hi_inclusive ? "]" : ")"));
-    return static_cast<float>(*v);
-  }
-
-  std::string string(const char* key, const std::string& fallback) const {
-    const toml::node* n = find(key, false);
-    if (!n) return fallback;
-    auto v = n->value<std::string>();
-    if (!n->is_string() || !v) throw bad(n, key, "a string");
-    return *v;
-  }
-
-  std::vector<int64_t> integers(const char* key, std::vector<int64_t> fallback) const {
-    const toml::node* n = find(key, false);
-    if (!n) return fallback;
-    const toml::array* arr = n->as_array();
-    if (!arr) throw bad(n, key, "an array of integers");
-    std::vector<int64_t> out;
-    for (const toml::node& e : *arr) {
-      auto v = e.value<int64_t>();
-      if (!e.is_integer() || !v) throw bad(&e, key, "an array of integers");
-      out.push_back(*v);
-    }
-    return out;
-  }
-
-  std::string location(const char* key) const {
-    const toml::node* n = table_ ? table_->get(key) : nullptr;
-    return n ? where(source_, n->source()) : source_;
-  }
-
- private:
-  const toml::node* find(const char* key, bool required) const {
-    const toml::node* n = table_ ? table_->get(key) : nullptr;
-    if (!n && required) throw EngineError(fmt::format("{}: missing key {}.{}", source_, name_, key));
-    return n;
-  }
-  EngineError bad(const toml::node* n, const char* key, const char* expected) const {
-    return EngineError(fmt::format("{}: {}.{} must be {}", where(source_, n->source()), name_, key, expected));
-  }
-
-  const std::string& source_;
-  const char* name_;
-  const toml::table* table_ = nullptr;
-};
 
 void put_u64(std::vector<uint8_t>& out, uint64_t v) {
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
@@ -123,16 +30,11 @@ void put_string(std::vector<uint8_t>& out, const std::string& s) {
 }  // namespace
 
 JobSpec parse_job(std::string_view toml_text, const std::string& source, const std::filesystem::path& base_dir) {
-  toml::table root;
-  try {
-    root = toml::parse(toml_text, source);
-  } catch (const toml::parse_error& e) {
-    throw EngineError(fmt::format("{}: {}", where(source, e.source()), e.description()));
-  }
+  const toml::table root = parse_toml(toml_text, source);
   for (auto&& [key, value] : root)
     if (key != "model" && key != "data" && key != "train" && key != "optimizer")
       throw EngineError(fmt::format("{}: unknown table or key '{}' (expected [model], [data], [train], [optimizer])",
-                                    where(source, value.source()), key.str()));
+                                    toml_where(source, value.source()), key.str()));
 
   JobSpec job;
   job.source = source;

@@ -1,0 +1,228 @@
+#include "scenarios/behaviour.h"
+
+#include <cstring>
+
+#include "engine/job.h"
+#include "engine/provider_session.h"
+
+namespace tribunal::scenarios {
+
+// The parroted provider's answers to the same queries, from its store, signed with our key.
+struct BehaviourState::Mirror {
+  std::unique_ptr<ThreadPool> pool;
+  std::shared_ptr<const Dataset> data;
+  std::unique_ptr<ProviderDisputeSession> session;
+};
+
+namespace {
+
+Digest flipped(Digest d) {
+  d[0] ^= 0x01;
+  return d;
+}
+
+Digest random_digest(std::mt19937_64& rng) {
+  Digest d{};
+  for (auto& b : d) b = static_cast<uint8_t>(rng());
+  return d;
+}
+
+uint32_t round_of(const Body& body) {
+  return std::visit(
+      [](const auto& b) -> uint32_t {
+        if constexpr (requires { b.round; }) return b.round;
+        return 0;
+      },
+      body);
+}
+
+void set_round(Body& body, uint32_t round) {
+  std::visit(
+      [round](auto& b) {
+        if constexpr (requires { b.round; }) b.round = round;
+      },
+      body);
+}
+
+bool is_lie_kind(AnswerKind k) {
+  return k == AnswerKind::BadProof || k == AnswerKind::Equivocate || k == AnswerKind::ZeroHashes ||
+         k == AnswerKind::BadHandoff || k == AnswerKind::ForgedBytes || k == AnswerKind::NanBytes ||
+         k == AnswerKind::BadRecord;
+}
+
+bool is_malformed_kind(AnswerKind k) {
+  return k == AnswerKind::Truncated || k == AnswerKind::Oversized || k == AnswerKind::BadSignature ||
+         k == AnswerKind::ForeignKey || k == AnswerKind::ReplayRound || k == AnswerKind::ReplayDispute ||
+         k == AnswerKind::WrongRound;
+}
+
+// Rewrites one answer body as the lie `kind`; false if this body is not the kind of answer the lie
+// needs (the lie waits for one that is).
+bool lie_in(AnswerKind kind, Body& body, std::mt19937_64& rng) {
+  switch (kind) {
+    case AnswerKind::BadProof:
+    case AnswerKind::Equivocate:
+      if (auto* a = std::get_if<Answer>(&body)) return a->left = flipped(a->left), true;
+      return false;
+    case AnswerKind::ZeroHashes:
+      if (auto* a = std::get_if<Answer>(&body)) return a->left = a->right = Digest{}, true;
+      if (auto* c = std::get_if<IntervalCommit>(&body)) {
+        c->root = c->start_value = Digest{};
+        for (auto* p : {&c->start_in_level1, &c->first, &c->last})
+          for (auto& d : p->path) d = Digest{};
+        return true;
+      }
+      return false;
+    case AnswerKind::AlwaysDisagree:
+      if (auto* a = std::get_if<Answer>(&body)) return a->left = random_digest(rng), a->right = random_digest(rng), true;
+      return false;
+    case AnswerKind::BadHandoff:
+      if (auto* c = std::get_if<IntervalCommit>(&body)) return c->start_value = flipped(c->start_value), true;
+      if (auto* c = std::get_if<StepCommit>(&body)) return !c->pre_state.empty() && (c->pre_state[0] = flipped(c->pre_state[0]), true);
+      return false;
+    case AnswerKind::ForgedBytes:
+      if (auto* t = std::get_if<TensorChunk>(&body)) return !t->bytes.empty() && (t->bytes[0] ^= 0x01, true);
+      return false;
+    case AnswerKind::NanBytes:
+      if (auto* t = std::get_if<TensorChunk>(&body)) {
+        // Quiet NaN, +inf, −inf, signalling NaN, repeated: what a broken accelerator might emit.
+        static constexpr uint32_t kPattern[] = {0x7FC00000u, 0x7F800000u, 0xFF800000u, 0x7F800001u};
+        for (size_t i = 0; i + 4 <= t->bytes.size(); i += 4) std::memcpy(&t->bytes[i], &kPattern[(i / 4) % 4], 4);
+        return !t->bytes.empty();
+      }
+      return false;
+    case AnswerKind::BadRecord:
+      if (auto* r = std::get_if<Records>(&body))
+        for (auto& rec : r->records)
+          if (!rec.inputs.empty()) return rec.inputs[0] = flipped(rec.inputs[0]), true;
+      return false;
+    default:
+      return false;
+  }
+}
+
+// One malformed frame in place of (or before) the answer `own`.
+std::vector<uint8_t> malformed(AnswerKind kind, const Envelope& own, const KeyPair& key, BehaviourState& st) {
+  // Sequence just below the real answer's: above every earlier answer, so the frame reaches the
+  // checks it is meant for, and the real answer that follows it is still fresh.
+  const uint64_t seq = own.sequence > 1 ? own.sequence - 1 : own.sequence;
+  switch (kind) {
+    case AnswerKind::Truncated:
+      return {own.bytes.begin(), own.bytes.begin() + static_cast<std::ptrdiff_t>(own.bytes.size() / 2)};
+    case AnswerKind::Oversized: {
+      std::vector<uint8_t> big(kMaxMessageBytes + 1);
+      for (auto& b : big) b = static_cast<uint8_t>(st.rng());
+      return big;
+    }
+    case AnswerKind::BadSignature: {
+      std::vector<uint8_t> bytes = seal(key, own.context, seq, own.body);
+      bytes.back() ^= 0x01;
+      return bytes;
+    }
+    case AnswerKind::ForeignKey:
+      return seal(generate_keypair(), own.context, seq, own.body);
+    case AnswerKind::ReplayRound:
+      return st.last_answer.empty() ? seal(key, own.context, 1, own.body) : st.last_answer;
+    case AnswerKind::ReplayDispute:
+      return seal(key, random_digest(st.rng), seq, own.body);
+    case AnswerKind::WrongRound: {
+      Body body = own.body;
+      set_round(body, round_of(body) + 1000);
+      return seal(key, own.context, seq, body);
+    }
+    default:
+      return own.bytes;
+  }
+}
+
+std::vector<std::vector<uint8_t>> mirror_answers(const BehaviourSetup& setup, BehaviourState& st, const cli::QueryContext& q,
+                                                 const std::vector<Envelope>& own) {
+  auto& m = st.mirrors[q.open.context];
+  if (!m) {
+    m = std::make_shared<BehaviourState::Mirror>();
+    const DisputeOpen& d = std::get<DisputeOpen>(q.open.body);
+    const JobSpec job = parse_job(d.job_toml, "disputed job", ".");
+    m->pool = std::make_unique<ThreadPool>(setup.threads);
+    m->data = cli::shared_train_set(job.data_dir, *m->pool);
+    const Digest id = job_id(job, m->data->root);
+    m->session = std::make_unique<ProviderDisputeSession>(setup.key, q.open, job, id, *m->data,
+                                                          setup.mirror_store / to_hex(id), *m->pool, Fault{});
+  }
+  // Signed with our own sequence numbers, so they are fresh exactly where our own answers would be.
+  std::vector<std::vector<uint8_t>> out;
+  const uint64_t first = own.empty() ? 1 : own.front().sequence;
+  uint64_t i = 0;
+  for (auto& bytes : m->session->on_envelope(q.query)) out.push_back(seal(setup.key, q.open.context, first + i++, open_envelope(bytes).body));
+  return out;
+}
+
+}  // namespace
+
+cli::ReplyFilter make_reply_filter(BehaviourSetup setup, std::shared_ptr<BehaviourState> state) {
+  return [setup, state](const cli::QueryContext& q, std::vector<std::vector<uint8_t>> frames) {
+    std::lock_guard lock(state->mu);
+    BehaviourState& st = *state;
+    const AnswerBehaviour& b = setup.answers;
+    const Query& query = std::get<Query>(q.query.body);
+    const uint32_t round = query.round;
+    const bool active = round >= b.round;
+    std::vector<Envelope> own;
+    for (auto& f : frames) own.push_back(open_envelope(f));
+    cli::ProviderReply reply;
+    reply.frames = frames;
+
+    if (is_lie_kind(b.kind) && active && !st.fired) {
+      for (size_t i = 0; i < own.size(); ++i) {
+        Body body = own[i].body;
+        if (!lie_in(b.kind, body, st.rng)) continue;
+        st.fired = true;
+        std::vector<uint8_t> lie = seal(setup.key, own[i].context, own[i].sequence, body);
+        if (b.kind == AnswerKind::Equivocate)
+          // Both answers, signed: the honest-looking one first, then the other one for the same round.
+          reply.frames.push_back(seal(setup.key, own[i].context, own.back().sequence + 1, body));
+        else
+          reply.frames[i] = std::move(lie);
+        break;
+      }
+    } else if (b.kind == AnswerKind::AlwaysDisagree) {
+      for (size_t i = 0; i < own.size(); ++i) {
+        Body body = own[i].body;
+        if (lie_in(b.kind, body, st.rng)) reply.frames[i] = seal(setup.key, own[i].context, own[i].sequence, body);
+      }
+    } else if (b.kind == AnswerKind::AlwaysAgree || (b.kind == AnswerKind::ChangeRoot && active) ||
+               (b.kind == AnswerKind::AgreeThenDisagree && !active)) {
+      reply.frames = mirror_answers(setup, st, q, own);
+    } else if (b.kind == AnswerKind::Silent && active) {
+      reply.frames.clear();
+    } else if (b.kind == AnswerKind::Late && active) {
+      reply.delay_ms = query.deadline_ms + 500;
+    } else if (b.kind == AnswerKind::LastMoment) {
+      // Just inside the deadline; the referee's clock started a little before ours.
+      reply.delay_ms = query.deadline_ms > 400 ? query.deadline_ms - 400 : 0;
+    } else if (b.kind == AnswerKind::Disconnect && active && !st.fired) {
+      st.fired = true;
+      reply.frames.clear();
+      reply.disconnect = true;
+    } else if (b.kind == AnswerKind::CrashRestart && active && !st.fired) {
+      st.fired = true;
+      reply.frames.clear();
+      setup.crash(b.down_ms);
+    } else if (is_malformed_kind(b.kind) && active && !own.empty() && (st.acted < b.count || st.acted_round == round)) {
+      if (st.acted_round != round) ++st.acted, st.acted_round = round;
+      std::vector<uint8_t> bad = malformed(b.kind, own.front(), setup.key, st);
+      if (b.instead) reply.frames.clear();
+      reply.frames.insert(reply.frames.begin(), std::move(bad));
+    }
+    if (!frames.empty()) st.last_answer = frames.front();
+
+    // The link: added latency on every reply; a dropped reply takes the connection with it.
+    reply.delay_ms += setup.link.latency_ms;
+    if (setup.link.drop_rate > 0 && std::uniform_real_distribution<double>(0, 1)(st.rng) < setup.link.drop_rate) {
+      reply.frames.clear();
+      reply.disconnect = true;
+    }
+    return reply;
+  };
+}
+
+}  // namespace tribunal::scenarios

@@ -1,0 +1,48 @@
+// Provider behaviours of scenario scripts as reply filters (apps/nodes.h ReplyFilter): the honest
+// node computes its signed answers, the filter turns them into a liar's, a slow or silent peer's,
+// a crashing node's, or a bad link's. What each kind does: docs/scenarios.md.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+
+#include "apps/nodes.h"
+#include "scenarios/scenario.h"
+
+namespace tribunal::scenarios {
+
+/// What a provider's behaviour remembers across queries, connections and crash-restarts of its node
+/// (so a one-time act such as a disconnect happens once per scenario).
+struct BehaviourState {
+  explicit BehaviourState(uint64_t seed) : rng(seed) {}
+  std::mutex mu;
+  bool fired = false;               ///< a one-time act has happened
+  uint32_t acted_round = 0;         ///< last round a malformed frame was sent in
+  uint32_t acted = 0;               ///< rounds malformed frames were sent in
+  std::vector<uint8_t> last_answer; ///< the previous round's first answer frame (replay_round)
+  std::mt19937_64 rng;
+  struct Mirror;                    ///< another provider's trajectory, per dispute
+  std::map<Digest, std::shared_ptr<Mirror>> mirrors;
+};
+
+/// Everything a behaviour needs besides its state.
+struct BehaviourSetup {
+  KeyPair key;                         ///< the provider's own key (lies are signed: they are evidence)
+  AnswerBehaviour answers;
+  LinkConditions link;
+  std::filesystem::path mirror_store;  ///< store of the provider it parrots (change_root, always_agree, …)
+  int threads = 1;
+  /// crash_restart: asks the runner to crash this node now and restart it after `down_ms`. Must not
+  /// block (the node is destroyed from another thread).
+  std::function<void(uint64_t down_ms)> crash;
+};
+
+/// The reply filter of one provider. `state` may be shared by successive nodes of one provider.
+cli::ReplyFilter make_reply_filter(BehaviourSetup setup, std::shared_ptr<BehaviourState> state);
+
+}  // namespace tribunal::scenarios

@@ -1,0 +1,188 @@
+#include "scenarios/runner.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "scenarios/behaviour.h"
+
+namespace tribunal::scenarios {
+namespace {
+
+// The providers of one run. A crash-restart destroys a node and builds a new one on the same port,
+// key and store from a thread of its own, since the request comes from inside the node.
+class ProviderFleet {
+ public:
+  ProviderFleet(NetContext& ctx, const Scenario& s, const RunOptions& o, const std::filesystem::path& dir)
+      : ctx_(ctx), options_(o) {
+    for (size_t i = 0; i < s.providers.size(); ++i) {
+      Slot slot;
+      slot.spec = s.providers[i];
+      slot.key = generate_keypair();
+      slot.store = dir / slot.spec.name;
+      slot.state = std::make_shared<BehaviourState>(s.seed * 1000003u + i);
+      slots_.push_back(std::move(slot));
+    }
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      const std::string& mirror = slots_[i].spec.answers.mirror;
+      for (auto& other : slots_)
+        if (!mirror.empty() && other.spec.name == mirror) slots_[i].mirror_store = other.store;
+    }
+    std::lock_guard lock(mu_);
+    for (size_t i = 0; i < slots_.size(); ++i) start(i);
+    restarter_ = std::thread([this] { restart_loop(); });
+  }
+
+  ~ProviderFleet() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+      cv_.notify_all();
+    }
+    restarter_.join();
+    // Destroyed outside the lock: a node's worker may be waiting for it in a crash request.
+    std::vector<std::unique_ptr<cli::ProviderNode>> nodes;
+    {
+      std::lock_guard lock(mu_);
+      for (auto& s : slots_) nodes.push_back(std::move(s.node));
+    }
+    nodes.clear();
+  }
+
+  std::vector<std::string> urls() const {
+    std::vector<std::string> out;
+    for (auto& s : slots_) out.push_back(fmt::format("ws://127.0.0.1:{}/", s.port));
+    return out;
+  }
+  const std::string& name(size_t i) const { return slots_[i].spec.name; }
+  size_t crashes() {
+    std::lock_guard lock(mu_);
+    return crashes_;
+  }
+
+ private:
+  struct Slot {
+    ProviderSpec spec;
+    KeyPair key;
+    std::filesystem::path store, mirror_store;
+    uint16_t port = 0;
+    std::shared_ptr<BehaviourState> state;
+    std::unique_ptr<cli::ProviderNode> node;
+  };
+
+  void start(size_t i) {  // mu_ held
+    Slot& s = slots_[i];
+    ServerOptions server;
+    // A node that sends oversized frames must be allowed to: the limit it tests is the referee's.
+    if (s.spec.answers.kind == AnswerKind::Oversized) server.session.max_message_bytes = 2 * kMaxMessageBytes;
+    const std::string tag = s.spec.name;
+    cli::LogFn log = options_.log ? cli::LogFn([this, tag](const std::string& line) { options_.log(tag + ": " + line); })
+                                  : cli::LogFn([](const std::string&) {});
+    s.node = std::make_unique<cli::ProviderNode>(ctx_, s.key, s.store, options_.threads, s.spec.work, log, server);
+    BehaviourSetup setup{s.key, s.spec.answers, s.spec.link, s.mirror_store, options_.threads,
+                         [this, i](uint64_t down_ms) {
+                           std::lock_guard lock(mu_);
+                           crashes_requested_.push_back({i, down_ms});
+                           cv_.notify_all();
+                         }};
+    s.node->reply_filter = make_reply_filter(setup, s.state);
+    s.port = s.node->listen("127.0.0.1", s.port);
+  }
+
+  void restart_loop() {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || !crashes_requested_.empty(); });
+      if (stop_) return;
+      const auto [i, down_ms] = crashes_requested_.front();
+      crashes_requested_.pop_front();
+      if (options_.log) options_.log(fmt::format("{}: CRASH (down for {} ms)", slots_[i].spec.name, down_ms));
+      std::unique_ptr<cli::ProviderNode> dead = std::move(slots_[i].node);
+      lock.unlock();
+      dead.reset();  // joins its workers, closes its connections: everything in memory is lost
+      std::this_thread::sleep_for(std::chrono::milliseconds(down_ms));
+      lock.lock();
+      if (stop_) return;
+      start(i);
+      ++crashes_;
+      if (options_.log) options_.log(fmt::format("{}: restarted from its store", slots_[i].spec.name));
+    }
+  }
+
+  NetContext& ctx_;
+  const RunOptions& options_;
+  std::vector<Slot> slots_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<size_t, uint64_t>> crashes_requested_;
+  size_t crashes_ = 0;
+  bool stop_ = false;
+  std::thread restarter_;
+};
+
+void compare(const Scenario& s, ScenarioResult& r) {
+  const Expectation& e = s.expect;
+  auto& m = r.mismatches;
+  if (r.winner != e.winner) m.push_back(fmt::format("winner: expected {}, got {}", e.winner, r.winner));
+  if (e.dispute && *e.dispute != (r.disputes > 0))
+    m.push_back(fmt::format("dispute: expected {}, got {}", *e.dispute ? "one" : "none", r.disputes ? "one" : "none"));
+  const bool wants_verdict = e.reason || e.step || e.node || e.op;
+  if (wants_verdict && !r.verdict) {
+    m.push_back("expected a verdict, but no dispute was played");
+    return;
+  }
+  if (!r.verdict) return;
+  const Verdict& v = *r.verdict;
+  if (e.reason && *e.reason != v.reason)
+    m.push_back(fmt::format("reason: expected {}, got {}", reason_name(*e.reason), reason_name(v.reason)));
+  if (e.step && *e.step != v.step) m.push_back(fmt::format("step: expected {}, got {}", *e.step, v.step));
+  if (e.node && *e.node != v.node) m.push_back(fmt::format("node: expected {}, got {}", *e.node, v.node));
+  const std::string op = v.op < kOpKindCount ? op_name(static_cast<OpKind>(v.op)) : "none";
+  if (e.op && *e.op != op) m.push_back(fmt::format("op: expected {}, got {}", *e.op, op));
+}
+
+}  // namespace
+
+ScenarioResult run_scenario(const Scenario& s, const RunOptions& o) {
+  ScenarioResult r;
+  r.name = s.name;
+  r.file = s.file;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::filesystem::path dir = o.work_dir / s.name;
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  const cli::LogFn log = o.log ? o.log : cli::LogFn([](const std::string&) {});
+  try {
+    NetContext ctx(2, false);
+    RefereeOptions ro;
+    ro.answer_timeout_ms = s.answer_timeout_ms;
+    ro.recompute_timeout_ms = s.recompute_timeout_ms;
+    const KeyPair referee_key = generate_keypair();
+    cli::RefereeNode referee(ctx, referee_key, ro, [&](const std::string& line) { log("referee: " + line); });
+    referee.on_finished = [&](const RefereeDispute& d, const cli::DisputeStats&) { r.rounds = d.game().rounds(); };
+    const std::string referee_url = fmt::format("ws://127.0.0.1:{}/", referee.listen("127.0.0.1", 0));
+    {
+      ProviderFleet fleet(ctx, s, o, dir);
+      ctx.start();
+      const cli::DelegateOutcome out = cli::delegate_job(ctx, s.job, fleet.urls(), referee_url, dir / "verdicts",
+                                                         generate_keypair(), [&](const std::string& line) { log(line); });
+      r.winner = out.accepted ? fleet.name(out.winner) : "none";
+      r.disputes = out.verdicts.size();
+      if (!out.verdicts.empty()) r.verdict = verify_verdict(out.verdicts.back(), &referee_key.public_key);
+      r.crashes = fleet.crashes();
+    }
+    ctx.stop();
+    ctx.join();
+    compare(s, r);
+  } catch (const std::exception& e) {
+    r.error = e.what();
+  }
+  r.passed = r.error.empty() && r.mismatches.empty();
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace tribunal::scenarios

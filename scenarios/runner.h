@@ -1,0 +1,41 @@
+// Plays a scenario script over real loopback WebSocket connections: a referee, one provider node per
+// [[provider]] with its work, answer behaviour and link, and a delegating client; then compares the
+// outcome with the script's expectation.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "apps/nodes.h"
+#include "scenarios/scenario.h"
+
+namespace tribunal::scenarios {
+
+struct RunOptions {
+  int threads = 1;                  ///< training threads per provider
+  std::filesystem::path work_dir;   ///< stores and verdicts go under work_dir/<scenario name>
+  cli::LogFn log;                   ///< every node's log lines (may be empty: quiet)
+};
+
+/// What happened, and whether it is what the script expects.
+struct ScenarioResult {
+  std::string name;
+  std::filesystem::path file;
+  bool passed = false;
+  std::vector<std::string> mismatches;  ///< one line per expectation not met
+  std::string error;                    ///< the run itself failed (exception text)
+  std::string winner = "none";          ///< the standing claim's provider, or "none"
+  size_t disputes = 0;
+  std::optional<Verdict> verdict;       ///< the last verdict (verified with the referee's key)
+  uint32_t rounds = 0;                  ///< of the last dispute
+  size_t crashes = 0;                   ///< provider crash-restarts that happened
+  double seconds = 0;
+};
+
+/// Runs one scenario. Never throws for a failing run: the error is in the result.
+ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options);
+
+}  // namespace tribunal::scenarios

@@ -1,0 +1,103 @@
+// A cheater scenario script (docs/scenarios.md): a job, the providers and how each behaves — the
+// work it does, how it answers the referee, the link it sits behind — the referee's deadlines and
+// the outcome the network must reach. `tribunal scenario run FILE...` plays each over real loopback
+// WebSocket connections (scenarios/runner.h).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/fault.h"
+#include "protocol/messages.h"
+
+namespace tribunal::scenarios {
+
+/// How a provider answers the referee's questions (docs/scenarios.md has one paragraph per kind).
+enum class AnswerKind : uint8_t {
+  Honest,
+  // bisection lies
+  BadProof,           ///< one answer whose children do not hash to the committed node
+  Equivocate,         ///< two different signed answers to one question
+  ChangeRoot,         ///< from `round` on, answers from another provider's trajectory
+  AgreeThenDisagree,  ///< another provider's answers before `round`, its own after
+  AlwaysAgree,        ///< always the other provider's answers
+  AlwaysDisagree,     ///< random children every round
+  BadHandoff,         ///< a level commitment that does not open to the agreed state
+  // final-step fraud
+  ForgedBytes,        ///< opened tensor bytes that are not the committed tensor
+  BadRecord,          ///< an opened node record whose input is not its producer's output
+  // liveness
+  Silent,             ///< from `round` on, never answers
+  Late,               ///< from `round` on, answers 500 ms after the deadline
+  LastMoment,         ///< answers every question just before its deadline
+  Disconnect,         ///< at `round`, drops the connection instead of answering (once)
+  CrashRestart,       ///< at `round`, the whole node crashes; it restarts from its store after down_ms
+  // malformed frames (sent before the real answer, or instead of it)
+  Truncated,
+  Oversized,
+  BadSignature,
+  ForeignKey,
+  ReplayRound,        ///< its own answer of the previous round again
+  ReplayDispute,      ///< its answer signed for another dispute
+  WrongRound,         ///< a signed answer naming another round
+  NanBytes,           ///< NaN/Inf in place of an opened tensor's bytes
+  ZeroHashes,         ///< all-zero digests in place of the answer's hashes
+};
+
+/// The scenario-file name of a kind ("bad_proof", …).
+const char* answer_kind_name(AnswerKind kind);
+
+struct AnswerBehaviour {
+  AnswerKind kind = AnswerKind::Honest;
+  uint32_t round = 1;        ///< first round it acts in
+  uint32_t count = 1;        ///< malformed kinds: rounds it acts in
+  bool instead = false;      ///< malformed kinds: the bad frame replaces the answer (else precedes it)
+  uint64_t down_ms = 500;    ///< crash_restart: time the node stays down
+  std::string mirror;        ///< change_root/agree*/always_agree: whose trajectory it parrots
+};
+
+/// The link between a provider and the rest of the network.
+struct LinkConditions {
+  uint64_t latency_ms = 0;  ///< added to every reply
+  double drop_rate = 0;     ///< probability a reply is lost with the connection (the referee reconnects)
+};
+
+struct ProviderSpec {
+  std::string name;
+  Fault work;               ///< wrong work (engine/fault.h); default honest
+  std::string work_kind = "honest";
+  AnswerBehaviour answers;
+  LinkConditions link;
+};
+
+/// What the scenario must end in. Unset fields are not checked.
+struct Expectation {
+  std::string winner;                   ///< a provider name, or "none" (no claim stands)
+  std::optional<bool> dispute;          ///< whether any dispute is played
+  std::optional<VerdictReason> reason;  ///< of the last verdict
+  std::optional<uint64_t> step;
+  std::optional<uint64_t> node;
+  std::optional<std::string> op;        ///< op kind name of the located node
+};
+
+struct Scenario {
+  std::filesystem::path file;
+  std::string name;
+  std::string about;
+  std::filesystem::path job;  ///< resolved against the scenario file's directory
+  uint64_t seed = 1;          ///< drives drops and random lies
+  uint64_t answer_timeout_ms = 3000;
+  uint64_t recompute_timeout_ms = 60000;
+  LinkConditions network;     ///< default link of every provider
+  std::vector<ProviderSpec> providers;
+  Expectation expect;
+};
+
+/// Parses a scenario file. Throws EngineError("file:line:column: what") on anything unknown,
+/// missing or out of range, including a `node` or `step` outside the job's graph and trajectory.
+Scenario load_scenario(const std::filesystem::path& file);
+
+}  // namespace tribunal::scenarios
