@@ -116,7 +116,10 @@ void ProviderNode::on_message(const std::shared_ptr<Connection>& c, std::vector<
       const std::filesystem::path dir = store_ / to_hex(env.context);
       log_(fmt::format("provider {}: training job {} ({} steps){}", to_hex(key_.public_key).substr(0, 8),
                        to_hex(env.context).substr(0, 12), job.steps, fault_.any() ? " [cheating]" : ""));
+      ThreadPool pool(threads_);
+      const std::shared_ptr<const Dataset> train = shared_train_set(job.data_dir, pool);
       TrainOptions o;
+      o.train = train.get();
       o.threads = threads_;
       o.out_dir = dir;
       o.evaluate = false;

@@ -1,6 +1,7 @@
 // `tribunal scenario run FILE... [--json]`: plays cheater scenario scripts over real loopback
 // WebSocket connections and checks each outcome against its expectation (docs/scenarios.md).
 // `tribunal scenario graph JOB.toml`: the node table of a job's step graph, to pick a `node = N`.
+#include <chrono>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -76,10 +77,20 @@ int scenario_main(Args& args) {
   // Parse everything first: a typo in the 20th file should not cost the first 19 runs.
   std::vector<scenarios::Scenario> list;
   for (const auto& f : files) list.push_back(scenarios::load_scenario(f));
+  // Every node of every run shares one copy of each training set; keep them loaded between runs.
+  std::vector<std::shared_ptr<const Dataset>> keep;
+  {
+    ThreadPool pool(2);
+    for (const auto& s : list) keep.push_back(shared_train_set(load_job(s.job).data_dir, pool));
+  }
 
   FILE* human = json ? stderr : stdout;
+  const auto started = std::chrono::steady_clock::now();
   if (verbose)
-    options.log = [human](const std::string& line) { std::fprintf(human, "    %s\n", line.c_str()); };
+    options.log = [human, started](const std::string& line) {
+      const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      std::fprintf(human, "    [%8.3f] %s\n", t, line.c_str());
+    };
   else
     set_net_log_sink([](std::string_view) {});
   nlohmann::json report = nlohmann::json::array();

@@ -253,7 +253,9 @@ TrainResult run_training(const JobSpec& job, const TrainOptions& options) {
   result.stride = job.stride;
 
   auto t0 = Clock::now();
-  const Dataset train = load_fashion_mnist(job.data_dir, Split::Train, pool);
+  std::optional<Dataset> loaded;
+  if (!options.train) loaded = load_fashion_mnist(job.data_dir, Split::Train, pool);
+  const Dataset& train = options.train ? *options.train : *loaded;
   result.load_seconds = since(t0);
   Trainer trainer(job, train, pool, options.fault);
   result.job_id = trainer.job_id();

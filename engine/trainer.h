@@ -91,6 +91,7 @@ struct TrainOptions {
   Fault fault;                        ///< train as a cheater (engine/fault.h); default honest. Its
                                       ///< claim_steps replaces the job's T as the default stop_at
   std::function<void(int64_t step, int64_t total, float loss)> on_step;  ///< after each step
+  const Dataset* train = nullptr;     ///< the job's training set if already loaded (else loaded here)
 };
 
 struct TrainResult {
