@@ -91,19 +91,28 @@ DelegateOutcome delegate_job(NetContext& ctx, const std::filesystem::path& job_f
   for (size_t p = 0; p < providers.size(); ++p) {
     const Envelope env = inboxes[p]->next(MessageKind::Claim, std::chrono::hours(24), providers[p]);
     const Claim& c = std::get<Claim>(env.body);
-    if (env.context != id || c.job_id != id || c.steps != static_cast<uint64_t>(job.steps))
-      throw EngineError(fmt::format("{}: its claim is not for this job", providers[p]));
     out.claims.push_back(c);
     claim_envelopes.push_back(env.bytes);
-    log(fmt::format("delegate: claim from {}: trajectory_root {}", providers[p], to_hex(c.trajectory_root).substr(0, 16)));
     sessions[p]->close(CloseCode::Normal, "claim received");
+    // A claim that is not about this job cannot stand and needs no referee: it is refused here.
+    std::string refusal;
+    if (env.context != id || c.job_id != id)
+      refusal = "its claim is for another job";
+    else if (c.steps != static_cast<uint64_t>(job.steps))
+      refusal = fmt::format("its claim is for {} steps, the job has {}", c.steps, job.steps);
+    out.refusals.push_back(refusal);
+    if (!refusal.empty())
+      log(fmt::format("delegate: refused the claim of {}: {}", providers[p], refusal));
+    else
+      log(fmt::format("delegate: claim from {}: trajectory_root {}", providers[p], to_hex(c.trajectory_root).substr(0, 16)));
   }
 
   // Pairwise disputes: the standing claim meets each differing one; an honest claim never loses.
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
-  std::optional<size_t> standing = 0;
-  for (size_t p = 1; p < providers.size(); ++p) {
+  std::optional<size_t> standing;
+  for (size_t p = 0; p < providers.size(); ++p) {
+    if (!out.refusals[p].empty()) continue;
     if (!standing) {
       standing = p;
       continue;

@@ -129,6 +129,7 @@ struct DelegateOutcome {
   size_t winner = 0;                     ///< index into the providers of the standing claim
   Claim claim;                           ///< the standing claim
   std::vector<Claim> claims;             ///< every provider's claim, in order
+  std::vector<std::string> refusals;     ///< per provider: why its claim was refused (empty: valid)
   std::vector<std::vector<uint8_t>> verdicts;  ///< signed verdict envelopes, in dispute order
   std::vector<std::filesystem::path> verdict_files;
 };

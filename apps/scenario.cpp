@@ -100,9 +100,14 @@ int scenario_main(Args& args) {
     std::fflush(human);
     const scenarios::ScenarioResult r = scenarios::run_scenario(s, options);
     passed += r.passed;
-    std::string what = r.verdict ? fmt::format("{} wins: {} at step {} node {}", r.winner, reason_name(r.verdict->reason),
-                                               r.verdict->step, r.verdict->node)
-                                 : fmt::format("{} stands, no dispute", r.winner);
+    std::string what = fmt::format("{} stands, no dispute", r.winner);
+    if (r.verdict) {
+      const Verdict& v = *r.verdict;
+      const std::string at = v.level == Level::Nodes   ? fmt::format("step {} node {}", v.step, v.node)
+                             : v.level == Level::Steps ? fmt::format("level 2, step {}", v.step)
+                                                       : std::string("level 1");
+      what = fmt::format("{} {}: {} at {}", r.winner, r.winner == "none" ? "stands" : "wins", reason_name(v.reason), at);
+    }
     std::fprintf(human, "%s  %5.1f s  %s\n", r.passed ? "PASS" : "FAIL", r.seconds, what.c_str());
     for (const auto& m : r.mismatches) std::fprintf(human, "    mismatch: %s\n", m.c_str());
     if (!r.error.empty()) std::fprintf(human, "    error: %s\n", r.error.c_str());
