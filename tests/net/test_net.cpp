@@ -1,7 +1,15 @@
-// The WebSocket transport (net/) over real loopback sockets: echo, limits, refusals, timeouts and
+// The WebSocket transport (net/) over real loopback sockets: echo, limits, refusals, timeouts,
+// abuse bounds (oversized frames, per-address limits, silent and trickling peers, floods) and
 // graceful shutdown. Waits are condition variables with generous deadlines, never sleeps.
 #include <doctest/doctest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
@@ -520,4 +528,261 @@ TEST_CASE("SIGTERM triggers the graceful shutdown") {
   CHECK(box->closed->code == CloseCode::GoingAway);
   runner.join();  // run() returned
   CHECK(log.contains("signal 15"));
+}
+
+// ---- abuse bounds ------------------------------------------------------------------------------
+
+namespace {
+
+// A WebSocket client on a plain POSIX socket, for peers that misbehave below the frame level.
+struct RawPeer {
+  int fd = -1;
+  explicit RawPeer(uint16_t port) {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(port);
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0);
+    timeval tv{10, 0};  // kWait: a failure is a hang cut short
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+  ~RawPeer() { ::close(fd); }
+  bool write(const void* data, size_t n) { return ::send(fd, data, n, MSG_NOSIGNAL) == static_cast<ssize_t>(n); }
+  void handshake() {
+    const std::string request = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                                "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+    REQUIRE(write(request.data(), request.size()));
+    std::string response;
+    char c;
+    while (response.find("\r\n\r\n") == std::string::npos && ::recv(fd, &c, 1, 0) == 1) response += c;
+    REQUIRE(response.find(" 101 ") != std::string::npos);
+  }
+  // Waits up to `wait` for data; returns what came (empty: EOF or nothing).
+  std::vector<uint8_t> read_some(std::chrono::milliseconds wait) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(wait.count())) <= 0) return {};
+    std::vector<uint8_t> buf(4096);
+    const ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
+    buf.resize(n > 0 ? static_cast<size_t>(n) : 0);
+    return buf;
+  }
+  bool at_eof() {
+    char c;
+    return ::recv(fd, &c, 1, 0) == 0;
+  }
+};
+
+// The status code of a server close frame (unmasked, payload < 126) at the start of `bytes`; 0 if none.
+unsigned close_code_of(const std::vector<uint8_t>& bytes) {
+  if (bytes.size() < 4 || bytes[0] != 0x88) return 0;
+  return static_cast<unsigned>(bytes[2]) << 8 | bytes[3];
+}
+
+std::string connect_error(Client& client, const std::string& url) {
+  try {
+    client.connect_sync(url);
+  } catch (const NetError& e) {
+    return e.what();
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("a frame header announcing 1 GiB is refused with 1009 before any payload") {
+  LogCapture log;
+  EchoServer echo;
+  {
+    RawPeer peer(echo.server.port());
+    peer.handshake();
+    // FIN + binary, masked, 64-bit length 2^30, mask key; no payload follows.
+    const uint8_t header[] = {0x82, 0x80 | 127, 0, 0, 0, 0, 0x40, 0, 0, 0, 1, 2, 3, 4};
+    REQUIRE(peer.write(header, sizeof header));
+    CHECK(close_code_of(peer.read_some(kWait)) == 1009);
+  }  // hangs up instead of answering the close frame
+  REQUIRE(echo.events->wait_closes(1));
+  CHECK(echo.events->closes[0].code == CloseCode::TooBig);
+}
+
+TEST_CASE("per-address limit: a fourth connection from one address gets 429, another address is admitted") {
+  LogCapture log;
+  ServerOptions options;
+  options.max_connections_per_address = 3;
+  EchoServer echo(options);
+  NetContext client_ctx(1, false);
+  client_ctx.start();
+  Client client(client_ctx);
+  std::vector<std::shared_ptr<Session>> held;
+  for (int i = 0; i < 3; ++i) held.push_back(client.connect_sync(echo.url(), Inbox::handlers(std::make_shared<Inbox>())));
+  const std::string error = connect_error(client, echo.url());
+  CHECK(error.find("429") != std::string::npos);
+  CHECK(echo.server.refused_count() == 1);
+  CHECK(log.contains("from this address"));
+
+  ClientOptions other;
+  other.local_address = "127.0.0.2";
+  auto box = std::make_shared<Inbox>();
+  auto elsewhere = Client(client_ctx, other).connect_sync(echo.url(), Inbox::handlers(box));
+  CHECK(elsewhere->send({9}));
+  REQUIRE(box->wait_messages(1));
+  CHECK(echo.server.connection_count() == 4);
+
+  held[0]->close();  // frees a slot of 127.0.0.1
+  REQUIRE(echo.events->wait_closes(1));
+  auto again_box = std::make_shared<Inbox>();
+  auto again = client.connect_sync(echo.url(), Inbox::handlers(again_box));
+  CHECK(again->send({8}));
+  REQUIRE(again_box->wait_messages(1));
+}
+
+TEST_CASE("refusals in progress are bounded: beyond max_refusing, excess connections are closed unanswered") {
+  LogCapture log;
+  ServerOptions options;
+  options.max_connections = 1;
+  options.max_refusing = 1;
+  EchoServer echo(options);
+  NetContext client_ctx(1, false);
+  client_ctx.start();
+  Client client(client_ctx);
+  auto admitted = client.connect_sync(echo.url(), Inbox::handlers(std::make_shared<Inbox>()));
+  std::string error;
+  {
+    RawPeer mute(echo.server.port());  // refused, but its refusal waits for an upgrade request
+    error = connect_error(client, echo.url());
+    CHECK_FALSE(error.empty());
+    CHECK(error.find("503") == std::string::npos);  // not answered: closed at once
+    CHECK(log.contains("unanswered"));
+  }
+  // The mute peer has gone, so its refusal slot is free again: the next one is answered with 503.
+  std::string answered;
+  for (int i = 0; i < 100 && answered.find("503") == std::string::npos; ++i) answered = connect_error(client, echo.url());
+  CHECK(answered.find("503") != std::string::npos);
+  CHECK(echo.server.refused_count() >= 3);
+}
+
+TEST_CASE("handshake timeout: a connection that never sends its upgrade request is dropped") {
+  LogCapture log;
+  ServerOptions options;
+  options.handshake_timeout = 200ms;
+  EchoServer echo(options);
+  RawPeer mute(echo.server.port());
+  CHECK(mute.at_eof());  // the server hung up (SO_RCVTIMEO would make this fail after kWait)
+}
+
+TEST_CASE("first-message timeout: a silent session is closed with 1001, a talking one is not") {
+  LogCapture log;
+  ServerOptions options;
+  options.session.first_message_timeout = 200ms;
+  EchoServer echo(options);
+  NetContext client_ctx(1, false);
+  client_ctx.start();
+  auto silent_box = std::make_shared<Inbox>();
+  auto talking_box = std::make_shared<Inbox>();
+  auto silent = Client(client_ctx).connect_sync(echo.url(), Inbox::handlers(silent_box));
+  auto talking = Client(client_ctx).connect_sync(echo.url(), Inbox::handlers(talking_box));
+  CHECK(talking->send({1}));
+  REQUIRE(silent_box->wait_closed());
+  CHECK(silent_box->closed->code == CloseCode::GoingAway);
+  CHECK(silent_box->closed->reason == "no message");
+  // Well past the limit, the session that spoke in time is still served.
+  REQUIRE(talking_box->wait_messages(1));
+  CHECK(talking->send({2}));
+  REQUIRE(talking_box->wait_messages(2));
+  CHECK(talking->is_open());
+  CHECK(log.contains("no message within 200 ms"));
+}
+
+TEST_CASE("message timeout: a frame trickled byte by byte is cut off with 1008") {
+  LogCapture log;
+  ServerOptions options;
+  options.session.first_message_timeout = 0ms;  // only the message timeout here
+  options.session.message_timeout = 300ms;
+  EchoServer echo(options);
+  RawPeer peer(echo.server.port());
+  peer.handshake();
+  const uint8_t header[] = {0x82, 0x80 | 126, 1000 >> 8, 1000 & 0xff, 1, 2, 3, 4};  // 1000 bytes announced
+  REQUIRE(peer.write(header, sizeof header));
+  unsigned code = 0;
+  int sent = 0;
+  // One byte every 20 ms: bytes keep flowing (Beast's own idle timer never fires), the frame never ends.
+  while (sent < 999 && code == 0) {
+    const uint8_t byte = 0x55;
+    if (!peer.write(&byte, 1)) break;
+    ++sent;
+    code = close_code_of(peer.read_some(20ms));
+  }
+  CHECK(code == 1008);
+  CHECK(sent < 999);
+  REQUIRE(echo.events->wait_closes(1));
+  CHECK(echo.events->closes[0].code == CloseCode::PolicyViolation);
+  CHECK(echo.events->closes[0].reason == "message too slow");
+  CHECK(log.contains("message not complete"));
+}
+
+TEST_CASE("a flooding peer is held back by TCP while its handler is busy; other sessions are served") {
+  namespace beast = boost::beast;
+  namespace websocket = beast::websocket;
+  using tcp = boost::asio::ip::tcp;
+  LogCapture log;
+  constexpr int kFlood = 1000;               // 64 MiB in all: far beyond the socket buffers
+  const std::vector<uint8_t> big(65536, 3);  // flood messages; small ones are echoed
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool gate_open = false;
+  int received = 0;
+  bool in_order = true;
+  NetContext server_ctx(2, false);
+  Server server(server_ctx, [&](std::shared_ptr<Session> s) {
+    s->set_handlers({.on_message = [&](Session& session, std::vector<uint8_t> m) {
+                       if (m.size() < 100) return (void)session.send(std::move(m));
+                       std::unique_lock lock(mutex);
+                       // A handler stuck on the first flood message (tests only: handlers must not block).
+                       cv.wait(lock, [&] { return gate_open; });
+                       in_order = in_order && m[0] == static_cast<uint8_t>(received % 251);
+                       ++received;
+                       cv.notify_all();
+                     },
+                     .on_close = {}});
+  });
+  const uint16_t port = server.listen("127.0.0.1", 0);
+  server_ctx.start();
+
+  std::atomic<int> written{0};
+  std::thread flooder([&] {
+    boost::asio::io_context io;
+    websocket::stream<tcp::socket> ws(io);
+    ws.next_layer().connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port));
+    ws.handshake("127.0.0.1", "/");
+    ws.binary(true);
+    for (int i = 0; i < kFlood; ++i) {
+      std::vector<uint8_t> m = big;
+      m[0] = static_cast<uint8_t>(i % 251);
+      ws.write(boost::asio::buffer(m));  // blocks once the socket buffers are full
+      ++written;
+    }
+  });
+  NetContext client_ctx(1, false);
+  client_ctx.start();
+  auto box = std::make_shared<Inbox>();
+  auto bystander = Client(client_ctx).connect_sync("ws://127.0.0.1:" + std::to_string(port) + "/", Inbox::handlers(box));
+  for (size_t i = 0; i < 20; ++i) {
+    CHECK(bystander->send({static_cast<uint8_t>(i)}));
+    REQUIRE(box->wait_messages(i + 1));
+  }
+  const int written_while_stuck = written;
+  CHECK(written_while_stuck < kFlood);  // nothing read on the server's side: the peer is blocked
+  {
+    std::lock_guard lock(mutex);
+    CHECK(received == 0);
+    gate_open = true;
+    cv.notify_all();
+  }
+  flooder.join();
+  {
+    std::unique_lock lock(mutex);
+    REQUIRE(cv.wait_for(lock, kWait, [&] { return received == kFlood; }));
+    CHECK(in_order);
+  }
+  server_ctx.stop();
 }
