@@ -67,4 +67,34 @@ expect "unwritable output dir" 1 "cannot create output directory" -- train "$tmp
 expect "missing job file" 1 "nope.toml: cannot open" -- train "$tmp/nope.toml"
 expect "bad flag value" 2 "--threads expects an integer" -- train "$tmp/ok.toml" --threads zero
 expect "resume without checkpoint" 1 "no checkpoint" -- train "$tmp/ok.toml" --out "$tmp/o5" --resume
+
+# Scenario scripts: a typo names its file and line; a reference to nothing is refused before any run.
+scenario() {  # scenario FILE [work table lines] [expect table lines]
+  local work=${2:-$'kind = "corrupt_node"\nstep = 1\nnode = 2'} want=${3:-'winner = "alice"'}
+  cat >"$1" <<TOML
+name = "s"
+job = "$tmp/ok.toml"
+[[provider]]
+name = "alice"
+[[provider]]
+name = "mallory"
+[provider.work]
+$work
+[expect]
+$want
+TOML
+}
+scenario "$tmp/s1.toml" 'kind = "corupt_node"'
+expect "scenario: unknown work kind" 1 "s1.toml:[0-9]+:[0-9]+: work.kind 'corupt_node'" -- scenario run "$tmp/s1.toml"
+scenario "$tmp/s2.toml" 'kind = "corrupt_node"
+step = 3
+node = 2'
+expect "scenario: step past the job" 1 "s2.toml:[0-9]+:[0-9]+: work.step = 3 is out of range" -- scenario run "$tmp/s2.toml"
+scenario "$tmp/s3.toml" "" 'winner = "bob"'
+expect "scenario: unknown winner" 1 "s3.toml:[0-9]+:[0-9]+: expect.winner 'bob'" -- scenario run "$tmp/s3.toml"
+scenario "$tmp/s4.toml" 'kind = "corrupt_node"
+step = 1
+node = 99'
+expect "scenario: node outside the graph" 1 "s4.toml.*node" -- scenario run "$tmp/s4.toml"
+expect "scenario: no files" 2 "give at least one scenario file" -- scenario run
 exit $fail
