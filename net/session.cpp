@@ -135,6 +135,16 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
 
   bool is_open() const override { return accepting_.load(); }
 
+  void set_reading(bool on) override {
+    asio::dispatch(ws_.get_executor(), [self = shared_from_this(), on] {
+      self->reading_ = on;
+      if (!on || !self->read_parked_) return;
+      self->read_parked_ = false;
+      self->last_received_ = Clock::now();  // the idle limit restarts from here
+      self->do_read();
+    });
+  }
+
   /// The session's strand.
   asio::any_io_executor executor() { return ws_.get_executor(); }
 
@@ -402,6 +412,10 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
         begin_close(CloseCode::InternalError, "internal error", false);
       }
     }
+    if (!reading_ && state_ == State::Open) {
+      read_parked_ = true;  // set_reading(true) or a close resumes
+      return;
+    }
     do_read();
   }
 
@@ -436,6 +450,10 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
 
   void check_limits() {
     const auto now = Clock::now();
+    if (read_parked_) {  // paused by the application: not the peer's silence
+      last_received_ = now;
+      return arm_watchdog();
+    }
     if (options_.message_timeout.count() > 0 && message_started_ && now - *message_started_ >= options_.message_timeout) {
       log("message not complete after " + ms_string(options_.message_timeout) + " (" +
           std::to_string(buffer_.size()) + " bytes so far): closing 1008");
@@ -526,6 +544,10 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
     if (reason.size() > kMaxReasonBytes) reason.resize(kMaxReasonBytes);
     close_reason_ = std::move(reason);
     if (!flush) drop_queue();
+    if (read_parked_) {  // read the peer's close reply
+      read_parked_ = false;
+      do_read();
+    }
     // Bounds the flush and the close handshake together: a peer that stops reading cannot hold us.
     deadline_timer_.expires_after(options_.close_timeout);
     deadline_timer_.async_wait([self = shared_from_this()](error_code ec) {
@@ -645,6 +667,8 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
   Clock::time_point opened_;
   Clock::time_point last_received_;
   bool received_any_ = false;
+  bool reading_ = true;       // set_reading
+  bool read_parked_ = false;  // no read pending because reading is paused
   std::optional<Clock::time_point> message_started_;  // a message is partly received
   bool watchdog_armed_ = false;
   Clock::time_point watchdog_at_;

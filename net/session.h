@@ -101,6 +101,12 @@ class Session {
   /// True from the handshake until a close starts or the connection fails.
   virtual bool is_open() const = 0;
 
+  /// Flow control for handlers that hand messages to other threads: with `on` false, no further
+  /// message is read once the current one is delivered, so a peer sending faster than it is served
+  /// is held back by TCP instead of filling a queue; true resumes. Thread-safe. While paused, the
+  /// idle and first-message limits do not run, and a close still completes (the close reply is read).
+  virtual void set_reading(bool on) = 0;
+
  protected:
   Session();
   std::string remote_;  ///< set before the session is handed out, constant afterwards

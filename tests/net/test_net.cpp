@@ -18,6 +18,7 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -784,5 +785,54 @@ TEST_CASE("a flooding peer is held back by TCP while its handler is busy; other 
     REQUIRE(cv.wait_for(lock, kWait, [&] { return received == kFlood; }));
     CHECK(in_order);
   }
+  server_ctx.stop();
+}
+
+TEST_CASE("set_reading(false) holds a flooding peer back: a handler's queue never exceeds one message") {
+  LogCapture log;
+  constexpr int kMessages = 300;
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<std::pair<std::shared_ptr<Session>, std::vector<uint8_t>>> queue;
+  size_t max_queued = 0;
+  int handled = 0;
+  bool in_order = true;
+  NetContext server_ctx(2, false);
+  Server server(server_ctx, [&](std::shared_ptr<Session> s) {
+    std::weak_ptr<Session> weak = s;
+    s->set_handlers({.on_message = [&, weak](Session& session, std::vector<uint8_t> m) {
+                       session.set_reading(false);  // until the worker has taken it
+                       std::lock_guard lock(mutex);
+                       queue.emplace_back(weak.lock(), std::move(m));
+                       max_queued = std::max(max_queued, queue.size());
+                       cv.notify_all();
+                     },
+                     .on_close = {}});
+  });
+  const uint16_t port = server.listen("127.0.0.1", 0);
+  server_ctx.start();
+  std::thread worker([&] {
+    for (int i = 0; i < kMessages; ++i) {
+      std::unique_lock lock(mutex);
+      if (!cv.wait_for(lock, kWait, [&] { return !queue.empty(); })) return;
+      auto [session, m] = std::move(queue.front());
+      queue.pop_front();
+      lock.unlock();
+      in_order = in_order && m.size() == 1000 && m[0] == static_cast<uint8_t>(i);
+      ++handled;
+      session->set_reading(true);
+    }
+  });
+  NetContext client_ctx(1, false);
+  client_ctx.start();
+  ClientOptions roomy;
+  roomy.session.max_queued_messages = kMessages;
+  auto flooder = Client(client_ctx, roomy).connect_sync("ws://127.0.0.1:" + std::to_string(port) + "/");
+  for (int i = 0; i < kMessages; ++i) CHECK(flooder->send(std::vector<uint8_t>(1000, static_cast<uint8_t>(i))));
+  worker.join();
+  CHECK(handled == kMessages);
+  CHECK(in_order);
+  CHECK(max_queued == 1);
+  CHECK(flooder->is_open());
   server_ctx.stop();
 }
