@@ -7,12 +7,15 @@
 //           oversized frames (> 1 MiB), junk frames, and trickles a frame byte by byte.
 //
 // This process plays everyone else: one honest and one cheating provider server (the cheater holds N
-// identities: N Ed25519 keys signing the same faulty claim, hence N distinct dispute ids), each
-// connection answered by a ProviderDisputeSession over one shared data set, and N clients that send
+// identities: N Ed25519 keys signing the same faulty claim, hence N distinct dispute ids), and N
+// clients that send
 // their DisputeOpen at once and check the signed verdict (right referee, right dispute, honest party
 // wins, cheat located at the injected step and node). Prints one JSON object.
 //
-//   bench_load [--disputes 500] [--referee-threads 2] [--provider-workers 2] [--no-abuse]
+//   bench_load [--disputes 500] [--referee-threads 2] [--provider-workers 2] [--silent 1200] [--no-abuse]
+//
+// --silent: how many silent connections the flooder opens from one address (more than the referee's
+// per-address limit, so that some are refused). --verbose: the referee's log lines on stderr.
 //
 // Message-handling latency: per dispute, from the provider sending the last answer of a round to a
 // provider receiving the referee's next question (referee handling + loopback both ways + this
@@ -49,7 +52,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/nodes.h"
-#include "engine/provider_session.h"
+#include "engine/dispute.h"
 #include "net/error.h"
 
 using namespace tribunal;
@@ -83,9 +86,11 @@ struct ChildStats {
   std::map<std::string, uint64_t> closes;  // "closed 1009 (message too big) by us" → count
 };
 
-[[noreturn]] void run_referee(const KeyPair& key, int threads, int port_fd) {
+[[noreturn]] void run_referee(const KeyPair& key, int threads, int port_fd, bool verbose) {
   static ChildStats stats;
+  static bool log_lines = verbose;
   set_net_log_sink([](std::string_view line) {
+    if (log_lines) std::fprintf(stderr, "referee [net] %.*s\n", static_cast<int>(line.size()), line.data());
     auto has = [&](std::string_view s) { return line.find(s) != std::string_view::npos; };
     if (has("(HTTP 429)")) ++stats.refused_429;
     if (has("(HTTP 503)")) ++stats.refused_503;
@@ -108,7 +113,9 @@ struct ChildStats {
   {
     NetContext ctx(threads, /*handle_signals=*/true);
     ctx.set_shutdown_grace(std::chrono::milliseconds(2000));
-    cli::RefereeNode node(ctx, key, RefereeOptions{}, [](const std::string&) {});
+    cli::RefereeNode node(ctx, key, RefereeOptions{}, [verbose](const std::string& line) {
+      if (verbose) std::fprintf(stderr, "referee %s\n", line.c_str());
+    });
     node.on_finished = [&](const RefereeDispute&, const cli::DisputeStats& s) {
       ++stats.finished;
       std::lock_guard lock(cpu_mu);
@@ -162,9 +169,15 @@ ProcSample sample_proc(pid_t pid) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The providers: two servers (honest, cheater), each connection answered by its own
-// ProviderDisputeSession on a worker thread (connections are spread over the workers, so each
-// connection's messages stay in order).
+// The providers: two servers (honest, cheater). Each connection is one provider identity in one
+// dispute, with ProviderDisputeSession's checks (its claim is in the opening, the dispute id matches,
+// one referee, increasing sequence numbers) and its own signing key and sequence; the answers come
+// from one DisputeResponder per role, shared by all its connections. Every dispute asks the same
+// questions of the same two trajectories, so after the first the responder answers from its caches:
+// this process stays cheap and the referee is what is measured (with a responder per connection,
+// recomputing the same intervals 1000 times, the provider side was the bottleneck on 2 cores).
+// Connections are spread over worker threads (so each connection's messages stay in order); each
+// reads its next message only once the worker has handled the last, so nothing queues without bound.
 
 struct Trained {
   TrainResult result;
@@ -179,6 +192,7 @@ struct Latency {
   };
   std::map<Digest, PerDispute> disputes;
   std::vector<double> samples_ms;
+  std::vector<double> provider_ms;  // this process: a question's arrival to its answer leaving
 
   void answered(const Digest& id, Clock::time_point t) {
     std::lock_guard lock(mu);
@@ -192,10 +206,15 @@ struct Latency {
     samples_ms.push_back(std::chrono::duration<double, std::milli>(t - *d.answered).count());
     d.answered.reset();
   }
+  void provider(Clock::time_point received, Clock::time_point answered) {
+    std::lock_guard lock(mu);
+    provider_ms.push_back(std::chrono::duration<double, std::milli>(answered - received).count());
+  }
   void reset() {
     std::lock_guard lock(mu);
     disputes.clear();
     samples_ms.clear();
+    provider_ms.clear();
   }
 };
 
@@ -205,6 +224,11 @@ class ProviderHost {
                const Trained& honest_run, const Trained& cheater_run, int workers, Latency& latency)
       : ctx_(ctx), job_(job), job_id_(job_id), data_(data), honest_key_(honest), honest_(honest_run),
         cheater_(cheater_run), latency_(latency) {
+    for (int role = 0; role < 2; ++role) {
+      const Trained& run = role == 0 ? honest_ : cheater_;
+      responders_[role].responder =
+          std::make_unique<DisputeResponder>(job_, data_, run.store, responders_[role].pool, run.fault);
+    }
     ServerOptions options;
     options.max_connections = 100000;  // limited by the file descriptors; the referee is under test
     options.max_connections_per_address = 0;
@@ -232,15 +256,27 @@ class ProviderHost {
   uint64_t errors() const { return errors_; }
 
  private:
+  // One identity's side of one dispute (what ProviderDisputeSession checks and keeps).
   struct Connection {
     int role = 0;
     std::shared_ptr<Session> session;
+    bool open = false;
+    KeyPair key;
+    Digest dispute_id{};
+    std::optional<PublicKey> referee;
+    uint64_t last_sequence = 0;
+    uint64_t sequence = 0;
+  };
+  // A role's answers, shared by its connections.
+  struct Responder {
+    std::mutex mu;
     ThreadPool pool{1};
-    std::unique_ptr<ProviderDisputeSession> dispute;
+    std::unique_ptr<DisputeResponder> responder;
   };
   struct Task {
     std::shared_ptr<Connection> connection;
     std::vector<uint8_t> bytes;
+    Clock::time_point received;
   };
   struct Worker {
     std::mutex mu;
@@ -256,9 +292,10 @@ class ProviderHost {
     c->session = s;
     Worker* w = workers_[next_worker_++ % workers_.size()].get();
     std::weak_ptr<Connection> weak = c;
-    s->set_handlers({[this, w, weak](Session&, std::vector<uint8_t> bytes) {
+    s->set_handlers({[this, w, weak](Session& session, std::vector<uint8_t> bytes) {
                        auto c = weak.lock();
                        if (!c) return;
+                       session.set_reading(false);  // one message per connection queued at a time
                        // Envelope header: version, kind, 32-byte context. A question's arrival is
                        // stamped here, on the I/O thread, before any queueing.
                        if (bytes.size() > 34 && bytes[1] == static_cast<uint8_t>(MessageKind::Query)) {
@@ -267,7 +304,7 @@ class ProviderHost {
                          latency_.question(id, Clock::now());
                        }
                        std::lock_guard lock(w->mu);
-                       w->tasks.push_back({c, std::move(bytes)});
+                       w->tasks.push_back({c, std::move(bytes), Clock::now()});
                        w->cv.notify_one();
                      },
                      [c](Session&, const CloseInfo&) mutable { c.reset(); }});
@@ -283,30 +320,49 @@ class ProviderHost {
         task = std::move(w.tasks.front());
         w.tasks.pop_front();
       }
-      handle(*task.connection, task.bytes);
+      handle(*task.connection, task.bytes, task.received);
+      task.connection->session->set_reading(true);
     }
   }
 
-  void handle(Connection& c, const std::vector<uint8_t>& bytes) {
+  void handle(Connection& c, const std::vector<uint8_t>& bytes, Clock::time_point received) {
     try {
       const Envelope env = open_envelope(bytes);
-      if (env.kind == MessageKind::DisputeOpen) {
-        const Trained& run = c.role == 0 ? honest_ : cheater_;
-        KeyPair key = honest_key_;
-        if (c.role == 1) {
-          bool found = false;
-          for (const auto& claim : std::get<DisputeOpen>(env.body).claims) {
-            const auto it = cheater_keys_.find(open_envelope(claim).sender);
-            if (it != cheater_keys_.end()) key = it->second, found = true;
-          }
-          if (!found) throw ProtocolError("no claim of the dispute is one of ours");
+      if (env.kind == MessageKind::DisputeOpen && !c.open) {
+        const DisputeOpen& open = std::get<DisputeOpen>(env.body);
+        bool ours = false;
+        for (const auto& claim : open.claims) {
+          const Envelope ce = open_envelope(claim);
+          if (ce.kind != MessageKind::Claim || std::get<Claim>(ce.body).job_id != job_id_)
+            throw ProtocolError("dispute opening: a claim is not a Claim for this job");
+          if (c.role == 0 && ce.sender == honest_key_.public_key) c.key = honest_key_, ours = true;
+          if (c.role == 1)
+            if (const auto it = cheater_keys_.find(ce.sender); it != cheater_keys_.end()) c.key = it->second, ours = true;
         }
-        c.dispute = std::make_unique<ProviderDisputeSession>(key, env, job_, job_id_, data_, run.store, c.pool, run.fault);
+        if (!ours) throw ProtocolError("dispute opening: none of its claims is ours");
+        if (dispute_id(job_id_, open.claims) != env.context)
+          throw ProtocolError("dispute opening: its id does not match its claims");
+        c.dispute_id = env.context;
+        c.open = true;
         return;
       }
-      if (env.kind == MessageKind::Query && c.dispute) {
-        auto answers = c.dispute->on_envelope(env);
-        latency_.answered(env.context, Clock::now());
+      if (env.kind == MessageKind::Query && c.open) {
+        if (env.context != c.dispute_id) throw ProtocolError("query for another dispute");
+        if (c.referee && env.sender != *c.referee) throw ProtocolError("query signed by another referee");
+        if (env.sequence <= c.last_sequence) throw ProtocolError("stale sequence number (replay)");
+        c.referee = env.sender;
+        c.last_sequence = env.sequence;
+        std::vector<Body> bodies;
+        {
+          Responder& r = responders_[c.role];
+          std::lock_guard lock(r.mu);
+          bodies = r.responder->answer(std::get<Query>(env.body));
+        }
+        std::vector<std::vector<uint8_t>> answers;
+        for (const Body& body : bodies) answers.push_back(seal(c.key, c.dispute_id, ++c.sequence, body));
+        const auto now = Clock::now();
+        latency_.answered(env.context, now);
+        latency_.provider(received, now);
         for (auto& a : answers) c.session->send(std::move(a));
         return;
       }
@@ -328,6 +384,7 @@ class ProviderHost {
   const Trained& cheater_;
   Latency& latency_;
   std::map<PublicKey, KeyPair> cheater_keys_;  // filled before any connection
+  std::array<Responder, 2> responders_;
   std::array<std::unique_ptr<Server>, 2> servers_;
   std::array<uint16_t, 2> ports_{};
   std::vector<std::unique_ptr<Worker>> workers_;
@@ -472,13 +529,15 @@ void trickle(uint16_t port, const std::string& local, Abuse& abuse) {
   close(fd);
 }
 
-void start_abuse(NetContext& ctx, const std::string& url, uint16_t port, Abuse& abuse) {
-  // 1. 300 connections from one address that never send anything: past the per-address limit they
-  //    are refused (HTTP 429); the admitted ones hold a slot until the first-message timeout.
+void start_abuse(NetContext& ctx, const std::string& url, uint16_t port, size_t silent_count, Abuse& abuse) {
+  // 1. Connections from one address that never send anything: past the per-address limit they are
+  //    refused (HTTP 429, or closed unanswered while many refusals are in progress); the admitted
+  //    ones hold a slot until the first-message timeout.
   ClientOptions silent;
   silent.local_address = "127.0.0.200";
+  silent.connect_timeout = std::chrono::seconds(30);
   Client silent_client(ctx, silent);
-  for (int i = 0; i < 300; ++i)
+  for (size_t i = 0; i < silent_count; ++i)
     silent_client.connect(url, [&abuse](std::shared_ptr<Session> s, const std::string& error) {
       if (!s) {
         (error.find("429") != std::string::npos || error.find("503") != std::string::npos ? abuse.silent_refused
@@ -493,15 +552,12 @@ void start_abuse(NetContext& ctx, const std::string& url, uint16_t port, Abuse& 
       std::lock_guard lock(abuse.mu);
       abuse.held.push_back(s);
     });
-  // 2. Oversized frames (1 MiB + 1) and 3. junk frames, over and over until the disputes are done.
+  // 2. Oversized frames (1 MiB + 1), 4 connections at a time, over and over until the end.
   abuse.threads.emplace_back([&ctx, &abuse, url] {
     ClientOptions big;
     big.local_address = "127.0.0.201";
     big.session.max_message_bytes = 2 * kMaxMessageBytes;
-    ClientOptions junk;
-    junk.local_address = "127.0.0.202";
-    std::mt19937 rng(7);
-    std::vector<uint8_t> oversized(kMaxMessageBytes + 1, 0xAB);
+    const std::vector<uint8_t> oversized(kMaxMessageBytes + 1, 0xAB);
     while (!abuse.stop) {
       std::vector<std::shared_ptr<Session>> sessions;
       for (int i = 0; i < 4; ++i) {
@@ -515,7 +571,21 @@ void start_abuse(NetContext& ctx, const std::string& url, uint16_t port, Abuse& 
         } catch (const std::exception&) {
         }
       }
-      for (int i = 0; i < 16; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  // 3. Junk frames (random bytes, 1 B – 64 KiB), 50 per connection, from two threads.
+  for (int t = 0; t < 2; ++t)
+    abuse.threads.emplace_back([&ctx, &abuse, url, t] {
+      ClientOptions junk;
+      junk.local_address = "127.0.0.202";
+      std::mt19937 rng(7 + t);
+      std::vector<std::vector<uint8_t>> frames(64);  // made once
+      for (auto& frame : frames) {
+        frame.resize(1 + rng() % 65536);
+        for (auto& b : frame) b = static_cast<uint8_t>(rng());
+      }
+      while (!abuse.stop) {
         try {
           auto s = Client(ctx, junk).connect_sync(url, {{}, [&abuse](Session&, const CloseInfo& info) {
                                                       ++abuse.junk_closed;
@@ -523,18 +593,13 @@ void start_abuse(NetContext& ctx, const std::string& url, uint16_t port, Abuse& 
                                                     }});
           ++abuse.junk_connections;
           for (int k = 0; k < 50; ++k) {
-            std::vector<uint8_t> frame(1 + rng() % 65536);
-            for (auto& b : frame) b = static_cast<uint8_t>(rng());
-            if (!s->send(std::move(frame))) break;
+            if (!s->send(frames[rng() % frames.size()])) break;
             ++abuse.junk_frames;
           }
-          sessions.push_back(s);
         } catch (const std::exception&) {
         }
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  });
+    });
   // 4. Tricklers: a frame announced and sent one byte every 200 ms.
   for (int i = 0; i < 20; ++i) abuse.threads.emplace_back([port, &abuse] { trickle(port, "127.0.0.203", abuse); });
 }
@@ -560,13 +625,17 @@ int main(int argc, char** argv) {
   size_t n = 500;
   int referee_threads = 2, provider_workers = 2;
   bool abuse_phase = true;
+  size_t silent_count = 1200;
+  bool verbose = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--disputes") && i + 1 < argc) n = std::stoul(argv[++i]);
     else if (!std::strcmp(argv[i], "--referee-threads") && i + 1 < argc) referee_threads = std::stoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--provider-workers") && i + 1 < argc) provider_workers = std::stoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--no-abuse")) abuse_phase = false;
+    else if (!std::strcmp(argv[i], "--verbose")) verbose = true;
+    else if (!std::strcmp(argv[i], "--silent") && i + 1 < argc) silent_count = std::stoul(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: bench_load [--disputes N] [--referee-threads K] [--provider-workers W] [--no-abuse]\n");
+      std::fprintf(stderr, "usage: bench_load [--disputes N] [--referee-threads K] [--provider-workers W] [--silent N] [--no-abuse] [--verbose]\n");
       return 2;
     }
   }
@@ -580,7 +649,7 @@ int main(int argc, char** argv) {
   if (child < 0) return 1;
   if (child == 0) {
     close(pipe_fd[0]);
-    run_referee(referee_key, referee_threads, pipe_fd[1]);
+    run_referee(referee_key, referee_threads, pipe_fd[1], verbose);
   }
   close(pipe_fd[1]);
   uint16_t referee_port = 0;
@@ -623,6 +692,8 @@ int main(int argc, char** argv) {
   };
   const std::vector<uint8_t> honest_claim = claim_of(honest_key, honest);
 
+  // Declared before the context: the flooder's sessions may end (and report to it) until ctx stops.
+  Abuse abuse;
   NetContext ctx(2, false);
   Latency latency;
   ProviderHost host(ctx, job, id, data, honest_key, honest, cheater, provider_workers, latency);
@@ -672,10 +743,18 @@ int main(int argc, char** argv) {
   auto run_phase = [&](const std::vector<Dispute>& disputes, Abuse* abuse) {
     latency.reset();
     peak_rss = sample_proc(child).rss_kib;
-    const ProcSample before = sample_proc(child);
     auto out = std::make_shared<Outcome>();
+    if (abuse) {
+      // The flood first: the disputes start once every silent connection is held or refused.
+      start_abuse(ctx, referee_url, referee_port, silent_count, *abuse);
+      const auto f0 = Clock::now();
+      while (seconds_since(f0) < 20 &&
+             abuse->silent_open + abuse->silent_refused + abuse->silent_other < silent_count)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    const uint64_t junk0 = abuse ? abuse->junk_frames.load() : 0, big0 = abuse ? abuse->big_sent.load() : 0;
+    const ProcSample before = sample_proc(child);
     const auto t0 = Clock::now();
-    if (abuse) start_abuse(ctx, referee_url, referee_port, *abuse);
     open_disputes(ctx, referee_url, referee_key.public_key, disputes, out);
     {
       std::unique_lock lock(out->mu);
@@ -684,10 +763,11 @@ int main(int argc, char** argv) {
     const double wall = std::chrono::duration<double>(out->last - t0).count();
     const ProcSample after = sample_proc(child);
     PhaseResult r;
-    std::vector<double> samples;
+    std::vector<double> samples, provider;
     {
       std::lock_guard lock(latency.mu);
       samples = latency.samples_ms;
+      provider = latency.provider_ms;
     }
     r.p50 = percentile(samples, 0.50);
     r.p99 = percentile(samples, 0.99);
@@ -705,8 +785,14 @@ int main(int argc, char** argv) {
               {"latency_p50_ms", r.p50},
               {"latency_p99_ms", r.p99},
               {"latency_max_ms", percentile(samples, 1.0)},
+              {"provider_answer_p99_ms", percentile(provider, 0.99)},
+              {"provider_answer_max_ms", percentile(provider, 1.0)},
               {"referee_peak_rss_mib", static_cast<double>(r.peak_rss_kib) / 1024},
               {"referee_cpu_seconds", after.cpu_seconds - before.cpu_seconds}};
+    if (abuse)
+      r.json["during_disputes"] = {{"junk_frames_sent", abuse->junk_frames - junk0},
+                                   {"oversized_frames_sent", abuse->big_sent - big0},
+                                   {"silent_connections_held", abuse->silent_open - abuse->silent_closed_by_referee}};
     return r;
   };
 
@@ -720,7 +806,6 @@ int main(int argc, char** argv) {
                            {"referee_idle_rss_mib", static_cast<double>(idle.rss_kib) / 1024},
                            {"clean", clean.json}};
   if (abuse_phase) {
-    Abuse abuse;
     const PhaseResult dirty = run_phase(abuse_disputes, &abuse);
     // Let the tricklers and silent connections meet their timeouts.
     const auto t0 = Clock::now();
@@ -735,7 +820,7 @@ int main(int argc, char** argv) {
     a["rate_ratio"] = dirty.rate / clean.rate;
     a["peak_rss_ratio"] = static_cast<double>(dirty.peak_rss_kib) / static_cast<double>(clean.peak_rss_kib);
     std::lock_guard lock(abuse.mu);
-    a["flood"] = {{"silent_connections", 300},
+    a["flood"] = {{"silent_connections", silent_count},
                   {"silent_admitted", abuse.silent_open.load()},
                   {"silent_refused_http", abuse.silent_refused.load()},
                   {"silent_dropped_unanswered", abuse.silent_other.load()},
