@@ -20,6 +20,9 @@ std::shared_ptr<const Dataset> shared_train_set(const std::filesystem::path& dir
   return data;
 }
 
+// Messages queued for a connection's worker before its session stops reading (each ≤ 1 MiB).
+constexpr size_t kInboxHigh = 8;
+
 // One connection: its messages are handled in order on a worker thread of their own, since
 // training and recomputing intervals take seconds and must not block the I/O thread.
 struct ProviderNode::Connection {
@@ -48,9 +51,11 @@ ProviderNode::ProviderNode(NetContext& ctx, KeyPair key, std::filesystem::path s
       server_(ctx, [this](std::shared_ptr<Session> s) {
         auto c = std::make_shared<Connection>();
         c->session = s;
-        s->set_handlers({[c](Session&, std::vector<uint8_t> bytes) {
+        s->set_handlers({[c](Session& session, std::vector<uint8_t> bytes) {
                            std::lock_guard lock(c->mu);
                            c->inbox.push_back(std::move(bytes));
+                           // A peer that sends faster than the worker serves is held back by TCP.
+                           if (c->inbox.size() >= kInboxHigh) session.set_reading(false);
                            c->cv.notify_one();
                          },
                          [c](Session&, const CloseInfo&) {
@@ -75,6 +80,7 @@ ProviderNode::ProviderNode(NetContext& ctx, KeyPair key, std::filesystem::path s
                                   if (c->inbox.empty()) break;
                                   bytes = std::move(c->inbox.front());
                                   c->inbox.pop_front();
+                                  if (c->inbox.size() + 1 == kInboxHigh / 2 && c->session) c->session->set_reading(true);
                                 }
                                 on_message(c, std::move(bytes));
                               }

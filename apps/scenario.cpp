@@ -29,7 +29,7 @@ nlohmann::json to_json(const scenarios::Scenario& s, const scenarios::ScenarioRe
     actual["reason"] = reason_name(v.reason);
     actual["step"] = v.step;
     actual["node"] = v.node;
-    actual["op"] = v.op < kOpKindCount ? op_name(static_cast<OpKind>(v.op)) : "none";
+    actual["op"] = scenarios::located_op(v);
     actual["rounds"] = v.rounds;
     actual["detail"] = v.detail;
   }

@@ -140,11 +140,16 @@ void compare(const Scenario& s, ScenarioResult& r) {
     m.push_back(fmt::format("reason: expected {}, got {}", reason_name(*e.reason), reason_name(v.reason)));
   if (e.step && *e.step != v.step) m.push_back(fmt::format("step: expected {}, got {}", *e.step, v.step));
   if (e.node && *e.node != v.node) m.push_back(fmt::format("node: expected {}, got {}", *e.node, v.node));
-  const std::string op = v.op < kOpKindCount ? op_name(static_cast<OpKind>(v.op)) : "none";
+  const std::string op = located_op(v);
   if (e.op && *e.op != op) m.push_back(fmt::format("op: expected {}, got {}", *e.op, op));
 }
 
 }  // namespace
+
+std::string located_op(const Verdict& v) {
+  if (v.level != Level::Nodes || v.reason == VerdictReason::WrongPostState || v.op >= kOpKindCount) return "none";
+  return op_name(static_cast<OpKind>(v.op));
+}
 
 ScenarioResult run_scenario(const Scenario& s, const RunOptions& o) {
   ScenarioResult r;

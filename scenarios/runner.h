@@ -35,6 +35,10 @@ struct ScenarioResult {
   double seconds = 0;
 };
 
+/// The op kind name of the verdict's located node, or "none" when the dispute did not end at a node
+/// (level 1 or 2, or the post-state leaf G of a wrong_post_state verdict).
+std::string located_op(const Verdict& v);
+
 /// Runs one scenario. Never throws for a failing run: the error is in the result.
 ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options);
 
