@@ -280,6 +280,12 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
 
   void on_connect(error_code ec, const tcp::endpoint& endpoint) {
     if (ec) return handshake_failed("connect: " + ec.message());
+    // With no server on a port of the ephemeral range, a loopback connect can pick that very port as
+    // its own and connect to itself (TCP simultaneous open); it would then hold the port a
+    // restarting server needs. Drop it at once.
+    error_code local_ec;
+    if (beast::get_lowest_layer(ws_).socket().local_endpoint(local_ec) == endpoint && !local_ec)
+      return handshake_failed("connect: connected to itself (nothing listens on that port)");
     remote_ = endpoint_string(endpoint);
     ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::client));
     ws_.set_option(websocket::stream_base::decorator(
