@@ -253,29 +253,40 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
 
   void on_resolve(error_code ec, tcp::resolver::results_type results) {
     if (ec) return handshake_failed("resolving " + url_.host + ": " + ec.message());
+    std::optional<asio::ip::address> local;
     if (!local_address_.empty()) {
-      // Bound to a local address: connect to the first endpoint of its family (a multi-endpoint
-      // connect would reopen the socket and lose the binding).
-      const auto local = asio::ip::make_address(local_address_, ec);
+      local = asio::ip::make_address(local_address_, ec);
       if (ec) return handshake_failed("bad local address \"" + local_address_ + "\": " + ec.message());
-      for (const auto& entry : results) {
-        const tcp::endpoint endpoint = entry.endpoint();
-        if (endpoint.address().is_v4() != local.is_v4()) continue;
-        auto& socket = beast::get_lowest_layer(ws_).socket();
-        socket.open(endpoint.protocol(), ec);
-        if (!ec) socket.bind(tcp::endpoint(local, 0), ec);
-        if (ec) return handshake_failed("binding " + local_address_ + ": " + ec.message());
-        beast::get_lowest_layer(ws_).async_connect(endpoint, [self = shared_from_this(), endpoint](error_code ec) {
-          self->on_connect(ec, endpoint);
-        });
-        return;
-      }
-      return handshake_failed("no address of " + url_.host + " in the family of " + local_address_);
     }
-    beast::get_lowest_layer(ws_).async_connect(
-        results, [self = shared_from_this()](error_code ec, const tcp::endpoint& endpoint) {
-          self->on_connect(ec, endpoint);
-        });
+    for (const auto& entry : results)
+      if (!local || entry.endpoint().address().is_v4() == local->is_v4()) endpoints_.push_back(entry.endpoint());
+    if (endpoints_.empty())
+      return handshake_failed("no address of " + url_.host + " in the family of " + local_address_);
+    local_ = local;
+    connect_next(0, {});
+  }
+
+  // Tries the resolved endpoints in order. The socket is opened here rather than by Beast's range
+  // connect so that it can be bound to local_address and get SO_REUSEADDR: a client socket may be
+  // given, as its own ephemeral port, the port of a server that is down (on loopback it may even
+  // connect to itself), and without SO_REUSEADDR its TIME_WAIT would keep that server from binding
+  // its port again for a minute.
+  void connect_next(size_t i, error_code last) {
+    if (i == endpoints_.size()) return handshake_failed("connect: " + last.message());
+    const tcp::endpoint endpoint = endpoints_[i];
+    auto& socket = beast::get_lowest_layer(ws_).socket();
+    error_code ec;
+    if (socket.is_open()) socket.close(ec);
+    socket.open(endpoint.protocol(), ec);
+    if (!ec) socket.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec && local_) socket.bind(tcp::endpoint(*local_, 0), ec);
+    if (ec) return handshake_failed("connect: " + ec.message());
+    beast::get_lowest_layer(ws_).async_connect(endpoint, [self = shared_from_this(), endpoint, i](error_code ec) {
+      if (ec && ec != asio::error::operation_aborted && self->abort_reason_.empty() &&
+          i + 1 < self->endpoints_.size())
+        return self->connect_next(i + 1, ec);
+      self->on_connect(ec, endpoint);
+    });
   }
 
   void on_connect(error_code ec, const tcp::endpoint& endpoint) {
@@ -667,6 +678,8 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
   // client handshake
   WsUrl url_;
   std::string local_address_;
+  std::optional<asio::ip::address> local_;
+  std::vector<tcp::endpoint> endpoints_;
   websocket::response_type handshake_response_;
   Client::ConnectCallback connect_done_;
   // open / closing
