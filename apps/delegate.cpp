@@ -3,15 +3,23 @@
 #include <deque>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "apps/nodes.h"
 #include "engine/error.h"
 #include "engine/trainer.h"
+#include "net/error.h"
 
 namespace tribunal::cli {
 namespace {
+
+// The connection ended before the awaited message: the peer may come back (a restarted referee).
+class ConnectionLost : public EngineError {
+ public:
+  using EngineError::EngineError;
+};
 
 // Messages arriving on one client session, taken by a waiting thread. Shared with the session's
 // handlers, which may still run after the waiting side has moved on.
@@ -36,7 +44,7 @@ class Inbox : public std::enable_shared_from_this<Inbox> {
     for (;;) {
       if (!cv_.wait_for(lock, timeout, [&] { return !queue_.empty() || !closed_.empty(); }))
         throw EngineError(fmt::format("{}: no answer within {} s", peer, timeout.count()));
-      if (queue_.empty()) throw EngineError(fmt::format("{}: connection closed: {}", peer, closed_));
+      if (queue_.empty()) throw ConnectionLost(fmt::format("{}: connection closed: {}", peer, closed_));
       std::vector<uint8_t> bytes = std::move(queue_.front());
       queue_.pop_front();
       const Envelope env = open_envelope(bytes);
@@ -61,7 +69,48 @@ std::string read_text(const std::filesystem::path& path) {
   return s.str();
 }
 
+// How long the client keeps trying to reach a referee whose connection dropped before the verdict
+// (it re-sends the same DisputeOpen each time; a restarted referee resumes the dispute from its
+// store, or answers with the stored verdict), and the backoff between tries.
+constexpr auto kReconnectWindow = std::chrono::seconds(120);
+constexpr auto kFirstBackoff = std::chrono::milliseconds(100);
+constexpr auto kMaxBackoff = std::chrono::milliseconds(2000);
+constexpr int kMaxDrops = 100;
+
 }  // namespace
+
+Envelope await_verdict(NetContext& ctx, const std::string& referee, const std::vector<uint8_t>& open, const LogFn& log) {
+  Client client(ctx);
+  using clock = std::chrono::steady_clock;
+  auto give_up = clock::now() + kReconnectWindow;
+  auto backoff = kFirstBackoff;
+  bool reached = false;
+  int drops = 0;  // connections that ended without a verdict: a referee that keeps dropping us is given up
+  for (;;) {
+    auto inbox = std::make_shared<Inbox>();
+    std::shared_ptr<Session> session;
+    try {
+      session = client.connect_sync(referee, inbox->handlers());
+      session->send(open);
+      reached = true;
+      give_up = clock::now() + kReconnectWindow;  // reached it: the window restarts
+      backoff = kFirstBackoff;
+      Envelope env = inbox->next(MessageKind::Verdict, std::chrono::hours(24), referee);
+      session->close(CloseCode::Normal, "verdict received");
+      return env;
+    } catch (const ConnectionLost& e) {
+      if (++drops > kMaxDrops || clock::now() >= give_up) throw;
+      log(fmt::format("delegate: {}; reconnecting", e.what()));
+    } catch (const NetError& e) {
+      if (!reached) throw;
+      if (clock::now() >= give_up)
+        throw EngineError(fmt::format("{}: unreachable for {} s: {}", referee, kReconnectWindow.count(), e.what()));
+      log(fmt::format("delegate: {}; retrying", e.what()));
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::duration_cast<std::chrono::milliseconds>(kMaxBackoff));
+  }
+}
 
 DelegateOutcome delegate_job(NetContext& ctx, const std::filesystem::path& job_file,
                              const std::vector<std::string>& providers, const std::string& referee,
@@ -130,11 +179,7 @@ DelegateOutcome delegate_job(NetContext& ctx, const std::filesystem::path& job_f
     const Digest dispute = dispute_id(id, d.claims);
     log(fmt::format("delegate: claims of {} and {} differ: dispute {} at {}", providers[*standing], providers[p],
                     to_hex(dispute).substr(0, 16), referee));
-    auto inbox = std::make_shared<Inbox>();
-    auto session = client.connect_sync(referee, inbox->handlers());
-    session->send(seal(client_key, dispute, 1, d));
-    const Envelope env = inbox->next(MessageKind::Verdict, std::chrono::hours(24), referee);
-    session->close(CloseCode::Normal, "verdict received");
+    const Envelope env = await_verdict(ctx, referee, seal(client_key, dispute, 1, d), log);
     const Verdict v = verify_verdict(env.bytes);
     if (v.dispute_id != dispute) throw EngineError(fmt::format("{}: verdict for another dispute", referee));
     const auto file = out_dir / ("verdict-" + to_hex(dispute).substr(0, 16) + ".bin");

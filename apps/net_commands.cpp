@@ -93,20 +93,29 @@ int verify_main(Args& args) {
 int referee_main(Args& args) {
   std::string listen, key;
   RefereeOptions options;
+  options.data_dir = "referee-data";
   while (!args.done()) {
     const std::string_view a = args.next();
     if (a == "--listen") listen = args.value(a);
     else if (a == "--key") key = args.value(a);
+    else if (a == "--data") options.data_dir = args.value(a);
     else if (a == "--answer-timeout-ms") options.answer_timeout_ms = static_cast<uint64_t>(args.integer(a, 1, 86400000));
     else if (a == "--recompute-timeout-ms") options.recompute_timeout_ms = static_cast<uint64_t>(args.integer(a, 1, 86400000));
+    else if (a == "--max-live-disputes") options.max_live_disputes = static_cast<size_t>(args.integer(a, 1, 1000000));
+    else if (a == "--max-disputes-per-client")
+      options.max_disputes_per_client = static_cast<size_t>(args.integer(a, 1, 1000000));
+    // Test hook, not in the usage text: SIGKILL right after committing the N-th event (tests/referee_crash.sh).
+    else if (a == "--crash-after-events") options.crash_after_events = static_cast<uint64_t>(args.integer(a, 1, 1000000000));
     else throw UsageError("referee: unknown option '" + std::string(a) + "'");
   }
   if (listen.empty() || key.empty()) throw UsageError("referee: --listen and --key are required");
+  if (options.data_dir.empty()) throw UsageError("referee: --data needs a directory");
   const auto [host, port] = host_port(listen);
+  raise_fd_limit();  // a client connection per live dispute, two provider connections
   NetContext ctx(1);
   RefereeNode node(ctx, load_keypair(key), options, log_line);
   const uint16_t bound = node.listen(host, port);
-  log_line(fmt::format("referee: listening on {}:{}", host, bound));
+  log_line(fmt::format("referee: listening on {}:{} (store {})", host, bound, (options.data_dir / "referee.sqlite").string()));
   ctx.run();
   return 0;
 }

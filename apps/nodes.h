@@ -19,6 +19,7 @@
 #include "net/context.h"
 #include "net/server.h"
 #include "referee/referee_dispute.h"
+#include "referee/store.h"
 
 namespace tribunal::cli {
 
@@ -35,11 +36,27 @@ struct DisputeStats {
 
 /// `tribunal referee`: accepts DisputeOpen from clients, connects to both providers, plays the game,
 /// signs the verdict and sends it to everyone. Many disputes at once; a ticker enforces deadlines.
+///
+/// Durable when `options.data_dir` is set (referee/store.h): every input that changes a dispute is
+/// committed before any message it causes is sent, so after a crash (even SIGKILL) the next
+/// RefereeNode on the same directory replays every undecided dispute, reconnects to both providers
+/// and re-sends the DisputeOpen and the open questions with fresh sequence numbers and restarted
+/// deadlines. A provider connection that drops is re-established with backoff until the dispute
+/// ends. A DisputeOpen for a dispute that is already open attaches the new client connection (it
+/// gets the verdict); for a decided one, the stored verdict is sent at once. Openings beyond
+/// `max_live_disputes`, or `max_disputes_per_client` from one client address, are refused with an
+/// ErrorMessage.
 class RefereeNode {
  public:
+  /// Opens the store of `options.data_dir`, if set (throws StoreError naming the file when it is
+  /// corrupt or belongs to another referee key).
   RefereeNode(NetContext& ctx, KeyPair key, RefereeOptions options, LogFn log);
   ~RefereeNode();
+  /// Binds and starts accepting; the first call first resumes the store's undecided disputes
+  /// (set on_event/on_finished before it to see them). Returns the bound port.
   uint16_t listen(const std::string& host, uint16_t port);
+  /// Undecided disputes held now.
+  size_t live_disputes();
 
   /// Every dispute event (round, narrowing, verdict).
   std::function<void(const DisputeEvent&)> on_event;
@@ -49,17 +66,27 @@ class RefereeNode {
  private:
   struct Live;
   void open(std::shared_ptr<Session> client, const Envelope& env);
+  std::shared_ptr<Live> make_live(std::unique_ptr<RefereeDispute> dispute, const std::string& client_address);
+  void resume_stored(const StoredDispute& stored);
+  void connect_provider(const std::shared_ptr<Live>& live, int party);
+  void provider_lost(Live& live, int party, const std::string& why);
   void deliver(Live& live, std::vector<RefereeDispute::Outgoing> out);
   void finish_if_done(Live& live);
+  void drop(Live& live, const std::string& why);
+  void commit(Live& live, const DisputeInput& input, const std::vector<uint8_t>* verdict);
 
   NetContext& ctx_;
   KeyPair key_;
   RefereeOptions options_;
   LogFn log_;
+  std::unique_ptr<RefereeStore> store_;
   Server server_;
   Client client_;
   std::mutex mu_;
   std::map<Digest, std::shared_ptr<Live>> live_;
+  std::map<std::string, size_t> per_client_;  // live disputes per opening client address
+  std::atomic<uint64_t> events_{0};           // inputs committed by this process (crash hook)
+  bool resumed_ = false;
   std::atomic<bool> stop_{false};
   std::thread ticker_;
 };
@@ -133,6 +160,15 @@ struct DelegateOutcome {
   std::vector<std::vector<uint8_t>> verdicts;  ///< signed verdict envelopes, in dispute order
   std::vector<std::filesystem::path> verdict_files;
 };
+
+/// Sends `open` (a signed DisputeOpen envelope) to the referee at URL `referee` and waits for its
+/// verdict envelope (decoded and signature-checked, not otherwise verified). Once the referee was
+/// reached, a dropped connection is re-established with backoff (100 ms doubling to 2 s) and the same
+/// opening re-sent, for up to 120 s after the last working connection and at most 100 times: a restarted referee resumes
+/// the dispute or answers with its stored verdict. Throws NetError if the referee is never reached,
+/// EngineError if it refuses the opening (ErrorMessage) or stays away. `ctx` must be running on other
+/// threads (NetContext::start).
+Envelope await_verdict(NetContext& ctx, const std::string& referee, const std::vector<uint8_t>& open, const LogFn& log);
 
 /// `tribunal delegate`: sends the job to every provider, collects signed claims, and disputes
 /// differing claims at the referee until one stands or none does. Writes each verdict to

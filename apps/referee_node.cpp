@@ -1,5 +1,7 @@
+#include <signal.h>
 #include <time.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 
@@ -22,44 +24,80 @@ double thread_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
+// "address:port" or "[v6]:port" → the address, for per-client limits.
+std::string address_of(const std::string& endpoint) {
+  const size_t colon = endpoint.rfind(':');
+  std::string host = colon == std::string::npos ? endpoint : endpoint.substr(0, colon);
+  if (host.size() > 1 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return host;
+}
+
+// Reconnecting to a provider: first after 200 ms, doubling up to 5 s, until the dispute ends (the
+// game's deadline makes a provider that stays away forfeit).
+constexpr uint64_t kFirstBackoffMs = 200;
+constexpr uint64_t kMaxBackoffMs = 5000;
+// Client connections waiting for one dispute's verdict.
+constexpr size_t kMaxClientsPerDispute = 16;
+
+// The server must admit a client connection per live dispute.
+ServerOptions server_options(const RefereeOptions& o) {
+  ServerOptions s;
+  s.max_connections = std::max(s.max_connections, o.max_live_disputes + 64);
+  if (s.max_connections_per_address != 0)
+    s.max_connections_per_address = std::max(s.max_connections_per_address, o.max_disputes_per_client + 16);
+  return s;
+}
+
+std::unique_ptr<RefereeStore> open_store(const RefereeOptions& o, const KeyPair& key) {
+  if (o.data_dir.empty()) return nullptr;
+  return std::make_unique<RefereeStore>(o.data_dir, key.public_key);
+}
+
 }  // namespace
 
 struct RefereeNode::Live {
   std::mutex mu;
   std::unique_ptr<RefereeDispute> dispute;
-  std::shared_ptr<Session> client;
-  std::array<std::shared_ptr<Session>, 2> providers;
-  std::array<std::vector<std::vector<uint8_t>>, 2> backlog;  // until the provider connection is up
+  std::string tag;                                    // short dispute id for logs
+  std::string client_address;                         // who opened it (per-client limit)
+  std::vector<std::shared_ptr<Session>> clients;      // waiting for the verdict
+  std::array<std::shared_ptr<Session>, 2> providers;  // null while (re)connecting
+  std::array<bool, 2> connecting{};
+  std::array<uint64_t, 2> retry_at{};                 // when to reconnect (ms); 0: not scheduled
+  std::array<uint64_t, 2> backoff_ms{};
   DisputeStats stats;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
-  bool finished = false;
+  bool finished = false;  // decided (verdict sent) or dropped; no longer in live_
 };
 
 RefereeNode::RefereeNode(NetContext& ctx, KeyPair key, RefereeOptions options, LogFn log)
     : ctx_(ctx),
       key_(key),
-      options_(options),
+      options_(std::move(options)),
       log_(std::move(log)),
-      server_(ctx,
-              [this](std::shared_ptr<Session> s) {
-                std::weak_ptr<Session> weak = s;
-                s->set_handlers({[this, weak](Session& session, std::vector<uint8_t> bytes) {
-                                   try {
-                                     const Envelope env = open_envelope(bytes);
-                                     if (env.kind != MessageKind::DisputeOpen)
-                                       throw WireError(CloseCode::PolicyViolation, "expected a DisputeOpen");
-                                     if (auto self = weak.lock()) open(self, env);
-                                   } catch (const WireError& e) {
-                                     log_(fmt::format("referee: refused client {}: {}", session.remote_endpoint(), e.what()));
-                                     session.close(e.code(), e.what());
-                                   } catch (const std::exception& e) {
-                                     log_(fmt::format("referee: refused dispute from {}: {}", session.remote_endpoint(), e.what()));
-                                     session.send(seal(key_, {}, 1, ErrorMessage{1008, e.what()}));
-                                     session.close(CloseCode::PolicyViolation, "dispute refused");
-                                   }
-                                 },
-                                 {}});
-              }),
+      store_(open_store(options_, key_)),
+      server_(
+          ctx,
+          [this](std::shared_ptr<Session> s) {
+            std::weak_ptr<Session> weak = s;
+            s->set_handlers({[this, weak](Session& session, std::vector<uint8_t> bytes) {
+                               try {
+                                 const Envelope env = open_envelope(bytes);
+                                 if (env.kind != MessageKind::DisputeOpen)
+                                   throw WireError(CloseCode::PolicyViolation, "expected a DisputeOpen");
+                                 if (auto self = weak.lock()) open(self, env);
+                               } catch (const WireError& e) {
+                                 log_(fmt::format("referee: refused client {}: {}", session.remote_endpoint(), e.what()));
+                                 session.close(e.code(), e.what());
+                               } catch (const std::exception& e) {
+                                 log_(fmt::format("referee: refused dispute from {}: {}", session.remote_endpoint(), e.what()));
+                                 session.send(seal(key_, {}, 1, ErrorMessage{1008, e.what()}));
+                                 session.close(CloseCode::PolicyViolation, "dispute refused");
+                               }
+                             },
+                             {}});
+          },
+          server_options(options_)),
       client_(ctx) {
   ticker_ = std::thread([this] {
     while (!stop_) {
@@ -72,11 +110,23 @@ RefereeNode::RefereeNode(NetContext& ctx, KeyPair key, RefereeOptions options, L
       for (auto& live : all) {
         std::lock_guard lock(live->mu);
         if (live->finished) continue;
+        const uint64_t now = now_ms();
         const double c0 = thread_cpu_seconds();
-        auto out = live->dispute->on_tick(now_ms());
-        live->stats.cpu_seconds += thread_cpu_seconds() - c0;
-        deliver(*live, std::move(out));
+        try {
+          auto out = live->dispute->on_tick(now);
+          live->stats.cpu_seconds += thread_cpu_seconds() - c0;
+          deliver(*live, std::move(out));
+        } catch (const StoreError& e) {
+          drop(*live, e.what());
+          continue;
+        }
         finish_if_done(*live);
+        if (live->finished) continue;
+        for (int p = 0; p < 2; ++p) {
+          const auto i = static_cast<size_t>(p);
+          if (!live->providers[i] && !live->connecting[i] && live->retry_at[i] != 0 && now >= live->retry_at[i])
+            connect_provider(live, p);
+        }
       }
     }
   });
@@ -87,92 +137,303 @@ RefereeNode::~RefereeNode() {
   ticker_.join();
 }
 
-uint16_t RefereeNode::listen(const std::string& host, uint16_t port) { return server_.listen(host, port); }
+size_t RefereeNode::live_disputes() {
+  std::lock_guard lock(mu_);
+  return live_.size();
+}
 
-void RefereeNode::open(std::shared_ptr<Session> client, const Envelope& env) {
+uint16_t RefereeNode::listen(const std::string& host, uint16_t port) {
+  if (store_ && !resumed_) {
+    resumed_ = true;
+    // Every undecided dispute of the store, replayed and resumed before any client can connect. A
+    // store that cannot be read throws (StoreError names the file); a dispute whose record no longer
+    // replays is reported and left in the store.
+    size_t resumed = 0;
+    for (const StoredDispute& stored : store_->load_open()) {
+      try {
+        resume_stored(stored);
+        ++resumed;
+      } catch (const StoreError&) {
+        throw;
+      } catch (const std::exception& e) {
+        log_(fmt::format("referee: cannot resume dispute {} from {}: {}", to_hex(stored.id).substr(0, 12),
+                         store_->file().string(), e.what()));
+      }
+    }
+    log_(fmt::format("referee: store {}: {} undecided dispute(s) resumed", store_->file().string(), resumed));
+  }
+  return server_.listen(host, port);
+}
+
+std::shared_ptr<RefereeNode::Live> RefereeNode::make_live(std::unique_ptr<RefereeDispute> dispute,
+                                                          const std::string& client_address) {
   auto live = std::make_shared<Live>();
-  const double c0 = thread_cpu_seconds();
-  live->dispute = std::make_unique<RefereeDispute>(key_, env, options_);
-  live->client = client;
-  live->stats.bytes_in += env.bytes.size();
+  live->dispute = std::move(dispute);
+  live->client_address = client_address;
+  live->tag = to_hex(live->dispute->dispute_id()).substr(0, 12);
   RefereeDispute& d = *live->dispute;
-  const std::string tag = to_hex(d.dispute_id()).substr(0, 12);
-  d.on_event = [this, tag](const DisputeEvent& e) {
+  d.on_event = [this, tag = live->tag](const DisputeEvent& e) {
     log_(fmt::format("referee: dispute {} round {}: {}", tag, e.round, e.text));
     if (on_event) on_event(e);
   };
+  // Write-ahead: the input is committed before the dispute hands out the messages it caused.
+  d.on_input = [this, l = live.get()](const DisputeInput& input, const std::vector<uint8_t>* verdict) {
+    commit(*l, input, verdict);
+  };
+  return live;
+}
+
+void RefereeNode::commit(Live& live, const DisputeInput& input, const std::vector<uint8_t>* verdict) {
+  if (!store_) return;
+  const RefereeDispute& d = *live.dispute;
+  if (input.kind == DisputeInput::Kind::Open)
+    store_->open_dispute(d.dispute_id(), input, d.answer_timeout_ms(), d.recompute_timeout_ms(), live.client_address);
+  else
+    store_->append(d.dispute_id(), input, verdict);
+  const uint64_t n = ++events_;
+  if (options_.crash_after_events != 0 && n == options_.crash_after_events) {
+    // Test hook (RefereeOptions::crash_after_events): die as a power cut or OOM kill would.
+    log_(fmt::format("referee: crash hook: SIGKILL after event {}", n));
+    ::raise(SIGKILL);
+  }
+}
+
+void RefereeNode::open(std::shared_ptr<Session> client, const Envelope& env) {
+  const std::string address = address_of(client->remote_endpoint());
+  const auto attach = [&](const std::shared_ptr<Live>& live) {
+    std::lock_guard lock(live->mu);
+    if (live->finished) {
+      if (!live->dispute->done()) throw ProtocolError("the dispute was suspended by a store failure; open it again");
+      client->send(live->dispute->verdict_envelope());
+      client->close(CloseCode::Normal, "verdict");
+      return;
+    }
+    std::erase_if(live->clients, [](const std::shared_ptr<Session>& c) { return !c->is_open(); });
+    if (std::find(live->clients.begin(), live->clients.end(), client) != live->clients.end()) return;
+    if (live->clients.size() >= kMaxClientsPerDispute)
+      throw ProtocolError(fmt::format("{} clients already wait for this dispute's verdict", kMaxClientsPerDispute));
+    live->clients.push_back(client);
+    log_(fmt::format("referee: dispute {}: client {} attached; it gets the verdict", live->tag, client->remote_endpoint()));
+  };
+
+  std::shared_ptr<Live> existing;
   {
     std::lock_guard lock(mu_);
-    if (live_.count(d.dispute_id())) throw ProtocolError("this dispute is already open");
-    live_[d.dispute_id()] = live;
+    if (auto it = live_.find(env.context); it != live_.end()) existing = it->second;
+  }
+  if (existing) {
+    // The same opening again (a client that reconnected) attaches at once; a different envelope
+    // for the same dispute (another client) must be a valid opening of it.
+    if (existing->dispute->open_envelope_bytes() != env.bytes) RefereeDispute check(key_, env, options_);
+    attach(existing);
+    return;
+  }
+
+  const double c0 = thread_cpu_seconds();
+  auto dispute = std::make_unique<RefereeDispute>(key_, env, options_);  // every check of the opening
+  for (const std::string& url : dispute->providers()) parse_ws_url(url);  // throws NetError
+  const Digest id = dispute->dispute_id();
+  if (store_) {
+    if (auto verdict = store_->verdict(id)) {
+      log_(fmt::format("referee: dispute {} is decided; sending its stored verdict to {}", to_hex(id).substr(0, 12),
+                       client->remote_endpoint()));
+      client->send(std::move(*verdict));
+      client->close(CloseCode::Normal, "verdict");
+      return;
+    }
+    if (auto stored = store_->load(id)) {  // recorded but not held (suspended by a store failure)
+      resume_stored(*stored);
+      std::lock_guard lock(mu_);
+      if (auto it = live_.find(id); it != live_.end()) existing = it->second;
+    }
+    if (existing) {
+      attach(existing);
+      return;
+    }
+  }
+
+  auto live = make_live(std::move(dispute), address);
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = live_.find(id); it != live_.end()) {
+      existing = it->second;  // opened concurrently
+    } else {
+      if (live_.size() >= options_.max_live_disputes)
+        throw ProtocolError(fmt::format("the referee holds {} live disputes, its limit; try again later", live_.size()));
+      size_t& mine = per_client_[address];
+      if (mine >= options_.max_disputes_per_client)
+        throw ProtocolError(fmt::format("client address {} has {} live disputes, the limit per client", address, mine));
+      ++mine;
+      live_[id] = live;
+    }
+  }
+  if (existing) {
+    attach(existing);
+    return;
   }
   std::lock_guard lock(live->mu);
-  deliver(*live, d.start(now_ms()));
-  live->stats.cpu_seconds += thread_cpu_seconds() - c0;
-  for (int p = 0; p < 2; ++p) {
-    const std::string url = d.providers()[static_cast<size_t>(p)];
-    std::weak_ptr<Live> weak = live;
-    client_.connect(url, [this, weak, p, url, tag](std::shared_ptr<Session> s, const std::string& error) {
-      auto live = weak.lock();
-      if (!live) return;
-      if (!s) {
-        // The game's deadline makes an unreachable provider forfeit.
-        log_(fmt::format("referee: dispute {}: cannot reach provider {} at {}: {}", tag, p, url, error));
-        return;
-      }
-      std::weak_ptr<Live> weak2 = live;
-      s->set_handlers({[this, weak2, p](Session& session, std::vector<uint8_t> bytes) {
-                         auto live = weak2.lock();
-                         if (!live) return;
-                         std::lock_guard lock(live->mu);
-                         live->stats.bytes_in += bytes.size();
-                         if (live->finished) return;
-                         const double c0 = thread_cpu_seconds();
-                         try {
-                           const Envelope env = open_envelope(bytes);
-                           std::string refused;
-                           auto out = live->dispute->on_envelope(p, env, now_ms(), &refused);
-                           if (!refused.empty()) log_(fmt::format("referee: refused a message from provider {}: {}", p, refused));
-                           deliver(*live, std::move(out));
-                         } catch (const WireError& e) {
-                           // Undecodable or badly signed: refused without touching the game.
-                           log_(fmt::format("referee: refused a frame from {}: {}", session.remote_endpoint(), e.what()));
-                         }
-                         live->stats.cpu_seconds += thread_cpu_seconds() - c0;
-                         finish_if_done(*live);
-                       },
-                       {}});
-      std::lock_guard lock(live->mu);
-      live->providers[static_cast<size_t>(p)] = s;
-      for (auto& bytes : live->backlog[static_cast<size_t>(p)]) s->send(std::move(bytes));
-      live->backlog[static_cast<size_t>(p)].clear();
-    });
+  live->clients.push_back(client);
+  live->stats.bytes_in += env.bytes.size();
+  try {
+    deliver(*live, live->dispute->start(now_ms()));  // commits the opening first
+  } catch (...) {
+    live->finished = true;
+    std::lock_guard node_lock(mu_);
+    live_.erase(id);
+    if (--per_client_[address] == 0) per_client_.erase(address);
+    throw;
   }
+  live->stats.cpu_seconds += thread_cpu_seconds() - c0;
+  for (int p = 0; p < 2; ++p) connect_provider(live, p);
 }
 
+void RefereeNode::resume_stored(const StoredDispute& stored) {
+  RefereeOptions o = options_;
+  o.answer_timeout_ms = stored.answer_timeout_ms;
+  o.recompute_timeout_ms = stored.recompute_timeout_ms;
+  auto dispute = RefereeDispute::replay(key_, stored.inputs, o);
+  if (dispute->done())
+    throw ProtocolError("its record replays to a verdict the store does not hold");
+  if (dispute->dispute_id() != stored.id) throw ProtocolError("its record replays to another dispute id");
+  auto live = make_live(std::move(dispute), stored.client);
+  {
+    std::lock_guard lock(mu_);
+    if (live_.count(stored.id)) return;
+    ++per_client_[stored.client];
+    live_[stored.id] = live;
+  }
+  std::lock_guard lock(live->mu);
+  try {
+    // Fresh sequence numbers and deadlines for the open questions; committed before they are sent.
+    deliver(*live, live->dispute->resume(now_ms()));
+  } catch (const StoreError& e) {
+    drop(*live, e.what());
+    throw;
+  }
+  log_(fmt::format("referee: dispute {} resumed from the store ({} inputs, round {})", live->tag, stored.inputs.size(),
+                   live->dispute->game().rounds()));
+  for (int p = 0; p < 2; ++p) connect_provider(live, p);
+}
+
+// Called with live->mu held.
+void RefereeNode::connect_provider(const std::shared_ptr<Live>& live, int party) {
+  const auto i = static_cast<size_t>(party);
+  live->connecting[i] = true;
+  live->retry_at[i] = 0;
+  const std::string url = live->dispute->providers()[i];
+  std::weak_ptr<Live> weak = live;
+  client_.connect(url, [this, weak, party, i, url](std::shared_ptr<Session> s, const std::string& error) {
+    auto live = weak.lock();
+    if (!live) {
+      if (s) s->close(CloseCode::Normal, "dispute over");
+      return;
+    }
+    if (!s) {
+      std::lock_guard lock(live->mu);
+      live->connecting[i] = false;
+      if (!live->finished) provider_lost(*live, party, "cannot reach it at " + url + ": " + error);
+      return;
+    }
+    std::weak_ptr<Live> weak2 = live;
+    s->set_handlers(
+        {[this, weak2, party](Session& session, std::vector<uint8_t> bytes) {
+           auto live = weak2.lock();
+           if (!live) return;
+           std::lock_guard lock(live->mu);
+           live->stats.bytes_in += bytes.size();
+           if (live->finished || live->providers[static_cast<size_t>(party)].get() != &session) return;
+           const double c0 = thread_cpu_seconds();
+           try {
+             const Envelope env = open_envelope(bytes);
+             std::string refused;
+             auto out = live->dispute->on_envelope(party, env, now_ms(), &refused);
+             if (!refused.empty()) log_(fmt::format("referee: refused a message from provider {}: {}", party, refused));
+             deliver(*live, std::move(out));
+           } catch (const WireError& e) {
+             // Undecodable or badly signed: refused without touching the game.
+             log_(fmt::format("referee: refused a frame from {}: {}", session.remote_endpoint(), e.what()));
+           } catch (const StoreError& e) {
+             drop(*live, e.what());
+             return;
+           }
+           live->stats.cpu_seconds += thread_cpu_seconds() - c0;
+           finish_if_done(*live);
+         },
+         [this, weak2, party](Session& session, const CloseInfo& info) {
+           auto live = weak2.lock();
+           if (!live) return;
+           std::lock_guard lock(live->mu);
+           auto& current = live->providers[static_cast<size_t>(party)];
+           if (current.get() != &session) return;
+           current.reset();
+           if (!live->finished) provider_lost(*live, party, "connection lost: " + to_string(info));
+         }});
+    std::lock_guard lock(live->mu);
+    live->connecting[i] = false;
+    if (live->finished) {
+      s->close(CloseCode::Normal, "dispute over");
+      return;
+    }
+    live->providers[i] = s;
+    live->backoff_ms[i] = 0;
+    // The DisputeOpen (the provider's new session learns the job) and the question it owes.
+    for (auto& o : live->dispute->reconnect(party)) {
+      live->stats.bytes_out += o.envelope.size();
+      s->send(std::move(o.envelope));
+    }
+  });
+}
+
+// Called with live.mu held.
+void RefereeNode::provider_lost(Live& live, int party, const std::string& why) {
+  const auto i = static_cast<size_t>(party);
+  live.backoff_ms[i] = live.backoff_ms[i] == 0 ? kFirstBackoffMs : std::min(live.backoff_ms[i] * 2, kMaxBackoffMs);
+  live.retry_at[i] = now_ms() + live.backoff_ms[i];
+  log_(fmt::format("referee: dispute {}: provider {} {}; reconnecting in {} ms", live.tag, party, why, live.backoff_ms[i]));
+}
+
+// Called with live.mu held. A provider that is not connected misses nothing: on (re)connection it
+// gets the DisputeOpen and the question it still owes (RefereeDispute::reconnect).
 void RefereeNode::deliver(Live& live, std::vector<RefereeDispute::Outgoing> out) {
   for (auto& o : out) {
-    live.stats.bytes_out += o.envelope.size();
     auto& s = live.providers[static_cast<size_t>(o.party)];
-    if (s)
-      s->send(std::move(o.envelope));
-    else
-      live.backlog[static_cast<size_t>(o.party)].push_back(std::move(o.envelope));
+    if (!s) continue;
+    live.stats.bytes_out += o.envelope.size();
+    s->send(std::move(o.envelope));
   }
 }
 
+// Called with live.mu held.
 void RefereeNode::finish_if_done(Live& live) {
   if (live.finished || !live.dispute->done()) return;
   live.finished = true;
   live.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - live.started).count();
-  live.stats.bytes_out += live.dispute->verdict_envelope().size();
-  live.client->send(live.dispute->verdict_envelope());
-  live.client->close(CloseCode::Normal, "verdict");
+  for (auto& c : live.clients) {
+    live.stats.bytes_out += live.dispute->verdict_envelope().size();
+    c->send(live.dispute->verdict_envelope());
+    c->close(CloseCode::Normal, "verdict");
+  }
   for (auto& s : live.providers)
     if (s) s->close(CloseCode::Normal, "verdict");
   if (on_finished) on_finished(*live.dispute, live.stats);
   std::lock_guard lock(mu_);
   live_.erase(live.dispute->dispute_id());
+  if (--per_client_[live.client_address] == 0) per_client_.erase(live.client_address);
+}
+
+// Called with live.mu held: the store failed, so the dispute cannot go on (its next message would
+// not be recorded). It stays in the store as it was; a client that opens it again resumes it there.
+void RefereeNode::drop(Live& live, const std::string& why) {
+  if (live.finished) return;
+  live.finished = true;
+  log_(fmt::format("referee: dispute {} suspended: {}", live.tag, why));
+  // No ErrorMessage: a client that reconnects and opens the dispute again resumes it from the store.
+  for (auto& c : live.clients) c->close(CloseCode::InternalError, "store failure");
+  for (auto& s : live.providers)
+    if (s) s->close(CloseCode::GoingAway, "dispute suspended");
+  std::lock_guard lock(mu_);
+  live_.erase(live.dispute->dispute_id());
+  if (--per_client_[live.client_address] == 0) per_client_.erase(live.client_address);
 }
 
 }  // namespace tribunal::cli

@@ -32,18 +32,30 @@ ProviderDisputeSession::ProviderDisputeSession(const KeyPair& key, const Envelop
     throw ProtocolError("dispute opening: its id does not match its claims");
 }
 
+uint64_t ProviderDisputeSession::answer_sequence(uint64_t query_sequence, uint64_t k) {
+  if (query_sequence >= (uint64_t{1} << (64 - kAnswerSequenceBits)))
+    throw ProtocolError("query sequence number " + std::to_string(query_sequence) + " is too large to answer");
+  if (k >= (uint64_t{1} << kAnswerSequenceBits))
+    throw ProtocolError("an answer of more than 2^20 envelopes");
+  return (query_sequence << kAnswerSequenceBits) | k;
+}
+
 std::vector<std::vector<uint8_t>> ProviderDisputeSession::on_envelope(const Envelope& env) {
   if (env.context != dispute_id_) throw ProtocolError("query for another dispute");
   if (env.kind != MessageKind::Query) throw ProtocolError("expected a Query");
+  // Checked before anything is computed: an answer must be able to carry its sequence numbers.
+  answer_sequence(env.sequence, 0);
   // The first query fixes the referee's key; every later one must come from the same referee.
   if (referee_known_ && env.sender != referee_) throw ProtocolError("query signed by another referee");
   if (env.sequence <= last_sequence_) throw ProtocolError("stale sequence number (replay)");
   referee_ = env.sender;
   referee_known_ = true;
   last_sequence_ = env.sequence;
+  const std::vector<Body> bodies = responder_.answer(std::get<Query>(env.body));
+  if (!bodies.empty()) answer_sequence(env.sequence, bodies.size() - 1);  // the count bound, before signing any
   std::vector<std::vector<uint8_t>> out;
-  for (const Body& body : responder_.answer(std::get<Query>(env.body)))
-    out.push_back(seal(key_, dispute_id_, ++sequence_, body));
+  out.reserve(bodies.size());
+  for (size_t k = 0; k < bodies.size(); ++k) out.push_back(seal(key_, dispute_id_, answer_sequence(env.sequence, k), bodies[k]));
   return out;
 }
 

@@ -21,8 +21,20 @@ class ProviderDisputeSession {
                          const Dataset& train, std::filesystem::path store, ThreadPool& pool, Fault fault = {});
 
   /// A query from the referee → the answer envelopes. Envelopes for another dispute, not queries, or
-  /// with a stale sequence number are refused with ProtocolError (nothing is answered).
+  /// with a stale sequence number are refused with ProtocolError (nothing is answered). A query
+  /// re-sent with a higher sequence number (a resumed referee) is simply answered again.
+  ///
+  /// Answer sequence numbers are derived from the query's, without storage, so that they are
+  /// restart-safe: the k-th envelope answering a query of sequence q has sequence
+  /// `answer_sequence(q, k)` = q · 2^20 + k. A restarted provider (a new session) answering a
+  /// re-sent query thus continues above everything it signed before for earlier queries. Throws
+  /// ProtocolError when q ≥ 2^44 or an answer has ≥ 2^20 envelopes.
   std::vector<std::vector<uint8_t>> on_envelope(const Envelope& env);
+
+  /// Bits of an answer's sequence number that count the envelopes of one answer.
+  static constexpr int kAnswerSequenceBits = 20;
+  /// The sequence number of the k-th envelope answering the query with sequence `query_sequence`.
+  static uint64_t answer_sequence(uint64_t query_sequence, uint64_t k);
 
   const Digest& dispute_id() const { return dispute_id_; }
   int party() const { return party_; }
@@ -34,7 +46,6 @@ class ProviderDisputeSession {
   PublicKey referee_{};
   bool referee_known_ = false;
   uint64_t last_sequence_ = 0;
-  uint64_t sequence_ = 0;
   DisputeResponder responder_;
 };
 

@@ -174,6 +174,25 @@ std::vector<Action> Game::on_tick(uint64_t now_ms) {
   return finish_if_lost();
 }
 
+std::vector<Action> Game::on_resume(uint64_t now_ms) {
+  if (done()) return {};
+  if (phase_ == Phase::OpenInputs) {
+    // The question is re-issued, so the party sends its whole stream again: start over.
+    got_shapes_.assign(want_values_.size(), {});
+    got_bytes_.assign(want_values_.size(), {});
+    got_chunks_.assign(want_values_.size(), 0);
+    got_chunk_roots_.assign(want_values_.size(), {});
+    got_samples_.reset();
+  }
+  std::vector<Action> out;
+  for (int p = 0; p < 2; ++p) {
+    if (!awaiting(p)) continue;
+    deadline_[p] = now_ms + current_.deadline_ms;  // the question's own timeout (recompute or answer)
+    out.push_back(SendQuery{p, current_, deadline_[p]});
+  }
+  return out;
+}
+
 std::vector<Action> Game::on_message(int party, const Body& body, uint64_t now_ms) {
   if (done()) return {Rejected{party, "the dispute is over"}};
   if (party < 0 || party > 1) return {Rejected{party, "unknown party"}};

@@ -9,8 +9,10 @@
 // referee then checks the node against the job's graph and the agreed producers and, if both
 // parties' inputs are right, fetches the inputs, has the node re-executed and compares outputs.
 //
-// The game never touches a socket, a clock or a file: on_message/on_tick/on_reexecuted take the
-// input and the current time and return actions. Replaying the same inputs rebuilds the same state.
+// The game never touches a socket, a clock or a file: on_message/on_tick/on_reexecuted/on_resume take
+// the input and the current time and return actions. Replaying the same inputs rebuilds the same
+// state, which is what the referee's durable store relies on (referee/store.h): it records the inputs
+// that changed the game and replays them after a restart.
 #pragma once
 
 #include <array>
@@ -106,6 +108,13 @@ struct Rejected {
 
 using Action = std::variant<SendQuery, Reexecute, Finished, Rejected>;
 
+/// True when `actions` (returned by Game::on_message) is a refusal: exactly one Rejected action.
+/// A refused message leaves the game unchanged; any other result of on_message changed its state
+/// (an accepted answer, a loss, a timeout found on the way), so a durable referee must record it.
+inline bool is_refusal(const std::vector<Action>& actions) {
+  return actions.size() == 1 && std::holds_alternative<Rejected>(actions.front());
+}
+
 /// What the game is doing now (for logs and demos).
 enum class Phase : uint8_t {
   Checkpoints,   ///< level 1 descent
@@ -131,8 +140,25 @@ class Game {
   /// A decoded, signature-checked message from party 0 or 1 (the referee maps keys to parties).
   std::vector<Action> on_message(int party, const Body& body, uint64_t now_ms);
 
-  /// Checks deadlines.
+  /// Checks deadlines. Returns no action unless a party forfeited (then Finished): a tick with no
+  /// action left the state unchanged.
   std::vector<Action> on_tick(uint64_t now_ms);
+
+  /// The referee restarted (or otherwise resumes the game) at `now_ms`: re-issues the open round's
+  /// question to every party that still owes an answer, with its deadline restarted from `now_ms`,
+  /// so no party forfeits because the referee was down. A partly received OpenInputs stream is
+  /// discarded (the party re-sends it whole in answer to the re-issued question). The round number
+  /// stays the same; answers already accepted stand. No action once the game is done.
+  std::vector<Action> on_resume(uint64_t now_ms);
+
+  /// True while `party` owes an answer to the open round (what on_resume would re-issue to it).
+  bool awaiting(int party) const {
+    return !done() && party >= 0 && party <= 1 && asked_[party] && !party_[party].answer;
+  }
+  /// The open round's question (valid once start() has been called).
+  const Query& current_query() const { return current_; }
+  /// The deadline (ms, same clock as the inputs) of `party`'s open question.
+  uint64_t deadline(int party) const { return deadline_[party]; }
 
   /// The re-execution's output hashes (tensor leaves), after a Reexecute action.
   std::vector<Action> on_reexecuted(const std::vector<Digest>& outputs, uint64_t now_ms);

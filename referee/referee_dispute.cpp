@@ -61,8 +61,8 @@ RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open,
   params.initial_state_hash = d.initial_state_hash;
   params.dataset_root = d.dataset_root;
   params.dataset_samples = d.dataset_samples;
-  params.answer_timeout_ms = options.answer_timeout_ms;
-  params.recompute_timeout_ms = options.recompute_timeout_ms;
+  params.answer_timeout_ms = answer_timeout_ms_ = options.answer_timeout_ms;
+  params.recompute_timeout_ms = recompute_timeout_ms_ = options.recompute_timeout_ms;
   for (int p = 0; p < 2; ++p) {
     params.claims[static_cast<size_t>(p)] = open_claim(d.claims[static_cast<size_t>(p)], p == 0 ? "claim 0" : "claim 1");
     party_keys_[static_cast<size_t>(p)] = open_envelope(d.claims[static_cast<size_t>(p)]).sender;
@@ -79,20 +79,92 @@ RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open,
   game_ = std::make_unique<Game>(params, *oracle_);
 }
 
-std::vector<uint8_t> RefereeDispute::seal_next(const Body& body) { return seal(key_, dispute_id_, ++sequence_, body); }
+std::vector<uint8_t> RefereeDispute::seal_next(const Body& body) {
+  ++sequence_;
+  // A replayed query was sent by the lost process; resume() re-issues what is still open.
+  if (replaying_ && std::holds_alternative<Query>(body)) return {};
+  return seal(key_, dispute_id_, sequence_, body);
+}
 
 void RefereeDispute::emit(std::string text) {
-  if (on_event) on_event({game_->phase(), game_->rounds(), std::move(text)});
+  if (on_event && !replaying_) on_event({game_->phase(), game_->rounds(), std::move(text)});
+}
+
+void RefereeDispute::record(DisputeInput input) {
+  if (replaying_ || !on_input) return;
+  on_input(input, done() ? &*verdict_envelope_ : nullptr);
 }
 
 std::vector<RefereeDispute::Outgoing> RefereeDispute::start(uint64_t now_ms) {
+  if (started_) throw ProtocolError("dispute: start() called twice");
+  started_ = true;
   std::vector<Outgoing> out = {{0, open_bytes_}, {1, open_bytes_}};
   emit(fmt::format("dispute {} opened: job {}, {} steps, stride {}, {} checkpoints", to_hex(dispute_id_).substr(0, 16),
                    to_hex(job_id_).substr(0, 16), job_.steps, job_.stride,
                    checkpoint_steps(static_cast<uint64_t>(job_.steps), static_cast<uint64_t>(job_.stride)).size()));
   auto more = handle(game_->start(now_ms), now_ms);
   out.insert(out.end(), more.begin(), more.end());
+  record({DisputeInput::Kind::Open, 0, open_bytes_, now_ms});
   return out;
+}
+
+std::vector<RefereeDispute::Outgoing> RefereeDispute::resume(uint64_t now_ms) {
+  if (!started_) throw ProtocolError("dispute: resume() before start()");
+  if (done()) return {};
+  emit("resumed: re-issuing the open questions with fresh deadlines");
+  auto out = handle(game_->on_resume(now_ms), now_ms);
+  record({DisputeInput::Kind::Resume, 0, {}, now_ms});
+  return out;
+}
+
+std::vector<RefereeDispute::Outgoing> RefereeDispute::reconnect(int party) const {
+  if (done() || party < 0 || party > 1) return {};
+  std::vector<Outgoing> out = {{party, open_bytes_}};
+  if (game_->awaiting(party) && !last_query_[static_cast<size_t>(party)].empty())
+    out.push_back({party, last_query_[static_cast<size_t>(party)]});
+  return out;
+}
+
+std::unique_ptr<RefereeDispute> RefereeDispute::replay(const KeyPair& referee_key, std::span<const DisputeInput> inputs,
+                                                       RefereeOptions options) {
+  if (inputs.empty() || inputs[0].kind != DisputeInput::Kind::Open)
+    throw ProtocolError("dispute replay: the record does not start with the dispute's opening");
+  auto d = std::make_unique<RefereeDispute>(referee_key, open_envelope(inputs[0].envelope), options);
+  d->replaying_ = true;
+  d->start(inputs[0].now_ms);
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    const DisputeInput& in = inputs[i];
+    const auto diverged = [&](const std::string& why) {
+      return ProtocolError(fmt::format("dispute replay {}: input {} does not replay: {}", to_hex(d->dispute_id_).substr(0, 16),
+                                       i, why));
+    };
+    if (d->done()) throw diverged("the dispute was already decided");
+    switch (in.kind) {
+      case DisputeInput::Kind::Open: throw diverged("a second opening");
+      case DisputeInput::Kind::Envelope: {
+        if (in.party < 0 || in.party > 1) throw diverged("party out of range");
+        std::string refused;
+        Envelope env;
+        try {
+          env = open_envelope(in.envelope);
+        } catch (const ProtocolError& e) {
+          throw diverged(std::string("its envelope does not open: ") + e.what());
+        }
+        d->on_envelope(in.party, env, in.now_ms, &refused);
+        if (!refused.empty()) throw diverged(refused);
+        if (d->refused_by_game_) throw diverged("the game refuses the envelope");
+        break;
+      }
+      case DisputeInput::Kind::Tick:
+        d->on_tick(in.now_ms);
+        if (!d->done()) throw diverged("the tick decides nothing");
+        break;
+      case DisputeInput::Kind::Resume: d->resume(in.now_ms); break;
+      default: throw diverged("unknown input kind");
+    }
+  }
+  d->replaying_ = false;
+  return d;
 }
 
 std::vector<RefereeDispute::Outgoing> RefereeDispute::on_envelope(int party, const Envelope& env, uint64_t now_ms,
@@ -107,12 +179,20 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::on_envelope(int party, con
   if (env.context != dispute_id_) return refuse("for another dispute");
   if (env.sequence <= last_sequence_[static_cast<size_t>(party)]) return refuse("stale sequence number (replay)");
   last_sequence_[static_cast<size_t>(party)] = env.sequence;
-  return handle(game_->on_message(party, env.body, now_ms), now_ms);
+  auto actions = game_->on_message(party, env.body, now_ms);
+  refused_by_game_ = is_refusal(actions);
+  auto out = handle(std::move(actions), now_ms);
+  if (!refused_by_game_) record({DisputeInput::Kind::Envelope, party, env.bytes, now_ms});
+  return out;
 }
 
 std::vector<RefereeDispute::Outgoing> RefereeDispute::on_tick(uint64_t now_ms) {
   if (done()) return {};
-  return handle(game_->on_tick(now_ms), now_ms);
+  auto actions = game_->on_tick(now_ms);
+  if (actions.empty()) return {};
+  auto out = handle(std::move(actions), now_ms);
+  record({DisputeInput::Kind::Tick, 0, {}, now_ms});
+  return out;
 }
 
 std::vector<RefereeDispute::Outgoing> RefereeDispute::handle(std::vector<Action> actions, uint64_t now_ms) {
@@ -147,6 +227,8 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::handle(std::vector<Action>
           emit(describe(q->query));
         }
         out.push_back({q->party, seal_next(q->query)});
+        last_query_[static_cast<size_t>(q->party)] = out.back().envelope;
+        if (replaying_) out.pop_back();
       } else if (auto* rx = std::get_if<Reexecute>(&a)) {
         emit(fmt::format("re-executing node {} ({}) of step {} with RepOps", rx->node, op_label(rx->spec.op), rx->step));
         std::vector<Digest> outputs;

@@ -1,8 +1,14 @@
 // One dispute as the referee plays it: checks the opening (two claims, signed by two different
 // providers, for the job the referee re-derives), drives the Game, checks every envelope's sender,
 // context and sequence before the game sees it, re-executes the located node with RepOps, and signs
-// the verdict. Transport-agnostic: it takes envelopes and returns envelopes (referee/server.h moves
-// them over WebSocket).
+// the verdict. Transport-agnostic: it takes envelopes and returns envelopes (apps/referee_node.cpp
+// moves them over WebSocket).
+//
+// Event sourcing (DESIGN §6): every input that changes the dispute — the opening, each envelope the
+// game accepted, each tick that decided something, each resume — is reported through `on_input`
+// before the messages it causes are returned, so a durable referee commits it first (referee/store.h)
+// and can rebuild the dispute with replay() after a crash. The referee's own sequence numbers are a
+// function of those inputs, so a replayed dispute continues them where the lost process left off.
 #pragma once
 
 #include <array>
@@ -10,6 +16,8 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -25,9 +33,37 @@ inline constexpr uint64_t kMaxDisputeSamples = uint64_t{1} << 26;
 inline constexpr uint64_t kMaxDisputeFeatures = uint64_t{1} << 20;
 inline constexpr uint64_t kMaxDisputeCheckpoints = uint64_t{1} << 20;
 
+/// The referee's settings. The timeouts are per dispute (a replayed dispute keeps the ones it was
+/// opened with); the rest are for RefereeNode (apps/nodes.h) and ignored by RefereeDispute.
 struct RefereeOptions {
-  uint64_t answer_timeout_ms = 10000;
-  uint64_t recompute_timeout_ms = 300000;
+  uint64_t answer_timeout_ms = 10000;      ///< deadline of openings and tree questions (ms)
+  uint64_t recompute_timeout_ms = 300000;  ///< deadline of CommitInterval / CommitStep (ms)
+  /// Directory of the durable store (referee/store.h); empty: nothing is stored and a restarted
+  /// referee forgets its disputes (`tribunal referee` defaults to ./referee-data).
+  std::filesystem::path data_dir;
+  /// Live (undecided) disputes held at once; an opening beyond it is refused with an ErrorMessage.
+  size_t max_live_disputes = 4096;
+  /// Live disputes opened from one client address (IP, any port); beyond it, refused likewise.
+  size_t max_disputes_per_client = 1024;
+  /// Test hook (tests/referee_crash.sh): when non-zero, the process kills itself with SIGKILL right
+  /// after committing its N-th event to the store, to test recovery at every point of a dispute.
+  uint64_t crash_after_events = 0;
+};
+
+/// One input that changed a dispute, in the order the dispute saw it: what the durable store
+/// records and replay() consumes.
+struct DisputeInput {
+  enum class Kind : uint8_t {
+    Open = 1,      ///< the client's DisputeOpen envelope (`envelope`), started at `now_ms`; always first
+    Envelope = 2,  ///< an envelope from `party` (0 or 1) that the game accepted
+    Tick = 3,      ///< a deadline check at `now_ms` that changed the game (someone forfeited)
+    Resume = 4,    ///< the referee resumed the dispute at `now_ms` (Game::on_resume)
+  };
+  Kind kind = Kind::Open;
+  int party = 0;
+  std::vector<uint8_t> envelope;
+  uint64_t now_ms = 0;  ///< the referee's clock (ms) when the input arrived
+  bool operator==(const DisputeInput&) const = default;
 };
 
 /// A structured event for logs and live displays: one per question round, one per narrowing (level
@@ -51,14 +87,38 @@ class RefereeDispute {
   };
 
   /// The first questions; also the DisputeOpen forwarded to both providers, so they know the job.
+  /// Reports an Open input.
   std::vector<Outgoing> start(uint64_t now_ms);
 
   /// An envelope received from a party's connection. Envelopes not signed by that party's claim key,
   /// for another dispute, or with a stale sequence number are refused without effect (returned in
-  /// `refused`).
+  /// `refused`). Reports an Envelope input when the game accepted it.
   std::vector<Outgoing> on_envelope(int party, const Envelope& env, uint64_t now_ms, std::string* refused = nullptr);
 
+  /// Checks deadlines; reports a Tick input when a party forfeited.
   std::vector<Outgoing> on_tick(uint64_t now_ms);
+
+  /// Resumes the dispute after a restart: re-issues the open questions with fresh (higher) sequence
+  /// numbers and deadlines restarted from `now_ms` (Game::on_resume). Reports a Resume input.
+  std::vector<Outgoing> resume(uint64_t now_ms);
+
+  /// What a (re)connected provider connection must receive: the DisputeOpen, then the question the
+  /// party still owes an answer to, if any, as it was last sent (same bytes and sequence: the
+  /// provider's new connection is a new session). Nothing once the dispute is done.
+  std::vector<Outgoing> reconnect(int party) const;
+
+  /// Rebuilds a dispute from its recorded inputs (the first must be its Open): the same inputs give
+  /// the same game, the same referee sequence numbers and the same verdict. No input is reported and
+  /// no event emitted while replaying. Throws ProtocolError naming the input if the record does not
+  /// replay (an envelope the game now refuses, an Open that is not first).
+  static std::unique_ptr<RefereeDispute> replay(const KeyPair& referee_key, std::span<const DisputeInput> inputs,
+                                                RefereeOptions options = {});
+
+  /// Receives each input that changed the dispute, after the game took it and before its outgoing
+  /// messages are returned (write-ahead: a durable referee commits it here; if this throws, the
+  /// exception propagates and the messages must not be sent). `verdict` is the signed verdict
+  /// envelope when this input ended the dispute, else null.
+  std::function<void(const DisputeInput& input, const std::vector<uint8_t>* verdict)> on_input;
 
   bool done() const { return verdict_envelope_.has_value(); }
   const Digest& dispute_id() const { return dispute_id_; }
@@ -69,6 +129,13 @@ class RefereeDispute {
   const std::vector<std::string>& providers() const { return providers_; }
   const Game& game() const { return *game_; }
   const JobOracle& oracle() const { return *oracle_; }
+  /// The last sequence number the referee signed in this dispute.
+  uint64_t sequence() const { return sequence_; }
+  /// The client's DisputeOpen envelope.
+  const std::vector<uint8_t>& open_envelope_bytes() const { return open_bytes_; }
+  /// The deadlines this dispute plays with.
+  uint64_t answer_timeout_ms() const { return answer_timeout_ms_; }
+  uint64_t recompute_timeout_ms() const { return recompute_timeout_ms_; }
 
   /// Receives every event (DisputeEvent).
   std::function<void(const DisputeEvent&)> on_event;
@@ -77,6 +144,7 @@ class RefereeDispute {
   std::vector<Outgoing> handle(std::vector<Action> actions, uint64_t now_ms);
   std::vector<uint8_t> seal_next(const Body& body);
   void emit(std::string text);
+  void record(DisputeInput input);
 
   KeyPair key_;
   Digest job_id_{}, dispute_id_{};
@@ -89,6 +157,11 @@ class RefereeDispute {
   std::unique_ptr<JobOracle> oracle_;
   std::unique_ptr<Game> game_;
   uint64_t sequence_ = 0;
+  uint64_t answer_timeout_ms_ = 0, recompute_timeout_ms_ = 0;
+  bool started_ = false;
+  bool replaying_ = false;
+  bool refused_by_game_ = false;                        // the last on_envelope was refused by the game                              // replay(): no signing of queries, no reports
+  std::array<std::vector<uint8_t>, 2> last_query_;      // the last question sent to each party
   Verdict verdict_;
   std::optional<std::vector<uint8_t>> verdict_envelope_;
   Phase last_phase_ = Phase::Checkpoints;

@@ -30,7 +30,7 @@ start() {
 
 referee_pub=$("$bin" keygen "$tmp/referee.key") || fail "keygen"
 "$bin" keygen "$tmp/a.key" >/dev/null && "$bin" keygen "$tmp/b.key" >/dev/null || fail "keygen"
-rport=$(start referee referee --listen 127.0.0.1:0 --key "$tmp/referee.key")
+rport=$(start referee referee --listen 127.0.0.1:0 --key "$tmp/referee.key" --data "$tmp/referee-data")
 aport=$(start honest provider --listen 127.0.0.1:0 --key "$tmp/a.key" --store "$tmp/a")
 bport=$(start cheater provider --listen 127.0.0.1:0 --key "$tmp/b.key" --store "$tmp/b" --corrupt 12:13)
 

@@ -1,0 +1,316 @@
+#include "referee/store.h"
+
+#include <sqlite3.h>
+
+#include <fmt/format.h>
+
+namespace tribunal {
+namespace {
+
+constexpr int kSchemaVersion = 1;
+
+// The schema. `inputs` is append-only: rows are inserted, never updated or deleted; `n` gives the
+// order of the inputs of one dispute. A dispute is decided once its `verdict` is set.
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS meta (
+  key TEXT PRIMARY KEY,
+  value BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS disputes (
+  id BLOB PRIMARY KEY CHECK (length(id) = 32),
+  answer_timeout_ms INTEGER NOT NULL,
+  recompute_timeout_ms INTEGER NOT NULL,
+  client TEXT NOT NULL,
+  verdict BLOB
+);
+CREATE TABLE IF NOT EXISTS inputs (
+  n INTEGER PRIMARY KEY,
+  dispute BLOB NOT NULL REFERENCES disputes (id),
+  kind INTEGER NOT NULL,
+  party INTEGER NOT NULL,
+  envelope BLOB NOT NULL,
+  now_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS inputs_by_dispute ON inputs (dispute, n);
+)sql";
+
+std::string hex_of(const std::vector<uint8_t>& bytes) {
+  std::string s;
+  for (uint8_t b : bytes) s += fmt::format("{:02x}", b);
+  return s;
+}
+
+}  // namespace
+
+// A prepared statement, finalized at scope exit.
+struct RefereeStore::Statement {
+  const RefereeStore& store;
+  sqlite3_stmt* stmt = nullptr;
+  Statement(const RefereeStore& s, const char* sql) : store(s) {
+    if (sqlite3_prepare_v2(s.db_, sql, -1, &stmt, nullptr) != SQLITE_OK) s.fail("cannot prepare a statement");
+  }
+  ~Statement() { sqlite3_finalize(stmt); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  void bind(int i, std::span<const uint8_t> bytes) {
+    const int rc = bytes.empty() ? sqlite3_bind_zeroblob(stmt, i, 0)
+                                 : sqlite3_bind_blob(stmt, i, bytes.data(), static_cast<int>(bytes.size()), SQLITE_TRANSIENT);
+    if (rc != SQLITE_OK) store.fail("cannot bind a value");
+  }
+  void bind(int i, const Digest& d) { bind(i, std::span<const uint8_t>(d.data(), d.size())); }
+  void bind(int i, int64_t v) {
+    if (sqlite3_bind_int64(stmt, i, v) != SQLITE_OK) store.fail("cannot bind a value");
+  }
+  void bind(int i, const std::string& s) {
+    if (sqlite3_bind_text(stmt, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT) != SQLITE_OK)
+      store.fail("cannot bind a value");
+  }
+  /// True while there is a row; throws on error.
+  bool step() {
+    const int rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    store.fail("statement failed");
+  }
+  std::vector<uint8_t> blob(int col) const {
+    const auto* p = static_cast<const uint8_t*>(sqlite3_column_blob(stmt, col));
+    const int n = sqlite3_column_bytes(stmt, col);
+    return p ? std::vector<uint8_t>(p, p + n) : std::vector<uint8_t>{};
+  }
+  bool is_null(int col) const { return sqlite3_column_type(stmt, col) == SQLITE_NULL; }
+  int64_t integer(int col) const { return sqlite3_column_int64(stmt, col); }
+  std::string text(int col) const {
+    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt, col));
+    return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(stmt, col))) : std::string{};
+  }
+};
+
+void RefereeStore::fail(const std::string& what) const {
+  throw StoreError(fmt::format("referee store {}: {}: {}", file_.string(), what, db_ ? sqlite3_errmsg(db_) : "no database"));
+}
+
+void RefereeStore::exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    const std::string msg = err ? err : sqlite3_errmsg(db_);
+    sqlite3_free(err);
+    throw StoreError(fmt::format("referee store {}: {}", file_.string(), msg));
+  }
+}
+
+RefereeStore::RefereeStore(const std::filesystem::path& dir, const PublicKey& referee) : file_(dir / "referee.sqlite") {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw StoreError(fmt::format("referee store {}: cannot create the directory: {}", dir.string(), ec.message()));
+  if (sqlite3_open_v2(file_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr) !=
+      SQLITE_OK) {
+    const std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw StoreError(fmt::format("referee store {}: cannot open: {}", file_.string(), msg));
+  }
+  try {
+    sqlite3_busy_timeout(db_, 5000);
+    // WAL with synchronous=NORMAL survives SIGKILL without losing a committed input: a commit
+    // appends its frames to the -wal file with write(2) before sqlite3_step returns, so they are in
+    // the kernel's page cache, which outlives the process; the next open replays the WAL (frames are
+    // checksummed, a torn tail is ignored). NORMAL skips only the fsync per commit (it syncs at
+    // checkpoints), so what an OS crash or power loss can take is the last commits — never the
+    // database's consistency. FULL would add an fsync per input for that case.
+    {
+      Statement s(*this, "PRAGMA journal_mode=WAL");
+      if (!s.step() || s.text(0) != "wal") fail("cannot switch to WAL mode");
+    }
+    exec("PRAGMA synchronous=NORMAL");
+    exec("PRAGMA foreign_keys=ON");
+    {
+      Statement s(*this, "PRAGMA quick_check");
+      if (!s.step() || s.text(0) != "ok") fail("the database is corrupt (quick_check: " + s.text(0) + ")");
+    }
+    int version = 0;
+    {
+      Statement s(*this, "PRAGMA user_version");
+      if (s.step()) version = static_cast<int>(s.integer(0));
+    }
+    if (version == 0) {
+      {
+        Statement s(*this, "SELECT count(*) FROM sqlite_schema");
+        if (s.step() && s.integer(0) != 0)
+          throw StoreError(fmt::format("referee store {}: not a tribunal referee store (it holds other tables)",
+                                       file_.string()));
+      }
+      exec("BEGIN IMMEDIATE");
+      exec(kSchema);
+      {
+        Statement s(*this, "INSERT INTO meta (key, value) VALUES ('referee_key', ?1)");
+        s.bind(1, std::span<const uint8_t>(referee.data(), referee.size()));
+        s.step();
+      }
+      exec(fmt::format("PRAGMA user_version={}", kSchemaVersion).c_str());
+      exec("COMMIT");
+    } else if (version != kSchemaVersion) {
+      throw StoreError(fmt::format("referee store {}: schema version {}, this referee reads version {}", file_.string(),
+                                   version, kSchemaVersion));
+    }
+    Statement s(*this, "SELECT value FROM meta WHERE key = 'referee_key'");
+    if (!s.step()) fail("the referee key is missing");
+    const std::vector<uint8_t> key = s.blob(0);
+    if (key.size() != referee.size() || !std::equal(key.begin(), key.end(), referee.begin()))
+      throw StoreError(fmt::format("referee store {}: it belongs to referee key {}, not to this referee's key {}",
+                                   file_.string(), hex_of(key), to_hex(Digest(referee))));
+  } catch (...) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw;
+  }
+}
+
+RefereeStore::~RefereeStore() { sqlite3_close(db_); }
+
+void RefereeStore::open_dispute(const Digest& id, const DisputeInput& open, uint64_t answer_timeout_ms,
+                                uint64_t recompute_timeout_ms, const std::string& client) {
+  if (open.kind != DisputeInput::Kind::Open) throw StoreError("referee store: a dispute's first input must be its opening");
+  std::lock_guard lock(mu_);
+  exec("BEGIN IMMEDIATE");
+  try {
+    {
+      Statement s(*this, "SELECT 1 FROM disputes WHERE id = ?1");
+      s.bind(1, id);
+      if (s.step()) throw StoreError(fmt::format("referee store {}: dispute {} is already recorded", file_.string(), to_hex(id)));
+    }
+    {
+      Statement s(*this,
+                  "INSERT INTO disputes (id, answer_timeout_ms, recompute_timeout_ms, client) VALUES (?1, ?2, ?3, ?4)");
+      s.bind(1, id);
+      s.bind(2, static_cast<int64_t>(answer_timeout_ms));
+      s.bind(3, static_cast<int64_t>(recompute_timeout_ms));
+      s.bind(4, client);
+      s.step();
+    }
+    {
+      Statement s(*this, "INSERT INTO inputs (dispute, kind, party, envelope, now_ms) VALUES (?1, ?2, 0, ?3, ?4)");
+      s.bind(1, id);
+      s.bind(2, static_cast<int64_t>(open.kind));
+      s.bind(3, open.envelope);
+      s.bind(4, static_cast<int64_t>(open.now_ms));
+      s.step();
+    }
+    exec("COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+  ++committed_;
+}
+
+void RefereeStore::append(const Digest& id, const DisputeInput& input, const std::vector<uint8_t>* verdict) {
+  if (input.kind == DisputeInput::Kind::Open) throw StoreError("referee store: a dispute is opened once");
+  std::lock_guard lock(mu_);
+  exec("BEGIN IMMEDIATE");
+  try {
+    {
+      Statement s(*this, "SELECT verdict IS NULL FROM disputes WHERE id = ?1");
+      s.bind(1, id);
+      if (!s.step()) throw StoreError(fmt::format("referee store {}: no dispute {}", file_.string(), to_hex(id)));
+      if (s.integer(0) == 0)
+        throw StoreError(fmt::format("referee store {}: dispute {} is already decided", file_.string(), to_hex(id)));
+    }
+    {
+      Statement s(*this, "INSERT INTO inputs (dispute, kind, party, envelope, now_ms) VALUES (?1, ?2, ?3, ?4, ?5)");
+      s.bind(1, id);
+      s.bind(2, static_cast<int64_t>(input.kind));
+      s.bind(3, static_cast<int64_t>(input.party));
+      s.bind(4, input.envelope);
+      s.bind(5, static_cast<int64_t>(input.now_ms));
+      s.step();
+    }
+    if (verdict) {
+      Statement s(*this, "UPDATE disputes SET verdict = ?2 WHERE id = ?1");
+      s.bind(1, id);
+      s.bind(2, *verdict);
+      s.step();
+    }
+    exec("COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+  ++committed_;
+}
+
+std::optional<std::vector<uint8_t>> RefereeStore::verdict(const Digest& id) {
+  std::lock_guard lock(mu_);
+  Statement s(*this, "SELECT verdict FROM disputes WHERE id = ?1 AND verdict IS NOT NULL");
+  s.bind(1, id);
+  if (!s.step()) return std::nullopt;
+  return s.blob(0);
+}
+
+bool RefereeStore::contains(const Digest& id) {
+  std::lock_guard lock(mu_);
+  Statement s(*this, "SELECT 1 FROM disputes WHERE id = ?1");
+  s.bind(1, id);
+  return s.step();
+}
+
+StoredDispute RefereeStore::read_dispute(const Digest& id, uint64_t answer_ms, uint64_t recompute_ms, std::string client) {
+  StoredDispute d;
+  d.id = id;
+  d.answer_timeout_ms = answer_ms;
+  d.recompute_timeout_ms = recompute_ms;
+  d.client = std::move(client);
+  Statement s(*this, "SELECT kind, party, envelope, now_ms FROM inputs WHERE dispute = ?1 ORDER BY n");
+  s.bind(1, id);
+  while (s.step()) {
+    const int64_t kind = s.integer(0), party = s.integer(1), now = s.integer(3);
+    const size_t i = d.inputs.size();
+    const auto bad = [&](const std::string& why) {
+      return StoreError(fmt::format("referee store {}: dispute {} input {}: {}", file_.string(), to_hex(id), i, why));
+    };
+    if (kind < 1 || kind > 4) throw bad("unknown kind " + std::to_string(kind));
+    if (party < 0 || party > 1) throw bad("party out of range");
+    if (now < 0) throw bad("negative time");
+    DisputeInput in;
+    in.kind = static_cast<DisputeInput::Kind>(kind);
+    in.party = static_cast<int>(party);
+    in.envelope = s.blob(2);
+    in.now_ms = static_cast<uint64_t>(now);
+    if ((in.kind == DisputeInput::Kind::Open) != (i == 0)) throw bad("the opening must be the first input, and only it");
+    const bool has_envelope = in.kind == DisputeInput::Kind::Open || in.kind == DisputeInput::Kind::Envelope;
+    if (has_envelope == in.envelope.empty()) throw bad(has_envelope ? "missing envelope" : "unexpected envelope");
+    d.inputs.push_back(std::move(in));
+  }
+  if (d.inputs.empty())
+    throw StoreError(fmt::format("referee store {}: dispute {} has no recorded opening", file_.string(), to_hex(id)));
+  return d;
+}
+
+std::optional<StoredDispute> RefereeStore::load(const Digest& id) {
+  std::lock_guard lock(mu_);
+  Statement s(*this,
+              "SELECT answer_timeout_ms, recompute_timeout_ms, client FROM disputes WHERE id = ?1 AND verdict IS NULL");
+  s.bind(1, id);
+  if (!s.step()) return std::nullopt;
+  return read_dispute(id, static_cast<uint64_t>(s.integer(0)), static_cast<uint64_t>(s.integer(1)), s.text(2));
+}
+
+std::vector<StoredDispute> RefereeStore::load_open() {
+  std::lock_guard lock(mu_);
+  std::vector<StoredDispute> out;
+  Statement s(*this,
+              "SELECT id, answer_timeout_ms, recompute_timeout_ms, client FROM disputes WHERE verdict IS NULL ORDER BY rowid");
+  while (s.step()) {
+    const std::vector<uint8_t> id = s.blob(0);
+    if (id.size() != 32) throw StoreError(fmt::format("referee store {}: a dispute id is not 32 bytes", file_.string()));
+    Digest d{};
+    std::copy(id.begin(), id.end(), d.begin());
+    const int64_t a = s.integer(1), r = s.integer(2);
+    if (a <= 0 || r <= 0)
+      throw StoreError(fmt::format("referee store {}: dispute {} has no valid timeouts", file_.string(), to_hex(d)));
+    out.push_back(read_dispute(d, static_cast<uint64_t>(a), static_cast<uint64_t>(r), s.text(3)));
+  }
+  return out;
+}
+
+}  // namespace tribunal

@@ -1,0 +1,64 @@
+// A test client for tests/referee_crash.sh: opens a dispute from a saved DisputeOpen envelope with the
+// same reconnecting wait as `tribunal delegate` (await_verdict in apps/nodes.h), so the crash test can
+// open the same dispute many times without the providers retraining the job each time.
+//
+//   dispute_client open REFEREE_URL OPEN_FILE VERDICT_FILE
+//       sends OPEN_FILE, waits for the verdict (reconnecting while the referee restarts), writes it.
+//   dispute_client hold OPEN_FILE PROVIDER_URL...
+//       forwards the opening to each provider as a referee would and keeps the connections open until
+//       killed, so the providers keep the training set loaded between disputes (faster test).
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <thread>
+
+#include "apps/nodes.h"
+
+using namespace tribunal;
+
+namespace {
+
+std::vector<uint8_t> read_file(const char* path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(std::string(path) + ": cannot open");
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void log_line(const std::string& line) {
+  std::fprintf(stderr, "%s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const std::string mode = argc > 1 ? argv[1] : "";
+    NetContext ctx(1, false);
+    ctx.start();
+    if (mode == "open" && argc == 5) {
+      const Envelope verdict = cli::await_verdict(ctx, argv[2], read_file(argv[3]), log_line);
+      std::ofstream(argv[4], std::ios::binary)
+          .write(reinterpret_cast<const char*>(verdict.bytes.data()), static_cast<std::streamsize>(verdict.bytes.size()));
+      ctx.stop();
+      ctx.join();
+      return 0;
+    }
+    if (mode == "hold" && argc >= 4) {
+      const std::vector<uint8_t> open = read_file(argv[2]);
+      Client client(ctx);
+      std::vector<std::shared_ptr<Session>> sessions;
+      for (int i = 3; i < argc; ++i) {
+        sessions.push_back(client.connect_sync(argv[i]));
+        sessions.back()->send(open);
+      }
+      log_line("holding");
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(60));
+    }
+    std::fprintf(stderr, "usage: dispute_client open REFEREE_URL OPEN_FILE VERDICT_FILE | hold OPEN_FILE PROVIDER_URL...\n");
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dispute_client: error: %s\n", e.what());
+    return 1;
+  }
+}
