@@ -47,7 +47,7 @@ struct RefereeStore::Statement {
   const RefereeStore& store;
   sqlite3_stmt* stmt = nullptr;
   Statement(const RefereeStore& s, const char* sql) : store(s) {
-    if (sqlite3_prepare_v2(s.db_, sql, -1, &stmt, nullptr) != SQLITE_OK) s.fail("cannot prepare a statement");
+    if (sqlite3_prepare_v2(s.db_, sql, -1, &stmt, nullptr) != SQLITE_OK) s.fail(std::string("cannot run '") + sql + "'");
   }
   ~Statement() { sqlite3_finalize(stmt); }
   Statement(const Statement&) = delete;
@@ -125,8 +125,12 @@ RefereeStore::RefereeStore(const std::filesystem::path& dir, const PublicKey& re
     exec("PRAGMA synchronous=NORMAL");
     exec("PRAGMA foreign_keys=ON");
     {
-      Statement s(*this, "PRAGMA quick_check");
-      if (!s.step() || s.text(0) != "ok") fail("the database is corrupt (quick_check: " + s.text(0) + ")");
+      Statement s(*this, "PRAGMA quick_check(4)");
+      std::string problems;
+      while (s.step())
+        if (s.text(0) != "ok") problems += (problems.empty() ? "" : "; ") + s.text(0);
+      if (!problems.empty())
+        throw StoreError(fmt::format("referee store {}: the database is corrupt: {}", file_.string(), problems));
     }
     int version = 0;
     {

@@ -1,0 +1,348 @@
+// The referee's durability: the SQLite store (inputs in order, verdicts, clear errors on a bad file)
+// and event sourcing — a dispute rebuilt from any prefix of its recorded inputs continues with higher
+// sequence numbers and restarted deadlines to the same verdict; provider answer sequences survive a
+// provider restart.
+#include <doctest/doctest.h>
+
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine/provider_session.h"
+#include "referee/referee_dispute.h"
+#include "referee/store.h"
+#include "tests/temp_dir.h"
+
+using namespace tribunal;
+
+namespace {
+
+const std::filesystem::path kJobFile = std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs/short_mlp.toml";
+
+const Dataset& train_set() {
+  static ThreadPool pool(2);
+  static const Dataset data = load_fashion_mnist(load_job(kJobFile).data_dir, Split::Train, pool);
+  return data;
+}
+
+struct Provider {
+  KeyPair key = generate_keypair();
+  testing::TempDir store{"durable"};
+  Fault fault;
+  TrainResult result;
+  std::vector<uint8_t> claim;
+  explicit Provider(Fault f) : fault(f) {
+    TrainOptions o;
+    o.out_dir = store.path;
+    o.evaluate = false;
+    o.fault = f;
+    result = run_training(load_job(kJobFile), o);
+    claim = seal(key, result.job_id, 1,
+                 Claim{result.job_id, static_cast<uint64_t>(result.steps), result.trajectory_root, result.final_state_hash});
+  }
+};
+
+// The cheater (party 0) corrupts node 13 of step 12; the honest provider is party 1.
+struct Fixture {
+  Provider cheater{[] {
+    Fault f;
+    f.step = 12;
+    f.node = 13;
+    f.delta = 0.5f;
+    return f;
+  }()};
+  Provider honest{Fault{}};
+  KeyPair referee = generate_keypair();
+  std::vector<uint8_t> open;
+  Fixture() {
+    const JobSpec job = load_job(kJobFile);
+    ThreadPool pool(1);
+    std::ifstream in(kJobFile);
+    std::stringstream text;
+    text << in.rdbuf();
+    DisputeOpen d;
+    d.job_toml = text.str();
+    d.initial_state_hash = state_hash(initial_state(job), pool);
+    d.dataset_root = train_set().root;
+    d.dataset_samples = 60000;
+    d.features = 784;
+    d.classes = 10;
+    d.claims = {cheater.claim, honest.claim};
+    d.providers = {"ws://127.0.0.1:1/", "ws://127.0.0.1:2/"};
+    open = seal(generate_keypair(), dispute_id(cheater.result.job_id, d.claims), 1, d);
+  }
+};
+
+Fixture& fixture() {
+  static Fixture f;
+  return f;
+}
+
+// The two providers as the referee's connections see them: a DisputeOpen starts a new session (a new
+// connection, or a restarted provider), queries are answered by the current one.
+struct Parties {
+  const Fixture& fx;
+  ThreadPool pool{1};
+  std::array<std::unique_ptr<ProviderDisputeSession>, 2> sessions;
+  explicit Parties(const Fixture& f) : fx(f) {}
+  std::vector<std::vector<uint8_t>> deliver(int party, const std::vector<uint8_t>& bytes) {
+    const Envelope env = open_envelope(bytes);
+    if (env.kind == MessageKind::Verdict) return {};
+    const Provider& p = party == 0 ? fx.cheater : fx.honest;
+    if (env.kind == MessageKind::DisputeOpen) {
+      sessions[static_cast<size_t>(party)] = std::make_unique<ProviderDisputeSession>(
+          p.key, env, load_job(kJobFile), p.result.job_id, train_set(), p.store.path, pool, p.fault);
+      return {};
+    }
+    return sessions[static_cast<size_t>(party)]->on_envelope(env);
+  }
+};
+
+// Plays the dispute to its end from `queue` (time stands still at `now`); returns the verdict envelope.
+std::vector<uint8_t> drive(RefereeDispute& d, Parties& parties, std::deque<RefereeDispute::Outgoing> queue, uint64_t now,
+                           uint64_t* min_query_sequence = nullptr) {
+  std::vector<uint8_t> verdict;
+  while (!queue.empty()) {
+    auto o = std::move(queue.front());
+    queue.pop_front();
+    const Envelope env = open_envelope(o.envelope);
+    if (env.kind == MessageKind::Verdict) verdict = o.envelope;
+    if (env.kind == MessageKind::Query && min_query_sequence)
+      *min_query_sequence = std::min(*min_query_sequence, env.sequence);
+    for (const auto& answer : parties.deliver(o.party, o.envelope)) {
+      std::string refused;
+      for (auto& next : d.on_envelope(o.party, open_envelope(answer), now, &refused)) queue.push_back(std::move(next));
+      REQUIRE_MESSAGE(refused.empty(), refused);
+    }
+  }
+  return verdict;
+}
+
+Verdict body_of(const std::vector<uint8_t>& envelope) { return std::get<Verdict>(open_envelope(envelope).body); }
+
+// The uncrashed dispute: its inputs, the referee's sequence number after each, and its verdict.
+struct Reference {
+  std::vector<DisputeInput> inputs;
+  std::vector<uint64_t> sequence_after;
+  std::vector<uint8_t> verdict;
+};
+
+const Reference& reference() {
+  static const Reference ref = [] {
+    Fixture& fx = fixture();
+    Reference r;
+    RefereeDispute d(fx.referee, open_envelope(fx.open));
+    d.on_input = [&](const DisputeInput& in, const std::vector<uint8_t>* verdict) {
+      r.inputs.push_back(in);
+      r.sequence_after.push_back(d.sequence());
+      CHECK((verdict != nullptr) == d.done());
+    };
+    Parties parties(fx);
+    auto out = d.start(0);
+    r.verdict = drive(d, parties, {out.begin(), out.end()}, 0);
+    return r;
+  }();
+  return ref;
+}
+
+}  // namespace
+
+TEST_CASE("store: inputs in order, verdicts, reopening; refuses duplicates, decided disputes, another key") {
+  testing::TempDir dir("store");
+  const KeyPair key = generate_keypair();
+  Digest id{};
+  id[0] = 1;
+  const DisputeInput open{DisputeInput::Kind::Open, 0, {1, 2, 3}, 5};
+  const DisputeInput answer{DisputeInput::Kind::Envelope, 1, {4, 5}, 6};
+  const DisputeInput resume{DisputeInput::Kind::Resume, 0, {}, 7};
+  const DisputeInput tick{DisputeInput::Kind::Tick, 0, {}, 8};
+  {
+    RefereeStore store(dir.path / "data", key.public_key);
+    CHECK(store.file() == dir.path / "data" / "referee.sqlite");
+    store.open_dispute(id, open, 100, 200, "127.0.0.1");
+    store.append(id, answer);
+    store.append(id, resume);
+    CHECK_THROWS_AS(store.open_dispute(id, open, 100, 200, "x"), StoreError);
+    CHECK(store.committed() == 3);
+  }
+  {
+    RefereeStore store(dir.path / "data", key.public_key);  // reopened: everything is there
+    const auto all = store.load_open();
+    REQUIRE(all.size() == 1);
+    CHECK(all[0].id == id);
+    CHECK(all[0].answer_timeout_ms == 100);
+    CHECK(all[0].recompute_timeout_ms == 200);
+    CHECK(all[0].client == "127.0.0.1");
+    CHECK(all[0].inputs == std::vector<DisputeInput>{open, answer, resume});
+    CHECK(store.contains(id));
+    CHECK_FALSE(store.verdict(id));
+    const std::vector<uint8_t> verdict = {9, 9, 9};
+    store.append(id, tick, &verdict);
+    CHECK(store.verdict(id) == verdict);
+    CHECK(store.load_open().empty());
+    CHECK_FALSE(store.load(id));
+    CHECK_THROWS_WITH_AS(store.append(id, answer), doctest::Contains("already decided"), StoreError);
+    Digest other{};
+    CHECK_THROWS_WITH_AS(store.append(other, answer), doctest::Contains("no dispute"), StoreError);
+  }
+  const KeyPair stranger = generate_keypair();
+  CHECK_THROWS_WITH_AS(RefereeStore(dir.path / "data", stranger.public_key), doctest::Contains("belongs to referee key"),
+                       StoreError);
+}
+
+TEST_CASE("store: a file that is not a store, or is corrupt, is refused naming the file") {
+  testing::TempDir dir("store-bad");
+  const KeyPair key = generate_keypair();
+  const auto file = dir.path / "referee.sqlite";
+  {
+    std::ofstream out(file, std::ios::binary);
+    for (int i = 0; i < 4096; ++i) out.put(static_cast<char>(i * 37));
+  }
+  CHECK_THROWS_WITH_AS(RefereeStore(dir.path, key.public_key), doctest::Contains(file.string().c_str()), StoreError);
+
+  // A valid store whose pages are then overwritten in the middle.
+  std::filesystem::remove(file);
+  {
+    RefereeStore store(dir.path, key.public_key);
+    for (uint8_t i = 0; i < 50; ++i) {
+      Digest id{};
+      id[0] = i;
+      store.open_dispute(id, {DisputeInput::Kind::Open, 0, std::vector<uint8_t>(3000, i), 1}, 1, 1, "c");
+    }
+  }
+  {
+    std::fstream io(file, std::ios::binary | std::ios::in | std::ios::out);
+    io.seekp(4096 * 3);
+    for (int i = 0; i < 4096 * 20; ++i) io.put(static_cast<char>(0xA5 ^ i));
+  }
+  bool refused = false;
+  try {
+    RefereeStore store(dir.path, key.public_key);
+    store.load_open();
+  } catch (const StoreError& e) {
+    refused = true;
+    CHECK(std::string(e.what()).find(file.string()) != std::string::npos);
+    MESSAGE("corrupt store: " << std::string(e.what()));
+  }
+  CHECK(refused);
+
+  // Not a directory we can create.
+  CHECK_THROWS_AS(RefereeStore(file / "sub", key.public_key), StoreError);
+}
+
+TEST_CASE("replay: from every prefix of its inputs, a resumed dispute reaches the same verdict") {
+  const Fixture& fx = fixture();
+  const Reference& ref = reference();
+  const Verdict expected = body_of(ref.verdict);
+  CHECK(expected.winners == std::vector<uint8_t>{1});
+  CHECK(expected.reason == VerdictReason::WrongOutput);
+  CHECK(expected.step == 12);
+  CHECK(expected.node == 13);
+  REQUIRE(ref.inputs.size() >= 20);
+  MESSAGE(ref.inputs.size() << " inputs");
+  for (size_t k = 1; k <= ref.inputs.size(); ++k) {
+    CAPTURE(k);
+    auto d = RefereeDispute::replay(fx.referee, std::span(ref.inputs.data(), k));
+    // Deterministic: the same game and the same referee sequence numbers as the lost process.
+    CHECK(d->sequence() == ref.sequence_after[k - 1]);
+    if (k == ref.inputs.size()) {
+      REQUIRE(d->done());
+      CHECK(encode_body(d->verdict()) == encode_body(expected));
+      CHECK(d->verdict_envelope() == ref.verdict);
+      continue;
+    }
+    REQUIRE_FALSE(d->done());
+    std::vector<DisputeInput> recorded(ref.inputs.begin(), ref.inputs.begin() + static_cast<long>(k));
+    d->on_input = [&](const DisputeInput& in, const std::vector<uint8_t>*) { recorded.push_back(in); };
+    const uint64_t lost = d->sequence();
+    d->resume(5000);
+    REQUIRE(recorded.size() == k + 1);
+    CHECK(recorded.back().kind == DisputeInput::Kind::Resume);
+    // Both providers reconnect: the DisputeOpen (a new session each) and the question still owed.
+    Parties parties(fx);
+    std::deque<RefereeDispute::Outgoing> queue;
+    for (int p = 0; p < 2; ++p)
+      for (auto& o : d->reconnect(p)) queue.push_back(std::move(o));
+    uint64_t min_query = UINT64_MAX;
+    const std::vector<uint8_t> verdict = drive(*d, parties, std::move(queue), 5000, &min_query);
+    REQUIRE(d->done());
+    CHECK(min_query > lost);  // fresh sequence numbers only
+    CHECK(encode_body(body_of(verdict)) == encode_body(expected));
+
+    // The record with its Resume replays to the same verdict too.
+    if (k == ref.inputs.size() / 2) {
+      auto again = RefereeDispute::replay(fx.referee, recorded);
+      REQUIRE(again->done());
+      CHECK(again->verdict_envelope() == verdict);
+    }
+  }
+}
+
+TEST_CASE("replay: a resumed dispute restarts the open deadlines; a record that does not replay is refused") {
+  const Fixture& fx = fixture();
+  const Reference& ref = reference();
+  const size_t k = 3;  // opened, then two answers: questions are open
+  RefereeOptions o;
+  {
+    // Without a resume, the referee's downtime would count against the providers.
+    auto d = RefereeDispute::replay(fx.referee, std::span(ref.inputs.data(), k), o);
+    d->on_tick(60000);
+    CHECK(d->done());
+    CHECK(d->verdict().reason == VerdictReason::Timeout);
+  }
+  {
+    auto d = RefereeDispute::replay(fx.referee, std::span(ref.inputs.data(), k), o);
+    d->resume(60000);
+    d->on_tick(60000 + o.answer_timeout_ms - 1);
+    CHECK_FALSE(d->done());
+    d->on_tick(60000 + o.answer_timeout_ms + 1);
+    REQUIRE(d->done());
+    CHECK(d->verdict().reason == VerdictReason::Timeout);
+  }
+  // Inputs that the game would not take again.
+  std::vector<DisputeInput> bad(ref.inputs.begin(), ref.inputs.begin() + 3);
+  bad[1].party ^= 1;  // an answer attributed to the other party: not signed by its key
+  CHECK_THROWS_WITH_AS(RefereeDispute::replay(fx.referee, bad), doctest::Contains("input 1 does not replay"), ProtocolError);
+  bad = {ref.inputs[0], ref.inputs[1], ref.inputs[1]};  // the same envelope twice
+  CHECK_THROWS_WITH_AS(RefereeDispute::replay(fx.referee, bad), doctest::Contains("stale sequence"), ProtocolError);
+  bad = {ref.inputs[0], {DisputeInput::Kind::Tick, 0, {}, 1}};  // a tick that decides nothing
+  CHECK_THROWS_AS(RefereeDispute::replay(fx.referee, bad), ProtocolError);
+  bad = {ref.inputs[1]};  // no opening
+  CHECK_THROWS_AS(RefereeDispute::replay(fx.referee, bad), ProtocolError);
+}
+
+TEST_CASE("provider: answer sequence numbers derive from the query's, so a restarted provider is not stale") {
+  const Fixture& fx = fixture();
+  RefereeDispute d(fx.referee, open_envelope(fx.open));
+  const auto out = d.start(0);
+  const Envelope query = open_envelope(out.at(2).envelope);  // open, open, then the first query
+  REQUIRE(query.kind == MessageKind::Query);
+  const int party = out.at(2).party;
+  const Provider& p = party == 0 ? fx.cheater : fx.honest;
+  ThreadPool pool(1);
+  const auto session = [&] {
+    return std::make_unique<ProviderDisputeSession>(p.key, open_envelope(fx.open), load_job(kJobFile), p.result.job_id,
+                                                    train_set(), p.store.path, pool, p.fault);
+  };
+  auto first = session();
+  const auto answers = first->on_envelope(query);
+  REQUIRE(answers.size() == 1);
+  CHECK(open_envelope(answers[0]).sequence == query.sequence << 20);
+  CHECK(ProviderDisputeSession::answer_sequence(7, 3) == (uint64_t{7} << 20 | 3));
+  CHECK_THROWS_AS(ProviderDisputeSession::answer_sequence(uint64_t{1} << 44, 0), ProtocolError);
+  CHECK_THROWS_AS(ProviderDisputeSession::answer_sequence(1, uint64_t{1} << 20), ProtocolError);
+  // A restarted provider (new session) answers the same query with the same bytes.
+  CHECK(session()->on_envelope(query) == answers);
+  // The referee re-sends the question with a higher sequence number (resumed): answered again, higher.
+  const std::vector<uint8_t> resent = seal(fx.referee, query.context, query.sequence + 5, query.body);
+  const auto again = first->on_envelope(open_envelope(resent));
+  REQUIRE(again.size() == 1);
+  CHECK(open_envelope(again[0]).sequence == (query.sequence + 5) << 20);
+  CHECK_THROWS_AS(first->on_envelope(open_envelope(resent)), ProtocolError);  // the same one again: stale
+  std::string refused;
+  d.on_envelope(party, open_envelope(answers[0]), 0, &refused);
+  CHECK(refused.empty());
+  d.on_envelope(party, open_envelope(again[0]), 0, &refused);  // accepted envelope, same answer: ignored by the game
+  CHECK(refused.empty());
+}
