@@ -12,20 +12,38 @@
 
 namespace tribunal {
 
+// In CUDA device code (__CUDA_ARCH__) the bit casts and the fma use the device's own exact
+// operations; host code (g++, clang, nvcc's host pass) is unchanged.
+
 TRIBUNAL_HD uint32_t float_bits(float x) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(x);
+#else
   uint32_t u;
   std::memcpy(&u, &x, sizeof u);
   return u;
+#endif
 }
 
 TRIBUNAL_HD float float_from_bits(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
   float x;
   std::memcpy(&x, &u, sizeof x);
   return x;
+#endif
 }
 
 /// Correctly rounded fused multiply-add, the only contraction RepOps allows (written explicitly).
-TRIBUNAL_HD float fma32(float a, float b, float c) { return std::fma(a, b, c); }
+/// On the device: __fmaf_rn, the IEEE fusedMultiplyAdd (fma.rn.f32), one rounding like std::fma.
+TRIBUNAL_HD float fma32(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
 
 /// 2^n as a float for n in [-126, 127] (exact, built from the exponent bits).
 TRIBUNAL_HD float pow2i(int n) { return float_from_bits(static_cast<uint32_t>(n + 127) << 23); }

@@ -1,4 +1,5 @@
-// TRIBUNAL_HD marks functions usable on the host and, later, in CUDA device code (DESIGN §4).
+// TRIBUNAL_HD marks functions usable on the host and in CUDA device code (DESIGN §4; ops/cuda,
+// docs/cuda.md). Without nvcc it is plain `inline`, so CPU builds see exactly the same code.
 #pragma once
 
 #if defined(__CUDACC__)
