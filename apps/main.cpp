@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "apps/cli.h"
+#include "net/context.h"
 
 namespace {
 
@@ -38,6 +39,8 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string_view command = argv[1];
+  // A referee holds about three sockets per live dispute; the default soft limit (1024) is too low.
+  tribunal::raise_fd_limit();
   try {
     Args args(argc, argv, 2);
     if (command == "train") return train_main(args);

@@ -113,13 +113,17 @@ using ReplyFilter = std::function<ProviderReply(const QueryContext&, std::vector
 /// (a copy per connection would cost 188 MB each); freed when no one holds it. Throws EngineError.
 std::shared_ptr<const Dataset> shared_train_set(const std::filesystem::path& dir, ThreadPool& pool);
 
+/// A provider's connection limits: a referee opens one connection per live dispute, all from one
+/// address, so the per-address cap equals the total cap (net/server.h defaults otherwise).
+ServerOptions provider_server_options();
+
 /// `tribunal provider`: trains submitted jobs into STORE/<job_id>/ and answers disputes about them.
 /// A `fault` makes it a cheater (demo, tests, scenarios). `server` sets the connection limits
 /// (a scenario's misbehaving node raises max_message_bytes to be able to send oversized frames).
 class ProviderNode {
  public:
   ProviderNode(NetContext& ctx, KeyPair key, std::filesystem::path store, int threads, Fault fault, LogFn log,
-               ServerOptions server = {});
+               ServerOptions server = provider_server_options());
   /// Stops accepting and closes every open connection (going away); in-flight answers are dropped.
   ~ProviderNode();
   uint16_t listen(const std::string& host, uint16_t port);

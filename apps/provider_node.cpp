@@ -10,6 +10,12 @@
 #include "engine/provider_session.h"
 
 namespace tribunal::cli {
+ServerOptions provider_server_options() {
+  ServerOptions o;
+  o.max_connections_per_address = o.max_connections;
+  return o;
+}
+
 std::shared_ptr<const Dataset> shared_train_set(const std::filesystem::path& dir, ThreadPool& pool) {
   static std::mutex mu;
   static std::map<std::filesystem::path, std::weak_ptr<const Dataset>> cache;

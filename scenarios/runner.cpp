@@ -165,6 +165,7 @@ ScenarioResult run_scenario(const Scenario& s, const RunOptions& o) {
     RefereeOptions ro;
     ro.answer_timeout_ms = s.answer_timeout_ms;
     ro.recompute_timeout_ms = s.recompute_timeout_ms;
+    ro.data_dir = dir / "referee";  // the referee of a scenario is durable, as `tribunal referee` is
     const KeyPair referee_key = generate_keypair();
     cli::RefereeNode referee(ctx, referee_key, ro, [&](const std::string& line) { log("referee: " + line); });
     referee.on_finished = [&](const RefereeDispute& d, const cli::DisputeStats&) { r.rounds = d.game().rounds(); };
