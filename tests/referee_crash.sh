@@ -8,7 +8,9 @@
 #      and the client (reconnecting as `tribunal delegate` does) must get a verdict that `tribunal
 #      verify` reads exactly as the reference (winner, reason, step, node, rounds, detail);
 #   3. the honest provider is killed and restarted mid-dispute (stopped before it could answer, then
-#      again after some rounds): the referee reconnects, and the honest claim still stands.
+#      again after some rounds): the referee reconnects, and the honest claim still stands;
+#   4. openings beyond --max-live-disputes / --max-disputes-per-client are refused with a reason, and
+#      the same opening sent again attaches to the live dispute.
 # Usage: referee_crash.sh PATH/TO/tribunal PATH/TO/dispute_client SOURCE_DIR
 set -u
 bin=$1
@@ -168,6 +170,32 @@ mid=no
 grep -q "provider 1 connection lost" "$tmp/pb.log" && mid=yes
 stop pb
 
+# 4. Bounds: with the honest provider stopped, the first dispute stays live; a second one (the same
+# claims in the other order) is refused beyond --max-live-disputes or --max-disputes-per-client, and
+# the first one's opening sent again attaches instead of counting twice.
+"$client" swap "$tmp/open.bin" "$tmp/open2.bin" || fail "swap"
+kill -STOP "$(cat "$tmp/honest.pid")"
+for limit in "--max-live-disputes 1" "--max-disputes-per-client 1"; do
+  # shellcheck disable=SC2086
+  rport=$(start caps referee --listen 127.0.0.1:0 --key "$tmp/referee.key" --data "$tmp/caps-data-${limit%% *}" $limit)
+  timeout 60 "$client" open "ws://127.0.0.1:$rport/" "$tmp/open.bin" "$tmp/caps.bin" 2>"$tmp/client-caps1.log" &
+  c1=$!
+  for _ in $(seq 200); do grep -q "round 1: level 1" "$tmp/caps.log" && break; sleep 0.05; done
+  timeout 60 "$client" open "ws://127.0.0.1:$rport/" "$tmp/open.bin" "$tmp/caps-again.bin" 2>"$tmp/client-caps2.log" &
+  c2=$!
+  for _ in $(seq 200); do grep -q "attached" "$tmp/caps.log" && break; sleep 0.05; done
+  grep -q "attached" "$tmp/caps.log" || fail "$limit: the same opening again did not attach"
+  timeout 20 "$client" open "ws://127.0.0.1:$rport/" "$tmp/open2.bin" "$tmp/caps2.bin" 2>"$tmp/client-caps3.log" &&
+    fail "$limit: a dispute beyond the limit was accepted"
+  grep -qE "its limit|the limit per client" "$tmp/client-caps3.log" ||
+    fail "$limit: refused without saying why: $(cat "$tmp/client-caps3.log")"
+  kill -TERM "$c1" "$c2" 2>/dev/null
+  wait "$c1" "$c2" 2>/dev/null
+  kill -KILL "$(cat "$tmp/caps.pid")"
+  await_exit caps 10
+done
+kill -CONT "$(cat "$tmp/honest.pid")"
+
 echo "timing: reference run ${t_ref} s, kills until ${t_kill} s, total $(lap) s"
 echo "ok: referee killed after each of $events events and restarted: $crashed/$events same verdict;" \
-     "honest provider killed and restarted mid-dispute wins (after level 1: $mid)"
+     "honest provider killed and restarted mid-dispute wins (after level 1: $mid); live-dispute limits refuse"

@@ -4,6 +4,9 @@
 //
 //   dispute_client open REFEREE_URL OPEN_FILE VERDICT_FILE
 //       sends OPEN_FILE, waits for the verdict (reconnecting while the referee restarts), writes it.
+//   dispute_client swap OPEN_FILE OUT_FILE
+//       writes the opening of the other dispute between the same two claims (claims and providers in
+//       the other order, another dispute id), signed by a fresh client key.
 //   dispute_client hold OPEN_FILE PROVIDER_URL...
 //       forwards the opening to each provider as a referee would and keeps the connections open until
 //       killed, so the providers keep the training set loaded between disputes (faster test).
@@ -44,6 +47,16 @@ int main(int argc, char** argv) {
       ctx.join();
       return 0;
     }
+    if (mode == "swap" && argc == 4) {
+      const Envelope env = open_envelope(read_file(argv[2]));
+      DisputeOpen d = std::get<DisputeOpen>(env.body);
+      std::swap(d.claims[0], d.claims[1]);
+      std::swap(d.providers[0], d.providers[1]);
+      const Digest job = std::get<Claim>(open_envelope(d.claims[0]).body).job_id;
+      const std::vector<uint8_t> out = seal(generate_keypair(), dispute_id(job, d.claims), 1, d);
+      std::ofstream(argv[3], std::ios::binary).write(reinterpret_cast<const char*>(out.data()), static_cast<std::streamsize>(out.size()));
+      return 0;
+    }
     if (mode == "hold" && argc >= 4) {
       const std::vector<uint8_t> open = read_file(argv[2]);
       Client client(ctx);
@@ -55,7 +68,8 @@ int main(int argc, char** argv) {
       log_line("holding");
       for (;;) std::this_thread::sleep_for(std::chrono::seconds(60));
     }
-    std::fprintf(stderr, "usage: dispute_client open REFEREE_URL OPEN_FILE VERDICT_FILE | hold OPEN_FILE PROVIDER_URL...\n");
+    std::fprintf(stderr, "usage: dispute_client open REFEREE_URL OPEN_FILE VERDICT_FILE | swap OPEN_FILE OUT_FILE | "
+                 "hold OPEN_FILE PROVIDER_URL...\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dispute_client: error: %s\n", e.what());
