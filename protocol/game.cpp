@@ -200,7 +200,13 @@ std::vector<Action> Game::on_message(int party, const Body& body, uint64_t now_m
   if (!answers_phase(phase_, body)) return {Rejected{party, std::string("unexpected message in ") + phase_name(phase_)}};
   if (round_of(body) != round_) return {Rejected{party, "answer for round " + std::to_string(round_of(body)) +
                                                             ", the open round is " + std::to_string(round_)}};
-  if (now_ms > deadline_[party]) return on_tick(now_ms);
+  if (now_ms > deadline_[party]) {
+    // Late: the clock decides. Nothing to decide means this party had answered in time; its late
+    // message is refused without effect (is_refusal), so a durable referee does not record it.
+    auto decided = on_tick(now_ms);
+    if (decided.empty()) return {Rejected{party, "past the deadline of round " + std::to_string(round_)}};
+    return decided;
+  }
   PartyState& ps = party_[party];
   if (ps.answer) {
     // One answer per question: the same bytes again are a replay, different bytes equivocation.
