@@ -9,84 +9,18 @@
 #include "engine/dispute.h"
 #include "engine/error.h"
 #include "protocol/game.h"
-#include "tests/temp_dir.h"
+#include "tests/engine/dispute_fixture.h"
 
 using namespace tribunal;
 
 namespace {
 
-JobSpec short_job() { return load_job(std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs/short_mlp.toml"); }
+using testing::Outcome;
+using testing::Provider;
+using testing::short_job;
+using testing::train_set;
 
-const Dataset& train_set() {
-  static ThreadPool pool(2);
-  static const Dataset data = load_fashion_mnist(short_job().data_dir, Split::Train, pool);
-  return data;
-}
-
-struct Provider {
-  testing::TempDir store{"dispute"};
-  TrainResult result;
-  Fault fault;
-  explicit Provider(const Fault& f) : fault(f) {
-    TrainOptions o;
-    o.out_dir = store.path;
-    o.evaluate = false;
-    o.fault = f;
-    result = run_training(short_job(), o);
-  }
-  Claim claim() const {
-    return {result.job_id, static_cast<uint64_t>(result.steps), result.trajectory_root, result.final_state_hash};
-  }
-};
-
-struct Outcome {
-  Verdict verdict;
-  uint32_t rounds = 0;
-};
-
-// Plays the game between two providers with the referee's JobOracle, delivering messages directly.
-Outcome play(const Provider& a, const Provider& b) {
-  const JobSpec job = short_job();
-  const Dataset& data = train_set();
-  ThreadPool pool(1);
-  JobOracle oracle(job, {data.inputs.shape()[0], data.inputs.shape()[1], data.classes});
-  GameParams params;
-  params.job_id = a.result.job_id;
-  params.steps = static_cast<uint64_t>(job.steps);
-  params.stride = static_cast<uint64_t>(job.stride);
-  params.initial_state_hash = state_hash(initial_state(job), pool);
-  params.dataset_root = data.root;
-  params.dataset_samples = static_cast<uint64_t>(data.labels.numel());
-  params.claims = {a.claim(), b.claim()};
-  DisputeResponder r0(job, data, a.store.path, pool, a.fault), r1(job, data, b.store.path, pool, b.fault);
-  DisputeResponder* responders[2] = {&r0, &r1};
-  Game game(params, oracle);
-  std::vector<Action> pending = game.start(0);
-  Outcome out;
-  while (!pending.empty()) {
-    std::vector<Action> next;
-    for (const Action& act : pending) {
-      std::vector<Action> more;
-      if (const auto* q = std::get_if<SendQuery>(&act)) {
-        for (const Body& body : responders[q->party]->answer(q->query)) {
-          auto m = game.on_message(q->party, body, 0);
-          more.insert(more.end(), m.begin(), m.end());
-        }
-      } else if (const auto* rx = std::get_if<Reexecute>(&act)) {
-        more = game.on_reexecuted(oracle.reexecute(*rx), 0);
-      } else if (const auto* f = std::get_if<Finished>(&act)) {
-        out.verdict = f->verdict;
-      } else if (const auto* rej = std::get_if<Rejected>(&act)) {
-        FAIL("rejected: " << rej->reason);
-      }
-      next.insert(next.end(), more.begin(), more.end());
-    }
-    pending = std::move(next);
-  }
-  REQUIRE(game.done());
-  out.rounds = game.rounds();
-  return out;
-}
+Outcome play(const Provider& a, const Provider& b) { return testing::play_direct(a, b); }
 
 Fault corrupt(int64_t step, int64_t node, float delta = 10.0f) {  // large enough to survive a ReLU
   Fault f;

@@ -15,55 +15,16 @@
 #include "engine/dispute.h"
 #include "engine/error.h"
 #include "protocol/game.h"
-#include "tests/temp_dir.h"
+#include "tests/engine/dispute_fixture.h"
 
 using namespace tribunal;
 
 namespace {
 
-JobSpec short_job() { return load_job(std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs/short_mlp.toml"); }
-
-const Dataset& train_set() {
-  static ThreadPool pool(2);
-  static const Dataset data = load_fashion_mnist(short_job().data_dir, Split::Train, pool);
-  return data;
-}
-
-DataShape data_shape() {
-  const Dataset& d = train_set();
-  return {d.inputs.shape()[0], d.inputs.shape()[1], d.classes};
-}
-
-// Trains the short job with `fault` into its own checkpoint store, as run_training does (same
-// checkpoints, same trajectory root; checked against run_training for the honest run) but on the
-// data set loaded once for the whole file.
-struct Provider {
-  testing::TempDir store{"faults"};
-  TrainResult result;
-  Fault fault;
-  explicit Provider(const Fault& f) : fault(f) {
-    const JobSpec job = short_job();
-    ThreadPool pool(2);
-    Trainer trainer(job, train_set(), pool, f);
-    const auto commit = [&] {
-      const Digest h = trainer.hash_state();
-      save_checkpoint(checkpoint_path(store.path, trainer.state().step()), job, trainer.state(), trainer.job_id(), h);
-      result.checkpoint_hashes.push_back(h);
-    };
-    commit();
-    while (trainer.state().step() < job.steps) {
-      trainer.step();
-      if (trainer.state().step() % job.stride == 0 || trainer.state().step() == job.steps) commit();
-    }
-    result.job_id = trainer.job_id();
-    result.steps = trainer.state().step();
-    result.trajectory_root = trajectory_root(result.checkpoint_hashes);
-    result.final_state_hash = result.checkpoint_hashes.back();
-  }
-  Claim claim() const {
-    return {result.job_id, static_cast<uint64_t>(result.steps), result.trajectory_root, result.final_state_hash};
-  }
-};
+using testing::Provider;
+using testing::data_shape;
+using testing::short_job;
+using testing::train_set;
 
 // run_training with a fault (it loads the data itself).
 TrainResult run(const Fault& f, const std::filesystem::path& out) {
@@ -81,49 +42,7 @@ const Provider& honest() {
   return p;
 }
 
-// Plays the game between two providers with the referee's JobOracle, delivering messages directly
-// (as tests/engine/test_dispute.cpp does; the signed-envelope path is tests/referee).
-Verdict play(const Provider& a, const Provider& b) {
-  const JobSpec job = short_job();
-  const Dataset& data = train_set();
-  ThreadPool pool(1);
-  JobOracle oracle(job, data_shape());
-  GameParams params;
-  params.job_id = a.result.job_id;
-  params.steps = static_cast<uint64_t>(job.steps);
-  params.stride = static_cast<uint64_t>(job.stride);
-  params.initial_state_hash = state_hash(initial_state(job), pool);
-  params.dataset_root = data.root;
-  params.dataset_samples = static_cast<uint64_t>(data.labels.numel());
-  params.claims = {a.claim(), b.claim()};
-  DisputeResponder r0(job, data, a.store.path, pool, a.fault), r1(job, data, b.store.path, pool, b.fault);
-  DisputeResponder* responders[2] = {&r0, &r1};
-  Game game(params, oracle);
-  std::vector<Action> pending = game.start(0);
-  Verdict verdict;
-  while (!pending.empty()) {
-    std::vector<Action> next;
-    for (const Action& act : pending) {
-      std::vector<Action> more;
-      if (const auto* q = std::get_if<SendQuery>(&act)) {
-        for (const Body& body : responders[q->party]->answer(q->query)) {
-          auto m = game.on_message(q->party, body, 0);
-          more.insert(more.end(), m.begin(), m.end());
-        }
-      } else if (const auto* rx = std::get_if<Reexecute>(&act)) {
-        more = game.on_reexecuted(oracle.reexecute(*rx), 0);
-      } else if (const auto* f = std::get_if<Finished>(&act)) {
-        verdict = f->verdict;
-      } else if (const auto* rej = std::get_if<Rejected>(&act)) {
-        FAIL("rejected: " << rej->reason);
-      }
-      next.insert(next.end(), more.begin(), more.end());
-    }
-    pending = std::move(next);
-  }
-  REQUIRE(game.done());
-  return verdict;
-}
+Verdict play(const Provider& a, const Provider& b) { return testing::play_direct(a, b).verdict; }
 
 // The graph of step t as the job defines it (the referee's view).
 const StepGraph& job_graph(int64_t t) {
@@ -387,7 +306,7 @@ TEST_CASE("wrong initial weights lose with wrong_initial_state at level 1") {
 TEST_CASE("a different trajectory length: the claim covers claim_steps steps") {
   const TrainResult& h = honest().result;  // checkpoints 0, 8, 16, 24, 30
   testing::TempDir dir("claim");
-  SUBCASE("the test's honest provider commits what run_training commits") {
+  SUBCASE("training on a preloaded training set (TrainOptions::train) commits what loading it does") {
     const TrainResult r = run(Fault{}, dir.path);
     CHECK(r.trajectory_root == h.trajectory_root);
     CHECK(r.checkpoint_hashes == h.checkpoint_hashes);

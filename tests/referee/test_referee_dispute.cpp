@@ -10,7 +10,7 @@
 #include "engine/provider_session.h"
 #include "referee/local_dispute.h"
 #include "referee/referee_dispute.h"
-#include "tests/temp_dir.h"
+#include "tests/referee/signed_provider.h"
 
 using namespace tribunal;
 
@@ -25,28 +25,9 @@ std::string job_text() {
   return s.str();
 }
 
-const Dataset& train_set() {
-  static ThreadPool pool(2);
-  static const Dataset data = load_fashion_mnist(load_job(kJobFile).data_dir, Split::Train, pool);
-  return data;
-}
+using testing::train_set;
 
-struct Provider {
-  KeyPair key = generate_keypair();
-  testing::TempDir store{"referee"};
-  Fault fault;
-  TrainResult result;
-  std::vector<uint8_t> claim;
-  explicit Provider(Fault f) : fault(f) {
-    TrainOptions o;
-    o.out_dir = store.path;
-    o.evaluate = false;
-    o.fault = f;
-    result = run_training(load_job(kJobFile), o);
-    claim = seal(key, result.job_id, 1,
-                 Claim{result.job_id, static_cast<uint64_t>(result.steps), result.trajectory_root, result.final_state_hash});
-  }
-};
+using Provider = testing::SignedProvider;
 
 struct Run {
   std::vector<uint8_t> verdict;
@@ -64,7 +45,7 @@ std::vector<uint8_t> opening(const KeyPair& client, const Provider& a, const Pro
   d.dataset_samples = 60000;
   d.features = 784;
   d.classes = 10;
-  d.claims = {a.claim, b.claim};
+  d.claims = {a.signed_claim, b.signed_claim};
   d.providers = {"local:a", "local:b"};
   return seal(client, dispute_id(a.result.job_id, d.claims), 1, d);
 }
@@ -117,7 +98,7 @@ TEST_CASE("referee: a signed verdict against the cheater, verifiable offline") {
   CHECK(v.reason == VerdictReason::WrongOutput);
   CHECK(v.step == 21);
   CHECK(v.node == 11);
-  CHECK(v.claims == std::vector<std::vector<uint8_t>>{cheater.claim, honest.claim});
+  CHECK(v.claims == std::vector<std::vector<uint8_t>>{cheater.signed_claim, honest.signed_claim});
   // The narrowing is reported as it happens, level by level.
   REQUIRE(run.events.size() >= 5);
   CHECK(run.events.front().find("opened") != std::string::npos);
@@ -176,8 +157,8 @@ TEST_CASE("referee: refuses an opening whose claims do not match the job") {
   // Same key on both claims.
   Provider twin(Fault{});
   twin.key = honest.key;
-  twin.claim = seal(honest.key, honest.result.job_id, 2,
-                    Claim{cheater.result.job_id, 30, cheater.result.trajectory_root, cheater.result.final_state_hash});
+  twin.signed_claim = seal(honest.key, honest.result.job_id, 2,
+                           Claim{cheater.result.job_id, 30, cheater.result.trajectory_root, cheater.result.final_state_hash});
   CHECK_THROWS_WITH_AS(RefereeDispute(referee_key, open_envelope(opening(client, honest, twin))),
                        "dispute: both claims are signed by the same key", ProtocolError);
 }

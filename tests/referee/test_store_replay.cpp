@@ -12,7 +12,7 @@
 #include "engine/provider_session.h"
 #include "referee/referee_dispute.h"
 #include "referee/store.h"
-#include "tests/temp_dir.h"
+#include "tests/referee/signed_provider.h"
 
 using namespace tribunal;
 
@@ -20,28 +20,9 @@ namespace {
 
 const std::filesystem::path kJobFile = std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs/short_mlp.toml";
 
-const Dataset& train_set() {
-  static ThreadPool pool(2);
-  static const Dataset data = load_fashion_mnist(load_job(kJobFile).data_dir, Split::Train, pool);
-  return data;
-}
+using testing::train_set;
 
-struct Provider {
-  KeyPair key = generate_keypair();
-  testing::TempDir store{"durable"};
-  Fault fault;
-  TrainResult result;
-  std::vector<uint8_t> claim;
-  explicit Provider(Fault f) : fault(f) {
-    TrainOptions o;
-    o.out_dir = store.path;
-    o.evaluate = false;
-    o.fault = f;
-    result = run_training(load_job(kJobFile), o);
-    claim = seal(key, result.job_id, 1,
-                 Claim{result.job_id, static_cast<uint64_t>(result.steps), result.trajectory_root, result.final_state_hash});
-  }
-};
+using Provider = testing::SignedProvider;
 
 // The cheater (party 0) corrupts node 13 of step 12; the honest provider is party 1.
 struct Fixture {
@@ -68,7 +49,7 @@ struct Fixture {
     d.dataset_samples = 60000;
     d.features = 784;
     d.classes = 10;
-    d.claims = {cheater.claim, honest.claim};
+    d.claims = {cheater.signed_claim, honest.signed_claim};
     d.providers = {"ws://127.0.0.1:1/", "ws://127.0.0.1:2/"};
     open = seal(generate_keypair(), dispute_id(cheater.result.job_id, d.claims), 1, d);
   }

@@ -1,0 +1,102 @@
+// Shared by the engine's dispute tests: the short job of scenarios/jobs/short_mlp.toml, its training
+// set loaded once per test binary, providers trained into their own checkpoint stores (honest or with
+// a Fault), and the game played in process between their DisputeResponders with the referee's
+// JobOracle, messages delivered directly (the signed-envelope path is tests/referee).
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+
+#include "engine/dispute.h"
+#include "protocol/game.h"
+#include "tests/temp_dir.h"
+
+namespace tribunal::testing {
+
+inline JobSpec short_job() {
+  return load_job(std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs/short_mlp.toml");
+}
+
+inline const Dataset& train_set() {
+  static ThreadPool pool(2);
+  static const Dataset data = load_fashion_mnist(short_job().data_dir, Split::Train, pool);
+  return data;
+}
+
+inline DataShape data_shape() {
+  const Dataset& d = train_set();
+  return {d.inputs.shape()[0], d.inputs.shape()[1], d.classes};
+}
+
+/// A provider that trained the short job with `fault` into its own store (run_training on the
+/// shared training set).
+struct Provider {
+  TempDir store{"dispute"};
+  TrainResult result;
+  Fault fault;
+  explicit Provider(const Fault& f) : fault(f) {
+    TrainOptions o;
+    o.out_dir = store.path;
+    o.evaluate = false;
+    o.threads = 2;
+    o.fault = f;
+    o.train = &train_set();
+    result = run_training(short_job(), o);
+  }
+  Claim claim() const {
+    return {result.job_id, static_cast<uint64_t>(result.steps), result.trajectory_root, result.final_state_hash};
+  }
+};
+
+struct Outcome {
+  Verdict verdict;
+  uint32_t rounds = 0;
+};
+
+/// Plays the game between `a` (party 0) and `b` (party 1) to its verdict; a rejected message fails
+/// the test (honest algorithms fed wrong traces never send one).
+inline Outcome play_direct(const Provider& a, const Provider& b) {
+  const JobSpec job = short_job();
+  const Dataset& data = train_set();
+  ThreadPool pool(1);
+  JobOracle oracle(job, data_shape());
+  GameParams params;
+  params.job_id = a.result.job_id;
+  params.steps = static_cast<uint64_t>(job.steps);
+  params.stride = static_cast<uint64_t>(job.stride);
+  params.initial_state_hash = state_hash(initial_state(job), pool);
+  params.dataset_root = data.root;
+  params.dataset_samples = static_cast<uint64_t>(data.labels.numel());
+  params.claims = {a.claim(), b.claim()};
+  DisputeResponder r0(job, data, a.store.path, pool, a.fault), r1(job, data, b.store.path, pool, b.fault);
+  DisputeResponder* responders[2] = {&r0, &r1};
+  Game game(params, oracle);
+  std::vector<Action> pending = game.start(0);
+  Outcome out;
+  while (!pending.empty()) {
+    std::vector<Action> next;
+    for (const Action& act : pending) {
+      std::vector<Action> more;
+      if (const auto* q = std::get_if<SendQuery>(&act)) {
+        for (const Body& body : responders[q->party]->answer(q->query)) {
+          auto m = game.on_message(q->party, body, 0);
+          more.insert(more.end(), m.begin(), m.end());
+        }
+      } else if (const auto* rx = std::get_if<Reexecute>(&act)) {
+        more = game.on_reexecuted(oracle.reexecute(*rx), 0);
+      } else if (const auto* f = std::get_if<Finished>(&act)) {
+        out.verdict = f->verdict;
+      } else if (const auto* rej = std::get_if<Rejected>(&act)) {
+        FAIL("rejected: " << rej->reason);
+      }
+      next.insert(next.end(), more.begin(), more.end());
+    }
+    pending = std::move(next);
+  }
+  REQUIRE(game.done());
+  out.rounds = game.rounds();
+  return out;
+}
+
+}  // namespace tribunal::testing
