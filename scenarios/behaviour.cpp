@@ -207,8 +207,8 @@ cli::ReplyFilter make_reply_filter(BehaviourSetup setup, std::shared_ptr<Behavio
       st.fired = true;
       reply.frames.clear();
       setup.crash(b.down_ms);
-    } else if (is_malformed_kind(b.kind) && active && !own.empty() && (st.acted < b.count || st.acted_round == round)) {
-      if (st.acted_round != round) ++st.acted, st.acted_round = round;
+    } else if (is_malformed_kind(b.kind) && active && !own.empty() && st.acted < b.count) {
+      ++st.acted;
       std::vector<uint8_t> bad = malformed(b.kind, own.front(), setup.key, st);
       if (b.instead) reply.frames.clear();
       reply.frames.insert(reply.frames.begin(), std::move(bad));

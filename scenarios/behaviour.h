@@ -22,8 +22,7 @@ struct BehaviourState {
   explicit BehaviourState(uint64_t seed) : rng(seed) {}
   std::mutex mu;
   bool fired = false;               ///< a one-time act has happened
-  uint32_t acted_round = 0;         ///< last round a malformed frame was sent in
-  uint32_t acted = 0;               ///< rounds malformed frames were sent in
+  uint32_t acted = 0;               ///< answers a malformed frame was sent with
   std::vector<uint8_t> last_answer; ///< the previous round's first answer frame (replay_round)
   std::mt19937_64 rng;
   struct Mirror;                    ///< another provider's trajectory, per dispute

@@ -53,7 +53,8 @@ const char* answer_kind_name(AnswerKind kind);
 struct AnswerBehaviour {
   AnswerKind kind = AnswerKind::Honest;
   uint32_t round = 1;        ///< first round it acts in
-  uint32_t count = 1;        ///< malformed kinds: rounds it acts in
+  uint32_t count = 1;        ///< malformed kinds: answers it sends a bad frame with (a question
+                             ///< re-asked after a reconnect is another answer)
   bool instead = false;      ///< malformed kinds: the bad frame replaces the answer (else precedes it)
   uint64_t down_ms = 500;    ///< crash_restart: time the node stays down
   std::string mirror;        ///< change_root/agree*/always_agree: whose trajectory it parrots
