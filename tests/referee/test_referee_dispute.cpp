@@ -18,13 +18,6 @@ namespace {
 
 const std::filesystem::path kJobFile = std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs/short_mlp.toml";
 
-std::string job_text() {
-  std::ifstream in(kJobFile);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 using testing::train_set;
 
 using Provider = testing::SignedProvider;
@@ -36,18 +29,7 @@ struct Run {
 };
 
 std::vector<uint8_t> opening(const KeyPair& client, const Provider& a, const Provider& b) {
-  const JobSpec job = load_job(kJobFile);
-  ThreadPool pool(1);
-  DisputeOpen d;
-  d.job_toml = job_text();
-  d.initial_state_hash = state_hash(initial_state(job), pool);
-  d.dataset_root = train_set().root;
-  d.dataset_samples = 60000;
-  d.features = 784;
-  d.classes = 10;
-  d.claims = {a.signed_claim, b.signed_claim};
-  d.providers = {"local:a", "local:b"};
-  return seal(client, dispute_id(a.result.job_id, d.claims), 1, d);
+  return testing::dispute_opening(client, a, b, {"local:a", "local:b"});
 }
 
 Run play(const KeyPair& referee_key, const Provider& a, const Provider& b) {

@@ -37,22 +37,9 @@ struct Fixture {
   KeyPair referee = generate_keypair();
   std::vector<uint8_t> open;
   Fixture() {
-    const JobSpec job = load_job(kJobFile);
-    ThreadPool pool(1);
-    std::ifstream in(kJobFile);
-    std::stringstream text;
-    text << in.rdbuf();
-    DisputeOpen d;
-    d.job_toml = text.str();
-    d.initial_state_hash = state_hash(initial_state(job), pool);
-    d.dataset_root = train_set().root;
-    d.dataset_samples = 60000;
-    d.features = 784;
-    d.classes = 10;
-    d.claims = {cheater.signed_claim, honest.signed_claim};
-    d.providers = {"ws://127.0.0.1:1/", "ws://127.0.0.1:2/"};
-    open = seal(generate_keypair(), dispute_id(cheater.result.job_id, d.claims), 1, d);
+    open = testing::dispute_opening(generate_keypair(), cheater, honest, {"ws://127.0.0.1:1/", "ws://127.0.0.1:2/"});
   }
+
 };
 
 Fixture& fixture() {
