@@ -49,4 +49,8 @@ ValueRef GraphBuilder::emit(OpKind kind, Attrs attrs, std::vector<ValueRef> inpu
   return add_node(kind, std::move(attrs), std::move(inputs), emit_name_).front();
 }
 
+std::vector<ValueRef> GraphBuilder::emit_all(OpKind kind, Attrs attrs, std::vector<ValueRef> inputs) {
+  return add_node(kind, std::move(attrs), std::move(inputs), emit_name_);
+}
+
 }  // namespace tribunal

@@ -63,6 +63,8 @@ class GraphBuilder : public VjpBuilder {
 
   /// VjpBuilder: appends a one-output node, its value named by set_emit_name().
   ValueRef emit(OpKind kind, Attrs attrs, std::vector<ValueRef> inputs) override;
+  /// VjpBuilder: appends a node and returns all its outputs.
+  std::vector<ValueRef> emit_all(OpKind kind, Attrs attrs, std::vector<ValueRef> inputs) override;
 
   /// Names given to nodes emitted through emit() (set by the autodiff while it differentiates).
   void set_emit_name(std::string name) { emit_name_ = std::move(name); }

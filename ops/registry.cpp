@@ -14,6 +14,14 @@ const OpInfo* const kTable[] = {
     &kSumRowsOp, &kAddOp,          &kReluOp,
     &kReluBackwardOp, &kSoftmaxCrossEntropyOp, &kSoftmaxCrossEntropyBackwardOp,
     &kSgdMomentumOp, &kAdamWOp,
+    &kReshapeOp, &kEmbeddingOp, &kEmbeddingBackwardOp,
+    &kLayerNormOp, &kLayerNormBackwardOp, &kGeluOp,
+    &kGeluBackwardOp, &kSoftmaxOp, &kSoftmaxBackwardOp,
+    &kSplitHeadsOp, &kMergeHeadsOp, &kDropoutOp,
+    &kDropoutBackwardOp, &kConv2dOp, &kConv2dBackwardInputOp,
+    &kConv2dBackwardWeightOp, &kConv2dBackwardBiasOp, &kMaxPool2dOp,
+    &kMaxPool2dBackwardOp, &kSumSquaresOp, &kClipCoefficientOp,
+    &kScaleOp,
 };
 static_assert(sizeof(kTable) / sizeof(kTable[0]) == kOpKindCount, "every OpKind needs a registry entry");
 
@@ -21,9 +29,17 @@ void put_u32(std::vector<std::byte>& out, uint32_t v) {
   for (int i = 0; i < 4; ++i) out.push_back(static_cast<std::byte>(v >> (8 * i)));
 }
 
-void check_arity(const OpInfo& info, size_t n_in, size_t n_out) {
+void check_inputs(const OpInfo& info, size_t n_in) {
+  if (info.num_inputs < 0) {
+    op_require(n_in >= 1, info.name, "expects at least one input, got none");
+    return;
+  }
   op_require(n_in == static_cast<size_t>(info.num_inputs), info.name,
              "expects " + std::to_string(info.num_inputs) + " inputs, got " + std::to_string(n_in));
+}
+
+void check_arity(const OpInfo& info, size_t n_in, size_t n_out) {
+  check_inputs(info, n_in);
   op_require(n_out == static_cast<size_t>(info.num_outputs), info.name,
              "expects " + std::to_string(info.num_outputs) + " outputs, got " + std::to_string(n_out));
 }
@@ -54,8 +70,7 @@ const char* op_name(OpKind kind) { return op_info(kind).name; }
 
 std::vector<Shape> infer_shapes(OpKind kind, const Attrs& attrs, std::span<const Shape> inputs) {
   const OpInfo& info = op_info(kind);
-  op_require(inputs.size() == static_cast<size_t>(info.num_inputs), info.name,
-             "expects " + std::to_string(info.num_inputs) + " inputs, got " + std::to_string(inputs.size()));
+  check_inputs(info, inputs.size());
   op_require(info.num_ints < 0 || attrs.ints.size() == static_cast<size_t>(info.num_ints), info.name,
              "expects " + std::to_string(info.num_ints) + " integer attributes, got " +
                  std::to_string(attrs.ints.size()));

@@ -65,40 +65,7 @@ void matmul_reference(const MatmulArgs& x) {
   }
 }
 
-const char* simd_path_name(SimdPath path) {
-  switch (path) {
-    case SimdPath::Scalar:
-      return "scalar";
-    case SimdPath::Avx2:
-      return "avx2";
-    case SimdPath::Avx512:
-      return "avx512";
-  }
-  return "unknown";
-}
-
 namespace {
-
-struct CpuPaths {
-  std::array<SimdPath, 3> paths{};
-  size_t count = 0;
-};
-
-// __builtin_cpu_supports also checks that the OS saves the wider register state (XGETBV).
-CpuPaths detect_paths() {
-  CpuPaths p;
-  p.paths[p.count++] = SimdPath::Scalar;
-  __builtin_cpu_init();
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (avx2) p.paths[p.count++] = SimdPath::Avx2;
-  if (avx2 && __builtin_cpu_supports("avx512f")) p.paths[p.count++] = SimdPath::Avx512;
-  return p;
-}
-
-const CpuPaths& cpu_paths() {
-  static const CpuPaths paths = detect_paths();
-  return paths;
-}
 
 // ---------------------------------------------------------------------------------------------------
 // Micro-kernels. One call computes an mr × (nv·W) tile of C over kb steps of k:
@@ -464,31 +431,15 @@ void matmul_simd(const MatmulArgs& x, ThreadPool& pool, const KernelSet& ks) {
   pool.parallel_for(units, run, std::max<int64_t>(1, units / wanted));
 }
 
-bool path_available(SimdPath path) {
-  const CpuPaths& p = cpu_paths();
-  return std::find(p.paths.begin(), p.paths.begin() + static_cast<std::ptrdiff_t>(p.count), path) !=
-         p.paths.begin() + static_cast<std::ptrdiff_t>(p.count);
-}
-
 }  // namespace
 
-std::span<const SimdPath> available_simd_paths() {
-  const CpuPaths& p = cpu_paths();
-  return {p.paths.data(), p.count};
-}
-
-SimdPath best_simd_path() {
-  static const SimdPath best = available_simd_paths().back();
-  return best;
-}
-
 void matmul(const MatmulArgs& args, ThreadPool& pool) {
-  matmul(args, pool, best_simd_path());
+  matmul(args, pool, active_simd_path());
 }
 
 void matmul(const MatmulArgs& args, ThreadPool& pool, SimdPath path) {
   check_args(args);
-  if (!path_available(path)) {
+  if (!simd_path_available(path)) {
     throw OpError(std::string("matmul: SIMD path '") + simd_path_name(path) +
                   "' is not supported by this CPU");
   }

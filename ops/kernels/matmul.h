@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <span>
 
+#include "ops/simd.h"
 #include "ops/thread_pool.h"
 
 namespace tribunal {
@@ -24,19 +25,7 @@ struct MatmulArgs {
 /// The scalar reference: the contract itself, written as plainly as possible.
 void matmul_reference(const MatmulArgs& args);
 
-/// SIMD code paths a fast kernel may take; each must be bitwise identical to the reference.
-enum class SimdPath { Scalar, Avx2, Avx512 };
-
-/// Name of a path ("scalar", "avx2", "avx512").
-const char* simd_path_name(SimdPath path);
-
-/// The paths this CPU can run, Scalar first.
-std::span<const SimdPath> available_simd_paths();
-
-/// The fastest path this CPU can run (chosen once at start-up from CPUID).
-SimdPath best_simd_path();
-
-/// Fast matmul on the best path, split over the pool's threads by independent output blocks.
+/// Fast matmul on active_simd_path(), split over the pool's threads by independent output blocks.
 void matmul(const MatmulArgs& args, ThreadPool& pool);
 
 /// Fast matmul forced onto one path (tests and benchmarks). Throws OpError if the CPU lacks it.

@@ -9,6 +9,13 @@ namespace tribunal {
 
 extern const OpInfo kGatherOp, kLinearOp, kMatmulOp, kSumRowsOp, kAddOp, kReluOp, kReluBackwardOp,
     kSoftmaxCrossEntropyOp, kSoftmaxCrossEntropyBackwardOp, kSgdMomentumOp, kAdamWOp;
+// Transformer ops (ops/kernels/embedding.cpp, layer_norm.cpp, activation.cpp, softmax.cpp, heads.cpp,
+// dropout.cpp).
+extern const OpInfo kReshapeOp, kEmbeddingOp, kEmbeddingBackwardOp, kLayerNormOp, kLayerNormBackwardOp, kGeluOp,
+    kGeluBackwardOp, kSoftmaxOp, kSoftmaxBackwardOp, kSplitHeadsOp, kMergeHeadsOp, kDropoutOp, kDropoutBackwardOp;
+// CNN and gradient-clipping ops (ops/kernels/conv.cpp, pool.cpp, clip.cpp).
+extern const OpInfo kConv2dOp, kConv2dBackwardInputOp, kConv2dBackwardWeightOp, kConv2dBackwardBiasOp, kMaxPool2dOp,
+    kMaxPool2dBackwardOp, kSumSquaresOp, kClipCoefficientOp, kScaleOp;
 
 /// Throws OpError("<op>: <what>") unless cond holds. Used by shape rules and kernels.
 inline void op_require(bool cond, const char* op, const std::string& what) {
