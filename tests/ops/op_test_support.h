@@ -68,6 +68,10 @@ struct OpTests {
   /// The float64 result of the case, one Expected per output.
   std::optional<std::vector<Expected>> (*expect)(const Case& c) = nullptr;
   std::vector<BadCase> bad;  ///< at least one per kind
+  /// Inputs the op's VJP rule differentiates, checked against central differences of `expect` by
+  /// test_op_coverage.cpp (e.g. {0, 1, 2} for linear's x, w, b; not ids or labels). Must be non-empty
+  /// exactly when the op has a VJP rule.
+  std::vector<int> grad_inputs = {};
 };
 
 /// Registers the tests of `kind` (at static initialization). Registering a kind twice aborts.

@@ -324,33 +324,40 @@ const RegisterOpTests kGatherTests(OpKind::Gather, {variants(OpKind::Gather), ma
      {{{-1}, {}}, {Shape{5, 2}}, "negative index"},
      {{{0}, {}}, {Shape{}}, "rank-0 table"},
      {{{0}, {1.0f}}, {Shape{5}}, "a float attribute"},
-     {{{0}, {}}, {Shape{5}, Shape{5}}, "two inputs"}}});
+     {{{0}, {}}, {Shape{5}, Shape{5}}, "two inputs"}},
+    {0}});
 const RegisterOpTests kLinearTests(OpKind::Linear, {variants(OpKind::Linear), make_case, expect_f64,
     {{{}, {Shape{3, 4}, Shape{5, 2}, Shape{2}}, "x and w disagree on K"},
      {{}, {Shape{3, 4}, Shape{4, 2}, Shape{3}}, "bias of the wrong length"},
      {{}, {Shape{4}, Shape{4, 2}, Shape{2}}, "rank-1 x"},
-     {{{1}, {}}, {Shape{3, 4}, Shape{4, 2}, Shape{2}}, "an int attribute"}}});
+     {{{1}, {}}, {Shape{3, 4}, Shape{4, 2}, Shape{2}}, "an int attribute"}},
+    {0, 1, 2}});
 const RegisterOpTests kMatmulTests(OpKind::Matmul, {variants(OpKind::Matmul), make_case, expect_f64,
     {{{{0}, {}}, {Shape{2, 3}, Shape{3, 4}}, "one transpose flag"},
      {{{0, 2}, {}}, {Shape{2, 3}, Shape{3, 4}}, "flag 2"},
      {{{0, 0}, {}}, {Shape{2, 3}, Shape{4, 3}}, "K mismatch"},
      {{{1, 0}, {}}, {Shape{2, 3}, Shape{3, 4}}, "K mismatch with aᵀ"},
      {{{0, 1}, {}}, {Shape{2, 3}, Shape{3, 4}}, "K mismatch with bᵀ"},
-     {{{0, 0}, {}}, {Shape{2, 3, 1}, Shape{3, 4}}, "rank-3 a"}}});
+     {{{0, 0}, {}}, {Shape{2, 3, 1}, Shape{3, 4}}, "rank-3 a"}},
+    {0, 1}});
 const RegisterOpTests kSumRowsTests(OpKind::SumRows, {variants(OpKind::SumRows), make_case, expect_f64,
-    {{{}, {Shape{5}}, "rank-1 input"}}});
+    {{{}, {Shape{5}}, "rank-1 input"}},
+    {0}});
 const RegisterOpTests kAddTests(OpKind::Add, {variants(OpKind::Add), make_case, expect_f64,
     {{{}, {Shape{2, 3}, Shape{3, 2}}, "shapes differ"},
-     {{}, {Shape{2, 3}}, "one input"}}});
+     {{}, {Shape{2, 3}}, "one input"}},
+    {0, 1}});
 const RegisterOpTests kReluTests(OpKind::Relu, {variants(OpKind::Relu), make_case, expect_f64,
-    {{{}, {Shape{2}, Shape{2}}, "two inputs"}}});
+    {{{}, {Shape{2}, Shape{2}}, "two inputs"}},
+    {0}});
 const RegisterOpTests kReluBackwardTests(OpKind::ReluBackward, {variants(OpKind::ReluBackward), make_case, expect_f64,
     {{{}, {Shape{2}, Shape{3}}, "shapes differ"}}});
 const RegisterOpTests kSoftmaxCrossEntropyTests(OpKind::SoftmaxCrossEntropy, {variants(OpKind::SoftmaxCrossEntropy), make_case, expect_f64,
     {{{}, {Shape{4, 3}, Shape{5}}, "labels longer than the batch"},
      {{}, {Shape{12}, Shape{12}}, "rank-1 logits"},
      {{}, {Shape{0, 3}, Shape{0}}, "empty batch"},
-     {{}, {Shape{4, 3}, Shape{4, 1}}, "rank-2 labels"}}});
+     {{}, {Shape{4, 3}, Shape{4, 1}}, "rank-2 labels"}},
+    {0}});
 const RegisterOpTests kSoftmaxCrossEntropyBackwardTests(OpKind::SoftmaxCrossEntropyBackward, {variants(OpKind::SoftmaxCrossEntropyBackward), make_case, expect_f64,
     {{{}, {Shape{4, 3}, Shape{4}, Shape{1}}, "non-scalar dloss"},
      {{}, {Shape{4, 3}, Shape{4}}, "no dloss"}}});
