@@ -9,6 +9,9 @@
 //  3. validation: infer_shapes throws OpError on the registered bad invocations.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <memory>
 #include <string>
 
 #include "ops/registry.h"
@@ -106,6 +109,109 @@ TEST_CASE("infer_shapes throws OpError for bad shapes and attribute counts, for 
     for (const BadCase& b : tests->bad) {
       INFO(op_name(kind) << ": " << b.why);
       CHECK_THROWS_AS(infer_shapes(kind, b.attrs, b.in), OpError);
+    }
+  }
+}
+
+namespace {
+
+/// A VjpBuilder that evaluates each emitted node at once with the reference kernels, so a VJP rule
+/// can be checked on its own, without the engine's graph and executor.
+class EagerVjpBuilder : public VjpBuilder {
+ public:
+  ValueRef add(Tensor t) {
+    values_.push_back(std::move(t));
+    return static_cast<ValueRef>(values_.size() - 1);
+  }
+  const Tensor& value(ValueRef r) const { return values_.at(r); }
+
+  ValueRef emit(OpKind kind, Attrs attrs, std::vector<ValueRef> inputs) override {
+    return emit_all(kind, std::move(attrs), std::move(inputs)).front();
+  }
+  std::vector<ValueRef> emit_all(OpKind kind, Attrs attrs, std::vector<ValueRef> inputs) override {
+    Case c{kind, std::move(attrs), {}};
+    for (ValueRef r : inputs) c.in.push_back(values_.at(r));
+    std::vector<ValueRef> out;
+    for (Tensor& t : run_case(c, nullptr)) out.push_back(add(std::move(t)));
+    return out;
+  }
+
+ private:
+  std::vector<Tensor> values_;
+};
+
+/// L = Σ_o Σ_e r_o[e]·y_o[e] evaluated by the op's float64 model, for the finite differences.
+double f64_objective(const OpTests& tests, const Case& c, const std::vector<Tensor>& cotangents) {
+  const std::optional<std::vector<Expected>> y = tests.expect(c);
+  REQUIRE(y.has_value());
+  double l = 0;
+  for (size_t o = 0; o < y->size(); ++o)
+    for (size_t e = 0; e < (*y)[o].want.size(); ++e) l += cotangents[o][static_cast<int64_t>(e)] * (*y)[o].want[e];
+  return l;
+}
+
+}  // namespace
+
+// The VJP rules against central differences. The objective L = Σ r·op(x) with a random cotangent r is
+// evaluated in float64 by the op's registered model at float inputs x ± h (h = 2⁻¹⁰·max(1, |x|), the
+// difference taken over the exact float spacing), so the quotient carries only the O(h²) truncation
+// (~1e-6) and no float rounding; the analytic gradient is the VJP rule's nodes run by the reference
+// kernels in float (error ~1e-6 of the gradient's scale). A wrong rule (a missed factor, a transposed
+// operand, a dropped term) is off by far more than the 1e-3 relative tolerance.
+TEST_CASE("every differentiable op's VJP rule matches float64 central differences") {
+  std::mt19937 rng(2024);
+  for (size_t k = 0; k < kOpKindCount; ++k) {
+    const OpKind kind = kind_at(k);
+    const OpInfo& info = op_info(kind);
+    CAPTURE(std::string(info.name));
+    const OpTests* tests = find_op_tests(kind);
+    REQUIRE(tests != nullptr);
+    CHECK_MESSAGE(tests->grad_inputs.empty() == (info.vjp == nullptr),
+                  "grad_inputs must be listed exactly for ops with a VJP rule");
+    if (info.vjp == nullptr) continue;
+    for (int variant = 0; variant < tests->variants; ++variant) {
+      for (int trial = 0; trial < 3; ++trial) {
+        const std::optional<Case> made = tests->make(kind, rng, false, variant, false);
+        REQUIRE(made.has_value());
+        const Case& c = *made;
+        INFO(c.str());
+        EagerVjpBuilder b;
+        std::vector<ValueRef> in_refs, out_refs, grad_refs;
+        for (const Tensor& t : c.in) in_refs.push_back(b.add(t));
+        std::vector<Tensor> cotangents;
+        for (Tensor& y : run_case(c, nullptr)) {
+          out_refs.push_back(b.add(std::move(y)));
+          cotangents.push_back(random_tensor(b.value(out_refs.back()).shape(), rng, false));
+          grad_refs.push_back(b.add(cotangents.back()));
+        }
+        std::unique_ptr<bool[]> needs(new bool[c.in.size()]());
+        for (int i : tests->grad_inputs) needs[static_cast<size_t>(i)] = true;
+        std::vector<ValueRef> in_grads(c.in.size(), 0);
+        info.vjp(b, VjpArgs{c.attrs, in_refs, out_refs, grad_refs, std::span<const bool>(needs.get(), c.in.size())},
+                 in_grads);
+
+        for (int i : tests->grad_inputs) {
+          const Tensor& grad = b.value(in_grads[static_cast<size_t>(i)]);
+          REQUIRE(grad.shape() == c.in[static_cast<size_t>(i)].shape());
+          double scale = 0;
+          for (float g : grad.values()) scale = std::max(scale, std::fabs(static_cast<double>(g)));
+          const int64_t n = grad.numel();
+          for (int probe = 0; probe < std::min<int64_t>(n, 12); ++probe) {
+            const int64_t e = n <= 12 ? probe : static_cast<int64_t>(rng() % static_cast<uint32_t>(n));
+            Case plus = c, minus = c;
+            const float x = c.in[static_cast<size_t>(i)][e];
+            const float h = 0x1p-10f * std::max(1.0f, std::fabs(x));
+            plus.in[static_cast<size_t>(i)][e] = x + h;
+            minus.in[static_cast<size_t>(i)][e] = x - h;
+            const double dx = static_cast<double>(x + h) - static_cast<double>(x - h);
+            const double numeric =
+                (f64_objective(*tests, plus, cotangents) - f64_objective(*tests, minus, cotangents)) / dx;
+            const double analytic = grad[e];
+            INFO("input " << i << " element " << e << ": analytic " << analytic << ", numeric " << numeric);
+            CHECK(std::fabs(numeric - analytic) <= 1e-3 * (std::fabs(numeric) + 0.1 * scale) + 1e-6);
+          }
+        }
+      }
     }
   }
 }

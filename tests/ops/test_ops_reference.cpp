@@ -324,8 +324,7 @@ const RegisterOpTests kGatherTests(OpKind::Gather, {variants(OpKind::Gather), ma
      {{{-1}, {}}, {Shape{5, 2}}, "negative index"},
      {{{0}, {}}, {Shape{}}, "rank-0 table"},
      {{{0}, {1.0f}}, {Shape{5}}, "a float attribute"},
-     {{{0}, {}}, {Shape{5}, Shape{5}}, "two inputs"}},
-    {0}});
+     {{{0}, {}}, {Shape{5}, Shape{5}}, "two inputs"}}});
 const RegisterOpTests kLinearTests(OpKind::Linear, {variants(OpKind::Linear), make_case, expect_f64,
     {{{}, {Shape{3, 4}, Shape{5, 2}, Shape{2}}, "x and w disagree on K"},
      {{}, {Shape{3, 4}, Shape{4, 2}, Shape{3}}, "bias of the wrong length"},
@@ -341,8 +340,7 @@ const RegisterOpTests kMatmulTests(OpKind::Matmul, {variants(OpKind::Matmul), ma
      {{{0, 0}, {}}, {Shape{2, 3, 1}, Shape{3, 4}}, "rank-3 a"}},
     {0, 1}});
 const RegisterOpTests kSumRowsTests(OpKind::SumRows, {variants(OpKind::SumRows), make_case, expect_f64,
-    {{{}, {Shape{5}}, "rank-1 input"}},
-    {0}});
+    {{{}, {Shape{5}}, "rank-1 input"}}});
 const RegisterOpTests kAddTests(OpKind::Add, {variants(OpKind::Add), make_case, expect_f64,
     {{{}, {Shape{2, 3}, Shape{3, 2}}, "shapes differ"},
      {{}, {Shape{2, 3}}, "one input"}},
