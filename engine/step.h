@@ -16,6 +16,7 @@ struct DataShape {
   int64_t samples = 0;
   int64_t features = 0;
   int64_t classes = 0;
+  int64_t label_width = 0;  ///< 0: one class id per sample (labels [N]); L: a label sequence (labels [N, L])
 };
 
 /// The state's named tensors in canonical order: the model parameters, then each optimizer slot
