@@ -1,6 +1,7 @@
 // Linear, Matmul and SumRows: the dot-product ops (docs/numerics.md "Dot products") and the bias
 // gradient (canonical reduction down a column).
 #include <string>
+#include <utility>
 
 #include "ops/kernels/matmul.h"
 #include "ops/kernels/op_table.h"
@@ -42,35 +43,53 @@ void linear_vjp(VjpBuilder& g, const VjpArgs& a, std::span<ValueRef> in_grads) {
   if (a.needs_grad[2]) in_grads[2] = g.emit(OpKind::SumRows, {}, {dy});
 }
 
-// ---- Matmul: c = op(a)·op(b), ints = {trans_a, trans_b}, no bias.
+// ---- Matmul: c = op(a)·op(b), ints = {trans_a, trans_b}, no bias. Rank 2, or rank 3 for a batch of
+// independent products a[Bt, …]·b[Bt, …] → c[Bt, M, N] (the same batch on both sides, no broadcasting;
+// the transposes apply to the last two axes of each element).
 
 std::vector<Shape> matmul_infer(const Attrs& attrs, std::span<const Shape> in) {
   const Shape &a = in[0], &b = in[1];
   for (int64_t t : attrs.ints) op_require(t == 0 || t == 1, "matmul", "transpose flags must be 0 or 1");
-  op_require(a.rank() == 2 && b.rank() == 2, "matmul", "needs rank-2 inputs, got " + dims(a) + ", " + dims(b));
+  op_require((a.rank() == 2 || a.rank() == 3) && b.rank() == a.rank(), "matmul",
+             "needs two rank-2 or two rank-3 inputs, got " + dims(a) + ", " + dims(b));
+  const int r = a.rank() - 2;  // first matrix axis
+  op_require(r == 0 || a[0] == b[0], "matmul", "batch sizes disagree: " + dims(a) + ", " + dims(b));
   const bool ta = attrs.ints[0], tb = attrs.ints[1];
-  const int64_t m = ta ? a[1] : a[0], ka = ta ? a[0] : a[1];
-  const int64_t kb = tb ? b[1] : b[0], n = tb ? b[0] : b[1];
+  const int64_t m = ta ? a[r + 1] : a[r], ka = ta ? a[r] : a[r + 1];
+  const int64_t kb = tb ? b[r + 1] : b[r], n = tb ? b[r] : b[r + 1];
   op_require(ka == kb, "matmul", "inner sizes disagree: " + dims(a) + (ta ? "ᵀ" : "") + " · " + dims(b) + (tb ? "ᵀ" : ""));
-  return {Shape{m, n}};
+  if (r == 0) return {Shape{m, n}};
+  return {Shape{a[0], m, n}};
 }
 
-MatmulArgs matmul_args(const Attrs& attrs, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
+/// The 2-D product of one batch element (element 0's pointers) and the batch size (1 for rank 2).
+std::pair<MatmulArgs, int64_t> matmul_args(const Attrs& attrs, std::span<const Tensor* const> in,
+                                           std::span<Tensor* const> out) {
   const bool ta = attrs.ints[0], tb = attrs.ints[1];
   const Shape &a = in[0]->shape(), &c = out[0]->shape();
-  return {in[0]->data(), in[1]->data(), nullptr, out[0]->data(), c[0], c[1], ta ? a[0] : a[1], ta, tb};
+  const int r = a.rank() - 2;
+  const int64_t batch = r == 0 ? 1 : a[0];
+  return {{in[0]->data(), in[1]->data(), nullptr, out[0]->data(), c[r], c[r + 1], ta ? a[r] : a[r + 1], ta, tb},
+          batch};
 }
 
 void matmul_op_reference(const Attrs& attrs, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
-  matmul_reference(matmul_args(attrs, in, out));
+  const auto [args, batch] = matmul_args(attrs, in, out);
+  matmul_batched_reference(args, batch);
 }
 
 void matmul_op_fast(const Attrs& attrs, std::span<const Tensor* const> in, std::span<Tensor* const> out,
                     ThreadPool& pool) {
-  matmul(matmul_args(attrs, in, out), pool);
+  const auto [args, batch] = matmul_args(attrs, in, out);
+  if (in[0]->shape().rank() == 2) {
+    matmul(args, pool);  // the rank-2 kernel exactly as before
+  } else {
+    matmul_batched(args, batch, pool, active_simd_path());
+  }
 }
 
-// d/da and d/db of op(a)·op(b) for each transpose combination, each again one Matmul.
+// d/da and d/db of op(a)·op(b) for each transpose combination, each again one Matmul; the same rule
+// holds per batch element, so it serves rank 3 unchanged (every emitted Matmul keeps the batch axis).
 void matmul_vjp(VjpBuilder& g, const VjpArgs& args, std::span<ValueRef> in_grads) {
   const int64_t ta = args.attrs.ints[0], tb = args.attrs.ints[1];
   const ValueRef a = args.inputs[0], b = args.inputs[1], dc = args.out_grads[0];

@@ -437,19 +437,62 @@ void matmul(const MatmulArgs& args, ThreadPool& pool) {
   matmul(args, pool, active_simd_path());
 }
 
-void matmul(const MatmulArgs& args, ThreadPool& pool, SimdPath path) {
-  check_args(args);
+namespace {
+
+void check_path(SimdPath path) {
   if (!simd_path_available(path)) {
     throw OpError(std::string("matmul: SIMD path '") + simd_path_name(path) +
                   "' is not supported by this CPU");
   }
-  const MatmulArgs& x = args;
-  if (x.m == 0 || x.n == 0) return;
+}
+
+/// The degenerate shapes every path handles alike. Returns true if C is complete.
+bool matmul_trivial(const MatmulArgs& x) {
+  if (x.m == 0 || x.n == 0) return true;
   if (x.k == 0) {  // empty chains: C is the start value
     for (int64_t i = 0; i < x.m; ++i)
       for (int64_t j = 0; j < x.n; ++j) x.c[i * x.n + j] = x.bias ? x.bias[j] : 0.0f;
-    return;
+    return true;
   }
+  return false;
+}
+
+/// One product on the calling thread; args checked, path available, not trivial.
+void matmul_serial(const MatmulArgs& x, SimdPath path) {
+  switch (path) {
+    case SimdPath::Scalar:
+      scalar_rows(x, 0, x.m);
+      return;
+    case SimdPath::Avx2:
+      gemm_range(x, kAvx2Set, 0, x.m, 0, x.n);
+      return;
+    case SimdPath::Avx512:
+      gemm_range(x, kAvx512Set, 0, x.m, 0, x.n);
+      return;
+  }
+}
+
+/// Batch element e of a contiguous batched product.
+MatmulArgs batch_element(const MatmulArgs& x, int64_t e) {
+  MatmulArgs y = x;
+  y.a = x.a + e * x.m * x.k;
+  y.b = x.b + e * x.k * x.n;
+  y.c = x.c + e * x.m * x.n;
+  return y;
+}
+
+void check_batch(const MatmulArgs& x, int64_t batch) {
+  if (batch < 0) throw OpError("matmul: negative batch " + std::to_string(batch));
+  if (x.bias != nullptr) throw OpError("matmul: a batched product takes no bias");
+}
+
+}  // namespace
+
+void matmul(const MatmulArgs& args, ThreadPool& pool, SimdPath path) {
+  check_args(args);
+  check_path(path);
+  const MatmulArgs& x = args;
+  if (matmul_trivial(x)) return;
   switch (path) {
     case SimdPath::Scalar: {
       const int64_t grain = std::max<int64_t>(1, kMinScalarFmaPerThread / std::max<int64_t>(x.n * x.k, 1));
@@ -464,6 +507,43 @@ void matmul(const MatmulArgs& args, ThreadPool& pool, SimdPath path) {
       matmul_simd(x, pool, kAvx512Set);
       return;
   }
+}
+
+void matmul_on_thread(const MatmulArgs& args, SimdPath path) {
+  check_args(args);
+  check_path(path);
+  if (!matmul_trivial(args)) matmul_serial(args, path);
+}
+
+void matmul_batched(const MatmulArgs& args, int64_t batch, ThreadPool& pool, SimdPath path) {
+  check_args(args);
+  check_path(path);
+  check_batch(args, batch);
+  if (batch == 0) return;
+  const int64_t fma = args.m * args.n * args.k;
+  const int64_t min_fma = path == SimdPath::Scalar ? kMinScalarFmaPerThread : kMinFmaPerThread;
+  if (batch < pool.size() && fma >= min_fma) {
+    // Too few elements to occupy every thread, each big enough to split: the threaded GEMM per element.
+    for (int64_t e = 0; e < batch; ++e) matmul(batch_element(args, e), pool, path);
+    return;
+  }
+  // Whole batch elements per thread (a static partition of independent products), enough of them that
+  // each thread has about min_fma multiply-adds; a trivial element (K = 0) still needs its C written.
+  const int64_t grain = std::max<int64_t>(1, min_fma / std::max<int64_t>(1, fma));
+  pool.parallel_for(
+      batch,
+      [&](int64_t e0, int64_t e1) {
+        for (int64_t e = e0; e < e1; ++e) {
+          const MatmulArgs y = batch_element(args, e);
+          if (!matmul_trivial(y)) matmul_serial(y, path);
+        }
+      },
+      grain);
+}
+
+void matmul_batched_reference(const MatmulArgs& args, int64_t batch) {
+  check_batch(args, batch);
+  for (int64_t e = 0; e < batch; ++e) matmul_reference(batch_element(args, e));
 }
 
 }  // namespace tribunal

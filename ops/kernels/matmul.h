@@ -31,4 +31,19 @@ void matmul(const MatmulArgs& args, ThreadPool& pool);
 /// Fast matmul forced onto one path (tests and benchmarks). Throws OpError if the CPU lacks it.
 void matmul(const MatmulArgs& args, ThreadPool& pool, SimdPath path);
 
+/// Fast matmul entirely on the calling thread on `path` (for callers that split independent products
+/// over threads themselves). Bitwise equal to matmul_reference. Throws OpError if the CPU lacks it.
+void matmul_on_thread(const MatmulArgs& args, SimdPath path);
+
+/// `batch` independent products C_e = op(A_e)·op(B_e), e < batch, each exactly the 2-D contract of
+/// MatmulArgs (no bias), with A_e = args.a + e·M·K, B_e = args.b + e·K·N, C_e = args.c + e·M·N
+/// (contiguous [batch, …] tensors). Many small products (attention: 64 × 128×128×32) are split over
+/// the pool's threads by whole batch elements, each run by the single-threaded SIMD GEMM; a few
+/// large ones run one after another on the threaded GEMM. Throws OpError for batch < 0, a bias, or
+/// a path the CPU lacks.
+void matmul_batched(const MatmulArgs& args, int64_t batch, ThreadPool& pool, SimdPath path);
+
+/// The reference of matmul_batched: matmul_reference on each batch element in turn.
+void matmul_batched_reference(const MatmulArgs& args, int64_t batch);
+
 }  // namespace tribunal

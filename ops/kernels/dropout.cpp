@@ -1,0 +1,201 @@
+// Dropout and DropoutBackward (Srivastava et al., JMLR 2014, "inverted" scaling as in PyTorch).
+//
+//   s = 1.0f / (1.0f − p)                                   (once per node, in float)
+//   keepᵢ = uniform_from_bits(philox_random(seed, Dropout, step, site·2³² + i)[0]) ≥ p
+//   yᵢ = keepᵢ ? xᵢ·s : +0                                  (one multiply per kept element)
+//
+// The mask is a pure function of (seed, step, site, i) (ops/philox.h), so the backward node regenerates
+// it instead of storing it, and any thread or SIMD lane can compute any element. The AVX2 / AVX-512
+// paths run Philox on 8 / 16 elements at once with the same 32-bit integer arithmetic (exact), convert
+// the top 24 bits exactly, compare and multiply with the same IEEE operations: bitwise identical.
+#include <immintrin.h>
+
+#include <cstring>
+#include <string>
+
+#include "ops/kernels/op_table.h"
+#include "ops/philox.h"
+#include "ops/simd.h"
+
+namespace tribunal {
+namespace {
+
+/// Validated attributes of a dropout node.
+struct DropoutAttrs {
+  uint64_t seed;
+  uint32_t step;
+  uint32_t site;  ///< high word of the Philox element counter
+  float p;
+  float scale;    ///< 1.0f / (1.0f − p), rounded once
+};
+
+DropoutAttrs dropout_attrs(const char* op, const Attrs& attrs) {
+  const int64_t step = attrs.ints[1], site = attrs.ints[2];
+  const float p = attrs.floats[0];
+  op_require(step >= 0 && step < (int64_t{1} << 32), op, "step must be in [0, 2^32), got " + std::to_string(step));
+  op_require(site >= 0 && site < (int64_t{1} << 31), op, "site must be in [0, 2^31), got " + std::to_string(site));
+  op_require(p >= 0.0f && p < 1.0f, op, "p must be in [0, 1), got " + std::to_string(p));  // also refuses NaN
+  return {static_cast<uint64_t>(attrs.ints[0]), static_cast<uint32_t>(step), static_cast<uint32_t>(site), p,
+          1.0f / (1.0f - p)};
+}
+
+std::vector<Shape> dropout_infer_common(const char* op, const Attrs& attrs, std::span<const Shape> in) {
+  dropout_attrs(op, attrs);
+  // The element index is the low counter word: 2³² elements per (step, site) stream.
+  op_require(in[0].numel() < (int64_t{1} << 32), op, "at most 2^32 − 1 elements, got " + in[0].str());
+  return {in[0]};
+}
+
+std::vector<Shape> dropout_infer(const Attrs& a, std::span<const Shape> in) {
+  return dropout_infer_common("dropout", a, in);
+}
+std::vector<Shape> dropout_backward_infer(const Attrs& a, std::span<const Shape> in) {
+  return dropout_infer_common("dropout_backward", a, in);
+}
+
+/// keepᵢ of the contract.
+inline bool keep(const DropoutAttrs& d, int64_t i) {
+  const uint64_t element = static_cast<uint64_t>(d.site) << 32 | static_cast<uint64_t>(i);
+  return uniform_from_bits(philox_random(d.seed, RandomPurpose::Dropout, d.step, element)[0]) >= d.p;
+}
+
+/// The contract, element by element, over [i0, i1).
+void dropout_scalar(const DropoutAttrs& d, const float* x, float* y, int64_t i0, int64_t i1) {
+  for (int64_t i = i0; i < i1; ++i) y[i] = keep(d, i) ? x[i] * d.scale : 0.0f;
+}
+
+// ---- SIMD Philox4x32-10: lanes are consecutive elements i (counter word 0); words 1..3 and the key
+// are the same in every lane. mulhi/mullo of 32-bit words are exact integer operations.
+
+constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+constexpr float kTwoM24 = 5.9604644775390625e-8f;  // 2^-24, as in uniform_from_bits
+
+/// High 32 bits of each lane's 32×32-bit product: even lanes from one vpmuludq, odd from another.
+__attribute__((target("avx2,fma"))) inline __m256i mulhi_avx2(__m256i a, __m256i m) {
+  const __m256i even = _mm256_srli_epi64(_mm256_mul_epu32(a, m), 32);
+  const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
+  return _mm256_blend_epi32(even, odd, 0xAA);
+}
+
+__attribute__((target("avx2,fma"))) void dropout_avx2(const DropoutAttrs& d, const float* x, float* y, int64_t i0,
+                                                      int64_t i1) {
+  constexpr int W = 8;
+  const __m256i m0 = _mm256_set1_epi32(static_cast<int>(kM0)), m1 = _mm256_set1_epi32(static_cast<int>(kM1));
+  const __m256 p = _mm256_set1_ps(d.p), scale = _mm256_set1_ps(d.scale), two_m24 = _mm256_set1_ps(kTwoM24);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  int64_t i = i0;
+  for (; i + W <= i1; i += W) {
+    __m256i c0 = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(i))), lane);
+    __m256i c1 = _mm256_set1_epi32(static_cast<int>(d.site));
+    __m256i c2 = _mm256_set1_epi32(static_cast<int>(d.step));
+    __m256i c3 = _mm256_set1_epi32(static_cast<int>(RandomPurpose::Dropout));
+    uint32_t k0 = static_cast<uint32_t>(d.seed), k1 = static_cast<uint32_t>(d.seed >> 32);
+    for (int round = 0; round < 10; ++round) {
+      if (round > 0) {
+        k0 += kW0;
+        k1 += kW1;
+      }
+      const __m256i hi0 = mulhi_avx2(c0, m0), lo0 = _mm256_mullo_epi32(c0, m0);
+      const __m256i hi1 = mulhi_avx2(c2, m1), lo1 = _mm256_mullo_epi32(c2, m1);
+      c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32(static_cast<int>(k0)));
+      c1 = lo1;
+      c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32(static_cast<int>(k1)));
+      c3 = lo0;
+    }
+    // (word >> 8) < 2^24 converts exactly; × 2^-24 is exact: the same float as uniform_from_bits.
+    const __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(c0, 8)), two_m24);
+    const __m256 kept = _mm256_cmp_ps(u, p, _CMP_GE_OQ);
+    const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), scale);
+    _mm256_storeu_ps(y + i, _mm256_and_ps(v, kept));  // dropped lanes: all bits 0 = +0
+  }
+  dropout_scalar(d, x, y, i, i1);
+}
+
+__attribute__((target("avx512f"))) inline __m512i mulhi_avx512(__m512i a, __m512i m) {
+  const __m512i even = _mm512_srli_epi64(_mm512_mul_epu32(a, m), 32);
+  const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
+  return _mm512_mask_blend_epi32(__mmask16(0xAAAA), even, odd);
+}
+
+__attribute__((target("avx512f"))) void dropout_avx512(const DropoutAttrs& d, const float* x, float* y, int64_t i0,
+                                                       int64_t i1) {
+  constexpr int W = 16;
+  const __m512i m0 = _mm512_set1_epi32(static_cast<int>(kM0)), m1 = _mm512_set1_epi32(static_cast<int>(kM1));
+  const __m512 p = _mm512_set1_ps(d.p), scale = _mm512_set1_ps(d.scale), two_m24 = _mm512_set1_ps(kTwoM24);
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  int64_t i = i0;
+  for (; i + W <= i1; i += W) {
+    __m512i c0 = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(i))), lane);
+    __m512i c1 = _mm512_set1_epi32(static_cast<int>(d.site));
+    __m512i c2 = _mm512_set1_epi32(static_cast<int>(d.step));
+    __m512i c3 = _mm512_set1_epi32(static_cast<int>(RandomPurpose::Dropout));
+    uint32_t k0 = static_cast<uint32_t>(d.seed), k1 = static_cast<uint32_t>(d.seed >> 32);
+    for (int round = 0; round < 10; ++round) {
+      if (round > 0) {
+        k0 += kW0;
+        k1 += kW1;
+      }
+      const __m512i hi0 = mulhi_avx512(c0, m0), lo0 = _mm512_mullo_epi32(c0, m0);
+      const __m512i hi1 = mulhi_avx512(c2, m1), lo1 = _mm512_mullo_epi32(c2, m1);
+      c0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32(static_cast<int>(k0)));
+      c1 = lo1;
+      c2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32(static_cast<int>(k1)));
+      c3 = lo0;
+    }
+    const __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(c0, 8)), two_m24);
+    const __mmask16 kept = _mm512_cmp_ps_mask(u, p, _CMP_GE_OQ);
+    _mm512_storeu_ps(y + i, _mm512_maskz_mul_ps(kept, _mm512_loadu_ps(x + i), scale));  // dropped: +0
+  }
+  dropout_scalar(d, x, y, i, i1);
+}
+
+// Philox costs ~10 ns per element in scalar code: threads pay off from a few thousand elements.
+constexpr int64_t kDropoutGrain = int64_t{1} << 12;
+
+template <const char* kOp>
+void dropout_reference(const Attrs& attrs, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
+  dropout_scalar(dropout_attrs(kOp, attrs), in[0]->data(), out[0]->data(), 0, in[0]->numel());
+}
+
+template <const char* kOp>
+void dropout_fast(const Attrs& attrs, std::span<const Tensor* const> in, std::span<Tensor* const> out,
+                  ThreadPool& pool) {
+  const DropoutAttrs d = dropout_attrs(kOp, attrs);
+  const float* x = in[0]->data();
+  float* y = out[0]->data();
+  const SimdPath path = active_simd_path();
+  pool.parallel_for(
+      in[0]->numel(),
+      [&](int64_t i0, int64_t i1) {
+        switch (path) {
+          case SimdPath::Avx512: dropout_avx512(d, x, y, i0, i1); return;
+          case SimdPath::Avx2: dropout_avx2(d, x, y, i0, i1); return;
+          case SimdPath::Scalar: dropout_scalar(d, x, y, i0, i1); return;
+        }
+      },
+      kDropoutGrain);
+}
+
+// The same mask and scale applied to the gradient: DropoutBackward with the forward's attributes.
+void dropout_vjp(VjpBuilder& g, const VjpArgs& a, std::span<ValueRef> in_grads) {
+  if (a.needs_grad[0]) in_grads[0] = g.emit(OpKind::DropoutBackward, a.attrs, {a.out_grads[0]});
+}
+
+constexpr char kDropoutName[] = "dropout";
+constexpr char kDropoutBackwardName[] = "dropout_backward";
+
+}  // namespace
+
+const OpInfo kDropoutOp{kDropoutName, 1, 1, 3, 1, dropout_infer, dropout_reference<kDropoutName>,
+                        dropout_fast<kDropoutName>, dropout_vjp};
+const OpInfo kDropoutBackwardOp{kDropoutBackwardName,
+                                1,
+                                1,
+                                3,
+                                1,
+                                dropout_backward_infer,
+                                dropout_reference<kDropoutBackwardName>,
+                                dropout_fast<kDropoutBackwardName>,
+                                nullptr};
+
+}  // namespace tribunal
