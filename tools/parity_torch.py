@@ -1,0 +1,280 @@
+"""PyTorch twins of tribunal's models and optimizer, shared by tools/torch_parity.py (fixtures) and
+tools/torch_gpt_step.py (the GPT step benchmark). Run with Debian's python3-torch (/usr/bin/python3);
+not part of the build or CI.
+
+Everything a run needs comes from a *parity export* written by the C++ side (`parity_export`, built from
+tools/parity_export.cpp): our initial weights by our parameter names, the batches our sampler chose for
+each step, and the job's configuration as JSON in the metadata. Our Linear weights are stored [in, out]
+(y = x·w + b), so torch's nn.Linear.weight is our weight transposed; convolution weights share torch's
+[C_out, C_in, k, k] layout.
+
+Only numpy and torch are used; safetensors files are read and written by the few lines below
+(format: u64 LE header length, JSON header, raw little-endian data;
+https://github.com/huggingface/safetensors, README "Format").
+"""
+import json
+import math
+import struct
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+# --------------------------------------------------------------------------------------------------
+# safetensors
+
+
+def read_safetensors(path):
+    """Returns (tensors: dict name -> float32 numpy array, metadata: dict str -> str). F32 only."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    (n,) = struct.unpack_from("<Q", blob, 0)
+    header = json.loads(blob[8 : 8 + n].decode("utf-8"))
+    meta = header.pop("__metadata__", {}) or {}
+    base = 8 + n
+    tensors = {}
+    for name, info in header.items():
+        if info["dtype"] != "F32":
+            raise ValueError(f"{path}: tensor {name}: dtype {info['dtype']} is not F32")
+        begin, end = info["data_offsets"]
+        arr = np.frombuffer(blob, dtype="<f4", count=(end - begin) // 4, offset=base + begin)
+        tensors[name] = arr.reshape(info["shape"]).astype(np.float32)
+    return tensors, meta
+
+
+def write_safetensors(path, tensors, metadata):
+    """Writes `tensors` (dict name -> array-like, stored as little-endian F32 in insertion order) and
+    `metadata` (dict str -> str). The header is padded with spaces to a multiple of 8 bytes."""
+    header = {"__metadata__": {str(k): str(v) for k, v in metadata.items()}}
+    chunks, offset = [], 0
+    for name, value in tensors.items():
+        arr = np.ascontiguousarray(np.asarray(value, dtype="<f4"))
+        data = arr.tobytes()
+        header[name] = {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [offset, offset + len(data)]}
+        chunks.append(data)
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for c in chunks:
+            f.write(c)
+
+
+# --------------------------------------------------------------------------------------------------
+# models
+
+
+class Block(nn.Module):
+    """One pre-LN transformer block: h += proj(attn(ln1(h))); h += mlp.proj(gelu_tanh(mlp.fc(ln2(h))))."""
+
+    def __init__(self, d, heads, dropout=0.0):
+        super().__init__()
+        self.heads = heads
+        self.dropout = dropout
+        self.ln1 = nn.LayerNorm(d, eps=1e-5)
+        self.q = nn.Linear(d, d)
+        self.k = nn.Linear(d, d)
+        self.v = nn.Linear(d, d)
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d, eps=1e-5)
+        self.fc = nn.Linear(d, 4 * d)
+        self.mlp_proj = nn.Linear(4 * d, d)
+
+    def forward(self, h):
+        b, t, d = h.shape
+        e = d // self.heads
+        a = self.ln1(h)
+
+        def split(x):  # [B,T,D] -> [B,H,T,E]
+            return x.view(b, t, self.heads, e).transpose(1, 2)
+
+        q, k, v = split(self.q(a)), split(self.k(a)), split(self.v(a))
+        s = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(e))
+        mask = torch.ones(t, t, dtype=torch.bool).tril()
+        p = F.softmax(s.masked_fill(~mask, float("-inf")), dim=-1)
+        o = (p @ v).transpose(1, 2).reshape(b, t, d)
+        h = h + F.dropout(self.proj(o), self.dropout, self.training)
+        return h + F.dropout(self.mlp_proj(F.gelu(self.fc(self.ln2(h)), approximate="tanh")), self.dropout, self.training)
+
+
+class Gpt(nn.Module):
+    """tribunal's GPT: byte embeddings + learned positions, pre-LN blocks, ln_f, untied head."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        v, t, d = cfg["vocab"], cfg["context"], cfg["d_model"]
+        self.tok_emb = nn.Embedding(v, d)
+        self.pos_emb = nn.Embedding(t, d)
+        self.dropout = cfg.get("dropout", 0.0)
+        self.blocks = nn.ModuleList([Block(d, cfg["heads"], self.dropout) for _ in range(cfg["layers"])])
+        self.ln_f = nn.LayerNorm(d, eps=1e-5)
+        self.head = nn.Linear(d, v)
+
+    def forward(self, ids):
+        """ids [B,T] (long) -> logits [B·T, V]."""
+        b, t = ids.shape
+        h = F.dropout(self.tok_emb(ids) + self.pos_emb.weight[:t], self.dropout, self.training)
+        for blk in self.blocks:
+            h = blk(h)
+        return self.head(self.ln_f(h)).reshape(b * t, -1)
+
+    def our_params(self):
+        """[(our name, torch parameter, transposed)] in our canonical order."""
+        out = [("tok_emb", self.tok_emb.weight, False), ("pos_emb", self.pos_emb.weight, False)]
+        for l, blk in enumerate(self.blocks):
+            p = f"h{l}."
+            out += [(p + "ln1.weight", blk.ln1.weight, False), (p + "ln1.bias", blk.ln1.bias, False)]
+            for n in ("q", "k", "v", "proj"):
+                lin = getattr(blk, n)
+                out += [(p + f"attn.{n}.weight", lin.weight, True), (p + f"attn.{n}.bias", lin.bias, False)]
+            out += [(p + "ln2.weight", blk.ln2.weight, False), (p + "ln2.bias", blk.ln2.bias, False)]
+            out += [(p + "mlp.fc.weight", blk.fc.weight, True), (p + "mlp.fc.bias", blk.fc.bias, False)]
+            out += [(p + "mlp.proj.weight", blk.mlp_proj.weight, True), (p + "mlp.proj.bias", blk.mlp_proj.bias, False)]
+        out += [("ln_f.weight", self.ln_f.weight, False), ("ln_f.bias", self.ln_f.bias, False)]
+        out += [("head.weight", self.head.weight, True), ("head.bias", self.head.bias, False)]
+        return out
+
+    @staticmethod
+    def prepare(inputs, labels):
+        """Our batch tensors (ids and next-byte labels as floats [B,T]) -> torch (ids, targets[B·T])."""
+        return inputs.long(), labels.long().reshape(-1)
+
+
+class Cnn(nn.Module):
+    """tribunal's CNN: per block Conv2d(k, stride 1, padding k/2) → ReLU → MaxPool 2×2; then fc."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        chans = [cfg["image_channels"]] + list(cfg["channels"])
+        k = cfg["kernel"]
+        self.convs = nn.ModuleList([nn.Conv2d(chans[i], chans[i + 1], k, stride=1, padding=k // 2)
+                                    for i in range(len(chans) - 1)])
+        self.image = (cfg["image_channels"], cfg["image_height"], cfg["image_width"])
+        h, w = self.image[1:]
+        for _ in self.convs:
+            h, w = h // 2, w // 2
+        self.fc = nn.Linear(chans[-1] * h * w, cfg["classes"])
+
+    def forward(self, x):
+        """x [B, C·H·W] -> logits [B, classes]."""
+        h = x.reshape(x.shape[0], *self.image)
+        for conv in self.convs:
+            h = F.max_pool2d(F.relu(conv(h)), 2)
+        return self.fc(h.flatten(1))
+
+    def our_params(self):
+        out = []
+        for i, conv in enumerate(self.convs):
+            out += [(f"conv{i}.weight", conv.weight, False), (f"conv{i}.bias", conv.bias, False)]
+        return out + [("fc.weight", self.fc.weight, True), ("fc.bias", self.fc.bias, False)]
+
+    @staticmethod
+    def prepare(inputs, labels):
+        return inputs, labels.long().reshape(-1)
+
+
+def build_model(cfg, params, dtype=torch.float32):
+    """The model of `cfg` ("kind": "gpt" | "cnn") with our weights `params` (name -> numpy array)."""
+    model = {"gpt": Gpt, "cnn": Cnn}[cfg["kind"]](cfg).to(dtype)
+    with torch.no_grad():
+        names = set()
+        for name, p, transposed in model.our_params():
+            w = torch.from_numpy(params[name]).to(dtype)
+            p.copy_(w.t() if transposed else w)
+            names.add(name)
+    missing = set(params) - names
+    if missing:
+        raise ValueError(f"export has parameters the torch model lacks: {sorted(missing)}")
+    if len(names) != len(list(model.parameters())):
+        raise ValueError("torch model has parameters the export lacks")
+    return model
+
+
+# --------------------------------------------------------------------------------------------------
+# optimizer and schedule
+
+
+def lr_at(opt_cfg, t):
+    """Learning rate of step t (0-based): linear warmup lr·(t+1)/warmup for t < warmup, then cosine from
+    lr to min_lr over the remaining steps of the job (constant lr when the schedule is "constant")."""
+    lr = opt_cfg["lr"]
+    if opt_cfg["schedule"] == "constant":
+        return lr
+    warmup, total, min_lr = opt_cfg["warmup_steps"], opt_cfg["total_steps"], opt_cfg["min_lr"]
+    if t < warmup:
+        return lr * (t + 1) / warmup
+    if total - warmup <= 0:
+        return min_lr
+    progress = (t - warmup) / (total - warmup)
+    return min_lr + 0.5 * (lr - min_lr) * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+
+
+def make_optimizer(model, opt_cfg):
+    """torch.optim.AdamW with decoupled weight decay on rank ≥ 2 parameters only ("matrices") or on all."""
+    decay_all = opt_cfg["decay"] == "all"
+    decay, no_decay = [], []
+    for _, p, _ in model.our_params():
+        (decay if decay_all or p.dim() >= 2 else no_decay).append(p)
+    groups = [{"params": decay, "weight_decay": opt_cfg["weight_decay"]},
+              {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=opt_cfg["lr"], betas=(opt_cfg["beta1"], opt_cfg["beta2"]),
+                             eps=opt_cfg["eps"], foreach=False)
+
+
+class Trainer:
+    """Runs the job's steps in torch: forward, mean cross-entropy, backward, clip_grad_norm_, AdamW."""
+
+    def __init__(self, export, dtype=torch.float32):
+        self.cfg = export["config"]
+        self.model = build_model(self.cfg["model"], export["params"], dtype)
+        self.opt = make_optimizer(self.model, self.cfg["optimizer"])
+        self.dtype = dtype
+
+    def batch(self, inputs, labels):
+        x, y = type(self.model).prepare(torch.from_numpy(inputs), torch.from_numpy(labels))
+        return (x.to(self.dtype) if x.is_floating_point() else x), y
+
+    def forward_backward(self, x, y):
+        """Zeroes the gradients, returns (loss, logits) with .grad set (before clipping)."""
+        self.opt.zero_grad(set_to_none=False)
+        logits = self.model(x)
+        loss = F.cross_entropy(logits, y)
+        loss.backward()
+        return loss, logits
+
+    def update(self, t):
+        """Clips (if the job says so) and applies AdamW with step t's learning rate. Returns the total
+        gradient norm before clipping (0 when not clipping)."""
+        norm = 0.0
+        clip = self.cfg["optimizer"]["clip_norm"]
+        if clip > 0:
+            norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip))
+        lr = lr_at(self.cfg["optimizer"], t)
+        for g in self.opt.param_groups:
+            g["lr"] = lr
+        self.opt.step()
+        return norm
+
+    def grads(self):
+        """Current gradients by our parameter names, in our layout, as float64 numpy arrays."""
+        return {n: (p.grad.t() if tr else p.grad).detach().double().numpy().copy()
+                for n, p, tr in self.model.our_params()}
+
+    def params(self):
+        return {n: (p.t() if tr else p).detach().double().numpy().copy() for n, p, tr in self.model.our_params()}
+
+
+def read_export(path):
+    """A parity export: {"config": dict, "params": name -> array, "batches": [(inputs, labels)], ...}."""
+    tensors, meta = read_safetensors(path)
+    if meta.get("format") != "tribunal-parity-export-1":
+        raise ValueError(f"{path}: not a tribunal parity export (format {meta.get('format')!r})")
+    cfg = json.loads(meta["config"])
+    params = {k[len("param/"):]: v for k, v in tensors.items() if k.startswith("param/")}
+    batches = []
+    for t in range(cfg["steps"]):
+        batches.append((tensors[f"batch{t}/inputs"], tensors[f"batch{t}/labels"]))
+    return {"config": cfg, "params": params, "batches": batches, "meta": meta}
