@@ -97,7 +97,15 @@ std::vector<Digest> JobOracle::reexecute(const Reexecute& rx) const {
         }
         owned.push_back(std::move(table));
       } else {
-        owned.emplace_back(Shape{rows}, std::span<const float>(rx.sample_labels));
+        // Class ids ([rows]) or label sequences ([rows, label_width]); the game checked each row's size.
+        const int64_t width = data_.label_width;
+        std::vector<float> labels;
+        for (const auto& y : rx.sample_labels) {
+          if (static_cast<int64_t>(y.size()) != std::max<int64_t>(width, 1))
+            throw OpError("re-execution: a sample has the wrong label size");
+          labels.insert(labels.end(), y.begin(), y.end());
+        }
+        owned.emplace_back(width == 0 ? Shape{rows} : Shape{rows, width}, std::span<const float>(labels));
       }
       for (int64_t b = 0; b < rows; ++b) attrs.ints.at(static_cast<size_t>(b)) = b;
       in.push_back(&owned.back());
@@ -175,7 +183,7 @@ const StepTrace& DisputeResponder::trace(uint64_t step) {
 
 const MerkleTree& DisputeResponder::dataset_tree() {
   if (!dataset_tree_) {
-    std::vector<Digest> leaves(static_cast<size_t>(train_.labels.numel()));
+    std::vector<Digest> leaves(static_cast<size_t>(train_.labels.shape()[0]));
     pool_.parallel_for(static_cast<int64_t>(leaves.size()), [&](int64_t a, int64_t b) {
       for (int64_t i = a; i < b; ++i) leaves[static_cast<size_t>(i)] = sample_hash(train_, i);
     }, 256);
@@ -279,10 +287,12 @@ std::vector<Body> DisputeResponder::answer(const Query& q) {
         s.round = q.round;
         s.indices = q.indices;
         for (uint64_t row : q.indices) {
-          check(row < static_cast<uint64_t>(train_.labels.numel()), "no such sample");
+          check(row < static_cast<uint64_t>(train_.labels.shape()[0]), "no such sample");
           const float* x = train_.inputs.data() + static_cast<int64_t>(row) * d;
           s.inputs.emplace_back(x, x + d);
-          s.labels.push_back(train_.labels[static_cast<int64_t>(row)]);
+          const int64_t width = train_.labels.shape().rank() == 1 ? 1 : train_.labels.shape()[1];
+          const float* y = train_.labels.data() + static_cast<int64_t>(row) * width;
+          s.labels.emplace_back(y, y + width);
           s.proofs.push_back(dataset_tree().prove(row));
         }
         out.push_back(std::move(s));

@@ -309,9 +309,17 @@ bool Game::accept(int party, const Body& body, std::string& why) {
           why = "the opened samples are not the ones asked for";
           return false;
         }
+        const uint64_t label_values = params_.label_width == 0 ? 1 : params_.label_width;
+        for (size_t i = 0; i < s->indices.size(); ++i)
+          if (s->labels[i].size() != label_values) {
+            why = "sample " + std::to_string(s->indices[i]) + " has " + std::to_string(s->labels[i].size()) +
+                  " label values, the job's data set has " + std::to_string(label_values);
+            return false;
+          }
         for (size_t i = 0; i < s->indices.size(); ++i)
           if (!proof_is(s->proofs[i], s->indices[i], params_.dataset_samples) ||
-              !verify_inclusion(sample_leaf(s->inputs[i], s->labels[i]), s->proofs[i], params_.dataset_root)) {
+              !verify_inclusion(sample_leaf(s->inputs[i], s->labels[i], params_.label_width), s->proofs[i],
+                                params_.dataset_root)) {
             why = "sample " + std::to_string(s->indices[i]) + " is not in the job's data set";
             return false;
           }

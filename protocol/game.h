@@ -68,6 +68,7 @@ struct GameParams {
   Digest initial_state_hash{};
   Digest dataset_root{};
   uint64_t dataset_samples = 0;     ///< N, the size of the tree under dataset_root
+  uint64_t label_width = 0;         ///< 0: class-id labels; L: label sequences of L values
   std::array<Claim, 2> claims{};
   uint64_t answer_timeout_ms = 10000;     ///< for openings and tree questions
   uint64_t recompute_timeout_ms = 120000; ///< for CommitInterval / CommitStep (recomputing steps)
@@ -92,7 +93,7 @@ struct Reexecute {
   std::vector<std::vector<float>> inputs;
   /// For a Data input: the opened samples, in data_rows order.
   std::vector<std::vector<float>> sample_inputs;
-  std::vector<float> sample_labels;
+  std::vector<std::vector<float>> sample_labels;  ///< one per sample: 1 value, or label_width values
 };
 
 /// The game ended.

@@ -64,6 +64,7 @@ struct DisputeOpen {
   uint64_t dataset_samples = 0; ///< its size N and sample shape, so the referee needs no data
   uint64_t features = 0;
   uint64_t classes = 0;
+  uint64_t label_width = 0;     ///< 0: a class id per sample; L: a label sequence of L values per sample
   std::vector<std::vector<uint8_t>> claims;  ///< exactly two
   std::vector<std::string> providers;        ///< exactly two
 };
@@ -176,12 +177,13 @@ struct TensorChunk {
 };
 
 /// provider → referee: data-set samples with inclusion proofs against dataset_root. Each sample's
-/// input is float32 [features]; its label a float32 class id.
+/// input is float32 [features]; its label one float32 class id, or label_width float32 values for a
+/// label sequence (DisputeOpen.label_width).
 struct Samples {
   uint32_t round = 0;
   std::vector<uint64_t> indices;
   std::vector<std::vector<float>> inputs;
-  std::vector<float> labels;
+  std::vector<std::vector<float>> labels;
   std::vector<InclusionProof> proofs;
 };
 

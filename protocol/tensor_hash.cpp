@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -114,11 +115,20 @@ Digest tensor_leaf_from_chunk_root(DType dtype, std::span<const int64_t> shape, 
   return h.final();
 }
 
-Digest sample_leaf(std::span<const float> input, float label) {
+Digest sample_leaf(std::span<const float> input, std::span<const float> label, uint64_t label_width) {
+  if (label.size() != (label_width == 0 ? 1 : label_width))
+    throw std::invalid_argument("sample_leaf: " + std::to_string(label.size()) + " label values for label width " +
+                                std::to_string(label_width));
   const int64_t input_shape[1] = {static_cast<int64_t>(input.size())};
   const Digest input_leaf = tensor_leaf(DType::F32, input_shape, std::as_bytes(input));
-  const Digest label_leaf = tensor_leaf(DType::F32, {}, std::as_bytes(std::span<const float>(&label, 1)));
+  const int64_t label_shape[1] = {static_cast<int64_t>(label_width)};
+  const std::span<const int64_t> shape = label_width == 0 ? std::span<const int64_t>() : std::span(label_shape);
+  const Digest label_leaf = tensor_leaf(DType::F32, shape, std::as_bytes(label));
   return Hasher(HashTag::Sample).update(input_leaf).update(label_leaf).final();
+}
+
+Digest sample_leaf(std::span<const float> input, float label) {
+  return sample_leaf(input, std::span<const float>(&label, 1), 0);
 }
 
 }  // namespace tribunal

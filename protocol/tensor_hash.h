@@ -40,7 +40,12 @@ Digest tensor_leaf_from_chunk_root(DType dtype, std::span<const int64_t> shape, 
                                    const Digest& chunk_root);
 
 /// A data-set sample's value in dataset_root: H(Sample ‖ tensor_leaf(F32, [features], input) ‖
-/// tensor_leaf(F32, [], label)).
+/// label leaf), the label leaf being tensor_leaf(F32, [], label) for a class id (label_width 0, `label`
+/// holds one float) or tensor_leaf(F32, [label_width], label) for a label sequence (e.g. the next
+/// bytes of a text window). Throws std::invalid_argument if label.size() does not fit label_width.
+Digest sample_leaf(std::span<const float> input, std::span<const float> label, uint64_t label_width);
+
+/// sample_leaf for a class-id label (label_width 0).
 Digest sample_leaf(std::span<const float> input, float label);
 
 }  // namespace tribunal

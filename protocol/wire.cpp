@@ -377,6 +377,7 @@ void encode(Writer& w, const DisputeOpen& m) {
   w.u64(m.dataset_samples);
   w.u64(m.features);
   w.u64(m.classes);
+  w.u64(m.label_width);
   write_claims(w, "DisputeOpen.claims", m.claims);
   w.list("DisputeOpen.providers", m.providers, kExactlyTwo,
          [&](const std::string& p) { w.string("DisputeOpen.providers", p, kMaxStringBytes); });
@@ -388,6 +389,7 @@ void decode(Reader& r, DisputeOpen& m) {
   m.dataset_samples = r.u64("DisputeOpen.dataset_samples");
   m.features = r.u64("DisputeOpen.features");
   m.classes = r.u64("DisputeOpen.classes");
+  m.label_width = r.u64("DisputeOpen.label_width");
   m.claims = read_claims(r, "DisputeOpen.claims");
   m.providers = r.list("DisputeOpen.providers", kExactlyTwo, kMinBytesItemBytes,
                        [&] { return r.string("DisputeOpen.providers", kMaxStringBytes); });
@@ -532,14 +534,15 @@ void encode(Writer& w, const Samples& m) {
   w.u64s("Samples.indices", m.indices);
   w.list("Samples.inputs", m.inputs, kList,
          [&](const std::vector<float>& x) { w.f32s("Samples.inputs", x); });
-  w.f32s("Samples.labels", m.labels);
+  w.list("Samples.labels", m.labels, kList,
+         [&](const std::vector<float>& y) { w.f32s("Samples.labels", y); });
   write_proofs(w, "Samples.proofs", m.proofs);
 }
 void decode(Reader& r, Samples& m) {
   m.round = r.u32("Samples.round");
   m.indices = r.u64s("Samples.indices");
   m.inputs = r.list("Samples.inputs", kList, 4, [&] { return r.f32s("Samples.inputs"); });
-  m.labels = r.f32s("Samples.labels");
+  m.labels = r.list("Samples.labels", kList, 4, [&] { return r.f32s("Samples.labels"); });
   m.proofs = read_proofs(r, "Samples.proofs");
 }
 

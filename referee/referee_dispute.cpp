@@ -44,7 +44,8 @@ RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open,
   // The opening comes from a client over the network: bound what it can make the referee allocate
   // (the batch sampler holds a permutation of the data set; level 1 a list of checkpoints).
   if (d.dataset_samples == 0 || d.dataset_samples > kMaxDisputeSamples || d.features == 0 ||
-      d.features > kMaxDisputeFeatures || d.classes == 0 || d.classes > kMaxDisputeFeatures)
+      d.features > kMaxDisputeFeatures || d.classes == 0 || d.classes > kMaxDisputeFeatures ||
+      d.label_width > kMaxDisputeFeatures)
     throw ProtocolError("dispute: the data set's size or shape is out of range");
   job_ = parse_job(d.job_toml, "dispute job", ".");
   if (static_cast<uint64_t>(job_.steps / job_.stride) > kMaxDisputeCheckpoints)
@@ -61,6 +62,7 @@ RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open,
   params.initial_state_hash = d.initial_state_hash;
   params.dataset_root = d.dataset_root;
   params.dataset_samples = d.dataset_samples;
+  params.label_width = d.label_width;
   params.answer_timeout_ms = answer_timeout_ms_ = options.answer_timeout_ms;
   params.recompute_timeout_ms = recompute_timeout_ms_ = options.recompute_timeout_ms;
   for (int p = 0; p < 2; ++p) {
@@ -75,7 +77,8 @@ RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open,
   if (open.context != dispute_id_) throw ProtocolError("dispute: the opening is not addressed to this dispute's id");
   params.dispute_id = dispute_id_;
   oracle_ = std::make_unique<JobOracle>(job_, DataShape{static_cast<int64_t>(d.dataset_samples),
-                                                        static_cast<int64_t>(d.features), static_cast<int64_t>(d.classes)});
+                                                        static_cast<int64_t>(d.features), static_cast<int64_t>(d.classes),
+                                                        static_cast<int64_t>(d.label_width)});
   game_ = std::make_unique<Game>(params, *oracle_);
 }
 

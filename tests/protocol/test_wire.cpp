@@ -154,7 +154,7 @@ std::vector<Body> sample_bodies() {
   std::vector<Body> v;
   v.push_back(JobSubmit{"[job]\nseed = 7\nsteps = 100\n"});
   v.push_back(Claim{dg(1), 123456789012ull, dg(2), dg(3)});
-  v.push_back(DisputeOpen{"[job]\n", dg(4), dg(5), 60000, 784, 10, two_claims(), {"ws://a:1", "wss://provider-b.example/x"}});
+  v.push_back(DisputeOpen{"[job]\n", dg(4), dg(5), 60000, 784, 10, 0, two_claims(), {"ws://a:1", "wss://provider-b.example/x"}});
   v.push_back(sample_query());
   v.push_back(Answer{9, dg(5), dg(6)});
   v.push_back(
@@ -171,7 +171,7 @@ std::vector<Body> sample_bodies() {
   v.push_back(Samples{14,
                       {0, 99},
                       {{1.5f, -2.0f, 0.0f}, {std::bit_cast<float>(0x7fc01234u)}},
-                      {3.0f, -0.0f},
+                      {{3.0f}, {-0.0f, 1.0f, 255.0f}},
                       {proof(0, 100, 7, 80), proof(99, 100, 7, 90)}});
   v.push_back(Verdict{dg(19),
                       dg(20),
@@ -508,7 +508,7 @@ TEST_CASE("wire: DisputeOpen and Verdict carry exactly two claims; verdict sets 
     CHECK_THROWS_AS(encode_body(e), WireError);
     // Hand-made decoding input with n claims (and two providers).
     Builder b;
-    b.str("").digest(dg(1)).digest(dg(2)).u64(60000).u64(784).u64(10).u32(static_cast<uint32_t>(n));
+    b.str("").digest(dg(1)).digest(dg(2)).u64(60000).u64(784).u64(10).u64(0).u32(static_cast<uint32_t>(n));
     for (size_t i = 0; i < n; ++i) b.bytes(d.claims[0]);
     b.u32(2).str("a").str("b");
     std::string what;
