@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config clang python3
   libboost1.81-dev libsodium-dev libfmt-dev doctest-dev libtomlplusplus-dev zlib1g-dev
   libopenblas-dev nlohmann-json3-dev libsqlite3-dev
-  dataset-fashion-mnist
+  dataset-fashion-mnist fortunes
 )
 
 missing=()
