@@ -1,0 +1,529 @@
+// The CNN and gradient-clipping ops (ops/kernels/conv.cpp, pool.cpp, clip.cpp): random cases, float64
+// models and bad inputs registered for the generic checks of test_op_coverage.cpp (float64 accuracy,
+// bitwise fast == reference on every SIMD path × 1/2/3 threads, refusals), plus the rules a random
+// case would rarely hit: a hand-computed convolution, the signed zero of padded taps, max-pool's NaN
+// and tie rules, the clip coefficient at and above the threshold, and the backward ops as adjoints of
+// the forward convolution.
+//
+// Tolerances are worst-case rounding bounds, not guesses: a chain of n correctly rounded additions
+// (fma products are exact) errs by at most about n·u·Σ|terms| with u = 2⁻²⁴ (Higham, "Accuracy and
+// Stability of Numerical Algorithms", §3.1); the canonical sum adds ⌈n/32⌉ per lane plus 5 tree levels.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/math.h"
+#include "ops/registry.h"
+#include "ops/simd.h"
+#include "ops/tensor.h"
+#include "tests/ops/op_test_support.h"
+
+using namespace tribunal;
+using namespace tribunal::optest;
+
+namespace {
+
+constexpr double kU = 0x1p-24;  // unit roundoff of binary32
+
+size_t at(int64_t i) { return static_cast<size_t>(i); }
+
+// ---- Convolution geometry and float64 models --------------------------------------------------------
+
+struct Geom {
+  int64_t n, c, h, w, o, kh, kw, stride, pad;
+  int64_t oh() const { return (h + 2 * pad - kh) / stride + 1; }
+  int64_t ow() const { return (w + 2 * pad - kw) / stride + 1; }
+};
+
+/// A random valid geometry: kernels 1/3/5 (height and width independent), pad 0..2 below the kernel,
+/// images of 1, primes and odd sizes (at least the kernel minus the padding). `big`: enough work per
+/// call that the fast kernels split it over 3 threads (conv.cpp's grain is 2^20 multiply-adds).
+Geom random_geom(std::mt19937& rng, bool big, int64_t stride) {
+  if (big) return {12, 8, 20, 20, 16, 5, 5, stride, 2};
+  static constexpr int64_t kKernels[] = {1, 3, 5}, kSmall[] = {1, 2, 3, 5, 7}, kImage[] = {1, 2, 3, 5, 7, 11, 13};
+  Geom g{};
+  g.kh = kKernels[rng() % 3];
+  g.kw = kKernels[rng() % 3];
+  g.pad = static_cast<int64_t>(rng() % static_cast<uint32_t>(std::min<int64_t>({3, g.kh, g.kw})));
+  g.stride = stride;
+  g.h = std::max(kImage[rng() % 7], g.kh - 2 * g.pad);
+  g.w = std::max(kImage[rng() % 7], g.kw - 2 * g.pad);
+  g.n = kSmall[rng() % 5];
+  g.c = kSmall[rng() % 5];
+  g.o = kSmall[rng() % 5];
+  return g;
+}
+
+Geom conv_geom_of(const Case& c) {
+  const Shape &x = c.in[0].shape(), &w = c.in[1].shape();
+  return {x[0], x[1], x[2], x[3], w[0], w[2], w[3], c.attrs.ints[0], c.attrs.ints[1]};
+}
+
+/// Input pixel of tap (i, j) of output (oh, ow), or false if it is in the padding.
+bool tap(const Geom& g, int64_t oh, int64_t ow, int64_t i, int64_t j, int64_t& hh, int64_t& ww) {
+  hh = oh * g.stride + i - g.pad;
+  ww = ow * g.stride + j - g.pad;
+  return hh >= 0 && hh < g.h && ww >= 0 && ww < g.w;
+}
+
+/// Calls f(n, o, oh, ow, c, i, j, x index, y index) for every in-image tap of the convolution.
+template <class F>
+void for_each_tap(const Geom& g, F f) {
+  const int64_t oh_n = g.oh(), ow_n = g.ow();
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t o = 0; o < g.o; ++o)
+      for (int64_t oh = 0; oh < oh_n; ++oh)
+        for (int64_t ow = 0; ow < ow_n; ++ow)
+          for (int64_t c = 0; c < g.c; ++c)
+            for (int64_t i = 0; i < g.kh; ++i)
+              for (int64_t j = 0; j < g.kw; ++j) {
+                int64_t hh, ww;
+                if (!tap(g, oh, ow, i, j, hh, ww)) continue;
+                f(((n * g.c + c) * g.h + hh) * g.w + ww, ((o * g.c + c) * g.kh + i) * g.kw + j,
+                  ((n * g.o + o) * oh_n + oh) * ow_n + ow);
+              }
+}
+
+/// y = conv(x, w) + b in float64. Chain of C·KH·KW roundings from b.
+Expected conv64(const Geom& g, const Tensor& x, const Tensor& w, const Tensor* b) {
+  const int64_t p = g.oh() * g.ow(), ny = g.n * g.o * p;
+  std::vector<double> want(at(ny), 0.0), mag(at(ny), 0.0);
+  if (b)
+    for (int64_t e = 0; e < ny; ++e) {
+      want[at(e)] = (*b)[(e / p) % g.o];
+      mag[at(e)] = std::fabs(want[at(e)]);
+    }
+  for_each_tap(g, [&](int64_t xi, int64_t wi, int64_t yi) {
+    const double t = static_cast<double>(x[xi]) * w[wi];
+    want[at(yi)] += t;
+    mag[at(yi)] += std::fabs(t);
+  });
+  Expected e{want, {}};
+  for (double m : mag) e.tol.push_back(static_cast<double>(g.c * g.kh * g.kw + 2) * kU * m);
+  return e;
+}
+
+/// dx = the adjoint of conv in x, in float64. O roundings per dcol element, then up to KH·KW adds.
+Expected conv_dx64(const Geom& g, const Tensor& w, const Tensor& dy) {
+  const int64_t nx = g.n * g.c * g.h * g.w;
+  std::vector<double> want(at(nx), 0.0), mag(at(nx), 0.0);
+  for_each_tap(g, [&](int64_t xi, int64_t wi, int64_t yi) {
+    const double t = static_cast<double>(w[wi]) * dy[yi];
+    want[at(xi)] += t;
+    mag[at(xi)] += std::fabs(t);
+  });
+  Expected e{want, {}};
+  for (double m : mag) e.tol.push_back(static_cast<double>(g.o + g.kh * g.kw + 2) * kU * m);
+  return e;
+}
+
+/// dw = the adjoint of conv in w, in float64. Chain of N·OH·OW roundings.
+Expected conv_dw64(const Geom& g, const Tensor& x, const Tensor& dy) {
+  const int64_t nw = g.o * g.c * g.kh * g.kw;
+  std::vector<double> want(at(nw), 0.0), mag(at(nw), 0.0);
+  for_each_tap(g, [&](int64_t xi, int64_t wi, int64_t yi) {
+    const double t = static_cast<double>(x[xi]) * dy[yi];
+    want[at(wi)] += t;
+    mag[at(wi)] += std::fabs(t);
+  });
+  Expected e{want, {}};
+  for (double m : mag) e.tol.push_back(static_cast<double>(g.n * g.oh() * g.ow() + 2) * kU * m);
+  return e;
+}
+
+/// Error bound factor of a canonical sum of n terms: ⌈n/32⌉ adds per lane, 5 tree levels.
+double canonical_bound(int64_t n) { return static_cast<double>((n + 31) / 32 + 6) * kU; }
+
+/// db[o] = Σ dy[n, o, :, :] in float64.
+Expected conv_db64(const Tensor& dy) {
+  const Shape& s = dy.shape();
+  const int64_t p = s[2] * s[3];
+  Expected e;
+  for (int64_t o = 0; o < s[1]; ++o) {
+    double sum = 0, mag = 0;
+    for (int64_t n = 0; n < s[0]; ++n)
+      for (int64_t q = 0; q < p; ++q) {
+        sum += dy[(n * s[1] + o) * p + q];
+        mag += std::fabs(dy[(n * s[1] + o) * p + q]);
+      }
+    e.want.push_back(sum);
+    e.tol.push_back(canonical_bound(s[0] * p) * mag);
+  }
+  return e;
+}
+
+// ---- Max pooling ------------------------------------------------------------------------------------
+
+/// x[N,C,H,W] whose 2×2 windows hold four values at least 1/4 apart (a random permutation of
+/// a, a + ¼, a + ½, a + ¾), so finite differences never cross a tie; `specials` adds subnormals.
+Tensor pool_input(Shape s, std::mt19937& rng, bool specials) {
+  Tensor x(s);
+  std::uniform_real_distribution<float> base(-1.0f, 1.0f);
+  const int64_t h = s[2], w = s[3];
+  for (int64_t pl = 0; pl < s[0] * s[1]; ++pl)
+    for (int64_t r = 0; r < h / 2; ++r)
+      for (int64_t c = 0; c < w / 2; ++c) {
+        int order[4] = {0, 1, 2, 3};
+        std::shuffle(order, order + 4, rng);
+        const float a = base(rng);
+        for (int k = 0; k < 4; ++k) {
+          float v = a + 0.25f * static_cast<float>(order[k]);
+          if (specials && rng() % 16 == 0) v = random_values(1, rng, -1.0f, 1.0f, true)[0] * 0x1p-140f;
+          x[((pl * h) + 2 * r + (k >> 1)) * w + 2 * c + (k & 1)] = v;
+        }
+      }
+  return x;
+}
+
+/// Index in x of the element max-pooling chooses for output e (float64 model: first NaN, else the
+/// first maximum in scan order).
+int64_t chosen64(const Tensor& x, int64_t e) {
+  const Shape& s = x.shape();
+  const int64_t ow = s[3] / 2, oh = s[2] / 2, pl = e / (oh * ow), r = (e / ow) % oh, c = e % ow;
+  int64_t best = -1;
+  for (int k = 0; k < 4; ++k) {
+    const int64_t idx = (pl * s[2] + 2 * r + (k >> 1)) * s[3] + 2 * c + (k & 1);
+    if (best >= 0 && std::isnan(x[best])) break;
+    if (best < 0 || std::isnan(x[idx]) || static_cast<double>(x[idx]) > static_cast<double>(x[best])) best = idx;
+  }
+  return best;
+}
+
+// ---- Random cases -----------------------------------------------------------------------------------
+
+Tensor vals(Shape s, std::mt19937& rng, bool specials) { return random_tensor(s, rng, specials); }
+
+std::optional<Case> make_case(OpKind kind, std::mt19937& rng, bool big, int variant, bool specials) {
+  Case c;
+  c.kind = kind;
+  const int64_t stride = 1 + variant;  // conv variants: stride 1 and 2
+  switch (kind) {
+    case OpKind::Conv2d: {
+      const Geom g = random_geom(rng, big, stride);
+      c.attrs.ints = {g.stride, g.pad};
+      c.in = {vals(Shape{g.n, g.c, g.h, g.w}, rng, specials), vals(Shape{g.o, g.c, g.kh, g.kw}, rng, specials),
+              vals(Shape{g.o}, rng, specials)};
+      return c;
+    }
+    case OpKind::Conv2dBackwardInput: {
+      const Geom g = random_geom(rng, big, stride);
+      c.attrs.ints = {g.stride, g.pad, g.h, g.w};
+      c.in = {vals(Shape{g.o, g.c, g.kh, g.kw}, rng, specials), vals(Shape{g.n, g.o, g.oh(), g.ow()}, rng, specials)};
+      return c;
+    }
+    case OpKind::Conv2dBackwardWeight: {
+      const Geom g = random_geom(rng, big, stride);
+      c.attrs.ints = {g.stride, g.pad, g.kh, g.kw};
+      c.in = {vals(Shape{g.n, g.c, g.h, g.w}, rng, specials), vals(Shape{g.n, g.o, g.oh(), g.ow()}, rng, specials)};
+      return c;
+    }
+    case OpKind::Conv2dBackwardBias: {
+      // Big: 16 channels of 12·1221 elements, so the per-channel split reaches 3 threads; OH·OW not a
+      // multiple of 32, so images start at every lane offset of the canonical sum.
+      const Shape s = big ? Shape{12, 16, 33, 37} : Shape{small_dim(rng), small_dim(rng), small_dim(rng), static_cast<int64_t>(1 + rng() % 7)};
+      c.in = {vals(s, rng, specials)};
+      return c;
+    }
+    case OpKind::MaxPool2d:
+    case OpKind::MaxPool2dBackward: {
+      static constexpr int64_t kEven[] = {2, 4, 6, 10, 14, 22, 32};
+      const Shape s = big ? Shape{7, 8, 32, 32}
+                          : Shape{small_dim(rng) % 8 + 1, small_dim(rng) % 8 + 1, kEven[rng() % 7], kEven[rng() % 7]};
+      c.in = {pool_input(s, rng, specials)};
+      if (kind == OpKind::MaxPool2dBackward) c.in.push_back(vals(Shape{s[0], s[1], s[2] / 2, s[3] / 2}, rng, specials));
+      return c;
+    }
+    case OpKind::SumSquares: {
+      c.in = {vals(big ? Shape{223, 229} : random_shape(rng, 0, 3), rng, specials)};
+      return c;
+    }
+    case OpKind::ClipCoefficient: {
+      // Variant 0: total norm below max_norm (coefficient 1); variant 1: above (clipping).
+      const int64_t parts = 1 + static_cast<int64_t>(rng() % (big ? 40 : 7));
+      const float max_norm = variant == 0 ? 10.0f : 0.5f;
+      c.attrs.floats = {max_norm};
+      for (int64_t i = 0; i < parts; ++i) c.in.push_back(scalar(random_values(1, rng, 0.0f, 2.0f, specials)[0]));
+      return c;
+    }
+    case OpKind::Scale: {
+      c.in = {vals(big ? Shape{223, 229} : random_shape(rng, 0, 3), rng, specials),
+              scalar(random_values(1, rng, -2.0f, 2.0f, specials)[0])};
+      return c;
+    }
+    default: break;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::vector<Expected>> expect(const Case& c) {
+  const std::vector<Tensor>& in = c.in;
+  switch (c.kind) {
+    case OpKind::Conv2d:
+      return std::vector<Expected>{conv64(conv_geom_of(c), in[0], in[1], &in[2])};
+    case OpKind::Conv2dBackwardInput: {
+      const Shape &w = in[0].shape(), &dy = in[1].shape();
+      const Geom g{dy[0], w[1], c.attrs.ints[2], c.attrs.ints[3], w[0], w[2], w[3], c.attrs.ints[0], c.attrs.ints[1]};
+      return std::vector<Expected>{conv_dx64(g, in[0], in[1])};
+    }
+    case OpKind::Conv2dBackwardWeight: {
+      const Shape &x = in[0].shape(), &dy = in[1].shape();
+      const Geom g{x[0], x[1], x[2], x[3], dy[1], c.attrs.ints[2], c.attrs.ints[3], c.attrs.ints[0], c.attrs.ints[1]};
+      return std::vector<Expected>{conv_dw64(g, in[0], in[1])};
+    }
+    case OpKind::Conv2dBackwardBias:
+      return std::vector<Expected>{conv_db64(in[0])};
+    case OpKind::MaxPool2d:
+    case OpKind::MaxPool2dBackward: {
+      const Tensor& x = in[0];
+      const int64_t ny = x.numel() / 4;
+      Expected e;
+      if (c.kind == OpKind::MaxPool2d) {
+        for (int64_t i = 0; i < ny; ++i) e.want.push_back(x[chosen64(x, i)]);
+      } else {
+        e.want.assign(at(x.numel()), 0.0);
+        for (int64_t i = 0; i < ny; ++i) e.want[at(chosen64(x, i))] = in[1][i];
+      }
+      e.tol.assign(e.want.size(), 0.0);  // selections and copies: exact
+      return std::vector<Expected>{e};
+    }
+    case OpKind::SumSquares: {
+      double s = 0;
+      for (float v : in[0].values()) s += static_cast<double>(v) * v;
+      // Each square rounded once (u), then the canonical sum; all terms are ≥ 0, so Σ|terms| = s.
+      return std::vector<Expected>{{{s}, {(canonical_bound(in[0].numel()) + kU) * s}}};
+    }
+    case OpKind::ClipCoefficient: {
+      double total = 0;
+      for (const Tensor& t : in) total += t[0];
+      const double coef = c.attrs.floats[0] / (std::sqrt(total) + 1e-6);
+      // total (≤ 2 tree levels + lanes, ~7u), sqrt (½ of that + u), + 1e-6 (u), ÷ (u): ≤ 16u relative.
+      return std::vector<Expected>{{{std::min(coef, 1.0)}, {16 * kU * std::min(coef, 1.0)}}};
+    }
+    case OpKind::Scale: {
+      Expected e;
+      const double s = in[1][0];
+      for (float v : in[0].values()) {
+        e.want.push_back(v * s);
+        e.tol.push_back(kU * std::fabs(v * s));
+      }
+      return std::vector<Expected>{e};
+    }
+    default: break;
+  }
+  return std::nullopt;
+}
+
+const Attrs kConvAttrs{{1, 1}, {}};
+const Attrs kBackAttrs{{1, 1, 5, 5}, {}};
+
+const RegisterOpTests kConv2dTests(OpKind::Conv2d, {2, make_case, expect,
+    {{kConvAttrs, {Shape{1, 2, 5, 5}, Shape{3, 3, 3, 3}, Shape{3}}, "channels disagree"},
+     {kConvAttrs, {Shape{1, 2, 5, 5}, Shape{3, 2, 3, 3}, Shape{4}}, "bias length"},
+     {kConvAttrs, {Shape{2, 5, 5}, Shape{3, 2, 3, 3}, Shape{3}}, "rank-3 x"},
+     {{{0, 1}, {}}, {Shape{1, 2, 5, 5}, Shape{3, 2, 3, 3}, Shape{3}}, "stride 0"},
+     {{{1, -1}, {}}, {Shape{1, 2, 5, 5}, Shape{3, 2, 3, 3}, Shape{3}}, "negative pad"},
+     {{{1, 3}, {}}, {Shape{1, 2, 5, 5}, Shape{3, 2, 3, 3}, Shape{3}}, "pad as large as the kernel"},
+     {{{1, 0}, {}}, {Shape{1, 2, 2, 5}, Shape{3, 2, 3, 3}, Shape{3}}, "kernel taller than the image"},
+     {{{1, 0}, {}}, {Shape{0, 2, 5, 5}, Shape{3, 2, 3, 3}, Shape{3}}, "empty batch"},
+     {{{1}, {}}, {Shape{1, 2, 5, 5}, Shape{3, 2, 3, 3}, Shape{3}}, "one int"}},
+    {0, 1, 2}});
+const RegisterOpTests kConv2dBackwardInputTests(OpKind::Conv2dBackwardInput, {2, make_case, expect,
+    {{kBackAttrs, {Shape{3, 2, 3, 3}, Shape{1, 3, 4, 5}}, "dy height is not the output height of H"},
+     {kBackAttrs, {Shape{3, 2, 3, 3}, Shape{1, 4, 5, 5}}, "dy channels disagree with O"},
+     {{{1, 1, 0, 5}, {}}, {Shape{3, 2, 3, 3}, Shape{1, 3, 5, 5}}, "H = 0"},
+     {{{1, 1, 5}, {}}, {Shape{3, 2, 3, 3}, Shape{1, 3, 5, 5}}, "three ints"},
+     {kBackAttrs, {Shape{3, 2, 3}, Shape{1, 3, 5, 5}}, "rank-3 w"}}});
+const RegisterOpTests kConv2dBackwardWeightTests(OpKind::Conv2dBackwardWeight, {2, make_case, expect,
+    {{{{1, 1, 3, 3}, {}}, {Shape{2, 2, 5, 5}, Shape{1, 3, 5, 5}}, "batch sizes disagree"},
+     {{{1, 1, 3, 3}, {}}, {Shape{1, 2, 5, 5}, Shape{1, 3, 5, 4}}, "dy width is not the output width"},
+     {{{1, 1, 0, 3}, {}}, {Shape{1, 2, 5, 5}, Shape{1, 3, 5, 5}}, "KH = 0"},
+     {{{2, 3, 3, 3}, {}}, {Shape{1, 2, 5, 5}, Shape{1, 3, 4, 4}}, "pad as large as the kernel"}}});
+const RegisterOpTests kConv2dBackwardBiasTests(OpKind::Conv2dBackwardBias, {1, make_case, expect,
+    {{{}, {Shape{3, 4, 5}}, "rank-3 dy"}, {{}, {Shape{2, 0, 3, 3}}, "no channels"}}});
+const RegisterOpTests kMaxPool2dTests(OpKind::MaxPool2d, {1, make_case, expect,
+    {{{}, {Shape{1, 1, 3, 4}}, "odd height"},
+     {{}, {Shape{1, 1, 4, 5}}, "odd width"},
+     {{}, {Shape{4, 4}}, "rank 2"},
+     {{}, {Shape{1, 1, 0, 2}}, "empty image"}},
+    {0}});
+const RegisterOpTests kMaxPool2dBackwardTests(OpKind::MaxPool2dBackward, {1, make_case, expect,
+    {{{}, {Shape{1, 1, 4, 4}, Shape{1, 1, 2, 3}}, "dy shape"},
+     {{}, {Shape{1, 1, 3, 4}, Shape{1, 1, 1, 2}}, "odd height"},
+     {{}, {Shape{1, 1, 4, 4}}, "no dy"}}});
+const RegisterOpTests kSumSquaresTests(OpKind::SumSquares, {1, make_case, expect,
+    {{{}, {Shape{3}, Shape{3}}, "two inputs"}, {{{1}, {}}, {Shape{3}}, "an int"}}});
+const RegisterOpTests kClipCoefficientTests(OpKind::ClipCoefficient, {2, make_case, expect,
+    {{{{}, {1.0f}}, {Shape{}, Shape{2}}, "non-scalar input"},
+     {{{}, {0.0f}}, {Shape{}}, "max_norm 0"},
+     {{{}, {-1.0f}}, {Shape{}}, "negative max_norm"},
+     {{{}, {std::numeric_limits<float>::infinity()}}, {Shape{}}, "infinite max_norm"},
+     {{{}, {std::numeric_limits<float>::quiet_NaN()}}, {Shape{}}, "NaN max_norm"},
+     {{{}, {}}, {Shape{}}, "no max_norm"},
+     {{{}, {1.0f}}, {}, "no inputs"}}});
+const RegisterOpTests kScaleTests(OpKind::Scale, {1, make_case, expect,
+    {{{}, {Shape{3}, Shape{1}}, "rank-1 factor"}, {{}, {Shape{3}}, "no factor"}}});
+
+/// Runs c with the reference and with the fast kernel on every path × 1/2/3 threads; checks they agree
+/// bitwise and returns the reference outputs.
+std::vector<Tensor> run_all(const Case& c) {
+  std::vector<Tensor> ref = run_case(c, nullptr);
+  for (SimdPath path : available_simd_paths()) {
+    const ScopedSimdPath forced(path);
+    for (int threads : {1, 2, 3}) {
+      const std::vector<Tensor> fast = run_case(c, &pool(threads));
+      for (size_t o = 0; o < ref.size(); ++o) {
+        INFO(c.str() << " on " << simd_path_name(path) << ", " << threads << " threads, output " << o);
+        CHECK(bitwise_equal(fast[o], ref[o]));
+      }
+    }
+  }
+  return ref;
+}
+
+std::vector<float> values_of(const Tensor& t) { return {t.values().begin(), t.values().end()}; }
+
+}  // namespace
+
+TEST_CASE("conv2d and its gradients on a hand-computed 3×3 example") {
+  const Tensor x(Shape{1, 1, 3, 3}, std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8, 9});
+  const Tensor w(Shape{1, 1, 2, 2}, std::vector<float>{1, 2, 3, 4});
+  const Tensor b(Shape{1}, std::vector<float>{0.5f});
+  // Stride 1, no padding: y[oh, ow] = 0.5 + Σ w[i, j]·x[oh + i, ow + j].
+  CHECK(values_of(run_all({OpKind::Conv2d, {{1, 0}, {}}, {x, w, b}})[0]) == std::vector<float>{37.5f, 47.5f, 67.5f, 77.5f});
+  // Stride 2, pad 1: the windows start at rows/columns −1 and 1, so the first output sees only x[0,0]·w[1,1].
+  CHECK(values_of(run_all({OpKind::Conv2d, {{2, 1}, {}}, {x, w, b}})[0]) == std::vector<float>{4.5f, 18.5f, 36.5f, 77.5f});
+  // Gradients of Σ y (dy = 1): dx counts the kernel weights covering each pixel, dw sums each window,
+  // db counts the outputs.
+  const Tensor ones(Shape{1, 1, 2, 2}, std::vector<float>{1, 1, 1, 1});
+  CHECK(values_of(run_all({OpKind::Conv2dBackwardInput, {{1, 0, 3, 3}, {}}, {w, ones}})[0]) ==
+        std::vector<float>{1, 3, 2, 4, 10, 6, 3, 7, 4});
+  CHECK(values_of(run_all({OpKind::Conv2dBackwardWeight, {{1, 0, 2, 2}, {}}, {x, ones}})[0]) ==
+        std::vector<float>{12, 16, 24, 28});
+  CHECK(values_of(run_all({OpKind::Conv2dBackwardBias, {}, {ones}})[0]) == std::vector<float>{4});
+  // Stride 2, pad 1 backward: each pixel is covered by exactly one tap, so dx is w scattered.
+  CHECK(values_of(run_all({OpKind::Conv2dBackwardInput, {{2, 1, 3, 3}, {}}, {w, ones}})[0]) ==
+        std::vector<float>{4, 3, 4, 2, 1, 2, 4, 3, 4});
+}
+
+TEST_CASE("conv2d: padded taps are +0 terms of the chain (signed zero and infinite weights)") {
+  // One pixel x = −0, a 3×3 kernel with pad 1, bias −0, weights +0 except the centre 1. Chain in
+  // (kh, kw) order: acc = −0; tap (0,0) is padding: fma(+0, +0, −0) = +0; … centre: fma(−0, 1, +0) = +0.
+  // Skipping the padded taps would give −0 + (−0·1) = −0: the contract's +0 is what im2col + GEMM gives.
+  std::vector<float> wv(9, 0.0f);
+  wv[4] = 1.0f;
+  const Case c{OpKind::Conv2d,
+               {{1, 1}, {}},
+               {Tensor(Shape{1, 1, 1, 1}, std::vector<float>{-0.0f}), Tensor(Shape{1, 1, 3, 3}, wv),
+                Tensor(Shape{1}, std::vector<float>{-0.0f})}};
+  CHECK(float_bits(run_all(c)[0][0]) == 0u);
+  // Without padding the same chain (centre tap only) keeps −0.
+  const Case unpadded{OpKind::Conv2d,
+                      {{1, 0}, {}},
+                      {Tensor(Shape{1, 1, 1, 1}, std::vector<float>{-0.0f}), Tensor(Shape{1, 1, 1, 1}, std::vector<float>{1.0f}),
+                       Tensor(Shape{1}, std::vector<float>{-0.0f})}};
+  CHECK(float_bits(run_all(unpadded)[0][0]) == 0x80000000u);
+  // An infinite weight on a tap that is padding for some output makes that output NaN (0·inf).
+  Case inf = c;
+  inf.in[0][0] = 2.0f;
+  inf.in[1][0] = std::numeric_limits<float>::infinity();
+  CHECK(std::isnan(run_all(inf)[0][0]));
+}
+
+TEST_CASE("conv2d_backward_* are the adjoints of conv2d (float64 models) and match them") {
+  // <dy, conv(x, w)> = <dx(w, dy), x> = <dw(x, dy), w> and the bias term <dy, b> = <db, b>: checks the
+  // models of the backward ops against the forward one, on stride 1 and 2, then the float kernels
+  // against those models (the VJP's nodes, run here without a graph).
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 24; ++trial) {
+    const Geom g = random_geom(rng, false, 1 + trial % 2);
+    const Tensor x = random_tensor(Shape{g.n, g.c, g.h, g.w}, rng, false);
+    const Tensor w = random_tensor(Shape{g.o, g.c, g.kh, g.kw}, rng, false);
+    const Tensor dy = random_tensor(Shape{g.n, g.o, g.oh(), g.ow()}, rng, false);
+    const Expected y = conv64(g, x, w, nullptr), dx = conv_dx64(g, w, dy), dw = conv_dw64(g, x, dy);
+    double lhs = 0, by_x = 0, by_w = 0, scale = 0;
+    for (size_t i = 0; i < y.want.size(); ++i) {
+      lhs += dy[static_cast<int64_t>(i)] * y.want[i];
+      scale += std::fabs(dy[static_cast<int64_t>(i)] * y.want[i]);
+    }
+    for (size_t i = 0; i < dx.want.size(); ++i) by_x += x[static_cast<int64_t>(i)] * dx.want[i];
+    for (size_t i = 0; i < dw.want.size(); ++i) by_w += w[static_cast<int64_t>(i)] * dw.want[i];
+    CHECK(std::fabs(lhs - by_x) <= 1e-12 * (scale + 1));
+    CHECK(std::fabs(lhs - by_w) <= 1e-12 * (scale + 1));
+    check_against({OpKind::Conv2dBackwardInput, {{g.stride, g.pad, g.h, g.w}, {}}, {w, dy}}, {dx});
+    check_against({OpKind::Conv2dBackwardWeight, {{g.stride, g.pad, g.kh, g.kw}, {}}, {x, dy}}, {dw});
+  }
+}
+
+TEST_CASE("max_pool2d: the first NaN, else the first maximum; the gradient goes to that element") {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  // Six windows side by side (H = 2, W = 12); scan order within a window: (0,0), (0,1), (1,0), (1,1).
+  const float win[6][4] = {
+      {-0.0f, 0.0f, -1.0f, -2.0f},  // tie −0/+0: the first (−0)
+      {0.0f, -0.0f, -1.0f, -2.0f},  // tie +0/−0: the first (+0)
+      {1.0f, nan, 5.0f, nan},       // the first NaN, although 5 is larger
+      {nan, 7.0f, 1.0f, 2.0f},      // NaN first
+      {1.0f, 3.0f, 3.0f, 2.0f},     // equal maxima: the first
+      {-inf, -inf, -inf, -inf},     // all equal: element 0
+  };
+  const int want_k[6] = {0, 0, 1, 0, 1, 0};
+  Tensor x(Shape{1, 1, 2, 12});
+  for (int wnd = 0; wnd < 6; ++wnd)
+    for (int k = 0; k < 4; ++k) x[(k >> 1) * 12 + 2 * wnd + (k & 1)] = win[wnd][k];
+  const std::vector<Tensor> y = run_all({OpKind::MaxPool2d, {}, {x}});
+  Tensor dy(Shape{1, 1, 1, 6});
+  for (int wnd = 0; wnd < 6; ++wnd) dy[wnd] = static_cast<float>(10 + wnd);
+  const std::vector<Tensor> dx = run_all({OpKind::MaxPool2dBackward, {}, {x, dy}});
+  for (int wnd = 0; wnd < 6; ++wnd) {
+    CAPTURE(wnd);
+    const float chosen = win[wnd][want_k[wnd]];
+    if (std::isnan(chosen))
+      CHECK(std::isnan(y[0][wnd]));
+    else
+      CHECK(float_bits(y[0][wnd]) == float_bits(chosen));
+    for (int k = 0; k < 4; ++k) {
+      const float g = dx[0][(k >> 1) * 12 + 2 * wnd + (k & 1)];
+      CHECK(float_bits(g) == (k == want_k[wnd] ? float_bits(dy[wnd]) : 0u));
+    }
+  }
+}
+
+TEST_CASE("clip_coefficient: exactly 1 at or below the threshold, max_norm/(norm + 1e-6) above") {
+  auto coef = [](std::vector<float> s, float max_norm) {
+    Case c{OpKind::ClipCoefficient, {{}, {max_norm}}, {}};
+    for (float v : s) c.in.push_back(scalar(v));
+    return run_all(c)[0][0];
+  };
+  CHECK(float_bits(coef({0.25f}, 1.0f)) == float_bits(1.0f));      // norm 0.5
+  CHECK(float_bits(coef({0.0f, 0.0f}, 1.0f)) == float_bits(1.0f)); // zero gradients
+  CHECK(float_bits(coef({0.5f, 0.49f}, 1.0f)) == float_bits(1.0f));
+  // Above: Σ = 9 + 16 = 25, norm 5 (exact), coefficient = 1 / (5 + 1e-6f) in float.
+  const float c = coef({9.0f, 16.0f}, 1.0f);
+  CHECK(float_bits(c) == float_bits(1.0f / (5.0f + 1e-6f)));
+  CHECK(std::fabs(c - 0.2) <= 1e-6);
+  // Scaling a gradient by it is one rounded product per element.
+  const Tensor g(Shape{3}, std::vector<float>{3.0f, -4.0f, 0.1f});
+  const std::vector<Tensor> scaled = run_all({OpKind::Scale, {}, {g, scalar(c)}});
+  for (int64_t i = 0; i < 3; ++i) CHECK(float_bits(scaled[0][i]) == float_bits(g[i] * c));
+  // Non-finite totals: an infinite norm clips to 0; a NaN norm gives NaN (torch.clamp propagates it).
+  CHECK(float_bits(coef({std::numeric_limits<float>::infinity(), 1.0f}, 1.0f)) == 0u);
+  CHECK(std::isnan(coef({std::numeric_limits<float>::quiet_NaN(), 1.0f}, 1.0f)));
+}
+
+TEST_CASE("sum_squares: a scalar input and the lane order of the canonical sum") {
+  CHECK(run_all({OpKind::SumSquares, {}, {scalar(-3.0f)}})[0][0] == 9.0f);
+  // 33 elements: element 32 lands in lane 0 after element 0, and 2^24 + 1 rounds to 2^24 (ties to
+  // even), so the order of the additions shows. Lanes: [0] = (2^12)² + 1 → 2^24, [1..31] = 1. Tree:
+  // w = 16: [0] = 2^24 + 1 → 2^24, [1..15] = 2; w = 8: [0] = 2^24 + 2, [1..7] = 4; w = 4: 2^24 + 6;
+  // w = 2: 2^24 + 14, [1] = 16; w = 1: 2^24 + 30. (A sequential sum would stay at 2^24.)
+  Tensor x(Shape{33});
+  for (int64_t i = 0; i < 33; ++i) x[i] = 1.0f;
+  x[0] = 4096.0f;
+  CHECK(run_all({OpKind::SumSquares, {}, {x}})[0][0] == 16777216.0f + 30.0f);
+}
