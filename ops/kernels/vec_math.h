@@ -1,0 +1,255 @@
+// SIMD building blocks of the transformer kernels (layer_norm.cpp, activation.cpp, softmax.cpp):
+// lane-wise exp32/tanh32 and the canonical 32-lane reduction, for AVX-512F (namespace vec512) and
+// AVX2+FMA (namespace vec256). Both namespaces offer the same names, so a kernel body is written once
+// and stamped per ISA (see TRIBUNAL_SIMD_KERNELS below).
+//
+// Why the results are bitwise identical to ops/math.h and ops/reduce.h (DESIGN §4):
+//  * every lane performs exactly the scalar operation sequence: the same IEEE operations (vaddps,
+//    vmulps, vdivps, vfmadd are correctly rounded like their scalar forms), the same constants, the
+//    same order; branches of the scalar code become "compute every branch, select per lane", and
+//    selecting never rounds;
+//  * the canonical sum keeps its 32 lanes as 2 (AVX-512) or 4 (AVX2) registers: element i of a row
+//    lands in lane i mod 32, and fold() is the fixed tree w = 16, 8, 4, 2, 1 of reduce.h;
+//  * padding lanes of a partial chunk add nothing: a lane starts at +0 and can never become −0 (in
+//    round-to-nearest x + y is −0 only if both are −0), so adding +0 to it is the identity — and the
+//    AVX-512 form does not even add there (masked add);
+//  * subnormals are kept: the process never sets FTZ/DAZ, and no operation here depends on them.
+// Only x86-64 hosts compile this; the scalar paths never include intrinsics.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+// GCC 12 reports its own intrinsics' _mm512_undefined_*() placeholders (e.g. in _mm512_cvtps_epi32) as
+// "(maybe) uninitialized" once they are inlined here; the value is never read. Silenced for the kernels
+// that include this header, nothing else.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+namespace tribunal {
+
+#define TRIBUNAL_TARGET_AVX512 __attribute__((target("avx512f")))
+#define TRIBUNAL_TARGET_AVX2 __attribute__((target("avx2,fma")))
+#define TRIBUNAL_V512 __attribute__((target("avx512f"), always_inline)) inline
+#define TRIBUNAL_V256 __attribute__((target("avx2,fma"), always_inline)) inline
+
+/// The constants of exp32 and tanh32 (ops/math.h), shared so the vector forms cannot drift.
+namespace vec_const {
+inline constexpr float kExpHi = 88.72283935546875f, kExpLo = -103.97820281982421875f;
+inline constexpr float kLog2e = 1.44269502162933349609375f, kLn2Hi = 0.693145751953125f,
+                       kLn2Lo = 1.428606765330187045e-06f, kRound = 12582912.0f;
+inline constexpr float kExpP[8] = {1.9841270113e-04f, 1.3888889225e-03f, 8.3333337680e-03f, 4.1666667908e-02f,
+                                   1.6666667163e-01f, 0.5f, 1.0f, 1.0f};
+inline constexpr float kTanhSplit = 0.55f;
+inline constexpr float kTanhP[6] = {2.5263911990e-03f, -8.5263334938e-03f, 2.1818449274e-02f,
+                                    -5.3964700467e-02f, 1.3333324200e-01f, -3.3333333295e-01f};
+}  // namespace vec_const
+
+// ---------------------------------------------------------------------------------------------------
+/// AVX-512F: 16 floats per vector; the 32 reduction lanes are two vectors.
+namespace vec512 {
+
+using vf = __m512;
+inline constexpr int W = 16;
+
+TRIBUNAL_V512 vf set1(float a) { return _mm512_set1_ps(a); }
+TRIBUNAL_V512 vf zero() { return _mm512_setzero_ps(); }
+TRIBUNAL_V512 vf load(const float* p) { return _mm512_loadu_ps(p); }
+TRIBUNAL_V512 void store(float* p, vf v) { _mm512_storeu_ps(p, v); }
+TRIBUNAL_V512 __mmask16 first(int n) { return n >= W ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1u); }
+/// The first n (1..W) floats at p, +0 in the other lanes; memory past p[n−1] is not touched.
+TRIBUNAL_V512 vf loadn(const float* p, int n) { return _mm512_maskz_loadu_ps(first(n), p); }
+/// Stores the first n (1..W) lanes of v.
+TRIBUNAL_V512 void storen(float* p, vf v, int n) { _mm512_mask_storeu_ps(p, first(n), v); }
+TRIBUNAL_V512 vf add(vf a, vf b) { return _mm512_add_ps(a, b); }
+TRIBUNAL_V512 vf sub(vf a, vf b) { return _mm512_sub_ps(a, b); }
+TRIBUNAL_V512 vf mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
+TRIBUNAL_V512 vf div(vf a, vf b) { return _mm512_div_ps(a, b); }
+/// −a (flips the sign bit, exact, like the scalar unary minus).
+TRIBUNAL_V512 vf neg(vf a) {
+  return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_set1_epi32(INT32_MIN)));
+}
+/// fma32 lane-wise (one rounding).
+TRIBUNAL_V512 vf fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
+/// Lane-wise `a > b ? a : b` (vmaxps returns its second operand for NaN and for equal operands).
+TRIBUNAL_V512 vf max(vf a, vf b) { return _mm512_max_ps(a, b); }
+/// Lane-wise `c > 0 ? a : b` (NaN c picks b).
+TRIBUNAL_V512 vf select_pos(vf c, vf a, vf b) {
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(c, zero(), _CMP_GT_OQ), b, a);
+}
+/// Maximum of the first n (1..W) lanes of v folded into m: lanes past n keep m.
+TRIBUNAL_V512 vf max_n(vf v, vf m, int n) { return _mm512_mask_max_ps(m, first(n), v, m); }
+/// Horizontal maximum of the lanes (exact, any order, when no lane is NaN).
+TRIBUNAL_V512 float hmax(vf v) { return _mm512_reduce_max_ps(v); }
+
+/// exp32 lane-wise: ops/math.h exp32's sequence in every lane, out-of-domain lanes selected at the end.
+TRIBUNAL_V512 vf exp(vf x) {
+  using namespace vec_const;
+  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  const __mmask16 hi = _mm512_cmp_ps_mask(x, set1(kExpHi), _CMP_GT_OQ);
+  const __mmask16 lo = _mm512_cmp_ps_mask(x, set1(kExpLo), _CMP_LT_OQ);
+  const vf n = sub(add(mul(x, set1(kLog2e)), set1(kRound)), set1(kRound));
+  const vf neg_n = neg(n);
+  vf r = fma(neg_n, set1(kLn2Hi), x);
+  r = fma(neg_n, set1(kLn2Lo), r);
+  vf p = set1(kExpP[0]);
+  for (int i = 1; i < 8; ++i) p = fma(p, r, set1(kExpP[i]));
+  // 2^k split as 2^k1 · 2^k2 with k1 = clamp(k, −126, 127): for k in range k2 = 0 and the second
+  // multiply is by 1 (exact), so this is exp32's three-way scaling without a branch.
+  const __m512i k = _mm512_cvtps_epi32(n);  // n is an integer: any rounding mode gives it exactly
+  const __m512i k1 = _mm512_min_epi32(_mm512_max_epi32(k, _mm512_set1_epi32(-126)), _mm512_set1_epi32(127));
+  const __m512i k2 = _mm512_sub_epi32(k, k1);
+  const __m512i bias = _mm512_set1_epi32(127);
+  const vf s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(k1, bias), 23));
+  const vf s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(k2, bias), 23));
+  vf y = mul(mul(p, s1), s2);
+  y = _mm512_mask_blend_ps(lo, y, zero());
+  y = _mm512_mask_blend_ps(hi, y, set1(__builtin_inff()));
+  return _mm512_mask_blend_ps(nan, y, add(x, x));
+}
+
+/// tanh32 lane-wise: both branches of ops/math.h tanh32, selected per lane.
+TRIBUNAL_V512 vf tanh(vf x) {
+  using namespace vec_const;
+  const __m512i bits = _mm512_castps_si512(x);
+  const __m512i sign = _mm512_and_si512(bits, _mm512_set1_epi32(INT32_MIN));
+  const vf a = _mm512_castsi512_ps(_mm512_and_si512(bits, _mm512_set1_epi32(INT32_MAX)));
+  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  const __mmask16 small = _mm512_cmp_ps_mask(a, set1(kTanhSplit), _CMP_LT_OQ);
+  const vf z = mul(x, x);
+  vf p = set1(kTanhP[0]);
+  for (int i = 1; i < 6; ++i) p = fma(p, z, set1(kTanhP[i]));
+  const vf y_small = fma(mul(x, z), p, x);
+  const vf e = exp(add(a, a));
+  const vf q = sub(set1(1.0f), div(set1(2.0f), add(e, set1(1.0f))));
+  const vf y_big = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(q), sign));
+  const vf y = _mm512_mask_blend_ps(small, y_big, y_small);
+  return _mm512_mask_blend_ps(nan, y, add(x, x));
+}
+
+/// The 32 lanes of one canonical sum (ops/reduce.h): part p ∈ {0, 1} holds lanes 16p … 16p+15.
+struct Acc32 {
+  static constexpr int kParts = 2;
+  vf part[kParts];
+};
+TRIBUNAL_V512 Acc32 acc_zero() { return {{zero(), zero()}}; }
+/// Adds v to lanes 16p … 16p + n − 1 (n = 1..W); the other lanes are untouched.
+TRIBUNAL_V512 void acc_add(Acc32& acc, int p, vf v, int n) {
+  acc.part[p] = n >= W ? add(acc.part[p], v) : _mm512_mask_add_ps(acc.part[p], first(n), acc.part[p], v);
+}
+/// The fixed tree: w = 16 (part 0 + part 1), 8, 4, 2, 1; returns lane 0.
+TRIBUNAL_V512 float acc_fold(const Acc32& acc) {
+  const vf s16 = add(acc.part[0], acc.part[1]);
+  const __m256 lo8 = _mm512_castps512_ps256(s16);
+  const __m256 hi8 = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s16), 1));
+  const __m256 s8 = _mm256_add_ps(lo8, hi8);
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
+}  // namespace vec512
+
+// ---------------------------------------------------------------------------------------------------
+/// AVX2 + FMA: 8 floats per vector; the 32 reduction lanes are four vectors.
+namespace vec256 {
+
+using vf = __m256;
+inline constexpr int W = 8;
+
+TRIBUNAL_V256 vf set1(float a) { return _mm256_set1_ps(a); }
+TRIBUNAL_V256 vf zero() { return _mm256_setzero_ps(); }
+TRIBUNAL_V256 vf load(const float* p) { return _mm256_loadu_ps(p); }
+TRIBUNAL_V256 void store(float* p, vf v) { _mm256_storeu_ps(p, v); }
+TRIBUNAL_V256 __m256i first(int n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+TRIBUNAL_V256 vf loadn(const float* p, int n) { return _mm256_maskload_ps(p, first(n)); }
+TRIBUNAL_V256 void storen(float* p, vf v, int n) { _mm256_maskstore_ps(p, first(n), v); }
+TRIBUNAL_V256 vf add(vf a, vf b) { return _mm256_add_ps(a, b); }
+TRIBUNAL_V256 vf sub(vf a, vf b) { return _mm256_sub_ps(a, b); }
+TRIBUNAL_V256 vf mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
+TRIBUNAL_V256 vf div(vf a, vf b) { return _mm256_div_ps(a, b); }
+TRIBUNAL_V256 vf neg(vf a) { return _mm256_xor_ps(a, _mm256_set1_ps(-0.0f)); }
+TRIBUNAL_V256 vf fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
+TRIBUNAL_V256 vf max(vf a, vf b) { return _mm256_max_ps(a, b); }
+TRIBUNAL_V256 vf select_pos(vf c, vf a, vf b) { return _mm256_blendv_ps(b, a, _mm256_cmp_ps(c, zero(), _CMP_GT_OQ)); }
+TRIBUNAL_V256 vf max_n(vf v, vf m, int n) { return _mm256_blendv_ps(m, max(v, m), _mm256_castsi256_ps(first(n))); }
+TRIBUNAL_V256 float hmax(vf v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps(m, m, 1)));
+}
+
+TRIBUNAL_V256 vf exp(vf x) {
+  using namespace vec_const;
+  const vf nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+  const vf hi = _mm256_cmp_ps(x, set1(kExpHi), _CMP_GT_OQ);
+  const vf lo = _mm256_cmp_ps(x, set1(kExpLo), _CMP_LT_OQ);
+  const vf n = sub(add(mul(x, set1(kLog2e)), set1(kRound)), set1(kRound));
+  const vf neg_n = neg(n);
+  vf r = fma(neg_n, set1(kLn2Hi), x);
+  r = fma(neg_n, set1(kLn2Lo), r);
+  vf p = set1(kExpP[0]);
+  for (int i = 1; i < 8; ++i) p = fma(p, r, set1(kExpP[i]));
+  const __m256i k = _mm256_cvtps_epi32(n);
+  const __m256i k1 = _mm256_min_epi32(_mm256_max_epi32(k, _mm256_set1_epi32(-126)), _mm256_set1_epi32(127));
+  const __m256i k2 = _mm256_sub_epi32(k, k1);
+  const __m256i bias = _mm256_set1_epi32(127);
+  const vf s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k1, bias), 23));
+  const vf s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k2, bias), 23));
+  vf y = mul(mul(p, s1), s2);
+  y = _mm256_blendv_ps(y, zero(), lo);
+  y = _mm256_blendv_ps(y, set1(__builtin_inff()), hi);
+  return _mm256_blendv_ps(y, add(x, x), nan);
+}
+
+TRIBUNAL_V256 vf tanh(vf x) {
+  using namespace vec_const;
+  const vf sign = _mm256_and_ps(x, set1(-0.0f));
+  const vf a = _mm256_andnot_ps(set1(-0.0f), x);
+  const vf nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+  const vf small = _mm256_cmp_ps(a, set1(kTanhSplit), _CMP_LT_OQ);
+  const vf z = mul(x, x);
+  vf p = set1(kTanhP[0]);
+  for (int i = 1; i < 6; ++i) p = fma(p, z, set1(kTanhP[i]));
+  const vf y_small = fma(mul(x, z), p, x);
+  const vf e = exp(add(a, a));
+  const vf y_big = _mm256_or_ps(sub(set1(1.0f), div(set1(2.0f), add(e, set1(1.0f)))), sign);
+  const vf y = _mm256_blendv_ps(y_big, y_small, small);
+  return _mm256_blendv_ps(y, add(x, x), nan);
+}
+
+/// The 32 lanes of one canonical sum: part p ∈ {0..3} holds lanes 8p … 8p+7.
+struct Acc32 {
+  static constexpr int kParts = 4;
+  vf part[kParts];
+};
+TRIBUNAL_V256 Acc32 acc_zero() { return {{zero(), zero(), zero(), zero()}}; }
+/// Adds v to lanes 8p … 8p + n − 1; the other lanes get +0 added, which leaves them unchanged.
+TRIBUNAL_V256 void acc_add(Acc32& acc, int p, vf v, int n) {
+  acc.part[p] = add(acc.part[p], n >= W ? v : _mm256_and_ps(v, _mm256_castsi256_ps(first(n))));
+}
+/// The fixed tree: w = 16 (parts 0+2, 1+3), 8 (0+1), 4, 2, 1; returns lane 0.
+TRIBUNAL_V256 float acc_fold(const Acc32& acc) {
+  const vf s8 = add(add(acc.part[0], acc.part[2]), add(acc.part[1], acc.part[3]));
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
+}  // namespace vec256
+
+/// Defines kernels once per ISA: KERNELS(ns, target_attribute, vector_namespace) is expanded as
+/// KERNELS(k512, TRIBUNAL_TARGET_AVX512, vec512) and KERNELS(k256, TRIBUNAL_TARGET_AVX2, vec256).
+/// A macro rather than a template because GCC and clang inline target-specific intrinsics only into
+/// functions that carry the target attribute themselves, and a template cannot vary its attribute
+/// with its parameter (an attribute-less template body fails at -O0 and under clang).
+#define TRIBUNAL_SIMD_KERNELS(KERNELS) \
+  KERNELS(k512, TRIBUNAL_TARGET_AVX512, vec512) \
+  KERNELS(k256, TRIBUNAL_TARGET_AVX2, vec256)
+
+}  // namespace tribunal
