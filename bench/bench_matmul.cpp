@@ -5,7 +5,8 @@
 // Each measurement repeats the call until at least --min-time seconds (default 0.3) have passed and
 // takes the mean time per call; the best of 3 such measurements is kept (ours and OpenBLAS alternate).
 // OpenBLAS gets the same transposes; where the op has a bias, OpenBLAS is timed as "copy bias rows into C,
-// sgemm with beta=1", which is how a framework adds a bias on top of BLAS.
+// sgemm with beta=1", which is how a framework adds a bias on top of BLAS. A batched shape (attention's
+// per-head products) runs our matmul_batched against one cblas_sgemm call per product.
 #include <cblas.h>
 
 #include <algorithm>
@@ -35,18 +36,36 @@ struct Shape {
   const char* name;
   int64_t m, n, k;
   bool trans_a, trans_b, bias;
+  int64_t batch;  ///< > 1: that many independent products (matmul_batched; OpenBLAS: one sgemm each)
 };
 
-// The big square cases, and every matmul of one training step of the MNIST MLP 784→256→10 at batch 64.
+// The big square cases, every matmul of one training step of the MNIST MLP 784→256→10 at batch 64,
+// and the matmul shapes of one training step of the GPT of scenarios/jobs/gpt_chars.toml-sized models
+// (B·T = 2048 rows, D = 128, 4D = 512, V = 256, B·H = 64 heads of T = 128 × E = 32).
 const Shape kShapes[] = {
-    {"square_512", 512, 512, 512, false, false, false},
-    {"square_1024", 1024, 1024, 1024, false, false, false},
-    {"mlp_fc1_forward", 64, 256, 784, false, false, true},      // x[64,784]·W1[784,256] + b1
-    {"mlp_fc2_forward", 64, 10, 256, false, false, true},       // h[64,256]·W2[256,10] + b2
-    {"mlp_fc1_grad_input", 64, 784, 256, false, true, false},   // dY1[64,256]·W1[784,256]ᵀ
-    {"mlp_fc1_grad_weight", 784, 256, 64, true, false, false},  // X[64,784]ᵀ·dY1[64,256]
-    {"mlp_fc2_grad_input", 64, 256, 10, false, true, false},    // dY2[64,10]·W2[256,10]ᵀ
-    {"mlp_fc2_grad_weight", 256, 10, 64, true, false, false},   // H[64,256]ᵀ·dY2[64,10]
+    {"square_512", 512, 512, 512, false, false, false, 1},
+    {"square_1024", 1024, 1024, 1024, false, false, false, 1},
+    {"mlp_fc1_forward", 64, 256, 784, false, false, true, 1},      // x[64,784]·W1[784,256] + b1
+    {"mlp_fc2_forward", 64, 10, 256, false, false, true, 1},       // h[64,256]·W2[256,10] + b2
+    {"mlp_fc1_grad_input", 64, 784, 256, false, true, false, 1},   // dY1[64,256]·W1[784,256]ᵀ
+    {"mlp_fc1_grad_weight", 784, 256, 64, true, false, false, 1},  // X[64,784]ᵀ·dY1[64,256]
+    {"mlp_fc2_grad_input", 64, 256, 10, false, true, false, 1},    // dY2[64,10]·W2[256,10]ᵀ
+    {"mlp_fc2_grad_weight", 256, 10, 64, true, false, false, 1},   // H[64,256]ᵀ·dY2[64,10]
+    {"gpt_attn_linear_forward", 2048, 128, 128, false, false, true, 1},      // q, k, v, proj: x·W[128,128] + b
+    {"gpt_attn_linear_grad_input", 2048, 128, 128, false, true, false, 1},   // dY·Wᵀ
+    {"gpt_attn_linear_grad_weight", 128, 128, 2048, true, false, false, 1},  // Xᵀ·dY
+    {"gpt_fc_forward", 2048, 512, 128, false, false, true, 1},               // LN2(x)·W_fc[128,512] + b
+    {"gpt_fc_grad_input", 2048, 128, 512, false, true, false, 1},            // dY[2048,512]·W_fcᵀ
+    {"gpt_fc_grad_weight", 128, 512, 2048, true, false, false, 1},           // X[2048,128]ᵀ·dY[2048,512]
+    {"gpt_mlp_proj_forward", 2048, 128, 512, false, false, true, 1},         // gelu[2048,512]·W[512,128] + b
+    {"gpt_mlp_proj_grad_input", 2048, 512, 128, false, true, false, 1},      // dY[2048,128]·W[512,128]ᵀ
+    {"gpt_mlp_proj_grad_weight", 512, 128, 2048, true, false, false, 1},     // G[2048,512]ᵀ·dY[2048,128]
+    {"gpt_head_forward", 2048, 256, 128, false, false, true, 1},             // LN_f(x)·W_head[128,256] + b
+    {"gpt_head_grad_input", 2048, 128, 256, false, true, false, 1},          // dlogits·W_headᵀ
+    {"gpt_head_grad_weight", 128, 256, 2048, true, false, false, 1},         // Xᵀ·dlogits
+    {"gpt_attn_scores", 128, 128, 32, false, true, false, 64},  // q[64,128,32]·k[64,128,32]ᵀ (also dp = do·vᵀ)
+    {"gpt_attn_values", 128, 32, 128, false, false, false, 64},  // p[64,128,128]·v[64,128,32] (also dq = ds·k)
+    {"gpt_attn_grad_kv", 128, 32, 128, true, false, false, 64},  // dk = dsᵀ·q, dv = pᵀ·do
 };
 
 /// Mean seconds per call over a run of at least min_time seconds (after one warm-up call).
@@ -93,10 +112,10 @@ struct Operands {
 
 Operands make_operands(const Shape& s, std::mt19937& rng) {
   Operands o;
-  o.a = random_vector(s.m * s.k, rng);
-  o.b = random_vector(s.k * s.n, rng);
+  o.a = random_vector(s.batch * s.m * s.k, rng);
+  o.b = random_vector(s.batch * s.k * s.n, rng);
   o.bias = random_vector(s.n, rng);
-  o.c.assign(static_cast<size_t>(s.m * s.n), 0.0f);
+  o.c.assign(static_cast<size_t>(s.batch * s.m * s.n), 0.0f);
   o.args = MatmulArgs{o.a.data(), o.b.data(), s.bias ? o.bias.data() : nullptr, o.c.data(), s.m, s.n, s.k,
                       s.trans_a,  s.trans_b};
   return o;
@@ -109,13 +128,20 @@ void openblas_matmul(const Shape& s, Operands& o) {
     beta = 1.0f;
   }
   const int lda = static_cast<int>(s.trans_a ? s.m : s.k), ldb = static_cast<int>(s.trans_b ? s.k : s.n);
-  cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans,
-              static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k), 1.0f, o.a.data(), lda,
-              o.b.data(), ldb, beta, o.c.data(), static_cast<int>(s.n));
+  for (int64_t e = 0; e < s.batch; ++e)  // a batch: one sgemm per product, as a framework's bmm loop does
+    cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans,
+                static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k), 1.0f, o.a.data() + e * s.m * s.k,
+                lda, o.b.data() + e * s.k * s.n, ldb, beta, o.c.data() + e * s.m * s.n, static_cast<int>(s.n));
+}
+
+/// Our kernel on the operands: matmul, or matmul_batched for a batch of products.
+void our_matmul(const Shape& s, const Operands& o, ThreadPool& pool, SimdPath path) {
+  if (s.batch > 1) tribunal::matmul_batched(o.args, s.batch, pool, path);
+  else tribunal::matmul(o.args, pool, path);
 }
 
 double gflops(const Shape& s, double seconds) {
-  return 2.0 * static_cast<double>(s.m * s.n * s.k) / seconds * 1e-9;
+  return 2.0 * static_cast<double>(s.batch * s.m * s.n * s.k) / seconds * 1e-9;
 }
 
 }  // namespace
@@ -158,13 +184,14 @@ int main(int argc, char** argv) {
     for (const Shape& s : kShapes) {
       if (std::string(s.name).find(only) == std::string::npos) continue;
       Operands o = make_operands(s, rng);
-      const auto [t_ours, t_blas] = best_of_3([&] { tribunal::matmul(o.args, pool, path); },
+      const auto [t_ours, t_blas] = best_of_3([&] { our_matmul(s, o, pool, path); },
                                               [&] { openblas_matmul(s, o); }, min_time, threads > 1);
       const double ours = gflops(s, t_ours), blas = gflops(s, t_blas);
       results.push_back({{"shape", s.name},
                          {"m", s.m},
                          {"n", s.n},
                          {"k", s.k},
+                         {"batch", s.batch},
                          {"trans_a", s.trans_a},
                          {"trans_b", s.trans_b},
                          {"bias", s.bias},
