@@ -24,8 +24,10 @@ namespace {
 constexpr int64_t kGrain = int64_t{1} << 14;
 
 /// The shape of a graph value, for VJP rules whose emitted attributes depend on input shapes.
-/// VjpBuilder does not expose shapes yet: this uses `Shape shape(ValueRef) const` as soon as the
-/// builder has it and until then refuses to differentiate (an OpError, never a wrong gradient).
+/// TRANSITIONAL: VjpBuilder (ops/registry.h) cannot report a value's shape yet. This uses a
+/// `Shape shape(ValueRef) const` member as soon as VjpBuilder declares one (the engine's GraphBuilder
+/// knows every shape; conv.cpp waits for the same member); until then the rule throws OpError rather
+/// than emit a wrong gradient.
 template <class Builder>
 Shape value_shape(const Builder& g, ValueRef v, const char* op) {
   if constexpr (requires(const Builder& b, ValueRef r) {

@@ -516,10 +516,10 @@ void matmul_on_thread(const MatmulArgs& args, SimdPath path) {
 }
 
 void matmul_batched(const MatmulArgs& args, int64_t batch, ThreadPool& pool, SimdPath path) {
-  check_args(args);
   check_path(path);
   check_batch(args, batch);
-  if (batch == 0) return;
+  if (batch == 0) return;  // empty tensors may have no storage: nothing to check or write
+  check_args(args);
   const int64_t fma = args.m * args.n * args.k;
   const int64_t min_fma = path == SimdPath::Scalar ? kMinScalarFmaPerThread : kMinFmaPerThread;
   if (batch < pool.size() && fma >= min_fma) {

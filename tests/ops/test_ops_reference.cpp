@@ -35,7 +35,7 @@ namespace {
 /// How many attribute variants a kind's cases cycle through (transposes, weight decay on/off).
 int variants(OpKind kind) {
   switch (kind) {
-    case OpKind::Matmul: return 4;
+    case OpKind::Matmul: return 8;  // bits 0, 1: trans_a, trans_b; bit 2: rank 3 (a batch of products)
     case OpKind::SgdMomentum: return 2;
     case OpKind::AdamW: return 2;
     default: return 1;
@@ -69,11 +69,15 @@ std::optional<Case> make_case(OpKind kind, std::mt19937& rng, bool big, int vari
     }
     case OpKind::Matmul: {
       const int64_t ta = variant & 1, tb = (variant >> 1) & 1;
+      const bool batched = (variant >> 2) & 1;
+      // Batched: 5 elements split over 3 threads when big; small batches include 1 and primes.
+      const int64_t bt = big ? 5 : std::array<int64_t, 6>{1, 2, 3, 5, 7, 13}[rng() % 6];
       const int64_t m = big ? 131 : small_dim(rng), k = big ? 67 : small_dim(rng),
                     n = big ? 197 : small_dim(rng);
+      auto shape = [&](int64_t r, int64_t cols) { return batched ? Shape{bt, r, cols} : Shape{r, cols}; };
       c.attrs.ints = {ta, tb};
-      c.in.push_back(random_tensor(ta ? Shape{k, m} : Shape{m, k}, rng, specials));
-      c.in.push_back(random_tensor(tb ? Shape{n, k} : Shape{k, n}, rng, specials));
+      c.in.push_back(random_tensor(ta ? shape(k, m) : shape(m, k), rng, specials));
+      c.in.push_back(random_tensor(tb ? shape(n, k) : shape(k, n), rng, specials));
       return c;
     }
     case OpKind::SumRows: {
@@ -196,13 +200,24 @@ std::optional<std::vector<Expected>> expected_f64(const Case& c) {
       return std::vector<Expected>{gemm64(to_f64(in[0]), to_f64(in[1]), &bias, m, k, n)};
     }
     case OpKind::Matmul: {
+      // Rank 3: each batch element is an independent rank-2 product; the results are concatenated.
       const bool ta = c.attrs.ints[0], tb = c.attrs.ints[1];
       const Shape &sa = in[0].shape(), &sb = in[1].shape();
-      std::vector<double> a = to_f64(in[0]), b = to_f64(in[1]);
-      if (ta) a = transposed(a, sa[0], sa[1]);
-      if (tb) b = transposed(b, sb[0], sb[1]);
-      const int64_t m = ta ? sa[1] : sa[0], k = ta ? sa[0] : sa[1], n = tb ? sb[0] : sb[1];
-      return std::vector<Expected>{gemm64(a, b, nullptr, m, k, n)};
+      const int r = sa.rank() - 2;
+      const int64_t batch = r == 0 ? 1 : sa[0];
+      const int64_t m = ta ? sa[r + 1] : sa[r], k = ta ? sa[r] : sa[r + 1], n = tb ? sb[r] : sb[r + 1];
+      const std::vector<double> a_all = to_f64(in[0]), b_all = to_f64(in[1]);
+      Expected e;
+      for (int64_t bi = 0; bi < batch; ++bi) {
+        std::vector<double> a(a_all.begin() + bi * m * k, a_all.begin() + (bi + 1) * m * k);
+        std::vector<double> b(b_all.begin() + bi * k * n, b_all.begin() + (bi + 1) * k * n);
+        if (ta) a = transposed(a, sa[r], sa[r + 1]);
+        if (tb) b = transposed(b, sb[r], sb[r + 1]);
+        const Expected one = gemm64(a, b, nullptr, m, k, n);
+        e.want.insert(e.want.end(), one.want.begin(), one.want.end());
+        e.tol.insert(e.tol.end(), one.tol.begin(), one.tol.end());
+      }
+      return std::vector<Expected>{e};
     }
     case OpKind::SumRows: {
       const int64_t m = in[0].shape()[0], n = in[0].shape()[1];
@@ -337,7 +352,13 @@ const RegisterOpTests kMatmulTests(OpKind::Matmul, {variants(OpKind::Matmul), ma
      {{{0, 0}, {}}, {Shape{2, 3}, Shape{4, 3}}, "K mismatch"},
      {{{1, 0}, {}}, {Shape{2, 3}, Shape{3, 4}}, "K mismatch with aᵀ"},
      {{{0, 1}, {}}, {Shape{2, 3}, Shape{3, 4}}, "K mismatch with bᵀ"},
-     {{{0, 0}, {}}, {Shape{2, 3, 1}, Shape{3, 4}}, "rank-3 a"}},
+     {{{0, 0}, {}}, {Shape{2, 3, 1}, Shape{3, 4}}, "rank-3 a with rank-2 b"},
+     {{{0, 0}, {}}, {Shape{3, 4}, Shape{2, 4, 5}}, "rank-2 a with rank-3 b"},
+     {{{0, 0}, {}}, {Shape{2, 3, 4}, Shape{3, 4, 5}}, "batch sizes differ"},
+     {{{0, 0}, {}}, {Shape{2, 3, 4}, Shape{2, 5, 6}}, "batched K mismatch"},
+     {{{1, 0}, {}}, {Shape{2, 3, 4}, Shape{2, 4, 5}}, "batched K mismatch with aᵀ"},
+     {{{0, 0}, {}}, {Shape{1, 2, 3, 4}, Shape{1, 2, 4, 5}}, "rank 4"},
+     {{{0, 0}, {}}, {Shape{4}, Shape{4}}, "rank 1"}},
     {0, 1}});
 const RegisterOpTests kSumRowsTests(OpKind::SumRows, {variants(OpKind::SumRows), make_case, expect_f64,
     {{{}, {Shape{5}}, "rank-1 input"}}});
@@ -380,6 +401,11 @@ TEST_CASE("matmul: all four transpose combinations against float64") {
     c.in.push_back(random_tensor(ta ? Shape{k, m} : Shape{m, k}, rng, false));
     c.in.push_back(random_tensor(tb ? Shape{n, k} : Shape{k, n}, rng, false));
     check_against_f64(c);
+    // The same combination batched: element e must use its own slices of a and b (bt = 2 distinct).
+    Case batched{OpKind::Matmul, {{ta, tb}, {}}, {}};
+    batched.in.push_back(random_tensor(ta ? Shape{2, k, m} : Shape{2, m, k}, rng, false));
+    batched.in.push_back(random_tensor(tb ? Shape{2, n, k} : Shape{2, k, n}, rng, false));
+    check_against_f64(batched);
   }
 }
 
@@ -487,6 +513,8 @@ TEST_CASE("infer_shapes returns the documented output shapes") {
   CHECK(shapes(OpKind::Gather, {{1}, {}}, {Shape{3}}) == std::vector<Shape>{Shape{1}});
   CHECK(shapes(OpKind::Linear, {}, {Shape{2, 3}, Shape{3, 4}, Shape{4}}) == std::vector<Shape>{Shape{2, 4}});
   CHECK(shapes(OpKind::Matmul, {{1, 1}, {}}, {Shape{3, 2}, Shape{4, 3}}) == std::vector<Shape>{Shape{2, 4}});
+  CHECK(shapes(OpKind::Matmul, {{1, 1}, {}}, {Shape{5, 3, 2}, Shape{5, 4, 3}}) == std::vector<Shape>{Shape{5, 2, 4}});
+  CHECK(shapes(OpKind::Matmul, {{0, 0}, {}}, {Shape{0, 3, 2}, Shape{0, 2, 4}}) == std::vector<Shape>{Shape{0, 3, 4}});
   CHECK(shapes(OpKind::SumRows, {}, {Shape{5, 6}}) == std::vector<Shape>{Shape{6}});
   CHECK(shapes(OpKind::SoftmaxCrossEntropy, {}, {Shape{4, 3}, Shape{4}}) == std::vector<Shape>{Shape{}});
   CHECK(shapes(OpKind::SoftmaxCrossEntropyBackward, {}, {Shape{4, 3}, Shape{4}, Shape{}}) ==
