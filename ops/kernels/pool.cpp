@@ -10,7 +10,7 @@
 // PyTorch's CPU max_pool2d also propagates NaN and keeps the first maximum; the order is ours.
 // Windows are independent, so the fast kernels (the same per-window code over a static partition of
 // the N·C planes) are bitwise identical to the references by construction.
-#include <cmath>
+#include <algorithm>
 
 #include "ops/kernels/op_table.h"
 
@@ -24,12 +24,17 @@ void check_pool_input(const char* op, const Shape& x) {
              "needs N, C ≥ 1 and even H, W ≥ 2, got " + x.str());
 }
 
-/// Index 0..3 of the chosen element of the window (a, b, c, d) = (0,0), (0,1), (1,0), (1,1).
+/// Index 0..3 of the chosen element of the window v = (0,0), (0,1), (1,0), (1,1): once the current
+/// choice is NaN nothing replaces it; before that, a NaN or a strictly greater element does (so ties,
+/// −0 against +0 included, keep the first). Written as selects without an early exit, so the compiler
+/// may use conditional moves (with random data `v > best` is an unpredictable branch).
 inline int chosen(const float v[4]) {
   int best = 0;
+  float bv = v[0];
   for (int k = 1; k < 4; ++k) {
-    if (std::isnan(v[best])) break;                    // the first NaN wins
-    if (std::isnan(v[k]) || v[k] > v[best]) best = k;  // strictly greater: ties keep the first
+    const bool take = bv == bv && (v[k] != v[k] || v[k] > bv);  // x != x: x is NaN
+    best = take ? k : best;
+    bv = take ? v[k] : bv;
   }
   return best;
 }
@@ -67,8 +72,9 @@ void pool_reference(const Attrs&, std::span<const Tensor* const> in, std::span<T
   pool_planes(*in[0], *out[0], 0, in[0]->shape()[0] * in[0]->shape()[1]);
 }
 
-/// Planes per thread: at least ~16k input elements, so a small pooling stays on the caller.
-int64_t plane_grain(const Shape& x) { return std::max<int64_t>(1, (int64_t{1} << 14) / (x[2] * x[3])); }
+/// Planes per thread: at least 2^16 input elements (~100 µs), more than a parallel_for round trip
+/// costs (25-55 µs, see matmul.cpp), so a small pooling stays on the caller.
+int64_t plane_grain(const Shape& x) { return std::max<int64_t>(1, (int64_t{1} << 16) / (x[2] * x[3])); }
 
 void pool_fast(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out, ThreadPool& pool) {
   const Shape& s = in[0]->shape();

@@ -225,16 +225,16 @@ std::optional<Case> make_case(OpKind kind, std::mt19937& rng, bool big, int vari
       return c;
     }
     case OpKind::Conv2dBackwardBias: {
-      // Big: 16 channels of 12·1221 elements, so the per-channel split reaches 3 threads; OH·OW not a
+      // Big: 16 channels of 12·4884 elements, so the per-channel split reaches 3 threads; OH·OW not a
       // multiple of 32, so images start at every lane offset of the canonical sum.
-      const Shape s = big ? Shape{12, 16, 33, 37} : Shape{small_dim(rng), small_dim(rng), small_dim(rng), static_cast<int64_t>(1 + rng() % 7)};
+      const Shape s = big ? Shape{12, 16, 66, 74} : Shape{small_dim(rng), small_dim(rng), small_dim(rng), static_cast<int64_t>(1 + rng() % 7)};
       c.in = {vals(s, rng, specials)};
       return c;
     }
     case OpKind::MaxPool2d:
     case OpKind::MaxPool2dBackward: {
       static constexpr int64_t kEven[] = {2, 4, 6, 10, 14, 22, 32};
-      const Shape s = big ? Shape{7, 8, 32, 32}
+      const Shape s = big ? Shape{16, 16, 32, 32}
                           : Shape{small_dim(rng) % 8 + 1, small_dim(rng) % 8 + 1, kEven[rng() % 7], kEven[rng() % 7]};
       c.in = {pool_input(s, rng, specials)};
       if (kind == OpKind::MaxPool2dBackward) c.in.push_back(vals(Shape{s[0], s[1], s[2] / 2, s[3] / 2}, rng, specials));
@@ -527,3 +527,4 @@ TEST_CASE("sum_squares: a scalar input and the lane order of the canonical sum")
   x[0] = 4096.0f;
   CHECK(run_all({OpKind::SumSquares, {}, {x}})[0][0] == 16777216.0f + 30.0f);
 }
+
