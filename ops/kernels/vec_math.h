@@ -111,7 +111,7 @@ TRIBUNAL_V512 vf exp(vf x) {
   return _mm512_mask_blend_ps(nan, y, add(x, x));
 }
 
-/// tanh32 lane-wise: both branches of ops/math.h tanh32, selected per lane.
+/// tanh32 lane-wise: both branches of ops/math.h tanh32 on |x|, selected per lane, then the sign bit.
 TRIBUNAL_V512 vf tanh(vf x) {
   using namespace vec_const;
   const __m512i bits = _mm512_castps_si512(x);
@@ -119,15 +119,15 @@ TRIBUNAL_V512 vf tanh(vf x) {
   const vf a = _mm512_castsi512_ps(_mm512_and_si512(bits, _mm512_set1_epi32(INT32_MAX)));
   const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
   const __mmask16 small = _mm512_cmp_ps_mask(a, set1(kTanhSplit), _CMP_LT_OQ);
-  const vf z = mul(x, x);
+  const vf z = mul(a, a);
   vf p = set1(kTanhP[0]);
   for (int i = 1; i < 6; ++i) p = fma(p, z, set1(kTanhP[i]));
-  const vf y_small = fma(mul(x, z), p, x);
+  const vf y_small = fma(mul(a, z), p, a);
   const vf e = exp(add(a, a));
-  const vf q = sub(set1(1.0f), div(set1(2.0f), add(e, set1(1.0f))));
-  const vf y_big = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(q), sign));
+  const vf y_big = sub(set1(1.0f), div(set1(2.0f), add(e, set1(1.0f))));
   const vf y = _mm512_mask_blend_ps(small, y_big, y_small);
-  return _mm512_mask_blend_ps(nan, y, add(x, x));
+  const vf signed_y = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(y), sign));
+  return _mm512_mask_blend_ps(nan, signed_y, add(x, x));
 }
 
 /// The 32 lanes of one canonical sum (ops/reduce.h): part p ∈ {0, 1} holds lanes 16p … 16p+15.
@@ -213,13 +213,13 @@ TRIBUNAL_V256 vf tanh(vf x) {
   const vf a = _mm256_andnot_ps(set1(-0.0f), x);
   const vf nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
   const vf small = _mm256_cmp_ps(a, set1(kTanhSplit), _CMP_LT_OQ);
-  const vf z = mul(x, x);
+  const vf z = mul(a, a);
   vf p = set1(kTanhP[0]);
   for (int i = 1; i < 6; ++i) p = fma(p, z, set1(kTanhP[i]));
-  const vf y_small = fma(mul(x, z), p, x);
+  const vf y_small = fma(mul(a, z), p, a);
   const vf e = exp(add(a, a));
-  const vf y_big = _mm256_or_ps(sub(set1(1.0f), div(set1(2.0f), add(e, set1(1.0f)))), sign);
-  const vf y = _mm256_blendv_ps(y_big, y_small, small);
+  const vf y_big = sub(set1(1.0f), div(set1(2.0f), add(e, set1(1.0f))));
+  const vf y = _mm256_or_ps(_mm256_blendv_ps(y_big, y_small, small), sign);
   return _mm256_blendv_ps(y, add(x, x), nan);
 }
 

@@ -1,4 +1,4 @@
-// exp32 and log32 (ops/math.h): accuracy against double-precision libm over dense sweeps of the float
+// exp32, log32 and tanh32 (ops/math.h): accuracy against double-precision libm over dense sweeps of the float
 // domain, the special values the contract documents, and golden bit patterns. The golden bits matter
 // more than the accuracy bound: the functions are part of the RepOps contract, so any change to the
 // polynomial, the range reduction or the operation order changes trajectories and must be deliberate.
@@ -244,6 +244,92 @@ TEST_CASE("exp32/log32 golden bits: any change to the polynomials or the operati
     INFO((g.is_exp ? "exp32(" : "log32(")
          << g.x << ") = " << got << " [0x" << std::hex << float_bits(got) << "]");
     CHECK(ulp_distance(got, static_cast<float>(want)) <= 1);
+    CHECK(float_bits(got) == g.bits);
+  }
+}
+
+// ---- tanh32 ---------------------------------------------------------------------------------------
+
+TEST_CASE("tanh32 is within 2 ulp of the correctly rounded tanh x over all floats") {
+  // An exhaustive sweep of the positive floats measured max 2 ulp (58 points at 2 ulp, all just above the
+  // 0.55 branch split); tanh32 is odd by construction, so both signs share that bound.
+  SUBCASE("every 97th bit pattern, both signs") {
+    ErrorStats s;
+    for (uint64_t u = 0; u <= 0xFFFFFFFFu; u += 97) {
+      const float x = float_from_bits(static_cast<uint32_t>(u));
+      if (is_nan(x)) continue;
+      s.add(x, tanh32(x), std::tanh(static_cast<double>(x)));
+    }
+    MESSAGE("tanh32 sparse sweep: " << s.str());
+    CHECK(s.count > 1000000);
+    CHECK(s.max_ulp <= kMaxUlp);
+  }
+  SUBCASE("every float in [0.5, 0.6] and [-0.6, -0.5] (the branch split at 0.55)") {
+    ErrorStats s;
+    every_float(0.5f, 0.6f, 1, [&](float x) { s.add(x, tanh32(x), std::tanh(double(x))); });
+    every_float(-0.6f, -0.5f, 1, [&](float x) { s.add(x, tanh32(x), std::tanh(double(x))); });
+    MESSAGE("tanh32 at the split: " << s.str());
+    CHECK(s.max_ulp <= kMaxUlp);
+  }
+  SUBCASE("every 7th float in [2^-12, 0.55) (the polynomial) and in [8, 9.1] (saturation)") {
+    ErrorStats s;
+    every_float(0x1p-12f, 0.55f, 7, [&](float x) { s.add(x, tanh32(x), std::tanh(double(x))); });
+    every_float(8.0f, 9.1f, 7, [&](float x) { s.add(x, tanh32(x), std::tanh(double(x))); });
+    MESSAGE("tanh32 polynomial and saturation: " << s.str());
+    CHECK(s.max_ulp <= kMaxUlp);
+  }
+}
+
+TEST_CASE("tanh32 special values, odd symmetry and tiny inputs") {
+  const float dn = std::numeric_limits<float>::denorm_min();
+  CHECK(float_bits(tanh32(0.0f)) == 0u);
+  CHECK(float_bits(tanh32(-0.0f)) == 0x80000000u);
+  CHECK(tanh32(INFINITY) == 1.0f);
+  CHECK(tanh32(-INFINITY) == -1.0f);
+  CHECK(is_nan(tanh32(NAN)));
+  CHECK(is_nan(tanh32(-NAN)));
+  CHECK(tanh32(FLT_MAX) == 1.0f);
+  CHECK(tanh32(-FLT_MAX) == -1.0f);
+  // tanh x rounds to ±1 from |x| ≈ 9.011; exp32(2|x|) overflows at |x| > 44.36 and must still give ±1.
+  CHECK(tanh32(9.1f) == 1.0f);
+  CHECK(tanh32(-20.0f) == -1.0f);
+  CHECK(tanh32(50.0f) == 1.0f);
+  CHECK(tanh32(std::nextafter(8.5f, 0.0f)) < 1.0f);
+  // |x| < 2^-12: x³/3 is below half an ulp of x, so the correctly rounded tanh x is x itself; subnormals
+  // too (x·z underflows to 0 and fma(0, p, x) = x).
+  every_float(-0x1p-12f, 0x1p-12f, 9973, [&](float x) { CHECK(float_bits(tanh32(x)) == float_bits(x)); });
+  CHECK(tanh32(dn) == dn);
+  CHECK(tanh32(-dn) == -dn);
+  CHECK(tanh32(FLT_MIN) == FLT_MIN);
+  // Odd: tanh32(−x) has exactly the bits of tanh32(x) with the sign flipped.
+  for (uint32_t u = 0; u < 0x7F800000u; u += 4099) {
+    const float x = float_from_bits(u);
+    CHECK(float_bits(tanh32(-x)) == (float_bits(tanh32(x)) ^ 0x80000000u));
+  }
+}
+
+TEST_CASE("tanh32 golden bits: any change to the polynomial, the split or the operation order is caught") {
+  struct Golden {
+    float x;
+    uint32_t bits;
+  };
+  const Golden golden[] = {
+      {0.25f, 0x3E7ACBF5u},         // polynomial
+      {0.5f, 0x3EEC9A9Fu},          // polynomial, near the split
+      {0.549999952f, 0x3F002217u},  // the last float of the polynomial branch
+      {0.55f, 0x3F002218u},         // the first float of the exp branch
+      {1.0f, 0x3F42F7D6u},
+      {-2.0f, 0xBF76CA83u},
+      {3.5f, 0x3F7F8896u},
+      {8.0f, 0x3F7FFFFCu},
+      {0.001f, 0x3A83126Cu},
+      {-0.1f, 0xBDCC1EBCu},
+      {15.0f, 0x3F800000u},  // saturated
+  };
+  for (const Golden& g : golden) {
+    const float got = tanh32(g.x);
+    INFO("tanh32(" << g.x << ") = " << got << " [0x" << std::hex << float_bits(got) << "]");
+    CHECK(ulp_distance(got, static_cast<float>(std::tanh(double(g.x)))) <= 1);
     CHECK(float_bits(got) == g.bits);
   }
 }
