@@ -119,9 +119,9 @@ DelegateOutcome delegate_job(NetContext& ctx, const std::filesystem::path& job_f
   const JobSpec job = load_job(job_file);
   const std::string toml = read_text(job_file);
   ThreadPool pool(1);
-  const std::shared_ptr<const Dataset> train = shared_train_set(job.data_dir, pool);
+  const std::shared_ptr<const Dataset> train = shared_train_set(job, pool);
   const Dataset& data = *train;
-  check_job_against_data(job, data.inputs.shape()[0], data.inputs.shape()[1], data.classes);
+  check_job_against_dataset(job, data);
   const Digest id = job_id(job, data.root);
   const Digest initial = state_hash(initial_state(job), pool);
   log(fmt::format("delegate: job {} ({} steps, stride {}) to {} providers", to_hex(id).substr(0, 16), job.steps,

@@ -57,7 +57,7 @@ int demo_main(Args& args) {
   // The cheat: one node output at a random step, every element shifted. Not the labels gather (a
   // non-integer label stops the cheater's own training) and not the loss (it only reaches the
   // committed trajectory at checkpoint steps); every other node changes the trajectory.
-  const DataShape shape{60000, job.model.widths.front(), job.model.widths.back()};
+  const DataShape shape = expected_data_shape(job);
   const StepGraph g = build_step_graph(job, shape, 0, std::vector<int64_t>(static_cast<size_t>(job.batch_size), 0));
   std::mt19937_64 rng(seed);
   Fault fault;

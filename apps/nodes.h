@@ -109,9 +109,10 @@ struct QueryContext {
 /// Rewrites the reply to one query; `answers` are the node's own signed answer envelopes.
 using ReplyFilter = std::function<ProviderReply(const QueryContext&, std::vector<std::vector<uint8_t>> answers)>;
 
-/// The training set in `dir`, loaded once per process and shared by every dispute that needs it
-/// (a copy per connection would cost 188 MB each); freed when no one holds it. Throws EngineError.
-std::shared_ptr<const Dataset> shared_train_set(const std::filesystem::path& dir, ThreadPool& pool);
+/// The job's training set (load_dataset), loaded once per process and shared by every dispute that
+/// needs it (a copy per connection would cost 188 MB each); freed when no one holds it. Keyed by the
+/// data set's kind, local path and (text) window parameters. Throws EngineError.
+std::shared_ptr<const Dataset> shared_train_set(const JobSpec& job, ThreadPool& pool);
 
 /// A provider's connection limits: a referee opens one connection per live dispute, all from one
 /// address, so the per-address cap equals the total cap (net/server.h defaults otherwise).

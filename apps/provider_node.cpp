@@ -16,13 +16,16 @@ ServerOptions provider_server_options() {
   return o;
 }
 
-std::shared_ptr<const Dataset> shared_train_set(const std::filesystem::path& dir, ThreadPool& pool) {
+std::shared_ptr<const Dataset> shared_train_set(const JobSpec& job, ThreadPool& pool) {
   static std::mutex mu;
-  static std::map<std::filesystem::path, std::weak_ptr<const Dataset>> cache;
+  static std::map<std::string, std::weak_ptr<const Dataset>> cache;
+  const std::string key = job.dataset == "text" ? fmt::format("text\n{}\n{}\n{}", job.text_path.string(),
+                                                                job.model.context, job.validation)
+                                                : fmt::format("{}\n{}", job.dataset, job.data_dir.string());
   std::lock_guard lock(mu);
-  if (auto data = cache[dir].lock()) return data;
-  auto data = std::make_shared<const Dataset>(load_fashion_mnist(dir, Split::Train, pool));
-  cache[dir] = data;
+  if (auto data = cache[key].lock()) return data;
+  auto data = std::make_shared<const Dataset>(load_dataset(job, Split::Train, pool));
+  cache[key] = data;
   return data;
 }
 
@@ -129,7 +132,7 @@ void ProviderNode::on_message(const std::shared_ptr<Connection>& c, std::vector<
       log_(fmt::format("provider {}: training job {} ({} steps){}", to_hex(key_.public_key).substr(0, 8),
                        to_hex(env.context).substr(0, 12), job.steps, fault_.any() ? " [cheating]" : ""));
       ThreadPool pool(threads_);
-      const std::shared_ptr<const Dataset> train = shared_train_set(job.data_dir, pool);
+      const std::shared_ptr<const Dataset> train = shared_train_set(job, pool);
       TrainOptions o;
       o.train = train.get();
       o.threads = threads_;
@@ -150,7 +153,7 @@ void ProviderNode::on_message(const std::shared_ptr<Connection>& c, std::vector<
       const DisputeOpen& d = std::get<DisputeOpen>(env.body);
       const JobSpec job = parse_job(d.job_toml, "disputed job", ".");
       c->pool = std::make_unique<ThreadPool>(threads_);
-      c->data = shared_train_set(job.data_dir, *c->pool);
+      c->data = shared_train_set(job, *c->pool);
       const Digest id = job_id(job, c->data->root);
       c->open = env;
       c->dispute = std::make_unique<ProviderDisputeSession>(key_, env, job, id, *c->data, store_ / to_hex(id), *c->pool,

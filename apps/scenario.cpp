@@ -44,7 +44,7 @@ int graph_main(Args& args) {
   if (args.done()) throw UsageError("scenario graph: give a job file");
   const JobSpec job = load_job(args.next());
   if (!args.done()) throw UsageError("scenario graph: one job file");
-  const DataShape shape{60000, job.model.widths.front(), job.model.widths.back()};
+  const DataShape shape = expected_data_shape(job);
   const StepGraph g = build_step_graph(job, shape, 0, std::vector<int64_t>(static_cast<size_t>(job.batch_size), 0));
   std::printf("node  op                              first output\n");
   for (size_t i = 0; i < g.nodes.size(); ++i)
@@ -81,7 +81,7 @@ int scenario_main(Args& args) {
   std::vector<std::shared_ptr<const Dataset>> keep;
   {
     ThreadPool pool(2);
-    for (const auto& s : list) keep.push_back(shared_train_set(load_job(s.job).data_dir, pool));
+    for (const auto& s : list) keep.push_back(shared_train_set(load_job(s.job), pool));
   }
 
   FILE* human = json ? stderr : stdout;

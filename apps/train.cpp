@@ -59,6 +59,7 @@ int train_main(Args& args) {
   ProgressBar bar(isatty(STDERR_FILENO));
   options.on_step = [&](int64_t step, int64_t total, float loss) { bar.update(step, total, loss); };
   const TrainResult r = run_training(job, options);
+  const int64_t steps_run = r.steps - r.resumed_from;
 
   if (json) {
     nlohmann::json out = {
@@ -72,6 +73,10 @@ int train_main(Args& args) {
         {"loss_first", r.loss_first},
         {"loss_last", r.loss_last},
         {"test_accuracy", r.test_accuracy},
+        {"validation_loss", r.validation_loss},
+        {"unigram_entropy", r.unigram_entropy},
+        {"seconds_per_step", steps_run > 0 ? r.seconds / static_cast<double>(steps_run) : 0.0},
+        {"eval_seconds", r.eval_seconds},
         {"seconds", r.seconds},
         {"load_seconds", r.load_seconds},
         {"threads", r.threads},
@@ -85,11 +90,21 @@ int train_main(Args& args) {
     fmt::print("steps            {} (stride {}, {} checkpoints in {})\n", r.steps, r.stride, r.checkpoint_hashes.size(),
                options.out_dir.string());
     fmt::print("loss             {:.4f} -> {:.4f}\n", r.loss_first, r.loss_last);
-    fmt::print("test accuracy    {:.4f}\n", r.test_accuracy);
+    if (job.model.kind == ModelKind::Gpt) {
+      if (r.validation_loss >= 0)
+        fmt::print("validation loss  {:.4f} nats/byte (unigram entropy of the training bytes {:.4f})\n",
+                   r.validation_loss, r.unigram_entropy);
+      else
+        fmt::print("validation loss  (no held-out windows; unigram entropy {:.4f})\n", r.unigram_entropy);
+    } else {
+      fmt::print("test accuracy    {:.4f}\n", r.test_accuracy);
+    }
     fmt::print("final_state_hash {}\n", to_hex(r.final_state_hash));
     fmt::print("trajectory_root  {}\n", to_hex(r.trajectory_root));
-    fmt::print("time             {:.2f} s training on {} thread(s), {:.2f} s loading data\n", r.seconds, r.threads,
-               r.load_seconds);
+    fmt::print("time             {:.2f} s training ({:.4f} s/step) on {} thread(s), {:.2f} s loading data, {:.2f} s "
+               "evaluating\n",
+               r.seconds, steps_run > 0 ? r.seconds / static_cast<double>(steps_run) : 0.0, r.threads, r.load_seconds,
+               r.eval_seconds);
   }
   return 0;
 }

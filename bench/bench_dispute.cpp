@@ -100,8 +100,8 @@ int main(int argc, char** argv) {
   for (uint64_t steps : steps_list) {
     const std::string text = with_steps(steps, stride);
     const JobSpec job = parse_job(text, "bench job", kJobFile.parent_path());
-    const Dataset data = load_fashion_mnist(job.data_dir, Split::Train, pool);
-    const DataShape shape{data.inputs.shape()[0], data.inputs.shape()[1], data.classes};
+    const Dataset data = load_dataset(job, Split::Train, pool);
+    const DataShape shape = data_shape_of(data);
     const Provider honest = train(job, Fault{}, "honest");
     const double step_seconds = honest.result.seconds / static_cast<double>(steps);
     const int64_t bad_step = static_cast<int64_t>(steps * 63 / 100);

@@ -665,7 +665,7 @@ int main(int argc, char** argv) {
   const std::string toml = read_text(kJobFile);
   const JobSpec job = load_job(kJobFile);
   ThreadPool pool(1);
-  const Dataset data = load_fashion_mnist(job.data_dir, Split::Train, pool);
+  const Dataset data = load_dataset(job, Split::Train, pool);
   const Digest id = job_id(job, data.root);
   const auto tmp = std::filesystem::temp_directory_path() / ("tribunal-bench-load-" + std::to_string(getpid()));
   auto train = [&](Fault fault, const std::string& name) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "engine/text_data.h"
 #include "protocol/merkle.h"
 #include "protocol/tensor_hash.h"
 
@@ -128,14 +129,18 @@ Idx read_idx(const fs::path& path, uint32_t magic, int ndims, const char* unit) 
 }  // namespace
 
 Digest sample_hash(const Dataset& data, int64_t i) {
-  const int64_t n = data.labels.numel();
+  const int64_t n = data.samples();
   if (i < 0 || i >= n) throw EngineError(fmt::format("sample_hash: index {} out of range [0, {})", i, n));
-  const int64_t d = data.rows * data.cols;
-  return sample_leaf(std::span<const float>(data.inputs.data() + i * d, static_cast<size_t>(d)), data.labels[i]);
+  const int64_t d = data.inputs.shape()[1];
+  const int64_t width = data.label_width();
+  const size_t label_count = static_cast<size_t>(width == 0 ? 1 : width);
+  return sample_leaf(std::span<const float>(data.inputs.data() + i * d, static_cast<size_t>(d)),
+                     std::span<const float>(data.labels.data() + static_cast<size_t>(i) * label_count, label_count),
+                     static_cast<uint64_t>(width));
 }
 
 Digest dataset_root(const Dataset& data, ThreadPool& pool) {
-  const int64_t n = data.labels.numel();
+  const int64_t n = data.samples();
   std::vector<Digest> values(static_cast<size_t>(n));
   pool.parallel_for(
       n,
@@ -193,6 +198,53 @@ Dataset load_fashion_mnist(const fs::path& dir, Split split, ThreadPool& pool) {
 Dataset load_fashion_mnist(const fs::path& dir, Split split) {
   ThreadPool serial(1);
   return load_fashion_mnist(dir, split, serial);
+}
+
+Dataset load_dataset(const JobSpec& job, Split split, ThreadPool& pool) {
+  if (job.dataset == "text") return load_text(job.text_path, job.model.context, job.validation, split, pool);
+  if (job.dataset == "fashion-mnist") return load_fashion_mnist(job.data_dir, split, pool);
+  throw EngineError(fmt::format("{}: data set '{}' is not supported", job.source, job.dataset));
+}
+
+void check_job_against_dataset(const JobSpec& job, const Dataset& data) {
+  check_job_against_data(job, data.samples(), data.inputs.shape()[1], data.classes);
+  const ModelSpec& m = job.model;
+  const int64_t width = m.kind == ModelKind::Gpt ? m.context : 0;
+  if (data.label_width() != width)
+    throw EngineError(fmt::format("{}: the {} model needs {} but {} has {}", job.source,
+                                  m.kind == ModelKind::Gpt ? "gpt" : "classifier",
+                                  width ? fmt::format("label sequences of {}", width) : std::string("class-id labels"),
+                                  job.dataset,
+                                  data.label_width() ? fmt::format("label sequences of {}", data.label_width())
+                                                     : std::string("class-id labels")));
+  if (m.kind == ModelKind::Cnn && (data.rows != m.image_height || data.cols != m.image_width))
+    throw EngineError(fmt::format("{}: the cnn reads {}x{} images but {} has {}x{}", job.source, m.image_height,
+                                  m.image_width, job.dataset, data.rows, data.cols));
+}
+
+DataShape data_shape_of(const Dataset& data) {
+  return {data.samples(), data.inputs.shape()[1], data.classes, data.label_width()};
+}
+
+DataShape expected_data_shape(const JobSpec& job) {
+  if (job.dataset == "text") {
+    const TextWindows w = text_windows(text_corpus_size(job.text_path), job.model.context, job.validation, job.text_path);
+    return {w.train, job.model.context, 256, job.model.context};
+  }
+  if (job.dataset != "fashion-mnist")
+    throw EngineError(fmt::format("{}: data set '{}' is not supported", job.source, job.dataset));
+  const auto header = [](const fs::path& path, uint32_t magic, int ndims) {
+    GzFile gz(path);
+    uint8_t h[16];
+    const size_t want = 4 + 4 * static_cast<size_t>(ndims);
+    if (gz.read(h, want) < want) fail(path, fmt::format("truncated: expected {} header bytes", want));
+    if (load_be32(h) != magic) fail(path, fmt::format("wrong IDX magic 0x{:08x}, expected 0x{:08x}", load_be32(h), magic));
+    std::vector<int64_t> dims;
+    for (int d = 0; d < ndims; ++d) dims.push_back(load_be32(h + 4 + 4 * d));
+    return dims;
+  };
+  const std::vector<int64_t> images = header(job.data_dir / "train-images-idx3-ubyte.gz", kImagesMagic, 3);
+  return {images[0], images[1] * images[2], kClasses, 0};
 }
 
 }  // namespace tribunal

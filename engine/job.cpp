@@ -1,5 +1,6 @@
 #include "engine/job.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -38,26 +39,86 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source, const s
 
   JobSpec job;
   job.source = source;
+  ModelSpec& m = job.model;
   TableReader model(root, "model", source, true);
-  model.allow_only({"kind", "widths"});
   const std::string kind = model.string("kind", "mlp");
-  if (kind != "mlp")
-    throw EngineError(fmt::format("{}: model.kind '{}' is not supported (supported: mlp)", model.location("kind"), kind));
-  job.model.widths = model.integers("widths", job.model.widths);
-  if (job.model.widths.size() < 2)
-    throw EngineError(fmt::format("{}: model.widths needs at least an input and an output width", model.location("widths")));
-  for (int64_t w : job.model.widths)
-    if (w < 1 || w > (int64_t{1} << 20))
-      throw EngineError(fmt::format("{}: model.widths entry {} is out of range [1, 1048576]", model.location("widths"), w));
+  if (kind == "mlp") {
+    model.allow_only({"kind", "widths"});
+    m.kind = ModelKind::Mlp;
+    m.widths = model.integers("widths", m.widths);
+    if (m.widths.size() < 2)
+      throw EngineError(fmt::format("{}: model.widths needs at least an input and an output width", model.location("widths")));
+    for (int64_t w : m.widths)
+      if (w < 1 || w > (int64_t{1} << 20))
+        throw EngineError(fmt::format("{}: model.widths entry {} is out of range [1, 1048576]", model.location("widths"), w));
+  } else if (kind == "gpt") {
+    model.allow_only({"kind", "vocab", "context", "layers", "heads", "d_model", "dropout"});
+    m.kind = ModelKind::Gpt;
+    m.widths.clear();
+    m.vocab = model.integer("vocab", 256, false, 2, int64_t{1} << 16);
+    m.context = model.integer("context", 0, true, 1, int64_t{1} << 16);
+    m.layers = model.integer("layers", 0, true, 1, 1024);
+    m.heads = model.integer("heads", 0, true, 1, 1024);
+    m.d_model = model.integer("d_model", 0, true, 1, int64_t{1} << 16);
+    if (m.d_model % m.heads != 0)
+      throw EngineError(fmt::format("{}: model.d_model = {} is not a multiple of model.heads = {}",
+                                    model.location("d_model"), m.d_model, m.heads));
+    m.dropout = model.number("dropout", 0.0f, 0.0, 1.0);
+  } else if (kind == "cnn") {
+    model.allow_only({"kind", "channels", "kernel"});
+    m.kind = ModelKind::Cnn;
+    m.widths.clear();
+    if (!model.table()->get("channels")) throw EngineError(fmt::format("{}: missing key model.channels", source));
+    m.channels = model.integers("channels", {});
+    if (m.channels.empty())
+      throw EngineError(fmt::format("{}: model.channels needs at least one conv block", model.location("channels")));
+    for (int64_t c : m.channels)
+      if (c < 1 || c > 4096)
+        throw EngineError(fmt::format("{}: model.channels entry {} is out of range [1, 4096]", model.location("channels"), c));
+    m.kernel = model.integer("kernel", 0, true, 1, 31);
+    if (m.kernel % 2 == 0)
+      throw EngineError(fmt::format("{}: model.kernel = {} must be odd (\"same\" padding kernel/2)",
+                                    model.location("kernel"), m.kernel));
+  } else {
+    throw EngineError(fmt::format("{}: model.kind '{}' is not supported (supported: mlp, gpt, cnn)",
+                                  model.location("kind"), kind));
+  }
 
   TableReader data(root, "data", source, false);
-  data.allow_only({"dataset", "dir"});
-  job.dataset = data.string("dataset", job.dataset);
-  if (job.dataset != "fashion-mnist")
-    throw EngineError(fmt::format("{}: data.dataset '{}' is not supported (supported: fashion-mnist)",
+  job.dataset = data.string("dataset", m.kind == ModelKind::Gpt ? "text" : "fashion-mnist");
+  if (job.dataset == "fashion-mnist") {
+    data.allow_only({"dataset", "dir"});
+    if (m.kind == ModelKind::Gpt)
+      throw EngineError(fmt::format("{}: a gpt model trains on data.dataset = \"text\", not '{}'",
+                                    data.location("dataset"), job.dataset));
+    std::filesystem::path dir = data.string("dir", job.data_dir.string());
+    job.data_dir = dir.is_absolute() ? dir : base_dir / dir;
+    if (m.kind == ModelKind::Cnn) {  // 1×28×28 grey images, 10 classes (Xiao et al. 2017)
+      m.image_channels = 1;
+      m.image_height = 28;
+      m.image_width = 28;
+      m.classes = 10;
+      int64_t h = m.image_height, w = m.image_width;
+      for (size_t i = 0; i < m.channels.size(); ++i, h /= 2, w /= 2)
+        if (h % 2 != 0 || w % 2 != 0)
+          throw EngineError(fmt::format("{}: model.channels has {} blocks, but block {} would max-pool a {}x{} image "
+                                        "(2x2 pooling needs even sizes; {} allows {})",
+                                        model.location("channels"), m.channels.size(), i, h, w, job.dataset, i));
+    }
+  } else if (job.dataset == "text") {
+    data.allow_only({"dataset", "path", "validation"});
+    if (m.kind != ModelKind::Gpt)
+      throw EngineError(fmt::format("{}: data.dataset = \"text\" needs model.kind = \"gpt\"", data.location("dataset")));
+    std::filesystem::path path = data.string("path", job.text_path.string());
+    job.text_path = path.is_absolute() ? path : base_dir / path;
+    job.validation = data.real("validation", job.validation, 0.0, 1.0);
+    if (job.validation >= 1.0)
+      throw EngineError(fmt::format("{}: data.validation = {} must be below 1 (some windows must train)",
+                                    data.location("validation"), job.validation));
+  } else {
+    throw EngineError(fmt::format("{}: data.dataset '{}' is not supported (supported: fashion-mnist, text)",
                                   data.location("dataset"), job.dataset));
-  std::filesystem::path dir = data.string("dir", job.data_dir.string());
-  job.data_dir = dir.is_absolute() ? dir : base_dir / dir;
+  }
 
   TableReader train(root, "train", source, true);
   train.allow_only({"seed", "steps", "batch_size", "stride"});
@@ -67,23 +128,60 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source, const s
   job.stride = train.integer("stride", 0, true, 1, kMaxSteps);
 
   TableReader opt(root, "optimizer", source, true);
+  OptimizerSpec& o = job.optimizer;
   const std::string okind = opt.string("kind", "adamw");
+  const std::string schedule = opt.string("schedule", "constant");
+  const bool cosine = schedule == "cosine";
+  if (schedule != "constant" && !cosine)
+    throw EngineError(fmt::format("{}: optimizer.schedule '{}' is not supported (supported: constant, cosine)",
+                                  opt.location("schedule"), schedule));
+  // Keys every optimizer kind reads, plus the cosine schedule's own.
+  const auto allow = [&](std::initializer_list<std::string_view> own) {
+    std::vector<std::string_view> keys(own);
+    for (std::string_view k : {"kind", "lr", "weight_decay", "schedule", "clip_norm", "decay"}) keys.push_back(k);
+    if (cosine)
+      for (std::string_view k : {"warmup_steps", "min_lr"}) keys.push_back(k);
+    for (auto&& [key, value] : *opt.table())
+      if (std::find(keys.begin(), keys.end(), key.str()) == keys.end()) {
+        const bool cosine_only = key.str() == "warmup_steps" || key.str() == "min_lr";
+        throw EngineError(fmt::format("{}: unknown key '{}' in [optimizer]{}", toml_where(source, value.source()),
+                                      key.str(), cosine_only ? " (only with schedule = \"cosine\")" : ""));
+      }
+  };
   if (okind == "adamw") {
-    opt.allow_only({"kind", "lr", "beta1", "beta2", "eps", "weight_decay"});
-    job.optimizer.kind = OptimizerKind::AdamW;
-    job.optimizer.beta1 = opt.number("beta1", job.optimizer.beta1, 0.0, 1.0);
-    job.optimizer.beta2 = opt.number("beta2", job.optimizer.beta2, 0.0, 1.0);
-    job.optimizer.eps = opt.number("eps", job.optimizer.eps, 1e-30, 1.0, true);
+    allow({"beta1", "beta2", "eps"});
+    o.kind = OptimizerKind::AdamW;
+    o.beta1 = opt.number("beta1", o.beta1, 0.0, 1.0);
+    o.beta2 = opt.number("beta2", o.beta2, 0.0, 1.0);
+    o.eps = opt.number("eps", o.eps, 1e-30, 1.0, true);
   } else if (okind == "sgd") {
-    opt.allow_only({"kind", "lr", "momentum", "weight_decay"});
-    job.optimizer.kind = OptimizerKind::Sgd;
-    job.optimizer.momentum = opt.number("momentum", job.optimizer.momentum, 0.0, 1.0);
+    allow({"momentum"});
+    o.kind = OptimizerKind::Sgd;
+    o.momentum = opt.number("momentum", o.momentum, 0.0, 1.0);
   } else {
     throw EngineError(fmt::format("{}: optimizer.kind '{}' is not supported (supported: adamw, sgd)",
                                   opt.location("kind"), okind));
   }
-  job.optimizer.lr = opt.number("lr", job.optimizer.lr, 1e-30, 10.0, true);
-  job.optimizer.weight_decay = opt.number("weight_decay", job.optimizer.weight_decay, 0.0, 1.0, true);
+  o.lr = opt.number("lr", o.lr, 1e-30, 10.0, true);
+  o.weight_decay = opt.number("weight_decay", o.weight_decay, 0.0, 1.0, true);
+  if (cosine) {
+    o.schedule = LrSchedule::Cosine;
+    o.warmup_steps = opt.integer("warmup_steps", 0, false, 0, job.steps);
+    o.min_lr = opt.number("min_lr", 0.0f, 0.0, 10.0, true);
+    if (o.min_lr > o.lr)
+      throw EngineError(fmt::format("{}: optimizer.min_lr = {} exceeds optimizer.lr = {}", opt.location("min_lr"),
+                                    o.min_lr, o.lr));
+  }
+  o.clip_norm = opt.number("clip_norm", 0.0f, 0.0, 1e6, true);
+  const std::string decay = opt.string("decay", "all");
+  if (decay == "all") {
+    o.decay = DecayScope::All;
+  } else if (decay == "matrices") {
+    o.decay = DecayScope::Matrices;
+  } else {
+    throw EngineError(fmt::format("{}: optimizer.decay '{}' is not supported (supported: all, matrices)",
+                                  opt.location("decay"), decay));
+  }
   return job;
 }
 
@@ -97,13 +195,38 @@ JobSpec load_job(const std::filesystem::path& path) {
 }
 
 void check_job_against_data(const JobSpec& job, int64_t samples, int64_t features, int64_t classes) {
-  const auto& w = job.model.widths;
-  if (w.front() != features)
-    throw EngineError(fmt::format("{}: model.widths starts with {} but {} samples have {} features", job.source,
-                                  w.front(), job.dataset, features));
-  if (w.back() != classes)
-    throw EngineError(fmt::format("{}: model.widths ends with {} but {} has {} classes", job.source, w.back(),
-                                  job.dataset, classes));
+  const ModelSpec& m = job.model;
+  switch (m.kind) {
+    case ModelKind::Mlp: {
+      const auto& w = m.widths;
+      if (w.front() != features)
+        throw EngineError(fmt::format("{}: model.widths starts with {} but {} samples have {} features", job.source,
+                                      w.front(), job.dataset, features));
+      if (w.back() != classes)
+        throw EngineError(fmt::format("{}: model.widths ends with {} but {} has {} classes", job.source, w.back(),
+                                      job.dataset, classes));
+      break;
+    }
+    case ModelKind::Cnn: {
+      const int64_t pixels = m.image_channels * m.image_height * m.image_width;
+      if (pixels != features)
+        throw EngineError(fmt::format("{}: the cnn reads {}x{}x{} images ({} values) but {} samples have {} features",
+                                      job.source, m.image_channels, m.image_height, m.image_width, pixels,
+                                      job.dataset, features));
+      if (m.classes != classes)
+        throw EngineError(fmt::format("{}: the cnn predicts {} classes but {} has {}", job.source, m.classes,
+                                      job.dataset, classes));
+      break;
+    }
+    case ModelKind::Gpt:
+      if (m.context != features)
+        throw EngineError(fmt::format("{}: model.context is {} but the {} windows hold {} tokens", job.source,
+                                      m.context, job.dataset, features));
+      if (m.vocab != classes)
+        throw EngineError(fmt::format("{}: model.vocab is {} but {} has {} symbols", job.source, m.vocab,
+                                      job.dataset, classes));
+      break;
+  }
   if (job.batch_size > samples)
     throw EngineError(fmt::format("{}: train.batch_size {} exceeds the {} training samples", job.source,
                                   job.batch_size, samples));
@@ -132,6 +255,32 @@ std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& da
     put_f32(out, o.eps);
   }
   put_f32(out, o.weight_decay);
+
+  // The extension (see job.h): absent for the jobs that existed before it, so their ids stand.
+  const ModelSpec& m = job.model;
+  const bool extended = m.kind != ModelKind::Mlp || job.dataset != "fashion-mnist" ||
+                        o.schedule != LrSchedule::Constant || o.clip_norm != 0.0f || o.decay != DecayScope::All;
+  if (!extended) return out;
+  out.push_back(1);
+  if (m.kind == ModelKind::Gpt) {
+    for (int64_t v : {m.vocab, m.context, m.layers, m.heads, m.d_model}) put_u64(out, static_cast<uint64_t>(v));
+    put_f32(out, m.dropout);
+  } else if (m.kind == ModelKind::Cnn) {
+    put_u64(out, m.channels.size());
+    for (int64_t c : m.channels) put_u64(out, static_cast<uint64_t>(c));
+    for (int64_t v : {m.kernel, m.image_channels, m.image_height, m.image_width, m.classes})
+      put_u64(out, static_cast<uint64_t>(v));
+  }
+  if (job.dataset == "text") {
+    uint64_t bits;
+    std::memcpy(&bits, &job.validation, 8);
+    put_u64(out, bits);
+  }
+  out.push_back(static_cast<uint8_t>(o.schedule));
+  put_u64(out, static_cast<uint64_t>(o.warmup_steps));
+  put_f32(out, o.min_lr);
+  put_f32(out, o.clip_norm);
+  out.push_back(static_cast<uint8_t>(o.decay));
   return out;
 }
 

@@ -19,29 +19,65 @@ inline constexpr uint32_t kRepOpsContractVersion = 1;
 /// Largest step count: the step counter is a float32 state tensor, exact up to 2^24.
 inline constexpr int64_t kMaxSteps = int64_t{1} << 24;
 
-enum class ModelKind : uint8_t { Mlp = 1 };
+/// The model families (engine/model.h describes each one's parameters and forward graph).
+enum class ModelKind : uint8_t { Mlp = 1, Gpt = 2, Cnn = 3 };
 enum class OptimizerKind : uint8_t { Sgd = 1, AdamW = 2 };
+/// How the learning rate changes over the steps (engine/schedule.h).
+enum class LrSchedule : uint8_t { Constant = 1, Cosine = 2 };
+/// Which parameters get weight decay: every one, or only those of rank ≥ 2 (Linear weights, conv
+/// kernels, embeddings; not biases or LayerNorm gains/shifts — the nanoGPT convention).
+enum class DecayScope : uint8_t { All = 1, Matrices = 2 };
 
-/// A multilayer perceptron: Linear(widths[i] → widths[i+1]) with ReLU between layers.
+/// Default local paths of the data sets (Debian packages dataset-fashion-mnist and fortunes).
+inline constexpr const char* kDefaultFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+inline constexpr const char* kDefaultTextPath = "/usr/share/games/fortunes";
+
+/// The model. `kind` selects which fields apply:
+///  - mlp: Linear(widths[i] → widths[i+1]) with ReLU between layers;
+///  - gpt: a decoder-only pre-LN transformer over bytes (Radford et al. 2019, GPT-2; Karpathy's
+///    nanoGPT without weight tying): vocab, context, layers, heads, d_model, dropout;
+///  - cnn: per entry of `channels` a block Conv2d(kernel×kernel, stride 1, "same" padding kernel/2) →
+///    ReLU → MaxPool2d(2×2), then a Linear to the classes. The image shape and the class count are
+///    the data set's (Fashion-MNIST: 1×28×28, 10), filled in by parse_job from data.dataset.
 struct ModelSpec {
   ModelKind kind = ModelKind::Mlp;
-  std::vector<int64_t> widths{784, 256, 10};
+  std::vector<int64_t> widths{784, 256, 10};  ///< mlp only (empty for the other kinds)
+  // gpt
+  int64_t vocab = 256;    ///< token ids 0..vocab−1 (256: bytes)
+  int64_t context = 0;    ///< T, tokens per window
+  int64_t layers = 0;     ///< transformer blocks
+  int64_t heads = 0;      ///< attention heads H, d_model = H·E
+  int64_t d_model = 0;    ///< D, the residual stream width
+  float dropout = 0.0f;   ///< p ∈ [0, 1): after the embedding, the attention and the MLP projections
+  // cnn
+  std::vector<int64_t> channels;  ///< output channels of each conv block
+  int64_t kernel = 0;             ///< odd kernel size k (padding k/2 keeps the image size)
+  int64_t image_channels = 0, image_height = 0, image_width = 0;  ///< from the data set
+  int64_t classes = 0;                                             ///< from the data set
 };
 
 struct OptimizerSpec {
   OptimizerKind kind = OptimizerKind::AdamW;
-  float lr = 1e-3f;
+  float lr = 1e-3f;       ///< the peak learning rate (engine/schedule.h)
   float momentum = 0.9f;  ///< SGD only
   float beta1 = 0.9f;     ///< AdamW only
   float beta2 = 0.999f;   ///< AdamW only
   float eps = 1e-8f;      ///< AdamW only
   float weight_decay = 0.0f;
+  LrSchedule schedule = LrSchedule::Constant;
+  int64_t warmup_steps = 0;  ///< cosine only: linear warmup over steps 0..warmup_steps−1
+  float min_lr = 0.0f;       ///< cosine only: the rate the cosine decays to
+  float clip_norm = 0.0f;    ///< 0: off; else the gradients' global L2 norm is clipped to it
+                             ///< (torch.nn.utils.clip_grad_norm_ semantics, before the optimizer)
+  DecayScope decay = DecayScope::All;
 };
 
 struct JobSpec {
   ModelSpec model;
-  std::string dataset = "fashion-mnist";            ///< the data set's name (only Fashion-MNIST so far)
-  std::filesystem::path data_dir = "/usr/share/datasets/fashion-mnist";  ///< local; not part of job_id
+  std::string dataset = "fashion-mnist";  ///< the data set's kind: "fashion-mnist" or "text"
+  std::filesystem::path data_dir = kDefaultFashionMnistDir;  ///< fashion-mnist: its directory; local, not in job_id
+  std::filesystem::path text_path = kDefaultTextPath;  ///< text: a file or a directory; local, not in job_id
+  double validation = 0.1;  ///< text: the fraction of windows held out (the last ones), in [0, 1)
   uint64_t seed = 0;
   int64_t steps = 0;       ///< T, the number of optimizer steps
   int64_t batch_size = 0;  ///< B
@@ -52,18 +88,39 @@ struct JobSpec {
 
 /// Parses a job from TOML text. `source` names the file in error messages. Unknown keys, wrong
 /// types and out-of-range values throw EngineError("<source>:<line>:<col>: <what>").
-/// Relative data directories are resolved against `base_dir`.
+/// Relative data paths are resolved against `base_dir`. Tables and keys:
+///   [model]     kind = "mlp": widths | "gpt": vocab (256), context, layers, heads, d_model (a
+///               multiple of heads), dropout (0) | "cnn": channels (one block per entry), kernel (odd)
+///   [data]      dataset = "fashion-mnist": dir | "text": path (default /usr/share/games/fortunes),
+///               validation (0.1); gpt needs text, mlp and cnn need fashion-mnist (the default
+///               is text for gpt, fashion-mnist otherwise)
+///   [train]     seed, steps, batch_size, stride
+///   [optimizer] kind = "adamw": beta1, beta2, eps | "sgd": momentum; and lr, weight_decay,
+///               schedule = "constant" | "cosine" (then warmup_steps ≤ steps, min_lr ≤ lr),
+///               clip_norm (0 = off), decay = "all" | "matrices"
+/// Each key is refused where its kind does not use it.
 JobSpec parse_job(std::string_view toml_text, const std::string& source, const std::filesystem::path& base_dir);
 
 /// Reads and parses a job file; a missing or unreadable file throws EngineError.
 JobSpec load_job(const std::filesystem::path& path);
 
-/// Checks the job against the data set's shape (input features, classes, sample count): e.g. the
-/// first width must equal the features and the batch must fit. Throws EngineError.
+/// Checks the job against the data set's shape (samples, input features per sample, classes): mlp:
+/// the first width equals the features and the last the classes; cnn: the features are the image's
+/// C·H·W and the classes the model's; gpt: the features (tokens per window) equal the context and
+/// the classes (symbols) the vocabulary. The batch must fit in the samples. Throws EngineError.
 void check_job_against_data(const JobSpec& job, int64_t samples, int64_t features, int64_t classes);
 
 /// Canonical binary encoding of the job (fixed field order, integers u64 LE, floats as f32 bits,
-/// strings length-prefixed), including the contract version and the data set's Merkle root.
+/// strings length-prefixed), including the contract version and the data set's Merkle root:
+///   version ‖ model kind u8 ‖ #widths ‖ widths… ‖ dataset ‖ dataset_root ‖ seed ‖ steps ‖ batch ‖
+///   stride ‖ optimizer kind u8 ‖ lr ‖ (momentum | β1 ‖ β2 ‖ ε) ‖ weight_decay
+/// and, only when the job uses anything beyond that (a gpt/cnn model, text data, a cosine schedule,
+/// clipping, decay "matrices"), the extension
+///   0x01 ‖ gpt: vocab ‖ context ‖ layers ‖ heads ‖ d_model ‖ dropout f32 | cnn: #channels ‖
+///   channels… ‖ kernel ‖ image C ‖ H ‖ W ‖ classes | mlp: nothing ‖ text: validation f64 bits ‖
+///   schedule u8 ‖ warmup_steps ‖ min_lr f32 ‖ clip_norm f32 ‖ decay u8.
+/// So an MLP job on Fashion-MNIST with a constant rate, no clipping and decay "all" encodes exactly as
+/// before these fields existed (its job_id and trajectory are unchanged).
 std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& dataset_root);
 
 /// job_id = BLAKE2b-256(Job tag ‖ canonical_job_encoding).

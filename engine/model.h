@@ -1,4 +1,9 @@
 // Models: their parameters, their initialization and their forward graph.
+//  - MLP: Linear layers with ReLU between them.
+//  - GPT: a decoder-only, pre-LayerNorm transformer over bytes (Radford et al. 2019, "Language
+//    Models are Unsupervised Multitask Learners" (GPT-2); Karpathy's nanoGPT model.py), with
+//    separate q/k/v projections, learned positions and no weight tying.
+//  - CNN: conv → ReLU → 2×2 max-pool blocks and a Linear classifier (LeCun et al. 1998 style).
 #pragma once
 
 #include <cstdint>
@@ -11,25 +16,67 @@
 
 namespace tribunal {
 
-/// One trainable parameter tensor.
-struct ParamSpec {
-  std::string name;  ///< e.g. "l0.weight"
-  Shape shape;
-  int64_t fan_in;    ///< inputs per output unit, sets the init bound
+/// How a parameter tensor is initialized (init_param).
+enum class InitRule : uint8_t {
+  FanIn,      ///< uniform ±1/√fan_in: PyTorch's nn.Linear / nn.Conv2d default, weights and biases
+  Embedding,  ///< uniform ±0.02·√3 (standard deviation 0.02, the GPT-2 embedding scale)
+  Ones,       ///< 1 (LayerNorm gain)
+  Zeros,      ///< 0 (LayerNorm shift)
 };
 
-/// The parameters of a model, in canonical order. MLP layer l: "l<l>.weight" [in, out] (y = x·w + b,
-/// the input-major layout that lets the matmul vectorize over outputs) and "l<l>.bias" [out].
+/// One trainable parameter tensor.
+struct ParamSpec {
+  std::string name;  ///< e.g. "l0.weight", "h1.attn.q.weight", "conv0.bias"
+  Shape shape;
+  int64_t fan_in;    ///< inputs per output unit, sets the FanIn bound (0 for the other rules)
+  InitRule init = InitRule::FanIn;
+};
+
+/// The parameters of a model, in canonical order.
+///  - MLP layer l: "l<l>.weight" [in, out] (y = x·w + b, the input-major layout that lets the matmul
+///    vectorize over outputs) and "l<l>.bias" [out].
+///  - GPT (V vocab, T context, D d_model): "tok_emb" [V,D], "pos_emb" [T,D]; per layer l
+///    "h<l>.ln1.weight" [D], "h<l>.ln1.bias" [D], "h<l>.attn.{q,k,v}.weight" [D,D] and ".bias" [D]
+///    (q, k, v in that order, each weight then bias), "h<l>.attn.proj.weight" [D,D], ".bias" [D],
+///    "h<l>.ln2.weight", "h<l>.ln2.bias", "h<l>.mlp.fc.weight" [D,4D], "h<l>.mlp.fc.bias" [4D],
+///    "h<l>.mlp.proj.weight" [4D,D], "h<l>.mlp.proj.bias" [D]; then "ln_f.weight", "ln_f.bias",
+///    "head.weight" [D,V], "head.bias" [V].
+///  - CNN: per block i "conv<i>.weight" [C_out, C_in, k, k] and "conv<i>.bias" [C_out] (fan_in
+///    C_in·k·k), then "fc.weight" [C_last·(H/2ⁿ)·(W/2ⁿ), classes] and "fc.bias" [classes].
 std::vector<ParamSpec> model_params(const ModelSpec& model);
 
-/// Fills `out` (already shaped) with parameter `param_index` of the model, element i being
+/// Fills `out` (already shaped) with parameter `param_index` of the model. For the uniform rules,
+/// element i is
 ///   u = uniform_from_bits(philox_random(seed, Init, param_index, i)[0]);  w = (2u − 1)·bound
-/// with bound = 1 / sqrt(fan_in) — PyTorch's nn.Linear default (Kaiming-uniform with a = √5) for
-/// weights and biases alike. Reproducible element by element on any device.
+/// with bound = 1/sqrt(float(fan_in)) (FanIn) or 0.034641016f = 0.02·√3 (Embedding); Ones and Zeros
+/// fill the constant. Reproducible element by element on any device.
 void init_param(uint64_t seed, uint32_t param_index, const ParamSpec& spec, Tensor& out);
 
-/// Appends the forward pass to the graph: logits [rows, classes] from x [rows, features].
-/// `params` are the graph values of model_params(), same order.
-ValueId build_forward(GraphBuilder& b, const ModelSpec& model, std::span<const ValueId> params, ValueId x);
+/// Where a forward graph is used: a training step (dropout on, its masks keyed by the job's seed
+/// and the step) or evaluation (no dropout nodes at all).
+struct ForwardOptions {
+  bool training = false;
+  uint64_t seed = 0;  ///< the job's seed (Dropout attribute)
+  int64_t step = 0;   ///< the step t being taken (Dropout attribute)
+};
+
+/// LayerNorm's ε in the GPT (PyTorch's nn.LayerNorm default).
+inline constexpr float kLayerNormEps = 1e-5f;
+
+/// Appends the forward pass to the graph and returns the logits. `params` are the graph values of
+/// model_params(), same order.
+///  - MLP: x [B, features] → logits [B, classes].
+///  - CNN: x [B, C·H·W] → Reshape [B,C,H,W] → per block conv (stride 1, pad k/2) → relu → max-pool
+///    → Reshape [B, C_last·h·w] → Linear → logits [B, classes].
+///  - GPT: ids x [B, T] (byte values as floats) → logits [B·T, V] (row b·T + t predicts token t+1
+///    of window b): Embedding → Dropout, per layer x += Dropout(proj(attn(LN1(x)))),
+///    x += Dropout(mlp.proj(GELU(mlp.fc(LN2(x))))) with causal softmax attention scaled by
+///    1/√E per head (E = D/H), then LN_f and the head. With options.training and dropout p > 0, each
+///    Dropout node has ints {seed, step, site} (site: its index among the graph's dropout nodes, in
+///    forward order) and floats {p}; otherwise no dropout nodes are emitted. Value names: see
+///    docs/architecture.md ("embed", "h<l>.attn.softmax", "h<l>.out", "logits", …).
+/// Throws OpError when a shape does not fit.
+ValueId build_forward(GraphBuilder& b, const ModelSpec& model, std::span<const ValueId> params, ValueId x,
+                      const ForwardOptions& options = {});
 
 }  // namespace tribunal

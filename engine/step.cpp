@@ -2,6 +2,7 @@
 
 #include "engine/autodiff.h"
 #include "engine/model.h"
+#include "engine/schedule.h"
 
 namespace tribunal {
 namespace {
@@ -49,27 +50,44 @@ StepGraph build_step_graph(const JobSpec& job, const DataShape& data, int64_t st
   const std::span<const ValueId> params(state.data(), layout.num_params);
 
   const ValueId table_x = b.add_data("data.inputs", Shape{data.samples, data.features});
-  const ValueId table_y = b.add_data("data.labels", Shape{data.samples});
+  const ValueId table_y = b.add_data("data.labels", data.label_width > 0 ? Shape{data.samples, data.label_width}
+                                                                          : Shape{data.samples});
   const Attrs batch{{batch_indices.begin(), batch_indices.end()}, {}};
   const ValueId x = b.add_node(OpKind::Gather, batch, {table_x}, "batch.inputs").front();
-  const ValueId y = b.add_node(OpKind::Gather, batch, {table_y}, "batch.labels").front();
+  ValueId y = b.add_node(OpKind::Gather, batch, {table_y}, "batch.labels").front();
 
-  const ValueId logits = build_forward(b, job.model, params, x);
+  const ValueId logits = build_forward(b, job.model, params, x, ForwardOptions{true, job.seed, step});
+  if (data.label_width > 0) {  // label sequences [B, L] → one class id per logits row [B·L]
+    const auto rows = static_cast<int64_t>(batch_indices.size()) * data.label_width;
+    y = b.add_node(OpKind::Reshape, {{rows}, {}}, {y}, "batch.labels.flat").front();
+  }
   g.loss = b.add_node(OpKind::SoftmaxCrossEntropy, {}, {logits, y}, "loss").front();
-  const std::vector<ValueId> grads = append_backward(b, g.loss, params);
+  std::vector<ValueId> grads = append_backward(b, g.loss, params);
+
+  // Global-norm clipping (torch.nn.utils.clip_grad_norm_): every gradient scaled by one coefficient.
+  const OptimizerSpec& o = job.optimizer;
+  if (o.clip_norm > 0.0f) {
+    std::vector<ValueId> squares;
+    for (size_t p = 0; p < layout.num_params; ++p)
+      squares.push_back(b.add_node(OpKind::SumSquares, {}, {grads[p]}, "clip.sumsq/" + layout.names[p]).front());
+    const ValueId coef = b.add_node(OpKind::ClipCoefficient, {{}, {o.clip_norm}}, squares, "clip.coef").front();
+    for (size_t p = 0; p < layout.num_params; ++p)
+      grads[p] = b.add_node(OpKind::Scale, {}, {grads[p], coef}, "clip.grad/" + layout.names[p]).front();
+  }
 
   // Optimizer: one node per parameter, reading its slots from the state right after the params.
-  const OptimizerSpec& o = job.optimizer;
+  const float lr = learning_rate(job, step);
   const size_t slots = slot_names(o.kind).size();
   std::vector<ValueId> next(state.size());
   for (size_t p = 0; p < layout.num_params; ++p) {
     const size_t slot0 = layout.num_params + p * slots;
+    const float wd = decays(job, layout.shapes[p]) ? o.weight_decay : 0.0f;
     std::vector<ValueId> outs;
     if (o.kind == OptimizerKind::AdamW) {
-      outs = b.add_node(OpKind::AdamW, {{step + 1}, {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay}},
+      outs = b.add_node(OpKind::AdamW, {{step + 1}, {lr, o.beta1, o.beta2, o.eps, wd}},
                         {params[p], grads[p], state[slot0], state[slot0 + 1]}, "next/" + layout.names[p]);
     } else {
-      outs = b.add_node(OpKind::SgdMomentum, {{}, {o.lr, o.momentum, o.weight_decay}},
+      outs = b.add_node(OpKind::SgdMomentum, {{}, {lr, o.momentum, wd}},
                         {params[p], grads[p], state[slot0]}, "next/" + layout.names[p]);
     }
     next[p] = outs[0];
@@ -89,6 +107,23 @@ StepGraph build_eval_graph(const JobSpec& job, const DataShape& data, int64_t ro
   const ValueId x = b.add_data("eval.inputs", Shape{rows, data.features});
   g.loss = build_forward(b, job.model, params, x);
   return g;
+}
+
+StepGraph build_eval_loss_graph(const JobSpec& job, const DataShape& data, int64_t rows) {
+  StepGraph g;
+  GraphBuilder b(g);
+  std::vector<ValueId> params;
+  for (const ParamSpec& p : model_params(job.model)) params.push_back(b.add_state(p.name, p.shape));
+  const ValueId x = b.add_data("eval.inputs", Shape{rows, data.features});
+  ValueId y = b.add_data("eval.labels", data.label_width > 0 ? Shape{rows, data.label_width} : Shape{rows});
+  const ValueId logits = build_forward(b, job.model, params, x);
+  if (data.label_width > 0) y = b.add_node(OpKind::Reshape, {{rows * data.label_width}, {}}, {y}, "eval.labels.flat").front();
+  g.loss = b.add_node(OpKind::SoftmaxCrossEntropy, {}, {logits, y}, "loss").front();
+  return g;
+}
+
+bool decays(const JobSpec& job, const Shape& param_shape) {
+  return job.optimizer.decay == DecayScope::All || param_shape.rank() >= 2;
 }
 
 }  // namespace tribunal

@@ -32,13 +32,29 @@ struct StateLayout {
 StateLayout state_layout(const JobSpec& job);
 
 /// The graph of training step t (state t → state t+1) for the given batch:
-///   gather ×2 (inputs, labels) → forward → softmax cross-entropy → backward (autodiff) → optimizer
+///   gather ×2 (inputs, labels) → forward (engine/model.h; with dropout keyed by (seed, t)) →
+///   [labels [B, L] reshaped to [B·L] when data.label_width > 0] → softmax cross-entropy "loss" →
+///   backward (autodiff) → [clip_norm > 0: "clip.sumsq/<p>" = sum_squares(grad/<p>) for every
+///   parameter in order, "clip.coef" = clip_coefficient(all of them; clip_norm), "clip.grad/<p>" =
+///   scale(grad/<p>, clip.coef)] → optimizer node "next/<p>" per parameter, with the learning rate
+///   learning_rate(job, t) (engine/schedule.h) and the weight decay where decays() says so, else 0.
 /// A pure function of (job, data shape, t, batch indices); the batch comes from BatchSampler.
+/// An MLP job with a constant rate, no clipping and decay "all" has exactly the graph it had before
+/// schedules, clipping and decay scopes existed.
 StepGraph build_step_graph(const JobSpec& job, const DataShape& data, int64_t step,
                            std::span<const int64_t> batch_indices);
 
 /// Forward-only graph for evaluation: data input 0 is x [rows, features], the result `loss` field
-/// holds the logits [rows, classes] instead. State inputs are the parameters only.
+/// holds the logits ([rows, classes]; GPT: [rows·T, vocab]) instead. State inputs are the parameters
+/// only. No dropout.
 StepGraph build_eval_graph(const JobSpec& job, const DataShape& data, int64_t rows);
+
+/// Forward graph with the loss for evaluation: data inputs x [rows, features] and labels ([rows] or
+/// [rows, label_width]); `loss` is the mean softmax cross-entropy over the rows (GPT: over the rows·T
+/// predictions). State inputs are the parameters only. No dropout.
+StepGraph build_eval_loss_graph(const JobSpec& job, const DataShape& data, int64_t rows);
+
+/// Whether the optimizer decays the parameter of this shape: decay "all", or rank ≥ 2 for "matrices".
+bool decays(const JobSpec& job, const Shape& param_shape);
 
 }  // namespace tribunal

@@ -19,8 +19,6 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-DataShape shape_of(const Dataset& d) { return {d.inputs.shape()[0], d.inputs.shape()[1], d.classes}; }
-
 // Checks that the output directory exists (creating it) and is writable, before any training.
 void prepare_out_dir(const std::filesystem::path& dir) {
   std::error_code ec;
@@ -53,13 +51,13 @@ Trainer::Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fau
     : job_(job),
       train_(train),
       pool_(pool),
-      shape_(shape_of(train)),
+      shape_(data_shape_of(train)),
       job_id_(tribunal::job_id(job, train.root)),
       sampler_(job.seed, shape_.samples, job.batch_size),
       executor_(pool),
       fault_(fault),
       state_(initial_state(job)) {
-  check_job_against_data(job, shape_.samples, shape_.features, shape_.classes);
+  check_job_against_dataset(job, train);
   check_fault(fault_, job_, shape_);
   state_.tensors[0][0] += fault_.init_delta;
 }
@@ -213,7 +211,7 @@ StepTrace Trainer::traced_step() {
 }
 
 double evaluate_accuracy(const JobSpec& job, const State& state, const Dataset& test, ThreadPool& pool) {
-  const DataShape shape = shape_of(test);
+  const DataShape shape = data_shape_of(test);
   const int64_t chunk = 1000;
   Executor executor(pool);
   std::vector<const Tensor*> params;
@@ -238,6 +236,33 @@ double evaluate_accuracy(const JobSpec& job, const State& state, const Dataset& 
   return static_cast<double>(correct) / static_cast<double>(shape.samples);
 }
 
+double evaluate_loss(const JobSpec& job, const State& state, const Dataset& data, ThreadPool& pool) {
+  const DataShape shape = data_shape_of(data);
+  if (shape.samples == 0) throw EngineError(fmt::format("{}: no samples to evaluate the loss on", job.source));
+  // About 8192 predictions per chunk: the attention scores of a chunk stay a few MiB.
+  const int64_t per_row = std::max<int64_t>(shape.label_width, 1);
+  const int64_t chunk = std::max<int64_t>(1, 8192 / per_row);
+  Executor executor(pool);
+  std::vector<const Tensor*> params;
+  const size_t num_params = state_layout(job).num_params;
+  for (size_t p = 0; p < num_params; ++p) params.push_back(&state.tensors[p]);
+  double total = 0.0;
+  std::optional<StepGraph> graph;
+  for (int64_t r0 = 0; r0 < shape.samples; r0 += chunk) {
+    const int64_t rows = std::min(chunk, shape.samples - r0);
+    if (!graph || graph->values.at(graph->data_inputs[0]).shape[0] != rows)
+      graph = build_eval_loss_graph(job, shape, rows);
+    Tensor x(Shape{rows, shape.features},
+             std::span<const float>(data.inputs.data() + r0 * shape.features, static_cast<size_t>(rows * shape.features)));
+    const Shape label_shape = shape.label_width > 0 ? Shape{rows, shape.label_width} : Shape{rows};
+    Tensor y(label_shape, std::span<const float>(data.labels.data() + r0 * per_row, static_cast<size_t>(rows * per_row)));
+    const Tensor* inputs[] = {&x, &y};
+    executor.run(*graph, params, inputs);
+    total += static_cast<double>(executor.value(graph->loss)[0]) * static_cast<double>(rows);
+  }
+  return total / static_cast<double>(shape.samples);
+}
+
 TrainResult run_training(const JobSpec& job, const TrainOptions& options) {
   // A cheater claiming another trajectory length trains that many steps (engine/fault.h).
   const int64_t claimed = options.fault.claim_steps >= 0 ? options.fault.claim_steps : job.steps;
@@ -254,7 +279,7 @@ TrainResult run_training(const JobSpec& job, const TrainOptions& options) {
 
   auto t0 = Clock::now();
   std::optional<Dataset> loaded;
-  if (!options.train) loaded = load_fashion_mnist(job.data_dir, Split::Train, pool);
+  if (!options.train) loaded = load_dataset(job, Split::Train, pool);
   const Dataset& train = options.train ? *options.train : *loaded;
   result.load_seconds = since(t0);
   Trainer trainer(job, train, pool, options.fault);
@@ -309,8 +334,15 @@ TrainResult run_training(const JobSpec& job, const TrainOptions& options) {
     result.final_state_hash = committed.at(t);
   }
   if (options.evaluate) {
-    const Dataset test = load_fashion_mnist(job.data_dir, Split::Test, pool);
-    result.test_accuracy = evaluate_accuracy(job, trainer.state(), test, pool);
+    const auto t_eval = Clock::now();
+    const Dataset test = load_dataset(job, Split::Test, pool);
+    if (job.model.kind == ModelKind::Gpt) {
+      result.unigram_entropy = train.unigram_entropy;
+      if (test.samples() > 0) result.validation_loss = evaluate_loss(job, trainer.state(), test, pool);
+    } else {
+      result.test_accuracy = evaluate_accuracy(job, trainer.state(), test, pool);
+    }
+    result.eval_seconds = since(t_eval);
   }
   return result;
 }

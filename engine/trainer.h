@@ -77,6 +77,12 @@ class Trainer {
   std::vector<Tensor> skip_delta_;  // Extrapolate: state(skip_from) − state(skip_from − 1), once known
 };
 
+/// Mean softmax cross-entropy (nats) of the state's parameters over every sample of `data` (GPT:
+/// every prediction of every window), evaluated with the RepOps forward graph without dropout
+/// (build_eval_loss_graph) in chunks of about 8192 predictions; the chunk means are combined in
+/// binary64, weighted by their rows. Throws EngineError for an empty data set.
+double evaluate_loss(const JobSpec& job, const State& state, const Dataset& data, ThreadPool& pool);
+
 /// Test-set accuracy of the state's parameters: argmax of the logits (first maximum on ties) against
 /// the labels, evaluated with the same RepOps forward graph in chunks of 1000 rows.
 double evaluate_accuracy(const JobSpec& job, const State& state, const Dataset& test, ThreadPool& pool);
@@ -87,7 +93,7 @@ struct TrainOptions {
   std::filesystem::path out_dir;      ///< checkpoint directory; empty: write no files
   bool commit = true;                 ///< compute state hashes and the trajectory root
   bool resume = false;                ///< continue from the latest checkpoint in out_dir
-  bool evaluate = true;               ///< compute test accuracy at the end
+  bool evaluate = true;               ///< at the end: test accuracy (mlp, cnn) or validation loss (gpt)
   Fault fault;                        ///< train as a cheater (engine/fault.h); default honest. Its
                                       ///< claim_steps replaces the job's T as the default stop_at
   std::function<void(int64_t step, int64_t total, float loss)> on_step;  ///< after each step
@@ -103,7 +109,12 @@ struct TrainResult {
   int64_t resumed_from = 0;            ///< step of the state this run started from
   int64_t stride = 0;
   float loss_first = 0, loss_last = 0; ///< losses of the first and last step run by this call
-  double test_accuracy = -1;           ///< -1 when not evaluated
+  double test_accuracy = -1;           ///< mlp, cnn: test-set accuracy; -1 when not evaluated
+  double validation_loss = -1;         ///< gpt: mean cross-entropy (nats) on the held-out windows; -1 when
+                                       ///< not evaluated or there are none
+  double unigram_entropy = -1;         ///< gpt: entropy (nats) of the training targets' byte frequencies,
+                                       ///< the loss of the best unigram model; -1 when not evaluated
+  double eval_seconds = 0;             ///< wall time of loading the test split and evaluating
   double seconds = 0;                  ///< wall time of the training loop (commitments included)
   double load_seconds = 0;             ///< wall time to read and hash the data sets
   int threads = 1;

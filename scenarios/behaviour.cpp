@@ -143,7 +143,7 @@ std::vector<std::vector<uint8_t>> mirror_answers(const BehaviourSetup& setup, Be
     const DisputeOpen& d = std::get<DisputeOpen>(q.open.body);
     const JobSpec job = parse_job(d.job_toml, "disputed job", ".");
     m->pool = std::make_unique<ThreadPool>(setup.threads);
-    m->data = cli::shared_train_set(job.data_dir, *m->pool);
+    m->data = cli::shared_train_set(job, *m->pool);
     const Digest id = job_id(job, m->data->root);
     m->session = std::make_unique<ProviderDisputeSession>(setup.key, q.open, job, id, *m->data,
                                                           setup.mirror_store / to_hex(id), *m->pool, Fault{});

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/dataset.h"
 #include "engine/error.h"
 #include "engine/job.h"
 #include "engine/step.h"
@@ -103,7 +104,7 @@ Fault read_work(const TableReader& w, std::string& kind, const JobSpec& job, con
     w.allow_only({"kind", "step", "position", "label"});
     f.relabel_step = step("step");
     f.relabel_position = w.integer("position", 0, false, 0, job.batch_size - 1);
-    f.relabel_label = w.integer("label", 0, true, 0, job.model.widths.back() - 1);
+    f.relabel_label = w.integer("label", 0, true, 0, expected_data_shape(job).classes - 1);
   } else if (kind == "reorder_batches") {
     w.allow_only({"kind", "step", "with"});
     f.reorder_step = step("step");
@@ -132,7 +133,7 @@ Fault read_work(const TableReader& w, std::string& kind, const JobSpec& job, con
                                   "relabel, reorder_batches, hyperparameter, bf16, wrong_init, trajectory_length",
                                   w.location("kind"), kind));
   }
-  const DataShape shape{60000, job.model.widths.front(), job.model.widths.back()};
+  const DataShape shape = expected_data_shape(job);
   try {
     check_fault(f, job, shape);
   } catch (const EngineError& e) {

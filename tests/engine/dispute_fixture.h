@@ -20,13 +20,12 @@ inline JobSpec short_job() {
 
 inline const Dataset& train_set() {
   static ThreadPool pool(2);
-  static const Dataset data = load_fashion_mnist(short_job().data_dir, Split::Train, pool);
+  static const Dataset data = load_dataset(short_job(), Split::Train, pool);
   return data;
 }
 
 inline DataShape data_shape() {
-  const Dataset& d = train_set();
-  return {d.inputs.shape()[0], d.inputs.shape()[1], d.classes};
+  return data_shape_of(train_set());
 }
 
 /// A provider that trained the short job with `fault` into its own store (run_training on the

@@ -77,7 +77,7 @@ TEST_CASE("bad job files are rejected with the place and the reason") {
   CHECK(error_of(replace(kJob, "beta1 = 0.8", "momentum = 0.8")).find("unknown key 'momentum' in [optimizer]") != std::string::npos);
   CHECK(error_of(replace(kJob, "[784, 64, 10]", "[784]")).find("at least an input and an output") != std::string::npos);
   CHECK(error_of(replace(kJob, "[784, 64, 10]", "[784, -3, 10]")).find("out of range") != std::string::npos);
-  CHECK(error_of(replace(kJob, "\"mlp\"", "\"cnn\"")).find("model.kind 'cnn' is not supported") != std::string::npos);
+  CHECK(error_of(replace(kJob, "\"mlp\"", "\"rnn\"")).find("model.kind 'rnn' is not supported (supported: mlp, gpt, cnn)") != std::string::npos);
 }
 
 TEST_CASE("the job must fit the data set") {
