@@ -65,6 +65,8 @@ class GraphBuilder : public VjpBuilder {
   ValueRef emit(OpKind kind, Attrs attrs, std::vector<ValueRef> inputs) override;
   /// VjpBuilder: appends a node and returns all its outputs.
   std::vector<ValueRef> emit_all(OpKind kind, Attrs attrs, std::vector<ValueRef> inputs) override;
+  /// VjpBuilder: the shape of a graph value.
+  Shape shape(ValueRef v) const override { return g_.values.at(v).shape; }
 
   /// Names given to nodes emitted through emit() (set by the autodiff while it differentiates).
   void set_emit_name(std::string name) { emit_name_ = std::move(name); }

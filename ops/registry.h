@@ -84,6 +84,8 @@ class VjpBuilder {
   virtual ValueRef emit(OpKind kind, Attrs attrs, std::vector<ValueRef> inputs) = 0;
   /// Appends a node of `kind` and returns all its outputs (for multi-output backward ops).
   virtual std::vector<ValueRef> emit_all(OpKind kind, Attrs attrs, std::vector<ValueRef> inputs) = 0;
+  /// The shape of a value (e.g. reshape's VJP reshapes back to its input's shape).
+  virtual Shape shape(ValueRef v) const = 0;
 };
 
 /// Inputs of a VJP rule: the forward node and the gradients flowing into its outputs.

@@ -124,6 +124,7 @@ class EagerVjpBuilder : public VjpBuilder {
     return static_cast<ValueRef>(values_.size() - 1);
   }
   const Tensor& value(ValueRef r) const { return values_.at(r); }
+  Shape shape(ValueRef r) const override { return values_.at(r).shape(); }
 
   ValueRef emit(OpKind kind, Attrs attrs, std::vector<ValueRef> inputs) override {
     return emit_all(kind, std::move(attrs), std::move(inputs)).front();
