@@ -262,30 +262,16 @@ void conv_fast(const Attrs& a, std::span<const Tensor* const> in, std::span<Tens
   });
 }
 
-/// Forward input shapes, needed by the gradient nodes' attributes.
-///
-/// TRANSITIONAL: VjpBuilder (ops/registry.h) has no way to ask for a value's shape, and conv2d's
-/// gradients need H, W (not recoverable from dy when stride > 1) and KH, KW as attributes. This
-/// picks up a `Shape shape(ValueRef) const` member as soon as VjpBuilder declares one (the engine's
-/// GraphBuilder knows every value's shape); until then the dx and dw rules throw OpError.
-template <class Builder>
-Shape forward_shape(const Builder& g, ValueRef r) {
-  if constexpr (requires(const Builder& b) { { b.shape(r) } -> std::convertible_to<Shape>; }) {
-    return g.shape(r);
-  } else {
-    throw OpError("conv2d: the VJP needs the shapes of x and w, which VjpBuilder does not expose yet");
-  }
-}
-
+// The gradient nodes take H, W and KH, KW as attributes: dy alone does not determine them when stride > 1.
 void conv_vjp(VjpBuilder& g, const VjpArgs& a, std::span<ValueRef> in_grads) {
   const ValueRef x = a.inputs[0], w = a.inputs[1], dy = a.out_grads[0];
   const int64_t stride = a.attrs.ints[0], pad = a.attrs.ints[1];
   if (a.needs_grad[0]) {
-    const Shape xs = forward_shape(g, x);
+    const Shape xs = g.shape(x);
     in_grads[0] = g.emit(OpKind::Conv2dBackwardInput, {{stride, pad, xs[2], xs[3]}, {}}, {w, dy});
   }
   if (a.needs_grad[1]) {
-    const Shape ws = forward_shape(g, w);
+    const Shape ws = g.shape(w);
     in_grads[1] = g.emit(OpKind::Conv2dBackwardWeight, {{stride, pad, ws[2], ws[3]}, {}}, {x, dy});
   }
   if (a.needs_grad[2]) in_grads[2] = g.emit(OpKind::Conv2dBackwardBias, {}, {dy});

@@ -23,24 +23,6 @@ namespace {
 // Elements a thread should handle at least before another thread is worth waking (as split_range).
 constexpr int64_t kGrain = int64_t{1} << 14;
 
-/// The shape of a graph value, for VJP rules whose emitted attributes depend on input shapes.
-/// TRANSITIONAL: VjpBuilder (ops/registry.h) cannot report a value's shape yet. This uses a
-/// `Shape shape(ValueRef) const` member as soon as VjpBuilder declares one (the engine's GraphBuilder
-/// knows every shape; conv.cpp waits for the same member); until then the rule throws OpError rather
-/// than emit a wrong gradient.
-template <class Builder>
-Shape value_shape(const Builder& g, ValueRef v, const char* op) {
-  if constexpr (requires(const Builder& b, ValueRef r) {
-                  { b.shape(r) } -> std::convertible_to<Shape>;
-                }) {
-    return g.shape(v);
-  } else {
-    (void)g;
-    (void)v;
-    throw OpError(std::string(op) + ": the VJP needs the input's shape, but VjpBuilder has no shape(ValueRef)");
-  }
-}
-
 /// The id at flat position p, validated: an integral float in [0, vocab). −0 counts as 0.
 int64_t token_id(const float* ids, int64_t p, int64_t vocab, const char* op) {
   const float v = ids[p];
@@ -93,7 +75,7 @@ void embedding_fast(const Attrs&, std::span<const Tensor* const> in, std::span<T
 void embedding_vjp(VjpBuilder& g, const VjpArgs& a, std::span<ValueRef> in_grads) {
   const ValueRef ids = a.inputs[2], dy = a.out_grads[0];
   if (!a.needs_grad[0] && !a.needs_grad[1]) return;
-  const Shape tok = value_shape(g, a.inputs[0], "embedding"), id_shape = value_shape(g, ids, "embedding");
+  const Shape tok = g.shape(a.inputs[0]), id_shape = g.shape(ids);
   const int64_t vocab = tok[0], d = tok[1], b = id_shape[0], t = id_shape[1];
   if (a.needs_grad[0]) in_grads[0] = g.emit(OpKind::EmbeddingBackward, {{vocab}, {}}, {ids, dy});
   if (a.needs_grad[1]) {

@@ -17,24 +17,6 @@ constexpr int64_t kCopyGrain = int64_t{1} << 14;
 /// Rows of `row_len` floats per thread: about kCopyGrain elements, at least one row.
 int64_t row_grain(int64_t row_len) { return std::max<int64_t>(1, kCopyGrain / std::max<int64_t>(1, row_len)); }
 
-/// The shape of a graph value, for VJP rules whose emitted attributes are input shapes.
-/// TRANSITIONAL: VjpBuilder (ops/registry.h) cannot report a value's shape yet. This uses a
-/// `Shape shape(ValueRef) const` member as soon as VjpBuilder declares one (the engine's GraphBuilder
-/// knows every shape; conv.cpp waits for the same member); until then the rule throws OpError rather
-/// than emit a wrong gradient.
-template <class Builder>
-Shape value_shape(const Builder& g, ValueRef v, const char* op) {
-  if constexpr (requires(const Builder& b, ValueRef r) {
-                  { b.shape(r) } -> std::convertible_to<Shape>;
-                }) {
-    return g.shape(v);
-  } else {
-    (void)g;
-    (void)v;
-    throw OpError(std::string(op) + ": the VJP needs the input's shape, but VjpBuilder has no shape(ValueRef)");
-  }
-}
-
 // ---- Reshape: y = x with the shape given by ints (same element count), a copy.
 
 std::vector<Shape> reshape_infer(const Attrs& attrs, std::span<const Shape> in) {
@@ -71,7 +53,7 @@ void reshape_fast(const Attrs&, std::span<const Tensor* const> in, std::span<Ten
 // dx = dy reshaped back to x's shape.
 void reshape_vjp(VjpBuilder& g, const VjpArgs& a, std::span<ValueRef> in_grads) {
   if (!a.needs_grad[0]) return;
-  const Shape x = value_shape(g, a.inputs[0], "reshape");
+  const Shape x = g.shape(a.inputs[0]);
   in_grads[0] = g.emit(OpKind::Reshape, {{x.dims().begin(), x.dims().end()}, {}}, {a.out_grads[0]});
 }
 
