@@ -2,7 +2,7 @@
 """PyTorch parity fixtures for tests/engine/test_parity.cpp.
 
 Usage (Debian python3-torch; run by hand, not in CI — tools/regen_parity_fixtures.sh does both steps):
-    build/bin/parity_export scenarios/jobs/parity_gpt.toml /tmp/gpt_export.safetensors
+    build-parity/bench/parity_export scenarios/jobs/parity_gpt.toml /tmp/gpt_export.safetensors
     /usr/bin/python3 tools/torch_parity.py /tmp/gpt_export.safetensors tests/fixtures/parity/gpt.safetensors
 
 Reads a parity export (our initial weights, the batches our sampler chose, the job's configuration),

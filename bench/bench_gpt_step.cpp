@@ -1,0 +1,313 @@
+// GPT training step: tribunal (RepOps) against PyTorch CPU in the same run. Prints one JSON object.
+// Usage: bench_gpt_step [--job FILE] [--layers N] [--heads N] [--d-model N] [--context N] [--batch N]
+//                       [--warmup N] [--repeats N] [--rounds N] [--python PATH] [--no-torch]
+//
+// The job defaults to scenarios/jobs/gpt_chars.toml; the flags override its model and batch. Our step is
+// what Trainer::step does — build step t's graph, execute it (forward, backward, clipping, AdamW), move
+// the next state in — timed at 1 and 2 threads (warm-up, then the median of --repeats steps), with the
+// split into graph build and execution. Every repeat trains on step 0's batch. A second set of steps
+// runs with Executor's after_node hook taking a timestamp after every node, which gives the time per op
+// kind and per phase (forward: nodes up to the loss; optimizer: sum_squares, clip_coefficient, scale,
+// adamw; backward: the rest).
+//
+// PyTorch: tools/torch_gpt_step.py (Debian python3-torch, /usr/bin/python3) on a parity export
+// (tools/parity_export.h) of the same job — our initial weights, the same batch, the same optimizer,
+// clipping and lr — at torch.set_num_threads(1) and (2). Ours and torch's alternate for --rounds
+// rounds (default 2) and each keeps its best round per thread count. The ratio is our best (of 1 and 2
+// threads) median step time over torch's best. Without a usable torch the JSON says why, with no torch
+// numbers. The load average is recorded before and after: on a shared machine the numbers are noisy.
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/dataset.h"
+#include "engine/executor.h"
+#include "engine/sampler.h"
+#include "engine/state.h"
+#include "engine/step.h"
+#include "engine/trainer.h"
+#include "tools/parity_export.h"
+
+namespace {
+
+using namespace tribunal;
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+bool is_optimizer_op(OpKind k) {
+  return k == OpKind::AdamW || k == OpKind::SgdMomentum || k == OpKind::SumSquares || k == OpKind::ClipCoefficient ||
+         k == OpKind::Scale;
+}
+
+/// Our step at one thread count.
+struct OurTiming {
+  int threads = 0;
+  std::vector<double> step_s, build_s, exec_s;
+  std::map<std::string, double> per_op_s;   // mean seconds per step, by op name (profiled steps)
+  std::map<std::string, int64_t> per_op_nodes;
+  double forward_s = 0, backward_s = 0, optimizer_s = 0;  // mean of the profiled steps
+  float loss0 = 0;
+};
+
+OurTiming time_ours(const JobSpec& job, const Dataset& train, int threads, int warmup, int repeats) {
+  OurTiming r;
+  r.threads = threads;
+  ThreadPool pool(threads);
+  Executor executor(pool);
+  State state = initial_state(job);
+  const DataShape shape = data_shape_of(train);
+  BatchSampler sampler(job.seed, shape.samples, job.batch_size);
+  const std::vector<int64_t> batch = sampler.indices(0);
+  const Tensor* data[] = {&train.inputs, &train.labels};
+
+  // One step as Trainer::step runs it: {total s, graph build s, loss}.
+  auto one_step = [&] {
+    const auto t0 = Clock::now();
+    const StepGraph g = build_step_graph(job, shape, state.step(), batch);
+    const auto t1 = Clock::now();
+    const std::vector<Tensor*> st = state.pointers();
+    executor.run(g, st, data);
+    const float loss = executor.value(g.loss)[0];
+    executor.take_next_state(g, st);
+    const auto t2 = Clock::now();
+    return std::array<double, 3>{seconds(t0, t2), seconds(t0, t1), static_cast<double>(loss)};
+  };
+
+  for (int i = 0; i < warmup; ++i) {
+    const auto s = one_step();
+    if (i == 0) r.loss0 = static_cast<float>(s[2]);
+  }
+  for (int i = 0; i < repeats; ++i) {
+    const auto s = one_step();
+    r.step_s.push_back(s[0]);
+    r.build_s.push_back(s[1]);
+    r.exec_s.push_back(s[0] - s[1]);
+  }
+
+  // Profiled steps: a timestamp after every node (the hook runs between nodes, never inside one).
+  const int profiled = std::max(1, repeats / 2);
+  for (int i = 0; i < profiled; ++i) {
+    std::vector<double> node_s;
+    Clock::time_point last;
+    StepGraph next = build_step_graph(job, shape, state.step(), batch);
+    size_t loss_node = 0;
+    for (size_t n = 0; n < next.nodes.size(); ++n)
+      for (ValueId v : next.nodes[n].outputs)
+        if (v == next.loss) loss_node = n;
+    node_s.assign(next.nodes.size(), 0.0);
+    const std::vector<Tensor*> st = state.pointers();
+    last = Clock::now();
+    executor.run(next, st, data, [&](size_t index, std::span<Tensor* const>) {
+      const auto now = Clock::now();
+      node_s[index] = seconds(last, now);
+      last = now;
+    });
+    executor.take_next_state(next, st);
+    for (size_t n = 0; n < next.nodes.size(); ++n) {
+      const OpKind k = next.nodes[n].op;
+      r.per_op_s[op_name(k)] += node_s[n] / profiled;
+      if (i == 0) r.per_op_nodes[op_name(k)] += 1;
+      if (is_optimizer_op(k)) r.optimizer_s += node_s[n] / profiled;
+      else if (n <= loss_node) r.forward_s += node_s[n] / profiled;
+      else r.backward_s += node_s[n] / profiled;
+    }
+  }
+  return r;
+}
+
+/// The first three fields of /proc/loadavg (1, 5, 15 minutes), "" where unreadable.
+std::string loadavg() {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  f >> a >> b >> c;
+  return f ? a + " " + b + " " + c : "";
+}
+
+/// Runs a command and returns its standard output; `status` gets the exit status (-1 if not started).
+std::string run_command(const std::string& cmd, int& status) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) {
+    status = -1;
+    return out;
+  }
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  const int rc = pclose(p);
+  status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  return out;
+}
+
+nlohmann::json ours_json(const OurTiming& r) {
+  nlohmann::json per_op = nlohmann::json::object();
+  std::vector<std::pair<double, std::string>> sorted;
+  double total = 0;
+  for (const auto& [name, s] : r.per_op_s) {
+    sorted.push_back({s, name});
+    total += s;
+  }
+  std::sort(sorted.rbegin(), sorted.rend());
+  nlohmann::json ops = nlohmann::json::array();
+  for (const auto& [s, name] : sorted)
+    ops.push_back({{"op", name}, {"ms", s * 1e3}, {"share", total > 0 ? s / total : 0}, {"nodes", r.per_op_nodes.at(name)}});
+  return {{"threads", r.threads},
+          {"median_s", median(r.step_s)},
+          {"min_s", *std::min_element(r.step_s.begin(), r.step_s.end())},
+          {"graph_build_s", median(r.build_s)},
+          {"execute_s", median(r.exec_s)},
+          {"profiled", {{"forward_s", r.forward_s}, {"backward_s", r.backward_s}, {"optimizer_s", r.optimizer_s},
+                        {"per_op", ops}}},
+          {"samples_s", r.step_s}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::filesystem::path job_path = std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs/gpt_chars.toml";
+  std::string python = "/usr/bin/python3";
+  int warmup = 2, repeats = 7, rounds = 2;
+  bool torch = true;
+  std::map<std::string, int64_t> overrides;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (a == "--job" && has_value) job_path = argv[++i];
+    else if (a == "--python" && has_value) python = argv[++i];
+    else if (a == "--warmup" && has_value) warmup = std::stoi(argv[++i]);
+    else if (a == "--repeats" && has_value) repeats = std::max(1, std::stoi(argv[++i]));
+    else if (a == "--rounds" && has_value) rounds = std::max(1, std::stoi(argv[++i]));
+    else if (a == "--no-torch") torch = false;
+    else if ((a == "--layers" || a == "--heads" || a == "--d-model" || a == "--context" || a == "--batch") && has_value)
+      overrides[a] = std::stoll(argv[++i]);
+    else {
+      std::fprintf(stderr,
+                   "usage: bench_gpt_step [--job FILE] [--layers N] [--heads N] [--d-model N] [--context N] "
+                   "[--batch N] [--warmup N] [--repeats N] [--rounds N] [--python PATH] [--no-torch]\n");
+      return 2;
+    }
+  }
+  try {
+    const std::string loadavg_before = loadavg();
+    JobSpec job = load_job(job_path);
+    if (job.model.kind != ModelKind::Gpt) throw std::runtime_error(job_path.string() + ": not a gpt job");
+    for (const auto& [k, v] : overrides) {
+      if (k == "--layers") job.model.layers = v;
+      if (k == "--heads") job.model.heads = v;
+      if (k == "--d-model") job.model.d_model = v;
+      if (k == "--context") job.model.context = v;
+      if (k == "--batch") job.batch_size = v;
+    }
+    ThreadPool load_pool(2);
+    const Dataset train = load_dataset(job, Split::Train, load_pool);
+    check_job_against_data(job, train.samples(), train.inputs.shape()[1], train.classes);
+
+    // Rounds: ours at 1 and 2 threads, then torch at 1 and 2, repeated; each side keeps its best round
+    // (the machine may be shared, and every round sees the load of that moment alike).
+    std::filesystem::path export_path;
+    const bool have_python = torch && access(python.c_str(), X_OK) == 0;
+    if (have_python) {
+      export_path = std::filesystem::temp_directory_path() / ("bench_gpt_step_" + std::to_string(getpid()) + ".safetensors");
+      ThreadPool pool(1);
+      Trainer trainer(job, train, pool);
+      parity::write_parity_export(export_path, trainer, train, 1);
+    }
+    std::vector<OurTiming> ours(2);
+    nlohmann::json torch_json;
+    nlohmann::json rounds_json = nlohmann::json::array();
+    for (int round = 0; round < rounds; ++round) {
+      nlohmann::json rj = {{"round", round}};
+      for (int threads : {1, 2}) {
+        OurTiming r = time_ours(job, train, threads, warmup, repeats);
+        rj["tribunal_median_s"].push_back(median(r.step_s));
+        OurTiming& best = ours[static_cast<size_t>(threads - 1)];
+        if (best.step_s.empty() || median(r.step_s) < median(best.step_s)) best = std::move(r);
+      }
+      if (!torch) {
+        torch_json = {{"available", false}, {"reason", "--no-torch"}};
+      } else if (!have_python) {
+        torch_json = {{"available", false}, {"reason", python + " not found (install Debian python3-torch)"}};
+      } else {
+        const std::string script = std::string(TRIBUNAL_SOURCE_DIR) + "/tools/torch_gpt_step.py";
+        int status = 0;
+        const std::string out = run_command(python + " " + script + " " + export_path.string() + " --threads 1,2" +
+                                                " --warmup " + std::to_string(warmup) + " --repeats " +
+                                                std::to_string(repeats) + (round == 0 ? " --profile" : "") + " 2>&1",
+                                            status);
+        const size_t brace = out.rfind("\n{");
+        nlohmann::json parsed =
+            nlohmann::json::parse(brace == std::string::npos ? out : out.substr(brace + 1), nullptr, false);
+        if (status != 0 || parsed.is_discarded() || !parsed.is_object() || parsed.contains("error")) {
+          torch_json = {{"available", false},
+                        {"reason", parsed.is_object() && parsed.contains("error") ? parsed["error"].get<std::string>()
+                                                                                  : "tools/torch_gpt_step.py failed"},
+                        {"output", out.substr(0, 2000)}};
+        } else {
+          for (const auto& t : parsed["threads"]) rj["torch_median_s"].push_back(t["median_s"]);
+          if (!torch_json.is_object() || !torch_json.value("available", false)) {
+            torch_json = parsed;
+            torch_json["available"] = true;
+          } else {  // keep the better round per thread count, and the first round's profile
+            for (size_t i = 0; i < parsed["threads"].size(); ++i)
+              if (parsed["threads"][i]["median_s"].get<double>() < torch_json["threads"][i]["median_s"].get<double>())
+                torch_json["threads"][i] = parsed["threads"][i];
+          }
+        }
+      }
+      rounds_json.push_back(rj);
+      if (!torch_json.value("available", false) && torch) break;
+    }
+    if (!export_path.empty()) std::filesystem::remove(export_path);
+
+    double ours_best = 1e30;
+    for (const OurTiming& r : ours) ours_best = std::min(ours_best, median(r.step_s));
+    nlohmann::json out = {
+        {"bench", "gpt_step"},
+        {"job", job_path.string()},
+        {"config",
+         {{"layers", job.model.layers}, {"heads", job.model.heads}, {"d_model", job.model.d_model},
+          {"context", job.model.context}, {"vocab", job.model.vocab}, {"batch", job.batch_size},
+          {"dropout", job.model.dropout}, {"clip_norm", job.optimizer.clip_norm}}},
+        {"warmup", warmup},
+        {"repeats", repeats},
+        {"rounds", rounds_json},
+        {"loadavg_before", loadavg_before},
+        {"loadavg_after", loadavg()},
+        {"hardware_threads", std::thread::hardware_concurrency()},
+        {"loss_step0", ours[0].loss0},
+        {"tribunal", nlohmann::json::array({ours_json(ours[0]), ours_json(ours[1])})},
+        {"tribunal_best_s", ours_best},
+        {"torch", torch_json}};
+    if (torch_json.value("available", false)) {
+      double torch_best = 1e30;
+      for (const auto& t : torch_json["threads"]) torch_best = std::min(torch_best, t["median_s"].get<double>());
+      out["torch_best_s"] = torch_best;
+      out["ratio_tribunal_over_torch"] = ours_best / torch_best;
+      out["target_ratio"] = 1.5;
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_gpt_step: error: %s\n", e.what());
+    return 1;
+  }
+}
