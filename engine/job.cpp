@@ -87,10 +87,10 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source, const s
   TableReader data(root, "data", source, false);
   job.dataset = data.string("dataset", m.kind == ModelKind::Gpt ? "text" : "fashion-mnist");
   if (job.dataset == "fashion-mnist") {
-    data.allow_only({"dataset", "dir"});
     if (m.kind == ModelKind::Gpt)
       throw EngineError(fmt::format("{}: a gpt model trains on data.dataset = \"text\", not '{}'",
                                     data.location("dataset"), job.dataset));
+    data.allow_only({"dataset", "dir"});
     std::filesystem::path dir = data.string("dir", job.data_dir.string());
     job.data_dir = dir.is_absolute() ? dir : base_dir / dir;
     if (m.kind == ModelKind::Cnn) {  // 1×28×28 grey images, 10 classes (Xiao et al. 2017)
@@ -106,9 +106,9 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source, const s
                                         model.location("channels"), m.channels.size(), i, h, w, job.dataset, i));
     }
   } else if (job.dataset == "text") {
-    data.allow_only({"dataset", "path", "validation"});
     if (m.kind != ModelKind::Gpt)
       throw EngineError(fmt::format("{}: data.dataset = \"text\" needs model.kind = \"gpt\"", data.location("dataset")));
+    data.allow_only({"dataset", "path", "validation"});
     std::filesystem::path path = data.string("path", job.text_path.string());
     job.text_path = path.is_absolute() ? path : base_dir / path;
     job.validation = data.real("validation", job.validation, 0.0, 1.0);
