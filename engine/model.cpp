@@ -7,11 +7,18 @@
 namespace tribunal {
 namespace {
 
+// prefix + decimal index, e.g. "h3" (appended in place: GCC 12 warns falsely on "lit" + string).
+std::string indexed(const char* prefix, int64_t index) {
+  std::string s(prefix);
+  s += std::to_string(index);
+  return s;
+}
+
 std::vector<ParamSpec> mlp_params(const ModelSpec& model) {
   std::vector<ParamSpec> params;
   const auto& w = model.widths;
   for (size_t l = 0; l + 1 < w.size(); ++l) {
-    const std::string prefix = "l" + std::to_string(l);
+    const std::string prefix = indexed("l", l);
     params.push_back({prefix + ".weight", Shape{w[l], w[l + 1]}, w[l]});
     params.push_back({prefix + ".bias", Shape{w[l + 1]}, w[l]});
   }
@@ -32,7 +39,7 @@ std::vector<ParamSpec> gpt_params(const ModelSpec& m) {
   params.push_back({"tok_emb", Shape{V, D}, 0, InitRule::Embedding});
   params.push_back({"pos_emb", Shape{T, D}, 0, InitRule::Embedding});
   for (int64_t l = 0; l < m.layers; ++l) {
-    const std::string h = "h" + std::to_string(l);
+    const std::string h = indexed("h", l);
     layer_norm(h + ".ln1");
     linear(h + ".attn.q", D, D);
     linear(h + ".attn.k", D, D);
@@ -59,7 +66,7 @@ std::vector<ParamSpec> cnn_params(const ModelSpec& m) {
   int64_t in = m.image_channels;
   const int64_t k = m.kernel;
   for (size_t i = 0; i < m.channels.size(); ++i) {
-    const std::string conv = "conv" + std::to_string(i);
+    const std::string conv = indexed("conv", i);
     const int64_t out = m.channels[i];
     params.push_back({conv + ".weight", Shape{out, in, k, k}, in * k * k});
     params.push_back({conv + ".bias", Shape{out}, in * k * k});
@@ -76,7 +83,7 @@ ValueId mlp_forward(GraphBuilder& b, const ModelSpec& model, std::span<const Val
   ValueId h = x;
   const size_t layers = model.widths.size() - 1;
   for (size_t l = 0; l < layers; ++l) {
-    const std::string prefix = "l" + std::to_string(l);
+    const std::string prefix = indexed("l", l);
     h = b.add_node(OpKind::Linear, {}, {h, params[2 * l], params[2 * l + 1]}, prefix + ".out").front();
     if (l + 1 < layers) h = b.add_node(OpKind::Relu, {}, {h}, prefix + ".relu").front();
   }
@@ -89,7 +96,7 @@ ValueId cnn_forward(GraphBuilder& b, const ModelSpec& m, std::span<const ValueId
                          "input.image").front();
   const int64_t pad = m.kernel / 2;
   for (size_t i = 0; i < m.channels.size(); ++i) {
-    const std::string conv = "conv" + std::to_string(i);
+    const std::string conv = indexed("conv", i);
     h = b.add_node(OpKind::Conv2d, {{1, pad}, {}}, {h, params[2 * i], params[2 * i + 1]}, conv + ".out").front();
     h = b.add_node(OpKind::Relu, {}, {h}, conv + ".relu").front();
     h = b.add_node(OpKind::MaxPool2d, {}, {h}, conv + ".pool").front();
@@ -125,7 +132,7 @@ ValueId gpt_forward(GraphBuilder& b, const ModelSpec& m, std::span<const ValueId
   h = drop(h, "embed.dropout");
   size_t p = 2;  // the next parameter (model_params order)
   for (int64_t l = 0; l < m.layers; ++l) {
-    const std::string name = "h" + std::to_string(l);
+    const std::string name = indexed("h", l);
     const ValueId a = layer_norm(h, p, name + ".ln1");
     const ValueId q = linear(a, p + 2, name + ".attn.q");
     const ValueId k = linear(a, p + 4, name + ".attn.k");
