@@ -174,6 +174,7 @@ DelegateOutcome delegate_job(NetContext& ctx, const std::filesystem::path& job_f
     d.dataset_samples = static_cast<uint64_t>(data.inputs.shape()[0]);
     d.features = static_cast<uint64_t>(data.inputs.shape()[1]);
     d.classes = static_cast<uint64_t>(data.classes);
+    d.label_width = static_cast<uint64_t>(data.label_width());
     d.claims = {claim_envelopes[*standing], claim_envelopes[p]};
     d.providers = {providers[*standing], providers[p]};
     const Digest dispute = dispute_id(id, d.claims);

@@ -52,6 +52,11 @@ RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open,
     throw ProtocolError("dispute: the job has more than " + std::to_string(kMaxDisputeCheckpoints) + " checkpoints");
   check_job_against_data(job_, static_cast<int64_t>(d.dataset_samples), static_cast<int64_t>(d.features),
                          static_cast<int64_t>(d.classes));
+  // A GPT's samples carry a next-token label per position; every other model one class id.
+  const uint64_t label_width = job_.model.kind == ModelKind::Gpt ? static_cast<uint64_t>(job_.model.context) : 0;
+  if (d.label_width != label_width)
+    throw ProtocolError("dispute: the data set's label width " + std::to_string(d.label_width) + " does not fit the job (" +
+                        std::to_string(label_width) + ")");
   job_id_ = tribunal::job_id(job_, d.dataset_root);
   claim_envelopes_ = d.claims;
   providers_ = d.providers;
