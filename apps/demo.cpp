@@ -26,6 +26,34 @@ std::filesystem::path default_job() {
 
 uint64_t ceil_log2(uint64_t n) { return n <= 1 ? 0 : std::bit_width(n - 1); }
 
+std::string describe_model(const ModelSpec& m) {
+  switch (m.kind) {
+    case ModelKind::Mlp: return fmt::format("MLP {}", fmt::join(m.widths, "-"));
+    case ModelKind::Gpt:
+      return fmt::format("GPT {} layers × {} heads, d_model {}, context {}, vocab {}", m.layers, m.heads, m.d_model,
+                         m.context, m.vocab);
+    case ModelKind::Cnn: return fmt::format("CNN channels [{}], kernel {}", fmt::join(m.channels, ", "), m.kernel);
+  }
+  return "model";
+}
+
+/// Nodes a demo cheater may corrupt: every node except those computed from the data alone (the
+/// gathers of inputs and labels and reshapes of them: shifted token ids or labels stop the cheater's
+/// own training) and the loss (it only reaches the committed trajectory at checkpoint steps).
+std::vector<int64_t> corruptible_nodes(const StepGraph& g) {
+  std::vector<bool> from_data(g.values.size(), false);
+  std::vector<int64_t> nodes;
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const Node& node = g.nodes[n];
+    bool data_only = true;
+    for (ValueId v : node.inputs)
+      data_only = data_only && (g.values[v].source == ValueSource::Data || from_data[v]);
+    for (ValueId v : node.outputs) from_data[v] = data_only;
+    if (!data_only && node.op != OpKind::SoftmaxCrossEntropy) nodes.push_back(static_cast<int64_t>(n));
+  }
+  return nodes;
+}
+
 }  // namespace
 
 int demo_main(Args& args) {
@@ -54,22 +82,19 @@ int demo_main(Args& args) {
   if (out_dir.empty()) out_dir = std::filesystem::temp_directory_path() / fmt::format("tribunal-demo-{}", seed);
   std::filesystem::remove_all(out_dir);
 
-  // The cheat: one node output at a random step, every element shifted. Not the labels gather (a
-  // non-integer label stops the cheater's own training) and not the loss (it only reaches the
-  // committed trajectory at checkpoint steps); every other node changes the trajectory.
+  // The cheat: one node output at a random step, every element shifted (corruptible_nodes).
   const DataShape shape = expected_data_shape(job);
   const StepGraph g = build_step_graph(job, shape, 0, std::vector<int64_t>(static_cast<size_t>(job.batch_size), 0));
   std::mt19937_64 rng(seed);
   Fault fault;
   fault.step = static_cast<int64_t>(rng() % static_cast<uint64_t>(job.steps));
-  do fault.node = static_cast<int64_t>(rng() % g.nodes.size());
-  while (g.values[g.nodes[static_cast<size_t>(fault.node)].outputs[0]].name == "batch.labels" ||
-         g.nodes[static_cast<size_t>(fault.node)].op == OpKind::SoftmaxCrossEntropy);
+  const std::vector<int64_t> candidates = corruptible_nodes(g);
+  fault.node = candidates[rng() % candidates.size()];
   fault.element = -1;
   fault.delta = 0.5f;
   const OpKind injected_op = g.nodes[static_cast<size_t>(fault.node)].op;
-  say(fmt::format("tribunal demo: job {} — MLP {}, {} steps, batch {}, stride {}", job_path.filename().string(),
-                  fmt::join(job.model.widths, "-"), job.steps, job.batch_size, job.stride));
+  say(fmt::format("tribunal demo: job {} — {}, {} steps, batch {}, stride {}", job_path.filename().string(),
+                  describe_model(job.model), job.steps, job.batch_size, job.stride));
   say(fmt::format("the cheater will add {} to every element of node {} ({}, '{}') at step {}", fault.delta, fault.node,
                   op_name(injected_op), g.values[g.nodes[static_cast<size_t>(fault.node)].outputs[0]].name, fault.step));
 
