@@ -1,6 +1,9 @@
 #include "engine/step.h"
 
+#include <fmt/format.h>
+
 #include "engine/autodiff.h"
+#include "engine/error.h"
 #include "engine/model.h"
 #include "engine/schedule.h"
 
@@ -16,6 +19,17 @@ Tensor scalar(float v) {
   Tensor t(Shape{});
   t[0] = v;
   return t;
+}
+
+// The labels' layout the model needs: sequences of the context for a GPT, class ids otherwise.
+void check_label_width(const JobSpec& job, const DataShape& data) {
+  const int64_t need = job.model.kind == ModelKind::Gpt ? job.model.context : 0;
+  if (data.label_width != need)
+    throw EngineError(fmt::format("{}: the {} model's step graph needs {}, but the data shape has label_width {}",
+                                  job.source, job.model.kind == ModelKind::Gpt ? "gpt" : "classifier",
+                                  need ? fmt::format("label sequences (label_width {})", need)
+                                       : std::string("class-id labels (label_width 0)"),
+                                  data.label_width));
 }
 
 }  // namespace
@@ -42,6 +56,7 @@ StateLayout state_layout(const JobSpec& job) {
 
 StepGraph build_step_graph(const JobSpec& job, const DataShape& data, int64_t step,
                            std::span<const int64_t> batch_indices) {
+  check_label_width(job, data);
   StepGraph g;
   GraphBuilder b(g);
   const StateLayout layout = state_layout(job);
@@ -110,6 +125,7 @@ StepGraph build_eval_graph(const JobSpec& job, const DataShape& data, int64_t ro
 }
 
 StepGraph build_eval_loss_graph(const JobSpec& job, const DataShape& data, int64_t rows) {
+  check_label_width(job, data);
   StepGraph g;
   GraphBuilder b(g);
   std::vector<ValueId> params;

@@ -39,7 +39,8 @@ StateLayout state_layout(const JobSpec& job);
 ///   scale(grad/<p>, clip.coef)] → optimizer node "next/<p>" per parameter, with the learning rate
 ///   learning_rate(job, t) (engine/schedule.h) and the weight decay where decays() says so, else 0.
 /// A pure function of (job, data shape, t, batch indices); the batch comes from BatchSampler.
-/// An MLP job with a constant rate, no clipping and decay "all" has exactly the graph it had before
+/// Throws EngineError when data.label_width is not the model's (gpt: the context; others: 0) and
+/// OpError when another shape does not fit. An MLP job with a constant rate, no clipping and decay "all" has exactly the graph it had before
 /// schedules, clipping and decay scopes existed.
 StepGraph build_step_graph(const JobSpec& job, const DataShape& data, int64_t step,
                            std::span<const int64_t> batch_indices);

@@ -214,6 +214,13 @@ TEST_CASE("gpt step graph: documented shapes, readable names, dropout sites, cli
   const StepGraph unclipped = build_step_graph(no_clip, data, t, first_rows(4));
   CHECK(count_op(unclipped, OpKind::SumSquares) == 0);
   CHECK(unclipped.values[unclipped.nodes.back().inputs[1]].name == "grad/head.bias");
+
+  // The labels' layout must be the model's.
+  CHECK_THROWS_WITH_AS(build_step_graph(job, DataShape{1000, 32, 256, 0}, t, first_rows(4)),
+                       (job.source + ": the gpt model's step graph needs label sequences (label_width 32), but the "
+                                     "data shape has label_width 0").c_str(),
+                       EngineError);
+  CHECK_THROWS_AS(build_eval_loss_graph(job, DataShape{1000, 32, 256, 16}, 3), EngineError);
 }
 
 TEST_CASE("cnn parameters and step graph") {
@@ -248,6 +255,7 @@ TEST_CASE("cnn parameters and step graph") {
   CHECK(count_op(g, OpKind::SumSquares) == 0);  // no clipping in this job
   CHECK(count_op(g, OpKind::Dropout) == 0);
   CHECK(g.nodes.back().attrs.floats[0] == job.optimizer.lr);  // constant schedule
+  CHECK_THROWS_AS(build_step_graph(job, DataShape{60000, 784, 10, 28}, 0, first_rows(16)), EngineError);
 }
 
 TEST_CASE("short gpt job: the loss falls; bit-identical on 1 and 2 threads and across a resume") {
