@@ -258,15 +258,15 @@ TEST_CASE("job_id covers every gpt and cnn field, and not the local data path") 
   const Digest root{};
   const Digest id = job_id(parse_job(kGpt, "job.toml", "/base"), root);
   CHECK(job_id(parse_job(replace(kGpt, "path = \"corpus\"", "path = \"/elsewhere/corpus.txt\""), "job.toml", "/x"), root) == id);
-  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& change : std::vector<std::pair<std::string, std::string>>{
            {"context = 64", "context = 65"}, {"layers = 3", "layers = 2"}, {"heads = 4", "heads = 2"},
            {"d_model = 96", "d_model = 64"}, {"dropout = 0.1", "dropout = 0.2"}, {"vocab = 256", "vocab = 255"},
            {"validation = 0.2", "validation = 0.3"}, {"warmup_steps = 10", "warmup_steps = 11"},
            {"min_lr = 0.0003", "min_lr = 0.0004"}, {"clip_norm = 1.0", "clip_norm = 2.0"},
            {"decay = \"matrices\"", "decay = \"all\""}, {"schedule = \"cosine\"\nwarmup_steps = 10\nmin_lr = 0.0003", "schedule = \"constant\""},
            {"lr = 0.003", "lr = 0.002"}}) {
-    CAPTURE(to);
-    CHECK(job_id(parse_job(replace(kGpt, from, to), "job.toml", "/base"), root) != id);
+    CAPTURE(change.second);
+    CHECK(job_id(parse_job(replace(kGpt, change.first, change.second), "job.toml", "/base"), root) != id);
   }
   const Digest cnn_id = job_id(parse_job(kCnn, "job.toml", "/base"), root);
   CHECK(job_id(parse_job(replace(kCnn, "[16, 32]", "[16, 33]"), "job.toml", "/base"), root) != cnn_id);
