@@ -110,3 +110,22 @@ TEST_CASE("a tampered checkpoint is refused") {
   other[0] ^= 1;
   CHECK_THROWS_WITH_AS(load_checkpoint(path, job, other, pool), doctest::Contains("belongs to job"), EngineError);
 }
+
+// Golden roots of the short GPT and CNN jobs (every transformer and CNN op, dropout, clipping, the
+// cosine schedule, decay on matrices only): any change to one of those ops' order of operations, to
+// the text windows or to the init changes them. scripts/check_roots.sh checks the same files across
+// compilers, -O levels, -march, thread counts and a resume.
+TEST_CASE("the short GPT and CNN jobs' trajectory roots are golden") {
+  const std::pair<const char*, const char*> jobs[] = {
+      {"scenarios/jobs/short_gpt.toml", "a65fe7d759a31b3931411294bf93d7b517ec4db1afc4f8eb97bf0d5f3f917c55"},
+      {"scenarios/jobs/short_cnn.toml", "1764a63839a74f2bcbfa7fdde477400ce0e8ce55930b9f1a83be03c0fa9bb4bd"},
+  };
+  for (const auto& entry : jobs) {
+    const std::string file = entry.first, want = entry.second;
+    CAPTURE(file);
+    const JobSpec job = load_job(std::filesystem::path(TRIBUNAL_SOURCE_DIR) / file);
+    TempDir dir("golden");
+    const TrainResult r = train(job, 2, dir.path);
+    CHECK(to_hex(r.trajectory_root) == want);
+  }
+}
