@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "ops/math.h"
+#include "ops/simd.h"
 
 namespace tribunal::optest {
 
@@ -152,6 +153,40 @@ void check_against(const Case& c, const std::vector<Expected>& want) {
 
 bool bitwise_equal(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && std::memcmp(a.data(), b.data(), static_cast<size_t>(a.numel()) * 4) == 0;
+}
+
+std::vector<Tensor> run_everywhere(const Case& c, bool (*same)(const Tensor&, const Tensor&)) {
+  INFO(c.str());
+  std::vector<Tensor> ref = run_case(c, nullptr);
+  for (SimdPath path : available_simd_paths()) {
+    const ScopedSimdPath forced(path);
+    for (int threads : {1, 2, 3}) {
+      const std::vector<Tensor> fast = run_case(c, &pool(threads));
+      REQUIRE(fast.size() == ref.size());
+      for (size_t o = 0; o < ref.size(); ++o) {
+        INFO(simd_path_name(path) << ", " << threads << " threads, output " << o);
+        CHECK(same(fast[o], ref[o]));
+      }
+    }
+  }
+  return ref;
+}
+
+ValueRef EagerVjpBuilder::add(Tensor t) {
+  values_.push_back(std::move(t));
+  return static_cast<ValueRef>(values_.size() - 1);
+}
+
+ValueRef EagerVjpBuilder::emit(OpKind kind, Attrs attrs, std::vector<ValueRef> inputs) {
+  return emit_all(kind, std::move(attrs), std::move(inputs)).front();
+}
+
+std::vector<ValueRef> EagerVjpBuilder::emit_all(OpKind kind, Attrs attrs, std::vector<ValueRef> inputs) {
+  Case c{kind, std::move(attrs), {}};
+  for (ValueRef r : inputs) c.in.push_back(values_.at(r));
+  std::vector<ValueRef> out;
+  for (Tensor& t : run_case(c, nullptr)) out.push_back(add(std::move(t)));
+  return out;
 }
 
 std::vector<double> to_f64(const Tensor& t) { return {t.values().begin(), t.values().end()}; }

@@ -94,6 +94,25 @@ void check_against(const Case& c, const std::vector<Expected>& want);
 
 bool bitwise_equal(const Tensor& a, const Tensor& b);
 
+/// Runs `c` with the reference and with the fast kernel on every SIMD path this CPU has × 1, 2, 3
+/// threads; CHECKs that every output agrees with the reference under `same` (default: memcmp) and
+/// returns the reference's outputs.
+std::vector<Tensor> run_everywhere(const Case& c, bool (*same)(const Tensor&, const Tensor&) = bitwise_equal);
+
+/// A VjpBuilder that evaluates each emitted node at once with the reference kernels, so a VJP rule
+/// can be checked on its own, without the engine's graph and executor.
+class EagerVjpBuilder : public VjpBuilder {
+ public:
+  ValueRef add(Tensor t);
+  const Tensor& value(ValueRef r) const { return values_.at(r); }
+  ValueRef emit(OpKind kind, Attrs attrs, std::vector<ValueRef> inputs) override;
+  std::vector<ValueRef> emit_all(OpKind kind, Attrs attrs, std::vector<ValueRef> inputs) override;
+  Shape shape(ValueRef r) const override { return values_.at(r).shape(); }
+
+ private:
+  std::vector<Tensor> values_;
+};
+
 std::vector<double> to_f64(const Tensor& t);
 
 }  // namespace tribunal::optest

@@ -82,19 +82,7 @@ TEST_CASE("every op's fast kernel on every SIMD path and 1, 2, 3 threads is bitw
         // Trials 0 and 1 are big enough to split over threads; odd trials carry subnormals.
         const std::optional<Case> c = tests->make(kind, rng, trial < 2, variant, trial % 2 == 1);
         REQUIRE_MESSAGE(c.has_value(), "no test case for op " << std::string(op_name(kind)));
-        INFO(c->str());
-        const std::vector<Tensor> ref = run_case(*c, nullptr);
-        for (SimdPath path : available_simd_paths()) {
-          const ScopedSimdPath forced(path);
-          for (int threads : {1, 2, 3}) {
-            const std::vector<Tensor> fast = run_case(*c, &pool(threads));
-            REQUIRE(fast.size() == ref.size());
-            for (size_t o = 0; o < ref.size(); ++o) {
-              INFO(simd_path_name(path) << ", " << threads << " threads, output " << o);
-              CHECK(bitwise_equal(fast[o], ref[o]));
-            }
-          }
-        }
+        run_everywhere(*c);
       }
     }
   }
@@ -114,32 +102,6 @@ TEST_CASE("infer_shapes throws OpError for bad shapes and attribute counts, for 
 }
 
 namespace {
-
-/// A VjpBuilder that evaluates each emitted node at once with the reference kernels, so a VJP rule
-/// can be checked on its own, without the engine's graph and executor.
-class EagerVjpBuilder : public VjpBuilder {
- public:
-  ValueRef add(Tensor t) {
-    values_.push_back(std::move(t));
-    return static_cast<ValueRef>(values_.size() - 1);
-  }
-  const Tensor& value(ValueRef r) const { return values_.at(r); }
-  Shape shape(ValueRef r) const override { return values_.at(r).shape(); }
-
-  ValueRef emit(OpKind kind, Attrs attrs, std::vector<ValueRef> inputs) override {
-    return emit_all(kind, std::move(attrs), std::move(inputs)).front();
-  }
-  std::vector<ValueRef> emit_all(OpKind kind, Attrs attrs, std::vector<ValueRef> inputs) override {
-    Case c{kind, std::move(attrs), {}};
-    for (ValueRef r : inputs) c.in.push_back(values_.at(r));
-    std::vector<ValueRef> out;
-    for (Tensor& t : run_case(c, nullptr)) out.push_back(add(std::move(t)));
-    return out;
-  }
-
- private:
-  std::vector<Tensor> values_;
-};
 
 /// L = Σ_o Σ_e r_o[e]·y_o[e] evaluated by the op's float64 model, for the finite differences.
 double f64_objective(const OpTests& tests, const Case& c, const std::vector<Tensor>& cotangents) {

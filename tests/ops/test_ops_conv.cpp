@@ -370,23 +370,6 @@ const RegisterOpTests kClipCoefficientTests(OpKind::ClipCoefficient, {2, make_ca
 const RegisterOpTests kScaleTests(OpKind::Scale, {1, make_case, expect,
     {{{}, {Shape{3}, Shape{1}}, "rank-1 factor"}, {{}, {Shape{3}}, "no factor"}}});
 
-/// Runs c with the reference and with the fast kernel on every path × 1/2/3 threads; checks they agree
-/// bitwise and returns the reference outputs.
-std::vector<Tensor> run_all(const Case& c) {
-  std::vector<Tensor> ref = run_case(c, nullptr);
-  for (SimdPath path : available_simd_paths()) {
-    const ScopedSimdPath forced(path);
-    for (int threads : {1, 2, 3}) {
-      const std::vector<Tensor> fast = run_case(c, &pool(threads));
-      for (size_t o = 0; o < ref.size(); ++o) {
-        INFO(c.str() << " on " << simd_path_name(path) << ", " << threads << " threads, output " << o);
-        CHECK(bitwise_equal(fast[o], ref[o]));
-      }
-    }
-  }
-  return ref;
-}
-
 std::vector<float> values_of(const Tensor& t) { return {t.values().begin(), t.values().end()}; }
 
 }  // namespace
@@ -396,19 +379,19 @@ TEST_CASE("conv2d and its gradients on a hand-computed 3×3 example") {
   const Tensor w(Shape{1, 1, 2, 2}, std::vector<float>{1, 2, 3, 4});
   const Tensor b(Shape{1}, std::vector<float>{0.5f});
   // Stride 1, no padding: y[oh, ow] = 0.5 + Σ w[i, j]·x[oh + i, ow + j].
-  CHECK(values_of(run_all({OpKind::Conv2d, {{1, 0}, {}}, {x, w, b}})[0]) == std::vector<float>{37.5f, 47.5f, 67.5f, 77.5f});
+  CHECK(values_of(run_everywhere({OpKind::Conv2d, {{1, 0}, {}}, {x, w, b}})[0]) == std::vector<float>{37.5f, 47.5f, 67.5f, 77.5f});
   // Stride 2, pad 1: the windows start at rows/columns −1 and 1, so the first output sees only x[0,0]·w[1,1].
-  CHECK(values_of(run_all({OpKind::Conv2d, {{2, 1}, {}}, {x, w, b}})[0]) == std::vector<float>{4.5f, 18.5f, 36.5f, 77.5f});
+  CHECK(values_of(run_everywhere({OpKind::Conv2d, {{2, 1}, {}}, {x, w, b}})[0]) == std::vector<float>{4.5f, 18.5f, 36.5f, 77.5f});
   // Gradients of Σ y (dy = 1): dx counts the kernel weights covering each pixel, dw sums each window,
   // db counts the outputs.
   const Tensor ones(Shape{1, 1, 2, 2}, std::vector<float>{1, 1, 1, 1});
-  CHECK(values_of(run_all({OpKind::Conv2dBackwardInput, {{1, 0, 3, 3}, {}}, {w, ones}})[0]) ==
+  CHECK(values_of(run_everywhere({OpKind::Conv2dBackwardInput, {{1, 0, 3, 3}, {}}, {w, ones}})[0]) ==
         std::vector<float>{1, 3, 2, 4, 10, 6, 3, 7, 4});
-  CHECK(values_of(run_all({OpKind::Conv2dBackwardWeight, {{1, 0, 2, 2}, {}}, {x, ones}})[0]) ==
+  CHECK(values_of(run_everywhere({OpKind::Conv2dBackwardWeight, {{1, 0, 2, 2}, {}}, {x, ones}})[0]) ==
         std::vector<float>{12, 16, 24, 28});
-  CHECK(values_of(run_all({OpKind::Conv2dBackwardBias, {}, {ones}})[0]) == std::vector<float>{4});
+  CHECK(values_of(run_everywhere({OpKind::Conv2dBackwardBias, {}, {ones}})[0]) == std::vector<float>{4});
   // Stride 2, pad 1 backward: each pixel is covered by exactly one tap, so dx is w scattered.
-  CHECK(values_of(run_all({OpKind::Conv2dBackwardInput, {{2, 1, 3, 3}, {}}, {w, ones}})[0]) ==
+  CHECK(values_of(run_everywhere({OpKind::Conv2dBackwardInput, {{2, 1, 3, 3}, {}}, {w, ones}})[0]) ==
         std::vector<float>{4, 3, 4, 2, 1, 2, 4, 3, 4});
 }
 
@@ -422,18 +405,18 @@ TEST_CASE("conv2d: padded taps are +0 terms of the chain (signed zero and infini
                {{1, 1}, {}},
                {Tensor(Shape{1, 1, 1, 1}, std::vector<float>{-0.0f}), Tensor(Shape{1, 1, 3, 3}, wv),
                 Tensor(Shape{1}, std::vector<float>{-0.0f})}};
-  CHECK(float_bits(run_all(c)[0][0]) == 0u);
+  CHECK(float_bits(run_everywhere(c)[0][0]) == 0u);
   // Without padding the same chain (centre tap only) keeps −0.
   const Case unpadded{OpKind::Conv2d,
                       {{1, 0}, {}},
                       {Tensor(Shape{1, 1, 1, 1}, std::vector<float>{-0.0f}), Tensor(Shape{1, 1, 1, 1}, std::vector<float>{1.0f}),
                        Tensor(Shape{1}, std::vector<float>{-0.0f})}};
-  CHECK(float_bits(run_all(unpadded)[0][0]) == 0x80000000u);
+  CHECK(float_bits(run_everywhere(unpadded)[0][0]) == 0x80000000u);
   // An infinite weight on a tap that is padding for some output makes that output NaN (0·inf).
   Case inf = c;
   inf.in[0][0] = 2.0f;
   inf.in[1][0] = std::numeric_limits<float>::infinity();
-  CHECK(std::isnan(run_all(inf)[0][0]));
+  CHECK(std::isnan(run_everywhere(inf)[0][0]));
 }
 
 TEST_CASE("conv2d_backward_* are the adjoints of conv2d (float64 models) and match them") {
@@ -476,10 +459,10 @@ TEST_CASE("max_pool2d: the first NaN, else the first maximum; the gradient goes 
   Tensor x(Shape{1, 1, 2, 12});
   for (int wnd = 0; wnd < 6; ++wnd)
     for (int k = 0; k < 4; ++k) x[(k >> 1) * 12 + 2 * wnd + (k & 1)] = win[wnd][k];
-  const std::vector<Tensor> y = run_all({OpKind::MaxPool2d, {}, {x}});
+  const std::vector<Tensor> y = run_everywhere({OpKind::MaxPool2d, {}, {x}});
   Tensor dy(Shape{1, 1, 1, 6});
   for (int wnd = 0; wnd < 6; ++wnd) dy[wnd] = static_cast<float>(10 + wnd);
-  const std::vector<Tensor> dx = run_all({OpKind::MaxPool2dBackward, {}, {x, dy}});
+  const std::vector<Tensor> dx = run_everywhere({OpKind::MaxPool2dBackward, {}, {x, dy}});
   for (int wnd = 0; wnd < 6; ++wnd) {
     CAPTURE(wnd);
     const float chosen = win[wnd][want_k[wnd]];
@@ -498,7 +481,7 @@ TEST_CASE("clip_coefficient: exactly 1 at or below the threshold, max_norm/(norm
   auto coef = [](std::vector<float> s, float max_norm) {
     Case c{OpKind::ClipCoefficient, {{}, {max_norm}}, {}};
     for (float v : s) c.in.push_back(scalar(v));
-    return run_all(c)[0][0];
+    return run_everywhere(c)[0][0];
   };
   CHECK(float_bits(coef({0.25f}, 1.0f)) == float_bits(1.0f));      // norm 0.5
   CHECK(float_bits(coef({0.0f, 0.0f}, 1.0f)) == float_bits(1.0f)); // zero gradients
@@ -509,7 +492,7 @@ TEST_CASE("clip_coefficient: exactly 1 at or below the threshold, max_norm/(norm
   CHECK(std::fabs(c - 0.2) <= 1e-6);
   // Scaling a gradient by it is one rounded product per element.
   const Tensor g(Shape{3}, std::vector<float>{3.0f, -4.0f, 0.1f});
-  const std::vector<Tensor> scaled = run_all({OpKind::Scale, {}, {g, scalar(c)}});
+  const std::vector<Tensor> scaled = run_everywhere({OpKind::Scale, {}, {g, scalar(c)}});
   for (int64_t i = 0; i < 3; ++i) CHECK(float_bits(scaled[0][i]) == float_bits(g[i] * c));
   // Non-finite totals: an infinite norm clips to 0; a NaN norm gives NaN (torch.clamp propagates it).
   CHECK(float_bits(coef({std::numeric_limits<float>::infinity(), 1.0f}, 1.0f)) == 0u);
@@ -517,7 +500,7 @@ TEST_CASE("clip_coefficient: exactly 1 at or below the threshold, max_norm/(norm
 }
 
 TEST_CASE("sum_squares: a scalar input and the lane order of the canonical sum") {
-  CHECK(run_all({OpKind::SumSquares, {}, {scalar(-3.0f)}})[0][0] == 9.0f);
+  CHECK(run_everywhere({OpKind::SumSquares, {}, {scalar(-3.0f)}})[0][0] == 9.0f);
   // 33 elements: element 32 lands in lane 0 after element 0, and 2^24 + 1 rounds to 2^24 (ties to
   // even), so the order of the additions shows. Lanes: [0] = (2^12)² + 1 → 2^24, [1..31] = 1. Tree:
   // w = 16: [0] = 2^24 + 1 → 2^24, [1..15] = 2; w = 8: [0] = 2^24 + 2, [1..7] = 4; w = 4: 2^24 + 6;
@@ -525,6 +508,6 @@ TEST_CASE("sum_squares: a scalar input and the lane order of the canonical sum")
   Tensor x(Shape{33});
   for (int64_t i = 0; i < 33; ++i) x[i] = 1.0f;
   x[0] = 4096.0f;
-  CHECK(run_all({OpKind::SumSquares, {}, {x}})[0][0] == 16777216.0f + 30.0f);
+  CHECK(run_everywhere({OpKind::SumSquares, {}, {x}})[0][0] == 16777216.0f + 30.0f);
 }
 

@@ -41,19 +41,7 @@ bool same_bits_nan_canonical(const Tensor& a, const Tensor& b) {
 
 /// Runs c on the reference and on every path × 1, 2, 3 threads and compares every output.
 void check_all_paths(const Case& c, bool nan_canonical) {
-  INFO(c.str());
-  const std::vector<Tensor> ref = run_case(c, nullptr);
-  for (SimdPath path : available_simd_paths()) {
-    const ScopedSimdPath forced(path);
-    for (int threads : {1, 2, 3}) {
-      const std::vector<Tensor> fast = run_case(c, &pool(threads));
-      REQUIRE(fast.size() == ref.size());
-      for (size_t o = 0; o < ref.size(); ++o) {
-        INFO(simd_path_name(path) << ", " << threads << " threads, output " << o);
-        CHECK(nan_canonical ? same_bits_nan_canonical(fast[o], ref[o]) : bitwise_equal(fast[o], ref[o]));
-      }
-    }
-  }
+  run_everywhere(c, nan_canonical ? same_bits_nan_canonical : bitwise_equal);
 }
 
 Case sce_case(bool backward, Tensor logits, Tensor labels, float dloss) {

@@ -304,22 +304,6 @@ const RegisterOpTests kGeluBackwardTests(OpKind::GeluBackward, {1, make_case, ex
 const RegisterOpTests kSoftmaxTests(OpKind::Softmax, {2, make_case, expect, kSoftmaxBad, {0}});
 const RegisterOpTests kSoftmaxBackwardTests(OpKind::SoftmaxBackward, {2, make_case, expect, kSoftmaxBackwardBad});
 
-/// Runs `c` with the reference and with the fast kernel on every SIMD path and 1, 2, 3 threads; checks
-/// they agree bitwise and returns the reference's outputs.
-std::vector<Tensor> run_everywhere(const Case& c) {
-  const std::vector<Tensor> ref = run_case(c, nullptr);
-  for (SimdPath path : available_simd_paths()) {
-    const ScopedSimdPath forced(path);
-    for (int threads : {1, 2, 3}) {
-      const std::vector<Tensor> fast = run_case(c, &pool(threads));
-      for (size_t o = 0; o < ref.size(); ++o) {
-        INFO(simd_path_name(path) << ", " << threads << " threads, output " << o);
-        CHECK(bitwise_equal(fast[o], ref[o]));
-      }
-    }
-  }
-  return ref;
-}
 
 // Lane-wise exp32/tanh32 of vec_math.h over an array (tail lanes through the masked forms).
 TRIBUNAL_TARGET_AVX512 void apply512(const float* x, float* y, int64_t n, bool is_tanh) {
