@@ -5,6 +5,7 @@
 
 #include "engine/error.h"
 #include "engine/job.h"
+#include "tests/engine/job_text.h"
 
 using namespace tribunal;
 
@@ -31,20 +32,8 @@ eps = 1e-6
 weight_decay = 0.1
 )";
 
-std::string error_of(const std::string& text) {
-  try {
-    parse_job(text, "job.toml", "/base");
-  } catch (const EngineError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-std::string replace(std::string s, const std::string& from, const std::string& to) {
-  const size_t at = s.find(from);
-  REQUIRE(at != std::string::npos);
-  return s.replace(at, from.size(), to);
-}
+using jobtest::error_of;
+using jobtest::replace;
 
 }  // namespace
 

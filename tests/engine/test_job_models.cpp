@@ -11,6 +11,7 @@
 
 #include "engine/error.h"
 #include "engine/job.h"
+#include "tests/engine/job_text.h"
 #include "engine/schedule.h"
 
 using namespace tribunal;
@@ -74,20 +75,8 @@ lr = 0.002
 weight_decay = 0.1
 )";
 
-std::string error_of(const std::string& text) {
-  try {
-    parse_job(text, "job.toml", "/base");
-  } catch (const EngineError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-std::string replace(std::string s, const std::string& from, const std::string& to) {
-  const size_t at = s.find(from);
-  REQUIRE(at != std::string::npos);
-  return s.replace(at, from.size(), to);
-}
+using jobtest::error_of;
+using jobtest::replace;
 
 // The encoding as it was before the model kinds, schedules, clipping and decay scopes existed
 // (engine/job.cpp at the MLP-only version), written out again: MLP jobs must keep it byte for byte.
