@@ -115,7 +115,7 @@ std::optional<Case> make_case(OpKind kind, std::mt19937& rng, bool big, int vari
       c.in.push_back(random_tensor(s, rng, specials, 0.0f, 0.01f));  // v ≥ 0: a running mean of g²
       return c;
     }
-    case OpKind::Count: break;
+    default: break;  // the other op families register their own cases
   }
   return std::nullopt;
 }
@@ -318,7 +318,7 @@ std::optional<std::vector<Expected>> expected_f64(const Case& c) {
       for (double vv : s.v) v2.tol.push_back(kRel * vv);
       return std::vector<Expected>{p2, m2, v2};
     }
-    case OpKind::Count: break;
+    default: break;  // the other op families register their own cases
   }
   return std::nullopt;
 }
