@@ -17,6 +17,12 @@
 #include "ops/philox.h"
 #include "ops/simd.h"
 
+// GCC 12 reports its own intrinsics' _mm512_undefined_*() placeholders (in _mm512_mul_epu32,
+// _mm512_srli_epi64, …) as "(maybe) uninitialized" once inlined here; the value is never read.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 namespace tribunal {
 namespace {
 
