@@ -152,7 +152,9 @@ void check_against(const Case& c, const std::vector<Expected>& want) {
 }
 
 bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && std::memcmp(a.data(), b.data(), static_cast<size_t>(a.numel()) * 4) == 0;
+  // An empty tensor may have no storage (a null data pointer, which memcmp must not see).
+  return a.shape() == b.shape() &&
+         (a.numel() == 0 || std::memcmp(a.data(), b.data(), static_cast<size_t>(a.numel()) * 4) == 0);
 }
 
 std::vector<Tensor> run_everywhere(const Case& c, bool (*same)(const Tensor&, const Tensor&)) {
