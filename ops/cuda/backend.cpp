@@ -97,6 +97,7 @@ void run_cuda(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in
     case OpKind::Matmul: {
       const bool ta = attrs.ints[0] != 0, tb = attrs.ints[1] != 0;
       const Shape &a = in[0]->shape(), &c = out[0]->shape();
+      require(a.rank() == 2, op, "batched (rank-3) matmul has no CUDA kernel yet (docs/cuda.md)");
       cuda::launch_matmul(I(0), I(1), nullptr, O(0), c[0], c[1], ta ? a[0] : a[1], ta, tb);
       break;
     }
@@ -137,6 +138,10 @@ void run_cuda(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in
       break;
     case OpKind::Count:
       require(false, op, "not an op");
+      break;
+    default:
+      // The transformer and CNN ops (after AdamW in the enum) have CPU kernels only so far.
+      require(false, op, "no CUDA kernel yet (docs/cuda.md)");
   }
   TRIBUNAL_CUDA_CHECK(cudaDeviceSynchronize());
   for (size_t i = 0; i < out.size(); ++i) d_out[i].download(out[i]->data());
