@@ -25,6 +25,20 @@ namespace {
 
 OpKind kind_at(size_t i) { return static_cast<OpKind>(i); }
 
+/// The tests registered for `kind`; a kind without them fails the calling test case.
+const OpTests& tests_of(OpKind kind) {
+  const OpTests* tests = find_op_tests(kind);
+  REQUIRE_MESSAGE(tests != nullptr, "no tests registered for op " << std::string(op_name(kind)));
+  return *tests;
+}
+
+/// A registered random case of `kind`; a kind whose maker gives none fails the calling test case.
+Case make_case(const OpTests& tests, OpKind kind, std::mt19937& rng, bool big, int variant, bool specials) {
+  std::optional<Case> c = tests.make(kind, rng, big, variant, specials);
+  REQUIRE_MESSAGE(c.has_value(), "no test case for op " << std::string(op_name(kind)));
+  return std::move(*c);
+}
+
 }  // namespace
 
 TEST_CASE("every op kind has a reference, a fast kernel, an attribute encoding and registered tests") {
@@ -38,16 +52,14 @@ TEST_CASE("every op kind has a reference, a fast kernel, an attribute encoding a
     const bool has_kernels = info.reference != nullptr && info.fast != nullptr && info.infer != nullptr;
     CHECK(has_kernels);
     for (size_t j = 0; j < k; ++j) CHECK(std::string(info.name) != op_name(kind_at(j)));
-    const OpTests* tests = find_op_tests(kind_at(k));
-    REQUIRE_MESSAGE(tests != nullptr, "no tests registered for op " << std::string(info.name));
-    const bool has_cases = tests->make != nullptr && tests->expect != nullptr;
-    CHECK(has_cases);
-    CHECK(!tests->bad.empty());
+    const OpTests& tests = tests_of(kind_at(k));
+    const bool has_cases = tests.make != nullptr && tests.expect != nullptr;
+    REQUIRE(has_cases);
+    CHECK(!tests.bad.empty());
     // The attribute encoding of a real case round-trips its counts (u32 count ‖ i64s ‖ u32 count ‖ f32s).
     std::mt19937 rng(1);
-    const std::optional<Case> c = tests->make(kind_at(k), rng, false, 0, false);
-    REQUIRE(c.has_value());
-    CHECK(encode_attrs(c->attrs).size() == 8 + 8 * c->attrs.ints.size() + 4 * c->attrs.floats.size());
+    const Case c = make_case(tests, kind_at(k), rng, false, 0, false);
+    CHECK(encode_attrs(c.attrs).size() == 8 + 8 * c.attrs.ints.size() + 4 * c.attrs.floats.size());
   }
 }
 
@@ -56,15 +68,13 @@ TEST_CASE("every op's reference kernel matches a float64 implementation of its d
   for (size_t k = 0; k < kOpKindCount; ++k) {
     const OpKind kind = kind_at(k);
     CAPTURE(op_name(kind));
-    const OpTests* tests = find_op_tests(kind);
-    REQUIRE_MESSAGE(tests != nullptr, "no tests registered for op " << std::string(op_name(kind)));
-    for (int variant = 0; variant < tests->variants; ++variant) {
+    const OpTests& tests = tests_of(kind);
+    for (int variant = 0; variant < tests.variants; ++variant) {
       for (int trial = 0; trial < 12; ++trial) {
-        const std::optional<Case> c = tests->make(kind, rng, /*big=*/trial == 0, variant, /*specials=*/false);
-        REQUIRE_MESSAGE(c.has_value(), "no test case for op " << std::string(op_name(kind)));
-        const std::optional<std::vector<Expected>> want = tests->expect(*c);
+        const Case c = make_case(tests, kind, rng, /*big=*/trial == 0, variant, /*specials=*/false);
+        const std::optional<std::vector<Expected>> want = tests.expect(c);
         REQUIRE_MESSAGE(want.has_value(), "no float64 model for op " << std::string(op_name(kind)));
-        check_against(*c, *want);
+        check_against(c, *want);
       }
     }
   }
@@ -75,14 +85,12 @@ TEST_CASE("every op's fast kernel on every SIMD path and 1, 2, 3 threads is bitw
   for (size_t k = 0; k < kOpKindCount; ++k) {
     const OpKind kind = kind_at(k);
     CAPTURE(op_name(kind));
-    const OpTests* tests = find_op_tests(kind);
-    REQUIRE_MESSAGE(tests != nullptr, "no tests registered for op " << std::string(op_name(kind)));
-    for (int variant = 0; variant < tests->variants; ++variant) {
+    const OpTests& tests = tests_of(kind);
+    for (int variant = 0; variant < tests.variants; ++variant) {
       for (int trial = 0; trial < 16; ++trial) {
         // Trials 0 and 1 are big enough to split over threads; odd trials carry subnormals.
-        const std::optional<Case> c = tests->make(kind, rng, trial < 2, variant, trial % 2 == 1);
-        REQUIRE_MESSAGE(c.has_value(), "no test case for op " << std::string(op_name(kind)));
-        run_everywhere(*c);
+        const Case c = make_case(tests, kind, rng, trial < 2, variant, trial % 2 == 1);
+        run_everywhere(c);
       }
     }
   }
@@ -91,10 +99,9 @@ TEST_CASE("every op's fast kernel on every SIMD path and 1, 2, 3 threads is bitw
 TEST_CASE("infer_shapes throws OpError for bad shapes and attribute counts, for every op") {
   for (size_t k = 0; k < kOpKindCount; ++k) {
     const OpKind kind = kind_at(k);
-    const OpTests* tests = find_op_tests(kind);
-    REQUIRE_MESSAGE(tests != nullptr, "no tests registered for op " << std::string(op_name(kind)));
-    CHECK_MESSAGE(!tests->bad.empty(), "no bad-input case for op " << std::string(op_name(kind)));
-    for (const BadCase& b : tests->bad) {
+    const OpTests& tests = tests_of(kind);
+    CHECK_MESSAGE(!tests.bad.empty(), "no bad-input case for op " << std::string(op_name(kind)));
+    for (const BadCase& b : tests.bad) {
       INFO(op_name(kind) << ": " << b.why);
       CHECK_THROWS_AS(infer_shapes(kind, b.attrs, b.in), OpError);
     }
@@ -127,16 +134,13 @@ TEST_CASE("every differentiable op's VJP rule matches float64 central difference
     const OpKind kind = kind_at(k);
     const OpInfo& info = op_info(kind);
     CAPTURE(std::string(info.name));
-    const OpTests* tests = find_op_tests(kind);
-    REQUIRE(tests != nullptr);
-    CHECK_MESSAGE(tests->grad_inputs.empty() == (info.vjp == nullptr),
+    const OpTests& tests = tests_of(kind);
+    CHECK_MESSAGE(tests.grad_inputs.empty() == (info.vjp == nullptr),
                   "grad_inputs must be listed exactly for ops with a VJP rule");
     if (info.vjp == nullptr) continue;
-    for (int variant = 0; variant < tests->variants; ++variant) {
+    for (int variant = 0; variant < tests.variants; ++variant) {
       for (int trial = 0; trial < 3; ++trial) {
-        const std::optional<Case> made = tests->make(kind, rng, false, variant, false);
-        REQUIRE(made.has_value());
-        const Case& c = *made;
+        const Case c = make_case(tests, kind, rng, false, variant, false);
         INFO(c.str());
         EagerVjpBuilder b;
         std::vector<ValueRef> in_refs, out_refs, grad_refs;
@@ -148,12 +152,12 @@ TEST_CASE("every differentiable op's VJP rule matches float64 central difference
           grad_refs.push_back(b.add(cotangents.back()));
         }
         std::unique_ptr<bool[]> needs(new bool[c.in.size()]());
-        for (int i : tests->grad_inputs) needs[static_cast<size_t>(i)] = true;
+        for (int i : tests.grad_inputs) needs[static_cast<size_t>(i)] = true;
         std::vector<ValueRef> in_grads(c.in.size(), 0);
         info.vjp(b, VjpArgs{c.attrs, in_refs, out_refs, grad_refs, std::span<const bool>(needs.get(), c.in.size())},
                  in_grads);
 
-        for (int i : tests->grad_inputs) {
+        for (int i : tests.grad_inputs) {
           const Tensor& grad = b.value(in_grads[static_cast<size_t>(i)]);
           REQUIRE(grad.shape() == c.in[static_cast<size_t>(i)].shape());
           double scale = 0;
@@ -168,7 +172,7 @@ TEST_CASE("every differentiable op's VJP rule matches float64 central difference
             minus.in[static_cast<size_t>(i)][e] = x - h;
             const double dx = static_cast<double>(x + h) - static_cast<double>(x - h);
             const double numeric =
-                (f64_objective(*tests, plus, cotangents) - f64_objective(*tests, minus, cotangents)) / dx;
+                (f64_objective(tests, plus, cotangents) - f64_objective(tests, minus, cotangents)) / dx;
             const double analytic = grad[e];
             INFO("input " << i << " element " << e << ": analytic " << analytic << ", numeric " << numeric);
             CHECK(std::fabs(numeric - analytic) <= 1e-3 * (std::fabs(numeric) + 0.1 * scale) + 1e-6);
