@@ -79,7 +79,9 @@ constexpr int kMaxDrops = 100;
 
 }  // namespace
 
-Envelope await_verdict(NetContext& ctx, const std::string& referee, const std::vector<uint8_t>& open, const LogFn& log) {
+Envelope await_verdict(NetContext& ctx, const std::string& referee, const PublicKey& referee_key,
+                       const std::vector<uint8_t>& open, const LogFn& log) {
+  const Digest dispute = open_envelope(open).context;
   Client client(ctx);
   using clock = std::chrono::steady_clock;
   auto give_up = clock::now() + kReconnectWindow;
@@ -97,6 +99,11 @@ Envelope await_verdict(NetContext& ctx, const std::string& referee, const std::v
       backoff = kFirstBackoff;
       Envelope env = inbox->next(MessageKind::Verdict, std::chrono::hours(24), referee);
       session->close(CloseCode::Normal, "verdict received");
+      // Over ws:// anyone on the path could hand us a verdict: only the pinned referee's counts.
+      if (env.sender != referee_key)
+        throw ProtocolError(fmt::format("{}: the verdict is signed by {}, not by the referee's key {}", referee,
+                                        to_hex(Digest(env.sender)), to_hex(Digest(referee_key))));
+      if (env.context != dispute) throw ProtocolError(fmt::format("{}: the verdict is for another dispute", referee));
       return env;
     } catch (const ConnectionLost& e) {
       if (++drops > kMaxDrops || clock::now() >= give_up) throw;
@@ -112,18 +119,17 @@ Envelope await_verdict(NetContext& ctx, const std::string& referee, const std::v
   }
 }
 
-DelegateOutcome delegate_job(NetContext& ctx, const std::filesystem::path& job_file,
-                             const std::vector<std::string>& providers, const std::string& referee,
-                             const std::filesystem::path& out_dir, const KeyPair& client_key, LogFn log) {
+DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, LogFn log) {
+  const std::vector<std::string>& providers = request.providers;
+  const std::string& referee = request.referee;
   if (providers.size() < 2) throw EngineError("delegate: give at least two providers");
-  const JobSpec job = load_job(job_file);
-  const std::string toml = read_text(job_file);
+  const JobSpec job = load_job(request.job_file, request.datasets);
+  const std::string toml = read_text(request.job_file);
   ThreadPool pool(1);
   const std::shared_ptr<const Dataset> train = shared_train_set(job, pool);
   const Dataset& data = *train;
   check_job_against_dataset(job, data);
-  const Digest id = job_id(job, data.root);
-  const Digest initial = state_hash(initial_state(job), pool);
+  const Digest id = job_id(job, data);
   log(fmt::format("delegate: job {} ({} steps, stride {}) to {} providers", to_hex(id).substr(0, 16), job.steps,
                   job.stride, providers.size()));
 
@@ -133,7 +139,7 @@ DelegateOutcome delegate_job(NetContext& ctx, const std::filesystem::path& job_f
   for (const std::string& url : providers) {
     inboxes.push_back(std::make_shared<Inbox>());
     sessions.push_back(client.connect_sync(url, inboxes.back()->handlers()));
-    sessions.back()->send(seal(client_key, id, 1, JobSubmit{toml}));
+    sessions.back()->send(seal(request.client_key, id, 1, JobSubmit{toml}));
   }
   DelegateOutcome out;
   std::vector<std::vector<uint8_t>> claim_envelopes;
@@ -143,22 +149,32 @@ DelegateOutcome delegate_job(NetContext& ctx, const std::filesystem::path& job_f
     out.claims.push_back(c);
     claim_envelopes.push_back(env.bytes);
     sessions[p]->close(CloseCode::Normal, "claim received");
-    // A claim that is not about this job cannot stand and needs no referee: it is refused here.
+    // A claim that is not about this job, or that no referee could act on, cannot stand and needs no
+    // referee: it is refused here.
     std::string refusal;
     if (env.context != id || c.job_id != id)
       refusal = "its claim is for another job";
     else if (c.steps != static_cast<uint64_t>(job.steps))
       refusal = fmt::format("its claim is for {} steps, the job has {}", c.steps, job.steps);
+    else if (env.bytes.size() > kMaxClaimEnvelopeBytes)
+      refusal = "its claim envelope is too large to be disputed";
+    else
+      try {
+        parse_ws_url(c.endpoint);
+      } catch (const NetError& e) {
+        refusal = std::string("its claim names no usable endpoint: ") + e.what();
+      }
     out.refusals.push_back(refusal);
     if (!refusal.empty())
       log(fmt::format("delegate: refused the claim of {}: {}", providers[p], refusal));
     else
-      log(fmt::format("delegate: claim from {}: trajectory_root {}", providers[p], to_hex(c.trajectory_root).substr(0, 16)));
+      log(fmt::format("delegate: claim from {}: trajectory_root {}, endpoint {}", providers[p],
+                      to_hex(c.trajectory_root).substr(0, 16), c.endpoint));
   }
 
   // Pairwise disputes: the standing claim meets each differing one; an honest claim never loses.
   std::error_code ec;
-  std::filesystem::create_directories(out_dir, ec);
+  std::filesystem::create_directories(request.out_dir, ec);
   std::optional<size_t> standing;
   for (size_t p = 0; p < providers.size(); ++p) {
     if (!out.refusals[p].empty()) continue;
@@ -166,29 +182,35 @@ DelegateOutcome delegate_job(NetContext& ctx, const std::filesystem::path& job_f
       standing = p;
       continue;
     }
-    if (out.claims[p].trajectory_root == out.claims[*standing].trajectory_root) continue;
+    const size_t held = *standing;
+    if (out.claims[p].trajectory_root == out.claims[held].trajectory_root) continue;
     DisputeOpen d;
     d.job_toml = toml;
-    d.initial_state_hash = initial;
     d.dataset_root = data.root;
-    d.dataset_samples = static_cast<uint64_t>(data.inputs.shape()[0]);
-    d.features = static_cast<uint64_t>(data.inputs.shape()[1]);
-    d.classes = static_cast<uint64_t>(data.classes);
-    d.label_width = static_cast<uint64_t>(data.label_width());
-    d.claims = {claim_envelopes[*standing], claim_envelopes[p]};
-    d.providers = {providers[*standing], providers[p]};
-    const Digest dispute = dispute_id(id, d.claims);
-    log(fmt::format("delegate: claims of {} and {} differ: dispute {} at {}", providers[*standing], providers[p],
+    const DataShape shape = data_shape_of(data);
+    d.dataset_samples = static_cast<uint64_t>(shape.samples);
+    d.features = static_cast<uint64_t>(shape.features);
+    d.classes = static_cast<uint64_t>(shape.classes);
+    d.label_width = static_cast<uint64_t>(shape.label_width);
+    d.claims = {claim_envelopes[held], claim_envelopes[p]};
+    const Digest dispute = dispute_id(d);
+    log(fmt::format("delegate: claims of {} and {} differ: dispute {} at {}", providers[held], providers[p],
                     to_hex(dispute).substr(0, 16), referee));
-    const Envelope env = await_verdict(ctx, referee, seal(client_key, dispute, 1, d), log);
-    const Verdict v = verify_verdict(env.bytes);
-    if (v.dispute_id != dispute) throw EngineError(fmt::format("{}: verdict for another dispute", referee));
-    const auto file = out_dir / ("verdict-" + to_hex(dispute).substr(0, 16) + ".bin");
+    const Envelope env =
+        await_verdict(ctx, referee, request.referee_key, seal(request.client_key, dispute, 1, d), log);
+    const Verdict v = verify_verdict(env.bytes, request.referee_key);
+    if (v.dispute_id != dispute || v.opening != d)
+      throw EngineError(fmt::format("{}: the verdict is about another opening than ours", referee));
+    const auto file = request.out_dir / ("verdict-" + to_hex(dispute).substr(0, 16) + ".bin");
     std::ofstream(file, std::ios::binary).write(reinterpret_cast<const char*>(env.bytes.data()),
                                                  static_cast<std::streamsize>(env.bytes.size()));
     out.verdicts.push_back(env.bytes);
     out.verdict_files.push_back(file);
     log(fmt::format("delegate: verdict {} → {}", reason_name(v.reason), file.string()));
+    if (v.reason == VerdictReason::RefereeFault) {
+      out.undecided = v.detail;
+      return out;
+    }
     if (v.winners.empty())
       standing.reset();
     else if (v.winners[0] == 1)

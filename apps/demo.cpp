@@ -101,9 +101,18 @@ int demo_main(Args& args) {
   // Connection-level lines (opens, closes) would drown the narrowing; keep only the dispute's story.
   set_net_log_sink([](std::string_view) {});
   NetContext ctx(2, false);
-  RefereeNode referee(ctx, generate_keypair(), RefereeOptions{}, quiet);
-  ProviderNode honest(ctx, generate_keypair(), out_dir / "honest", threads, Fault{}, quiet);
-  ProviderNode cheater(ctx, generate_keypair(), out_dir / "cheater", threads, fault, quiet);
+  const KeyPair referee_key = generate_keypair();
+  RefereeNode referee(ctx, referee_key, RefereeOptions{}, quiet, loopback_policy());
+  const auto provider_config = [&](const char* name, Fault f) {
+    ProviderConfig c;
+    c.store = out_dir / name;
+    c.threads = threads;
+    c.referees = {referee_key.public_key};
+    c.fault = f;
+    return c;
+  };
+  ProviderNode honest(ctx, generate_keypair(), provider_config("honest", Fault{}), quiet);
+  ProviderNode cheater(ctx, generate_keypair(), provider_config("cheater", fault), quiet);
   const uint16_t referee_port = referee.listen("127.0.0.1", 0);
   const uint16_t honest_port = honest.listen("127.0.0.1", 0);
   const uint16_t cheater_port = cheater.listen("127.0.0.1", 0);
@@ -129,8 +138,14 @@ int demo_main(Args& args) {
   };
   ctx.start();
   say("training on both providers (each returns a signed claim)…");
-  const DelegateOutcome o = delegate_job(ctx, job_path, providers, referee_url, out_dir / "verdicts", generate_keypair(),
-                                         [&](const std::string& line) { say(line); });
+  DelegateRequest request;
+  request.job_file = job_path;
+  request.providers = providers;
+  request.referee = referee_url;
+  request.referee_key = referee_key.public_key;
+  request.out_dir = out_dir / "verdicts";
+  request.client_key = generate_keypair();
+  const DelegateOutcome o = delegate_job(ctx, request, [&](const std::string& line) { say(line); });
   ctx.stop();
   ctx.join();
 
@@ -142,7 +157,7 @@ int demo_main(Args& args) {
     say("the corruption did not change the trajectory: both claims agree, nothing to dispute");
     result["verdict"] = nullptr;
   } else {
-    const Verdict v = verify_verdict(o.verdicts.back());
+    const Verdict v = verify_verdict(o.verdicts.back(), referee_key.public_key);
     const auto name = [](uint8_t party) { return party == 0 ? "honest" : "cheater"; };
     const auto cps = checkpoint_steps(static_cast<uint64_t>(job.steps), static_cast<uint64_t>(job.stride));
     const uint64_t bound = ceil_log2(static_cast<uint64_t>((job.steps + job.stride - 1) / job.stride)) +

@@ -13,15 +13,20 @@ constexpr const char* kUsage =
     "commands:\n"
     "  demo [--job JOB.toml] [--seed S] [--json]\n"
     "      a referee, an honest and a cheating provider on loopback; watch the dispute narrow\n"
-    "  train JOB.toml [--steps N] [--threads K] [--out DIR] [--resume] [--json]\n"
+    "  train JOB.toml [--steps N] [--threads K] [--out DIR] [--resume] [--json] [--dataset NAME=PATH]...\n"
     "      train a job with RepOps, write stride checkpoints to DIR, evaluate on the test set\n"
-    "  referee --listen HOST:PORT --key KEYFILE [--data DIR]\n"
+    "      (a job names its data set; --dataset registers where a name's files are)\n"
+    "  referee --listen HOST:PORT --key KEYFILE [--data DIR] [--allow-network CIDR]...\n"
     "      serve disputes: drive the bisection game, re-execute one op, sign verdicts; every\n"
-    "      dispute is kept in DIR/referee.sqlite (default ./referee-data) and resumed on restart\n"
-    "  provider --listen HOST:PORT --key KEYFILE --store DIR [--threads K] [--corrupt STEP:NODE]\n"
-    "      train submitted jobs, return signed claims, answer the referee\n"
-    "      (--corrupt makes it cheat at one node, to test a network's referee)\n"
-    "  delegate JOB.toml --provider URL --provider URL... --referee URL [--out DIR]\n"
+    "      dispute is kept in DIR/referee.sqlite (default ./referee-data) and resumed on restart;\n"
+    "      providers on loopback, link-local or private addresses only where --allow-network says\n"
+    "  provider --listen HOST:PORT --key KEYFILE --store DIR --referee-key HEX... [--advertise URL]\n"
+    "           [--client-key HEX]... [--dataset NAME=PATH]... [--max-steps N] [--max-parameters N]\n"
+    "           [--max-checkpoint-bytes N] [--threads K] [--corrupt STEP:NODE]\n"
+    "      train submitted jobs, return claims signed with the URL referees reach it at, answer\n"
+    "      the referees it trusts (--corrupt makes it cheat at one node, to test a referee)\n"
+    "  delegate JOB.toml --provider URL --provider URL... --referee URL --referee-key HEX\n"
+    "           [--out DIR] [--key KEYFILE] [--dataset NAME=PATH]...\n"
     "      give a job to several providers, dispute differing claims, print the outcome\n"
     "  campaign [--games N] [--seed S]\n"
     "      random cheaters and bisection lies against the game; JSON with honest_losses (must be 0)\n"
@@ -29,7 +34,7 @@ constexpr const char* kUsage =
     "      play cheater scenario scripts over loopback WebSockets; exit 1 if an outcome differs\n"
     "  scenario graph JOB.toml    the node table of a job's step graph (for scenario scripts)\n"
     "  keygen KEYFILE             make an Ed25519 key file (prints the public key)\n"
-    "  verify VERDICT [--referee-key HEX]   check a verdict file offline\n";
+    "  verify VERDICT --referee-key HEX   check a verdict file offline\n";
 
 }  // namespace
 

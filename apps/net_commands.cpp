@@ -4,9 +4,12 @@
 #include <iterator>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "apps/cli.h"
 #include "apps/nodes.h"
+#include "engine/error.h"
+#include "net/error.h"
 
 namespace tribunal::cli {
 namespace {
@@ -52,6 +55,24 @@ Fault parse_corrupt(const std::string& s) {
   return f;
 }
 
+// A public key given in hex (--referee-key, --client-key).
+PublicKey public_key_arg(std::string_view flag, const std::string& hex) {
+  try {
+    return digest_from_hex(hex);
+  } catch (const std::exception&) {
+    throw UsageError(std::string(flag) + " expects a public key as 64 hex digits (tribunal keygen prints it), got '" +
+                     hex + "'");
+  }
+}
+
+void add_dataset(DataRegistry& registry, const std::string& spec) {
+  try {
+    registry.add(std::string_view(spec));
+  } catch (const EngineError& e) {
+    throw UsageError(e.what());
+  }
+}
+
 }  // namespace
 
 int keygen_main(Args& args) {
@@ -72,17 +93,25 @@ int verify_main(Args& args) {
     else throw UsageError("verify: one verdict file at a time");
   }
   if (file.empty()) throw UsageError("verify: give a verdict file");
+  // Anyone can sign a verdict: only the signature of the referee one trusts proves anything.
+  if (key_hex.empty()) throw UsageError("verify: --referee-key HEX is required (a verdict signed by an unchecked key proves nothing)");
+  const PublicKey referee = public_key_arg("--referee-key", key_hex);
   std::ifstream in(file, std::ios::binary);
   if (!in) throw ProtocolError(file + ": cannot open");
   const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  PublicKey referee{};
-  if (!key_hex.empty()) referee = digest_from_hex(key_hex);
-  const Verdict v = verify_verdict(bytes, key_hex.empty() ? nullptr : &referee);
-  const Envelope env = open_envelope(bytes);
-  fmt::print("valid verdict signed by referee {}\n", to_hex(Digest(env.sender)));
+  const Verdict v = verify_verdict(bytes, referee);
+  fmt::print("valid verdict signed by referee {}\n", to_hex(Digest(referee)));
   fmt::print("job {}\ndispute {}\n", to_hex(v.job_id), to_hex(v.dispute_id));
+  for (size_t i = 0; i < v.opening.claims.size(); ++i) {
+    const Envelope c = open_envelope(v.opening.claims[i]);
+    const Claim& claim = std::get<Claim>(c.body);
+    fmt::print("claim {}: provider {} at {}, trajectory_root {}\n", i, to_hex(Digest(c.sender)), claim.endpoint,
+               to_hex(claim.trajectory_root));
+  }
   fmt::print("outcome: {} ({})\n",
-             v.winners.empty() ? std::string("no valid claim") : fmt::format("claim {} stands", v.winners[0]),
+             v.reason == VerdictReason::RefereeFault ? std::string("undecided, no one convicted")
+             : v.winners.empty()                     ? std::string("no valid claim")
+                                                     : fmt::format("claim {} stands", v.winners[0]),
              reason_name(v.reason));
   fmt::print("located: level {}, step {}, node {}, op {}; {} rounds\n", static_cast<int>(v.level), v.step, v.node, v.op,
              v.rounds);
@@ -93,12 +122,20 @@ int verify_main(Args& args) {
 int referee_main(Args& args) {
   std::string listen, key;
   RefereeOptions options;
+  std::vector<IpNetwork> allowed;
   options.data_dir = "referee-data";
   while (!args.done()) {
     const std::string_view a = args.next();
     if (a == "--listen") listen = args.value(a);
     else if (a == "--key") key = args.value(a);
     else if (a == "--data") options.data_dir = args.value(a);
+    else if (a == "--allow-network") {
+      try {
+        allowed.push_back(parse_cidr(args.value(a)));
+      } catch (const NetError& e) {
+        throw UsageError(std::string("referee: --allow-network: ") + e.what());
+      }
+    }
     else if (a == "--answer-timeout-ms") options.answer_timeout_ms = static_cast<uint64_t>(args.integer(a, 1, 86400000));
     else if (a == "--recompute-timeout-ms") options.recompute_timeout_ms = static_cast<uint64_t>(args.integer(a, 1, 86400000));
     else if (a == "--max-live-disputes") options.max_live_disputes = static_cast<size_t>(args.integer(a, 1, 1000000));
@@ -113,7 +150,7 @@ int referee_main(Args& args) {
   const auto [host, port] = host_port(listen);
   raise_fd_limit();  // a client connection per live dispute, two provider connections
   NetContext ctx(1);
-  RefereeNode node(ctx, load_keypair(key), options, log_line);
+  RefereeNode node(ctx, load_keypair(key), options, log_line, AddressPolicy::public_only(std::move(allowed)));
   const uint16_t bound = node.listen(host, port);
   log_line(fmt::format("referee: listening on {}:{} (store {})", host, bound, (options.data_dir / "referee.sqlite").string()));
   ctx.run();
@@ -121,48 +158,76 @@ int referee_main(Args& args) {
 }
 
 int provider_main(Args& args) {
-  std::string listen, key, store;
-  int threads = 1;
-  Fault fault;
+  std::string listen, key;
+  ProviderConfig config;
   while (!args.done()) {
     const std::string_view a = args.next();
     if (a == "--listen") listen = args.value(a);
     else if (a == "--key") key = args.value(a);
-    else if (a == "--store") store = args.value(a);
-    else if (a == "--threads") threads = static_cast<int>(args.integer(a, 1, 256));
-    else if (a == "--corrupt") fault = parse_corrupt(args.value(a));
+    else if (a == "--store") config.store = args.value(a);
+    else if (a == "--threads") config.threads = static_cast<int>(args.integer(a, 1, 256));
+    else if (a == "--referee-key") config.referees.push_back(public_key_arg(a, args.value(a)));
+    else if (a == "--client-key") config.clients.push_back(public_key_arg(a, args.value(a)));
+    else if (a == "--dataset") add_dataset(config.datasets, args.value(a));
+    else if (a == "--advertise") config.endpoint = args.value(a);
+    else if (a == "--max-steps") config.limits.max_steps = args.integer(a, 1, kMaxSteps);
+    else if (a == "--max-parameters") config.limits.max_parameters = args.integer(a, 1, int64_t{1} << 40);
+    else if (a == "--max-checkpoint-bytes")
+      config.limits.max_checkpoint_bytes = static_cast<uint64_t>(args.integer(a, 1, int64_t{1} << 50));
+    else if (a == "--corrupt") config.fault = parse_corrupt(args.value(a));
     else throw UsageError("provider: unknown option '" + std::string(a) + "'");
   }
-  if (listen.empty() || key.empty() || store.empty()) throw UsageError("provider: --listen, --key and --store are required");
+  if (listen.empty() || key.empty() || config.store.empty())
+    throw UsageError("provider: --listen, --key and --store are required");
+  if (config.referees.empty())
+    throw UsageError("provider: give at least one --referee-key: the provider answers disputes only from referees it trusts");
+  if (!config.endpoint.empty()) {
+    try {
+      parse_ws_url(config.endpoint);
+    } catch (const NetError& e) {
+      throw UsageError(std::string("provider: --advertise: ") + e.what());
+    }
+  }
   const auto [host, port] = host_port(listen);
   NetContext ctx(1);
-  ProviderNode node(ctx, load_keypair(key), store, threads, fault, log_line);
+  ProviderNode node(ctx, load_keypair(key), config, log_line);
   const uint16_t bound = node.listen(host, port);
-  log_line(fmt::format("provider: listening on {}:{}", host, bound));
+  log_line(fmt::format("provider: listening on {}:{}, claims name {}; data sets: {}", host, bound, node.endpoint(),
+                       fmt::join(config.datasets.names(), ", ")));
   ctx.run();
   return 0;
 }
 
 int delegate_main(Args& args) {
-  std::string job, referee, out = "verdicts", key;
-  std::vector<std::string> providers;
+  std::string key, referee_key;
+  DelegateRequest request;
   while (!args.done()) {
     const std::string_view a = args.next();
-    if (a == "--provider") providers.push_back(args.value(a));
-    else if (a == "--referee") referee = args.value(a);
-    else if (a == "--out") out = args.value(a);
+    if (a == "--provider") request.providers.push_back(args.value(a));
+    else if (a == "--referee") request.referee = args.value(a);
+    else if (a == "--referee-key") referee_key = args.value(a);
+    else if (a == "--out") request.out_dir = args.value(a);
     else if (a == "--key") key = args.value(a);
+    else if (a == "--dataset") add_dataset(request.datasets, args.value(a));
     else if (!a.empty() && a[0] == '-') throw UsageError("delegate: unknown option '" + std::string(a) + "'");
-    else job = std::string(a);
+    else request.job_file = std::string(a);
   }
-  if (job.empty() || referee.empty() || providers.size() < 2)
+  if (request.job_file.empty() || request.referee.empty() || request.providers.size() < 2)
     throw UsageError("delegate: give JOB.toml, --referee URL and at least two --provider URL");
+  if (referee_key.empty())
+    throw UsageError("delegate: --referee-key HEX is required: only that referee's signed verdicts are accepted");
+  request.referee_key = public_key_arg("--referee-key", referee_key);
   NetContext ctx(1, false);
   ctx.start();
-  const KeyPair client_key = key.empty() ? generate_keypair() : load_keypair(key);
-  const DelegateOutcome o = delegate_job(ctx, job, providers, referee, out, client_key, log_line);
+  request.client_key = key.empty() ? generate_keypair() : load_keypair(key);
+  const DelegateOutcome o = delegate_job(ctx, request, log_line);
   ctx.stop();
   ctx.join();
+  const auto& providers = request.providers;
+  if (!o.undecided.empty()) {
+    fmt::print("undecided: the referee could not decide a dispute ({}); no claim was convicted\n", o.undecided);
+    return 4;
+  }
   if (o.accepted)
     fmt::print("accepted: the claim of {} (trajectory_root {}) stands after {} dispute(s)\n", providers[o.winner],
                to_hex(o.claim.trajectory_root), o.verdicts.size());

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/data_registry.h"
 #include "engine/fault.h"
 #include "net/client.h"
 #include "net/context.h"
@@ -25,6 +26,10 @@ namespace tribunal::cli {
 
 /// One log line (no newline); called from any thread.
 using LogFn = std::function<void(const std::string&)>;
+
+/// The public-address policy plus loopback (127.0.0.0/8, ::1): for a referee whose providers run on
+/// the same machine (demo, tests, scenarios).
+AddressPolicy loopback_policy();
 
 /// What one dispute cost the referee.
 struct DisputeStats {
@@ -49,8 +54,13 @@ struct DisputeStats {
 class RefereeNode {
  public:
   /// Opens the store of `options.data_dir`, if set (throws StoreError naming the file when it is
-  /// corrupt or belongs to another referee key).
-  RefereeNode(NetContext& ctx, KeyPair key, RefereeOptions options, LogFn log);
+  /// corrupt or belongs to another referee key). `providers` decides which addresses a provider's
+  /// signed endpoint may resolve to (by default public addresses only; `--allow-network`, or
+  /// loopback_policy() for tests and demos on one machine): an opening whose endpoint is a literal
+  /// address the policy refuses is refused, and a name that resolves only to refused addresses
+  /// cannot be connected to.
+  RefereeNode(NetContext& ctx, KeyPair key, RefereeOptions options, LogFn log,
+              AddressPolicy providers = AddressPolicy::public_only());
   ~RefereeNode();
   /// Binds and starts accepting; the first call first resumes the store's undecided disputes
   /// (set on_event/on_finished before it to see them). Returns the bound port.
@@ -80,6 +90,7 @@ class RefereeNode {
   RefereeOptions options_;
   LogFn log_;
   std::unique_ptr<RefereeStore> store_;
+  AddressPolicy policy_;
   Server server_;
   Client client_;
   std::mutex mu_;
@@ -109,26 +120,57 @@ struct QueryContext {
 /// Rewrites the reply to one query; `answers` are the node's own signed answer envelopes.
 using ReplyFilter = std::function<ProviderReply(const QueryContext&, std::vector<std::vector<uint8_t>> answers)>;
 
-/// The job's training set (load_dataset), loaded once per process and shared by every dispute that
-/// needs it (a copy per connection would cost 188 MB each); freed when no one holds it. Keyed by the
-/// data set's kind, local path and (text) window parameters. Throws EngineError.
+/// The job's training set (load_dataset; the job's data set must be located), loaded once per process
+/// and shared by every dispute that needs it (a copy per connection would cost 188 MB each); freed
+/// when no one holds it, except the most recently used one, kept for the disputes that follow a
+/// training. Keyed by the data set's kind, local path and (text) window parameters. Throws EngineError.
 std::shared_ptr<const Dataset> shared_train_set(const JobSpec& job, ThreadPool& pool);
 
 /// A provider's connection limits: a referee opens one connection per live dispute, all from one
 /// address, so the per-address cap equals the total cap (net/server.h defaults otherwise).
 ServerOptions provider_server_options();
 
-/// `tribunal provider`: trains submitted jobs into STORE/<job_id>/ and answers disputes about them.
-/// A `fault` makes it a cheater (demo, tests, scenarios). `server` sets the connection limits
-/// (a scenario's misbehaving node raises max_message_bytes to be able to send oversized frames).
+/// Caps on a submitted job: a provider refuses (ErrorMessage) what its operator did not agree to
+/// train, before loading any data.
+struct JobLimits {
+  int64_t max_steps = int64_t{1} << 20;           ///< train.steps
+  int64_t max_parameters = int64_t{1} << 27;      ///< the model's parameter count (caps widths, d_model, channels)
+  uint64_t max_checkpoint_bytes = uint64_t{1} << 36;  ///< the job's stride checkpoints on disk (64 GiB)
+};
+
+/// What a provider's operator decides (the options of `tribunal provider`).
+struct ProviderConfig {
+  std::filesystem::path store;   ///< checkpoints of each job: STORE/<job_id>/
+  int threads = 1;
+  /// The data sets it serves, by name (a job never names a path).
+  DataRegistry datasets = DataRegistry::debian();
+  /// Referee keys whose queries it answers; a query signed by any other key is refused before
+  /// anything is computed. None: it answers no dispute.
+  std::vector<PublicKey> referees;
+  /// Client keys whose JobSubmit it accepts; empty: any client, within `limits`.
+  std::vector<PublicKey> clients;
+  JobLimits limits;
+  /// The ws:// URL it signs into its claims (where referees reach it). Empty: "ws://HOST:PORT/" of
+  /// listen(), which must then be a specific address, not 0.0.0.0 or ::.
+  std::string endpoint;
+  Fault fault;  ///< a cheater (demo, tests, scenarios)
+  /// Connection limits (a scenario's misbehaving node raises max_message_bytes to send oversized frames).
+  ServerOptions server = provider_server_options();
+};
+
+/// `tribunal provider`: trains submitted jobs into STORE/<job_id>/ and answers a trusted referee's
+/// queries about them (docs/protocol.md, "Threat model").
 class ProviderNode {
  public:
-  ProviderNode(NetContext& ctx, KeyPair key, std::filesystem::path store, int threads, Fault fault, LogFn log,
-               ServerOptions server = provider_server_options());
+  ProviderNode(NetContext& ctx, KeyPair key, ProviderConfig config, LogFn log);
   /// Stops accepting and closes every open connection (going away); in-flight answers are dropped.
   ~ProviderNode();
+  /// Binds and starts accepting; returns the bound port. Throws NetError when no endpoint was
+  /// configured and `host` is a wildcard address (the claims would name no reachable URL).
   uint16_t listen(const std::string& host, uint16_t port);
   const PublicKey& public_key() const { return key_.public_key; }
+  /// The URL this node signs into its claims (set once listening).
+  const std::string& endpoint() const { return config_.endpoint; }
   /// Seconds per training step of the last job trained.
   double last_step_seconds() const { return last_step_seconds_; }
 
@@ -138,12 +180,12 @@ class ProviderNode {
  private:
   struct Connection;
   void on_message(const std::shared_ptr<Connection>& c, std::vector<uint8_t> bytes);
+  void train(Connection& c, const Envelope& env);
+  void answer(const std::shared_ptr<Connection>& c, const Envelope& env);
 
   NetContext& ctx_;
   KeyPair key_;
-  std::filesystem::path store_;
-  int threads_;
-  Fault fault_;
+  ProviderConfig config_;
   LogFn log_;
   Server server_;
   std::atomic<double> last_step_seconds_{0};
@@ -164,22 +206,37 @@ struct DelegateOutcome {
   std::vector<std::string> refusals;     ///< per provider: why its claim was refused (empty: valid)
   std::vector<std::vector<uint8_t>> verdicts;  ///< signed verdict envelopes, in dispute order
   std::vector<std::filesystem::path> verdict_files;
+  /// Non-empty when the referee could not decide a dispute (a RefereeFault verdict: no one was
+  /// convicted): why. The delegation then stops with no claim accepted.
+  std::string undecided;
+};
+
+/// What `tribunal delegate` is asked to do.
+struct DelegateRequest {
+  std::filesystem::path job_file;
+  std::vector<std::string> providers;  ///< provider URLs (at least two)
+  std::string referee;                 ///< the referee's URL
+  PublicKey referee_key{};             ///< the only key whose verdicts are accepted
+  std::filesystem::path out_dir = "verdicts";  ///< verdict-<dispute id>.bin files
+  KeyPair client_key;                  ///< signs the JobSubmits and DisputeOpens
+  DataRegistry datasets = DataRegistry::debian();  ///< where the job's data set is, to compute its id
 };
 
 /// Sends `open` (a signed DisputeOpen envelope) to the referee at URL `referee` and waits for its
-/// verdict envelope (decoded and signature-checked, not otherwise verified). Once the referee was
-/// reached, a dropped connection is re-established with backoff (100 ms doubling to 2 s) and the same
-/// opening re-sent, for up to 120 s after the last working connection and at most 100 times: a restarted referee resumes
-/// the dispute or answers with its stored verdict. Throws NetError if the referee is never reached,
-/// EngineError if it refuses the opening (ErrorMessage) or stays away. `ctx` must be running on other
-/// threads (NetContext::start).
-Envelope await_verdict(NetContext& ctx, const std::string& referee, const std::vector<uint8_t>& open, const LogFn& log);
+/// verdict envelope, which must be signed by `referee_key` for this dispute (a verdict signed by
+/// another key, e.g. forged by someone on the path, is refused with ProtocolError). Once the referee
+/// was reached, a dropped connection is re-established with backoff (100 ms doubling to 2 s) and the
+/// same opening re-sent, for up to 120 s after the last working connection and at most 100 times: a
+/// restarted referee resumes the dispute or answers with its stored verdict. Throws NetError if the
+/// referee is never reached, EngineError if it refuses the opening (ErrorMessage) or stays away.
+/// `ctx` must be running on other threads (NetContext::start).
+Envelope await_verdict(NetContext& ctx, const std::string& referee, const PublicKey& referee_key,
+                       const std::vector<uint8_t>& open, const LogFn& log);
 
 /// `tribunal delegate`: sends the job to every provider, collects signed claims, and disputes
-/// differing claims at the referee until one stands or none does. Writes each verdict to
+/// differing claims at the referee until one stands, none does, or one is undecided. Every verdict
+/// is checked with verify_verdict against the referee's key and written to
 /// out_dir/verdict-<dispute id>.bin. Throws on unreachable peers or invalid messages.
-DelegateOutcome delegate_job(NetContext& ctx, const std::filesystem::path& job_file,
-                             const std::vector<std::string>& providers, const std::string& referee,
-                             const std::filesystem::path& out_dir, const KeyPair& client_key, LogFn log);
+DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, LogFn log);
 
 }  // namespace tribunal::cli

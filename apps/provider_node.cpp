@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -7,7 +8,9 @@
 #include <fmt/format.h>
 
 #include "apps/nodes.h"
+#include "engine/error.h"
 #include "engine/provider_session.h"
+#include "net/error.h"
 
 namespace tribunal::cli {
 ServerOptions provider_server_options() {
@@ -19,15 +22,40 @@ ServerOptions provider_server_options() {
 std::shared_ptr<const Dataset> shared_train_set(const JobSpec& job, ThreadPool& pool) {
   static std::mutex mu;
   static std::map<std::string, std::weak_ptr<const Dataset>> cache;
-  const std::string key = job.dataset == "text" ? fmt::format("text\n{}\n{}\n{}", job.text_path.string(),
+  // The most recently used set stays loaded: a provider is disputed about the job it just trained,
+  // and each dispute is a new connection.
+  static std::shared_ptr<const Dataset> recent;
+  const std::string key = job.dataset == "text" ? fmt::format("text\n{}\n{}\n{}", job.data_path.string(),
                                                                 job.model.context, job.validation)
-                                                : fmt::format("{}\n{}", job.dataset, job.data_dir.string());
+                                                : fmt::format("{}\n{}", job.dataset, job.data_path.string());
   std::lock_guard lock(mu);
-  if (auto data = cache[key].lock()) return data;
+  if (auto data = cache[key].lock()) return recent = data;
   auto data = std::make_shared<const Dataset>(load_dataset(job, Split::Train, pool));
   cache[key] = data;
-  return data;
+  return recent = data;
 }
+
+namespace {
+
+// Work on the provider's own files (data sets, checkpoints): their errors name local paths, so a peer
+// is told only what failed; the operator's log gets the details.
+class LocalFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+template <class F>
+auto locally(const LogFn& log, const char* what, F&& work) -> decltype(work()) {
+  try {
+    return work();
+  } catch (const ProtocolError&) {
+    throw;
+  } catch (const std::exception& e) {
+    log(fmt::format("provider: {} failed: {}", what, e.what()));
+    throw LocalFailure(std::string(what) + " failed on the provider (details in its operator's log)");
+  }
+}
+
+}  // namespace
 
 // Messages queued for a connection's worker before its session stops reading (each ≤ 1 MiB).
 constexpr size_t kInboxHigh = 8;
@@ -42,20 +70,19 @@ struct ProviderNode::Connection {
   bool closed = false;
   bool finished = false;  // the worker has returned
   uint64_t sequence = 0;
-  // Dispute state, once a DisputeOpen arrived.
+  // Dispute state: the DisputeOpen once it arrived (and its job), the session once a trusted
+  // referee's first query came (nothing is loaded or computed for anyone else).
+  std::optional<Envelope> open;
+  JobSpec job;
   std::unique_ptr<ThreadPool> pool;
   std::shared_ptr<const Dataset> data;
-  std::optional<Envelope> open;
   std::unique_ptr<ProviderDisputeSession> dispute;
 };
 
-ProviderNode::ProviderNode(NetContext& ctx, KeyPair key, std::filesystem::path store, int threads, Fault fault, LogFn log,
-                           ServerOptions server)
+ProviderNode::ProviderNode(NetContext& ctx, KeyPair key, ProviderConfig config, LogFn log)
     : ctx_(ctx),
       key_(key),
-      store_(std::move(store)),
-      threads_(threads),
-      fault_(fault),
+      config_(std::move(config)),
       log_(std::move(log)),
       server_(ctx, [this](std::shared_ptr<Session> s) {
         auto c = std::make_shared<Connection>();
@@ -98,7 +125,7 @@ ProviderNode::ProviderNode(NetContext& ctx, KeyPair key, std::filesystem::path s
                               c->finished = true;
                             }),
                             c});
-      }, server) {}
+      }, config_.server) {}
 
 ProviderNode::~ProviderNode() {
   server_.stop();
@@ -120,73 +147,121 @@ ProviderNode::~ProviderNode() {
   }
 }
 
-uint16_t ProviderNode::listen(const std::string& host, uint16_t port) { return server_.listen(host, port); }
+uint16_t ProviderNode::listen(const std::string& host, uint16_t port) {
+  if (config_.endpoint.empty() && (host == "0.0.0.0" || host == "::" || host.empty()))
+    throw NetError("provider: listening on '" + host + "' needs the URL referees reach it at (--advertise ws://HOST:PORT/)");
+  const uint16_t bound = server_.listen(host, port);
+  if (config_.endpoint.empty())
+    config_.endpoint = host.find(':') != std::string::npos ? fmt::format("ws://[{}]:{}/", host, bound)
+                                                           : fmt::format("ws://{}:{}/", host, bound);
+  return bound;
+}
+
+// A JobSubmit: checked against the operator's policy before any data is loaded, then trained.
+void ProviderNode::train(Connection& c, const Envelope& env) {
+  const std::string me = to_hex(key_.public_key).substr(0, 8);
+  const auto& clients = config_.clients;
+  if (!clients.empty() && std::find(clients.begin(), clients.end(), env.sender) == clients.end())
+    throw ProtocolError("this provider does not train jobs for the client key that signed the JobSubmit");
+  JobSpec job = parse_job(std::get<JobSubmit>(env.body).job_toml, "submitted job");
+  const JobLimits& limits = config_.limits;
+  if (job.steps > limits.max_steps)
+    throw ProtocolError(fmt::format("the job has {} steps; this provider trains at most {}", job.steps, limits.max_steps));
+  const JobFootprint footprint = job_footprint(job);
+  if (footprint.parameters > limits.max_parameters)
+    throw ProtocolError(fmt::format("the model has {} parameters; this provider trains at most {}", footprint.parameters,
+                                    limits.max_parameters));
+  if (footprint.checkpoint_bytes > limits.max_checkpoint_bytes)
+    throw ProtocolError(fmt::format("the job's checkpoints take {} bytes; this provider stores at most {}",
+                                    footprint.checkpoint_bytes, limits.max_checkpoint_bytes));
+  locate_data(job, config_.datasets);  // a registered name, or an error: never a path from the peer
+  ThreadPool pool(config_.threads);
+  const std::shared_ptr<const Dataset> data =
+      locally(log_, "loading the data set", [&] { return shared_train_set(job, pool); });
+  check_job_against_dataset(job, *data);
+  const Digest id = job_id(job, *data);
+  // Not echoed: the sender must know the id of the job it submits.
+  if (id != env.context) throw ProtocolError("the submitted job's id is not the one it was sent under");
+  log_(fmt::format("provider {}: training job {} ({} steps){}", me, to_hex(id).substr(0, 12), job.steps,
+                   config_.fault.any() ? " [cheating]" : ""));
+  TrainOptions o;
+  o.train = data.get();
+  o.threads = config_.threads;
+  o.out_dir = config_.store / to_hex(id);
+  o.evaluate = false;
+  o.fault = config_.fault;
+  const TrainResult r = locally(log_, "training", [&] { return run_training(job, o); });
+  last_step_seconds_ = r.seconds / static_cast<double>(std::max<int64_t>(r.steps, 1));
+  const Claim claim{r.job_id, static_cast<uint64_t>(r.steps), r.trajectory_root, r.final_state_hash, config_.endpoint};
+  c.session->send(seal(key_, r.job_id, ++c.sequence, claim));
+  log_(fmt::format("provider {}: claim trajectory_root {}", me, to_hex(r.trajectory_root).substr(0, 16)));
+}
+
+// A Query: only a trusted referee's is served; the dispute's data is loaded on its first one.
+void ProviderNode::answer(const std::shared_ptr<Connection>& c, const Envelope& env) {
+  Session& session = *c->session;
+  const auto& referees = config_.referees;
+  if (std::find(referees.begin(), referees.end(), env.sender) == referees.end())
+    throw WireError(CloseCode::PolicyViolation, "query signed by a key that is not a trusted referee");
+  if (!c->open) throw WireError(CloseCode::PolicyViolation, "a query before the DisputeOpen");
+  if (!c->dispute) {
+    locally(log_, "opening the dispute", [&] {
+      c->pool = std::make_unique<ThreadPool>(config_.threads);
+      c->data = shared_train_set(c->job, *c->pool);
+      const Digest id = job_id(c->job, *c->data);
+      c->dispute = std::make_unique<ProviderDisputeSession>(key_, *c->open, c->job, *c->data,
+                                                            config_.store / to_hex(id), *c->pool, referees, config_.fault);
+    });
+    log_(fmt::format("provider {}: answering dispute {} as party {}", to_hex(key_.public_key).substr(0, 8),
+                     to_hex(c->open->context).substr(0, 12), c->dispute->party()));
+  }
+  const auto received = std::chrono::steady_clock::now();
+  std::vector<std::vector<uint8_t>> answers = locally(log_, "answering the query", [&] { return c->dispute->on_envelope(env); });
+  if (!reply_filter) {
+    for (auto& a : answers) session.send(std::move(a));
+    return;
+  }
+  ProviderReply reply = reply_filter(QueryContext{*c->open, env}, std::move(answers));
+  if (reply.delay_ms > 0) {
+    // Waits on the connection's condition variable, so a closed connection ends the wait.
+    std::unique_lock lock(c->mu);
+    c->cv.wait_until(lock, received + std::chrono::milliseconds(reply.delay_ms), [&] { return c->closed; });
+    if (c->closed) return;
+  }
+  for (auto& frame : reply.frames) session.send(std::move(frame));
+  if (reply.disconnect) session.close(CloseCode::GoingAway, "provider disconnects");
+}
 
 void ProviderNode::on_message(const std::shared_ptr<Connection>& c, std::vector<uint8_t> bytes) {
   Session& session = *c->session;
   try {
     const Envelope env = open_envelope(bytes);
-    if (env.kind == MessageKind::JobSubmit) {
-      const JobSpec job = parse_job(std::get<JobSubmit>(env.body).job_toml, "submitted job", ".");
-      const std::filesystem::path dir = store_ / to_hex(env.context);
-      log_(fmt::format("provider {}: training job {} ({} steps){}", to_hex(key_.public_key).substr(0, 8),
-                       to_hex(env.context).substr(0, 12), job.steps, fault_.any() ? " [cheating]" : ""));
-      ThreadPool pool(threads_);
-      const std::shared_ptr<const Dataset> train = shared_train_set(job, pool);
-      TrainOptions o;
-      o.train = train.get();
-      o.threads = threads_;
-      o.out_dir = dir;
-      o.evaluate = false;
-      o.fault = fault_;
-      const TrainResult r = run_training(job, o);
-      if (r.job_id != env.context)
-        throw ProtocolError("the submitted job's id is " + to_hex(r.job_id) + ", not the one it was sent under");
-      last_step_seconds_ = r.seconds / static_cast<double>(std::max<int64_t>(r.steps, 1));
-      const Claim claim{r.job_id, static_cast<uint64_t>(r.steps), r.trajectory_root, r.final_state_hash};
-      session.send(seal(key_, r.job_id, ++c->sequence, claim));
-      log_(fmt::format("provider {}: claim trajectory_root {}", to_hex(key_.public_key).substr(0, 8),
-                       to_hex(r.trajectory_root).substr(0, 16)));
-      return;
-    }
-    if (env.kind == MessageKind::DisputeOpen) {
-      const DisputeOpen& d = std::get<DisputeOpen>(env.body);
-      const JobSpec job = parse_job(d.job_toml, "disputed job", ".");
-      c->pool = std::make_unique<ThreadPool>(threads_);
-      c->data = shared_train_set(job, *c->pool);
-      const Digest id = job_id(job, c->data->root);
-      c->open = env;
-      c->dispute = std::make_unique<ProviderDisputeSession>(key_, env, job, id, *c->data, store_ / to_hex(id), *c->pool,
-                                                            fault_);
-      log_(fmt::format("provider {}: answering dispute {} as party {}", to_hex(key_.public_key).substr(0, 8),
-                       to_hex(env.context).substr(0, 12), c->dispute->party()));
-      return;
-    }
-    if (env.kind == MessageKind::Query && c->dispute) {
-      const auto received = std::chrono::steady_clock::now();
-      std::vector<std::vector<uint8_t>> answers = c->dispute->on_envelope(env);
-      if (!reply_filter) {
-        for (auto& answer : answers) session.send(std::move(answer));
+    switch (env.kind) {
+      case MessageKind::JobSubmit: train(*c, env); return;
+      case MessageKind::DisputeOpen: {
+        // Cheap checks only: the opening is forwarded by whoever connects; a trusted referee's first
+        // query makes it a dispute (answer()).
+        if (c->open) throw WireError(CloseCode::PolicyViolation, "a second DisputeOpen on one connection");
+        const DisputeOpen& d = std::get<DisputeOpen>(env.body);
+        if (dispute_id(d) != env.context) throw ProtocolError("the DisputeOpen is not addressed to its dispute id");
+        bool ours = false;
+        for (const auto& claim : d.claims) ours = ours || open_envelope(claim).sender == key_.public_key;
+        if (!ours) throw ProtocolError("none of the disputed claims is this provider's");
+        JobSpec job = parse_job(d.job_toml, "disputed job");
+        locate_data(job, config_.datasets);
+        c->job = std::move(job);
+        c->open = env;
         return;
       }
-      ProviderReply reply = reply_filter(QueryContext{*c->open, env}, std::move(answers));
-      if (reply.delay_ms > 0) {
-        // Waits on the connection's condition variable, so a closed connection ends the wait.
-        std::unique_lock lock(c->mu);
-        c->cv.wait_until(lock, received + std::chrono::milliseconds(reply.delay_ms), [&] { return c->closed; });
-        if (c->closed) return;
+      case MessageKind::Query: answer(c, env); return;
+      case MessageKind::Verdict: {
+        const Verdict& v = std::get<Verdict>(env.body);
+        log_(fmt::format("provider {}: verdict received: {}", to_hex(key_.public_key).substr(0, 8),
+                         v.winners.empty() ? "no winner" : "winner " + std::to_string(v.winners[0])));
+        return;
       }
-      for (auto& frame : reply.frames) session.send(std::move(frame));
-      if (reply.disconnect) session.close(CloseCode::GoingAway, "provider disconnects");
-      return;
+      default: throw WireError(CloseCode::PolicyViolation, "unexpected message");
     }
-    if (env.kind == MessageKind::Verdict) {
-      const Verdict& v = std::get<Verdict>(env.body);
-      log_(fmt::format("provider {}: verdict received: {}", to_hex(key_.public_key).substr(0, 8),
-                       v.winners.empty() ? "no valid claim" : "winner " + std::to_string(v.winners[0])));
-      return;
-    }
-    throw WireError(CloseCode::PolicyViolation, "unexpected message");
   } catch (const WireError& e) {
     log_(fmt::format("provider: refused a frame from {}: {}", session.remote_endpoint(), e.what()));
     session.close(e.code(), e.what());

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "apps/nodes.h"
+#include "net/error.h"
 
 namespace tribunal::cli {
 namespace {
@@ -36,8 +37,9 @@ std::string address_of(const std::string& endpoint) {
 // game's deadline makes a provider that stays away forfeit).
 constexpr uint64_t kFirstBackoffMs = 200;
 constexpr uint64_t kMaxBackoffMs = 5000;
-// Client connections waiting for one dispute's verdict.
-constexpr size_t kMaxClientsPerDispute = 16;
+// Client connections from one address waiting for one dispute's verdict. Counted per address, so
+// strangers who hold the opening cannot fill the waiting list and lock the real client out.
+constexpr size_t kMaxWaitingPerAddress = 4;
 
 // The server must admit a client connection per live dispute.
 ServerOptions server_options(const RefereeOptions& o) {
@@ -70,25 +72,33 @@ struct RefereeNode::Live {
   bool finished = false;  // decided (verdict sent) or dropped; no longer in live_
 };
 
-RefereeNode::RefereeNode(NetContext& ctx, KeyPair key, RefereeOptions options, LogFn log)
+AddressPolicy loopback_policy() { return AddressPolicy::public_only({parse_cidr("127.0.0.0/8"), parse_cidr("::1")}); }
+
+RefereeNode::RefereeNode(NetContext& ctx, KeyPair key, RefereeOptions options, LogFn log, AddressPolicy providers)
     : ctx_(ctx),
       key_(key),
       options_(std::move(options)),
       log_(std::move(log)),
       store_(open_store(options_, key_)),
+      policy_(std::move(providers)),
       server_(
           ctx,
           [this](std::shared_ptr<Session> s) {
             std::weak_ptr<Session> weak = s;
             s->set_handlers({[this, weak](Session& session, std::vector<uint8_t> bytes) {
+                               Envelope env;
                                try {
-                                 const Envelope env = open_envelope(bytes);
+                                 env = open_envelope(bytes);
                                  if (env.kind != MessageKind::DisputeOpen)
                                    throw WireError(CloseCode::PolicyViolation, "expected a DisputeOpen");
-                                 if (auto self = weak.lock()) open(self, env);
-                               } catch (const WireError& e) {
+                               } catch (const WireError& e) {  // not even a signed opening: no answer
                                  log_(fmt::format("referee: refused client {}: {}", session.remote_endpoint(), e.what()));
                                  session.close(e.code(), e.what());
+                                 return;
+                               }
+                               // A signed opening the referee refuses gets a signed refusal that says why.
+                               try {
+                                 if (auto self = weak.lock()) open(self, env);
                                } catch (const std::exception& e) {
                                  log_(fmt::format("referee: refused dispute from {}: {}", session.remote_endpoint(), e.what()));
                                  session.send(seal(key_, {}, 1, ErrorMessage{1008, e.what()}));
@@ -98,7 +108,11 @@ RefereeNode::RefereeNode(NetContext& ctx, KeyPair key, RefereeOptions options, L
                              {}});
           },
           server_options(options_)),
-      client_(ctx) {
+      client_(ctx, [&] {
+        ClientOptions o;
+        o.address_policy = policy_;
+        return o;
+      }()) {
   ticker_ = std::thread([this] {
     while (!stop_) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -210,8 +224,12 @@ void RefereeNode::open(std::shared_ptr<Session> client, const Envelope& env) {
     }
     std::erase_if(live->clients, [](const std::shared_ptr<Session>& c) { return !c->is_open(); });
     if (std::find(live->clients.begin(), live->clients.end(), client) != live->clients.end()) return;
-    if (live->clients.size() >= kMaxClientsPerDispute)
-      throw ProtocolError(fmt::format("{} clients already wait for this dispute's verdict", kMaxClientsPerDispute));
+    const auto same_address = std::count_if(live->clients.begin(), live->clients.end(), [&](const auto& c) {
+      return address_of(c->remote_endpoint()) == address;
+    });
+    if (static_cast<size_t>(same_address) >= kMaxWaitingPerAddress)
+      throw ProtocolError(fmt::format("{} connections from {} already wait for this dispute's verdict",
+                                      kMaxWaitingPerAddress, address));
     live->clients.push_back(client);
     log_(fmt::format("referee: dispute {}: client {} attached; it gets the verdict", live->tag, client->remote_endpoint()));
   };
@@ -231,7 +249,18 @@ void RefereeNode::open(std::shared_ptr<Session> client, const Envelope& env) {
 
   const double c0 = thread_cpu_seconds();
   auto dispute = std::make_unique<RefereeDispute>(key_, env, options_);  // every check of the opening
-  for (const std::string& url : dispute->providers()) parse_ws_url(url);  // throws NetError
+  for (const std::string& url : dispute->providers()) {
+    const WsUrl u = parse_ws_url(url);  // throws NetError
+    // A literal address is judged now; a name when it resolves (net/address_policy.h).
+    std::string refused;
+    try {
+      refused = policy_.refusal(u.host);
+    } catch (const NetError&) {
+    }
+    if (!refused.empty())
+      throw ProtocolError("a provider's endpoint " + url + " is a " + refused +
+                          " address, which this referee does not connect to (--allow-network)");
+  }
   const Digest id = dispute->dispute_id();
   if (store_) {
     if (auto verdict = store_->verdict(id)) {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/cli.h"
+#include "engine/error.h"
 #include "engine/trainer.h"
 
 namespace tribunal::cli {
@@ -40,6 +41,7 @@ class ProgressBar {
 int train_main(Args& args) {
   std::filesystem::path job_path, out_dir;
   TrainOptions options;
+  DataRegistry datasets = DataRegistry::debian();
   bool json = false;
   while (!args.done()) {
     const std::string_view a = args.next();
@@ -48,6 +50,13 @@ int train_main(Args& args) {
     else if (a == "--out") out_dir = args.value(a);
     else if (a == "--resume") options.resume = true;
     else if (a == "--json") json = true;
+    else if (a == "--dataset") {
+      try {
+        datasets.add(std::string_view(args.value(a)));
+      } catch (const EngineError& e) {
+        throw UsageError(e.what());
+      }
+    }
     else if (!a.empty() && a[0] == '-') throw UsageError("train: unknown option '" + std::string(a) + "'");
     else if (job_path.empty()) job_path = std::string(a);
     else throw UsageError("train: more than one job file given");
@@ -55,7 +64,7 @@ int train_main(Args& args) {
   if (job_path.empty()) throw UsageError("train: no job file given");
   options.out_dir = out_dir.empty() ? std::filesystem::path("runs") / job_path.stem() : out_dir;
 
-  const JobSpec job = load_job(job_path);
+  const JobSpec job = load_job(job_path, datasets);
   ProgressBar bar(isatty(STDERR_FILENO));
   options.on_step = [&](int64_t step, int64_t total, float loss) { bar.update(step, total, loss); };
   const TrainResult r = run_training(job, options);

@@ -63,7 +63,7 @@ Provider train(const JobSpec& job, const Fault& fault, const std::string& name) 
   p.result = run_training(job, o);
   p.claim = seal(p.key, p.result.job_id, 1,
                  Claim{p.result.job_id, static_cast<uint64_t>(p.result.steps), p.result.trajectory_root,
-                       p.result.final_state_hash});
+                       p.result.final_state_hash, "ws://" + name + ".invalid/"});
   return p;
 }
 
@@ -99,7 +99,8 @@ int main(int argc, char** argv) {
   ThreadPool pool(1);
   for (uint64_t steps : steps_list) {
     const std::string text = with_steps(steps, stride);
-    const JobSpec job = parse_job(text, "bench job", kJobFile.parent_path());
+    JobSpec job = parse_job(text, "bench job");
+    locate_data(job, DataRegistry::debian());
     const Dataset data = load_dataset(job, Split::Train, pool);
     const DataShape shape = data_shape_of(data);
     const Provider honest = train(job, Fault{}, "honest");
@@ -114,30 +115,29 @@ int main(int argc, char** argv) {
       const Provider cheater = train(job, f, "cheater");
       DisputeOpen d;
       d.job_toml = text;
-      d.initial_state_hash = state_hash(initial_state(job), pool);
       d.dataset_root = data.root;
       d.dataset_samples = static_cast<uint64_t>(shape.samples);
       d.features = static_cast<uint64_t>(shape.features);
       d.classes = static_cast<uint64_t>(shape.classes);
       d.claims = {honest.claim, cheater.claim};
-      d.providers = {"local:honest", "local:cheater"};
-      const KeyPair client = generate_keypair();
-      const std::vector<uint8_t> open = seal(client, dispute_id(honest.result.job_id, d.claims), 1, d);
-      RefereeDispute referee(generate_keypair(), open_envelope(open));
+      const KeyPair client = generate_keypair(), referee_key = generate_keypair();
+      const std::vector<uint8_t> open = seal(client, dispute_id(d), 1, d);
+      RefereeDispute referee(referee_key, open_envelope(open));
       const Provider* providers[2] = {&honest, &cheater};
       std::unique_ptr<ProviderDisputeSession> sessions[2];
       std::array<LocalParty, 2> parties;
       for (int p = 0; p < 2; ++p)
         parties[static_cast<size_t>(p)] = [&, p](const Envelope& env) -> std::vector<std::vector<uint8_t>> {
           if (env.kind != MessageKind::DisputeOpen) return sessions[p]->on_envelope(env);
-          sessions[p] = std::make_unique<ProviderDisputeSession>(providers[p]->key, env, job, providers[p]->result.job_id,
-                                                                 data, providers[p]->store, pool, providers[p]->fault);
+          sessions[p] = std::make_unique<ProviderDisputeSession>(providers[p]->key, env, job, data, providers[p]->store,
+                                                                 pool, std::vector<PublicKey>{referee_key.public_key},
+                                                                 providers[p]->fault);
           return {};
         };
       const auto w0 = std::chrono::steady_clock::now();
       const LocalRun run = play_local(referee, parties);
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
-      const Verdict v = verify_verdict(run.verdict);
+      const Verdict v = verify_verdict(run.verdict, referee_key.public_key);
       const StepGraph& g = referee.oracle().graph(v.step);
       const uint64_t g_nodes = g.nodes.size();
       const uint64_t bound = ceil_log2((steps + stride - 1) / stride) + ceil_log2(stride) + ceil_log2(g_nodes) + 4;

@@ -115,7 +115,7 @@ struct ChildStats {
     ctx.set_shutdown_grace(std::chrono::milliseconds(2000));
     cli::RefereeNode node(ctx, key, RefereeOptions{}, [verbose](const std::string& line) {
       if (verbose) std::fprintf(stderr, "referee %s\n", line.c_str());
-    });
+    }, cli::loopback_policy());
     node.on_finished = [&](const RefereeDispute&, const cli::DisputeStats& s) {
       ++stats.finished;
       std::lock_guard lock(cpu_mu);
@@ -340,8 +340,7 @@ class ProviderHost {
             if (const auto it = cheater_keys_.find(ce.sender); it != cheater_keys_.end()) c.key = it->second, ours = true;
         }
         if (!ours) throw ProtocolError("dispute opening: none of its claims is ours");
-        if (dispute_id(job_id_, open.claims) != env.context)
-          throw ProtocolError("dispute opening: its id does not match its claims");
+        if (dispute_id(open) != env.context) throw ProtocolError("dispute opening: it is not addressed to its dispute id");
         c.dispute_id = env.context;
         c.open = true;
         return;
@@ -442,7 +441,7 @@ void open_disputes(NetContext& ctx, const std::string& referee_url, const Public
                          bool correct = false;
                          std::string error;
                          try {
-                           const Verdict v = verify_verdict(bytes, &referee_key);
+                           const Verdict v = verify_verdict(bytes, referee_key);
                            correct = v.dispute_id == d.id && v.winners == std::vector<uint8_t>{uint8_t(d.honest)} &&
                                      v.losers == std::vector<uint8_t>{uint8_t(1 - d.honest)} &&
                                      v.step == kFaultStep && v.node == kFaultNode;
@@ -666,7 +665,7 @@ int main(int argc, char** argv) {
   const JobSpec job = load_job(kJobFile);
   ThreadPool pool(1);
   const Dataset data = load_dataset(job, Split::Train, pool);
-  const Digest id = job_id(job, data.root);
+  const Digest id = job_id(job, data);
   const auto tmp = std::filesystem::temp_directory_path() / ("tribunal-bench-load-" + std::to_string(getpid()));
   auto train = [&](Fault fault, const std::string& name) {
     Trained t;
@@ -686,20 +685,20 @@ int main(int argc, char** argv) {
   const Trained honest = train(Fault{}, "honest");
   const Trained cheater = train(fault, "cheater");
   const KeyPair honest_key = generate_keypair();
-  auto claim_of = [&](const KeyPair& key, const Trained& t) {
+  auto claim_of = [&](const KeyPair& key, const Trained& t, const std::string& endpoint) {
     return seal(key, id, 1,
-                Claim{id, static_cast<uint64_t>(t.result.steps), t.result.trajectory_root, t.result.final_state_hash});
+                Claim{id, static_cast<uint64_t>(t.result.steps), t.result.trajectory_root, t.result.final_state_hash,
+                      endpoint});
   };
-  const std::vector<uint8_t> honest_claim = claim_of(honest_key, honest);
 
   // Declared before the context: the flooder's sessions may end (and report to it) until ctx stops.
   Abuse abuse;
   NetContext ctx(2, false);
   Latency latency;
   ProviderHost host(ctx, job, id, data, honest_key, honest, cheater, provider_workers, latency);
+  const std::vector<uint8_t> honest_claim = claim_of(honest_key, honest, host.url(0));
   DisputeOpen base;
   base.job_toml = toml;
-  base.initial_state_hash = state_hash(initial_state(job), pool);
   base.dataset_root = data.root;
   base.dataset_samples = static_cast<uint64_t>(data.inputs.shape()[0]);
   base.features = static_cast<uint64_t>(data.inputs.shape()[1]);
@@ -713,10 +712,9 @@ int main(int argc, char** argv) {
       Dispute d;
       d.honest = static_cast<int>(i % 2);
       DisputeOpen open = base;
-      const std::vector<uint8_t> cheat = claim_of(key, cheater);
+      const std::vector<uint8_t> cheat = claim_of(key, cheater, host.url(1));
       open.claims = d.honest == 0 ? std::vector{honest_claim, cheat} : std::vector{cheat, honest_claim};
-      open.providers = d.honest == 0 ? std::vector{host.url(0), host.url(1)} : std::vector{host.url(1), host.url(0)};
-      d.id = dispute_id(id, open.claims);
+      d.id = dispute_id(open);
       d.open = seal(client, d.id, 1, open);
       out.push_back(std::move(d));
     }

@@ -200,9 +200,18 @@ Dataset load_fashion_mnist(const fs::path& dir, Split split) {
   return load_fashion_mnist(dir, split, serial);
 }
 
+namespace {
+const fs::path& located(const JobSpec& job) {
+  if (job.data_path.empty())
+    throw EngineError(fmt::format("{}: data set '{}' has not been located in this node's registry", job.source,
+                                  job.data_name));
+  return job.data_path;
+}
+}  // namespace
+
 Dataset load_dataset(const JobSpec& job, Split split, ThreadPool& pool) {
-  if (job.dataset == "text") return load_text(job.text_path, job.model.context, job.validation, split, pool);
-  if (job.dataset == "fashion-mnist") return load_fashion_mnist(job.data_dir, split, pool);
+  if (job.dataset == "text") return load_text(located(job), job.model.context, job.validation, split, pool);
+  if (job.dataset == "fashion-mnist") return load_fashion_mnist(located(job), split, pool);
   throw EngineError(fmt::format("{}: data set '{}' is not supported", job.source, job.dataset));
 }
 
@@ -226,9 +235,11 @@ DataShape data_shape_of(const Dataset& data) {
   return {data.samples(), data.inputs.shape()[1], data.classes, data.label_width()};
 }
 
+Digest job_id(const JobSpec& job, const Dataset& data) { return job_id(job, data.root, data_shape_of(data)); }
+
 DataShape expected_data_shape(const JobSpec& job) {
   if (job.dataset == "text") {
-    const TextWindows w = text_windows(text_corpus_size(job.text_path), job.model.context, job.validation, job.text_path);
+    const TextWindows w = text_windows(text_corpus_size(located(job)), job.model.context, job.validation, job.data_path);
     return {w.train, job.model.context, 256, job.model.context};
   }
   if (job.dataset != "fashion-mnist")
@@ -243,7 +254,7 @@ DataShape expected_data_shape(const JobSpec& job) {
     for (int d = 0; d < ndims; ++d) dims.push_back(load_be32(h + 4 + 4 * d));
     return dims;
   };
-  const std::vector<int64_t> images = header(job.data_dir / "train-images-idx3-ubyte.gz", kImagesMagic, 3);
+  const std::vector<int64_t> images = header(located(job) / "train-images-idx3-ubyte.gz", kImagesMagic, 3);
   return {images[0], images[1] * images[2], kClasses, 0};
 }
 

@@ -58,9 +58,10 @@ Digest sample_hash(const Dataset& data, int64_t i);
 Digest dataset_root(const Dataset& data);
 Digest dataset_root(const Dataset& data, ThreadPool& pool);
 
-/// Loads the split of the job's data set: Fashion-MNIST from job.data_dir (load_fashion_mnist) or
-/// the text windows of job.text_path with the job's context and validation fraction
-/// (engine/text_data.h). Throws EngineError naming the file on any failure.
+/// Loads the split of the job's data set from job.data_path (set by locate_data): Fashion-MNIST
+/// (load_fashion_mnist) or the text windows of the corpus with the job's context and validation
+/// fraction (engine/text_data.h). Throws EngineError naming the file on any failure, or the job when
+/// its data set was never located.
 Dataset load_dataset(const JobSpec& job, Split split, ThreadPool& pool);
 
 /// check_job_against_data on the data set's sizes, and also its label layout (class ids for mlp and
@@ -70,6 +71,9 @@ void check_job_against_dataset(const JobSpec& job, const Dataset& data);
 
 /// The sizes step graphs are built from: {samples, features, classes, label_width}.
 DataShape data_shape_of(const Dataset& data);
+
+/// job_id(job, data.root, data_shape_of(data)).
+Digest job_id(const JobSpec& job, const Dataset& data);
 
 /// The training set's shape as the job implies it, without loading or hashing the data: Fashion-MNIST
 /// from the IDX headers of the training files (16 bytes of each gzip stream), text from the sizes of

@@ -71,6 +71,14 @@ const StepGraph& JobOracle::graph(uint64_t step) const {
 
 StepSpec JobOracle::step_spec(uint64_t step) const { return step_spec_of(graph(step)); }
 
+Digest JobOracle::initial_state_hash() const {
+  if (!initial_state_hash_) {
+    ThreadPool pool(1);
+    initial_state_hash_ = state_hash(initial_state(job_), pool);
+  }
+  return *initial_state_hash_;
+}
+
 std::vector<Digest> JobOracle::reexecute(const Reexecute& rx) const {
   const StepGraph& g = graph(rx.step);
   const Node& node = g.nodes.at(rx.node);

@@ -24,6 +24,9 @@ class JobOracle : public StepOracle {
 
   StepSpec step_spec(uint64_t step) const override;
 
+  /// state_hash(initial_state(job)), computed on first use (O(parameters)) and kept.
+  Digest initial_state_hash() const override;
+
   /// Runs node rx.node of step rx.step on the inputs in `rx` (a Data input is rebuilt from the
   /// proven samples) and returns the tensor leaves of its outputs. Throws OpError on bad inputs
   /// (e.g. a shape that does not fit the op).
@@ -37,6 +40,7 @@ class JobOracle : public StepOracle {
   DataShape data_;
   mutable BatchSampler sampler_;
   mutable std::optional<std::pair<uint64_t, StepGraph>> cache_;
+  mutable std::optional<Digest> initial_state_hash_;
 };
 
 /// The StepSpec of a built graph: records must match op, attributes and arity; inputs come from the

@@ -30,7 +30,7 @@ void put_string(std::vector<uint8_t>& out, const std::string& s) {
 
 }  // namespace
 
-JobSpec parse_job(std::string_view toml_text, const std::string& source, const std::filesystem::path& base_dir) {
+JobSpec parse_job(std::string_view toml_text, const std::string& source) {
   const toml::table root = parse_toml(toml_text, source);
   for (auto&& [key, value] : root)
     if (key != "model" && key != "data" && key != "train" && key != "optimizer")
@@ -85,14 +85,18 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source, const s
   }
 
   TableReader data(root, "data", source, false);
+  for (const char* key : {"dir", "path"})
+    if (data.table() && data.table()->get(key))
+      throw EngineError(fmt::format("{}: data.{}: a job names its data set (data.name), never a path; each node's "
+                                    "operator registers where a name's files are (--dataset NAME=PATH)",
+                                    data.location(key), key));
   job.dataset = data.string("dataset", m.kind == ModelKind::Gpt ? "text" : "fashion-mnist");
   if (job.dataset == "fashion-mnist") {
     if (m.kind == ModelKind::Gpt)
       throw EngineError(fmt::format("{}: a gpt model trains on data.dataset = \"text\", not '{}'",
                                     data.location("dataset"), job.dataset));
-    data.allow_only({"dataset", "dir"});
-    std::filesystem::path dir = data.string("dir", job.data_dir.string());
-    job.data_dir = dir.is_absolute() ? dir : base_dir / dir;
+    data.allow_only({"dataset", "name"});
+    job.data_name = data.string("name", "fashion-mnist");
     if (m.kind == ModelKind::Cnn) {  // 1×28×28 grey images, 10 classes (Xiao et al. 2017)
       m.image_channels = 1;
       m.image_height = 28;
@@ -108,9 +112,8 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source, const s
   } else if (job.dataset == "text") {
     if (m.kind != ModelKind::Gpt)
       throw EngineError(fmt::format("{}: data.dataset = \"text\" needs model.kind = \"gpt\"", data.location("dataset")));
-    data.allow_only({"dataset", "path", "validation"});
-    std::filesystem::path path = data.string("path", job.text_path.string());
-    job.text_path = path.is_absolute() ? path : base_dir / path;
+    data.allow_only({"dataset", "name", "validation"});
+    job.data_name = data.string("name", "fortunes");
     job.validation = data.real("validation", job.validation, 0.0, 1.0);
     if (job.validation >= 1.0)
       throw EngineError(fmt::format("{}: data.validation = {} must be below 1 (some windows must train)",
@@ -119,6 +122,10 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source, const s
     throw EngineError(fmt::format("{}: data.dataset '{}' is not supported (supported: fashion-mnist, text)",
                                   data.location("dataset"), job.dataset));
   }
+  if (job.data_name.empty() || job.data_name.size() > 64 ||
+      job.data_name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789._-") != std::string::npos)
+    throw EngineError(fmt::format("{}: data.name must be 1 to 64 characters of a-z, 0-9, '.', '_', '-'",
+                                  data.location("name")));
 
   TableReader train(root, "train", source, true);
   train.allow_only({"seed", "steps", "batch_size", "stride"});
@@ -185,13 +192,19 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source, const s
   return job;
 }
 
-JobSpec load_job(const std::filesystem::path& path) {
+void locate_data(JobSpec& job, const DataRegistry& registry) {
+  job.data_path = registry.path(job.data_name, job.source);
+}
+
+JobSpec load_job(const std::filesystem::path& path, const DataRegistry& registry) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw EngineError(fmt::format("{}: cannot open job file: {}", path.string(), std::strerror(errno)));
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) throw EngineError(fmt::format("{}: cannot read job file", path.string()));
-  return parse_job(text.str(), path.string(), path.parent_path());
+  JobSpec job = parse_job(text.str(), path.string());
+  locate_data(job, registry);
+  return job;
 }
 
 void check_job_against_data(const JobSpec& job, int64_t samples, int64_t features, int64_t classes) {
@@ -232,7 +245,7 @@ void check_job_against_data(const JobSpec& job, int64_t samples, int64_t feature
                                   job.batch_size, samples));
 }
 
-std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& dataset_root) {
+std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& dataset_root, const DataShape& shape) {
   std::vector<uint8_t> out;
   put_u64(out, kRepOpsContractVersion);
   out.push_back(static_cast<uint8_t>(job.model.kind));
@@ -240,6 +253,7 @@ std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& da
   for (int64_t w : job.model.widths) put_u64(out, static_cast<uint64_t>(w));
   put_string(out, job.dataset);
   out.insert(out.end(), dataset_root.begin(), dataset_root.end());
+  for (int64_t v : {shape.samples, shape.features, shape.classes, shape.label_width}) put_u64(out, static_cast<uint64_t>(v));
   put_u64(out, job.seed);
   put_u64(out, static_cast<uint64_t>(job.steps));
   put_u64(out, static_cast<uint64_t>(job.batch_size));
@@ -284,8 +298,8 @@ std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& da
   return out;
 }
 
-Digest job_id(const JobSpec& job, const Digest& dataset_root) {
-  const std::vector<uint8_t> bytes = canonical_job_encoding(job, dataset_root);
+Digest job_id(const JobSpec& job, const Digest& dataset_root, const DataShape& shape) {
+  const std::vector<uint8_t> bytes = canonical_job_encoding(job, dataset_root, shape);
   return Hasher(HashTag::Job).update(std::span<const uint8_t>(bytes)).final();
 }
 

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/data_registry.h"
 #include "protocol/hash.h"
 
 namespace tribunal {
@@ -27,10 +28,6 @@ enum class LrSchedule : uint8_t { Constant = 1, Cosine = 2 };
 /// Which parameters get weight decay: every one, or only those of rank ≥ 2 (Linear weights, conv
 /// kernels, embeddings; not biases or LayerNorm gains/shifts — the nanoGPT convention).
 enum class DecayScope : uint8_t { All = 1, Matrices = 2 };
-
-/// Default local paths of the data sets (Debian packages dataset-fashion-mnist and fortunes).
-inline constexpr const char* kDefaultFashionMnistDir = "/usr/share/datasets/fashion-mnist";
-inline constexpr const char* kDefaultTextPath = "/usr/share/games/fortunes";
 
 /// The model. `kind` selects which fields apply:
 ///  - mlp: Linear(widths[i] → widths[i+1]) with ReLU between layers;
@@ -72,11 +69,25 @@ struct OptimizerSpec {
   DecayScope decay = DecayScope::All;
 };
 
+/// The training set's shape: what step graphs are built from and what a job_id commits to besides the
+/// set's root.
+struct DataShape {
+  int64_t samples = 0;
+  int64_t features = 0;
+  int64_t classes = 0;
+  int64_t label_width = 0;  ///< 0: one class id per sample (labels [N]); L: a label sequence (labels [N, L])
+  bool operator==(const DataShape&) const = default;
+};
+
 struct JobSpec {
   ModelSpec model;
   std::string dataset = "fashion-mnist";  ///< the data set's kind: "fashion-mnist" or "text"
-  std::filesystem::path data_dir = kDefaultFashionMnistDir;  ///< fashion-mnist: its directory; local, not in job_id
-  std::filesystem::path text_path = kDefaultTextPath;  ///< text: a file or a directory; local, not in job_id
+  /// The data set's name in each node's DataRegistry ("fashion-mnist", "fortunes", or one the
+  /// operator registered); not in job_id (the data set's root and shape are).
+  std::string data_name = "fashion-mnist";
+  /// Where this node keeps data_name: set by locate_data from the node's own registry, never parsed
+  /// from a job. Empty until then (load_dataset refuses to load).
+  std::filesystem::path data_path;
   double validation = 0.1;  ///< text: the fraction of windows held out (the last ones), in [0, 1)
   uint64_t seed = 0;
   int64_t steps = 0;       ///< T, the number of optimizer steps
@@ -87,22 +98,28 @@ struct JobSpec {
 };
 
 /// Parses a job from TOML text. `source` names the file in error messages. Unknown keys, wrong
-/// types and out-of-range values throw EngineError("<source>:<line>:<col>: <what>").
-/// Relative data paths are resolved against `base_dir`. Tables and keys:
+/// types and out-of-range values throw EngineError("<source>:<line>:<col>: <what>"). The job names
+/// its data set and never a path: `data.dir` and `data.path` are refused, so a job received from a
+/// peer cannot point a node at a file (locate_data resolves the name). Tables and keys:
 ///   [model]     kind = "mlp": widths | "gpt": vocab (256), context, layers, heads, d_model (a
 ///               multiple of heads), dropout (0) | "cnn": channels (one block per entry), kernel (odd)
-///   [data]      dataset = "fashion-mnist": dir | "text": path (default /usr/share/games/fortunes),
-///               validation (0.1); gpt needs text, mlp and cnn need fashion-mnist (the default
-///               is text for gpt, fashion-mnist otherwise)
+///   [data]      dataset = "fashion-mnist" | "text" (the kind; default text for gpt, fashion-mnist
+///               otherwise); name: the registered data set (default "fashion-mnist" for that kind,
+///               "fortunes" for text; 1–64 of [a-z0-9._-]); text: validation (0.1)
 ///   [train]     seed, steps, batch_size, stride
 ///   [optimizer] kind = "adamw": beta1, beta2, eps | "sgd": momentum; and lr, weight_decay,
 ///               schedule = "constant" | "cosine" (then warmup_steps ≤ steps, min_lr ≤ lr),
 ///               clip_norm (0 = off), decay = "all" | "matrices"
 /// Each key is refused where its kind does not use it.
-JobSpec parse_job(std::string_view toml_text, const std::string& source, const std::filesystem::path& base_dir);
+JobSpec parse_job(std::string_view toml_text, const std::string& source);
 
-/// Reads and parses a job file; a missing or unreadable file throws EngineError.
-JobSpec load_job(const std::filesystem::path& path);
+/// Sets job.data_path to where `registry` keeps job.data_name. Throws EngineError when the name is
+/// not registered.
+void locate_data(JobSpec& job, const DataRegistry& registry);
+
+/// Reads and parses a job file and locates its data set in `registry`; a missing or unreadable file
+/// throws EngineError.
+JobSpec load_job(const std::filesystem::path& path, const DataRegistry& registry = DataRegistry::debian());
 
 /// Checks the job against the data set's shape (samples, input features per sample, classes): mlp:
 /// the first width equals the features and the last the classes; cnn: the features are the image's
@@ -111,19 +128,21 @@ JobSpec load_job(const std::filesystem::path& path);
 void check_job_against_data(const JobSpec& job, int64_t samples, int64_t features, int64_t classes);
 
 /// Canonical binary encoding of the job (fixed field order, integers u64 LE, floats as f32 bits,
-/// strings length-prefixed), including the contract version and the data set's Merkle root:
-///   version ‖ model kind u8 ‖ #widths ‖ widths… ‖ dataset ‖ dataset_root ‖ seed ‖ steps ‖ batch ‖
-///   stride ‖ optimizer kind u8 ‖ lr ‖ (momentum | β1 ‖ β2 ‖ ε) ‖ weight_decay
+/// strings length-prefixed), including the contract version and the data set's Merkle root and shape:
+///   version ‖ model kind u8 ‖ #widths ‖ widths… ‖ dataset ‖ dataset_root ‖ samples ‖ features ‖
+///   classes ‖ label_width ‖ seed ‖ steps ‖ batch ‖ stride ‖ optimizer kind u8 ‖ lr ‖
+///   (momentum | β1 ‖ β2 ‖ ε) ‖ weight_decay
 /// and, only when the job uses anything beyond that (a gpt/cnn model, text data, a cosine schedule,
 /// clipping, decay "matrices"), the extension
 ///   0x01 ‖ gpt: vocab ‖ context ‖ layers ‖ heads ‖ d_model ‖ dropout f32 | cnn: #channels ‖
 ///   channels… ‖ kernel ‖ image C ‖ H ‖ W ‖ classes | mlp: nothing ‖ text: validation f64 bits ‖
 ///   schedule u8 ‖ warmup_steps ‖ min_lr f32 ‖ clip_norm f32 ‖ decay u8.
-/// So an MLP job on Fashion-MNIST with a constant rate, no clipping and decay "all" encodes exactly as
-/// before these fields existed (its job_id and trajectory are unchanged).
-std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& dataset_root);
+/// (an MLP job on Fashion-MNIST with a constant rate, no clipping and decay "all" has no extension).
+/// The shape is in the id so that no one but the providers who signed the job_id can state it: the
+/// referee derives the batches from the sample count (docs/protocol.md, "Threat model").
+std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& dataset_root, const DataShape& shape);
 
 /// job_id = BLAKE2b-256(Job tag ‖ canonical_job_encoding).
-Digest job_id(const JobSpec& job, const Digest& dataset_root);
+Digest job_id(const JobSpec& job, const Digest& dataset_root, const DataShape& shape);
 
 }  // namespace tribunal

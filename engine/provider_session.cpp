@@ -1,5 +1,7 @@
 #include "engine/provider_session.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace tribunal {
@@ -21,15 +23,16 @@ int own_party(const KeyPair& key, const DisputeOpen& d, const Digest& job_id) {
 }  // namespace
 
 ProviderDisputeSession::ProviderDisputeSession(const KeyPair& key, const Envelope& open, const JobSpec& job,
-                                               const Digest& job_id, const Dataset& train,
-                                               std::filesystem::path store, ThreadPool& pool, Fault fault)
+                                               const Dataset& train, std::filesystem::path store, ThreadPool& pool,
+                                               std::vector<PublicKey> referees, Fault fault)
     : key_(key),
       dispute_id_(open.context),
-      party_(open.kind == MessageKind::DisputeOpen ? own_party(key, std::get<DisputeOpen>(open.body), job_id)
+      party_(open.kind == MessageKind::DisputeOpen ? own_party(key, std::get<DisputeOpen>(open.body), job_id(job, train))
                                                    : throw ProtocolError("expected a DisputeOpen message")),
+      referees_(std::move(referees)),
       responder_(job, train, std::move(store), pool, fault) {
-  if (tribunal::dispute_id(job_id, std::get<DisputeOpen>(open.body).claims) != dispute_id_)
-    throw ProtocolError("dispute opening: its id does not match its claims");
+  if (tribunal::dispute_id(std::get<DisputeOpen>(open.body)) != dispute_id_)
+    throw ProtocolError("dispute opening: it is not addressed to its dispute id");
 }
 
 uint64_t ProviderDisputeSession::answer_sequence(uint64_t query_sequence, uint64_t k) {
@@ -41,6 +44,9 @@ uint64_t ProviderDisputeSession::answer_sequence(uint64_t query_sequence, uint64
 }
 
 std::vector<std::vector<uint8_t>> ProviderDisputeSession::on_envelope(const Envelope& env) {
+  // Only a referee the operator trusts may make the provider compute or reveal anything.
+  if (std::find(referees_.begin(), referees_.end(), env.sender) == referees_.end())
+    throw ProtocolError("query signed by a key that is not a trusted referee");
   if (env.context != dispute_id_) throw ProtocolError("query for another dispute");
   if (env.kind != MessageKind::Query) throw ProtocolError("expected a Query");
   // Checked before anything is computed: an answer must be able to carry its sequence numbers.

@@ -1,6 +1,6 @@
 // A provider's side of one dispute over signed envelopes: it learns the dispute from the client's
-// DisputeOpen (forwarded by the referee), checks that its own signed claim is in it, and answers
-// the referee's queries from its checkpoints with a DisputeResponder. Transport-agnostic.
+// DisputeOpen (forwarded by the referee), checks that its own signed claim is in it, and answers the
+// queries of a referee it trusts from its checkpoints with a DisputeResponder. Transport-agnostic.
 #pragma once
 
 #include <cstdint>
@@ -15,13 +15,17 @@ namespace tribunal {
 
 class ProviderDisputeSession {
  public:
-  /// `open` is the DisputeOpen envelope. Throws ProtocolError if none of its claims is signed by
-  /// `key` or its claims are for another job than `job_id`. `train` and `pool` must outlive this.
-  ProviderDisputeSession(const KeyPair& key, const Envelope& open, const JobSpec& job, const Digest& job_id,
-                         const Dataset& train, std::filesystem::path store, ThreadPool& pool, Fault fault = {});
+  /// `open` is the DisputeOpen envelope; `referees` the referee keys the provider's operator trusts.
+  /// Throws ProtocolError if the envelope is not addressed to dispute_id(opening), none of its claims
+  /// is signed by `key`, or its claims are for another job than job_id(job, train). `train` and
+  /// `pool` must outlive this.
+  ProviderDisputeSession(const KeyPair& key, const Envelope& open, const JobSpec& job, const Dataset& train,
+                         std::filesystem::path store, ThreadPool& pool, std::vector<PublicKey> referees,
+                         Fault fault = {});
 
-  /// A query from the referee → the answer envelopes. Envelopes for another dispute, not queries, or
-  /// with a stale sequence number are refused with ProtocolError (nothing is answered). A query
+  /// A query from the referee → the answer envelopes. Queries not signed by a trusted referee key
+  /// (or by another one than the first query's), for another dispute, not queries, or with a stale
+  /// sequence number are refused with ProtocolError (nothing is computed or answered). A query
   /// re-sent with a higher sequence number (a resumed referee) is simply answered again.
   ///
   /// Answer sequence numbers are derived from the query's, without storage, so that they are
@@ -43,6 +47,7 @@ class ProviderDisputeSession {
   KeyPair key_;
   Digest dispute_id_{};
   int party_ = 0;
+  std::vector<PublicKey> referees_;
   PublicKey referee_{};
   bool referee_known_ = false;
   uint64_t last_sequence_ = 0;

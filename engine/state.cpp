@@ -27,6 +27,20 @@ State initial_state(const JobSpec& job) {
   return s;
 }
 
+JobFootprint job_footprint(const JobSpec& job) {
+  JobFootprint f;
+  const StateLayout layout = state_layout(job);
+  for (size_t i = 0; i < layout.shapes.size(); ++i) {
+    const auto n = static_cast<uint64_t>(layout.shapes[i].numel());
+    if (i < layout.num_params) f.parameters += static_cast<int64_t>(n);
+    f.state_bytes += 4 * n;
+  }
+  const auto steps = static_cast<uint64_t>(job.steps), stride = static_cast<uint64_t>(job.stride);
+  const uint64_t checkpoints = steps / stride + 1 + (steps % stride != 0 ? 1 : 0);  // checkpoint_steps(T, s)
+  f.checkpoint_bytes = f.state_bytes * checkpoints;
+  return f;
+}
+
 Digest state_hash(const State& state, ThreadPool& pool) {
   std::vector<Digest> leaves(state.tensors.size());
   pool.parallel_for(static_cast<int64_t>(leaves.size()), [&](int64_t i0, int64_t i1) {

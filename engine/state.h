@@ -26,6 +26,17 @@ struct State {
 /// State 0: parameters from init_param (Philox), optimizer slots, step and loss all zero.
 State initial_state(const JobSpec& job);
 
+/// What training a job holds, computed from the job alone (nothing allocated), so that a node can
+/// refuse a job before it trains or disputes it: the model's parameter count, the bytes of one state
+/// (every state tensor, float32) and of all its stride checkpoints on disk (payloads; each file's
+/// safetensors header adds a few KiB).
+struct JobFootprint {
+  int64_t parameters = 0;
+  uint64_t state_bytes = 0;
+  uint64_t checkpoint_bytes = 0;
+};
+JobFootprint job_footprint(const JobSpec& job);
+
 /// state_hash = RFC 6962 Merkle root over tensor_leaf(tensor) in canonical order. Tensors are hashed
 /// in parallel on the pool (the result does not depend on the thread count).
 Digest state_hash(const State& state, ThreadPool& pool);

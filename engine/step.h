@@ -11,14 +11,6 @@
 
 namespace tribunal {
 
-/// Sizes of the data set a job trains on.
-struct DataShape {
-  int64_t samples = 0;
-  int64_t features = 0;
-  int64_t classes = 0;
-  int64_t label_width = 0;  ///< 0: one class id per sample (labels [N]); L: a label sequence (labels [N, L])
-};
-
 /// The state's named tensors in canonical order: the model parameters, then each optimizer slot
 /// per parameter ("adamw.m/<p>", "adamw.v/<p>" or "sgd.momentum/<p>"), then "step" (the number of
 /// completed steps, a float32 scalar) and "loss" (the training loss of the step that produced this

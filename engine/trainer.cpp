@@ -52,7 +52,7 @@ Trainer::Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fau
       train_(train),
       pool_(pool),
       shape_(data_shape_of(train)),
-      job_id_(tribunal::job_id(job, train.root)),
+      job_id_(tribunal::job_id(job, train)),
       sampler_(job.seed, shape_.samples, job.batch_size),
       executor_(pool),
       fault_(fault),

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "net/address_policy.h"
 #include "net/session.h"
 
 namespace tribunal {
@@ -32,6 +33,9 @@ struct ClientOptions {
   /// Local address to bind before connecting (e.g. "127.0.0.2" to connect to a loopback server
   /// from another source address); empty: the system picks.
   std::string local_address;
+  /// Which resolved addresses may be connected to (default: any). A URL whose every address is
+  /// refused fails with an error naming the address and why.
+  AddressPolicy address_policy = AddressPolicy::any();
   SessionOptions session;
 };
 

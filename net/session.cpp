@@ -173,9 +173,10 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
   // ---- client handshake ----
 
   void start_client(const WsUrl& url, std::chrono::milliseconds timeout, std::string local_address,
-                    Client::ConnectCallback done) {
+                    AddressPolicy policy, Client::ConnectCallback done) {
     url_ = url;
     local_address_ = std::move(local_address);
+    policy_ = std::move(policy);
     connect_done_ = std::move(done);
     remote_ = url.host + ":" + std::to_string(url.port);
     register_closer();
@@ -258,8 +259,18 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
       local = asio::ip::make_address(local_address_, ec);
       if (ec) return handshake_failed("bad local address \"" + local_address_ + "\": " + ec.message());
     }
-    for (const auto& entry : results)
-      if (!local || entry.endpoint().address().is_v4() == local->is_v4()) endpoints_.push_back(entry.endpoint());
+    std::string refused;  // the first address the policy refused, and why
+    for (const auto& entry : results) {
+      const asio::ip::address a = entry.endpoint().address();
+      if (const std::string why = policy_.refusal(a.to_string()); !why.empty()) {
+        if (refused.empty()) refused = a.to_string() + ": " + why;
+        continue;
+      }
+      if (!local || a.is_v4() == local->is_v4()) endpoints_.push_back(entry.endpoint());
+    }
+    if (endpoints_.empty() && !refused.empty())
+      return handshake_failed(url_.host + " resolves only to addresses the address policy refuses (" + refused +
+                              "); allow them with --allow-network CIDR");
     if (endpoints_.empty())
       return handshake_failed("no address of " + url_.host + " in the family of " + local_address_);
     local_ = local;
@@ -678,6 +689,7 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
   // client handshake
   WsUrl url_;
   std::string local_address_;
+  AddressPolicy policy_ = AddressPolicy::any();
   std::optional<asio::ip::address> local_;
   std::vector<tcp::endpoint> endpoints_;
   websocket::response_type handshake_response_;
@@ -728,8 +740,8 @@ void open_connection(NetContext& ctx, const WsUrl& url, const ClientOptions& opt
   auto session = std::make_shared<WsSession>(ctx, options.session);
   asio::post(session->executor(),
                  [session, url, timeout = options.connect_timeout, local = options.local_address,
-                  d = std::move(done)]() mutable {
-                   session->start_client(url, timeout, std::move(local), std::move(d));
+                  policy = options.address_policy, d = std::move(done)]() mutable {
+                   session->start_client(url, timeout, std::move(local), std::move(policy), std::move(d));
                  });
 }
 

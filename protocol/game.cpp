@@ -436,8 +436,9 @@ std::vector<Action> Game::advance(uint64_t now_ms) {
 std::vector<Action> Game::after_descent(uint64_t now_ms) {
   if (phase_ == Phase::Checkpoints) {
     if (lo_ == 0) {  // the trajectories differ in their very first state
+      const Digest initial = oracle_.initial_state_hash();
       for (int p = 0; p < 2; ++p)
-        if (party_[p].level1_value != params_.initial_state_hash)
+        if (party_[p].level1_value != initial)
           lose(p, VerdictReason::WrongInitialState, "state_hash(0) is not the job's initial state");
       return finish_if_lost();
     }
@@ -611,6 +612,17 @@ std::vector<Action> Game::on_reexecuted(const std::vector<Digest>& outputs, uint
   if (!party_[0].lost && !party_[1].lost)
     return finish(VerdictReason::WrongOutput, "re-execution matches both parties (records differ elsewhere)");
   return finish_if_lost();
+}
+
+std::vector<Action> Game::on_reexecution_failed(const std::string& why, uint64_t) {
+  if (phase_ != Phase::Reexecute) return {};
+  std::vector<Action> out = finish(VerdictReason::RefereeFault, "undecided: the referee could not re-execute node " +
+                                                                    std::to_string(node_) + " of step " +
+                                                                    std::to_string(step_) + ": " + why);
+  Verdict& v = std::get<Finished>(out.front()).verdict;
+  v.winners.clear();  // no one is convicted, and no one is declared right either
+  v.losers.clear();
+  return out;
 }
 
 }  // namespace tribunal

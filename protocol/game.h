@@ -52,11 +52,15 @@ struct StepSpec {
   std::vector<InputSpec> state_outputs;  ///< the next state's tensors, canonical order
 };
 
-/// Supplies step graphs; implemented over the engine by the referee (a pure function of the job).
+/// Supplies step graphs and the initial state; implemented over the engine by the referee (a pure
+/// function of the job).
 class StepOracle {
  public:
   virtual ~StepOracle() = default;
   virtual StepSpec step_spec(uint64_t step) const = 0;
+  /// state_hash(0) of the job, derived by the referee: asked only when the trajectories differ in
+  /// their first state, never taken from a party or the opener.
+  virtual Digest initial_state_hash() const = 0;
 };
 
 /// Everything fixed when a dispute opens.
@@ -65,7 +69,6 @@ struct GameParams {
   Digest dispute_id{};
   uint64_t steps = 0;               ///< T
   uint64_t stride = 0;              ///< s
-  Digest initial_state_hash{};
   Digest dataset_root{};
   uint64_t dataset_samples = 0;     ///< N, the size of the tree under dataset_root
   uint64_t label_width = 0;         ///< 0: class-id labels; L: label sequences of L values
@@ -163,6 +166,10 @@ class Game {
 
   /// The re-execution's output hashes (tensor leaves), after a Reexecute action.
   std::vector<Action> on_reexecuted(const std::vector<Digest>& outputs, uint64_t now_ms);
+  /// The referee could not re-execute the located node for a reason of its own (out of memory, an
+  /// internal error), not because of the inputs both parties committed to: the game ends undecided,
+  /// reason RefereeFault, with neither winners nor losers. `why` goes into the verdict's detail.
+  std::vector<Action> on_reexecution_failed(const std::string& why, uint64_t now_ms);
 
   Phase phase() const { return phase_; }
   uint32_t rounds() const { return round_; }

@@ -44,6 +44,7 @@ const char* reason_name(VerdictReason reason) {
     case VerdictReason::Equivocation: return "equivocation";
     case VerdictReason::WrongInitialState: return "wrong_initial_state";
     case VerdictReason::WrongPostState: return "wrong_post_state";
+    case VerdictReason::RefereeFault: return "referee_fault";
   }
   return "unknown";
 }

@@ -46,27 +46,35 @@ struct JobSubmit {
   std::string job_toml;
 };
 
-/// provider → client: the commitment to a whole trajectory.
+/// provider → client: the commitment to a whole trajectory, signed by the provider. `endpoint` is the
+/// ws:// URL at which the provider answers a referee about this claim: the provider signs it, so
+/// whoever opens a dispute cannot point the referee at another address (docs/protocol.md, "Threat
+/// model").
 struct Claim {
   Digest job_id{};
   uint64_t steps = 0;
   Digest trajectory_root{};
   Digest final_state_hash{};
+  std::string endpoint;  ///< at most kMaxEndpointBytes
 };
 
+/// Longest Claim.endpoint (bytes).
+inline constexpr size_t kMaxEndpointBytes = 1024;
+
 /// client → referee: open a dispute between two claims. `claims` are the providers' signed Claim
-/// envelopes (encoded), so the referee holds each provider to its own signature. `providers` are
-/// the providers' URLs, in claim order.
+/// envelopes (encoded), so the referee holds each provider to its own signature. Every field the game
+/// rests on is signed by a provider or derived by the referee: the data set's root and shape are part
+/// of the job_id both claims sign, the providers' endpoints are in their claims, and the initial state
+/// hash is derived from the job. The dispute id is the hash of this whole body (dispute_id()).
 struct DisputeOpen {
   std::string job_toml;
-  Digest initial_state_hash{};  ///< state_hash(0) of the job, computed by the client
   Digest dataset_root{};        ///< the training set's root (part of the job_id the claims sign)
-  uint64_t dataset_samples = 0; ///< its size N and sample shape, so the referee needs no data
-  uint64_t features = 0;
+  uint64_t dataset_samples = 0; ///< its size N and sample shape (part of the job_id too), so the
+  uint64_t features = 0;        ///< referee needs no data
   uint64_t classes = 0;
   uint64_t label_width = 0;     ///< 0: a class id per sample; L: a label sequence of L values per sample
-  std::vector<std::vector<uint8_t>> claims;  ///< exactly two
-  std::vector<std::string> providers;        ///< exactly two
+  std::vector<std::vector<uint8_t>> claims;  ///< exactly two signed Claim envelopes
+  bool operator==(const DisputeOpen&) const = default;
 };
 
 /// What a Query asks for.
@@ -197,17 +205,21 @@ enum class VerdictReason : uint8_t {
   Equivocation = 6,       ///< two different signed answers to one question
   WrongInitialState = 7,  ///< the trajectory does not start from the job's initial state
   WrongPostState = 8,     ///< state_hash(t+1) is not made of the step's own node outputs
+  RefereeFault = 9,       ///< undecided: the referee failed to re-execute the located node (no one
+                          ///< is convicted; winners and losers are both empty)
 };
 
 /// The reason's wire-independent name ("wrong_output", …), for logs, files and JSON.
 const char* reason_name(VerdictReason reason);
 
 /// referee → everyone: the signed outcome. `winners`/`losers` index into the dispute's two claims
-/// (0 or 1); both in `losers` means no valid claim.
+/// (0 or 1); both in `losers` means no valid claim; neither (reason RefereeFault) means undecided.
+/// The verdict carries the whole opening, so anyone can check offline what was disputed:
+/// dispute_id = dispute_id(opening), and the job_id follows from opening's job and data set.
 struct Verdict {
   Digest job_id{};
   Digest dispute_id{};
-  std::vector<std::vector<uint8_t>> claims;  ///< the two signed Claim envelopes
+  DisputeOpen opening;    ///< the disputed opening (job, data set, both signed Claim envelopes)
   std::vector<uint8_t> winners;
   std::vector<uint8_t> losers;
   VerdictReason reason = VerdictReason::WrongOutput;

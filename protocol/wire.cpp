@@ -37,7 +37,7 @@ inline constexpr uint8_t kEnumLast<QueryKind> = static_cast<uint8_t>(QueryKind::
 template <>
 inline constexpr uint8_t kEnumLast<ValueOrigin> = static_cast<uint8_t>(ValueOrigin::NodeOutput);
 template <>
-inline constexpr uint8_t kEnumLast<VerdictReason> = static_cast<uint8_t>(VerdictReason::WrongPostState);
+inline constexpr uint8_t kEnumLast<VerdictReason> = static_cast<uint8_t>(VerdictReason::RefereeFault);
 
 template <class E>
 bool enum_valid(uint8_t v) {
@@ -305,15 +305,17 @@ class Reader {
 // ---------------------------------------------------------------------------------------------------
 // Shared pieces of several messages.
 
-// Claim envelopes travel inside DisputeOpen and Verdict; each is itself at most one envelope.
+// Claim envelopes travel inside DisputeOpen and Verdict. A Claim envelope is the 146 bytes of the
+// envelope around a body of 108 bytes and its endpoint, so kMaxClaimEnvelopeBytes bounds it; a
+// verdict, which carries the opening, then stays far below one envelope.
 constexpr size_t kMinBytesItemBytes = 4;  // a byte string / string: its u32 length
 
 void write_claims(Writer& w, std::string_view field, const std::vector<std::vector<uint8_t>>& claims) {
   w.list(field, claims, kExactlyTwo,
-         [&](const std::vector<uint8_t>& c) { w.bytes(field, c, kMaxMessageBytes); });
+         [&](const std::vector<uint8_t>& c) { w.bytes(field, c, kMaxClaimEnvelopeBytes); });
 }
 std::vector<std::vector<uint8_t>> read_claims(Reader& r, std::string_view field) {
-  return r.list(field, kExactlyTwo, kMinBytesItemBytes, [&] { return r.bytes(field, kMaxMessageBytes); });
+  return r.list(field, kExactlyTwo, kMinBytesItemBytes, [&] { return r.bytes(field, kMaxClaimEnvelopeBytes); });
 }
 
 // Verdict.winners / losers: claim indices, strictly increasing, so a set has one encoding.
@@ -362,37 +364,33 @@ void encode(Writer& w, const Claim& m) {
   w.u64(m.steps);
   w.digest(m.trajectory_root);
   w.digest(m.final_state_hash);
+  w.string("Claim.endpoint", m.endpoint, kMaxEndpointBytes);
 }
 void decode(Reader& r, Claim& m) {
   m.job_id = r.digest("Claim.job_id");
   m.steps = r.u64("Claim.steps");
   m.trajectory_root = r.digest("Claim.trajectory_root");
   m.final_state_hash = r.digest("Claim.final_state_hash");
+  m.endpoint = r.string("Claim.endpoint", kMaxEndpointBytes);
 }
 
 void encode(Writer& w, const DisputeOpen& m) {
   w.string("DisputeOpen.job_toml", m.job_toml, kMaxStringBytes);
-  w.digest(m.initial_state_hash);
   w.digest(m.dataset_root);
   w.u64(m.dataset_samples);
   w.u64(m.features);
   w.u64(m.classes);
   w.u64(m.label_width);
   write_claims(w, "DisputeOpen.claims", m.claims);
-  w.list("DisputeOpen.providers", m.providers, kExactlyTwo,
-         [&](const std::string& p) { w.string("DisputeOpen.providers", p, kMaxStringBytes); });
 }
 void decode(Reader& r, DisputeOpen& m) {
   m.job_toml = r.string("DisputeOpen.job_toml", kMaxStringBytes);
-  m.initial_state_hash = r.digest("DisputeOpen.initial_state_hash");
   m.dataset_root = r.digest("DisputeOpen.dataset_root");
   m.dataset_samples = r.u64("DisputeOpen.dataset_samples");
   m.features = r.u64("DisputeOpen.features");
   m.classes = r.u64("DisputeOpen.classes");
   m.label_width = r.u64("DisputeOpen.label_width");
   m.claims = read_claims(r, "DisputeOpen.claims");
-  m.providers = r.list("DisputeOpen.providers", kExactlyTwo, kMinBytesItemBytes,
-                       [&] { return r.string("DisputeOpen.providers", kMaxStringBytes); });
 }
 
 constexpr size_t kValueAddressBytes = 1 + 8 + 4;  // origin, index, slot
@@ -549,7 +547,7 @@ void decode(Reader& r, Samples& m) {
 void encode(Writer& w, const Verdict& m) {
   w.digest(m.job_id);
   w.digest(m.dispute_id);
-  write_claims(w, "Verdict.claims", m.claims);
+  encode(w, m.opening);
   write_claim_indices(w, "Verdict.winners", m.winners);
   write_claim_indices(w, "Verdict.losers", m.losers);
   w.enumeration("Verdict.reason", m.reason);
@@ -563,7 +561,7 @@ void encode(Writer& w, const Verdict& m) {
 void decode(Reader& r, Verdict& m) {
   m.job_id = r.digest("Verdict.job_id");
   m.dispute_id = r.digest("Verdict.dispute_id");
-  m.claims = read_claims(r, "Verdict.claims");
+  decode(r, m.opening);
   m.winners = read_claim_indices(r, "Verdict.winners");
   m.losers = read_claim_indices(r, "Verdict.losers");
   m.reason = r.enumeration<VerdictReason>("Verdict.reason");
@@ -847,20 +845,9 @@ Envelope open_envelope(std::span<const uint8_t> bytes) {
   return env;
 }
 
-Digest dispute_id(const Digest& job_id, std::span<const std::vector<uint8_t>> claims) {
-  if (claims.size() != 2) {
-    throw ProtocolError("dispute_id: needs exactly 2 claims, got " + std::to_string(claims.size()));
-  }
+Digest dispute_id(const DisputeOpen& opening) {
   Hasher h(HashTag::Dispute);
-  h.update(job_id);
-  for (const std::vector<uint8_t>& claim : claims) {
-    if (claim.size() > std::numeric_limits<uint32_t>::max())
-      throw ProtocolError("dispute_id: claim too large");
-    uint8_t le[4];
-    for (int i = 0; i < 4; ++i) le[i] = static_cast<uint8_t>(claim.size() >> (8 * i));
-    h.update(std::span<const uint8_t>(le, 4));
-    h.update(std::span<const uint8_t>(claim));
-  }
+  h.update(encode_body(opening));
   return h.final();
 }
 

@@ -31,6 +31,7 @@ inline constexpr size_t kMaxStringBytes = size_t{1} << 16;   ///< job TOML, URLs
 inline constexpr size_t kMaxListItems = 4096;                ///< indices, records, hashes, samples
 inline constexpr size_t kMaxProofLength = 64;                ///< Merkle path (trees ≤ 2^64 leaves)
 inline constexpr size_t kMaxChunkBytes = 65536;              ///< TensorChunk payload (= kTensorChunkBytes)
+inline constexpr size_t kMaxClaimEnvelopeBytes = 2048;       ///< a Claim envelope inside DisputeOpen / Verdict
 
 /// WebSocket close codes used for protocol errors (RFC 6455 §7.4.1).
 enum class CloseCode : uint16_t {
@@ -97,7 +98,9 @@ std::vector<uint8_t> seal(const KeyPair& keys, const Digest& context, uint64_t s
 /// names. Throws WireError (TooBig, InvalidPayload, PolicyViolation for a bad signature).
 Envelope open_envelope(std::span<const uint8_t> bytes);
 
-/// dispute id = H(Dispute ‖ job_id ‖ claim envelope 0 ‖ claim envelope 1) (each as u32 length + bytes).
-Digest dispute_id(const Digest& job_id, std::span<const std::vector<uint8_t>> claims);
+/// dispute id = H(Dispute ‖ encode_body(opening)): it covers the whole opening (job, data set, both
+/// signed claims and so both providers' endpoints), so two openings that differ in any byte are two
+/// disputes, and a verdict names exactly what was disputed (docs/protocol.md, "Opening a dispute").
+Digest dispute_id(const DisputeOpen& opening);
 
 }  // namespace tribunal

@@ -38,7 +38,7 @@ std::string describe(const Query& q) {
 }  // namespace
 
 RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open, RefereeOptions options)
-    : key_(referee_key), open_bytes_(open.bytes) {
+    : key_(referee_key), reexecute_hook_(options.reexecute_hook), open_bytes_(open.bytes) {
   if (open.kind != MessageKind::DisputeOpen) throw ProtocolError("dispute: expected a DisputeOpen message");
   const auto& d = std::get<DisputeOpen>(open.body);
   // The opening comes from a client over the network: bound what it can make the referee allocate
@@ -47,43 +47,44 @@ RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open,
       d.features > kMaxDisputeFeatures || d.classes == 0 || d.classes > kMaxDisputeFeatures ||
       d.label_width > kMaxDisputeFeatures)
     throw ProtocolError("dispute: the data set's size or shape is out of range");
-  job_ = parse_job(d.job_toml, "dispute job", ".");
+  job_ = parse_job(d.job_toml, "dispute job");
   if (static_cast<uint64_t>(job_.steps / job_.stride) > kMaxDisputeCheckpoints)
     throw ProtocolError("dispute: the job has more than " + std::to_string(kMaxDisputeCheckpoints) + " checkpoints");
-  check_job_against_data(job_, static_cast<int64_t>(d.dataset_samples), static_cast<int64_t>(d.features),
-                         static_cast<int64_t>(d.classes));
+  const DataShape shape{static_cast<int64_t>(d.dataset_samples), static_cast<int64_t>(d.features),
+                        static_cast<int64_t>(d.classes), static_cast<int64_t>(d.label_width)};
+  check_job_against_data(job_, shape.samples, shape.features, shape.classes);
   // A GPT's samples carry a next-token label per position; every other model one class id.
   const uint64_t label_width = job_.model.kind == ModelKind::Gpt ? static_cast<uint64_t>(job_.model.context) : 0;
   if (d.label_width != label_width)
     throw ProtocolError("dispute: the data set's label width " + std::to_string(d.label_width) + " does not fit the job (" +
                         std::to_string(label_width) + ")");
-  job_id_ = tribunal::job_id(job_, d.dataset_root);
-  claim_envelopes_ = d.claims;
-  providers_ = d.providers;
+  // The data set's root and shape are part of the job_id that both providers signed: an opener who
+  // changes them opens a dispute about a job neither claim is for, and is refused below.
+  job_id_ = tribunal::job_id(job_, d.dataset_root, shape);
   GameParams params;
   params.job_id = job_id_;
   params.steps = static_cast<uint64_t>(job_.steps);
   params.stride = static_cast<uint64_t>(job_.stride);
-  params.initial_state_hash = d.initial_state_hash;
   params.dataset_root = d.dataset_root;
   params.dataset_samples = d.dataset_samples;
   params.label_width = d.label_width;
   params.answer_timeout_ms = answer_timeout_ms_ = options.answer_timeout_ms;
   params.recompute_timeout_ms = recompute_timeout_ms_ = options.recompute_timeout_ms;
   for (int p = 0; p < 2; ++p) {
-    params.claims[static_cast<size_t>(p)] = open_claim(d.claims[static_cast<size_t>(p)], p == 0 ? "claim 0" : "claim 1");
-    party_keys_[static_cast<size_t>(p)] = open_envelope(d.claims[static_cast<size_t>(p)]).sender;
-    if (params.claims[static_cast<size_t>(p)].job_id != job_id_)
-      throw ProtocolError(fmt::format("dispute: claim {} is for job {}, the opening describes job {}", p,
-                                      to_hex(params.claims[static_cast<size_t>(p)].job_id), to_hex(job_id_)));
+    const auto i = static_cast<size_t>(p);
+    params.claims[i] = open_claim(d.claims[i], p == 0 ? "claim 0" : "claim 1");
+    party_keys_[i] = open_envelope(d.claims[i]).sender;
+    if (params.claims[i].job_id != job_id_)
+      throw ProtocolError(fmt::format("dispute: claim {} is not for the job and data set the opening describes", p));
+    // Each provider is reached only at the endpoint it signed in its own claim.
+    if (params.claims[i].endpoint.empty()) throw ProtocolError(fmt::format("dispute: claim {} names no endpoint", p));
+    providers_.push_back(params.claims[i].endpoint);
   }
   if (party_keys_[0] == party_keys_[1]) throw ProtocolError("dispute: both claims are signed by the same key");
-  dispute_id_ = tribunal::dispute_id(job_id_, claim_envelopes_);
-  if (open.context != dispute_id_) throw ProtocolError("dispute: the opening is not addressed to this dispute's id");
+  dispute_id_ = tribunal::dispute_id(d);
+  if (open.context != dispute_id_) throw ProtocolError("dispute: the opening is not addressed to its dispute id");
   params.dispute_id = dispute_id_;
-  oracle_ = std::make_unique<JobOracle>(job_, DataShape{static_cast<int64_t>(d.dataset_samples),
-                                                        static_cast<int64_t>(d.features), static_cast<int64_t>(d.classes),
-                                                        static_cast<int64_t>(d.label_width)});
+  oracle_ = std::make_unique<JobOracle>(job_, shape);
   game_ = std::make_unique<Game>(params, *oracle_);
 }
 
@@ -203,6 +204,26 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::on_tick(uint64_t now_ms) {
   return out;
 }
 
+std::vector<Action> RefereeDispute::reexecute(const Reexecute& rx, uint64_t now_ms) {
+  std::string failure;
+  for (int attempt = 1; attempt <= kReexecuteAttempts; ++attempt) {
+    try {
+      if (reexecute_hook_) reexecute_hook_(attempt);
+      return game_->on_reexecuted(oracle_->reexecute(rx), now_ms);
+    } catch (const OpError& e) {
+      // The op refuses the inputs both parties committed to (e.g. a label out of range): a fault of
+      // every party that committed to running them, so no outputs match.
+      emit(std::string("re-execution refuses the committed inputs: ") + e.what());
+      return game_->on_reexecuted({}, now_ms);
+    } catch (const std::exception& e) {
+      // Anything else (bad_alloc, an internal error) is the referee's failure, never a party's.
+      failure = e.what();
+      emit(fmt::format("re-execution attempt {} of {} failed: {}", attempt, kReexecuteAttempts, failure));
+    }
+  }
+  return game_->on_reexecution_failed(failure, now_ms);
+}
+
 std::vector<RefereeDispute::Outgoing> RefereeDispute::handle(std::vector<Action> actions, uint64_t now_ms) {
   std::vector<Outgoing> out;
   while (!actions.empty()) {
@@ -239,22 +260,15 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::handle(std::vector<Action>
         if (replaying_) out.pop_back();
       } else if (auto* rx = std::get_if<Reexecute>(&a)) {
         emit(fmt::format("re-executing node {} ({}) of step {} with RepOps", rx->node, op_label(rx->spec.op), rx->step));
-        std::vector<Digest> outputs;
-        try {
-          outputs = oracle_->reexecute(*rx);
-        } catch (const std::exception& e) {
-          // Inputs that match their committed hashes but cannot run (e.g. an invalid label) are a
-          // fault of every party that committed to running them.
-          emit(std::string("re-execution failed: ") + e.what());
-        }
-        auto more = game_->on_reexecuted(outputs, now_ms);
+        auto more = reexecute(*rx, now_ms);
         next.insert(next.end(), more.begin(), more.end());
       } else if (auto* f = std::get_if<Finished>(&a)) {
         verdict_ = f->verdict;
-        verdict_.claims = claim_envelopes_;
+        verdict_.opening = std::get<DisputeOpen>(open_envelope(open_bytes_).body);
         verdict_envelope_ = seal_next(verdict_);
-        std::string who = verdict_.winners.empty() ? "no valid claim"
-                                                   : fmt::format("provider {} wins", verdict_.winners[0]);
+        std::string who = verdict_.reason == VerdictReason::RefereeFault ? "undecided"
+                          : verdict_.winners.empty()                     ? "no valid claim"
+                                                                         : fmt::format("provider {} wins", verdict_.winners[0]);
         emit(fmt::format("verdict: {} ({}) at level {}, step {}, node {}{}; {} rounds", who, reason_name(verdict_.reason),
                          static_cast<int>(verdict_.level), verdict_.step, verdict_.node,
                          verdict_.level == Level::Nodes ? " (" + op_label(verdict_.op) + ")" : "", verdict_.rounds));
@@ -269,17 +283,27 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::handle(std::vector<Action>
   return out;
 }
 
-Verdict verify_verdict(std::span<const uint8_t> bytes, const PublicKey* referee) {
+Verdict verify_verdict(std::span<const uint8_t> bytes, const PublicKey& referee) {
   const Envelope env = open_envelope(bytes);
   if (env.kind != MessageKind::Verdict) throw ProtocolError("not a verdict envelope");
-  if (referee && env.sender != *referee) throw ProtocolError("the verdict is signed by another key than the referee's");
+  if (env.sender != referee) throw ProtocolError("the verdict is signed by another key than the referee's");
   const Verdict& v = std::get<Verdict>(env.body);
-  for (size_t i = 0; i < v.claims.size(); ++i) {
-    const Claim c = open_claim(v.claims[i], i == 0 ? "claim 0" : "claim 1");
+  if (env.context != v.dispute_id) throw ProtocolError("the verdict is signed for another dispute");
+  if (dispute_id(v.opening) != v.dispute_id) throw ProtocolError("the verdict's dispute id is not the hash of its opening");
+  // The job and data set the opening describes are the ones both providers signed.
+  const DisputeOpen& d = v.opening;
+  const JobSpec job = parse_job(d.job_toml, "the verdict's job");
+  const DataShape shape{static_cast<int64_t>(d.dataset_samples), static_cast<int64_t>(d.features),
+                        static_cast<int64_t>(d.classes), static_cast<int64_t>(d.label_width)};
+  if (job_id(job, d.dataset_root, shape) != v.job_id)
+    throw ProtocolError("the verdict's job id is not the id of the job and data set in its opening");
+  for (size_t i = 0; i < d.claims.size(); ++i) {
+    const Claim c = open_claim(d.claims[i], i == 0 ? "claim 0" : "claim 1");
     if (c.job_id != v.job_id) throw ProtocolError("a claim in the verdict is for another job");
   }
-  if (dispute_id(v.job_id, v.claims) != v.dispute_id) throw ProtocolError("the verdict's dispute id does not match its claims");
-  if (env.context != v.dispute_id) throw ProtocolError("the verdict is signed for another dispute");
+  const bool undecided = v.reason == VerdictReason::RefereeFault;
+  if (undecided != (v.winners.empty() && v.losers.empty()))
+    throw ProtocolError("the verdict's outcome does not fit its reason");
   return v;
 }
 

@@ -48,7 +48,13 @@ struct RefereeOptions {
   /// Test hook (tests/referee_crash.sh): when non-zero, the process kills itself with SIGKILL right
   /// after committing its N-th event to the store, to test recovery at every point of a dispute.
   uint64_t crash_after_events = 0;
+  /// Test hook: called before each re-execution attempt (1, 2, …); an exception it throws stands for
+  /// an internal failure of the referee (tests/nodes: a bad_alloc must convict no one).
+  std::function<void(int attempt)> reexecute_hook;
 };
+
+/// Re-execution attempts before a dispute ends undecided with VerdictReason::RefereeFault.
+inline constexpr int kReexecuteAttempts = 3;
 
 /// One input that changed a dispute, in the order the dispute saw it: what the durable store
 /// records and replay() consumes.
@@ -77,7 +83,8 @@ struct DisputeEvent {
 class RefereeDispute {
  public:
   /// `open` is the client's DisputeOpen envelope. Throws ProtocolError/EngineError if the claims are
-  /// not two valid signed Claims by two different keys for the job the opening describes.
+  /// not two valid signed Claims by two different keys, each naming its endpoint, for the job and data
+  /// set the opening describes, or the envelope is not addressed to dispute_id(opening).
   RefereeDispute(const KeyPair& referee_key, const Envelope& open, RefereeOptions options = {});
 
   /// An envelope to deliver to party 0 or 1.
@@ -126,6 +133,7 @@ class RefereeDispute {
   /// The signed verdict envelope, once done.
   const std::vector<uint8_t>& verdict_envelope() const { return *verdict_envelope_; }
   const Verdict& verdict() const { return verdict_; }
+  /// The providers' endpoints, each from its own signed claim (never from the opener).
   const std::vector<std::string>& providers() const { return providers_; }
   const Game& game() const { return *game_; }
   const JobOracle& oracle() const { return *oracle_; }
@@ -142,14 +150,15 @@ class RefereeDispute {
 
  private:
   std::vector<Outgoing> handle(std::vector<Action> actions, uint64_t now_ms);
+  std::vector<Action> reexecute(const Reexecute& rx, uint64_t now_ms);
   std::vector<uint8_t> seal_next(const Body& body);
   void emit(std::string text);
   void record(DisputeInput input);
 
   KeyPair key_;
+  std::function<void(int)> reexecute_hook_;
   Digest job_id_{}, dispute_id_{};
   std::vector<uint8_t> open_bytes_;
-  std::vector<std::vector<uint8_t>> claim_envelopes_;
   std::array<PublicKey, 2> party_keys_{};
   std::array<uint64_t, 2> last_sequence_{};
   std::vector<std::string> providers_;
@@ -168,9 +177,11 @@ class RefereeDispute {
   uint32_t last_logged_round_ = 0;
 };
 
-/// Checks a verdict envelope offline: decodes it, verifies the referee's signature (and, if given,
-/// that the signer is `referee`), and that the claims inside are validly signed Claims whose job and
-/// dispute ids match the verdict. Throws ProtocolError saying what is wrong; returns the verdict.
-Verdict verify_verdict(std::span<const uint8_t> envelope, const PublicKey* referee = nullptr);
+/// Checks a verdict envelope offline: decodes it, verifies that `referee` signed it, that its dispute
+/// id is the hash of the opening it carries, that the opening's job and data set give its job id, and
+/// that the claims inside are validly signed Claims for that job. The referee's key is required: a
+/// signature by an unknown key proves nothing (anyone can sign a verdict). Throws ProtocolError (or
+/// EngineError for a job that does not parse) saying what is wrong; returns the verdict.
+Verdict verify_verdict(std::span<const uint8_t> envelope, const PublicKey& referee);
 
 }  // namespace tribunal

@@ -141,12 +141,14 @@ std::vector<std::vector<uint8_t>> mirror_answers(const BehaviourSetup& setup, Be
   if (!m) {
     m = std::make_shared<BehaviourState::Mirror>();
     const DisputeOpen& d = std::get<DisputeOpen>(q.open.body);
-    const JobSpec job = parse_job(d.job_toml, "disputed job", ".");
+    JobSpec job = parse_job(d.job_toml, "disputed job");
+    locate_data(job, DataRegistry::debian());
     m->pool = std::make_unique<ThreadPool>(setup.threads);
     m->data = cli::shared_train_set(job, *m->pool);
-    const Digest id = job_id(job, m->data->root);
-    m->session = std::make_unique<ProviderDisputeSession>(setup.key, q.open, job, id, *m->data,
-                                                          setup.mirror_store / to_hex(id), *m->pool, Fault{});
+    const Digest id = job_id(job, *m->data);
+    m->session = std::make_unique<ProviderDisputeSession>(setup.key, q.open, job, *m->data,
+                                                          setup.mirror_store / to_hex(id), *m->pool,
+                                                          std::vector<PublicKey>{q.query.sender}, Fault{});
   }
   // Signed with our own sequence numbers, so they are fresh exactly where our own answers would be.
   std::vector<std::vector<uint8_t>> out;

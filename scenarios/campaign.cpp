@@ -75,7 +75,6 @@ Game1 play_one(uint64_t seed, Lie& lie_out) {
   GameParams params;
   params.steps = steps;
   params.stride = stride;
-  params.initial_state_hash = state_hash(0.0f);
   params.claims[static_cast<size_t>(cheater)] = liar.claim({});
   params.claims[static_cast<size_t>(1 - cheater)] = honest.claim({});
   Game1 result;

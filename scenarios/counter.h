@@ -21,10 +21,11 @@ inline Digest scalar_leaf(float x) {
 }
 inline Digest state_hash(float x) { return merkle_root(std::vector<Digest>{scalar_leaf(x)}); }
 
-/// The referee's view: G adds per step.
+/// The referee's view: G adds per step, from the initial state 0.
 class CounterOracle : public StepOracle {
  public:
   explicit CounterOracle(uint32_t nodes) : nodes_(nodes) {}
+  Digest initial_state_hash() const override { return state_hash(0.0f); }
   StepSpec step_spec(uint64_t) const override {
     StepSpec s;
     s.state_inputs = 1;
@@ -65,7 +66,7 @@ class CounterProvider {
   Claim claim(const Digest& job_id) const {
     std::vector<Digest> leaves;
     for (uint64_t c : checkpoint_steps(steps_, stride_)) leaves.push_back(state_hash(states_[c]));
-    return {job_id, steps_, merkle_root(leaves), leaves.back()};
+    return {job_id, steps_, merkle_root(leaves), leaves.back(), "counter:provider"};
   }
 
   /// The answer(s) to a query: one body, or a stream (tensor chunks).

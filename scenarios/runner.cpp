@@ -16,8 +16,9 @@ namespace {
 // key and store from a thread of its own, since the request comes from inside the node.
 class ProviderFleet {
  public:
-  ProviderFleet(NetContext& ctx, const Scenario& s, const RunOptions& o, const std::filesystem::path& dir)
-      : ctx_(ctx), options_(o) {
+  ProviderFleet(NetContext& ctx, const Scenario& s, const RunOptions& o, const std::filesystem::path& dir,
+                const PublicKey& referee)
+      : ctx_(ctx), options_(o), referee_(referee) {
     for (size_t i = 0; i < s.providers.size(); ++i) {
       Slot slot;
       slot.spec = s.providers[i];
@@ -81,7 +82,13 @@ class ProviderFleet {
     const std::string tag = s.spec.name;
     cli::LogFn log = options_.log ? cli::LogFn([this, tag](const std::string& line) { options_.log(tag + ": " + line); })
                                   : cli::LogFn([](const std::string&) {});
-    s.node = std::make_unique<cli::ProviderNode>(ctx_, s.key, s.store, options_.threads, s.spec.work, log, server);
+    cli::ProviderConfig config;
+    config.store = s.store;
+    config.threads = options_.threads;
+    config.referees = {referee_};
+    config.fault = s.spec.work;
+    config.server = server;
+    s.node = std::make_unique<cli::ProviderNode>(ctx_, s.key, std::move(config), log);
     BehaviourSetup setup{s.key, s.spec.answers, s.spec.link, s.mirror_store, options_.threads,
                          [this, i](uint64_t down_ms) {
                            std::lock_guard lock(mu_);
@@ -114,6 +121,7 @@ class ProviderFleet {
 
   NetContext& ctx_;
   const RunOptions& options_;
+  PublicKey referee_;  // the only referee its nodes answer
   std::vector<Slot> slots_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -167,17 +175,24 @@ ScenarioResult run_scenario(const Scenario& s, const RunOptions& o) {
     ro.recompute_timeout_ms = s.recompute_timeout_ms;
     ro.data_dir = dir / "referee";  // the referee of a scenario is durable, as `tribunal referee` is
     const KeyPair referee_key = generate_keypair();
-    cli::RefereeNode referee(ctx, referee_key, ro, [&](const std::string& line) { log("referee: " + line); });
+    cli::RefereeNode referee(ctx, referee_key, ro, [&](const std::string& line) { log("referee: " + line); },
+                             cli::loopback_policy());
     referee.on_finished = [&](const RefereeDispute& d, const cli::DisputeStats&) { r.rounds = d.game().rounds(); };
     const std::string referee_url = fmt::format("ws://127.0.0.1:{}/", referee.listen("127.0.0.1", 0));
     {
-      ProviderFleet fleet(ctx, s, o, dir);
+      ProviderFleet fleet(ctx, s, o, dir, referee_key.public_key);
       ctx.start();
-      const cli::DelegateOutcome out = cli::delegate_job(ctx, s.job, fleet.urls(), referee_url, dir / "verdicts",
-                                                         generate_keypair(), [&](const std::string& line) { log(line); });
+      cli::DelegateRequest request;
+      request.job_file = s.job;
+      request.providers = fleet.urls();
+      request.referee = referee_url;
+      request.referee_key = referee_key.public_key;
+      request.out_dir = dir / "verdicts";
+      request.client_key = generate_keypair();
+      const cli::DelegateOutcome out = cli::delegate_job(ctx, request, [&](const std::string& line) { log(line); });
       r.winner = out.accepted ? fleet.name(out.winner) : "none";
       r.disputes = out.verdicts.size();
-      if (!out.verdicts.empty()) r.verdict = verify_verdict(out.verdicts.back(), &referee_key.public_key);
+      if (!out.verdicts.empty()) r.verdict = verify_verdict(out.verdicts.back(), referee_key.public_key);
       r.crashes = fleet.crashes();
     }
     ctx.stop();

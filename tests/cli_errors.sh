@@ -8,13 +8,13 @@ trap 'rm -rf "$tmp"' EXIT
 data=/usr/share/datasets/fashion-mnist
 fail=0
 
-job() {  # job FILE [widths] [data dir] [extra line in [train]]
+job() {  # job FILE [widths] [registered data set name] [extra line in [train]]
   cat >"$1" <<TOML
 [model]
 kind = "mlp"
 widths = ${2:-[784, 16, 10]}
 [data]
-dir = "${3:-$data}"
+name = "${3:-fashion-mnist}"
 [train]
 seed = 1
 steps = 3
@@ -47,12 +47,14 @@ mkdir -p "$tmp/empty" "$tmp/corrupt" "$tmp/truncated"
 cp "$data"/*.gz "$tmp/corrupt/" && head -c 5000 /dev/urandom >"$tmp/corrupt/train-images-idx3-ubyte.gz"
 cp "$data"/*.gz "$tmp/truncated/" && head -c 1000000 "$data/train-images-idx3-ubyte.gz" >"$tmp/truncated/train-images-idx3-ubyte.gz"
 
-job "$tmp/missing.toml" "" "$tmp/empty"
-expect "missing data file" 1 "train-images-idx3-ubyte.gz" -- train "$tmp/missing.toml" --out "$tmp/o1"
-job "$tmp/corrupt.toml" "" "$tmp/corrupt"
-expect "corrupt data file" 1 "train-images-idx3-ubyte.gz" -- train "$tmp/corrupt.toml" --out "$tmp/o2"
-job "$tmp/truncated.toml" "" "$tmp/truncated"
-expect "truncated gz" 1 "train-images-idx3-ubyte.gz" -- train "$tmp/truncated.toml" --out "$tmp/o3"
+job "$tmp/local.toml" "" "fm-local"
+expect "missing data file" 1 "train-images-idx3-ubyte.gz" -- train "$tmp/local.toml" --out "$tmp/o1" --dataset "fm-local=$tmp/empty"
+expect "corrupt data file" 1 "train-images-idx3-ubyte.gz" -- train "$tmp/local.toml" --out "$tmp/o2" --dataset "fm-local=$tmp/corrupt"
+expect "truncated gz" 1 "train-images-idx3-ubyte.gz" -- train "$tmp/local.toml" --out "$tmp/o3" --dataset "fm-local=$tmp/truncated"
+expect "unregistered data set" 1 "data set 'fm-local' is not registered at this node" -- train "$tmp/local.toml" --out "$tmp/o6"
+expect "bad --dataset" 2 "--dataset expects NAME=PATH" -- train "$tmp/local.toml" --dataset "fm-local"
+printf '[model]\nwidths = [784, 16, 10]\n[data]\npath = "provider.key"\n[train]\nsteps = 1\nbatch_size = 1\nstride = 1\n[optimizer]\n' >"$tmp/path.toml"
+expect "a path in a job" 1 "path.toml:4:8: data.path: a job names its data set" -- train "$tmp/path.toml"
 printf '[model]\nwidths = [784, 16, 10\n' >"$tmp/bad.toml"
 expect "bad TOML" 1 "bad.toml:[0-9]+:[0-9]+" -- train "$tmp/bad.toml"
 job "$tmp/unknown.toml" "" "" "learning_rate = 3"
@@ -97,4 +99,15 @@ step = 1
 node = 99'
 expect "scenario: node outside the graph" 1 "s4.toml.*node" -- scenario run "$tmp/s4.toml"
 expect "scenario: no files" 2 "give at least one scenario file" -- scenario run
+
+# The network roles refuse to run without the keys they must trust.
+"$bin" keygen "$tmp/node.key" >/dev/null
+expect "provider without a referee key" 2 "give at least one --referee-key" -- \
+  provider --listen 127.0.0.1:0 --key "$tmp/node.key" --store "$tmp/store"
+expect "provider: bad referee key" 2 "--referee-key expects a public key as 64 hex digits" -- \
+  provider --listen 127.0.0.1:0 --key "$tmp/node.key" --store "$tmp/store" --referee-key 1234
+expect "delegate without the referee's key" 2 "--referee-key HEX is required" -- \
+  delegate "$tmp/ok.toml" --provider ws://127.0.0.1:1/ --provider ws://127.0.0.1:2/ --referee ws://127.0.0.1:3/
+expect "referee: bad network" 2 "--allow-network: network \"10.0.0.0/33\"" -- \
+  referee --listen 127.0.0.1:0 --key "$tmp/node.key" --allow-network 10.0.0.0/33
 exit $fail

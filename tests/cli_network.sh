@@ -30,12 +30,15 @@ start() {
 
 referee_pub=$("$bin" keygen "$tmp/referee.key") || fail "keygen"
 "$bin" keygen "$tmp/a.key" >/dev/null && "$bin" keygen "$tmp/b.key" >/dev/null || fail "keygen"
-rport=$(start referee referee --listen 127.0.0.1:0 --key "$tmp/referee.key" --data "$tmp/referee-data")
-aport=$(start honest provider --listen 127.0.0.1:0 --key "$tmp/a.key" --store "$tmp/a")
-bport=$(start cheater provider --listen 127.0.0.1:0 --key "$tmp/b.key" --store "$tmp/b" --corrupt 12:13)
+rport=$(start referee referee --listen 127.0.0.1:0 --key "$tmp/referee.key" --data "$tmp/referee-data" \
+        --allow-network 127.0.0.0/8)
+aport=$(start honest provider --listen 127.0.0.1:0 --key "$tmp/a.key" --store "$tmp/a" --referee-key "$referee_pub")
+bport=$(start cheater provider --listen 127.0.0.1:0 --key "$tmp/b.key" --store "$tmp/b" --referee-key "$referee_pub" \
+        --corrupt 12:13)
 
 out=$("$bin" delegate "$src/scenarios/jobs/short_mlp.toml" --provider "ws://127.0.0.1:$bport/" \
-      --provider "ws://127.0.0.1:$aport/" --referee "ws://127.0.0.1:$rport/" --out "$tmp/verdicts" 2>"$tmp/delegate.log")
+      --provider "ws://127.0.0.1:$aport/" --referee "ws://127.0.0.1:$rport/" --referee-key "$referee_pub" \
+      --out "$tmp/verdicts" 2>"$tmp/delegate.log")
 rc=$?
 [ "$rc" -eq 0 ] || fail "delegate exited $rc: $out"
 echo "$out" | grep -q "accepted: the claim of ws://127.0.0.1:$aport/" || fail "the honest claim did not stand: $out"
@@ -47,5 +50,8 @@ grep -q "located: level 3, step 12, node 13" "$tmp/verify.out" || fail "wrong lo
 other=$("$bin" keygen "$tmp/other.key")
 "$bin" verify "$verdict" --referee-key "$other" >/dev/null 2>&1 && fail "verified with the wrong referee key"
 python3 -c "import sys; b=bytearray(open(sys.argv[1],'rb').read()); b[len(b)//2]^=1; open(sys.argv[1]+'.bad','wb').write(b)" "$verdict"
-"$bin" verify "$verdict.bad" >/dev/null 2>&1 && fail "verified a corrupted verdict"
+"$bin" verify "$verdict.bad" --referee-key "$referee_pub" >/dev/null 2>&1 && fail "verified a corrupted verdict"
+# Without the referee's key a verdict proves nothing: verify refuses to call it valid.
+"$bin" verify "$verdict" >"$tmp/nokey.out" 2>&1
+[ $? -eq 2 ] && grep -q "referee-key HEX is required" "$tmp/nokey.out" || fail "verify without --referee-key: $(cat "$tmp/nokey.out")"
 echo "ok: delegate → dispute → verdict verified offline"

@@ -73,14 +73,14 @@ lap() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1])
 
 referee_pub=$("$bin" keygen "$tmp/referee.key") || fail "keygen"
 "$bin" keygen "$tmp/a.key" >/dev/null && "$bin" keygen "$tmp/b.key" >/dev/null || fail "keygen"
-aport=$(start honest provider --listen 127.0.0.1:0 --key "$tmp/a.key" --store "$tmp/a")
-bport=$(start cheater provider --listen 127.0.0.1:0 --key "$tmp/b.key" --store "$tmp/b" --corrupt 12:13)
+aport=$(start honest provider --listen 127.0.0.1:0 --referee-key "$referee_pub" --key "$tmp/a.key" --store "$tmp/a")
+bport=$(start cheater provider --listen 127.0.0.1:0 --referee-key "$referee_pub" --key "$tmp/b.key" --store "$tmp/b" --corrupt 12:13)
 providers=(--provider "ws://127.0.0.1:$bport/" --provider "ws://127.0.0.1:$aport/")
 
 # 1. The reference run.
-rport=$(start ref referee --listen 127.0.0.1:0 --key "$tmp/referee.key" --data "$tmp/ref-data")
+rport=$(start ref referee --listen 127.0.0.1:0 --allow-network 127.0.0.0/8 --key "$tmp/referee.key" --data "$tmp/ref-data")
 out=$("$bin" delegate "$src/scenarios/jobs/short_mlp.toml" "${providers[@]}" --referee "ws://127.0.0.1:$rport/" \
-      --out "$tmp/ref-verdicts" 2>"$tmp/delegate.log") || fail "delegate: $out"
+      --referee-key "$referee_pub" --out "$tmp/ref-verdicts" 2>"$tmp/delegate.log") || fail "delegate: $out"
 echo "$out" | grep -q "accepted: the claim of ws://127.0.0.1:$aport/" || fail "the honest claim did not stand: $out"
 verify "$tmp"/ref-verdicts/verdict-*.bin >"$tmp/reference.txt" || fail "the reference verdict does not verify"
 grep -q "outcome: claim 1 stands (wrong_output)" "$tmp/reference.txt" || fail "reference: $(cat "$tmp/reference.txt")"
@@ -100,22 +100,19 @@ EOF
 [ "$events" -ge 10 ] || fail "only $events events in the reference dispute"
 
 t_ref=$(lap)
-# Keeps both providers' training set loaded between the disputes below (each one is a new connection).
-"$client" hold "$tmp/open.bin" "ws://127.0.0.1:$aport/" "ws://127.0.0.1:$bport/" 2>"$tmp/hold.log" &
-echo $! >"$tmp/hold.pid"
 
 # 2. SIGKILL after every event, a few referees at a time (each on its own port and data directory).
 # One run: prints nothing on success, the reason on failure.
 kill_at() {
   local n=$1 rport cpid
-  rport=$(start "r$n" referee --listen 127.0.0.1:0 --key "$tmp/referee.key" --data "$tmp/d$n" --crash-after-events "$n")
+  rport=$(start "r$n" referee --listen 127.0.0.1:0 --allow-network 127.0.0.0/8 --key "$tmp/referee.key" --data "$tmp/d$n" --crash-after-events "$n")
   [ -n "$rport" ] || { echo "referee $n did not start"; return; }
-  timeout 90 "$client" open "ws://127.0.0.1:$rport/" "$tmp/open.bin" "$tmp/v$n.bin" 2>"$tmp/client$n.log" &
+  timeout 90 "$client" open "ws://127.0.0.1:$rport/" "$referee_pub" "$tmp/open.bin" "$tmp/v$n.bin" 2>"$tmp/client$n.log" &
   cpid=$!
   await_exit "r$n" 60 || { echo "the referee did not crash at event $n"; return; }
   grep -q "crash hook: SIGKILL after event $n" "$tmp/r$n.log" || { echo "referee $n exited without the crash hook"; return; }
   rm -f "$tmp/r$n.pid"
-  [ -n "$(start "r${n}b" referee --listen "127.0.0.1:$rport" --key "$tmp/referee.key" --data "$tmp/d$n")" ] ||
+  [ -n "$(start "r${n}b" referee --listen "127.0.0.1:$rport" --allow-network 127.0.0.0/8 --key "$tmp/referee.key" --data "$tmp/d$n")" ] ||
     { echo "referee $n did not restart on port $rport"; return; }
   wait "$cpid" || { echo "kill at event $n: the client got no verdict"; return; }
   verify "$tmp/v$n.bin" >"$tmp/verdict$n.txt" || { echo "kill at event $n: the verdict does not verify"; return; }
@@ -127,28 +124,27 @@ kill_at() {
 lanes=${CRASH_LANES:-3}
 for n in $(seq 1 "$events"); do
   (kill_at "$n" >"$tmp/result$n.txt" 2>&1) &
-  while [ "$(jobs -rp | wc -l)" -gt "$lanes" ]; do sleep 0.05; done  # the hold client is one job
+  while [ "$(jobs -rp | wc -l)" -ge "$lanes" ]; do sleep 0.05; done
 done
-while [ "$(jobs -rp | wc -l)" -gt 1 ]; do sleep 0.05; done
+wait
 crashed=0
 for n in $(seq 1 "$events"); do
   [ -s "$tmp/result$n.txt" ] && fail "$(cat "$tmp/result$n.txt")"
   crashed=$((crashed + 1))
 done
-stop hold
 t_kill=$(lap)
 
 # 3. The honest provider killed and restarted mid-dispute. (a) Stopped before it can answer the
 # first question (the cheater answers it), killed, restarted on its port and store.
-rport=$(start pa referee --listen 127.0.0.1:0 --key "$tmp/referee.key" --data "$tmp/pa-data")
+rport=$(start pa referee --listen 127.0.0.1:0 --allow-network 127.0.0.0/8 --key "$tmp/referee.key" --data "$tmp/pa-data")
 kill -STOP "$(cat "$tmp/honest.pid")"
-timeout 90 "$client" open "ws://127.0.0.1:$rport/" "$tmp/open.bin" "$tmp/pa.bin" 2>"$tmp/client-pa.log" &
+timeout 90 "$client" open "ws://127.0.0.1:$rport/" "$referee_pub" "$tmp/open.bin" "$tmp/pa.bin" 2>"$tmp/client-pa.log" &
 cpid=$!
 for _ in $(seq 200); do grep -q "round 1: level 1" "$tmp/pa.log" && break; sleep 0.05; done
 sleep 0.5
 kill -KILL "$(cat "$tmp/honest.pid")"
 await_exit honest 10 || fail "the honest provider did not die"
-start honest provider --listen "127.0.0.1:$aport" --key "$tmp/a.key" --store "$tmp/a" >/dev/null
+start honest provider --listen "127.0.0.1:$aport" --referee-key "$referee_pub" --key "$tmp/a.key" --store "$tmp/a" >/dev/null
 wait "$cpid" || fail "provider restart (a): the client got no verdict"
 verify "$tmp/pa.bin" >"$tmp/pa.txt" && diff "$tmp/reference.txt" "$tmp/pa.txt" >/dev/null ||
   fail "provider restart (a): another verdict: $(cat "$tmp/pa.txt")"
@@ -156,13 +152,13 @@ grep -q "provider 1 .*reconnecting" "$tmp/pa.log" || fail "provider restart (a):
 stop pa
 
 # (b) Killed once the dispute is past level 1 (the honest provider has answered several rounds).
-rport=$(start pb referee --listen 127.0.0.1:0 --key "$tmp/referee.key" --data "$tmp/pb-data")
-timeout 90 "$client" open "ws://127.0.0.1:$rport/" "$tmp/open.bin" "$tmp/pb.bin" 2>"$tmp/client-pb.log" &
+rport=$(start pb referee --listen 127.0.0.1:0 --allow-network 127.0.0.0/8 --key "$tmp/referee.key" --data "$tmp/pb-data")
+timeout 90 "$client" open "ws://127.0.0.1:$rport/" "$referee_pub" "$tmp/open.bin" "$tmp/pb.bin" 2>"$tmp/client-pb.log" &
 cpid=$!
 for _ in $(seq 2000); do grep -q "level 2: commit to every step" "$tmp/pb.log" && break; sleep 0.005; done
 kill -KILL "$(cat "$tmp/honest.pid")"
 await_exit honest 10 || fail "the honest provider did not die"
-start honest provider --listen "127.0.0.1:$aport" --key "$tmp/a.key" --store "$tmp/a" >/dev/null
+start honest provider --listen "127.0.0.1:$aport" --referee-key "$referee_pub" --key "$tmp/a.key" --store "$tmp/a" >/dev/null
 wait "$cpid" || fail "provider restart (b): the client got no verdict"
 verify "$tmp/pb.bin" >"$tmp/pb.txt" && diff "$tmp/reference.txt" "$tmp/pb.txt" >/dev/null ||
   fail "provider restart (b): another verdict: $(cat "$tmp/pb.txt")"
@@ -177,15 +173,15 @@ stop pb
 kill -STOP "$(cat "$tmp/honest.pid")"
 for limit in "--max-live-disputes 1" "--max-disputes-per-client 1"; do
   # shellcheck disable=SC2086
-  rport=$(start caps referee --listen 127.0.0.1:0 --key "$tmp/referee.key" --data "$tmp/caps-data-${limit%% *}" $limit)
-  timeout 60 "$client" open "ws://127.0.0.1:$rport/" "$tmp/open.bin" "$tmp/caps.bin" 2>"$tmp/client-caps1.log" &
+  rport=$(start caps referee --listen 127.0.0.1:0 --allow-network 127.0.0.0/8 --key "$tmp/referee.key" --data "$tmp/caps-data-${limit%% *}" $limit)
+  timeout 60 "$client" open "ws://127.0.0.1:$rport/" "$referee_pub" "$tmp/open.bin" "$tmp/caps.bin" 2>"$tmp/client-caps1.log" &
   c1=$!
   for _ in $(seq 200); do grep -q "round 1: level 1" "$tmp/caps.log" && break; sleep 0.05; done
-  timeout 60 "$client" open "ws://127.0.0.1:$rport/" "$tmp/open.bin" "$tmp/caps-again.bin" 2>"$tmp/client-caps2.log" &
+  timeout 60 "$client" open "ws://127.0.0.1:$rport/" "$referee_pub" "$tmp/open.bin" "$tmp/caps-again.bin" 2>"$tmp/client-caps2.log" &
   c2=$!
   for _ in $(seq 200); do grep -q "attached" "$tmp/caps.log" && break; sleep 0.05; done
   grep -q "attached" "$tmp/caps.log" || fail "$limit: the same opening again did not attach"
-  timeout 20 "$client" open "ws://127.0.0.1:$rport/" "$tmp/open2.bin" "$tmp/caps2.bin" 2>"$tmp/client-caps3.log" &&
+  timeout 20 "$client" open "ws://127.0.0.1:$rport/" "$referee_pub" "$tmp/open2.bin" "$tmp/caps2.bin" 2>"$tmp/client-caps3.log" &&
     fail "$limit: a dispute beyond the limit was accepted"
   grep -qE "its limit|the limit per client" "$tmp/client-caps3.log" ||
     fail "$limit: refused without saying why: $(cat "$tmp/client-caps3.log")"

@@ -2,18 +2,15 @@
 // same reconnecting wait as `tribunal delegate` (await_verdict in apps/nodes.h), so the crash test can
 // open the same dispute many times without the providers retraining the job each time.
 //
-//   dispute_client open REFEREE_URL OPEN_FILE VERDICT_FILE
-//       sends OPEN_FILE, waits for the verdict (reconnecting while the referee restarts), writes it.
+//   dispute_client open REFEREE_URL REFEREE_KEY OPEN_FILE VERDICT_FILE
+//       sends OPEN_FILE, waits for the verdict signed by REFEREE_KEY (hex; reconnecting while the
+//       referee restarts), writes it.
 //   dispute_client swap OPEN_FILE OUT_FILE
-//       writes the opening of the other dispute between the same two claims (claims and providers in
-//       the other order, another dispute id), signed by a fresh client key.
-//   dispute_client hold OPEN_FILE PROVIDER_URL...
-//       forwards the opening to each provider as a referee would and keeps the connections open until
-//       killed, so the providers keep the training set loaded between disputes (faster test).
+//       writes the opening of the other dispute between the same two claims (claims in the other
+//       order, another dispute id), signed by a fresh client key.
 #include <cstdio>
 #include <fstream>
 #include <iterator>
-#include <thread>
 
 #include "apps/nodes.h"
 
@@ -39,9 +36,9 @@ int main(int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "";
     NetContext ctx(1, false);
     ctx.start();
-    if (mode == "open" && argc == 5) {
-      const Envelope verdict = cli::await_verdict(ctx, argv[2], read_file(argv[3]), log_line);
-      std::ofstream(argv[4], std::ios::binary)
+    if (mode == "open" && argc == 6) {
+      const Envelope verdict = cli::await_verdict(ctx, argv[2], digest_from_hex(argv[3]), read_file(argv[4]), log_line);
+      std::ofstream(argv[5], std::ios::binary)
           .write(reinterpret_cast<const char*>(verdict.bytes.data()), static_cast<std::streamsize>(verdict.bytes.size()));
       ctx.stop();
       ctx.join();
@@ -51,25 +48,11 @@ int main(int argc, char** argv) {
       const Envelope env = open_envelope(read_file(argv[2]));
       DisputeOpen d = std::get<DisputeOpen>(env.body);
       std::swap(d.claims[0], d.claims[1]);
-      std::swap(d.providers[0], d.providers[1]);
-      const Digest job = std::get<Claim>(open_envelope(d.claims[0]).body).job_id;
-      const std::vector<uint8_t> out = seal(generate_keypair(), dispute_id(job, d.claims), 1, d);
+      const std::vector<uint8_t> out = seal(generate_keypair(), dispute_id(d), 1, d);
       std::ofstream(argv[3], std::ios::binary).write(reinterpret_cast<const char*>(out.data()), static_cast<std::streamsize>(out.size()));
       return 0;
     }
-    if (mode == "hold" && argc >= 4) {
-      const std::vector<uint8_t> open = read_file(argv[2]);
-      Client client(ctx);
-      std::vector<std::shared_ptr<Session>> sessions;
-      for (int i = 3; i < argc; ++i) {
-        sessions.push_back(client.connect_sync(argv[i]));
-        sessions.back()->send(open);
-      }
-      log_line("holding");
-      for (;;) std::this_thread::sleep_for(std::chrono::seconds(60));
-    }
-    std::fprintf(stderr, "usage: dispute_client open REFEREE_URL OPEN_FILE VERDICT_FILE | swap OPEN_FILE OUT_FILE | "
-                 "hold OPEN_FILE PROVIDER_URL...\n");
+    std::fprintf(stderr, "usage: dispute_client open REFEREE_URL REFEREE_KEY OPEN_FILE VERDICT_FILE | swap OPEN_FILE OUT_FILE\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dispute_client: error: %s\n", e.what());

@@ -44,7 +44,7 @@ struct Provider {
     result = run_training(short_job(), o);
   }
   Claim claim() const {
-    return {result.job_id, static_cast<uint64_t>(result.steps), result.trajectory_root, result.final_state_hash};
+    return {result.job_id, static_cast<uint64_t>(result.steps), result.trajectory_root, result.final_state_hash, ""};
   }
 };
 
@@ -64,7 +64,6 @@ inline Outcome play_direct(const Provider& a, const Provider& b) {
   params.job_id = a.result.job_id;
   params.steps = static_cast<uint64_t>(job.steps);
   params.stride = static_cast<uint64_t>(job.stride);
-  params.initial_state_hash = state_hash(initial_state(job), pool);
   params.dataset_root = data.root;
   params.dataset_samples = static_cast<uint64_t>(data.labels.numel());
   params.claims = {a.claim(), b.claim()};

@@ -10,10 +10,10 @@
 
 namespace tribunal::jobtest {
 
-/// The EngineError message parse_job gives for `text` (as file job.toml in /base), or "" if it parses.
+/// The EngineError message parse_job gives for `text` (as file job.toml), or "" if it parses.
 inline std::string error_of(const std::string& text) {
   try {
-    parse_job(text, "job.toml", "/base");
+    parse_job(text, "job.toml");
   } catch (const EngineError& e) {
     return e.what();
   }

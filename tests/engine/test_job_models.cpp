@@ -28,7 +28,7 @@ d_model = 96
 dropout = 0.1
 [data]
 dataset = "text"
-path = "corpus"
+name = "corpus"
 validation = 0.2
 [train]
 seed = 3
@@ -78,8 +78,9 @@ weight_decay = 0.1
 using jobtest::error_of;
 using jobtest::replace;
 
-// The encoding as it was before the model kinds, schedules, clipping and decay scopes existed
-// (engine/job.cpp at the MLP-only version), written out again: MLP jobs must keep it byte for byte.
+// The encoding of a job without the extension (model kinds, schedules, clipping, decay scopes),
+// written out again from docs/commitments.md: plain MLP jobs must keep it byte for byte.
+const DataShape kShape{60000, 784, 10, 0};
 std::vector<uint8_t> mlp_only_encoding(const JobSpec& job, const Digest& root) {
   std::vector<uint8_t> out;
   const auto u64 = [&](uint64_t v) {
@@ -96,6 +97,7 @@ std::vector<uint8_t> mlp_only_encoding(const JobSpec& job, const Digest& root) {
   u64(job.dataset.size());
   out.insert(out.end(), job.dataset.begin(), job.dataset.end());
   out.insert(out.end(), root.begin(), root.end());
+  for (int64_t v : {kShape.samples, kShape.features, kShape.classes, kShape.label_width}) u64(static_cast<uint64_t>(v));
   u64(job.seed);
   u64(static_cast<uint64_t>(job.steps));
   u64(static_cast<uint64_t>(job.batch_size));
@@ -116,7 +118,7 @@ std::vector<uint8_t> mlp_only_encoding(const JobSpec& job, const Digest& root) {
 }  // namespace
 
 TEST_CASE("a gpt job is parsed field by field") {
-  const JobSpec job = parse_job(kGpt, "job.toml", "/base");
+  const JobSpec job = parse_job(kGpt, "job.toml");
   const ModelSpec& m = job.model;
   CHECK(m.kind == ModelKind::Gpt);
   CHECK(m.widths.empty());
@@ -127,7 +129,7 @@ TEST_CASE("a gpt job is parsed field by field") {
   CHECK(m.d_model == 96);
   CHECK(m.dropout == 0.1f);
   CHECK(job.dataset == "text");
-  CHECK(job.text_path == std::filesystem::path("/base/corpus"));
+  CHECK(job.data_name == "corpus");
   CHECK(job.validation == 0.2);
   const OptimizerSpec& o = job.optimizer;
   CHECK(o.schedule == LrSchedule::Cosine);
@@ -136,14 +138,14 @@ TEST_CASE("a gpt job is parsed field by field") {
   CHECK(o.clip_norm == 1.0f);
   CHECK(o.decay == DecayScope::Matrices);
 
-  // Defaults: vocab 256, no dropout, the text data set at the fortunes path with 10% held out.
+  // Defaults: vocab 256, no dropout, the text data set "fortunes" with 10% held out.
   const std::string minimal = "[model]\nkind = \"gpt\"\ncontext = 8\nlayers = 1\nheads = 1\nd_model = 4\n"
                               "[train]\nsteps = 1\nbatch_size = 1\nstride = 1\n[optimizer]\n";
-  const JobSpec d = parse_job(minimal, "job.toml", "/base");
+  const JobSpec d = parse_job(minimal, "job.toml");
   CHECK(d.model.vocab == 256);
   CHECK(d.model.dropout == 0.0f);
   CHECK(d.dataset == "text");
-  CHECK(d.text_path == std::filesystem::path(kDefaultTextPath));
+  CHECK(d.data_name == "fortunes");
   CHECK(d.validation == 0.1);
   CHECK(d.optimizer.schedule == LrSchedule::Constant);
   CHECK(d.optimizer.clip_norm == 0.0f);
@@ -151,7 +153,7 @@ TEST_CASE("a gpt job is parsed field by field") {
 }
 
 TEST_CASE("a cnn job is parsed, with the image shape and classes of its data set") {
-  const JobSpec job = parse_job(kCnn, "job.toml", "/base");
+  const JobSpec job = parse_job(kCnn, "job.toml");
   CHECK(job.model.kind == ModelKind::Cnn);
   CHECK(job.model.channels == std::vector<int64_t>{16, 32});
   CHECK(job.model.kernel == 5);
@@ -160,7 +162,7 @@ TEST_CASE("a cnn job is parsed, with the image shape and classes of its data set
   CHECK(job.model.image_width == 28);
   CHECK(job.model.classes == 10);
   CHECK(job.dataset == "fashion-mnist");
-  CHECK(job.data_dir == std::filesystem::path(kDefaultFashionMnistDir));
+  CHECK(job.data_name == "fashion-mnist");
   CHECK(job.optimizer.kind == OptimizerKind::Sgd);
 }
 
@@ -180,7 +182,7 @@ TEST_CASE("bad gpt and cnn job files are rejected with the place and the reason"
       "job.toml:10:11: a gpt model trains on data.dataset = \"text\"");
   has(error_of(replace(kGpt, "validation = 0.2", "validation = 1.0")), "job.toml:12:14: data.validation = 1 must be below 1");
   has(error_of(replace(kGpt, "validation = 0.2", "validation = -0.1")), "data.validation = -0.1 is out of range [0, 1]");
-  has(error_of(replace(kGpt, "path = \"corpus\"", "dir = \"corpus\"")), "unknown key 'dir' in [data]");
+  has(error_of(replace(kGpt, "name = \"corpus\"", "path = \"corpus\"")), "job.toml:11:8: data.path: a job names its data set");
   has(error_of(replace(kGpt, "dataset = \"text\"", "dataset = \"wikitext\"")), "data.dataset 'wikitext' is not supported");
   has(error_of(replace(kCnn, "kernel = 5", "kernel = 4")), "job.toml:4:10: model.kernel = 4 must be odd");
   has(error_of(replace(kCnn, "[16, 32]", "[]")), "model.channels needs at least one conv block");
@@ -205,14 +207,14 @@ TEST_CASE("bad gpt and cnn job files are rejected with the place and the reason"
 }
 
 TEST_CASE("gpt and cnn jobs are checked against their data sets") {
-  const JobSpec gpt = parse_job(kGpt, "job.toml", "/base");
+  const JobSpec gpt = parse_job(kGpt, "job.toml");
   CHECK_NOTHROW(check_job_against_data(gpt, 1000, 64, 256));
   CHECK_THROWS_WITH_AS(check_job_against_data(gpt, 1000, 32, 256),
                        "job.toml: model.context is 64 but the text windows hold 32 tokens", EngineError);
   CHECK_THROWS_WITH_AS(check_job_against_data(gpt, 1000, 64, 128), "job.toml: model.vocab is 256 but text has 128 symbols",
                        EngineError);
   CHECK_THROWS_AS(check_job_against_data(gpt, 7, 64, 256), EngineError);  // batch 8 > 7 windows
-  const JobSpec cnn = parse_job(kCnn, "job.toml", "/base");
+  const JobSpec cnn = parse_job(kCnn, "job.toml");
   CHECK_NOTHROW(check_job_against_data(cnn, 60000, 784, 10));
   CHECK_THROWS_WITH_AS(check_job_against_data(cnn, 60000, 100, 10),
                        "job.toml: the cnn reads 1x28x28 images (784 values) but fashion-mnist samples have 100 features",
@@ -224,29 +226,30 @@ TEST_CASE("an MLP job without the new options encodes exactly as before them") {
   Digest root{};
   root[3] = 7;
   for (const char* text : {kMlp}) {
-    const JobSpec job = parse_job(text, "job.toml", "/base");
-    CHECK(canonical_job_encoding(job, root) == mlp_only_encoding(job, root));
+    const JobSpec job = parse_job(text, "job.toml");
+    CHECK(canonical_job_encoding(job, root, kShape) == mlp_only_encoding(job, root));
     // Spelling out the defaults changes nothing.
     const JobSpec spelled = parse_job(replace(text, "weight_decay = 0.1", "weight_decay = 0.1\nschedule = \"constant\"\n"
                                                                            "clip_norm = 0\ndecay = \"all\""),
-                                      "job.toml", "/base");
-    CHECK(job_id(spelled, root) == job_id(job, root));
+                                      "job.toml");
+    CHECK(job_id(spelled, root, kShape) == job_id(job, root, kShape));
   }
-  JobSpec sgd = parse_job(replace(kMlp, "kind = \"adamw\"", "kind = \"sgd\""), "job.toml", "/base");
-  CHECK(canonical_job_encoding(sgd, root) == mlp_only_encoding(sgd, root));
+  JobSpec sgd = parse_job(replace(kMlp, "kind = \"adamw\"", "kind = \"sgd\""), "job.toml");
+  CHECK(canonical_job_encoding(sgd, root, kShape) == mlp_only_encoding(sgd, root));
   // Any new option appends the extension.
   for (const auto& change : std::vector<std::string>{"schedule = \"cosine\"", "clip_norm = 0.5", "decay = \"matrices\""}) {
     CAPTURE(change);
-    const JobSpec other = parse_job(replace(kMlp, "weight_decay = 0.1", "weight_decay = 0.1\n" + change), "job.toml", "/base");
-    CHECK(canonical_job_encoding(other, root).size() > mlp_only_encoding(other, root).size());
-    CHECK(job_id(other, root) != job_id(parse_job(kMlp, "job.toml", "/base"), root));
+    const JobSpec other = parse_job(replace(kMlp, "weight_decay = 0.1", "weight_decay = 0.1\n" + change), "job.toml");
+    CHECK(canonical_job_encoding(other, root, kShape).size() > mlp_only_encoding(other, root).size());
+    CHECK(job_id(other, root, kShape) != job_id(parse_job(kMlp, "job.toml"), root, kShape));
   }
 }
 
-TEST_CASE("job_id covers every gpt and cnn field, and not the local data path") {
+TEST_CASE("job_id covers every gpt and cnn field, and not the data set's local name") {
   const Digest root{};
-  const Digest id = job_id(parse_job(kGpt, "job.toml", "/base"), root);
-  CHECK(job_id(parse_job(replace(kGpt, "path = \"corpus\"", "path = \"/elsewhere/corpus.txt\""), "job.toml", "/x"), root) == id);
+  const DataShape text{1000, 64, 256, 64};
+  const Digest id = job_id(parse_job(kGpt, "job.toml"), root, text);
+  CHECK(job_id(parse_job(replace(kGpt, "name = \"corpus\"", "name = \"books\""), "job.toml"), root, text) == id);
   for (const auto& change : std::vector<std::pair<std::string, std::string>>{
            {"context = 64", "context = 65"}, {"layers = 3", "layers = 2"}, {"heads = 4", "heads = 2"},
            {"d_model = 96", "d_model = 64"}, {"dropout = 0.1", "dropout = 0.2"}, {"vocab = 256", "vocab = 255"},
@@ -255,15 +258,15 @@ TEST_CASE("job_id covers every gpt and cnn field, and not the local data path") 
            {"decay = \"matrices\"", "decay = \"all\""}, {"schedule = \"cosine\"\nwarmup_steps = 10\nmin_lr = 0.0003", "schedule = \"constant\""},
            {"lr = 0.003", "lr = 0.002"}}) {
     CAPTURE(change.second);
-    CHECK(job_id(parse_job(replace(kGpt, change.first, change.second), "job.toml", "/base"), root) != id);
+    CHECK(job_id(parse_job(replace(kGpt, change.first, change.second), "job.toml"), root, text) != id);
   }
-  const Digest cnn_id = job_id(parse_job(kCnn, "job.toml", "/base"), root);
-  CHECK(job_id(parse_job(replace(kCnn, "[16, 32]", "[16, 33]"), "job.toml", "/base"), root) != cnn_id);
-  CHECK(job_id(parse_job(replace(kCnn, "[16, 32]", "[16]"), "job.toml", "/base"), root) != cnn_id);
-  CHECK(job_id(parse_job(replace(kCnn, "kernel = 5", "kernel = 3"), "job.toml", "/base"), root) != cnn_id);
-  CHECK(job_id(parse_job(replace(kCnn, "dataset = \"fashion-mnist\"", "dataset = \"fashion-mnist\"\ndir = \"/x\""),
-                         "job.toml", "/base"),
-               root) == cnn_id);
+  const Digest cnn_id = job_id(parse_job(kCnn, "job.toml"), root, kShape);
+  CHECK(job_id(parse_job(replace(kCnn, "[16, 32]", "[16, 33]"), "job.toml"), root, kShape) != cnn_id);
+  CHECK(job_id(parse_job(replace(kCnn, "[16, 32]", "[16]"), "job.toml"), root, kShape) != cnn_id);
+  CHECK(job_id(parse_job(replace(kCnn, "kernel = 5", "kernel = 3"), "job.toml"), root, kShape) != cnn_id);
+  CHECK(job_id(parse_job(replace(kCnn, "dataset = \"fashion-mnist\"", "dataset = \"fashion-mnist\"\nname = \"fm\""),
+                         "job.toml"),
+               root, kShape) == cnn_id);
 }
 
 TEST_CASE("portable_cospi agrees with cos(πx) and is exact at the ends") {
@@ -283,7 +286,7 @@ TEST_CASE("portable_cospi agrees with cos(πx) and is exact at the ends") {
 }
 
 TEST_CASE("learning_rate: constant, linear warmup, cosine to min_lr") {
-  JobSpec job = parse_job(kGpt, "job.toml", "/base");  // lr 0.003, warmup 10, min 0.0003, 100 steps
+  JobSpec job = parse_job(kGpt, "job.toml");  // lr 0.003, warmup 10, min 0.0003, 100 steps
   CHECK(learning_rate(job, 0) == static_cast<float>(0.003f * 1.0 / 10.0));
   CHECK(learning_rate(job, 4) == static_cast<float>(static_cast<double>(0.003f) * 5.0 / 10.0));
   CHECK(learning_rate(job, 9) == 0.003f);

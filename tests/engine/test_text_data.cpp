@@ -173,7 +173,7 @@ TEST_CASE("load_dataset and expected_data_shape dispatch on the job's data set")
   job.model.kind = ModelKind::Gpt;
   job.model.context = 8;
   job.dataset = "text";
-  job.text_path = dir.path / "corpus.txt";
+  job.data_path = dir.path / "corpus.txt";
   job.validation = 0.25;
   job.batch_size = 2;
   job.model.vocab = 256;
@@ -191,7 +191,10 @@ TEST_CASE("load_dataset and expected_data_shape dispatch on the job's data set")
   job.model.context = 9;  // the windows hold 8
   CHECK_THROWS_AS(check_job_against_dataset(job, train), EngineError);
 
-  const JobSpec fashion;  // the default job: Fashion-MNIST in its Debian directory
+  JobSpec fashion;  // the default job: Fashion-MNIST, located in its Debian directory
+  CHECK_THROWS_WITH_AS(expected_data_shape(fashion), "job: data set 'fashion-mnist' has not been located in this node's registry",
+                       EngineError);
+  locate_data(fashion, DataRegistry::debian());
   const DataShape f = expected_data_shape(fashion);
   CHECK(f.samples == 60000);
   CHECK(f.features == 784);

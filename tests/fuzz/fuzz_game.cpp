@@ -22,7 +22,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   GameParams params;
   params.steps = steps;
   params.stride = stride;
-  params.initial_state_hash = state_hash(0.0f);
   params.claims = {liar == 0 ? cheater.claim({}) : honest.claim({}), liar == 0 ? honest.claim({}) : cheater.claim({})};
   Game game(params, oracle);
   std::vector<Action> pending = game.start(0);

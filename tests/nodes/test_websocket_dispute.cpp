@@ -4,49 +4,16 @@
 // node, differently, leave no valid claim.
 #include <doctest/doctest.h>
 
-#include <filesystem>
-
-#include "apps/nodes.h"
 #include "engine/step.h"
-#include "net/error.h"
-#include "tests/temp_dir.h"
+#include "tests/nodes/network.h"
 
 using namespace tribunal;
 using namespace tribunal::cli;
+using tribunal::testing::Network;
 
 namespace {
 
-const std::filesystem::path kJob = std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs/short_mlp.toml";
-
-struct Network {
-  testing::TempDir dir{"nodes"};
-  NetContext ctx{2, false};
-  RefereeNode referee{ctx, generate_keypair(), RefereeOptions{}, [](const std::string&) {}};
-  std::string referee_url;
-  std::vector<std::unique_ptr<ProviderNode>> providers;
-  int next_store = 0;
-
-  Network() {
-    set_net_log_sink([](std::string_view) {});
-    referee_url = "ws://127.0.0.1:" + std::to_string(referee.listen("127.0.0.1", 0)) + "/";
-    ctx.start();
-  }
-  ~Network() {
-    ctx.stop();
-    ctx.join();
-    set_net_log_sink({});
-  }
-  std::string provider(Fault fault) {
-    providers.push_back(std::make_unique<ProviderNode>(ctx, generate_keypair(),
-                                                       dir.path / ("store" + std::to_string(next_store++)), 1, fault,
-                                                       [](const std::string&) {}));
-    return "ws://127.0.0.1:" + std::to_string(providers.back()->listen("127.0.0.1", 0)) + "/";
-  }
-  DelegateOutcome delegate(const std::vector<std::string>& urls) {
-    return delegate_job(ctx, kJob, urls, referee_url, dir.path / "verdicts", generate_keypair(),
-                        [](const std::string&) {});
-  }
-};
+const std::filesystem::path& kJob = testing::kShortJob;
 
 Fault corrupt(int64_t step, int64_t node) {
   Fault f;
@@ -76,7 +43,7 @@ TEST_CASE("websocket: the honest provider wins against every kind of corrupted n
     const std::string cheater = net.provider(corrupt(step, node));
     const DelegateOutcome o = net.delegate({cheater, honest});
     REQUIRE(o.verdicts.size() == 1);
-    const Verdict v = verify_verdict(o.verdicts[0]);
+    const Verdict v = net.verify(o.verdicts[0]);
     CHECK(v.losers == std::vector<uint8_t>{0});
     CHECK(v.winners == std::vector<uint8_t>{1});
     CHECK(v.reason == VerdictReason::WrongOutput);
@@ -97,7 +64,7 @@ TEST_CASE("websocket: a swapped sample is caught at the gather node, wrong weigh
   const std::string honest = net.provider(Fault{});
   DelegateOutcome o = net.delegate({honest, net.provider(swap)});
   REQUIRE(o.verdicts.size() == 1);
-  Verdict v = verify_verdict(o.verdicts[0]);
+  Verdict v = net.verify(o.verdicts[0]);
   CHECK(v.losers == std::vector<uint8_t>{1});
   CHECK(v.step == 9);
   CHECK(v.op == static_cast<uint8_t>(OpKind::Gather));
@@ -107,7 +74,7 @@ TEST_CASE("websocket: a swapped sample is caught at the gather node, wrong weigh
   init.init_delta = 0.05f;
   o = net.delegate({net.provider(init), honest});
   REQUIRE(o.verdicts.size() == 1);
-  v = verify_verdict(o.verdicts[0]);
+  v = net.verify(o.verdicts[0]);
   CHECK(v.losers == std::vector<uint8_t>{0});
   CHECK(v.reason == VerdictReason::WrongInitialState);
 }
@@ -123,7 +90,7 @@ TEST_CASE("websocket: two honest providers agree; two different cheaters leave n
   b.delta = -7.0f;
   o = net.delegate({net.provider(a), net.provider(b)});
   REQUIRE(o.verdicts.size() == 1);
-  const Verdict v = verify_verdict(o.verdicts[0]);
+  const Verdict v = net.verify(o.verdicts[0]);
   CHECK(v.winners.empty());
   CHECK(v.losers == std::vector<uint8_t>{0, 1});
   CHECK_FALSE(o.accepted);

@@ -29,7 +29,6 @@ Outcome play(uint64_t steps, uint64_t stride, uint32_t nodes, const CounterProvi
   params.job_id[0] = 7;
   params.steps = steps;
   params.stride = stride;
-  params.initial_state_hash = state_hash(0.0f);
   params.claims = {p0.claim(params.job_id), p1.claim(params.job_id)};
   Game game(params, oracle);
   const CounterProvider* providers[2] = {&p0, &p1};
@@ -162,7 +161,6 @@ TEST_CASE("the game refuses agreeing claims and answers out of turn without a st
   GameParams params;
   params.steps = 4;
   params.stride = 2;
-  params.initial_state_hash = state_hash(0.0f);
   params.claims = {honest.claim(params.job_id), honest.claim(params.job_id)};
   CHECK_THROWS_AS(Game(params, oracle), ProtocolError);
 
@@ -202,7 +200,6 @@ TEST_CASE("an answer that does not hash to the party's commitment loses with bad
   GameParams params;
   params.steps = 4;
   params.stride = 2;
-  params.initial_state_hash = state_hash(0.0f);
   params.claims = {honest.claim(params.job_id), liar.claim(params.job_id)};
   Game game(params, oracle);
   const Query q = std::get<SendQuery>(game.start(0)[1]).query;

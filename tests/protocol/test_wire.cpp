@@ -57,13 +57,9 @@ bool same(const JobSubmit& a, const JobSubmit& b) {
 }
 bool same(const Claim& a, const Claim& b) {
   return a.job_id == b.job_id && a.steps == b.steps && a.trajectory_root == b.trajectory_root &&
-         a.final_state_hash == b.final_state_hash;
+         a.final_state_hash == b.final_state_hash && a.endpoint == b.endpoint;
 }
-bool same(const DisputeOpen& a, const DisputeOpen& b) {
-  return a.job_toml == b.job_toml && a.initial_state_hash == b.initial_state_hash &&
-         a.dataset_root == b.dataset_root && a.dataset_samples == b.dataset_samples && a.features == b.features &&
-         a.classes == b.classes && a.claims == b.claims && a.providers == b.providers;
-}
+bool same(const DisputeOpen& a, const DisputeOpen& b) { return a == b; }
 bool same(const Query& a, const Query& b) {
   return a.round == b.round && a.kind == b.kind && a.level == b.level && a.interval == b.interval &&
          a.step == b.step && a.lo == b.lo && a.hi == b.hi && a.indices == b.indices && a.values == b.values &&
@@ -93,7 +89,7 @@ bool same(const Samples& a, const Samples& b) {
          same(a.labels, b.labels) && same(a.proofs, b.proofs);
 }
 bool same(const Verdict& a, const Verdict& b) {
-  return a.job_id == b.job_id && a.dispute_id == b.dispute_id && a.claims == b.claims &&
+  return a.job_id == b.job_id && a.dispute_id == b.dispute_id && a.opening == b.opening &&
          a.winners == b.winners && a.losers == b.losers && a.reason == b.reason && a.level == b.level &&
          a.step == b.step && a.node == b.node && a.op == b.op && a.rounds == b.rounds && a.detail == b.detail;
 }
@@ -130,9 +126,11 @@ const KeyPair& key_b() {
 }
 
 std::vector<Bytes> two_claims() {
-  return {seal(key_a(), dg(1), 0, Claim{dg(1), 100, dg(2), dg(3)}),
-          seal(key_b(), dg(1), 0, Claim{dg(1), 100, dg(4), dg(5)})};
+  return {seal(key_a(), dg(1), 0, Claim{dg(1), 100, dg(2), dg(3), "ws://a:1/"}),
+          seal(key_b(), dg(1), 0, Claim{dg(1), 100, dg(4), dg(5), "ws://provider-b.example/x"})};
 }
+
+DisputeOpen sample_open() { return DisputeOpen{"[job]\n", dg(5), 60000, 784, 10, 0, two_claims()}; }
 
 Query sample_query() {
   Query q;
@@ -153,8 +151,8 @@ Query sample_query() {
 std::vector<Body> sample_bodies() {
   std::vector<Body> v;
   v.push_back(JobSubmit{"[job]\nseed = 7\nsteps = 100\n"});
-  v.push_back(Claim{dg(1), 123456789012ull, dg(2), dg(3)});
-  v.push_back(DisputeOpen{"[job]\n", dg(4), dg(5), 60000, 784, 10, 0, two_claims(), {"ws://a:1", "wss://provider-b.example/x"}});
+  v.push_back(Claim{dg(1), 123456789012ull, dg(2), dg(3), "ws://provider.example:9000/"});
+  v.push_back(sample_open());
   v.push_back(sample_query());
   v.push_back(Answer{9, dg(5), dg(6)});
   v.push_back(
@@ -175,7 +173,7 @@ std::vector<Body> sample_bodies() {
                       {proof(0, 100, 7, 80), proof(99, 100, 7, 90)}});
   v.push_back(Verdict{dg(19),
                       dg(20),
-                      two_claims(),
+                      sample_open(),
                       {1},
                       {0},
                       VerdictReason::Equivocation,
@@ -351,13 +349,16 @@ TEST_CASE("wire: known-answer encoding of a Claim body") {
   c.steps = 1000;  // 0x03e8
   c.trajectory_root.fill(0xbb);
   c.final_state_hash.fill(0xcc);
-  // job_id (32 raw bytes) ‖ steps u64 LE ‖ trajectory_root (32) ‖ final_state_hash (32) = 104 bytes.
+  c.endpoint = "ws://p/";
+  // job_id (32 raw bytes) ‖ steps u64 LE ‖ trajectory_root (32) ‖ final_state_hash (32) ‖ endpoint
+  // (u32 length ‖ bytes) = 115 bytes.
   const std::string expected = std::string(64, 'a')     // job_id: 32 × aa
                                + "e803000000000000"     // steps u64 = 1000
                                + std::string(64, 'b')   // trajectory_root: 32 × bb
-                               + std::string(64, 'c');  // final_state_hash: 32 × cc
+                               + std::string(64, 'c')   // final_state_hash: 32 × cc
+                               + "07000000" + "77733a2f2f702f";  // endpoint "ws://p/"
   const Bytes enc = encode_body(c);
-  CHECK(enc.size() == 104);
+  CHECK(enc.size() == 115);
   CHECK(hex(enc) == expected);
 }
 
@@ -475,16 +476,16 @@ TEST_CASE("wire: enums must hold a declared value") {
     CHECK(decode_error_code(MessageKind::Query, bad, &what) == kInvalid);
     CHECK(what.find(c.field) == 0);
   }
-  // Verdict.reason and .level sit behind two digests, the claims and the winner/loser sets.
+  // Verdict.reason and .level sit behind two digests, the opening and the winner/loser sets.
   Verdict v = std::get<Verdict>(sample_bodies()[10]);
   const Bytes venc = encode_body(v);
-  const size_t reason_at = 64 + 4 + (4 + v.claims[0].size()) + (4 + v.claims[1].size()) + 5 + 5;
+  const size_t reason_at = 64 + encode_body(v.opening).size() + 5 + 5;
   REQUIRE(venc[reason_at] == static_cast<uint8_t>(VerdictReason::Equivocation));
   Bytes bad = venc;
-  bad[reason_at] = 9;
+  bad[reason_at] = 10;
   CHECK(decode_error_code(MessageKind::Verdict, bad) == kInvalid);
-  bad[reason_at] = 8;
-  CHECK(decode_error_code(MessageKind::Verdict, bad) == 0);  // WrongPostState is the last declared value
+  bad[reason_at] = 9;
+  CHECK(decode_error_code(MessageKind::Verdict, bad) == 0);  // RefereeFault is the last declared value
   bad = venc;
   bad[reason_at + 1] = 0;
   CHECK(decode_error_code(MessageKind::Verdict, bad) == kInvalid);
@@ -503,20 +504,20 @@ TEST_CASE("wire: DisputeOpen and Verdict carry exactly two claims; verdict sets 
     DisputeOpen e = d;
     e.claims.resize(n, d.claims[0]);
     CHECK_THROWS_AS(encode_body(e), WireError);
-    e = d;
-    e.providers.resize(n, "ws://x");
-    CHECK_THROWS_AS(encode_body(e), WireError);
-    // Hand-made decoding input with n claims (and two providers).
+    // Hand-made decoding input with n claims.
     Builder b;
-    b.str("").digest(dg(1)).digest(dg(2)).u64(60000).u64(784).u64(10).u64(0).u32(static_cast<uint32_t>(n));
+    b.str("").digest(dg(2)).u64(60000).u64(784).u64(10).u64(0).u32(static_cast<uint32_t>(n));
     for (size_t i = 0; i < n; ++i) b.bytes(d.claims[0]);
-    b.u32(2).str("a").str("b");
     std::string what;
     CHECK(decode_error_code(MessageKind::DisputeOpen, b.out, &what) == kInvalid);
     CHECK(what.find("DisputeOpen.claims: count " + std::to_string(n) + " is not 2") == 0);
   }
+  // A claim envelope inside an opening is bounded (so a verdict, which carries the opening, fits).
+  DisputeOpen big = d;
+  big.claims[1].resize(kMaxClaimEnvelopeBytes + 1, 0x5a);
+  CHECK_THROWS_AS(encode_body(big), WireError);
   Verdict v = std::get<Verdict>(sample_bodies()[10]);
-  v.claims.pop_back();
+  v.opening.claims.pop_back();
   CHECK_THROWS_AS(encode_body(v), WireError);
   v = std::get<Verdict>(sample_bodies()[10]);
   for (const std::vector<uint8_t>& set : std::vector<std::vector<uint8_t>>{{2}, {1, 0}, {0, 0}, {0, 1, 1}}) {
@@ -527,7 +528,7 @@ TEST_CASE("wire: DisputeOpen and Verdict carry exactly two claims; verdict sets 
   const Bytes enc = encode_body(v);
   CHECK(same(std::get<Verdict>(decode_body(MessageKind::Verdict, enc)), v));
   // Swap the two loser bytes in the encoding: {1, 0} is refused.
-  const size_t losers_at = 64 + 4 + (4 + v.claims[0].size()) + (4 + v.claims[1].size()) + 5 + 4;
+  const size_t losers_at = 64 + encode_body(v.opening).size() + 5 + 4;
   REQUIRE(enc[losers_at] == 0);
   Bytes bad = enc;
   std::swap(bad[losers_at], bad[losers_at + 1]);
@@ -626,13 +627,18 @@ TEST_CASE("envelope: oversized envelopes are TooBig") {
   CHECK(open_error_code(Bytes(kMaxMessageBytes + 1, 1)) == kTooBig);
   // The largest body that fits seals and opens; one byte more does not seal.
   const size_t overhead = kBodyAt + 32 + 64;
-  DisputeOpen d = std::get<DisputeOpen>(sample_bodies()[2]);
-  const size_t fixed = encode_body(d).size() - d.claims[1].size();
-  d.claims[1].resize(kMaxMessageBytes - overhead - fixed, 0x5a);
+  // Records filled with node records whose attribute bytes make the envelope exactly 1 MiB.
+  const size_t target = kMaxMessageBytes - overhead;
+  constexpr size_t kRecordOverhead = 1 + 4 + 4 + 4;  // op, attrs length, #inputs, #outputs
+  Records d;
+  d.round = 1;
+  while (encode_body(d).size() + kRecordOverhead + kMaxStringBytes <= target)
+    d.records.push_back(NodeRecord{1, Bytes(kMaxStringBytes, 0x5a), {}, {}});
+  d.records.push_back(NodeRecord{1, Bytes(target - encode_body(d).size() - kRecordOverhead, 0x5a), {}, {}});
   const Bytes env = seal(key_a(), dg(1), 1, d);
   CHECK(env.size() == kMaxMessageBytes);
-  CHECK(same(std::get<DisputeOpen>(open_envelope(env).body), d));
-  d.claims[1].push_back(0x5a);
+  CHECK(same(std::get<Records>(open_envelope(env).body), d));
+  d.records.back().attrs.push_back(0x5a);
   try {
     seal(key_a(), dg(1), 1, d);
     FAIL("sealed an envelope over kMaxMessageBytes");
@@ -705,33 +711,27 @@ TEST_CASE("key file: corrupted files are rejected, naming the path") {
 // ---------------------------------------------------------------------------------------------------
 // dispute_id and node_record_hash
 
-TEST_CASE("dispute_id: H(Dispute ‖ job_id ‖ u32 len ‖ claim 0 ‖ u32 len ‖ claim 1)") {
-  const std::vector<Bytes> claims = two_claims();
-  const Digest id = dispute_id(dg(1), claims);
-  Hasher h(HashTag::Dispute);
-  h.update(dg(1));
-  for (const Bytes& c : claims) {
-    h.update(Builder{}.u32(static_cast<uint32_t>(c.size())).out);
-    h.update(std::span<const uint8_t>(c));
-  }
-  CHECK(id == h.final());
-
-  const std::vector<Bytes> swapped{claims[1], claims[0]};
-  CHECK(dispute_id(dg(1), swapped) != id);
-  CHECK(dispute_id(dg(2), claims) != id);
-  for (size_t which = 0; which < 2; ++which) {
-    for (size_t i = 0; i < claims[which].size(); ++i) {
-      std::vector<Bytes> changed = claims;
-      changed[which][i] ^= 1;
-      CAPTURE(which);
-      CAPTURE(i);
-      CHECK(dispute_id(dg(1), changed) != id);
+TEST_CASE("dispute_id: H(Dispute ‖ the whole DisputeOpen body)") {
+  const DisputeOpen d = sample_open();
+  const Digest id = dispute_id(d);
+  CHECK(id == Hasher(HashTag::Dispute).update(encode_body(d)).final());
+  // Every byte of the opening counts: job, data set root and shape, each claim (and so each endpoint).
+  const Bytes enc = encode_body(d);
+  for (size_t i = 0; i < enc.size(); i += 7) {
+    Bytes changed = enc;
+    changed[i] ^= 1;
+    DisputeOpen other;
+    try {
+      other = std::get<DisputeOpen>(decode_body(MessageKind::DisputeOpen, changed));
+    } catch (const WireError&) {
+      continue;  // no longer an opening at all
     }
+    CAPTURE(i);
+    CHECK(dispute_id(other) != id);
   }
-  // The length prefixes keep the boundary between the claims: ("ab", "c") ≠ ("a", "bc").
-  const std::vector<Bytes> ab_c{{'a', 'b'}, {'c'}}, a_bc{{'a'}, {'b', 'c'}};
-  CHECK(dispute_id(dg(1), ab_c) != dispute_id(dg(1), a_bc));
-  CHECK_THROWS_AS(dispute_id(dg(1), std::span(claims.data(), 1)), ProtocolError);
+  DisputeOpen swapped = d;
+  std::swap(swapped.claims[0], swapped.claims[1]);
+  CHECK(dispute_id(swapped) != id);
 }
 
 // H(NodeRecord ‖ op ‖ u32 attrs length ‖ attrs ‖ u32 n ‖ inputs ‖ u32 m ‖ outputs)

@@ -14,30 +14,37 @@ namespace tribunal::testing {
 
 struct SignedProvider : Provider {
   KeyPair key = generate_keypair();
-  std::vector<uint8_t> signed_claim;  ///< the Claim envelope, signed by `key`
-  explicit SignedProvider(const Fault& f) : Provider(f), signed_claim(seal(key, result.job_id, 1, claim())) {}
+  std::vector<uint8_t> signed_claim;  ///< the Claim envelope, signed by `key`, naming `endpoint`
+  explicit SignedProvider(const Fault& f, const std::string& endpoint = "ws://provider.invalid/")
+      : Provider(f), signed_claim(seal(key, result.job_id, 1, with_endpoint(claim(), endpoint))) {}
+
+ private:
+  static Claim with_endpoint(Claim c, const std::string& endpoint) {
+    c.endpoint = endpoint;
+    return c;
+  }
 };
 
-/// The client's DisputeOpen of the short job between `a` (party 0) and `b` (party 1), signed by
-/// `client`; `urls` are the providers' addresses the opening names.
-inline std::vector<uint8_t> dispute_opening(const KeyPair& client, const SignedProvider& a, const SignedProvider& b,
-                                            const std::array<std::string, 2>& urls) {
-  const JobSpec job = short_job();
-  ThreadPool pool(1);
+/// The DisputeOpen body of the short job between `a` (party 0) and `b` (party 1).
+inline DisputeOpen dispute_open_body(const SignedProvider& a, const SignedProvider& b) {
   std::ifstream in(std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs/short_mlp.toml");
   std::stringstream text;
   text << in.rdbuf();
   const DataShape shape = data_shape();
   DisputeOpen d;
   d.job_toml = text.str();
-  d.initial_state_hash = state_hash(initial_state(job), pool);
   d.dataset_root = train_set().root;
   d.dataset_samples = static_cast<uint64_t>(shape.samples);
   d.features = static_cast<uint64_t>(shape.features);
   d.classes = static_cast<uint64_t>(shape.classes);
   d.claims = {a.signed_claim, b.signed_claim};
-  d.providers = {urls[0], urls[1]};
-  return seal(client, dispute_id(a.result.job_id, d.claims), 1, d);
+  return d;
+}
+
+/// That opening, signed by `client` and addressed to its dispute id.
+inline std::vector<uint8_t> dispute_opening(const KeyPair& client, const SignedProvider& a, const SignedProvider& b) {
+  const DisputeOpen d = dispute_open_body(a, b);
+  return seal(client, dispute_id(d), 1, d);
 }
 
 }  // namespace tribunal::testing

@@ -29,7 +29,7 @@ struct Run {
 };
 
 std::vector<uint8_t> opening(const KeyPair& client, const Provider& a, const Provider& b) {
-  return testing::dispute_opening(client, a, b, {"local:a", "local:b"});
+  return testing::dispute_opening(client, a, b);
 }
 
 Run play(const KeyPair& referee_key, const Provider& a, const Provider& b) {
@@ -46,8 +46,8 @@ Run play(const KeyPair& referee_key, const Provider& a, const Provider& b) {
     parties[static_cast<size_t>(p)] = [&, p](const Envelope& env) -> std::vector<std::vector<uint8_t>> {
       if (env.kind != MessageKind::DisputeOpen) return sessions[p]->on_envelope(env);
       const Provider& pr = *providers[p];
-      sessions[p] = std::make_unique<ProviderDisputeSession>(pr.key, env, job, pr.result.job_id, train_set(),
-                                                             pr.store.path, pool, pr.fault);
+      sessions[p] = std::make_unique<ProviderDisputeSession>(pr.key, env, job, train_set(), pr.store.path, pool,
+                                                             std::vector<PublicKey>{referee_key.public_key}, pr.fault);
       CHECK(sessions[p]->party() == p);
       return {};
     };
@@ -74,13 +74,14 @@ TEST_CASE("referee: a signed verdict against the cheater, verifiable offline") {
   const KeyPair referee_key = generate_keypair();
   const Provider honest(Fault{}), cheater(corrupt(21, 11));
   const Run run = play(referee_key, cheater, honest);
-  const Verdict v = verify_verdict(run.verdict, &referee_key.public_key);
+  const Verdict v = verify_verdict(run.verdict, referee_key.public_key);
   CHECK(v.losers == std::vector<uint8_t>{0});
   CHECK(v.winners == std::vector<uint8_t>{1});
   CHECK(v.reason == VerdictReason::WrongOutput);
   CHECK(v.step == 21);
   CHECK(v.node == 11);
-  CHECK(v.claims == std::vector<std::vector<uint8_t>>{cheater.signed_claim, honest.signed_claim});
+  CHECK(v.opening.claims == std::vector<std::vector<uint8_t>>{cheater.signed_claim, honest.signed_claim});
+  CHECK(v.opening == testing::dispute_open_body(cheater, honest));
   // The narrowing is reported as it happens, level by level.
   REQUIRE(run.events.size() >= 5);
   CHECK(run.events.front().find("opened") != std::string::npos);
@@ -90,11 +91,11 @@ TEST_CASE("referee: a signed verdict against the cheater, verifiable offline") {
 
   // Offline verification fails for another referee key and for any flipped bit.
   const KeyPair other = generate_keypair();
-  CHECK_THROWS_AS(verify_verdict(run.verdict, &other.public_key), ProtocolError);
+  CHECK_THROWS_AS(verify_verdict(run.verdict, other.public_key), ProtocolError);
   for (size_t bit = 0; bit < run.verdict.size() * 8; bit += 61) {
     std::vector<uint8_t> bad = run.verdict;
     bad[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
-    CHECK_THROWS(verify_verdict(bad, &referee_key.public_key));
+    CHECK_THROWS(verify_verdict(bad, referee_key.public_key));
   }
 }
 
@@ -108,8 +109,8 @@ TEST_CASE("referee: refuses envelopes from the wrong key, for another dispute, o
   const Envelope first_query = open_envelope(out[2].envelope);
   const Query q = std::get<Query>(first_query.body);
   ThreadPool pool(1);
-  ProviderDisputeSession session(honest.key, open_envelope(open), load_job(kJobFile), honest.result.job_id, train_set(),
-                                 honest.store.path, pool);
+  ProviderDisputeSession session(honest.key, open_envelope(open), load_job(kJobFile), train_set(), honest.store.path,
+                                 pool, {referee_key.public_key});
   const std::vector<uint8_t> answer = session.on_envelope(first_query).at(0);
   std::string refused;
   // Signed by someone else.
@@ -140,7 +141,8 @@ TEST_CASE("referee: refuses an opening whose claims do not match the job") {
   Provider twin(Fault{});
   twin.key = honest.key;
   twin.signed_claim = seal(honest.key, honest.result.job_id, 2,
-                           Claim{cheater.result.job_id, 30, cheater.result.trajectory_root, cheater.result.final_state_hash});
+                           Claim{cheater.result.job_id, 30, cheater.result.trajectory_root, cheater.result.final_state_hash,
+                                 "ws://twin.invalid/"});
   CHECK_THROWS_WITH_AS(RefereeDispute(referee_key, open_envelope(opening(client, honest, twin))),
                        "dispute: both claims are signed by the same key", ProtocolError);
 }

@@ -37,7 +37,7 @@ struct Fixture {
   KeyPair referee = generate_keypair();
   std::vector<uint8_t> open;
   Fixture() {
-    open = testing::dispute_opening(generate_keypair(), cheater, honest, {"ws://127.0.0.1:1/", "ws://127.0.0.1:2/"});
+    open = testing::dispute_opening(generate_keypair(), cheater, honest);
   }
 
 };
@@ -60,7 +60,8 @@ struct Parties {
     const Provider& p = party == 0 ? fx.cheater : fx.honest;
     if (env.kind == MessageKind::DisputeOpen) {
       sessions[static_cast<size_t>(party)] = std::make_unique<ProviderDisputeSession>(
-          p.key, env, load_job(kJobFile), p.result.job_id, train_set(), p.store.path, pool, p.fault);
+          p.key, env, load_job(kJobFile), train_set(), p.store.path, pool,
+          std::vector<PublicKey>{fx.referee.public_key}, p.fault);
       return {};
     }
     return sessions[static_cast<size_t>(party)]->on_envelope(env);
@@ -290,8 +291,9 @@ TEST_CASE("provider: answer sequence numbers derive from the query's, so a resta
   const Provider& p = party == 0 ? fx.cheater : fx.honest;
   ThreadPool pool(1);
   const auto session = [&] {
-    return std::make_unique<ProviderDisputeSession>(p.key, open_envelope(fx.open), load_job(kJobFile), p.result.job_id,
-                                                    train_set(), p.store.path, pool, p.fault);
+    return std::make_unique<ProviderDisputeSession>(p.key, open_envelope(fx.open), load_job(kJobFile), train_set(),
+                                                    p.store.path, pool, std::vector<PublicKey>{fx.referee.public_key},
+                                                    p.fault);
   };
   auto first = session();
   const auto answers = first->on_envelope(query);

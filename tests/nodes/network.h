@@ -1,0 +1,136 @@
+// A network on loopback for the node tests: a referee node, provider nodes (honest or cheating) and
+// the delegating client, plus a raw peer that sends whatever envelopes a test (or an attacker) wants.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+
+#include "apps/nodes.h"
+#include "net/error.h"
+#include "tests/temp_dir.h"
+
+namespace tribunal::testing {
+
+inline const std::filesystem::path kShortJob = std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs/short_mlp.toml";
+
+struct Network {
+  TempDir dir{"nodes"};
+  NetContext ctx{2, false};
+  KeyPair referee_key = generate_keypair();
+  cli::RefereeNode referee;
+  std::string referee_url;
+  std::vector<std::unique_ptr<cli::ProviderNode>> providers;
+  int next_store = 0;
+
+  explicit Network(RefereeOptions options = {}, AddressPolicy policy = cli::loopback_policy())
+      : referee(ctx, referee_key, std::move(options), [](const std::string&) {}, std::move(policy)) {
+    set_net_log_sink([](std::string_view) {});
+    referee_url = "ws://127.0.0.1:" + std::to_string(referee.listen("127.0.0.1", 0)) + "/";
+    ctx.start();
+  }
+  ~Network() {
+    ctx.stop();
+    ctx.join();
+    set_net_log_sink({});
+  }
+  /// A provider's configuration: its own store, trusting this network's referee.
+  cli::ProviderConfig config(Fault fault = {}) {
+    cli::ProviderConfig c;
+    c.store = dir.path / ("store" + std::to_string(next_store++));
+    c.referees = {referee_key.public_key};
+    c.fault = fault;
+    return c;
+  }
+  /// Starts a provider; returns its URL.
+  std::string provider(Fault fault) { return provider(config(fault)); }
+  std::string provider(cli::ProviderConfig c, KeyPair key = generate_keypair()) {
+    providers.push_back(std::make_unique<cli::ProviderNode>(ctx, key, std::move(c), [](const std::string&) {}));
+    return "ws://127.0.0.1:" + std::to_string(providers.back()->listen("127.0.0.1", 0)) + "/";
+  }
+  cli::DelegateRequest request(const std::vector<std::string>& urls) const {
+    cli::DelegateRequest r;
+    r.job_file = kShortJob;
+    r.providers = urls;
+    r.referee = referee_url;
+    r.referee_key = referee_key.public_key;
+    r.out_dir = dir.path / "verdicts";
+    r.client_key = generate_keypair();
+    return r;
+  }
+  cli::DelegateOutcome delegate(const std::vector<std::string>& urls) {
+    return cli::delegate_job(ctx, request(urls), [](const std::string&) {});
+  }
+  Verdict verify(const std::vector<uint8_t>& verdict) const { return verify_verdict(verdict, referee_key.public_key); }
+};
+
+/// A raw WebSocket peer: sends envelopes, collects every message it gets and how the session ended.
+class RawPeer {
+ public:
+  RawPeer(NetContext& ctx, const std::string& url) {
+    session_ = Client(ctx).connect_sync(url, handlers());
+  }
+  void send(std::vector<uint8_t> bytes) { session_->send(std::move(bytes)); }
+  /// Waits until the session ends (at most 30 s); returns every message received.
+  std::vector<std::vector<uint8_t>> until_closed() {
+    std::unique_lock lock(state_->mu);
+    state_->cv.wait_for(lock, std::chrono::seconds(30), [&] { return state_->closed.has_value(); });
+    REQUIRE(state_->closed.has_value());
+    return state_->messages;
+  }
+  /// The first message of `kind` received (waiting at most 30 s for it).
+  std::vector<uint8_t> first(MessageKind kind) {
+    std::unique_lock lock(state_->mu);
+    std::vector<uint8_t> found;
+    state_->cv.wait_for(lock, std::chrono::seconds(30), [&] {
+      for (const auto& m : state_->messages)
+        if (open_envelope(m).kind == kind) {
+          found = m;
+          return true;
+        }
+      return state_->closed.has_value();
+    });
+    REQUIRE_FALSE(found.empty());
+    return found;
+  }
+  /// The first ErrorMessage received before the session ended, or "" if none.
+  std::string error() {
+    for (const auto& m : until_closed()) {
+      const Envelope env = open_envelope(m);
+      if (env.kind == MessageKind::Error) return std::get<ErrorMessage>(env.body).reason;
+    }
+    return "";
+  }
+  CloseInfo close_info() {
+    until_closed();
+    return *state_->closed;
+  }
+
+ private:
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<std::vector<uint8_t>> messages;
+    std::optional<CloseInfo> closed;
+  };
+  SessionHandlers handlers() {
+    auto st = state_;
+    return {[st](Session&, std::vector<uint8_t> bytes) {
+              std::lock_guard lock(st->mu);
+              st->messages.push_back(std::move(bytes));
+            },
+            [st](Session&, const CloseInfo& info) {
+              std::lock_guard lock(st->mu);
+              st->closed = info;
+              st->cv.notify_all();
+            }};
+  }
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+  std::shared_ptr<Session> session_;
+};
+
+}  // namespace tribunal::testing
