@@ -26,11 +26,13 @@ std::vector<Digest> step_leaves(const StepTrace& tr) {
 
 InputSpec input_spec_of(const StepGraph& g, ValueId v) {
   const Value& val = g.values[v];
+  const auto dims = val.shape.dims();
+  const std::vector<int64_t> shape(dims.begin(), dims.end());
   switch (val.source) {
-    case ValueSource::State: return {InputSpec::Source::State, val.index, 0, {}};
-    case ValueSource::Data: return {InputSpec::Source::Data, val.index, 0, {}};
-    case ValueSource::Constant: return {InputSpec::Source::Constant, val.index, 0, leaf_of(g.constants[val.index])};
-    case ValueSource::Node: return {InputSpec::Source::Node, val.index, val.slot, {}};
+    case ValueSource::State: return {InputSpec::Source::State, val.index, 0, {}, shape};
+    case ValueSource::Data: return {InputSpec::Source::Data, val.index, 0, {}, {}};
+    case ValueSource::Constant: return {InputSpec::Source::Constant, val.index, 0, leaf_of(g.constants[val.index]), {}};
+    case ValueSource::Node: return {InputSpec::Source::Node, val.index, val.slot, {}, shape};
   }
   return {};
 }

@@ -332,8 +332,10 @@ bool Game::accept(int party, const Body& body, std::string& why) {
         return false;
       }
       if (c.chunk == 0) {
-        if (c.shape.size() > 4) {  // RepOps tensors have rank ≤ 4; the leaf encodes the rank in one byte
-          why = "tensor rank out of range";
+        // The job's graph fixes every value's shape: a tensor of another shape is refused before any
+        // of its bytes is kept (its size, and so the referee's memory, follows from the shape).
+        if (c.shape != want_shapes_[c.value]) {
+          why = "tensor shape is not the shape of the value in the job's graph";
           return false;
         }
         uint64_t numel = 1;
@@ -530,6 +532,7 @@ std::vector<Action> Game::check_records(uint64_t now_ms) {
   // Both records take the right inputs, so they agree on them and differ in outputs: re-execute.
   input_party_ = 0;
   want_values_.clear();
+  want_shapes_.clear();
   want_hashes_.clear();
   Query q = query(QueryKind::OpenInputs, Level::Nodes);
   const NodeRecord& r = record_of(0, node_);
@@ -541,6 +544,7 @@ std::vector<Action> Game::check_records(uint64_t now_ms) {
       want_values_.push_back({ValueOrigin::NodeOutput, in.index, in.slot});
     else
       continue;
+    want_shapes_.push_back(in.shape);
     want_hashes_.push_back(r.inputs[i]);
   }
   const bool needs_samples = std::any_of(node.inputs.begin(), node.inputs.end(),

@@ -34,6 +34,9 @@ struct InputSpec {
   uint64_t index = 0;        ///< state tensor index, data table index, or producer node index
   uint32_t slot = 0;         ///< producer output slot
   Digest constant_hash{};    ///< Constant: the tensor leaf of the constant
+  /// State and Node: the value's shape in the job's graph (empty: a scalar). An opened tensor must
+  /// have exactly this shape, checked at its first chunk before any byte of it is kept.
+  std::vector<int64_t> shape;
 };
 
 /// One node of step t's graph: what its record must say.
@@ -228,6 +231,7 @@ class Game {
   int input_party_ = 0;                // who opens the tensors
   // Tensors being received in OpenInputs: per requested value, the bytes so far.
   std::vector<ValueAddress> want_values_;
+  std::vector<std::vector<int64_t>> want_shapes_;  // the graph's shape of each wanted value
   std::vector<Digest> want_hashes_;
   std::vector<std::vector<int64_t>> got_shapes_;
   std::vector<std::vector<uint8_t>> got_bytes_;

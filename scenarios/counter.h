@@ -33,11 +33,11 @@ class CounterOracle : public StepOracle {
       NodeSpec node;
       node.op = kAddOp;
       node.outputs = 1;
-      InputSpec prev{n == 0 ? InputSpec::Source::State : InputSpec::Source::Node, n == 0 ? 0u : n - 1u, 0, {}};
-      node.inputs = {prev, InputSpec{InputSpec::Source::Constant, 0, 0, scalar_leaf(1.0f)}};
+      InputSpec prev{n == 0 ? InputSpec::Source::State : InputSpec::Source::Node, n == 0 ? 0u : n - 1u, 0, {}, {}};
+      node.inputs = {prev, InputSpec{InputSpec::Source::Constant, 0, 0, scalar_leaf(1.0f), {}}};
       s.nodes.push_back(node);
     }
-    s.state_outputs = {InputSpec{InputSpec::Source::Node, nodes_ - 1, 0, {}}};
+    s.state_outputs = {InputSpec{InputSpec::Source::Node, nodes_ - 1, 0, {}, {}}};
     return s;
   }
 

@@ -210,3 +210,52 @@ TEST_CASE("an answer that does not hash to the party's commitment loses with bad
   CHECK(std::get<Finished>(r[0]).verdict.reason == VerdictReason::BadProof);
   CHECK(std::get<Finished>(r[0]).verdict.losers == std::vector<uint8_t>{1});
 }
+
+TEST_CASE("an opened tensor whose shape is not the graph's loses at its first chunk") {
+  // Both parties may be the attacker's: the committed hashes then prove nothing about the size, so
+  // the referee holds the shape to the job's graph before it keeps any byte.
+  CounterOracle oracle(3);
+  const CounterProvider honest(6, 2, 3);
+  const CounterProvider liar(6, 2, 3, Fault{{}, 3, 2});
+  GameParams params;
+  params.steps = 6;
+  params.stride = 2;
+  params.claims = {honest.claim(params.job_id), liar.claim(params.job_id)};
+  Game game(params, oracle);
+  const CounterProvider* providers[2] = {&honest, &liar};
+  uint64_t now = 0;
+  std::vector<Action> pending = game.start(now);
+  std::vector<std::string> refused;
+  std::optional<Verdict> verdict;
+  for (int guard = 0; guard < 1000 && !game.done(); ++guard) {
+    if (pending.empty()) {
+      now += params.recompute_timeout_ms + 1;
+      pending = game.on_tick(now);
+    }
+    std::vector<Action> next;
+    for (const Action& a : pending) {
+      if (const auto* q = std::get_if<SendQuery>(&a)) {
+        for (Body b : providers[q->party]->answer(q->query)) {
+          if (auto* c = std::get_if<TensorChunk>(&b)) c->shape = {int64_t{1} << 20, int64_t{1} << 20};
+          auto more = game.on_message(q->party, b, now);
+          next.insert(next.end(), more.begin(), more.end());
+        }
+      } else if (const auto* r = std::get_if<Rejected>(&a)) {
+        refused.push_back(r->reason);
+      } else if (const auto* f = std::get_if<Finished>(&a)) {
+        verdict = f->verdict;
+      } else {
+        FAIL("re-executed inputs that were never opened");
+      }
+    }
+    pending = std::move(next);
+  }
+  for (const Action& a : pending)
+    if (const auto* f = std::get_if<Finished>(&a)) verdict = f->verdict;
+  // A signed tensor of another shape is evidence against its sender, like any other bad opening.
+  REQUIRE(verdict);
+  CHECK(refused.empty());
+  CHECK(verdict->reason == VerdictReason::BadProof);
+  CHECK(verdict->losers == std::vector<uint8_t>{0});
+  CHECK(verdict->detail == "party 0: tensor shape is not the shape of the value in the job's graph");
+}
