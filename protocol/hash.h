@@ -31,7 +31,7 @@ enum class HashTag : uint8_t {
   Sample = 0x12,       ///< one data-set sample (its input and label tensor leaves)
   Job = 0x13,          ///< canonical job spec encoding
   NodeRecord = 0x14,   ///< one node of a step graph: op, attributes, input and output hashes
-  Dispute = 0x15,      ///< dispute id: the job id and both claims
+  Dispute = 0x15,      ///< dispute id: the whole DisputeOpen body (wire.h dispute_id)
   Envelope = 0x16,     ///< the bytes an envelope signature covers
 };
 
