@@ -114,7 +114,7 @@ TEST_CASE("attack: a provider answers no query from a key it does not trust as a
   submitter.send(seal(attacker, id, 1, JobSubmit{read_text(testing::kShortJob)}));
   const std::vector<uint8_t> honest_claim = submitter.first(MessageKind::Claim);
   // ... and open a dispute of it against a throwaway claim, then ask for the inputs of step 0.
-  const Claim& c = std::get<Claim>(open_envelope(honest_claim).body);
+  const Claim c = std::get<Claim>(open_envelope(honest_claim).body);
   DisputeOpen d;
   d.job_toml = read_text(testing::kShortJob);
   ThreadPool pool(1);
