@@ -15,7 +15,7 @@
 namespace tribunal {
 
 /// Version of the RepOps numerics contract (docs/numerics.md); part of every job_id.
-inline constexpr uint32_t kRepOpsContractVersion = 1;
+inline constexpr uint32_t kRepOpsContractVersion = 2;  // 2: swap-or-not batch sampler
 
 /// Largest step count: the step counter is a float32 state tensor, exact up to 2^24.
 inline constexpr int64_t kMaxSteps = int64_t{1} << 24;

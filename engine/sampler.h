@@ -1,19 +1,35 @@
-// Which samples step t trains on: derivable by anyone from (seed, t) alone (DESIGN §5 "Data").
+// Which samples step t trains on: derivable by anyone from (seed, t) alone, in O(batch) time and
+// memory (docs/numerics.md "Randomness", batches).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
 namespace tribunal {
 
-/// The permutation of [0, samples) for one epoch: Fisher–Yates from the end, the swap partner of
-/// position i being bounded_from_bits(philox_random(seed, Shuffle, epoch, i)[0], i + 1).
-/// Source: Knuth TAOCP vol. 2 §3.4.2 Algorithm P; Lemire 2019 for the bounded integer.
-std::vector<int64_t> epoch_permutation(uint64_t seed, int64_t epoch, int64_t samples);
+/// Rounds of the swap-or-not shuffle: the Ethereum consensus specification's SHUFFLE_ROUND_COUNT.
+inline constexpr uint32_t kShuffleRounds = 90;
+
+/// The data-set index at `position` of epoch `epoch`'s order of [0, samples): the swap-or-not shuffle
+/// (Hoang, Morris, Rogaway, "An Enciphering Scheme Based on a Card Shuffle", CRYPTO 2012; the
+/// `compute_shuffled_index` of the Ethereum consensus specification) with kShuffleRounds rounds.
+/// Round r: pivot = bounded(philox(seed, Shuffle, epoch, r)[0], samples), partner = (pivot + samples −
+/// x) mod samples, m = max(x, partner); x becomes partner when bit m mod 128 of
+/// philox(seed, ShuffleBits, epoch, r·2³² + m / 128) (word (m mod 128)/32, bit m mod 32) is 1. Each
+/// round is an involution, so the whole map is a permutation, and one position costs O(rounds)
+/// without building the epoch's order. Requires 0 ≤ position < samples < 2³²; `pivots` are the
+/// epoch's kShuffleRounds pivots (shuffle_pivots).
+int64_t shuffled_index(uint64_t seed, uint32_t epoch, int64_t samples, int64_t position,
+                       const std::array<uint32_t, kShuffleRounds>& pivots);
+
+/// The epoch's round pivots of shuffled_index.
+std::array<uint32_t, kShuffleRounds> shuffle_pivots(uint64_t seed, uint32_t epoch, int64_t samples);
 
 /// Batches of a job: epoch e = t / (samples / batch) (a partial last batch is dropped), and step t
-/// takes positions [p·batch, (p+1)·batch) of epoch e's permutation, p = t mod (samples / batch).
-/// Caches the current epoch's permutation. Requires 1 ≤ batch ≤ samples.
+/// takes positions [p·batch, (p+1)·batch) of epoch e's order (shuffled_index), p = t mod
+/// (samples / batch). Holds only the current epoch's pivots. Throws EngineError unless
+/// 1 ≤ batch ≤ samples < 2³².
 class BatchSampler {
  public:
   BatchSampler(uint64_t seed, int64_t samples, int64_t batch);
@@ -25,7 +41,7 @@ class BatchSampler {
   uint64_t seed_;
   int64_t samples_, batch_;
   int64_t epoch_ = -1;
-  std::vector<int64_t> perm_;
+  std::array<uint32_t, kShuffleRounds> pivots_{};
 };
 
 }  // namespace tribunal

@@ -30,7 +30,9 @@ TRIBUNAL_HD PhiloxCounter philox4x32_10(PhiloxCounter c, PhiloxKey k) {
 }
 
 /// What a random stream is for; part of the counter so streams never collide.
-enum class RandomPurpose : uint32_t { Init = 1, Shuffle = 2, Dropout = 3 };
+/// Shuffle draws the pivots and ShuffleBits the swap decisions of the batch sampler's swap-or-not rounds
+/// (engine/sampler.h).
+enum class RandomPurpose : uint32_t { Init = 1, Shuffle = 2, Dropout = 3, ShuffleBits = 4 };
 
 /// The tribunal keying (DESIGN §4): key = seed, counter = (element lo, element hi, step, purpose).
 /// Returns 4 independent 32-bit words for that element.
