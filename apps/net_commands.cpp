@@ -141,12 +141,22 @@ int referee_main(Args& args) {
     else if (a == "--max-live-disputes") options.max_live_disputes = static_cast<size_t>(args.integer(a, 1, 1000000));
     else if (a == "--max-disputes-per-client")
       options.max_disputes_per_client = static_cast<size_t>(args.integer(a, 1, 1000000));
+    else if (a == "--client-key") options.trusted_clients.push_back(public_key_arg(a, args.value(a)));
+    else if (a == "--reserved-disputes") options.reserved_disputes = static_cast<size_t>(args.integer(a, 0, 1000000));
+    else if (a == "--max-parameters") options.limits.max_parameters = args.integer(a, 1, int64_t{1} << 40);
+    else if (a == "--max-reexecution-work")
+      options.limits.max_reexecution_work = static_cast<uint64_t>(args.integer(a, 1, int64_t{1} << 50));
+    else if (a == "--max-opened-bytes")
+      options.limits.max_opened_bytes = static_cast<uint64_t>(args.integer(a, 1, int64_t{1} << 40));
+    else if (a == "--retention-days") options.retention = std::chrono::days(args.integer(a, 0, 36500));
     // Test hook, not in the usage text: SIGKILL right after committing the N-th event (tests/referee_crash.sh).
     else if (a == "--crash-after-events") options.crash_after_events = static_cast<uint64_t>(args.integer(a, 1, 1000000000));
     else throw UsageError("referee: unknown option '" + std::string(a) + "'");
   }
   if (listen.empty() || key.empty()) throw UsageError("referee: --listen and --key are required");
   if (options.data_dir.empty()) throw UsageError("referee: --data needs a directory");
+  if (!options.trusted_clients.empty() && options.reserved_disputes >= options.max_live_disputes)
+    throw UsageError("referee: --reserved-disputes must be below --max-live-disputes (strangers need some slots)");
   const auto [host, port] = host_port(listen);
   raise_fd_limit();  // a client connection per live dispute, two provider connections
   NetContext ctx(1);

@@ -48,9 +48,11 @@ struct DisputeStats {
 /// and re-sends the DisputeOpen and the open questions with fresh sequence numbers and restarted
 /// deadlines. A provider connection that drops is re-established with backoff until the dispute
 /// ends. A DisputeOpen for a dispute that is already open attaches the new client connection (it
-/// gets the verdict); for a decided one, the stored verdict is sent at once. Openings beyond
-/// `max_live_disputes`, or `max_disputes_per_client` from one client address, are refused with an
-/// ErrorMessage.
+/// gets the verdict); for a decided one, the stored verdict is sent at once (also after its record
+/// was pruned: RefereeOptions::retention). A new opening is refused with an ErrorMessage when what
+/// the dispute can cost exceeds `options.limits` (referee_dispute.h check_dispute_cost), or beyond
+/// the admission caps: `max_live_disputes` in all, `max_disputes_per_client` per client network
+/// (/24, /48) or trusted client key, and `reserved_disputes` slots only trusted clients' openings take.
 class RefereeNode {
  public:
   /// Opens the store of `options.data_dir`, if set (throws StoreError naming the file when it is
@@ -76,7 +78,11 @@ class RefereeNode {
  private:
   struct Live;
   void open(std::shared_ptr<Session> client, const Envelope& env);
-  std::shared_ptr<Live> make_live(std::unique_ptr<RefereeDispute> dispute, const std::string& client_address);
+  std::shared_ptr<Live> make_live(std::unique_ptr<RefereeDispute> dispute, std::string group, bool trusted);
+  bool trusted(const PublicKey& client) const;
+  void admit(const std::shared_ptr<Live>& live);
+  void release(const Live& live);
+  void prune_store();
   void resume_stored(const StoredDispute& stored);
   void connect_provider(const std::shared_ptr<Live>& live, int party);
   void provider_lost(Live& live, int party, const std::string& why);
@@ -95,9 +101,10 @@ class RefereeNode {
   Client client_;
   std::mutex mu_;
   std::map<Digest, std::shared_ptr<Live>> live_;
-  std::map<std::string, size_t> per_client_;  // live disputes per opening client address
+  std::map<std::string, size_t> per_client_;  // live disputes per admission group (client network or trusted key)
+  size_t trusted_live_ = 0;                   // live disputes opened by trusted clients
   std::atomic<uint64_t> events_{0};           // inputs committed by this process (crash hook)
-  bool resumed_ = false;
+  std::atomic<bool> resumed_{false};
   std::atomic<bool> stop_{false};
   std::thread ticker_;
 };

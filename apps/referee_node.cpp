@@ -50,6 +50,16 @@ ServerOptions server_options(const RefereeOptions& o) {
   return s;
 }
 
+// What an opening is counted against: a trusted client's key, or the client's network.
+std::string admission_group(bool trusted, const PublicKey& opener, const std::string& address) {
+  if (trusted) return "client key " + to_hex(Digest(opener)).substr(0, 16);
+  try {
+    return client_network(address);
+  } catch (const NetError&) {
+    return address;  // not an IP address (never for a TCP peer): counted by itself
+  }
+}
+
 std::unique_ptr<RefereeStore> open_store(const RefereeOptions& o, const KeyPair& key) {
   if (o.data_dir.empty()) return nullptr;
   return std::make_unique<RefereeStore>(o.data_dir, key.public_key);
@@ -61,7 +71,8 @@ struct RefereeNode::Live {
   std::mutex mu;
   std::unique_ptr<RefereeDispute> dispute;
   std::string tag;                                    // short dispute id for logs
-  std::string client_address;                         // who opened it (per-client limit)
+  std::string group;                                  // admission_group of its opener (per-client limit)
+  bool trusted = false;                               // opened by a trusted client key (reserved slots)
   std::vector<std::shared_ptr<Session>> clients;      // waiting for the verdict
   std::array<std::shared_ptr<Session>, 2> providers;  // null while (re)connecting
   std::array<bool, 2> connecting{};
@@ -114,8 +125,13 @@ RefereeNode::RefereeNode(NetContext& ctx, KeyPair key, RefereeOptions options, L
         return o;
       }()) {
   ticker_ = std::thread([this] {
+    auto next_prune = std::chrono::steady_clock::now() + options_.prune_interval;
     while (!stop_) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (store_ && resumed_ && std::chrono::steady_clock::now() >= next_prune) {
+        next_prune = std::chrono::steady_clock::now() + options_.prune_interval;
+        prune_store();
+      }
       std::vector<std::shared_ptr<Live>> all;
       {
         std::lock_guard lock(mu_);
@@ -175,15 +191,17 @@ uint16_t RefereeNode::listen(const std::string& host, uint16_t port) {
       }
     }
     log_(fmt::format("referee: store {}: {} undecided dispute(s) resumed", store_->file().string(), resumed));
+    prune_store();
   }
   return server_.listen(host, port);
 }
 
-std::shared_ptr<RefereeNode::Live> RefereeNode::make_live(std::unique_ptr<RefereeDispute> dispute,
-                                                          const std::string& client_address) {
+std::shared_ptr<RefereeNode::Live> RefereeNode::make_live(std::unique_ptr<RefereeDispute> dispute, std::string group,
+                                                          bool trusted) {
   auto live = std::make_shared<Live>();
   live->dispute = std::move(dispute);
-  live->client_address = client_address;
+  live->group = std::move(group);
+  live->trusted = trusted;
   live->tag = to_hex(live->dispute->dispute_id()).substr(0, 12);
   RefereeDispute& d = *live->dispute;
   d.on_event = [this, tag = live->tag](const DisputeEvent& e) {
@@ -197,11 +215,22 @@ std::shared_ptr<RefereeNode::Live> RefereeNode::make_live(std::unique_ptr<Refere
   return live;
 }
 
+void RefereeNode::prune_store() {
+  try {
+    const size_t n = store_->prune(std::chrono::system_clock::now() - options_.retention);
+    if (n != 0)
+      log_(fmt::format("referee: store {}: pruned the records of {} dispute(s) decided over {} s ago (verdicts kept)",
+                       store_->file().string(), n, options_.retention.count()));
+  } catch (const StoreError& e) {
+    log_(fmt::format("referee: {}", e.what()));  // the next interval tries again
+  }
+}
+
 void RefereeNode::commit(Live& live, const DisputeInput& input, const std::vector<uint8_t>* verdict) {
   if (!store_) return;
   const RefereeDispute& d = *live.dispute;
   if (input.kind == DisputeInput::Kind::Open)
-    store_->open_dispute(d.dispute_id(), input, d.answer_timeout_ms(), d.recompute_timeout_ms(), live.client_address);
+    store_->open_dispute(d.dispute_id(), input, d.answer_timeout_ms(), d.recompute_timeout_ms(), live.group);
   else
     store_->append(d.dispute_id(), input, verdict);
   const uint64_t n = ++events_;
@@ -210,6 +239,38 @@ void RefereeNode::commit(Live& live, const DisputeInput& input, const std::vecto
     log_(fmt::format("referee: crash hook: SIGKILL after event {}", n));
     ::raise(SIGKILL);
   }
+}
+
+bool RefereeNode::trusted(const PublicKey& client) const {
+  return std::find(options_.trusted_clients.begin(), options_.trusted_clients.end(), client) !=
+         options_.trusted_clients.end();
+}
+
+// Called with mu_ held. Fair admission: a global cap; a cap per client network (or trusted key); and
+// slots that only trusted clients' openings may take, so strangers cannot fill the referee.
+void RefereeNode::admit(const std::shared_ptr<Live>& shared) {
+  const Live& live = *shared;
+  if (live_.size() >= options_.max_live_disputes)
+    throw ProtocolError(fmt::format("the referee holds {} live disputes, its limit; try again later", live_.size()));
+  const size_t reserved = options_.trusted_clients.empty() ? 0 : options_.reserved_disputes;
+  const size_t strangers = live_.size() - trusted_live_;
+  if (!live.trusted && strangers + reserved >= options_.max_live_disputes)
+    throw ProtocolError(fmt::format("the referee holds {} live disputes of clients it does not know, its limit for them "
+                                    "({} more are kept for its trusted clients); try again later",
+                                    strangers, reserved));
+  size_t& mine = per_client_[live.group];
+  if (mine >= options_.max_disputes_per_client)
+    throw ProtocolError(fmt::format("{} has {} live disputes, the limit per client", live.group, mine));
+  ++mine;
+  if (live.trusted) ++trusted_live_;
+  live_[live.dispute->dispute_id()] = shared;
+}
+
+// Called with mu_ held: undoes admit().
+void RefereeNode::release(const Live& live) {
+  live_.erase(live.dispute->dispute_id());
+  if (--per_client_[live.group] == 0) per_client_.erase(live.group);
+  if (live.trusted) --trusted_live_;
 }
 
 void RefereeNode::open(std::shared_ptr<Session> client, const Envelope& env) {
@@ -281,20 +342,16 @@ void RefereeNode::open(std::shared_ptr<Session> client, const Envelope& env) {
     }
   }
 
-  auto live = make_live(std::move(dispute), address);
+  // What the dispute can cost is derived from its job and checked before anything of it is held.
+  check_dispute_cost(dispute->cost(), options_.limits);
+  const bool known = trusted(env.sender);
+  auto live = make_live(std::move(dispute), admission_group(known, env.sender, address), known);
   {
     std::lock_guard lock(mu_);
-    if (auto it = live_.find(id); it != live_.end()) {
+    if (auto it = live_.find(id); it != live_.end())
       existing = it->second;  // opened concurrently
-    } else {
-      if (live_.size() >= options_.max_live_disputes)
-        throw ProtocolError(fmt::format("the referee holds {} live disputes, its limit; try again later", live_.size()));
-      size_t& mine = per_client_[address];
-      if (mine >= options_.max_disputes_per_client)
-        throw ProtocolError(fmt::format("client address {} has {} live disputes, the limit per client", address, mine));
-      ++mine;
-      live_[id] = live;
-    }
+    else
+      admit(live);
   }
   if (existing) {
     attach(existing);
@@ -308,8 +365,7 @@ void RefereeNode::open(std::shared_ptr<Session> client, const Envelope& env) {
   } catch (...) {
     live->finished = true;
     std::lock_guard node_lock(mu_);
-    live_.erase(id);
-    if (--per_client_[address] == 0) per_client_.erase(address);
+    release(*live);
     throw;
   }
   live->stats.cpu_seconds += thread_cpu_seconds() - c0;
@@ -324,11 +380,14 @@ void RefereeNode::resume_stored(const StoredDispute& stored) {
   if (dispute->done())
     throw ProtocolError("its record replays to a verdict the store does not hold");
   if (dispute->dispute_id() != stored.id) throw ProtocolError("its record replays to another dispute id");
-  auto live = make_live(std::move(dispute), stored.client);
+  const PublicKey opener = open_envelope(stored.inputs.front().envelope).sender;
+  auto live = make_live(std::move(dispute), stored.client, trusted(opener));
   {
+    // A stored dispute was admitted when it was opened: it is held again whatever the caps are now.
     std::lock_guard lock(mu_);
     if (live_.count(stored.id)) return;
-    ++per_client_[stored.client];
+    ++per_client_[live->group];
+    if (live->trusted) ++trusted_live_;
     live_[stored.id] = live;
   }
   std::lock_guard lock(live->mu);
@@ -446,8 +505,7 @@ void RefereeNode::finish_if_done(Live& live) {
     if (s) s->close(CloseCode::Normal, "verdict");
   if (on_finished) on_finished(*live.dispute, live.stats);
   std::lock_guard lock(mu_);
-  live_.erase(live.dispute->dispute_id());
-  if (--per_client_[live.client_address] == 0) per_client_.erase(live.client_address);
+  release(live);
 }
 
 // Called with live.mu held: the store failed, so the dispute cannot go on (its next message would
@@ -461,8 +519,7 @@ void RefereeNode::drop(Live& live, const std::string& why) {
   for (auto& s : live.providers)
     if (s) s->close(CloseCode::GoingAway, "dispute suspended");
   std::lock_guard lock(mu_);
-  live_.erase(live.dispute->dispute_id());
-  if (--per_client_[live.client_address] == 0) per_client_.erase(live.client_address);
+  release(live);
 }
 
 }  // namespace tribunal::cli

@@ -113,7 +113,9 @@ struct ChildStats {
   {
     NetContext ctx(threads, /*handle_signals=*/true);
     ctx.set_shutdown_grace(std::chrono::milliseconds(2000));
-    cli::RefereeNode node(ctx, key, RefereeOptions{}, [verbose](const std::string& line) {
+    RefereeOptions options;
+    options.max_disputes_per_client = options.max_live_disputes;  // every dispute comes from loopback
+    cli::RefereeNode node(ctx, key, options, [verbose](const std::string& line) {
       if (verbose) std::fprintf(stderr, "referee %s\n", line.c_str());
     }, cli::loopback_policy());
     node.on_finished = [&](const RefereeDispute&, const cli::DisputeStats& s) {

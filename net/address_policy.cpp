@@ -1,5 +1,7 @@
 #include "net/address_policy.h"
 
+#include <fmt/format.h>
+
 #include <boost/asio/ip/address.hpp>
 #include <charconv>
 
@@ -66,6 +68,13 @@ IpNetwork parse_cidr(std::string_view text) {
     throw NetError("network \"" + std::string(text) + "\": the prefix length must be 0 to " + std::to_string(max));
   n.prefix = prefix;
   return n;
+}
+
+std::string client_network(std::string_view address) {
+  const IpNetwork host = host_of(parse_address(address, "address"));
+  const auto& b = host.bytes;
+  if (!host.v6) return fmt::format("{}.{}.{}.0/24", b[0], b[1], b[2]);
+  return fmt::format("{:x}:{:x}:{:x}::/48", b[0] << 8 | b[1], b[2] << 8 | b[3], b[4] << 8 | b[5]);
 }
 
 AddressPolicy AddressPolicy::any() { return AddressPolicy{}; }

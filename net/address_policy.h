@@ -23,6 +23,12 @@ struct IpNetwork {
 /// text and saying what is wrong.
 IpNetwork parse_cidr(std::string_view text);
 
+/// The network a client address belongs to for admission limits: its /24 ("203.0.113.0/24") for
+/// IPv4 (an IPv4-mapped IPv6 address counts as IPv4), its /48 ("2001:db8:1::/48") for IPv6 — the
+/// blocks one site is usually given (RFC 6177), so one party with many addresses of its network
+/// counts once. Throws NetError when `address` is not an IP address.
+std::string client_network(std::string_view address);
+
 /// The addresses a client may connect to. `any()` allows every address (clients that connect to
 /// URLs their own operator typed). Otherwise only public unicast addresses are allowed, and these
 /// are refused unless they lie in an `allowed` network: unspecified (0.0.0.0/8, ::), loopback

@@ -84,8 +84,24 @@ RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open,
   dispute_id_ = tribunal::dispute_id(d);
   if (open.context != dispute_id_) throw ProtocolError("dispute: the opening is not addressed to its dispute id");
   params.dispute_id = dispute_id_;
+  shape_ = shape;
   oracle_ = std::make_unique<JobOracle>(job_, shape);
   game_ = std::make_unique<Game>(params, *oracle_);
+}
+
+DisputeCost RefereeDispute::cost() const { return dispute_cost(job_, shape_); }
+
+void check_dispute_cost(const DisputeCost& cost, const DisputeLimits& limits) {
+  const auto refuse = [](const std::string& what, uint64_t value, uint64_t limit) {
+    throw ProtocolError(fmt::format("dispute: the job's {} is {}, beyond this referee's limit of {}", what, value, limit));
+  };
+  if (cost.parameters > limits.max_parameters)
+    refuse("parameter count", static_cast<uint64_t>(cost.parameters), static_cast<uint64_t>(limits.max_parameters));
+  if (cost.max_node_work > limits.max_reexecution_work)
+    refuse("re-execution work (" + cost.heaviest_node + ", multiply-adds or elements)", cost.max_node_work,
+           limits.max_reexecution_work);
+  if (cost.max_opened_bytes > limits.max_opened_bytes)
+    refuse("largest opening (input bytes of one node)", cost.max_opened_bytes, limits.max_opened_bytes);
 }
 
 std::vector<uint8_t> RefereeDispute::seal_next(const Body& body) {

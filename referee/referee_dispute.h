@@ -12,6 +12,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -21,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/cost.h"
 #include "engine/dispute.h"
 #include "engine/job.h"
 #include "protocol/game.h"
@@ -33,6 +35,17 @@ inline constexpr uint64_t kMaxDisputeSamples = uint64_t{1} << 26;
 inline constexpr uint64_t kMaxDisputeFeatures = uint64_t{1} << 20;
 inline constexpr uint64_t kMaxDisputeCheckpoints = uint64_t{1} << 20;
 
+/// The referee operator's policy on what one dispute may cost (docs/protocol.md, "Bounds on a
+/// dispute's cost"), checked against the job's derived DisputeCost when a dispute is opened.
+struct DisputeLimits {
+  int64_t max_parameters = int64_t{1} << 27;        ///< the model's parameters (state_hash(0) is derived from them)
+  uint64_t max_reexecution_work = uint64_t{1} << 34; ///< node_work of the heaviest node (multiply-adds or elements)
+  uint64_t max_opened_bytes = uint64_t{1} << 30;     ///< input bytes of the node with the largest inputs (1 GiB)
+};
+
+/// Throws ProtocolError saying which term of `cost` exceeds which limit, and by how much.
+void check_dispute_cost(const DisputeCost& cost, const DisputeLimits& limits);
+
 /// The referee's settings. The timeouts are per dispute (a replayed dispute keeps the ones it was
 /// opened with); the rest are for RefereeNode (apps/nodes.h) and ignored by RefereeDispute.
 struct RefereeOptions {
@@ -43,8 +56,21 @@ struct RefereeOptions {
   std::filesystem::path data_dir;
   /// Live (undecided) disputes held at once; an opening beyond it is refused with an ErrorMessage.
   size_t max_live_disputes = 4096;
-  /// Live disputes opened from one client address (IP, any port); beyond it, refused likewise.
-  size_t max_disputes_per_client = 1024;
+  /// Live disputes opened from one client network (net/address_policy.h client_network: its /24 or
+  /// /48, any port), or by one trusted client key; beyond it, refused likewise.
+  size_t max_disputes_per_client = 256;
+  /// Client keys the operator knows (`--client-key`): their openings (signed by them) may use the
+  /// `reserved_disputes` slots that openings by other keys never take, so strangers filling the
+  /// referee cannot lock them out.
+  std::vector<PublicKey> trusted_clients;
+  /// Slots of `max_live_disputes` kept for trusted clients (only when there are any).
+  size_t reserved_disputes = 1024;
+  /// Decided disputes keep their inputs this long, then the store prunes them (keeping the verdict).
+  std::chrono::seconds retention = std::chrono::hours(24 * 30);
+  /// How often the referee node prunes its store.
+  std::chrono::seconds prune_interval = std::chrono::hours(1);
+  /// What one dispute may cost; an opening beyond it is refused with an ErrorMessage.
+  DisputeLimits limits;
   /// Test hook (tests/referee_crash.sh): when non-zero, the process kills itself with SIGKILL right
   /// after committing its N-th event to the store, to test recovery at every point of a dispute.
   uint64_t crash_after_events = 0;
@@ -137,6 +163,8 @@ class RefereeDispute {
   const std::vector<std::string>& providers() const { return providers_; }
   const Game& game() const { return *game_; }
   const JobOracle& oracle() const { return *oracle_; }
+  /// What this dispute can cost the referee, derived from its job (engine/cost.h).
+  DisputeCost cost() const;
   /// The last sequence number the referee signed in this dispute.
   uint64_t sequence() const { return sequence_; }
   /// The client's DisputeOpen envelope.
@@ -163,6 +191,7 @@ class RefereeDispute {
   std::array<uint64_t, 2> last_sequence_{};
   std::vector<std::string> providers_;
   JobSpec job_;
+  DataShape shape_{};
   std::unique_ptr<JobOracle> oracle_;
   std::unique_ptr<Game> game_;
   uint64_t sequence_ = 0;

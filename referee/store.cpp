@@ -7,10 +7,12 @@
 namespace tribunal {
 namespace {
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 
-// The schema. `inputs` is append-only: rows are inserted, never updated or deleted; `n` gives the
-// order of the inputs of one dispute. A dispute is decided once its `verdict` is set.
+// The schema. `inputs` is append-only while a dispute is undecided: rows are inserted, never updated;
+// `n` gives the order of the inputs of one dispute. A dispute is decided once its `verdict` is set,
+// at `decided_at` (Unix seconds); prune() deletes a decided dispute's inputs after the retention
+// period and keeps its row and verdict. (Version 1 had no `decided_at`; opening such a store adds it.)
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta (
   key TEXT PRIMARY KEY,
@@ -21,7 +23,8 @@ CREATE TABLE IF NOT EXISTS disputes (
   answer_timeout_ms INTEGER NOT NULL,
   recompute_timeout_ms INTEGER NOT NULL,
   client TEXT NOT NULL,
-  verdict BLOB
+  verdict BLOB,
+  decided_at INTEGER
 );
 CREATE TABLE IF NOT EXISTS inputs (
   n INTEGER PRIMARY KEY,
@@ -33,6 +36,10 @@ CREATE TABLE IF NOT EXISTS inputs (
 );
 CREATE INDEX IF NOT EXISTS inputs_by_dispute ON inputs (dispute, n);
 )sql";
+
+int64_t unix_seconds(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
+}
 
 std::string hex_of(const std::vector<uint8_t>& bytes) {
   std::string s;
@@ -153,6 +160,14 @@ RefereeStore::RefereeStore(const std::filesystem::path& dir, const PublicKey& re
       }
       exec(fmt::format("PRAGMA user_version={}", kSchemaVersion).c_str());
       exec("COMMIT");
+    } else if (version == 1) {
+      // Version 1's decided disputes get the time of this upgrade as their decision time.
+      exec("BEGIN IMMEDIATE");
+      exec("ALTER TABLE disputes ADD COLUMN decided_at INTEGER");
+      exec(fmt::format("UPDATE disputes SET decided_at = {} WHERE verdict IS NOT NULL",
+                       unix_seconds(std::chrono::system_clock::now())).c_str());
+      exec(fmt::format("PRAGMA user_version={}", kSchemaVersion).c_str());
+      exec("COMMIT");
     } else if (version != kSchemaVersion) {
       throw StoreError(fmt::format("referee store {}: schema version {}, this referee reads version {}", file_.string(),
                                    version, kSchemaVersion));
@@ -230,9 +245,10 @@ void RefereeStore::append(const Digest& id, const DisputeInput& input, const std
       s.step();
     }
     if (verdict) {
-      Statement s(*this, "UPDATE disputes SET verdict = ?2 WHERE id = ?1");
+      Statement s(*this, "UPDATE disputes SET verdict = ?2, decided_at = ?3 WHERE id = ?1");
       s.bind(1, id);
       s.bind(2, *verdict);
+      s.bind(3, unix_seconds(std::chrono::system_clock::now()));
       s.step();
     }
     exec("COMMIT");
@@ -241,6 +257,39 @@ void RefereeStore::append(const Digest& id, const DisputeInput& input, const std
     throw;
   }
   ++committed_;
+}
+
+size_t RefereeStore::prune(std::chrono::system_clock::time_point decided_before) {
+  std::lock_guard lock(mu_);
+  exec("BEGIN IMMEDIATE");
+  try {
+    size_t disputes = 0;
+    {
+      Statement s(*this,
+                  "SELECT count(DISTINCT dispute) FROM inputs WHERE dispute IN "
+                  "(SELECT id FROM disputes WHERE verdict IS NOT NULL AND decided_at < ?1)");
+      s.bind(1, unix_seconds(decided_before));
+      if (s.step()) disputes = static_cast<size_t>(s.integer(0));
+    }
+    {
+      Statement s(*this,
+                  "DELETE FROM inputs WHERE dispute IN (SELECT id FROM disputes WHERE verdict IS NOT NULL AND decided_at < ?1)");
+      s.bind(1, unix_seconds(decided_before));
+      s.step();
+    }
+    exec("COMMIT");
+    return disputes;
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+}
+
+size_t RefereeStore::stored_inputs(const Digest& id) {
+  std::lock_guard lock(mu_);
+  Statement s(*this, "SELECT count(*) FROM inputs WHERE dispute = ?1");
+  s.bind(1, id);
+  return s.step() ? static_cast<size_t>(s.integer(0)) : 0;
 }
 
 std::optional<std::vector<uint8_t>> RefereeStore::verdict(const Digest& id) {

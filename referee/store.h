@@ -8,6 +8,7 @@
 // a provider or client ever saw follows from committed inputs.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -62,6 +63,14 @@ class RefereeStore {
   /// Appends one input to an undecided dispute, and with it (same transaction) the verdict envelope
   /// if the input decided it. Throws StoreError if the dispute is unknown or already decided.
   void append(const Digest& id, const DisputeInput& input, const std::vector<uint8_t>* verdict = nullptr);
+
+  /// Deletes the recorded inputs of every dispute decided before `decided_before` (system clock);
+  /// their rows and verdicts stay, so verdict() still answers for them. Returns how many disputes
+  /// lost their inputs. This bounds the store to the live disputes' records plus one verdict per
+  /// decided dispute (SQLite reuses the freed pages). Throws StoreError.
+  size_t prune(std::chrono::system_clock::time_point decided_before);
+  /// Inputs recorded for a dispute (0 when unknown or pruned).
+  size_t stored_inputs(const Digest& id);
 
   /// The signed verdict of a decided dispute; nullopt if undecided or unknown.
   std::optional<std::vector<uint8_t>> verdict(const Digest& id);

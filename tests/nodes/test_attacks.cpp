@@ -8,6 +8,7 @@
 #include <fstream>
 #include <new>
 #include <sstream>
+#include <thread>
 
 #include "engine/dataset.h"
 #include "engine/error.h"
@@ -17,6 +18,7 @@ using namespace tribunal;
 using namespace tribunal::cli;
 using testing::Network;
 using testing::RawPeer;
+using testing::TempDir;
 
 namespace {
 
@@ -58,6 +60,36 @@ RefereeOptions answering_within(std::chrono::milliseconds deadline) {
   RefereeOptions o;
   o.answer_timeout_ms = static_cast<uint64_t>(deadline.count());
   return o;
+}
+
+// An attacker's own dispute: two throwaway keys sign claims of `job_text` on Fashion-MNIST, each at a
+// loopback port where nothing answers, so the dispute stays live until its answer deadline.
+struct ForgedOpening {
+  DisputeOpen opening;
+  Digest id{};
+};
+ForgedOpening forged_opening(const std::string& job_text, uint8_t salt) {
+  ThreadPool pool(1);
+  JobSpec job = parse_job(job_text, "attacker job");
+  locate_data(job, DataRegistry::debian());
+  const auto train = shared_train_set(job, pool);
+  const DataShape shape = data_shape_of(*train);
+  const Digest jid = job_id(job, train->root, shape);
+  ForgedOpening f;
+  f.opening.job_toml = job_text;
+  f.opening.dataset_root = train->root;
+  f.opening.dataset_samples = static_cast<uint64_t>(shape.samples);
+  f.opening.features = static_cast<uint64_t>(shape.features);
+  f.opening.classes = static_cast<uint64_t>(shape.classes);
+  for (uint8_t p = 0; p < 2; ++p) {
+    Digest root{};
+    root[0] = salt;
+    root[1] = p;
+    f.opening.claims.push_back(seal(generate_keypair(), jid, 1,
+                                    Claim{jid, static_cast<uint64_t>(job.steps), root, root, "ws://127.0.0.1:9/"}));
+  }
+  f.id = dispute_id(f.opening);
+  return f;
 }
 
 RefereeOptions reexecution_failing(std::function<void(int)> hook) {
@@ -250,4 +282,83 @@ TEST_CASE("attack: a provider trains only for allowed clients and within its ope
   RawPeer allowed(net.ctx, url);
   allowed.send(seal(client, id, 1, JobSubmit{read_text(testing::kShortJob)}));
   CHECK(allowed.error() == "the job has 30 steps; this provider trains at most 10");
+}
+
+TEST_CASE("attack: an opening whose job would cost the referee too much is refused before anything is held") {
+  Network net;
+  // The issue's chosen CNN: one re-execution of its first convolution takes seconds per 32 samples.
+  const std::string heavy = "[model]\nkind = \"cnn\"\nchannels = [4096]\nkernel = 31\n[train]\nsteps = 1\n"
+                            "batch_size = 32\nstride = 1\n[optimizer]\n";
+  const ForgedOpening f = forged_opening(heavy, 1);
+  RawPeer peer(net.ctx, net.referee_url);
+  peer.send(seal(generate_keypair(), f.id, 1, f.opening));
+  const std::string error = peer.error();
+  CHECK(error.find("re-execution work (conv2d") != std::string::npos);
+  CHECK(error.find("beyond this referee's limit of 17179869184") != std::string::npos);
+  CHECK(net.referee.live_disputes() == 0);
+  // The shipped jobs stay within the default limits: their disputes are served.
+  const DelegateOutcome o = net.delegate({net.provider(corrupt(14, 2)), net.provider(Fault{})});
+  REQUIRE(o.verdicts.size() == 1);
+  CHECK(net.verify(o.verdicts[0]).reason == VerdictReason::WrongOutput);
+}
+
+TEST_CASE("attack: strangers who fill the referee cannot lock out a trusted client") {
+  const KeyPair client = generate_keypair();
+  RefereeOptions o;
+  o.max_live_disputes = 3;
+  o.reserved_disputes = 1;
+  o.trusted_clients = {client.public_key};
+  o.answer_timeout_ms = 60000;  // the strangers' disputes stay live throughout the test
+  Network net(o);
+  const std::string job = read_text(testing::kShortJob);
+  // Strangers open disputes until the referee refuses them: two slots, then "clients it does not know".
+  std::vector<std::unique_ptr<RawPeer>> strangers;
+  for (uint8_t i = 0; i < 2; ++i) {
+    const ForgedOpening f = forged_opening(job, i);
+    strangers.push_back(std::make_unique<RawPeer>(net.ctx, net.referee_url));
+    strangers.back()->send(seal(generate_keypair(), f.id, 1, f.opening));
+  }
+  for (int i = 0; i < 100 && net.referee.live_disputes() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  REQUIRE(net.referee.live_disputes() == 2);
+  const ForgedOpening third = forged_opening(job, 7);
+  RawPeer refused(net.ctx, net.referee_url);
+  refused.send(seal(generate_keypair(), third.id, 1, third.opening));
+  CHECK(refused.error().find("live disputes of clients it does not know, its limit for them (1 more are kept for its "
+                             "trusted clients)") != std::string::npos);
+  // The trusted client's dispute takes the reserved slot and is decided.
+  DelegateRequest r = net.request({net.provider(corrupt(14, 2)), net.provider(Fault{})});
+  r.client_key = client;
+  const DelegateOutcome out = delegate_job(net.ctx, r, [](const std::string&) {});
+  REQUIRE(out.verdicts.size() == 1);
+  CHECK(net.verify(out.verdicts[0]).reason == VerdictReason::WrongOutput);
+  CHECK(out.accepted);
+  CHECK(out.winner == 1);
+  CHECK(net.referee.live_disputes() == 2);  // the strangers' disputes are still held
+}
+
+TEST_CASE("a decided dispute's record is pruned after the retention period; its verdict is still served") {
+  TempDir data("pruned");
+  RefereeOptions o;
+  o.data_dir = data.path;
+  o.retention = std::chrono::seconds(0);
+  o.prune_interval = std::chrono::seconds(0);
+  Network net(o);
+  const DelegateOutcome out = net.delegate({net.provider(corrupt(14, 2)), net.provider(Fault{})});
+  REQUIRE(out.verdicts.size() == 1);
+  const Verdict v = net.verify(out.verdicts[0]);
+  RefereeStore store(data.path, net.referee_key.public_key);  // a second connection to the node's store
+  CHECK(store.contains(v.dispute_id));
+  size_t inputs = store.stored_inputs(v.dispute_id);
+  for (int i = 0; i < 100 && inputs != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    inputs = store.stored_inputs(v.dispute_id);
+  }
+  CHECK(inputs == 0);
+  REQUIRE(store.verdict(v.dispute_id).has_value());
+  CHECK(*store.verdict(v.dispute_id) == out.verdicts[0]);
+  // Opening it again gets the stored verdict, not a new dispute.
+  const Envelope again = await_verdict(net.ctx, net.referee_url, net.referee_key.public_key,
+                                       seal(generate_keypair(), v.dispute_id, 1, v.opening), [](const std::string&) {});
+  CHECK(again.bytes == out.verdicts[0]);
+  CHECK(net.referee.live_disputes() == 0);
 }
