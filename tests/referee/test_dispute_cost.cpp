@@ -21,7 +21,7 @@ DisputeCost cost_of(const std::string& file) {
 TEST_CASE("node work counts a contraction's multiply-adds and other ops' elements") {
   StepGraph g;
   GraphBuilder b(g);
-  const ValueId x = b.add_data("x", Shape({6, 5}));
+  const ValueId x = b.add_state("x", Shape({6, 5}));
   const ValueId w = b.add_state("w", Shape({5, 7}));
   const ValueId bias = b.add_state("b", Shape({7}));
   const ValueId y = b.add_node(OpKind::Linear, {}, {x, w, bias}, "y")[0];
@@ -29,6 +29,11 @@ TEST_CASE("node work counts a contraction's multiply-adds and other ops' element
   CHECK(node_work(g, g.nodes[0]) == 6 * 7 * 5);          // [6,7] outputs, chains of 5
   CHECK(node_work(g, g.nodes[1]) == 6 * 7 * 2);          // reads and writes 42 elements
   CHECK(node_input_bytes(g, g.nodes[0]) == 4 * (30 + 35 + 7));
+  // A data-set table is read (and opened, as proven samples) only at the gathered rows.
+  const ValueId table = b.add_data("table", Shape({100, 5}));
+  b.add_node(OpKind::Gather, Attrs{{1, 2, 3}, {}}, {table}, "batch");
+  CHECK(node_input_bytes(g, g.nodes[2]) == 4 * 15);
+  CHECK(node_work(g, g.nodes[2]) == 30);
 }
 
 TEST_CASE("the shipped jobs' disputes fit the referee's default limits") {

@@ -4,6 +4,8 @@
 // provider restart.
 #include <doctest/doctest.h>
 
+#include <chrono>
+
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -158,6 +160,33 @@ TEST_CASE("store: inputs in order, verdicts, reopening; refuses duplicates, deci
   const KeyPair stranger = generate_keypair();
   CHECK_THROWS_WITH_AS(RefereeStore(dir.path / "data", stranger.public_key), doctest::Contains("belongs to referee key"),
                        StoreError);
+}
+
+TEST_CASE("store: prune deletes decided disputes' records after the retention period and keeps their verdicts") {
+  testing::TempDir dir("store-prune");
+  const KeyPair key = generate_keypair();
+  RefereeStore store(dir.path, key.public_key);
+  Digest decided{}, open{};
+  decided[0] = 1;
+  open[0] = 2;
+  const DisputeInput opening{DisputeInput::Kind::Open, 0, {1, 2, 3}, 5};
+  const DisputeInput answer{DisputeInput::Kind::Envelope, 1, {4, 5}, 6};
+  const std::vector<uint8_t> verdict = {9, 9, 9};
+  store.open_dispute(decided, opening, 100, 200, "a");
+  store.append(decided, answer, &verdict);
+  store.open_dispute(open, opening, 100, 200, "b");
+  store.append(open, answer);
+  const auto now = std::chrono::system_clock::now();
+  CHECK(store.prune(now - std::chrono::hours(1)) == 0);  // decided just now: within the retention period
+  CHECK(store.stored_inputs(decided) == 2);
+  CHECK(store.prune(now + std::chrono::hours(1)) == 1);
+  CHECK(store.stored_inputs(decided) == 0);
+  CHECK(store.verdict(decided) == verdict);
+  CHECK(store.contains(decided));
+  CHECK(store.stored_inputs(open) == 2);  // undecided disputes are never pruned
+  REQUIRE(store.load(open).has_value());
+  CHECK(store.load(open)->inputs == std::vector<DisputeInput>{opening, answer});
+  CHECK(store.prune(now + std::chrono::hours(1)) == 0);
 }
 
 TEST_CASE("store: a file that is not a store, or is corrupt, is refused naming the file") {
