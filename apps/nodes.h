@@ -37,6 +37,8 @@ struct DisputeStats {
   uint64_t bytes_out = 0;    ///< envelopes sent to the providers and the client
   double cpu_seconds = 0;    ///< CPU time of the referee's dispute handling (thread CPU clock)
   double seconds = 0;        ///< wall time from opening to verdict
+  uint64_t refused = 0;      ///< provider frames refused: undecodable, badly signed, stale, or refused by the game
+  uint64_t reconnects = 0;   ///< provider connections re-established after the first one
 };
 
 /// `tribunal referee`: accepts DisputeOpen from clients, connects to both providers, plays the game,

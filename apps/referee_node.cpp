@@ -78,6 +78,7 @@ struct RefereeNode::Live {
   std::array<bool, 2> connecting{};
   std::array<uint64_t, 2> retry_at{};                 // when to reconnect (ms); 0: not scheduled
   std::array<uint64_t, 2> backoff_ms{};
+  std::array<bool, 2> connected_once{};               // a first connection was made (later ones are reconnects)
   DisputeStats stats;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   bool finished = false;  // decided (verdict sent) or dropped; no longer in live_
@@ -436,9 +437,11 @@ void RefereeNode::connect_provider(const std::shared_ptr<Live>& live, int party)
              std::string refused;
              auto out = live->dispute->on_envelope(party, env, now_ms(), &refused);
              if (!refused.empty()) log_(fmt::format("referee: refused a message from provider {}: {}", party, refused));
+             if (!refused.empty() || live->dispute->refused_last()) ++live->stats.refused;
              deliver(*live, std::move(out));
            } catch (const WireError& e) {
              // Undecodable or badly signed: refused without touching the game.
+             ++live->stats.refused;
              log_(fmt::format("referee: refused a frame from {}: {}", session.remote_endpoint(), e.what()));
            } catch (const StoreError& e) {
              drop(*live, e.what());
@@ -464,6 +467,8 @@ void RefereeNode::connect_provider(const std::shared_ptr<Live>& live, int party)
     }
     live->providers[i] = s;
     live->backoff_ms[i] = 0;
+    if (live->connected_once[i]) ++live->stats.reconnects;
+    live->connected_once[i] = true;
     // The DisputeOpen (the provider's new session learns the job) and the question it owes.
     for (auto& o : live->dispute->reconnect(party)) {
       live->stats.bytes_out += o.envelope.size();

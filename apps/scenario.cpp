@@ -23,7 +23,21 @@ nlohmann::json to_json(const scenarios::Scenario& s, const scenarios::ScenarioRe
   if (s.expect.step) expected["step"] = *s.expect.step;
   if (s.expect.node) expected["node"] = *s.expect.node;
   if (s.expect.op) expected["op"] = *s.expect.op;
-  nlohmann::json actual = {{"winner", r.winner}, {"disputes", r.disputes}, {"crashes", r.crashes}};
+  for (auto [key, value] : {std::pair{"disputes", s.expect.disputes}, std::pair{"crashes", s.expect.crashes},
+                            std::pair{"refused", s.expect.refused}, std::pair{"reconnects", s.expect.reconnects}})
+    if (value) expected[key] = *value;
+  nlohmann::json actual = {{"winner", r.winner},   {"disputes", r.disputes},     {"crashes", r.crashes},
+                           {"refused", r.refused}, {"reconnects", r.reconnects}, {"behaviours", nlohmann::json::array()}};
+  for (size_t i = 0; i < r.behaviours.size() && i < s.providers.size(); ++i) {
+    const scenarios::BehaviourCounts& c = r.behaviours[i];
+    actual["behaviours"].push_back({{"provider", s.providers[i].name},
+                                    {"acts", c.acts},
+                                    {"frames_injected", c.frames_injected},
+                                    {"frames_withheld", c.frames_withheld},
+                                    {"disconnects", c.disconnects},
+                                    {"link_delayed", c.link_delayed},
+                                    {"link_dropped", c.link_dropped}});
+  }
   if (r.verdict) {
     const Verdict& v = *r.verdict;
     actual["reason"] = reason_name(v.reason);

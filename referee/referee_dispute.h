@@ -154,6 +154,8 @@ class RefereeDispute {
   std::function<void(const DisputeInput& input, const std::vector<uint8_t>* verdict)> on_input;
 
   bool done() const { return verdict_envelope_.has_value(); }
+  /// Whether the game refused the envelope of the last on_envelope call (a Rejected action).
+  bool refused_last() const { return refused_by_game_; }
   const Digest& dispute_id() const { return dispute_id_; }
   const Digest& job_id() const { return job_id_; }
   /// The signed verdict envelope, once done.

@@ -179,6 +179,8 @@ cli::ReplyFilter make_reply_filter(BehaviourSetup setup, std::shared_ptr<Behavio
         if (!lie_in(b.kind, body, st.rng)) continue;
         st.fired = true;
         std::vector<uint8_t> lie = seal(setup.key, own[i].context, own[i].sequence, body);
+        ++st.counts.acts;
+        ++st.counts.frames_injected;
         if (b.kind == AnswerKind::Equivocate)
           // Both answers, signed: the honest-looking one first, then the other one for the same round.
           reply.frames.push_back(seal(setup.key, own[i].context, own.back().sequence + 1, body));
@@ -187,41 +189,67 @@ cli::ReplyFilter make_reply_filter(BehaviourSetup setup, std::shared_ptr<Behavio
         break;
       }
     } else if (b.kind == AnswerKind::AlwaysDisagree) {
+      bool changed = false;
       for (size_t i = 0; i < own.size(); ++i) {
         Body body = own[i].body;
-        if (lie_in(b.kind, body, st.rng)) reply.frames[i] = seal(setup.key, own[i].context, own[i].sequence, body);
+        if (!lie_in(b.kind, body, st.rng)) continue;
+        reply.frames[i] = seal(setup.key, own[i].context, own[i].sequence, body);
+        ++st.counts.frames_injected;
+        changed = true;
       }
+      if (changed) ++st.counts.acts;
     } else if (b.kind == AnswerKind::AlwaysAgree || (b.kind == AnswerKind::ChangeRoot && active) ||
                (b.kind == AnswerKind::AgreeThenDisagree && !active)) {
       reply.frames = mirror_answers(setup, st, q, own);
+      ++st.counts.acts;
+      st.counts.frames_injected += static_cast<uint32_t>(reply.frames.size());
+      st.counts.frames_withheld += static_cast<uint32_t>(frames.size());
     } else if (b.kind == AnswerKind::Silent && active) {
       reply.frames.clear();
+      ++st.counts.acts;
+      st.counts.frames_withheld += static_cast<uint32_t>(frames.size());
     } else if (b.kind == AnswerKind::Late && active) {
       reply.delay_ms = query.deadline_ms + 500;
+      ++st.counts.acts;
     } else if (b.kind == AnswerKind::LastMoment) {
       // Just inside the deadline; the referee's clock started a little before ours.
       reply.delay_ms = query.deadline_ms > 400 ? query.deadline_ms - 400 : 0;
+      ++st.counts.acts;
     } else if (b.kind == AnswerKind::Disconnect && active && !st.fired) {
       st.fired = true;
       reply.frames.clear();
       reply.disconnect = true;
+      ++st.counts.acts;
+      ++st.counts.disconnects;
+      st.counts.frames_withheld += static_cast<uint32_t>(frames.size());
     } else if (b.kind == AnswerKind::CrashRestart && active && !st.fired) {
       st.fired = true;
       reply.frames.clear();
       setup.crash(b.down_ms);
+      ++st.counts.acts;
+      ++st.counts.disconnects;
+      st.counts.frames_withheld += static_cast<uint32_t>(frames.size());
     } else if (is_malformed_kind(b.kind) && active && !own.empty() && st.acted < b.count) {
       ++st.acted;
       std::vector<uint8_t> bad = malformed(b.kind, own.front(), setup.key, st);
-      if (b.instead) reply.frames.clear();
+      if (b.instead) {
+        st.counts.frames_withheld += static_cast<uint32_t>(frames.size());
+        reply.frames.clear();
+      }
       reply.frames.insert(reply.frames.begin(), std::move(bad));
+      ++st.counts.acts;
+      ++st.counts.frames_injected;
     }
     if (!frames.empty()) st.last_answer = frames.front();
 
     // The link: added latency on every reply; a dropped reply takes the connection with it.
     reply.delay_ms += setup.link.latency_ms;
+    if (setup.link.latency_ms > 0) ++st.counts.link_delayed;
     if (setup.link.drop_rate > 0 && std::uniform_real_distribution<double>(0, 1)(st.rng) < setup.link.drop_rate) {
       reply.frames.clear();
       reply.disconnect = true;
+      ++st.counts.link_dropped;
+      ++st.counts.disconnects;
     }
     return reply;
   };

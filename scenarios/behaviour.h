@@ -16,6 +16,18 @@
 
 namespace tribunal::scenarios {
 
+/// What a provider's behaviour did, for the scenario's checks (a scripted behaviour that never acted
+/// proves nothing: runner.cpp fails such a scenario).
+struct BehaviourCounts {
+  uint32_t acts = 0;          ///< replies its answer behaviour changed (a lie, a mirrored, withheld,
+                              ///< delayed or malformed reply, a disconnect, a crash)
+  uint32_t frames_injected = 0;  ///< frames it sent that the honest node would not have (lies, malformed)
+  uint32_t frames_withheld = 0;  ///< honest answer frames it did not send
+  uint32_t disconnects = 0;   ///< connections it dropped (disconnect, crash, a lossy link)
+  uint32_t link_delayed = 0;  ///< replies the link delayed
+  uint32_t link_dropped = 0;  ///< replies the link lost
+};
+
 /// What a provider's behaviour remembers across queries, connections and crash-restarts of its node
 /// (so a one-time act such as a disconnect happens once per scenario).
 struct BehaviourState {
@@ -24,6 +36,7 @@ struct BehaviourState {
   bool fired = false;               ///< a one-time act has happened
   uint32_t acted = 0;               ///< answers a malformed frame was sent with
   std::vector<uint8_t> last_answer; ///< the previous round's first answer frame (replay_round)
+  BehaviourCounts counts;
   std::mt19937_64 rng;
   struct Mirror;                    ///< another provider's trajectory, per dispute
   std::map<Digest, std::shared_ptr<Mirror>> mirrors;

@@ -63,6 +63,14 @@ class ProviderFleet {
     std::lock_guard lock(mu_);
     return crashes_;
   }
+  std::vector<BehaviourCounts> behaviours() {
+    std::vector<BehaviourCounts> out;
+    for (auto& s : slots_) {
+      std::lock_guard lock(s.state->mu);
+      out.push_back(s.state->counts);
+    }
+    return out;
+  }
 
  private:
   struct Slot {
@@ -131,9 +139,32 @@ class ProviderFleet {
   std::thread restarter_;
 };
 
+// A scripted behaviour that never acted proves nothing: its scenario fails.
+void check_acted(const Scenario& s, ScenarioResult& r) {
+  for (size_t i = 0; i < s.providers.size() && i < r.behaviours.size(); ++i) {
+    const ProviderSpec& p = s.providers[i];
+    const BehaviourCounts& c = r.behaviours[i];
+    if (p.answers.kind != AnswerKind::Honest && c.acts == 0)
+      r.mismatches.push_back(fmt::format("provider {}: its answers behaviour '{}' never acted (round {} was never reached?)",
+                                         p.name, answer_kind_name(p.answers.kind), p.answers.round));
+    if (p.link.latency_ms > 0 && c.link_delayed == 0)
+      r.mismatches.push_back(fmt::format("provider {}: its link latency never delayed a reply", p.name));
+    if (p.link.drop_rate > 0 && c.link_dropped == 0)
+      r.mismatches.push_back(fmt::format("provider {}: its lossy link never lost a reply", p.name));
+  }
+}
+
 void compare(const Scenario& s, ScenarioResult& r) {
   const Expectation& e = s.expect;
   auto& m = r.mismatches;
+  check_acted(s, r);
+  const auto count = [&](const char* what, const std::optional<uint64_t>& want, uint64_t got) {
+    if (want && *want != got) m.push_back(fmt::format("{}: expected {}, got {}", what, *want, got));
+  };
+  count("disputes", e.disputes, r.disputes);
+  count("crashes", e.crashes, r.crashes);
+  count("refused", e.refused, r.refused);
+  count("reconnects", e.reconnects, r.reconnects);
   if (r.winner != e.winner) m.push_back(fmt::format("winner: expected {}, got {}", e.winner, r.winner));
   if (e.dispute && *e.dispute != (r.disputes > 0))
     m.push_back(fmt::format("dispute: expected {}, got {}", *e.dispute ? "one" : "none", r.disputes ? "one" : "none"));
@@ -177,7 +208,11 @@ ScenarioResult run_scenario(const Scenario& s, const RunOptions& o) {
     const KeyPair referee_key = generate_keypair();
     cli::RefereeNode referee(ctx, referee_key, ro, [&](const std::string& line) { log("referee: " + line); },
                              cli::loopback_policy());
-    referee.on_finished = [&](const RefereeDispute& d, const cli::DisputeStats&) { r.rounds = d.game().rounds(); };
+    referee.on_finished = [&](const RefereeDispute& d, const cli::DisputeStats& stats) {
+      r.rounds = d.game().rounds();
+      r.refused += stats.refused;
+      r.reconnects += stats.reconnects;
+    };
     const std::string referee_url = fmt::format("ws://127.0.0.1:{}/", referee.listen("127.0.0.1", 0));
     {
       ProviderFleet fleet(ctx, s, o, dir, referee_key.public_key);
@@ -194,6 +229,7 @@ ScenarioResult run_scenario(const Scenario& s, const RunOptions& o) {
       r.disputes = out.verdicts.size();
       if (!out.verdicts.empty()) r.verdict = verify_verdict(out.verdicts.back(), referee_key.public_key);
       r.crashes = fleet.crashes();
+      r.behaviours = fleet.behaviours();
     }
     ctx.stop();
     ctx.join();

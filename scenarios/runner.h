@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "apps/nodes.h"
+#include "scenarios/behaviour.h"
 #include "scenarios/scenario.h"
 
 namespace tribunal::scenarios {
@@ -32,6 +33,10 @@ struct ScenarioResult {
   std::optional<Verdict> verdict;       ///< the last verdict (verified with the referee's key)
   uint32_t rounds = 0;                  ///< of the last dispute
   size_t crashes = 0;                   ///< provider crash-restarts that happened
+  uint64_t refused = 0;                 ///< provider frames the referee refused, over all disputes
+  uint64_t reconnects = 0;              ///< provider connections the referee re-established
+  /// What each provider's behaviour did, in [[provider]] order (scenarios/behaviour.h).
+  std::vector<BehaviourCounts> behaviours;
   double seconds = 0;
 };
 

@@ -233,7 +233,7 @@ Scenario load_scenario(const std::filesystem::path& file) {
   }
 
   TableReader expect(root, "expect", source, true);
-  expect.allow_only({"winner", "dispute", "reason", "step", "node", "op"});
+  expect.allow_only({"winner", "dispute", "reason", "step", "node", "op", "disputes", "crashes", "refused", "reconnects"});
   s.expect.winner = expect.string("winner", "", true);
   if (s.expect.winner != "none" && !names.count(s.expect.winner))
     throw EngineError(fmt::format("{}: expect.winner '{}' is not a provider name or 'none'", expect.location("winner"), s.expect.winner));
@@ -246,6 +246,9 @@ Scenario load_scenario(const std::filesystem::path& file) {
   }
   if (expect.table()->get("step")) s.expect.step = static_cast<uint64_t>(expect.integer("step", 0, true, 0, job.steps - 1));
   if (expect.table()->get("node")) s.expect.node = static_cast<uint64_t>(expect.integer("node", 0, true, 0, INT32_MAX));
+  for (auto [key, field] : {std::pair{"disputes", &s.expect.disputes}, std::pair{"crashes", &s.expect.crashes},
+                            std::pair{"refused", &s.expect.refused}, std::pair{"reconnects", &s.expect.reconnects}})
+    if (expect.table()->get(key)) *field = static_cast<uint64_t>(expect.integer(key, 0, true, 0, 1000000));
   if (expect.table()->get("op")) {
     s.expect.op = expect.string("op", "");
     if (!op_of_name(*s.expect.op)) throw EngineError(fmt::format("{}: expect.op '{}' is not an op kind ({})", expect.location("op"), *s.expect.op, op_names()));

@@ -82,6 +82,11 @@ struct Expectation {
   std::optional<uint64_t> step;
   std::optional<uint64_t> node;
   std::optional<std::string> op;        ///< op kind name of the located node
+  // Counts of what happened (exact): each makes a scenario fail when its behaviour did not happen.
+  std::optional<uint64_t> disputes;     ///< disputes played
+  std::optional<uint64_t> crashes;      ///< provider crash-restarts
+  std::optional<uint64_t> refused;      ///< provider frames the referee refused (all disputes)
+  std::optional<uint64_t> reconnects;   ///< provider connections the referee re-established
 };
 
 struct Scenario {
