@@ -22,13 +22,16 @@ int campaign_main(Args& args) {
                               {"seed", seed},
                               {"honest_losses", r.honest_losses},
                               {"cheaters_caught", r.cheater_caught},
+                              {"misplaced", r.misplaced},
+                              {"loserless", r.loserless},
                               {"reasons", r.reasons},
                               {"strategies", r.strategies},
+                              {"strategies_fired", r.strategies_fired},
                               {"seconds", r.seconds},
                               {"games_per_second", static_cast<double>(r.games) / r.seconds},
                               {"first_failure", r.first_failure}};
   std::printf("%s\n", out.dump().c_str());
-  return r.honest_losses == 0 ? 0 : 1;
+  return r.ok() ? 0 : 1;
 }
 
 }  // namespace tribunal::cli

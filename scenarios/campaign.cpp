@@ -50,8 +50,32 @@ void flip_bit(Body& body, uint32_t which) {
 struct Game1 {
   bool honest_lost = false;
   bool cheater_lost = false;
+  bool lie_fired = false;  // the drawn lie was told (its round came and it changed an answer)
   std::string reason;
+  std::string misplaced;   // why the verdict names another place than the fault, if it does
 };
+
+}  // namespace
+
+std::string misplacement(const Verdict& v, const toy::Fault& fault) {
+  switch (v.reason) {
+    case VerdictReason::WrongInitialState:
+      return fault.initial ? "" : "wrong_initial_state for a fault at a step";
+    case VerdictReason::WrongPostState:
+      if (!fault.lie_post_state) return "wrong_post_state for a fault that is not a lying next state";
+      return v.step == static_cast<uint64_t>(fault.step) ? "" : "wrong_post_state at step " + std::to_string(v.step) +
+                                                                    ", the fault is at step " + std::to_string(fault.step);
+    case VerdictReason::WrongOutput:
+      if (fault.node < 0 || fault.lie_post_state) return "wrong_output for a fault that is not a wrong node output";
+      if (v.step != static_cast<uint64_t>(fault.step) || v.node != static_cast<uint64_t>(fault.node))
+        return "wrong_output at step " + std::to_string(v.step) + " node " + std::to_string(v.node) +
+               ", the fault is at step " + std::to_string(fault.step) + " node " + std::to_string(fault.node);
+      return "";
+    default: return "";  // timeout, bad_proof, equivocation: about the answers, not the work
+  }
+}
+
+namespace {
 
 Game1 play_one(uint64_t seed, Lie& lie_out) {
   std::mt19937_64 rng(seed);
@@ -90,6 +114,8 @@ Game1 play_one(uint64_t seed, Lie& lie_out) {
       if (const auto* f = std::get_if<Finished>(&a)) {
         for (uint8_t l : f->verdict.losers) (l == cheater ? result.cheater_lost : result.honest_lost) = true;
         result.reason = reason_name(f->verdict.reason);
+        if (f->verdict.losers.empty()) result.misplaced = "a verdict with no loser (" + result.reason + ")";
+        else result.misplaced = misplacement(f->verdict, fault);
       }
   };
   for (int guard = 0; guard < 1000 && !game.done(); ++guard) {
@@ -116,32 +142,35 @@ Game1 play_one(uint64_t seed, Lie& lie_out) {
       }
       std::vector<Body> answers = (q->party == cheater ? liar : honest).answer(q->query);
       if (q->party == cheater && q->query.round >= lie_round) {
+        const bool now_round = q->query.round == lie_round;
         switch (lie) {
           case Lie::FlipBit:
-            if (q->query.round == lie_round) flip_bit(answers.front(), which);
+            if (now_round) flip_bit(answers.front(), which), result.lie_fired = true;
             break;
           case Lie::Equivocate:
-            if (q->query.round == lie_round && answers.size() == 1) {
+            if (now_round && answers.size() == 1) {
               Body other = answers.front();
               flip_bit(other, which);
               answers.push_back(other);
+              result.lie_fired = true;
             }
             break;
-          case Lie::Silent: answers.clear(); break;
+          case Lie::Silent: answers.clear(), result.lie_fired = true; break;
           case Lie::Late:
-            if (q->query.round == lie_round) now = std::max(now, q->deadline_ms + 1);
+            if (now_round) now = std::max(now, q->deadline_ms + 1), result.lie_fired = true;
             break;
           case Lie::Garbage:
-            if (q->query.round == lie_round) {
+            if (now_round) {
               answers.insert(answers.begin(), Body{Records{q->query.round, {1}, {}, {}}});
               answers.insert(answers.begin(), Body{Answer{q->query.round + 7, {}, {}}});
+              result.lie_fired = true;
             }
             break;
           case Lie::CopyHonest:
-            if (q->query.round == lie_round) answers = honest.answer(q->query);
+            if (now_round) answers = honest.answer(q->query), result.lie_fired = true;
             break;
           case Lie::Replay:
-            if (q->query.round == lie_round && previous) answers.insert(answers.begin(), *previous);
+            if (now_round && previous) answers.insert(answers.begin(), *previous), result.lie_fired = true;
             break;
           default: break;
         }
@@ -159,6 +188,7 @@ Game1 play_one(uint64_t seed, Lie& lie_out) {
     for (auto& m : more) pending.push_back(std::move(m));
   }
   if (!game.done() && !result.honest_lost) result.reason = "unfinished";
+  if (lie == Lie::None) result.lie_fired = true;  // the wrong trace itself
   return result;
 }
 
@@ -172,13 +202,22 @@ CampaignResult run_campaign(uint64_t games, uint64_t seed) {
     const Game1 one = play_one(seed + g, lie);
     ++r.games;
     ++r.strategies[lie_name(lie)];
+    if (one.lie_fired && !one.reason.empty()) ++r.strategies_fired[lie_name(lie)];
     ++r.reasons[one.reason.empty() ? "claims_agree" : one.reason];
     if (one.cheater_lost) ++r.cheater_caught;
+    std::string failure;
     if (one.honest_lost || one.reason == "unfinished") {
       ++r.honest_losses;
-      if (r.first_failure.empty())
-        r.first_failure = "seed " + std::to_string(seed + g) + " (" + lie_name(lie) + "): " + one.reason;
+      failure = one.reason;
+    } else if (one.misplaced.rfind("a verdict with no loser", 0) == 0) {
+      ++r.loserless;
+      failure = one.misplaced;
+    } else if (!one.misplaced.empty()) {
+      ++r.misplaced;
+      failure = one.misplaced;
     }
+    if (!failure.empty() && r.first_failure.empty())
+      r.first_failure = "seed " + std::to_string(seed + g) + " (" + lie_name(lie) + "): " + failure;
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
