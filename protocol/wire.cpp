@@ -610,10 +610,6 @@ Body decode_body_at(MessageKind kind, std::span<const uint8_t> bytes, size_t bas
   return body;
 }
 
-void ensure_sodium() {
-  if (sodium_init() < 0) throw ProtocolError("libsodium: sodium_init() failed");
-}
-
 /// What an envelope signature signs: H(Envelope ‖ every byte before the signature).
 Digest envelope_digest(std::span<const uint8_t> signed_bytes) {
   return Hasher(HashTag::Envelope).update(signed_bytes).final();
@@ -642,13 +638,6 @@ struct Fd {
 
 [[noreturn]] void key_file_error(const char* fn, const std::filesystem::path& path, const std::string& what) {
   throw ProtocolError(std::string(fn) + ": " + path.string() + ": " + what);
-}
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
 }
 
 }  // namespace
@@ -684,14 +673,11 @@ KeyPair generate_keypair() {
 void save_keypair(const std::filesystem::path& path, const KeyPair& keys) {
   if (!halves_agree(keys))
     key_file_error("save_keypair", path, "public key is not the secret key's public half");
-  std::string text(kKeyFileHeader);
-  text += '\n';
-  static constexpr char kDigits[] = "0123456789abcdef";
-  for (uint8_t b : keys.secret_key) {
-    text += kDigits[b >> 4];
-    text += kDigits[b & 15];
-  }
-  text += '\n';
+  std::string hex = to_hex(keys.secret_key);
+  std::string text;
+  text.reserve(kKeyFileHeader.size() + 1 + hex.size() + 1);  // one buffer, never reallocated
+  text.append(kKeyFileHeader).append("\n").append(hex).append("\n");
+  sodium_memzero(hex.data(), hex.size());
 
   // open(2) with mode 0600 so the secret is never readable by others, not even between create and chmod.
   Fd f{::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)};
@@ -755,13 +741,9 @@ KeyPair load_keypair(const std::filesystem::path& path) {
                    "second line has " + std::to_string(hex.size()) + " characters, expected " +
                        std::to_string(2 * keys.secret_key.size()) + " hex digits");
   }
-  for (size_t i = 0; i < keys.secret_key.size(); ++i) {
-    const int hi = hex_value(hex[2 * i]), lo = hex_value(hex[2 * i + 1]);
-    if (hi < 0 || lo < 0) {
-      key_file_error("load_keypair", path,
-                     "second line is not hex at character " + std::to_string(2 * i + (hi < 0 ? 0 : 1)));
-    }
-    keys.secret_key[i] = static_cast<uint8_t>(hi << 4 | lo);
+  // libsodium's constant-time parser: the secret's digits take no data-dependent branches.
+  if (const auto bad = hex_to_bytes(hex, keys.secret_key)) {
+    key_file_error("load_keypair", path, "second line is not hex at character " + std::to_string(*bad));
   }
   // crypto_sign_ed25519_sk_to_pk only copies the stored half, so derive the public key from the seed
   // and compare: a file whose halves disagree would sign as one key and name another.
@@ -769,7 +751,7 @@ KeyPair load_keypair(const std::filesystem::path& path) {
   std::array<uint8_t, crypto_sign_SECRETKEYBYTES> derived_sk{};
   crypto_sign_ed25519_sk_to_seed(seed.data(), keys.secret_key.data());
   const int rc = crypto_sign_seed_keypair(keys.public_key.data(), derived_sk.data(), seed.data());
-  const bool same = rc == 0 && derived_sk == keys.secret_key;
+  const bool same = rc == 0 && sodium_memcmp(derived_sk.data(), keys.secret_key.data(), derived_sk.size()) == 0;
   sodium_memzero(seed.data(), seed.size());
   sodium_memzero(derived_sk.data(), derived_sk.size());
   if (!same) {

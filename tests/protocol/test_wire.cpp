@@ -187,16 +187,6 @@ std::vector<Body> sample_bodies() {
   return v;
 }
 
-std::string hex(std::span<const uint8_t> b) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string s;
-  for (uint8_t x : b) {
-    s += kDigits[x >> 4];
-    s += kDigits[x & 15];
-  }
-  return s;
-}
-
 /// Little-endian byte builder for hand-made (possibly malformed) encodings.
 struct Builder {
   Bytes out;
@@ -340,7 +330,7 @@ TEST_CASE("wire: known-answer encoding of a Query body") {
                                + "3075000000000000";    // deadline_ms u64 = 30000 = 0x7530
   const Bytes enc = encode_body(q);
   CHECK(enc.size() == 83);
-  CHECK(hex(enc) == expected);
+  CHECK(to_hex(enc) == expected);
 }
 
 TEST_CASE("wire: known-answer encoding of a Claim body") {
@@ -359,7 +349,7 @@ TEST_CASE("wire: known-answer encoding of a Claim body") {
                                + "07000000" + "77733a2f2f702f";  // endpoint "ws://p/"
   const Bytes enc = encode_body(c);
   CHECK(enc.size() == 115);
-  CHECK(hex(enc) == expected);
+  CHECK(to_hex(enc) == expected);
 }
 
 TEST_CASE("wire: every proper prefix of every encoding is rejected, and so is one trailing byte") {
@@ -693,6 +683,9 @@ TEST_CASE("key file: corrupted files are rejected, naming the path") {
   std::string t = good;
   t[hex_at + 10] = 'g';
   expect_rejected(t, "not hex at character 10");
+  t = good;
+  t[hex_at + 11] = 'x';  // the second digit of a byte
+  expect_rejected(t, "not hex at character 11");
   expect_rejected(good.substr(0, good.size() - 2) + "\n", "127 characters");
   expect_rejected(good.substr(0, good.size() - 1) + "00\n", "130 characters");
   expect_rejected(good + "\n", "129 characters");
