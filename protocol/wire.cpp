@@ -1,19 +1,14 @@
-// Canonical encoding of protocol messages, the signed envelope and key files. See wire.h; DESIGN §7.
+// Canonical encoding of protocol messages and the signed envelope. See wire.h; DESIGN §7.
 //
 // Every message has one encode/decode pair below, written against the Writer/Reader primitives, which
 // own all the checking: a Reader checks each length against the remaining input and the wire.h limits
 // before it allocates, and a Writer applies the same limits, so whatever encodes also decodes.
 #include "protocol/wire.h"
 
-#include <fcntl.h>
 #include <sodium.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
-#include <cerrno>
-#include <cstring>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -615,31 +610,6 @@ Digest envelope_digest(std::span<const uint8_t> signed_bytes) {
   return Hasher(HashTag::Envelope).update(signed_bytes).final();
 }
 
-/// The public half of an Ed25519 secret key is its last 32 bytes; a KeyPair whose halves disagree
-/// would sign envelopes that name the wrong sender.
-bool halves_agree(const KeyPair& keys) {
-  return std::equal(keys.public_key.begin(), keys.public_key.end(),
-                    keys.secret_key.begin() + (keys.secret_key.size() - keys.public_key.size()));
-}
-
-// ---------------------------------------------------------------------------------------------------
-// Key files.
-
-constexpr std::string_view kKeyFileHeader = "tribunal-ed25519-secret-key-1";
-constexpr size_t kMaxKeyFileBytes = 4096;  // a key file is 159 bytes; anything far larger is not one
-
-/// Closes a file descriptor on scope exit.
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
-[[noreturn]] void key_file_error(const char* fn, const std::filesystem::path& path, const std::string& what) {
-  throw ProtocolError(std::string(fn) + ": " + path.string() + ": " + what);
-}
-
 }  // namespace
 
 MessageKind kind_of(const Body& body) {
@@ -661,6 +631,10 @@ Body decode_body(MessageKind kind, std::span<const uint8_t> bytes) {
   return decode_body_at(kind, bytes, 0);
 }
 
+bool KeyPair::halves_agree() const {
+  return std::equal(public_key.begin(), public_key.end(), secret_key.begin() + (secret_key.size() - public_key.size()));
+}
+
 KeyPair generate_keypair() {
   ensure_sodium();
   KeyPair keys;
@@ -670,100 +644,9 @@ KeyPair generate_keypair() {
   return keys;
 }
 
-void save_keypair(const std::filesystem::path& path, const KeyPair& keys) {
-  if (!halves_agree(keys))
-    key_file_error("save_keypair", path, "public key is not the secret key's public half");
-  std::string hex = to_hex(keys.secret_key);
-  std::string text;
-  text.reserve(kKeyFileHeader.size() + 1 + hex.size() + 1);  // one buffer, never reallocated
-  text.append(kKeyFileHeader).append("\n").append(hex).append("\n");
-  sodium_memzero(hex.data(), hex.size());
-
-  // open(2) with mode 0600 so the secret is never readable by others, not even between create and chmod.
-  Fd f{::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)};
-  std::string error;
-  if (f.fd < 0) {
-    error = std::string("cannot create: ") + std::strerror(errno);
-  } else if (::fchmod(f.fd, 0600) != 0) {  // an existing file keeps its old mode under O_CREAT
-    error = std::string("cannot set mode 0600: ") + std::strerror(errno);
-  } else {
-    size_t done = 0;
-    while (done < text.size() && error.empty()) {
-      const ssize_t n = ::write(f.fd, text.data() + done, text.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0)
-        error = std::string("write failed: ") + std::strerror(errno);
-      else
-        done += static_cast<size_t>(n);
-    }
-    if (error.empty() && ::fsync(f.fd) != 0) error = std::string("fsync failed: ") + std::strerror(errno);
-    if (error.empty()) {
-      const int fd = std::exchange(f.fd, -1);
-      if (::close(fd) != 0) error = std::string("close failed: ") + std::strerror(errno);
-    }
-  }
-  sodium_memzero(text.data(), text.size());
-  if (!error.empty()) key_file_error("save_keypair", path, error);
-}
-
-KeyPair load_keypair(const std::filesystem::path& path) {
-  ensure_sodium();
-  std::string text;
-  {
-    Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-    if (f.fd < 0) key_file_error("load_keypair", path, std::string("cannot open: ") + std::strerror(errno));
-    char buf[512];
-    for (;;) {
-      const ssize_t n = ::read(f.fd, buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) key_file_error("load_keypair", path, std::string("read failed: ") + std::strerror(errno));
-      if (n == 0) break;
-      text.append(buf, static_cast<size_t>(n));
-      if (text.size() > kMaxKeyFileBytes) key_file_error("load_keypair", path, "too large to be a key file");
-    }
-    sodium_memzero(buf, sizeof buf);
-  }
-  // Wipe the secret's text form however this function leaves.
-  struct Wipe {
-    std::string& s;
-    ~Wipe() { sodium_memzero(s.data(), s.size()); }
-  } wipe{text};
-
-  const size_t eol = text.find('\n');
-  if (eol == std::string::npos || std::string_view(text).substr(0, eol) != kKeyFileHeader) {
-    key_file_error("load_keypair", path, "first line is not \"" + std::string(kKeyFileHeader) + "\"");
-  }
-  std::string_view hex = std::string_view(text).substr(eol + 1);
-  if (!hex.empty() && hex.back() == '\n') hex.remove_suffix(1);  // the final newline is optional
-  KeyPair keys;
-  if (hex.size() != 2 * keys.secret_key.size()) {
-    key_file_error("load_keypair", path,
-                   "second line has " + std::to_string(hex.size()) + " characters, expected " +
-                       std::to_string(2 * keys.secret_key.size()) + " hex digits");
-  }
-  // libsodium's constant-time parser: the secret's digits take no data-dependent branches.
-  if (const auto bad = hex_to_bytes(hex, keys.secret_key)) {
-    key_file_error("load_keypair", path, "second line is not hex at character " + std::to_string(*bad));
-  }
-  // crypto_sign_ed25519_sk_to_pk only copies the stored half, so derive the public key from the seed
-  // and compare: a file whose halves disagree would sign as one key and name another.
-  std::array<uint8_t, crypto_sign_SEEDBYTES> seed{};
-  std::array<uint8_t, crypto_sign_SECRETKEYBYTES> derived_sk{};
-  crypto_sign_ed25519_sk_to_seed(seed.data(), keys.secret_key.data());
-  const int rc = crypto_sign_seed_keypair(keys.public_key.data(), derived_sk.data(), seed.data());
-  const bool same = rc == 0 && sodium_memcmp(derived_sk.data(), keys.secret_key.data(), derived_sk.size()) == 0;
-  sodium_memzero(seed.data(), seed.size());
-  sodium_memzero(derived_sk.data(), derived_sk.size());
-  if (!same) {
-    sodium_memzero(keys.secret_key.data(), keys.secret_key.size());
-    key_file_error("load_keypair", path, "public half does not match the secret key");
-  }
-  return keys;
-}
-
 std::vector<uint8_t> seal(const KeyPair& keys, const Digest& context, uint64_t sequence, const Body& body) {
   ensure_sodium();
-  if (!halves_agree(keys)) throw ProtocolError("seal: public key is not the secret key's public half");
+  if (!keys.halves_agree()) throw ProtocolError("seal: public key is not the secret key's public half");
   const std::vector<uint8_t> encoded = encode_body(body);  // ≤ kMaxBodyBytes, so the envelope fits
   Writer w;
   w.reserve(kEnvelopeHeaderBytes + encoded.size() + kEnvelopeTrailerBytes);

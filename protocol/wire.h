@@ -15,7 +15,6 @@
 
 #include <array>
 #include <cstdint>
-#include <filesystem>
 #include <span>
 #include <variant>
 #include <vector>
@@ -68,18 +67,17 @@ Body decode_body(MessageKind kind, std::span<const uint8_t> bytes);
 
 using PublicKey = std::array<uint8_t, 32>;
 
-/// An Ed25519 key pair (libsodium crypto_sign_keypair).
+/// An Ed25519 key pair (libsodium crypto_sign_keypair). Key files: nodes/key_file.h.
 struct KeyPair {
   PublicKey public_key{};
   std::array<uint8_t, 64> secret_key{};
+  /// True if public_key is the public half stored in secret_key (its last 32 bytes); a pair whose
+  /// halves disagree would sign envelopes that name the wrong sender.
+  bool halves_agree() const;
 };
 
+/// A fresh key pair. Throws ProtocolError if libsodium fails.
 KeyPair generate_keypair();
-
-/// Key file: two lines, "tribunal-ed25519-secret-key-1" and the 64-byte secret key in hex
-/// (the public key is its second half). Written with mode 0600. Throws ProtocolError naming the path.
-void save_keypair(const std::filesystem::path& path, const KeyPair& keys);
-KeyPair load_keypair(const std::filesystem::path& path);
 
 /// A decoded, signature-checked envelope.
 struct Envelope {

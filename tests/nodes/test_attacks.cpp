@@ -5,18 +5,18 @@
 // submitting jobs the operator did not agree to.
 #include <doctest/doctest.h>
 
-#include <fstream>
 #include <new>
-#include <sstream>
 
 #include "engine/dataset.h"
 #include "engine/error.h"
+#include "nodes/key_file.h"
 #include "tests/nodes/network.h"
 
 using namespace tribunal;
 using namespace tribunal::cli;
 using testing::Network;
 using testing::RawPeer;
+using testing::read_text;
 
 namespace {
 
@@ -26,13 +26,6 @@ Fault corrupt(int64_t step, int64_t node) {
   f.node = node;
   f.delta = 10.0f;
   return f;
-}
-
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // The short job's id, as anyone with the public data set computes it.

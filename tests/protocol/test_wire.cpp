@@ -1,14 +1,11 @@
-// Canonical message encoding, signed envelopes, key files, dispute ids and node record hashes
+// Canonical message encoding, signed envelopes, dispute ids and node record hashes
 // (protocol/wire.h, protocol/messages.h; DESIGN §6, §7).
 #include <doctest/doctest.h>
 #include <sodium.h>
-#include <sys/stat.h>
 
 #include <bit>
 #include <concepts>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,7 +13,6 @@
 #include "protocol/merkle.h"
 #include "protocol/messages.h"
 #include "protocol/wire.h"
-#include "tests/temp_dir.h"
 
 using namespace tribunal;
 
@@ -249,27 +245,6 @@ Bytes resign(Bytes env, const KeyPair& keys) {
   REQUIRE(crypto_sign_detached(env.data() + sig_at, nullptr, d.data(), d.size(), keys.secret_key.data()) ==
           0);
   return env;
-}
-
-std::string read_text(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void write_text(const std::filesystem::path& p, const std::string& s) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << s;
-}
-
-std::string load_error(const std::filesystem::path& p) {
-  try {
-    load_keypair(p);
-  } catch (const ProtocolError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace
@@ -635,70 +610,6 @@ TEST_CASE("envelope: oversized envelopes are TooBig") {
   } catch (const WireError& e) {
     CHECK(e.code() == CloseCode::TooBig);
   }
-}
-
-// ---------------------------------------------------------------------------------------------------
-// Key files
-
-TEST_CASE("key file: save/load round trip with mode 0600") {
-  testing::TempDir dir("wire-keys");
-  const auto path = dir.path / "node.key";
-  const KeyPair k = generate_keypair();
-  save_keypair(path, k);
-  struct stat st {};
-  REQUIRE(::stat(path.c_str(), &st) == 0);
-  CHECK((st.st_mode & 0777) == 0600);
-  const KeyPair back = load_keypair(path);
-  CHECK(back.public_key == k.public_key);
-  CHECK(back.secret_key == k.secret_key);
-  const std::string text = read_text(path);
-  CHECK(text.rfind("tribunal-ed25519-secret-key-1\n", 0) == 0);
-  CHECK(text.size() == 30 + 128 + 1);
-  // An existing world-readable file is narrowed to 0600 when overwritten.
-  REQUIRE(::chmod(path.c_str(), 0644) == 0);
-  save_keypair(path, key_a());
-  REQUIRE(::stat(path.c_str(), &st) == 0);
-  CHECK((st.st_mode & 0777) == 0600);
-  CHECK(load_keypair(path).public_key == key_a().public_key);
-  // A key loaded from a file signs envelopes that open.
-  CHECK(open_envelope(seal(load_keypair(path), dg(1), 1, Answer{})).sender == key_a().public_key);
-}
-
-TEST_CASE("key file: corrupted files are rejected, naming the path") {
-  testing::TempDir dir("wire-keys-bad");
-  const auto path = dir.path / "bad.key";
-  save_keypair(path, generate_keypair());
-  const std::string good = read_text(path);
-  const size_t hex_at = good.find('\n') + 1;
-
-  auto expect_rejected = [&](const std::string& text, const std::string& fragment) {
-    write_text(path, text);
-    const std::string what = load_error(path);
-    CHECK(what.find(path.string()) != std::string::npos);
-    CHECK(what.find(fragment) != std::string::npos);
-  };
-  expect_rejected("tribunal-ed25519-secret-key-2\n" + good.substr(hex_at), "first line");
-  expect_rejected(good.substr(hex_at), "first line");
-  expect_rejected("", "first line");
-  std::string t = good;
-  t[hex_at + 10] = 'g';
-  expect_rejected(t, "not hex at character 10");
-  t = good;
-  t[hex_at + 11] = 'x';  // the second digit of a byte
-  expect_rejected(t, "not hex at character 11");
-  expect_rejected(good.substr(0, good.size() - 2) + "\n", "127 characters");
-  expect_rejected(good.substr(0, good.size() - 1) + "00\n", "130 characters");
-  expect_rejected(good + "\n", "129 characters");
-  // Mismatched public half: change one hex digit of the last 32 bytes.
-  t = good;
-  char& c = t[hex_at + 127];
-  c = (c == '0') ? '1' : '0';
-  expect_rejected(t, "public half");
-  // The final newline is optional; the text is otherwise exact.
-  write_text(path, good.substr(0, good.size() - 1));
-  CHECK_NOTHROW(load_keypair(path));
-  const std::string missing = load_error(dir.path / "missing.key");
-  CHECK(missing.find((dir.path / "missing.key").string()) != std::string::npos);
 }
 
 // ---------------------------------------------------------------------------------------------------
