@@ -7,7 +7,7 @@
 
 #include <filesystem>
 
-#include "protocol/wire.h"
+#include "protocol/envelope.h"
 
 namespace tribunal {
 

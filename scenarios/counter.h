@@ -3,6 +3,7 @@
 // game exhaustively over every divergence point; providers are the honest algorithm fed a wrong trace.
 #pragma once
 
+#include <bit>
 #include <cstring>
 #include <optional>
 #include <vector>

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "nodes/key_file.h"
-#include "protocol/wire.h"
+#include "protocol/envelope.h"
 #include "tests/temp_dir.h"
 
 using namespace tribunal;

@@ -1,5 +1,5 @@
 // Canonical message encoding, signed envelopes, dispute ids and node record hashes
-// (protocol/wire.h, protocol/messages.h; DESIGN §6, §7).
+// (protocol/codec.h, protocol/envelope.h, protocol/messages.h; docs/protocol.md, "Messages").
 #include <doctest/doctest.h>
 #include <sodium.h>
 
@@ -9,10 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "protocol/codec.h"
+#include "protocol/envelope.h"
 #include "protocol/hash.h"
 #include "protocol/merkle.h"
 #include "protocol/messages.h"
-#include "protocol/wire.h"
 
 using namespace tribunal;
 
