@@ -131,7 +131,7 @@ struct ClaimIndexSet {};
 /// "DisputeOpen.…"); a struct that is not a message continues the name of the field holding it
 /// ("Query.values.origin").
 constexpr std::array<std::string_view, 12> kMessageNames = {
-    "JobSubmit",  "Claim",      "DisputeOpen", "Query",   "Answer",   "IntervalCommit",
+    "JobSubmit",  "Claim",      "DisputeOpen", "Query",   "Children", "IntervalCommit",
     "StepCommit", "Records",    "TensorChunk", "Samples", "Verdict",  "ErrorMessage"};
 static_assert(kMessageNames.size() == std::variant_size_v<Body>);
 
@@ -183,7 +183,7 @@ void fields(S& s, Is<Query> auto& m) {
       "hi", m.hi)("indices", m.indices)("values", m.values)("deadline_ms", m.deadline_ms);
 }
 template <class S>
-void fields(S& s, Is<Answer> auto& m) {
+void fields(S& s, Is<Children> auto& m) {
   s("round", m.round)("left", m.left)("right", m.right);
 }
 template <class S>
@@ -408,7 +408,7 @@ template <MessageKind K, class T>
 inline constexpr bool kKindIs = std::is_same_v<std::variant_alternative_t<static_cast<size_t>(K) - 1, Body>, T>;
 static_assert(kKindIs<MessageKind::JobSubmit, JobSubmit> && kKindIs<MessageKind::Claim, Claim> &&
               kKindIs<MessageKind::DisputeOpen, DisputeOpen> && kKindIs<MessageKind::Query, Query> &&
-              kKindIs<MessageKind::Answer, Answer> && kKindIs<MessageKind::IntervalCommit, IntervalCommit> &&
+              kKindIs<MessageKind::Children, Children> && kKindIs<MessageKind::IntervalCommit, IntervalCommit> &&
               kKindIs<MessageKind::StepCommit, StepCommit> && kKindIs<MessageKind::Records, Records> &&
               kKindIs<MessageKind::TensorChunk, TensorChunk> && kKindIs<MessageKind::Samples, Samples> &&
               kKindIs<MessageKind::Verdict, Verdict> && kKindIs<MessageKind::Error, ErrorMessage> &&

@@ -53,7 +53,7 @@ class WireError : public ProtocolError {
 };
 
 /// A message body; alternative k − 1 is the body of MessageKind k.
-using Body = std::variant<JobSubmit, Claim, DisputeOpen, Query, Answer, IntervalCommit, StepCommit, Records,
+using Body = std::variant<JobSubmit, Claim, DisputeOpen, Query, Children, IntervalCommit, StepCommit, Records,
                           TensorChunk, Samples, Verdict, ErrorMessage>;
 
 /// The kind tag of a body.

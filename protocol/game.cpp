@@ -38,7 +38,7 @@ bool answers_phase(Phase phase, const Body& body) {
   switch (phase) {
     case Phase::Checkpoints:
     case Phase::Steps:
-    case Phase::Nodes: return std::holds_alternative<Answer>(body);
+    case Phase::Nodes: return std::holds_alternative<Children>(body);
     case Phase::IntervalCommit: return std::holds_alternative<IntervalCommit>(body);
     case Phase::StepCommit: return std::holds_alternative<StepCommit>(body);
     case Phase::OpenRecords: return std::holds_alternative<Records>(body);
@@ -241,7 +241,7 @@ bool Game::accept(int party, const Body& body, std::string& why) {
     case Phase::Checkpoints:
     case Phase::Steps:
     case Phase::Nodes: {
-      const auto& a = std::get<Answer>(body);
+      const auto& a = std::get<Children>(body);
       const uint64_t mid = lo_ + split_of(hi_ - lo_);
       const Digest l = mid - lo_ == 1 ? merkle_leaf_hash(a.left) : a.left;
       const Digest r = hi_ - mid == 1 ? merkle_leaf_hash(a.right) : a.right;
@@ -386,14 +386,14 @@ std::vector<Action> Game::advance(uint64_t now_ms) {
       const uint64_t mid = lo_ + split_of(hi_ - lo_);
       std::array<Digest, 2> l, r;
       for (int p = 0; p < 2; ++p) {
-        const auto& a = std::get<Answer>(*party_[p].answer);
+        const auto& a = std::get<Children>(*party_[p].answer);
         l[p] = mid - lo_ == 1 ? merkle_leaf_hash(a.left) : a.left;
         r[p] = hi_ - mid == 1 ? merkle_leaf_hash(a.right) : a.right;
       }
       const bool left = l[0] != l[1];
       std::array<Digest, 2> leaf_value{};
       for (int p = 0; p < 2; ++p) {
-        const auto& a = std::get<Answer>(*party_[p].answer);
+        const auto& a = std::get<Children>(*party_[p].answer);
         party_[p].node = left ? l[p] : r[p];
         leaf_value[p] = left ? a.left : a.right;
       }

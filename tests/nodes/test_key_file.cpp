@@ -58,7 +58,7 @@ TEST_CASE("key file: save/load round trip with mode 0600") {
   CHECK((st.st_mode & 0777) == 0600);
   CHECK(load_keypair(path).public_key == key_a().public_key);
   // A key loaded from a file signs envelopes that open.
-  CHECK(open_envelope(seal(load_keypair(path), dg(1), 1, Answer{})).sender == key_a().public_key);
+  CHECK(open_envelope(seal(load_keypair(path), dg(1), 1, Children{})).sender == key_a().public_key);
 }
 
 TEST_CASE("key file: corrupted files are rejected, naming the path") {

@@ -62,7 +62,7 @@ bool same(const Query& a, const Query& b) {
          a.step == b.step && a.lo == b.lo && a.hi == b.hi && a.indices == b.indices && a.values == b.values &&
          a.deadline_ms == b.deadline_ms;
 }
-bool same(const Answer& a, const Answer& b) {
+bool same(const Children& a, const Children& b) {
   return a.round == b.round && a.left == b.left && a.right == b.right;
 }
 bool same(const IntervalCommit& a, const IntervalCommit& b) {
@@ -151,7 +151,7 @@ std::vector<Body> sample_bodies() {
   v.push_back(Claim{dg(1), 123456789012ull, dg(2), dg(3), "ws://provider.example:9000/"});
   v.push_back(sample_open());
   v.push_back(sample_query());
-  v.push_back(Answer{9, dg(5), dg(6)});
+  v.push_back(Children{9, dg(5), dg(6)});
   v.push_back(
       IntervalCommit{10, dg(7), dg(21), proof(3, 9, 4, 100), proof(0, 11, 4, 20), proof(10, 11, 2, 30)});
   v.push_back(StepCommit{
@@ -523,7 +523,7 @@ TEST_CASE("envelope: seal/open round-trips every message type") {
 }
 
 TEST_CASE("envelope: flipping any single bit is detected; every truncation is rejected") {
-  const Bytes env = seal(key_a(), dg(3), 0x0102030405060708, Answer{5, dg(7), dg(8)});
+  const Bytes env = seal(key_a(), dg(3), 0x0102030405060708, Children{5, dg(7), dg(8)});
   REQUIRE(open_error_code(env) == 0);
   for (size_t bit = 0; bit < 8 * env.size(); ++bit) {
     Bytes bad = env;
@@ -558,7 +558,7 @@ TEST_CASE("envelope: signed by A but naming B is a policy violation") {
 }
 
 TEST_CASE("envelope: version, kind, body length and body are checked even under a valid signature") {
-  const Bytes env = seal(key_a(), dg(3), 1, Answer{5, dg(7), dg(8)});
+  const Bytes env = seal(key_a(), dg(3), 1, Children{5, dg(7), dg(8)});
   std::string what;
   for (uint8_t version : {0, 2, 255}) {
     Bytes bad = env;
@@ -570,7 +570,7 @@ TEST_CASE("envelope: version, kind, body length and body are checked even under 
   bad[1] = 13;
   CHECK(open_error_code(resign(bad, key_a()), &what) == kInvalid);
   CHECK(what.find("Envelope.kind") == 0);
-  // A valid Answer body under kind Claim: a body of the wrong shape for its kind.
+  // A valid Children body under kind Claim: a body of the wrong shape for its kind.
   bad = env;
   bad[1] = static_cast<uint8_t>(MessageKind::Claim);
   CHECK(open_error_code(resign(bad, key_a()), &what) == kInvalid);
