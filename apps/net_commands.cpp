@@ -10,6 +10,7 @@
 #include "apps/nodes.h"
 #include "engine/error.h"
 #include "net/error.h"
+#include "nodes/key_file.h"
 
 namespace tribunal::cli {
 namespace {

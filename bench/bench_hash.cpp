@@ -93,7 +93,7 @@ nlohmann::json compare(const std::string& name, const std::vector<BenchTensor>& 
 }  // namespace
 
 int main() {
-  if (sodium_init() < 0) return 1;
+  ensure_sodium();  // the raw crypto_generichash baseline below calls libsodium directly
 
   std::vector<BenchTensor> big;
   big.push_back(make_tensor({16 * 1024 * 1024}, 1));  // 64 MiB of float32

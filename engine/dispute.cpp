@@ -228,7 +228,7 @@ std::vector<Body> DisputeResponder::answer(const Query& q) {
       const auto part = [&](uint64_t a, uint64_t b) {
         return b - a == 1 ? (*leaves)[a] : merkle_root(std::span(*leaves).subspan(a, b - a));
       };
-      return {Answer{q.round, part(q.lo, mid), part(mid, q.hi)}};
+      return {Children{q.round, part(q.lo, mid), part(mid, q.hi)}};
     }
     case QueryKind::CommitInterval: {
       check(interval_ok, "no such interval");

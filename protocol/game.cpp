@@ -1,14 +1,12 @@
+// The dispute game. See game.h; docs/protocol.md, "The game".
 #include "protocol/game.h"
 
 #include <algorithm>
 #include <bit>
-#include <cstring>
 #include <set>
 
 #include "protocol/merkle.h"
-#include "protocol/tensor_hash.h"
 #include "protocol/trajectory.h"
-#include "protocol/wire.h"
 
 namespace tribunal {
 namespace {
@@ -38,7 +36,7 @@ bool answers_phase(Phase phase, const Body& body) {
   switch (phase) {
     case Phase::Checkpoints:
     case Phase::Steps:
-    case Phase::Nodes: return std::holds_alternative<Answer>(body);
+    case Phase::Nodes: return std::holds_alternative<Children>(body);
     case Phase::IntervalCommit: return std::holds_alternative<IntervalCommit>(body);
     case Phase::StepCommit: return std::holds_alternative<StepCommit>(body);
     case Phase::OpenRecords: return std::holds_alternative<Records>(body);
@@ -176,14 +174,8 @@ std::vector<Action> Game::on_tick(uint64_t now_ms) {
 
 std::vector<Action> Game::on_resume(uint64_t now_ms) {
   if (done()) return {};
-  if (phase_ == Phase::OpenInputs) {
-    // The question is re-issued, so the party sends its whole stream again: start over.
-    got_shapes_.assign(want_values_.size(), {});
-    got_bytes_.assign(want_values_.size(), {});
-    got_chunks_.assign(want_values_.size(), 0);
-    got_chunk_roots_.assign(want_values_.size(), {});
-    got_samples_.reset();
-  }
+  // The question is re-issued, so the party sends its whole stream again: start over.
+  if (phase_ == Phase::OpenInputs) opening_.restart();
   std::vector<Action> out;
   for (int p = 0; p < 2; ++p) {
     if (!awaiting(p)) continue;
@@ -241,7 +233,7 @@ bool Game::accept(int party, const Body& body, std::string& why) {
     case Phase::Checkpoints:
     case Phase::Steps:
     case Phase::Nodes: {
-      const auto& a = std::get<Answer>(body);
+      const auto& a = std::get<Children>(body);
       const uint64_t mid = lo_ + split_of(hi_ - lo_);
       const Digest l = mid - lo_ == 1 ? merkle_leaf_hash(a.left) : a.left;
       const Digest r = hi_ - mid == 1 ? merkle_leaf_hash(a.right) : a.right;
@@ -301,78 +293,9 @@ bool Game::accept(int party, const Body& body, std::string& why) {
         }
       return true;
     }
-    case Phase::OpenInputs: {
-      if (const auto* s = std::get_if<Samples>(&body)) {
-        const NodeSpec& node = spec_->nodes[node_];
-        if (got_samples_ || s->indices != node.data_rows || s->inputs.size() != s->indices.size() ||
-            s->labels.size() != s->indices.size() || s->proofs.size() != s->indices.size()) {
-          why = "the opened samples are not the ones asked for";
-          return false;
-        }
-        const uint64_t label_values = params_.label_width == 0 ? 1 : params_.label_width;
-        for (size_t i = 0; i < s->indices.size(); ++i)
-          if (s->labels[i].size() != label_values) {
-            why = "sample " + std::to_string(s->indices[i]) + " has " + std::to_string(s->labels[i].size()) +
-                  " label values, the job's data set has " + std::to_string(label_values);
-            return false;
-          }
-        for (size_t i = 0; i < s->indices.size(); ++i)
-          if (!proof_is(s->proofs[i], s->indices[i], params_.dataset_samples) ||
-              !verify_inclusion(sample_leaf(s->inputs[i], s->labels[i], params_.label_width), s->proofs[i],
-                                params_.dataset_root)) {
-            why = "sample " + std::to_string(s->indices[i]) + " is not in the job's data set";
-            return false;
-          }
-        got_samples_ = *s;
-        return true;
-      }
-      const auto& c = std::get<TensorChunk>(body);
-      if (c.value >= want_values_.size() || c.chunk != got_chunks_[c.value]) {
-        why = "tensor chunk out of order";
-        return false;
-      }
-      if (c.chunk == 0) {
-        // The job's graph fixes every value's shape: a tensor of another shape is refused before any
-        // of its bytes is kept (its size, and so the referee's memory, follows from the shape).
-        if (c.shape != want_shapes_[c.value]) {
-          why = "tensor shape is not the shape of the value in the job's graph";
-          return false;
-        }
-        uint64_t numel = 1;
-        for (int64_t d : c.shape) {
-          if (d < 0 || (d > 0 && numel > (uint64_t{1} << 40) / static_cast<uint64_t>(d))) {
-            why = "tensor shape out of range";
-            return false;
-          }
-          numel *= static_cast<uint64_t>(d);
-        }
-        const uint64_t bytes = numel * 4;
-        const uint64_t chunks = std::max<uint64_t>(1, (bytes + kTensorChunkBytes - 1) / kTensorChunkBytes);
-        if (c.chunks != chunks ||
-            tensor_leaf_from_chunk_root(DType::F32, c.shape, bytes, c.chunk_root) != want_hashes_[c.value]) {
-          why = "tensor header does not match the committed tensor hash";
-          return false;
-        }
-        got_shapes_[c.value] = c.shape;
-        got_chunk_roots_[c.value] = c.chunk_root;
-      } else if (c.chunk_root != got_chunk_roots_[c.value] || c.shape != got_shapes_[c.value]) {
-        why = "tensor chunk header changed";
-        return false;
-      }
-      uint64_t numel = 1;
-      for (int64_t d : got_shapes_[c.value]) numel *= static_cast<uint64_t>(d);
-      const uint64_t total = numel * 4, offset = uint64_t{c.chunk} * kTensorChunkBytes;
-      const uint64_t chunks = std::max<uint64_t>(1, (total + kTensorChunkBytes - 1) / kTensorChunkBytes);
-      const uint64_t expect = std::min<uint64_t>(kTensorChunkBytes, total - std::min(total, offset));
-      if (c.chunks != chunks || c.chunk >= chunks || c.bytes.size() != expect || !proof_is(c.proof, c.chunk, chunks) ||
-          !verify_inclusion(tensor_chunk_hash(DType::F32, std::as_bytes(std::span(c.bytes))), c.proof, c.chunk_root)) {
-        why = "tensor chunk " + std::to_string(c.chunk) + " does not match its tensor's chunk root";
-        return false;
-      }
-      got_bytes_[c.value].insert(got_bytes_[c.value].end(), c.bytes.begin(), c.bytes.end());
-      ++got_chunks_[c.value];
-      return true;
-    }
+    case Phase::OpenInputs:
+      if (const auto* s = std::get_if<Samples>(&body)) return opening_.accept(*s, why);
+      return opening_.accept(std::get<TensorChunk>(body), why);
     default: return false;
   }
 }
@@ -386,14 +309,14 @@ std::vector<Action> Game::advance(uint64_t now_ms) {
       const uint64_t mid = lo_ + split_of(hi_ - lo_);
       std::array<Digest, 2> l, r;
       for (int p = 0; p < 2; ++p) {
-        const auto& a = std::get<Answer>(*party_[p].answer);
+        const auto& a = std::get<Children>(*party_[p].answer);
         l[p] = mid - lo_ == 1 ? merkle_leaf_hash(a.left) : a.left;
         r[p] = hi_ - mid == 1 ? merkle_leaf_hash(a.right) : a.right;
       }
       const bool left = l[0] != l[1];
       std::array<Digest, 2> leaf_value{};
       for (int p = 0; p < 2; ++p) {
-        const auto& a = std::get<Answer>(*party_[p].answer);
+        const auto& a = std::get<Children>(*party_[p].answer);
         party_[p].node = left ? l[p] : r[p];
         leaf_value[p] = left ? a.left : a.right;
       }
@@ -530,52 +453,39 @@ std::vector<Action> Game::check_records(uint64_t now_ms) {
   if (party_[0].lost || party_[1].lost) return finish_if_lost();
 
   // Both records take the right inputs, so they agree on them and differ in outputs: re-execute.
+  // One party opens the tensor inputs (each must hash to the agreed input hash) and the data rows.
   input_party_ = 0;
-  want_values_.clear();
-  want_shapes_.clear();
-  want_hashes_.clear();
   Query q = query(QueryKind::OpenInputs, Level::Nodes);
+  std::vector<ExpectedTensor> tensors;
   const NodeRecord& r = record_of(0, node_);
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     const InputSpec& in = node.inputs[i];
     if (in.source == InputSpec::Source::State)
-      want_values_.push_back({ValueOrigin::StateInput, in.index, 0});
+      q.values.push_back({ValueOrigin::StateInput, in.index, 0});
     else if (in.source == InputSpec::Source::Node)
-      want_values_.push_back({ValueOrigin::NodeOutput, in.index, in.slot});
+      q.values.push_back({ValueOrigin::NodeOutput, in.index, in.slot});
     else
       continue;
-    want_shapes_.push_back(in.shape);
-    want_hashes_.push_back(r.inputs[i]);
+    tensors.push_back({in.shape, r.inputs[i]});
   }
   const bool needs_samples = std::any_of(node.inputs.begin(), node.inputs.end(),
                                          [](const InputSpec& in) { return in.source == InputSpec::Source::Data; });
   if (needs_samples) q.indices = node.data_rows;
-  q.values = want_values_;
-  got_shapes_.assign(want_values_.size(), {});
-  got_bytes_.assign(want_values_.size(), {});
-  got_chunks_.assign(want_values_.size(), 0);
-  got_chunk_roots_.assign(want_values_.size(), {});
-  got_samples_.reset();
+  opening_ = InputOpening(std::move(tensors), ExpectedSamples{needs_samples, node.data_rows, params_.dataset_root,
+                                                              params_.dataset_samples, params_.label_width});
   phase_ = Phase::OpenInputs;
-  if (want_values_.empty() && !needs_samples) return collect_inputs(now_ms);
+  if (q.values.empty() && !needs_samples) return collect_inputs(now_ms);
   return ask_one(input_party_, q, now_ms);
 }
 
 // Emits the re-execution once every requested tensor and sample has arrived and been checked.
 std::vector<Action> Game::collect_inputs(uint64_t) {
-  const NodeSpec& node = spec_->nodes[node_];
-  const bool needs_samples = std::any_of(node.inputs.begin(), node.inputs.end(),
-                                         [](const InputSpec& in) { return in.source == InputSpec::Source::Data; });
-  if (needs_samples && !got_samples_) return {};
-  for (size_t v = 0; v < want_values_.size(); ++v)
-    if (got_chunks_[v] == 0 || got_bytes_[v].size() < [&] {
-          uint64_t n = 4;
-          for (int64_t d : got_shapes_[v]) n *= static_cast<uint64_t>(d);
-          return n;
-        }())
-      return {};
+  if (!opening_.complete()) return {};
   // Complete: nothing more is owed by the party that opened the inputs.
   asked_[input_party_] = false;
+  const NodeSpec& node = spec_->nodes[node_];
+  // The received tensors move into the action; the game keeps no tensor data.
+  OpenedInputs opened = opening_.take();
   Reexecute rx;
   rx.step = step_;
   rx.node = node_;
@@ -583,23 +493,18 @@ std::vector<Action> Game::collect_inputs(uint64_t) {
   size_t v = 0;
   for (const InputSpec& in : node.inputs) {
     if (in.source == InputSpec::Source::State || in.source == InputSpec::Source::Node) {
-      rx.shapes.push_back(got_shapes_[v]);
-      std::vector<float> values(got_bytes_[v].size() / 4);
-      std::memcpy(values.data(), got_bytes_[v].data(), got_bytes_[v].size());
-      rx.inputs.push_back(std::move(values));
+      rx.shapes.push_back(std::move(opened.tensors[v].shape));
+      rx.inputs.push_back(std::move(opened.tensors[v].values));
       ++v;
     } else {
       rx.shapes.emplace_back();
       rx.inputs.emplace_back();
     }
   }
-  if (got_samples_) {
-    rx.sample_inputs = got_samples_->inputs;
-    rx.sample_labels = got_samples_->labels;
+  if (opened.samples) {
+    rx.sample_inputs = std::move(opened.samples->inputs);
+    rx.sample_labels = std::move(opened.samples->labels);
   }
-  // The received bytes now live in the action; the game keeps no tensor data.
-  got_bytes_.clear();
-  got_samples_.reset();
   phase_ = Phase::Reexecute;
   return {std::move(rx)};
 }

@@ -1,4 +1,4 @@
-// The dispute game as a pure state machine (sans-I/O, DESIGN §3, §6; docs/protocol.md).
+// The dispute game as a pure state machine (sans-I/O; docs/protocol.md, "The game"; docs/architecture.md).
 //
 // The referee asks both parties the same questions and compares. At every level the two parties'
 // Merkle trees are descended together: both open the children of the current node; the referee
@@ -7,7 +7,8 @@
 // trajectory tree to a checkpoint interval, level 2 the interval's per-step tree to one step t,
 // level 3 the tree of step t's node records (plus state_hash(t+1) as a last leaf) to one node. The
 // referee then checks the node against the job's graph and the agreed producers and, if both
-// parties' inputs are right, fetches the inputs, has the node re-executed and compares outputs.
+// parties' inputs are right, fetches the inputs (protocol/input_opening.h checks and reassembles
+// them), has the node re-executed and compares outputs.
 //
 // The game never touches a socket, a clock or a file: on_message/on_tick/on_reexecuted/on_resume take
 // the input and the current time and return actions. Replaying the same inputs rebuilds the same
@@ -22,8 +23,9 @@
 #include <variant>
 #include <vector>
 
+#include "protocol/codec.h"
+#include "protocol/input_opening.h"
 #include "protocol/messages.h"
-#include "protocol/wire.h"
 
 namespace tribunal {
 
@@ -229,15 +231,7 @@ class Game {
   std::optional<StepSpec> spec_;       // step t's graph, once located
   std::vector<uint64_t> record_indices_;  // records opened in OpenRecords
   int input_party_ = 0;                // who opens the tensors
-  // Tensors being received in OpenInputs: per requested value, the bytes so far.
-  std::vector<ValueAddress> want_values_;
-  std::vector<std::vector<int64_t>> want_shapes_;  // the graph's shape of each wanted value
-  std::vector<Digest> want_hashes_;
-  std::vector<std::vector<int64_t>> got_shapes_;
-  std::vector<std::vector<uint8_t>> got_bytes_;
-  std::vector<uint32_t> got_chunks_;
-  std::vector<Digest> got_chunk_roots_;
-  std::optional<Samples> got_samples_;
+  InputOpening opening_;               // the OpenInputs round: what is expected, what has arrived
 };
 
 }  // namespace tribunal

@@ -1,7 +1,10 @@
-// BLAKE2b-256 over libsodium's crypto_generichash (RFC 7693). See hash.h; DESIGN.md §5.
+// BLAKE2b-256 over libsodium's crypto_generichash (RFC 7693). See hash.h; docs/commitments.md.
 #include "protocol/hash.h"
 
 #include <sodium.h>
+
+#include <cctype>
+#include <string>
 
 namespace tribunal {
 namespace {
@@ -10,7 +13,13 @@ static_assert(sizeof(Digest) == crypto_generichash_BYTES, "Digest must be crypto
 static_assert(sizeof(crypto_generichash_state) <= 384, "crypto_generichash_state outgrew Hasher::state_");
 static_assert(alignof(crypto_generichash_state) <= 64, "crypto_generichash_state needs more alignment");
 
-// sodium_init() once per process; a function-local static is initialized thread-safely (C++11).
+crypto_generichash_state* as_state(unsigned char* p) {
+  return reinterpret_cast<crypto_generichash_state*>(p);
+}
+
+}  // namespace
+
+// A function-local static is initialized once, thread-safely (C++11), so sodium_init() runs once.
 void ensure_sodium() {
   static const bool ok = [] {
     if (crypto_generichash_statebytes() > 384) {
@@ -20,12 +29,6 @@ void ensure_sodium() {
   }();
   if (!ok) throw ProtocolError("libsodium: sodium_init() failed");
 }
-
-crypto_generichash_state* as_state(unsigned char* p) {
-  return reinterpret_cast<crypto_generichash_state*>(p);
-}
-
-}  // namespace
 
 Hasher::Hasher(HashTag tag) {
   ensure_sodium();
@@ -75,14 +78,30 @@ Digest blake2b_256(std::span<const std::byte> bytes) {
   return d;
 }
 
-std::string to_hex(const Digest& d) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string s(2 * d.size(), '0');
-  for (size_t i = 0; i < d.size(); ++i) {
-    s[2 * i] = kDigits[d[i] >> 4];
-    s[2 * i + 1] = kDigits[d[i] & 0xf];
-  }
+std::string to_hex(std::span<const uint8_t> bytes) {
+  std::string s(2 * bytes.size() + 1, '\0');  // sodium_bin2hex writes a terminator
+  sodium_bin2hex(s.data(), s.size(), bytes.data(), bytes.size());
+  s.pop_back();
   return s;
+}
+
+std::optional<size_t> hex_to_bytes(std::string_view hex, std::span<uint8_t> out) {
+  if (hex.size() != 2 * out.size()) {
+    throw ProtocolError("hex_to_bytes: " + std::to_string(hex.size()) + " characters for " +
+                        std::to_string(out.size()) + " bytes");
+  }
+  const char* end = nullptr;
+  size_t written = 0;
+  if (sodium_hex2bin(out.data(), out.size(), hex.data(), hex.size(), nullptr, &written, &end) == 0 &&
+      written == out.size()) {
+    return std::nullopt;
+  }
+  sodium_memzero(out.data(), out.size());
+  // sodium_hex2bin stops at the first non-digit, backing up to the start of a half-read pair; the
+  // non-digit is then the pair's second character.
+  size_t bad = static_cast<size_t>(end - hex.data());
+  if (bad + 1 < hex.size() && std::isxdigit(static_cast<unsigned char>(hex[bad]))) ++bad;
+  return bad;
 }
 
 Digest digest_from_hex(std::string_view hex) {
@@ -90,14 +109,9 @@ Digest digest_from_hex(std::string_view hex) {
   if (hex.size() != 2 * d.size()) {
     throw ProtocolError("digest_from_hex: expected 64 hex characters, got " + std::to_string(hex.size()));
   }
-  auto nibble = [&](size_t pos) -> uint8_t {
-    const char c = hex[pos];
-    if (c >= '0' && c <= '9') return static_cast<uint8_t>(c - '0');
-    if (c >= 'a' && c <= 'f') return static_cast<uint8_t>(c - 'a' + 10);
-    if (c >= 'A' && c <= 'F') return static_cast<uint8_t>(c - 'A' + 10);
-    throw ProtocolError("digest_from_hex: character " + std::to_string(pos) + " is not a hex digit");
-  };
-  for (size_t i = 0; i < d.size(); ++i) d[i] = static_cast<uint8_t>(nibble(2 * i) << 4 | nibble(2 * i + 1));
+  if (const auto bad = hex_to_bytes(hex, d)) {
+    throw ProtocolError("digest_from_hex: character " + std::to_string(*bad) + " is not a hex digit");
+  }
   return d;
 }
 

@@ -1,10 +1,11 @@
 // BLAKE2b-256 hashing (RFC 7693, via libsodium crypto_generichash) with one-byte domain tags.
-// Source: DESIGN.md §5.
+// Source: docs/commitments.md.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -64,8 +65,19 @@ Digest hash_tagged(HashTag tag, std::span<const std::byte> bytes);
 /// every protocol message is tagged.
 Digest blake2b_256(std::span<const std::byte> bytes);
 
-/// Lowercase hex, 64 characters.
-std::string to_hex(const Digest& d);
+/// sodium_init() once per process (thread-safe); every libsodium user in the tree calls it first.
+/// Throws ProtocolError if libsodium cannot be initialized or its hash state outgrew Hasher's.
+void ensure_sodium();
+
+/// Lowercase hex of `bytes`, 2·bytes.size() characters (libsodium sodium_bin2hex: constant time).
+std::string to_hex(std::span<const uint8_t> bytes);
+
+/// Parses exactly 2·out.size() hex digits (either case) into `out` with libsodium's constant-time
+/// sodium_hex2bin, so a secret key can be parsed with it. Returns nullopt once all of `out` is
+/// written, or the position of the first character that is not a hex digit (`out` is then zeroed).
+/// Throws ProtocolError if hex.size() is not 2·out.size(): callers check the length first, in their
+/// own words.
+std::optional<size_t> hex_to_bytes(std::string_view hex, std::span<uint8_t> out);
 
 /// Parses 64 hex characters; throws ProtocolError naming the offending position otherwise.
 Digest digest_from_hex(std::string_view hex);

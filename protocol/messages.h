@@ -1,5 +1,5 @@
-// The messages of tribunal's protocol (DESIGN §2, §6, §7; docs/protocol.md). Plain structs; their
-// canonical binary encoding and the signed envelope that carries them are in protocol/wire.h.
+// The messages of tribunal's protocol (docs/protocol.md, "Messages"). Plain structs; their canonical
+// binary encoding is in protocol/codec.h and the signed envelope that carries them in protocol/envelope.h.
 //
 // Trees are addressed by leaf ranges: the Merkle node over leaves [lo, hi) of a tree of n leaves
 // is RFC 6962's MTH(leaves[lo, hi)), whose children split at lo + k, k the largest power of two
@@ -23,7 +23,7 @@ enum class MessageKind : uint8_t {
   Claim = 2,          ///< provider → client
   DisputeOpen = 3,    ///< client → referee
   Query = 4,          ///< referee → provider
-  Answer = 5,         ///< provider → referee: the children of a tree node
+  Children = 5,       ///< provider → referee: the children of a tree node
   IntervalCommit = 6, ///< provider → referee: level-2 commitment
   StepCommit = 7,     ///< provider → referee: level-3 (node-record) commitment
   Records = 8,        ///< provider → referee: opened node records
@@ -33,7 +33,7 @@ enum class MessageKind : uint8_t {
   Error = 12,         ///< anyone → anyone: why a message was refused or a session ends
 };
 
-/// The dispute levels (DESIGN §6).
+/// The dispute levels (docs/protocol.md, "The game").
 enum class Level : uint8_t {
   Checkpoints = 1,  ///< the trajectory tree: state hashes at steps 0, s, 2s, …, T
   Steps = 2,        ///< one checkpoint interval: state hashes at every step of it
@@ -115,9 +115,10 @@ struct Query {
   uint64_t deadline_ms = 0;  ///< milliseconds the provider has to answer (informational)
 };
 
-/// provider → referee: the children of node [lo, hi). A child spanning one leaf is given as the
-/// leaf's *value* (the referee hashes it with the leaf prefix); a larger child as its node hash.
-struct Answer {
+/// provider → referee: the children of node [lo, hi), in answer to a QueryKind::Children query. A
+/// child spanning one leaf is given as the leaf's *value* (the referee hashes it with the leaf prefix);
+/// a larger child as its node hash.
+struct Children {
   uint32_t round = 0;
   Digest left{};
   Digest right{};
@@ -195,7 +196,7 @@ struct Samples {
   std::vector<InclusionProof> proofs;
 };
 
-/// Why a dispute ended the way it did (DESIGN §6).
+/// Why a dispute ended the way it did (docs/protocol.md, "Verdict").
 enum class VerdictReason : uint8_t {
   WrongOutput = 1,        ///< re-execution of the located node gave other outputs
   InconsistentInput = 2,  ///< the located node's inputs or definition do not follow the agreed graph

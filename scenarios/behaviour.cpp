@@ -62,10 +62,10 @@ bool lie_in(AnswerKind kind, Body& body, std::mt19937_64& rng) {
   switch (kind) {
     case AnswerKind::BadProof:
     case AnswerKind::Equivocate:
-      if (auto* a = std::get_if<Answer>(&body)) return a->left = flipped(a->left), true;
+      if (auto* a = std::get_if<Children>(&body)) return a->left = flipped(a->left), true;
       return false;
     case AnswerKind::ZeroHashes:
-      if (auto* a = std::get_if<Answer>(&body)) return a->left = a->right = Digest{}, true;
+      if (auto* a = std::get_if<Children>(&body)) return a->left = a->right = Digest{}, true;
       if (auto* c = std::get_if<IntervalCommit>(&body)) {
         c->root = c->start_value = Digest{};
         for (auto* p : {&c->start_in_level1, &c->first, &c->last})
@@ -74,7 +74,7 @@ bool lie_in(AnswerKind kind, Body& body, std::mt19937_64& rng) {
       }
       return false;
     case AnswerKind::AlwaysDisagree:
-      if (auto* a = std::get_if<Answer>(&body)) return a->left = random_digest(rng), a->right = random_digest(rng), true;
+      if (auto* a = std::get_if<Children>(&body)) return a->left = random_digest(rng), a->right = random_digest(rng), true;
       return false;
     case AnswerKind::BadHandoff:
       if (auto* c = std::get_if<IntervalCommit>(&body)) return c->start_value = flipped(c->start_value), true;

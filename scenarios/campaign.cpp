@@ -38,7 +38,7 @@ void flip_bit(Body& body, uint32_t which) {
   std::visit(
       [&](auto& m) {
         using M = std::decay_t<decltype(m)>;
-        if constexpr (std::is_same_v<M, Answer>) (which & 8 ? m.left : m.right)[which % 32] ^= mask;
+        if constexpr (std::is_same_v<M, Children>) (which & 8 ? m.left : m.right)[which % 32] ^= mask;
         else if constexpr (std::is_same_v<M, IntervalCommit>) m.start_value[which % 32] ^= mask;
         else if constexpr (std::is_same_v<M, StepCommit>) m.post_state.at(0)[which % 32] ^= mask;
         else if constexpr (std::is_same_v<M, Records>) m.records.at(0).outputs.at(0)[which % 32] ^= mask;
@@ -162,7 +162,7 @@ Game1 play_one(uint64_t seed, Lie& lie_out) {
           case Lie::Garbage:
             if (now_round) {
               answers.insert(answers.begin(), Body{Records{q->query.round, {1}, {}, {}}});
-              answers.insert(answers.begin(), Body{Answer{q->query.round + 7, {}, {}}});
+              answers.insert(answers.begin(), Body{Children{q->query.round + 7, {}, {}}});
               result.lie_fired = true;
             }
             break;

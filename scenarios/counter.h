@@ -3,6 +3,7 @@
 // game exhaustively over every divergence point; providers are the honest algorithm fed a wrong trace.
 #pragma once
 
+#include <bit>
 #include <cstring>
 #include <optional>
 #include <vector>
@@ -78,7 +79,7 @@ class CounterProvider {
         auto part = [&](uint64_t a, uint64_t b) {
           return b - a == 1 ? leaves[a] : merkle_root(std::span(leaves).subspan(a, b - a));
         };
-        return {Answer{q.round, part(q.lo, mid), part(mid, q.hi)}};
+        return {Children{q.round, part(q.lo, mid), part(mid, q.hi)}};
       }
       case QueryKind::CommitInterval: {
         const auto cps = checkpoint_steps(steps_, stride_);

@@ -5,19 +5,19 @@
 // submitting jobs the operator did not agree to.
 #include <doctest/doctest.h>
 
-#include <fstream>
 #include <new>
-#include <sstream>
 #include <thread>
 
 #include "engine/dataset.h"
 #include "engine/error.h"
+#include "nodes/key_file.h"
 #include "tests/nodes/network.h"
 
 using namespace tribunal;
 using namespace tribunal::cli;
 using testing::Network;
 using testing::RawPeer;
+using testing::read_text;
 using testing::TempDir;
 
 namespace {
@@ -28,13 +28,6 @@ Fault corrupt(int64_t step, int64_t node) {
   f.node = node;
   f.delta = 10.0f;
   return f;
-}
-
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // The short job's id, as anyone with the public data set computes it.

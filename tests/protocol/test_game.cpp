@@ -171,7 +171,7 @@ TEST_CASE("the game refuses agreeing claims and answers out of turn without a st
   REQUIRE(first.size() == 2);
   const Query q = std::get<SendQuery>(first[0]).query;
   // Wrong round, wrong message type: refused, nothing changes.
-  Answer stale = std::get<Answer>(honest.answer(q)[0]);
+  Children stale = std::get<Children>(honest.answer(q)[0]);
   stale.round = q.round + 1;
   auto r = game.on_message(0, stale, 1);
   REQUIRE(r.size() == 1);
@@ -181,11 +181,11 @@ TEST_CASE("the game refuses agreeing claims and answers out of turn without a st
   CHECK(game.rounds() == 1);
   CHECK(game.phase() == Phase::Checkpoints);
   // A valid answer is taken; the same bytes again are a replay; different bytes are equivocation.
-  const Answer good = std::get<Answer>(honest.answer(q)[0]);
+  const Children good = std::get<Children>(honest.answer(q)[0]);
   CHECK(game.on_message(0, good, 2).empty());
   r = game.on_message(0, good, 3);
   CHECK(std::holds_alternative<Rejected>(r[0]));
-  Answer other = good;
+  Children other = good;
   other.left[0] ^= 1;
   r = game.on_message(0, other, 4);
   REQUIRE(std::holds_alternative<Finished>(r[0]));
@@ -203,7 +203,7 @@ TEST_CASE("an answer that does not hash to the party's commitment loses with bad
   params.claims = {honest.claim(params.job_id), liar.claim(params.job_id)};
   Game game(params, oracle);
   const Query q = std::get<SendQuery>(game.start(0)[1]).query;
-  Answer forged = std::get<Answer>(liar.answer(q)[0]);
+  Children forged = std::get<Children>(liar.answer(q)[0]);
   forged.right[5] ^= 0x10;
   auto r = game.on_message(1, forged, 1);
   REQUIRE(std::holds_alternative<Finished>(r[0]));

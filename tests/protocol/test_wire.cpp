@@ -1,22 +1,19 @@
-// Canonical message encoding, signed envelopes, key files, dispute ids and node record hashes
-// (protocol/wire.h, protocol/messages.h; DESIGN §6, §7).
+// Canonical message encoding, signed envelopes, dispute ids and node record hashes
+// (protocol/codec.h, protocol/envelope.h, protocol/messages.h; docs/protocol.md, "Messages").
 #include <doctest/doctest.h>
 #include <sodium.h>
-#include <sys/stat.h>
 
 #include <bit>
 #include <concepts>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "protocol/codec.h"
+#include "protocol/envelope.h"
 #include "protocol/hash.h"
 #include "protocol/merkle.h"
 #include "protocol/messages.h"
-#include "protocol/wire.h"
-#include "tests/temp_dir.h"
 
 using namespace tribunal;
 
@@ -65,7 +62,7 @@ bool same(const Query& a, const Query& b) {
          a.step == b.step && a.lo == b.lo && a.hi == b.hi && a.indices == b.indices && a.values == b.values &&
          a.deadline_ms == b.deadline_ms;
 }
-bool same(const Answer& a, const Answer& b) {
+bool same(const Children& a, const Children& b) {
   return a.round == b.round && a.left == b.left && a.right == b.right;
 }
 bool same(const IntervalCommit& a, const IntervalCommit& b) {
@@ -154,7 +151,7 @@ std::vector<Body> sample_bodies() {
   v.push_back(Claim{dg(1), 123456789012ull, dg(2), dg(3), "ws://provider.example:9000/"});
   v.push_back(sample_open());
   v.push_back(sample_query());
-  v.push_back(Answer{9, dg(5), dg(6)});
+  v.push_back(Children{9, dg(5), dg(6)});
   v.push_back(
       IntervalCommit{10, dg(7), dg(21), proof(3, 9, 4, 100), proof(0, 11, 4, 20), proof(10, 11, 2, 30)});
   v.push_back(StepCommit{
@@ -185,16 +182,6 @@ std::vector<Body> sample_bodies() {
                       "party 0 signed two answers to round 12"});
   v.push_back(ErrorMessage{1008, "bad signature"});
   return v;
-}
-
-std::string hex(std::span<const uint8_t> b) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string s;
-  for (uint8_t x : b) {
-    s += kDigits[x >> 4];
-    s += kDigits[x & 15];
-  }
-  return s;
 }
 
 /// Little-endian byte builder for hand-made (possibly malformed) encodings.
@@ -261,27 +248,6 @@ Bytes resign(Bytes env, const KeyPair& keys) {
   return env;
 }
 
-std::string read_text(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void write_text(const std::filesystem::path& p, const std::string& s) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << s;
-}
-
-std::string load_error(const std::filesystem::path& p) {
-  try {
-    load_keypair(p);
-  } catch (const ProtocolError& e) {
-    return e.what();
-  }
-  return "";
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------
@@ -340,7 +306,7 @@ TEST_CASE("wire: known-answer encoding of a Query body") {
                                + "3075000000000000";    // deadline_ms u64 = 30000 = 0x7530
   const Bytes enc = encode_body(q);
   CHECK(enc.size() == 83);
-  CHECK(hex(enc) == expected);
+  CHECK(to_hex(enc) == expected);
 }
 
 TEST_CASE("wire: known-answer encoding of a Claim body") {
@@ -359,7 +325,7 @@ TEST_CASE("wire: known-answer encoding of a Claim body") {
                                + "07000000" + "77733a2f2f702f";  // endpoint "ws://p/"
   const Bytes enc = encode_body(c);
   CHECK(enc.size() == 115);
-  CHECK(hex(enc) == expected);
+  CHECK(to_hex(enc) == expected);
 }
 
 TEST_CASE("wire: every proper prefix of every encoding is rejected, and so is one trailing byte") {
@@ -557,7 +523,7 @@ TEST_CASE("envelope: seal/open round-trips every message type") {
 }
 
 TEST_CASE("envelope: flipping any single bit is detected; every truncation is rejected") {
-  const Bytes env = seal(key_a(), dg(3), 0x0102030405060708, Answer{5, dg(7), dg(8)});
+  const Bytes env = seal(key_a(), dg(3), 0x0102030405060708, Children{5, dg(7), dg(8)});
   REQUIRE(open_error_code(env) == 0);
   for (size_t bit = 0; bit < 8 * env.size(); ++bit) {
     Bytes bad = env;
@@ -592,7 +558,7 @@ TEST_CASE("envelope: signed by A but naming B is a policy violation") {
 }
 
 TEST_CASE("envelope: version, kind, body length and body are checked even under a valid signature") {
-  const Bytes env = seal(key_a(), dg(3), 1, Answer{5, dg(7), dg(8)});
+  const Bytes env = seal(key_a(), dg(3), 1, Children{5, dg(7), dg(8)});
   std::string what;
   for (uint8_t version : {0, 2, 255}) {
     Bytes bad = env;
@@ -604,7 +570,7 @@ TEST_CASE("envelope: version, kind, body length and body are checked even under 
   bad[1] = 13;
   CHECK(open_error_code(resign(bad, key_a()), &what) == kInvalid);
   CHECK(what.find("Envelope.kind") == 0);
-  // A valid Answer body under kind Claim: a body of the wrong shape for its kind.
+  // A valid Children body under kind Claim: a body of the wrong shape for its kind.
   bad = env;
   bad[1] = static_cast<uint8_t>(MessageKind::Claim);
   CHECK(open_error_code(resign(bad, key_a()), &what) == kInvalid);
@@ -645,67 +611,6 @@ TEST_CASE("envelope: oversized envelopes are TooBig") {
   } catch (const WireError& e) {
     CHECK(e.code() == CloseCode::TooBig);
   }
-}
-
-// ---------------------------------------------------------------------------------------------------
-// Key files
-
-TEST_CASE("key file: save/load round trip with mode 0600") {
-  testing::TempDir dir("wire-keys");
-  const auto path = dir.path / "node.key";
-  const KeyPair k = generate_keypair();
-  save_keypair(path, k);
-  struct stat st {};
-  REQUIRE(::stat(path.c_str(), &st) == 0);
-  CHECK((st.st_mode & 0777) == 0600);
-  const KeyPair back = load_keypair(path);
-  CHECK(back.public_key == k.public_key);
-  CHECK(back.secret_key == k.secret_key);
-  const std::string text = read_text(path);
-  CHECK(text.rfind("tribunal-ed25519-secret-key-1\n", 0) == 0);
-  CHECK(text.size() == 30 + 128 + 1);
-  // An existing world-readable file is narrowed to 0600 when overwritten.
-  REQUIRE(::chmod(path.c_str(), 0644) == 0);
-  save_keypair(path, key_a());
-  REQUIRE(::stat(path.c_str(), &st) == 0);
-  CHECK((st.st_mode & 0777) == 0600);
-  CHECK(load_keypair(path).public_key == key_a().public_key);
-  // A key loaded from a file signs envelopes that open.
-  CHECK(open_envelope(seal(load_keypair(path), dg(1), 1, Answer{})).sender == key_a().public_key);
-}
-
-TEST_CASE("key file: corrupted files are rejected, naming the path") {
-  testing::TempDir dir("wire-keys-bad");
-  const auto path = dir.path / "bad.key";
-  save_keypair(path, generate_keypair());
-  const std::string good = read_text(path);
-  const size_t hex_at = good.find('\n') + 1;
-
-  auto expect_rejected = [&](const std::string& text, const std::string& fragment) {
-    write_text(path, text);
-    const std::string what = load_error(path);
-    CHECK(what.find(path.string()) != std::string::npos);
-    CHECK(what.find(fragment) != std::string::npos);
-  };
-  expect_rejected("tribunal-ed25519-secret-key-2\n" + good.substr(hex_at), "first line");
-  expect_rejected(good.substr(hex_at), "first line");
-  expect_rejected("", "first line");
-  std::string t = good;
-  t[hex_at + 10] = 'g';
-  expect_rejected(t, "not hex at character 10");
-  expect_rejected(good.substr(0, good.size() - 2) + "\n", "127 characters");
-  expect_rejected(good.substr(0, good.size() - 1) + "00\n", "130 characters");
-  expect_rejected(good + "\n", "129 characters");
-  // Mismatched public half: change one hex digit of the last 32 bytes.
-  t = good;
-  char& c = t[hex_at + 127];
-  c = (c == '0') ? '1' : '0';
-  expect_rejected(t, "public half");
-  // The final newline is optional; the text is otherwise exact.
-  write_text(path, good.substr(0, good.size() - 1));
-  CHECK_NOTHROW(load_keypair(path));
-  const std::string missing = load_error(dir.path / "missing.key");
-  CHECK(missing.find((dir.path / "missing.key").string()) != std::string::npos);
 }
 
 // ---------------------------------------------------------------------------------------------------

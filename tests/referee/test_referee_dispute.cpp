@@ -120,7 +120,7 @@ TEST_CASE("referee: refuses envelopes from the wrong key, for another dispute, o
   // For another dispute.
   Digest other_dispute = referee.dispute_id();
   other_dispute[0] ^= 1;
-  CHECK(referee.on_envelope(out[2].party, open_envelope(seal(honest.key, other_dispute, 2, Answer{q.round, {}, {}})), 0,
+  CHECK(referee.on_envelope(out[2].party, open_envelope(seal(honest.key, other_dispute, 2, Children{q.round, {}, {}})), 0,
                             &refused).empty());
   CHECK(refused == "for another dispute");
   // Accepted once; the same envelope again is a replay.

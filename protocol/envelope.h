@@ -1,0 +1,66 @@
+// The Ed25519-signed envelope that carries every message, and dispute ids (docs/protocol.md,
+// "Messages" and "Opening a dispute").
+//
+// Envelope: u8 version ‖ u8 kind ‖ 32-byte context (dispute id, or job id before a dispute) ‖
+// u64 sequence ‖ u32 body length ‖ body (codec.h) ‖ 32-byte sender public key ‖ 64-byte Ed25519
+// signature. The signature (libsodium crypto_sign_detached) covers H(Envelope tag ‖ everything before
+// the signature), i.e. every byte but itself.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "protocol/codec.h"
+#include "protocol/hash.h"
+#include "protocol/messages.h"
+
+namespace tribunal {
+
+/// Envelope layout: the header before the body (version, kind, context, sequence, body length) and
+/// the trailer after it (sender key, signature).
+inline constexpr size_t kEnvelopeHeaderBytes = 1 + 1 + 32 + 8 + 4;
+inline constexpr size_t kEnvelopeTrailerBytes = 32 + 64;
+static_assert(kMaxBodyBytes == kMaxMessageBytes - kEnvelopeHeaderBytes - kEnvelopeTrailerBytes);
+
+using PublicKey = std::array<uint8_t, 32>;
+
+/// An Ed25519 key pair (libsodium crypto_sign_keypair). Key files: nodes/key_file.h.
+struct KeyPair {
+  PublicKey public_key{};
+  std::array<uint8_t, 64> secret_key{};
+  /// True if public_key is the public half stored in secret_key (its last 32 bytes); a pair whose
+  /// halves disagree would sign envelopes that name the wrong sender.
+  bool halves_agree() const;
+};
+
+/// A fresh key pair. Throws ProtocolError if libsodium fails.
+KeyPair generate_keypair();
+
+/// A decoded, signature-checked envelope.
+struct Envelope {
+  MessageKind kind = MessageKind::Error;
+  Digest context{};
+  uint64_t sequence = 0;
+  PublicKey sender{};
+  Body body;
+  std::vector<uint8_t> bytes;  ///< the whole envelope as received (for evidence, e.g. claims)
+};
+
+/// Encodes and signs `body` into an envelope. Throws WireError if the body does not encode,
+/// ProtocolError if the key pair's halves disagree or signing fails.
+std::vector<uint8_t> seal(const KeyPair& keys, const Digest& context, uint64_t sequence, const Body& body);
+
+/// Decodes an envelope, checks version, lengths, canonical body and the signature by the key it
+/// names. Throws WireError (TooBig, InvalidPayload, PolicyViolation for a bad signature) naming the
+/// field and its offset in `bytes`.
+Envelope open_envelope(std::span<const uint8_t> bytes);
+
+/// dispute id = H(Dispute ‖ encode_body(opening)): it covers the whole opening (job, data set, both
+/// signed claims and so both providers' endpoints), so two openings that differ in any byte are two
+/// disputes, and a verdict names exactly what was disputed (docs/protocol.md, "Opening a dispute").
+Digest dispute_id(const DisputeOpen& opening);
+
+}  // namespace tribunal

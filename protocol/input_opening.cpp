@@ -1,0 +1,134 @@
+// An OpenInputs round's tensors and samples, checked and reassembled. See input_opening.h;
+// docs/protocol.md, "The game".
+#include "protocol/input_opening.h"
+
+#include <algorithm>
+#include <cstring>
+#include <span>
+
+#include "protocol/merkle.h"
+#include "protocol/tensor_hash.h"
+
+namespace tribunal {
+namespace {
+
+/// Byte length of a float32 tensor of `shape`; nullopt if a dimension is negative or the tensor has
+/// more than kMaxOpenedElements elements.
+std::optional<uint64_t> f32_byte_length(std::span<const int64_t> shape) {
+  uint64_t numel = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || (d > 0 && numel > kMaxOpenedElements / static_cast<uint64_t>(d))) return std::nullopt;
+    numel *= static_cast<uint64_t>(d);
+  }
+  return numel * 4;
+}
+
+/// Chunks of a tensor of `bytes` bytes: at least one (an empty tensor has one empty chunk).
+uint64_t chunk_count(uint64_t bytes) {
+  return std::max<uint64_t>(1, (bytes + kTensorChunkBytes - 1) / kTensorChunkBytes);
+}
+
+}  // namespace
+
+InputOpening::InputOpening(std::vector<ExpectedTensor> tensors, ExpectedSamples samples)
+    : expected_(std::move(tensors)), expected_samples_(std::move(samples)), received_(expected_.size()) {}
+
+bool InputOpening::accept(const TensorChunk& c, std::string& why) {
+  if (c.value >= expected_.size() || c.chunk != received_[c.value].chunks) {
+    why = "tensor chunk out of order";
+    return false;
+  }
+  const ExpectedTensor& want = expected_[c.value];
+  Received& got = received_[c.value];
+  if (c.chunk == 0) {
+    // The job's graph fixes every value's shape: a tensor of another shape is refused before any
+    // of its bytes is kept (its size, and so the referee's memory, follows from the shape).
+    if (c.shape != want.shape) {
+      why = "tensor shape is not the shape of the value in the job's graph";
+      return false;
+    }
+    const std::optional<uint64_t> bytes = f32_byte_length(c.shape);
+    if (!bytes) {
+      why = "tensor shape out of range";
+      return false;
+    }
+    if (c.chunks != chunk_count(*bytes) ||
+        tensor_leaf_from_chunk_root(DType::F32, c.shape, *bytes, c.chunk_root) != want.hash) {
+      why = "tensor header does not match the committed tensor hash";
+      return false;
+    }
+  } else if (c.chunk_root != got.chunk_root || c.shape != want.shape) {
+    why = "tensor chunk header changed";
+    return false;
+  }
+  const uint64_t total = *f32_byte_length(want.shape);  // in range: chunk 0 was accepted
+  const uint64_t chunks = chunk_count(total), offset = uint64_t{c.chunk} * kTensorChunkBytes;
+  const uint64_t expect = std::min<uint64_t>(kTensorChunkBytes, total - std::min(total, offset));
+  if (c.chunks != chunks || c.chunk >= chunks || c.bytes.size() != expect || c.proof.index != c.chunk ||
+      c.proof.size != chunks ||
+      !verify_inclusion(tensor_chunk_hash(DType::F32, std::as_bytes(std::span(c.bytes))), c.proof, c.chunk_root)) {
+    why = "tensor chunk " + std::to_string(c.chunk) + " does not match its tensor's chunk root";
+    return false;
+  }
+  got.chunk_root = c.chunk_root;
+  got.bytes.insert(got.bytes.end(), c.bytes.begin(), c.bytes.end());
+  ++got.chunks;
+  return true;
+}
+
+bool InputOpening::accept(const Samples& s, std::string& why) {
+  const ExpectedSamples& want = expected_samples_;
+  if (samples_ || s.indices != want.rows || s.inputs.size() != s.indices.size() ||
+      s.labels.size() != s.indices.size() || s.proofs.size() != s.indices.size()) {
+    why = "the opened samples are not the ones asked for";
+    return false;
+  }
+  const uint64_t label_values = want.label_width == 0 ? 1 : want.label_width;
+  for (size_t i = 0; i < s.indices.size(); ++i)
+    if (s.labels[i].size() != label_values) {
+      why = "sample " + std::to_string(s.indices[i]) + " has " + std::to_string(s.labels[i].size()) +
+            " label values, the job's data set has " + std::to_string(label_values);
+      return false;
+    }
+  for (size_t i = 0; i < s.indices.size(); ++i)
+    if (s.proofs[i].index != s.indices[i] || s.proofs[i].size != want.dataset_samples ||
+        !verify_inclusion(sample_leaf(s.inputs[i], s.labels[i], want.label_width), s.proofs[i], want.dataset_root)) {
+      why = "sample " + std::to_string(s.indices[i]) + " is not in the job's data set";
+      return false;
+    }
+  samples_ = s;
+  return true;
+}
+
+bool InputOpening::complete() const {
+  if (expected_samples_.needed && !samples_) return false;
+  for (size_t v = 0; v < expected_.size(); ++v)
+    if (received_[v].chunks == 0 || received_[v].bytes.size() != *f32_byte_length(expected_[v].shape)) return false;
+  return true;
+}
+
+void InputOpening::restart() {
+  received_.assign(expected_.size(), {});
+  samples_.reset();
+}
+
+uint64_t InputOpening::bytes_held() const {
+  uint64_t n = 0;
+  for (const Received& r : received_) n += r.bytes.size();
+  return n;
+}
+
+OpenedInputs InputOpening::take() {
+  OpenedInputs out;
+  for (size_t v = 0; v < expected_.size(); ++v) {
+    const std::vector<uint8_t>& bytes = received_[v].bytes;
+    OpenedTensor t{expected_[v].shape, std::vector<float>(bytes.size() / 4)};
+    if (!bytes.empty()) std::memcpy(t.values.data(), bytes.data(), bytes.size());  // never memcpy(null, …)
+    out.tensors.push_back(std::move(t));
+  }
+  out.samples = std::move(samples_);
+  restart();
+  return out;
+}
+
+}  // namespace tribunal

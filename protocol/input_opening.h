@@ -1,0 +1,94 @@
+// The referee's side of an OpenInputs round (docs/protocol.md, "The game", Decision): the located
+// node's input tensors arrive as TensorChunk streams and its data-set rows as one Samples message;
+// InputOpening checks each piece against what both parties committed to and reassembles the tensors.
+// Sans-I/O like the game that owns it (protocol/game.h).
+//
+// A tensor's chunks must come in order, 0 to n − 1. Chunk 0 carries the header: its shape must be the
+// value's shape in the job's graph, at most kMaxOpenedElements elements, and (shape, byte length,
+// chunk root) must hash to the committed tensor leaf (docs/commitments.md) — all checked before any byte
+// is kept, so the referee's memory follows from the job's graph, not from the sender. Every chunk then
+// has exactly its share of kTensorChunkBytes and an inclusion proof under that chunk root.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "protocol/hash.h"
+#include "protocol/messages.h"
+
+namespace tribunal {
+
+/// The most elements an opened tensor may have (2^40: 4 TiB of float32; the job's graph sets the
+/// actual size).
+inline constexpr uint64_t kMaxOpenedElements = uint64_t{1} << 40;
+
+/// One tensor the referee waits for: the value's shape in the job's graph ([] for a scalar) and the
+/// tensor leaf (tensor_hash.h) both parties' records give it.
+struct ExpectedTensor {
+  std::vector<int64_t> shape;
+  Digest hash{};
+};
+
+/// The data-set rows a node reads, and the data set they must be proven against.
+struct ExpectedSamples {
+  bool needed = false;           ///< the node has a Data input: the opening is complete only with them
+  std::vector<uint64_t> rows;    ///< the node's gather indices (NodeSpec.data_rows), in order
+  Digest dataset_root{};
+  uint64_t dataset_samples = 0;  ///< N, the size of the tree under dataset_root
+  uint64_t label_width = 0;      ///< 0: one class id per sample; L: L label values per sample
+};
+
+/// A reassembled tensor: its shape and float32 values (row-major, the bytes as sent, little-endian).
+struct OpenedTensor {
+  std::vector<int64_t> shape;
+  std::vector<float> values;
+};
+
+/// Everything an OpenInputs round delivered.
+struct OpenedInputs {
+  std::vector<OpenedTensor> tensors;  ///< in the order asked for (the query's `values`)
+  std::optional<Samples> samples;     ///< the accepted Samples message, if one came
+};
+
+/// Receives one OpenInputs round. accept() refuses (returning false with the reason in `why`, state
+/// unchanged) anything that does not match the commitments; a refusal is evidence against the sender
+/// (the game's bad_proof).
+class InputOpening {
+ public:
+  /// Waits for nothing: complete at once.
+  InputOpening() = default;
+  /// Waits for `tensors` (TensorChunk.value indexes this list) and the rows of `samples`.
+  InputOpening(std::vector<ExpectedTensor> tensors, ExpectedSamples samples);
+
+  /// Checks and keeps the next chunk of tensor `chunk.value` (see the file comment for the rules).
+  bool accept(const TensorChunk& chunk, std::string& why);
+  /// Checks and keeps the samples: exactly the rows asked for, in order, once, each with the data
+  /// set's label width and an inclusion proof against dataset_root.
+  bool accept(const Samples& samples, std::string& why);
+
+  /// True once every tensor has all its chunks and, when needed, the samples have come.
+  bool complete() const;
+  /// Forgets everything received (the question is asked again and the stream restarts whole).
+  void restart();
+  /// Tensor bytes held so far, across all tensors.
+  uint64_t bytes_held() const;
+  /// Moves out what was received (call once complete()); the opening then holds no tensor data.
+  OpenedInputs take();
+
+ private:
+  struct Received {
+    uint32_t chunks = 0;  // chunks accepted so far
+    Digest chunk_root{};  // from chunk 0
+    std::vector<uint8_t> bytes;
+  };
+
+  std::vector<ExpectedTensor> expected_;
+  ExpectedSamples expected_samples_;
+  std::vector<Received> received_;
+  std::optional<Samples> samples_;
+};
+
+}  // namespace tribunal

@@ -1,0 +1,243 @@
+// The referee's reassembly of opened inputs (protocol/input_opening.h; docs/protocol.md, "The game"):
+// chunk order, the graph's shape checked at chunk 0 before any byte is kept, the element limit, per-chunk
+// proofs against the committed tensor hash, samples against the data set, completion.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <span>
+#include <vector>
+
+#include "protocol/input_opening.h"
+#include "protocol/merkle.h"
+#include "protocol/tensor_hash.h"
+
+using namespace tribunal;
+
+namespace {
+
+/// A tensor and the TensorChunk stream an honest party sends for it (as engine/dispute.cpp does).
+struct Streamed {
+  std::vector<int64_t> shape;
+  std::vector<float> values;
+  Digest leaf{};
+  std::vector<TensorChunk> chunks;
+};
+
+Streamed stream(std::vector<int64_t> shape, uint32_t value = 0) {
+  Streamed s;
+  s.shape = std::move(shape);
+  size_t numel = 1;
+  for (int64_t d : s.shape) numel *= static_cast<size_t>(d);
+  for (size_t i = 0; i < numel; ++i) s.values.push_back(0.25f * static_cast<float>(i % 1000) - 7.0f);
+  const auto bytes = std::as_bytes(std::span(s.values));
+  s.leaf = tensor_leaf(DType::F32, s.shape, bytes);
+  const MerkleTree tree(tensor_chunk_hashes(DType::F32, bytes));
+  for (uint64_t c = 0; c < tree.size(); ++c) {
+    const size_t off = c * kTensorChunkBytes, len = std::min(kTensorChunkBytes, bytes.size() - off);
+    const auto* p = reinterpret_cast<const uint8_t*>(bytes.data()) + off;
+    s.chunks.push_back(TensorChunk{7, value, s.shape, static_cast<uint32_t>(c), static_cast<uint32_t>(tree.size()),
+                                   tree.root(), std::vector<uint8_t>(p, p + len), tree.prove(c)});
+  }
+  return s;
+}
+
+InputOpening expecting(const std::vector<const Streamed*>& tensors, ExpectedSamples samples = {}) {
+  std::vector<ExpectedTensor> want;
+  for (const Streamed* t : tensors) want.push_back({t->shape, t->leaf});
+  return InputOpening(std::move(want), std::move(samples));
+}
+
+/// o.accept(m): the refusal, or "" when accepted.
+template <class M>
+std::string refusal(InputOpening& o, const M& m) {
+  std::string why;
+  return o.accept(m, why) ? "" : (why.empty() ? "refused without a reason" : why);
+}
+
+}  // namespace
+
+TEST_CASE("input opening: a multi-chunk tensor in order reassembles bit for bit; one chunk more is refused") {
+  const Streamed t = stream({3, 10000});  // 120000 bytes: chunks of 65536 and 54464
+  REQUIRE(t.chunks.size() == 2);
+  InputOpening o = expecting({&t});
+  CHECK_FALSE(o.complete());
+  CHECK(refusal(o, t.chunks[0]) == "");
+  CHECK_FALSE(o.complete());
+  CHECK(o.bytes_held() == kTensorChunkBytes);
+  CHECK(refusal(o, t.chunks[1]) == "");
+  CHECK(o.complete());
+  CHECK(o.bytes_held() == 120000);
+  TensorChunk extra = t.chunks[1];
+  extra.chunk = 2;
+  CHECK(refusal(o, extra) == "tensor chunk 2 does not match its tensor's chunk root");
+
+  OpenedInputs in = o.take();
+  REQUIRE(in.tensors.size() == 1);
+  CHECK(in.tensors[0].shape == t.shape);
+  REQUIRE(in.tensors[0].values.size() == t.values.size());
+  CHECK(std::memcmp(in.tensors[0].values.data(), t.values.data(), t.values.size() * sizeof(float)) == 0);
+  CHECK_FALSE(in.samples);
+  CHECK(o.bytes_held() == 0);  // the data moved out
+}
+
+TEST_CASE("input opening: chunks out of order, of an unknown value, or replayed are refused") {
+  const Streamed t = stream({2, 20000});  // 160000 bytes: 3 chunks
+  REQUIRE(t.chunks.size() == 3);
+  InputOpening o = expecting({&t});
+  CHECK(refusal(o, t.chunks[1]) == "tensor chunk out of order");
+  CHECK(o.bytes_held() == 0);
+  TensorChunk other_value = t.chunks[0];
+  other_value.value = 1;
+  CHECK(refusal(o, other_value) == "tensor chunk out of order");
+  CHECK(refusal(o, t.chunks[0]) == "");
+  CHECK(refusal(o, t.chunks[0]) == "tensor chunk out of order");  // chunk 0 again
+  CHECK(refusal(o, t.chunks[2]) == "tensor chunk out of order");  // skips chunk 1
+  CHECK(refusal(o, t.chunks[1]) == "");
+  CHECK(refusal(o, t.chunks[2]) == "");
+  CHECK(o.complete());
+}
+
+TEST_CASE("input opening: a shape other than the graph's is refused at chunk 0, before any byte is kept") {
+  const Streamed want = stream({4, 5});
+  // A sender signing a tensor of another shape, with a self-consistent header and proofs.
+  for (const std::vector<int64_t>& shape : std::vector<std::vector<int64_t>>{{5, 4}, {20}, {4, 5, 1}, {}, {400, 5}}) {
+    const Streamed sent = stream(shape);
+    InputOpening o = expecting({&want});
+    CAPTURE(shape.size());
+    CHECK(refusal(o, sent.chunks[0]) == "tensor shape is not the shape of the value in the job's graph");
+    CHECK(o.bytes_held() == 0);
+    CHECK_FALSE(o.complete());
+  }
+  // Later chunks may not change the header either.
+  const Streamed big = stream({40000});  // 3 chunks
+  InputOpening o = expecting({&big});
+  REQUIRE(refusal(o, big.chunks[0]) == "");
+  TensorChunk reshaped = big.chunks[1];
+  reshaped.shape = {20000, 2};
+  CHECK(refusal(o, reshaped) == "tensor chunk header changed");
+  TensorChunk rerooted = big.chunks[1];
+  rerooted.chunk_root[0] ^= 1;
+  CHECK(refusal(o, rerooted) == "tensor chunk header changed");
+  CHECK(o.bytes_held() == kTensorChunkBytes);
+}
+
+TEST_CASE("input opening: oversized tensors and chunks are refused") {
+  // A shape over kMaxOpenedElements (2^21 × 2^20 = 2^41) or with a negative dimension is refused at
+  // chunk 0 even when it is the shape the graph names.
+  for (const std::vector<int64_t>& shape :
+       std::vector<std::vector<int64_t>>{{int64_t{1} << 21, int64_t{1} << 20}, {-1, 4}, {int64_t{1} << 41}}) {
+    InputOpening o({ExpectedTensor{shape, Digest{}}}, {});
+    TensorChunk c{7, 0, shape, 0, 1, Digest{}, {}, InclusionProof{0, 1, {}}};
+    CHECK(refusal(o, c) == "tensor shape out of range");
+    CHECK(o.bytes_held() == 0);
+  }
+  // Exactly kMaxOpenedElements passes the range check (and then fails only on the hash).
+  const std::vector<int64_t> limit{int64_t{1} << 20, int64_t{1} << 20};
+  InputOpening at_limit({ExpectedTensor{limit, Digest{}}}, {});
+  CHECK(refusal(at_limit, TensorChunk{7, 0, limit, 0, 1, Digest{}, {}, InclusionProof{0, 1, {}}}) ==
+        "tensor header does not match the committed tensor hash");
+
+  // A chunk with more (or fewer) bytes than its share of the tensor.
+  const Streamed t = stream({3, 10000});
+  InputOpening o = expecting({&t});
+  TensorChunk longer = t.chunks[0];
+  longer.bytes.push_back(0);
+  CHECK(refusal(o, longer) == "tensor chunk 0 does not match its tensor's chunk root");
+  TensorChunk shorter = t.chunks[0];
+  shorter.bytes.pop_back();
+  CHECK(refusal(o, shorter) == "tensor chunk 0 does not match its tensor's chunk root");
+  CHECK(o.bytes_held() == 0);
+  CHECK(refusal(o, t.chunks[0]) == "");
+}
+
+TEST_CASE("input opening: a header or chunk that does not hash to the commitment is refused") {
+  const Streamed t = stream({3, 10000});
+  SUBCASE("another tensor of the same shape") {
+    Streamed other = stream({3, 10000});
+    other.values[5] += 1.0f;
+    const auto bytes = std::as_bytes(std::span(other.values));
+    const MerkleTree tree(tensor_chunk_hashes(DType::F32, bytes));
+    TensorChunk c = t.chunks[0];
+    c.chunk_root = tree.root();
+    InputOpening o = expecting({&t});
+    CHECK(refusal(o, c) == "tensor header does not match the committed tensor hash");
+  }
+  SUBCASE("a wrong chunk count") {
+    TensorChunk c = t.chunks[0];
+    c.chunks = 3;
+    InputOpening o = expecting({&t});
+    CHECK(refusal(o, c) == "tensor header does not match the committed tensor hash");
+  }
+  SUBCASE("a flipped byte, a proof for another index") {
+    InputOpening o = expecting({&t});
+    TensorChunk flipped = t.chunks[0];
+    flipped.bytes[100] ^= 0x40;
+    CHECK(refusal(o, flipped) == "tensor chunk 0 does not match its tensor's chunk root");
+    TensorChunk misplaced = t.chunks[0];
+    misplaced.proof = t.chunks[1].proof;
+    CHECK(refusal(o, misplaced) == "tensor chunk 0 does not match its tensor's chunk root");
+    CHECK(refusal(o, t.chunks[0]) == "");
+    TensorChunk flipped1 = t.chunks[1];
+    flipped1.bytes.back() ^= 1;
+    CHECK(refusal(o, flipped1) == "tensor chunk 1 does not match its tensor's chunk root");
+    CHECK_FALSE(o.complete());
+    CHECK(refusal(o, t.chunks[1]) == "");
+    CHECK(o.complete());
+  }
+}
+
+TEST_CASE("input opening: completion needs every tensor and the samples; restart forgets what arrived") {
+  const Streamed a = stream({2, 3}, 0), b = stream({}, 1), empty = stream({0, 4}, 2);
+  REQUIRE(empty.chunks.size() == 1);
+  REQUIRE(empty.chunks[0].bytes.empty());
+  // Two data-set rows proven against a tree of 3 samples, label width 0 (one class id each).
+  const std::vector<std::vector<float>> x{{1, 2}, {3, 4}, {5, 6}};
+  const std::vector<float> y{0, 1, 2};
+  std::vector<Digest> leaves;
+  for (size_t i = 0; i < x.size(); ++i) leaves.push_back(sample_leaf(x[i], y[i]));
+  const MerkleTree data(leaves);
+  const ExpectedSamples rows{true, {2, 0}, data.root(), 3, 0};
+  const Samples good{7, {2, 0}, {x[2], x[0]}, {{y[2]}, {y[0]}}, {data.prove(2), data.prove(0)}};
+
+  InputOpening o = expecting({&a, &b, &empty}, rows);
+  CHECK(refusal(o, b.chunks[0]) == "");
+  CHECK(refusal(o, empty.chunks[0]) == "");
+  CHECK(refusal(o, a.chunks[0]) == "");
+  CHECK_FALSE(o.complete());  // the samples are missing
+
+  Samples reordered = good;
+  std::swap(reordered.indices[0], reordered.indices[1]);
+  CHECK(refusal(o, reordered) == "the opened samples are not the ones asked for");
+  Samples wide = good;
+  wide.labels[1].push_back(0);
+  CHECK(refusal(o, wide) == "sample 0 has 2 label values, the job's data set has 1");
+  Samples relabelled = good;
+  relabelled.labels[0][0] = 1;
+  CHECK(refusal(o, relabelled) == "sample 2 is not in the job's data set");
+  CHECK(refusal(o, good) == "");
+  CHECK(o.complete());
+  CHECK(refusal(o, good) == "the opened samples are not the ones asked for");  // only once
+
+  o.restart();
+  CHECK_FALSE(o.complete());
+  CHECK(o.bytes_held() == 0);
+  CHECK(refusal(o, a.chunks[0]) == "");
+  CHECK(refusal(o, b.chunks[0]) == "");
+  CHECK(refusal(o, empty.chunks[0]) == "");
+  CHECK(refusal(o, good) == "");
+  REQUIRE(o.complete());
+  const OpenedInputs in = o.take();
+  REQUIRE(in.tensors.size() == 3);
+  CHECK(in.tensors[0].values == a.values);
+  CHECK(in.tensors[1].shape.empty());
+  CHECK(in.tensors[1].values == b.values);
+  CHECK(in.tensors[2].shape == std::vector<int64_t>{0, 4});
+  CHECK(in.tensors[2].values.empty());
+  REQUIRE(in.samples);
+  CHECK(in.samples->indices == good.indices);
+  CHECK(in.samples->inputs == good.inputs);
+
+  // Nothing expected: complete at once.
+  CHECK(InputOpening().complete());
+  CHECK(InputOpening({}, ExpectedSamples{false, {}, {}, 0, 0}).complete());
+}
