@@ -11,11 +11,16 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/cli.h"
-#include "apps/nodes.h"
+#include "nodes/delegate.h"
+#include "nodes/provider_node.h"
+#include "nodes/referee_node.h"
+#include "nodes/train_set.h"
 #include "engine/error.h"
 #include "net/error.h"
 
 namespace tribunal::cli {
+
+using namespace tribunal::nodes;  // the roles this command line runs
 namespace {
 
 std::filesystem::path default_job() {

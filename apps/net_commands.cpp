@@ -7,12 +7,17 @@
 #include <fmt/ranges.h>
 
 #include "apps/cli.h"
-#include "apps/nodes.h"
+#include "nodes/delegate.h"
+#include "nodes/provider_node.h"
+#include "nodes/referee_node.h"
+#include "nodes/train_set.h"
 #include "engine/error.h"
 #include "net/error.h"
 #include "nodes/key_file.h"
 
 namespace tribunal::cli {
+
+using namespace tribunal::nodes;  // the roles this command line runs
 namespace {
 
 void log_line(const std::string& line) {

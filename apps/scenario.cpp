@@ -11,6 +11,7 @@
 #include "engine/job.h"
 #include "engine/step.h"
 #include "net/error.h"
+#include "nodes/train_set.h"
 #include "scenarios/runner.h"
 
 namespace tribunal::cli {
@@ -95,7 +96,7 @@ int scenario_main(Args& args) {
   std::vector<std::shared_ptr<const Dataset>> keep;
   {
     ThreadPool pool(2);
-    for (const auto& s : list) keep.push_back(shared_train_set(load_job(s.job), pool));
+    for (const auto& s : list) keep.push_back(nodes::shared_train_set(load_job(s.job), pool));
   }
 
   FILE* human = json ? stderr : stdout;

@@ -1,5 +1,5 @@
 // The referee under load (issue: ≥ 500 concurrent disputes on 2 cores, and abuse bounds). One referee
-// process — the real cli::RefereeNode on a NetContext, forked before any thread exists — holds N
+// process — the real nodes::RefereeNode on a NetContext, forked before any thread exists — holds N
 // disputes at once over real loopback WebSocket connections, twice in one invocation:
 //
 //   clean:  N disputes, nothing else;
@@ -51,7 +51,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "apps/nodes.h"
+#include "nodes/referee_node.h"
 #include "engine/dispute.h"
 #include "net/error.h"
 
@@ -115,10 +115,10 @@ struct ChildStats {
     ctx.set_shutdown_grace(std::chrono::milliseconds(2000));
     RefereeOptions options;
     options.max_disputes_per_client = options.max_live_disputes;  // every dispute comes from loopback
-    cli::RefereeNode node(ctx, key, options, [verbose](const std::string& line) {
+    nodes::RefereeNode node(ctx, key, options, [verbose](const std::string& line) {
       if (verbose) std::fprintf(stderr, "referee %s\n", line.c_str());
-    }, cli::loopback_policy());
-    node.on_finished = [&](const RefereeDispute&, const cli::DisputeStats& s) {
+    }, nodes::loopback_policy());
+    node.on_finished = [&](const RefereeDispute&, const nodes::DisputeStats& s) {
       ++stats.finished;
       std::lock_guard lock(cpu_mu);
       cpu += s.cpu_seconds;

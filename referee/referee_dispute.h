@@ -1,7 +1,7 @@
 // One dispute as the referee plays it: checks the opening (two claims, signed by two different
 // providers, for the job the referee re-derives), drives the Game, checks every envelope's sender,
 // context and sequence before the game sees it, re-executes the located node with RepOps, and signs
-// the verdict. Transport-agnostic: it takes envelopes and returns envelopes (apps/referee_node.cpp
+// the verdict. Transport-agnostic: it takes envelopes and returns envelopes (nodes/referee_node.cpp
 // moves them over WebSocket).
 //
 // Event sourcing (DESIGN §6): every input that changes the dispute — the opening, each envelope the

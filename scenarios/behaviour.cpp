@@ -4,6 +4,7 @@
 
 #include "engine/job.h"
 #include "engine/provider_session.h"
+#include "nodes/train_set.h"
 
 namespace tribunal::scenarios {
 
@@ -135,7 +136,7 @@ std::vector<uint8_t> malformed(AnswerKind kind, const Envelope& own, const KeyPa
   }
 }
 
-std::vector<std::vector<uint8_t>> mirror_answers(const BehaviourSetup& setup, BehaviourState& st, const cli::QueryContext& q,
+std::vector<std::vector<uint8_t>> mirror_answers(const BehaviourSetup& setup, BehaviourState& st, const nodes::QueryContext& q,
                                                  const std::vector<Envelope>& own) {
   auto& m = st.mirrors[q.open.context];
   if (!m) {
@@ -144,7 +145,7 @@ std::vector<std::vector<uint8_t>> mirror_answers(const BehaviourSetup& setup, Be
     JobSpec job = parse_job(d.job_toml, "disputed job");
     locate_data(job, DataRegistry::debian());
     m->pool = std::make_unique<ThreadPool>(setup.threads);
-    m->data = cli::shared_train_set(job, *m->pool);
+    m->data = nodes::shared_train_set(job, *m->pool);
     const Digest id = job_id(job, *m->data);
     m->session = std::make_unique<ProviderDisputeSession>(setup.key, q.open, job, *m->data,
                                                           setup.mirror_store / to_hex(id), *m->pool,
@@ -160,8 +161,8 @@ std::vector<std::vector<uint8_t>> mirror_answers(const BehaviourSetup& setup, Be
 
 }  // namespace
 
-cli::ReplyFilter make_reply_filter(BehaviourSetup setup, std::shared_ptr<BehaviourState> state) {
-  return [setup, state](const cli::QueryContext& q, std::vector<std::vector<uint8_t>> frames) {
+nodes::ReplyFilter make_reply_filter(BehaviourSetup setup, std::shared_ptr<BehaviourState> state) {
+  return [setup, state](const nodes::QueryContext& q, std::vector<std::vector<uint8_t>> frames) {
     std::lock_guard lock(state->mu);
     BehaviourState& st = *state;
     const AnswerBehaviour& b = setup.answers;
@@ -170,7 +171,7 @@ cli::ReplyFilter make_reply_filter(BehaviourSetup setup, std::shared_ptr<Behavio
     const bool active = round >= b.round;
     std::vector<Envelope> own;
     for (auto& f : frames) own.push_back(open_envelope(f));
-    cli::ProviderReply reply;
+    nodes::ProviderReply reply;
     reply.frames = frames;
 
     if (is_lie_kind(b.kind) && active && !st.fired) {

@@ -1,4 +1,4 @@
-// Provider behaviours of scenario scripts as reply filters (apps/nodes.h ReplyFilter): the honest
+// Provider behaviours of scenario scripts as reply filters (nodes/reply_filter.h ReplyFilter): the honest
 // node computes its signed answers, the filter turns them into a liar's, a slow or silent peer's,
 // a crashing node's, or a bad link's. What each kind does: docs/scenarios.md.
 #pragma once
@@ -11,7 +11,8 @@
 #include <mutex>
 #include <random>
 
-#include "apps/nodes.h"
+#include "nodes/reply_filter.h"
+#include "protocol/wire.h"
 #include "scenarios/scenario.h"
 
 namespace tribunal::scenarios {
@@ -55,6 +56,6 @@ struct BehaviourSetup {
 };
 
 /// The reply filter of one provider. `state` may be shared by successive nodes of one provider.
-cli::ReplyFilter make_reply_filter(BehaviourSetup setup, std::shared_ptr<BehaviourState> state);
+nodes::ReplyFilter make_reply_filter(BehaviourSetup setup, std::shared_ptr<BehaviourState> state);
 
 }  // namespace tribunal::scenarios

@@ -7,7 +7,7 @@
 
 #include "protocol/game.h"
 #include "protocol/wire.h"
-#include "scenarios/counter.h"
+#include "protocol/testing/counter.h"
 
 namespace tribunal {
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "protocol/messages.h"
-#include "scenarios/counter.h"
+#include "protocol/testing/counter.h"
 
 namespace tribunal {
 

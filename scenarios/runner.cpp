@@ -7,6 +7,9 @@
 
 #include <fmt/format.h>
 
+#include "nodes/delegate.h"
+#include "nodes/provider_node.h"
+#include "nodes/referee_node.h"
 #include "scenarios/behaviour.h"
 
 namespace tribunal::scenarios {
@@ -45,7 +48,7 @@ class ProviderFleet {
     }
     restarter_.join();
     // Destroyed outside the lock: a node's worker may be waiting for it in a crash request.
-    std::vector<std::unique_ptr<cli::ProviderNode>> nodes;
+    std::vector<std::unique_ptr<nodes::ProviderNode>> nodes;
     {
       std::lock_guard lock(mu_);
       for (auto& s : slots_) nodes.push_back(std::move(s.node));
@@ -79,7 +82,7 @@ class ProviderFleet {
     std::filesystem::path store, mirror_store;
     uint16_t port = 0;
     std::shared_ptr<BehaviourState> state;
-    std::unique_ptr<cli::ProviderNode> node;
+    std::unique_ptr<nodes::ProviderNode> node;
   };
 
   void start(size_t i) {  // mu_ held
@@ -88,15 +91,15 @@ class ProviderFleet {
     // A node that sends oversized frames must be allowed to: the limit it tests is the referee's.
     if (s.spec.answers.kind == AnswerKind::Oversized) server.session.max_message_bytes = 2 * kMaxMessageBytes;
     const std::string tag = s.spec.name;
-    cli::LogFn log = options_.log ? cli::LogFn([this, tag](const std::string& line) { options_.log(tag + ": " + line); })
-                                  : cli::LogFn([](const std::string&) {});
-    cli::ProviderConfig config;
+    nodes::LogFn log = options_.log ? nodes::LogFn([this, tag](const std::string& line) { options_.log(tag + ": " + line); })
+                                  : nodes::LogFn([](const std::string&) {});
+    nodes::ProviderConfig config;
     config.store = s.store;
     config.threads = options_.threads;
     config.referees = {referee_};
     config.fault = s.spec.work;
     config.server = server;
-    s.node = std::make_unique<cli::ProviderNode>(ctx_, s.key, std::move(config), log);
+    s.node = std::make_unique<nodes::ProviderNode>(ctx_, s.key, std::move(config), log);
     BehaviourSetup setup{s.key, s.spec.answers, s.spec.link, s.mirror_store, options_.threads,
                          [this, i](uint64_t down_ms) {
                            std::lock_guard lock(mu_);
@@ -115,7 +118,7 @@ class ProviderFleet {
       const auto [i, down_ms] = crashes_requested_.front();
       crashes_requested_.pop_front();
       if (options_.log) options_.log(fmt::format("{}: CRASH (down for {} ms)", slots_[i].spec.name, down_ms));
-      std::unique_ptr<cli::ProviderNode> dead = std::move(slots_[i].node);
+      std::unique_ptr<nodes::ProviderNode> dead = std::move(slots_[i].node);
       lock.unlock();
       dead.reset();  // joins its workers, closes its connections: everything in memory is lost
       std::this_thread::sleep_for(std::chrono::milliseconds(down_ms));
@@ -198,7 +201,7 @@ ScenarioResult run_scenario(const Scenario& s, const RunOptions& o) {
   const std::filesystem::path dir = o.work_dir / s.name;
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
-  const cli::LogFn log = o.log ? o.log : cli::LogFn([](const std::string&) {});
+  const nodes::LogFn log = o.log ? o.log : nodes::LogFn([](const std::string&) {});
   try {
     NetContext ctx(2, false);
     RefereeOptions ro;
@@ -206,9 +209,9 @@ ScenarioResult run_scenario(const Scenario& s, const RunOptions& o) {
     ro.recompute_timeout_ms = s.recompute_timeout_ms;
     ro.data_dir = dir / "referee";  // the referee of a scenario is durable, as `tribunal referee` is
     const KeyPair referee_key = generate_keypair();
-    cli::RefereeNode referee(ctx, referee_key, ro, [&](const std::string& line) { log("referee: " + line); },
-                             cli::loopback_policy());
-    referee.on_finished = [&](const RefereeDispute& d, const cli::DisputeStats& stats) {
+    nodes::RefereeNode referee(ctx, referee_key, ro, [&](const std::string& line) { log("referee: " + line); },
+                             nodes::loopback_policy());
+    referee.on_finished = [&](const RefereeDispute& d, const nodes::DisputeStats& stats) {
       r.rounds = d.game().rounds();
       r.refused += stats.refused;
       r.reconnects += stats.reconnects;
@@ -217,14 +220,14 @@ ScenarioResult run_scenario(const Scenario& s, const RunOptions& o) {
     {
       ProviderFleet fleet(ctx, s, o, dir, referee_key.public_key);
       ctx.start();
-      cli::DelegateRequest request;
+      nodes::DelegateRequest request;
       request.job_file = s.job;
       request.providers = fleet.urls();
       request.referee = referee_url;
       request.referee_key = referee_key.public_key;
       request.out_dir = dir / "verdicts";
       request.client_key = generate_keypair();
-      const cli::DelegateOutcome out = cli::delegate_job(ctx, request, [&](const std::string& line) { log(line); });
+      const nodes::DelegateOutcome out = nodes::delegate_job(ctx, request, [&](const std::string& line) { log(line); });
       r.winner = out.accepted ? fleet.name(out.winner) : "none";
       r.disputes = out.verdicts.size();
       if (!out.verdicts.empty()) r.verdict = verify_verdict(out.verdicts.back(), referee_key.public_key);

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/nodes.h"
+#include "nodes/log.h"
 #include "scenarios/behaviour.h"
 #include "scenarios/scenario.h"
 
@@ -18,7 +18,7 @@ namespace tribunal::scenarios {
 struct RunOptions {
   int threads = 1;                  ///< training threads per provider
   std::filesystem::path work_dir;   ///< stores and verdicts go under work_dir/<scenario name>
-  cli::LogFn log;                   ///< every node's log lines (may be empty: quiet)
+  nodes::LogFn log;                   ///< every node's log lines (may be empty: quiet)
 };
 
 /// What happened, and whether it is what the script expects.

@@ -1,5 +1,5 @@
 // A test client for tests/referee_crash.sh: opens a dispute from a saved DisputeOpen envelope with the
-// same reconnecting wait as `tribunal delegate` (await_verdict in apps/nodes.h), so the crash test can
+// same reconnecting wait as `tribunal delegate` (await_verdict in nodes/delegate.h), so the crash test can
 // open the same dispute many times without the providers retraining the job each time.
 //
 //   dispute_client open REFEREE_URL REFEREE_KEY OPEN_FILE VERDICT_FILE
@@ -12,7 +12,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "apps/nodes.h"
+#include "nodes/delegate.h"
 
 using namespace tribunal;
 
@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
     NetContext ctx(1, false);
     ctx.start();
     if (mode == "open" && argc == 6) {
-      const Envelope verdict = cli::await_verdict(ctx, argv[2], digest_from_hex(argv[3]), read_file(argv[4]), log_line);
+      const Envelope verdict = nodes::await_verdict(ctx, argv[2], digest_from_hex(argv[3]), read_file(argv[4]), log_line);
       std::ofstream(argv[5], std::ios::binary)
           .write(reinterpret_cast<const char*>(verdict.bytes.data()), static_cast<std::streamsize>(verdict.bytes.size()));
       ctx.stop();

@@ -5,7 +5,7 @@
 
 #include "protocol/game.h"
 #include "protocol/wire.h"
-#include "scenarios/counter.h"
+#include "protocol/testing/counter.h"
 
 using namespace tribunal;
 using namespace tribunal::toy;

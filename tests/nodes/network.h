@@ -10,7 +10,10 @@
 #include <mutex>
 #include <optional>
 
-#include "apps/nodes.h"
+#include "nodes/delegate.h"
+#include "nodes/provider_node.h"
+#include "nodes/referee_node.h"
+#include "nodes/train_set.h"
 #include "net/error.h"
 #include "tests/temp_dir.h"
 
@@ -22,12 +25,12 @@ struct Network {
   TempDir dir{"nodes"};
   NetContext ctx{2, false};
   KeyPair referee_key = generate_keypair();
-  cli::RefereeNode referee;
+  nodes::RefereeNode referee;
   std::string referee_url;
-  std::vector<std::unique_ptr<cli::ProviderNode>> providers;
+  std::vector<std::unique_ptr<nodes::ProviderNode>> providers;
   int next_store = 0;
 
-  explicit Network(RefereeOptions options = {}, AddressPolicy policy = cli::loopback_policy())
+  explicit Network(RefereeOptions options = {}, AddressPolicy policy = nodes::loopback_policy())
       : referee(ctx, referee_key, std::move(options), [](const std::string&) {}, std::move(policy)) {
     set_net_log_sink([](std::string_view) {});
     referee_url = "ws://127.0.0.1:" + std::to_string(referee.listen("127.0.0.1", 0)) + "/";
@@ -39,8 +42,8 @@ struct Network {
     set_net_log_sink({});
   }
   /// A provider's configuration: its own store, trusting this network's referee.
-  cli::ProviderConfig config(Fault fault = {}) {
-    cli::ProviderConfig c;
+  nodes::ProviderConfig config(Fault fault = {}) {
+    nodes::ProviderConfig c;
     c.store = dir.path / ("store" + std::to_string(next_store++));
     c.referees = {referee_key.public_key};
     c.fault = fault;
@@ -48,12 +51,12 @@ struct Network {
   }
   /// Starts a provider; returns its URL.
   std::string provider(Fault fault) { return provider(config(fault)); }
-  std::string provider(cli::ProviderConfig c, KeyPair key = generate_keypair()) {
-    providers.push_back(std::make_unique<cli::ProviderNode>(ctx, key, std::move(c), [](const std::string&) {}));
+  std::string provider(nodes::ProviderConfig c, KeyPair key = generate_keypair()) {
+    providers.push_back(std::make_unique<nodes::ProviderNode>(ctx, key, std::move(c), [](const std::string&) {}));
     return "ws://127.0.0.1:" + std::to_string(providers.back()->listen("127.0.0.1", 0)) + "/";
   }
-  cli::DelegateRequest request(const std::vector<std::string>& urls) const {
-    cli::DelegateRequest r;
+  nodes::DelegateRequest request(const std::vector<std::string>& urls) const {
+    nodes::DelegateRequest r;
     r.job_file = kShortJob;
     r.providers = urls;
     r.referee = referee_url;
@@ -62,8 +65,8 @@ struct Network {
     r.client_key = generate_keypair();
     return r;
   }
-  cli::DelegateOutcome delegate(const std::vector<std::string>& urls) {
-    return cli::delegate_job(ctx, request(urls), [](const std::string&) {});
+  nodes::DelegateOutcome delegate(const std::vector<std::string>& urls) {
+    return nodes::delegate_job(ctx, request(urls), [](const std::string&) {});
   }
   Verdict verify(const std::vector<uint8_t>& verdict) const { return verify_verdict(verdict, referee_key.public_key); }
 };

@@ -14,7 +14,7 @@
 #include "tests/nodes/network.h"
 
 using namespace tribunal;
-using namespace tribunal::cli;
+using namespace tribunal::nodes;
 using testing::Network;
 using testing::RawPeer;
 using testing::read_text;

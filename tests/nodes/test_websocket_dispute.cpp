@@ -8,7 +8,7 @@
 #include "tests/nodes/network.h"
 
 using namespace tribunal;
-using namespace tribunal::cli;
+using namespace tribunal::nodes;
 using tribunal::testing::Network;
 
 namespace {

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "protocol/game.h"
-#include "scenarios/counter.h"
+#include "protocol/testing/counter.h"
 
 using namespace tribunal;
 using namespace tribunal::toy;

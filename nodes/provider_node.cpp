@@ -7,33 +7,19 @@
 
 #include <fmt/format.h>
 
-#include "apps/nodes.h"
+#include "nodes/provider_node.h"
+#include "nodes/train_set.h"
 #include "engine/error.h"
 #include "engine/provider_session.h"
 #include "net/error.h"
 
-namespace tribunal::cli {
+namespace tribunal::nodes {
 ServerOptions provider_server_options() {
   ServerOptions o;
   o.max_connections_per_address = o.max_connections;
   return o;
 }
 
-std::shared_ptr<const Dataset> shared_train_set(const JobSpec& job, ThreadPool& pool) {
-  static std::mutex mu;
-  static std::map<std::string, std::weak_ptr<const Dataset>> cache;
-  // The most recently used set stays loaded: a provider is disputed about the job it just trained,
-  // and each dispute is a new connection.
-  static std::shared_ptr<const Dataset> recent;
-  const std::string key = job.dataset == "text" ? fmt::format("text\n{}\n{}\n{}", job.data_path.string(),
-                                                                job.model.context, job.validation)
-                                                : fmt::format("{}\n{}", job.dataset, job.data_path.string());
-  std::lock_guard lock(mu);
-  if (auto data = cache[key].lock()) return recent = data;
-  auto data = std::make_shared<const Dataset>(load_dataset(job, Split::Train, pool));
-  cache[key] = data;
-  return recent = data;
-}
 
 namespace {
 
@@ -272,4 +258,4 @@ void ProviderNode::on_message(const std::shared_ptr<Connection>& c, std::vector<
   }
 }
 
-}  // namespace tribunal::cli
+}  // namespace tribunal::nodes

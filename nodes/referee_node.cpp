@@ -7,10 +7,10 @@
 
 #include <fmt/format.h>
 
-#include "apps/nodes.h"
+#include "nodes/referee_node.h"
 #include "net/error.h"
 
-namespace tribunal::cli {
+namespace tribunal::nodes {
 namespace {
 
 uint64_t now_ms() {
@@ -527,4 +527,4 @@ void RefereeNode::drop(Live& live, const std::string& why) {
   release(live);
 }
 
-}  // namespace tribunal::cli
+}  // namespace tribunal::nodes

@@ -1,6 +1,8 @@
-// The toy "counter" program (DESIGN §9, after Optimism/Arbitrum's fault-proof tests): a state of one
-// float32 scalar, a step of G nodes each adding the constant 1. Small enough to play the dispute
-// game exhaustively over every divergence point; providers are the honest algorithm fed a wrong trace.
+// The toy "counter" program (after Optimism's and Arbitrum BoLD's fault-proof tests; docs/protocol.md):
+// a state of one float32 scalar, a step of G nodes each adding the constant 1. Small enough to play
+// the dispute game exhaustively over every divergence point; providers are the honest algorithm fed a
+// wrong trace. Test support for the game (tests/protocol, the fuzzer, the campaign of scenarios/); the
+// node's op is ops/registry.h's OpKind::Add, so the one byte it records is the real op's.
 #pragma once
 
 #include <bit>
@@ -12,10 +14,11 @@
 #include "protocol/merkle.h"
 #include "protocol/tensor_hash.h"
 #include "protocol/trajectory.h"
+#include "ops/registry.h"
 
 namespace tribunal::toy {
 
-constexpr uint8_t kAddOp = 4;
+constexpr uint8_t kAddOp = static_cast<uint8_t>(OpKind::Add);
 
 inline Digest scalar_leaf(float x) {
   return tensor_leaf(DType::F32, {}, std::as_bytes(std::span<const float>(&x, 1)));

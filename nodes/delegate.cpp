@@ -7,12 +7,16 @@
 
 #include <fmt/format.h>
 
-#include "apps/nodes.h"
+#include "nodes/delegate.h"
+
+#include "net/client.h"
+#include "referee/referee_dispute.h"
+#include "nodes/train_set.h"
 #include "engine/error.h"
 #include "engine/trainer.h"
 #include "net/error.h"
 
-namespace tribunal::cli {
+namespace tribunal::nodes {
 namespace {
 
 // The connection ended before the awaited message: the peer may come back (a restarted referee).
@@ -224,4 +228,4 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
   return out;
 }
 
-}  // namespace tribunal::cli
+}  // namespace tribunal::nodes

@@ -1,0 +1,59 @@
+// The delegating client: `tribunal delegate` as a library (sends a job to providers, checks their
+// claims, disputes differing ones at a referee, verifies the verdicts).
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "engine/data_registry.h"
+#include "net/context.h"
+#include "nodes/log.h"
+#include "protocol/wire.h"
+
+namespace tribunal::nodes {
+
+/// The outcome of `tribunal delegate`.
+struct DelegateOutcome {
+  bool accepted = false;                 ///< some claim stands
+  size_t winner = 0;                     ///< index into the providers of the standing claim
+  Claim claim;                           ///< the standing claim
+  std::vector<Claim> claims;             ///< every provider's claim, in order
+  std::vector<std::string> refusals;     ///< per provider: why its claim was refused (empty: valid)
+  std::vector<std::vector<uint8_t>> verdicts;  ///< signed verdict envelopes, in dispute order
+  std::vector<std::filesystem::path> verdict_files;
+  /// Non-empty when the referee could not decide a dispute (a RefereeFault verdict: no one was
+  /// convicted): why. The delegation then stops with no claim accepted.
+  std::string undecided;
+};
+
+/// What `tribunal delegate` is asked to do.
+struct DelegateRequest {
+  std::filesystem::path job_file;
+  std::vector<std::string> providers;  ///< provider URLs (at least two)
+  std::string referee;                 ///< the referee's URL
+  PublicKey referee_key{};             ///< the only key whose verdicts are accepted
+  std::filesystem::path out_dir = "verdicts";  ///< verdict-<dispute id>.bin files
+  KeyPair client_key;                  ///< signs the JobSubmits and DisputeOpens
+  DataRegistry datasets = DataRegistry::debian();  ///< where the job's data set is, to compute its id
+};
+
+/// Sends `open` (a signed DisputeOpen envelope) to the referee at URL `referee` and waits for its
+/// verdict envelope, which must be signed by `referee_key` for this dispute (a verdict signed by
+/// another key, e.g. forged by someone on the path, is refused with ProtocolError). Once the referee
+/// was reached, a dropped connection is re-established with backoff (100 ms doubling to 2 s) and the
+/// same opening re-sent, for up to 120 s after the last working connection and at most 100 times: a
+/// restarted referee resumes the dispute or answers with its stored verdict. Throws NetError if the
+/// referee is never reached, EngineError if it refuses the opening (ErrorMessage) or stays away.
+/// `ctx` must be running on other threads (NetContext::start).
+Envelope await_verdict(NetContext& ctx, const std::string& referee, const PublicKey& referee_key,
+                       const std::vector<uint8_t>& open, const LogFn& log);
+
+/// `tribunal delegate`: sends the job to every provider, collects signed claims, and disputes
+/// differing claims at the referee until one stands, none does, or one is undecided. Every verdict
+/// is checked with verify_verdict against the referee's key and written to
+/// out_dir/verdict-<dispute id>.bin. Throws on unreachable peers or invalid messages.
+DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, LogFn log);
+
+}  // namespace tribunal::nodes

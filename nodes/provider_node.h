@@ -1,0 +1,94 @@
+// The provider daemon: `tribunal provider` as a library (trains submitted jobs, answers the referees it
+// trusts).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/data_registry.h"
+#include "engine/fault.h"
+#include "net/context.h"
+#include "net/server.h"
+#include "nodes/log.h"
+#include "nodes/reply_filter.h"
+
+namespace tribunal::nodes {
+
+/// A provider's connection limits: a referee opens one connection per live dispute, all from one
+/// address, so the per-address cap equals the total cap (net/server.h defaults otherwise).
+ServerOptions provider_server_options();
+
+/// Caps on a submitted job: a provider refuses (ErrorMessage) what its operator did not agree to
+/// train, before loading any data.
+struct JobLimits {
+  int64_t max_steps = int64_t{1} << 20;           ///< train.steps
+  int64_t max_parameters = int64_t{1} << 27;      ///< the model's parameter count (caps widths, d_model, channels)
+  uint64_t max_checkpoint_bytes = uint64_t{1} << 36;  ///< the job's stride checkpoints on disk (64 GiB)
+};
+
+/// What a provider's operator decides (the options of `tribunal provider`).
+struct ProviderConfig {
+  std::filesystem::path store;   ///< checkpoints of each job: STORE/<job_id>/
+  int threads = 1;
+  /// The data sets it serves, by name (a job never names a path).
+  DataRegistry datasets = DataRegistry::debian();
+  /// Referee keys whose queries it answers; a query signed by any other key is refused before
+  /// anything is computed. None: it answers no dispute.
+  std::vector<PublicKey> referees;
+  /// Client keys whose JobSubmit it accepts; empty: any client, within `limits`.
+  std::vector<PublicKey> clients;
+  JobLimits limits;
+  /// The ws:// URL it signs into its claims (where referees reach it). Empty: "ws://HOST:PORT/" of
+  /// listen(), which must then be a specific address, not 0.0.0.0 or ::.
+  std::string endpoint;
+  Fault fault;  ///< a cheater (demo, tests, scenarios)
+  /// Connection limits (a scenario's misbehaving node raises max_message_bytes to send oversized frames).
+  ServerOptions server = provider_server_options();
+};
+
+/// `tribunal provider`: trains submitted jobs into STORE/<job_id>/ and answers a trusted referee's
+/// queries about them (docs/protocol.md, "Threat model").
+class ProviderNode {
+ public:
+  ProviderNode(NetContext& ctx, KeyPair key, ProviderConfig config, LogFn log);
+  /// Stops accepting and closes every open connection (going away); in-flight answers are dropped.
+  ~ProviderNode();
+  /// Binds and starts accepting; returns the bound port. Throws NetError when no endpoint was
+  /// configured and `host` is a wildcard address (the claims would name no reachable URL).
+  uint16_t listen(const std::string& host, uint16_t port);
+  const PublicKey& public_key() const { return key_.public_key; }
+  /// The URL this node signs into its claims (set once listening).
+  const std::string& endpoint() const { return config_.endpoint; }
+  /// Seconds per training step of the last job trained.
+  double last_step_seconds() const { return last_step_seconds_; }
+
+  /// Set before listen(): how the node's answers leave it (default: as they are, at once).
+  ReplyFilter reply_filter;
+
+ private:
+  struct Connection;
+  void on_message(const std::shared_ptr<Connection>& c, std::vector<uint8_t> bytes);
+  void train(Connection& c, const Envelope& env);
+  void answer(const std::shared_ptr<Connection>& c, const Envelope& env);
+
+  NetContext& ctx_;
+  KeyPair key_;
+  ProviderConfig config_;
+  LogFn log_;
+  Server server_;
+  std::atomic<double> last_step_seconds_{0};
+  std::mutex mu_;
+  struct Worker {
+    std::thread thread;
+    std::shared_ptr<Connection> connection;
+  };
+  std::vector<Worker> workers_;  // one per connection; finished ones are joined as new ones arrive
+};
+
+}  // namespace tribunal::nodes

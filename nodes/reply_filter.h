@@ -1,0 +1,31 @@
+// How a provider node's answers leave it: scenario scripts (scenarios/behaviour.h) turn honest nodes
+// into liars, slow or silent peers and faulty links by rewriting them.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "protocol/wire.h"
+
+namespace tribunal::nodes {
+
+/// What a provider sends in reply to one query of the referee. The honest node sends its answer
+/// envelopes at once; scenario scripts (scenarios/behaviour.h) turn nodes into liars, slow or
+/// silent peers and faulty links by rewriting this.
+struct ProviderReply {
+  std::vector<std::vector<uint8_t>> frames;  ///< sent in order (any bytes: may be malformed)
+  uint64_t delay_ms = 0;                      ///< wait this long after the query arrived, then send
+  bool disconnect = false;                    ///< close the connection after sending
+};
+
+/// The query being answered, for a reply filter.
+struct QueryContext {
+  const Envelope& open;   ///< the dispute's DisputeOpen (as the referee forwarded it)
+  const Envelope& query;  ///< the referee's Query envelope
+};
+
+/// Rewrites the reply to one query; `answers` are the node's own signed answer envelopes.
+using ReplyFilter = std::function<ProviderReply(const QueryContext&, std::vector<std::vector<uint8_t>> answers)>;
+
+}  // namespace tribunal::nodes
