@@ -3,10 +3,17 @@
 // corrupt a forward, a backward and an optimizer node (every element) at step ⌊0.63·T⌋ play the full
 // protocol over signed envelopes in one process (no sockets). Prints one JSON object.
 //
-//   bench_dispute [--steps 1000,10000] [--stride 100]
+//   bench_dispute [--steps 1000,10000] [--stride 100] [--check]
 //
-// Baselines measured in the same run: one training step of the job (the honest provider's training
-// time / T), and the disputed op's input bytes.
+// The referee's CPU and bytes in cover the whole dispute as the referee node handles it
+// (apps/referee_node.cpp): the DisputeOpen (its bytes; checking its signature, every check of the
+// opening in RefereeDispute's constructor, and the dispute's cost against the default limits), then
+// every answer (play_local). Baselines measured in the same run: one training step of the job (the
+// honest provider's training time / T), and the disputed op's input bytes. With --check it exits 1
+// unless every cheater was caught at the injected step and node, within the round bound and the byte
+// allowance, and the bytes in are exactly the opening's plus the answers the parties sent.
+#include <time.h>
+
 #include <bit>
 #include <chrono>
 #include <cstdio>
@@ -27,6 +34,12 @@ namespace {
 const std::filesystem::path kJobFile = std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs/fashion_mlp.toml";
 
 uint64_t ceil_log2(uint64_t n) { return n <= 1 ? 0 : std::bit_width(n - 1); }
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 std::string with_steps(uint64_t steps, uint64_t stride) {
   std::ifstream in(kJobFile);
@@ -86,6 +99,7 @@ uint64_t op_input_bytes(const StepGraph& g, uint64_t node, const DataShape& data
 int main(int argc, char** argv) {
   std::vector<uint64_t> steps_list = {1000, 10000};
   uint64_t stride = 100;
+  bool check = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) {
       steps_list.clear();
@@ -93,8 +107,14 @@ int main(int argc, char** argv) {
       for (std::string item; std::getline(list, item, ',');) steps_list.push_back(std::stoull(item));
     } else if (!std::strcmp(argv[i], "--stride") && i + 1 < argc) {
       stride = std::stoull(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--check")) {
+      check = true;
+    } else {
+      std::fprintf(stderr, "bench_dispute: unknown argument '%s'\nusage: bench_dispute [--steps 1000,10000] [--stride 100] [--check]\n", argv[i]);
+      return 2;
     }
   }
+  std::vector<std::string> problems;
   nlohmann::json results = nlohmann::json::array();
   ThreadPool pool(1);
   for (uint64_t steps : steps_list) {
@@ -122,43 +142,69 @@ int main(int argc, char** argv) {
       d.claims = {honest.claim, cheater.claim};
       const KeyPair client = generate_keypair(), referee_key = generate_keypair();
       const std::vector<uint8_t> open = seal(client, dispute_id(d), 1, d);
+      const auto w0 = std::chrono::steady_clock::now();
+      // The referee receives the opening: it checks the client's signature, every check of the
+      // opening (RefereeDispute's constructor: the claims' signatures, the job, its id) and the
+      // dispute's cost against its limits, as the referee node does before it starts a dispute.
+      const double open_cpu0 = thread_cpu_seconds();
       RefereeDispute referee(referee_key, open_envelope(open));
+      check_dispute_cost(referee.cost(), DisputeLimits{});
+      const double opening_cpu = thread_cpu_seconds() - open_cpu0;
       const Provider* providers[2] = {&honest, &cheater};
       std::unique_ptr<ProviderDisputeSession> sessions[2];
       std::array<LocalParty, 2> parties;
+      uint64_t answer_bytes = 0;  // everything the parties sent, counted on their side
       for (int p = 0; p < 2; ++p)
         parties[static_cast<size_t>(p)] = [&, p](const Envelope& env) -> std::vector<std::vector<uint8_t>> {
-          if (env.kind != MessageKind::DisputeOpen) return sessions[p]->on_envelope(env);
-          sessions[p] = std::make_unique<ProviderDisputeSession>(providers[p]->key, env, job, data, providers[p]->store,
-                                                                 pool, std::vector<PublicKey>{referee_key.public_key},
-                                                                 providers[p]->fault);
-          return {};
+          std::vector<std::vector<uint8_t>> answers;
+          if (env.kind != MessageKind::DisputeOpen) {
+            answers = sessions[p]->on_envelope(env);
+          } else {
+            sessions[p] = std::make_unique<ProviderDisputeSession>(providers[p]->key, env, job, data,
+                                                                   providers[p]->store, pool,
+                                                                   std::vector<PublicKey>{referee_key.public_key},
+                                                                   providers[p]->fault);
+          }
+          for (const auto& a : answers) answer_bytes += a.size();
+          return answers;
         };
-      const auto w0 = std::chrono::steady_clock::now();
       const LocalRun run = play_local(referee, parties);
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+      const double referee_cpu = opening_cpu + run.referee_cpu_seconds;
+      const uint64_t bytes_in = open.size() + run.bytes_in;
       const Verdict v = verify_verdict(run.verdict, referee_key.public_key);
       const StepGraph& g = referee.oracle().graph(v.step);
       const uint64_t g_nodes = g.nodes.size();
       const uint64_t bound = ceil_log2((steps + stride - 1) / stride) + ceil_log2(stride) + ceil_log2(g_nodes) + 4;
       const uint64_t input_bytes = op_input_bytes(g, v.node, shape);
+      const bool caught = v.losers == std::vector<uint8_t>{1} && v.step == static_cast<uint64_t>(bad_step) &&
+                          v.node == static_cast<uint64_t>(node);
+      const bool bytes_accounted = bytes_in == open.size() + answer_bytes;
+      const std::string where = "T = " + std::to_string(steps) + ", node " + std::to_string(node) + ": ";
+      if (!caught) problems.push_back(where + "the cheater was not caught at the injected step and node");
+      if (v.rounds > bound) problems.push_back(where + "more rounds than the bound");
+      if (bytes_in > input_bytes + 65536) problems.push_back(where + "bytes in beyond the op's inputs + 64 KiB");
+      if (!bytes_accounted) problems.push_back(where + "the bytes in are not the opening's plus every answer's");
+      if (!run.refused.empty()) problems.push_back(where + "the referee refused an envelope: " + run.refused.front());
       results.push_back({{"steps", steps},
                          {"stride", stride},
                          {"graph_nodes", g_nodes},
                          {"injected", {{"step", bad_step}, {"node", node}, {"op", op_name(g.nodes[static_cast<size_t>(node)].op)}}},
-                         {"caught", v.losers == std::vector<uint8_t>{1} && v.step == static_cast<uint64_t>(bad_step) &&
-                                        v.node == static_cast<uint64_t>(node)},
+                         {"caught", caught},
                          {"rounds", v.rounds},
                          {"round_bound", bound},
                          {"rounds_ok", v.rounds <= bound},
-                         {"referee_cpu_seconds", run.referee_cpu_seconds},
+                         {"referee_cpu_seconds", referee_cpu},
+                         {"opening_cpu_seconds", opening_cpu},
                          {"train_step_seconds", step_seconds},
-                         {"cpu_ratio", run.referee_cpu_seconds / step_seconds},
-                         {"cpu_ok", run.referee_cpu_seconds <= 0.05 * step_seconds},
-                         {"referee_bytes_in", run.bytes_in},
+                         {"cpu_ratio", referee_cpu / step_seconds},
+                         {"cpu_ok", referee_cpu <= 0.05 * step_seconds},
+                         {"referee_bytes_in", bytes_in},
+                         {"opening_bytes", open.size()},
                          {"op_input_bytes", input_bytes},
-                         {"bytes_overhead", static_cast<int64_t>(run.bytes_in) - static_cast<int64_t>(input_bytes)},
-                         {"bytes_ok", run.bytes_in <= input_bytes + 65536},
+                         {"bytes_overhead", static_cast<int64_t>(bytes_in) - static_cast<int64_t>(input_bytes)},
+                         {"bytes_ok", bytes_in <= input_bytes + 65536},
+                         {"bytes_accounted", bytes_accounted},
                          {"referee_bytes_out", run.bytes_out},
                          {"dispute_wall_seconds", wall}});
       std::filesystem::remove_all(cheater.store);
@@ -166,5 +212,6 @@ int main(int argc, char** argv) {
     std::filesystem::remove_all(honest.store);
   }
   std::printf("%s\n", nlohmann::json({{"bench", "dispute"}, {"results", results}}).dump().c_str());
-  return 0;
+  for (const std::string& p : problems) std::fprintf(stderr, "bench_dispute: %s\n", p.c_str());
+  return check && !problems.empty() ? 1 : 0;
 }

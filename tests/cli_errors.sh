@@ -37,20 +37,32 @@ expect() {
   local lines
   lines=$(grep -c . "$tmp/err")
   if [ "$rc" -ne "$code" ] || ! grep -qE -e "$pattern" "$tmp/err" || { [ "$code" -eq 1 ] && [ "$lines" -ne 1 ]; }; then
-    echo "FAIL $name: exit $rc (want $code), stderr:"; sed 's/^/    /' "$tmp/err"; fail=1
+    echo "FAIL $name: exit $rc (want $code), stderr (want it to match '$pattern'):"
+    sed 's/^/    /' "$tmp/err"; fail=1
   else
     echo "ok   $name: $(head -n1 "$tmp/err")"
   fi
 }
 
-mkdir -p "$tmp/empty" "$tmp/corrupt" "$tmp/truncated"
-cp "$data"/*.gz "$tmp/corrupt/" && head -c 5000 /dev/urandom >"$tmp/corrupt/train-images-idx3-ubyte.gz"
-cp "$data"/*.gz "$tmp/truncated/" && head -c 1000000 "$data/train-images-idx3-ubyte.gz" >"$tmp/truncated/train-images-idx3-ubyte.gz"
+# The data set copies: every file whole but train-images, which is not gzip at all (corrupt) or its
+# first 1,000,000 bytes (truncated). A setup that did not happen would test "cannot open" instead.
+setup_fail() { echo "FAIL setup: $*"; exit 1; }
+images=train-images-idx3-ubyte.gz
+mkdir -p "$tmp/empty" "$tmp/corrupt" "$tmp/truncated" || setup_fail "mkdir"
+cp "$data"/*.gz "$tmp/corrupt/" || setup_fail "cannot copy $data/*.gz"
+cp "$data"/*.gz "$tmp/truncated/" || setup_fail "cannot copy $data/*.gz"
+{ printf 'corrupt!'; head -c 5000 /dev/urandom; } >"$tmp/corrupt/$images" || setup_fail "cannot write $tmp/corrupt/$images"
+head -c 1000000 "$data/$images" >"$tmp/truncated/$images" || setup_fail "cannot write $tmp/truncated/$images"
+[ "$(stat -c %s "$tmp/corrupt/$images")" -eq 5008 ] || setup_fail "$tmp/corrupt/$images is not 5008 bytes"
+[ "$(stat -c %s "$tmp/truncated/$images")" -eq 1000000 ] && [ "$(stat -c %s "$data/$images")" -gt 1000000 ] ||
+  setup_fail "$tmp/truncated/$images is not a strict prefix of 1000000 bytes"
 
 job "$tmp/local.toml" "" "fm-local"
-expect "missing data file" 1 "train-images-idx3-ubyte.gz" -- train "$tmp/local.toml" --out "$tmp/o1" --dataset "fm-local=$tmp/empty"
-expect "corrupt data file" 1 "train-images-idx3-ubyte.gz" -- train "$tmp/local.toml" --out "$tmp/o2" --dataset "fm-local=$tmp/corrupt"
-expect "truncated gz" 1 "train-images-idx3-ubyte.gz" -- train "$tmp/local.toml" --out "$tmp/o3" --dataset "fm-local=$tmp/truncated"
+# Each data error names the file and says what is wrong with it (the file name alone would also
+# match another error, e.g. "cannot open" when a setup step did not happen).
+expect "missing data file" 1 "/empty/$images: cannot open" -- train "$tmp/local.toml" --out "$tmp/o1" --dataset "fm-local=$tmp/empty"
+expect "corrupt data file" 1 "/corrupt/$images: not a gzip file$" -- train "$tmp/local.toml" --out "$tmp/o2" --dataset "fm-local=$tmp/corrupt"
+expect "truncated gz" 1 "/truncated/$images: truncated gzip stream" -- train "$tmp/local.toml" --out "$tmp/o3" --dataset "fm-local=$tmp/truncated"
 expect "unregistered data set" 1 "data set 'fm-local' is not registered at this node" -- train "$tmp/local.toml" --out "$tmp/o6"
 expect "bad --dataset" 2 "--dataset expects NAME=PATH" -- train "$tmp/local.toml" --dataset "fm-local"
 printf '[model]\nwidths = [784, 16, 10]\n[data]\npath = "provider.key"\n[train]\nsteps = 1\nbatch_size = 1\nstride = 1\n[optimizer]\n' >"$tmp/path.toml"

@@ -11,30 +11,45 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; for f in "$tmp"/*.log; do echo "== $f"; cat "$f"; done; exit 1; }
+# Reports to stderr (a failure inside a command substitution must still be seen) and exits.
+fail() { { echo "FAIL: $*"; for f in "$tmp"/*.log; do echo "== $f"; cat "$f"; done; } >&2; exit 1; }
 
-# Starts a daemon and waits for its "listening on HOST:PORT" line; prints the port. (It runs in a
-# command substitution, so its output must not go to our stdout, and its pid goes to a file.)
+# Starts a daemon and waits for its "listening on HOST:PORT" line; prints the port. It runs in a
+# command substitution, so its output must not go to our stdout, its pid goes to a file, and its
+# `fail` ends only that subshell: every caller adds `|| exit 1`. A daemon that exits before
+# listening fails at once.
 start() {
-  local name=$1
+  local name=$1 port
   shift
   "$bin" "$@" >"$tmp/$name.out" 2>"$tmp/$name.log" &
   echo $! >"$tmp/$name.pid"
   for _ in $(seq 100); do
     port=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$tmp/$name.log")
-    [ -n "$port" ] && { echo "$port"; return; }
+    [[ "$port" =~ ^[1-9][0-9]*$ ]] && { echo "$port"; return 0; }
+    kill -0 "$(cat "$tmp/$name.pid")" 2>/dev/null || fail "$name exited before listening"
     sleep 0.1
   done
   fail "$name did not start"
 }
 
+# expect_refusal WHAT PATTERN -- ARGS...: `tribunal ARGS` must exit 1 (a refusal, not a crash or a
+# usage error) with one stderr line matching PATTERN.
+expect_refusal() {
+  local what=$1 pattern=$2 rc
+  shift 3
+  "$bin" "$@" >"$tmp/refusal.out" 2>"$tmp/refusal.err"
+  rc=$?
+  [ "$rc" -eq 1 ] && [ "$(grep -c . "$tmp/refusal.err")" -eq 1 ] && grep -qE -e "$pattern" "$tmp/refusal.err" ||
+    fail "$what: exit $rc (want 1), stderr: $(cat "$tmp/refusal.err")"
+}
+
 referee_pub=$("$bin" keygen "$tmp/referee.key") || fail "keygen"
 "$bin" keygen "$tmp/a.key" >/dev/null && "$bin" keygen "$tmp/b.key" >/dev/null || fail "keygen"
 rport=$(start referee referee --listen 127.0.0.1:0 --key "$tmp/referee.key" --data "$tmp/referee-data" \
-        --allow-network 127.0.0.0/8)
-aport=$(start honest provider --listen 127.0.0.1:0 --key "$tmp/a.key" --store "$tmp/a" --referee-key "$referee_pub")
+        --allow-network 127.0.0.0/8) || exit 1
+aport=$(start honest provider --listen 127.0.0.1:0 --key "$tmp/a.key" --store "$tmp/a" --referee-key "$referee_pub") || exit 1
 bport=$(start cheater provider --listen 127.0.0.1:0 --key "$tmp/b.key" --store "$tmp/b" --referee-key "$referee_pub" \
-        --corrupt 12:13)
+        --corrupt 12:13) || exit 1
 
 out=$("$bin" delegate "$src/scenarios/jobs/short_mlp.toml" --provider "ws://127.0.0.1:$bport/" \
       --provider "ws://127.0.0.1:$aport/" --referee "ws://127.0.0.1:$rport/" --referee-key "$referee_pub" \
@@ -46,11 +61,15 @@ verdict=$(ls "$tmp"/verdicts/verdict-*.bin) || fail "no verdict file"
 "$bin" verify "$verdict" --referee-key "$referee_pub" >"$tmp/verify.out" || fail "verify rejected the verdict"
 grep -q "outcome: claim 1 stands (wrong_output)" "$tmp/verify.out" || fail "unexpected verdict: $(cat "$tmp/verify.out")"
 grep -q "located: level 3, step 12, node 13" "$tmp/verify.out" || fail "wrong location: $(cat "$tmp/verify.out")"
-# Another referee key, or a flipped byte, must not verify.
-other=$("$bin" keygen "$tmp/other.key")
-"$bin" verify "$verdict" --referee-key "$other" >/dev/null 2>&1 && fail "verified with the wrong referee key"
-python3 -c "import sys; b=bytearray(open(sys.argv[1],'rb').read()); b[len(b)//2]^=1; open(sys.argv[1]+'.bad','wb').write(b)" "$verdict"
-"$bin" verify "$verdict.bad" --referee-key "$referee_pub" >/dev/null 2>&1 && fail "verified a corrupted verdict"
+# Another referee key, or a flipped byte, must not verify: each is refused for its own reason.
+other=$("$bin" keygen "$tmp/other.key") || fail "keygen"
+expect_refusal "verify with the wrong referee key" "^tribunal: error: the verdict is signed by another key than the referee's$" \
+  -- verify "$verdict" --referee-key "$other"
+python3 -c "import sys; b=bytearray(open(sys.argv[1],'rb').read()); b[len(b)//2]^=1; open(sys.argv[1]+'.bad','wb').write(b)" "$verdict" ||
+  fail "cannot write the corrupted verdict"
+cmp -s "$verdict" "$verdict.bad" && fail "the corrupted verdict is the verdict"
+expect_refusal "verify a corrupted verdict" "^tribunal: error: Envelope.signature: does not verify under the sender key" \
+  -- verify "$verdict.bad" --referee-key "$referee_pub"
 # Without the referee's key a verdict proves nothing: verify refuses to call it valid.
 "$bin" verify "$verdict" >"$tmp/nokey.out" 2>&1
 [ $? -eq 2 ] && grep -q "referee-key HEX is required" "$tmp/nokey.out" || fail "verify without --referee-key: $(cat "$tmp/nokey.out")"

@@ -73,12 +73,12 @@ lap() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1])
 
 referee_pub=$("$bin" keygen "$tmp/referee.key") || fail "keygen"
 "$bin" keygen "$tmp/a.key" >/dev/null && "$bin" keygen "$tmp/b.key" >/dev/null || fail "keygen"
-aport=$(start honest provider --listen 127.0.0.1:0 --referee-key "$referee_pub" --key "$tmp/a.key" --store "$tmp/a")
-bport=$(start cheater provider --listen 127.0.0.1:0 --referee-key "$referee_pub" --key "$tmp/b.key" --store "$tmp/b" --corrupt 12:13)
+aport=$(start honest provider --listen 127.0.0.1:0 --referee-key "$referee_pub" --key "$tmp/a.key" --store "$tmp/a") || exit 1
+bport=$(start cheater provider --listen 127.0.0.1:0 --referee-key "$referee_pub" --key "$tmp/b.key" --store "$tmp/b" --corrupt 12:13) || exit 1
 providers=(--provider "ws://127.0.0.1:$bport/" --provider "ws://127.0.0.1:$aport/")
 
 # 1. The reference run.
-rport=$(start ref referee --listen 127.0.0.1:0 --allow-network 127.0.0.0/8 --key "$tmp/referee.key" --data "$tmp/ref-data")
+rport=$(start ref referee --listen 127.0.0.1:0 --allow-network 127.0.0.0/8 --key "$tmp/referee.key" --data "$tmp/ref-data") || exit 1
 out=$("$bin" delegate "$src/scenarios/jobs/short_mlp.toml" "${providers[@]}" --referee "ws://127.0.0.1:$rport/" \
       --referee-key "$referee_pub" --out "$tmp/ref-verdicts" 2>"$tmp/delegate.log") || fail "delegate: $out"
 echo "$out" | grep -q "accepted: the claim of ws://127.0.0.1:$aport/" || fail "the honest claim did not stand: $out"
@@ -136,7 +136,7 @@ t_kill=$(lap)
 
 # 3. The honest provider killed and restarted mid-dispute. (a) Stopped before it can answer the
 # first question (the cheater answers it), killed, restarted on its port and store.
-rport=$(start pa referee --listen 127.0.0.1:0 --allow-network 127.0.0.0/8 --key "$tmp/referee.key" --data "$tmp/pa-data")
+rport=$(start pa referee --listen 127.0.0.1:0 --allow-network 127.0.0.0/8 --key "$tmp/referee.key" --data "$tmp/pa-data") || exit 1
 kill -STOP "$(cat "$tmp/honest.pid")"
 timeout 90 "$client" open "ws://127.0.0.1:$rport/" "$referee_pub" "$tmp/open.bin" "$tmp/pa.bin" 2>"$tmp/client-pa.log" &
 cpid=$!
@@ -151,19 +151,31 @@ verify "$tmp/pa.bin" >"$tmp/pa.txt" && diff "$tmp/reference.txt" "$tmp/pa.txt" >
 grep -q "provider 1 .*reconnecting" "$tmp/pa.log" || fail "provider restart (a): the referee never lost the provider"
 stop pa
 
-# (b) Killed once the dispute is past level 1 (the honest provider has answered several rounds).
-rport=$(start pb referee --listen 127.0.0.1:0 --allow-network 127.0.0.0/8 --key "$tmp/referee.key" --data "$tmp/pb-data")
+# (b) Killed once the dispute is past level 1 (the honest provider has answered several rounds): the
+# moment the referee asks for level 2's commitments (the honest provider then recomputes an
+# interval), followed with tail -f so the kill lands while the dispute is live. The kill must have
+# happened mid-dispute: the client still waiting, and the referee losing the provider.
+rport=$(start pb referee --listen 127.0.0.1:0 --allow-network 127.0.0.0/8 --key "$tmp/referee.key" --data "$tmp/pb-data") || exit 1
 timeout 90 "$client" open "ws://127.0.0.1:$rport/" "$referee_pub" "$tmp/open.bin" "$tmp/pb.bin" 2>"$tmp/client-pb.log" &
 cpid=$!
-for _ in $(seq 2000); do grep -q "level 2: commit to every step" "$tmp/pb.log" && break; sleep 0.005; done
+level2=no
+exec {follow}< <(exec timeout 30 tail -n +1 -f "$tmp/pb.log")
+follow_pid=$!
+while read -r -u "$follow" line; do
+  [[ "$line" == *"level 2: commit to every step"* ]] && { level2=yes; break; }
+done
 kill -KILL "$(cat "$tmp/honest.pid")"
+exec {follow}<&-
+kill "$follow_pid" 2>/dev/null
+[ "$level2" = yes ] || fail "provider restart (b): the dispute never reached level 2"
+kill -0 "$cpid" 2>/dev/null || fail "provider restart (b): the dispute had ended before the kill"
 await_exit honest 10 || fail "the honest provider did not die"
 start honest provider --listen "127.0.0.1:$aport" --referee-key "$referee_pub" --key "$tmp/a.key" --store "$tmp/a" >/dev/null
 wait "$cpid" || fail "provider restart (b): the client got no verdict"
 verify "$tmp/pb.bin" >"$tmp/pb.txt" && diff "$tmp/reference.txt" "$tmp/pb.txt" >/dev/null ||
   fail "provider restart (b): another verdict: $(cat "$tmp/pb.txt")"
-mid=no
-grep -q "provider 1 connection lost" "$tmp/pb.log" && mid=yes
+grep -q "provider 1 connection lost" "$tmp/pb.log" ||
+  fail "provider restart (b): the referee never lost the provider (the kill did not happen mid-dispute)"
 stop pb
 
 # 4. Bounds: with the honest provider stopped, the first dispute stays live; a second one (the same
@@ -173,7 +185,7 @@ stop pb
 kill -STOP "$(cat "$tmp/honest.pid")"
 for limit in "--max-live-disputes 1" "--max-disputes-per-client 1"; do
   # shellcheck disable=SC2086
-  rport=$(start caps referee --listen 127.0.0.1:0 --allow-network 127.0.0.0/8 --key "$tmp/referee.key" --data "$tmp/caps-data-${limit%% *}" $limit)
+  rport=$(start caps referee --listen 127.0.0.1:0 --allow-network 127.0.0.0/8 --key "$tmp/referee.key" --data "$tmp/caps-data-${limit%% *}" $limit) || exit 1
   timeout 60 "$client" open "ws://127.0.0.1:$rport/" "$referee_pub" "$tmp/open.bin" "$tmp/caps.bin" 2>"$tmp/client-caps1.log" &
   c1=$!
   for _ in $(seq 200); do grep -q "round 1: level 1" "$tmp/caps.log" && break; sleep 0.05; done
@@ -194,4 +206,5 @@ kill -CONT "$(cat "$tmp/honest.pid")"
 
 echo "timing: reference run ${t_ref} s, kills until ${t_kill} s, total $(lap) s"
 echo "ok: referee killed after each of $events events and restarted: $crashed/$events same verdict;" \
-     "honest provider killed and restarted mid-dispute wins (after level 1: $mid); live-dispute limits refuse"
+     "honest provider killed and restarted mid-dispute wins (before its first answer, and after level 1);" \
+     "live-dispute limits refuse"

@@ -1,17 +1,33 @@
 #!/usr/bin/env python3
-"""Known-answer values for the tribunal commitment layer (docs/commitments.md, DESIGN.md §5).
+"""Known-answer values for the tribunal commitment layer (docs/commitments.md).
 
-Run by hand (`python3 tools/commitment_kat.py`); it is not part of the build. It re-implements the
-encodings independently of the C++ code, with only hashlib.blake2b(digest_size=32) and the RFC 6962
-recursive MTH definition (split at the largest power of two < n), and prints the hex digests that
-tests/protocol/test_hash.cpp and tests/protocol/test_merkle.cpp assert. Regenerate them with it.
+It re-implements the encodings independently of the C++ code, with only
+hashlib.blake2b(digest_size=32) and the RFC 6962 recursive MTH definition (split at the largest power
+of two < n), and computes one hex digest per named case.
+
+    python3 tools/commitment_kat.py                 prints the known answers, one "NAME HEX" a line
+    python3 tools/commitment_kat.py --check FILE    compares them with FILE; exit 1 on any difference
+
+tests/fixtures/commitment_kat.txt holds the values: tests/protocol/test_hash.cpp and test_merkle.cpp
+assert them against the C++ code, and ctest's `commitment_kat` test runs this script with --check on
+the same file, so CI checks both implementations against one set of values. Regenerate the file with
+    python3 tools/commitment_kat.py > tests/fixtures/commitment_kat.txt
 """
 import hashlib
 import struct
+import sys
 
-TAG_LEAF, TAG_NODE, TAG_TENSOR, TAG_CHUNK = 0x00, 0x01, 0x10, 0x11
+TAG_LEAF, TAG_NODE, TAG_TENSOR, TAG_CHUNK, TAG_JOB = 0x00, 0x01, 0x10, 0x11, 0x13
 CHUNK_BYTES = 65536
 DTYPE_F32 = 1
+MERKLE_SIZES = (0, 1, 2, 3, 5, 7, 8)
+
+HEADER = """\
+# Known answers of the commitment layer (docs/commitments.md): one "NAME HEX" a line.
+# Written by tools/commitment_kat.py (an independent Python implementation); asserted against the C++
+# code by tests/protocol/test_hash.cpp and test_merkle.cpp, and against the script by ctest's
+# commitment_kat test. Do not edit by hand: regenerate with
+#   python3 tools/commitment_kat.py > tests/fixtures/commitment_kat.txt"""
 
 
 def h(data: bytes) -> bytes:
@@ -55,27 +71,73 @@ def tensor_leaf(shape, data: bytes) -> bytes:
     return tagged(TAG_TENSOR, enc + struct.pack("<Q", len(data)) + chunk_root)
 
 
-def main() -> None:
-    print("blake2b_256('')     ", h(b"").hex())
-    print("blake2b_256('abc')  ", h(b"abc").hex())
-    print("tagged(Tensor,'abc')", tagged(TAG_TENSOR, b"abc").hex())
-    print("tagged(Job,'')      ", tagged(0x13, b"").hex())
-
-    # Tensors; the C++ tests build the same ones.
-    print("leaf rank0 [3.5]            ", tensor_leaf([], f32_bytes([3.5])).hex())
-    # rank 2 [2,3]: 1, -0.0, NaN with payload 1, 0.5, inf, -2 (the NaN hashes as 0x7FC00000)
-    r2 = f32_bytes([1.0, -0.0]) + struct.pack("<I", 0x7FC00001) + f32_bytes([0.5, float("inf"), -2.0])
-    print("leaf rank2 [2,3]            ", tensor_leaf([2, 3], r2).hex())
-    print("leaf empty [0]              ", tensor_leaf([0], b"").hex())
-    print("leaf empty [2,0]            ", tensor_leaf([2, 0], b"").hex())
-    # 40000 floats = 160000 bytes = chunks of 65536, 65536, 28928; x_i = 0.5*i - 1000 (exact in f32)
-    ramp = f32_bytes(0.5 * i - 1000.0 for i in range(40000))
-    print("leaf 3-chunk [40000]        ", tensor_leaf([40000], ramp).hex())
-
+def known_answers() -> list:
+    """(name, hex) in file order. The C++ tests build the same inputs under the same names."""
+    kat = [
+        ("blake2b_256/empty", h(b"")),
+        ("blake2b_256/abc", h(b"abc")),
+        ("hash_tagged/tensor/abc", tagged(TAG_TENSOR, b"abc")),
+        ("hash_tagged/job/empty", tagged(TAG_JOB, b"")),
+        # rank 0: [3.5]
+        ("tensor_leaf/rank0", tensor_leaf([], f32_bytes([3.5]))),
+        # rank 2 [2,3]: 1, -0.0, NaN with payload 1, 0.5, inf, -2 (the NaN hashes as 0x7FC00000)
+        ("tensor_leaf/rank2_specials",
+         tensor_leaf([2, 3], f32_bytes([1.0, -0.0]) + struct.pack("<I", 0x7FC00001) + f32_bytes([0.5, float("inf"), -2.0]))),
+        ("tensor_leaf/empty_0", tensor_leaf([0], b"")),
+        ("tensor_leaf/empty_2x0", tensor_leaf([2, 0], b"")),
+        # 40000 floats = 160000 bytes = chunks of 65536, 65536, 28928; x_i = 0.5*i - 1000 (exact in f32)
+        ("tensor_leaf/ramp_40000", tensor_leaf([40000], f32_bytes(0.5 * i - 1000.0 for i in range(40000)))),
+    ]
     # Merkle roots over values v_i = H(Tensor || byte i).
-    for n in (0, 1, 2, 3, 5, 7, 8):
-        print(f"merkle_root n={n}", mth([tagged(TAG_TENSOR, bytes([i])) for i in range(n)]).hex())
+    for n in MERKLE_SIZES:
+        kat.append((f"merkle_root/{n}", mth([tagged(TAG_TENSOR, bytes([i])) for i in range(n)])))
+    return [(name, digest.hex()) for name, digest in kat]
+
+
+def read_kat_file(path: str) -> dict:
+    entries = {}
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            parts = line.split()
+            if len(parts) != 2 or parts[0] in entries:
+                raise SystemExit(f"{path}:{number}: expected one 'NAME HEX' per name, got {line!r}")
+            entries[parts[0]] = parts[1]
+    return entries
+
+
+def check(path: str) -> int:
+    want = read_kat_file(path)
+    got = dict(known_answers())
+    problems = []
+    for name, value in got.items():
+        if name not in want:
+            problems.append(f"{name}: computed {value}, missing from {path}")
+        elif want[name] != value:
+            problems.append(f"{name}: {path} says {want[name]}, this implementation computes {value}")
+    problems += [f"{name}: in {path}, not computed here" for name in want if name not in got]
+    for p in problems:
+        print(f"commitment_kat: MISMATCH {p}")
+    if problems:
+        print(f"commitment_kat: {len(problems)} of {len(got)} known answers differ from {path}")
+        return 1
+    print(f"commitment_kat: all {len(got)} known answers agree with {path}")
+    return 0
+
+
+def main(argv: list) -> int:
+    if len(argv) == 3 and argv[1] == "--check":
+        return check(argv[2])
+    if len(argv) != 1:
+        print(__doc__, file=sys.stderr)
+        return 2
+    print(HEADER)
+    for name, value in known_answers():
+        print(name, value)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main(sys.argv))

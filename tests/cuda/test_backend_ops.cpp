@@ -1,20 +1,25 @@
 // test_backend_ops: every RepOps op on the CUDA backend against the CPU reference kernel, bit for bit
 // (after mapping every NaN to 0x7FC00000, as the tensor hash does; docs/commitments.md). Modelled on
-// ggml's test-backend-ops, with memcmp instead of an error tolerance.
+// ggml's test-backend-ops, with memcmp instead of an error tolerance. docs/cuda.md describes it.
 //
 //  1. Always (no GPU needed): the warp algorithms of ops/cuda/lanes.h run in a host emulation of a
 //     32-lane warp (shuffle-down tree, xor butterfly) and must equal the CPU's canonical_sum and
 //     sequential maximum. This checks the decomposition, not the device.
 //  2. With a CUDA device: random cases of every OpKind (1, primes, odd sizes, large K, subnormals,
 //     ±0 and NaN where the op defines them) through run_cuda and run_reference, compared with memcmp.
-//     The loop runs over OpKind up to Count and fails for a kind it has no case for.
-//  Without a device it prints "SKIP: no CUDA device ..." and exits 0 (ctest reports it as skipped).
+//     The loop runs over OpKind up to Count and fails for a kind it has no case for. The outputs are
+//     pre-filled with two distinct finite patterns (CPU one, device the other), so an element that
+//     either side leaves unwritten differs even where the right value is NaN.
+//  Without a device, once the host emulation passed, it prints "SKIP: no CUDA device ..." and exits
+//  with kSkipExit (77), ctest's SKIP_RETURN_CODE; a failed host emulation exits 1 (a failure, even
+//  then). An unknown flag or op name exits 2; a run that compared no case at all fails.
 //
 // Usage: test_backend_ops [-o OP_NAME] [-s SEED]
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
+#include <cstdlib>
 #include <optional>
 #include <random>
 #include <string>
@@ -30,6 +35,21 @@
 using namespace tribunal;
 
 namespace {
+
+/// Exit code of a run that had nothing to compare on (no CUDA device): ctest's SKIP_RETURN_CODE
+/// (tests/cuda/CMakeLists.txt), so a CPU-only run is reported as skipped, never as passed.
+constexpr int kSkipExit = 77;
+/// Exit code of a bad command line (unknown flag, missing value, unknown op name).
+constexpr int kUsageExit = 2;
+
+/// Initial bits of every output tensor: the CPU reference's outputs start as kReferenceFill, the
+/// device's as kDeviceFill. Both are finite (≈ ±3.4e38, far from any output of these cases) and
+/// distinct, so first_difference, which folds every NaN into one, still tells an element left
+/// unwritten by either side from a written one, a NaN result included.
+constexpr uint32_t kReferenceFill = 0x7F7FBADBu, kDeviceFill = 0xFF7FC0FEu;
+static_assert((kReferenceFill & 0x7FFFFFFFu) < 0x7F800000u && (kDeviceFill & 0x7FFFFFFFu) < 0x7F800000u,
+              "the fills must be finite: NaN fills compare equal after NaN canonicalization");
+static_assert(kReferenceFill != kDeviceFill);
 
 int g_failures = 0;
 
@@ -263,7 +283,7 @@ std::vector<Case> cases_for(OpKind kind, std::mt19937& rng) {
              random_tensor(s, rng, 0.0f, 0.01f)});
       }
       break;
-    case OpKind::Count:
+    default:  // OpKind::Count and the ops with no CUDA kernel (docs/cuda.md): no cases, a failure in main
       break;
   }
   return cs;
@@ -294,7 +314,7 @@ std::optional<int64_t> first_difference(const Tensor& a, const Tensor& b) {
 }
 
 bool run_one(const Case& c) {
-  std::vector<Tensor> ref = outputs_of(c, 0x7FBADBADu), dev = outputs_of(c, 0x7FC0FFEEu);
+  std::vector<Tensor> ref = outputs_of(c, kReferenceFill), dev = outputs_of(c, kDeviceFill);
   std::vector<const Tensor*> in;
   std::vector<Tensor*> ref_out, dev_out;
   for (const Tensor& t : c.in) in.push_back(&t);
@@ -320,14 +340,40 @@ bool run_one(const Case& c) {
   return true;
 }
 
+/// The op kind named `name` (op_name), if any.
+std::optional<OpKind> op_named(const std::string& name) {
+  for (size_t k = 0; k < kOpKindCount; ++k)
+    if (name == op_name(static_cast<OpKind>(k))) return static_cast<OpKind>(k);
+  return std::nullopt;
+}
+
+int usage(const std::string& why) {
+  std::string ops;
+  for (size_t k = 0; k < kOpKindCount; ++k) ops += std::string(k ? ", " : "") + op_name(static_cast<OpKind>(k));
+  std::printf("test_backend_ops: %s\nusage: test_backend_ops [-o OP_NAME] [-s SEED]\nops: %s\n", why.c_str(),
+              ops.c_str());
+  return kUsageExit;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string only;
+  std::optional<OpKind> only;
   uint32_t seed = 20250601;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "-o") == 0) only = argv[i + 1];
-    else if (std::strcmp(argv[i], "-s") == 0) seed = static_cast<uint32_t>(std::stoul(argv[i + 1]));
+  for (int i = 1; i < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag != "-o" && flag != "-s") return usage("unknown argument '" + flag + "'");
+    if (i + 1 >= argc) return usage(flag + " needs a value");
+    const std::string value = argv[i + 1];
+    if (flag == "-o") {
+      only = op_named(value);
+      if (!only) return usage("no op named '" + value + "'");
+    } else {
+      char* end = nullptr;
+      const unsigned long v = std::strtoul(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || v > UINT32_MAX) return usage("-s expects an unsigned 32-bit seed, got '" + value + "'");
+      seed = static_cast<uint32_t>(v);
+    }
   }
   std::mt19937 rng(seed);
   std::printf("test_backend_ops: CUDA backend vs CPU reference, seed %u\n", seed);
@@ -336,16 +382,21 @@ int main(int argc, char** argv) {
 
   std::string why;
   if (cuda_device_count(&why) == 0) {
+    if (g_failures) {
+      std::printf("test_backend_ops: FAILED (host emulation); no CUDA device (%s) to run the kernels on\n", why.c_str());
+      return 1;
+    }
     std::printf("test_backend_ops: SKIP: no CUDA device (%s). The CUDA kernels were not run: their bitwise "
                 "equality with the CPU reference is UNVERIFIED.\n",
                 why.c_str());
-    return g_failures ? 1 : 0;
+    return kSkipExit;
   }
   std::printf("device 0: %s\n", cuda_device_name(0).c_str());
 
+  int compared = 0;  // cases run on both sides
   for (size_t k = 0; k < kOpKindCount; ++k) {
     const OpKind kind = static_cast<OpKind>(k);
-    if (!only.empty() && only != op_name(kind)) continue;
+    if (only && *only != kind) continue;
     const std::vector<Case> cs = cases_for(kind, rng);
     if (cs.empty()) {
       fail(std::string(op_name(kind)) + ": no test cases written for this op");
@@ -353,9 +404,11 @@ int main(int argc, char** argv) {
     }
     int passed = 0;
     for (const Case& c : cs) passed += run_one(c) ? 1 : 0;
+    compared += static_cast<int>(cs.size());
     std::printf("  %-32s %3d/%-3zu %s\n", op_name(kind), passed, cs.size(),
                 passed == static_cast<int>(cs.size()) ? "OK" : "FAIL");
   }
+  if (compared == 0) fail("no case was compared");
   std::printf("test_backend_ops: %s\n", g_failures ? "FAILED" : "all ops bitwise equal to the CPU reference");
   return g_failures ? 1 : 0;
 }

@@ -41,8 +41,10 @@ TrainResult train(const JobSpec& job, int threads, const std::filesystem::path& 
   return run_training(job, o);
 }
 
-// Golden values: recorded from this code; any change to an op, the data pipeline, the init or the
-// commitment scheme changes them (and must bump kRepOpsContractVersion).
+// Golden values: regression pins recorded from this code's own output, not known answers derived
+// independently of it (tools/commitment_kat.py is that, for the commitment layer alone). They show
+// that the bits did not change, not that they were right: any change to an op, the data pipeline,
+// the init or the commitment scheme changes them (and must bump kRepOpsContractVersion).
 constexpr const char* kAdamWRoot = "834dd84d31d3d453b79acd80e574d208e5f40570fd9234dbbf03059cd12ca2a3";
 constexpr const char* kSgdRoot = "2441ba882a91af7ce2dc07727f6488a618d9f4f0f553e1d04eccf51f3ae1621b";
 
@@ -112,8 +114,9 @@ TEST_CASE("a tampered checkpoint is refused") {
 }
 
 // Golden roots of the short GPT and CNN jobs (every transformer and CNN op, dropout, clipping, the
-// cosine schedule, decay on matrices only): any change to one of those ops' order of operations, to
-// the text windows or to the init changes them. scripts/check_roots.sh checks the same files across
+// cosine schedule, decay on matrices only), regression pins recorded from this code's own output as
+// above: any change to one of those ops' order of operations, to the text windows or to the init
+// changes them. scripts/check_roots.sh checks the same files across
 // compilers, -O levels, -march, thread counts and a resume.
 TEST_CASE("the short GPT and CNN jobs' trajectory roots are golden") {
   const std::pair<const char*, const char*> jobs[] = {
