@@ -107,7 +107,7 @@ int demo_main(Args& args) {
   set_net_log_sink([](std::string_view) {});
   NetContext ctx(2, false);
   const KeyPair referee_key = generate_keypair();
-  RefereeNode referee(ctx, referee_key, RefereeOptions{}, quiet, loopback_policy());
+  RefereeNode referee(ctx, referee_key, RefereeNodeOptions{}, quiet, loopback_policy());
   const auto provider_config = [&](const char* name, Fault f) {
     ProviderConfig c;
     c.store = out_dir / name;

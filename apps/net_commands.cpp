@@ -8,6 +8,7 @@
 
 #include "apps/cli.h"
 #include "nodes/delegate.h"
+#include "ops/registry.h"
 #include "nodes/provider_node.h"
 #include "nodes/referee_node.h"
 #include "nodes/train_set.h"
@@ -119,7 +120,8 @@ int verify_main(Args& args) {
              : v.winners.empty()                     ? std::string("no valid claim")
                                                      : fmt::format("claim {} stands", v.winners[0]),
              reason_name(v.reason));
-  fmt::print("located: level {}, step {}, node {}, op {}; {} rounds\n", static_cast<int>(v.level), v.step, v.node, v.op,
+  const std::string op = v.op < kOpKindCount ? op_name(static_cast<OpKind>(v.op)) : "op " + std::to_string(v.op);
+  fmt::print("located: level {}, step {}, node {} ({}); {} rounds\n", static_cast<int>(v.level), v.step, v.node, op,
              v.rounds);
   fmt::print("{}\n", v.detail);
   return 0;
@@ -127,7 +129,7 @@ int verify_main(Args& args) {
 
 int referee_main(Args& args) {
   std::string listen, key;
-  RefereeOptions options;
+  RefereeNodeOptions options;
   std::vector<IpNetwork> allowed;
   options.data_dir = "referee-data";
   while (!args.done()) {
@@ -142,8 +144,9 @@ int referee_main(Args& args) {
         throw UsageError(std::string("referee: --allow-network: ") + e.what());
       }
     }
-    else if (a == "--answer-timeout-ms") options.answer_timeout_ms = static_cast<uint64_t>(args.integer(a, 1, 86400000));
-    else if (a == "--recompute-timeout-ms") options.recompute_timeout_ms = static_cast<uint64_t>(args.integer(a, 1, 86400000));
+    else if (a == "--answer-timeout-ms") options.dispute.answer_timeout = std::chrono::milliseconds(args.integer(a, 1, 86400000));
+    else if (a == "--recompute-timeout-ms")
+      options.dispute.recompute_timeout = std::chrono::milliseconds(args.integer(a, 1, 86400000));
     else if (a == "--max-live-disputes") options.max_live_disputes = static_cast<size_t>(args.integer(a, 1, 1000000));
     else if (a == "--max-disputes-per-client")
       options.max_disputes_per_client = static_cast<size_t>(args.integer(a, 1, 1000000));

@@ -113,7 +113,7 @@ struct ChildStats {
   {
     NetContext ctx(threads, /*handle_signals=*/true);
     ctx.set_shutdown_grace(std::chrono::milliseconds(2000));
-    RefereeOptions options;
+    nodes::RefereeNodeOptions options;
     options.max_disputes_per_client = options.max_live_disputes;  // every dispute comes from loopback
     nodes::RefereeNode node(ctx, key, options, [verbose](const std::string& line) {
       if (verbose) std::fprintf(stderr, "referee %s\n", line.c_str());

@@ -42,7 +42,7 @@ constexpr uint64_t kMaxBackoffMs = 5000;
 constexpr size_t kMaxWaitingPerAddress = 4;
 
 // The server must admit a client connection per live dispute.
-ServerOptions server_options(const RefereeOptions& o) {
+ServerOptions server_options(const RefereeNodeOptions& o) {
   ServerOptions s;
   s.max_connections = std::max(s.max_connections, o.max_live_disputes + 64);
   if (s.max_connections_per_address != 0)
@@ -60,7 +60,7 @@ std::string admission_group(bool trusted, const PublicKey& opener, const std::st
   }
 }
 
-std::unique_ptr<RefereeStore> open_store(const RefereeOptions& o, const KeyPair& key) {
+std::unique_ptr<RefereeStore> open_store(const RefereeNodeOptions& o, const KeyPair& key) {
   if (o.data_dir.empty()) return nullptr;
   return std::make_unique<RefereeStore>(o.data_dir, key.public_key);
 }
@@ -86,7 +86,7 @@ struct RefereeNode::Live {
 
 AddressPolicy loopback_policy() { return AddressPolicy::public_only({parse_cidr("127.0.0.0/8"), parse_cidr("::1")}); }
 
-RefereeNode::RefereeNode(NetContext& ctx, KeyPair key, RefereeOptions options, LogFn log, AddressPolicy providers)
+RefereeNode::RefereeNode(NetContext& ctx, KeyPair key, RefereeNodeOptions options, LogFn log, AddressPolicy providers)
     : ctx_(ctx),
       key_(key),
       options_(std::move(options)),
@@ -231,12 +231,12 @@ void RefereeNode::commit(Live& live, const DisputeInput& input, const std::vecto
   if (!store_) return;
   const RefereeDispute& d = *live.dispute;
   if (input.kind == DisputeInput::Kind::Open)
-    store_->open_dispute(d.dispute_id(), input, d.answer_timeout_ms(), d.recompute_timeout_ms(), live.group);
+    store_->open_dispute(d.dispute_id(), input, d.answer_timeout(), d.recompute_timeout(), live.group);
   else
     store_->append(d.dispute_id(), input, verdict);
   const uint64_t n = ++events_;
   if (options_.crash_after_events != 0 && n == options_.crash_after_events) {
-    // Test hook (RefereeOptions::crash_after_events): die as a power cut or OOM kill would.
+    // Test hook (RefereeNodeOptions::crash_after_events): die as a power cut or OOM kill would.
     log_(fmt::format("referee: crash hook: SIGKILL after event {}", n));
     ::raise(SIGKILL);
   }
@@ -304,13 +304,13 @@ void RefereeNode::open(std::shared_ptr<Session> client, const Envelope& env) {
   if (existing) {
     // The same opening again (a client that reconnected) attaches at once; a different envelope
     // for the same dispute (another client) must be a valid opening of it.
-    if (existing->dispute->open_envelope_bytes() != env.bytes) RefereeDispute check(key_, env, options_);
+    if (existing->dispute->open_envelope_bytes() != env.bytes) RefereeDispute check(key_, env, options_.dispute);
     attach(existing);
     return;
   }
 
   const double c0 = thread_cpu_seconds();
-  auto dispute = std::make_unique<RefereeDispute>(key_, env, options_);  // every check of the opening
+  auto dispute = std::make_unique<RefereeDispute>(key_, env, options_.dispute);  // every check of the opening
   for (const std::string& url : dispute->providers()) {
     const WsUrl u = parse_ws_url(url);  // throws NetError
     // A literal address is judged now; a name when it resolves (net/address_policy.h).
@@ -374,9 +374,9 @@ void RefereeNode::open(std::shared_ptr<Session> client, const Envelope& env) {
 }
 
 void RefereeNode::resume_stored(const StoredDispute& stored) {
-  RefereeOptions o = options_;
-  o.answer_timeout_ms = stored.answer_timeout_ms;
-  o.recompute_timeout_ms = stored.recompute_timeout_ms;
+  DisputeOptions o = options_.dispute;
+  o.answer_timeout = stored.answer_timeout;
+  o.recompute_timeout = stored.recompute_timeout;
   auto dispute = RefereeDispute::replay(key_, stored.inputs, o);
   if (dispute->done())
     throw ProtocolError("its record replays to a verdict the store does not hold");

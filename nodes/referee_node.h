@@ -28,6 +28,34 @@ namespace tribunal::nodes {
 /// the same machine (demo, tests, scenarios).
 AddressPolicy loopback_policy();
 
+/// The referee daemon's settings (the options of `tribunal referee`; docs/running.md).
+struct RefereeNodeOptions {
+  DisputeOptions dispute;  ///< deadlines of each new dispute (a resumed one keeps its own)
+  /// Directory of the durable store (referee/store.h); empty: nothing is stored and a restarted
+  /// referee forgets its disputes (`tribunal referee` defaults to ./referee-data).
+  std::filesystem::path data_dir;
+  /// Live (undecided) disputes held at once; an opening beyond it is refused with an ErrorMessage.
+  size_t max_live_disputes = 4096;
+  /// Live disputes opened from one client network (net/address_policy.h client_network: its /24 or
+  /// /48, any port), or by one trusted client key; beyond it, refused likewise.
+  size_t max_disputes_per_client = 256;
+  /// Client keys the operator knows (`--client-key`): their openings (signed by them) may use the
+  /// `reserved_disputes` slots that openings by other keys never take, so strangers filling the
+  /// referee cannot lock them out.
+  std::vector<PublicKey> trusted_clients;
+  /// Slots of `max_live_disputes` kept for trusted clients (only when there are any).
+  size_t reserved_disputes = 1024;
+  /// What one dispute may cost; an opening beyond it is refused with an ErrorMessage.
+  DisputeLimits limits;
+  /// Decided disputes keep their inputs this long, then the store prunes them (keeping the verdict).
+  std::chrono::seconds retention = std::chrono::hours(24 * 30);
+  /// How often the referee node prunes its store.
+  std::chrono::seconds prune_interval = std::chrono::hours(1);
+  /// Test hook (tests/referee_crash.sh): when non-zero, the process kills itself with SIGKILL right
+  /// after committing its N-th event to the store, to test recovery at every point of a dispute.
+  uint64_t crash_after_events = 0;
+};
+
 /// What one dispute cost the referee.
 struct DisputeStats {
   uint64_t bytes_in = 0;     ///< envelopes received from the providers
@@ -48,7 +76,7 @@ struct DisputeStats {
 /// deadlines. A provider connection that drops is re-established with backoff until the dispute
 /// ends. A DisputeOpen for a dispute that is already open attaches the new client connection (it
 /// gets the verdict); for a decided one, the stored verdict is sent at once (also after its record
-/// was pruned: RefereeOptions::retention). A new opening is refused with an ErrorMessage when what
+/// was pruned: RefereeNodeOptions::retention). A new opening is refused with an ErrorMessage when what
 /// the dispute can cost exceeds `options.limits` (referee_dispute.h check_dispute_cost), or beyond
 /// the admission caps: `max_live_disputes` in all, `max_disputes_per_client` per client network
 /// (/24, /48) or trusted client key, and `reserved_disputes` slots only trusted clients' openings take.
@@ -60,7 +88,7 @@ class RefereeNode {
   /// loopback_policy() for tests and demos on one machine): an opening whose endpoint is a literal
   /// address the policy refuses is refused, and a name that resolves only to refused addresses
   /// cannot be connected to.
-  RefereeNode(NetContext& ctx, KeyPair key, RefereeOptions options, LogFn log,
+  RefereeNode(NetContext& ctx, KeyPair key, RefereeNodeOptions options, LogFn log,
               AddressPolicy providers = AddressPolicy::public_only());
   ~RefereeNode();
   /// Binds and starts accepting; the first call first resumes the store's undecided disputes
@@ -92,7 +120,7 @@ class RefereeNode {
 
   NetContext& ctx_;
   KeyPair key_;
-  RefereeOptions options_;
+  RefereeNodeOptions options_;
   LogFn log_;
   std::unique_ptr<RefereeStore> store_;
   AddressPolicy policy_;

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -68,6 +69,11 @@ class StepOracle {
   virtual Digest initial_state_hash() const = 0;
 };
 
+/// The default deadlines of the game and the referee, in one place: an answer to an opening or a
+/// tree question, and a recomputation (CommitInterval / CommitStep: up to a stride of steps).
+inline constexpr std::chrono::milliseconds kDefaultAnswerTimeout{10'000};
+inline constexpr std::chrono::milliseconds kDefaultRecomputeTimeout{300'000};
+
 /// Everything fixed when a dispute opens.
 struct GameParams {
   Digest job_id{};
@@ -78,8 +84,8 @@ struct GameParams {
   uint64_t dataset_samples = 0;     ///< N, the size of the tree under dataset_root
   uint64_t label_width = 0;         ///< 0: class-id labels; L: label sequences of L values
   std::array<Claim, 2> claims{};
-  uint64_t answer_timeout_ms = 10000;     ///< for openings and tree questions
-  uint64_t recompute_timeout_ms = 120000; ///< for CommitInterval / CommitStep (recomputing steps)
+  uint64_t answer_timeout_ms = kDefaultAnswerTimeout.count();        ///< for openings and tree questions
+  uint64_t recompute_timeout_ms = kDefaultRecomputeTimeout.count();  ///< for CommitInterval / CommitStep
 };
 
 /// A question to send to one party; it must answer before `deadline_ms`.

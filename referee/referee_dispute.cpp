@@ -37,7 +37,7 @@ std::string describe(const Query& q) {
 
 }  // namespace
 
-RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open, RefereeOptions options)
+RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open, DisputeOptions options)
     : key_(referee_key), reexecute_hook_(options.reexecute_hook), open_bytes_(open.bytes) {
   if (open.kind != MessageKind::DisputeOpen) throw ProtocolError("dispute: expected a DisputeOpen message");
   const auto& d = std::get<DisputeOpen>(open.body);
@@ -68,8 +68,10 @@ RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open,
   params.dataset_root = d.dataset_root;
   params.dataset_samples = d.dataset_samples;
   params.label_width = d.label_width;
-  params.answer_timeout_ms = answer_timeout_ms_ = options.answer_timeout_ms;
-  params.recompute_timeout_ms = recompute_timeout_ms_ = options.recompute_timeout_ms;
+  answer_timeout_ = options.answer_timeout;
+  recompute_timeout_ = options.recompute_timeout;
+  params.answer_timeout_ms = static_cast<uint64_t>(answer_timeout_.count());
+  params.recompute_timeout_ms = static_cast<uint64_t>(recompute_timeout_.count());
   for (int p = 0; p < 2; ++p) {
     const auto i = static_cast<size_t>(p);
     params.claims[i] = open_claim(d.claims[i], p == 0 ? "claim 0" : "claim 1");
@@ -151,7 +153,7 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::reconnect(int party) const
 }
 
 std::unique_ptr<RefereeDispute> RefereeDispute::replay(const KeyPair& referee_key, std::span<const DisputeInput> inputs,
-                                                       RefereeOptions options) {
+                                                       DisputeOptions options) {
   if (inputs.empty() || inputs[0].kind != DisputeInput::Kind::Open)
     throw ProtocolError("dispute replay: the record does not start with the dispute's opening");
   auto d = std::make_unique<RefereeDispute>(referee_key, open_envelope(inputs[0].envelope), options);

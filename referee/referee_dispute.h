@@ -46,34 +46,10 @@ struct DisputeLimits {
 /// Throws ProtocolError saying which term of `cost` exceeds which limit, and by how much.
 void check_dispute_cost(const DisputeCost& cost, const DisputeLimits& limits);
 
-/// The referee's settings. The timeouts are per dispute (a replayed dispute keeps the ones it was
-/// opened with); the rest are for RefereeNode (apps/nodes.h) and ignored by RefereeDispute.
-struct RefereeOptions {
-  uint64_t answer_timeout_ms = 10000;      ///< deadline of openings and tree questions (ms)
-  uint64_t recompute_timeout_ms = 300000;  ///< deadline of CommitInterval / CommitStep (ms)
-  /// Directory of the durable store (referee/store.h); empty: nothing is stored and a restarted
-  /// referee forgets its disputes (`tribunal referee` defaults to ./referee-data).
-  std::filesystem::path data_dir;
-  /// Live (undecided) disputes held at once; an opening beyond it is refused with an ErrorMessage.
-  size_t max_live_disputes = 4096;
-  /// Live disputes opened from one client network (net/address_policy.h client_network: its /24 or
-  /// /48, any port), or by one trusted client key; beyond it, refused likewise.
-  size_t max_disputes_per_client = 256;
-  /// Client keys the operator knows (`--client-key`): their openings (signed by them) may use the
-  /// `reserved_disputes` slots that openings by other keys never take, so strangers filling the
-  /// referee cannot lock them out.
-  std::vector<PublicKey> trusted_clients;
-  /// Slots of `max_live_disputes` kept for trusted clients (only when there are any).
-  size_t reserved_disputes = 1024;
-  /// Decided disputes keep their inputs this long, then the store prunes them (keeping the verdict).
-  std::chrono::seconds retention = std::chrono::hours(24 * 30);
-  /// How often the referee node prunes its store.
-  std::chrono::seconds prune_interval = std::chrono::hours(1);
-  /// What one dispute may cost; an opening beyond it is refused with an ErrorMessage.
-  DisputeLimits limits;
-  /// Test hook (tests/referee_crash.sh): when non-zero, the process kills itself with SIGKILL right
-  /// after committing its N-th event to the store, to test recovery at every point of a dispute.
-  uint64_t crash_after_events = 0;
+/// How one dispute is played (a replayed dispute keeps the options it was opened with).
+struct DisputeOptions {
+  std::chrono::milliseconds answer_timeout = kDefaultAnswerTimeout;        ///< openings and tree questions
+  std::chrono::milliseconds recompute_timeout = kDefaultRecomputeTimeout;  ///< CommitInterval / CommitStep
   /// Test hook: called before each re-execution attempt (1, 2, …); an exception it throws stands for
   /// an internal failure of the referee (tests/nodes: a bad_alloc must convict no one).
   std::function<void(int attempt)> reexecute_hook;
@@ -111,7 +87,7 @@ class RefereeDispute {
   /// `open` is the client's DisputeOpen envelope. Throws ProtocolError/EngineError if the claims are
   /// not two valid signed Claims by two different keys, each naming its endpoint, for the job and data
   /// set the opening describes, or the envelope is not addressed to dispute_id(opening).
-  RefereeDispute(const KeyPair& referee_key, const Envelope& open, RefereeOptions options = {});
+  RefereeDispute(const KeyPair& referee_key, const Envelope& open, DisputeOptions options = {});
 
   /// An envelope to deliver to party 0 or 1.
   struct Outgoing {
@@ -145,7 +121,7 @@ class RefereeDispute {
   /// no event emitted while replaying. Throws ProtocolError naming the input if the record does not
   /// replay (an envelope the game now refuses, an Open that is not first).
   static std::unique_ptr<RefereeDispute> replay(const KeyPair& referee_key, std::span<const DisputeInput> inputs,
-                                                RefereeOptions options = {});
+                                                DisputeOptions options = {});
 
   /// Receives each input that changed the dispute, after the game took it and before its outgoing
   /// messages are returned (write-ahead: a durable referee commits it here; if this throws, the
@@ -172,8 +148,8 @@ class RefereeDispute {
   /// The client's DisputeOpen envelope.
   const std::vector<uint8_t>& open_envelope_bytes() const { return open_bytes_; }
   /// The deadlines this dispute plays with.
-  uint64_t answer_timeout_ms() const { return answer_timeout_ms_; }
-  uint64_t recompute_timeout_ms() const { return recompute_timeout_ms_; }
+  std::chrono::milliseconds answer_timeout() const { return answer_timeout_; }
+  std::chrono::milliseconds recompute_timeout() const { return recompute_timeout_; }
 
   /// Receives every event (DisputeEvent).
   std::function<void(const DisputeEvent&)> on_event;
@@ -197,7 +173,7 @@ class RefereeDispute {
   std::unique_ptr<JobOracle> oracle_;
   std::unique_ptr<Game> game_;
   uint64_t sequence_ = 0;
-  uint64_t answer_timeout_ms_ = 0, recompute_timeout_ms_ = 0;
+  std::chrono::milliseconds answer_timeout_{}, recompute_timeout_{};
   bool started_ = false;
   bool replaying_ = false;
   bool refused_by_game_ = false;                        // the last on_envelope was refused by the game                              // replay(): no signing of queries, no reports

@@ -187,8 +187,8 @@ RefereeStore::RefereeStore(const std::filesystem::path& dir, const PublicKey& re
 
 RefereeStore::~RefereeStore() { sqlite3_close(db_); }
 
-void RefereeStore::open_dispute(const Digest& id, const DisputeInput& open, uint64_t answer_timeout_ms,
-                                uint64_t recompute_timeout_ms, const std::string& client) {
+void RefereeStore::open_dispute(const Digest& id, const DisputeInput& open, std::chrono::milliseconds answer_timeout,
+                                std::chrono::milliseconds recompute_timeout, const std::string& client) {
   if (open.kind != DisputeInput::Kind::Open) throw StoreError("referee store: a dispute's first input must be its opening");
   std::lock_guard lock(mu_);
   exec("BEGIN IMMEDIATE");
@@ -202,8 +202,8 @@ void RefereeStore::open_dispute(const Digest& id, const DisputeInput& open, uint
       Statement s(*this,
                   "INSERT INTO disputes (id, answer_timeout_ms, recompute_timeout_ms, client) VALUES (?1, ?2, ?3, ?4)");
       s.bind(1, id);
-      s.bind(2, static_cast<int64_t>(answer_timeout_ms));
-      s.bind(3, static_cast<int64_t>(recompute_timeout_ms));
+      s.bind(2, static_cast<int64_t>(answer_timeout.count()));
+      s.bind(3, static_cast<int64_t>(recompute_timeout.count()));
       s.bind(4, client);
       s.step();
     }
@@ -310,8 +310,8 @@ bool RefereeStore::contains(const Digest& id) {
 StoredDispute RefereeStore::read_dispute(const Digest& id, uint64_t answer_ms, uint64_t recompute_ms, std::string client) {
   StoredDispute d;
   d.id = id;
-  d.answer_timeout_ms = answer_ms;
-  d.recompute_timeout_ms = recompute_ms;
+  d.answer_timeout = std::chrono::milliseconds(answer_ms);
+  d.recompute_timeout = std::chrono::milliseconds(recompute_ms);
   d.client = std::move(client);
   Statement s(*this, "SELECT kind, party, envelope, now_ms FROM inputs WHERE dispute = ?1 ORDER BY n");
   s.bind(1, id);

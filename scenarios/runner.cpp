@@ -204,9 +204,9 @@ ScenarioResult run_scenario(const Scenario& s, const RunOptions& o) {
   const nodes::LogFn log = o.log ? o.log : nodes::LogFn([](const std::string&) {});
   try {
     NetContext ctx(2, false);
-    RefereeOptions ro;
-    ro.answer_timeout_ms = s.answer_timeout_ms;
-    ro.recompute_timeout_ms = s.recompute_timeout_ms;
+    nodes::RefereeNodeOptions ro;
+    ro.dispute.answer_timeout = s.answer_timeout;
+    ro.dispute.recompute_timeout = s.recompute_timeout;
     ro.data_dir = dir / "referee";  // the referee of a scenario is durable, as `tribunal referee` is
     const KeyPair referee_key = generate_keypair();
     nodes::RefereeNode referee(ctx, referee_key, ro, [&](const std::string& line) { log("referee: " + line); },

@@ -194,8 +194,8 @@ Scenario load_scenario(const std::filesystem::path& file) {
 
   TableReader referee(root, "referee", source, false);
   referee.allow_only({"answer_timeout_ms", "recompute_timeout_ms"});
-  s.answer_timeout_ms = static_cast<uint64_t>(referee.integer("answer_timeout_ms", 3000, false, 50, 600000));
-  s.recompute_timeout_ms = static_cast<uint64_t>(referee.integer("recompute_timeout_ms", 60000, false, 50, 3600000));
+  s.answer_timeout = std::chrono::milliseconds(referee.integer("answer_timeout_ms", 3000, false, 50, 600000));
+  s.recompute_timeout = std::chrono::milliseconds(referee.integer("recompute_timeout_ms", 60000, false, 50, 3600000));
 
   TableReader network(root, "network", source, false);
   network.allow_only({"latency_ms", "drop_rate"});

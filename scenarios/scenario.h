@@ -4,6 +4,7 @@
 // WebSocket connections (scenarios/runner.h).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -95,8 +96,8 @@ struct Scenario {
   std::string about;
   std::filesystem::path job;  ///< resolved against the scenario file's directory
   uint64_t seed = 1;          ///< drives drops and random lies
-  uint64_t answer_timeout_ms = 3000;
-  uint64_t recompute_timeout_ms = 60000;
+  std::chrono::milliseconds answer_timeout{3000};      ///< [referee] answer_timeout_ms
+  std::chrono::milliseconds recompute_timeout{60000};  ///< [referee] recompute_timeout_ms
   LinkConditions network;     ///< default link of every provider
   std::vector<ProviderSpec> providers;
   Expectation expect;

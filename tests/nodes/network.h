@@ -30,7 +30,7 @@ struct Network {
   std::vector<std::unique_ptr<nodes::ProviderNode>> providers;
   int next_store = 0;
 
-  explicit Network(RefereeOptions options = {}, AddressPolicy policy = nodes::loopback_policy())
+  explicit Network(nodes::RefereeNodeOptions options = {}, AddressPolicy policy = nodes::loopback_policy())
       : referee(ctx, referee_key, std::move(options), [](const std::string&) {}, std::move(policy)) {
     set_net_log_sink([](std::string_view) {});
     referee_url = "ws://127.0.0.1:" + std::to_string(referee.listen("127.0.0.1", 0)) + "/";

@@ -49,9 +49,9 @@ std::string gpt_job(const std::string& data_lines) {
          data_lines + "\nvalidation = 0.0\n[train]\nsteps = 1\nbatch_size = 1\nstride = 1\n[optimizer]\n";
 }
 
-RefereeOptions answering_within(std::chrono::milliseconds deadline) {
-  RefereeOptions o;
-  o.answer_timeout_ms = static_cast<uint64_t>(deadline.count());
+RefereeNodeOptions answering_within(std::chrono::milliseconds deadline) {
+  RefereeNodeOptions o;
+  o.dispute.answer_timeout = deadline;
   return o;
 }
 
@@ -85,9 +85,9 @@ ForgedOpening forged_opening(const std::string& job_text, uint8_t salt) {
   return f;
 }
 
-RefereeOptions reexecution_failing(std::function<void(int)> hook) {
-  RefereeOptions o;
-  o.reexecute_hook = std::move(hook);
+RefereeNodeOptions reexecution_failing(std::function<void(int)> hook) {
+  RefereeNodeOptions o;
+  o.dispute.reexecute_hook = std::move(hook);
   return o;
 }
 
@@ -254,7 +254,7 @@ TEST_CASE("attack: a failure inside re-execution convicts no one") {
 }
 
 TEST_CASE("attack: the referee connects to no address its policy refuses") {
-  Network net(RefereeOptions{}, AddressPolicy::public_only());
+  Network net(RefereeNodeOptions{}, AddressPolicy::public_only());
   CHECK_THROWS_WITH_AS(net.delegate({net.provider(corrupt(3, 2)), net.provider(Fault{})}),
                        doctest::Contains("is a loopback address, which this referee does not connect to"), EngineError);
 }
@@ -297,11 +297,11 @@ TEST_CASE("attack: an opening whose job would cost the referee too much is refus
 
 TEST_CASE("attack: strangers who fill the referee cannot lock out a trusted client") {
   const KeyPair client = generate_keypair();
-  RefereeOptions o;
+  RefereeNodeOptions o;
   o.max_live_disputes = 3;
   o.reserved_disputes = 1;
   o.trusted_clients = {client.public_key};
-  o.answer_timeout_ms = 60000;  // the strangers' disputes stay live throughout the test
+  o.dispute.answer_timeout = std::chrono::seconds(60);  // the strangers' disputes stay live throughout the test
   Network net(o);
   const std::string job = read_text(testing::kShortJob);
   // Strangers open disputes until the referee refuses them: two slots, then "clients it does not know".
@@ -333,7 +333,7 @@ TEST_CASE("attack: strangers who fill the referee cannot lock out a trusted clie
 
 TEST_CASE("a decided dispute's record is pruned after the retention period; its verdict is still served") {
   TempDir data("pruned");
-  RefereeOptions o;
+  RefereeNodeOptions o;
   o.data_dir = data.path;
   o.retention = std::chrono::seconds(0);
   o.prune_interval = std::chrono::seconds(0);

@@ -131,10 +131,11 @@ TEST_CASE("store: inputs in order, verdicts, reopening; refuses duplicates, deci
   {
     RefereeStore store(dir.path / "data", key.public_key);
     CHECK(store.file() == dir.path / "data" / "referee.sqlite");
-    store.open_dispute(id, open, 100, 200, "127.0.0.1");
+    store.open_dispute(id, open, std::chrono::milliseconds(100), std::chrono::milliseconds(200), "127.0.0.1");
     store.append(id, answer);
     store.append(id, resume);
-    CHECK_THROWS_AS(store.open_dispute(id, open, 100, 200, "x"), StoreError);
+    CHECK_THROWS_AS(store.open_dispute(id, open, std::chrono::milliseconds(100), std::chrono::milliseconds(200), "x"),
+                    StoreError);
     CHECK(store.committed() == 3);
   }
   {
@@ -142,8 +143,8 @@ TEST_CASE("store: inputs in order, verdicts, reopening; refuses duplicates, deci
     const auto all = store.load_open();
     REQUIRE(all.size() == 1);
     CHECK(all[0].id == id);
-    CHECK(all[0].answer_timeout_ms == 100);
-    CHECK(all[0].recompute_timeout_ms == 200);
+    CHECK(all[0].answer_timeout == std::chrono::milliseconds(100));
+    CHECK(all[0].recompute_timeout == std::chrono::milliseconds(200));
     CHECK(all[0].client == "127.0.0.1");
     CHECK(all[0].inputs == std::vector<DisputeInput>{open, answer, resume});
     CHECK(store.contains(id));
@@ -172,9 +173,10 @@ TEST_CASE("store: prune deletes decided disputes' records after the retention pe
   const DisputeInput opening{DisputeInput::Kind::Open, 0, {1, 2, 3}, 5};
   const DisputeInput answer{DisputeInput::Kind::Envelope, 1, {4, 5}, 6};
   const std::vector<uint8_t> verdict = {9, 9, 9};
-  store.open_dispute(decided, opening, 100, 200, "a");
+  const std::chrono::milliseconds answer_deadline(100), recompute_deadline(200);
+  store.open_dispute(decided, opening, answer_deadline, recompute_deadline, "a");
   store.append(decided, answer, &verdict);
-  store.open_dispute(open, opening, 100, 200, "b");
+  store.open_dispute(open, opening, answer_deadline, recompute_deadline, "b");
   store.append(open, answer);
   const auto now = std::chrono::system_clock::now();
   CHECK(store.prune(now - std::chrono::hours(1)) == 0);  // decided just now: within the retention period
@@ -206,7 +208,8 @@ TEST_CASE("store: a file that is not a store, or is corrupt, is refused naming t
     for (uint8_t i = 0; i < 50; ++i) {
       Digest id{};
       id[0] = i;
-      store.open_dispute(id, {DisputeInput::Kind::Open, 0, std::vector<uint8_t>(3000, i), 1}, 1, 1, "c");
+      store.open_dispute(id, {DisputeInput::Kind::Open, 0, std::vector<uint8_t>(3000, i), 1},
+                         std::chrono::milliseconds(1), std::chrono::milliseconds(1), "c");
     }
   }
   {
@@ -281,7 +284,8 @@ TEST_CASE("replay: a resumed dispute restarts the open deadlines; a record that 
   const Fixture& fx = fixture();
   const Reference& ref = reference();
   const size_t k = 3;  // opened, then two answers: questions are open
-  RefereeOptions o;
+  DisputeOptions o;
+  const auto answer_ms = static_cast<uint64_t>(o.answer_timeout.count());
   {
     // Without a resume, the referee's downtime would count against the providers.
     auto d = RefereeDispute::replay(fx.referee, std::span(ref.inputs.data(), k), o);
@@ -292,9 +296,9 @@ TEST_CASE("replay: a resumed dispute restarts the open deadlines; a record that 
   {
     auto d = RefereeDispute::replay(fx.referee, std::span(ref.inputs.data(), k), o);
     d->resume(60000);
-    d->on_tick(60000 + o.answer_timeout_ms - 1);
+    d->on_tick(60000 + answer_ms - 1);
     CHECK_FALSE(d->done());
-    d->on_tick(60000 + o.answer_timeout_ms + 1);
+    d->on_tick(60000 + answer_ms + 1);
     REQUIRE(d->done());
     CHECK(d->verdict().reason == VerdictReason::Timeout);
   }
