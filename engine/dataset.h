@@ -2,7 +2,7 @@
 // (Fashion-MNIST or text windows, engine/text_data.h) and the data-set commitment `dataset_root`.
 // Source: Xiao, Rasul, Vollgraf 2017, "Fashion-MNIST" (arXiv:1708.07747); IDX format from
 // LeCun et al., http://yann.lecun.com/exdb/mnist/ ("FILE FORMATS FOR THE MNIST DATABASE").
-// Commitment: DESIGN.md §5 ("Data").
+// Commitment: docs/architecture.md "State and commitments" (data).
 #pragma once
 
 #include <cstdint>
@@ -54,7 +54,7 @@ Dataset load_fashion_mnist(const std::filesystem::path& dir, Split split, Thread
 Digest sample_hash(const Dataset& data, int64_t i);
 
 /// dataset_root: RFC 6962 Merkle root over sample_hash(data, i) for i = 0..N-1 in order
-/// (DESIGN.md §5). The result does not depend on the pool's thread count.
+/// (docs/architecture.md "State and commitments"). The result does not depend on the pool's thread count.
 Digest dataset_root(const Dataset& data);
 Digest dataset_root(const Dataset& data, ThreadPool& pool);
 

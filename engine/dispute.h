@@ -1,4 +1,4 @@
-// The engine's side of a dispute (DESIGN §6): what the referee derives from the job without training
+// The engine's side of a dispute (docs/protocol.md): what the referee derives from the job without training
 // (step graphs, one-node re-execution) and what a provider answers from its checkpoints.
 #pragma once
 

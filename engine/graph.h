@@ -1,4 +1,4 @@
-// The step graph: one training step as a flat, topologically ordered list of nodes (DESIGN §3, §6).
+// The step graph: one training step as a flat, topologically ordered list of nodes (docs/architecture.md "One training step", docs/protocol.md).
 // The node list is the bisection domain of the dispute game's level 3; node i's record will be
 // H(op kind ‖ attributes ‖ input hashes ‖ output hashes). A graph is a pure function of the job spec
 // and the step index, so every party (the referee included) builds the same one without training.

@@ -1,4 +1,4 @@
-// The training job: what a client hands to every provider (DESIGN §5 "Job"). Parsed from TOML;
+// The training job: what a client hands to every provider (docs/commitments.md "Job id and dispute id"). Parsed from TOML;
 // its identity `job_id` is the hash of a canonical binary encoding, so two parties agree on a job
 // exactly when they agree on every field that influences the trajectory.
 #pragma once

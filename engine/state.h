@@ -1,4 +1,4 @@
-// Training state, its commitment state_hash, stride checkpoints and the trajectory root (DESIGN §5).
+// Training state, its commitment state_hash, stride checkpoints and the trajectory root (docs/architecture.md "State and commitments").
 #pragma once
 
 #include <cstdint>

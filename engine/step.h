@@ -1,4 +1,4 @@
-// The training state's layout and the step graph of a job (DESIGN §5 "State", §6 level 3).
+// The training state's layout and the step graph of a job (docs/architecture.md "State and commitments", docs/protocol.md "The game" level 3).
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // Text data for byte-level language models: a corpus (a file, or a directory's files concatenated)
 // cut into windows of T bytes whose labels are the next bytes (the nanoGPT character-level setup,
 // Karpathy's shakespeare_char, with fixed non-overlapping windows instead of random offsets so that
-// every sample is a committed row of the data set, DESIGN §5 "Data").
+// every sample is a committed row of the data set, docs/architecture.md "State and commitments").
 #pragma once
 
 #include <cstdint>

@@ -52,7 +52,7 @@ class Trainer {
   float step();
 
   /// Runs one step like step() and also returns everything a dispute about it needs: the graph,
-  /// every value's hash and tensor, and the node records (DESIGN §6 level 3). post_state is the state
+  /// every value's hash and tensor, and the node records (docs/protocol.md "The game", level 3). post_state is the state
   /// the trainer claims (for a skipped step not the outputs of its nodes).
   StepTrace traced_step();
 

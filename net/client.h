@@ -1,4 +1,4 @@
-// The WebSocket client: connects to "ws://host:port/path" and yields a session (DESIGN §7).
+// The WebSocket client: connects to "ws://host:port/path" and yields a session (docs/protocol.md).
 #pragma once
 
 #include <chrono>

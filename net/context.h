@@ -1,4 +1,4 @@
-// The io_context runner of the transport and its graceful shutdown (DESIGN §7).
+// The io_context runner of the transport and its graceful shutdown (docs/protocol.md).
 #pragma once
 
 #include <chrono>

@@ -1,4 +1,4 @@
-// Errors and log lines of the WebSocket transport (DESIGN §7).
+// Errors and log lines of the WebSocket transport (docs/protocol.md).
 //
 // Handlers never throw: every failure on an I/O path ends in one log line through the sink below and,
 // for an open session, a close code. Only calls made directly by the application (Server::listen,

@@ -1,4 +1,4 @@
-// The WebSocket server: accepts connections and hands out sessions (DESIGN §7).
+// The WebSocket server: accepts connections and hands out sessions (docs/protocol.md).
 #pragma once
 
 #include <chrono>

@@ -1,4 +1,4 @@
-// A WebSocket session: a byte pipe of binary messages with limits (DESIGN §7).
+// A WebSocket session: a byte pipe of binary messages with limits (docs/protocol.md).
 //
 // Each message is one binary WebSocket frame holding one signed envelope; this layer never decodes
 // it. Server- and client-side sessions are the same type. Every session runs on its own strand, keeps

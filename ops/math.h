@@ -1,4 +1,4 @@
-// Portable float32 math for RepOps (DESIGN §4, docs/numerics.md "Math functions").
+// Portable float32 math for RepOps (docs/numerics.md "Math functions").
 // Every function here is an exact sequence of correctly rounded IEEE-754 binary32 operations
 // (+ − × ÷, fma, bit manipulation), so it returns the same bits on every compiler, CPU and GPU.
 // Never replace these by libm or CUDA intrinsics: those differ between vendors and versions.

@@ -34,7 +34,7 @@ TRIBUNAL_HD PhiloxCounter philox4x32_10(PhiloxCounter c, PhiloxKey k) {
 /// (engine/sampler.h).
 enum class RandomPurpose : uint32_t { Init = 1, Shuffle = 2, Dropout = 3, ShuffleBits = 4 };
 
-/// The tribunal keying (DESIGN §4): key = seed, counter = (element lo, element hi, step, purpose).
+/// The tribunal keying (docs/numerics.md): key = seed, counter = (element lo, element hi, step, purpose).
 /// Returns 4 independent 32-bit words for that element.
 TRIBUNAL_HD PhiloxCounter philox_random(uint64_t seed, RandomPurpose purpose, uint32_t step, uint64_t element) {
   return philox4x32_10({static_cast<uint32_t>(element), static_cast<uint32_t>(element >> 32), step,

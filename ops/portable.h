@@ -1,4 +1,4 @@
-// TRIBUNAL_HD marks functions usable on the host and in CUDA device code (DESIGN §4; ops/cuda,
+// TRIBUNAL_HD marks functions usable on the host and in CUDA device code (docs/numerics.md; ops/cuda,
 // docs/cuda.md). Without nvcc it is plain `inline`, so CPU builds see exactly the same code.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The canonical reduction of RepOps (DESIGN §4, docs/numerics.md "Canonical reduction").
+// The canonical reduction of RepOps (docs/numerics.md "Canonical reduction").
 //
 //   sum(x[0..n)):  32 lane accumulators, all starting at +0.0f;
 //                  lane j accumulates x[j], x[j+32], x[j+64], … in that order (one add each);

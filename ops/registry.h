@@ -1,5 +1,5 @@
 // The closed set of RepOps operators and the registry that maps each OpKind to its arity, attribute
-// layout, shape rule, kernels and vector-Jacobian product (ggml-style closed op enum, DESIGN §3/§9).
+// layout, shape rule, kernels and vector-Jacobian product (ggml-style closed op enum; docs/architecture.md).
 // Each op's exact order of operations is written in docs/numerics.md; the reference kernel *is* it.
 #pragma once
 

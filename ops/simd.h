@@ -1,4 +1,4 @@
-// Run-time selection of the SIMD code path of the fast kernels (DESIGN §4: every path is bitwise
+// Run-time selection of the SIMD code path of the fast kernels (docs/numerics.md: every path is bitwise
 // identical to the scalar reference, so the choice changes speed, never bits).
 #pragma once
 

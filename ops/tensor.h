@@ -1,5 +1,5 @@
 // Tensor: the one value type of RepOps. float32, row-major, rank 0..4, owning, 64-byte aligned.
-// Source: DESIGN.md §4 (IEEE-754 binary32 storage).
+// Source: docs/numerics.md "Arithmetic" (IEEE-754 binary32 storage).
 #pragma once
 
 #include <array>
@@ -20,7 +20,7 @@ class OpError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// Maximum tensor rank (DESIGN §4: "shape up to rank 4").
+/// Maximum tensor rank (docs/numerics.md: shapes up to rank 4, e.g. `reshape`).
 inline constexpr int kMaxRank = 4;
 
 /// A tensor shape: rank 0..4, each dimension ≥ 0. Row-major: the last dimension is contiguous.

@@ -1,5 +1,5 @@
 // A fixed-size thread pool that splits independent work by a static partition.
-// RepOps rule (DESIGN §4): threads only ever split *independent* output elements, so the partition
+// RepOps rule (docs/numerics.md): threads only ever split *independent* output elements, so the partition
 // changes speed, never bits.
 #pragma once
 

@@ -1,4 +1,4 @@
-// RFC 6962 Merkle trees and RFC 9162 §2.1.3 inclusion proofs. See merkle.h; DESIGN.md §5.
+// RFC 6962 Merkle trees and RFC 9162 §2.1.3 inclusion proofs. See merkle.h; docs/commitments.md.
 #include "protocol/merkle.h"
 
 #include <string>

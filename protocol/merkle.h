@@ -2,7 +2,7 @@
 //   leaf hash = H(0x00 ‖ value), node hash = H(0x01 ‖ left ‖ right)
 //   MTH(n leaves) splits at k = the largest power of two < n, so an unpaired last node is promoted,
 //   never duplicated (no CVE-2012-2459). The empty tree's root is H() (BLAKE2b-256 of nothing).
-// Source: RFC 6962 §2.1, RFC 9162 §2.1.3 (proof verification). DESIGN.md §5.
+// Source: RFC 6962 §2.1, RFC 9162 §2.1.3 (proof verification); docs/commitments.md.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Node record hashing (protocol/messages.h; DESIGN §6).
+// Node record hashing (protocol/messages.h; docs/protocol.md).
 #include "protocol/messages.h"
 
 #include <limits>

@@ -1,4 +1,4 @@
-// Tensor leaf encoding (DESIGN.md §5). See tensor_hash.h for the byte layout.
+// Tensor leaf encoding (docs/commitments.md). See tensor_hash.h for the byte layout.
 #include "protocol/tensor_hash.h"
 
 #include <algorithm>

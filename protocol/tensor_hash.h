@@ -1,4 +1,4 @@
-// Tensor leaf encoding (DESIGN §5): the commitment to one tensor.
+// Tensor leaf encoding (docs/commitments.md): the commitment to one tensor.
 //
 //   chunks  = the element bytes (little-endian) split into kTensorChunkBytes pieces, the last one
 //             shorter; an empty tensor has one empty chunk

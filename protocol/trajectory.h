@@ -1,4 +1,4 @@
-// Which states a trajectory commits (DESIGN §5): the checkpoint steps of a job.
+// Which states a trajectory commits (docs/architecture.md "State and commitments"): the checkpoint steps of a job.
 #pragma once
 
 #include <cstdint>

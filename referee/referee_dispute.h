@@ -4,7 +4,7 @@
 // the verdict. Transport-agnostic: it takes envelopes and returns envelopes (nodes/referee_node.cpp
 // moves them over WebSocket).
 //
-// Event sourcing (DESIGN §6): every input that changes the dispute — the opening, each envelope the
+// Event sourcing (docs/protocol.md "Resuming"): every input that changes the dispute — the opening, each envelope the
 // game accepted, each tick that decided something, each resume — is reported through `on_input`
 // before the messages it causes are returned, so a durable referee commits it first (referee/store.h)
 // and can rebuild the dispute with replay() after a crash. The referee's own sequence numbers are a

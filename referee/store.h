@@ -1,4 +1,4 @@
-// The referee's durable store (DESIGN §6, event sourcing): one SQLite database in the data
+// The referee's durable store (docs/protocol.md "Resuming", event sourcing): one SQLite database in the data
 // directory, DIR/referee.sqlite, holding per dispute an append-only record of the inputs that
 // changed it (referee_dispute.h's DisputeInput: the opening, then each accepted envelope, deciding
 // tick and resume, in order) and, once decided, its signed verdict. A restarted referee replays each

@@ -1,4 +1,4 @@
-// A randomized adversarial campaign on the sans-I/O game (DESIGN §9, after Arbitrum BoLD's tests):
+// A randomized adversarial campaign on the sans-I/O game (docs/scenarios.md, after Arbitrum BoLD's tests):
 // thousands of disputes on the counter program per second, each with a randomly drawn cheater — wrong
 // work at a random step and node, a wrong initial state or a lying next state — who also lies in the
 // bisection in a randomly drawn way. After every round the honest party must not have lost.

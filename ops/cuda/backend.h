@@ -1,4 +1,4 @@
-// The optional CUDA backend of RepOps (issue 6; DESIGN §4; docs/cuda.md). Built only with
+// The optional CUDA backend of RepOps (docs/numerics.md; docs/cuda.md). Built only with
 // -DTRIBUNAL_CUDA=ON. Every kernel is written to perform the CPU reference's exact sequence of IEEE
 // operations per output element (docs/numerics.md), but STATUS: compiled, never run — no GPU was
 // available, so bitwise equality with the CPU reference is UNVERIFIED. Nothing in the engine uses it.

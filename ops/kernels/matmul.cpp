@@ -1,4 +1,4 @@
-// Matrix multiply under the RepOps dot-product contract (DESIGN §4): a packed, register-blocked GEMM in
+// Matrix multiply under the RepOps dot-product contract (docs/numerics.md): a packed, register-blocked GEMM in
 // the BLIS/GotoBLAS layout whose micro-kernels keep every output element ONE fma chain over k = 0..K-1.
 //
 // Why it is bitwise identical to matmul_reference on every path and thread count:

@@ -1,4 +1,4 @@
-// Matrix multiply, the RepOps dot-product contract (DESIGN §4, docs/numerics.md "Dot products").
+// Matrix multiply, the RepOps dot-product contract (docs/numerics.md "Dot products").
 #pragma once
 
 #include <cstdint>

@@ -3,7 +3,7 @@
 // AVX2+FMA (namespace vec256). Both namespaces offer the same names, so a kernel body is written once
 // and stamped per ISA (see TRIBUNAL_SIMD_KERNELS below).
 //
-// Why the results are bitwise identical to ops/math.h and ops/reduce.h (DESIGN §4):
+// Why the results are bitwise identical to ops/math.h and ops/reduce.h (docs/numerics.md):
 //  * every lane performs exactly the scalar operation sequence: the same IEEE operations (vaddps,
 //    vmulps, vdivps, vfmadd are correctly rounded like their scalar forms), the same constants, the
 //    same order; branches of the scalar code become "compute every branch, select per lane", and

@@ -1,4 +1,4 @@
-// Shared machinery of the op tests (DESIGN §4 "the proof of the contract is tests").
+// Shared machinery of the op tests (docs/numerics.md "How the contract is checked").
 //
 // Each op family's test file registers, per OpKind, how to make random valid invocations, what the
 // float64 result of an invocation is, and which invalid invocations infer_shapes must refuse

@@ -1,4 +1,4 @@
-// The checks every OpKind must pass, run over the whole registry (DESIGN §4 "the proof of the
+// The checks every OpKind must pass, run over the whole registry (docs/numerics.md "How the contract is checked": the proof of the
 // contract is tests"; issue "registry coverage"): each kind has a reference kernel, a fast kernel,
 // an attribute encoding, a float64 model of its definition, random cases and bad-input cases
 // registered by its family's test file (op_test_support.h). A kind without them fails here.

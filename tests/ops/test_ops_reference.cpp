@@ -1,4 +1,4 @@
-// Every op of the registry, three ways (DESIGN §4 "the proof of the contract is tests"):
+// Every op of the registry, three ways (docs/numerics.md "How the contract is checked"):
 //  1. mathematics: the reference kernel against a float64 implementation written here from the
 //     op's definition (PyTorch semantics for the optimizers), within a tolerance derived per op;
 //  2. reproducibility: run_fast on 1, 2 and 3 threads is bitwise equal (memcmp) to run_reference on
