@@ -7,5 +7,6 @@ cd "$(dirname "$0")/.."
 
 scripts/bootstrap.sh
 cmake --preset release
-cmake --build --preset release -j "$(nproc)"
+# Only the executable: a newcomer does not wait for the test suites and benchmarks to compile.
+cmake --build --preset release -j "$(nproc)" --target tribunal
 build/release/apps/tribunal demo "$@"
