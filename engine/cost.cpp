@@ -4,9 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/sampler.h"
 #include "engine/state.h"
-#include "engine/step.h"
 
 namespace tribunal {
 namespace {
@@ -75,13 +73,9 @@ uint64_t node_input_bytes(const StepGraph& g, const Node& n) {
   return bytes;
 }
 
-DisputeCost dispute_cost(const JobSpec& job, const DataShape& data) {
+DisputeCost dispute_cost(const JobSpec& job, const StepGraph& g) {
   DisputeCost c;
-  const JobFootprint f = job_footprint(job);
-  c.parameters = f.parameters;
-  c.state_bytes = f.state_bytes;
-  BatchSampler sampler(job.seed, data.samples, job.batch_size);
-  const StepGraph g = build_step_graph(job, data, 0, sampler.indices(0));
+  c.parameters = job_footprint(job).parameters;
   c.nodes = g.nodes.size();
   for (const Node& n : g.nodes) {
     if (const uint64_t w = node_work(g, n); w > c.max_node_work) {

@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/dataset.h"
 #include "engine/graph.h"
 #include "engine/job.h"
 
@@ -25,16 +24,14 @@ uint64_t node_input_bytes(const StepGraph& g, const Node& n);
 /// The most a dispute about the job can make the referee hold and compute.
 struct DisputeCost {
   int64_t parameters = 0;          ///< the model's parameter count (the referee derives state_hash(0))
-  uint64_t state_bytes = 0;        ///< bytes of a whole state (parameters and optimizer moments)
   uint64_t max_node_work = 0;      ///< node_work of the step graph's heaviest node
   std::string heaviest_node;       ///< its op and output, e.g. "conv2d 'conv0'"
   uint64_t max_opened_bytes = 0;   ///< node_input_bytes of the node with the largest inputs
   size_t nodes = 0;                ///< nodes of one step graph (the level-3 bisection domain)
 };
 
-/// The cost of a dispute about `job` on a data set of shape `data`: the parameter count from the
-/// job's state layout, then the maxima over step 0's graph (every step's graph has the same shapes).
-/// Throws EngineError/OpError if the job's graph cannot be built.
-DisputeCost dispute_cost(const JobSpec& job, const DataShape& data);
+/// The cost of a dispute about `job` whose step graphs look like `graph` (any step's: they all have
+/// the same shapes): the parameter count from the job's state layout, then the maxima over the graph.
+DisputeCost dispute_cost(const JobSpec& job, const StepGraph& graph);
 
 }  // namespace tribunal

@@ -259,12 +259,17 @@ void RefereeNode::admit(const std::shared_ptr<Live>& shared) {
     throw ProtocolError(fmt::format("the referee holds {} live disputes of clients it does not know, its limit for them "
                                     "({} more are kept for its trusted clients); try again later",
                                     strangers, reserved));
-  size_t& mine = per_client_[live.group];
+  const size_t mine = per_client_[live.group];
   if (mine >= options_.max_disputes_per_client)
     throw ProtocolError(fmt::format("{} has {} live disputes, the limit per client", live.group, mine));
-  ++mine;
-  if (live.trusted) ++trusted_live_;
-  live_[live.dispute->dispute_id()] = shared;
+  hold(shared);
+}
+
+// Called with mu_ held: counts the dispute as live (undone by release()).
+void RefereeNode::hold(const std::shared_ptr<Live>& live) {
+  ++per_client_[live->group];
+  if (live->trusted) ++trusted_live_;
+  live_[live->dispute->dispute_id()] = live;
 }
 
 // Called with mu_ held: undoes admit().
@@ -387,9 +392,7 @@ void RefereeNode::resume_stored(const StoredDispute& stored) {
     // A stored dispute was admitted when it was opened: it is held again whatever the caps are now.
     std::lock_guard lock(mu_);
     if (live_.count(stored.id)) return;
-    ++per_client_[live->group];
-    if (live->trusted) ++trusted_live_;
-    live_[stored.id] = live;
+    hold(live);
   }
   std::lock_guard lock(live->mu);
   try {

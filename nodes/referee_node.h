@@ -108,6 +108,7 @@ class RefereeNode {
   std::shared_ptr<Live> make_live(std::unique_ptr<RefereeDispute> dispute, std::string group, bool trusted);
   bool trusted(const PublicKey& client) const;
   void admit(const std::shared_ptr<Live>& live);
+  void hold(const std::shared_ptr<Live>& live);
   void release(const Live& live);
   void prune_store();
   void resume_stored(const StoredDispute& stored);

@@ -86,12 +86,11 @@ RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open,
   dispute_id_ = tribunal::dispute_id(d);
   if (open.context != dispute_id_) throw ProtocolError("dispute: the opening is not addressed to its dispute id");
   params.dispute_id = dispute_id_;
-  shape_ = shape;
   oracle_ = std::make_unique<JobOracle>(job_, shape);
   game_ = std::make_unique<Game>(params, *oracle_);
 }
 
-DisputeCost RefereeDispute::cost() const { return dispute_cost(job_, shape_); }
+DisputeCost RefereeDispute::cost() const { return dispute_cost(job_, oracle_->graph(0)); }
 
 void check_dispute_cost(const DisputeCost& cost, const DisputeLimits& limits) {
   const auto refuse = [](const std::string& what, uint64_t value, uint64_t limit) {

@@ -169,7 +169,6 @@ class RefereeDispute {
   std::array<uint64_t, 2> last_sequence_{};
   std::vector<std::string> providers_;
   JobSpec job_;
-  DataShape shape_{};
   std::unique_ptr<JobOracle> oracle_;
   std::unique_ptr<Game> game_;
   uint64_t sequence_ = 0;

@@ -41,12 +41,6 @@ int64_t unix_seconds(std::chrono::system_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
 }
 
-std::string hex_of(const std::vector<uint8_t>& bytes) {
-  std::string s;
-  for (uint8_t b : bytes) s += fmt::format("{:02x}", b);
-  return s;
-}
-
 }  // namespace
 
 // A prepared statement, finalized at scope exit.
@@ -177,7 +171,7 @@ RefereeStore::RefereeStore(const std::filesystem::path& dir, const PublicKey& re
     const std::vector<uint8_t> key = s.blob(0);
     if (key.size() != referee.size() || !std::equal(key.begin(), key.end(), referee.begin()))
       throw StoreError(fmt::format("referee store {}: it belongs to referee key {}, not to this referee's key {}",
-                                   file_.string(), hex_of(key), to_hex(Digest(referee))));
+                                   file_.string(), to_hex(key), to_hex(Digest(referee))));
   } catch (...) {
     sqlite3_close(db_);
     db_ = nullptr;

@@ -174,11 +174,10 @@ nodes::ReplyFilter make_reply_filter(BehaviourSetup setup, std::shared_ptr<Behav
     nodes::ProviderReply reply;
     reply.frames = frames;
 
-    if (is_lie_kind(b.kind) && active && !st.fired) {
+    if (is_lie_kind(b.kind) && active && st.counts.acts == 0) {
       for (size_t i = 0; i < own.size(); ++i) {
         Body body = own[i].body;
         if (!lie_in(b.kind, body, st.rng)) continue;
-        st.fired = true;
         std::vector<uint8_t> lie = seal(setup.key, own[i].context, own[i].sequence, body);
         ++st.counts.acts;
         ++st.counts.frames_injected;
@@ -216,22 +215,19 @@ nodes::ReplyFilter make_reply_filter(BehaviourSetup setup, std::shared_ptr<Behav
       // Just inside the deadline; the referee's clock started a little before ours.
       reply.delay_ms = query.deadline_ms > 400 ? query.deadline_ms - 400 : 0;
       ++st.counts.acts;
-    } else if (b.kind == AnswerKind::Disconnect && active && !st.fired) {
-      st.fired = true;
+    } else if (b.kind == AnswerKind::Disconnect && active && st.counts.acts == 0) {
       reply.frames.clear();
       reply.disconnect = true;
       ++st.counts.acts;
       ++st.counts.disconnects;
       st.counts.frames_withheld += static_cast<uint32_t>(frames.size());
-    } else if (b.kind == AnswerKind::CrashRestart && active && !st.fired) {
-      st.fired = true;
+    } else if (b.kind == AnswerKind::CrashRestart && active && st.counts.acts == 0) {
       reply.frames.clear();
       setup.crash(b.down_ms);
       ++st.counts.acts;
       ++st.counts.disconnects;
       st.counts.frames_withheld += static_cast<uint32_t>(frames.size());
-    } else if (is_malformed_kind(b.kind) && active && !own.empty() && st.acted < b.count) {
-      ++st.acted;
+    } else if (is_malformed_kind(b.kind) && active && !own.empty() && st.counts.acts < b.count) {
       std::vector<uint8_t> bad = malformed(b.kind, own.front(), setup.key, st);
       if (b.instead) {
         st.counts.frames_withheld += static_cast<uint32_t>(frames.size());

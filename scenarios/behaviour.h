@@ -34,10 +34,8 @@ struct BehaviourCounts {
 struct BehaviourState {
   explicit BehaviourState(uint64_t seed) : rng(seed) {}
   std::mutex mu;
-  bool fired = false;               ///< a one-time act has happened
-  uint32_t acted = 0;               ///< answers a malformed frame was sent with
   std::vector<uint8_t> last_answer; ///< the previous round's first answer frame (replay_round)
-  BehaviourCounts counts;
+  BehaviourCounts counts;           ///< also what a one-time act (counts.acts > 0) or a counted one checks
   std::mt19937_64 rng;
   struct Mirror;                    ///< another provider's trajectory, per dispute
   std::map<Digest, std::shared_ptr<Mirror>> mirrors;

@@ -51,6 +51,7 @@ struct Game1 {
   bool honest_lost = false;
   bool cheater_lost = false;
   bool lie_fired = false;  // the drawn lie was told (its round came and it changed an answer)
+  bool loserless = false;  // the verdict convicted no one
   std::string reason;
   std::string misplaced;   // why the verdict names another place than the fault, if it does
 };
@@ -114,8 +115,8 @@ Game1 play_one(uint64_t seed, Lie& lie_out) {
       if (const auto* f = std::get_if<Finished>(&a)) {
         for (uint8_t l : f->verdict.losers) (l == cheater ? result.cheater_lost : result.honest_lost) = true;
         result.reason = reason_name(f->verdict.reason);
-        if (f->verdict.losers.empty()) result.misplaced = "a verdict with no loser (" + result.reason + ")";
-        else result.misplaced = misplacement(f->verdict, fault);
+        result.loserless = f->verdict.losers.empty();
+        result.misplaced = misplacement(f->verdict, fault);
       }
   };
   for (int guard = 0; guard < 1000 && !game.done(); ++guard) {
@@ -209,9 +210,9 @@ CampaignResult run_campaign(uint64_t games, uint64_t seed) {
     if (one.honest_lost || one.reason == "unfinished") {
       ++r.honest_losses;
       failure = one.reason;
-    } else if (one.misplaced.rfind("a verdict with no loser", 0) == 0) {
+    } else if (one.loserless) {
       ++r.loserless;
-      failure = one.misplaced;
+      failure = "a verdict with no loser (" + one.reason + ")";
     } else if (!one.misplaced.empty()) {
       ++r.misplaced;
       failure = one.misplaced;

@@ -13,7 +13,8 @@ namespace {
 
 DisputeCost cost_of(const std::string& file) {
   const JobSpec job = load_job(std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs" / file);
-  return dispute_cost(job, expected_data_shape(job));
+  const JobOracle oracle(job, expected_data_shape(job));
+  return dispute_cost(job, oracle.graph(0));
 }
 
 }  // namespace
