@@ -144,9 +144,6 @@ int referee_main(Args& args) {
         throw UsageError(std::string("referee: --allow-network: ") + e.what());
       }
     }
-    else if (a == "--answer-timeout-ms") options.dispute.answer_timeout = std::chrono::milliseconds(args.integer(a, 1, 86400000));
-    else if (a == "--recompute-timeout-ms")
-      options.dispute.recompute_timeout = std::chrono::milliseconds(args.integer(a, 1, 86400000));
     else if (a == "--max-live-disputes") options.max_live_disputes = static_cast<size_t>(args.integer(a, 1, 1000000));
     else if (a == "--max-disputes-per-client")
       options.max_disputes_per_client = static_cast<size_t>(args.integer(a, 1, 1000000));

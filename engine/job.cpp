@@ -33,8 +33,8 @@ void put_string(std::vector<uint8_t>& out, const std::string& s) {
 JobSpec parse_job(std::string_view toml_text, const std::string& source) {
   const toml::table root = parse_toml(toml_text, source);
   for (auto&& [key, value] : root)
-    if (key != "model" && key != "data" && key != "train" && key != "optimizer")
-      throw EngineError(fmt::format("{}: unknown table or key '{}' (expected [model], [data], [train], [optimizer])",
+    if (key != "model" && key != "data" && key != "train" && key != "optimizer" && key != "dispute")
+      throw EngineError(fmt::format("{}: unknown table or key '{}' (expected [model], [data], [train], [optimizer], [dispute])",
                                     toml_where(source, value.source()), key.str()));
 
   JobSpec job;
@@ -189,6 +189,16 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
     throw EngineError(fmt::format("{}: optimizer.decay '{}' is not supported (supported: all, matrices)",
                                   opt.location("decay"), decay));
   }
+
+  // The dispute's time terms (docs/protocol.md, "Clocks"), in seconds and bytes per second.
+  TableReader dispute(root, "dispute", source, false);
+  dispute.allow_only({"base_seconds", "step_seconds", "min_bytes_per_second"});
+  DisputeTerms& t = job.dispute;
+  const auto millis = [](double seconds) { return std::chrono::milliseconds(std::llround(seconds * 1000.0)); };
+  t.base = millis(dispute.real("base_seconds", 1e-3 * static_cast<double>(t.base.count()), 0.05, 3600.0));
+  t.step = millis(dispute.real("step_seconds", 1e-3 * static_cast<double>(t.step.count()), 0.001, 3600.0));
+  t.min_bytes_per_second = static_cast<uint64_t>(dispute.integer(
+      "min_bytes_per_second", static_cast<int64_t>(t.min_bytes_per_second), false, 1024, int64_t{1} << 40));
   return job;
 }
 
@@ -245,7 +255,10 @@ void check_job_against_data(const JobSpec& job, int64_t samples, int64_t feature
                                   job.batch_size, samples));
 }
 
-std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& dataset_root, const DataShape& shape) {
+namespace {
+
+// Everything of the job that shapes the trajectory (see canonical_job_encoding in job.h).
+std::vector<uint8_t> canonical_training_encoding(const JobSpec& job, const Digest& dataset_root, const DataShape& shape) {
   std::vector<uint8_t> out;
   put_u64(out, kRepOpsContractVersion);
   out.push_back(static_cast<uint8_t>(job.model.kind));
@@ -295,6 +308,20 @@ std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& da
   put_f32(out, o.min_lr);
   put_f32(out, o.clip_norm);
   out.push_back(static_cast<uint8_t>(o.decay));
+  return out;
+}
+
+}  // namespace
+
+std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& dataset_root, const DataShape& shape) {
+  std::vector<uint8_t> out = canonical_training_encoding(job, dataset_root, shape);
+  // The dispute terms, only when they are not the defaults, so the ids of jobs without them stand.
+  if (job.dispute != DisputeTerms{}) {
+    out.push_back(2);
+    put_u64(out, static_cast<uint64_t>(job.dispute.base.count()));
+    put_u64(out, static_cast<uint64_t>(job.dispute.step.count()));
+    put_u64(out, job.dispute.min_bytes_per_second);
+  }
   return out;
 }
 

@@ -11,6 +11,7 @@
 
 #include "engine/data_registry.h"
 #include "protocol/hash.h"
+#include "protocol/terms.h"
 
 namespace tribunal {
 
@@ -94,6 +95,7 @@ struct JobSpec {
   int64_t batch_size = 0;  ///< B
   int64_t stride = 0;      ///< s: checkpoints at steps 0, s, 2s, …, T
   OptimizerSpec optimizer;
+  DisputeTerms dispute;  ///< [dispute]: what each question of a dispute about this job may take
   std::string source = "job";  ///< where the job came from (its file), for error messages; not part of job_id
 };
 
@@ -110,6 +112,8 @@ struct JobSpec {
 ///   [optimizer] kind = "adamw": beta1, beta2, eps | "sgd": momentum; and lr, weight_decay,
 ///               schedule = "constant" | "cosine" (then warmup_steps ≤ steps, min_lr ≤ lr),
 ///               clip_norm (0 = off), decay = "all" | "matrices"
+///   [dispute]   base_seconds (10), step_seconds (30), min_bytes_per_second (262144): the time terms
+///               of a dispute about the job (protocol/terms.h; docs/protocol.md, "Clocks")
 /// Each key is refused where its kind does not use it.
 JobSpec parse_job(std::string_view toml_text, const std::string& source);
 
@@ -137,7 +141,8 @@ void check_job_against_data(const JobSpec& job, int64_t samples, int64_t feature
 ///   0x01 ‖ gpt: vocab ‖ context ‖ layers ‖ heads ‖ d_model ‖ dropout f32 | cnn: #channels ‖
 ///   channels… ‖ kernel ‖ image C ‖ H ‖ W ‖ classes | mlp: nothing ‖ text: validation f64 bits ‖
 ///   schedule u8 ‖ warmup_steps ‖ min_lr f32 ‖ clip_norm f32 ‖ decay u8.
-/// (an MLP job on Fashion-MNIST with a constant rate, no clipping and decay "all" has no extension).
+/// (an MLP job on Fashion-MNIST with a constant rate, no clipping and decay "all" has no extension),
+/// then, only when the [dispute] terms are not the defaults, 0x02 ‖ base ms ‖ step ms ‖ bytes per second.
 /// The shape is in the id so that no one but the providers who signed the job_id can state it: the
 /// referee derives the batches from the sample count (docs/protocol.md, "Threat model").
 std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& dataset_root, const DataShape& shape);

@@ -26,7 +26,9 @@ class ProviderDisputeSession {
   /// A query from the referee → the answer envelopes. Queries not signed by a trusted referee key
   /// (or by another one than the first query's), for another dispute, not queries, or with a stale
   /// sequence number are refused with ProtocolError (nothing is computed or answered). A query
-  /// re-sent with a higher sequence number (a resumed referee) is simply answered again.
+  /// re-sent with a higher sequence number (a resumed referee), or the last query re-sent byte for
+  /// byte (a referee that reconnected), is simply answered again: from the responder's caches, so a
+  /// session kept across connections recomputes nothing.
   ///
   /// Answer sequence numbers are derived from the query's, without storage, so that they are
   /// restart-safe: the k-th envelope answering a query of sequence q has sequence
@@ -51,6 +53,7 @@ class ProviderDisputeSession {
   PublicKey referee_{};
   bool referee_known_ = false;
   uint64_t last_sequence_ = 0;
+  std::vector<uint8_t> last_query_;  // the envelope of the last query answered
   DisputeResponder responder_;
 };
 

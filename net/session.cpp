@@ -13,6 +13,8 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <deque>
 #include <optional>
 #include <utility>
@@ -124,6 +126,18 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
     return true;
   }
 
+  bool wait_for_room(size_t bytes) override {
+    std::unique_lock lock(room_mu_);
+    while (accepting_.load()) {
+      const size_t messages = queued_messages_.load(), queued = queued_bytes_.load();
+      if (messages == 0 || (messages + 1 <= options_.max_queued_messages && queued + bytes <= options_.max_queued_bytes))
+        return true;
+      // Woken by release(); the timed wait also notices a close, which releases nothing.
+      room_cv_.wait_for(lock, std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+
   void close(CloseCode code, std::string reason) override {
     accepting_.store(false);
     // post, not dispatch: messages sent before this call are still in the strand's queue and must
@@ -209,6 +223,7 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
   void release(size_t messages, size_t bytes) {
     queued_messages_.fetch_sub(messages);
     queued_bytes_.fetch_sub(bytes);
+    room_cv_.notify_all();
   }
 
   // ---- handshakes (strand) ----
@@ -669,6 +684,8 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
   std::atomic<bool> accepting_{false};  // send() takes messages
   std::atomic<size_t> queued_messages_{0};
   std::atomic<size_t> queued_bytes_{0};
+  std::mutex room_mu_;                  // wait_for_room() waits here for release()
+  std::condition_variable room_cv_;
 
   // ---- strand only ----
   State state_ = State::Handshake;

@@ -93,6 +93,13 @@ class Session {
   /// queue limits are exceeded — which closes the session with 1008.
   virtual bool send(std::vector<uint8_t> message) = 0;
 
+  /// Back-pressure for a producer that streams more than the write queue holds (a provider opening
+  /// a tensor of many chunks): blocks the calling thread until a message of `bytes` bytes fits the
+  /// queue limits (or the queue is empty), so the following send() cannot overflow it. Returns false
+  /// at once when the session is closing or closed. Never call it on the session's I/O thread (a
+  /// handler): the writes it waits for run there.
+  virtual bool wait_for_room(size_t bytes) = 0;
+
   /// Starts the close handshake after the messages already queued are written. Thread-safe;
   /// idempotent. `reason` is cut to 123 bytes (the close frame's limit); a code that may not be
   /// sent (e.g. 1006) becomes 1011.

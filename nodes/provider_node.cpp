@@ -45,6 +45,19 @@ auto locally(const LogFn& log, const char* what, F&& work) -> decltype(work()) {
 
 // Messages queued for a connection's worker before its session stops reading (each ≤ 1 MiB).
 constexpr size_t kInboxHigh = 8;
+// Disputes whose recomputed state is kept after their connection ends (the least recently used
+// beyond it are forgotten; one that a connection still uses lives on until it ends).
+constexpr size_t kRetainedDisputes = 16;
+
+// One dispute this provider answers for one referee: the data, the pool and the responder's caches
+// (the interval's state hashes, the located step's trace) outlive any one connection.
+struct ProviderNode::Dispute {
+  std::mutex mu;  // one query at a time, whichever connection it came on
+  std::unique_ptr<ThreadPool> pool;
+  std::shared_ptr<const Dataset> data;
+  std::unique_ptr<ProviderDisputeSession> session;
+  std::chrono::steady_clock::time_point used;
+};
 
 // One connection: its messages are handled in order on a worker thread of their own, since
 // training and recomputing intervals take seconds and must not block the I/O thread.
@@ -60,9 +73,7 @@ struct ProviderNode::Connection {
   // referee's first query came (nothing is loaded or computed for anyone else).
   std::optional<Envelope> open;
   JobSpec job;
-  std::unique_ptr<ThreadPool> pool;
-  std::shared_ptr<const Dataset> data;
-  std::unique_ptr<ProviderDisputeSession> dispute;
+  std::shared_ptr<ProviderNode::Dispute> dispute;
 };
 
 ProviderNode::ProviderNode(NetContext& ctx, KeyPair key, ProviderConfig config, LogFn log)
@@ -183,6 +194,44 @@ void ProviderNode::train(Connection& c, const Envelope& env) {
   log_(fmt::format("provider {}: claim trajectory_root {}", me, to_hex(r.trajectory_root).substr(0, 16)));
 }
 
+// The dispute of the connection's DisputeOpen as answered for `referee`: the one kept from an earlier
+// connection, or a new one (its data loaded now).
+std::shared_ptr<ProviderNode::Dispute> ProviderNode::dispute_for(const Connection& c, const PublicKey& referee) {
+  const auto key = std::make_pair(c.open->context, referee);
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = disputes_.find(key); it != disputes_.end()) {
+      it->second->used = std::chrono::steady_clock::now();
+      return it->second;
+    }
+  }
+  auto d = std::make_shared<Dispute>();
+  locally(log_, "opening the dispute", [&] {
+    d->pool = std::make_unique<ThreadPool>(config_.threads);
+    d->data = shared_train_set(c.job, *d->pool);
+    const Digest id = job_id(c.job, *d->data);
+    d->session = std::make_unique<ProviderDisputeSession>(key_, *c.open, c.job, *d->data, config_.store / to_hex(id),
+                                                          *d->pool, config_.referees, config_.fault);
+  });
+  d->used = std::chrono::steady_clock::now();
+  log_(fmt::format("provider {}: answering dispute {} as party {}", to_hex(key_.public_key).substr(0, 8),
+                   to_hex(c.open->context).substr(0, 12), d->session->party()));
+  std::lock_guard lock(mu_);
+  auto [it, inserted] = disputes_.emplace(key, d);  // a concurrent connection may have made it first
+  while (disputes_.size() > kRetainedDisputes) {
+    auto oldest = std::min_element(disputes_.begin(), disputes_.end(),
+                                   [](const auto& a, const auto& b) { return a.second->used < b.second->used; });
+    disputes_.erase(oldest);
+  }
+  return it->second;
+}
+
+// A verdict ends the dispute: its kept state is released.
+void ProviderNode::forget(const Digest& dispute_id) {
+  std::lock_guard lock(mu_);
+  std::erase_if(disputes_, [&](const auto& entry) { return entry.first.first == dispute_id; });
+}
+
 // A Query: only a trusted referee's is served; the dispute's data is loaded on its first one.
 void ProviderNode::answer(const std::shared_ptr<Connection>& c, const Envelope& env) {
   Session& session = *c->session;
@@ -190,31 +239,31 @@ void ProviderNode::answer(const std::shared_ptr<Connection>& c, const Envelope& 
   if (std::find(referees.begin(), referees.end(), env.sender) == referees.end())
     throw WireError(CloseCode::PolicyViolation, "query signed by a key that is not a trusted referee");
   if (!c->open) throw WireError(CloseCode::PolicyViolation, "a query before the DisputeOpen");
-  if (!c->dispute) {
-    locally(log_, "opening the dispute", [&] {
-      c->pool = std::make_unique<ThreadPool>(config_.threads);
-      c->data = shared_train_set(c->job, *c->pool);
-      const Digest id = job_id(c->job, *c->data);
-      c->dispute = std::make_unique<ProviderDisputeSession>(key_, *c->open, c->job, *c->data,
-                                                            config_.store / to_hex(id), *c->pool, referees, config_.fault);
-    });
-    log_(fmt::format("provider {}: answering dispute {} as party {}", to_hex(key_.public_key).substr(0, 8),
-                     to_hex(c->open->context).substr(0, 12), c->dispute->party()));
-  }
+  if (!c->dispute) c->dispute = dispute_for(*c, env.sender);
   const auto received = std::chrono::steady_clock::now();
-  std::vector<std::vector<uint8_t>> answers = locally(log_, "answering the query", [&] { return c->dispute->on_envelope(env); });
-  if (!reply_filter) {
-    for (auto& a : answers) session.send(std::move(a));
-    return;
+  std::vector<std::vector<uint8_t>> answers;
+  {
+    std::lock_guard lock(c->dispute->mu);
+    c->dispute->used = received;
+    answers = locally(log_, "answering the query", [&] { return c->dispute->session->on_envelope(env); });
   }
+  // An opening may hold more envelopes than the session's write queue: wait for room before each,
+  // so a large answer streams at the link's pace instead of overflowing the queue (which closes it).
+  const auto stream = [&](std::vector<std::vector<uint8_t>>& frames) {
+    for (auto& frame : frames) {
+      if (!session.wait_for_room(frame.size())) return;
+      session.send(std::move(frame));
+    }
+  };
+  if (!reply_filter) return stream(answers);
   ProviderReply reply = reply_filter(QueryContext{*c->open, env}, std::move(answers));
-  if (reply.delay_ms > 0) {
+  if (reply.delay > std::chrono::milliseconds{0}) {
     // Waits on the connection's condition variable, so a closed connection ends the wait.
     std::unique_lock lock(c->mu);
-    c->cv.wait_until(lock, received + std::chrono::milliseconds(reply.delay_ms), [&] { return c->closed; });
+    c->cv.wait_until(lock, received + reply.delay, [&] { return c->closed; });
     if (c->closed) return;
   }
-  for (auto& frame : reply.frames) session.send(std::move(frame));
+  stream(reply.frames);
   if (reply.disconnect) session.close(CloseCode::GoingAway, "provider disconnects");
 }
 
@@ -244,6 +293,10 @@ void ProviderNode::on_message(const std::shared_ptr<Connection>& c, std::vector<
         const Verdict& v = std::get<Verdict>(env.body);
         log_(fmt::format("provider {}: verdict received: {}", to_hex(key_.public_key).substr(0, 8),
                          v.winners.empty() ? "no winner" : "winner " + std::to_string(v.winners[0])));
+        // Only a verdict signed by a referee this dispute is answered for ends it.
+        if (c->dispute && env.context == c->open->context &&
+            std::find(config_.referees.begin(), config_.referees.end(), env.sender) != config_.referees.end())
+          forget(env.context);
         return;
       }
       default: throw WireError(CloseCode::PolicyViolation, "unexpected message");

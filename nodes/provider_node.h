@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -73,9 +74,12 @@ class ProviderNode {
 
  private:
   struct Connection;
+  struct Dispute;
   void on_message(const std::shared_ptr<Connection>& c, std::vector<uint8_t> bytes);
   void train(Connection& c, const Envelope& env);
   void answer(const std::shared_ptr<Connection>& c, const Envelope& env);
+  std::shared_ptr<Dispute> dispute_for(const Connection& c, const PublicKey& referee);
+  void forget(const Digest& dispute_id);
 
   NetContext& ctx_;
   KeyPair key_;
@@ -89,6 +93,9 @@ class ProviderNode {
     std::shared_ptr<Connection> connection;
   };
   std::vector<Worker> workers_;  // one per connection; finished ones are joined as new ones arrive
+  // The disputes it answers, by dispute id and referee key: kept across connections, so a referee
+  // that reconnects finds the steps already recomputed (docs/protocol.md, "Clocks").
+  std::map<std::pair<Digest, PublicKey>, std::shared_ptr<Dispute>> disputes_;
 };
 
 }  // namespace tribunal::nodes

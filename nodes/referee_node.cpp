@@ -33,10 +33,11 @@ std::string address_of(const std::string& endpoint) {
   return host;
 }
 
-// Reconnecting to a provider: first after 200 ms, doubling up to 5 s, until the dispute ends (the
-// game's deadline makes a provider that stays away forfeit).
-constexpr uint64_t kFirstBackoffMs = 200;
-constexpr uint64_t kMaxBackoffMs = 5000;
+// Reconnecting to a provider: first after 100 ms, doubling up to 1 s, until the dispute ends (its
+// clock makes a provider that stays away forfeit). Short, because the party's clock runs meanwhile:
+// a provider back from a dropped link waits at most 1 s for the referee.
+constexpr uint64_t kFirstBackoffMs = 100;
+constexpr uint64_t kMaxBackoffMs = 1000;
 // Client connections from one address waiting for one dispute's verdict. Counted per address, so
 // strangers who hold the opening cannot fill the waiting list and lock the real client out.
 constexpr size_t kMaxWaitingPerAddress = 4;
@@ -231,7 +232,7 @@ void RefereeNode::commit(Live& live, const DisputeInput& input, const std::vecto
   if (!store_) return;
   const RefereeDispute& d = *live.dispute;
   if (input.kind == DisputeInput::Kind::Open)
-    store_->open_dispute(d.dispute_id(), input, d.answer_timeout(), d.recompute_timeout(), live.group);
+    store_->open_dispute(d.dispute_id(), input, live.group);
   else
     store_->append(d.dispute_id(), input, verdict);
   const uint64_t n = ++events_;
@@ -379,10 +380,7 @@ void RefereeNode::open(std::shared_ptr<Session> client, const Envelope& env) {
 }
 
 void RefereeNode::resume_stored(const StoredDispute& stored) {
-  DisputeOptions o = options_.dispute;
-  o.answer_timeout = stored.answer_timeout;
-  o.recompute_timeout = stored.recompute_timeout;
-  auto dispute = RefereeDispute::replay(key_, stored.inputs, o);
+  auto dispute = RefereeDispute::replay(key_, stored.inputs, options_.dispute);
   if (dispute->done())
     throw ProtocolError("its record replays to a verdict the store does not hold");
   if (dispute->dispute_id() != stored.id) throw ProtocolError("its record replays to another dispute id");

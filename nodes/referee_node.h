@@ -30,7 +30,7 @@ AddressPolicy loopback_policy();
 
 /// The referee daemon's settings (the options of `tribunal referee`; docs/running.md).
 struct RefereeNodeOptions {
-  DisputeOptions dispute;  ///< deadlines of each new dispute (a resumed one keeps its own)
+  DisputeOptions dispute;  ///< how each dispute is played (its time terms are its job's)
   /// Directory of the durable store (referee/store.h); empty: nothing is stored and a restarted
   /// referee forgets its disputes (`tribunal referee` defaults to ./referee-data).
   std::filesystem::path data_dir;

@@ -2,6 +2,7 @@
 // into liars, slow or silent peers and faulty links by rewriting them.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -15,7 +16,7 @@ namespace tribunal::nodes {
 /// silent peers and faulty links by rewriting this.
 struct ProviderReply {
   std::vector<std::vector<uint8_t>> frames;  ///< sent in order (any bytes: may be malformed)
-  uint64_t delay_ms = 0;                      ///< wait this long after the query arrived, then send
+  std::chrono::milliseconds delay{0};         ///< wait this long after the query arrived, then send
   bool disconnect = false;                    ///< close the connection after sending
 };
 

@@ -10,6 +10,8 @@
 
 #include <array>
 #include <bit>
+#include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string_view>
 #include <type_traits>
@@ -99,6 +101,8 @@ constexpr Bounds kClaimIndices{0, 2};
 template <class T>
 inline constexpr bool kIsByteString = std::is_same_v<T, std::string> || std::is_same_v<T, std::vector<uint8_t>>;
 template <class T>
+inline constexpr bool kIsDuration = std::is_same_v<T, std::chrono::milliseconds>;
+template <class T>
 inline constexpr bool kIsVector = false;
 template <class T>
 inline constexpr bool kIsVector<std::vector<T>> = true;
@@ -180,7 +184,7 @@ void fields(S& s, Is<ValueAddress> auto& m) {
 template <class S>
 void fields(S& s, Is<Query> auto& m) {
   s("round", m.round)("kind", m.kind)("level", m.level)("interval", m.interval)("step", m.step)("lo", m.lo)(
-      "hi", m.hi)("indices", m.indices)("values", m.values)("deadline_ms", m.deadline_ms);
+      "hi", m.hi)("indices", m.indices)("values", m.values)("clock", m.clock);
 }
 template <class S>
 void fields(S& s, Is<Children> auto& m) {
@@ -221,7 +225,7 @@ template <class S>
 void fields(S& s, Is<Verdict> auto& m) {
   s("job_id", m.job_id)("dispute_id", m.dispute_id)("opening", m.opening)("winners", m.winners, ClaimIndexSet{})(
       "losers", m.losers, ClaimIndexSet{})("reason", m.reason)("level", m.level)("step", m.step)("node", m.node)(
-      "op", m.op)("rounds", m.rounds)("detail", m.detail);
+      "op", m.op)("rounds", m.rounds)("detail", m.detail)("clocks", m.clocks, Rule{kExactlyTwo});
 }
 template <class S>
 void fields(S& s, Is<ErrorMessage> auto& m) {
@@ -279,6 +283,9 @@ class Writer : public ByteWriter, public FieldStream<Writer> {
       if (!enum_valid<T>(raw_value))
         refuse(CloseCode::InvalidPayload, f, "value " + std::to_string(raw_value) + " is not a declared value");
       u8(raw_value);
+    } else if constexpr (kIsDuration<T>) {
+      if (v.count() < 0) refuse(CloseCode::InvalidPayload, f, "a negative duration");
+      uint_le(static_cast<uint64_t>(v.count()), 8);  // milliseconds
     } else if constexpr (std::is_same_v<T, float>) {
       u32(std::bit_cast<uint32_t>(v));  // the bits as they are: NaN payloads survive
     } else if constexpr (std::is_integral_v<T>) {
@@ -333,6 +340,11 @@ class Reader : public ByteReader, public FieldStream<Reader> {
   void value(const FieldName& f, T& v, const Rule& rule) {
     if constexpr (std::is_enum_v<T>) {
       v = enumeration<T>(f);
+    } else if constexpr (kIsDuration<T>) {
+      const size_t at = offset();
+      const uint64_t ms = uint_le(f, 8);
+      if (ms > static_cast<uint64_t>(INT64_MAX)) fail(CloseCode::InvalidPayload, f, at, "a duration beyond 2^63 − 1 ms");
+      v = std::chrono::milliseconds(static_cast<int64_t>(ms));
     } else if constexpr (std::is_same_v<T, float>) {
       v = std::bit_cast<float>(u32(f));
     } else if constexpr (std::is_integral_v<T>) {
@@ -378,7 +390,7 @@ class MinSize : public FieldStream<MinSize> {
   void value(const FieldName& f, const T& v, const Rule&) {
     if constexpr (std::is_enum_v<T>)
       total += 1;
-    else if constexpr (std::is_arithmetic_v<T> || std::is_same_v<T, Digest>)
+    else if constexpr (std::is_arithmetic_v<T> || std::is_same_v<T, Digest> || kIsDuration<T>)
       total += sizeof(T);
     else if constexpr (kIsByteString<T> || kIsVector<T>)
       total += 4;

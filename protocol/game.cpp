@@ -6,6 +6,7 @@
 #include <set>
 
 #include "protocol/merkle.h"
+#include "protocol/tensor_hash.h"
 #include "protocol/trajectory.h"
 
 namespace tribunal {
@@ -90,31 +91,50 @@ Level Game::level_of_phase() const {
   }
 }
 
-std::vector<Action> Game::ask_both(Query q, uint64_t now_ms, bool recompute) {
-  const uint64_t timeout = recompute ? params_.recompute_timeout_ms : params_.answer_timeout_ms;
+// Puts `q` to both parties: each one's clock gains the question's allowance and runs from now.
+std::vector<Action> Game::ask_both(Query q, uint64_t now_ms, std::chrono::milliseconds allowance) {
   q.round = ++round_;
-  q.deadline_ms = timeout;
   current_ = q;
   std::vector<Action> out;
   for (int p = 0; p < 2; ++p) {
     party_[p].answer.reset();
     asked_[p] = true;
-    deadline_[p] = now_ms + timeout;
-    out.push_back(SendQuery{p, q, deadline_[p]});
+    asked_at_[p] = now_ms;
+    clock_[p] += allowance;
+    Query mine = q;
+    mine.clock = clock_[p];
+    out.push_back(SendQuery{p, std::move(mine), deadline(p)});
   }
   return out;
 }
 
-std::vector<Action> Game::ask_one(int party, Query q, uint64_t now_ms) {
-  q.round = ++round_;
-  q.deadline_ms = params_.answer_timeout_ms;
-  current_ = q;
-  for (int p = 0; p < 2; ++p) {
-    party_[p].answer.reset();
-    asked_[p] = p == party;
+// The party answered (or the round ended without its answer): its clock stops, charged for the wait.
+void Game::stop_clock(int party, uint64_t now_ms) {
+  if (!asked_[party]) return;
+  const auto waited = std::chrono::milliseconds(static_cast<int64_t>(now_ms - std::min(now_ms, asked_at_[party])));
+  clock_[party] = std::max(clock_[party] - waited, std::chrono::milliseconds{0});
+  asked_at_[party] = now_ms;
+}
+
+// What the OpenInputs answer puts on the wire, from above: each tensor's float32 bytes plus, per
+// chunk, its envelope, header and proof; each sample's values and proof.
+uint64_t Game::opening_bytes() const {
+  constexpr uint64_t kPerChunk = 2048;   // envelope (142 B), shape, chunk root, proof path of ≤ 40 hashes
+  constexpr uint64_t kPerSample = 1536;  // index, proof path of ≤ 40 hashes, list counts
+  uint64_t bytes = 0;
+  const NodeSpec& node = spec_->nodes[node_];
+  for (const InputSpec& in : node.inputs) {
+    if (in.source == InputSpec::Source::Data) {
+      const uint64_t values = params_.features + std::max<uint64_t>(params_.label_width, 1);
+      bytes += node.data_rows.size() * (values * 4 + kPerSample);
+      continue;
+    }
+    if (in.source == InputSpec::Source::Constant) continue;
+    uint64_t elements = 1;
+    for (int64_t d : in.shape) elements *= static_cast<uint64_t>(std::max<int64_t>(d, 0));
+    bytes += elements * 4 + (elements * 4 / kTensorChunkBytes + 1) * kPerChunk;
   }
-  deadline_[party] = now_ms + params_.answer_timeout_ms;
-  return {SendQuery{party, q, deadline_[party]}};
+  return bytes;
 }
 
 Query Game::query(QueryKind kind, Level level) const {
@@ -129,7 +149,8 @@ Query Game::query(QueryKind kind, Level level) const {
 }
 
 std::vector<Action> Game::start(uint64_t now_ms) {
-  return ask_both(query(QueryKind::Children, Level::Checkpoints), now_ms, false);
+  now_ms_ = now_ms;
+  return ask_both(query(QueryKind::Children, Level::Checkpoints), now_ms, allowance(params_.terms, 0, 0));
 }
 
 void Game::lose(int party, VerdictReason reason, std::string detail) {
@@ -145,7 +166,13 @@ std::vector<Action> Game::finish_if_lost() {
 }
 
 std::vector<Action> Game::finish(VerdictReason reason, std::string detail) {
+  for (int p = 0; p < 2; ++p) {
+    if (asked_[p] && !party_[p].answer) stop_clock(p, now_ms_);
+    asked_[p] = false;
+    if (party_[p].lost && party_[p].reason == VerdictReason::Timeout) clock_[p] = std::chrono::milliseconds{0};
+  }
   Verdict v;
+  v.clocks = {clock_[0], clock_[1]};
   v.job_id = params_.job_id;
   v.dispute_id = params_.dispute_id;
   for (uint8_t p = 0; p < 2; ++p) (party_[p].lost ? v.losers : v.winners).push_back(p);
@@ -165,8 +192,9 @@ std::vector<Action> Game::finish(VerdictReason reason, std::string detail) {
 
 std::vector<Action> Game::on_tick(uint64_t now_ms) {
   if (done()) return {};
+  now_ms_ = std::max(now_ms_, now_ms);
   for (int p = 0; p < 2; ++p)
-    if (asked_[p] && !party_[p].answer && now_ms > deadline_[p])
+    if (asked_[p] && !party_[p].answer && now_ms > deadline(p))
       lose(p, VerdictReason::Timeout, std::string("no valid answer in ") + phase_name(phase_) + " round " +
                                           std::to_string(round_) + " before the deadline");
   return finish_if_lost();
@@ -174,13 +202,18 @@ std::vector<Action> Game::on_tick(uint64_t now_ms) {
 
 std::vector<Action> Game::on_resume(uint64_t now_ms) {
   if (done()) return {};
+  now_ms_ = std::max(now_ms_, now_ms);
   // The question is re-issued, so the party sends its whole stream again: start over.
-  if (phase_ == Phase::OpenInputs) opening_.restart();
+  if (phase_ == Phase::OpenInputs)
+    for (InputOpening& o : opening_) o.restart();
   std::vector<Action> out;
   for (int p = 0; p < 2; ++p) {
     if (!awaiting(p)) continue;
-    deadline_[p] = now_ms + current_.deadline_ms;  // the question's own timeout (recompute or answer)
-    out.push_back(SendQuery{p, current_, deadline_[p]});
+    // The clock restarts with the time the party had when asked: the referee's downtime is not its.
+    asked_at_[p] = now_ms;
+    Query q = current_;
+    q.clock = clock_[p];
+    out.push_back(SendQuery{p, std::move(q), deadline(p)});
   }
   return out;
 }
@@ -192,7 +225,8 @@ std::vector<Action> Game::on_message(int party, const Body& body, uint64_t now_m
   if (!answers_phase(phase_, body)) return {Rejected{party, std::string("unexpected message in ") + phase_name(phase_)}};
   if (round_of(body) != round_) return {Rejected{party, "answer for round " + std::to_string(round_of(body)) +
                                                             ", the open round is " + std::to_string(round_)}};
-  if (now_ms > deadline_[party]) {
+  now_ms_ = std::max(now_ms_, now_ms);
+  if (now_ms > deadline(party)) {
     // Late: the clock decides. Nothing to decide means this party had answered in time; its late
     // message is refused without effect (is_refusal), so a durable referee does not record it.
     auto decided = on_tick(now_ms);
@@ -214,12 +248,13 @@ std::vector<Action> Game::on_message(int party, const Body& body, uint64_t now_m
       lose(party, VerdictReason::BadProof, why);
       return finish_if_lost();
     }
-    return collect_inputs(now_ms);
+    return collect_inputs(party, now_ms);
   }
   if (!accept(party, body, why)) {
     lose(party, VerdictReason::BadProof, why);
     return finish_if_lost();
   }
+  stop_clock(party, now_ms);
   ps.answer = body;
   for (int p = 0; p < 2; ++p)
     if (asked_[p] && !party_[p].answer) return {};  // wait for the other party
@@ -294,8 +329,8 @@ bool Game::accept(int party, const Body& body, std::string& why) {
       return true;
     }
     case Phase::OpenInputs:
-      if (const auto* s = std::get_if<Samples>(&body)) return opening_.accept(*s, why);
-      return opening_.accept(std::get<TensorChunk>(body), why);
+      if (const auto* s = std::get_if<Samples>(&body)) return opening_[party].accept(*s, why);
+      return opening_[party].accept(std::get<TensorChunk>(body), why);
     default: return false;
   }
 }
@@ -324,7 +359,7 @@ std::vector<Action> Game::advance(uint64_t now_ms) {
         hi_ = mid;
       else
         lo_ = mid;
-      if (hi_ - lo_ > 1) return ask_both(query(QueryKind::Children, current_.level), now_ms, false);
+      if (hi_ - lo_ > 1) return ask_both(query(QueryKind::Children, current_.level), now_ms, allowance(params_.terms, 0, 0));
       for (int p = 0; p < 2; ++p) {
         if (phase_ == Phase::Checkpoints) party_[p].level1_value = leaf_value[p];
         if (phase_ == Phase::Steps) party_[p].level2_value = leaf_value[p];
@@ -336,7 +371,7 @@ std::vector<Action> Game::advance(uint64_t now_ms) {
       for (int p = 0; p < 2; ++p) party_[p].root = party_[p].node = std::get<IntervalCommit>(*party_[p].answer).root;
       lo_ = 0;
       hi_ = leaves_at_level();
-      return ask_both(query(QueryKind::Children, Level::Steps), now_ms, false);
+      return ask_both(query(QueryKind::Children, Level::Steps), now_ms, allowance(params_.terms, 0, 0));
     }
     case Phase::StepCommit: {
       phase_ = Phase::Nodes;
@@ -348,7 +383,7 @@ std::vector<Action> Game::advance(uint64_t now_ms) {
       }
       lo_ = 0;
       hi_ = leaves_at_level();
-      return ask_both(query(QueryKind::Children, Level::Nodes), now_ms, false);
+      return ask_both(query(QueryKind::Children, Level::Nodes), now_ms, allowance(params_.terms, 0, 0));
     }
     case Phase::OpenRecords:
       for (int p = 0; p < 2; ++p) party_[p].records = std::get<Records>(*party_[p].answer).records;
@@ -369,14 +404,18 @@ std::vector<Action> Game::after_descent(uint64_t now_ms) {
     }
     interval_ = lo_;
     phase_ = Phase::IntervalCommit;
-    return ask_both(query(QueryKind::CommitInterval, Level::Steps), now_ms, true);
+    // The party recomputes the interval from its checkpoint at the start.
+    const uint64_t steps = checkpoints_[interval_] - checkpoints_[interval_ - 1];
+    return ask_both(query(QueryKind::CommitInterval, Level::Steps), now_ms, allowance(params_.terms, steps, 0));
   }
   if (phase_ == Phase::Steps) {
     // Leaf 0 is the agreed start, so lo_ ≥ 1: state lo_−1 agreed, state lo_ disputed.
     step_ = checkpoints_[interval_ - 1] + lo_ - 1;
     spec_ = oracle_.step_spec(step_);
     phase_ = Phase::StepCommit;
-    return ask_both(query(QueryKind::CommitStep, Level::Nodes), now_ms, true);
+    // At worst from the interval's checkpoint to state t, then step t recording its nodes.
+    const uint64_t steps = step_ - checkpoints_[interval_ - 1] + 1;
+    return ask_both(query(QueryKind::CommitStep, Level::Nodes), now_ms, allowance(params_.terms, steps, 0));
   }
   // Level 3: the first differing leaf is node lo_ (or the post state when lo_ == G).
   node_ = lo_;
@@ -399,7 +438,7 @@ std::vector<Action> Game::after_descent(uint64_t now_ms) {
   }
   Query q = query(QueryKind::OpenRecords, Level::Nodes);
   q.indices = record_indices_;
-  return ask_both(q, now_ms, false);
+  return ask_both(q, now_ms, allowance(params_.terms, 0, 0));
 }
 
 // The opened records are proven; check them against the job's graph and the agreed producers.
@@ -453,8 +492,9 @@ std::vector<Action> Game::check_records(uint64_t now_ms) {
   if (party_[0].lost || party_[1].lost) return finish_if_lost();
 
   // Both records take the right inputs, so they agree on them and differ in outputs: re-execute.
-  // One party opens the tensor inputs (each must hash to the agreed input hash) and the data rows.
-  input_party_ = 0;
+  // Both parties are asked to open the tensor inputs (each must hash to the agreed input hash) and the
+  // data rows, and the first complete opening is used: the inputs are agreed, so either party's will
+  // do, and no party can make the other stream a large opening alone against its clock.
   Query q = query(QueryKind::OpenInputs, Level::Nodes);
   std::vector<ExpectedTensor> tensors;
   const NodeRecord& r = record_of(0, node_);
@@ -471,21 +511,26 @@ std::vector<Action> Game::check_records(uint64_t now_ms) {
   const bool needs_samples = std::any_of(node.inputs.begin(), node.inputs.end(),
                                          [](const InputSpec& in) { return in.source == InputSpec::Source::Data; });
   if (needs_samples) q.indices = node.data_rows;
-  opening_ = InputOpening(std::move(tensors), ExpectedSamples{needs_samples, node.data_rows, params_.dataset_root,
-                                                              params_.dataset_samples, params_.label_width});
+  const ExpectedSamples samples{needs_samples, node.data_rows, params_.dataset_root, params_.dataset_samples,
+                                params_.label_width};
+  for (InputOpening& o : opening_) o = InputOpening(tensors, samples);
   phase_ = Phase::OpenInputs;
-  if (q.values.empty() && !needs_samples) return collect_inputs(now_ms);
-  return ask_one(input_party_, q, now_ms);
+  if (q.values.empty() && !needs_samples) return collect_inputs(0, now_ms);
+  return ask_both(q, now_ms, allowance(params_.terms, 0, opening_bytes()));
 }
 
-// Emits the re-execution once every requested tensor and sample has arrived and been checked.
-std::vector<Action> Game::collect_inputs(uint64_t) {
-  if (!opening_.complete()) return {};
-  // Complete: nothing more is owed by the party that opened the inputs.
-  asked_[input_party_] = false;
+// Emits the re-execution once every requested tensor and sample has arrived from `party` and been
+// checked; the round then ends for both parties.
+std::vector<Action> Game::collect_inputs(int party, uint64_t now_ms) {
+  if (!opening_[party].complete()) return {};
+  for (int p = 0; p < 2; ++p) {
+    stop_clock(p, now_ms);
+    asked_[p] = false;
+  }
   const NodeSpec& node = spec_->nodes[node_];
   // The received tensors move into the action; the game keeps no tensor data.
-  OpenedInputs opened = opening_.take();
+  OpenedInputs opened = opening_[party].take();
+  opening_[1 - party] = InputOpening();
   Reexecute rx;
   rx.step = step_;
   rx.node = node_;
@@ -509,8 +554,9 @@ std::vector<Action> Game::collect_inputs(uint64_t) {
   return {std::move(rx)};
 }
 
-std::vector<Action> Game::on_reexecuted(const std::vector<Digest>& outputs, uint64_t) {
+std::vector<Action> Game::on_reexecuted(const std::vector<Digest>& outputs, uint64_t now_ms) {
   if (phase_ != Phase::Reexecute) return {};
+  now_ms_ = std::max(now_ms_, now_ms);
   const auto it = std::find(record_indices_.begin(), record_indices_.end(), node_);
   const size_t at = static_cast<size_t>(it - record_indices_.begin());
   for (int p = 0; p < 2; ++p)
@@ -523,8 +569,9 @@ std::vector<Action> Game::on_reexecuted(const std::vector<Digest>& outputs, uint
   return finish_if_lost();
 }
 
-std::vector<Action> Game::on_reexecution_failed(const std::string& why, uint64_t) {
+std::vector<Action> Game::on_reexecution_failed(const std::string& why, uint64_t now_ms) {
   if (phase_ != Phase::Reexecute) return {};
+  now_ms_ = std::max(now_ms_, now_ms);
   std::vector<Action> out = finish(VerdictReason::RefereeFault, "undecided: the referee could not re-execute node " +
                                                                     std::to_string(node_) + " of step " +
                                                                     std::to_string(step_) + ": " + why);

@@ -27,6 +27,7 @@
 #include "protocol/codec.h"
 #include "protocol/input_opening.h"
 #include "protocol/messages.h"
+#include "protocol/terms.h"
 
 namespace tribunal {
 
@@ -69,11 +70,6 @@ class StepOracle {
   virtual Digest initial_state_hash() const = 0;
 };
 
-/// The default deadlines of the game and the referee, in one place: an answer to an opening or a
-/// tree question, and a recomputation (CommitInterval / CommitStep: up to a stride of steps).
-inline constexpr std::chrono::milliseconds kDefaultAnswerTimeout{10'000};
-inline constexpr std::chrono::milliseconds kDefaultRecomputeTimeout{300'000};
-
 /// Everything fixed when a dispute opens.
 struct GameParams {
   Digest job_id{};
@@ -83,12 +79,13 @@ struct GameParams {
   Digest dataset_root{};
   uint64_t dataset_samples = 0;     ///< N, the size of the tree under dataset_root
   uint64_t label_width = 0;         ///< 0: class-id labels; L: label sequences of L values
+  uint64_t features = 0;            ///< values per sample (sizes an opening of samples)
   std::array<Claim, 2> claims{};
-  uint64_t answer_timeout_ms = kDefaultAnswerTimeout.count();        ///< for openings and tree questions
-  uint64_t recompute_timeout_ms = kDefaultRecomputeTimeout.count();  ///< for CommitInterval / CommitStep
+  DisputeTerms terms;               ///< what each question may take (the job's [dispute] table)
 };
 
-/// A question to send to one party; it must answer before `deadline_ms`.
+/// A question to send to one party; it must answer before `deadline_ms` (the referee's clock, ms):
+/// the time it was asked plus the party's clock (query.clock).
 struct SendQuery {
   int party = 0;
   Query query;
@@ -160,8 +157,8 @@ class Game {
   std::vector<Action> on_tick(uint64_t now_ms);
 
   /// The referee restarted (or otherwise resumes the game) at `now_ms`: re-issues the open round's
-  /// question to every party that still owes an answer, with its deadline restarted from `now_ms`,
-  /// so no party forfeits because the referee was down. A partly received OpenInputs stream is
+  /// question to every party that still owes an answer, its clock restarted from `now_ms` with the
+  /// time it had when asked, so no party forfeits (or is charged) because the referee was down. A partly received OpenInputs stream is
   /// discarded (the party re-sends it whole in answer to the re-issued question). The round number
   /// stays the same; answers already accepted stand. No action once the game is done.
   std::vector<Action> on_resume(uint64_t now_ms);
@@ -172,8 +169,11 @@ class Game {
   }
   /// The open round's question (valid once start() has been called).
   const Query& current_query() const { return current_; }
-  /// The deadline (ms, same clock as the inputs) of `party`'s open question.
-  uint64_t deadline(int party) const { return deadline_[party]; }
+  /// The deadline (ms, same clock as the inputs) of `party`'s open question: when its clock runs out.
+  uint64_t deadline(int party) const { return asked_at_[party] + static_cast<uint64_t>(clock_[party].count()); }
+  /// The time left on `party`'s clock, not counting a question it is answering now (docs/protocol.md,
+  /// "Clocks").
+  std::chrono::milliseconds clock(int party) const { return clock_[party]; }
 
   /// The re-execution's output hashes (tensor leaves), after a Reexecute action.
   std::vector<Action> on_reexecuted(const std::vector<Digest>& outputs, uint64_t now_ms);
@@ -207,12 +207,13 @@ class Game {
   };
 
   Query query(QueryKind kind, Level level) const;  // a query about the current position
-  std::vector<Action> ask_both(Query q, uint64_t now_ms, bool recompute);
-  std::vector<Action> ask_one(int party, Query q, uint64_t now_ms);
+  std::vector<Action> ask_both(Query q, uint64_t now_ms, std::chrono::milliseconds allowance);
+  void stop_clock(int party, uint64_t now_ms);  // the referee no longer waits for `party`
+  uint64_t opening_bytes() const;               // the wire size of the OpenInputs answer, about
   std::vector<Action> advance(uint64_t now_ms);
   std::vector<Action> after_descent(uint64_t now_ms);
   std::vector<Action> check_records(uint64_t now_ms);
-  std::vector<Action> collect_inputs(uint64_t now_ms);
+  std::vector<Action> collect_inputs(int party, uint64_t now_ms);
   std::vector<Action> finish(VerdictReason reason, std::string detail);
   std::vector<Action> finish_if_lost();
   void lose(int party, VerdictReason reason, std::string detail);
@@ -228,7 +229,9 @@ class Game {
   uint32_t round_ = 0;
   Query current_{};
   std::array<bool, 2> asked_{};
-  std::array<uint64_t, 2> deadline_{};
+  std::array<uint64_t, 2> asked_at_{};                  // when the open question was put to each party
+  std::array<std::chrono::milliseconds, 2> clock_{};    // time left on each party's clock
+  uint64_t now_ms_ = 0;                                 // the time of the input being handled
   std::array<PartyState, 2> party_;
   uint64_t lo_ = 0, hi_ = 0;           // current descent range
   uint64_t interval_ = 0;              // level 1 leaf k (interval [c_{k−1}, c_k])
@@ -236,8 +239,7 @@ class Game {
   uint64_t node_ = 0;                  // located node (or G for the post state)
   std::optional<StepSpec> spec_;       // step t's graph, once located
   std::vector<uint64_t> record_indices_;  // records opened in OpenRecords
-  int input_party_ = 0;                // who opens the tensors
-  InputOpening opening_;               // the OpenInputs round: what is expected, what has arrived
+  std::array<InputOpening, 2> opening_;  // the OpenInputs round, per party: what is expected, what has arrived
 };
 
 }  // namespace tribunal

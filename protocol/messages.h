@@ -6,6 +6,7 @@
 // < hi − lo. A referee descends the two parties' trees together to the first leaf where they differ.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -16,7 +17,7 @@
 namespace tribunal {
 
 /// Wire format version; the first byte of every envelope.
-inline constexpr uint8_t kWireVersion = 1;
+inline constexpr uint8_t kWireVersion = 2;
 
 enum class MessageKind : uint8_t {
   JobSubmit = 1,      ///< client → provider
@@ -112,7 +113,10 @@ struct Query {
   uint64_t lo = 0, hi = 0;  ///< Children: the tree node's leaf range
   std::vector<uint64_t> indices;      ///< OpenRecords: node indices; OpenInputs: sample rows
   std::vector<ValueAddress> values;   ///< OpenInputs: tensors to open
-  uint64_t deadline_ms = 0;  ///< milliseconds the provider has to answer (informational)
+  /// The time the asked party has to answer: its clock, i.e. what it saved on earlier questions
+  /// plus this question's allowance (docs/protocol.md, "Clocks"). Informational: the referee's clock
+  /// decides. On the wire: u64 milliseconds.
+  std::chrono::milliseconds clock{0};
 };
 
 /// provider → referee: the children of node [lo, hi), in answer to a QueryKind::Children query. A
@@ -230,6 +234,9 @@ struct Verdict {
   uint8_t op = 0;         ///< its OpKind
   uint32_t rounds = 0;    ///< questions asked
   std::string detail;     ///< one human-readable line
+  /// The time left on each party's clock when the dispute ended (docs/protocol.md, "Clocks"): a
+  /// party loses on time only with its clock at zero. Exactly two; on the wire u64 milliseconds.
+  std::vector<std::chrono::milliseconds> clocks{std::chrono::milliseconds{0}, std::chrono::milliseconds{0}};
 };
 
 /// Anyone → anyone: a refusal. `code` is a WebSocket-style close code (docs/protocol.md).

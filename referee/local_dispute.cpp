@@ -31,6 +31,8 @@ LocalRun play_local(RefereeDispute& referee, const std::array<LocalParty, 2>& pa
       continue;
     }
     for (const std::vector<uint8_t>& answer : parties[static_cast<size_t>(o.party)](env)) {
+      // Both parties open the located node's inputs; once one opening is complete the other is moot.
+      if (env.kind == MessageKind::Query && !referee.game().awaiting(o.party)) break;
       run.bytes_in += answer.size();
       t0 = thread_cpu_seconds();
       std::string refused;

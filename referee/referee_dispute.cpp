@@ -68,10 +68,8 @@ RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open,
   params.dataset_root = d.dataset_root;
   params.dataset_samples = d.dataset_samples;
   params.label_width = d.label_width;
-  answer_timeout_ = options.answer_timeout;
-  recompute_timeout_ = options.recompute_timeout;
-  params.answer_timeout_ms = static_cast<uint64_t>(answer_timeout_.count());
-  params.recompute_timeout_ms = static_cast<uint64_t>(recompute_timeout_.count());
+  params.features = d.features;
+  params.terms = job_.dispute;
   for (int p = 0; p < 2; ++p) {
     const auto i = static_cast<size_t>(p);
     params.claims[i] = open_claim(d.claims[i], p == 0 ? "claim 0" : "claim 1");
@@ -321,6 +319,14 @@ Verdict verify_verdict(std::span<const uint8_t> bytes, const PublicKey& referee)
   const bool undecided = v.reason == VerdictReason::RefereeFault;
   if (undecided != (v.winners.empty() && v.losers.empty()))
     throw ProtocolError("the verdict's outcome does not fit its reason");
+  // A party loses on time only with its clock at zero, and a winner's clock never ran out.
+  if (v.reason == VerdictReason::Timeout) {
+    const auto ran_out = [&](uint8_t p) { return v.clocks[p] == std::chrono::milliseconds{0}; };
+    if (!std::any_of(v.losers.begin(), v.losers.end(), ran_out))
+      throw ProtocolError("the verdict says timeout, but no loser's clock ran out");
+    if (std::any_of(v.winners.begin(), v.winners.end(), ran_out))
+      throw ProtocolError("the verdict says timeout, but a winner's clock ran out");
+  }
   return v;
 }
 

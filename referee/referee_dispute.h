@@ -46,10 +46,9 @@ struct DisputeLimits {
 /// Throws ProtocolError saying which term of `cost` exceeds which limit, and by how much.
 void check_dispute_cost(const DisputeCost& cost, const DisputeLimits& limits);
 
-/// How one dispute is played (a replayed dispute keeps the options it was opened with).
+/// How the referee plays one dispute. Its time terms are not here: they are the job's (JobSpec::
+/// dispute), which both providers signed.
 struct DisputeOptions {
-  std::chrono::milliseconds answer_timeout = kDefaultAnswerTimeout;        ///< openings and tree questions
-  std::chrono::milliseconds recompute_timeout = kDefaultRecomputeTimeout;  ///< CommitInterval / CommitStep
   /// Test hook: called before each re-execution attempt (1, 2, …); an exception it throws stands for
   /// an internal failure of the referee (tests/nodes: a bad_alloc must convict no one).
   std::function<void(int attempt)> reexecute_hook;
@@ -147,9 +146,8 @@ class RefereeDispute {
   uint64_t sequence() const { return sequence_; }
   /// The client's DisputeOpen envelope.
   const std::vector<uint8_t>& open_envelope_bytes() const { return open_bytes_; }
-  /// The deadlines this dispute plays with.
-  std::chrono::milliseconds answer_timeout() const { return answer_timeout_; }
-  std::chrono::milliseconds recompute_timeout() const { return recompute_timeout_; }
+  /// The time terms this dispute plays with (its job's [dispute] table).
+  const DisputeTerms& terms() const { return job_.dispute; }
 
   /// Receives every event (DisputeEvent).
   std::function<void(const DisputeEvent&)> on_event;
@@ -172,7 +170,6 @@ class RefereeDispute {
   std::unique_ptr<JobOracle> oracle_;
   std::unique_ptr<Game> game_;
   uint64_t sequence_ = 0;
-  std::chrono::milliseconds answer_timeout_{}, recompute_timeout_{};
   bool started_ = false;
   bool replaying_ = false;
   bool refused_by_game_ = false;                        // the last on_envelope was refused by the game                              // replay(): no signing of queries, no reports

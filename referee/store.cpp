@@ -7,12 +7,14 @@
 namespace tribunal {
 namespace {
 
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 
 // The schema. `inputs` is append-only while a dispute is undecided: rows are inserted, never updated;
 // `n` gives the order of the inputs of one dispute. A dispute is decided once its `verdict` is set,
 // at `decided_at` (Unix seconds); prune() deletes a decided dispute's inputs after the retention
-// period and keeps its row and verdict. (Version 1 had no `decided_at`; opening such a store adds it.)
+// period and keeps its row and verdict. (Version 1 had no `decided_at`; versions 1 and 2 kept the
+// referee's deadlines per dispute, which the job's [dispute] terms replace: opening such a store
+// upgrades it.)
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta (
   key TEXT PRIMARY KEY,
@@ -20,8 +22,6 @@ CREATE TABLE IF NOT EXISTS meta (
 );
 CREATE TABLE IF NOT EXISTS disputes (
   id BLOB PRIMARY KEY CHECK (length(id) = 32),
-  answer_timeout_ms INTEGER NOT NULL,
-  recompute_timeout_ms INTEGER NOT NULL,
   client TEXT NOT NULL,
   verdict BLOB,
   decided_at INTEGER
@@ -154,12 +154,16 @@ RefereeStore::RefereeStore(const std::filesystem::path& dir, const PublicKey& re
       }
       exec(fmt::format("PRAGMA user_version={}", kSchemaVersion).c_str());
       exec("COMMIT");
-    } else if (version == 1) {
-      // Version 1's decided disputes get the time of this upgrade as their decision time.
+    } else if (version == 1 || version == 2) {
       exec("BEGIN IMMEDIATE");
-      exec("ALTER TABLE disputes ADD COLUMN decided_at INTEGER");
-      exec(fmt::format("UPDATE disputes SET decided_at = {} WHERE verdict IS NOT NULL",
-                       unix_seconds(std::chrono::system_clock::now())).c_str());
+      if (version == 1) {
+        // Version 1's decided disputes get the time of this upgrade as their decision time.
+        exec("ALTER TABLE disputes ADD COLUMN decided_at INTEGER");
+        exec(fmt::format("UPDATE disputes SET decided_at = {} WHERE verdict IS NOT NULL",
+                         unix_seconds(std::chrono::system_clock::now())).c_str());
+      }
+      exec("ALTER TABLE disputes DROP COLUMN answer_timeout_ms");
+      exec("ALTER TABLE disputes DROP COLUMN recompute_timeout_ms");
       exec(fmt::format("PRAGMA user_version={}", kSchemaVersion).c_str());
       exec("COMMIT");
     } else if (version != kSchemaVersion) {
@@ -181,8 +185,7 @@ RefereeStore::RefereeStore(const std::filesystem::path& dir, const PublicKey& re
 
 RefereeStore::~RefereeStore() { sqlite3_close(db_); }
 
-void RefereeStore::open_dispute(const Digest& id, const DisputeInput& open, std::chrono::milliseconds answer_timeout,
-                                std::chrono::milliseconds recompute_timeout, const std::string& client) {
+void RefereeStore::open_dispute(const Digest& id, const DisputeInput& open, const std::string& client) {
   if (open.kind != DisputeInput::Kind::Open) throw StoreError("referee store: a dispute's first input must be its opening");
   std::lock_guard lock(mu_);
   exec("BEGIN IMMEDIATE");
@@ -193,12 +196,9 @@ void RefereeStore::open_dispute(const Digest& id, const DisputeInput& open, std:
       if (s.step()) throw StoreError(fmt::format("referee store {}: dispute {} is already recorded", file_.string(), to_hex(id)));
     }
     {
-      Statement s(*this,
-                  "INSERT INTO disputes (id, answer_timeout_ms, recompute_timeout_ms, client) VALUES (?1, ?2, ?3, ?4)");
+      Statement s(*this, "INSERT INTO disputes (id, client) VALUES (?1, ?2)");
       s.bind(1, id);
-      s.bind(2, static_cast<int64_t>(answer_timeout.count()));
-      s.bind(3, static_cast<int64_t>(recompute_timeout.count()));
-      s.bind(4, client);
+      s.bind(2, client);
       s.step();
     }
     {
@@ -301,11 +301,9 @@ bool RefereeStore::contains(const Digest& id) {
   return s.step();
 }
 
-StoredDispute RefereeStore::read_dispute(const Digest& id, uint64_t answer_ms, uint64_t recompute_ms, std::string client) {
+StoredDispute RefereeStore::read_dispute(const Digest& id, std::string client) {
   StoredDispute d;
   d.id = id;
-  d.answer_timeout = std::chrono::milliseconds(answer_ms);
-  d.recompute_timeout = std::chrono::milliseconds(recompute_ms);
   d.client = std::move(client);
   Statement s(*this, "SELECT kind, party, envelope, now_ms FROM inputs WHERE dispute = ?1 ORDER BY n");
   s.bind(1, id);
@@ -335,27 +333,22 @@ StoredDispute RefereeStore::read_dispute(const Digest& id, uint64_t answer_ms, u
 
 std::optional<StoredDispute> RefereeStore::load(const Digest& id) {
   std::lock_guard lock(mu_);
-  Statement s(*this,
-              "SELECT answer_timeout_ms, recompute_timeout_ms, client FROM disputes WHERE id = ?1 AND verdict IS NULL");
+  Statement s(*this, "SELECT client FROM disputes WHERE id = ?1 AND verdict IS NULL");
   s.bind(1, id);
   if (!s.step()) return std::nullopt;
-  return read_dispute(id, static_cast<uint64_t>(s.integer(0)), static_cast<uint64_t>(s.integer(1)), s.text(2));
+  return read_dispute(id, s.text(0));
 }
 
 std::vector<StoredDispute> RefereeStore::load_open() {
   std::lock_guard lock(mu_);
   std::vector<StoredDispute> out;
-  Statement s(*this,
-              "SELECT id, answer_timeout_ms, recompute_timeout_ms, client FROM disputes WHERE verdict IS NULL ORDER BY rowid");
+  Statement s(*this, "SELECT id, client FROM disputes WHERE verdict IS NULL ORDER BY rowid");
   while (s.step()) {
     const std::vector<uint8_t> id = s.blob(0);
     if (id.size() != 32) throw StoreError(fmt::format("referee store {}: a dispute id is not 32 bytes", file_.string()));
     Digest d{};
     std::copy(id.begin(), id.end(), d.begin());
-    const int64_t a = s.integer(1), r = s.integer(2);
-    if (a <= 0 || r <= 0)
-      throw StoreError(fmt::format("referee store {}: dispute {} has no valid timeouts", file_.string(), to_hex(d)));
-    out.push_back(read_dispute(d, static_cast<uint64_t>(a), static_cast<uint64_t>(r), s.text(3)));
+    out.push_back(read_dispute(d, s.text(1)));
   }
   return out;
 }

@@ -35,8 +35,6 @@ class StoreError : public std::runtime_error {
 /// One undecided dispute as recorded.
 struct StoredDispute {
   Digest id{};
-  std::chrono::milliseconds answer_timeout{};     ///< the deadlines it was opened with (replay needs the same)
-  std::chrono::milliseconds recompute_timeout{};
   std::string client;                 ///< the opening client's address (IP), for per-client limits
   std::vector<DisputeInput> inputs;   ///< in order; the first is the Open
 };
@@ -58,8 +56,7 @@ class RefereeStore {
 
   /// Records a new dispute and its Open input (`open.kind` must be Open). Throws StoreError if the
   /// dispute is already recorded.
-  void open_dispute(const Digest& id, const DisputeInput& open, std::chrono::milliseconds answer_timeout,
-                    std::chrono::milliseconds recompute_timeout, const std::string& client);
+  void open_dispute(const Digest& id, const DisputeInput& open, const std::string& client);
   /// Appends one input to an undecided dispute, and with it (same transaction) the verdict envelope
   /// if the input decided it. Throws StoreError if the dispute is unknown or already decided.
   void append(const Digest& id, const DisputeInput& input, const std::vector<uint8_t>* verdict = nullptr);
@@ -87,7 +84,7 @@ class RefereeStore {
   struct Statement;
   [[noreturn]] void fail(const std::string& what) const;
   void exec(const char* sql);
-  StoredDispute read_dispute(const Digest& id, uint64_t answer_ms, uint64_t recompute_ms, std::string client);
+  StoredDispute read_dispute(const Digest& id, std::string client);
 
   std::filesystem::path file_;
   sqlite3* db_ = nullptr;

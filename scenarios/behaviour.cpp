@@ -209,11 +209,11 @@ nodes::ReplyFilter make_reply_filter(BehaviourSetup setup, std::shared_ptr<Behav
       ++st.counts.acts;
       st.counts.frames_withheld += static_cast<uint32_t>(frames.size());
     } else if (b.kind == AnswerKind::Late && active) {
-      reply.delay_ms = query.deadline_ms + 500;
+      reply.delay = query.clock + std::chrono::milliseconds(500);
       ++st.counts.acts;
     } else if (b.kind == AnswerKind::LastMoment) {
-      // Just inside the deadline; the referee's clock started a little before ours.
-      reply.delay_ms = query.deadline_ms > 400 ? query.deadline_ms - 400 : 0;
+      // Just inside its clock; the referee's clock started a little before ours.
+      reply.delay = std::max(query.clock - std::chrono::milliseconds(400), std::chrono::milliseconds{0});
       ++st.counts.acts;
     } else if (b.kind == AnswerKind::Disconnect && active && st.counts.acts == 0) {
       reply.frames.clear();
@@ -223,7 +223,7 @@ nodes::ReplyFilter make_reply_filter(BehaviourSetup setup, std::shared_ptr<Behav
       st.counts.frames_withheld += static_cast<uint32_t>(frames.size());
     } else if (b.kind == AnswerKind::CrashRestart && active && st.counts.acts == 0) {
       reply.frames.clear();
-      setup.crash(b.down_ms);
+      setup.crash(b.down);
       ++st.counts.acts;
       ++st.counts.disconnects;
       st.counts.frames_withheld += static_cast<uint32_t>(frames.size());
@@ -240,8 +240,8 @@ nodes::ReplyFilter make_reply_filter(BehaviourSetup setup, std::shared_ptr<Behav
     if (!frames.empty()) st.last_answer = frames.front();
 
     // The link: added latency on every reply; a dropped reply takes the connection with it.
-    reply.delay_ms += setup.link.latency_ms;
-    if (setup.link.latency_ms > 0) ++st.counts.link_delayed;
+    reply.delay += setup.link.latency;
+    if (setup.link.latency > std::chrono::milliseconds{0}) ++st.counts.link_delayed;
     if (setup.link.drop_rate > 0 && std::uniform_real_distribution<double>(0, 1)(st.rng) < setup.link.drop_rate) {
       reply.frames.clear();
       reply.disconnect = true;

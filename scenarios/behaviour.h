@@ -3,6 +3,7 @@
 // a crashing node's, or a bad link's. What each kind does: docs/scenarios.md.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -48,9 +49,9 @@ struct BehaviourSetup {
   LinkConditions link;
   std::filesystem::path mirror_store;  ///< store of the provider it parrots (change_root, always_agree, …)
   int threads = 1;
-  /// crash_restart: asks the runner to crash this node now and restart it after `down_ms`. Must not
+  /// crash_restart: asks the runner to crash this node now and restart it after `down`. Must not
   /// block (the node is destroyed from another thread).
-  std::function<void(uint64_t down_ms)> crash;
+  std::function<void(std::chrono::milliseconds down)> crash;
 };
 
 /// The reply filter of one provider. `state` may be shared by successive nodes of one provider.

@@ -121,7 +121,8 @@ Game1 play_one(uint64_t seed, Lie& lie_out) {
   };
   for (int guard = 0; guard < 1000 && !game.done(); ++guard) {
     if (pending.empty()) {  // everyone is waiting: let the clock run out
-      now += params.recompute_timeout_ms + 1;
+      for (int p = 0; p < 2; ++p)
+        if (game.awaiting(p)) now = std::max(now, game.deadline(p) + 1);
       auto more = game.on_tick(now);
       check(more);
       for (auto& a : more) pending.push_back(std::move(a));

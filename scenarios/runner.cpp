@@ -3,6 +3,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <fstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -101,9 +102,9 @@ class ProviderFleet {
     config.server = server;
     s.node = std::make_unique<nodes::ProviderNode>(ctx_, s.key, std::move(config), log);
     BehaviourSetup setup{s.key, s.spec.answers, s.spec.link, s.mirror_store, options_.threads,
-                         [this, i](uint64_t down_ms) {
+                         [this, i](std::chrono::milliseconds down) {
                            std::lock_guard lock(mu_);
-                           crashes_requested_.push_back({i, down_ms});
+                           crashes_requested_.push_back({i, down});
                            cv_.notify_all();
                          }};
     s.node->reply_filter = make_reply_filter(setup, s.state);
@@ -115,13 +116,13 @@ class ProviderFleet {
     for (;;) {
       cv_.wait(lock, [&] { return stop_ || !crashes_requested_.empty(); });
       if (stop_) return;
-      const auto [i, down_ms] = crashes_requested_.front();
+      const auto [i, down] = crashes_requested_.front();
       crashes_requested_.pop_front();
-      if (options_.log) options_.log(fmt::format("{}: CRASH (down for {} ms)", slots_[i].spec.name, down_ms));
+      if (options_.log) options_.log(fmt::format("{}: CRASH (down for {} ms)", slots_[i].spec.name, down.count()));
       std::unique_ptr<nodes::ProviderNode> dead = std::move(slots_[i].node);
       lock.unlock();
       dead.reset();  // joins its workers, closes its connections: everything in memory is lost
-      std::this_thread::sleep_for(std::chrono::milliseconds(down_ms));
+      std::this_thread::sleep_for(down);
       lock.lock();
       if (stop_) return;
       start(i);
@@ -136,7 +137,7 @@ class ProviderFleet {
   std::vector<Slot> slots_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::pair<size_t, uint64_t>> crashes_requested_;
+  std::deque<std::pair<size_t, std::chrono::milliseconds>> crashes_requested_;
   size_t crashes_ = 0;
   bool stop_ = false;
   std::thread restarter_;
@@ -150,7 +151,7 @@ void check_acted(const Scenario& s, ScenarioResult& r) {
     if (p.answers.kind != AnswerKind::Honest && c.acts == 0)
       r.mismatches.push_back(fmt::format("provider {}: its answers behaviour '{}' never acted (round {} was never reached?)",
                                          p.name, answer_kind_name(p.answers.kind), p.answers.round));
-    if (p.link.latency_ms > 0 && c.link_delayed == 0)
+    if (p.link.latency > std::chrono::milliseconds{0} && c.link_delayed == 0)
       r.mismatches.push_back(fmt::format("provider {}: its link latency never delayed a reply", p.name));
     if (p.link.drop_rate > 0 && c.link_dropped == 0)
       r.mismatches.push_back(fmt::format("provider {}: its lossy link never lost a reply", p.name));
@@ -205,8 +206,6 @@ ScenarioResult run_scenario(const Scenario& s, const RunOptions& o) {
   try {
     NetContext ctx(2, false);
     nodes::RefereeNodeOptions ro;
-    ro.dispute.answer_timeout = s.answer_timeout;
-    ro.dispute.recompute_timeout = s.recompute_timeout;
     ro.data_dir = dir / "referee";  // the referee of a scenario is durable, as `tribunal referee` is
     const KeyPair referee_key = generate_keypair();
     nodes::RefereeNode referee(ctx, referee_key, ro, [&](const std::string& line) { log("referee: " + line); },
@@ -221,7 +220,9 @@ ScenarioResult run_scenario(const Scenario& s, const RunOptions& o) {
       ProviderFleet fleet(ctx, s, o, dir, referee_key.public_key);
       ctx.start();
       nodes::DelegateRequest request;
-      request.job_file = s.job;
+      // The job as the scenario plays it (with its [dispute] terms), next to the scenario's other files.
+      request.job_file = dir / s.job.filename();
+      std::ofstream(request.job_file, std::ios::binary) << s.job_text;
       request.providers = fleet.urls();
       request.referee = referee_url;
       request.referee_key = referee_key.public_key;

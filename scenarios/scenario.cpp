@@ -154,13 +154,13 @@ AnswerBehaviour read_answers(const TableReader& a) {
   b.round = static_cast<uint32_t>(a.integer("round", 1, false, 1, 1 << 20));
   b.count = static_cast<uint32_t>(a.integer("count", 1, false, 1, 1 << 20));
   b.instead = a.boolean("instead", false);
-  b.down_ms = static_cast<uint64_t>(a.integer("down_ms", 500, false, 0, 600000));
+  b.down = std::chrono::milliseconds(a.integer("down_ms", 500, false, 0, 600000));
   b.mirror = a.string("mirror", "");
   return b;
 }
 
 LinkConditions read_link(const TableReader& t, LinkConditions base) {
-  base.latency_ms = static_cast<uint64_t>(t.integer("latency_ms", static_cast<int64_t>(base.latency_ms), false, 0, 60000));
+  base.latency = std::chrono::milliseconds(t.integer("latency_ms", base.latency.count(), false, 0, 60000));
   base.drop_rate = t.real("drop_rate", base.drop_rate, 0.0, 0.5);
   return base;
 }
@@ -184,18 +184,25 @@ Scenario load_scenario(const std::filesystem::path& file) {
   Scenario s;
   s.file = file;
   TableReader top(&root, "scenario", source);
-  top.allow_only({"name", "about", "job", "seed", "referee", "network", "provider", "expect"});
+  top.allow_only({"name", "about", "job", "seed", "dispute", "network", "provider", "expect"});
   s.name = top.string("name", file.stem().string());
   s.about = top.string("about", "");
   s.seed = static_cast<uint64_t>(top.integer("seed", 1, false, 0, INT64_MAX));
   const std::string job_rel = top.string("job", "", true);
   s.job = file.parent_path() / job_rel;
-  const JobSpec job = load_job(s.job);
-
-  TableReader referee(root, "referee", source, false);
-  referee.allow_only({"answer_timeout_ms", "recompute_timeout_ms"});
-  s.answer_timeout = std::chrono::milliseconds(referee.integer("answer_timeout_ms", 3000, false, 50, 600000));
-  s.recompute_timeout = std::chrono::milliseconds(referee.integer("recompute_timeout_ms", 60000, false, 50, 3600000));
+  std::ifstream job_in(s.job, std::ios::binary);
+  if (!job_in) throw EngineError(fmt::format("{}: cannot open the job file {}", source, s.job.string()));
+  std::ostringstream job_text;
+  job_text << job_in.rdbuf();
+  s.job_text = job_text.str();
+  // The scenario's [dispute] table becomes the job's: the time terms both providers sign.
+  if (const toml::table* terms = root["dispute"].as_table()) {
+    std::ostringstream table;
+    table << "\n[dispute]\n" << *terms << "\n";
+    s.job_text += table.str();
+  }
+  JobSpec job = parse_job(s.job_text, s.job.string());
+  locate_data(job, DataRegistry::debian());
 
   TableReader network(root, "network", source, false);
   network.allow_only({"latency_ms", "drop_rate"});

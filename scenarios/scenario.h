@@ -57,13 +57,13 @@ struct AnswerBehaviour {
   uint32_t count = 1;        ///< malformed kinds: answers it sends a bad frame with (a question
                              ///< re-asked after a reconnect is another answer)
   bool instead = false;      ///< malformed kinds: the bad frame replaces the answer (else precedes it)
-  uint64_t down_ms = 500;    ///< crash_restart: time the node stays down
+  std::chrono::milliseconds down{500};  ///< crash_restart: time the node stays down
   std::string mirror;        ///< change_root/agree*/always_agree: whose trajectory it parrots
 };
 
 /// The link between a provider and the rest of the network.
 struct LinkConditions {
-  uint64_t latency_ms = 0;  ///< added to every reply
+  std::chrono::milliseconds latency{0};  ///< added to every reply
   double drop_rate = 0;     ///< probability a reply is lost with the connection (the referee reconnects)
 };
 
@@ -95,9 +95,9 @@ struct Scenario {
   std::string name;
   std::string about;
   std::filesystem::path job;  ///< resolved against the scenario file's directory
+  /// The job file's text, with the scenario's [dispute] table (the time terms) appended if it has one.
+  std::string job_text;
   uint64_t seed = 1;          ///< drives drops and random lies
-  std::chrono::milliseconds answer_timeout{3000};      ///< [referee] answer_timeout_ms
-  std::chrono::milliseconds recompute_timeout{60000};  ///< [referee] recompute_timeout_ms
   LinkConditions network;     ///< default link of every provider
   std::vector<ProviderSpec> providers;
   Expectation expect;

@@ -78,6 +78,7 @@ inline Outcome play_direct(const Provider& a, const Provider& b) {
       std::vector<Action> more;
       if (const auto* q = std::get_if<SendQuery>(&act)) {
         for (const Body& body : responders[q->party]->answer(q->query)) {
+          if (!game.awaiting(q->party)) break;  // the other party's opening of inputs came first
           auto m = game.on_message(q->party, body, 0);
           more.insert(more.end(), m.begin(), m.end());
         }

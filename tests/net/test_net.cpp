@@ -836,3 +836,56 @@ TEST_CASE("set_reading(false) holds a flooding peer back: a handler's queue neve
   CHECK(flooder->is_open());
   server_ctx.stop();
 }
+
+TEST_CASE("wait_for_room: a producer streaming far more than the write queue holds is paced, not closed") {
+  // The provider's opening of a large tensor (issue 14): 200 messages of 64 KiB, more than the
+  // socket buffers take while the peer reads nothing, through a queue of 4 messages.
+  constexpr int kMessages = 200;
+  std::mutex mutex;
+  std::condition_variable cv;
+  int received = 0;
+  bool in_order = true;
+  std::shared_ptr<Session> reader;
+  NetContext server_ctx(1, false);
+  Server server(server_ctx, [&](std::shared_ptr<Session> s) {
+    s->set_reading(false);  // the peer is slow: it reads nothing at first
+    std::lock_guard lock(mutex);
+    reader = s;
+    s->set_handlers({.on_message = [&](Session&, std::vector<uint8_t> m) {
+                       std::lock_guard lock(mutex);
+                       in_order = in_order && m.size() == 65536 && m[0] == static_cast<uint8_t>(received);
+                       ++received;
+                       cv.notify_all();
+                     },
+                     .on_close = {}});
+    cv.notify_all();
+  });
+  const uint16_t port = server.listen("127.0.0.1", 0);
+  server_ctx.start();
+  NetContext client_ctx(1, false);
+  client_ctx.start();
+  ClientOptions small;
+  small.session.max_queued_messages = 4;
+  auto producer = Client(client_ctx, small).connect_sync("ws://127.0.0.1:" + std::to_string(port) + "/");
+  std::thread resume([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the queue is full by now
+    std::lock_guard lock(mutex);
+    if (reader) reader->set_reading(true);
+  });
+  bool all_sent = true;
+  for (int i = 0; i < kMessages; ++i) {
+    REQUIRE(producer->wait_for_room(65536));
+    all_sent = producer->send(std::vector<uint8_t>(65536, static_cast<uint8_t>(i))) && all_sent;
+  }
+  resume.join();
+  std::unique_lock lock(mutex);
+  cv.wait_for(lock, kWait, [&] { return received == kMessages; });
+  CHECK(all_sent);
+  CHECK(received == kMessages);
+  CHECK(in_order);
+  CHECK(producer->is_open());
+  lock.unlock();
+  producer->close();
+  CHECK_FALSE(producer->wait_for_room(1));  // closing: returns at once
+  server_ctx.stop();
+}

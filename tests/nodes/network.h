@@ -7,6 +7,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <mutex>
 #include <optional>
 
@@ -29,6 +31,7 @@ struct Network {
   std::string referee_url;
   std::vector<std::unique_ptr<nodes::ProviderNode>> providers;
   int next_store = 0;
+  std::filesystem::path job_file = kShortJob;  ///< the job request() delegates
 
   explicit Network(nodes::RefereeNodeOptions options = {}, AddressPolicy policy = nodes::loopback_policy())
       : referee(ctx, referee_key, std::move(options), [](const std::string&) {}, std::move(policy)) {
@@ -57,7 +60,7 @@ struct Network {
   }
   nodes::DelegateRequest request(const std::vector<std::string>& urls) const {
     nodes::DelegateRequest r;
-    r.job_file = kShortJob;
+    r.job_file = job_file;
     r.providers = urls;
     r.referee = referee_url;
     r.referee_key = referee_key.public_key;
@@ -69,6 +72,19 @@ struct Network {
     return nodes::delegate_job(ctx, request(urls), [](const std::string&) {});
   }
   Verdict verify(const std::vector<uint8_t>& verdict) const { return verify_verdict(verdict, referee_key.public_key); }
+  /// Makes request() delegate the short job with the [dispute] table `terms` (e.g. "base_seconds =
+  /// 1.5"): a dispute whose clocks run out quickly.
+  void use_terms(const std::string& terms) {
+    job_file = dir.path / ("job" + std::to_string(next_store++) + ".toml");
+    std::ofstream(job_file) << short_job_with_terms(terms);
+  }
+  /// The short job's text with a [dispute] table.
+  static std::string short_job_with_terms(const std::string& terms) {
+    std::ifstream in(kShortJob);
+    std::ostringstream text;
+    text << in.rdbuf() << "\n[dispute]\n" << terms << "\n";
+    return text.str();
+  }
 };
 
 /// A raw WebSocket peer: sends envelopes, collects every message it gets and how the session ended.

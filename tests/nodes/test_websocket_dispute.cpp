@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "engine/step.h"
+#include "protocol/tensor_hash.h"
 #include "tests/nodes/network.h"
 
 using namespace tribunal;
@@ -103,4 +104,39 @@ TEST_CASE("websocket: with three providers and one cheater, the honest claim sta
   CHECK(o.accepted);
   CHECK(o.winner == 1);
   CHECK(o.verdicts.size() == 1);
+}
+
+// Issue 14's loss on time: an honest provider opening more envelopes than its session's write queue
+// holds overflowed the queue, which closes the connection; the referee reconnected, the provider
+// started over, and its clock ran out. The provider now waits for room before each envelope. Here
+// both providers' queues hold 2 envelopes, and the cheater corrupts the node with the largest inputs
+// (an optimizer update: the parameter, its gradient and both moments — many 64 KiB chunks).
+TEST_CASE("websocket: an opening of more chunks than the write queue holds streams to the end (regression)") {
+  const StepGraph g = build_step_graph(load_job(kJob), {60000, 784, 10}, 0, std::vector<int64_t>(32, 0));
+  int64_t widest = 0;
+  uint64_t widest_bytes = 0;
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    uint64_t bytes = 0;
+    for (ValueId v : g.nodes[n].inputs) {
+      if (g.values[v].source == ValueSource::Data) continue;
+      bytes += 4 * static_cast<uint64_t>(g.values[v].shape.numel());
+    }
+    if (bytes > widest_bytes) widest_bytes = bytes, widest = static_cast<int64_t>(n);
+  }
+  REQUIRE(widest_bytes > 4 * kTensorChunkBytes);  // far more chunks than the queue holds
+  Network net;
+  const auto small_queue = [&](Fault fault) {
+    ProviderConfig c = net.config(fault);
+    c.server.session.max_queued_messages = 2;
+    return net.provider(std::move(c));
+  };
+  const std::string honest = small_queue(Fault{});
+  const std::string cheater = small_queue(corrupt(5, widest));
+  const DelegateOutcome o = net.delegate({honest, cheater});
+  REQUIRE(o.verdicts.size() == 1);
+  const Verdict v = net.verify(o.verdicts[0]);
+  CHECK(v.reason == VerdictReason::WrongOutput);
+  CHECK(v.node == static_cast<uint64_t>(widest));
+  CHECK(v.losers == std::vector<uint8_t>{1});
+  CHECK(o.winner == 0);
 }

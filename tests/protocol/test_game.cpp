@@ -38,7 +38,8 @@ Outcome play(uint64_t steps, uint64_t stride, uint32_t nodes, const CounterProvi
   for (int guard = 0; guard < 10000 && !game.done(); ++guard) {
     std::vector<Action> next;
     if (pending.empty()) {  // nothing to deliver: let time pass
-      now += params.recompute_timeout_ms + 1;
+      for (int p = 0; p < 2; ++p)
+        if (game.awaiting(p)) now = std::max(now, game.deadline(p) + 1);
       pending = game.on_tick(now);
       continue;
     }
@@ -46,6 +47,7 @@ Outcome play(uint64_t steps, uint64_t stride, uint32_t nodes, const CounterProvi
       if (const auto* q = std::get_if<SendQuery>(&a)) {
         if (q->party == silent) continue;
         for (const Body& b : providers[q->party]->answer(q->query)) {
+          if (!game.awaiting(q->party)) break;  // the other party's opening of inputs came first
           auto more = game.on_message(q->party, b, now);
           next.insert(next.end(), more.begin(), more.end());
         }
@@ -229,7 +231,8 @@ TEST_CASE("an opened tensor whose shape is not the graph's loses at its first ch
   std::optional<Verdict> verdict;
   for (int guard = 0; guard < 1000 && !game.done(); ++guard) {
     if (pending.empty()) {
-      now += params.recompute_timeout_ms + 1;
+      for (int p = 0; p < 2; ++p)
+        if (game.awaiting(p)) now = std::max(now, game.deadline(p) + 1);
       pending = game.on_tick(now);
     }
     std::vector<Action> next;

@@ -60,7 +60,7 @@ bool same(const DisputeOpen& a, const DisputeOpen& b) { return a == b; }
 bool same(const Query& a, const Query& b) {
   return a.round == b.round && a.kind == b.kind && a.level == b.level && a.interval == b.interval &&
          a.step == b.step && a.lo == b.lo && a.hi == b.hi && a.indices == b.indices && a.values == b.values &&
-         a.deadline_ms == b.deadline_ms;
+         a.clock == b.clock;
 }
 bool same(const Children& a, const Children& b) {
   return a.round == b.round && a.left == b.left && a.right == b.right;
@@ -88,7 +88,8 @@ bool same(const Samples& a, const Samples& b) {
 bool same(const Verdict& a, const Verdict& b) {
   return a.job_id == b.job_id && a.dispute_id == b.dispute_id && a.opening == b.opening &&
          a.winners == b.winners && a.losers == b.losers && a.reason == b.reason && a.level == b.level &&
-         a.step == b.step && a.node == b.node && a.op == b.op && a.rounds == b.rounds && a.detail == b.detail;
+         a.step == b.step && a.node == b.node && a.op == b.op && a.rounds == b.rounds && a.detail == b.detail &&
+         a.clocks == b.clocks;
 }
 bool same(const ErrorMessage& a, const ErrorMessage& b) {
   return a.code == b.code && a.reason == b.reason;
@@ -140,7 +141,7 @@ Query sample_query() {
   q.hi = 13;
   q.indices = {3, 1ull << 40, 0};
   q.values = {ValueAddress{ValueOrigin::StateInput, 77, 0}, ValueAddress{ValueOrigin::NodeOutput, 1234, 2}};
-  q.deadline_ms = 120000;
+  q.clock = std::chrono::milliseconds(120000);
   return q;
 }
 
@@ -287,7 +288,7 @@ TEST_CASE("wire: known-answer encoding of a Query body") {
   q.hi = 0x10;
   q.indices = {1, 0x0203};
   q.values = {ValueAddress{ValueOrigin::NodeOutput, 9, 2}};  // origin 2
-  q.deadline_ms = 30000;                                     // 0x7530
+  q.clock = std::chrono::milliseconds(30000);                // 0x7530
   // Fields in declaration order, little-endian (83 bytes):
   const std::string expected = std::string("07000000")  // round u32 = 7
                                + "05"                   // kind u8 = OpenInputs
@@ -303,7 +304,7 @@ TEST_CASE("wire: known-answer encoding of a Query body") {
                                + "02"                   //   values[0].origin u8 = NodeOutput
                                + "0900000000000000"     //   values[0].index u64 = 9
                                + "02000000"             //   values[0].slot u32 = 2
-                               + "3075000000000000";    // deadline_ms u64 = 30000 = 0x7530
+                               + "3075000000000000";    // clock u64 ms = 30000 = 0x7530
   const Bytes enc = encode_body(q);
   CHECK(enc.size() == 83);
   CHECK(to_hex(enc) == expected);
@@ -560,11 +561,11 @@ TEST_CASE("envelope: signed by A but naming B is a policy violation") {
 TEST_CASE("envelope: version, kind, body length and body are checked even under a valid signature") {
   const Bytes env = seal(key_a(), dg(3), 1, Children{5, dg(7), dg(8)});
   std::string what;
-  for (uint8_t version : {0, 2, 255}) {
+  for (uint8_t version : {0, 1, 3, 255}) {
     Bytes bad = env;
     bad[0] = version;
     CHECK(open_error_code(resign(bad, key_a()), &what) == kInvalid);
-    CHECK(what == "Envelope.version: version " + std::to_string(version) + " is not 1 at offset 0");
+    CHECK(what == "Envelope.version: version " + std::to_string(version) + " is not 2 at offset 0");
   }
   Bytes bad = env;
   bad[1] = 13;

@@ -82,6 +82,8 @@ std::vector<uint8_t> drive(RefereeDispute& d, Parties& parties, std::deque<Refer
     if (env.kind == MessageKind::Query && min_query_sequence)
       *min_query_sequence = std::min(*min_query_sequence, env.sequence);
     for (const auto& answer : parties.deliver(o.party, o.envelope)) {
+      // Both parties open the located node's inputs; once one opening is complete the other is moot.
+      if (env.kind == MessageKind::Query && !d.game().awaiting(o.party)) break;
       std::string refused;
       for (auto& next : d.on_envelope(o.party, open_envelope(answer), now, &refused)) queue.push_back(std::move(next));
       REQUIRE_MESSAGE(refused.empty(), refused);
@@ -131,11 +133,10 @@ TEST_CASE("store: inputs in order, verdicts, reopening; refuses duplicates, deci
   {
     RefereeStore store(dir.path / "data", key.public_key);
     CHECK(store.file() == dir.path / "data" / "referee.sqlite");
-    store.open_dispute(id, open, std::chrono::milliseconds(100), std::chrono::milliseconds(200), "127.0.0.1");
+    store.open_dispute(id, open, "127.0.0.1");
     store.append(id, answer);
     store.append(id, resume);
-    CHECK_THROWS_AS(store.open_dispute(id, open, std::chrono::milliseconds(100), std::chrono::milliseconds(200), "x"),
-                    StoreError);
+    CHECK_THROWS_AS(store.open_dispute(id, open, "x"), StoreError);
     CHECK(store.committed() == 3);
   }
   {
@@ -143,8 +144,6 @@ TEST_CASE("store: inputs in order, verdicts, reopening; refuses duplicates, deci
     const auto all = store.load_open();
     REQUIRE(all.size() == 1);
     CHECK(all[0].id == id);
-    CHECK(all[0].answer_timeout == std::chrono::milliseconds(100));
-    CHECK(all[0].recompute_timeout == std::chrono::milliseconds(200));
     CHECK(all[0].client == "127.0.0.1");
     CHECK(all[0].inputs == std::vector<DisputeInput>{open, answer, resume});
     CHECK(store.contains(id));
@@ -173,10 +172,9 @@ TEST_CASE("store: prune deletes decided disputes' records after the retention pe
   const DisputeInput opening{DisputeInput::Kind::Open, 0, {1, 2, 3}, 5};
   const DisputeInput answer{DisputeInput::Kind::Envelope, 1, {4, 5}, 6};
   const std::vector<uint8_t> verdict = {9, 9, 9};
-  const std::chrono::milliseconds answer_deadline(100), recompute_deadline(200);
-  store.open_dispute(decided, opening, answer_deadline, recompute_deadline, "a");
+  store.open_dispute(decided, opening, "a");
   store.append(decided, answer, &verdict);
-  store.open_dispute(open, opening, answer_deadline, recompute_deadline, "b");
+  store.open_dispute(open, opening, "b");
   store.append(open, answer);
   const auto now = std::chrono::system_clock::now();
   CHECK(store.prune(now - std::chrono::hours(1)) == 0);  // decided just now: within the retention period
@@ -208,8 +206,7 @@ TEST_CASE("store: a file that is not a store, or is corrupt, is refused naming t
     for (uint8_t i = 0; i < 50; ++i) {
       Digest id{};
       id[0] = i;
-      store.open_dispute(id, {DisputeInput::Kind::Open, 0, std::vector<uint8_t>(3000, i), 1},
-                         std::chrono::milliseconds(1), std::chrono::milliseconds(1), "c");
+      store.open_dispute(id, {DisputeInput::Kind::Open, 0, std::vector<uint8_t>(3000, i), 1}, "c");
     }
   }
   {
@@ -285,7 +282,6 @@ TEST_CASE("replay: a resumed dispute restarts the open deadlines; a record that 
   const Reference& ref = reference();
   const size_t k = 3;  // opened, then two answers: questions are open
   DisputeOptions o;
-  const auto answer_ms = static_cast<uint64_t>(o.answer_timeout.count());
   {
     // Without a resume, the referee's downtime would count against the providers.
     auto d = RefereeDispute::replay(fx.referee, std::span(ref.inputs.data(), k), o);
@@ -295,10 +291,14 @@ TEST_CASE("replay: a resumed dispute restarts the open deadlines; a record that 
   }
   {
     auto d = RefereeDispute::replay(fx.referee, std::span(ref.inputs.data(), k), o);
+    // The clock restarts from the resume with the time the party had when asked.
+    const uint64_t before = d->game().deadline(0);
     d->resume(60000);
-    d->on_tick(60000 + answer_ms - 1);
+    const uint64_t deadline = d->game().deadline(0);
+    CHECK(deadline == 60000 + (before - ref.inputs[k - 1].now_ms));
+    d->on_tick(deadline - 1);
     CHECK_FALSE(d->done());
-    d->on_tick(60000 + answer_ms + 1);
+    d->on_tick(deadline + 1);
     REQUIRE(d->done());
     CHECK(d->verdict().reason == VerdictReason::Timeout);
   }
@@ -342,7 +342,8 @@ TEST_CASE("provider: answer sequence numbers derive from the query's, so a resta
   const auto again = first->on_envelope(open_envelope(resent));
   REQUIRE(again.size() == 1);
   CHECK(open_envelope(again[0]).sequence == (query.sequence + 5) << 20);
-  CHECK_THROWS_AS(first->on_envelope(open_envelope(resent)), ProtocolError);  // the same one again: stale
+  CHECK(first->on_envelope(open_envelope(resent)) == again);  // re-sent as it was (a reconnect): the same answer
+  CHECK_THROWS_AS(first->on_envelope(query), ProtocolError);  // an older query: stale
   std::string refused;
   d.on_envelope(party, open_envelope(answers[0]), 0, &refused);
   CHECK(refused.empty());
