@@ -262,3 +262,55 @@ TEST_CASE("an opened tensor whose shape is not the graph's loses at its first ch
   CHECK(verdict->losers == std::vector<uint8_t>{0});
   CHECK(verdict->detail == "party 0: tensor shape is not the shape of the value in the job's graph");
 }
+
+TEST_CASE("clock: time saved on one question carries to the next; a party loses on time only at zero") {
+  const CounterProvider honest(8, 2, 3), liar(8, 2, 3, Fault{{}, 5, 1});
+  CounterOracle oracle(3);
+  GameParams params;
+  params.job_id[0] = 9;
+  params.steps = 8;
+  params.stride = 2;
+  params.claims = {honest.claim(params.job_id), liar.claim(params.job_id)};
+  params.terms = {std::chrono::milliseconds(1000), std::chrono::milliseconds(100), 1'000'000};
+  Game game(params, oracle);
+  const auto clock_of = [](const std::vector<Action>& actions, int party) {
+    for (const Action& a : actions)
+      if (const auto* q = std::get_if<SendQuery>(&a); q && q->party == party) return q->query.clock;
+    return std::chrono::milliseconds{-1};
+  };
+  const auto answer = [](const CounterProvider& p, const std::vector<Action>& actions, int party) {
+    for (const Action& a : actions)
+      if (const auto* q = std::get_if<SendQuery>(&a); q && q->party == party) return p.answer(q->query).at(0);
+    FAIL("no question for party " << party);
+    return Body{};
+  };
+  // Round 1 (a tree question): one base each.
+  const std::vector<Action> round1 = game.start(0);
+  CHECK(clock_of(round1, 0) == std::chrono::milliseconds(1000));
+  CHECK(clock_of(round1, 1) == std::chrono::milliseconds(1000));
+  CHECK(game.on_message(0, answer(honest, round1, 0), 100).empty());  // 900 ms saved
+  const std::vector<Action> round2 = game.on_message(1, answer(liar, round1, 1), 900);  // 100 ms saved
+  // Round 2: each clock is what it saved plus the new allowance.
+  CHECK(clock_of(round2, 0) == std::chrono::milliseconds(1900));
+  CHECK(clock_of(round2, 1) == std::chrono::milliseconds(1100));
+  CHECK(game.deadline(0) == 900 + 1900);
+  CHECK(game.deadline(1) == 900 + 1100);
+  // Party 0 answers after more than one allowance but within its clock: accepted.
+  CHECK(game.on_message(0, answer(honest, round2, 0), 900 + 1500).empty());
+  // Party 1 stays silent: at its clock's end, not before, it loses on time.
+  CHECK(game.on_tick(900 + 1100).empty());
+  const std::vector<Action> end = game.on_tick(900 + 1101);
+  REQUIRE(end.size() == 1);
+  const Verdict& v = std::get<Finished>(end[0]).verdict;
+  CHECK(v.reason == VerdictReason::Timeout);
+  CHECK(v.losers == std::vector<uint8_t>{1});
+  CHECK(v.clocks == std::vector<std::chrono::milliseconds>{std::chrono::milliseconds(400), std::chrono::milliseconds(0)});
+}
+
+TEST_CASE("clock: a recomputation's allowance counts its steps, an opening's its bytes") {
+  const DisputeTerms terms{std::chrono::milliseconds(1000), std::chrono::milliseconds(250), 1000};
+  CHECK(allowance(terms, 0, 0) == std::chrono::milliseconds(1000));
+  CHECK(allowance(terms, 4, 0) == std::chrono::milliseconds(2000));
+  CHECK(allowance(terms, 0, 1500) == std::chrono::milliseconds(2500));  // 1.5 s at 1000 B/s
+  CHECK(allowance(terms, 0, 1) == std::chrono::milliseconds(1001));     // rounded up
+}
