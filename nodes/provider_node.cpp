@@ -247,23 +247,32 @@ void ProviderNode::answer(const std::shared_ptr<Connection>& c, const Envelope& 
     c->dispute->used = received;
     answers = locally(log_, "answering the query", [&] { return c->dispute->session->on_envelope(env); });
   }
+  const auto computed = std::chrono::steady_clock::now();
+  // Waits on the connection's condition variable, so a closed connection ends the wait.
+  const auto wait_until = [&](std::chrono::steady_clock::time_point t) {
+    std::unique_lock lock(c->mu);
+    c->cv.wait_until(lock, t, [&] { return c->closed; });
+    return !c->closed;
+  };
   // An opening may hold more envelopes than the session's write queue: wait for room before each,
   // so a large answer streams at the link's pace instead of overflowing the queue (which closes it).
-  const auto stream = [&](std::vector<std::vector<uint8_t>>& frames) {
+  const auto stream = [&](std::vector<std::vector<uint8_t>>& frames, uint64_t bytes_per_second) {
+    const auto start = std::chrono::steady_clock::now();
+    uint64_t sent = 0;
     for (auto& frame : frames) {
+      if (bytes_per_second != 0) {  // a throttled link (scenarios): frame k leaves once the bytes before it have
+        const auto due = start + std::chrono::microseconds(sent * 1'000'000 / bytes_per_second);
+        if (!wait_until(due)) return;
+      }
+      sent += frame.size();
       if (!session.wait_for_room(frame.size())) return;
       session.send(std::move(frame));
     }
   };
-  if (!reply_filter) return stream(answers);
-  ProviderReply reply = reply_filter(QueryContext{*c->open, env}, std::move(answers));
-  if (reply.delay > std::chrono::milliseconds{0}) {
-    // Waits on the connection's condition variable, so a closed connection ends the wait.
-    std::unique_lock lock(c->mu);
-    c->cv.wait_until(lock, received + reply.delay, [&] { return c->closed; });
-    if (c->closed) return;
-  }
-  stream(reply.frames);
+  if (!reply_filter) return stream(answers, 0);
+  ProviderReply reply = reply_filter(QueryContext{*c->open, env, computed - received}, std::move(answers));
+  if (reply.delay > std::chrono::milliseconds{0} && !wait_until(received + reply.delay)) return;
+  stream(reply.frames, reply.bytes_per_second);
   if (reply.disconnect) session.close(CloseCode::GoingAway, "provider disconnects");
 }
 

@@ -17,6 +17,7 @@ namespace tribunal::nodes {
 struct ProviderReply {
   std::vector<std::vector<uint8_t>> frames;  ///< sent in order (any bytes: may be malformed)
   std::chrono::milliseconds delay{0};         ///< wait this long after the query arrived, then send
+  uint64_t bytes_per_second = 0;              ///< pace the frames at this rate (0: as fast as the link takes them)
   bool disconnect = false;                    ///< close the connection after sending
 };
 
@@ -24,6 +25,7 @@ struct ProviderReply {
 struct QueryContext {
   const Envelope& open;   ///< the dispute's DisputeOpen (as the referee forwarded it)
   const Envelope& query;  ///< the referee's Query envelope
+  std::chrono::steady_clock::duration compute;  ///< how long the node took to compute its answer
 };
 
 /// Rewrites the reply to one query; `answers` are the node's own signed answer envelopes.

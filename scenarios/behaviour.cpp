@@ -215,6 +215,11 @@ nodes::ReplyFilter make_reply_filter(BehaviourSetup setup, std::shared_ptr<Behav
       // Just inside its clock; the referee's clock started a little before ours.
       reply.delay = std::max(query.clock - std::chrono::milliseconds(400), std::chrono::milliseconds{0});
       ++st.counts.acts;
+    } else if (b.kind == AnswerKind::WithholdOpenings && query.kind == QueryKind::OpenInputs) {
+      // Leaves the other party to stream the inputs alone, against its clock.
+      reply.frames.clear();
+      ++st.counts.acts;
+      st.counts.frames_withheld += static_cast<uint32_t>(frames.size());
     } else if (b.kind == AnswerKind::Disconnect && active && st.counts.acts == 0) {
       reply.frames.clear();
       reply.disconnect = true;
@@ -239,9 +244,16 @@ nodes::ReplyFilter make_reply_filter(BehaviourSetup setup, std::shared_ptr<Behav
     }
     if (!frames.empty()) st.last_answer = frames.front();
 
-    // The link: added latency on every reply; a dropped reply takes the connection with it.
+    // A slower machine: the answer leaves as late as computing it there would have made it.
+    if (setup.slowdown > 1 && !reply.frames.empty()) {
+      reply.delay += std::chrono::duration_cast<std::chrono::milliseconds>(q.compute * (setup.slowdown - 1));
+      ++st.counts.slowed;
+    }
+    // The link: added latency on every reply, its bandwidth; a dropped reply takes the connection with it.
     reply.delay += setup.link.latency;
-    if (setup.link.latency > std::chrono::milliseconds{0}) ++st.counts.link_delayed;
+    reply.bytes_per_second = setup.link.bytes_per_second;
+    if (setup.link.latency > std::chrono::milliseconds{0} || (setup.link.bytes_per_second != 0 && !reply.frames.empty()))
+      ++st.counts.link_delayed;
     if (setup.link.drop_rate > 0 && std::uniform_real_distribution<double>(0, 1)(st.rng) < setup.link.drop_rate) {
       reply.frames.clear();
       reply.disconnect = true;

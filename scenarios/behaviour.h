@@ -26,7 +26,8 @@ struct BehaviourCounts {
   uint32_t frames_injected = 0;  ///< frames it sent that the honest node would not have (lies, malformed)
   uint32_t frames_withheld = 0;  ///< honest answer frames it did not send
   uint32_t disconnects = 0;   ///< connections it dropped (disconnect, crash, a lossy link)
-  uint32_t link_delayed = 0;  ///< replies the link delayed
+  uint32_t link_delayed = 0;  ///< replies the link delayed (latency) or paced (bandwidth)
+  uint32_t slowed = 0;        ///< replies held back by a slower machine (ProviderSpec::slowdown)
   uint32_t link_dropped = 0;  ///< replies the link lost
 };
 
@@ -47,6 +48,7 @@ struct BehaviourSetup {
   KeyPair key;                         ///< the provider's own key (lies are signed: they are evidence)
   AnswerBehaviour answers;
   LinkConditions link;
+  double slowdown = 1;                 ///< ProviderSpec::slowdown
   std::filesystem::path mirror_store;  ///< store of the provider it parrots (change_root, always_agree, …)
   int threads = 1;
   /// crash_restart: asks the runner to crash this node now and restart it after `down`. Must not

@@ -1,5 +1,6 @@
 #include "scenarios/runner.h"
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -101,7 +102,7 @@ class ProviderFleet {
     config.fault = s.spec.work;
     config.server = server;
     s.node = std::make_unique<nodes::ProviderNode>(ctx_, s.key, std::move(config), log);
-    BehaviourSetup setup{s.key, s.spec.answers, s.spec.link, s.mirror_store, options_.threads,
+    BehaviourSetup setup{s.key, s.spec.answers, s.spec.link, s.spec.slowdown, s.mirror_store, options_.threads,
                          [this, i](std::chrono::milliseconds down) {
                            std::lock_guard lock(mu_);
                            crashes_requested_.push_back({i, down});
@@ -151,8 +152,10 @@ void check_acted(const Scenario& s, ScenarioResult& r) {
     if (p.answers.kind != AnswerKind::Honest && c.acts == 0)
       r.mismatches.push_back(fmt::format("provider {}: its answers behaviour '{}' never acted (round {} was never reached?)",
                                          p.name, answer_kind_name(p.answers.kind), p.answers.round));
-    if (p.link.latency > std::chrono::milliseconds{0} && c.link_delayed == 0)
-      r.mismatches.push_back(fmt::format("provider {}: its link latency never delayed a reply", p.name));
+    if ((p.link.latency > std::chrono::milliseconds{0} || p.link.bytes_per_second != 0) && c.link_delayed == 0)
+      r.mismatches.push_back(fmt::format("provider {}: its link's latency or bandwidth never delayed a reply", p.name));
+    if (p.slowdown > 1 && c.slowed == 0)
+      r.mismatches.push_back(fmt::format("provider {}: its slowdown never held back a reply", p.name));
     if (p.link.drop_rate > 0 && c.link_dropped == 0)
       r.mismatches.push_back(fmt::format("provider {}: its lossy link never lost a reply", p.name));
   }
@@ -194,6 +197,26 @@ std::string located_op(const Verdict& v) {
   return op_name(static_cast<OpKind>(v.op));
 }
 
+// Busy threads beside the nodes for as long as the scenario runs ([load] cpu_hogs): a loaded machine.
+class CpuHogs {
+ public:
+  explicit CpuHogs(int n) {
+    for (int i = 0; i < n; ++i)
+      threads_.emplace_back([this] {
+        volatile uint64_t spin = 0;
+        while (!stop_.load(std::memory_order_relaxed)) spin = spin + 1;
+      });
+  }
+  ~CpuHogs() {
+    stop_ = true;
+    for (auto& t : threads_) t.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
 ScenarioResult run_scenario(const Scenario& s, const RunOptions& o) {
   ScenarioResult r;
   r.name = s.name;
@@ -204,6 +227,7 @@ ScenarioResult run_scenario(const Scenario& s, const RunOptions& o) {
   std::filesystem::remove_all(dir, ec);
   const nodes::LogFn log = o.log ? o.log : nodes::LogFn([](const std::string&) {});
   try {
+    const CpuHogs hogs(s.cpu_hogs);
     NetContext ctx(2, false);
     nodes::RefereeNodeOptions ro;
     ro.data_dir = dir / "referee";  // the referee of a scenario is durable, as `tribunal referee` is

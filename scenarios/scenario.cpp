@@ -16,7 +16,7 @@
 namespace tribunal::scenarios {
 namespace {
 
-constexpr std::array<std::pair<AnswerKind, const char*>, 24> kAnswerKinds = {{
+constexpr std::array<std::pair<AnswerKind, const char*>, 25> kAnswerKinds = {{
     {AnswerKind::Honest, "honest"},
     {AnswerKind::BadProof, "bad_proof"},
     {AnswerKind::Equivocate, "equivocate"},
@@ -30,6 +30,7 @@ constexpr std::array<std::pair<AnswerKind, const char*>, 24> kAnswerKinds = {{
     {AnswerKind::Silent, "silent"},
     {AnswerKind::Late, "late"},
     {AnswerKind::LastMoment, "last_moment"},
+    {AnswerKind::WithholdOpenings, "withhold_openings"},
     {AnswerKind::Disconnect, "disconnect"},
     {AnswerKind::CrashRestart, "crash_restart"},
     {AnswerKind::Truncated, "truncated"},
@@ -162,6 +163,8 @@ AnswerBehaviour read_answers(const TableReader& a) {
 LinkConditions read_link(const TableReader& t, LinkConditions base) {
   base.latency = std::chrono::milliseconds(t.integer("latency_ms", base.latency.count(), false, 0, 60000));
   base.drop_rate = t.real("drop_rate", base.drop_rate, 0.0, 0.5);
+  base.bytes_per_second = static_cast<uint64_t>(
+      t.integer("bytes_per_second", static_cast<int64_t>(base.bytes_per_second), false, 0, int64_t{1} << 40));
   return base;
 }
 
@@ -184,7 +187,7 @@ Scenario load_scenario(const std::filesystem::path& file) {
   Scenario s;
   s.file = file;
   TableReader top(&root, "scenario", source);
-  top.allow_only({"name", "about", "job", "seed", "dispute", "network", "provider", "expect"});
+  top.allow_only({"name", "about", "job", "seed", "dispute", "network", "load", "provider", "expect"});
   s.name = top.string("name", file.stem().string());
   s.about = top.string("about", "");
   s.seed = static_cast<uint64_t>(top.integer("seed", 1, false, 0, INT64_MAX));
@@ -205,8 +208,11 @@ Scenario load_scenario(const std::filesystem::path& file) {
   locate_data(job, DataRegistry::debian());
 
   TableReader network(root, "network", source, false);
-  network.allow_only({"latency_ms", "drop_rate"});
+  network.allow_only({"latency_ms", "drop_rate", "bytes_per_second"});
   s.network = read_link(network, {});
+  TableReader load(root, "load", source, false);
+  load.allow_only({"cpu_hogs"});
+  s.cpu_hogs = static_cast<int>(load.integer("cpu_hogs", 0, false, 0, 64));
 
   const toml::node* providers = root.get("provider");
   const toml::array* list = providers ? providers->as_array() : nullptr;
@@ -217,12 +223,13 @@ Scenario load_scenario(const std::filesystem::path& file) {
     const toml::table* t = n.as_table();
     if (!t) throw EngineError(fmt::format("{}: [[provider]] entries must be tables", toml_where(source, n.source())));
     TableReader p(t, "provider", source);
-    p.allow_only({"name", "latency_ms", "drop_rate", "work", "answers"});
+    p.allow_only({"name", "latency_ms", "drop_rate", "bytes_per_second", "slowdown", "work", "answers"});
     ProviderSpec spec;
     spec.name = p.string("name", "", true);
     if (spec.name.empty() || spec.name == "none" || !names.insert(spec.name).second)
       throw EngineError(fmt::format("{}: provider.name '{}' must be unique, non-empty and not 'none'", p.location("name"), spec.name));
     spec.link = read_link(p, s.network);
+    spec.slowdown = p.real("slowdown", 1.0, 1.0, 1000.0);
     TableReader work(*t, "work", source, false);
     spec.work = read_work(work, spec.work_kind, job, p.location("work"));
     spec.answers = read_answers(TableReader(*t, "answers", source, false));

@@ -32,8 +32,9 @@ enum class AnswerKind : uint8_t {
   BadRecord,          ///< an opened node record whose input is not its producer's output
   // liveness
   Silent,             ///< from `round` on, never answers
-  Late,               ///< from `round` on, answers 500 ms after the deadline
-  LastMoment,         ///< answers every question just before its deadline
+  Late,               ///< from `round` on, answers 500 ms after its clock ran out
+  LastMoment,         ///< answers every question just before its clock runs out
+  WithholdOpenings,   ///< answers everything but the opening of the located node's inputs
   Disconnect,         ///< at `round`, drops the connection instead of answering (once)
   CrashRestart,       ///< at `round`, the whole node crashes; it restarts from its store after down_ms
   // malformed frames (sent before the real answer, or instead of it)
@@ -65,6 +66,7 @@ struct AnswerBehaviour {
 struct LinkConditions {
   std::chrono::milliseconds latency{0};  ///< added to every reply
   double drop_rate = 0;     ///< probability a reply is lost with the connection (the referee reconnects)
+  uint64_t bytes_per_second = 0;  ///< the link's bandwidth for replies (0: unlimited)
 };
 
 struct ProviderSpec {
@@ -73,6 +75,9 @@ struct ProviderSpec {
   std::string work_kind = "honest";
   AnswerBehaviour answers;
   LinkConditions link;
+  /// How much slower its machine computes than the others' (≥ 1): each answer is held back by
+  /// (slowdown − 1) × the time it took to compute.
+  double slowdown = 1;
 };
 
 /// What the scenario must end in. Unset fields are not checked.
@@ -99,6 +104,7 @@ struct Scenario {
   std::string job_text;
   uint64_t seed = 1;          ///< drives drops and random lies
   LinkConditions network;     ///< default link of every provider
+  int cpu_hogs = 0;           ///< [load] busy threads spinning beside the nodes while the scenario runs
   std::vector<ProviderSpec> providers;
   Expectation expect;
 };
