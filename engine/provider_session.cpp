@@ -53,11 +53,7 @@ std::vector<std::vector<uint8_t>> ProviderDisputeSession::on_envelope(const Enve
   answer_sequence(env.sequence, 0);
   // The first query fixes the referee's key; every later one must come from the same referee.
   if (referee_known_ && env.sender != referee_) throw ProtocolError("query signed by another referee");
-  // The last query again, byte for byte (a referee that reconnected re-sends it as it was): answered
-  // again with the same sequence numbers, so the same envelopes; any other old sequence is a replay.
-  const bool resent = env.sequence == last_sequence_ && env.bytes == last_query_;
-  if (env.sequence <= last_sequence_ && !resent) throw ProtocolError("stale sequence number (replay)");
-  last_query_ = env.bytes;
+  if (env.sequence <= last_sequence_) throw ProtocolError("stale sequence number (replay)");
   referee_ = env.sender;
   referee_known_ = true;
   last_sequence_ = env.sequence;

@@ -26,9 +26,8 @@ class ProviderDisputeSession {
   /// A query from the referee → the answer envelopes. Queries not signed by a trusted referee key
   /// (or by another one than the first query's), for another dispute, not queries, or with a stale
   /// sequence number are refused with ProtocolError (nothing is computed or answered). A query
-  /// re-sent with a higher sequence number (a resumed referee), or the last query re-sent byte for
-  /// byte (a referee that reconnected), is simply answered again: from the responder's caches, so a
-  /// session kept across connections recomputes nothing.
+  /// re-sent with a higher sequence number (a resumed referee) is simply answered again. Sequence
+  /// numbers are checked per connection (new_connection()); the responder's caches outlive them.
   ///
   /// Answer sequence numbers are derived from the query's, without storage, so that they are
   /// restart-safe: the k-th envelope answering a query of sequence q has sequence
@@ -42,6 +41,12 @@ class ProviderDisputeSession {
   /// The sequence number of the k-th envelope answering the query with sequence `query_sequence`.
   static uint64_t answer_sequence(uint64_t query_sequence, uint64_t k);
 
+  /// The session now answers on a new connection (a provider keeps one session per dispute across
+  /// connections, for its caches): a referee that reconnects, or restarted without its store, starts
+  /// its sequence numbers over there, so sequence numbers are checked per connection, as with a
+  /// session per connection. The referee's key stays pinned.
+  void new_connection() { last_sequence_ = 0; }
+
   const Digest& dispute_id() const { return dispute_id_; }
   int party() const { return party_; }
 
@@ -53,7 +58,6 @@ class ProviderDisputeSession {
   PublicKey referee_{};
   bool referee_known_ = false;
   uint64_t last_sequence_ = 0;
-  std::vector<uint8_t> last_query_;  // the envelope of the last query answered
   DisputeResponder responder_;
 };
 

@@ -239,7 +239,11 @@ void ProviderNode::answer(const std::shared_ptr<Connection>& c, const Envelope& 
   if (std::find(referees.begin(), referees.end(), env.sender) == referees.end())
     throw WireError(CloseCode::PolicyViolation, "query signed by a key that is not a trusted referee");
   if (!c->open) throw WireError(CloseCode::PolicyViolation, "a query before the DisputeOpen");
-  if (!c->dispute) c->dispute = dispute_for(*c, env.sender);
+  if (!c->dispute) {
+    c->dispute = dispute_for(*c, env.sender);
+    std::lock_guard lock(c->dispute->mu);
+    c->dispute->session->new_connection();
+  }
   const auto received = std::chrono::steady_clock::now();
   std::vector<std::vector<uint8_t>> answers;
   {

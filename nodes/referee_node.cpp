@@ -5,6 +5,10 @@
 #include <array>
 #include <chrono>
 
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <fmt/format.h>
 
 #include "nodes/referee_node.h"
@@ -68,7 +72,21 @@ std::unique_ptr<RefereeStore> open_store(const RefereeNodeOptions& o, const KeyP
 
 }  // namespace
 
+namespace asio = boost::asio;
+
+// The pool that plays the disputes, off the network threads.
+struct RefereeNode::Workers {
+  explicit Workers(int n) : pool(static_cast<size_t>(n > 0 ? n : std::max(2u, std::thread::hardware_concurrency()))) {}
+  asio::thread_pool pool;
+  asio::steady_timer prune_timer{pool};
+};
+
 struct RefereeNode::Live {
+  explicit Live(asio::thread_pool& pool) : strand(asio::make_strand(pool)), timer(strand) {}
+  // Everything that touches the dispute runs on its strand, one event at a time; `mu` guards what
+  // attach() reads from other workers (clients, finished).
+  asio::strand<asio::thread_pool::executor_type> strand;
+  asio::steady_timer timer;  // armed at the dispute's next deadline or reconnection
   std::mutex mu;
   std::unique_ptr<RefereeDispute> dispute;
   std::string tag;                                    // short dispute id for logs
@@ -92,31 +110,15 @@ RefereeNode::RefereeNode(NetContext& ctx, KeyPair key, RefereeNodeOptions option
       key_(key),
       options_(std::move(options)),
       log_(std::move(log)),
+      workers_(std::make_unique<Workers>(options_.workers)),
       store_(open_store(options_, key_)),
       policy_(std::move(providers)),
       server_(
           ctx,
           [this](std::shared_ptr<Session> s) {
             std::weak_ptr<Session> weak = s;
-            s->set_handlers({[this, weak](Session& session, std::vector<uint8_t> bytes) {
-                               Envelope env;
-                               try {
-                                 env = open_envelope(bytes);
-                                 if (env.kind != MessageKind::DisputeOpen)
-                                   throw WireError(CloseCode::PolicyViolation, "expected a DisputeOpen");
-                               } catch (const WireError& e) {  // not even a signed opening: no answer
-                                 log_(fmt::format("referee: refused client {}: {}", session.remote_endpoint(), e.what()));
-                                 session.close(e.code(), e.what());
-                                 return;
-                               }
-                               // A signed opening the referee refuses gets a signed refusal that says why.
-                               try {
-                                 if (auto self = weak.lock()) open(self, env);
-                               } catch (const std::exception& e) {
-                                 log_(fmt::format("referee: refused dispute from {}: {}", session.remote_endpoint(), e.what()));
-                                 session.send(seal(key_, {}, 1, ErrorMessage{1008, e.what()}));
-                                 session.close(CloseCode::PolicyViolation, "dispute refused");
-                               }
+            s->set_handlers({[this, weak](Session&, std::vector<uint8_t> bytes) {
+                               if (auto self = weak.lock()) on_client_message(self, std::move(bytes));
                              },
                              {}});
           },
@@ -125,48 +127,97 @@ RefereeNode::RefereeNode(NetContext& ctx, KeyPair key, RefereeNodeOptions option
         ClientOptions o;
         o.address_policy = policy_;
         return o;
-      }()) {
-  ticker_ = std::thread([this] {
-    auto next_prune = std::chrono::steady_clock::now() + options_.prune_interval;
-    while (!stop_) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      if (store_ && resumed_ && std::chrono::steady_clock::now() >= next_prune) {
-        next_prune = std::chrono::steady_clock::now() + options_.prune_interval;
-        prune_store();
-      }
-      std::vector<std::shared_ptr<Live>> all;
-      {
-        std::lock_guard lock(mu_);
-        for (auto& [id, live] : live_) all.push_back(live);
-      }
-      for (auto& live : all) {
-        std::lock_guard lock(live->mu);
-        if (live->finished) continue;
-        const uint64_t now = now_ms();
-        const double c0 = thread_cpu_seconds();
-        try {
-          auto out = live->dispute->on_tick(now);
-          live->stats.cpu_seconds += thread_cpu_seconds() - c0;
-          deliver(*live, std::move(out));
-        } catch (const StoreError& e) {
-          drop(*live, e.what());
-          continue;
-        }
-        finish_if_done(*live);
-        if (live->finished) continue;
-        for (int p = 0; p < 2; ++p) {
-          const auto i = static_cast<size_t>(p);
-          if (!live->providers[i] && !live->connecting[i] && live->retry_at[i] != 0 && now >= live->retry_at[i])
-            connect_provider(live, p);
-        }
-      }
+      }()) {}
+
+RefereeNode::~RefereeNode() {
+  // The network is stopped by now (its owner stops the NetContext first); stop the workers, then
+  // let the disputes (and their timers) go while the pool still exists.
+  workers_->pool.stop();
+  workers_->pool.join();
+  std::lock_guard lock(mu_);
+  live_.clear();
+}
+
+// A client's message, on a network thread: the opening is checked and started on a worker.
+void RefereeNode::on_client_message(const std::shared_ptr<Session>& client, std::vector<uint8_t> bytes) {
+  asio::post(workers_->pool, [this, client, bytes = std::move(bytes)] {
+    Envelope env;
+    try {
+      env = open_envelope(bytes);
+      if (env.kind != MessageKind::DisputeOpen) throw WireError(CloseCode::PolicyViolation, "expected a DisputeOpen");
+    } catch (const WireError& e) {  // not even a signed opening: no answer
+      log_(fmt::format("referee: refused client {}: {}", client->remote_endpoint(), e.what()));
+      client->close(e.code(), e.what());
+      return;
+    }
+    // A signed opening the referee refuses gets a signed refusal that says why.
+    try {
+      open(client, env);
+    } catch (const std::exception& e) {
+      log_(fmt::format("referee: refused dispute from {}: {}", client->remote_endpoint(), e.what()));
+      client->send(seal(key_, {}, 1, ErrorMessage{1008, e.what()}));
+      client->close(CloseCode::PolicyViolation, "dispute refused");
     }
   });
 }
 
-RefereeNode::~RefereeNode() {
-  stop_ = true;
-  ticker_.join();
+// Arms the dispute's one timer at its next event: the earliest deadline of a party it waits for, or
+// the next reconnection. Called on the dispute's strand after every event.
+void RefereeNode::arm(const std::shared_ptr<Live>& live) {
+  if (live->finished) {
+    live->timer.cancel();
+    return;
+  }
+  uint64_t next = UINT64_MAX;
+  const Game& game = live->dispute->game();
+  for (int p = 0; p < 2; ++p) {
+    if (game.awaiting(p)) next = std::min(next, game.deadline(p) + 1);
+    if (live->retry_at[static_cast<size_t>(p)] != 0) next = std::min(next, live->retry_at[static_cast<size_t>(p)]);
+  }
+  if (next == UINT64_MAX) {
+    live->timer.cancel();
+    return;
+  }
+  live->timer.expires_at(std::chrono::steady_clock::time_point(std::chrono::milliseconds(next)));
+  std::weak_ptr<Live> weak = live;
+  live->timer.async_wait([this, weak](const boost::system::error_code& ec) {
+    if (ec) return;  // cancelled or re-armed
+    if (auto l = weak.lock()) on_timer(l);
+  });
+}
+
+// The dispute's timer fired (on its strand): deadlines, then due reconnections.
+void RefereeNode::on_timer(const std::shared_ptr<Live>& live) {
+  std::lock_guard lock(live->mu);
+  if (live->finished) return;
+  const uint64_t now = now_ms();
+  const double c0 = thread_cpu_seconds();
+  try {
+    auto out = live->dispute->on_tick(now);
+    live->stats.cpu_seconds += thread_cpu_seconds() - c0;
+    deliver(*live, std::move(out));
+  } catch (const StoreError& e) {
+    drop(*live, e.what());
+    return;
+  }
+  finish_if_done(*live);
+  if (!live->finished)
+    for (int p = 0; p < 2; ++p) {
+      const auto i = static_cast<size_t>(p);
+      if (!live->providers[i] && !live->connecting[i] && live->retry_at[i] != 0 && now >= live->retry_at[i])
+        connect_provider(live, p);
+    }
+  arm(live);
+}
+
+// Prunes the store every prune_interval, on a worker.
+void RefereeNode::arm_pruning() {
+  workers_->prune_timer.expires_after(options_.prune_interval);
+  workers_->prune_timer.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    prune_store();
+    arm_pruning();
+  });
 }
 
 size_t RefereeNode::live_disputes() {
@@ -194,13 +245,14 @@ uint16_t RefereeNode::listen(const std::string& host, uint16_t port) {
     }
     log_(fmt::format("referee: store {}: {} undecided dispute(s) resumed", store_->file().string(), resumed));
     prune_store();
+    arm_pruning();
   }
   return server_.listen(host, port);
 }
 
 std::shared_ptr<RefereeNode::Live> RefereeNode::make_live(std::unique_ptr<RefereeDispute> dispute, std::string group,
                                                           bool trusted) {
-  auto live = std::make_shared<Live>();
+  auto live = std::make_shared<Live>(workers_->pool);
   live->dispute = std::move(dispute);
   live->group = std::move(group);
   live->trusted = trusted;
@@ -364,19 +416,30 @@ void RefereeNode::open(std::shared_ptr<Session> client, const Envelope& env) {
     attach(existing);
     return;
   }
-  std::lock_guard lock(live->mu);
-  live->clients.push_back(client);
-  live->stats.bytes_in += env.bytes.size();
-  try {
-    deliver(*live, live->dispute->start(now_ms()));  // commits the opening first
-  } catch (...) {
-    live->finished = true;
-    std::lock_guard node_lock(mu_);
-    release(*live);
-    throw;
-  }
-  live->stats.cpu_seconds += thread_cpu_seconds() - c0;
-  for (int p = 0; p < 2; ++p) connect_provider(live, p);
+  const double checks = thread_cpu_seconds() - c0;
+  // Started on its strand, where everything else of the dispute will run.
+  asio::post(live->strand, [this, live, client, checks, bytes = env.bytes.size()] {
+    std::lock_guard lock(live->mu);
+    live->clients.push_back(client);
+    live->stats.bytes_in += bytes;
+    const double c1 = thread_cpu_seconds();
+    try {
+      deliver(*live, live->dispute->start(now_ms()));  // commits the opening first
+    } catch (const std::exception& e) {
+      live->finished = true;
+      {
+        std::lock_guard node_lock(mu_);
+        release(*live);
+      }
+      log_(fmt::format("referee: refused dispute from {}: {}", client->remote_endpoint(), e.what()));
+      client->send(seal(key_, {}, 1, ErrorMessage{1011, e.what()}));
+      client->close(CloseCode::InternalError, "dispute refused");
+      return;
+    }
+    live->stats.cpu_seconds += checks + thread_cpu_seconds() - c1;
+    for (int p = 0; p < 2; ++p) connect_provider(live, p);
+    arm(live);
+  });
 }
 
 void RefereeNode::resume_stored(const StoredDispute& stored) {
@@ -392,90 +455,119 @@ void RefereeNode::resume_stored(const StoredDispute& stored) {
     if (live_.count(stored.id)) return;
     hold(live);
   }
-  std::lock_guard lock(live->mu);
-  try {
-    // Fresh sequence numbers and deadlines for the open questions; committed before they are sent.
-    deliver(*live, live->dispute->resume(now_ms()));
-  } catch (const StoreError& e) {
-    drop(*live, e.what());
-    throw;
-  }
-  log_(fmt::format("referee: dispute {} resumed from the store ({} inputs, round {})", live->tag, stored.inputs.size(),
-                   live->dispute->game().rounds()));
-  for (int p = 0; p < 2; ++p) connect_provider(live, p);
+  asio::post(live->strand, [this, live, inputs = stored.inputs.size()] {
+    std::lock_guard lock(live->mu);
+    try {
+      // Fresh sequence numbers and restarted clocks for the open questions; committed before they are sent.
+      deliver(*live, live->dispute->resume(now_ms()));
+    } catch (const StoreError& e) {
+      drop(*live, e.what());
+      return;
+    }
+    log_(fmt::format("referee: dispute {} resumed from the store ({} inputs, round {})", live->tag, inputs,
+                     live->dispute->game().rounds()));
+    for (int p = 0; p < 2; ++p) connect_provider(live, p);
+    arm(live);
+  });
 }
 
-// Called with live->mu held.
+// Called on the dispute's strand with live->mu held.
 void RefereeNode::connect_provider(const std::shared_ptr<Live>& live, int party) {
   const auto i = static_cast<size_t>(party);
   live->connecting[i] = true;
   live->retry_at[i] = 0;
-  const std::string url = live->dispute->providers()[i];
   std::weak_ptr<Live> weak = live;
-  client_.connect(url, [this, weak, party, i, url](std::shared_ptr<Session> s, const std::string& error) {
+  client_.connect(live->dispute->providers()[i], [this, weak, party](std::shared_ptr<Session> s, const std::string& error) {
     auto live = weak.lock();
     if (!live) {
       if (s) s->close(CloseCode::Normal, "dispute over");
       return;
     }
-    if (!s) {
-      std::lock_guard lock(live->mu);
-      live->connecting[i] = false;
-      if (!live->finished) provider_lost(*live, party, "cannot reach it at " + url + ": " + error);
-      return;
+    if (s) {
+      // Installed now, on the network thread, so no message is missed; each only stamps its arrival
+      // and hands it to the dispute's strand, holding the session's reads until it is handled.
+      std::weak_ptr<Session> session = s;
+      s->set_handlers({[this, weak, party, session](Session& current, std::vector<uint8_t> bytes) {
+                         const uint64_t arrived = now_ms();
+                         auto live = weak.lock();
+                         auto self = session.lock();
+                         if (!live || !self) return;
+                         current.set_reading(false);
+                         asio::post(live->strand, [this, live, party, self, bytes = std::move(bytes), arrived]() mutable {
+                           on_provider_message(live, party, self, std::move(bytes), arrived);
+                           self->set_reading(true);
+                         });
+                       },
+                       [this, weak, party, session](Session&, const CloseInfo& info) {
+                         auto live = weak.lock();
+                         if (!live) return;
+                         asio::post(live->strand, [this, live, party, self = session.lock(), info] {
+                           std::lock_guard lock(live->mu);
+                           auto& current = live->providers[static_cast<size_t>(party)];
+                           if (!current || current != self) return;
+                           current.reset();
+                           if (!live->finished) provider_lost(*live, party, "connection lost: " + to_string(info));
+                           arm(live);
+                         });
+                       }});
     }
-    std::weak_ptr<Live> weak2 = live;
-    s->set_handlers(
-        {[this, weak2, party](Session& session, std::vector<uint8_t> bytes) {
-           auto live = weak2.lock();
-           if (!live) return;
-           std::lock_guard lock(live->mu);
-           live->stats.bytes_in += bytes.size();
-           if (live->finished || live->providers[static_cast<size_t>(party)].get() != &session) return;
-           const double c0 = thread_cpu_seconds();
-           try {
-             const Envelope env = open_envelope(bytes);
-             std::string refused;
-             auto out = live->dispute->on_envelope(party, env, now_ms(), &refused);
-             if (!refused.empty()) log_(fmt::format("referee: refused a message from provider {}: {}", party, refused));
-             if (!refused.empty() || live->dispute->refused_last()) ++live->stats.refused;
-             deliver(*live, std::move(out));
-           } catch (const WireError& e) {
-             // Undecodable or badly signed: refused without touching the game.
-             ++live->stats.refused;
-             log_(fmt::format("referee: refused a frame from {}: {}", session.remote_endpoint(), e.what()));
-           } catch (const StoreError& e) {
-             drop(*live, e.what());
-             return;
-           }
-           live->stats.cpu_seconds += thread_cpu_seconds() - c0;
-           finish_if_done(*live);
-         },
-         [this, weak2, party](Session& session, const CloseInfo& info) {
-           auto live = weak2.lock();
-           if (!live) return;
-           std::lock_guard lock(live->mu);
-           auto& current = live->providers[static_cast<size_t>(party)];
-           if (current.get() != &session) return;
-           current.reset();
-           if (!live->finished) provider_lost(*live, party, "connection lost: " + to_string(info));
-         }});
-    std::lock_guard lock(live->mu);
-    live->connecting[i] = false;
-    if (live->finished) {
-      s->close(CloseCode::Normal, "dispute over");
-      return;
-    }
-    live->providers[i] = s;
-    live->backoff_ms[i] = 0;
-    if (live->connected_once[i]) ++live->stats.reconnects;
-    live->connected_once[i] = true;
-    // The DisputeOpen (the provider's new session learns the job) and the question it owes.
-    for (auto& o : live->dispute->reconnect(party)) {
-      live->stats.bytes_out += o.envelope.size();
-      s->send(std::move(o.envelope));
-    }
+    asio::post(live->strand, [this, live, party, s = std::move(s), error] { on_provider_connected(live, party, s, error); });
   });
+}
+
+// A connection to a provider was made or failed (on the dispute's strand).
+void RefereeNode::on_provider_connected(const std::shared_ptr<Live>& live, int party, std::shared_ptr<Session> s,
+                                        const std::string& error) {
+  const auto i = static_cast<size_t>(party);
+  std::lock_guard lock(live->mu);
+  live->connecting[i] = false;
+  if (live->finished) {
+    if (s) s->close(CloseCode::Normal, "dispute over");
+    return;
+  }
+  if (!s || !s->is_open()) {
+    provider_lost(*live, party, "cannot reach it at " + live->dispute->providers()[i] + ": " +
+                                    (s ? std::string("connection closed") : error));
+    arm(live);
+    return;
+  }
+  live->providers[i] = s;
+  live->backoff_ms[i] = 0;
+  if (live->connected_once[i]) ++live->stats.reconnects;
+  live->connected_once[i] = true;
+  // The DisputeOpen (the provider's new session learns the job) and the question it owes.
+  for (auto& o : live->dispute->reconnect(party)) {
+    live->stats.bytes_out += o.envelope.size();
+    s->send(std::move(o.envelope));
+  }
+  arm(live);
+}
+
+// A provider's message (on the dispute's strand), judged as of its arrival.
+void RefereeNode::on_provider_message(const std::shared_ptr<Live>& live, int party, const std::shared_ptr<Session>& session,
+                                      std::vector<uint8_t> bytes, uint64_t arrived_ms) {
+  std::lock_guard lock(live->mu);
+  live->stats.bytes_in += bytes.size();
+  if (live->finished || live->providers[static_cast<size_t>(party)] != session) return;
+  const double c0 = thread_cpu_seconds();
+  try {
+    const Envelope env = open_envelope(bytes);
+    std::string refused;
+    auto out = live->dispute->on_envelope(party, env, arrived_ms, &refused);
+    if (!refused.empty()) log_(fmt::format("referee: refused a message from provider {}: {}", party, refused));
+    if (!refused.empty() || live->dispute->refused_last()) ++live->stats.refused;
+    deliver(*live, std::move(out));
+  } catch (const WireError& e) {
+    // Undecodable or badly signed: refused without touching the game.
+    ++live->stats.refused;
+    log_(fmt::format("referee: refused a frame from {}: {}", session->remote_endpoint(), e.what()));
+  } catch (const StoreError& e) {
+    drop(*live, e.what());
+    return;
+  }
+  live->stats.cpu_seconds += thread_cpu_seconds() - c0;
+  finish_if_done(*live);
+  arm(live);
 }
 
 // Called with live.mu held.
@@ -501,15 +593,17 @@ void RefereeNode::deliver(Live& live, std::vector<RefereeDispute::Outgoing> out)
 void RefereeNode::finish_if_done(Live& live) {
   if (live.finished || !live.dispute->done()) return;
   live.finished = true;
+  live.timer.cancel();
   live.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - live.started).count();
+  live.stats.bytes_out += live.dispute->verdict_envelope().size() * live.clients.size();
+  // Reported before the clients get the verdict, so whoever waits for it sees the report done.
+  if (on_finished) on_finished(*live.dispute, live.stats);
   for (auto& c : live.clients) {
-    live.stats.bytes_out += live.dispute->verdict_envelope().size();
     c->send(live.dispute->verdict_envelope());
     c->close(CloseCode::Normal, "verdict");
   }
   for (auto& s : live.providers)
     if (s) s->close(CloseCode::Normal, "verdict");
-  if (on_finished) on_finished(*live.dispute, live.stats);
   std::lock_guard lock(mu_);
   release(live);
 }
@@ -519,6 +613,7 @@ void RefereeNode::finish_if_done(Live& live) {
 void RefereeNode::drop(Live& live, const std::string& why) {
   if (live.finished) return;
   live.finished = true;
+  live.timer.cancel();
   log_(fmt::format("referee: dispute {} suspended: {}", live.tag, why));
   // No ErrorMessage: a client that reconnects and opens the dispute again resumes it from the store.
   for (auto& c : live.clients) c->close(CloseCode::InternalError, "store failure");

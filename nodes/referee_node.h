@@ -51,6 +51,9 @@ struct RefereeNodeOptions {
   std::chrono::seconds retention = std::chrono::hours(24 * 30);
   /// How often the referee node prunes its store.
   std::chrono::seconds prune_interval = std::chrono::hours(1);
+  /// Worker threads that play the disputes (signature checks, the game, store commits,
+  /// re-execution); 0: the machine's hardware threads. The network threads only move bytes.
+  int workers = 0;
   /// Test hook (tests/referee_crash.sh): when non-zero, the process kills itself with SIGKILL right
   /// after committing its N-th event to the store, to test recovery at every point of a dispute.
   uint64_t crash_after_events = 0;
@@ -67,7 +70,9 @@ struct DisputeStats {
 };
 
 /// `tribunal referee`: accepts DisputeOpen from clients, connects to both providers, plays the game,
-/// signs the verdict and sends it to everyone. Many disputes at once; a ticker enforces deadlines.
+/// signs the verdict and sends it to everyone. Many disputes at once, each on its own strand of a
+/// worker pool with one timer armed at its next deadline: the network threads never wait for a
+/// dispute, and a message's lateness is judged by when it arrived (docs/protocol.md, "Clocks").
 ///
 /// Durable when `options.data_dir` is set (referee/store.h): every input that changes a dispute is
 /// committed before any message it causes is sent, so after a crash (even SIGKILL) the next
@@ -104,6 +109,15 @@ class RefereeNode {
 
  private:
   struct Live;
+  struct Workers;
+  void on_client_message(const std::shared_ptr<Session>& client, std::vector<uint8_t> bytes);
+  void on_provider_message(const std::shared_ptr<Live>& live, int party, const std::shared_ptr<Session>& session,
+                           std::vector<uint8_t> bytes, uint64_t arrived_ms);
+  void on_provider_connected(const std::shared_ptr<Live>& live, int party, std::shared_ptr<Session> s,
+                             const std::string& error);
+  void on_timer(const std::shared_ptr<Live>& live);
+  void arm(const std::shared_ptr<Live>& live);
+  void arm_pruning();
   void open(std::shared_ptr<Session> client, const Envelope& env);
   std::shared_ptr<Live> make_live(std::unique_ptr<RefereeDispute> dispute, std::string group, bool trusted);
   bool trusted(const PublicKey& client) const;
@@ -123,6 +137,7 @@ class RefereeNode {
   KeyPair key_;
   RefereeNodeOptions options_;
   LogFn log_;
+  std::unique_ptr<Workers> workers_;  // destroyed after live_, whose timers run on it
   std::unique_ptr<RefereeStore> store_;
   AddressPolicy policy_;
   Server server_;
@@ -133,8 +148,6 @@ class RefereeNode {
   size_t trusted_live_ = 0;                   // live disputes opened by trusted clients
   std::atomic<uint64_t> events_{0};           // inputs committed by this process (crash hook)
   std::atomic<bool> resumed_{false};
-  std::atomic<bool> stop_{false};
-  std::thread ticker_;
 };
 
 }  // namespace tribunal::nodes

@@ -135,7 +135,8 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::start(uint64_t now_ms) {
 std::vector<RefereeDispute::Outgoing> RefereeDispute::resume(uint64_t now_ms) {
   if (!started_) throw ProtocolError("dispute: resume() before start()");
   if (done()) return {};
-  emit("resumed: re-issuing the open questions with fresh deadlines");
+  emit("resumed: re-issuing the open questions with restarted clocks");
+  for (auto& p : opening_) p.clear();  // partial openings are asked for again, whole
   auto out = handle(game_->on_resume(now_ms), now_ms);
   record({DisputeInput::Kind::Resume, 0, {}, now_ms});
   return out;
@@ -205,8 +206,22 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::on_envelope(int party, con
   last_sequence_[static_cast<size_t>(party)] = env.sequence;
   auto actions = game_->on_message(party, env.body, now_ms);
   refused_by_game_ = is_refusal(actions);
+  if (refused_by_game_) return handle(std::move(actions), now_ms);
+  DisputeInput input{DisputeInput::Kind::Envelope, party, env.bytes, now_ms};
+  auto& pending = opening_[static_cast<size_t>(party)];
+  if (actions.empty() && game_->phase() == Phase::OpenInputs) {
+    // An opening in progress changes nothing durable (a resumed game asks for it whole again): its
+    // envelopes are recorded once it completes or decides something, and only the party's whose
+    // opening did, so the record does not depend on which party streamed faster.
+    pending.push_back(std::move(input));
+    return {};
+  }
+  for (DisputeInput& earlier : pending) record(std::move(earlier));  // before what this one causes
+  pending.clear();
+  if (game_->phase() != Phase::OpenInputs)
+    for (auto& p : opening_) p.clear();
   auto out = handle(std::move(actions), now_ms);
-  if (!refused_by_game_) record({DisputeInput::Kind::Envelope, party, env.bytes, now_ms});
+  record(std::move(input));
   return out;
 }
 

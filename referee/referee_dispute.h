@@ -5,7 +5,8 @@
 // moves them over WebSocket).
 //
 // Event sourcing (docs/protocol.md "Resuming"): every input that changes the dispute — the opening, each envelope the
-// game accepted, each tick that decided something, each resume — is reported through `on_input`
+// game accepted (a party's opening of inputs once it completes or decides something), each tick that
+// decided something, each resume — is reported through `on_input`
 // before the messages it causes are returned, so a durable referee commits it first (referee/store.h)
 // and can rebuild the dispute with replay() after a crash. The referee's own sequence numbers are a
 // function of those inputs, so a replayed dispute continues them where the lost process left off.
@@ -174,6 +175,7 @@ class RefereeDispute {
   bool replaying_ = false;
   bool refused_by_game_ = false;                        // the last on_envelope was refused by the game                              // replay(): no signing of queries, no reports
   std::array<std::vector<uint8_t>, 2> last_query_;      // the last question sent to each party
+  std::array<std::vector<DisputeInput>, 2> opening_;    // each party's OpenInputs envelopes not yet recorded
   Verdict verdict_;
   std::optional<std::vector<uint8_t>> verdict_envelope_;
   Phase last_phase_ = Phase::Checkpoints;

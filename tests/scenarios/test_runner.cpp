@@ -67,7 +67,7 @@ TEST_CASE("a malformed frame that is never sent fails its scenario") {
   CHECK_FALSE(r.passed);
   CHECK(r.refused == 0);
   CHECK(has(r.mismatches, "its answers behaviour 'bad_signature' never acted"));
-  CHECK(has(r.mismatches, "refused: expected 16, got 0"));
+  CHECK(has(r.mismatches, "refused: expected 14, got 0"));
 }
 
 TEST_CASE("a scenario states how many disputes it plays") {
