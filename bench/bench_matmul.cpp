@@ -21,8 +21,10 @@
 #include <utility>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_cli.h"
 #include "ops/kernels/matmul.h"
 #include "ops/thread_pool.h"
 
@@ -149,29 +151,29 @@ double gflops(const Shape& s, double seconds) {
 int main(int argc, char** argv) {
   SimdPath path = tribunal::best_simd_path();
   double min_time = 0.3;
-  std::string only;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--path" && i + 1 < argc) {
-      const std::string name = argv[++i];
-      bool found = false;
-      for (SimdPath p : tribunal::available_simd_paths()) {
-        if (name == tribunal::simd_path_name(p)) {
-          path = p;
-          found = true;
-        }
+  std::string only, path_name;
+  CLI::App app("Matmul throughput: RepOps matmul against OpenBLAS cblas_sgemm in the same run; prints one JSON "
+               "object.",
+               "bench_matmul");
+  app.add_option("--path", path_name, "SIMD path of our kernels")
+      ->type_name("scalar|avx2|avx512")
+      ->default_str(tribunal::simd_path_name(path));
+  app.add_option("--min-time", min_time, "each measurement repeats the call for at least this long (> 0)")
+      ->type_name("SECONDS")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber.description(""));
+  app.add_option("--shape", only, "only the shapes whose name contains this")->type_name("NAME");
+  tribunal::bench::parse_command_line(app, argc, argv);
+  if (!path_name.empty()) {
+    bool found = false;
+    for (SimdPath p : tribunal::available_simd_paths()) {
+      if (path_name == tribunal::simd_path_name(p)) {
+        path = p;
+        found = true;
       }
-      if (!found) {
-        std::fprintf(stderr, "bench_matmul: path '%s' is not available on this CPU\n", name.c_str());
-        return 2;
-      }
-    } else if (arg == "--min-time" && i + 1 < argc) {
-      min_time = std::stod(argv[++i]);
-    } else if (arg == "--shape" && i + 1 < argc) {
-      only = argv[++i];
-    } else {
-      std::fprintf(stderr,
-                   "usage: bench_matmul [--path scalar|avx2|avx512] [--min-time SECONDS] [--shape NAME]\n");
+    }
+    if (!found) {
+      std::fprintf(stderr, "bench_matmul: path '%s' is not available on this CPU\n", path_name.c_str());
       return 2;
     }
   }
