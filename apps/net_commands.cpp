@@ -63,6 +63,20 @@ Fault parse_corrupt(const std::string& s) {
   return f;
 }
 
+// --listen HOST:PORT and --key KEYFILE, both required, of a `role` node ("referee", "provider").
+void add_listen_and_key(CLI::App& app, std::string& listen, std::string& key, const std::string& role) {
+  app.add_option("--listen", listen, "address and port to listen on (port 0: any free one)")
+      ->type_name("HOST:PORT")
+      ->required();
+  app.add_option("--key", key, "the " + role + "'s key file (tribunal keygen)")->type_name("KEYFILE")->required();
+}
+
+// FLAG HEX, repeatable: each a public key in hex, appended to `keys`.
+void add_public_keys(CLI::App& app, const std::string& flag, std::vector<PublicKey>& keys, const std::string& help) {
+  add_repeatable(
+      app, flag, "HEX", [flag, &keys](const std::string& v) { keys.push_back(public_key_arg(flag, v)); }, help);
+}
+
 // What `tribunal verify` is given.
 struct VerifySettings {
   std::string file, key_hex;
@@ -217,10 +231,7 @@ Command add_referee(CLI::App& root) {
   CLI::App* app = root.add_subcommand(
       "referee", "serve disputes: drive the bisection game, re-execute one op, sign verdicts; durable and resumed "
                  "on restart");
-  app->add_option("--listen", s->listen, "address and port to listen on (port 0: any free one)")
-      ->type_name("HOST:PORT")
-      ->required();
-  app->add_option("--key", s->key, "the referee's key file (tribunal keygen)")->type_name("KEYFILE")->required();
+  add_listen_and_key(*app, s->listen, s->key, "referee");
   app->add_option("--data", o.data_dir, "durable store: every dispute is kept in DIR/referee.sqlite")
       ->type_name("DIR")
       ->default_str(o.data_dir.string());
@@ -228,9 +239,8 @@ Command add_referee(CLI::App& root) {
       *app, "--allow-network", "CIDR", [s](const std::string& v) { s->allowed.push_back(parse_cidr(v)); },
       "providers on loopback, link-local or private addresses are reached only in these networks",
       "--allow-network: ");
-  add_repeatable(
-      *app, "--client-key", "HEX", [s](const std::string& v) { s->options.trusted_clients.push_back(public_key_arg("--client-key", v)); },
-      "a trusted client's public key: its openings may use the reserved slots");
+  add_public_keys(*app, "--client-key", o.trusted_clients,
+                  "a trusted client's public key: its openings may use the reserved slots");
   add_integer(*app, "--reserved-disputes", o.reserved_disputes, 0, 1000000,
               "live-dispute slots kept for --client-key clients (only when there are any)");
   add_integer(*app, "--max-live-disputes", o.max_live_disputes, 1, 1000000,
@@ -262,20 +272,13 @@ Command add_provider(CLI::App& root) {
   CLI::App* app = root.add_subcommand(
       "provider", "train submitted jobs, return claims signed with the URL referees reach it at, answer the referees "
                   "it trusts");
-  app->add_option("--listen", s->listen, "address and port to listen on (port 0: any free one)")
-      ->type_name("HOST:PORT")
-      ->required();
-  app->add_option("--key", s->key, "the provider's key file (tribunal keygen)")->type_name("KEYFILE")->required();
+  add_listen_and_key(*app, s->listen, s->key, "provider");
   app->add_option("--store", c.store, "checkpoints of each job go to DIR/<job_id>/")->type_name("DIR")->required();
-  add_repeatable(
-      *app, "--referee-key", "HEX", [s](const std::string& v) { s->config.referees.push_back(public_key_arg("--referee-key", v)); },
-      "required: a referee it answers (public key, 64 hex digits)");
+  add_public_keys(*app, "--referee-key", c.referees, "required: a referee it answers (public key, 64 hex digits)");
   app->add_option("--advertise", c.endpoint, "the ws:// URL its claims name (where referees reach it)")
       ->type_name("URL")
       ->default_str("ws://HOST:PORT/ of --listen");
-  add_repeatable(
-      *app, "--client-key", "HEX", [s](const std::string& v) { s->config.clients.push_back(public_key_arg("--client-key", v)); },
-      "accept jobs only from these clients' keys (default: any client)");
+  add_public_keys(*app, "--client-key", c.clients, "accept jobs only from these clients' keys (default: any client)");
   add_datasets(*app, c.datasets);
   add_integer(*app, "--max-steps", c.limits.max_steps, 1, kMaxSteps, "a job's train.steps at most");
   add_integer(*app, "--max-parameters", c.limits.max_parameters, 1, int64_t{1} << 40,
