@@ -41,7 +41,8 @@ int run_campaign_command(const CampaignSettings& s) {
 Command add_campaign(CLI::App& root) {
   auto s = std::make_shared<CampaignSettings>();
   CLI::App* app = root.add_subcommand(
-      "campaign", "random cheaters and bisection lies against the game; one JSON object with honest_losses (must be 0)");
+      "campaign",
+      "random cheaters and bisection lies against the game; one JSON object with honest_losses (must be 0)");
   add_integer(*app, "--games", s->games, 1, int64_t{1} << 40, "disputes to play");
   add_integer(*app, "--seed", s->seed, 0, INT64_MAX, "seed of the cheaters and lies drawn", "S");
   app->add_flag("--json", s->json, "accepted for symmetry: the output is always one JSON object");

@@ -10,8 +10,8 @@ int64_t parse_integer(std::string_view flag, const std::string& text, int64_t lo
   int64_t out = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
   if (ec != std::errc() || end != text.data() + text.size() || out < lo || out > hi)
-    throw UsageError(std::string(flag) + " expects an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                     "], got '" + text + "'");
+    throw UsageError(std::string(flag) + " expects an integer in [" + std::to_string(lo) + ", " +
+                     std::to_string(hi) + "], got '" + text + "'");
   return out;
 }
 
@@ -40,17 +40,18 @@ CLI::Option* add_repeatable(CLI::App& app, const std::string& flag, const std::s
 
 CLI::Option* add_datasets(CLI::App& app, DataRegistry& registry) {
   return add_repeatable(
-      app, "--dataset", "NAME=PATH", [&registry](const std::string& spec) { registry.add(std::string_view(spec)); },
-      "where this node keeps data set NAME's files (fashion-mnist and fortunes are registered at their Debian "
-      "paths)");
+      app, "--dataset", "NAME=PATH",
+      [&registry](const std::string& spec) { registry.add(std::string_view(spec)); },
+      "where this node keeps data set NAME's files (fashion-mnist and fortunes are registered at "
+      "their Debian paths)");
 }
 
 PublicKey public_key_arg(std::string_view flag, const std::string& hex) {
   try {
     return digest_from_hex(hex);
   } catch (const std::exception&) {
-    throw UsageError(std::string(flag) + " expects a public key as 64 hex digits (tribunal keygen prints it), got '" +
-                     hex + "'");
+    throw UsageError(std::string(flag) +
+                     " expects a public key as 64 hex digits (tribunal keygen prints it), got '" + hex + "'");
   }
 }
 

@@ -55,7 +55,10 @@ CLI::Option* add_integer(CLI::App& app, const std::string& flag, T& target, int6
                          const std::string& help, const std::string& value_name = "N") {
   return app
       .add_option_function<std::string>(
-          flag, [&target, flag, lo, hi](const std::string& v) { target = static_cast<T>(parse_integer(flag, v, lo, hi)); },
+          flag,
+          [&target, flag, lo, hi](const std::string& v) {
+            target = static_cast<T>(parse_integer(flag, v, lo, hi));
+          },
           help + " [" + std::to_string(lo) + ", " + std::to_string(hi) + "]")
       ->type_name(value_name)
       ->default_str(std::to_string(target));
@@ -69,7 +72,10 @@ CLI::Option* add_duration(CLI::App& app, const std::string& flag, Target& target
                           const std::string& help, const std::string& unit) {
   return app
       .add_option_function<std::string>(
-          flag, [&target, flag, lo, hi](const std::string& v) { target = Duration(parse_integer(flag, v, lo, hi)); },
+          flag,
+          [&target, flag, lo, hi](const std::string& v) {
+            target = Duration(parse_integer(flag, v, lo, hi));
+          },
           help + " [" + std::to_string(lo) + ", " + std::to_string(hi) + "]")
       ->type_name(unit)
       ->default_str(std::to_string(std::chrono::duration_cast<Duration>(target).count()));

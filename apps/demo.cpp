@@ -205,8 +205,11 @@ Command add_demo(CLI::App& root) {
   auto s = std::make_shared<DemoSettings>();
   CLI::App* app = root.add_subcommand(
       "demo", "a referee, an honest and a cheating provider on loopback; watch the dispute narrow to one op");
-  app->add_option("--job", s->job_path, "the job both providers train")->type_name("JOB.toml")->default_str("scenarios/jobs/fashion_mlp.toml");
-  add_integer(*app, "--seed", s->seed, 0, INT64_MAX, "picks the cheater's step and node", "S")->default_str("random");
+  app->add_option("--job", s->job_path, "the job both providers train")
+      ->type_name("JOB.toml")
+      ->default_str("scenarios/jobs/fashion_mlp.toml");
+  add_integer(*app, "--seed", s->seed, 0, INT64_MAX, "picks the cheater's step and node", "S")
+      ->default_str("random");
   app->add_flag("--json", s->json, "print one JSON summary on stdout (the story goes to stderr)");
   add_integer(*app, "--threads", s->threads, 1, 256, "training threads of each provider", "K");
   app->add_option("--out", s->out_dir, "the providers' stores and the verdicts")

@@ -68,13 +68,17 @@ void add_listen_and_key(CLI::App& app, std::string& listen, std::string& key, co
   app.add_option("--listen", listen, "address and port to listen on (port 0: any free one)")
       ->type_name("HOST:PORT")
       ->required();
-  app.add_option("--key", key, "the " + role + "'s key file (tribunal keygen)")->type_name("KEYFILE")->required();
+  app.add_option("--key", key, "the " + role + "'s key file (tribunal keygen)")
+      ->type_name("KEYFILE")
+      ->required();
 }
 
 // FLAG HEX, repeatable: each a public key in hex, appended to `keys`.
-void add_public_keys(CLI::App& app, const std::string& flag, std::vector<PublicKey>& keys, const std::string& help) {
+void add_public_keys(CLI::App& app, const std::string& flag, std::vector<PublicKey>& keys,
+                     const std::string& help) {
   add_repeatable(
-      app, flag, "HEX", [flag, &keys](const std::string& v) { keys.push_back(public_key_arg(flag, v)); }, help);
+      app, flag, "HEX", [flag, &keys](const std::string& v) { keys.push_back(public_key_arg(flag, v)); },
+      help);
 }
 
 // What `tribunal verify` is given.
@@ -148,7 +152,8 @@ struct ProviderSettings {
 int run_provider(ProviderSettings& s) {
   ProviderConfig& config = s.config;
   if (config.referees.empty())
-    throw UsageError("give at least one --referee-key: the provider answers disputes only from referees it trusts");
+    throw UsageError(
+        "give at least one --referee-key: the provider answers disputes only from referees it trusts");
   if (!config.endpoint.empty()) {
     try {
       parse_ws_url(config.endpoint);
@@ -205,7 +210,8 @@ int run_delegate(DelegateSettings& s) {
 
 Command add_keygen(CLI::App& root) {
   auto path = std::make_shared<std::string>();
-  CLI::App* app = root.add_subcommand("keygen", "make an Ed25519 key file, mode 0600 (prints the public key in hex)");
+  CLI::App* app =
+      root.add_subcommand("keygen", "make an Ed25519 key file, mode 0600 (prints the public key in hex)");
   app->add_option("keyfile", *path, "the key file to write")->type_name("KEYFILE");
   return {app, [path] {
             if (path->empty()) throw UsageError("give the key file to write");
@@ -220,7 +226,8 @@ Command add_verify(CLI::App& root) {
   auto s = std::make_shared<VerifySettings>();
   CLI::App* app = root.add_subcommand("verify", "check a verdict file offline and print what it says");
   app->add_option("verdict", s->file, "the verdict file (verdict-<dispute id>.bin)")->type_name("VERDICT");
-  app->add_option("--referee-key", s->key_hex, "required: the public key of the referee you trust (64 hex digits)")
+  app->add_option("--referee-key", s->key_hex,
+                  "required: the public key of the referee you trust (64 hex digits)")
       ->type_name("HEX");
   return {app, [s] { return run_verify(*s); }};
 }
@@ -229,8 +236,9 @@ Command add_referee(CLI::App& root) {
   auto s = std::make_shared<RefereeSettings>();
   RefereeNodeOptions& o = s->options;
   CLI::App* app = root.add_subcommand(
-      "referee", "serve disputes: drive the bisection game, re-execute one op, sign verdicts; durable and resumed "
-                 "on restart");
+      "referee",
+      "serve disputes: drive the bisection game, re-execute one op, sign verdicts; durable and resumed "
+      "on restart");
   add_listen_and_key(*app, s->listen, s->key, "referee");
   app->add_option("--data", o.data_dir, "durable store: every dispute is kept in DIR/referee.sqlite")
       ->type_name("DIR")
@@ -253,14 +261,15 @@ Command add_referee(CLI::App& root) {
               "work of the heaviest node to re-execute, in multiply-adds or elements");
   add_integer(*app, "--max-opened-bytes", o.limits.max_opened_bytes, 1, int64_t{1} << 40,
               "input bytes of the node with the largest inputs", "BYTES");
-  add_duration<std::chrono::days>(*app, "--retention-days", o.retention, 0, 36500,
-                                  "a decided dispute's record is pruned after this many days (its verdict is kept)",
-                                  "DAYS");
+  add_duration<std::chrono::days>(
+      *app, "--retention-days", o.retention, 0, 36500,
+      "a decided dispute's record is pruned after this many days (its verdict is kept)", "DAYS");
   add_duration<std::chrono::milliseconds>(*app, "--answer-timeout-ms", o.dispute.answer_timeout, 1, 86400000,
-                                          "deadline of a party's answer to an opening or tree question", "MS");
-  add_duration<std::chrono::milliseconds>(*app, "--recompute-timeout-ms", o.dispute.recompute_timeout, 1, 86400000,
-                                          "deadline of an answer that needs recomputation (CommitInterval, CommitStep)",
+                                          "deadline of a party's answer to an opening or tree question",
                                           "MS");
+  add_duration<std::chrono::milliseconds>(
+      *app, "--recompute-timeout-ms", o.dispute.recompute_timeout, 1, 86400000,
+      "deadline of an answer that needs recomputation (CommitInterval, CommitStep)", "MS");
   // Test hook, not in --help: SIGKILL right after committing the N-th event (tests/referee_crash.sh).
   add_integer(*app, "--crash-after-events", o.crash_after_events, 1, 1000000000, "test hook")->group("");
   return {app, [s] { return run_referee(*s); }};
@@ -270,15 +279,20 @@ Command add_provider(CLI::App& root) {
   auto s = std::make_shared<ProviderSettings>();
   ProviderConfig& c = s->config;
   CLI::App* app = root.add_subcommand(
-      "provider", "train submitted jobs, return claims signed with the URL referees reach it at, answer the referees "
-                  "it trusts");
+      "provider",
+      "train submitted jobs, return claims signed with the URL referees reach it at, answer the referees "
+      "it trusts");
   add_listen_and_key(*app, s->listen, s->key, "provider");
-  app->add_option("--store", c.store, "checkpoints of each job go to DIR/<job_id>/")->type_name("DIR")->required();
-  add_public_keys(*app, "--referee-key", c.referees, "required: a referee it answers (public key, 64 hex digits)");
+  app->add_option("--store", c.store, "checkpoints of each job go to DIR/<job_id>/")
+      ->type_name("DIR")
+      ->required();
+  add_public_keys(*app, "--referee-key", c.referees,
+                  "required: a referee it answers (public key, 64 hex digits)");
   app->add_option("--advertise", c.endpoint, "the ws:// URL its claims name (where referees reach it)")
       ->type_name("URL")
       ->default_str("ws://HOST:PORT/ of --listen");
-  add_public_keys(*app, "--client-key", c.clients, "accept jobs only from these clients' keys (default: any client)");
+  add_public_keys(*app, "--client-key", c.clients,
+                  "accept jobs only from these clients' keys (default: any client)");
   add_datasets(*app, c.datasets);
   add_integer(*app, "--max-steps", c.limits.max_steps, 1, kMaxSteps, "a job's train.steps at most");
   add_integer(*app, "--max-parameters", c.limits.max_parameters, 1, int64_t{1} << 40,
@@ -297,8 +311,9 @@ Command add_delegate(CLI::App& root) {
   auto s = std::make_shared<DelegateSettings>();
   DelegateRequest& r = s->request;
   CLI::App* app = root.add_subcommand(
-      "delegate", "give a job to several providers, dispute differing claims, print the outcome (exit 3: no claim "
-                  "stands, 4: a dispute undecided)");
+      "delegate",
+      "give a job to several providers, dispute differing claims, print the outcome (exit 3: no claim "
+      "stands, 4: a dispute undecided)");
   app->add_option("job", r.job_file, "the job file")->type_name("JOB.toml");
   add_repeatable(
       *app, "--provider", "URL", [s](const std::string& v) { s->request.providers.push_back(v); },

@@ -131,11 +131,13 @@ int run_scenarios(RunSettings& settings) {
 Command add_scenario(CLI::App& root) {
   auto run = std::make_shared<RunSettings>();
   auto graph_job = std::make_shared<std::filesystem::path>();
-  CLI::App* app = root.add_subcommand("scenario", "cheater scenario scripts (docs/scenarios.md): run them, or list a "
-                                                  "job's graph nodes to write one");
+  CLI::App* app = root.add_subcommand("scenario",
+                                      "cheater scenario scripts (docs/scenarios.md): run them, or list a "
+                                      "job's graph nodes to write one");
   app->require_subcommand(0, 1);
   CLI::App* run_app = app->add_subcommand(
-      "run", "play cheater scenario scripts over loopback WebSockets; exit 1 if an outcome differs from its expect");
+      "run",
+      "play cheater scenario scripts over loopback WebSockets; exit 1 if an outcome differs from its expect");
   run_app->add_option("files", run->files, "scenario scripts (scenarios/suite/*.toml)")->type_name("FILE");
   run_app->add_flag("--json", run->json, "print one JSON report on stdout (the table goes to stderr)");
   run_app->add_flag("--verbose", run->verbose, "every node's log line, with seconds since the start");
@@ -143,8 +145,8 @@ Command add_scenario(CLI::App& root) {
   run_app->add_option("--work", run->options.work_dir, "the nodes' stores and data")
       ->type_name("DIR")
       ->default_str("$TMPDIR/tribunal-scenarios");
-  CLI::App* graph_app =
-      app->add_subcommand("graph", "the node table of a job's step graph (the `node = N` of a scenario script)");
+  CLI::App* graph_app = app->add_subcommand(
+      "graph", "the node table of a job's step graph (the `node = N` of a scenario script)");
   graph_app->add_option("job", *graph_job, "the job file")->type_name("JOB.toml");
   return {app, [run_app, graph_app, run, graph_job] {
             if (run_app->parsed()) return run_scenarios(*run);

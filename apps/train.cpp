@@ -109,15 +109,18 @@ int run_train(TrainSettings& s) {
 Command add_train(CLI::App& root) {
   auto s = std::make_shared<TrainSettings>();
   CLI::App* app = root.add_subcommand(
-      "train", "train a job with RepOps, write stride checkpoints to DIR, evaluate on the test set (a job names its "
-               "data set; --dataset registers where a name's files are)");
+      "train",
+      "train a job with RepOps, write stride checkpoints to DIR, evaluate on the test set (a job names its "
+      "data set; --dataset registers where a name's files are)");
   app->add_option("job", s->job_path, "the job file (TOML, scenarios/jobs/)")->type_name("JOB.toml");
   add_integer(*app, "--steps", s->options.stop_at, 0, kMaxSteps,
               "stop when the state reaches this step (default: the job's train.steps)")
       ->default_str("");
-  add_integer(*app, "--threads", s->options.threads, 1, 256, "training threads (the trajectory does not depend on it)",
-              "K");
-  app->add_option("--out", s->out_dir, "checkpoint directory")->type_name("DIR")->default_str("runs/<job file stem>");
+  add_integer(*app, "--threads", s->options.threads, 1, 256,
+              "training threads (the trajectory does not depend on it)", "K");
+  app->add_option("--out", s->out_dir, "checkpoint directory")
+      ->type_name("DIR")
+      ->default_str("runs/<job file stem>");
   app->add_flag("--resume", s->options.resume, "continue from the last checkpoint in DIR (verified first)");
   app->add_flag("--json", s->json, "print one JSON object instead of the summary");
   add_datasets(*app, s->datasets);

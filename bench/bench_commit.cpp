@@ -20,9 +20,12 @@ using namespace tribunal;
 int main(int argc, char** argv) {
   std::filesystem::path job_path = std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs/fashion_mlp.toml";
   int threads = 1, repeats = 3;
-  CLI::App app("Checkpoint commitment overhead: a job trained with and without commitments; prints one JSON object.",
-               "bench_commit");
-  app.add_option("job", job_path, "the job file")->type_name("JOB.toml")->default_str("scenarios/jobs/fashion_mlp.toml");
+  CLI::App app(
+      "Checkpoint commitment overhead: a job trained with and without commitments; prints one JSON object.",
+      "bench_commit");
+  app.add_option("job", job_path, "the job file")
+      ->type_name("JOB.toml")
+      ->default_str("scenarios/jobs/fashion_mlp.toml");
   app.add_option("--threads", threads, "training threads [1, 256]")
       ->type_name("K")
       ->capture_default_str()

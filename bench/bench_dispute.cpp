@@ -101,9 +101,12 @@ int main(int argc, char** argv) {
   std::vector<uint64_t> steps_list = {1000, 10000};
   uint64_t stride = 100;
   bool check = false;
-  CLI::App app("The light referee: rounds, CPU and bytes per dispute on the Fashion-MNIST MLP; prints one JSON object.",
-               "bench_dispute");
-  app.add_option("--steps", steps_list, "the job lengths T to dispute, in steps, comma-separated (each at least 1)")
+  CLI::App app(
+      "The light referee: rounds, CPU and bytes per dispute on the Fashion-MNIST MLP; prints one JSON "
+      "object.",
+      "bench_dispute");
+  app.add_option("--steps", steps_list,
+                 "the job lengths T to dispute, in steps, comma-separated (each at least 1)")
       ->type_name("T,T...")
       ->delimiter(',')
       ->default_str("1000,10000")
@@ -112,8 +115,9 @@ int main(int argc, char** argv) {
       ->type_name("S")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24).description(""));
-  app.add_flag("--check", check, "exit 1 unless every cheater is caught at the injected step and node, within the round "
-                                 "bound and the byte allowance");
+  app.add_flag("--check", check,
+               "exit 1 unless every cheater is caught at the injected step and node, within the round "
+               "bound and the byte allowance");
   bench::parse_command_line(app, argc, argv);
   std::vector<std::string> problems;
   nlohmann::json results = nlohmann::json::array();

@@ -190,8 +190,9 @@ int main(int argc, char** argv) {
   int warmup = 2, repeats = 7, rounds = 2;
   bool torch = true;
   std::map<std::string, int64_t> overrides;
-  CLI::App app("GPT training step: tribunal (RepOps) against PyTorch CPU in the same run; prints one JSON object.",
-               "bench_gpt_step");
+  CLI::App app(
+      "GPT training step: tribunal (RepOps) against PyTorch CPU in the same run; prints one JSON object.",
+      "bench_gpt_step");
   app.add_option("--job", job_path, "a gpt job; the flags below override its model and batch")
       ->type_name("FILE")
       ->default_str("scenarios/jobs/gpt_chars.toml");
@@ -200,7 +201,9 @@ int main(int argc, char** argv) {
            flag, [&overrides, flag](int64_t v) { overrides[flag] = v; }, "override the job's value")
         ->type_name("N");
   app.add_option("--warmup", warmup, "untimed steps first")->type_name("N")->capture_default_str();
-  app.add_option("--repeats", repeats, "timed steps (the median counts); at least 1")->type_name("N")->capture_default_str();
+  app.add_option("--repeats", repeats, "timed steps (the median counts); at least 1")
+      ->type_name("N")
+      ->capture_default_str();
   app.add_option("--rounds", rounds, "alternating rounds of ours and torch's (the best counts); at least 1")
       ->type_name("N")
       ->capture_default_str();

@@ -3,11 +3,11 @@
 #include <fmt/core.h>
 #include <sodium.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <functional>
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -95,9 +95,10 @@ nlohmann::json compare(const std::string& name, const std::vector<BenchTensor>& 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app("State-hashing throughput: tensor_leaf against raw libsodium BLAKE2b over the same bytes, one thread; "
-               "prints one JSON object. No options.",
-               "bench_hash");
+  CLI::App app(
+      "State-hashing throughput: tensor_leaf against raw libsodium BLAKE2b over the same bytes, one thread; "
+      "prints one JSON object. No options.",
+      "bench_hash");
   bench::parse_command_line(app, argc, argv);
   ensure_sodium();  // the raw crypto_generichash baseline below calls libsodium directly
 

@@ -153,9 +153,10 @@ int main(int argc, char** argv) {
   SimdPath path = tribunal::best_simd_path();
   Seconds min_time{0.3};
   std::string only, path_name;
-  CLI::App app("Matmul throughput: RepOps matmul against OpenBLAS cblas_sgemm in the same run; prints one JSON "
-               "object.",
-               "bench_matmul");
+  CLI::App app(
+      "Matmul throughput: RepOps matmul against OpenBLAS cblas_sgemm in the same run; prints one JSON "
+      "object.",
+      "bench_matmul");
   app.add_option("--path", path_name, "SIMD path of our kernels")
       ->type_name("scalar|avx2|avx512")
       ->default_str(tribunal::simd_path_name(path));
