@@ -127,6 +127,7 @@ struct RefereeSettings {
 
 int run_referee(RefereeSettings& s) {
   RefereeNodeOptions& options = s.options;
+  if (s.listen.empty() || s.key.empty()) throw UsageError("--listen and --key need values");
   if (options.data_dir.empty()) throw UsageError("--data needs a directory");
   if (!options.trusted_clients.empty() && options.reserved_disputes >= options.max_live_disputes)
     throw UsageError("--reserved-disputes must be below --max-live-disputes (strangers need some slots)");
@@ -151,6 +152,8 @@ struct ProviderSettings {
 
 int run_provider(ProviderSettings& s) {
   ProviderConfig& config = s.config;
+  if (s.listen.empty() || s.key.empty() || config.store.empty())
+    throw UsageError("--listen, --key and --store need values");
   if (config.referees.empty())
     throw UsageError(
         "give at least one --referee-key: the provider answers disputes only from referees it trusts");
