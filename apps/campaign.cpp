@@ -1,5 +1,6 @@
 // `tribunal campaign --games N --seed S`: the randomized adversarial campaign on the sans-I/O game.
 #include <cstdio>
+#include <memory>
 
 #include <nlohmann/json.hpp>
 
@@ -8,15 +9,16 @@
 
 namespace tribunal::cli {
 
-int campaign_main(Args& args) {
+namespace {
+
+// What the command line sets.
+struct CampaignSettings {
   uint64_t games = 10000, seed = 1;
-  while (!args.done()) {
-    const std::string_view a = args.next();
-    if (a == "--games") games = static_cast<uint64_t>(args.integer(a, 1, int64_t{1} << 40));
-    else if (a == "--seed") seed = static_cast<uint64_t>(args.integer(a, 0, INT64_MAX));
-    else if (a == "--json") continue;  // the output is always one JSON object
-    else throw UsageError("campaign: unknown option '" + std::string(a) + "'");
-  }
+  bool json = true;  // --json is accepted; the output is always one JSON object
+};
+
+int run_campaign_command(const CampaignSettings& s) {
+  const uint64_t games = s.games, seed = s.seed;
   const CampaignResult r = run_campaign(games, seed);
   const nlohmann::json out = {{"games", r.games},
                               {"seed", seed},
@@ -32,6 +34,19 @@ int campaign_main(Args& args) {
                               {"first_failure", r.first_failure}};
   std::printf("%s\n", out.dump().c_str());
   return r.ok() ? 0 : 1;
+}
+
+}  // namespace
+
+Command add_campaign(CLI::App& root) {
+  auto s = std::make_shared<CampaignSettings>();
+  CLI::App* app = root.add_subcommand(
+      "campaign",
+      "random cheaters and bisection lies against the game; one JSON object with honest_losses (must be 0)");
+  add_integer(*app, "--games", s->games, 1, int64_t{1} << 40, "disputes to play");
+  add_integer(*app, "--seed", s->seed, 0, INT64_MAX, "seed of the cheaters and lies drawn", "S");
+  app->add_flag("--json", s->json, "accepted for symmetry: the output is always one JSON object");
+  return {app, [s] { return run_campaign_command(*s); }};
 }
 
 }  // namespace tribunal::cli

@@ -2,21 +2,57 @@
 
 #include <charconv>
 
+#include "protocol/hash.h"
+
 namespace tribunal::cli {
 
-std::string Args::value(std::string_view flag) {
-  if (done()) throw UsageError(std::string(flag) + " needs a value");
-  return args_[pos_++];
+int64_t parse_integer(std::string_view flag, const std::string& text, int64_t lo, int64_t hi) {
+  int64_t out = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  if (ec != std::errc() || end != text.data() + text.size() || out < lo || out > hi)
+    throw UsageError(std::string(flag) + " expects an integer in [" + std::to_string(lo) + ", " +
+                     std::to_string(hi) + "], got '" + text + "'");
+  return out;
 }
 
-int64_t Args::integer(std::string_view flag, int64_t lo, int64_t hi) {
-  const std::string v = value(flag);
-  int64_t out = 0;
-  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
-  if (ec != std::errc() || end != v.data() + v.size() || out < lo || out > hi)
-    throw UsageError(std::string(flag) + " expects an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                     "], got '" + v + "'");
-  return out;
+CLI::Option* add_repeatable(CLI::App& app, const std::string& flag, const std::string& value_name,
+                            std::function<void(const std::string&)> add, const std::string& help,
+                            const std::string& context) {
+  return app
+      .add_option_function<std::vector<std::string>>(
+          flag,
+          [add = std::move(add), context](const std::vector<std::string>& values) {
+            for (const std::string& v : values) {
+              try {
+                add(v);
+              } catch (const UsageError&) {
+                throw;
+              } catch (const std::exception& e) {
+                throw UsageError(context + e.what());
+              }
+            }
+          },
+          help + " (repeatable)")
+      ->type_name(value_name)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->allow_extra_args(false);  // one VALUE per occurrence: what follows is the next argument
+}
+
+CLI::Option* add_datasets(CLI::App& app, DataRegistry& registry) {
+  return add_repeatable(
+      app, "--dataset", "NAME=PATH",
+      [&registry](const std::string& spec) { registry.add(std::string_view(spec)); },
+      "where this node keeps data set NAME's files (fashion-mnist and fortunes are registered at "
+      "their Debian paths)");
+}
+
+PublicKey public_key_arg(std::string_view flag, const std::string& hex) {
+  try {
+    return digest_from_hex(hex);
+  } catch (const std::exception&) {
+    throw UsageError(std::string(flag) +
+                     " expects a public key as 64 hex digits (tribunal keygen prints it), got '" + hex + "'");
+  }
 }
 
 }  // namespace tribunal::cli

@@ -1,45 +1,97 @@
-// Small helpers shared by the subcommands: argument scanning and the error type they report.
+// The `tribunal` command line on CLI11: the usage error, each subcommand's registration, and the option
+// helpers that give every flag its range, default and unit in `--help` and its one-line error.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "engine/data_registry.h"
+#include "protocol/envelope.h"
 
 namespace tribunal::cli {
 
-/// A usage error: bad flag or value. main() prints it with the subcommand's usage, exit code 2.
+/// A usage error: a bad flag or value, or a missing argument. main() prints it as one line
+/// `tribunal: COMMAND: MESSAGE` on stderr and exits with 2.
 class UsageError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
 
-/// Walks argv after the subcommand name.
-class Args {
- public:
-  Args(int argc, char** argv, int first) : args_(argv + first, argv + argc) {}
-  bool done() const { return pos_ >= args_.size(); }
-  std::string_view next() { return args_[pos_++]; }
-  /// The value after a flag; UsageError if missing.
-  std::string value(std::string_view flag);
-  /// An integer value in [lo, hi]; UsageError otherwise.
-  int64_t integer(std::string_view flag, int64_t lo, int64_t hi);
-
- private:
-  std::vector<std::string> args_;
-  size_t pos_ = 0;
+/// A subcommand as registered on the `tribunal` app: its CLI11 app (parsed() says whether the command
+/// line chose it) and what runs it once parsing is done, returning the process exit code.
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
 };
 
-/// Subcommands: each returns the process exit code.
-int train_main(Args& args);
-int keygen_main(Args& args);
-int verify_main(Args& args);
-int referee_main(Args& args);
-int provider_main(Args& args);
-int delegate_main(Args& args);
-int demo_main(Args& args);
-int campaign_main(Args& args);
-int scenario_main(Args& args);
+/// The subcommands. Each registers itself and its options on `root` (the options' targets live as
+/// long as the returned Command); `run` throws UsageError for a usage error the parser cannot see
+/// (e.g. a missing key with its reason) and any other exception for a runtime error.
+Command add_train(CLI::App& root);
+Command add_demo(CLI::App& root);
+Command add_referee(CLI::App& root);
+Command add_provider(CLI::App& root);
+Command add_delegate(CLI::App& root);
+Command add_keygen(CLI::App& root);
+Command add_verify(CLI::App& root);
+Command add_campaign(CLI::App& root);
+Command add_scenario(CLI::App& root);  ///< `scenario run` and `scenario graph`
+
+/// Parses `text` as a decimal integer in [lo, hi]; UsageError "FLAG expects an integer in [lo, hi],
+/// got 'TEXT'" otherwise.
+int64_t parse_integer(std::string_view flag, const std::string& text, int64_t lo, int64_t hi);
+
+/// `FLAG N` (N named `value_name` in --help): an integer in [lo, hi] stored in `target`, whose value now
+/// is the default --help shows with the range; given twice, the last one counts. Out of range or not an
+/// integer: parse_integer's UsageError, when the command line is parsed.
+template <class T>
+CLI::Option* add_integer(CLI::App& app, const std::string& flag, T& target, int64_t lo, int64_t hi,
+                         const std::string& help, const std::string& value_name = "N") {
+  return app
+      .add_option_function<std::string>(
+          flag,
+          [&target, flag, lo, hi](const std::string& v) {
+            target = static_cast<T>(parse_integer(flag, v, lo, hi));
+          },
+          help + " [" + std::to_string(lo) + ", " + std::to_string(hi) + "]")
+      ->type_name(value_name)
+      ->default_str(std::to_string(target));
+}
+
+/// `FLAG N`: a duration of N whole `Duration` units (e.g. std::chrono::milliseconds for a `-ms` flag),
+/// N in [lo, hi], stored in `target` (any duration type that holds it exactly); `unit` names the unit
+/// in --help, which shows `target`'s value now, in that unit, as the default.
+template <class Duration, class Target>
+CLI::Option* add_duration(CLI::App& app, const std::string& flag, Target& target, int64_t lo, int64_t hi,
+                          const std::string& help, const std::string& unit) {
+  return app
+      .add_option_function<std::string>(
+          flag,
+          [&target, flag, lo, hi](const std::string& v) {
+            target = Duration(parse_integer(flag, v, lo, hi));
+          },
+          help + " [" + std::to_string(lo) + ", " + std::to_string(hi) + "]")
+      ->type_name(unit)
+      ->default_str(std::to_string(std::chrono::duration_cast<Duration>(target).count()));
+}
+
+/// `FLAG VALUE`, repeatable: each VALUE is handed to `add` in command-line order, and an exception
+/// `add` throws becomes a UsageError with its message (prefixed by `context` when not empty).
+CLI::Option* add_repeatable(CLI::App& app, const std::string& flag, const std::string& value_name,
+                            std::function<void(const std::string&)> add, const std::string& help,
+                            const std::string& context = {});
+
+/// `--dataset NAME=PATH`, repeatable: registers in `registry` where this node keeps data set NAME's
+/// files (a job names its data set, never a path); a malformed spec is a UsageError.
+CLI::Option* add_datasets(CLI::App& app, DataRegistry& registry);
+
+/// Parses a public key given in hex for `flag` (--referee-key, --client-key); UsageError otherwise.
+PublicKey public_key_arg(std::string_view flag, const std::string& hex);
 
 }  // namespace tribunal::cli

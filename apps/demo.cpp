@@ -5,6 +5,7 @@
 #include <bit>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <random>
 
 #include <fmt/format.h>
@@ -59,22 +60,20 @@ std::vector<int64_t> corruptible_nodes(const StepGraph& g) {
   return nodes;
 }
 
-}  // namespace
-
-int demo_main(Args& args) {
+// What the command line sets.
+struct DemoSettings {
   std::filesystem::path job_path = default_job(), out_dir;
   bool json = false;
   int threads = 1;
   uint64_t seed = std::random_device{}();
-  while (!args.done()) {
-    const std::string_view a = args.next();
-    if (a == "--job") job_path = args.value(a);
-    else if (a == "--seed") seed = static_cast<uint64_t>(args.integer(a, 0, INT64_MAX));
-    else if (a == "--json") json = true;
-    else if (a == "--threads") threads = static_cast<int>(args.integer(a, 1, 256));
-    else if (a == "--out") out_dir = args.value(a);
-    else throw UsageError("demo: unknown option '" + std::string(a) + "'");
-  }
+};
+
+int run_demo(DemoSettings& s) {
+  const std::filesystem::path& job_path = s.job_path;
+  std::filesystem::path out_dir = s.out_dir;
+  const bool json = s.json;
+  const int threads = s.threads;
+  const uint64_t seed = s.seed;
   // Human-readable progress goes to stdout, or to stderr when stdout carries the JSON.
   FILE* human = json ? stderr : stdout;
   const auto say = [human](const std::string& line) {
@@ -198,6 +197,25 @@ int demo_main(Args& args) {
     std::fflush(stdout);
   }
   return 0;
+}
+
+}  // namespace
+
+Command add_demo(CLI::App& root) {
+  auto s = std::make_shared<DemoSettings>();
+  CLI::App* app = root.add_subcommand(
+      "demo", "a referee, an honest and a cheating provider on loopback; watch the dispute narrow to one op");
+  app->add_option("--job", s->job_path, "the job both providers train")
+      ->type_name("JOB.toml")
+      ->default_str("scenarios/jobs/fashion_mlp.toml");
+  add_integer(*app, "--seed", s->seed, 0, INT64_MAX, "picks the cheater's step and node", "S")
+      ->default_str("random");
+  app->add_flag("--json", s->json, "print one JSON summary on stdout (the story goes to stderr)");
+  add_integer(*app, "--threads", s->threads, 1, 256, "training threads of each provider", "K");
+  app->add_option("--out", s->out_dir, "the providers' stores and the verdicts")
+      ->type_name("DIR")
+      ->default_str("$TMPDIR/tribunal-demo-SEED");
+  return {app, [s] { return run_demo(*s); }};
 }
 
 }  // namespace tribunal::cli

@@ -1,72 +1,97 @@
-// The `tribunal` executable: one binary, one subcommand per role.
+// The `tribunal` executable: one binary, one subcommand per role, parsed with CLI11 (apps/cli.h).
+// `tribunal --help` lists the commands, `tribunal COMMAND --help` a command's options with their
+// defaults, ranges and units. Exit codes: 0 done, 1 a runtime error (`tribunal: error: …`), 2 a usage
+// error (one line `tribunal: COMMAND: …`); `delegate` also 3 and 4.
 #include <cstdio>
 #include <exception>
-#include <string_view>
+#include <string>
+#include <vector>
 
 #include "apps/cli.h"
 #include "net/context.h"
 
 namespace {
 
-constexpr const char* kUsage =
-    "usage: tribunal <command> [options]\n"
-    "commands:\n"
-    "  demo [--job JOB.toml] [--seed S] [--json]\n"
-    "      a referee, an honest and a cheating provider on loopback; watch the dispute narrow\n"
-    "  train JOB.toml [--steps N] [--threads K] [--out DIR] [--resume] [--json] [--dataset NAME=PATH]...\n"
-    "      train a job with RepOps, write stride checkpoints to DIR, evaluate on the test set\n"
-    "      (a job names its data set; --dataset registers where a name's files are)\n"
-    "  referee --listen HOST:PORT --key KEYFILE [--data DIR] [--allow-network CIDR]...\n"
-    "          [--client-key HEX]... [--reserved-disputes N] [--max-live-disputes N]\n"
-    "          [--max-disputes-per-client N] [--max-parameters N] [--max-reexecution-work N]\n"
-    "          [--max-opened-bytes N] [--retention-days D]\n"
-    "      serve disputes: drive the bisection game, re-execute one op, sign verdicts; every\n"
-    "      dispute is kept in DIR/referee.sqlite (default ./referee-data) and resumed on restart,\n"
-    "      a decided one's record pruned after D days (default 30; its verdict is kept);\n"
-    "      providers on loopback, link-local or private addresses only where --allow-network says;\n"
-    "      openings of trusted --client-key clients may use N reserved slots (default 1024)\n"
-    "  provider --listen HOST:PORT --key KEYFILE --store DIR --referee-key HEX... [--advertise URL]\n"
-    "           [--client-key HEX]... [--dataset NAME=PATH]... [--max-steps N] [--max-parameters N]\n"
-    "           [--max-checkpoint-bytes N] [--threads K] [--corrupt STEP:NODE]\n"
-    "      train submitted jobs, return claims signed with the URL referees reach it at, answer\n"
-    "      the referees it trusts (--corrupt makes it cheat at one node, to test a referee)\n"
-    "  delegate JOB.toml --provider URL --provider URL... --referee URL --referee-key HEX\n"
-    "           [--out DIR] [--key KEYFILE] [--dataset NAME=PATH]...\n"
-    "      give a job to several providers, dispute differing claims, print the outcome\n"
-    "  campaign [--games N] [--seed S]\n"
-    "      random cheaters and bisection lies against the game; JSON with honest_losses (must be 0)\n"
-    "  scenario run FILE... [--json] [--verbose]\n"
-    "      play cheater scenario scripts over loopback WebSockets; exit 1 if an outcome differs\n"
-    "  scenario graph JOB.toml    the node table of a job's step graph (for scenario scripts)\n"
-    "  keygen KEYFILE             make an Ed25519 key file (prints the public key)\n"
-    "  verify VERDICT --referee-key HEX   check a verdict file offline\n";
+using tribunal::cli::UsageError;
+
+// "train", "scenario run": the subcommands the command line chose (so far, when parsing failed).
+std::string command_path(const CLI::App& app) {
+  std::string path;
+  for (const CLI::App* a = &app; !a->get_subcommands().empty();) {
+    a = a->get_subcommands().front();
+    path += (path.empty() ? "" : " ") + a->get_name();
+  }
+  return path;
+}
+
+// Arguments the parser left over, on the command line's path from the root to the chosen subcommand
+// (every app allows extras, so that this names them in our words).
+void check_leftovers(const CLI::App& app) {
+  for (const CLI::App* a = &app; a;) {
+    const std::vector<std::string> rest = a->remaining();
+    const CLI::App* next = a->get_subcommands().empty() ? nullptr : a->get_subcommands().front();
+    if (!rest.empty()) {
+      const std::string& arg = rest.front();
+      if (!arg.empty() && arg[0] == '-') throw UsageError("unknown option '" + arg + "'");
+      if (!next && !a->get_subcommands([](const CLI::App*) { return true; }).empty())
+        throw UsageError("unknown command '" + arg + "'");
+      throw UsageError("unexpected argument '" + arg + "'");
+    }
+    a = next;
+  }
+}
+
+// Prints a usage error as one line, `tribunal: COMMAND: MESSAGE` (with a pointer to --help when the
+// parser found it: its messages do not say what the flag means), and returns exit code 2.
+int usage_error(const CLI::App& app, const std::string& message, bool point_to_help) {
+  const std::string path = command_path(app);
+  std::string line = "tribunal: " + (path.empty() ? "" : path + ": ") + message;
+  if (point_to_help) line += " (see 'tribunal " + (path.empty() ? "" : path + " ") + "--help')";
+  std::fprintf(stderr, "%s\n", line.c_str());
+  return 2;
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace tribunal::cli;
-  if (argc < 2 || std::string_view(argv[1]) == "--help" || std::string_view(argv[1]) == "-h") {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
-  }
-  const std::string_view command = argv[1];
-  // A referee holds about three sockets per live dispute; the default soft limit (1024) is too low.
-  tribunal::raise_fd_limit();
-  try {
-    Args args(argc, argv, 2);
-    if (command == "train") return train_main(args);
-    if (command == "demo") return demo_main(args);
-    if (command == "referee") return referee_main(args);
-    if (command == "provider") return provider_main(args);
-    if (command == "delegate") return delegate_main(args);
-    if (command == "keygen") return keygen_main(args);
-    if (command == "campaign") return campaign_main(args);
-    if (command == "verify") return verify_main(args);
-    if (command == "scenario") return scenario_main(args);
-    throw UsageError("unknown command '" + std::string(command) + "'");
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "tribunal: %s\n%s", e.what(), kUsage);
+  CLI::App app(
+      "tribunal: refereed delegation of ML training — train with RepOps, commit to the trajectory, "
+      "settle disagreements with a referee.",
+      "tribunal");
+  app.allow_extras();            // inherited by the subcommands; check_leftovers reports them
+  app.require_subcommand(0, 1);  // one command; a positional argument never starts a second
+  // A flag given twice: the last counts (repeatable flags take every value: add_repeatable).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.get_formatter()->column_width(44);
+  const std::vector<Command> commands = {add_demo(app),     add_train(app),    add_referee(app),
+                                         add_provider(app), add_delegate(app), add_campaign(app),
+                                         add_scenario(app), add_keygen(app),   add_verify(app)};
+  app.footer(
+      "Run 'tribunal COMMAND --help' for a command's options, defaults and units.\n"
+      "Exit codes: 0 done, 1 runtime error, 2 usage error; delegate: 3 no claim stands, 4 a dispute "
+      "undecided.");
+  if (argc < 2) {  // no command: the list of commands, as a usage error
+    std::fputs(app.help().c_str(), stderr);
     return 2;
+  }
+  try {
+    app.parse(argc, argv);
+    check_leftovers(app);
+    const Command* chosen = nullptr;
+    for (const Command& c : commands)
+      if (c.app->parsed()) chosen = &c;
+    if (!chosen) throw UsageError("give a command ('tribunal --help' lists them)");
+    // A referee holds about three sockets per live dispute; the default soft limit (1024) is too low.
+    tribunal::raise_fd_limit();
+    return chosen->run();
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    return usage_error(app, e.what(), true);
+  } catch (const UsageError& e) {
+    return usage_error(app, e.what(), false);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tribunal: error: %s\n", e.what());
     return 1;

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <memory>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -62,47 +63,36 @@ Fault parse_corrupt(const std::string& s) {
   return f;
 }
 
-// A public key given in hex (--referee-key, --client-key).
-PublicKey public_key_arg(std::string_view flag, const std::string& hex) {
-  try {
-    return digest_from_hex(hex);
-  } catch (const std::exception&) {
-    throw UsageError(std::string(flag) + " expects a public key as 64 hex digits (tribunal keygen prints it), got '" +
-                     hex + "'");
-  }
+// --listen HOST:PORT and --key KEYFILE, both required, of a `role` node ("referee", "provider").
+void add_listen_and_key(CLI::App& app, std::string& listen, std::string& key, const std::string& role) {
+  app.add_option("--listen", listen, "address and port to listen on (port 0: any free one)")
+      ->type_name("HOST:PORT")
+      ->required();
+  app.add_option("--key", key, "the " + role + "'s key file (tribunal keygen)")
+      ->type_name("KEYFILE")
+      ->required();
 }
 
-void add_dataset(DataRegistry& registry, const std::string& spec) {
-  try {
-    registry.add(std::string_view(spec));
-  } catch (const EngineError& e) {
-    throw UsageError(e.what());
-  }
+// FLAG HEX, repeatable: each a public key in hex, appended to `keys`.
+void add_public_keys(CLI::App& app, const std::string& flag, std::vector<PublicKey>& keys,
+                     const std::string& help) {
+  add_repeatable(
+      app, flag, "HEX", [flag, &keys](const std::string& v) { keys.push_back(public_key_arg(flag, v)); },
+      help);
 }
 
-}  // namespace
-
-int keygen_main(Args& args) {
-  if (args.done()) throw UsageError("keygen: give the key file to write");
-  const std::string path(args.next());
-  const KeyPair keys = generate_keypair();
-  save_keypair(path, keys);
-  std::printf("%s\n", to_hex(Digest(keys.public_key)).c_str());
-  return 0;
-}
-
-int verify_main(Args& args) {
+// What `tribunal verify` is given.
+struct VerifySettings {
   std::string file, key_hex;
-  while (!args.done()) {
-    const std::string_view a = args.next();
-    if (a == "--referee-key") key_hex = args.value(a);
-    else if (file.empty()) file = std::string(a);
-    else throw UsageError("verify: one verdict file at a time");
-  }
-  if (file.empty()) throw UsageError("verify: give a verdict file");
+};
+
+int run_verify(const VerifySettings& s) {
+  if (s.file.empty()) throw UsageError("give a verdict file");
   // Anyone can sign a verdict: only the signature of the referee one trusts proves anything.
-  if (key_hex.empty()) throw UsageError("verify: --referee-key HEX is required (a verdict signed by an unchecked key proves nothing)");
-  const PublicKey referee = public_key_arg("--referee-key", key_hex);
+  if (s.key_hex.empty())
+    throw UsageError("--referee-key HEX is required (a verdict signed by an unchecked key proves nothing)");
+  const std::string& file = s.file;
+  const PublicKey referee = public_key_arg("--referee-key", s.key_hex);
   std::ifstream in(file, std::ios::binary);
   if (!in) throw ProtocolError(file + ": cannot open");
   const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -127,42 +117,23 @@ int verify_main(Args& args) {
   return 0;
 }
 
-int referee_main(Args& args) {
+// What `tribunal referee` is given.
+struct RefereeSettings {
   std::string listen, key;
   RefereeNodeOptions options;
   std::vector<IpNetwork> allowed;
-  options.data_dir = "referee-data";
-  while (!args.done()) {
-    const std::string_view a = args.next();
-    if (a == "--listen") listen = args.value(a);
-    else if (a == "--key") key = args.value(a);
-    else if (a == "--data") options.data_dir = args.value(a);
-    else if (a == "--allow-network") {
-      try {
-        allowed.push_back(parse_cidr(args.value(a)));
-      } catch (const NetError& e) {
-        throw UsageError(std::string("referee: --allow-network: ") + e.what());
-      }
-    }
-    else if (a == "--max-live-disputes") options.max_live_disputes = static_cast<size_t>(args.integer(a, 1, 1000000));
-    else if (a == "--max-disputes-per-client")
-      options.max_disputes_per_client = static_cast<size_t>(args.integer(a, 1, 1000000));
-    else if (a == "--client-key") options.trusted_clients.push_back(public_key_arg(a, args.value(a)));
-    else if (a == "--reserved-disputes") options.reserved_disputes = static_cast<size_t>(args.integer(a, 0, 1000000));
-    else if (a == "--max-parameters") options.limits.max_parameters = args.integer(a, 1, int64_t{1} << 40);
-    else if (a == "--max-reexecution-work")
-      options.limits.max_reexecution_work = static_cast<uint64_t>(args.integer(a, 1, int64_t{1} << 50));
-    else if (a == "--max-opened-bytes")
-      options.limits.max_opened_bytes = static_cast<uint64_t>(args.integer(a, 1, int64_t{1} << 40));
-    else if (a == "--retention-days") options.retention = std::chrono::days(args.integer(a, 0, 36500));
-    // Test hook, not in the usage text: SIGKILL right after committing the N-th event (tests/referee_crash.sh).
-    else if (a == "--crash-after-events") options.crash_after_events = static_cast<uint64_t>(args.integer(a, 1, 1000000000));
-    else throw UsageError("referee: unknown option '" + std::string(a) + "'");
-  }
-  if (listen.empty() || key.empty()) throw UsageError("referee: --listen and --key are required");
-  if (options.data_dir.empty()) throw UsageError("referee: --data needs a directory");
+  RefereeSettings() { options.data_dir = "referee-data"; }
+};
+
+int run_referee(RefereeSettings& s) {
+  RefereeNodeOptions& options = s.options;
+  if (s.listen.empty() || s.key.empty()) throw UsageError("--listen and --key need values");
+  if (options.data_dir.empty()) throw UsageError("--data needs a directory");
   if (!options.trusted_clients.empty() && options.reserved_disputes >= options.max_live_disputes)
-    throw UsageError("referee: --reserved-disputes must be below --max-live-disputes (strangers need some slots)");
+    throw UsageError("--reserved-disputes must be below --max-live-disputes (strangers need some slots)");
+  const std::string& listen = s.listen;
+  const std::string& key = s.key;
+  std::vector<IpNetwork>& allowed = s.allowed;
   const auto [host, port] = host_port(listen);
   raise_fd_limit();  // a client connection per live dispute, two provider connections
   NetContext ctx(1);
@@ -173,37 +144,28 @@ int referee_main(Args& args) {
   return 0;
 }
 
-int provider_main(Args& args) {
+// What `tribunal provider` is given.
+struct ProviderSettings {
   std::string listen, key;
   ProviderConfig config;
-  while (!args.done()) {
-    const std::string_view a = args.next();
-    if (a == "--listen") listen = args.value(a);
-    else if (a == "--key") key = args.value(a);
-    else if (a == "--store") config.store = args.value(a);
-    else if (a == "--threads") config.threads = static_cast<int>(args.integer(a, 1, 256));
-    else if (a == "--referee-key") config.referees.push_back(public_key_arg(a, args.value(a)));
-    else if (a == "--client-key") config.clients.push_back(public_key_arg(a, args.value(a)));
-    else if (a == "--dataset") add_dataset(config.datasets, args.value(a));
-    else if (a == "--advertise") config.endpoint = args.value(a);
-    else if (a == "--max-steps") config.limits.max_steps = args.integer(a, 1, kMaxSteps);
-    else if (a == "--max-parameters") config.limits.max_parameters = args.integer(a, 1, int64_t{1} << 40);
-    else if (a == "--max-checkpoint-bytes")
-      config.limits.max_checkpoint_bytes = static_cast<uint64_t>(args.integer(a, 1, int64_t{1} << 50));
-    else if (a == "--corrupt") config.fault = parse_corrupt(args.value(a));
-    else throw UsageError("provider: unknown option '" + std::string(a) + "'");
-  }
-  if (listen.empty() || key.empty() || config.store.empty())
-    throw UsageError("provider: --listen, --key and --store are required");
+};
+
+int run_provider(ProviderSettings& s) {
+  ProviderConfig& config = s.config;
+  if (s.listen.empty() || s.key.empty() || config.store.empty())
+    throw UsageError("--listen, --key and --store need values");
   if (config.referees.empty())
-    throw UsageError("provider: give at least one --referee-key: the provider answers disputes only from referees it trusts");
+    throw UsageError(
+        "give at least one --referee-key: the provider answers disputes only from referees it trusts");
   if (!config.endpoint.empty()) {
     try {
       parse_ws_url(config.endpoint);
     } catch (const NetError& e) {
-      throw UsageError(std::string("provider: --advertise: ") + e.what());
+      throw UsageError(std::string("--advertise: ") + e.what());
     }
   }
+  const std::string& listen = s.listen;
+  const std::string& key = s.key;
   const auto [host, port] = host_port(listen);
   NetContext ctx(1);
   ProviderNode node(ctx, load_keypair(key), config, log_line);
@@ -214,25 +176,20 @@ int provider_main(Args& args) {
   return 0;
 }
 
-int delegate_main(Args& args) {
+// What `tribunal delegate` is given.
+struct DelegateSettings {
   std::string key, referee_key;
   DelegateRequest request;
-  while (!args.done()) {
-    const std::string_view a = args.next();
-    if (a == "--provider") request.providers.push_back(args.value(a));
-    else if (a == "--referee") request.referee = args.value(a);
-    else if (a == "--referee-key") referee_key = args.value(a);
-    else if (a == "--out") request.out_dir = args.value(a);
-    else if (a == "--key") key = args.value(a);
-    else if (a == "--dataset") add_dataset(request.datasets, args.value(a));
-    else if (!a.empty() && a[0] == '-') throw UsageError("delegate: unknown option '" + std::string(a) + "'");
-    else request.job_file = std::string(a);
-  }
+};
+
+int run_delegate(DelegateSettings& s) {
+  DelegateRequest& request = s.request;
+  const std::string& key = s.key;
   if (request.job_file.empty() || request.referee.empty() || request.providers.size() < 2)
-    throw UsageError("delegate: give JOB.toml, --referee URL and at least two --provider URL");
-  if (referee_key.empty())
-    throw UsageError("delegate: --referee-key HEX is required: only that referee's signed verdicts are accepted");
-  request.referee_key = public_key_arg("--referee-key", referee_key);
+    throw UsageError("give JOB.toml, --referee URL and at least two --provider URL");
+  if (s.referee_key.empty())
+    throw UsageError("--referee-key HEX is required: only that referee's signed verdicts are accepted");
+  request.referee_key = public_key_arg("--referee-key", s.referee_key);
   NetContext ctx(1, false);
   ctx.start();
   request.client_key = key.empty() ? generate_keypair() : load_keypair(key);
@@ -250,6 +207,128 @@ int delegate_main(Args& args) {
   else
     fmt::print("no valid claim: every claim lost a dispute\n");
   return o.accepted ? 0 : 3;
+}
+
+}  // namespace
+
+Command add_keygen(CLI::App& root) {
+  auto path = std::make_shared<std::string>();
+  CLI::App* app =
+      root.add_subcommand("keygen", "make an Ed25519 key file, mode 0600 (prints the public key in hex)");
+  app->add_option("keyfile", *path, "the key file to write")->type_name("KEYFILE");
+  return {app, [path] {
+            if (path->empty()) throw UsageError("give the key file to write");
+            const KeyPair keys = generate_keypair();
+            save_keypair(*path, keys);
+            std::printf("%s\n", to_hex(Digest(keys.public_key)).c_str());
+            return 0;
+          }};
+}
+
+Command add_verify(CLI::App& root) {
+  auto s = std::make_shared<VerifySettings>();
+  CLI::App* app = root.add_subcommand("verify", "check a verdict file offline and print what it says");
+  app->add_option("verdict", s->file, "the verdict file (verdict-<dispute id>.bin)")->type_name("VERDICT");
+  app->add_option("--referee-key", s->key_hex,
+                  "required: the public key of the referee you trust (64 hex digits)")
+      ->type_name("HEX");
+  return {app, [s] { return run_verify(*s); }};
+}
+
+Command add_referee(CLI::App& root) {
+  auto s = std::make_shared<RefereeSettings>();
+  RefereeNodeOptions& o = s->options;
+  CLI::App* app = root.add_subcommand(
+      "referee",
+      "serve disputes: drive the bisection game, re-execute one op, sign verdicts; durable and resumed "
+      "on restart");
+  add_listen_and_key(*app, s->listen, s->key, "referee");
+  app->add_option("--data", o.data_dir, "durable store: every dispute is kept in DIR/referee.sqlite")
+      ->type_name("DIR")
+      ->default_str(o.data_dir.string());
+  add_repeatable(
+      *app, "--allow-network", "CIDR", [s](const std::string& v) { s->allowed.push_back(parse_cidr(v)); },
+      "providers on loopback, link-local or private addresses are reached only in these networks",
+      "--allow-network: ");
+  add_public_keys(*app, "--client-key", o.trusted_clients,
+                  "a trusted client's public key: its openings may use the reserved slots");
+  add_integer(*app, "--reserved-disputes", o.reserved_disputes, 0, 1000000,
+              "live-dispute slots kept for --client-key clients (only when there are any)");
+  add_integer(*app, "--max-live-disputes", o.max_live_disputes, 1, 1000000,
+              "undecided disputes held at once; openings beyond are refused");
+  add_integer(*app, "--max-disputes-per-client", o.max_disputes_per_client, 1, 1000000,
+              "live disputes per client network (/24 or /48) or trusted key");
+  add_integer(*app, "--max-parameters", o.limits.max_parameters, 1, int64_t{1} << 40,
+              "a disputed job's model parameters at most");
+  add_integer(*app, "--max-reexecution-work", o.limits.max_reexecution_work, 1, int64_t{1} << 50,
+              "work of the heaviest node to re-execute, in multiply-adds or elements");
+  add_integer(*app, "--max-opened-bytes", o.limits.max_opened_bytes, 1, int64_t{1} << 40,
+              "input bytes of the node with the largest inputs", "BYTES");
+  add_duration<std::chrono::days>(
+      *app, "--retention-days", o.retention, 0, 36500,
+      "a decided dispute's record is pruned after this many days (its verdict is kept)", "DAYS");
+  add_integer(*app, "--workers", o.workers, 0, 1024,
+              "threads that play the disputes (0: one per hardware thread); the network has its own");
+  // Test hook, not in --help: SIGKILL right after committing the N-th event (tests/referee_crash.sh).
+  add_integer(*app, "--crash-after-events", o.crash_after_events, 1, 1000000000, "test hook")->group("");
+  return {app, [s] { return run_referee(*s); }};
+}
+
+Command add_provider(CLI::App& root) {
+  auto s = std::make_shared<ProviderSettings>();
+  ProviderConfig& c = s->config;
+  CLI::App* app = root.add_subcommand(
+      "provider",
+      "train submitted jobs, return claims signed with the URL referees reach it at, answer the referees "
+      "it trusts");
+  add_listen_and_key(*app, s->listen, s->key, "provider");
+  app->add_option("--store", c.store, "checkpoints of each job go to DIR/<job_id>/")
+      ->type_name("DIR")
+      ->required();
+  add_public_keys(*app, "--referee-key", c.referees,
+                  "required: a referee it answers (public key, 64 hex digits)");
+  app->add_option("--advertise", c.endpoint, "the ws:// URL its claims name (where referees reach it)")
+      ->type_name("URL")
+      ->default_str("ws://HOST:PORT/ of --listen");
+  add_public_keys(*app, "--client-key", c.clients,
+                  "accept jobs only from these clients' keys (default: any client)");
+  add_datasets(*app, c.datasets);
+  add_integer(*app, "--max-steps", c.limits.max_steps, 1, kMaxSteps, "a job's train.steps at most");
+  add_integer(*app, "--max-parameters", c.limits.max_parameters, 1, int64_t{1} << 40,
+              "a job's model parameters at most");
+  add_integer(*app, "--max-checkpoint-bytes", c.limits.max_checkpoint_bytes, 1, int64_t{1} << 50,
+              "a job's stride checkpoints on disk at most", "BYTES");
+  add_integer(*app, "--threads", c.threads, 1, 256, "training threads", "K");
+  app->add_option_function<std::string>(
+         "--corrupt", [s](const std::string& v) { s->config.fault = parse_corrupt(v); },
+         "cheat: add 0.5 to every element of NODE's output at STEP (to test a referee)")
+      ->type_name("STEP:NODE");
+  return {app, [s] { return run_provider(*s); }};
+}
+
+Command add_delegate(CLI::App& root) {
+  auto s = std::make_shared<DelegateSettings>();
+  DelegateRequest& r = s->request;
+  CLI::App* app = root.add_subcommand(
+      "delegate",
+      "give a job to several providers, dispute differing claims, print the outcome (exit 3: no claim "
+      "stands, 4: a dispute undecided)");
+  app->add_option("job", r.job_file, "the job file")->type_name("JOB.toml");
+  add_repeatable(
+      *app, "--provider", "URL", [s](const std::string& v) { s->request.providers.push_back(v); },
+      "a provider's ws:// URL; at least two");
+  app->add_option("--referee", r.referee, "the referee's ws:// URL (required)")->type_name("URL");
+  app->add_option("--referee-key", s->referee_key,
+                  "required: the referee's public key (64 hex digits); only its signed verdicts are accepted")
+      ->type_name("HEX");
+  app->add_option("--out", r.out_dir, "where verdict-<dispute id>.bin files go")
+      ->type_name("DIR")
+      ->default_str(r.out_dir.string());
+  app->add_option("--key", s->key, "the client's key file, which signs its jobs and openings")
+      ->type_name("KEYFILE")
+      ->default_str("a fresh key");
+  add_datasets(*app, r.datasets);
+  return {app, [s] { return run_delegate(*s); }};
 }
 
 }  // namespace tribunal::cli

@@ -3,6 +3,7 @@
 // `tribunal scenario graph JOB.toml`: the node table of a job's step graph, to pick a `node = N`.
 #include <chrono>
 #include <cstdio>
+#include <memory>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -55,10 +56,9 @@ nlohmann::json to_json(const scenarios::Scenario& s, const scenarios::ScenarioRe
   return j;
 }
 
-int graph_main(Args& args) {
-  if (args.done()) throw UsageError("scenario graph: give a job file");
-  const JobSpec job = load_job(args.next());
-  if (!args.done()) throw UsageError("scenario graph: one job file");
+int run_graph(const std::filesystem::path& job_path) {
+  if (job_path.empty()) throw UsageError("give a job file");
+  const JobSpec job = load_job(job_path);
   const DataShape shape = expected_data_shape(job);
   const StepGraph g = build_step_graph(job, shape, 0, std::vector<int64_t>(static_cast<size_t>(job.batch_size), 0));
   std::printf("node  op                              first output\n");
@@ -68,27 +68,19 @@ int graph_main(Args& args) {
   return 0;
 }
 
-}  // namespace
-
-int scenario_main(Args& args) {
-  if (args.done()) throw UsageError("scenario: give 'run FILE...' or 'graph JOB.toml'");
-  const std::string_view sub = args.next();
-  if (sub == "graph") return graph_main(args);
-  if (sub != "run") throw UsageError("scenario: unknown subcommand '" + std::string(sub) + "'");
+// What `scenario run` is given.
+struct RunSettings {
   std::vector<std::string> files;
   bool json = false, verbose = false;
   scenarios::RunOptions options;
-  options.work_dir = std::filesystem::temp_directory_path() / "tribunal-scenarios";
-  while (!args.done()) {
-    const std::string_view a = args.next();
-    if (a == "--json") json = true;
-    else if (a == "--verbose") verbose = true;
-    else if (a == "--threads") options.threads = static_cast<int>(args.integer(a, 1, 256));
-    else if (a == "--work") options.work_dir = args.value(a);
-    else if (a.starts_with("--")) throw UsageError("scenario run: unknown option '" + std::string(a) + "'");
-    else files.emplace_back(a);
-  }
-  if (files.empty()) throw UsageError("scenario run: give at least one scenario file");
+  RunSettings() { options.work_dir = std::filesystem::temp_directory_path() / "tribunal-scenarios"; }
+};
+
+int run_scenarios(RunSettings& settings) {
+  const std::vector<std::string>& files = settings.files;
+  const bool json = settings.json, verbose = settings.verbose;
+  scenarios::RunOptions& options = settings.options;
+  if (files.empty()) throw UsageError("give at least one scenario file");
   // Parse everything first: a typo in the 20th file should not cost the first 19 runs.
   std::vector<scenarios::Scenario> list;
   for (const auto& f : files) list.push_back(scenarios::load_scenario(f));
@@ -132,6 +124,35 @@ int scenario_main(Args& args) {
   std::fprintf(human, "%zu of %zu scenarios passed\n", passed, list.size());
   if (json) std::printf("%s\n", nlohmann::json{{"passed", passed}, {"total", list.size()}, {"scenarios", report}}.dump().c_str());
   return passed == list.size() ? 0 : 1;
+}
+
+}  // namespace
+
+Command add_scenario(CLI::App& root) {
+  auto run = std::make_shared<RunSettings>();
+  auto graph_job = std::make_shared<std::filesystem::path>();
+  CLI::App* app = root.add_subcommand("scenario",
+                                      "cheater scenario scripts (docs/scenarios.md): run them, or list a "
+                                      "job's graph nodes to write one");
+  app->require_subcommand(0, 1);
+  CLI::App* run_app = app->add_subcommand(
+      "run",
+      "play cheater scenario scripts over loopback WebSockets; exit 1 if an outcome differs from its expect");
+  run_app->add_option("files", run->files, "scenario scripts (scenarios/suite/*.toml)")->type_name("FILE");
+  run_app->add_flag("--json", run->json, "print one JSON report on stdout (the table goes to stderr)");
+  run_app->add_flag("--verbose", run->verbose, "every node's log line, with seconds since the start");
+  add_integer(*run_app, "--threads", run->options.threads, 1, 256, "training threads of each provider", "K");
+  run_app->add_option("--work", run->options.work_dir, "the nodes' stores and data")
+      ->type_name("DIR")
+      ->default_str("$TMPDIR/tribunal-scenarios");
+  CLI::App* graph_app = app->add_subcommand(
+      "graph", "the node table of a job's step graph (the `node = N` of a scenario script)");
+  graph_app->add_option("job", *graph_job, "the job file")->type_name("JOB.toml");
+  return {app, [run_app, graph_app, run, graph_job] {
+            if (run_app->parsed()) return run_scenarios(*run);
+            if (graph_app->parsed()) return run_graph(*graph_job);
+            throw UsageError("give 'run FILE...' or 'graph JOB.toml'");
+          }};
 }
 
 }  // namespace tribunal::cli

@@ -36,35 +36,21 @@ class ProgressBar {
   std::chrono::steady_clock::time_point last_{};
 };
 
-}  // namespace
-
-int train_main(Args& args) {
+// What the command line sets.
+struct TrainSettings {
   std::filesystem::path job_path, out_dir;
   TrainOptions options;
   DataRegistry datasets = DataRegistry::debian();
   bool json = false;
-  while (!args.done()) {
-    const std::string_view a = args.next();
-    if (a == "--steps") options.stop_at = args.integer(a, 0, kMaxSteps);
-    else if (a == "--threads") options.threads = static_cast<int>(args.integer(a, 1, 256));
-    else if (a == "--out") out_dir = args.value(a);
-    else if (a == "--resume") options.resume = true;
-    else if (a == "--json") json = true;
-    else if (a == "--dataset") {
-      try {
-        datasets.add(std::string_view(args.value(a)));
-      } catch (const EngineError& e) {
-        throw UsageError(e.what());
-      }
-    }
-    else if (!a.empty() && a[0] == '-') throw UsageError("train: unknown option '" + std::string(a) + "'");
-    else if (job_path.empty()) job_path = std::string(a);
-    else throw UsageError("train: more than one job file given");
-  }
-  if (job_path.empty()) throw UsageError("train: no job file given");
-  options.out_dir = out_dir.empty() ? std::filesystem::path("runs") / job_path.stem() : out_dir;
+};
 
-  const JobSpec job = load_job(job_path, datasets);
+int run_train(TrainSettings& s) {
+  if (s.job_path.empty()) throw UsageError("no job file given");
+  TrainOptions& options = s.options;
+  options.out_dir = s.out_dir.empty() ? std::filesystem::path("runs") / s.job_path.stem() : s.out_dir;
+  const std::filesystem::path& job_path = s.job_path;
+  const bool json = s.json;
+  const JobSpec job = load_job(job_path, s.datasets);
   ProgressBar bar(isatty(STDERR_FILENO));
   options.on_step = [&](int64_t step, int64_t total, float loss) { bar.update(step, total, loss); };
   const TrainResult r = run_training(job, options);
@@ -116,6 +102,29 @@ int train_main(Args& args) {
                r.eval_seconds);
   }
   return 0;
+}
+
+}  // namespace
+
+Command add_train(CLI::App& root) {
+  auto s = std::make_shared<TrainSettings>();
+  CLI::App* app = root.add_subcommand(
+      "train",
+      "train a job with RepOps, write stride checkpoints to DIR, evaluate on the test set (a job names its "
+      "data set; --dataset registers where a name's files are)");
+  app->add_option("job", s->job_path, "the job file (TOML, scenarios/jobs/)")->type_name("JOB.toml");
+  add_integer(*app, "--steps", s->options.stop_at, 0, kMaxSteps,
+              "stop when the state reaches this step (default: the job's train.steps)")
+      ->default_str("");
+  add_integer(*app, "--threads", s->options.threads, 1, 256,
+              "training threads (the trajectory does not depend on it)", "K");
+  app->add_option("--out", s->out_dir, "checkpoint directory")
+      ->type_name("DIR")
+      ->default_str("runs/<job file stem>");
+  app->add_flag("--resume", s->options.resume, "continue from the last checkpoint in DIR (verified first)");
+  app->add_flag("--json", s->json, "print one JSON object instead of the summary");
+  add_datasets(*app, s->datasets);
+  return {app, [s] { return run_train(*s); }};
 }
 
 }  // namespace tribunal::cli

@@ -6,12 +6,13 @@
 // The issue's target: ratio = with / without ≤ 1.05 at the job's default stride.
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <string>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_cli.h"
 #include "engine/trainer.h"
 
 using namespace tribunal;
@@ -19,11 +20,21 @@ using namespace tribunal;
 int main(int argc, char** argv) {
   std::filesystem::path job_path = std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs/fashion_mlp.toml";
   int threads = 1, repeats = 3;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::stoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = std::stoi(argv[++i]);
-    else job_path = argv[i];
-  }
+  CLI::App app(
+      "Checkpoint commitment overhead: a job trained with and without commitments; prints one JSON object.",
+      "bench_commit");
+  app.add_option("job", job_path, "the job file")
+      ->type_name("JOB.toml")
+      ->default_str("scenarios/jobs/fashion_mlp.toml");
+  app.add_option("--threads", threads, "training threads [1, 256]")
+      ->type_name("K")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256).description(""));
+  app.add_option("--repeats", repeats, "runs of each side, the best counts [1, 1000]")
+      ->type_name("R")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000).description(""));
+  bench::parse_command_line(app, argc, argv);
   const JobSpec job = load_job(job_path);
   const auto out = std::filesystem::temp_directory_path() / "tribunal-bench-commit";
 

@@ -17,13 +17,14 @@
 #include <bit>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_cli.h"
 #include "engine/provider_session.h"
 #include "referee/local_dispute.h"
 
@@ -100,20 +101,24 @@ int main(int argc, char** argv) {
   std::vector<uint64_t> steps_list = {1000, 10000};
   uint64_t stride = 100;
   bool check = false;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) {
-      steps_list.clear();
-      std::stringstream list(argv[++i]);
-      for (std::string item; std::getline(list, item, ',');) steps_list.push_back(std::stoull(item));
-    } else if (!std::strcmp(argv[i], "--stride") && i + 1 < argc) {
-      stride = std::stoull(argv[++i]);
-    } else if (!std::strcmp(argv[i], "--check")) {
-      check = true;
-    } else {
-      std::fprintf(stderr, "bench_dispute: unknown argument '%s'\nusage: bench_dispute [--steps 1000,10000] [--stride 100] [--check]\n", argv[i]);
-      return 2;
-    }
-  }
+  CLI::App app(
+      "The light referee: rounds, CPU and bytes per dispute on the Fashion-MNIST MLP; prints one JSON "
+      "object.",
+      "bench_dispute");
+  app.add_option("--steps", steps_list,
+                 "the job lengths T to dispute, in steps, comma-separated (each at least 1)")
+      ->type_name("T,T...")
+      ->delimiter(',')
+      ->default_str("1000,10000")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24).description(""));
+  app.add_option("--stride", stride, "checkpoint stride s, in steps (at least 1)")
+      ->type_name("S")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24).description(""));
+  app.add_flag("--check", check,
+               "exit 1 unless every cheater is caught at the injected step and node, within the round "
+               "bound and the byte allowance");
+  bench::parse_command_line(app, argc, argv);
   std::vector<std::string> problems;
   nlohmann::json results = nlohmann::json::array();
   ThreadPool pool(1);

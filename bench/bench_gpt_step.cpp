@@ -30,8 +30,10 @@
 
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_cli.h"
 #include "engine/dataset.h"
 #include "engine/executor.h"
 #include "engine/sampler.h"
@@ -188,24 +190,30 @@ int main(int argc, char** argv) {
   int warmup = 2, repeats = 7, rounds = 2;
   bool torch = true;
   std::map<std::string, int64_t> overrides;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const bool has_value = i + 1 < argc;
-    if (a == "--job" && has_value) job_path = argv[++i];
-    else if (a == "--python" && has_value) python = argv[++i];
-    else if (a == "--warmup" && has_value) warmup = std::stoi(argv[++i]);
-    else if (a == "--repeats" && has_value) repeats = std::max(1, std::stoi(argv[++i]));
-    else if (a == "--rounds" && has_value) rounds = std::max(1, std::stoi(argv[++i]));
-    else if (a == "--no-torch") torch = false;
-    else if ((a == "--layers" || a == "--heads" || a == "--d-model" || a == "--context" || a == "--batch") && has_value)
-      overrides[a] = std::stoll(argv[++i]);
-    else {
-      std::fprintf(stderr,
-                   "usage: bench_gpt_step [--job FILE] [--layers N] [--heads N] [--d-model N] [--context N] "
-                   "[--batch N] [--warmup N] [--repeats N] [--rounds N] [--python PATH] [--no-torch]\n");
-      return 2;
-    }
-  }
+  CLI::App app(
+      "GPT training step: tribunal (RepOps) against PyTorch CPU in the same run; prints one JSON object.",
+      "bench_gpt_step");
+  app.add_option("--job", job_path, "a gpt job; the flags below override its model and batch")
+      ->type_name("FILE")
+      ->default_str("scenarios/jobs/gpt_chars.toml");
+  for (const char* flag : {"--layers", "--heads", "--d-model", "--context", "--batch"})
+    app.add_option_function<int64_t>(
+           flag, [&overrides, flag](int64_t v) { overrides[flag] = v; }, "override the job's value")
+        ->type_name("N");
+  app.add_option("--warmup", warmup, "untimed steps first")->type_name("N")->capture_default_str();
+  app.add_option("--repeats", repeats, "timed steps (the median counts); at least 1")
+      ->type_name("N")
+      ->capture_default_str();
+  app.add_option("--rounds", rounds, "alternating rounds of ours and torch's (the best counts); at least 1")
+      ->type_name("N")
+      ->capture_default_str();
+  app.add_option("--python", python, "the Python with torch")->type_name("PATH")->capture_default_str();
+  bool no_torch = false;
+  app.add_flag("--no-torch", no_torch, "time ours only");
+  bench::parse_command_line(app, argc, argv);
+  repeats = std::max(1, repeats);
+  rounds = std::max(1, rounds);
+  torch = !no_torch;
   try {
     const std::string loadavg_before = loadavg();
     JobSpec job = load_job(job_path);

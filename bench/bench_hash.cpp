@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 #include <sodium.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_cli.h"
 #include "protocol/merkle.h"
 #include "protocol/tensor_hash.h"
 
@@ -92,7 +94,12 @@ nlohmann::json compare(const std::string& name, const std::vector<BenchTensor>& 
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  CLI::App app(
+      "State-hashing throughput: tensor_leaf against raw libsodium BLAKE2b over the same bytes, one thread; "
+      "prints one JSON object. No options.",
+      "bench_hash");
+  bench::parse_command_line(app, argc, argv);
   ensure_sodium();  // the raw crypto_generichash baseline below calls libsodium directly
 
   std::vector<BenchTensor> big;

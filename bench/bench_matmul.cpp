@@ -21,8 +21,10 @@
 #include <utility>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_cli.h"
 #include "ops/kernels/matmul.h"
 #include "ops/thread_pool.h"
 
@@ -31,6 +33,7 @@ namespace {
 using tribunal::MatmulArgs;
 using tribunal::SimdPath;
 using tribunal::ThreadPool;
+using Seconds = std::chrono::duration<double>;
 
 struct Shape {
   const char* name;
@@ -68,25 +71,25 @@ const Shape kShapes[] = {
     {"gpt_attn_grad_kv", 128, 32, 128, true, false, false, 64},  // dk = dsᵀ·q, dv = pᵀ·do
 };
 
-/// Mean seconds per call over a run of at least min_time seconds (after one warm-up call).
-double seconds_per_call(const std::function<void()>& fn, double min_time) {
+/// Mean seconds per call over a run of at least min_time (after one warm-up call).
+double seconds_per_call(const std::function<void()>& fn, Seconds min_time) {
   using clock = std::chrono::steady_clock;
   int64_t calls = 0;
   const auto start = clock::now();
-  double elapsed = 0;
+  Seconds elapsed{0};
   do {
     fn();
     ++calls;
-    elapsed = std::chrono::duration<double>(clock::now() - start).count();
+    elapsed = clock::now() - start;
   } while (elapsed < min_time);
-  return elapsed / static_cast<double>(calls);
+  return elapsed.count() / static_cast<double>(calls);
 }
 
 /// Best of 3 for each of two functions, measured alternately so that both see the same machine load.
 /// OpenBLAS worker threads busy-wait for a while after a call (THREAD_TIMEOUT, ~0.1 s), which would
 /// steal a core from the next measurement: with several threads, pause before each of ours.
 std::pair<double, double> best_of_3(const std::function<void()>& ours, const std::function<void()>& blas,
-                                    double min_time, bool pause) {
+                                    Seconds min_time, bool pause) {
   ours();  // warm caches, pack buffers and thread pools
   blas();
   double best_ours = 1e30, best_blas = 1e30;
@@ -148,30 +151,36 @@ double gflops(const Shape& s, double seconds) {
 
 int main(int argc, char** argv) {
   SimdPath path = tribunal::best_simd_path();
-  double min_time = 0.3;
-  std::string only;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--path" && i + 1 < argc) {
-      const std::string name = argv[++i];
-      bool found = false;
-      for (SimdPath p : tribunal::available_simd_paths()) {
-        if (name == tribunal::simd_path_name(p)) {
-          path = p;
-          found = true;
-        }
+  Seconds min_time{0.3};
+  std::string only, path_name;
+  CLI::App app(
+      "Matmul throughput: RepOps matmul against OpenBLAS cblas_sgemm in the same run; prints one JSON "
+      "object.",
+      "bench_matmul");
+  app.add_option("--path", path_name, "SIMD path of our kernels")
+      ->type_name("scalar|avx2|avx512")
+      ->default_str(tribunal::simd_path_name(path));
+  app.add_option_function<double>(
+         "--min-time",
+         [&min_time](double seconds) {
+           if (!(seconds > 0)) throw CLI::ValidationError("--min-time", "must be more than 0 seconds");
+           min_time = Seconds(seconds);
+         },
+         "each measurement repeats the call for at least this long (> 0)")
+      ->type_name("SECONDS")
+      ->default_str("0.3");
+  app.add_option("--shape", only, "only the shapes whose name contains this")->type_name("NAME");
+  tribunal::bench::parse_command_line(app, argc, argv);
+  if (!path_name.empty()) {
+    bool found = false;
+    for (SimdPath p : tribunal::available_simd_paths()) {
+      if (path_name == tribunal::simd_path_name(p)) {
+        path = p;
+        found = true;
       }
-      if (!found) {
-        std::fprintf(stderr, "bench_matmul: path '%s' is not available on this CPU\n", name.c_str());
-        return 2;
-      }
-    } else if (arg == "--min-time" && i + 1 < argc) {
-      min_time = std::stod(argv[++i]);
-    } else if (arg == "--shape" && i + 1 < argc) {
-      only = argv[++i];
-    } else {
-      std::fprintf(stderr,
-                   "usage: bench_matmul [--path scalar|avx2|avx512] [--min-time SECONDS] [--shape NAME]\n");
+    }
+    if (!found) {
+      std::fprintf(stderr, "bench_matmul: path '%s' is not available on this CPU\n", path_name.c_str());
       return 2;
     }
   }
@@ -214,7 +223,7 @@ int main(int argc, char** argv) {
       {"bench", "matmul"},
       {"simd_path", tribunal::simd_path_name(path)},
       {"openblas", openblas_get_config()},
-      {"min_time_s", min_time},
+      {"min_time_s", min_time.count()},
       {"results", results},
       {"scalar_reference", {{"shape", sq.name}, {"threads", 1}, {"gflops", gflops(sq, t_ref)}}}};
   std::printf("%s\n", out.dump(2).c_str());

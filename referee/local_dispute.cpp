@@ -30,9 +30,10 @@ LocalRun play_local(RefereeDispute& referee, const std::array<LocalParty, 2>& pa
       run.verdict = o.envelope;
       continue;
     }
+    // Both parties are asked to open the located node's inputs; once one opening is complete the
+    // other question is moot, and the party is not asked (a real one's stream would be refused).
+    if (env.kind == MessageKind::Query && !referee.game().awaiting(o.party)) continue;
     for (const std::vector<uint8_t>& answer : parties[static_cast<size_t>(o.party)](env)) {
-      // Both parties open the located node's inputs; once one opening is complete the other is moot.
-      if (env.kind == MessageKind::Query && !referee.game().awaiting(o.party)) break;
       run.bytes_in += answer.size();
       t0 = thread_cpu_seconds();
       std::string refused;

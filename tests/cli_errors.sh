@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Bad input to `tribunal train` must give exactly one clear error line and exit code 1 (usage: 2),
-# never a crash. Usage: cli_errors.sh PATH/TO/tribunal
+# Bad input to `tribunal` must give exactly one clear error line and exit code 1 (usage: 2), never a
+# crash; `tribunal COMMAND --help` lists each command's options. Usage: cli_errors.sh PATH/TO/tribunal
 set -u
 bin=$1
 tmp=$(mktemp -d)
@@ -28,7 +28,7 @@ TOML
 }
 
 # expect NAME CODE PATTERN -- ARGS...: runs tribunal, checks the exit code, that stderr is one line
-# matching PATTERN, and that nothing crashed.
+# matching PATTERN (usage errors too: no usage text after it), and that nothing crashed.
 expect() {
   local name=$1 code=$2 pattern=$3
   shift 4
@@ -36,7 +36,7 @@ expect() {
   local rc=$?
   local lines
   lines=$(grep -c . "$tmp/err")
-  if [ "$rc" -ne "$code" ] || ! grep -qE -e "$pattern" "$tmp/err" || { [ "$code" -eq 1 ] && [ "$lines" -ne 1 ]; }; then
+  if [ "$rc" -ne "$code" ] || ! grep -qE -e "$pattern" "$tmp/err" || [ "$lines" -ne 1 ]; then
     echo "FAIL $name: exit $rc (want $code), stderr (want it to match '$pattern'):"
     sed 's/^/    /' "$tmp/err"; fail=1
   else
@@ -122,4 +122,55 @@ expect "delegate without the referee's key" 2 "--referee-key HEX is required" --
   delegate "$tmp/ok.toml" --provider ws://127.0.0.1:1/ --provider ws://127.0.0.1:2/ --referee ws://127.0.0.1:3/
 expect "referee: bad network" 2 "--allow-network: network \"10.0.0.0/33\"" -- \
   referee --listen 127.0.0.1:0 --key "$tmp/node.key" --allow-network 10.0.0.0/33
+
+# Usage errors the parser finds name the flag or argument.
+expect "unknown option" 2 "^tribunal: demo: unknown option '--nope'$" -- demo --nope
+expect "unknown command" 2 "^tribunal: unknown command 'trian'$" -- trian "$tmp/ok.toml"
+expect "second job file" 2 "unexpected argument '$tmp/ok.toml'" -- train "$tmp/ok.toml" "$tmp/ok.toml"
+expect "missing --listen" 2 "^tribunal: referee: --listen is required" -- referee --key "$tmp/node.key"
+expect "flag without its value" 2 "^tribunal: train: --threads" -- train "$tmp/ok.toml" --threads
+expect "integer out of range" 2 "--retention-days expects an integer in \[0, 36500\], got '-1'" -- \
+  referee --listen 127.0.0.1:0 --key "$tmp/node.key" --retention-days -1
+expect "bad --corrupt" 2 "--corrupt expects STEP:NODE, got '3'" -- \
+  provider --listen 127.0.0.1:0 --key "$tmp/node.key" --store "$tmp/store" --referee-key "$(printf 'ab%.0s' {1..32})" --corrupt 3
+
+# --help: exit 0, the text on stdout (nothing on stderr), and it lists the command's options with
+# their defaults. help NAME PATTERN... -- ARGS...: every PATTERN must be in `tribunal ARGS`'s stdout.
+help() {
+  local name=$1 patterns=()
+  shift
+  while [ "$1" != "--" ]; do patterns+=("$1"); shift; done
+  shift
+  "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$? missing=""
+  for p in "${patterns[@]}"; do grep -qF -e "$p" "$tmp/out" || missing="$missing '$p'"; done
+  if [ "$rc" -ne 0 ] || [ -s "$tmp/err" ] || [ -n "$missing" ]; then
+    echo "FAIL help $name: exit $rc (want 0), missing:$missing; stderr:"; sed 's/^/    /' "$tmp/err"; fail=1
+  else
+    echo "ok   help $name"
+  fi
+}
+help "tribunal" "Usage: tribunal" demo train referee provider delegate campaign scenario keygen verify -- --help
+help "train" "Usage: tribunal train" "--steps N" "--threads K=1" "--out DIR" "--resume" "--json" "--dataset NAME=PATH" -- train --help
+help "demo" "--job JOB.toml=scenarios/jobs/fashion_mlp.toml" "--seed S=random" "--threads K=1" "--out DIR" -- demo --help
+help "referee" "--listen HOST:PORT REQUIRED" "--key KEYFILE REQUIRED" "--data DIR=referee-data" "--allow-network CIDR" \
+  "--client-key HEX" "--reserved-disputes N=1024" "--max-live-disputes N=4096" "--retention-days DAYS=30" \
+  "--max-opened-bytes BYTES=1073741824" "--workers" -- referee --help
+help "provider" "--store DIR REQUIRED" "--referee-key HEX" "--advertise URL" "--max-steps N=1048576" "--corrupt STEP:NODE" \
+  -- provider --help
+help "delegate" "--provider URL" "--referee URL" "--referee-key HEX" "--out DIR=verdicts" "--key KEYFILE" -- delegate --help
+help "keygen" "Usage: tribunal keygen" "KEYFILE" -- keygen --help
+help "verify" "VERDICT" "--referee-key HEX" -- verify --help
+help "campaign" "--games N=10000" "--seed S=1" -- campaign --help
+help "scenario" "run" "graph" -- scenario --help
+help "scenario run" "Usage: tribunal scenario run" "--json" "--verbose" "--threads K=1" "--work DIR" -- scenario run --help
+help "scenario graph" "Usage: tribunal scenario graph" "JOB.toml" -- scenario graph --help
+# A missing command is a usage error that lists the commands (on stderr).
+"$bin" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ "$rc" -ne 2 ] || ! grep -q "referee" "$tmp/err" || [ -s "$tmp/out" ]; then
+  echo "FAIL no command: exit $rc (want 2 and the commands on stderr)"; fail=1
+else
+  echo "ok   no command: exit 2, the commands on stderr"
+fi
 exit $fail

@@ -1,0 +1,121 @@
+#include "bench/load/referee_process.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "net/error.h"
+#include "nodes/referee_node.h"
+
+namespace tribunal::load_bench {
+namespace {
+
+// What the referee's transport logged (one line per refusal and per session end).
+struct ChildStats {
+  std::atomic<uint64_t> finished{0};
+  std::atomic<uint64_t> refused_429{0}, refused_503{0}, unanswered{0};
+  std::atomic<uint64_t> no_message{0}, too_slow{0}, handshake_failed{0};
+  std::mutex mu;
+  std::map<std::string, uint64_t> closes;  // "closed 1009 (message too big) by us" → count
+};
+
+[[noreturn]] void run_referee(const KeyPair& key, int threads, int port_fd, bool verbose) {
+  static ChildStats stats;
+  static bool log_lines = verbose;
+  set_net_log_sink([](std::string_view line) {
+    if (log_lines) std::fprintf(stderr, "referee [net] %.*s\n", static_cast<int>(line.size()), line.data());
+    auto has = [&](std::string_view s) { return line.find(s) != std::string_view::npos; };
+    if (has("(HTTP 429)")) ++stats.refused_429;
+    if (has("(HTTP 503)")) ++stats.refused_503;
+    if (has("unanswered")) ++stats.unanswered;
+    if (const size_t at = line.find(": closed "); at != std::string_view::npos) {
+      const std::string_view rest = line.substr(at + 9);
+      std::string what(rest.substr(0, rest.find(' ')));  // the close code, and who closed first
+      what += rest.find(" by us") != std::string_view::npos     ? " by us"
+              : rest.find(" by peer") != std::string_view::npos ? " by peer"
+                                                                : "";
+      std::lock_guard lock(stats.mu);
+      ++stats.closes[what];
+    }
+    if (has("no message within")) ++stats.no_message;
+    if (has("message not complete")) ++stats.too_slow;
+    if (has("handshake failed")) ++stats.handshake_failed;
+  });
+  double cpu = 0;
+  std::mutex cpu_mu;
+  {
+    NetContext ctx(threads, /*handle_signals=*/true);
+    ctx.set_shutdown_grace(std::chrono::milliseconds(2000));
+    nodes::RefereeNodeOptions options;
+    options.max_disputes_per_client = options.max_live_disputes;  // every dispute comes from loopback
+    nodes::RefereeNode node(
+        ctx, key, options,
+        [verbose](const std::string& line) {
+          if (verbose) std::fprintf(stderr, "referee %s\n", line.c_str());
+        },
+        nodes::loopback_policy());
+    node.on_finished = [&](const RefereeDispute&, const nodes::DisputeStats& s) {
+      ++stats.finished;
+      std::lock_guard lock(cpu_mu);
+      cpu += s.cpu_seconds;
+    };
+    const uint16_t port = node.listen("127.0.0.1", 0);
+    if (write(port_fd, &port, sizeof port) != sizeof port) _exit(2);
+    ctx.run();  // until SIGTERM
+  }
+  const nlohmann::json out = {{"finished", stats.finished.load()},
+                              {"dispute_cpu_seconds", cpu},
+                              {"refused_429", stats.refused_429.load()},
+                              {"refused_503", stats.refused_503.load()},
+                              {"refused_unanswered_bursts", stats.unanswered.load()},
+                              {"session_ends", stats.closes},
+                              {"closed_no_first_message", stats.no_message.load()},
+                              {"closed_message_too_slow", stats.too_slow.load()},
+                              {"handshakes_failed", stats.handshake_failed.load()}};
+  const std::string text = out.dump();
+  if (write(port_fd, text.data(), text.size()) < 0) _exit(3);
+  _exit(0);
+}
+
+}  // namespace
+
+RefereeProcess::RefereeProcess(const KeyPair& key, int threads, bool verbose) {
+  int pipe_fd[2];
+  if (pipe(pipe_fd) != 0) throw std::runtime_error("cannot make a pipe for the referee");
+  pid_ = fork();
+  if (pid_ < 0) throw std::runtime_error("cannot fork the referee");
+  if (pid_ == 0) {
+    close(pipe_fd[0]);
+    run_referee(key, threads, pipe_fd[1], verbose);
+  }
+  close(pipe_fd[1]);
+  report_fd_ = pipe_fd[0];
+  if (read(report_fd_, &port_, sizeof port_) != sizeof port_)
+    throw std::runtime_error("the referee did not start");
+}
+
+nlohmann::json RefereeProcess::stop() {
+  kill(pid_, SIGTERM);
+  std::string child_text;
+  char buf[4096];
+  for (ssize_t k; (k = read(report_fd_, buf, sizeof buf)) > 0;)
+    child_text.append(buf, static_cast<size_t>(k));
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  close(report_fd_);
+  try {
+    return nlohmann::json::parse(child_text);
+  } catch (const std::exception&) {
+    return "no report (exit status " + std::to_string(status) + ")";
+  }
+}
+
+}  // namespace tribunal::load_bench
