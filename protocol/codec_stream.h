@@ -33,8 +33,8 @@ struct Bounds {
 };
 constexpr Bounds up_to(size_t max) { return {0, max}; }
 
-/// The last declared value of each protocol enum; each is numbered 1..last without gaps, so validity
-/// is a range check.
+/// The last declared value of each protocol enum; each is numbered 1..last, so validity is a range
+/// check, less a retired value (kEnumRetired) that is never given out again.
 template <class E>
 inline constexpr uint8_t kEnumLast = 0;
 template <>
@@ -48,11 +48,17 @@ inline constexpr uint8_t kEnumLast<ValueOrigin> = static_cast<uint8_t>(ValueOrig
 template <>
 inline constexpr uint8_t kEnumLast<VerdictReason> = static_cast<uint8_t>(VerdictReason::RefereeFault);
 
+/// A value of protocol enum E that is retired (0: none): VerdictReason 5, once `malformed`.
+template <class E>
+inline constexpr uint8_t kEnumRetired = 0;
+template <>
+inline constexpr uint8_t kEnumRetired<VerdictReason> = 5;
+
 /// True if `v` is a declared value of protocol enum E.
 template <class E>
 bool enum_valid(uint8_t v) {
   static_assert(kEnumLast<E> > 0, "enum without a declared range");
-  return v >= 1 && v <= kEnumLast<E>;
+  return v >= 1 && v <= kEnumLast<E> && v != kEnumRetired<E>;
 }
 
 /// Appends the canonical encoding: little-endian u8/u16/u32/u64, raw bytes.

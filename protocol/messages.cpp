@@ -40,7 +40,6 @@ const char* reason_name(VerdictReason reason) {
     case VerdictReason::InconsistentInput: return "inconsistent_input";
     case VerdictReason::BadProof: return "bad_proof";
     case VerdictReason::Timeout: return "timeout";
-    case VerdictReason::Malformed: return "malformed";
     case VerdictReason::Equivocation: return "equivocation";
     case VerdictReason::WrongInitialState: return "wrong_initial_state";
     case VerdictReason::WrongPostState: return "wrong_post_state";

@@ -206,7 +206,8 @@ enum class VerdictReason : uint8_t {
   InconsistentInput = 2,  ///< the located node's inputs or definition do not follow the agreed graph
   BadProof = 3,           ///< an opening did not match the party's own commitment
   Timeout = 4,            ///< no valid answer before the deadline
-  Malformed = 5,          ///< a signed message that breaks the protocol (wrong type, sizes, round)
+  // 5 is retired (it was `malformed`, never produced: a malformed message is refused without effect,
+  // so its sender can only run out its clock) and is refused on the wire (codec_stream.h).
   Equivocation = 6,       ///< two different signed answers to one question
   WrongInitialState = 7,  ///< the trajectory does not start from the job's initial state
   WrongPostState = 8,     ///< state_hash(t+1) is not made of the step's own node outputs

@@ -46,7 +46,7 @@ constexpr std::array<std::pair<AnswerKind, const char*>, 25> kAnswerKinds = {{
 
 constexpr std::array<VerdictReason, 8> kReasons = {
     VerdictReason::WrongOutput, VerdictReason::InconsistentInput, VerdictReason::BadProof,
-    VerdictReason::Timeout,     VerdictReason::Malformed,         VerdictReason::Equivocation,
+    VerdictReason::Timeout,     VerdictReason::RefereeFault,      VerdictReason::Equivocation,
     VerdictReason::WrongInitialState, VerdictReason::WrongPostState};
 
 std::string names_of_answer_kinds() {

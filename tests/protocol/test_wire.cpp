@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "protocol/codec.h"
+#include "protocol/codec_stream.h"
 #include "protocol/envelope.h"
 #include "protocol/hash.h"
 #include "protocol/merkle.h"
@@ -663,4 +664,25 @@ TEST_CASE("node_record_hash: tag, op, length-prefixed attrs, counted inputs and 
   Hasher e(HashTag::NodeRecord);
   e.update_u8(0).update(Bytes(12, 0));
   CHECK(node_record_hash(NodeRecord{}) == e.final());
+}
+
+TEST_CASE("wire: verdict reason 5 is retired and refused; the others around it are declared") {
+  CHECK(codec::enum_valid<VerdictReason>(4));
+  CHECK_FALSE(codec::enum_valid<VerdictReason>(5));
+  CHECK(codec::enum_valid<VerdictReason>(6));
+  CHECK(codec::enum_valid<VerdictReason>(9));
+  CHECK_FALSE(codec::enum_valid<VerdictReason>(10));
+  // Through a whole verdict: the reason byte follows the winners and losers.
+  Verdict v = std::get<Verdict>(sample_bodies()[10]);
+  v.reason = VerdictReason::Equivocation;  // 6, a byte value to look for after the opening
+  const Bytes enc = encode_body(v);
+  Verdict w = v;
+  w.reason = VerdictReason::Timeout;
+  const Bytes other = encode_body(w);
+  size_t at = 0;
+  while (at < enc.size() && enc[at] == other[at]) ++at;  // the first differing byte is the reason's
+  REQUIRE(at < enc.size());
+  Bytes bad = enc;
+  bad[at] = 5;
+  CHECK_THROWS_WITH_AS(decode_body(MessageKind::Verdict, bad), doctest::Contains("Verdict.reason"), WireError);
 }
