@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <optional>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -17,10 +18,7 @@
 namespace tribunal::nodes {
 namespace {
 
-uint64_t now_ms() {
-  using namespace std::chrono;
-  return static_cast<uint64_t>(duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count());
-}
+GameTime now() { return std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now()); }
 
 // CPU time of the calling thread, to charge each dispute only for its own handling.
 double thread_cpu_seconds() {
@@ -40,8 +38,8 @@ std::string address_of(const std::string& endpoint) {
 // Reconnecting to a provider: first after 100 ms, doubling up to 1 s, until the dispute ends (its
 // clock makes a provider that stays away forfeit). Short, because the party's clock runs meanwhile:
 // a provider back from a dropped link waits at most 1 s for the referee.
-constexpr uint64_t kFirstBackoffMs = 100;
-constexpr uint64_t kMaxBackoffMs = 1000;
+constexpr std::chrono::milliseconds kFirstBackoff{100};
+constexpr std::chrono::milliseconds kMaxBackoff{1000};
 // Client connections from one address waiting for one dispute's verdict. Counted per address, so
 // strangers who hold the opening cannot fill the waiting list and lock the real client out.
 constexpr size_t kMaxWaitingPerAddress = 4;
@@ -95,8 +93,8 @@ struct RefereeNode::Live {
   std::vector<std::shared_ptr<Session>> clients;      // waiting for the verdict
   std::array<std::shared_ptr<Session>, 2> providers;  // null while (re)connecting
   std::array<bool, 2> connecting{};
-  std::array<uint64_t, 2> retry_at{};                 // when to reconnect (ms); 0: not scheduled
-  std::array<uint64_t, 2> backoff_ms{};
+  std::array<std::optional<GameTime>, 2> retry_at{};  // when to reconnect, if scheduled
+  std::array<std::chrono::milliseconds, 2> backoff{};
   std::array<bool, 2> connected_once{};               // a first connection was made (later ones are reconnects)
   DisputeStats stats;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
@@ -168,17 +166,18 @@ void RefereeNode::arm(const std::shared_ptr<Live>& live) {
     live->timer.cancel();
     return;
   }
-  uint64_t next = UINT64_MAX;
+  std::optional<GameTime> next;
+  const auto earliest = [&](GameTime t) { next = next ? std::min(*next, t) : t; };
   const Game& game = live->dispute->game();
   for (int p = 0; p < 2; ++p) {
-    if (game.awaiting(p)) next = std::min(next, game.deadline(p) + 1);
-    if (live->retry_at[static_cast<size_t>(p)] != 0) next = std::min(next, live->retry_at[static_cast<size_t>(p)]);
+    if (game.awaiting(p)) earliest(game.deadline(p) + std::chrono::milliseconds(1));
+    if (const auto& retry = live->retry_at[static_cast<size_t>(p)]) earliest(*retry);
   }
-  if (next == UINT64_MAX) {
+  if (!next) {
     live->timer.cancel();
     return;
   }
-  live->timer.expires_at(std::chrono::steady_clock::time_point(std::chrono::milliseconds(next)));
+  live->timer.expires_at(*next);
   std::weak_ptr<Live> weak = live;
   live->timer.async_wait([this, weak](const boost::system::error_code& ec) {
     if (ec) return;  // cancelled or re-armed
@@ -190,10 +189,10 @@ void RefereeNode::arm(const std::shared_ptr<Live>& live) {
 void RefereeNode::on_timer(const std::shared_ptr<Live>& live) {
   std::lock_guard lock(live->mu);
   if (live->finished) return;
-  const uint64_t now = now_ms();
+  const GameTime t = now();
   const double c0 = thread_cpu_seconds();
   try {
-    auto out = live->dispute->on_tick(now);
+    auto out = live->dispute->on_tick(t);
     live->stats.cpu_seconds += thread_cpu_seconds() - c0;
     deliver(*live, std::move(out));
   } catch (const StoreError& e) {
@@ -204,7 +203,7 @@ void RefereeNode::on_timer(const std::shared_ptr<Live>& live) {
   if (!live->finished)
     for (int p = 0; p < 2; ++p) {
       const auto i = static_cast<size_t>(p);
-      if (!live->providers[i] && !live->connecting[i] && live->retry_at[i] != 0 && now >= live->retry_at[i])
+      if (!live->providers[i] && !live->connecting[i] && live->retry_at[i] && t >= *live->retry_at[i])
         connect_provider(live, p);
     }
   arm(live);
@@ -424,7 +423,7 @@ void RefereeNode::open(std::shared_ptr<Session> client, const Envelope& env) {
     live->stats.bytes_in += bytes;
     const double c1 = thread_cpu_seconds();
     try {
-      deliver(*live, live->dispute->start(now_ms()));  // commits the opening first
+      deliver(*live, live->dispute->start(now()));  // commits the opening first
     } catch (const std::exception& e) {
       live->finished = true;
       {
@@ -459,7 +458,7 @@ void RefereeNode::resume_stored(const StoredDispute& stored) {
     std::lock_guard lock(live->mu);
     try {
       // Fresh sequence numbers and restarted clocks for the open questions; committed before they are sent.
-      deliver(*live, live->dispute->resume(now_ms()));
+      deliver(*live, live->dispute->resume(now()));
     } catch (const StoreError& e) {
       drop(*live, e.what());
       return;
@@ -475,7 +474,7 @@ void RefereeNode::resume_stored(const StoredDispute& stored) {
 void RefereeNode::connect_provider(const std::shared_ptr<Live>& live, int party) {
   const auto i = static_cast<size_t>(party);
   live->connecting[i] = true;
-  live->retry_at[i] = 0;
+  live->retry_at[i].reset();
   std::weak_ptr<Live> weak = live;
   client_.connect(live->dispute->providers()[i], [this, weak, party](std::shared_ptr<Session> s, const std::string& error) {
     auto live = weak.lock();
@@ -488,7 +487,7 @@ void RefereeNode::connect_provider(const std::shared_ptr<Live>& live, int party)
       // and hands it to the dispute's strand, holding the session's reads until it is handled.
       std::weak_ptr<Session> session = s;
       s->set_handlers({[this, weak, party, session](Session& current, std::vector<uint8_t> bytes) {
-                         const uint64_t arrived = now_ms();
+                         const GameTime arrived = now();
                          auto live = weak.lock();
                          auto self = session.lock();
                          if (!live || !self) return;
@@ -532,7 +531,7 @@ void RefereeNode::on_provider_connected(const std::shared_ptr<Live>& live, int p
     return;
   }
   live->providers[i] = s;
-  live->backoff_ms[i] = 0;
+  live->backoff[i] = std::chrono::milliseconds{0};
   if (live->connected_once[i]) ++live->stats.reconnects;
   live->connected_once[i] = true;
   // The DisputeOpen (the provider's new session learns the job) and the question it owes.
@@ -545,7 +544,7 @@ void RefereeNode::on_provider_connected(const std::shared_ptr<Live>& live, int p
 
 // A provider's message (on the dispute's strand), judged as of its arrival.
 void RefereeNode::on_provider_message(const std::shared_ptr<Live>& live, int party, const std::shared_ptr<Session>& session,
-                                      std::vector<uint8_t> bytes, uint64_t arrived_ms) {
+                                      std::vector<uint8_t> bytes, GameTime arrived) {
   std::lock_guard lock(live->mu);
   live->stats.bytes_in += bytes.size();
   if (live->finished || live->providers[static_cast<size_t>(party)] != session) return;
@@ -553,7 +552,7 @@ void RefereeNode::on_provider_message(const std::shared_ptr<Live>& live, int par
   try {
     const Envelope env = open_envelope(bytes);
     std::string refused;
-    auto out = live->dispute->on_envelope(party, env, arrived_ms, &refused);
+    auto out = live->dispute->on_envelope(party, env, arrived, &refused);
     if (!refused.empty()) log_(fmt::format("referee: refused a message from provider {}: {}", party, refused));
     if (!refused.empty() || live->dispute->refused_last()) ++live->stats.refused;
     deliver(*live, std::move(out));
@@ -573,9 +572,9 @@ void RefereeNode::on_provider_message(const std::shared_ptr<Live>& live, int par
 // Called with live.mu held.
 void RefereeNode::provider_lost(Live& live, int party, const std::string& why) {
   const auto i = static_cast<size_t>(party);
-  live.backoff_ms[i] = live.backoff_ms[i] == 0 ? kFirstBackoffMs : std::min(live.backoff_ms[i] * 2, kMaxBackoffMs);
-  live.retry_at[i] = now_ms() + live.backoff_ms[i];
-  log_(fmt::format("referee: dispute {}: provider {} {}; reconnecting in {} ms", live.tag, party, why, live.backoff_ms[i]));
+  live.backoff[i] = live.backoff[i] == std::chrono::milliseconds{0} ? kFirstBackoff : std::min(live.backoff[i] * 2, kMaxBackoff);
+  live.retry_at[i] = now() + live.backoff[i];
+  log_(fmt::format("referee: dispute {}: provider {} {}; reconnecting in {} ms", live.tag, party, why, live.backoff[i].count()));
 }
 
 // Called with live.mu held. A provider that is not connected misses nothing: on (re)connection it

@@ -112,7 +112,7 @@ class RefereeNode {
   struct Workers;
   void on_client_message(const std::shared_ptr<Session>& client, std::vector<uint8_t> bytes);
   void on_provider_message(const std::shared_ptr<Live>& live, int party, const std::shared_ptr<Session>& session,
-                           std::vector<uint8_t> bytes, uint64_t arrived_ms);
+                           std::vector<uint8_t> bytes, GameTime arrived);
   void on_provider_connected(const std::shared_ptr<Live>& live, int party, std::shared_ptr<Session> s,
                              const std::string& error);
   void on_timer(const std::shared_ptr<Live>& live);

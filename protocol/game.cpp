@@ -92,14 +92,14 @@ Level Game::level_of_phase() const {
 }
 
 // Puts `q` to both parties: each one's clock gains the question's allowance and runs from now.
-std::vector<Action> Game::ask_both(Query q, uint64_t now_ms, std::chrono::milliseconds allowance) {
+std::vector<Action> Game::ask_both(Query q, GameTime now, std::chrono::milliseconds allowance) {
   q.round = ++round_;
   current_ = q;
   std::vector<Action> out;
   for (int p = 0; p < 2; ++p) {
     party_[p].answer.reset();
     asked_[p] = true;
-    asked_at_[p] = now_ms;
+    asked_at_[p] = now;
     clock_[p] += allowance;
     Query mine = q;
     mine.clock = clock_[p];
@@ -109,11 +109,11 @@ std::vector<Action> Game::ask_both(Query q, uint64_t now_ms, std::chrono::millis
 }
 
 // The party answered (or the round ended without its answer): its clock stops, charged for the wait.
-void Game::stop_clock(int party, uint64_t now_ms) {
+void Game::stop_clock(int party, GameTime now) {
   if (!asked_[party]) return;
-  const auto waited = std::chrono::milliseconds(static_cast<int64_t>(now_ms - std::min(now_ms, asked_at_[party])));
+  const auto waited = std::max(now - asked_at_[party], std::chrono::milliseconds{0});
   clock_[party] = std::max(clock_[party] - waited, std::chrono::milliseconds{0});
-  asked_at_[party] = now_ms;
+  asked_at_[party] = now;
 }
 
 // What the OpenInputs answer puts on the wire, from above: each tensor's float32 bytes plus, per
@@ -148,9 +148,9 @@ Query Game::query(QueryKind kind, Level level) const {
   return q;
 }
 
-std::vector<Action> Game::start(uint64_t now_ms) {
-  now_ms_ = now_ms;
-  return ask_both(query(QueryKind::Children, Level::Checkpoints), now_ms, allowance(params_.terms, 0, 0));
+std::vector<Action> Game::start(GameTime now) {
+  now_ = now;
+  return ask_both(query(QueryKind::Children, Level::Checkpoints), now, allowance(params_.terms, 0, 0));
 }
 
 void Game::lose(int party, VerdictReason reason, std::string detail) {
@@ -167,7 +167,7 @@ std::vector<Action> Game::finish_if_lost() {
 
 std::vector<Action> Game::finish(VerdictReason reason, std::string detail) {
   for (int p = 0; p < 2; ++p) {
-    if (asked_[p] && !party_[p].answer) stop_clock(p, now_ms_);
+    if (asked_[p] && !party_[p].answer) stop_clock(p, now_);
     asked_[p] = false;
     if (party_[p].lost && party_[p].reason == VerdictReason::Timeout) clock_[p] = std::chrono::milliseconds{0};
   }
@@ -190,19 +190,19 @@ std::vector<Action> Game::finish(VerdictReason reason, std::string detail) {
   return {Finished{std::move(v)}};
 }
 
-std::vector<Action> Game::on_tick(uint64_t now_ms) {
+std::vector<Action> Game::on_tick(GameTime now) {
   if (done()) return {};
-  now_ms_ = std::max(now_ms_, now_ms);
+  now_ = std::max(now_, now);
   for (int p = 0; p < 2; ++p)
-    if (asked_[p] && !party_[p].answer && now_ms > deadline(p))
+    if (asked_[p] && !party_[p].answer && now > deadline(p))
       lose(p, VerdictReason::Timeout, std::string("no valid answer in ") + phase_name(phase_) + " round " +
                                           std::to_string(round_) + " before the deadline");
   return finish_if_lost();
 }
 
-std::vector<Action> Game::on_resume(uint64_t now_ms) {
+std::vector<Action> Game::on_resume(GameTime now) {
   if (done()) return {};
-  now_ms_ = std::max(now_ms_, now_ms);
+  now_ = std::max(now_, now);
   // The question is re-issued, so the party sends its whole stream again: start over.
   if (phase_ == Phase::OpenInputs)
     for (InputOpening& o : opening_) o.restart();
@@ -210,7 +210,7 @@ std::vector<Action> Game::on_resume(uint64_t now_ms) {
   for (int p = 0; p < 2; ++p) {
     if (!awaiting(p)) continue;
     // The clock restarts with the time the party had when asked: the referee's downtime is not its.
-    asked_at_[p] = now_ms;
+    asked_at_[p] = now;
     Query q = current_;
     q.clock = clock_[p];
     out.push_back(SendQuery{p, std::move(q), deadline(p)});
@@ -218,18 +218,18 @@ std::vector<Action> Game::on_resume(uint64_t now_ms) {
   return out;
 }
 
-std::vector<Action> Game::on_message(int party, const Body& body, uint64_t now_ms) {
+std::vector<Action> Game::on_message(int party, const Body& body, GameTime now) {
   if (done()) return {Rejected{party, "the dispute is over"}};
   if (party < 0 || party > 1) return {Rejected{party, "unknown party"}};
   if (!asked_[party]) return {Rejected{party, "no question is open for this party"}};
   if (!answers_phase(phase_, body)) return {Rejected{party, std::string("unexpected message in ") + phase_name(phase_)}};
   if (round_of(body) != round_) return {Rejected{party, "answer for round " + std::to_string(round_of(body)) +
                                                             ", the open round is " + std::to_string(round_)}};
-  now_ms_ = std::max(now_ms_, now_ms);
-  if (now_ms > deadline(party)) {
+  now_ = std::max(now_, now);
+  if (now > deadline(party)) {
     // Late: the clock decides. Nothing to decide means this party had answered in time; its late
     // message is refused without effect (is_refusal), so a durable referee does not record it.
-    auto decided = on_tick(now_ms);
+    auto decided = on_tick(now);
     if (decided.empty()) return {Rejected{party, "past the deadline of round " + std::to_string(round_)}};
     return decided;
   }
@@ -248,17 +248,17 @@ std::vector<Action> Game::on_message(int party, const Body& body, uint64_t now_m
       lose(party, VerdictReason::BadProof, why);
       return finish_if_lost();
     }
-    return collect_inputs(party, now_ms);
+    return collect_inputs(party, now);
   }
   if (!accept(party, body, why)) {
     lose(party, VerdictReason::BadProof, why);
     return finish_if_lost();
   }
-  stop_clock(party, now_ms);
+  stop_clock(party, now);
   ps.answer = body;
   for (int p = 0; p < 2; ++p)
     if (asked_[p] && !party_[p].answer) return {};  // wait for the other party
-  return advance(now_ms);
+  return advance(now);
 }
 
 // Checks one answer against the party's own commitments; on success records what it proves.
@@ -336,7 +336,7 @@ bool Game::accept(int party, const Body& body, std::string& why) {
 }
 
 // Both parties answered the open round validly: move on.
-std::vector<Action> Game::advance(uint64_t now_ms) {
+std::vector<Action> Game::advance(GameTime now) {
   switch (phase_) {
     case Phase::Checkpoints:
     case Phase::Steps:
@@ -359,19 +359,19 @@ std::vector<Action> Game::advance(uint64_t now_ms) {
         hi_ = mid;
       else
         lo_ = mid;
-      if (hi_ - lo_ > 1) return ask_both(query(QueryKind::Children, current_.level), now_ms, allowance(params_.terms, 0, 0));
+      if (hi_ - lo_ > 1) return ask_both(query(QueryKind::Children, current_.level), now, allowance(params_.terms, 0, 0));
       for (int p = 0; p < 2; ++p) {
         if (phase_ == Phase::Checkpoints) party_[p].level1_value = leaf_value[p];
         if (phase_ == Phase::Steps) party_[p].level2_value = leaf_value[p];
       }
-      return after_descent(now_ms);
+      return after_descent(now);
     }
     case Phase::IntervalCommit: {
       phase_ = Phase::Steps;
       for (int p = 0; p < 2; ++p) party_[p].root = party_[p].node = std::get<IntervalCommit>(*party_[p].answer).root;
       lo_ = 0;
       hi_ = leaves_at_level();
-      return ask_both(query(QueryKind::Children, Level::Steps), now_ms, allowance(params_.terms, 0, 0));
+      return ask_both(query(QueryKind::Children, Level::Steps), now, allowance(params_.terms, 0, 0));
     }
     case Phase::StepCommit: {
       phase_ = Phase::Nodes;
@@ -383,17 +383,17 @@ std::vector<Action> Game::advance(uint64_t now_ms) {
       }
       lo_ = 0;
       hi_ = leaves_at_level();
-      return ask_both(query(QueryKind::Children, Level::Nodes), now_ms, allowance(params_.terms, 0, 0));
+      return ask_both(query(QueryKind::Children, Level::Nodes), now, allowance(params_.terms, 0, 0));
     }
     case Phase::OpenRecords:
       for (int p = 0; p < 2; ++p) party_[p].records = std::get<Records>(*party_[p].answer).records;
-      return check_records(now_ms);
+      return check_records(now);
     default: return {};
   }
 }
 
 // A descent reached its leaf lo_: hand off to the next level or decide.
-std::vector<Action> Game::after_descent(uint64_t now_ms) {
+std::vector<Action> Game::after_descent(GameTime now) {
   if (phase_ == Phase::Checkpoints) {
     if (lo_ == 0) {  // the trajectories differ in their very first state
       const Digest initial = oracle_.initial_state_hash();
@@ -406,7 +406,7 @@ std::vector<Action> Game::after_descent(uint64_t now_ms) {
     phase_ = Phase::IntervalCommit;
     // The party recomputes the interval from its checkpoint at the start.
     const uint64_t steps = checkpoints_[interval_] - checkpoints_[interval_ - 1];
-    return ask_both(query(QueryKind::CommitInterval, Level::Steps), now_ms, allowance(params_.terms, steps, 0));
+    return ask_both(query(QueryKind::CommitInterval, Level::Steps), now, allowance(params_.terms, steps, 0));
   }
   if (phase_ == Phase::Steps) {
     // Leaf 0 is the agreed start, so lo_ ≥ 1: state lo_−1 agreed, state lo_ disputed.
@@ -415,7 +415,7 @@ std::vector<Action> Game::after_descent(uint64_t now_ms) {
     phase_ = Phase::StepCommit;
     // At worst from the interval's checkpoint to state t, then step t recording its nodes.
     const uint64_t steps = step_ - checkpoints_[interval_ - 1] + 1;
-    return ask_both(query(QueryKind::CommitStep, Level::Nodes), now_ms, allowance(params_.terms, steps, 0));
+    return ask_both(query(QueryKind::CommitStep, Level::Nodes), now, allowance(params_.terms, steps, 0));
   }
   // Level 3: the first differing leaf is node lo_ (or the post state when lo_ == G).
   node_ = lo_;
@@ -434,15 +434,15 @@ std::vector<Action> Game::after_descent(uint64_t now_ms) {
   phase_ = Phase::OpenRecords;
   if (record_indices_.empty()) {
     for (int p = 0; p < 2; ++p) party_[p].records.clear();
-    return check_records(now_ms);
+    return check_records(now);
   }
   Query q = query(QueryKind::OpenRecords, Level::Nodes);
   q.indices = record_indices_;
-  return ask_both(q, now_ms, allowance(params_.terms, 0, 0));
+  return ask_both(q, now, allowance(params_.terms, 0, 0));
 }
 
 // The opened records are proven; check them against the job's graph and the agreed producers.
-std::vector<Action> Game::check_records(uint64_t now_ms) {
+std::vector<Action> Game::check_records(GameTime now) {
   const auto record_of = [&](int p, uint64_t index) -> const NodeRecord& {
     const auto it = std::find(record_indices_.begin(), record_indices_.end(), index);
     return party_[p].records[static_cast<size_t>(it - record_indices_.begin())];
@@ -515,16 +515,16 @@ std::vector<Action> Game::check_records(uint64_t now_ms) {
                                 params_.label_width};
   for (InputOpening& o : opening_) o = InputOpening(tensors, samples);
   phase_ = Phase::OpenInputs;
-  if (q.values.empty() && !needs_samples) return collect_inputs(0, now_ms);
-  return ask_both(q, now_ms, allowance(params_.terms, 0, opening_bytes()));
+  if (q.values.empty() && !needs_samples) return collect_inputs(0, now);
+  return ask_both(q, now, allowance(params_.terms, 0, opening_bytes()));
 }
 
 // Emits the re-execution once every requested tensor and sample has arrived from `party` and been
 // checked; the round then ends for both parties.
-std::vector<Action> Game::collect_inputs(int party, uint64_t now_ms) {
+std::vector<Action> Game::collect_inputs(int party, GameTime now) {
   if (!opening_[party].complete()) return {};
   for (int p = 0; p < 2; ++p) {
-    stop_clock(p, now_ms);
+    stop_clock(p, now);
     asked_[p] = false;
   }
   const NodeSpec& node = spec_->nodes[node_];
@@ -554,9 +554,9 @@ std::vector<Action> Game::collect_inputs(int party, uint64_t now_ms) {
   return {std::move(rx)};
 }
 
-std::vector<Action> Game::on_reexecuted(const std::vector<Digest>& outputs, uint64_t now_ms) {
+std::vector<Action> Game::on_reexecuted(const std::vector<Digest>& outputs, GameTime now) {
   if (phase_ != Phase::Reexecute) return {};
-  now_ms_ = std::max(now_ms_, now_ms);
+  now_ = std::max(now_, now);
   const auto it = std::find(record_indices_.begin(), record_indices_.end(), node_);
   const size_t at = static_cast<size_t>(it - record_indices_.begin());
   for (int p = 0; p < 2; ++p)
@@ -569,9 +569,9 @@ std::vector<Action> Game::on_reexecuted(const std::vector<Digest>& outputs, uint
   return finish_if_lost();
 }
 
-std::vector<Action> Game::on_reexecution_failed(const std::string& why, uint64_t now_ms) {
+std::vector<Action> Game::on_reexecution_failed(const std::string& why, GameTime now) {
   if (phase_ != Phase::Reexecute) return {};
-  now_ms_ = std::max(now_ms_, now_ms);
+  now_ = std::max(now_, now);
   std::vector<Action> out = finish(VerdictReason::RefereeFault, "undecided: the referee could not re-execute node " +
                                                                     std::to_string(node_) + " of step " +
                                                                     std::to_string(step_) + ": " + why);

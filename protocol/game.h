@@ -70,6 +70,10 @@ class StepOracle {
   virtual Digest initial_state_hash() const = 0;
 };
 
+/// A time on the referee's clock: milliseconds of a steady clock. The game never reads a clock: every
+/// call takes the time of its input, so a replay of the same inputs is the same game.
+using GameTime = std::chrono::time_point<std::chrono::steady_clock, std::chrono::milliseconds>;
+
 /// Everything fixed when a dispute opens.
 struct GameParams {
   Digest job_id{};
@@ -84,12 +88,12 @@ struct GameParams {
   DisputeTerms terms;               ///< what each question may take (the job's [dispute] table)
 };
 
-/// A question to send to one party; it must answer before `deadline_ms` (the referee's clock, ms):
-/// the time it was asked plus the party's clock (query.clock).
+/// A question to send to one party; it must answer before `deadline`: the time it was asked plus
+/// the party's clock (query.clock).
 struct SendQuery {
   int party = 0;
   Query query;
-  uint64_t deadline_ms = 0;
+  GameTime deadline{};
 };
 
 /// The referee must re-execute one node: run op `spec.op` with `spec.attrs` on `inputs` (in the
@@ -147,21 +151,21 @@ class Game {
   Game(GameParams params, const StepOracle& oracle);
 
   /// The first questions. Call once, at the start.
-  std::vector<Action> start(uint64_t now_ms);
+  std::vector<Action> start(GameTime now);
 
   /// A decoded, signature-checked message from party 0 or 1 (the referee maps keys to parties).
-  std::vector<Action> on_message(int party, const Body& body, uint64_t now_ms);
+  std::vector<Action> on_message(int party, const Body& body, GameTime now);
 
   /// Checks deadlines. Returns no action unless a party forfeited (then Finished): a tick with no
   /// action left the state unchanged.
-  std::vector<Action> on_tick(uint64_t now_ms);
+  std::vector<Action> on_tick(GameTime now);
 
-  /// The referee restarted (or otherwise resumes the game) at `now_ms`: re-issues the open round's
-  /// question to every party that still owes an answer, its clock restarted from `now_ms` with the
+  /// The referee restarted (or otherwise resumes the game) at `now`: re-issues the open round's
+  /// question to every party that still owes an answer, its clock restarted from `now` with the
   /// time it had when asked, so no party forfeits (or is charged) because the referee was down. A partly received OpenInputs stream is
   /// discarded (the party re-sends it whole in answer to the re-issued question). The round number
   /// stays the same; answers already accepted stand. No action once the game is done.
-  std::vector<Action> on_resume(uint64_t now_ms);
+  std::vector<Action> on_resume(GameTime now);
 
   /// True while `party` owes an answer to the open round (what on_resume would re-issue to it).
   bool awaiting(int party) const {
@@ -169,18 +173,18 @@ class Game {
   }
   /// The open round's question (valid once start() has been called).
   const Query& current_query() const { return current_; }
-  /// The deadline (ms, same clock as the inputs) of `party`'s open question: when its clock runs out.
-  uint64_t deadline(int party) const { return asked_at_[party] + static_cast<uint64_t>(clock_[party].count()); }
+  /// The deadline of `party`'s open question: when its clock runs out.
+  GameTime deadline(int party) const { return asked_at_[party] + clock_[party]; }
   /// The time left on `party`'s clock, not counting a question it is answering now (docs/protocol.md,
   /// "Clocks").
   std::chrono::milliseconds clock(int party) const { return clock_[party]; }
 
   /// The re-execution's output hashes (tensor leaves), after a Reexecute action.
-  std::vector<Action> on_reexecuted(const std::vector<Digest>& outputs, uint64_t now_ms);
+  std::vector<Action> on_reexecuted(const std::vector<Digest>& outputs, GameTime now);
   /// The referee could not re-execute the located node for a reason of its own (out of memory, an
   /// internal error), not because of the inputs both parties committed to: the game ends undecided,
   /// reason RefereeFault, with neither winners nor losers. `why` goes into the verdict's detail.
-  std::vector<Action> on_reexecution_failed(const std::string& why, uint64_t now_ms);
+  std::vector<Action> on_reexecution_failed(const std::string& why, GameTime now);
 
   Phase phase() const { return phase_; }
   uint32_t rounds() const { return round_; }
@@ -207,13 +211,13 @@ class Game {
   };
 
   Query query(QueryKind kind, Level level) const;  // a query about the current position
-  std::vector<Action> ask_both(Query q, uint64_t now_ms, std::chrono::milliseconds allowance);
-  void stop_clock(int party, uint64_t now_ms);  // the referee no longer waits for `party`
+  std::vector<Action> ask_both(Query q, GameTime now, std::chrono::milliseconds allowance);
+  void stop_clock(int party, GameTime now);  // the referee no longer waits for `party`
   uint64_t opening_bytes() const;               // the wire size of the OpenInputs answer, about
-  std::vector<Action> advance(uint64_t now_ms);
-  std::vector<Action> after_descent(uint64_t now_ms);
-  std::vector<Action> check_records(uint64_t now_ms);
-  std::vector<Action> collect_inputs(int party, uint64_t now_ms);
+  std::vector<Action> advance(GameTime now);
+  std::vector<Action> after_descent(GameTime now);
+  std::vector<Action> check_records(GameTime now);
+  std::vector<Action> collect_inputs(int party, GameTime now);
   std::vector<Action> finish(VerdictReason reason, std::string detail);
   std::vector<Action> finish_if_lost();
   void lose(int party, VerdictReason reason, std::string detail);
@@ -229,9 +233,9 @@ class Game {
   uint32_t round_ = 0;
   Query current_{};
   std::array<bool, 2> asked_{};
-  std::array<uint64_t, 2> asked_at_{};                  // when the open question was put to each party
+  std::array<GameTime, 2> asked_at_{};                  // when the open question was put to each party
   std::array<std::chrono::milliseconds, 2> clock_{};    // time left on each party's clock
-  uint64_t now_ms_ = 0;                                 // the time of the input being handled
+  GameTime now_{};                                      // the time of the input being handled
   std::array<PartyState, 2> party_;
   uint64_t lo_ = 0, hi_ = 0;           // current descent range
   uint64_t interval_ = 0;              // level 1 leaf k (interval [c_{k−1}, c_k])

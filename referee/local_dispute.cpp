@@ -19,7 +19,7 @@ LocalRun play_local(RefereeDispute& referee, const std::array<LocalParty, 2>& pa
   LocalRun run;
   std::deque<RefereeDispute::Outgoing> queue;
   double t0 = thread_cpu_seconds();
-  for (auto& o : referee.start(0)) queue.push_back(std::move(o));
+  for (auto& o : referee.start(GameTime{})) queue.push_back(std::move(o));
   run.referee_cpu_seconds += thread_cpu_seconds() - t0;
   while (!queue.empty()) {
     RefereeDispute::Outgoing o = std::move(queue.front());
@@ -38,7 +38,7 @@ LocalRun play_local(RefereeDispute& referee, const std::array<LocalParty, 2>& pa
       t0 = thread_cpu_seconds();
       std::string refused;
       // The referee decodes and checks every byte it receives: that is part of its cost.
-      for (auto& next : referee.on_envelope(o.party, open_envelope(answer), 0, &refused)) queue.push_back(std::move(next));
+      for (auto& next : referee.on_envelope(o.party, open_envelope(answer), GameTime{}, &refused)) queue.push_back(std::move(next));
       run.referee_cpu_seconds += thread_cpu_seconds() - t0;
       if (!refused.empty()) run.refused.push_back(refused);
     }

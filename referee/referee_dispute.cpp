@@ -119,26 +119,26 @@ void RefereeDispute::record(DisputeInput input) {
   on_input(input, done() ? &*verdict_envelope_ : nullptr);
 }
 
-std::vector<RefereeDispute::Outgoing> RefereeDispute::start(uint64_t now_ms) {
+std::vector<RefereeDispute::Outgoing> RefereeDispute::start(GameTime now) {
   if (started_) throw ProtocolError("dispute: start() called twice");
   started_ = true;
   std::vector<Outgoing> out = {{0, open_bytes_}, {1, open_bytes_}};
   emit(fmt::format("dispute {} opened: job {}, {} steps, stride {}, {} checkpoints", to_hex(dispute_id_).substr(0, 16),
                    to_hex(job_id_).substr(0, 16), job_.steps, job_.stride,
                    checkpoint_steps(static_cast<uint64_t>(job_.steps), static_cast<uint64_t>(job_.stride)).size()));
-  auto more = handle(game_->start(now_ms), now_ms);
+  auto more = handle(game_->start(now), now);
   out.insert(out.end(), more.begin(), more.end());
-  record({DisputeInput::Kind::Open, 0, open_bytes_, now_ms});
+  record({DisputeInput::Kind::Open, 0, open_bytes_, now});
   return out;
 }
 
-std::vector<RefereeDispute::Outgoing> RefereeDispute::resume(uint64_t now_ms) {
+std::vector<RefereeDispute::Outgoing> RefereeDispute::resume(GameTime now) {
   if (!started_) throw ProtocolError("dispute: resume() before start()");
   if (done()) return {};
   emit("resumed: re-issuing the open questions with restarted clocks");
   for (auto& p : opening_) p.clear();  // partial openings are asked for again, whole
-  auto out = handle(game_->on_resume(now_ms), now_ms);
-  record({DisputeInput::Kind::Resume, 0, {}, now_ms});
+  auto out = handle(game_->on_resume(now), now);
+  record({DisputeInput::Kind::Resume, 0, {}, now});
   return out;
 }
 
@@ -156,7 +156,7 @@ std::unique_ptr<RefereeDispute> RefereeDispute::replay(const KeyPair& referee_ke
     throw ProtocolError("dispute replay: the record does not start with the dispute's opening");
   auto d = std::make_unique<RefereeDispute>(referee_key, open_envelope(inputs[0].envelope), options);
   d->replaying_ = true;
-  d->start(inputs[0].now_ms);
+  d->start(inputs[0].at);
   for (size_t i = 1; i < inputs.size(); ++i) {
     const DisputeInput& in = inputs[i];
     const auto diverged = [&](const std::string& why) {
@@ -175,16 +175,16 @@ std::unique_ptr<RefereeDispute> RefereeDispute::replay(const KeyPair& referee_ke
         } catch (const ProtocolError& e) {
           throw diverged(std::string("its envelope does not open: ") + e.what());
         }
-        d->on_envelope(in.party, env, in.now_ms, &refused);
+        d->on_envelope(in.party, env, in.at, &refused);
         if (!refused.empty()) throw diverged(refused);
         if (d->refused_by_game_) throw diverged("the game refuses the envelope");
         break;
       }
       case DisputeInput::Kind::Tick:
-        d->on_tick(in.now_ms);
+        d->on_tick(in.at);
         if (!d->done()) throw diverged("the tick decides nothing");
         break;
-      case DisputeInput::Kind::Resume: d->resume(in.now_ms); break;
+      case DisputeInput::Kind::Resume: d->resume(in.at); break;
       default: throw diverged("unknown input kind");
     }
   }
@@ -192,7 +192,7 @@ std::unique_ptr<RefereeDispute> RefereeDispute::replay(const KeyPair& referee_ke
   return d;
 }
 
-std::vector<RefereeDispute::Outgoing> RefereeDispute::on_envelope(int party, const Envelope& env, uint64_t now_ms,
+std::vector<RefereeDispute::Outgoing> RefereeDispute::on_envelope(int party, const Envelope& env, GameTime now,
                                                                   std::string* refused) {
   const auto refuse = [&](std::string why) {
     if (refused) *refused = std::move(why);
@@ -204,10 +204,10 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::on_envelope(int party, con
   if (env.context != dispute_id_) return refuse("for another dispute");
   if (env.sequence <= last_sequence_[static_cast<size_t>(party)]) return refuse("stale sequence number (replay)");
   last_sequence_[static_cast<size_t>(party)] = env.sequence;
-  auto actions = game_->on_message(party, env.body, now_ms);
+  auto actions = game_->on_message(party, env.body, now);
   refused_by_game_ = is_refusal(actions);
-  if (refused_by_game_) return handle(std::move(actions), now_ms);
-  DisputeInput input{DisputeInput::Kind::Envelope, party, env.bytes, now_ms};
+  if (refused_by_game_) return handle(std::move(actions), now);
+  DisputeInput input{DisputeInput::Kind::Envelope, party, env.bytes, now};
   auto& pending = opening_[static_cast<size_t>(party)];
   if (actions.empty() && game_->phase() == Phase::OpenInputs) {
     // An opening in progress changes nothing durable (a resumed game asks for it whole again): its
@@ -220,41 +220,41 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::on_envelope(int party, con
   pending.clear();
   if (game_->phase() != Phase::OpenInputs)
     for (auto& p : opening_) p.clear();
-  auto out = handle(std::move(actions), now_ms);
+  auto out = handle(std::move(actions), now);
   record(std::move(input));
   return out;
 }
 
-std::vector<RefereeDispute::Outgoing> RefereeDispute::on_tick(uint64_t now_ms) {
+std::vector<RefereeDispute::Outgoing> RefereeDispute::on_tick(GameTime now) {
   if (done()) return {};
-  auto actions = game_->on_tick(now_ms);
+  auto actions = game_->on_tick(now);
   if (actions.empty()) return {};
-  auto out = handle(std::move(actions), now_ms);
-  record({DisputeInput::Kind::Tick, 0, {}, now_ms});
+  auto out = handle(std::move(actions), now);
+  record({DisputeInput::Kind::Tick, 0, {}, now});
   return out;
 }
 
-std::vector<Action> RefereeDispute::reexecute(const Reexecute& rx, uint64_t now_ms) {
+std::vector<Action> RefereeDispute::reexecute(const Reexecute& rx, GameTime now) {
   std::string failure;
   for (int attempt = 1; attempt <= kReexecuteAttempts; ++attempt) {
     try {
       if (reexecute_hook_) reexecute_hook_(attempt);
-      return game_->on_reexecuted(oracle_->reexecute(rx), now_ms);
+      return game_->on_reexecuted(oracle_->reexecute(rx), now);
     } catch (const OpError& e) {
       // The op refuses the inputs both parties committed to (e.g. a label out of range): a fault of
       // every party that committed to running them, so no outputs match.
       emit(std::string("re-execution refuses the committed inputs: ") + e.what());
-      return game_->on_reexecuted({}, now_ms);
+      return game_->on_reexecuted({}, now);
     } catch (const std::exception& e) {
       // Anything else (bad_alloc, an internal error) is the referee's failure, never a party's.
       failure = e.what();
       emit(fmt::format("re-execution attempt {} of {} failed: {}", attempt, kReexecuteAttempts, failure));
     }
   }
-  return game_->on_reexecution_failed(failure, now_ms);
+  return game_->on_reexecution_failed(failure, now);
 }
 
-std::vector<RefereeDispute::Outgoing> RefereeDispute::handle(std::vector<Action> actions, uint64_t now_ms) {
+std::vector<RefereeDispute::Outgoing> RefereeDispute::handle(std::vector<Action> actions, GameTime now) {
   std::vector<Outgoing> out;
   while (!actions.empty()) {
     std::vector<Action> next;
@@ -290,7 +290,7 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::handle(std::vector<Action>
         if (replaying_) out.pop_back();
       } else if (auto* rx = std::get_if<Reexecute>(&a)) {
         emit(fmt::format("re-executing node {} ({}) of step {} with RepOps", rx->node, op_label(rx->spec.op), rx->step));
-        auto more = reexecute(*rx, now_ms);
+        auto more = reexecute(*rx, now);
         next.insert(next.end(), more.begin(), more.end());
       } else if (auto* f = std::get_if<Finished>(&a)) {
         verdict_ = f->verdict;

@@ -62,15 +62,15 @@ inline constexpr int kReexecuteAttempts = 3;
 /// records and replay() consumes.
 struct DisputeInput {
   enum class Kind : uint8_t {
-    Open = 1,      ///< the client's DisputeOpen envelope (`envelope`), started at `now_ms`; always first
+    Open = 1,      ///< the client's DisputeOpen envelope (`envelope`), started at `at`; always first
     Envelope = 2,  ///< an envelope from `party` (0 or 1) that the game accepted
-    Tick = 3,      ///< a deadline check at `now_ms` that changed the game (someone forfeited)
-    Resume = 4,    ///< the referee resumed the dispute at `now_ms` (Game::on_resume)
+    Tick = 3,      ///< a clock check at `at` that changed the game (someone forfeited)
+    Resume = 4,    ///< the referee resumed the dispute at `at` (Game::on_resume)
   };
   Kind kind = Kind::Open;
   int party = 0;
   std::vector<uint8_t> envelope;
-  uint64_t now_ms = 0;  ///< the referee's clock (ms) when the input arrived
+  GameTime at{};  ///< the referee's clock when the input arrived
   bool operator==(const DisputeInput&) const = default;
 };
 
@@ -97,19 +97,19 @@ class RefereeDispute {
 
   /// The first questions; also the DisputeOpen forwarded to both providers, so they know the job.
   /// Reports an Open input.
-  std::vector<Outgoing> start(uint64_t now_ms);
+  std::vector<Outgoing> start(GameTime now);
 
   /// An envelope received from a party's connection. Envelopes not signed by that party's claim key,
   /// for another dispute, or with a stale sequence number are refused without effect (returned in
   /// `refused`). Reports an Envelope input when the game accepted it.
-  std::vector<Outgoing> on_envelope(int party, const Envelope& env, uint64_t now_ms, std::string* refused = nullptr);
+  std::vector<Outgoing> on_envelope(int party, const Envelope& env, GameTime now, std::string* refused = nullptr);
 
   /// Checks deadlines; reports a Tick input when a party forfeited.
-  std::vector<Outgoing> on_tick(uint64_t now_ms);
+  std::vector<Outgoing> on_tick(GameTime now);
 
   /// Resumes the dispute after a restart: re-issues the open questions with fresh (higher) sequence
-  /// numbers and deadlines restarted from `now_ms` (Game::on_resume). Reports a Resume input.
-  std::vector<Outgoing> resume(uint64_t now_ms);
+  /// numbers and clocks restarted from `now` (Game::on_resume). Reports a Resume input.
+  std::vector<Outgoing> resume(GameTime now);
 
   /// What a (re)connected provider connection must receive: the DisputeOpen, then the question the
   /// party still owes an answer to, if any, as it was last sent (same bytes and sequence: the
@@ -154,8 +154,8 @@ class RefereeDispute {
   std::function<void(const DisputeEvent&)> on_event;
 
  private:
-  std::vector<Outgoing> handle(std::vector<Action> actions, uint64_t now_ms);
-  std::vector<Action> reexecute(const Reexecute& rx, uint64_t now_ms);
+  std::vector<Outgoing> handle(std::vector<Action> actions, GameTime now);
+  std::vector<Action> reexecute(const Reexecute& rx, GameTime now);
   std::vector<uint8_t> seal_next(const Body& body);
   void emit(std::string text);
   void record(DisputeInput input);

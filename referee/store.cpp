@@ -206,7 +206,7 @@ void RefereeStore::open_dispute(const Digest& id, const DisputeInput& open, cons
       s.bind(1, id);
       s.bind(2, static_cast<int64_t>(open.kind));
       s.bind(3, open.envelope);
-      s.bind(4, static_cast<int64_t>(open.now_ms));
+      s.bind(4, static_cast<int64_t>(open.at.time_since_epoch().count()));
       s.step();
     }
     exec("COMMIT");
@@ -235,7 +235,7 @@ void RefereeStore::append(const Digest& id, const DisputeInput& input, const std
       s.bind(2, static_cast<int64_t>(input.kind));
       s.bind(3, static_cast<int64_t>(input.party));
       s.bind(4, input.envelope);
-      s.bind(5, static_cast<int64_t>(input.now_ms));
+      s.bind(5, static_cast<int64_t>(input.at.time_since_epoch().count()));
       s.step();
     }
     if (verdict) {
@@ -320,7 +320,7 @@ StoredDispute RefereeStore::read_dispute(const Digest& id, std::string client) {
     in.kind = static_cast<DisputeInput::Kind>(kind);
     in.party = static_cast<int>(party);
     in.envelope = s.blob(2);
-    in.now_ms = static_cast<uint64_t>(now);
+    in.at = GameTime(std::chrono::milliseconds(now));
     if ((in.kind == DisputeInput::Kind::Open) != (i == 0)) throw bad("the opening must be the first input, and only it");
     const bool has_envelope = in.kind == DisputeInput::Kind::Open || in.kind == DisputeInput::Kind::Envelope;
     if (has_envelope == in.envelope.empty()) throw bad(has_envelope ? "missing envelope" : "unexpected envelope");

@@ -106,7 +106,7 @@ Game1 play_one(uint64_t seed, Lie& lie_out) {
   if (params.claims[0].trajectory_root == params.claims[1].trajectory_root) return result;  // no dispute
   Game game(params, oracle);
 
-  uint64_t now = 0;
+  GameTime now{};
   std::optional<Body> previous;  // the cheater's last answer, for replays
   std::deque<Action> pending;
   for (auto& a : game.start(now)) pending.push_back(std::move(a));
@@ -122,7 +122,7 @@ Game1 play_one(uint64_t seed, Lie& lie_out) {
   for (int guard = 0; guard < 1000 && !game.done(); ++guard) {
     if (pending.empty()) {  // everyone is waiting: let the clock run out
       for (int p = 0; p < 2; ++p)
-        if (game.awaiting(p)) now = std::max(now, game.deadline(p) + 1);
+        if (game.awaiting(p)) now = std::max(now, game.deadline(p) + std::chrono::milliseconds(1));
       auto more = game.on_tick(now);
       check(more);
       for (auto& a : more) pending.push_back(std::move(a));
@@ -159,7 +159,7 @@ Game1 play_one(uint64_t seed, Lie& lie_out) {
             break;
           case Lie::Silent: answers.clear(), result.lie_fired = true; break;
           case Lie::Late:
-            if (now_round) now = std::max(now, q->deadline_ms + 1), result.lie_fired = true;
+            if (now_round) now = std::max(now, q->deadline + std::chrono::milliseconds(1)), result.lie_fired = true;
             break;
           case Lie::Garbage:
             if (now_round) {

@@ -70,7 +70,7 @@ inline Outcome play_direct(const Provider& a, const Provider& b) {
   DisputeResponder r0(job, data, a.store.path, pool, a.fault), r1(job, data, b.store.path, pool, b.fault);
   DisputeResponder* responders[2] = {&r0, &r1};
   Game game(params, oracle);
-  std::vector<Action> pending = game.start(0);
+  std::vector<Action> pending = game.start(GameTime{});
   Outcome out;
   while (!pending.empty()) {
     std::vector<Action> next;
@@ -79,11 +79,11 @@ inline Outcome play_direct(const Provider& a, const Provider& b) {
       if (const auto* q = std::get_if<SendQuery>(&act)) {
         for (const Body& body : responders[q->party]->answer(q->query)) {
           if (!game.awaiting(q->party)) break;  // the other party's opening of inputs came first
-          auto m = game.on_message(q->party, body, 0);
+          auto m = game.on_message(q->party, body, GameTime{});
           more.insert(more.end(), m.begin(), m.end());
         }
       } else if (const auto* rx = std::get_if<Reexecute>(&act)) {
-        more = game.on_reexecuted(oracle.reexecute(*rx), 0);
+        more = game.on_reexecuted(oracle.reexecute(*rx), GameTime{});
       } else if (const auto* f = std::get_if<Finished>(&act)) {
         out.verdict = f->verdict;
       } else if (const auto* rej = std::get_if<Rejected>(&act)) {

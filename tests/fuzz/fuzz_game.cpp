@@ -56,9 +56,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       violated("the verdict does not convict the liar alone");
     verdict = true;
   };
-  std::vector<Action> pending = game.start(0);
+  std::vector<Action> pending = game.start(GameTime{});
   size_t pos = 4;
-  uint64_t now = 0;
+  GameTime now{};
   for (int guard = 0; guard < 200 && !game.done(); ++guard) {
     std::vector<Action> next;
     for (const Action& a : pending) {
@@ -92,14 +92,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       // Nothing left to deliver: the game must be waiting on a party that owes an answer, and
       // passing the latest such deadline must end it (that party forfeits).
       bool waiting = false;
-      uint64_t deadline = now;
+      GameTime deadline = now;
       for (int party = 0; party < 2; ++party) {
         if (!game.awaiting(party)) continue;
         waiting = true;
         deadline = std::max(deadline, game.deadline(party));
       }
       if (!waiting) violated("the game is stuck: not done, nothing to deliver, no party owes an answer");
-      now = deadline + 1;
+      now = deadline + std::chrono::milliseconds(1);
       next = game.on_tick(now);
       if (next.empty() && !game.done()) violated("a party's deadline passed and the game did not end");
     }

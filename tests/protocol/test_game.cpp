@@ -7,9 +7,12 @@
 
 #include "protocol/game.h"
 #include "protocol/testing/counter.h"
+#include "tests/game_time.h"
 
 using namespace tribunal;
 using namespace tribunal::toy;
+
+using tribunal::testing::at;
 
 namespace {
 
@@ -32,14 +35,14 @@ Outcome play(uint64_t steps, uint64_t stride, uint32_t nodes, const CounterProvi
   params.claims = {p0.claim(params.job_id), p1.claim(params.job_id)};
   Game game(params, oracle);
   const CounterProvider* providers[2] = {&p0, &p1};
-  uint64_t now = 0;
+  GameTime now{};
   std::vector<Action> pending = game.start(now);
   Outcome out;
   for (int guard = 0; guard < 10000 && !game.done(); ++guard) {
     std::vector<Action> next;
     if (pending.empty()) {  // nothing to deliver: let time pass
       for (int p = 0; p < 2; ++p)
-        if (game.awaiting(p)) now = std::max(now, game.deadline(p) + 1);
+        if (game.awaiting(p)) now = std::max(now, game.deadline(p) + std::chrono::milliseconds(1));
       pending = game.on_tick(now);
       continue;
     }
@@ -169,27 +172,27 @@ TEST_CASE("the game refuses agreeing claims and answers out of turn without a st
   const CounterProvider liar(4, 2, 2, Fault{{}, 3, 1});
   params.claims = {honest.claim(params.job_id), liar.claim(params.job_id)};
   Game game(params, oracle);
-  auto first = game.start(0);
+  auto first = game.start(at(0));
   REQUIRE(first.size() == 2);
   const Query q = std::get<SendQuery>(first[0]).query;
   // Wrong round, wrong message type: refused, nothing changes.
   Children stale = std::get<Children>(honest.answer(q)[0]);
   stale.round = q.round + 1;
-  auto r = game.on_message(0, stale, 1);
+  auto r = game.on_message(0, stale, at(1));
   REQUIRE(r.size() == 1);
   CHECK(std::holds_alternative<Rejected>(r[0]));
-  r = game.on_message(0, Records{q.round, {}, {}, {}}, 1);
+  r = game.on_message(0, Records{q.round, {}, {}, {}}, at(1));
   CHECK(std::holds_alternative<Rejected>(r[0]));
   CHECK(game.rounds() == 1);
   CHECK(game.phase() == Phase::Checkpoints);
   // A valid answer is taken; the same bytes again are a replay; different bytes are equivocation.
   const Children good = std::get<Children>(honest.answer(q)[0]);
-  CHECK(game.on_message(0, good, 2).empty());
-  r = game.on_message(0, good, 3);
+  CHECK(game.on_message(0, good, at(2)).empty());
+  r = game.on_message(0, good, at(3));
   CHECK(std::holds_alternative<Rejected>(r[0]));
   Children other = good;
   other.left[0] ^= 1;
-  r = game.on_message(0, other, 4);
+  r = game.on_message(0, other, at(4));
   REQUIRE(std::holds_alternative<Finished>(r[0]));
   CHECK(std::get<Finished>(r[0]).verdict.reason == VerdictReason::Equivocation);
   CHECK(std::get<Finished>(r[0]).verdict.losers == std::vector<uint8_t>{0});
@@ -204,10 +207,10 @@ TEST_CASE("an answer that does not hash to the party's commitment loses with bad
   params.stride = 2;
   params.claims = {honest.claim(params.job_id), liar.claim(params.job_id)};
   Game game(params, oracle);
-  const Query q = std::get<SendQuery>(game.start(0)[1]).query;
+  const Query q = std::get<SendQuery>(game.start(at(0))[1]).query;
   Children forged = std::get<Children>(liar.answer(q)[0]);
   forged.right[5] ^= 0x10;
-  auto r = game.on_message(1, forged, 1);
+  auto r = game.on_message(1, forged, at(1));
   REQUIRE(std::holds_alternative<Finished>(r[0]));
   CHECK(std::get<Finished>(r[0]).verdict.reason == VerdictReason::BadProof);
   CHECK(std::get<Finished>(r[0]).verdict.losers == std::vector<uint8_t>{1});
@@ -225,14 +228,14 @@ TEST_CASE("an opened tensor whose shape is not the graph's loses at its first ch
   params.claims = {honest.claim(params.job_id), liar.claim(params.job_id)};
   Game game(params, oracle);
   const CounterProvider* providers[2] = {&honest, &liar};
-  uint64_t now = 0;
+  GameTime now{};
   std::vector<Action> pending = game.start(now);
   std::vector<std::string> refused;
   std::optional<Verdict> verdict;
   for (int guard = 0; guard < 1000 && !game.done(); ++guard) {
     if (pending.empty()) {
       for (int p = 0; p < 2; ++p)
-        if (game.awaiting(p)) now = std::max(now, game.deadline(p) + 1);
+        if (game.awaiting(p)) now = std::max(now, game.deadline(p) + std::chrono::milliseconds(1));
       pending = game.on_tick(now);
     }
     std::vector<Action> next;
@@ -285,21 +288,21 @@ TEST_CASE("clock: time saved on one question carries to the next; a party loses 
     return Body{};
   };
   // Round 1 (a tree question): one base each.
-  const std::vector<Action> round1 = game.start(0);
+  const std::vector<Action> round1 = game.start(at(0));
   CHECK(clock_of(round1, 0) == std::chrono::milliseconds(1000));
   CHECK(clock_of(round1, 1) == std::chrono::milliseconds(1000));
-  CHECK(game.on_message(0, answer(honest, round1, 0), 100).empty());  // 900 ms saved
-  const std::vector<Action> round2 = game.on_message(1, answer(liar, round1, 1), 900);  // 100 ms saved
+  CHECK(game.on_message(0, answer(honest, round1, 0), at(100)).empty());  // 900 ms saved
+  const std::vector<Action> round2 = game.on_message(1, answer(liar, round1, 1), at(900));  // 100 ms saved
   // Round 2: each clock is what it saved plus the new allowance.
   CHECK(clock_of(round2, 0) == std::chrono::milliseconds(1900));
   CHECK(clock_of(round2, 1) == std::chrono::milliseconds(1100));
-  CHECK(game.deadline(0) == 900 + 1900);
-  CHECK(game.deadline(1) == 900 + 1100);
+  CHECK(game.deadline(0) == at(900 + 1900));
+  CHECK(game.deadline(1) == at(900 + 1100));
   // Party 0 answers after more than one allowance but within its clock: accepted.
-  CHECK(game.on_message(0, answer(honest, round2, 0), 900 + 1500).empty());
+  CHECK(game.on_message(0, answer(honest, round2, 0), at(900 + 1500)).empty());
   // Party 1 stays silent: at its clock's end, not before, it loses on time.
-  CHECK(game.on_tick(900 + 1100).empty());
-  const std::vector<Action> end = game.on_tick(900 + 1101);
+  CHECK(game.on_tick(at(900 + 1100)).empty());
+  const std::vector<Action> end = game.on_tick(at(900 + 1101));
   REQUIRE(end.size() == 1);
   const Verdict& v = std::get<Finished>(end[0]).verdict;
   CHECK(v.reason == VerdictReason::Timeout);

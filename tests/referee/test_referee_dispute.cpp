@@ -105,7 +105,7 @@ TEST_CASE("referee: refuses envelopes from the wrong key, for another dispute, o
   const KeyPair client = generate_keypair();
   const std::vector<uint8_t> open = opening(client, honest, cheater);
   RefereeDispute referee(referee_key, open_envelope(open));
-  auto out = referee.start(0);
+  auto out = referee.start(GameTime{});
   const Envelope first_query = open_envelope(out[2].envelope);
   const Query q = std::get<Query>(first_query.body);
   ThreadPool pool(1);
@@ -115,19 +115,19 @@ TEST_CASE("referee: refuses envelopes from the wrong key, for another dispute, o
   std::string refused;
   // Signed by someone else.
   const std::vector<uint8_t> forged = seal(cheater.key, referee.dispute_id(), 1, open_envelope(answer).body);
-  CHECK(referee.on_envelope(out[2].party, open_envelope(forged), 0, &refused).empty());
+  CHECK(referee.on_envelope(out[2].party, open_envelope(forged), GameTime{}, &refused).empty());
   CHECK(refused == "not signed by the party's claim key");
   // For another dispute.
   Digest other_dispute = referee.dispute_id();
   other_dispute[0] ^= 1;
-  CHECK(referee.on_envelope(out[2].party, open_envelope(seal(honest.key, other_dispute, 2, Children{q.round, {}, {}})), 0,
+  CHECK(referee.on_envelope(out[2].party, open_envelope(seal(honest.key, other_dispute, 2, Children{q.round, {}, {}})), GameTime{},
                             &refused).empty());
   CHECK(refused == "for another dispute");
   // Accepted once; the same envelope again is a replay.
   refused.clear();
-  referee.on_envelope(out[2].party, open_envelope(answer), 0, &refused);
+  referee.on_envelope(out[2].party, open_envelope(answer), GameTime{}, &refused);
   CHECK(refused.empty());
-  referee.on_envelope(out[2].party, open_envelope(answer), 0, &refused);
+  referee.on_envelope(out[2].party, open_envelope(answer), GameTime{}, &refused);
   CHECK(refused == "stale sequence number (replay)");
   // The provider side refuses replays and other disputes too.
   CHECK_THROWS_AS(session.on_envelope(first_query), ProtocolError);

@@ -11,12 +11,15 @@
 #include <fstream>
 #include <sstream>
 
+#include "tests/game_time.h"
 #include "engine/provider_session.h"
 #include "referee/referee_dispute.h"
 #include "referee/store.h"
 #include "tests/referee/signed_provider.h"
 
 using namespace tribunal;
+
+using tribunal::testing::at;
 
 namespace {
 
@@ -71,7 +74,7 @@ struct Parties {
 };
 
 // Plays the dispute to its end from `queue` (time stands still at `now`); returns the verdict envelope.
-std::vector<uint8_t> drive(RefereeDispute& d, Parties& parties, std::deque<RefereeDispute::Outgoing> queue, uint64_t now,
+std::vector<uint8_t> drive(RefereeDispute& d, Parties& parties, std::deque<RefereeDispute::Outgoing> queue, GameTime now,
                            uint64_t* min_query_sequence = nullptr) {
   std::vector<uint8_t> verdict;
   while (!queue.empty()) {
@@ -112,8 +115,8 @@ const Reference& reference() {
       CHECK((verdict != nullptr) == d.done());
     };
     Parties parties(fx);
-    auto out = d.start(0);
-    r.verdict = drive(d, parties, {out.begin(), out.end()}, 0);
+    auto out = d.start(at(0));
+    r.verdict = drive(d, parties, {out.begin(), out.end()}, at(0));
     return r;
   }();
   return ref;
@@ -126,10 +129,10 @@ TEST_CASE("store: inputs in order, verdicts, reopening; refuses duplicates, deci
   const KeyPair key = generate_keypair();
   Digest id{};
   id[0] = 1;
-  const DisputeInput open{DisputeInput::Kind::Open, 0, {1, 2, 3}, 5};
-  const DisputeInput answer{DisputeInput::Kind::Envelope, 1, {4, 5}, 6};
-  const DisputeInput resume{DisputeInput::Kind::Resume, 0, {}, 7};
-  const DisputeInput tick{DisputeInput::Kind::Tick, 0, {}, 8};
+  const DisputeInput open{DisputeInput::Kind::Open, 0, {1, 2, 3}, at(5)};
+  const DisputeInput answer{DisputeInput::Kind::Envelope, 1, {4, 5}, at(6)};
+  const DisputeInput resume{DisputeInput::Kind::Resume, 0, {}, at(7)};
+  const DisputeInput tick{DisputeInput::Kind::Tick, 0, {}, at(8)};
   {
     RefereeStore store(dir.path / "data", key.public_key);
     CHECK(store.file() == dir.path / "data" / "referee.sqlite");
@@ -169,8 +172,8 @@ TEST_CASE("store: prune deletes decided disputes' records after the retention pe
   Digest decided{}, open{};
   decided[0] = 1;
   open[0] = 2;
-  const DisputeInput opening{DisputeInput::Kind::Open, 0, {1, 2, 3}, 5};
-  const DisputeInput answer{DisputeInput::Kind::Envelope, 1, {4, 5}, 6};
+  const DisputeInput opening{DisputeInput::Kind::Open, 0, {1, 2, 3}, at(5)};
+  const DisputeInput answer{DisputeInput::Kind::Envelope, 1, {4, 5}, at(6)};
   const std::vector<uint8_t> verdict = {9, 9, 9};
   store.open_dispute(decided, opening, "a");
   store.append(decided, answer, &verdict);
@@ -206,7 +209,7 @@ TEST_CASE("store: a file that is not a store, or is corrupt, is refused naming t
     for (uint8_t i = 0; i < 50; ++i) {
       Digest id{};
       id[0] = i;
-      store.open_dispute(id, {DisputeInput::Kind::Open, 0, std::vector<uint8_t>(3000, i), 1}, "c");
+      store.open_dispute(id, {DisputeInput::Kind::Open, 0, std::vector<uint8_t>(3000, i), at(1)}, "c");
     }
   }
   {
@@ -254,7 +257,7 @@ TEST_CASE("replay: from every prefix of its inputs, a resumed dispute reaches th
     std::vector<DisputeInput> recorded(ref.inputs.begin(), ref.inputs.begin() + static_cast<long>(k));
     d->on_input = [&](const DisputeInput& in, const std::vector<uint8_t>*) { recorded.push_back(in); };
     const uint64_t lost = d->sequence();
-    d->resume(5000);
+    d->resume(at(5000));
     REQUIRE(recorded.size() == k + 1);
     CHECK(recorded.back().kind == DisputeInput::Kind::Resume);
     // Both providers reconnect: the DisputeOpen (a new session each) and the question still owed.
@@ -263,7 +266,7 @@ TEST_CASE("replay: from every prefix of its inputs, a resumed dispute reaches th
     for (int p = 0; p < 2; ++p)
       for (auto& o : d->reconnect(p)) queue.push_back(std::move(o));
     uint64_t min_query = UINT64_MAX;
-    const std::vector<uint8_t> verdict = drive(*d, parties, std::move(queue), 5000, &min_query);
+    const std::vector<uint8_t> verdict = drive(*d, parties, std::move(queue), at(5000), &min_query);
     REQUIRE(d->done());
     CHECK(min_query > lost);  // fresh sequence numbers only
     CHECK(encode_body(body_of(verdict)) == encode_body(expected));
@@ -285,20 +288,20 @@ TEST_CASE("replay: a resumed dispute restarts the open deadlines; a record that 
   {
     // Without a resume, the referee's downtime would count against the providers.
     auto d = RefereeDispute::replay(fx.referee, std::span(ref.inputs.data(), k), o);
-    d->on_tick(60000);
+    d->on_tick(at(60000));
     CHECK(d->done());
     CHECK(d->verdict().reason == VerdictReason::Timeout);
   }
   {
     auto d = RefereeDispute::replay(fx.referee, std::span(ref.inputs.data(), k), o);
     // The clock restarts from the resume with the time the party had when asked.
-    const uint64_t before = d->game().deadline(0);
-    d->resume(60000);
-    const uint64_t deadline = d->game().deadline(0);
-    CHECK(deadline == 60000 + (before - ref.inputs[k - 1].now_ms));
-    d->on_tick(deadline - 1);
+    const GameTime before = d->game().deadline(0);
+    d->resume(at(60000));
+    const GameTime deadline = d->game().deadline(0);
+    CHECK(deadline == at(60000) + (before - ref.inputs[k - 1].at));
+    d->on_tick(deadline - std::chrono::milliseconds(1));
     CHECK_FALSE(d->done());
-    d->on_tick(deadline + 1);
+    d->on_tick(deadline + std::chrono::milliseconds(1));
     REQUIRE(d->done());
     CHECK(d->verdict().reason == VerdictReason::Timeout);
   }
@@ -308,7 +311,7 @@ TEST_CASE("replay: a resumed dispute restarts the open deadlines; a record that 
   CHECK_THROWS_WITH_AS(RefereeDispute::replay(fx.referee, bad), doctest::Contains("input 1 does not replay"), ProtocolError);
   bad = {ref.inputs[0], ref.inputs[1], ref.inputs[1]};  // the same envelope twice
   CHECK_THROWS_WITH_AS(RefereeDispute::replay(fx.referee, bad), doctest::Contains("stale sequence"), ProtocolError);
-  bad = {ref.inputs[0], {DisputeInput::Kind::Tick, 0, {}, 1}};  // a tick that decides nothing
+  bad = {ref.inputs[0], {DisputeInput::Kind::Tick, 0, {}, at(1)}};  // a tick that decides nothing
   CHECK_THROWS_AS(RefereeDispute::replay(fx.referee, bad), ProtocolError);
   bad = {ref.inputs[1]};  // no opening
   CHECK_THROWS_AS(RefereeDispute::replay(fx.referee, bad), ProtocolError);
@@ -317,7 +320,7 @@ TEST_CASE("replay: a resumed dispute restarts the open deadlines; a record that 
 TEST_CASE("provider: answer sequence numbers derive from the query's, so a restarted provider is not stale") {
   const Fixture& fx = fixture();
   RefereeDispute d(fx.referee, open_envelope(fx.open));
-  const auto out = d.start(0);
+  const auto out = d.start(at(0));
   const Envelope query = open_envelope(out.at(2).envelope);  // open, open, then the first query
   REQUIRE(query.kind == MessageKind::Query);
   const int party = out.at(2).party;
@@ -347,8 +350,8 @@ TEST_CASE("provider: answer sequence numbers derive from the query's, so a resta
   first->new_connection();
   CHECK(first->on_envelope(open_envelope(resent)) == again);
   std::string refused;
-  d.on_envelope(party, open_envelope(answers[0]), 0, &refused);
+  d.on_envelope(party, open_envelope(answers[0]), at(0), &refused);
   CHECK(refused.empty());
-  d.on_envelope(party, open_envelope(again[0]), 0, &refused);  // accepted envelope, same answer: ignored by the game
+  d.on_envelope(party, open_envelope(again[0]), at(0), &refused);  // accepted envelope, same answer: ignored by the game
   CHECK(refused.empty());
 }
