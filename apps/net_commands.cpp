@@ -113,6 +113,9 @@ int run_verify(const VerifySettings& s) {
   const std::string op = v.op < kOpKindCount ? op_name(static_cast<OpKind>(v.op)) : "op " + std::to_string(v.op);
   fmt::print("located: level {}, step {}, node {} ({}); {} rounds\n", static_cast<int>(v.level), v.step, v.node, op,
              v.rounds);
+  // What each party had left on its clock (docs/protocol.md, "Clocks"); checked above for a timeout.
+  const auto seconds = [](std::chrono::milliseconds ms) { return std::chrono::duration<double>(ms).count(); };
+  fmt::print("clocks: claim 0 {:.3f} s left, claim 1 {:.3f} s left\n", seconds(v.clocks[0]), seconds(v.clocks[1]));
   fmt::print("{}\n", v.detail);
   return 0;
 }

@@ -61,6 +61,7 @@ verdict=$(ls "$tmp"/verdicts/verdict-*.bin) || fail "no verdict file"
 "$bin" verify "$verdict" --referee-key "$referee_pub" >"$tmp/verify.out" || fail "verify rejected the verdict"
 grep -q "outcome: claim 1 stands (wrong_output)" "$tmp/verify.out" || fail "unexpected verdict: $(cat "$tmp/verify.out")"
 grep -q "located: level 3, step 12, node 13 (adamw)" "$tmp/verify.out" || fail "wrong location: $(cat "$tmp/verify.out")"
+grep -Eq "^clocks: claim 0 [0-9]+\.[0-9]{3} s left, claim 1 [0-9]+\.[0-9]{3} s left$" "$tmp/verify.out" || fail "no clocks: $(cat "$tmp/verify.out")"
 # Another referee key, or a flipped byte, must not verify: each is refused for its own reason.
 other=$("$bin" keygen "$tmp/other.key") || fail "keygen"
 expect_refusal "verify with the wrong referee key" "^tribunal: error: the verdict is signed by another key than the referee's$" \
