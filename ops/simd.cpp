@@ -18,13 +18,16 @@ struct CpuPaths {
   size_t count = 0;
 };
 
-/// The architecture this library was compiled for, for error messages.
+/// The architecture this library was compiled for, and whether it has the x86 or the Arm kernels.
 #if defined(__x86_64__)
 constexpr const char* kBuildArch = "x86-64";
+constexpr bool kX86Kernels = true, kArmKernels = false;
 #elif defined(__aarch64__)
 constexpr const char* kBuildArch = "aarch64";
+constexpr bool kX86Kernels = false, kArmKernels = true;
 #else
 constexpr const char* kBuildArch = "portable (scalar-only)";
+constexpr bool kX86Kernels = false, kArmKernels = false;
 #endif
 
 /// True if this build has kernels for `path` (the kernels behind it exist only on their architecture).
@@ -32,18 +35,8 @@ bool compiled_in(SimdPath path) {
   switch (path) {
     case SimdPath::Scalar: return true;
     case SimdPath::Avx2:
-    case SimdPath::Avx512:
-#if defined(__x86_64__)
-      return true;
-#else
-      return false;
-#endif
-    case SimdPath::Neon:
-#if defined(__aarch64__)
-      return true;
-#else
-      return false;
-#endif
+    case SimdPath::Avx512: return kX86Kernels;
+    case SimdPath::Neon: return kArmKernels;
   }
   return false;
 }

@@ -88,59 +88,41 @@ TRIBUNAL_V512 vf neg(vf a) {
 TRIBUNAL_V512 vf fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
 /// Lane-wise `a > b ? a : b` (vmaxps returns its second operand for NaN and for equal operands).
 TRIBUNAL_V512 vf max(vf a, vf b) { return _mm512_max_ps(a, b); }
-/// Lane-wise `c > 0 ? a : b` (NaN c picks b).
-TRIBUNAL_V512 vf select_pos(vf c, vf a, vf b) {
-  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(c, zero(), _CMP_GT_OQ), b, a);
-}
 /// Maximum of the first n (1..W) lanes of v folded into m: lanes past n keep m.
 TRIBUNAL_V512 vf max_n(vf v, vf m, int n) { return _mm512_mask_max_ps(m, first(n), v, m); }
 /// Horizontal maximum of the lanes (exact, any order, when no lane is NaN).
 TRIBUNAL_V512 float hmax(vf v) { return _mm512_reduce_max_ps(v); }
 
-/// exp32 lane-wise: ops/math.h exp32's sequence in every lane, out-of-domain lanes selected at the end.
-TRIBUNAL_V512 vf exp(vf x) {
-  using namespace vec_const;
-  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-  const __mmask16 hi = _mm512_cmp_ps_mask(x, set1(kExpHi), _CMP_GT_OQ);
-  const __mmask16 lo = _mm512_cmp_ps_mask(x, set1(kExpLo), _CMP_LT_OQ);
-  const vf n = sub(add(mul(x, set1(kLog2e)), set1(kRound)), set1(kRound));
-  const vf neg_n = neg(n);
-  vf r = fma(neg_n, set1(kLn2Hi), x);
-  r = fma(neg_n, set1(kLn2Lo), r);
-  vf p = set1(kExpP[0]);
-  for (int i = 1; i < 8; ++i) p = fma(p, r, set1(kExpP[i]));
-  // 2^k split as 2^k1 · 2^k2 with k1 = clamp(k, −126, 127): for k in range k2 = 0 and the second
-  // multiply is by 1 (exact), so this is exp32's three-way scaling without a branch.
+using mask = __mmask16;  ///< one bit per lane
+TRIBUNAL_V512 mask gt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
+TRIBUNAL_V512 mask lt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
+TRIBUNAL_V512 mask is_nan(vf x) { return _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q); }
+/// Lane-wise `m ? a : b` (a blend: exact).
+TRIBUNAL_V512 vf select(mask m, vf a, vf b) { return _mm512_mask_blend_ps(m, b, a); }
+/// |x|: the sign bit cleared (exact).
+TRIBUNAL_V512 vf abs(vf x) {
+  return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(INT32_MAX)));
+}
+/// y with x's sign bit OR-ed in.
+TRIBUNAL_V512 vf or_sign(vf y, vf x) {
+  const __m512i sign = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN));
+  return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(y), sign));
+}
+/// p·2^n for an integral n: 2^n split as 2^k1 · 2^k2 with k1 = clamp(n, −126, 127), so for n in range
+/// k2 = 0 and the second multiply is by 1 (exact): exp32's three-way scaling without a branch. Lanes
+/// with n far out of range (huge |x|, NaN) give anything; exp selects them away.
+TRIBUNAL_V512 vf scale_pow2(vf p, vf n) {
   const __m512i k = _mm512_cvtps_epi32(n);  // n is an integer: any rounding mode gives it exactly
   const __m512i k1 = _mm512_min_epi32(_mm512_max_epi32(k, _mm512_set1_epi32(-126)), _mm512_set1_epi32(127));
   const __m512i k2 = _mm512_sub_epi32(k, k1);
   const __m512i bias = _mm512_set1_epi32(127);
   const vf s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(k1, bias), 23));
   const vf s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(k2, bias), 23));
-  vf y = mul(mul(p, s1), s2);
-  y = _mm512_mask_blend_ps(lo, y, zero());
-  y = _mm512_mask_blend_ps(hi, y, set1(__builtin_inff()));
-  return _mm512_mask_blend_ps(nan, y, add(x, x));
+  return mul(mul(p, s1), s2);
 }
-
-/// tanh32 lane-wise: both branches of ops/math.h tanh32 on |x|, selected per lane, then the sign bit.
-TRIBUNAL_V512 vf tanh(vf x) {
-  using namespace vec_const;
-  const __m512i bits = _mm512_castps_si512(x);
-  const __m512i sign = _mm512_and_si512(bits, _mm512_set1_epi32(INT32_MIN));
-  const vf a = _mm512_castsi512_ps(_mm512_and_si512(bits, _mm512_set1_epi32(INT32_MAX)));
-  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-  const __mmask16 small = _mm512_cmp_ps_mask(a, set1(kTanhSplit), _CMP_LT_OQ);
-  const vf z = mul(a, a);
-  vf p = set1(kTanhP[0]);
-  for (int i = 1; i < 6; ++i) p = fma(p, z, set1(kTanhP[i]));
-  const vf y_small = fma(mul(a, z), p, a);
-  const vf e = exp(add(a, a));
-  const vf y_big = sub(set1(1.0f), div(set1(2.0f), add(e, set1(1.0f))));
-  const vf y = _mm512_mask_blend_ps(small, y_big, y_small);
-  const vf signed_y = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(y), sign));
-  return _mm512_mask_blend_ps(nan, signed_y, add(x, x));
-}
+#define TRIBUNAL_VEC_FN TRIBUNAL_V512
+#include "ops/kernels/vec_exp_tanh.inc"
+#undef TRIBUNAL_VEC_FN
 
 /// The 32 lanes of one canonical sum (ops/reduce.h): part p ∈ {0, 1} holds lanes 16p … 16p+15.
 struct Acc32 {
@@ -188,7 +170,6 @@ TRIBUNAL_V256 vf div(vf a, vf b) { return _mm256_div_ps(a, b); }
 TRIBUNAL_V256 vf neg(vf a) { return _mm256_xor_ps(a, _mm256_set1_ps(-0.0f)); }
 TRIBUNAL_V256 vf fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
 TRIBUNAL_V256 vf max(vf a, vf b) { return _mm256_max_ps(a, b); }
-TRIBUNAL_V256 vf select_pos(vf c, vf a, vf b) { return _mm256_blendv_ps(b, a, _mm256_cmp_ps(c, zero(), _CMP_GT_OQ)); }
 TRIBUNAL_V256 vf max_n(vf v, vf m, int n) { return _mm256_blendv_ps(m, max(v, m), _mm256_castsi256_ps(first(n))); }
 TRIBUNAL_V256 float hmax(vf v) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -196,44 +177,26 @@ TRIBUNAL_V256 float hmax(vf v) {
   return _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps(m, m, 1)));
 }
 
-TRIBUNAL_V256 vf exp(vf x) {
-  using namespace vec_const;
-  const vf nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
-  const vf hi = _mm256_cmp_ps(x, set1(kExpHi), _CMP_GT_OQ);
-  const vf lo = _mm256_cmp_ps(x, set1(kExpLo), _CMP_LT_OQ);
-  const vf n = sub(add(mul(x, set1(kLog2e)), set1(kRound)), set1(kRound));
-  const vf neg_n = neg(n);
-  vf r = fma(neg_n, set1(kLn2Hi), x);
-  r = fma(neg_n, set1(kLn2Lo), r);
-  vf p = set1(kExpP[0]);
-  for (int i = 1; i < 8; ++i) p = fma(p, r, set1(kExpP[i]));
+using mask = vf;  ///< all ones in a selected lane, zeros elsewhere
+TRIBUNAL_V256 mask gt(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_GT_OQ); }
+TRIBUNAL_V256 mask lt(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
+TRIBUNAL_V256 mask is_nan(vf x) { return _mm256_cmp_ps(x, x, _CMP_UNORD_Q); }
+TRIBUNAL_V256 vf select(mask m, vf a, vf b) { return _mm256_blendv_ps(b, a, m); }
+TRIBUNAL_V256 vf abs(vf x) { return _mm256_andnot_ps(set1(-0.0f), x); }
+TRIBUNAL_V256 vf or_sign(vf y, vf x) { return _mm256_or_ps(y, _mm256_and_ps(x, set1(-0.0f))); }
+/// As vec512::scale_pow2.
+TRIBUNAL_V256 vf scale_pow2(vf p, vf n) {
   const __m256i k = _mm256_cvtps_epi32(n);
   const __m256i k1 = _mm256_min_epi32(_mm256_max_epi32(k, _mm256_set1_epi32(-126)), _mm256_set1_epi32(127));
   const __m256i k2 = _mm256_sub_epi32(k, k1);
   const __m256i bias = _mm256_set1_epi32(127);
   const vf s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k1, bias), 23));
   const vf s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k2, bias), 23));
-  vf y = mul(mul(p, s1), s2);
-  y = _mm256_blendv_ps(y, zero(), lo);
-  y = _mm256_blendv_ps(y, set1(__builtin_inff()), hi);
-  return _mm256_blendv_ps(y, add(x, x), nan);
+  return mul(mul(p, s1), s2);
 }
-
-TRIBUNAL_V256 vf tanh(vf x) {
-  using namespace vec_const;
-  const vf sign = _mm256_and_ps(x, set1(-0.0f));
-  const vf a = _mm256_andnot_ps(set1(-0.0f), x);
-  const vf nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
-  const vf small = _mm256_cmp_ps(a, set1(kTanhSplit), _CMP_LT_OQ);
-  const vf z = mul(a, a);
-  vf p = set1(kTanhP[0]);
-  for (int i = 1; i < 6; ++i) p = fma(p, z, set1(kTanhP[i]));
-  const vf y_small = fma(mul(a, z), p, a);
-  const vf e = exp(add(a, a));
-  const vf y_big = sub(set1(1.0f), div(set1(2.0f), add(e, set1(1.0f))));
-  const vf y = _mm256_or_ps(_mm256_blendv_ps(y_big, y_small, small), sign);
-  return _mm256_blendv_ps(y, add(x, x), nan);
-}
+#define TRIBUNAL_VEC_FN TRIBUNAL_V256
+#include "ops/kernels/vec_exp_tanh.inc"
+#undef TRIBUNAL_VEC_FN
 
 /// The 32 lanes of one canonical sum: part p ∈ {0..3} holds lanes 8p … 8p+7.
 struct Acc32 {
@@ -267,7 +230,7 @@ TRIBUNAL_V256 float acc_fold(const Acc32& acc) {
 namespace vecneon {
 
 using vf = float32x4_t;
-using vmask = uint32x4_t;  ///< all ones in a selected lane, zeros elsewhere
+using mask = uint32x4_t;  ///< all ones in a selected lane, zeros elsewhere
 inline constexpr int W = 4;
 
 TRIBUNAL_VNEON vf set1(float a) { return vdupq_n_f32(a); }
@@ -275,7 +238,7 @@ TRIBUNAL_VNEON vf zero() { return vdupq_n_f32(0.0f); }
 TRIBUNAL_VNEON vf load(const float* p) { return vld1q_f32(p); }
 TRIBUNAL_VNEON void store(float* p, vf v) { vst1q_f32(p, v); }
 /// Lanes 0 … n − 1 selected.
-TRIBUNAL_VNEON vmask first(int n) {
+TRIBUNAL_VNEON mask first(int n) {
   const uint32_t lane[W] = {0, 1, 2, 3};
   return vcltq_u32(vld1q_u32(lane), vdupq_n_u32(static_cast<uint32_t>(n)));
 }
@@ -299,62 +262,37 @@ TRIBUNAL_VNEON vf div(vf a, vf b) { return vdivq_f32(a, b); }
 TRIBUNAL_VNEON vf neg(vf a) { return vnegq_f32(a); }
 /// fma32 lane-wise: vfmaq_f32(c, a, b) is FMLA, c + a·b with one rounding.
 TRIBUNAL_VNEON vf fma(vf a, vf b, vf c) { return vfmaq_f32(c, a, b); }
+TRIBUNAL_VNEON mask gt(vf a, vf b) { return vcgtq_f32(a, b); }
+TRIBUNAL_VNEON mask lt(vf a, vf b) { return vcltq_f32(a, b); }
+/// Lane-wise x != x.
+TRIBUNAL_VNEON mask is_nan(vf x) { return vmvnq_u32(vceqq_f32(x, x)); }
 /// Lane-wise `m ? a : b` (a bit select: exact).
-TRIBUNAL_VNEON vf select(vmask m, vf a, vf b) { return vbslq_f32(m, a, b); }
+TRIBUNAL_VNEON vf select(mask m, vf a, vf b) { return vbslq_f32(m, a, b); }
 /// Lane-wise `a > b ? a : b`, the x86 vmaxps semantics (NEON's FMAX would propagate NaN and order ±0).
-TRIBUNAL_VNEON vf max(vf a, vf b) { return select(vcgtq_f32(a, b), a, b); }
-/// Lane-wise `c > 0 ? a : b` (NaN c picks b).
-TRIBUNAL_VNEON vf select_pos(vf c, vf a, vf b) { return select(vcgtq_f32(c, zero()), a, b); }
+TRIBUNAL_VNEON vf max(vf a, vf b) { return select(gt(a, b), a, b); }
 /// Maximum of the first n (1..W) lanes of v folded into m: lanes past n keep m.
 TRIBUNAL_VNEON vf max_n(vf v, vf m, int n) { return select(first(n), max(v, m), m); }
 /// Horizontal maximum of the lanes (exact, any order, when no lane is NaN).
 TRIBUNAL_VNEON float hmax(vf v) { return vmaxvq_f32(v); }
-/// Lane-wise x != x.
-TRIBUNAL_VNEON vmask is_nan(vf x) { return vmvnq_u32(vceqq_f32(x, x)); }
-
-/// exp32 lane-wise: ops/math.h exp32's sequence in every lane, out-of-domain lanes selected at the end.
-TRIBUNAL_VNEON vf exp(vf x) {
-  using namespace vec_const;
-  const vmask nan = is_nan(x);
-  const vmask hi = vcgtq_f32(x, set1(kExpHi));
-  const vmask lo = vcltq_f32(x, set1(kExpLo));
-  const vf n = sub(add(mul(x, set1(kLog2e)), set1(kRound)), set1(kRound));
-  const vf neg_n = neg(n);
-  vf r = fma(neg_n, set1(kLn2Hi), x);
-  r = fma(neg_n, set1(kLn2Lo), r);
-  vf p = set1(kExpP[0]);
-  for (int i = 1; i < 8; ++i) p = fma(p, r, set1(kExpP[i]));
-  // 2^k = 2^k1 · 2^k2 with k1 = clamp(k, −126, 127), as in vec512::exp. Out-of-range lanes (NaN, huge
-  // |x|) convert to anything and wrap in the integer adds: they are selected away below.
+/// |x|: FABS clears the sign bit (exact, NaN included).
+TRIBUNAL_VNEON vf abs(vf x) { return vabsq_f32(x); }
+TRIBUNAL_VNEON vf or_sign(vf y, vf x) {
+  const uint32x4_t sign = vandq_u32(vreinterpretq_u32_f32(x), vdupq_n_u32(0x80000000u));
+  return vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(y), sign));
+}
+/// As vec512::scale_pow2 (out-of-range lanes convert to anything and wrap in the integer adds).
+TRIBUNAL_VNEON vf scale_pow2(vf p, vf n) {
   const int32x4_t k = vcvtnq_s32_f32(n);  // n is an integer: the conversion is exact
   const int32x4_t k1 = vminq_s32(vmaxq_s32(k, vdupq_n_s32(-126)), vdupq_n_s32(127));
   const int32x4_t k2 = vsubq_s32(k, k1);
   const int32x4_t bias = vdupq_n_s32(127);
   const vf s1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(k1, bias), 23));
   const vf s2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(k2, bias), 23));
-  vf y = mul(mul(p, s1), s2);
-  y = select(lo, zero(), y);
-  y = select(hi, set1(__builtin_inff()), y);
-  return select(nan, add(x, x), y);
+  return mul(mul(p, s1), s2);
 }
-
-/// tanh32 lane-wise: both branches of ops/math.h tanh32 on |x|, selected per lane, then the sign bit.
-TRIBUNAL_VNEON vf tanh(vf x) {
-  using namespace vec_const;
-  const uint32x4_t sign = vandq_u32(vreinterpretq_u32_f32(x), vdupq_n_u32(0x80000000u));
-  const vf a = vabsq_f32(x);  // FABS clears the sign bit, like the scalar code's mask
-  const vmask nan = is_nan(x);
-  const vmask small = vcltq_f32(a, set1(kTanhSplit));
-  const vf z = mul(a, a);
-  vf p = set1(kTanhP[0]);
-  for (int i = 1; i < 6; ++i) p = fma(p, z, set1(kTanhP[i]));
-  const vf y_small = fma(mul(a, z), p, a);
-  const vf e = exp(add(a, a));
-  const vf y_big = sub(set1(1.0f), div(set1(2.0f), add(e, set1(1.0f))));
-  const vf y = select(small, y_small, y_big);
-  const vf signed_y = vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(y), sign));
-  return select(nan, add(x, x), signed_y);
-}
+#define TRIBUNAL_VEC_FN TRIBUNAL_VNEON
+#include "ops/kernels/vec_exp_tanh.inc"
+#undef TRIBUNAL_VEC_FN
 
 /// The 32 lanes of one canonical sum: part p ∈ {0..7} holds lanes 4p … 4p+3.
 struct Acc32 {
