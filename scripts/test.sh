@@ -17,8 +17,9 @@ ctest --preset release
 scripts/check_roots.sh "g++ -O3 -march=native" "clang++ -O0 -march=x86-64"
 
 # arm64 under qemu-aarch64: only what runs there is built (tribunal, test_ops). The GPT job runs on its
-# default path (NEON) only: `tribunal train` evaluates it on its held-out text at the end, about 3.5 of
-# its 3.6 minutes under emulation, so its scalar-path run is left to a manual check (docs/numerics.md).
+# default path (NEON) only: `tribunal train` evaluates it on its held-out text at the end, nearly all of
+# its 2.5-3.6 minutes under emulation, so its scalar-path run is left to a manual check
+# (docs/numerics.md, "Where exactness is shown").
 arm64_start=$SECONDS
 scripts/bootstrap.sh --cross aarch64
 cmake --preset aarch64
