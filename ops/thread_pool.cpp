@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "ops/simd.h"
 #include "ops/tensor.h"
 
 namespace tribunal {
@@ -14,6 +15,8 @@ constexpr int kSpinIterations = 20000;
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
 #endif
 }
 
@@ -31,6 +34,7 @@ bool spin_until(Pred pred) {
 
 ThreadPool::ThreadPool(int threads) {
   if (threads < 1) throw OpError("thread count must be at least 1, got " + std::to_string(threads));
+  active_simd_path();  // throws for a bad TRIBUNAL_SIMD: see the header
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 

@@ -21,7 +21,9 @@ namespace tribunal {
 /// row, and waking a sleeping thread costs tens of microseconds on a VM — as much as a small matmul.
 class ThreadPool {
  public:
-  /// threads ≥ 1; throws OpError otherwise.
+  /// threads ≥ 1; throws OpError otherwise, and while the environment variable TRIBUNAL_SIMD names
+  /// a SIMD path this build or CPU lacks (ops/simd.h: a run makes its pool first, so a bad setting
+  /// fails before it loads data, not at its first kernel).
   explicit ThreadPool(int threads = 1);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;

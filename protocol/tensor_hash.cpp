@@ -20,9 +20,15 @@ constexpr size_t kBlockBytes = 4096;  // canonicalization buffer, on the stack
 
 bool is_nan_bits(uint32_t bits) { return (bits & 0x7fffffffu) > 0x7f800000u; }
 
-// True iff any float32 in `p[0..n)` is a NaN. Branch-free so the compiler vectorizes it; the AVX2
-// clone (picked at load time) halves the scan's cost, about 2% of the hash time.
-__attribute__((target_clones("avx2", "default"))) bool any_nan(const std::byte* p, size_t n) {
+// True iff any float32 in `p[0..n)` is a NaN. Branch-free so the compiler vectorizes it; on x86-64 the
+// AVX2 clone (picked at load time) halves the scan's cost, about 2% of the hash time. Other
+// architectures have one version (AArch64's baseline Advanced SIMD vectorizes it already).
+#if defined(__x86_64__)
+#define TRIBUNAL_NAN_SCAN_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TRIBUNAL_NAN_SCAN_CLONES
+#endif
+TRIBUNAL_NAN_SCAN_CLONES bool any_nan(const std::byte* p, size_t n) {
   uint32_t any = 0;
   for (size_t i = 0; i < n; ++i) {
     uint32_t bits;

@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
 # Builds `tribunal` in several configurations and checks that each short job's trajectory root is
-# bitwise identical in all of them, on 1 and 2 threads, and when training stops halfway and resumes
-# from its checkpoint (RepOps contract, docs/numerics.md).
+# bitwise identical in all of them, on 1 and 2 threads, when training stops halfway and resumes from
+# its checkpoint, and on every SIMD path the machine has (TRIBUNAL_SIMD=scalar|avx2|avx512|neon), and
+# that it equals the job's golden root in tests/fixtures/golden_roots.txt (RepOps contract,
+# docs/numerics.md).
 #
-#   scripts/check_roots.sh [CONFIG...]     CONFIG = "compiler flags…", e.g. "clang++ -O0 -march=x86-64"
+#   scripts/check_roots.sh [CONFIG...]
+#     CONFIG = "compiler flags…", e.g. "clang++ -O0 -march=x86-64", built in build/roots/<name>;
+#           or "preset:NAME", a CMake preset's build of tribunal in build/NAME, run under the
+#           emulator its toolchain names (e.g. preset:aarch64: arm64 under qemu-aarch64)
 #   JOBS="a.toml b.toml" scripts/check_roots.sh …   (default: the short MLP, GPT and CNN jobs)
+#   RUNS="2 threads,simd" scripts/check_roots.sh …  (default: "1 thread,2 threads,resumed,simd")
 #
 # With no CONFIG it checks the full matrix: {g++, clang++} × {-O0, -O3} × {-march=x86-64, -march=native}.
-# Each configuration builds in build/roots/<name>; prints one line per configuration, job and run,
-# exits 1 on a mismatch.
+# Prints one line per configuration, job and run; a path this build or CPU lacks is listed as absent.
+# Exits 1 on a root that differs from the golden one (or, for a job without one, from its first).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 read -r -a jobs <<<"${JOBS:-scenarios/jobs/short_mlp.toml scenarios/jobs/short_gpt.toml scenarios/jobs/short_cnn.toml}"
+IFS=, read -r -a runs <<<"${RUNS:-1 thread,2 threads,resumed,simd}"
 if [ $# -eq 0 ]; then
   set --
   for cxx in g++ clang++; do
@@ -22,39 +29,81 @@ if [ $# -eq 0 ]; then
   done
 fi
 
-root_of() {  # tribunal JOB OUT_DIR [train options…] → the trajectory root of the run
+# The golden roots: "job file" → root.
+declare -A golden
+while read -r file root; do
+  case $file in '' | '#'*) continue ;; esac
+  golden[$file]=$root
+done <tests/fixtures/golden_roots.txt
+
+emulator=()
+root_of() {  # tribunal JOB OUT_DIR [train options…] → the trajectory root of the run (stderr: its errors)
   local bin=$1 job=$2 out=$3
   shift 3
-  "$bin" train "$job" --out "$out" --json "$@" | tail -n1 |
+  "${emulator[@]}" "$bin" train "$job" --out "$out" --json "$@" | tail -n1 |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["trajectory_root"])'
 }
 
 declare -A first
 status=0
+report() {  # CONFIG JOB RUN ROOT: prints the line, compares ROOT with the golden (or first) root
+  local config=$1 job=$2 run=$3 root=$4 mark
+  first[$job]=${first[$job]:-${golden[$job]:-$root}}
+  if [ "$root" = "${first[$job]}" ]; then mark=same; else mark=DIFFERENT; status=1; fi
+  [ -n "${golden[$job]:-}" ] && [ "$mark" = same ] && mark="same (golden)"
+  printf '%-28s %-22s %-18s %s %s\n' "$config" "$(basename "$job")" "$run" "$root" "$mark"
+}
+
 for config in "$@"; do
-  read -r cxx flags <<<"$config"
-  name=$(echo "$config" | tr -c 'A-Za-z0-9+\n' '_')
-  dir=build/roots/$name
-  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_CXX_FLAGS="$flags" \
-    -DTRIBUNAL_BUILD_TESTS=OFF -DTRIBUNAL_BUILD_BENCH=OFF >/dev/null
-  cmake --build "$dir" --target tribunal -j "$(nproc)" >/dev/null
+  if [[ $config == preset:* ]]; then
+    preset=${config#preset:}
+    dir=build/$preset
+    cmake --preset "$preset" >/dev/null
+    cmake --build "$dir" --target tribunal -j "$(nproc)" >/dev/null
+    # CMake's list separator is ';'.
+    IFS=';' read -r -a emulator <<<"$(sed -n 's/^CMAKE_CROSSCOMPILING_EMULATOR:[A-Z]*=//p' "$dir/CMakeCache.txt")"
+  else
+    read -r cxx flags <<<"$config"
+    dir=build/roots/$(echo "$config" | tr -c 'A-Za-z0-9+\n' '_')
+    cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_CXX_FLAGS="$flags" \
+      -DTRIBUNAL_BUILD_TESTS=OFF -DTRIBUNAL_BUILD_BENCH=OFF >/dev/null
+    cmake --build "$dir" --target tribunal -j "$(nproc)" >/dev/null
+    emulator=()
+  fi
   bin=$dir/apps/tribunal
   for job in "${jobs[@]}"; do
     steps=$(sed -n 's/^steps *= *\([0-9]*\).*/\1/p' "$job")
-    for run in "1 thread" "2 threads" "resumed at $((steps / 2))"; do
-      out=$(mktemp -d)
+    for run in "${runs[@]}"; do
       case $run in
-        "1 thread") root=$(root_of "$bin" "$job" "$out" --threads 1) ;;
-        "2 threads") root=$(root_of "$bin" "$job" "$out" --threads 2) ;;
-        *)
-          root_of "$bin" "$job" "$out" --steps $((steps / 2)) >/dev/null
-          root=$(root_of "$bin" "$job" "$out" --resume)
+        "1 thread" | "2 threads")
+          out=$(mktemp -d)
+          report "$config" "$job" "$run" "$(root_of "$bin" "$job" "$out" --threads "${run%% *}")"
+          rm -rf "$out"
           ;;
+        resumed)
+          out=$(mktemp -d)
+          root_of "$bin" "$job" "$out" --steps $((steps / 2)) >/dev/null
+          report "$config" "$job" "resumed at $((steps / 2))" "$(root_of "$bin" "$job" "$out" --resume)"
+          rm -rf "$out"
+          ;;
+        simd)
+          # Every path, forced for the whole run; one the build or CPU lacks fails at once (the
+          # ops library checks TRIBUNAL_SIMD when the run makes its thread pool) and is skipped.
+          for path in scalar avx2 avx512 neon; do
+            out=$(mktemp -d)
+            if root=$(TRIBUNAL_SIMD=$path root_of "$bin" "$job" "$out" --threads 2 2>"$out.err"); then
+              report "$config" "$job" "simd $path" "$root"
+            elif grep -qE "has no SIMD path|not supported by this CPU" "$out.err"; then
+              printf '%-28s %-22s %-18s %s\n' "$config" "$(basename "$job")" "simd $path" "(not on this machine)"
+            else
+              cat "$out.err" >&2
+              status=1
+            fi
+            rm -rf "$out" "$out.err"
+          done
+          ;;
+        *) echo "check_roots: unknown run '$run' in RUNS" >&2; exit 2 ;;
       esac
-      rm -rf "$out"
-      first[$job]=${first[$job]:-$root}
-      if [ "$root" = "${first[$job]}" ]; then mark=same; else mark=DIFFERENT; status=1; fi
-      printf '%-28s %-22s %-18s %s %s\n' "$config" "$(basename "$job")" "$run" "$root" "$mark"
     done
   done
 done

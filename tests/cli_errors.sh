@@ -82,6 +82,18 @@ expect "missing job file" 1 "nope.toml: cannot open" -- train "$tmp/nope.toml"
 expect "bad flag value" 2 "--threads expects an integer" -- train "$tmp/ok.toml" --threads zero
 expect "resume without checkpoint" 1 "no checkpoint" -- train "$tmp/ok.toml" --out "$tmp/o5" --resume
 
+# A SIMD path forced with TRIBUNAL_SIMD (read by the ops library) that does not exist, or that this
+# build or CPU lacks, fails before the run loads its data, naming the paths there are.
+export TRIBUNAL_SIMD=sse
+expect "TRIBUNAL_SIMD: unknown path" 1 "TRIBUNAL_SIMD=sse: unknown SIMD path 'sse' \(expected scalar, avx2, avx512 or neon\)" -- \
+  train "$tmp/ok.toml" --out "$tmp/o7"
+lacking=neon
+[ "$(uname -m)" = aarch64 ] && lacking=avx2
+export TRIBUNAL_SIMD=$lacking
+expect "TRIBUNAL_SIMD: a path this build lacks" 1 "TRIBUNAL_SIMD=$lacking: this [a-z0-9-]+ build has no SIMD path '$lacking' \(available here: scalar" -- \
+  train "$tmp/ok.toml" --out "$tmp/o8"
+unset TRIBUNAL_SIMD
+
 # Scenario scripts: a typo names its file and line; a reference to nothing is refused before any run.
 scenario() {  # scenario FILE [work table lines] [expect table lines]
   local work=${2:-$'kind = "corrupt_node"\nstep = 1\nnode = 2'} want=${3:-'winner = "alice"'}

@@ -116,8 +116,7 @@ void gelu_fast(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor
   float* y = out[0]->data();
   pool.parallel_for(in[0]->numel(), [&](int64_t i0, int64_t i1) {
     switch (path) {
-      case SimdPath::Avx512: k512::gelu(x + i0, y + i0, i1 - i0); break;
-      case SimdPath::Avx2: k256::gelu(x + i0, y + i0, i1 - i0); break;
+      TRIBUNAL_SIMD_CASES(isa::gelu(x + i0, y + i0, i1 - i0))
       case SimdPath::Scalar: gelu_scalar(x + i0, y + i0, i1 - i0); break;
     }
   }, kGrain);
@@ -134,8 +133,7 @@ void gelu_backward_fast(const Attrs&, std::span<const Tensor* const> in, std::sp
   float* dx = out[0]->data();
   pool.parallel_for(in[0]->numel(), [&](int64_t i0, int64_t i1) {
     switch (path) {
-      case SimdPath::Avx512: k512::gelu_grad(x + i0, dy + i0, dx + i0, i1 - i0); break;
-      case SimdPath::Avx2: k256::gelu_grad(x + i0, dy + i0, dx + i0, i1 - i0); break;
+      TRIBUNAL_SIMD_CASES(isa::gelu_grad(x + i0, dy + i0, dx + i0, i1 - i0))
       case SimdPath::Scalar: gelu_grad_scalar(x + i0, dy + i0, dx + i0, i1 - i0); break;
     }
   }, kGrain);

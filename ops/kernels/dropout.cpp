@@ -5,23 +5,17 @@
 //   yᵢ = keepᵢ ? xᵢ·s : +0                                  (one multiply per kept element)
 //
 // The mask is a pure function of (seed, step, site, i) (ops/philox.h), so the backward node regenerates
-// it instead of storing it, and any thread or SIMD lane can compute any element. The AVX2 / AVX-512
-// paths run Philox on 8 / 16 elements at once with the same 32-bit integer arithmetic (exact), convert
-// the top 24 bits exactly, compare and multiply with the same IEEE operations: bitwise identical.
-#include <immintrin.h>
-
+// it instead of storing it, and any thread or SIMD lane can compute any element. The AVX2 / AVX-512 /
+// NEON paths run Philox on 8 / 16 / 4 elements at once with the same 32-bit integer arithmetic (exact),
+// convert the top 24 bits exactly, compare and multiply with the same IEEE operations: bitwise
+// identical.
 #include <cstring>
 #include <string>
 
 #include "ops/kernels/op_table.h"
+#include "ops/kernels/vec_math.h"  // the intrinsics headers and TRIBUNAL_SIMD_CASES
 #include "ops/philox.h"
 #include "ops/simd.h"
-
-// GCC 12 reports its own intrinsics' _mm512_undefined_*() placeholders (in _mm512_mul_epu32,
-// _mm512_srli_epi64, …) as "(maybe) uninitialized" once inlined here; the value is never read.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 
 namespace tribunal {
 namespace {
@@ -73,8 +67,11 @@ void dropout_scalar(const DropoutAttrs& d, const float* x, float* y, int64_t i0,
 // ---- SIMD Philox4x32-10: lanes are consecutive elements i (counter word 0); words 1..3 and the key
 // are the same in every lane. mulhi/mullo of 32-bit words are exact integer operations.
 
-constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
-constexpr float kTwoM24 = 5.9604644775390625e-8f;  // 2^-24, as in uniform_from_bits
+[[maybe_unused]] constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+[[maybe_unused]] constexpr float kTwoM24 = 5.9604644775390625e-8f;  // 2^-24, as in uniform_from_bits
+
+#if defined(__x86_64__)
+namespace k256 {
 
 /// High 32 bits of each lane's 32×32-bit product: even lanes from one vpmuludq, odd from another.
 __attribute__((target("avx2,fma"))) inline __m256i mulhi_avx2(__m256i a, __m256i m) {
@@ -83,8 +80,8 @@ __attribute__((target("avx2,fma"))) inline __m256i mulhi_avx2(__m256i a, __m256i
   return _mm256_blend_epi32(even, odd, 0xAA);
 }
 
-__attribute__((target("avx2,fma"))) void dropout_avx2(const DropoutAttrs& d, const float* x, float* y, int64_t i0,
-                                                      int64_t i1) {
+__attribute__((target("avx2,fma"))) void dropout(const DropoutAttrs& d, const float* x, float* y, int64_t i0,
+                                                 int64_t i1) {
   constexpr int W = 8;
   const __m256i m0 = _mm256_set1_epi32(static_cast<int>(kM0)), m1 = _mm256_set1_epi32(static_cast<int>(kM1));
   const __m256 p = _mm256_set1_ps(d.p), scale = _mm256_set1_ps(d.scale), two_m24 = _mm256_set1_ps(kTwoM24);
@@ -117,14 +114,17 @@ __attribute__((target("avx2,fma"))) void dropout_avx2(const DropoutAttrs& d, con
   dropout_scalar(d, x, y, i, i1);
 }
 
+}  // namespace k256
+
+namespace k512 {
 __attribute__((target("avx512f"))) inline __m512i mulhi_avx512(__m512i a, __m512i m) {
   const __m512i even = _mm512_srli_epi64(_mm512_mul_epu32(a, m), 32);
   const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
   return _mm512_mask_blend_epi32(__mmask16(0xAAAA), even, odd);
 }
 
-__attribute__((target("avx512f"))) void dropout_avx512(const DropoutAttrs& d, const float* x, float* y, int64_t i0,
-                                                       int64_t i1) {
+__attribute__((target("avx512f"))) void dropout(const DropoutAttrs& d, const float* x, float* y, int64_t i0,
+                                                  int64_t i1) {
   constexpr int W = 16;
   const __m512i m0 = _mm512_set1_epi32(static_cast<int>(kM0)), m1 = _mm512_set1_epi32(static_cast<int>(kM1));
   const __m512 p = _mm512_set1_ps(d.p), scale = _mm512_set1_ps(d.scale), two_m24 = _mm512_set1_ps(kTwoM24);
@@ -154,6 +154,54 @@ __attribute__((target("avx512f"))) void dropout_avx512(const DropoutAttrs& d, co
   }
   dropout_scalar(d, x, y, i, i1);
 }
+}  // namespace k512
+#endif  // __x86_64__
+
+#if defined(__aarch64__)
+namespace kneon {
+/// hi and lo 32-bit halves of each lane's 32×32-bit product a·m (two widening UMULLs).
+inline void mul_hilo(uint32x4_t a, uint32_t m, uint32x4_t& hi, uint32x4_t& lo) {
+  const uint64x2_t p0 = vmull_u32(vget_low_u32(a), vdup_n_u32(m));
+  const uint64x2_t p1 = vmull_high_u32(a, vdupq_n_u32(m));
+  hi = vcombine_u32(vshrn_n_u64(p0, 32), vshrn_n_u64(p1, 32));
+  lo = vcombine_u32(vmovn_u64(p0), vmovn_u64(p1));
+}
+
+void dropout(const DropoutAttrs& d, const float* x, float* y, int64_t i0, int64_t i1) {
+  constexpr int W = 4;
+  const uint32_t lane_index[W] = {0, 1, 2, 3};
+  const uint32x4_t lane = vld1q_u32(lane_index);
+  const float32x4_t p = vdupq_n_f32(d.p), scale = vdupq_n_f32(d.scale), two_m24 = vdupq_n_f32(kTwoM24);
+  int64_t i = i0;
+  for (; i + W <= i1; i += W) {
+    uint32x4_t c0 = vaddq_u32(vdupq_n_u32(static_cast<uint32_t>(i)), lane);
+    uint32x4_t c1 = vdupq_n_u32(d.site);
+    uint32x4_t c2 = vdupq_n_u32(d.step);
+    uint32x4_t c3 = vdupq_n_u32(static_cast<uint32_t>(RandomPurpose::Dropout));
+    uint32_t k0 = static_cast<uint32_t>(d.seed), k1 = static_cast<uint32_t>(d.seed >> 32);
+    for (int round = 0; round < 10; ++round) {
+      if (round > 0) {
+        k0 += kW0;
+        k1 += kW1;
+      }
+      uint32x4_t hi0, lo0, hi1, lo1;
+      mul_hilo(c0, kM0, hi0, lo0);
+      mul_hilo(c2, kM1, hi1, lo1);
+      c0 = veorq_u32(veorq_u32(hi1, c1), vdupq_n_u32(k0));
+      c1 = lo1;
+      c2 = veorq_u32(veorq_u32(hi0, c3), vdupq_n_u32(k1));
+      c3 = lo0;
+    }
+    // (word >> 8) < 2^24 converts exactly; × 2^-24 is exact: the same float as uniform_from_bits.
+    const float32x4_t u = vmulq_f32(vcvtq_f32_u32(vshrq_n_u32(c0, 8)), two_m24);
+    const uint32x4_t kept = vcgeq_f32(u, p);
+    const float32x4_t v = vmulq_f32(vld1q_f32(x + i), scale);
+    vst1q_f32(y + i, vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(v), kept)));  // dropped: +0
+  }
+  dropout_scalar(d, x, y, i, i1);
+}
+}  // namespace kneon
+#endif  // __aarch64__
 
 // Philox costs ~10 ns per element in scalar code: threads pay off from a few thousand elements.
 constexpr int64_t kDropoutGrain = int64_t{1} << 12;
@@ -174,8 +222,7 @@ void dropout_fast(const Attrs& attrs, std::span<const Tensor* const> in, std::sp
       in[0]->numel(),
       [&](int64_t i0, int64_t i1) {
         switch (path) {
-          case SimdPath::Avx512: dropout_avx512(d, x, y, i0, i1); return;
-          case SimdPath::Avx2: dropout_avx2(d, x, y, i0, i1); return;
+          TRIBUNAL_SIMD_CASES(isa::dropout(d, x, y, i0, i1))
           case SimdPath::Scalar: dropout_scalar(d, x, y, i0, i1); return;
         }
       },

@@ -220,8 +220,7 @@ void layer_norm_fast(const Attrs& a, std::span<const Tensor* const> in, std::spa
     std::vector<float> tmp(path == SimdPath::Scalar ? static_cast<size_t>(d) : 0);
     for (int64_t r = r0; r < r1; ++r) {
       switch (path) {
-        case SimdPath::Avx512: k512::norm_row(x + r * d, gamma, beta, y + r * d, d, eps); break;
-        case SimdPath::Avx2: k256::norm_row(x + r * d, gamma, beta, y + r * d, d, eps); break;
+        TRIBUNAL_SIMD_CASES(isa::norm_row(x + r * d, gamma, beta, y + r * d, d, eps))
         case SimdPath::Scalar: norm_row_scalar(x + r * d, gamma, beta, y + r * d, d, eps, tmp.data()); break;
       }
     }
@@ -253,16 +252,14 @@ void layer_norm_backward_fast(const Attrs& a, std::span<const Tensor* const> in,
       const int64_t o = r * d;
       RowStats& s = stats[static_cast<size_t>(r)];
       switch (path) {
-        case SimdPath::Avx512: s = k512::norm_grad_row(x + o, gamma, dy + o, dx + o, d, eps); break;
-        case SimdPath::Avx2: s = k256::norm_grad_row(x + o, gamma, dy + o, dx + o, d, eps); break;
+        TRIBUNAL_SIMD_CASES(s = isa::norm_grad_row(x + o, gamma, dy + o, dx + o, d, eps))
         case SimdPath::Scalar: s = norm_grad_row_scalar(x + o, gamma, dy + o, dx + o, d, eps, tmp.data()); break;
       }
     }
   }, grain_for(d));
   pool.parallel_for(d, [&](int64_t j0, int64_t j1) {
     switch (path) {
-      case SimdPath::Avx512: k512::columns(x, dy, stats.data(), m, d, j0, j1, dgamma, dbeta); break;
-      case SimdPath::Avx2: k256::columns(x, dy, stats.data(), m, d, j0, j1, dgamma, dbeta); break;
+      TRIBUNAL_SIMD_CASES(isa::columns(x, dy, stats.data(), m, d, j0, j1, dgamma, dbeta))
       case SimdPath::Scalar: {
         std::vector<float> tmp(static_cast<size_t>(m));
         columns_scalar(x, dy, stats.data(), m, d, j0, j1, dgamma, dbeta, tmp.data());

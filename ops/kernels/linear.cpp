@@ -189,8 +189,7 @@ void sum_rows_fast(const Attrs&, std::span<const Tensor* const> in, std::span<Te
     for (int64_t j0 = g0 * kSumGroup; j0 < end; j0 += kSumCols) {
       const int64_t nc = std::min(kSumCols, end - j0);
       switch (path) {
-        case SimdPath::Avx512: k512::sum_rows_block(x, m, n, j0, nc, acc.data(), y); break;
-        case SimdPath::Avx2: k256::sum_rows_block(x, m, n, j0, nc, acc.data(), y); break;
+        TRIBUNAL_SIMD_CASES(isa::sum_rows_block(x, m, n, j0, nc, acc.data(), y))
         case SimdPath::Scalar: sum_rows_block_scalar(x, m, n, j0, nc, acc.data(), y); break;
       }
     }

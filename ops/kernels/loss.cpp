@@ -223,8 +223,7 @@ void sce_fast(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor*
   std::vector<float> nll(static_cast<size_t>(batch));
   pool.parallel_for(batch, [&](int64_t b0, int64_t b1) {
     switch (path) {
-      case SimdPath::Avx512: k512::nll_rows(z.data(), labels, classes, nll.data(), b0, b1); break;
-      case SimdPath::Avx2: k256::nll_rows(z.data(), labels, classes, nll.data(), b0, b1); break;
+      TRIBUNAL_SIMD_CASES(isa::nll_rows(z.data(), labels, classes, nll.data(), b0, b1))
       case SimdPath::Scalar: {
         std::vector<float> e(static_cast<size_t>(classes));
         nll_rows_scalar(z.data(), labels, classes, nll.data(), e.data(), b0, b1);
@@ -246,8 +245,7 @@ void sce_backward_fast(const Attrs&, std::span<const Tensor* const> in, std::spa
   float* dz = out[0]->data();
   pool.parallel_for(batch, [&](int64_t b0, int64_t b1) {
     switch (path) {
-      case SimdPath::Avx512: k512::dlogit_rows(z.data(), labels, classes, scale, dz, b0, b1); break;
-      case SimdPath::Avx2: k256::dlogit_rows(z.data(), labels, classes, scale, dz, b0, b1); break;
+      TRIBUNAL_SIMD_CASES(isa::dlogit_rows(z.data(), labels, classes, scale, dz, b0, b1))
       case SimdPath::Scalar: dlogit_rows_scalar(z.data(), labels, classes, scale, dz, b0, b1); break;
     }
   }, row_grain(classes));

@@ -16,7 +16,11 @@
 // and the BLIS micro-kernel design (Van Zee & van de Geijn, TOMS 2015).
 #include "ops/kernels/matmul.h"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#endif
 
 #include <algorithm>
 #include <array>
@@ -58,7 +62,7 @@ void matmul_reference(const MatmulArgs& x) {
   for (int64_t i = 0; i < x.m; ++i) {
     for (int64_t j = 0; j < x.n; ++j) {
       float acc = x.bias ? x.bias[j] : 0.0f;
-      // std::fma is IEEE fusedMultiplyAdd (one rounding), the same operation as vfmadd*ps.
+      // std::fma is IEEE fusedMultiplyAdd (one rounding), the same operation as vfmadd*ps and NEON's fmla.
       for (int64_t p = 0; p < x.k; ++p) acc = std::fma(a_at(x, i, p), b_at(x, p, j), acc);
       x.c[i * x.n + j] = acc;
     }
@@ -88,10 +92,11 @@ struct TileArgs {
 
 using TileKernel = void (*)(const TileArgs&);
 
-// One kernel template per ISA, instantiated for every row count 1..MR (edge rows of C get an exact-size
+// One kernel template per ISA of the build's architecture, instantiated for every row count 1..MR (edge rows of C get an exact-size
 // kernel instead of padding) and 1..NV vectors (a narrow N uses one vector). kMasked: the last vector
 // is partial (n is not a multiple of W); masked loads never touch memory past the valid lanes.
 
+#if defined(__x86_64__)
 __attribute__((target("avx2,fma"), always_inline)) inline __m256 load_avx2(const float* p, __m256i mask,
                                                                            bool masked) {
   return masked ? _mm256_maskload_ps(p, mask) : _mm256_loadu_ps(p);
@@ -205,6 +210,75 @@ __attribute__((target("avx512f"))) void tile_avx512(const TileArgs& t) {
     for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(t.c + i * t.ldc + v * W, mask[v], acc[i][v]);
 }
 
+#endif  // __x86_64__
+
+#if defined(__aarch64__)
+/// The first n (1..4) floats at p, +0 in the other lanes (NEON has no masked load; only edge tiles).
+inline float32x4_t loadn_neon(const float* p, int n) {
+  float lanes[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  std::memcpy(lanes, p, static_cast<size_t>(n) * sizeof(float));
+  return vld1q_f32(lanes);
+}
+
+/// AArch64 Advanced SIMD: 4-float vectors, up to an 8 × 8 tile (16 of the 32 q registers accumulate,
+/// 2 for B, 1 broadcast). vfmaq_f32 is FMLA: acc + a·b with one rounding, the chain's fma.
+template <int MR, int NV, bool kRowA, bool kMasked>
+void tile_neon(const TileArgs& t) {
+  constexpr int W = 4;
+  int valid[NV];
+  bool partial[NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) {
+    valid[v] = t.n - v * W;
+    partial[v] = kMasked && v == NV - 1;
+  }
+  auto load = [&](const float* p, int v) { return partial[v] ? loadn_neon(p, valid[v]) : vld1q_f32(p); };
+  float32x4_t acc[MR][NV];
+  if (t.load_c) {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = load(t.c + i * t.ldc + v * W, v);
+  } else {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      const float32x4_t init = t.bias ? load(t.bias + v * W, v) : vdupq_n_f32(0.0f);
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) acc[i][v] = init;
+    }
+  }
+  const float* a = t.a;
+  const float* b = t.b;
+  const int64_t lda = t.lda, ldb = t.ldb, kb = t.kb;
+  for (int64_t p = 0; p < kb; ++p) {
+    float32x4_t bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = load(b + v * W, v);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const float32x4_t av = vdupq_n_f32(kRowA ? a[i * lda] : a[i]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = vfmaq_f32(acc[i][v], av, bv[v]);  // the next k, in order
+    }
+    a += kRowA ? 1 : lda;
+    b += ldb;
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      float* dst = t.c + i * t.ldc + v * W;
+      if (partial[v]) {
+        float lanes[W];
+        vst1q_f32(lanes, acc[i][v]);
+        std::memcpy(dst, lanes, static_cast<size_t>(valid[v]) * sizeof(float));
+      } else {
+        vst1q_f32(dst, acc[i][v]);
+      }
+    }
+}
+#endif  // __aarch64__
+
 /// A register-tile shape and its kernels, one per (rows, vectors, A layout, full/partial).
 struct KernelSet {
   int mr;     ///< rows of a full tile
@@ -218,6 +292,7 @@ constexpr std::array<TileKernel, sizeof...(I)> kernel_row(std::integer_sequence<
   return {K<I + 1, NV, kRowA, kFull>::fn...};
 }
 
+#if defined(__x86_64__)
 template <int MR, int NV, bool kRowA, bool kFull>
 struct Avx2Kernel {
   static constexpr TileKernel fn = &tile_avx2<MR, NV, kRowA, !kFull>;
@@ -226,6 +301,12 @@ template <int MR, int NV, bool kRowA, bool kFull>
 struct Avx512Kernel {
   static constexpr TileKernel fn = &tile_avx512<MR, NV, kRowA, !kFull>;
 };
+#elif defined(__aarch64__)
+template <int MR, int NV, bool kRowA, bool kFull>
+struct NeonKernel {
+  static constexpr TileKernel fn = &tile_neon<MR, NV, kRowA, !kFull>;
+};
+#endif
 
 /// Table [row_a][full][vectors-1][rows-1] of the kernel template K with MR rows and 2 vectors.
 template <template <int, int, bool, bool> class K, int MR>
@@ -243,9 +324,28 @@ struct KernelTable {
   }
 };
 
+#if defined(__x86_64__)
 constexpr int kAvx2Mr = 6, kAvx512Mr = 14;
 const KernelSet kAvx2Set{kAvx2Mr, 8, 2, &KernelTable<Avx2Kernel, kAvx2Mr>::select};
 const KernelSet kAvx512Set{kAvx512Mr, 16, 2, &KernelTable<Avx512Kernel, kAvx512Mr>::select};
+#elif defined(__aarch64__)
+constexpr int kNeonMr = 8;
+const KernelSet kNeonSet{kNeonMr, 4, 2, &KernelTable<NeonKernel, kNeonMr>::select};
+#endif
+
+/// The kernel set of a SIMD path (null for Scalar, and for paths this architecture does not compile,
+/// which are never active: simd_path_available refuses them).
+const KernelSet* kernel_set(SimdPath path) {
+  switch (path) {
+#if defined(__x86_64__)
+    case SimdPath::Avx2: return &kAvx2Set;
+    case SimdPath::Avx512: return &kAvx512Set;
+#elif defined(__aarch64__)
+    case SimdPath::Neon: return &kNeonSet;
+#endif
+    default: return nullptr;
+  }
+}
 
 // ---------------------------------------------------------------------------------------------------
 // Blocked driver, shared by the SIMD paths. Loop nest (per thread, on its own output range):
@@ -270,8 +370,11 @@ float* scratch(Buffer& buf, int64_t n) {
   return buf.data();
 }
 
-// Packing only copies floats, so it cannot change a result; it only has to be fast. Both SIMD paths
-// need AVX2 (the AVX-512 path is offered only with it), so the packers use AVX2 8×8 transposes.
+// Packing only copies floats, so it cannot change a result; it only has to be fast. On x86-64 both SIMD
+// paths need AVX2 (the AVX-512 path is offered only with it), so the packers use AVX2 8×8 transposes;
+// on AArch64, NEON 4×4 transposes.
+
+#if defined(__x86_64__)
 
 /// dst[q·ldd + r] = src[r·lds + q] for r < rows (≤ 8) and q < 8: an 8×8 transpose. Lanes r ≥ rows of
 /// each destination row are left untouched (masked store), source rows r ≥ rows are never read.
@@ -314,6 +417,33 @@ __attribute__((target("avx2,fma"))) void transpose_block(const float* src, int64
       for (int64_t i = r0; i < r0 + r; ++i) dst[q * ldd + i] = src[i * lds + q];
   }
 }
+
+#else
+/// dst[q·ldd + r] = src[r·lds + q] for r < rows, q < cols: transpose of a rows × cols block, 4 × 4 at
+/// a time on AArch64 (vtrn + combine); the ragged edges, and other architectures, element by element.
+void transpose_block(const float* src, int64_t lds, int64_t rows, int64_t cols, float* dst, int64_t ldd) {
+  int64_t r0 = 0;
+#if defined(__aarch64__)
+  for (; r0 + 4 <= rows; r0 += 4) {
+    int64_t q0 = 0;
+    for (; q0 + 4 <= cols; q0 += 4) {
+      const float* s = src + r0 * lds + q0;
+      const float32x4x2_t t01 = vtrnq_f32(vld1q_f32(s), vld1q_f32(s + lds));
+      const float32x4x2_t t23 = vtrnq_f32(vld1q_f32(s + 2 * lds), vld1q_f32(s + 3 * lds));
+      float* d = dst + q0 * ldd + r0;
+      vst1q_f32(d, vcombine_f32(vget_low_f32(t01.val[0]), vget_low_f32(t23.val[0])));
+      vst1q_f32(d + ldd, vcombine_f32(vget_low_f32(t01.val[1]), vget_low_f32(t23.val[1])));
+      vst1q_f32(d + 2 * ldd, vcombine_f32(vget_high_f32(t01.val[0]), vget_high_f32(t23.val[0])));
+      vst1q_f32(d + 3 * ldd, vcombine_f32(vget_high_f32(t01.val[1]), vget_high_f32(t23.val[1])));
+    }
+    for (int64_t q = q0; q < cols; ++q)
+      for (int64_t i = r0; i < r0 + 4; ++i) dst[q * ldd + i] = src[i * lds + q];
+  }
+#endif
+  for (int64_t q = 0; q < cols; ++q)
+    for (int64_t i = r0; i < rows; ++i) dst[q * ldd + i] = src[i * lds + q];
+}
+#endif
 
 /// Packs op(B)(pc..pc+kb, jc..jc+nc) as nr-wide panels: panel q holds B(pc+p, jc+q·nr+j) at
 /// dst[q·nr·kb + p·nr + j]. Columns past nc in the last panel are left unset (the kernel masks them).
@@ -439,12 +569,7 @@ void matmul(const MatmulArgs& args, ThreadPool& pool) {
 
 namespace {
 
-void check_path(SimdPath path) {
-  if (!simd_path_available(path)) {
-    throw OpError(std::string("matmul: SIMD path '") + simd_path_name(path) +
-                  "' is not supported by this CPU");
-  }
-}
+void check_path(SimdPath path) { require_simd_path(path, "matmul"); }
 
 /// The degenerate shapes every path handles alike. Returns true if C is complete.
 bool matmul_trivial(const MatmulArgs& x) {
@@ -459,16 +584,10 @@ bool matmul_trivial(const MatmulArgs& x) {
 
 /// One product on the calling thread; args checked, path available, not trivial.
 void matmul_serial(const MatmulArgs& x, SimdPath path) {
-  switch (path) {
-    case SimdPath::Scalar:
-      scalar_rows(x, 0, x.m);
-      return;
-    case SimdPath::Avx2:
-      gemm_range(x, kAvx2Set, 0, x.m, 0, x.n);
-      return;
-    case SimdPath::Avx512:
-      gemm_range(x, kAvx512Set, 0, x.m, 0, x.n);
-      return;
+  if (const KernelSet* ks = kernel_set(path)) {
+    gemm_range(x, *ks, 0, x.m, 0, x.n);
+  } else {
+    scalar_rows(x, 0, x.m);
   }
 }
 
@@ -493,20 +612,13 @@ void matmul(const MatmulArgs& args, ThreadPool& pool, SimdPath path) {
   check_path(path);
   const MatmulArgs& x = args;
   if (matmul_trivial(x)) return;
-  switch (path) {
-    case SimdPath::Scalar: {
-      const int64_t grain = std::max<int64_t>(1, kMinScalarFmaPerThread / std::max<int64_t>(x.n * x.k, 1));
-      pool.parallel_for(
-          x.m, [&](int64_t m0, int64_t m1) { scalar_rows(x, m0, m1); }, grain);
-      return;
-    }
-    case SimdPath::Avx2:
-      matmul_simd(x, pool, kAvx2Set);
-      return;
-    case SimdPath::Avx512:
-      matmul_simd(x, pool, kAvx512Set);
-      return;
+  if (const KernelSet* ks = kernel_set(path)) {
+    matmul_simd(x, pool, *ks);
+    return;
   }
+  const int64_t grain = std::max<int64_t>(1, kMinScalarFmaPerThread / std::max<int64_t>(x.n * x.k, 1));
+  pool.parallel_for(
+      x.m, [&](int64_t m0, int64_t m1) { scalar_rows(x, m0, m1); }, grain);
 }
 
 void matmul_on_thread(const MatmulArgs& args, SimdPath path) {

@@ -176,8 +176,7 @@ void softmax_fast(const Attrs& a, std::span<const Tensor* const> in, std::span<T
       const float* xr = x + i * r.n;
       float* yr = y + i * r.n;
       switch (path) {
-        case SimdPath::Avx512: k512::softmax_row(xr, yr, r.n, r.valid(i), r.scale); break;
-        case SimdPath::Avx2: k256::softmax_row(xr, yr, r.n, r.valid(i), r.scale); break;
+        TRIBUNAL_SIMD_CASES(isa::softmax_row(xr, yr, r.n, r.valid(i), r.scale))
         case SimdPath::Scalar: softmax_row_scalar(xr, yr, r.n, r.valid(i), r.scale); break;
       }
     }
@@ -204,8 +203,7 @@ void softmax_backward_fast(const Attrs& a, std::span<const Tensor* const> in, st
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t o = i * r.n;
       switch (path) {
-        case SimdPath::Avx512: k512::softmax_grad_row(y + o, dy + o, dx + o, r.n, r.valid(i), r.scale); break;
-        case SimdPath::Avx2: k256::softmax_grad_row(y + o, dy + o, dx + o, r.n, r.valid(i), r.scale); break;
+        TRIBUNAL_SIMD_CASES(isa::softmax_grad_row(y + o, dy + o, dx + o, r.n, r.valid(i), r.scale))
         case SimdPath::Scalar:
           softmax_grad_row_scalar(y + o, dy + o, dx + o, r.n, r.valid(i), r.scale, tmp.data());
           break;

@@ -1,23 +1,43 @@
 // Exactness of whole trajectories on the real Fashion-MNIST data: the trajectory root of a short
-// job is a golden value, independent of the thread count, and a resumed run commits exactly what a
-// straight run does. (.ci/run also compares the root across compilers, -O levels and -march.)
+// job is a golden value, independent of the thread count and of the SIMD path, and a resumed run
+// commits exactly what a straight run does. (.ci/run also compares the roots across compilers, -O
+// levels, -march and on arm64 under qemu: scripts/check_roots.sh.)
 #include <doctest/doctest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "engine/error.h"
-#include "tests/temp_dir.h"
 #include "engine/trainer.h"
+#include "ops/simd.h"
+#include "tests/temp_dir.h"
 
 using namespace tribunal;
 
 namespace {
 
+const std::filesystem::path kSource(TRIBUNAL_SOURCE_DIR);
+
+/// The golden trajectory root of a short job file (relative to the source tree), from
+/// tests/fixtures/golden_roots.txt, which scripts/check_roots.sh reads too.
+std::string golden_root(const std::string& job_file) {
+  std::ifstream in(kSource / "tests/fixtures/golden_roots.txt");
+  REQUIRE(in);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string file, root;
+    if (line.empty() || line[0] == '#' || !(fields >> file >> root)) continue;
+    if (file == job_file) return root;
+  }
+  FAIL("no golden root for " << job_file);
+  return {};
+}
+
 // The AdamW job is scenarios/jobs/short_mlp.toml (scripts/check_roots.sh runs the same file); the SGD
 // job differs only in its optimizer.
 JobSpec short_job(OptimizerKind kind) {
-  JobSpec job = load_job(std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs/short_mlp.toml");
+  JobSpec job = load_job(kSource / "scenarios/jobs/short_mlp.toml");
   if (kind == OptimizerKind::Sgd) {
     job.optimizer = OptimizerSpec{};
     job.optimizer.kind = OptimizerKind::Sgd;
@@ -44,8 +64,8 @@ TrainResult train(const JobSpec& job, int threads, const std::filesystem::path& 
 // Golden values: regression pins recorded from this code's own output, not known answers derived
 // independently of it (tools/commitment_kat.py is that, for the commitment layer alone). They show
 // that the bits did not change, not that they were right: any change to an op, the data pipeline,
-// the init or the commitment scheme changes them (and must bump kRepOpsContractVersion).
-constexpr const char* kAdamWRoot = "834dd84d31d3d453b79acd80e574d208e5f40570fd9234dbbf03059cd12ca2a3";
+// the init or the commitment scheme changes them (and must bump kRepOpsContractVersion). The AdamW
+// root is short_mlp.toml's in tests/fixtures/golden_roots.txt.
 constexpr const char* kSgdRoot = "2441ba882a91af7ce2dc07727f6488a618d9f4f0f553e1d04eccf51f3ae1621b";
 
 }  // namespace
@@ -64,7 +84,8 @@ TEST_CASE("a short job's trajectory root is golden and independent of threads") 
     CHECK(two.trajectory_root == one.trajectory_root);
     CHECK(three.trajectory_root == one.trajectory_root);
     CHECK(two.final_state_hash == one.final_state_hash);
-    CHECK(to_hex(one.trajectory_root) == (kind == OptimizerKind::AdamW ? kAdamWRoot : kSgdRoot));
+    CHECK(to_hex(one.trajectory_root) ==
+          (kind == OptimizerKind::AdamW ? golden_root("scenarios/jobs/short_mlp.toml") : kSgdRoot));
     // The trajectory root is the Merkle root of the checkpoint files' recorded state hashes.
     for (int64_t t : {0, 8, 16, 24, 30}) CHECK(std::filesystem::exists(checkpoint_path(d1.path, t)));
     CHECK(read_checkpoint_header(checkpoint_path(d1.path, 30)).state_hash == one.final_state_hash);
@@ -116,19 +137,29 @@ TEST_CASE("a tampered checkpoint is refused") {
 // Golden roots of the short GPT and CNN jobs (every transformer and CNN op, dropout, clipping, the
 // cosine schedule, decay on matrices only), regression pins recorded from this code's own output as
 // above: any change to one of those ops' order of operations, to the text windows or to the init
-// changes them. scripts/check_roots.sh checks the same files across
-// compilers, -O levels, -march, thread counts and a resume.
+// changes them. scripts/check_roots.sh checks the same files across compilers, -O levels, -march,
+// thread counts, SIMD paths, a resume, and on arm64 under qemu.
 TEST_CASE("the short GPT and CNN jobs' trajectory roots are golden") {
-  const std::pair<const char*, const char*> jobs[] = {
-      {"scenarios/jobs/short_gpt.toml", "3cc96e48573d9d46148c17128e3893c3a4aa5bfb7b2600c908ab265bcd85b1f2"},
-      {"scenarios/jobs/short_cnn.toml", "2d70988dce53c53dda0249ad00f4551fa1c5d886d0f57cbbe3a4a8609f7758b2"},
-  };
-  for (const auto& entry : jobs) {
-    const std::string file = entry.first, want = entry.second;
+  for (const std::string file : {"scenarios/jobs/short_gpt.toml", "scenarios/jobs/short_cnn.toml"}) {
     CAPTURE(file);
-    const JobSpec job = load_job(std::filesystem::path(TRIBUNAL_SOURCE_DIR) / file);
+    const JobSpec job = load_job(kSource / file);
     TempDir dir("golden");
     const TrainResult r = train(job, 2, dir.path);
-    CHECK(to_hex(r.trajectory_root) == want);
+    CHECK(to_hex(r.trajectory_root) == golden_root(file));
+  }
+}
+
+// A whole trajectory on each SIMD path this machine has, forced for every kernel of the run (what
+// TRIBUNAL_SIMD does for a process): the fast kernels are memcmp-equal to the references op by op
+// (tests/ops), and this shows it for a training run, where the optimizer feeds every step's bits into
+// the next. The short MLP job here; scripts/check_roots.sh runs every short job on every path.
+TEST_CASE("the short MLP job's trajectory root is golden on every SIMD path") {
+  const std::string file = "scenarios/jobs/short_mlp.toml";
+  const JobSpec job = load_job(kSource / file);
+  for (SimdPath path : available_simd_paths()) {
+    CAPTURE(simd_path_name(path));
+    const ScopedSimdPath forced(path);
+    TempDir dir("path");
+    CHECK(to_hex(train(job, 2, dir.path).trajectory_root) == golden_root(file));
   }
 }

@@ -120,8 +120,9 @@ TEST_CASE("matmul: simd path list") {
   CHECK(std::string(simd_path_name(SimdPath::Scalar)) == "scalar");
   CHECK(std::string(simd_path_name(SimdPath::Avx2)) == "avx2");
   CHECK(std::string(simd_path_name(SimdPath::Avx512)) == "avx512");
-  // A path the CPU lacks is refused, never silently replaced.
-  for (SimdPath p : {SimdPath::Avx2, SimdPath::Avx512}) {
+  CHECK(std::string(simd_path_name(SimdPath::Neon)) == "neon");
+  // A path the CPU or build lacks is refused, never silently replaced.
+  for (SimdPath p : {SimdPath::Avx2, SimdPath::Avx512, SimdPath::Neon}) {
     bool have = false;
     for (SimdPath q : paths) have |= q == p;
     if (!have) {

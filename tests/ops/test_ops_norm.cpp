@@ -305,21 +305,20 @@ const RegisterOpTests kSoftmaxTests(OpKind::Softmax, {2, make_case, expect, kSof
 const RegisterOpTests kSoftmaxBackwardTests(OpKind::SoftmaxBackward, {2, make_case, expect, kSoftmaxBackwardBad});
 
 
-// Lane-wise exp32/tanh32 of vec_math.h over an array (tail lanes through the masked forms).
-TRIBUNAL_TARGET_AVX512 void apply512(const float* x, float* y, int64_t n, bool is_tanh) {
-  for (int64_t i = 0; i < n; i += vec512::W) {
-    const int c = static_cast<int>(std::min<int64_t>(vec512::W, n - i));
-    const vec512::vf v = vec512::loadn(x + i, c);
-    vec512::storen(y + i, is_tanh ? vec512::tanh(v) : vec512::exp(v), c);
+// Lane-wise exp32/tanh32 of vec_math.h over an array (tail lanes through the masked forms), once per
+// ISA of this architecture.
+#define TRIBUNAL_APPLY_KERNELS(NS, TARGET, V)                                    \
+  namespace NS {                                                               \
+  TARGET void apply(const float* x, float* y, int64_t n, bool is_tanh) {       \
+    for (int64_t i = 0; i < n; i += V::W) {                                    \
+      const int c = static_cast<int>(std::min<int64_t>(V::W, n - i));          \
+      const V::vf v = V::loadn(x + i, c);                                      \
+      V::storen(y + i, is_tanh ? V::tanh(v) : V::exp(v), c);                   \
+    }                                                                          \
+  }                                                                            \
   }
-}
-TRIBUNAL_TARGET_AVX2 void apply256(const float* x, float* y, int64_t n, bool is_tanh) {
-  for (int64_t i = 0; i < n; i += vec256::W) {
-    const int c = static_cast<int>(std::min<int64_t>(vec256::W, n - i));
-    const vec256::vf v = vec256::loadn(x + i, c);
-    vec256::storen(y + i, is_tanh ? vec256::tanh(v) : vec256::exp(v), c);
-  }
-}
+TRIBUNAL_SIMD_KERNELS(TRIBUNAL_APPLY_KERNELS)
+#undef TRIBUNAL_APPLY_KERNELS
 
 }  // namespace
 
@@ -338,12 +337,14 @@ TEST_CASE("vec_math: lane-wise exp32 and tanh32 are bitwise the scalar functions
     std::vector<float> want(x.size()), got(x.size());
     for (size_t i = 0; i < x.size(); ++i) want[i] = is_tanh ? tanh32(x[i]) : exp32(x[i]);
     const auto n = static_cast<int64_t>(x.size());
-    if (simd_path_available(SimdPath::Avx512)) {
-      apply512(x.data(), got.data(), n, is_tanh);
-      CHECK(std::memcmp(got.data(), want.data(), x.size() * sizeof(float)) == 0);
-    }
-    if (simd_path_available(SimdPath::Avx2)) {
-      apply256(x.data(), got.data(), n, is_tanh);
+    for (SimdPath path : available_simd_paths()) {
+      if (path == SimdPath::Scalar) continue;  // want is the scalar function itself
+      CAPTURE(simd_path_name(path));
+      std::fill(got.begin(), got.end(), 0.0f);
+      switch (path) {
+        TRIBUNAL_SIMD_CASES(isa::apply(x.data(), got.data(), n, is_tanh))
+        case SimdPath::Scalar: break;
+      }
       CHECK(std::memcmp(got.data(), want.data(), x.size() * sizeof(float)) == 0);
     }
   }
