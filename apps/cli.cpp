@@ -2,6 +2,8 @@
 
 #include <charconv>
 
+#include "ops/tensor.h"
+#include "ops/simd.h"
 #include "protocol/hash.h"
 
 namespace tribunal::cli {
@@ -44,6 +46,25 @@ CLI::Option* add_datasets(CLI::App& app, DataRegistry& registry) {
       [&registry](const std::string& spec) { registry.add(std::string_view(spec)); },
       "where this node keeps data set NAME's files (fashion-mnist and fortunes are registered at "
       "their Debian paths)");
+}
+
+CLI::Option* add_simd(CLI::App& app) {
+  return app
+      .add_option_function<std::string>(
+          "--simd",
+          [](const std::string& name) {
+            try {
+              const SimdPath path = parse_simd_path(name);
+              require_simd_path(path, "--simd");
+              set_simd_path(path);
+            } catch (const OpError& e) {
+              const std::string what = e.what();  // a missing path names --simd and what this machine has
+              throw UsageError(what.rfind("--simd", 0) == 0 ? what : "--simd: " + what);
+            }
+          },
+          "force this SIMD path of the kernels for the whole run (default: the fastest this CPU has; the "
+          "results are bitwise the same on every path)")
+      ->type_name("PATH");
 }
 
 PublicKey public_key_arg(std::string_view flag, const std::string& hex) {

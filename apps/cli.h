@@ -88,6 +88,10 @@ CLI::Option* add_repeatable(CLI::App& app, const std::string& flag, const std::s
                             const std::string& context = {});
 
 /// `--dataset NAME=PATH`, repeatable: registers in `registry` where this node keeps data set NAME's
+/// `--simd PATH`: forces the fast kernels' SIMD path (scalar, avx2, avx512, neon) for the whole run
+/// (ops/simd.h; docs/running.md). A name this build or CPU lacks is a UsageError, before any work.
+CLI::Option* add_simd(CLI::App& app);
+
 /// files (a job names its data set, never a path); a malformed spec is a UsageError.
 CLI::Option* add_datasets(CLI::App& app, DataRegistry& registry);
 

@@ -42,11 +42,13 @@ struct TrainSettings {
   TrainOptions options;
   DataRegistry datasets = DataRegistry::debian();
   bool json = false;
+  bool no_eval = false;
 };
 
 int run_train(TrainSettings& s) {
   if (s.job_path.empty()) throw UsageError("no job file given");
   TrainOptions& options = s.options;
+  options.evaluate = !s.no_eval;
   options.out_dir = s.out_dir.empty() ? std::filesystem::path("runs") / s.job_path.stem() : s.out_dir;
   const std::filesystem::path& job_path = s.job_path;
   const bool json = s.json;
@@ -123,6 +125,9 @@ Command add_train(CLI::App& root) {
       ->default_str("runs/<job file stem>");
   app->add_flag("--resume", s->options.resume, "continue from the last checkpoint in DIR (verified first)");
   app->add_flag("--json", s->json, "print one JSON object instead of the summary");
+  app->add_flag("--no-eval", s->no_eval,
+                "skip the evaluation on the test set or held-out text (the trajectory does not depend on it)");
+  add_simd(*app);
   add_datasets(*app, s->datasets);
   return {app, [s] { return run_train(*s); }};
 }

@@ -40,7 +40,8 @@ emulator=()
 root_of() {  # tribunal JOB OUT_DIR [train options…] → the trajectory root of the run (stderr: its errors)
   local bin=$1 job=$2 out=$3
   shift 3
-  "${emulator[@]}" "$bin" train "$job" --out "$out" --json "$@" | tail -n1 |
+  # --no-eval: the held-out evaluation does not touch the trajectory (and is most of a GPT run under qemu).
+  "${emulator[@]}" "$bin" train "$job" --out "$out" --json --no-eval "$@" | tail -n1 |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["trajectory_root"])'
 }
 

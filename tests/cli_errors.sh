@@ -93,6 +93,11 @@ export TRIBUNAL_SIMD=$lacking
 expect "TRIBUNAL_SIMD: a path this build lacks" 1 "TRIBUNAL_SIMD=$lacking: this [a-z0-9-]+ build has no SIMD path '$lacking' \(available here: scalar" -- \
   train "$tmp/ok.toml" --out "$tmp/o8"
 unset TRIBUNAL_SIMD
+# The same through --simd: a usage error (exit 2), one line.
+expect "--simd: unknown path" 2 "^tribunal: train: --simd: unknown SIMD path 'sse' \(expected scalar, avx2, avx512 or neon\)$" -- \
+  train "$tmp/ok.toml" --simd sse --out "$tmp/o9"
+expect "--simd: a path this build lacks" 2 "^tribunal: train: --simd: this [a-z0-9-]+ build has no SIMD path '$lacking'" -- \
+  train "$tmp/ok.toml" --simd "$lacking" --out "$tmp/o10"
 
 # Scenario scripts: a typo names its file and line; a reference to nothing is refused before any run.
 scenario() {  # scenario FILE [work table lines] [expect table lines]
@@ -163,7 +168,7 @@ help() {
   fi
 }
 help "tribunal" "Usage: tribunal" demo train referee provider delegate campaign scenario keygen verify -- --help
-help "train" "Usage: tribunal train" "--steps N" "--threads K=1" "--out DIR" "--resume" "--json" "--dataset NAME=PATH" -- train --help
+help "train" "Usage: tribunal train" "--steps N" "--threads K=1" "--out DIR" "--resume" "--json" "--no-eval" "--simd PATH" "--dataset NAME=PATH" -- train --help
 help "demo" "--job JOB.toml=scenarios/jobs/fashion_mlp.toml" "--seed S=random" "--threads K=1" "--out DIR" -- demo --help
 help "referee" "--listen HOST:PORT REQUIRED" "--key KEYFILE REQUIRED" "--data DIR=referee-data" "--allow-network CIDR" \
   "--client-key HEX" "--reserved-disputes N=1024" "--max-live-disputes N=4096" "--retention-days DAYS=30" \
