@@ -67,7 +67,13 @@ await_exit() {
   return 1
 }
 stop() { kill -TERM "$(cat "$tmp/$1.pid")" 2>/dev/null; await_exit "$1" 10 || kill -KILL "$(cat "$tmp/$1.pid")" 2>/dev/null; rm -f "$tmp/$1.pid"; }
-verify() { "$bin" verify "$1" --referee-key "$referee_pub"; }
+# The verdict as verify prints it, less its clocks line: the time each party had left depends on timing
+# (a resumed dispute restarts the waiting clocks), everything else must be the reference's.
+verify() {
+  local out
+  out=$("$bin" verify "$1" --referee-key "$referee_pub") || return 1
+  grep -v '^clocks: ' <<<"$out"
+}
 t0=$(date +%s.%N)
 lap() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$t0" "$(date +%s.%N)"; }
 
