@@ -104,8 +104,7 @@ struct RefereeNode::Live {
 AddressPolicy loopback_policy() { return AddressPolicy::public_only({parse_cidr("127.0.0.0/8"), parse_cidr("::1")}); }
 
 RefereeNode::RefereeNode(NetContext& ctx, KeyPair key, RefereeNodeOptions options, LogFn log, AddressPolicy providers)
-    : ctx_(ctx),
-      key_(key),
+    : key_(key),
       options_(std::move(options)),
       log_(std::move(log)),
       workers_(std::make_unique<Workers>(options_.workers)),

@@ -133,7 +133,6 @@ class RefereeNode {
   void drop(Live& live, const std::string& why);
   void commit(Live& live, const DisputeInput& input, const std::vector<uint8_t>* verdict);
 
-  NetContext& ctx_;
   KeyPair key_;
   RefereeNodeOptions options_;
   LogFn log_;
