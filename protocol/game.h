@@ -175,9 +175,6 @@ class Game {
   const Query& current_query() const { return current_; }
   /// The deadline of `party`'s open question: when its clock runs out.
   GameTime deadline(int party) const { return asked_at_[party] + clock_[party]; }
-  /// The time left on `party`'s clock, not counting a question it is answering now (docs/protocol.md,
-  /// "Clocks").
-  std::chrono::milliseconds clock(int party) const { return clock_[party]; }
 
   /// The re-execution's output hashes (tensor leaves), after a Reexecute action.
   std::vector<Action> on_reexecuted(const std::vector<Digest>& outputs, GameTime now);

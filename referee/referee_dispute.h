@@ -147,8 +147,6 @@ class RefereeDispute {
   uint64_t sequence() const { return sequence_; }
   /// The client's DisputeOpen envelope.
   const std::vector<uint8_t>& open_envelope_bytes() const { return open_bytes_; }
-  /// The time terms this dispute plays with (its job's [dispute] table).
-  const DisputeTerms& terms() const { return job_.dispute; }
 
   /// Receives every event (DisputeEvent).
   std::function<void(const DisputeEvent&)> on_event;
