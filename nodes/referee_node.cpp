@@ -549,7 +549,9 @@ void RefereeNode::on_provider_message(const std::shared_ptr<Live>& live, int par
   if (live->finished || live->providers[static_cast<size_t>(party)] != session) return;
   const double c0 = thread_cpu_seconds();
   try {
-    const Envelope env = open_envelope(bytes);
+    // An opened tensor chunk proves itself; its signature is checked only if it would be held against
+    // the party (RefereeDispute::on_envelope).
+    const Envelope env = open_envelope(bytes, SignatureCheck::DeferTensorChunks);
     std::string refused;
     auto out = live->dispute->on_envelope(party, env, arrived, &refused);
     if (!refused.empty()) log_(fmt::format("referee: refused a message from provider {}: {}", party, refused));

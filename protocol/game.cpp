@@ -218,7 +218,13 @@ std::vector<Action> Game::on_resume(GameTime now) {
   return out;
 }
 
-std::vector<Action> Game::on_message(int party, const Body& body, GameTime now) {
+std::vector<Action> Game::on_message(int party, const Body& body, GameTime now, bool signed_by_sender) {
+  // An unsigned message may only be accepted, never held against its sender (Rejected::needs_signature).
+  const auto needs_signature = [&](std::string reason) {
+    return std::vector<Action>{Rejected{party, std::move(reason), true}};
+  };
+  if (!signed_by_sender && !std::holds_alternative<TensorChunk>(body))
+    return needs_signature("only an opened tensor chunk is taken without its signature");
   if (done()) return {Rejected{party, "the dispute is over"}};
   if (party < 0 || party > 1) return {Rejected{party, "unknown party"}};
   if (!asked_[party]) return {Rejected{party, "no question is open for this party"}};
@@ -245,6 +251,7 @@ std::vector<Action> Game::on_message(int party, const Body& body, GameTime now) 
   std::string why;
   if (phase_ == Phase::OpenInputs) {
     if (!accept(party, body, why)) {
+      if (!signed_by_sender) return needs_signature(why);  // accept() left the opening unchanged
       lose(party, VerdictReason::BadProof, why);
       return finish_if_lost();
     }

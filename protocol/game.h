@@ -120,6 +120,9 @@ struct Finished {
 struct Rejected {
   int party = 0;
   std::string reason;
+  /// The message would count against its sender, but its signature was not checked (on_message with
+  /// `signed_by_sender` false): check it, then submit it again, or drop it as not the sender's.
+  bool needs_signature = false;
 };
 
 using Action = std::variant<SendQuery, Reexecute, Finished, Rejected>;
@@ -153,8 +156,11 @@ class Game {
   /// The first questions. Call once, at the start.
   std::vector<Action> start(GameTime now);
 
-  /// A decoded, signature-checked message from party 0 or 1 (the referee maps keys to parties).
-  std::vector<Action> on_message(int party, const Body& body, GameTime now);
+  /// A decoded message from party 0 or 1 (the referee maps keys to parties). `signed_by_sender`
+  /// false: its signature was not checked (SignatureCheck::DeferTensorChunks), so it may be accepted
+  /// (an opened chunk proves itself) but never held against the party: where it would be, the game
+  /// refuses it with needs_signature set and stays unchanged.
+  std::vector<Action> on_message(int party, const Body& body, GameTime now, bool signed_by_sender = true);
 
   /// Checks deadlines. Returns no action unless a party forfeited (then Finished): a tick with no
   /// action left the state unchanged.

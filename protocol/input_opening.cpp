@@ -70,8 +70,12 @@ bool InputOpening::accept(const TensorChunk& c, std::string& why) {
     why = "tensor chunk " + std::to_string(c.chunk) + " does not match its tensor's chunk root";
     return false;
   }
+  // The tensor is sized once, at its first chunk, and each chunk is copied into place: one copy of
+  // the opened bytes, and no growth (docs/performance.md, "The light referee").
+  if (c.chunk == 0) got.values.resize(total / 4);
   got.chunk_root = c.chunk_root;
-  got.bytes.insert(got.bytes.end(), c.bytes.begin(), c.bytes.end());
+  if (!c.bytes.empty()) std::memcpy(reinterpret_cast<uint8_t*>(got.values.data()) + offset, c.bytes.data(), c.bytes.size());
+  got.bytes += c.bytes.size();
   ++got.chunks;
   return true;
 }
@@ -103,7 +107,7 @@ bool InputOpening::accept(const Samples& s, std::string& why) {
 bool InputOpening::complete() const {
   if (expected_samples_.needed && !samples_) return false;
   for (size_t v = 0; v < expected_.size(); ++v)
-    if (received_[v].chunks == 0 || received_[v].bytes.size() != *f32_byte_length(expected_[v].shape)) return false;
+    if (received_[v].chunks == 0 || received_[v].bytes != *f32_byte_length(expected_[v].shape)) return false;
   return true;
 }
 
@@ -114,18 +118,14 @@ void InputOpening::restart() {
 
 uint64_t InputOpening::bytes_held() const {
   uint64_t n = 0;
-  for (const Received& r : received_) n += r.bytes.size();
+  for (const Received& r : received_) n += r.bytes;
   return n;
 }
 
 OpenedInputs InputOpening::take() {
   OpenedInputs out;
-  for (size_t v = 0; v < expected_.size(); ++v) {
-    const std::vector<uint8_t>& bytes = received_[v].bytes;
-    OpenedTensor t{expected_[v].shape, std::vector<float>(bytes.size() / 4)};
-    if (!bytes.empty()) std::memcpy(t.values.data(), bytes.data(), bytes.size());  // never memcpy(null, …)
-    out.tensors.push_back(std::move(t));
-  }
+  for (size_t v = 0; v < expected_.size(); ++v)
+    out.tensors.push_back({expected_[v].shape, std::move(received_[v].values)});
   out.samples = std::move(samples_);
   restart();
   return out;

@@ -73,16 +73,17 @@ class InputOpening {
   bool complete() const;
   /// Forgets everything received (the question is asked again and the stream restarts whole).
   void restart();
-  /// Tensor bytes held so far, across all tensors.
+  /// Tensor bytes accepted so far, across all tensors.
   uint64_t bytes_held() const;
   /// Moves out what was received (call once complete()); the opening then holds no tensor data.
   OpenedInputs take();
 
  private:
   struct Received {
-    uint32_t chunks = 0;  // chunks accepted so far
-    Digest chunk_root{};  // from chunk 0
-    std::vector<uint8_t> bytes;
+    uint32_t chunks = 0;    // chunks accepted so far
+    uint64_t bytes = 0;     // bytes accepted so far
+    Digest chunk_root{};    // from chunk 0
+    std::vector<float> values;  // sized at chunk 0 from the checked shape, filled chunk by chunk
   };
 
   std::vector<ExpectedTensor> expected_;

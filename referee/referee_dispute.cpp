@@ -171,7 +171,7 @@ std::unique_ptr<RefereeDispute> RefereeDispute::replay(const KeyPair& referee_ke
         std::string refused;
         Envelope env;
         try {
-          env = open_envelope(in.envelope);
+          env = open_envelope(in.envelope, SignatureCheck::DeferTensorChunks);  // as the node opened it
         } catch (const ProtocolError& e) {
           throw diverged(std::string("its envelope does not open: ") + e.what());
         }
@@ -203,8 +203,18 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::on_envelope(int party, con
   if (env.sender != party_keys_[static_cast<size_t>(party)]) return refuse("not signed by the party's claim key");
   if (env.context != dispute_id_) return refuse("for another dispute");
   if (env.sequence <= last_sequence_[static_cast<size_t>(party)]) return refuse("stale sequence number (replay)");
+  auto actions = game_->on_message(party, env.body, now, env.signature_checked);
+  if (is_refusal(actions) && std::get<Rejected>(actions.front()).needs_signature) {
+    // An opened chunk decoded without its signature would count against the party: it must first be
+    // shown to be the party's (SignatureCheck::DeferTensorChunks). One that is not changes nothing.
+    try {
+      check_envelope_signature(env);
+    } catch (const WireError& e) {
+      return refuse(e.what());
+    }
+    actions = game_->on_message(party, env.body, now);
+  }
   last_sequence_[static_cast<size_t>(party)] = env.sequence;
-  auto actions = game_->on_message(party, env.body, now);
   refused_by_game_ = is_refusal(actions);
   if (refused_by_game_) return handle(std::move(actions), now);
   DisputeInput input{DisputeInput::Kind::Envelope, party, env.bytes, now};

@@ -101,7 +101,9 @@ class RefereeDispute {
 
   /// An envelope received from a party's connection. Envelopes not signed by that party's claim key,
   /// for another dispute, or with a stale sequence number are refused without effect (returned in
-  /// `refused`). Reports an Envelope input when the game accepted it.
+  /// `refused`). An envelope opened with SignatureCheck::DeferTensorChunks whose chunk the game would
+  /// hold against the party has its signature checked first, and is refused if it does not verify.
+  /// Reports an Envelope input when the game accepted it.
   std::vector<Outgoing> on_envelope(int party, const Envelope& env, GameTime now, std::string* refused = nullptr);
 
   /// Checks deadlines; reports a Tick input when a party forfeited.

@@ -133,6 +133,70 @@ TEST_CASE("referee: refuses envelopes from the wrong key, for another dispute, o
   CHECK_THROWS_AS(session.on_envelope(first_query), ProtocolError);
 }
 
+TEST_CASE("referee: opened chunks are trusted by their proofs; one not signed by the party never counts against it") {
+  // The referee opens tensor chunks without checking their signatures (SignatureCheck::
+  // DeferTensorChunks, as the referee node does). Someone on the honest provider's path injects, before
+  // each of its chunks, a copy with a flipped data byte (its signature no longer verifies) or with a
+  // flipped signature byte (its data still proves itself).
+  const KeyPair referee_key = generate_keypair();
+  const Provider honest(Fault{}), cheater(corrupt(21, 11));
+  const JobSpec job = load_job(kJobFile);
+  ThreadPool pool(1);
+  const KeyPair client = generate_keypair();
+  RefereeDispute referee(referee_key, open_envelope(opening(client, honest, cheater)));
+  const Provider* providers[2] = {&honest, &cheater};
+  std::unique_ptr<ProviderDisputeSession> sessions[2];
+  std::array<LocalParty, 2> parties;
+  int chunks = 0;
+  for (int p = 0; p < 2; ++p)
+    parties[static_cast<size_t>(p)] = [&, p](const Envelope& env) -> std::vector<std::vector<uint8_t>> {
+      if (env.kind == MessageKind::DisputeOpen) {
+        sessions[p] = std::make_unique<ProviderDisputeSession>(providers[p]->key, env, job, train_set(),
+                                                               providers[p]->store.path, pool,
+                                                               std::vector<PublicKey>{referee_key.public_key},
+                                                               providers[p]->fault);
+        return {};
+      }
+      std::vector<std::vector<uint8_t>> out;
+      for (std::vector<uint8_t>& answer : sessions[p]->on_envelope(env)) {
+        if (p == 0 && open_envelope(answer).kind == MessageKind::TensorChunk) {
+          std::vector<uint8_t> injected = answer;
+          if (chunks % 2 == 0) {
+            // The same envelope around a chunk with one data bit flipped: the signature is the party's
+            // on other bytes.
+            Body body = open_envelope(answer).body;
+            std::get<TensorChunk>(body).bytes.at(0) ^= 1;
+            const std::vector<uint8_t> encoded = encode_body(body);
+            std::copy(encoded.begin(), encoded.end(), injected.begin() + kEnvelopeHeaderBytes);
+          } else {
+            injected.back() ^= 1;  // the signature
+          }
+          out.push_back(std::move(injected));
+          ++chunks;
+        }
+        out.push_back(std::move(answer));
+      }
+      return out;
+    };
+  const LocalRun local = play_local(referee, parties);
+  REQUIRE(referee.done());
+  REQUIRE(chunks >= 2);
+  // Each injected copy was refused, or accepted in place of the genuine chunk (then refused as a replay).
+  CHECK(local.refused.size() == static_cast<size_t>(chunks));
+  size_t bad_signatures = 0;
+  for (const std::string& r : local.refused) {
+    const bool signature = r.find("does not verify under the sender key") != std::string::npos;
+    bad_signatures += signature;
+    CHECK((signature || r == "stale sequence number (replay)" || r == "the dispute is over"));
+  }
+  CHECK(bad_signatures == static_cast<size_t>((chunks + 1) / 2));
+  const Verdict v = verify_verdict(local.verdict, referee_key.public_key);
+  CHECK(v.reason == VerdictReason::WrongOutput);
+  CHECK(v.winners == std::vector<uint8_t>{0});
+  CHECK(v.losers == std::vector<uint8_t>{1});
+  CHECK(v.node == 11);
+}
+
 TEST_CASE("referee: refuses an opening whose claims do not match the job") {
   const KeyPair referee_key = generate_keypair();
   const Provider honest(Fault{}), cheater(corrupt(5, 2));
