@@ -261,6 +261,12 @@ Command add_referee(CLI::App& root) {
               "undecided disputes held at once; openings beyond are refused");
   add_integer(*app, "--max-disputes-per-client", o.max_disputes_per_client, 1, 1000000,
               "live disputes per client network (/24 or /48) or trusted key");
+  app->add_option_function<size_t>(
+         "--max-connections-per-address", [s](size_t n) { s->options.max_connections_per_address = n; },
+         "open connections from one peer address; beyond, HTTP 429 (0: no limit; default: "
+         "max(128, --max-disputes-per-client + 16))")
+      ->type_name("N")
+      ->check(CLI::Range(size_t{0}, size_t{1000000}));
   add_integer(*app, "--max-parameters", o.limits.max_parameters, 1, int64_t{1} << 40,
               "a disputed job's model parameters at most");
   add_integer(*app, "--max-reexecution-work", o.limits.max_reexecution_work, 1, int64_t{1} << 50,

@@ -48,7 +48,9 @@ constexpr size_t kMaxWaitingPerAddress = 4;
 ServerOptions server_options(const RefereeNodeOptions& o) {
   ServerOptions s;
   s.max_connections = std::max(s.max_connections, o.max_live_disputes + 64);
-  if (s.max_connections_per_address != 0)
+  if (o.max_connections_per_address)
+    s.max_connections_per_address = *o.max_connections_per_address;
+  else if (s.max_connections_per_address != 0)
     s.max_connections_per_address = std::max(s.max_connections_per_address, o.max_disputes_per_client + 16);
   return s;
 }

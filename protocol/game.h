@@ -123,6 +123,9 @@ struct Rejected {
   /// The message would count against its sender, but its signature was not checked (on_message with
   /// `signed_by_sender` false): check it, then submit it again, or drop it as not the sender's.
   bool needs_signature = false;
+  /// Nothing wrong with it: it carries a piece of the opening the game already holds (the other
+  /// party sent it first). Not worth a log line or a refusal count.
+  bool redundant = false;
 };
 
 using Action = std::variant<SendQuery, Reexecute, Finished, Rejected>;
@@ -220,7 +223,7 @@ class Game {
   std::vector<Action> advance(GameTime now);
   std::vector<Action> after_descent(GameTime now);
   std::vector<Action> check_records(GameTime now);
-  std::vector<Action> collect_inputs(int party, GameTime now);
+  std::vector<Action> collect_inputs(GameTime now);
   std::vector<Action> finish(VerdictReason reason, std::string detail);
   std::vector<Action> finish_if_lost();
   void lose(int party, VerdictReason reason, std::string detail);
@@ -246,7 +249,7 @@ class Game {
   uint64_t node_ = 0;                  // located node (or G for the post state)
   std::optional<StepSpec> spec_;       // step t's graph, once located
   std::vector<uint64_t> record_indices_;  // records opened in OpenRecords
-  std::array<InputOpening, 2> opening_;  // the OpenInputs round, per party: what is expected, what has arrived
+  InputOpening opening_;               // the OpenInputs round, both parties': what is expected, what has arrived
 };
 
 }  // namespace tribunal

@@ -172,10 +172,10 @@ class RefereeDispute {
   std::unique_ptr<Game> game_;
   uint64_t sequence_ = 0;
   bool started_ = false;
-  bool replaying_ = false;
-  bool refused_by_game_ = false;                        // the last on_envelope was refused by the game                              // replay(): no signing of queries, no reports
+  bool replaying_ = false;                              // replay(): no signing of queries, no reports
+  bool refused_by_game_ = false;                        // the last on_envelope was refused by the game
   std::array<std::vector<uint8_t>, 2> last_query_;      // the last question sent to each party
-  std::array<std::vector<DisputeInput>, 2> opening_;    // each party's OpenInputs envelopes not yet recorded
+  std::vector<DisputeInput> opening_;                   // OpenInputs envelopes taken, not yet recorded
   Verdict verdict_;
   std::optional<std::vector<uint8_t>> verdict_envelope_;
   Phase last_phase_ = Phase::Checkpoints;
