@@ -5,7 +5,7 @@
 namespace tribunal {
 
 void Executor::run(const StepGraph& g, std::span<const Tensor* const> state, std::span<const Tensor* const> data,
-                   const NodeHook& after_node) {
+                   const NodeHook& after_node, const ShardRun& shards) {
   assert(state.size() == g.state_inputs.size() && data.size() == g.data_inputs.size());
   slots_.resize(g.values.size());
   bound_.assign(g.values.size(), nullptr);
@@ -24,8 +24,18 @@ void Executor::run(const StepGraph& g, std::span<const Tensor* const> state, std
   }
   std::vector<const Tensor*> in;
   std::vector<Tensor*> out;
+  const bool sharded = !g.node_shard.empty() && shards.count >= 0;
+  bool exchanged = !sharded;
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     const Node& node = g.nodes[n];
+    if (sharded) {
+      const int64_t shard = g.node_shard[n];
+      if (shard >= 0 && (shard < shards.first || shard >= shards.first + shards.count)) continue;
+      if (shard < 0 && !exchanged) {
+        if (shards.exchange) shards.exchange(*this);
+        exchanged = true;
+      }
+    }
     in.clear();
     out.clear();
     for (ValueId v : node.inputs) in.push_back(bound_[v]);

@@ -11,6 +11,17 @@
 
 namespace tribunal {
 
+/// Which shards of a sharded step graph (StepGraph::node_shard) this process computes, for data-
+/// parallel training: the nodes of the other shards are skipped, and `exchange` fills their partials
+/// (StepGraph::partials) before the first node every rank runs. The default computes every shard.
+struct ShardRun {
+  int64_t first = 0;   ///< the first shard computed here
+  int64_t count = -1;  ///< how many shards from `first` (-1: all)
+  /// Called once, after the shard nodes: must write every partial of the shards not computed here
+  /// (Executor::partial) from those computed here.
+  std::function<void(class Executor&)> exchange;
+};
+
 class Executor {
  public:
   /// `reference` selects the scalar reference kernels instead of the fast ones (tests).
@@ -21,11 +32,16 @@ class Executor {
 
   /// Runs every node of `g`. `state[i]` binds g.state_inputs[i], `data[i]` binds g.data_inputs[i];
   /// both must outlive the next call. Throws OpError from a kernel (e.g. a bad label).
+  /// `shards` selects the shards computed here (sharded graphs only).
   void run(const StepGraph& g, std::span<const Tensor* const> state, std::span<const Tensor* const> data,
-           const NodeHook& after_node = {});
+           const NodeHook& after_node = {}, const ShardRun& shards = {});
 
   /// The value's tensor after run() (state/data/constant values resolve to what they are bound to).
   const Tensor& value(ValueId v) const { return *bound_[v]; }
+
+  /// The storage of node output `v` during ShardRun::exchange, for writing a partial received from
+  /// another rank (already shaped).
+  Tensor& partial(ValueId v) { return slots_.at(v); }
 
   /// Moves the tensors of g.state_outputs into `state` (swapping storage, no copy for node outputs).
   void take_next_state(const StepGraph& g, std::span<Tensor* const> state);

@@ -46,6 +46,13 @@ struct StepGraph {
   std::vector<ValueId> state_outputs;      ///< the next state, same order
   std::vector<ValueId> data_inputs;        ///< the data-set tables
   ValueId loss = 0;                        ///< the training loss of this step (a scalar)
+  /// Sharded step graphs only (job.shards = S > 1, docs/numerics.md "Sharded batch reductions"):
+  /// node_shard[n] is the shard whose rows node n computes, or -1 for a node every rank runs (the
+  /// tree combines, clipping, the optimizer). Shard nodes come first, shard by shard. Empty when S = 1.
+  std::vector<int32_t> node_shard;
+  /// partials[s]: the values of shard s that the tree combines read (its loss, then its gradient of
+  /// every parameter in canonical order), the same count and shapes for every shard. Empty when S = 1.
+  std::vector<std::vector<ValueId>> partials;
 };
 
 /// Appends values and nodes to a StepGraph, inferring output shapes through the op registry.
