@@ -8,29 +8,7 @@ set -u
 bin=$1 src=$2 mpiexec=$3
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 job=$src/scenarios/jobs/sharded_mlp.toml
-tmp=$(mktemp -d)
-cleanup() {
-  for f in "$tmp"/*.pid; do [ -f "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { { echo "FAIL: $*"; for f in "$tmp"/*.log; do echo "== $f"; cat "$f"; done; } >&2; exit 1; }
-
-# Starts a daemon (its command line after the name) and prints the port of its "listening on" line.
-start() {
-  local name=$1 port
-  shift
-  "$@" >"$tmp/$name.out" 2>"$tmp/$name.log" &
-  echo $! >"$tmp/$name.pid"
-  for _ in $(seq 300); do
-    port=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$tmp/$name.log")
-    [[ "$port" =~ ^[1-9][0-9]*$ ]] && { echo "$port"; return 0; }
-    kill -0 "$(cat "$tmp/$name.pid")" 2>/dev/null || fail "$name exited before listening"
-    sleep 0.1
-  done
-  fail "$name did not start"
-}
+source "$(dirname "$0")/daemons.sh"
 
 # The node a cheating rank 1 of 2 corrupts: shard 3 of 6 is its first.
 node=$("$bin" scenario graph "$job" | awk '$3 == "shard3/grad/l0.weight" { print $1 }')
@@ -38,11 +16,11 @@ node=$("$bin" scenario graph "$job" | awk '$3 == "shard3/grad/l0.weight" { print
 mpi=("$mpiexec" --oversubscribe --bind-to none)
 referee_pub=$("$bin" keygen "$tmp/referee.key") || fail "keygen"
 "$bin" keygen "$tmp/a.key" >/dev/null && "$bin" keygen "$tmp/b.key" >/dev/null || fail "keygen"
-rport=$(start referee "$bin" referee --listen 127.0.0.1:0 --key "$tmp/referee.key" --data "$tmp/referee-data" \
+rport=$(start_daemon referee "$bin" referee --listen 127.0.0.1:0 --key "$tmp/referee.key" --data "$tmp/referee-data" \
         --allow-network 127.0.0.0/8) || exit 1
-aport=$(start honest "${mpi[@]}" -np 3 "$bin" provider --listen 127.0.0.1:0 --key "$tmp/a.key" --store "$tmp/a" \
+aport=$(start_daemon honest "${mpi[@]}" -np 3 "$bin" provider --listen 127.0.0.1:0 --key "$tmp/a.key" --store "$tmp/a" \
         --referee-key "$referee_pub") || exit 1
-bport=$(start cheater "${mpi[@]}" -np 2 "$bin" provider --listen 127.0.0.1:0 --key "$tmp/b.key" --store "$tmp/b" \
+bport=$(start_daemon cheater "${mpi[@]}" -np 2 "$bin" provider --listen 127.0.0.1:0 --key "$tmp/b.key" --store "$tmp/b" \
         --referee-key "$referee_pub" --corrupt "4:$node") || exit 1
 grep -q "3 training rank(s)" "$tmp/honest.log" || fail "the honest provider does not train on 3 ranks"
 grep -q "2 training rank(s)" "$tmp/cheater.log" || fail "the cheating provider does not train on 2 ranks"

@@ -5,8 +5,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -17,6 +15,7 @@
 #include "engine/step.h"
 #include "engine/trainer.h"
 #include "engine/tree_sum.h"
+#include "tests/engine/engine_helpers.h"
 #include "tests/engine/job_text.h"
 #include "tests/engine/local_world.h"
 #include "tests/temp_dir.h"
@@ -32,41 +31,12 @@ JobSpec job_file(const std::string& name) { return load_job(kSource / "scenarios
 
 // The pinned root of a sharded job (tests/fixtures/sharded_roots.txt, read by tests/mpi_roots.sh too).
 std::string sharded_root(const std::string& job) {
-  std::ifstream in(kSource / "tests/fixtures/sharded_roots.txt");
-  REQUIRE(in);
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream fields(line);
-    std::string file, root;
-    if (line.empty() || line[0] == '#' || !(fields >> file >> root)) continue;
-    if (file == "scenarios/jobs/" + job) return root;
-  }
-  FAIL("no pinned root for " << job);
-  return {};
+  return testing::pinned_root("sharded_roots.txt", "scenarios/jobs/" + job);
 }
 
-std::vector<int64_t> first_rows(int64_t n) {
-  std::vector<int64_t> rows(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) rows[static_cast<size_t>(i)] = i;
-  return rows;
-}
-
-ValueId value_named(const StepGraph& g, const std::string& name) {
-  for (size_t v = 0; v < g.values.size(); ++v)
-    if (g.values[v].name == name) return static_cast<ValueId>(v);
-  FAIL("no value named " << name);
-  return 0;
-}
-
-TrainResult train(const JobSpec& job, int threads, const std::filesystem::path& out, int64_t stop_at = -1,
-                  bool resume = false) {
-  TrainOptions o;
-  o.threads = threads;
-  o.out_dir = out;
-  o.stop_at = stop_at;
-  o.resume = resume;
-  o.evaluate = false;
-  return run_training(job, o);
-}
+using testing::first_rows;
+using testing::train;
+using testing::value_named;
 
 const std::string kMlp = R"(
 [model]
