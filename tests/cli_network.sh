@@ -27,14 +27,7 @@ aport=$(start honest provider --listen 127.0.0.1:0 --key "$tmp/a.key" --store "$
 bport=$(start cheater provider --listen 127.0.0.1:0 --key "$tmp/b.key" --store "$tmp/b" --referee-key "$referee_pub" \
         --corrupt 12:13) || exit 1
 
-out=$("$bin" delegate "$src/scenarios/jobs/short_mlp.toml" --provider "ws://127.0.0.1:$bport/" \
-      --provider "ws://127.0.0.1:$aport/" --referee "ws://127.0.0.1:$rport/" --referee-key "$referee_pub" \
-      --out "$tmp/verdicts" 2>"$tmp/delegate.log")
-rc=$?
-[ "$rc" -eq 0 ] || fail "delegate exited $rc: $out"
-echo "$out" | grep -q "accepted: the claim of ws://127.0.0.1:$aport/" || fail "the honest claim did not stand: $out"
-verdict=$(ls "$tmp"/verdicts/verdict-*.bin) || fail "no verdict file"
-"$bin" verify "$verdict" --referee-key "$referee_pub" >"$tmp/verify.out" || fail "verify rejected the verdict"
+dispute_verdict "$src/scenarios/jobs/short_mlp.toml" "$bport" "$aport"
 grep -q "outcome: claim 1 stands (wrong_output)" "$tmp/verify.out" || fail "unexpected verdict: $(cat "$tmp/verify.out")"
 grep -q "located: level 3, step 12, node 13 (adamw)" "$tmp/verify.out" || fail "wrong location: $(cat "$tmp/verify.out")"
 grep -Eq "^clocks: claim 0 [0-9]+\.[0-9]{3} s left, claim 1 [0-9]+\.[0-9]{3} s left$" "$tmp/verify.out" || fail "no clocks: $(cat "$tmp/verify.out")"

@@ -27,3 +27,18 @@ start_daemon() {
   done
   fail "$name did not start"
 }
+
+# dispute_verdict JOB CHEATER_PORT HONEST_PORT: `tribunal delegate` of JOB to the cheating provider
+# (claim 0) and the honest one (claim 1) under the referee at $rport ($referee_pub); the honest claim
+# must stand and the verdict must verify offline. Sets $verdict (the file); `tribunal verify`'s output
+# is in $tmp/verify.out.
+dispute_verdict() {
+  local out rc
+  out=$("$bin" delegate "$1" --provider "ws://127.0.0.1:$2/" --provider "ws://127.0.0.1:$3/" \
+        --referee "ws://127.0.0.1:$rport/" --referee-key "$referee_pub" --out "$tmp/verdicts" 2>"$tmp/delegate.log")
+  rc=$?
+  [ "$rc" -eq 0 ] || fail "delegate exited $rc: $out"
+  echo "$out" | grep -q "accepted: the claim of ws://127.0.0.1:$3/" || fail "the honest claim did not stand: $out"
+  verdict=$(ls "$tmp"/verdicts/verdict-*.bin) || fail "no verdict file"
+  "$bin" verify "$verdict" --referee-key "$referee_pub" >"$tmp/verify.out" || fail "verify rejected the verdict"
+}

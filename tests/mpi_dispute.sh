@@ -25,13 +25,7 @@ bport=$(start_daemon cheater "${mpi[@]}" -np 2 "$bin" provider --listen 127.0.0.
 grep -q "3 training rank(s)" "$tmp/honest.log" || fail "the honest provider does not train on 3 ranks"
 grep -q "2 training rank(s)" "$tmp/cheater.log" || fail "the cheating provider does not train on 2 ranks"
 
-out=$("$bin" delegate "$job" --provider "ws://127.0.0.1:$bport/" --provider "ws://127.0.0.1:$aport/" \
-      --referee "ws://127.0.0.1:$rport/" --referee-key "$referee_pub" --out "$tmp/verdicts" 2>"$tmp/delegate.log")
-rc=$?
-[ "$rc" -eq 0 ] || fail "delegate exited $rc: $out"
-echo "$out" | grep -q "accepted: the claim of ws://127.0.0.1:$aport/" || fail "the honest claim did not stand: $out"
-verdict=$(ls "$tmp"/verdicts/verdict-*.bin) || fail "no verdict file"
-"$bin" verify "$verdict" --referee-key "$referee_pub" >"$tmp/verify.out" || fail "verify rejected the verdict"
+dispute_verdict "$job" "$bport" "$aport"
 grep -q "outcome: claim 1 stands (wrong_output)" "$tmp/verify.out" || fail "unexpected verdict: $(cat "$tmp/verify.out")"
 grep -q "located: level 3, step 4, node $node (matmul)" "$tmp/verify.out" || fail "wrong location: $(cat "$tmp/verify.out")"
 echo "ok: 3-rank honest provider against a 2-rank cheater: caught at step 4, node $node (shard3/grad/l0.weight)"

@@ -53,14 +53,7 @@ using testing::first_rows;
 
 TrainResult train(const JobSpec& job, const Dataset& data, int threads, const std::filesystem::path& out,
                   int64_t stop_at = -1, bool resume = false) {
-  TrainOptions o;
-  o.threads = threads;
-  o.out_dir = out;
-  o.stop_at = stop_at;
-  o.resume = resume;
-  o.evaluate = false;
-  o.train = &data;
-  return run_training(job, o);
+  return testing::train(job, threads, out, stop_at, resume, &data);
 }
 
 }  // namespace
