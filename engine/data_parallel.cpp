@@ -1,5 +1,6 @@
 #include "engine/data_parallel.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -19,27 +20,47 @@ ShardRun shards_of_rank(const JobSpec& job, int rank, int ranks) {
   return ShardRun{rank * per_rank, per_rank, {}};
 }
 
-size_t exchange_partials(const StepGraph& g, Executor& executor, World& world, const ShardRun& mine) {
-  size_t shard_bytes = 0;
-  for (ValueId v : g.partials.at(0)) shard_bytes += static_cast<size_t>(g.values[v].shape.numel()) * sizeof(float);
-  const auto count = static_cast<size_t>(mine.count);
-  std::vector<std::byte> out(count * shard_bytes), all(out.size() * static_cast<size_t>(world.size()));
-  std::byte* at = out.data();
-  for (size_t s = 0; s < count; ++s)
-    for (ValueId v : g.partials[static_cast<size_t>(mine.first) + s]) {
-      const std::span<const std::byte> bytes = executor.value(v).bytes();
-      std::memcpy(at, bytes.data(), bytes.size());
-      at += bytes.size();
+std::vector<ValueId> block_outputs(const StepGraph& g, const ShardRun& block) {
+  std::vector<bool> sent(g.values.size(), false);
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    if (block.within_a_block(g.node_shards[n])) continue;
+    for (ValueId v : g.nodes[n].inputs) {
+      const Value& value = g.values[v];
+      if (value.source == ValueSource::Node && block.within_mine(g.node_shards[value.index])) sent[v] = true;
     }
+  }
+  std::vector<ValueId> out;
+  for (size_t v = 0; v < sent.size(); ++v)
+    if (sent[v]) out.push_back(static_cast<ValueId>(v));
+  return out;
+}
+
+size_t exchange_partials(const StepGraph& g, Executor& executor, World& world, const ShardRun& mine) {
+  const auto bytes_of = [&](ValueId v) { return static_cast<size_t>(g.values[v].shape.numel()) * sizeof(float); };
+  // Every rank's list, derived from the graph alone: the layout of the allgather needs no messages.
+  std::vector<std::vector<ValueId>> blocks;
+  size_t slot = 0;
+  for (int r = 0; r < world.size(); ++r) {
+    ShardRun block = mine;
+    block.first = r * mine.count;
+    blocks.push_back(block_outputs(g, block));
+    size_t bytes = 0;
+    for (ValueId v : blocks.back()) bytes += bytes_of(v);
+    slot = std::max(slot, bytes);
+  }
+  std::vector<std::byte> out(slot), all(slot * static_cast<size_t>(world.size()));
+  std::byte* at = out.data();
+  for (ValueId v : blocks[static_cast<size_t>(world.rank())]) {
+    std::memcpy(at, executor.value(v).bytes().data(), bytes_of(v));
+    at += bytes_of(v);
+  }
   world.allgather(out, all);
-  // Rank r's block holds shards [r·count, (r+1)·count): the shard order is the block order.
-  const std::byte* from = all.data();
-  for (size_t s = 0; s < g.partials.size(); ++s) {
-    const bool here = s >= static_cast<size_t>(mine.first) && s < static_cast<size_t>(mine.first) + count;
-    for (ValueId v : g.partials[s]) {
-      const size_t n = static_cast<size_t>(g.values[v].shape.numel()) * sizeof(float);
-      if (!here) std::memcpy(executor.partial(v).values().data(), from, n);
-      from += n;
+  for (int r = 0; r < world.size(); ++r) {
+    if (r == world.rank()) continue;
+    const std::byte* from = all.data() + static_cast<size_t>(r) * slot;
+    for (ValueId v : blocks[static_cast<size_t>(r)]) {
+      std::memcpy(executor.partial(v).values().data(), from, bytes_of(v));
+      from += bytes_of(v);
     }
   }
   return out.size();

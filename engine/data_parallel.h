@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "engine/executor.h"
 #include "engine/job.h"
@@ -20,9 +21,14 @@ namespace tribunal {
 /// −1: all of them, for one rank). Throws EngineError when K does not divide the job's S.
 ShardRun shards_of_rank(const JobSpec& job, int rank, int ranks);
 
-/// ShardRun::exchange for `world`: packs the partials (g.partials) of the shards computed here as raw
-/// float32 bytes, shard by shard in graph order, allgathers them, and writes the other ranks' shards'
-/// partials into the executor. Returns the bytes this rank sent (its block of the allgather).
+/// The values of a sharded step that the block of shards [first, first + count) hands to the other
+/// ranks: the outputs of nodes within the block read by a node across blocks (a shard's partial, or
+/// the tree combine of several of the block's partials: the block's subtree roots), by value id.
+std::vector<ValueId> block_outputs(const StepGraph& g, const ShardRun& block);
+
+/// ShardRun::exchange for `world`: packs this rank's block_outputs as raw float32 bytes, allgathers
+/// every rank's (padded to the largest block's bytes), and writes the other blocks' into the
+/// executor. Returns the bytes this rank sent (its slot of the allgather, padding included).
 size_t exchange_partials(const StepGraph& g, Executor& executor, World& world, const ShardRun& mine);
 
 /// Checks that every rank trains the same job (the same job_id, so the same job file, data set and

@@ -24,18 +24,8 @@ void Executor::run(const StepGraph& g, std::span<const Tensor* const> state, std
   }
   std::vector<const Tensor*> in;
   std::vector<Tensor*> out;
-  const bool sharded = !g.node_shard.empty() && shards.count >= 0;
-  bool exchanged = !sharded;
-  for (size_t n = 0; n < g.nodes.size(); ++n) {
+  const auto run_node = [&](size_t n) {
     const Node& node = g.nodes[n];
-    if (sharded) {
-      const int64_t shard = g.node_shard[n];
-      if (shard >= 0 && (shard < shards.first || shard >= shards.first + shards.count)) continue;
-      if (shard < 0 && !exchanged) {
-        if (shards.exchange) shards.exchange(*this);
-        exchanged = true;
-      }
-    }
     in.clear();
     out.clear();
     for (ValueId v : node.inputs) in.push_back(bound_[v]);
@@ -45,7 +35,17 @@ void Executor::run(const StepGraph& g, std::span<const Tensor* const> state, std
     else
       run_fast(node.op, node.attrs, in, out, pool_);
     if (after_node) after_node(n, out);
+  };
+  if (g.node_shards.empty() || shards.count < 0) {
+    for (size_t n = 0; n < g.nodes.size(); ++n) run_node(n);
+    return;
   }
+  // Data parallel: this block's nodes, the exchange, then the nodes across blocks (docs/architecture.md).
+  for (size_t n = 0; n < g.nodes.size(); ++n)
+    if (shards.within_a_block(g.node_shards[n]) && shards.within_mine(g.node_shards[n])) run_node(n);
+  if (shards.exchange) shards.exchange(*this);
+  for (size_t n = 0; n < g.nodes.size(); ++n)
+    if (!shards.within_a_block(g.node_shards[n])) run_node(n);
 }
 
 void Executor::take_next_state(const StepGraph& g, std::span<Tensor* const> state) {

@@ -11,15 +11,26 @@
 
 namespace tribunal {
 
-/// Which shards of a sharded step graph (StepGraph::node_shard) this process computes, for data-
-/// parallel training: the nodes of the other shards are skipped, and `exchange` fills their partials
-/// (StepGraph::partials) before the first node every rank runs. The default computes every shard.
+/// Which shards of a sharded step graph (StepGraph::node_shards) this process computes, for data-
+/// parallel training with equal blocks of shards per rank. Run first: the nodes within this block
+/// (its shards' nodes and the tree combines of its shards alone); then `exchange`, which must fill the
+/// values those nodes produce for every other block (exchange_partials, engine/data_parallel.h); then
+/// the nodes that span several blocks or every shard. Nodes within another block are skipped. The
+/// default computes every node in order.
 struct ShardRun {
   int64_t first = 0;   ///< the first shard computed here
-  int64_t count = -1;  ///< how many shards from `first` (-1: all)
-  /// Called once, after the shard nodes: must write every partial of the shards not computed here
-  /// (Executor::partial) from those computed here.
+  int64_t count = -1;  ///< how many shards from `first`, the size of every rank's block (-1: all)
+  /// Called once, between the two passes: writes the other blocks' values (Executor::partial).
   std::function<void(class Executor&)> exchange;
+
+  /// Whether `span` lies within one block of `count` shards (the rank that owns the block computes it).
+  bool within_a_block(const ShardSpan& span) const {
+    return span.first >= 0 && span.first / count == (span.first + span.count - 1) / count;
+  }
+  /// Whether `span` lies within this process's block.
+  bool within_mine(const ShardSpan& span) const {
+    return span.first >= first && span.first + span.count <= first + count;
+  }
 };
 
 class Executor {
@@ -39,7 +50,7 @@ class Executor {
   /// The value's tensor after run() (state/data/constant values resolve to what they are bound to).
   const Tensor& value(ValueId v) const { return *bound_[v]; }
 
-  /// The storage of node output `v` during ShardRun::exchange, for writing a partial received from
+  /// The storage of node output `v` during ShardRun::exchange, for writing a value received from
   /// another rank (already shaped).
   Tensor& partial(ValueId v) { return slots_.at(v); }
 

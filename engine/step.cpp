@@ -37,7 +37,7 @@ void check_label_width(const JobSpec& job, const DataShape& data) {
 // batch rows [s·B/S, (s+1)·B/S) through its own forward, loss (a mean over its rows, weighing 1/S)
 // and backward, its values named "shard<s>/…"; then one fixed tree (engine/tree_sum.h) per
 // parameter sums the shards' gradients into "grad/<p>", and "loss" = Scale(tree sum of the shard
-// losses, 1/S). Sets g.loss, node_shard and partials; returns the combined gradients.
+// losses, 1/S). Sets g.loss, node_shards and partials; returns the combined gradients.
 template <class AppendLoss>
 std::vector<ValueId> append_shards(GraphBuilder& b, const JobSpec& job, int64_t step,
                                    std::span<const int64_t> batch, std::span<const ValueId> params,
@@ -53,7 +53,7 @@ std::vector<ValueId> append_shards(GraphBuilder& b, const JobSpec& job, int64_t 
     for (ValueId grad : append_backward(b, loss, params, weight)) partial.push_back(grad);
     const std::string prefix = fmt::format("shard{}/", s);
     for (size_t v = first_value; v < g.values.size(); ++v) g.values[v].name = prefix + g.values[v].name;
-    g.node_shard.resize(g.nodes.size(), static_cast<int32_t>(s));
+    g.node_shards.resize(g.nodes.size(), ShardSpan{static_cast<int32_t>(s), 1});
     g.partials.push_back(std::move(partial));
   }
   // Transposed: the shards' partials of one quantity, combined in the tree.
@@ -162,7 +162,7 @@ StepGraph build_step_graph(const JobSpec& job, const DataShape& data, int64_t st
   next[state.size() - 2] = b.add_constant("next/step", scalar(static_cast<float>(step + 1)));
   next[state.size() - 1] = g.loss;
   g.state_outputs = std::move(next);
-  if (job.shards > 1) g.node_shard.resize(g.nodes.size(), -1);  // the combines, clipping, optimizer
+  if (job.shards > 1) g.node_shards.resize(g.nodes.size());  // clipping, the optimizer: every shard
   return g;
 }
 

@@ -32,7 +32,7 @@ StateLayout state_layout(const JobSpec& job);
 ///   learning_rate(job, t) (engine/schedule.h) and the weight decay where decays() says so, else 0.
 /// With job.shards = S > 1 the part up to the gradients is built once per shard of B/S rows and
 /// the shards' losses and gradients are combined in a fixed tree (docs/numerics.md "Sharded batch
-/// reductions"; StepGraph::node_shard, partials): shard s's values are named "shard<s>/<name>", the
+/// reductions"; StepGraph::node_shards, partials): shard s's values are named "shard<s>/<name>", the
 /// combined ones "loss" and "grad/<p>" as in the unsharded graph.
 /// A pure function of (job, data shape, t, batch indices); the batch comes from BatchSampler.
 /// Throws EngineError when data.label_width is not the model's (gpt: the context; others: 0) or S does

@@ -14,7 +14,9 @@ namespace tribunal {
 /// adjacent pairs (0+1), (2+3), … in order, an odd last value carried up unchanged, until one value
 /// remains. For 6 partials: ((p0+p1) + (p2+p3)) + (p4+p5). The root's value is named `name`, the inner
 /// nodes' `name` + "/tree<level>.<i>". Returns the root (partials[0] itself when n = 1: no node).
-/// Throws OpError when the partials' shapes differ or there are none.
+/// partials[i] counts as shard i's: each node's StepGraph::node_shards entry is the block of shards
+/// it sums (so a rank holding a whole block can combine it before the exchange). Throws OpError when
+/// the partials' shapes differ or there are none.
 ValueId append_tree_sum(GraphBuilder& builder, std::span<const ValueId> partials, const std::string& name);
 
 }  // namespace tribunal

@@ -107,11 +107,14 @@ TEST_CASE("a sharded step graph computes each shard's partials, then combines th
   const DataShape data{60000, 784, 10, 0};
   const StepGraph g = build_step_graph(job, data, 0, first_rows(12));
   REQUIRE(g.partials.size() == 3);
-  REQUIRE(g.node_shard.size() == g.nodes.size());
-  // Shard nodes first, in shard order, then the nodes every rank runs.
-  CHECK(std::is_sorted(g.node_shard.begin(), g.node_shard.end(), [](int32_t a, int32_t b) {
-    return (a < 0 ? 1000 : a) < (b < 0 ? 1000 : b);
-  }));
+  REQUIRE(g.node_shards.size() == g.nodes.size());
+  // Shard nodes first, in shard order, then the combines and the nodes every rank runs.
+  size_t shard_nodes = 0;
+  while (shard_nodes < g.nodes.size() && g.node_shards[shard_nodes].count == 1) ++shard_nodes;
+  CHECK(std::is_sorted(g.node_shards.begin(), g.node_shards.begin() + static_cast<ptrdiff_t>(shard_nodes),
+                       [](const ShardSpan& a, const ShardSpan& b) { return a.first < b.first; }));
+  CHECK(g.node_shards[shard_nodes - 1] == ShardSpan{2, 1});
+  for (size_t n = shard_nodes; n < g.nodes.size(); ++n) CHECK(g.node_shards[n].count != 1);
   for (size_t s = 0; s < 3; ++s) {
     const std::string prefix = "shard" + std::to_string(s) + "/";
     CHECK(g.values[g.partials[s][0]].name == prefix + "loss");
@@ -125,14 +128,15 @@ TEST_CASE("a sharded step graph computes each shard's partials, then combines th
   const Value& grad = g.values[value_named(g, "grad/l0.weight")];
   const Node& root = g.nodes[grad.index];
   CHECK(root.op == OpKind::Add);
-  CHECK(g.node_shard[grad.index] == -1);
+  CHECK(g.node_shards[grad.index] == ShardSpan{0, 3});
   CHECK(g.values[root.inputs[0]].name == "grad/l0.weight/tree1.0");
+  CHECK(g.node_shards[g.values[root.inputs[0]].index] == ShardSpan{0, 2});
   CHECK(g.values[root.inputs[1]].name == "shard2/grad/l0.weight");
   CHECK(g.nodes[g.values[g.loss].index].op == OpKind::Scale);
   // The unsharded graph has no shard bookkeeping.
   job.shards = 1;
   const StepGraph plain = build_step_graph(job, data, 0, first_rows(12));
-  CHECK(plain.node_shard.empty());
+  CHECK(plain.node_shards.empty());
   CHECK(plain.partials.empty());
   job.shards = 5;
   CHECK_THROWS_AS(build_step_graph(job, data, 0, first_rows(12)), EngineError);
@@ -147,6 +151,22 @@ TEST_CASE("the shards of a GPT step draw distinct dropout masks") {
   CHECK(sites.size() == 6 * 5);  // 6 shards × (embedding + 2 per layer × 2 layers)
   std::sort(sites.begin(), sites.end());
   CHECK(std::adjacent_find(sites.begin(), sites.end()) == sites.end());
+}
+
+TEST_CASE("a rank sends the roots of the subtrees within its block of shards") {
+  const JobSpec job = job_file("sharded_mlp.toml");
+  const StepGraph g = build_step_graph(job, DataShape{60000, 784, 10, 0}, 0, first_rows(24));
+  const auto names = [&](int64_t first, int64_t count) {
+    std::vector<std::string> out;
+    for (ValueId v : block_outputs(g, ShardRun{first, count, {}}))
+      if (g.values[v].name.find("l0.weight") != std::string::npos) out.push_back(g.values[v].name);
+    return out;
+  };
+  // Tree of 6: ((p0+p1) + (p2+p3)) + (p4+p5).
+  CHECK(names(0, 3) == std::vector<std::string>{"shard2/grad/l0.weight", "grad/l0.weight/tree1.0"});
+  CHECK(names(3, 3) == std::vector<std::string>{"shard3/grad/l0.weight", "grad/l0.weight/tree1.2"});
+  CHECK(names(2, 2) == std::vector<std::string>{"grad/l0.weight/tree1.1"});
+  CHECK(names(5, 1) == std::vector<std::string>{"shard5/grad/l0.weight"});
 }
 
 TEST_CASE("the ranks of a sharded job take contiguous blocks of shards") {
@@ -191,7 +211,8 @@ TEST_CASE("a sharded job trained by 2 or 3 ranks in one process commits the pinn
   const TrainResult two = train_on(2, -1, false);
   CHECK(two.ranks == 2);
   CHECK(to_hex(two.trajectory_root) == sharded_root("sharded_mlp.toml"));
-  CHECK(two.exchange_bytes_per_step == doctest::Approx(3.0 * 4 * (1 + 784 * 32 + 32 + 32 * 10 + 10)));
+  // Rank 0 of 2 holds shards 0–2: it sends the tree's (p0 + p1) and p2 of the loss and of every gradient.
+  CHECK(two.exchange_bytes_per_step == doctest::Approx(2.0 * 4 * (1 + 784 * 32 + 32 + 32 * 10 + 10)));
   std::filesystem::remove_all(dir.path);
   train_on(3, 3, false);
   CHECK(to_hex(train_on(2, -1, true).trajectory_root) == sharded_root("sharded_mlp.toml"));
