@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -16,7 +17,8 @@ namespace tribunal {
 /// (its shards' nodes and the tree combines of its shards alone); then `exchange`, which must fill the
 /// values those nodes produce for every other block (exchange_partials, engine/data_parallel.h); then
 /// the nodes that span several blocks or every shard. Nodes within another block are skipped. The
-/// default computes every node in order.
+/// default computes every shard (one block). With at least as many shards in the block as threads,
+/// the shards run side by side, one thread each (the kernels' bits do not depend on threads).
 struct ShardRun {
   int64_t first = 0;   ///< the first shard computed here
   int64_t count = -1;  ///< how many shards from `first`, the size of every rank's block (-1: all)
@@ -43,7 +45,8 @@ class Executor {
 
   /// Runs every node of `g`. `state[i]` binds g.state_inputs[i], `data[i]` binds g.data_inputs[i];
   /// both must outlive the next call. Throws OpError from a kernel (e.g. a bad label).
-  /// `shards` selects the shards computed here (sharded graphs only).
+  /// `shards` selects the shards computed here (sharded graphs only). `after_node` may then be called
+  /// from several threads at once, for nodes of different shards.
   void run(const StepGraph& g, std::span<const Tensor* const> state, std::span<const Tensor* const> data,
            const NodeHook& after_node = {}, const ShardRun& shards = {});
 
@@ -62,6 +65,7 @@ class Executor {
   bool reference_;
   std::vector<Tensor> slots_;          // storage of node outputs, by value id
   std::vector<const Tensor*> bound_;   // every value's tensor, by value id
+  std::vector<std::unique_ptr<ThreadPool>> shard_pools_;  // one-thread pools of shards run side by side
 };
 
 }  // namespace tribunal

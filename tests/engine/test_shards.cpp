@@ -197,9 +197,10 @@ TEST_CASE("a sharded job trained by 2 or 3 ranks in one process commits the pinn
   // so this checks the shard split, the partials' exchange and the state broadcast of a resume.
   const JobSpec job = job_file("sharded_mlp.toml");
   TempDir dir("ranks");
-  const auto train_on = [&](int ranks, int64_t stop_at, bool resume) {
+  const auto train_on = [&](int ranks, int64_t stop_at, bool resume, int threads = 1) {
     return testing::run_ranks(ranks, [&](World& world) {
       TrainOptions o;
+      o.threads = threads;  // 2 threads on blocks of 2 shards: the shards of a block run side by side
       o.out_dir = dir.path;
       o.stop_at = stop_at;
       o.resume = resume;
@@ -214,6 +215,6 @@ TEST_CASE("a sharded job trained by 2 or 3 ranks in one process commits the pinn
   // Rank 0 of 2 holds shards 0–2: it sends the tree's (p0 + p1) and p2 of the loss and of every gradient.
   CHECK(two.exchange_bytes_per_step == doctest::Approx(2.0 * 4 * (1 + 784 * 32 + 32 + 32 * 10 + 10)));
   std::filesystem::remove_all(dir.path);
-  train_on(3, 3, false);
-  CHECK(to_hex(train_on(2, -1, true).trajectory_root) == sharded_root("sharded_mlp.toml"));
+  train_on(3, 3, false, 2);
+  CHECK(to_hex(train_on(2, -1, true, 2).trajectory_root) == sharded_root("sharded_mlp.toml"));
 }
