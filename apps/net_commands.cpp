@@ -4,6 +4,8 @@
 #include <iterator>
 #include <memory>
 
+#include <optional>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -11,6 +13,7 @@
 #include "nodes/delegate.h"
 #include "ops/registry.h"
 #include "nodes/provider_node.h"
+#include "nodes/training_ranks.h"
 #include "nodes/referee_node.h"
 #include "nodes/train_set.h"
 #include "engine/error.h"
@@ -170,12 +173,24 @@ int run_provider(ProviderSettings& s) {
   const std::string& listen = s.listen;
   const std::string& key = s.key;
   const auto [host, port] = host_port(listen);
+  // Under mpirun: rank 0 is the node, the other ranks train each job with it (nodes/training_ranks.h).
+  const std::unique_ptr<World> world = launched_world_or_solo();
+  std::optional<TrainingRanks> ranks;
+  if (world->size() > 1) {
+    ranks.emplace(*world);
+    if (world->rank() != 0) {
+      ranks->follow(config);
+      return 0;
+    }
+    config.ranks = &*ranks;
+  }
   NetContext ctx(1);
   ProviderNode node(ctx, load_keypair(key), config, log_line);
   const uint16_t bound = node.listen(host, port);
-  log_line(fmt::format("provider: listening on {}:{}, claims name {}; data sets: {}", host, bound, node.endpoint(),
-                       fmt::join(config.datasets.names(), ", ")));
+  log_line(fmt::format("provider: listening on {}:{}, claims name {}; data sets: {}; {} training rank(s)", host, bound,
+                       node.endpoint(), fmt::join(config.datasets.names(), ", "), world->size()));
   ctx.run();
+  if (ranks) ranks->stop();
   return 0;
 }
 
