@@ -611,6 +611,10 @@ TEST_CASE("refusals in progress are bounded: beyond max_refusing, excess connect
   std::string error;
   {
     RawPeer mute(echo.server.port());  // refused, but its refusal waits for an upgrade request
+    // The mute peer must hold the one refusal slot before the client comes (else the client takes it).
+    for (int i = 0; i < 500 && echo.server.refused_count() < 1; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    REQUIRE(echo.server.refused_count() == 1);
     error = connect_error(client, echo.url());
     CHECK_FALSE(error.empty());
     CHECK(error.find("503") == std::string::npos);  // not answered: closed at once
