@@ -1,14 +1,50 @@
 // Device memory for the CUDA backend: one RAII owner of a plain cudaMalloc allocation (no pools, no
-// managed memory), with blocking host↔device copies. Include only from code linked with CUDA::cudart.
+// managed memory), with blocking host↔device copies; in the SIMT emulation (TRIBUNAL_SIMT_EMULATED)
+// the "device" is the host, and a buffer is host memory with the same interface.
 #pragma once
 
-#include <cuda_runtime_api.h>
-
 #include <cstddef>
+#include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "ops/cuda/backend.h"
+
+#if defined(TRIBUNAL_SIMT_EMULATED)
+
+namespace tribunal::cuda_emulated {
+
+/// n elements of T in the emulated device's memory (host memory, zeroed). n = 0 gives data() = null.
+template <class T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t n) : v_(n) {}
+  T* data() { return v_.empty() ? nullptr : v_.data(); }
+  const T* data() const { return v_.empty() ? nullptr : v_.data(); }
+  size_t size() const { return v_.size(); }
+  /// Copies size() elements from `src`.
+  void upload(const T* src) {
+    if (!v_.empty()) std::memcpy(v_.data(), src, v_.size() * sizeof(T));
+  }
+  /// Copies size() elements to `dst`.
+  void download(T* dst) const {
+    if (!v_.empty()) std::memcpy(dst, v_.data(), v_.size() * sizeof(T));
+  }
+
+ private:
+  std::vector<T> v_;
+};
+
+/// Nothing to wait for: an emulated launch returns when its kernel has finished.
+inline void synchronize() {}
+
+}  // namespace tribunal::cuda_emulated
+
+#else
+
+#include <cuda_runtime_api.h>
 
 namespace tribunal::cuda {
 
@@ -20,6 +56,9 @@ inline void check(cudaError_t err, const char* call, const char* file, int line)
 }
 
 #define TRIBUNAL_CUDA_CHECK(call) ::tribunal::cuda::check((call), #call, __FILE__, __LINE__)
+
+/// Waits for every kernel enqueued so far (cudaDeviceSynchronize); throws CudaError on a failure.
+inline void synchronize() { TRIBUNAL_CUDA_CHECK(cudaDeviceSynchronize()); }
 
 /// n elements of T in device memory (uninitialized). n = 0 allocates nothing (data() is null).
 /// Move-only; the destructor frees with cudaFree and never throws.
@@ -67,3 +106,5 @@ class DeviceBuffer {
 };
 
 }  // namespace tribunal::cuda
+
+#endif
