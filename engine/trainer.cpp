@@ -47,14 +47,14 @@ int64_t latest_checkpoint(const std::filesystem::path& dir, const Digest& id, in
 
 }  // namespace
 
-Trainer::Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fault fault)
+Trainer::Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fault fault, Device device)
     : job_(job),
       train_(train),
       pool_(pool),
       shape_(data_shape_of(train)),
       job_id_(tribunal::job_id(job, train)),
       sampler_(job.seed, shape_.samples, job.batch_size),
-      executor_(pool),
+      executor_(pool, false, device),
       fault_(fault),
       state_(initial_state(job)) {
   check_job_against_dataset(job, train);
@@ -272,9 +272,11 @@ TrainResult run_training(const JobSpec& job, const TrainOptions& options) {
   if (options.resume && options.out_dir.empty()) throw EngineError("resuming needs an output directory");
   if (!options.out_dir.empty()) prepare_out_dir(options.out_dir);
 
+  require_device(options.device);
   ThreadPool pool(options.threads);
   TrainResult result;
   result.threads = options.threads;
+  result.device = options.device;
   result.stride = job.stride;
 
   auto t0 = Clock::now();
@@ -282,7 +284,7 @@ TrainResult run_training(const JobSpec& job, const TrainOptions& options) {
   if (!options.train) loaded = load_dataset(job, Split::Train, pool);
   const Dataset& train = options.train ? *options.train : *loaded;
   result.load_seconds = since(t0);
-  Trainer trainer(job, train, pool, options.fault);
+  Trainer trainer(job, train, pool, options.fault, options.device);
   result.job_id = trainer.job_id();
   result.dataset_root = train.root;
 

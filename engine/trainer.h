@@ -30,10 +30,10 @@ struct StepTrace {
 class Trainer {
  public:
   /// `train` must be the job's training set (checked by check_job_against_data) and outlive this.
-  /// A `fault` makes this a cheating trainer (engine/fault.h); the default is honest. Throws
-  /// EngineError when the job does not fit the data or the fault's parameters do not fit the job
-  /// (check_fault).
-  Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fault fault = {});
+  /// A `fault` makes this a cheating trainer (engine/fault.h); the default is honest. The step graphs'
+  /// nodes run on `device` (engine/device.h). Throws EngineError when the job does not fit the data or
+  /// the fault's parameters do not fit the job (check_fault).
+  Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fault fault = {}, Device device = Device::Cpu);
 
   const JobSpec& job() const { return job_; }
   const Digest& job_id() const { return job_id_; }
@@ -89,6 +89,9 @@ double evaluate_accuracy(const JobSpec& job, const State& state, const Dataset& 
 
 struct TrainOptions {
   int threads = 1;
+  Device device = Device::Cpu;        ///< where the training steps run (engine/device.h); evaluation
+                                      ///< always runs on the CPU kernels (same bits, much faster than
+                                      ///< the emulation)
   int64_t stop_at = -1;               ///< stop when the state reaches this step (-1: the job's T)
   std::filesystem::path out_dir;      ///< checkpoint directory; empty: write no files
   bool commit = true;                 ///< compute state hashes and the trajectory root
@@ -118,6 +121,7 @@ struct TrainResult {
   double seconds = 0;                  ///< wall time of the training loop (commitments included)
   double load_seconds = 0;             ///< wall time to read and hash the data sets
   int threads = 1;
+  Device device = Device::Cpu;
   std::vector<Digest> checkpoint_hashes;  ///< state hashes at checkpoint_steps(steps, stride)
 };
 

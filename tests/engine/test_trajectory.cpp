@@ -51,9 +51,10 @@ JobSpec short_job(OptimizerKind kind) {
 using testing::TempDir;
 
 TrainResult train(const JobSpec& job, int threads, const std::filesystem::path& out, int64_t stop_at = -1,
-                  bool resume = false) {
+                  bool resume = false, Device device = Device::Cpu) {
   TrainOptions o;
   o.threads = threads;
+  o.device = device;
   o.out_dir = out;
   o.stop_at = stop_at;
   o.resume = resume;
@@ -162,4 +163,26 @@ TEST_CASE("the short MLP job's trajectory root is golden on every SIMD path") {
     TempDir dir("path");
     CHECK(to_hex(train(job, 2, dir.path).trajectory_root) == golden_root(file));
   }
+}
+
+// The CUDA kernels (ops/cuda/kernels/) in their host SIMT emulation (docs/cuda.md): every step's ops run
+// as CUDA kernels over the GPU's launch geometry, and the trajectories are the golden ones, straight
+// and resumed halfway (the resumed half on the emulation, the first on the CPU kernels).
+TEST_CASE("the short MLP, GPT and CNN jobs trained on the emulated CUDA device give the golden roots") {
+  if (!device_built(Device::CudaEmulated)) {
+    MESSAGE("this build has no CUDA emulation (TRIBUNAL_CUDA_EMULATE=OFF): not checked");
+    return;
+  }
+  for (const std::string file :
+       {"scenarios/jobs/short_mlp.toml", "scenarios/jobs/short_gpt.toml", "scenarios/jobs/short_cnn.toml"}) {
+    CAPTURE(file);
+    const JobSpec job = load_job(kSource / file);
+    TempDir dir("emulated");
+    CHECK(to_hex(train(job, 1, dir.path, -1, false, Device::CudaEmulated).trajectory_root) == golden_root(file));
+  }
+  const std::string file = "scenarios/jobs/short_cnn.toml";
+  const JobSpec job = load_job(kSource / file);
+  TempDir dir("emulated-resume");
+  train(job, 2, dir.path, job.steps / 2);
+  CHECK(to_hex(train(job, 1, dir.path, -1, true, Device::CudaEmulated).trajectory_root) == golden_root(file));
 }
