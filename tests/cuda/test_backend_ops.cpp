@@ -3,7 +3,8 @@
 // ggml's test-backend-ops, with memcmp instead of an error tolerance. docs/cuda.md describes it.
 //
 // Cases: for every OpKind, the random cases tests/ops registers (op_test_support.h: 1, primes and odd
-// sizes, shapes big enough to split over threads, subnormal inputs, every attribute variant), plus
+// sizes, shapes big enough to split over threads, subnormal inputs, every attribute variant), some of
+// them with NaN and ±inf injected into every input that is not a label or token id, plus
 // the hand-written edge cases below (large K, −0 chains, tied maxima, NaN rows, K = 0). A kind without
 // cases fails. Outputs are pre-filled with two distinct finite patterns (CPU one, backend the other),
 // so an element that either side leaves unwritten differs even where the right value is NaN.
@@ -256,6 +257,28 @@ std::string compare(Backend backend, OpKind kind, const Attrs& attrs, const std:
   return "";
 }
 
+/// Whether input `i` of `kind` holds integers stored as floats (class labels, token ids): those keep
+/// their values, every other input may receive NaN and ±inf.
+bool integral_input(OpKind kind, size_t i) {
+  switch (kind) {
+    case OpKind::SoftmaxCrossEntropy:
+    case OpKind::SoftmaxCrossEntropyBackward: return i == 1;
+    case OpKind::Embedding: return i == 2;
+    case OpKind::EmbeddingBackward: return i == 0;
+    default: return false;
+  }
+}
+
+/// About one element in 8 of every non-integral input becomes NaN, +inf or −inf.
+void inject_non_finite(OpKind kind, std::vector<Tensor>& in, std::mt19937& rng) {
+  const float specials[] = {std::nanf(""), INFINITY, -INFINITY};
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (integral_input(kind, i)) continue;
+    for (float& v : in[i].values())
+      if (rng() % 8 == 0) v = specials[rng() % 3];
+  }
+}
+
 /// Every kind's registered random cases and edge cases on `backend`; returns the number compared.
 int check_every_op(Backend backend, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -268,12 +291,15 @@ int check_every_op(Backend backend, uint32_t seed) {
     REQUIRE_MESSAGE(tests != nullptr, "no tests registered for op " << op_name(kind));
     int cases = 0;
     for (int variant = 0; variant < tests->variants; ++variant)
-      for (int trial = 0; trial < 12; ++trial) {
-        // Trials 0 and 1 are big (the fast kernels split them over threads); odd trials carry subnormals.
-        const std::optional<optest::Case> c = tests->make(kind, rng, trial < 2, variant, trial % 2 == 1);
+      for (int trial = 0; trial < 16; ++trial) {
+        // Trials 0 and 1 are big (the fast kernels split them over threads); odd trials carry subnormals;
+        // trials 12 to 15 carry NaN and ±inf.
+        std::optional<optest::Case> c = tests->make(kind, rng, trial < 2, variant, trial % 2 == 1);
         REQUIRE(c.has_value());
+        if (trial >= 12) inject_non_finite(kind, c->in, rng);
         const std::string diff = compare(backend, kind, c->attrs, c->in);
-        CHECK_MESSAGE(diff.empty(), describe(kind, c->attrs, c->in, "registered") << ": " << diff);
+        CHECK_MESSAGE(diff.empty(), describe(kind, c->attrs, c->in, trial >= 12 ? "NaN/inf" : "registered") << ": "
+                                                                                                         << diff);
         ++cases;
       }
     for (const EdgeCase& e : edge_cases(kind, rng)) {
