@@ -88,12 +88,9 @@ void run(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in, std
     for (const Tensor* t : in) s.push_back((*t)[0]);
     d_in.push_back(upload(s));
   } else {
-    for (const Tensor* t : in) {
-      d_in.emplace_back(static_cast<size_t>(t->numel()));
-      d_in.back().upload(t->data());
-    }
+    for (const Tensor* t : in) d_in.push_back(DeviceBuffer<float>::of_input(t->data(), static_cast<size_t>(t->numel())));
   }
-  for (const Tensor* t : out) d_out.emplace_back(static_cast<size_t>(t->numel()));
+  for (Tensor* t : out) d_out.push_back(DeviceBuffer<float>::of_output(t->data(), static_cast<size_t>(t->numel())));
   auto I = [&](size_t i) { return d_in[i].data(); };
   auto O = [&](size_t i) { return d_out[i].data(); };
   auto shape = [&](size_t i) -> const Shape& { return in[i]->shape(); };

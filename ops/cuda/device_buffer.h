@@ -15,26 +15,41 @@
 
 namespace tribunal::cuda_emulated {
 
-/// n elements of T in the emulated device's memory (host memory, zeroed). n = 0 gives data() = null.
+/// n elements of T in the emulated device's memory, which is host memory: either owned (zeroed), or
+/// an op's own tensor storage aliased without a copy (of_input, of_output: the emulated device reads
+/// and writes the tensors in place, as a GPU with unified memory would; a GPU build copies instead).
 template <class T>
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t n) : v_(n) {}
-  T* data() { return v_.empty() ? nullptr : v_.data(); }
-  const T* data() const { return v_.empty() ? nullptr : v_.data(); }
-  size_t size() const { return v_.size(); }
-  /// Copies size() elements from `src`.
+  explicit DeviceBuffer(size_t n) : own_(n), p_(own_.data()), n_(n) {}
+  // Move-only: a moved std::vector keeps its storage, so p_ stays valid; a copy would not.
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&&) noexcept = default;
+  DeviceBuffer& operator=(DeviceBuffer&&) noexcept = default;
+  /// The n elements at `host`, read in place (kernels never write their inputs).
+  static DeviceBuffer of_input(const T* host, size_t n) { return DeviceBuffer(const_cast<T*>(host), n); }
+  /// The n elements at `host`, written in place by the kernels.
+  static DeviceBuffer of_output(T* host, size_t n) { return DeviceBuffer(host, n); }
+
+  T* data() { return n_ == 0 ? nullptr : p_; }
+  const T* data() const { return n_ == 0 ? nullptr : p_; }
+  size_t size() const { return n_; }
+  /// Copies size() elements from `src` (nothing to do when the buffer aliases src).
   void upload(const T* src) {
-    if (!v_.empty()) std::memcpy(v_.data(), src, v_.size() * sizeof(T));
+    if (n_ > 0 && src != p_) std::memcpy(p_, src, n_ * sizeof(T));
   }
-  /// Copies size() elements to `dst`.
+  /// Copies size() elements to `dst` (nothing to do when the buffer aliases dst).
   void download(T* dst) const {
-    if (!v_.empty()) std::memcpy(dst, v_.data(), v_.size() * sizeof(T));
+    if (n_ > 0 && dst != p_) std::memcpy(dst, p_, n_ * sizeof(T));
   }
 
  private:
-  std::vector<T> v_;
+  DeviceBuffer(T* alias, size_t n) : p_(alias), n_(n) {}
+  std::vector<T> own_;
+  T* p_ = nullptr;
+  size_t n_ = 0;
 };
 
 /// Nothing to wait for: an emulated launch returns when its kernel has finished.
@@ -81,6 +96,15 @@ class DeviceBuffer {
     return *this;
   }
   ~DeviceBuffer() { release(); }
+
+  /// A device copy of the n elements at host memory `host` (blocking upload).
+  static DeviceBuffer of_input(const T* host, size_t n) {
+    DeviceBuffer d(n);
+    d.upload(host);
+    return d;
+  }
+  /// n device elements for an output that download() will copy to `host` (uninitialized).
+  static DeviceBuffer of_output(T*, size_t n) { return DeviceBuffer(n); }
 
   T* data() { return p_; }
   const T* data() const { return p_; }
