@@ -11,9 +11,12 @@ namespace tribunal {
 
 const char* device_name(Device device) {
   switch (device) {
-    case Device::Cpu: return "cpu";
-    case Device::Cuda: return "cuda";
-    case Device::CudaEmulated: return "cuda-emulated";
+    case Device::Cpu:
+      return "cpu";
+    case Device::Cuda:
+      return "cuda";
+    case Device::CudaEmulated:
+      return "cuda-emulated";
   }
   return "?";
 }
@@ -26,27 +29,33 @@ Device parse_device(std::string_view name) {
 
 bool device_built(Device device) {
   switch (device) {
-    case Device::Cpu: return true;
+    case Device::Cpu:
+      return true;
 #if defined(TRIBUNAL_HAVE_CUDA)
-    case Device::Cuda: return true;
+    case Device::Cuda:
+      return true;
 #endif
 #if defined(TRIBUNAL_HAVE_CUDA_EMULATE)
-    case Device::CudaEmulated: return true;
+    case Device::CudaEmulated:
+      return true;
 #endif
-    default: return false;
+    default:
+      return false;
   }
 }
 
 void require_device(Device device) {
   switch (device) {
-    case Device::Cpu: return;
+    case Device::Cpu:
+      return;
     case Device::Cuda: {
 #if defined(TRIBUNAL_HAVE_CUDA)
       std::string why;
       if (cuda_device_count(&why) == 0) throw EngineError("--device cuda: no CUDA device (" + why + ")");
       return;
 #else
-      throw EngineError("--device cuda: this build has no CUDA backend (configure with -DTRIBUNAL_CUDA=ON and nvcc)");
+      throw EngineError(
+          "--device cuda: this build has no CUDA backend (configure with -DTRIBUNAL_CUDA=ON and nvcc)");
 #endif
     }
     case Device::CudaEmulated:
@@ -54,7 +63,8 @@ void require_device(Device device) {
       return;
 #else
       throw EngineError(
-          "--device cuda-emulated: this build has no CUDA emulation (configure with -DTRIBUNAL_CUDA_EMULATE=ON)");
+          "--device cuda-emulated: this build has no CUDA emulation (configure with "
+          "-DTRIBUNAL_CUDA_EMULATE=ON)");
 #endif
   }
 }

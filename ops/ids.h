@@ -13,7 +13,8 @@ namespace tribunal {
 /// The class id of row b: labels[b] must be an integral float in [0, classes). Throws OpError naming `op`.
 inline int64_t class_id(const Tensor& labels, int64_t b, int64_t classes, const char* op) {
   const float l = labels[b];
-  const bool ok = l >= 0.0f && l < static_cast<float>(classes) && static_cast<float>(static_cast<int64_t>(l)) == l;
+  const bool ok =
+      l >= 0.0f && l < static_cast<float>(classes) && static_cast<float>(static_cast<int64_t>(l)) == l;
   if (!ok)
     throw OpError(std::string(op) + ": label " + std::to_string(l) + " of row " + std::to_string(b) +
                   " is not a class id in [0, " + std::to_string(classes) + ")");

@@ -50,6 +50,16 @@ TRIBUNAL_HD int pool_choice(const float v[4]) {
   return best;
 }
 
+/// The window of pooling output (r, s) of one plane of width w: its four elements in scan order
+/// (0,0), (0,1), (1,0), (1,1).
+TRIBUNAL_HD void pool_window(const float* plane, int64_t w, int64_t r, int64_t s, float v[4]) {
+  const float* p = plane + 2 * r * w + 2 * s;
+  v[0] = p[0];
+  v[1] = p[1];
+  v[2] = p[w];
+  v[3] = p[w + 1];
+}
+
 /// keepᵢ of dropout: uniform(philox(seed, Dropout, step, site·2³² + i)[0]) ≥ p.
 TRIBUNAL_HD bool dropout_keep(uint64_t seed, uint32_t step, uint32_t site, float p, int64_t i) {
   const uint64_t element = static_cast<uint64_t>(site) << 32 | static_cast<uint64_t>(i);

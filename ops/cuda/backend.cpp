@@ -53,7 +53,8 @@ void launch_dropout_of(const Attrs& a, const float* x, float* y, int64_t n) {
 }
 
 /// Softmax over the last axis of x[…, R, N]: rows, R and N.
-void launch_softmax_op(OpKind kind, const Attrs& a, const Shape& s, const float* x, const float* dy, float* y) {
+void launch_softmax_op(OpKind kind, const Attrs& a, const Shape& s, const float* x, const float* dy,
+                       float* y) {
   const int64_t n = s[s.rank() - 1], r = s[s.rank() - 2], rows = n == 0 ? 0 : s.numel() / n;
   const bool causal = a.ints[0] != 0;
   if (kind == OpKind::Softmax)
@@ -80,7 +81,8 @@ void run(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in, std
   const std::vector<Shape> want = infer_shapes(kind, attrs, in_shapes);
   for (size_t i = 0; i < out.size(); ++i)
     require(out[i]->shape() == want[i], op,
-            "output " + std::to_string(i) + " has shape " + out[i]->shape().str() + ", expected " + want[i].str());
+            "output " + std::to_string(i) + " has shape " + out[i]->shape().str() + ", expected " +
+                want[i].str());
 
   std::vector<DeviceBuffer<float>> d_in, d_out;
   if (kind == OpKind::ClipCoefficient) {  // P scalars → one device array s[P], in input order
@@ -88,9 +90,11 @@ void run(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in, std
     for (const Tensor* t : in) s.push_back((*t)[0]);
     d_in.push_back(upload(s));
   } else {
-    for (const Tensor* t : in) d_in.push_back(DeviceBuffer<float>::of_input(t->data(), static_cast<size_t>(t->numel())));
+    for (const Tensor* t : in)
+      d_in.push_back(DeviceBuffer<float>::of_input(t->data(), static_cast<size_t>(t->numel())));
   }
-  for (Tensor* t : out) d_out.push_back(DeviceBuffer<float>::of_output(t->data(), static_cast<size_t>(t->numel())));
+  for (Tensor* t : out)
+    d_out.push_back(DeviceBuffer<float>::of_output(t->data(), static_cast<size_t>(t->numel())));
   auto I = [&](size_t i) { return d_in[i].data(); };
   auto O = [&](size_t i) { return d_out[i].data(); };
   auto shape = [&](size_t i) -> const Shape& { return in[i]->shape(); };
@@ -142,11 +146,12 @@ void run(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in, std
       break;
     }
     case OpKind::SgdMomentum:
-      launch_sgd_momentum(I(0), I(1), I(2), O(0), O(1), n0, attrs.floats[0], attrs.floats[1], attrs.floats[2]);
+      launch_sgd_momentum(I(0), I(1), I(2), O(0), O(1), n0, attrs.floats[0], attrs.floats[1],
+                          attrs.floats[2]);
       break;
     case OpKind::AdamW:
-      launch_adamw(I(0), I(1), I(2), I(3), O(0), O(1), O(2), n0, attrs.floats[0], attrs.floats[1], attrs.floats[2],
-                   attrs.floats[3], attrs.floats[4], attrs.ints[0]);
+      launch_adamw(I(0), I(1), I(2), I(3), O(0), O(1), O(2), n0, attrs.floats[0], attrs.floats[1],
+                   attrs.floats[2], attrs.floats[3], attrs.floats[4], attrs.ints[0]);
       break;
     case OpKind::Reshape:
       launch_copy(I(0), O(0), n0);
@@ -188,7 +193,8 @@ void run(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in, std
     case OpKind::SplitHeads:
     case OpKind::MergeHeads: {
       const Shape& heads = kind == OpKind::SplitHeads ? out[0]->shape() : shape(0);  // [B·H, T, E]
-      launch_heads(I(0), O(0), attrs.ints[0], attrs.ints[1], attrs.ints[2], heads[2], kind == OpKind::SplitHeads);
+      launch_heads(I(0), O(0), attrs.ints[0], attrs.ints[1], attrs.ints[2], heads[2],
+                   kind == OpKind::SplitHeads);
       break;
     }
     case OpKind::Dropout:
@@ -241,7 +247,8 @@ void run_cuda_emulated(OpKind kind, const Attrs& attrs, std::span<const Tensor* 
 
 #else
 
-void run_cuda(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
+void run_cuda(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in,
+              std::span<Tensor* const> out) {
   cuda::run(kind, attrs, in, out);
 }
 

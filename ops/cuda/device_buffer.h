@@ -73,7 +73,9 @@ inline void check(cudaError_t err, const char* call, const char* file, int line)
 #define TRIBUNAL_CUDA_CHECK(call) ::tribunal::cuda::check((call), #call, __FILE__, __LINE__)
 
 /// Waits for every kernel enqueued so far (cudaDeviceSynchronize); throws CudaError on a failure.
-inline void synchronize() { TRIBUNAL_CUDA_CHECK(cudaDeviceSynchronize()); }
+inline void synchronize() {
+  TRIBUNAL_CUDA_CHECK(cudaDeviceSynchronize());
+}
 
 /// n elements of T in device memory (uninitialized). n = 0 allocates nothing (data() is null).
 /// Move-only; the destructor frees with cudaFree and never throws.

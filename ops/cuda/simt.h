@@ -34,11 +34,21 @@ namespace tribunal::simt {
 using Dim3 = dim3;
 inline constexpr unsigned kWarpSize = 32;
 
-__device__ inline Dim3 thread_idx() { return Dim3(threadIdx.x, threadIdx.y, threadIdx.z); }
-__device__ inline Dim3 block_idx() { return Dim3(blockIdx.x, blockIdx.y, blockIdx.z); }
-__device__ inline Dim3 block_dim() { return blockDim; }
-__device__ inline Dim3 grid_dim() { return gridDim; }
-__device__ inline void sync_threads() { __syncthreads(); }
+__device__ inline Dim3 thread_idx() {
+  return Dim3(threadIdx.x, threadIdx.y, threadIdx.z);
+}
+__device__ inline Dim3 block_idx() {
+  return Dim3(blockIdx.x, blockIdx.y, blockIdx.z);
+}
+__device__ inline Dim3 block_dim() {
+  return blockDim;
+}
+__device__ inline Dim3 grid_dim() {
+  return gridDim;
+}
+__device__ inline void sync_threads() {
+  __syncthreads();
+}
 
 /// Lane j receives lane j + delta's v (its own where j + delta ≥ 32).
 template <class T>
@@ -59,15 +69,16 @@ __device__ inline T shfl(T v, unsigned src) {
 /// Throws CudaError naming the kernel if its launch failed.
 inline void check_launch(const char* kernel) {
   const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) throw CudaError(std::string("cuda: launch of ") + kernel + " failed: " + cudaGetErrorString(err));
+  if (err != cudaSuccess)
+    throw CudaError(std::string("cuda: launch of ") + kernel + " failed: " + cudaGetErrorString(err));
 }
 
 }  // namespace tribunal::simt
 
-#define TRIBUNAL_LAUNCH(kernel, grid, block, ...)            \
-  do {                                                       \
-    kernel<<<(grid), (block)>>>(__VA_ARGS__);                \
-    ::tribunal::simt::check_launch(#kernel);                 \
+#define TRIBUNAL_LAUNCH(kernel, grid, block, ...) \
+  do {                                            \
+    kernel<<<(grid), (block)>>>(__VA_ARGS__);     \
+    ::tribunal::simt::check_launch(#kernel);      \
   } while (0)
 
 #elif defined(TRIBUNAL_SIMT_EMULATED)

@@ -120,7 +120,9 @@ const ThreadCoords& current() {
   return f ? f->coords : kOutside;
 }
 
-void sync_threads() { wait_at(State::AtBlockBarrier); }
+void sync_threads() {
+  wait_at(State::AtBlockBarrier);
+}
 
 uint64_t warp_exchange(uint64_t mine, unsigned src) {
   Scheduler& s = t_scheduler;
@@ -139,10 +141,11 @@ void launch(const char* kernel, Dim3 grid, Dim3 block, const std::function<void(
   const uint64_t n = uint64_t{block.x} * block.y * block.z;
   if (n == 0 || n > kMaxThreadsPerBlock || block.z > 64)
     refuse(kernel, "a block of " + std::to_string(n) + " threads (1 to 1024, z ≤ 64)");
-  if (n % kWarpSize != 0) refuse(kernel, "a block of " + std::to_string(n) + " threads is not whole warps of 32");
+  if (n % kWarpSize != 0)
+    refuse(kernel, "a block of " + std::to_string(n) + " threads is not whole warps of 32");
   if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 0x7FFFFFFFu || grid.y > 65535 || grid.z > 65535)
-    refuse(kernel, "grid " + std::to_string(grid.x) + "×" + std::to_string(grid.y) + "×" + std::to_string(grid.z) +
-                       " is outside CUDA's limits");
+    refuse(kernel, "grid " + std::to_string(grid.x) + "×" + std::to_string(grid.y) + "×" +
+                       std::to_string(grid.z) + " is outside CUDA's limits");
   const unsigned threads = static_cast<unsigned>(n);
   while (s.fibers.size() < threads) {
     s.fibers.push_back(std::make_unique<Fiber>());

@@ -38,10 +38,18 @@ struct ThreadCoords {
 /// The calling fiber's coordinates. Only valid inside a kernel run by launch().
 const ThreadCoords& current();
 
-inline Dim3 thread_idx() { return current().thread; }
-inline Dim3 block_idx() { return current().block; }
-inline Dim3 block_dim() { return current().block_dim; }
-inline Dim3 grid_dim() { return current().grid_dim; }
+inline Dim3 thread_idx() {
+  return current().thread;
+}
+inline Dim3 block_idx() {
+  return current().block;
+}
+inline Dim3 block_dim() {
+  return current().block_dim;
+}
+inline Dim3 grid_dim() {
+  return current().grid_dim;
+}
 
 /// The block barrier (__syncthreads).
 void sync_threads();
@@ -53,7 +61,8 @@ uint64_t warp_exchange(uint64_t mine, unsigned src);
 namespace detail {
 template <class T>
 uint64_t to_bits(T v) {
-  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= sizeof(uint64_t), "a shuffled value is ≤ 8 bytes");
+  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= sizeof(uint64_t),
+                "a shuffled value is ≤ 8 bytes");
   uint64_t u = 0;
   std::memcpy(&u, &v, sizeof v);
   return u;
@@ -64,7 +73,9 @@ T from_bits(uint64_t u) {
   std::memcpy(&v, &u, sizeof v);
   return v;
 }
-inline unsigned lane() { return current().linear % kWarpSize; }
+inline unsigned lane() {
+  return current().linear % kWarpSize;
+}
 }  // namespace detail
 
 /// __shfl_down_sync(0xFFFFFFFF, v, delta): lane j receives lane j + delta's v (its own past lane 31).

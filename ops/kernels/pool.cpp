@@ -28,14 +28,8 @@ void check_pool_input(const char* op, const Shape& x) {
 /// The chosen element of a window: pool_choice (ops/pointwise.h, shared with the CUDA kernels).
 inline int chosen(const float v[4]) { return pool_choice(v); }
 
-/// The window of output (r, s) of one plane of width w: its four elements in scan order.
-inline void window(const float* plane, int64_t w, int64_t r, int64_t s, float v[4]) {
-  const float* p = plane + 2 * r * w + 2 * s;
-  v[0] = p[0];
-  v[1] = p[1];
-  v[2] = p[w];
-  v[3] = p[w + 1];
-}
+/// The window of output (r, s): pool_window (ops/pointwise.h, shared with the CUDA kernels).
+inline void window(const float* plane, int64_t w, int64_t r, int64_t s, float v[4]) { pool_window(plane, w, r, s, v); }
 
 std::vector<Shape> pool_infer(const Attrs&, std::span<const Shape> in) {
   check_pool_input("max_pool2d", in[0]);

@@ -91,7 +91,9 @@ Tensor labels(int64_t batch, int64_t classes, std::mt19937& rng) {
   return t;
 }
 
-Tensor scalar(float v) { return filled(Shape{}, v); }
+Tensor scalar(float v) {
+  return filled(Shape{}, v);
+}
 
 /// Hand-written edge cases of the MLP ops (large K, −0 chains, ties and NaN rows, K = 0); other kinds
 /// have none here: their cases come from tests/ops' registered generators.
@@ -104,7 +106,9 @@ std::vector<EdgeCase> edge_cases(OpKind kind, std::mt19937& rng) {
     case OpKind::Gather:
       for (int r = 0; r < 12; ++r) {
         const int64_t rows = r == 0 ? 1 : dim(rng), batch = r == 1 ? 1 : dim(rng) * 3;
-        const Shape s = r % 3 == 0 ? Shape{rows} : r % 3 == 1 ? Shape{rows, dim(rng)} : Shape{rows, dim(rng), 7};
+        const Shape s = r % 3 == 0   ? Shape{rows}
+                        : r % 3 == 1 ? Shape{rows, dim(rng)}
+                                     : Shape{rows, dim(rng), 7};
         Attrs a;
         for (int64_t b = 0; b < batch; ++b) a.ints.push_back(static_cast<int64_t>(rng() % rows));
         add("random", a, {random_tensor(s, rng)});
@@ -113,15 +117,17 @@ std::vector<EdgeCase> edge_cases(OpKind kind, std::mt19937& rng) {
     case OpKind::Linear:
       for (int r = 0; r < 16; ++r) {
         const int64_t m = dim(rng), k = r < 4 ? 2053 : dim(rng), n = dim(rng);
-        add(r < 4 ? "large K" : "random", {}, {random_tensor(Shape{m, k}, rng), random_tensor(Shape{k, n}, rng),
-                                              random_tensor(Shape{n}, rng)});
+        add(r < 4 ? "large K" : "random", {},
+            {random_tensor(Shape{m, k}, rng), random_tensor(Shape{k, n}, rng), random_tensor(Shape{n}, rng)});
       }
       // −0 chains: fma(−0, w, −0) = −0 all the way, unless a kernel pads k with fma(0, 0, acc).
       for (int64_t k : {1, 15, 17, 33})
-        add("-0 chain", {}, {filled(Shape{3, k}, -0.0f), random_tensor(Shape{k, 5}, rng, 0.5f, 1.0f),
-                             filled(Shape{5}, -0.0f)});
-      add("big", {}, {random_tensor(Shape{131, 257}, rng), random_tensor(Shape{257, 197}, rng),
-                      random_tensor(Shape{197}, rng)});
+        add("-0 chain", {},
+            {filled(Shape{3, k}, -0.0f), random_tensor(Shape{k, 5}, rng, 0.5f, 1.0f),
+             filled(Shape{5}, -0.0f)});
+      add("big", {},
+          {random_tensor(Shape{131, 257}, rng), random_tensor(Shape{257, 197}, rng),
+           random_tensor(Shape{197}, rng)});
       break;
     case OpKind::Matmul:
       for (int64_t ta : {0, 1})
@@ -129,8 +135,12 @@ std::vector<EdgeCase> edge_cases(OpKind kind, std::mt19937& rng) {
           for (int r = 0; r < 8; ++r) {
             const int64_t m = r == 0 ? 1 : dim(rng), n = r == 1 ? 1 : dim(rng);
             const int64_t k = r == 2 ? 0 : r == 3 ? 4099 : r == 4 ? 1 : dim(rng);
-            add(r == 3 ? "large K" : r == 2 ? "K = 0" : "random", {{ta, tb}, {}},
-                {random_tensor(ta ? Shape{k, m} : Shape{m, k}, rng), random_tensor(tb ? Shape{n, k} : Shape{k, n}, rng)});
+            add(r == 3   ? "large K"
+                : r == 2 ? "K = 0"
+                         : "random",
+                {{ta, tb}, {}},
+                {random_tensor(ta ? Shape{k, m} : Shape{m, k}, rng),
+                 random_tensor(tb ? Shape{n, k} : Shape{k, n}, rng)});
           }
       add("big", {{0, 0}, {}}, {random_tensor(Shape{193, 301}, rng), random_tensor(Shape{301, 259}, rng)});
       add("big ᵀᵀ", {{1, 1}, {}}, {random_tensor(Shape{301, 193}, rng), random_tensor(Shape{259, 301}, rng)});
@@ -176,7 +186,7 @@ std::vector<EdgeCase> edge_cases(OpKind kind, std::mt19937& rng) {
       for (float& v : ties.values()) v = tie_pool[rng() % 4];
       push("ties ±0", std::move(ties));
       Tensor nans = random_tensor(Shape{4, 40}, rng);
-      nans[0] = std::nanf("");       // row 0 starts with NaN
+      nans[0] = std::nanf("");        // row 0 starts with NaN
       nans[40 + 17] = std::nanf("");  // row 1 has one inside
       push("NaN", std::move(nans));
       break;
@@ -203,9 +213,12 @@ std::vector<EdgeCase> edge_cases(OpKind kind, std::mt19937& rng) {
   return cs;
 }
 
-Tensor filled_like(const Shape& s, uint32_t fill) { return filled(s, float_from_bits(fill)); }
+Tensor filled_like(const Shape& s, uint32_t fill) {
+  return filled(s, float_from_bits(fill));
+}
 
-std::vector<Tensor> outputs_of(OpKind kind, const Attrs& attrs, const std::vector<Tensor>& in, uint32_t fill) {
+std::vector<Tensor> outputs_of(OpKind kind, const Attrs& attrs, const std::vector<Tensor>& in,
+                               uint32_t fill) {
   std::vector<Shape> shapes;
   for (const Tensor& t : in) shapes.push_back(t.shape());
   std::vector<Tensor> out;
@@ -213,7 +226,8 @@ std::vector<Tensor> outputs_of(OpKind kind, const Attrs& attrs, const std::vecto
   return out;
 }
 
-std::string describe(OpKind kind, const Attrs& attrs, const std::vector<Tensor>& in, const std::string& label) {
+std::string describe(OpKind kind, const Attrs& attrs, const std::vector<Tensor>& in,
+                     const std::string& label) {
   std::string s = std::string(op_name(kind)) + "(";
   for (size_t i = 0; i < in.size(); ++i) s += (i ? ", " : "") + in[i].shape().str();
   s += ")";
@@ -234,7 +248,8 @@ using Backend = void (*)(OpKind, const Attrs&, std::span<const Tensor* const>, s
 /// Runs one case on the reference and on `backend`; "" when every output is bitwise equal, else what
 /// differs (or the backend's error).
 std::string compare(Backend backend, OpKind kind, const Attrs& attrs, const std::vector<Tensor>& in) {
-  std::vector<Tensor> ref = outputs_of(kind, attrs, in, kReferenceFill), dev = outputs_of(kind, attrs, in, kDeviceFill);
+  std::vector<Tensor> ref = outputs_of(kind, attrs, in, kReferenceFill),
+                      dev = outputs_of(kind, attrs, in, kDeviceFill);
   std::vector<const Tensor*> ins;
   std::vector<Tensor*> ref_out, dev_out;
   for (const Tensor& t : in) ins.push_back(&t);
@@ -262,10 +277,14 @@ std::string compare(Backend backend, OpKind kind, const Attrs& attrs, const std:
 bool integral_input(OpKind kind, size_t i) {
   switch (kind) {
     case OpKind::SoftmaxCrossEntropy:
-    case OpKind::SoftmaxCrossEntropyBackward: return i == 1;
-    case OpKind::Embedding: return i == 2;
-    case OpKind::EmbeddingBackward: return i == 0;
-    default: return false;
+    case OpKind::SoftmaxCrossEntropyBackward:
+      return i == 1;
+    case OpKind::Embedding:
+      return i == 2;
+    case OpKind::EmbeddingBackward:
+      return i == 0;
+    default:
+      return false;
   }
 }
 
@@ -298,8 +317,8 @@ int check_every_op(Backend backend, uint32_t seed) {
         REQUIRE(c.has_value());
         if (trial >= 12) inject_non_finite(kind, c->in, rng);
         const std::string diff = compare(backend, kind, c->attrs, c->in);
-        CHECK_MESSAGE(diff.empty(), describe(kind, c->attrs, c->in, trial >= 12 ? "NaN/inf" : "registered") << ": "
-                                                                                                         << diff);
+        CHECK_MESSAGE(diff.empty(), describe(kind, c->attrs, c->in, trial >= 12 ? "NaN/inf" : "registered")
+                                        << ": " << diff);
         ++cases;
       }
     for (const EdgeCase& e : edge_cases(kind, rng)) {
@@ -344,8 +363,8 @@ TEST_SUITE("backend") {
     const std::optional<int64_t> caught = first_difference(ref, reordered);
     REQUIRE(caught.has_value());
     char buf[96];
-    std::snprintf(buf, sizeof buf, "column %lld: cpu 0x%08X, reordered fold 0x%08X", static_cast<long long>(*caught),
-                  float_bits(ref[*caught]), float_bits(reordered[*caught]));
+    std::snprintf(buf, sizeof buf, "column %lld: cpu 0x%08X, reordered fold 0x%08X",
+                  static_cast<long long>(*caught), float_bits(ref[*caught]), float_bits(reordered[*caught]));
     MESSAGE("reordered reduction caught at " << buf);
     int differing = 0;
     for (int64_t j = 0; j < n; ++j) differing += float_bits(ref[j]) != float_bits(reordered[j]);
@@ -369,9 +388,10 @@ TEST_SUITE("backend-gpu") {
   TEST_CASE("every op on the GPU is bitwise equal to the CPU reference") {
     std::string why;
     if (cuda_device_count(&why) == 0) {
-      std::printf("test_backend_ops: SKIP: no CUDA device (%s). The CUDA kernels were not run on a GPU: their "
-                  "bitwise equality with the CPU reference on hardware is UNVERIFIED.\n",
-                  why.c_str());
+      std::printf(
+          "test_backend_ops: SKIP: no CUDA device (%s). The CUDA kernels were not run on a GPU: their "
+          "bitwise equality with the CPU reference on hardware is UNVERIFIED.\n",
+          why.c_str());
       std::fflush(stdout);
       std::_Exit(77);  // ctest's SKIP_RETURN_CODE (tests/cuda/CMakeLists.txt)
     }

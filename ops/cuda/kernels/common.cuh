@@ -38,14 +38,18 @@ inline simt::Dim3 row_grid(int64_t rows) {
   return simt::Dim3(static_cast<unsigned>(std::max<int64_t>(blocks, 1)));
 }
 
-inline simt::Dim3 row_block() { return simt::Dim3(kWarp, kRowsPerBlock); }
+inline simt::Dim3 row_block() {
+  return simt::Dim3(kWarp, kRowsPerBlock);
+}
 
 /// The global index of the calling thread in a 1-D launch.
 TRIBUNAL_DEVICE int64_t global_index() {
   return int64_t{simt::block_idx().x} * simt::block_dim().x + simt::thread_idx().x;
 }
 /// The number of threads of a 1-D launch (the grid-stride step).
-TRIBUNAL_DEVICE int64_t global_threads() { return int64_t{simt::grid_dim().x} * simt::block_dim().x; }
+TRIBUNAL_DEVICE int64_t global_threads() {
+  return int64_t{simt::grid_dim().x} * simt::block_dim().x;
+}
 
 /// The row of a one-warp-per-row kernel: warp threadIdx.y of block blockIdx.x.
 TRIBUNAL_DEVICE int64_t warp_row() {

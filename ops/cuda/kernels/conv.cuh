@@ -1,8 +1,10 @@
 // Kernels of conv2d, its three gradients and 2×2 max pooling (docs/numerics.md "Convolution", "Max
 // pooling"). Direct kernels, one thread per output element, each running the contract's chain in its
 // order with the padded taps as +0 terms (not im2col + GEMM: simpler, the same bits, slower).
+// Windows of the pooling: pool_window and pool_choice (ops/pointwise.h), shared with the CPU.
 #pragma once
 
+#include "ops/conv_elements.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/kernels/common.cuh"
 #include "ops/pointwise.h"
@@ -10,73 +12,34 @@
 namespace tribunal::TRIBUNAL_CUDA_NS {
 namespace {
 
-/// xp(n, c, h, w): x inside the image, +0 in the padding.
-TRIBUNAL_DEVICE float padded(const float* x, const ConvGeom& g, int64_t n, int64_t c, int64_t h, int64_t w) {
-  return (h < 0 || h >= g.h || w < 0 || w >= g.w) ? 0.0f : x[((n * g.c + c) * g.h + h) * g.w + w];
-}
+// The chains themselves are ops/conv_elements.h's, shared with the CPU reference kernels.
 
-/// y[n,o,oh,ow]: acc = b[o]; for taps t = (c, kh, kw) in order: acc = fma(xp(tap t), w[o,t], acc).
 TRIBUNAL_KERNEL void conv2d_kernel(const float* x, const float* w, const float* b, float* y, ConvGeom g) {
   TRIBUNAL_GRID_STRIDE(i, g.n * g.o * g.oh * g.ow) {
-    const int64_t ow = i % g.ow, oh = (i / g.ow) % g.oh, o = (i / (g.ow * g.oh)) % g.o, n = i / (g.ow * g.oh * g.o);
-    float acc = b[o];
-    for (int64_t c = 0; c < g.c; ++c)
-      for (int64_t kh = 0; kh < g.kh; ++kh)
-        for (int64_t kw = 0; kw < g.kw; ++kw) {
-          const float xv = padded(x, g, n, c, oh * g.stride + kh - g.pad, ow * g.stride + kw - g.pad);
-          acc = fma32(xv, w[((o * g.c + c) * g.kh + kh) * g.kw + kw], acc);
-        }
-    y[i] = acc;
+    const int64_t ow = i % g.ow, oh = (i / g.ow) % g.oh, o = (i / (g.ow * g.oh)) % g.o,
+                  n = i / (g.ow * g.oh * g.o);
+    y[i] = conv2d_output(x, w, b, g, n, o, oh, ow);
   }
 }
 
-/// The output index whose tap k lands on pos (idx·stride + k − pad = pos), or −1 (conv.cpp's source_index).
-TRIBUNAL_DEVICE int64_t source_index(int64_t pos, int64_t k, int64_t stride, int64_t pad, int64_t out) {
-  const int64_t d = pos + pad - k;
-  if (d < 0 || d % stride != 0) return -1;
-  const int64_t idx = d / stride;
-  return idx < out ? idx : -1;
-}
-
-/// dx[n,c,h,w] = +0, then for (kh, kw) row-major whose tap lands here: + (fma chain over o from +0 of
-/// w[o,c,kh,kw]·dy[n,o,oh,ow]).
 TRIBUNAL_KERNEL void conv2d_backward_input_kernel(const float* w, const float* dy, float* dx, ConvGeom g) {
   TRIBUNAL_GRID_STRIDE(i, g.n * g.c * g.h * g.w) {
     const int64_t ww = i % g.w, h = (i / g.w) % g.h, c = (i / (g.w * g.h)) % g.c, n = i / (g.w * g.h * g.c);
-    float acc = 0.0f;
-    for (int64_t kh = 0; kh < g.kh; ++kh) {
-      const int64_t oh = source_index(h, kh, g.stride, g.pad, g.oh);
-      if (oh < 0) continue;
-      for (int64_t kw = 0; kw < g.kw; ++kw) {
-        const int64_t ow = source_index(ww, kw, g.stride, g.pad, g.ow);
-        if (ow < 0) continue;
-        float dcol = 0.0f;
-        for (int64_t o = 0; o < g.o; ++o)
-          dcol = fma32(w[((o * g.c + c) * g.kh + kh) * g.kw + kw], dy[((n * g.o + o) * g.oh + oh) * g.ow + ow], dcol);
-        acc = acc + dcol;
-      }
-    }
-    dx[i] = acc;
+    dx[i] = conv2d_input_grad(w, dy, g, n, c, h, ww);
   }
 }
 
-/// dw[o,c,kh,kw]: acc = +0; for (n, oh, ow) in order: acc = fma(dy[n,o,oh,ow], xp(tap), acc).
 TRIBUNAL_KERNEL void conv2d_backward_weight_kernel(const float* x, const float* dy, float* dw, ConvGeom g) {
   TRIBUNAL_GRID_STRIDE(i, g.o * g.c * g.kh * g.kw) {
-    const int64_t kw = i % g.kw, kh = (i / g.kw) % g.kh, c = (i / (g.kw * g.kh)) % g.c, o = i / (g.kw * g.kh * g.c);
-    float acc = 0.0f;
-    for (int64_t n = 0; n < g.n; ++n)
-      for (int64_t oh = 0; oh < g.oh; ++oh)
-        for (int64_t ow = 0; ow < g.ow; ++ow) {
-          const float xv = padded(x, g, n, c, oh * g.stride + kh - g.pad, ow * g.stride + kw - g.pad);
-          acc = fma32(dy[((n * g.o + o) * g.oh + oh) * g.ow + ow], xv, acc);
-        }
-    dw[i] = acc;
+    const int64_t kw = i % g.kw, kh = (i / g.kw) % g.kh, c = (i / (g.kw * g.kh)) % g.c,
+                  o = i / (g.kw * g.kh * g.c);
+    dw[i] = conv2d_weight_grad(x, dy, g, o, c, kh, kw);
   }
 }
 
 /// db[o] = canonical sum of dy[n,o,q] over the sequence i = n·P + q: one warp per channel.
-TRIBUNAL_KERNEL void conv2d_backward_bias_kernel(const float* dy, float* db, int64_t n, int64_t o, int64_t p) {
+TRIBUNAL_KERNEL void conv2d_backward_bias_kernel(const float* dy, float* db, int64_t n, int64_t o,
+                                                 int64_t p) {
   const int64_t oc = warp_row();
   if (oc >= o) return;
   const float total = warp_sum(n * p, [=](int64_t i) { return dy[((i / p) * o + oc) * p + i % p]; });
@@ -84,15 +47,6 @@ TRIBUNAL_KERNEL void conv2d_backward_bias_kernel(const float* dy, float* db, int
 }
 
 // ---- Max pooling --------------------------------------------------------------------------------------
-
-/// The window of output (r, s) of one plane of width w, in scan order.
-TRIBUNAL_DEVICE void pool_window(const float* plane, int64_t w, int64_t r, int64_t s, float v[4]) {
-  const float* q = plane + 2 * r * w + 2 * s;
-  v[0] = q[0];
-  v[1] = q[1];
-  v[2] = q[w];
-  v[3] = q[w + 1];
-}
 
 TRIBUNAL_KERNEL void max_pool2d_kernel(const float* x, float* y, int64_t planes, int64_t h, int64_t w) {
   const int64_t oh = h / 2, ow = w / 2;
@@ -105,8 +59,8 @@ TRIBUNAL_KERNEL void max_pool2d_kernel(const float* x, float* y, int64_t planes,
 }
 
 /// One thread per element of dx: dy of its window if it is the window's chosen element, else +0.
-TRIBUNAL_KERNEL void max_pool2d_backward_kernel(const float* x, const float* dy, float* dx, int64_t planes, int64_t h,
-                                                int64_t w) {
+TRIBUNAL_KERNEL void max_pool2d_backward_kernel(const float* x, const float* dy, float* dx, int64_t planes,
+                                                int64_t h, int64_t w) {
   const int64_t oh = h / 2, ow = w / 2;
   TRIBUNAL_GRID_STRIDE(i, planes * h * w) {
     const int64_t col = i % w, row = (i / w) % h, pl = i / (w * h);
@@ -148,10 +102,12 @@ void launch_max_pool2d(const float* x, float* y, int64_t planes, int64_t h, int6
   TRIBUNAL_LAUNCH(max_pool2d_kernel, elementwise_grid(n), simt::Dim3(kBlock), x, y, planes, h, w);
 }
 
-void launch_max_pool2d_backward(const float* x, const float* dy, float* dx, int64_t planes, int64_t h, int64_t w) {
+void launch_max_pool2d_backward(const float* x, const float* dy, float* dx, int64_t planes, int64_t h,
+                                int64_t w) {
   const int64_t n = planes * h * w;
   if (n == 0) return;
-  TRIBUNAL_LAUNCH(max_pool2d_backward_kernel, elementwise_grid(n), simt::Dim3(kBlock), x, dy, dx, planes, h, w);
+  TRIBUNAL_LAUNCH(max_pool2d_backward_kernel, elementwise_grid(n), simt::Dim3(kBlock), x, dy, dx, planes, h,
+                  w);
 }
 
 }  // namespace tribunal::TRIBUNAL_CUDA_NS

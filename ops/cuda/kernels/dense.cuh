@@ -12,7 +12,8 @@ namespace {
 
 // ---- Gather and copies ------------------------------------------------------------------------------
 
-TRIBUNAL_KERNEL void gather_kernel(const float* table, const int64_t* idx, float* out, int64_t batch, int64_t row) {
+TRIBUNAL_KERNEL void gather_kernel(const float* table, const int64_t* idx, float* out, int64_t batch,
+                                   int64_t row) {
   TRIBUNAL_GRID_STRIDE(e, batch * row) {
     const int64_t b = e / row, j = e % row;
     out[e] = table[idx[b] * row + j];
@@ -50,8 +51,8 @@ TRIBUNAL_KERNEL void heads_kernel(const float* x, float* y, int64_t b_, int64_t 
 constexpr int kTileM = 64, kTileN = 64, kTileK = 16, kThreadsSide = 16, kMicro = 4;
 static_assert(kThreadsSide * kMicro == kTileM && kThreadsSide * kMicro == kTileN, "tile shape");
 
-TRIBUNAL_KERNEL void matmul_kernel(const float* a, const float* b, const float* bias, float* c, int64_t m, int64_t n,
-                                   int64_t k, bool trans_a, bool trans_b) {
+TRIBUNAL_KERNEL void matmul_kernel(const float* a, const float* b, const float* bias, float* c, int64_t m,
+                                   int64_t n, int64_t k, bool trans_a, bool trans_b) {
   TRIBUNAL_SHARED float as[kTileK][kTileM + 1];  // as[p][i] = op(A)(row0 + i, k0 + p)
   TRIBUNAL_SHARED float bs[kTileK][kTileN + 1];  // bs[p][j] = op(B)(k0 + p, col0 + j)
   const int tx = static_cast<int>(simt::thread_idx().x), ty = static_cast<int>(simt::thread_idx().y);
@@ -165,7 +166,8 @@ TRIBUNAL_KERNEL void scale_kernel(const float* x, const float* s, float* y, int6
 
 void launch_gather(const float* table, const int64_t* idx, float* out, int64_t batch, int64_t row) {
   if (batch * row == 0) return;
-  TRIBUNAL_LAUNCH(gather_kernel, elementwise_grid(batch * row), simt::Dim3(kBlock), table, idx, out, batch, row);
+  TRIBUNAL_LAUNCH(gather_kernel, elementwise_grid(batch * row), simt::Dim3(kBlock), table, idx, out, batch,
+                  row);
 }
 
 void launch_copy(const float* x, float* y, int64_t n) {
@@ -175,19 +177,21 @@ void launch_copy(const float* x, float* y, int64_t n) {
 
 void launch_heads(const float* x, float* y, int64_t b, int64_t t, int64_t h, int64_t e, bool to_heads) {
   if (b * t * h * e == 0) return;
-  TRIBUNAL_LAUNCH(heads_kernel, elementwise_grid(b * t * h * e), simt::Dim3(kBlock), x, y, b, t, h, e, to_heads);
+  TRIBUNAL_LAUNCH(heads_kernel, elementwise_grid(b * t * h * e), simt::Dim3(kBlock), x, y, b, t, h, e,
+                  to_heads);
 }
 
-void launch_matmul(const float* a, const float* b, const float* bias, float* c, int64_t m, int64_t n, int64_t k,
-                   bool trans_a, bool trans_b, int64_t batch) {
+void launch_matmul(const float* a, const float* b, const float* bias, float* c, int64_t m, int64_t n,
+                   int64_t k, bool trans_a, bool trans_b, int64_t batch) {
   if (m == 0 || n == 0 || batch == 0) return;
   const int64_t tiles_n = (n + kTileN - 1) / kTileN, tiles_m = (m + kTileM - 1) / kTileM;
   if (tiles_m > 65535 || tiles_n > 0x7FFFFFFF || batch > 65535)
-    throw CudaError("cuda: matmul of " + std::to_string(batch) + "×" + std::to_string(m) + "×" + std::to_string(n) +
-                    " exceeds the grid limits");
-  const simt::Dim3 grid(static_cast<unsigned>(tiles_n), static_cast<unsigned>(tiles_m), static_cast<unsigned>(batch));
-  TRIBUNAL_LAUNCH(matmul_kernel, grid, simt::Dim3(kThreadsSide, kThreadsSide), a, b, bias, c, m, n, k, trans_a,
-                  trans_b);
+    throw CudaError("cuda: matmul of " + std::to_string(batch) + "×" + std::to_string(m) + "×" +
+                    std::to_string(n) + " exceeds the grid limits");
+  const simt::Dim3 grid(static_cast<unsigned>(tiles_n), static_cast<unsigned>(tiles_m),
+                        static_cast<unsigned>(batch));
+  TRIBUNAL_LAUNCH(matmul_kernel, grid, simt::Dim3(kThreadsSide, kThreadsSide), a, b, bias, c, m, n, k,
+                  trans_a, trans_b);
 }
 
 void launch_sum_rows(const float* x, float* y, int64_t m, int64_t n) {
@@ -199,7 +203,8 @@ void launch_sum_rows(const float* x, float* y, int64_t m, int64_t n) {
 void launch_sum_rows_reordered(const float* x, float* y, int64_t m, int64_t n) {
   if (n == 0) return;
   TRIBUNAL_LAUNCH(sum_rows_kernel<warp_fold_sum_reordered>,
-                  simt::Dim3(static_cast<unsigned>((n + kWarp - 1) / kWarp)), simt::Dim3(kWarp, kWarp), x, y, m, n);
+                  simt::Dim3(static_cast<unsigned>((n + kWarp - 1) / kWarp)), simt::Dim3(kWarp, kWarp), x, y,
+                  m, n);
 }
 
 void launch_add(const float* a, const float* b, float* y, int64_t n) {

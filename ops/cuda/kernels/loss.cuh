@@ -31,8 +31,8 @@ TRIBUNAL_KERNEL void mean_kernel(const float* nll, float* loss, int64_t batch) {
   if (simt::thread_idx().x == 0) loss[0] = total / static_cast<float>(batch);
 }
 
-TRIBUNAL_KERNEL void softmax_ce_backward_kernel(const float* z, const int64_t* labels, const float* dloss, float* dz,
-                                                int64_t batch, int64_t classes) {
+TRIBUNAL_KERNEL void softmax_ce_backward_kernel(const float* z, const int64_t* labels, const float* dloss,
+                                                float* dz, int64_t batch, int64_t classes) {
   const int64_t b = warp_row();
   if (b >= batch) return;
   const float scale = dloss[0] / static_cast<float>(batch);
@@ -48,15 +48,16 @@ TRIBUNAL_KERNEL void softmax_ce_backward_kernel(const float* z, const int64_t* l
 
 }  // namespace
 
-void launch_softmax_cross_entropy(const float* z, const int64_t* labels, float* nll, float* loss, int64_t batch,
-                                  int64_t classes) {
+void launch_softmax_cross_entropy(const float* z, const int64_t* labels, float* nll, float* loss,
+                                  int64_t batch, int64_t classes) {
   TRIBUNAL_LAUNCH(softmax_nll_kernel, row_grid(batch), row_block(), z, labels, nll, batch, classes);
   TRIBUNAL_LAUNCH(mean_kernel, simt::Dim3(1), simt::Dim3(kWarp), nll, loss, batch);
 }
 
-void launch_softmax_cross_entropy_backward(const float* z, const int64_t* labels, const float* dloss, float* dz,
-                                           int64_t batch, int64_t classes) {
-  TRIBUNAL_LAUNCH(softmax_ce_backward_kernel, row_grid(batch), row_block(), z, labels, dloss, dz, batch, classes);
+void launch_softmax_cross_entropy_backward(const float* z, const int64_t* labels, const float* dloss,
+                                           float* dz, int64_t batch, int64_t classes) {
+  TRIBUNAL_LAUNCH(softmax_ce_backward_kernel, row_grid(batch), row_block(), z, labels, dloss, dz, batch,
+                  classes);
 }
 
 }  // namespace tribunal::TRIBUNAL_CUDA_NS

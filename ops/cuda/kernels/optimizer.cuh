@@ -29,8 +29,8 @@ TRIBUNAL_DEVICE float powi(float b, int64_t t) {
 }
 
 TRIBUNAL_KERNEL void adamw_kernel(const float* p, const float* g, const float* m, const float* v, float* p2,
-                                  float* m2, float* v2, int64_t n, float lr, float b1, float b2, float eps, float wd,
-                                  int64_t t) {
+                                  float* m2, float* v2, int64_t n, float lr, float b1, float b2, float eps,
+                                  float wd, int64_t t) {
   // The per-node scalars, recomputed by every thread with the CPU's operations (cheap, no sync).
   const float bc1 = 1.0f - powi(b1, t), bc2 = 1.0f - powi(b2, t);
   const float step = lr / bc1, sbc2 = sqrtf(bc2), decay = 1.0f - lr * wd;
@@ -47,17 +47,18 @@ TRIBUNAL_KERNEL void adamw_kernel(const float* p, const float* g, const float* m
 
 }  // namespace
 
-void launch_sgd_momentum(const float* p, const float* g, const float* v, float* p2, float* v2, int64_t n, float lr,
-                         float mu, float wd) {
+void launch_sgd_momentum(const float* p, const float* g, const float* v, float* p2, float* v2, int64_t n,
+                         float lr, float mu, float wd) {
   if (n == 0) return;
-  TRIBUNAL_LAUNCH(sgd_momentum_kernel, elementwise_grid(n), simt::Dim3(kBlock), p, g, v, p2, v2, n, lr, mu, wd);
+  TRIBUNAL_LAUNCH(sgd_momentum_kernel, elementwise_grid(n), simt::Dim3(kBlock), p, g, v, p2, v2, n, lr, mu,
+                  wd);
 }
 
-void launch_adamw(const float* p, const float* g, const float* m, const float* v, float* p2, float* m2, float* v2,
-                  int64_t n, float lr, float b1, float b2, float eps, float wd, int64_t t) {
+void launch_adamw(const float* p, const float* g, const float* m, const float* v, float* p2, float* m2,
+                  float* v2, int64_t n, float lr, float b1, float b2, float eps, float wd, int64_t t) {
   if (n == 0) return;
-  TRIBUNAL_LAUNCH(adamw_kernel, elementwise_grid(n), simt::Dim3(kBlock), p, g, m, v, p2, m2, v2, n, lr, b1, b2, eps,
-                  wd, t);
+  TRIBUNAL_LAUNCH(adamw_kernel, elementwise_grid(n), simt::Dim3(kBlock), p, g, m, v, p2, m2, v2, n, lr, b1,
+                  b2, eps, wd, t);
 }
 
 }  // namespace tribunal::TRIBUNAL_CUDA_NS

@@ -14,8 +14,8 @@ namespace {
 // ---- Embedding ------------------------------------------------------------------------------------
 
 /// y[p, d] = tok[ids[p], d] + pos[p mod T, d]; ids validated by the host (run_cuda).
-TRIBUNAL_KERNEL void embedding_kernel(const float* tok, const float* pos, const int64_t* ids, float* y, int64_t rows,
-                                      int64_t t, int64_t d) {
+TRIBUNAL_KERNEL void embedding_kernel(const float* tok, const float* pos, const int64_t* ids, float* y,
+                                      int64_t rows, int64_t t, int64_t d) {
   TRIBUNAL_GRID_STRIDE(i, rows * d) {
     const int64_t p = i / d, j = i % d;
     y[i] = tok[ids[p] * d + j] + pos[(p % t) * d + j];
@@ -24,8 +24,8 @@ TRIBUNAL_KERNEL void embedding_kernel(const float* tok, const float* pos, const 
 
 /// dtok[v, j] = +0, then + dy[p, j] for every p with ids[p] = v in increasing p: one thread per element,
 /// each scanning the ids in order (the contract's sequence, no atomics).
-TRIBUNAL_KERNEL void embedding_backward_kernel(const int64_t* ids, const float* dy, float* dtok, int64_t vocab,
-                                               int64_t rows, int64_t d) {
+TRIBUNAL_KERNEL void embedding_backward_kernel(const int64_t* ids, const float* dy, float* dtok,
+                                               int64_t vocab, int64_t rows, int64_t d) {
   TRIBUNAL_GRID_STRIDE(i, vocab * d) {
     const int64_t v = i / d, j = i % d;
     float acc = 0.0f;
@@ -50,8 +50,8 @@ TRIBUNAL_DEVICE void warp_row_stats(const float* x, int64_t d, float eps, float&
   rstd = 1.0f / sqrtf(ss / df + eps);
 }
 
-TRIBUNAL_KERNEL void layer_norm_kernel(const float* x, const float* gamma, const float* beta, float* y, int64_t m,
-                                       int64_t d, float eps) {
+TRIBUNAL_KERNEL void layer_norm_kernel(const float* x, const float* gamma, const float* beta, float* y,
+                                       int64_t m, int64_t d, float eps) {
   const int64_t r = warp_row();
   if (r >= m) return;  // uniform over the warp
   const float* xr = x + r * d;
@@ -62,8 +62,8 @@ TRIBUNAL_KERNEL void layer_norm_kernel(const float* x, const float* gamma, const
 }
 
 /// dx of each row and its statistics (stats[2r] = mean, stats[2r+1] = rstd) for the column kernel.
-TRIBUNAL_KERNEL void layer_norm_dx_kernel(const float* x, const float* gamma, const float* dy, float* dx, float* stats,
-                                          int64_t m, int64_t d, float eps) {
+TRIBUNAL_KERNEL void layer_norm_dx_kernel(const float* x, const float* gamma, const float* dy, float* dx,
+                                          float* stats, int64_t m, int64_t d, float eps) {
   const int64_t r = warp_row();
   if (r >= m) return;
   const float *xr = x + r * d, *dyr = dy + r * d;
@@ -84,8 +84,8 @@ TRIBUNAL_KERNEL void layer_norm_dx_kernel(const float* x, const float* gamma, co
 
 /// dγ[j] = canonical sum over rows of dy·x̂, dβ[j] = canonical sum over rows of dy: block = 32 columns ×
 /// 32 lanes, lane partials through shared memory, folded by warp w for column col0 + w (as sum_rows).
-TRIBUNAL_KERNEL void layer_norm_columns_kernel(const float* x, const float* dy, const float* stats, float* dgamma,
-                                               float* dbeta, int64_t m, int64_t d) {
+TRIBUNAL_KERNEL void layer_norm_columns_kernel(const float* x, const float* dy, const float* stats,
+                                               float* dgamma, float* dbeta, int64_t m, int64_t d) {
   TRIBUNAL_SHARED float part_g[kWarp][kWarp + 1];
   TRIBUNAL_SHARED float part_b[kWarp][kWarp + 1];
   const int cx = static_cast<int>(simt::thread_idx().x), lane = static_cast<int>(simt::thread_idx().y);
@@ -126,8 +126,8 @@ TRIBUNAL_DEVICE int64_t valid_columns(int64_t row, int64_t r_, int64_t n, bool c
   return causal ? (r + 1 < n ? r + 1 : n) : n;
 }
 
-TRIBUNAL_KERNEL void softmax_kernel(const float* x, float* y, int64_t rows, int64_t r_, int64_t n, bool causal,
-                                    float scale) {
+TRIBUNAL_KERNEL void softmax_kernel(const float* x, float* y, int64_t rows, int64_t r_, int64_t n,
+                                    bool causal, float scale) {
   const int64_t row = warp_row();
   if (row >= rows) return;
   const int64_t nv = valid_columns(row, r_, n, causal);
@@ -138,8 +138,8 @@ TRIBUNAL_KERNEL void softmax_kernel(const float* x, float* y, int64_t rows, int6
     y[row * n + j] = j < nv ? exp32(scale * xr[j] - m) / s : 0.0f;  // exp32 is pure: the bits the sum used
 }
 
-TRIBUNAL_KERNEL void softmax_backward_kernel(const float* y, const float* dy, float* dx, int64_t rows, int64_t r_,
-                                             int64_t n, bool causal, float scale) {
+TRIBUNAL_KERNEL void softmax_backward_kernel(const float* y, const float* dy, float* dx, int64_t rows,
+                                             int64_t r_, int64_t n, bool causal, float scale) {
   const int64_t row = warp_row();
   if (row >= rows) return;
   const int64_t nv = valid_columns(row, r_, n, causal);
@@ -153,25 +153,26 @@ TRIBUNAL_KERNEL void softmax_backward_kernel(const float* y, const float* dy, fl
 
 /// y = keep ? x·s : +0 with s = 1/(1 − p) (rounded once, recomputed by every thread with the CPU's
 /// operations); the mask is Philox of the element index (ops/pointwise.h), so forward and backward agree.
-TRIBUNAL_KERNEL void dropout_kernel(const float* x, float* y, int64_t n, uint64_t seed, uint32_t step, uint32_t site,
-                                    float p) {
+TRIBUNAL_KERNEL void dropout_kernel(const float* x, float* y, int64_t n, uint64_t seed, uint32_t step,
+                                    uint32_t site, float p) {
   const float s = 1.0f / (1.0f - p);
   TRIBUNAL_GRID_STRIDE(i, n) y[i] = dropout_keep(seed, step, site, p, i) ? x[i] * s : 0.0f;
 }
 
 }  // namespace
 
-void launch_embedding(const float* tok, const float* pos, const int64_t* ids, float* y, int64_t rows, int64_t t,
-                      int64_t d) {
+void launch_embedding(const float* tok, const float* pos, const int64_t* ids, float* y, int64_t rows,
+                      int64_t t, int64_t d) {
   if (rows * d == 0) return;
-  TRIBUNAL_LAUNCH(embedding_kernel, elementwise_grid(rows * d), simt::Dim3(kBlock), tok, pos, ids, y, rows, t, d);
+  TRIBUNAL_LAUNCH(embedding_kernel, elementwise_grid(rows * d), simt::Dim3(kBlock), tok, pos, ids, y, rows, t,
+                  d);
 }
 
 void launch_embedding_backward(const int64_t* ids, const float* dy, float* dtok, int64_t vocab, int64_t rows,
                                int64_t d) {
   if (vocab * d == 0) return;
-  TRIBUNAL_LAUNCH(embedding_backward_kernel, elementwise_grid(vocab * d), simt::Dim3(kBlock), ids, dy, dtok, vocab,
-                  rows, d);
+  TRIBUNAL_LAUNCH(embedding_backward_kernel, elementwise_grid(vocab * d), simt::Dim3(kBlock), ids, dy, dtok,
+                  vocab, rows, d);
 }
 
 void launch_layer_norm(const float* x, const float* gamma, const float* beta, float* y, int64_t m, int64_t d,
@@ -183,7 +184,8 @@ void launch_layer_norm(const float* x, const float* gamma, const float* beta, fl
 void launch_layer_norm_backward(const float* x, const float* gamma, const float* dy, float* dx, float* dgamma,
                                 float* dbeta, float* stats, int64_t m, int64_t d, float eps) {
   if (d == 0) return;
-  if (m > 0) TRIBUNAL_LAUNCH(layer_norm_dx_kernel, row_grid(m), row_block(), x, gamma, dy, dx, stats, m, d, eps);
+  if (m > 0)
+    TRIBUNAL_LAUNCH(layer_norm_dx_kernel, row_grid(m), row_block(), x, gamma, dy, dx, stats, m, d, eps);
   TRIBUNAL_LAUNCH(layer_norm_columns_kernel, simt::Dim3(static_cast<unsigned>((d + kWarp - 1) / kWarp)),
                   simt::Dim3(kWarp, kWarp), x, dy, stats, dgamma, dbeta, m, d);
 }
@@ -209,7 +211,8 @@ void launch_softmax_backward(const float* y, const float* dy, float* dx, int64_t
   TRIBUNAL_LAUNCH(softmax_backward_kernel, row_grid(rows), row_block(), y, dy, dx, rows, r, n, causal, scale);
 }
 
-void launch_dropout(const float* x, float* y, int64_t n, uint64_t seed, uint32_t step, uint32_t site, float p) {
+void launch_dropout(const float* x, float* y, int64_t n, uint64_t seed, uint32_t step, uint32_t site,
+                    float p) {
   if (n == 0) return;
   TRIBUNAL_LAUNCH(dropout_kernel, elementwise_grid(n), simt::Dim3(kBlock), x, y, n, seed, step, site, p);
 }
