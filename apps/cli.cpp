@@ -6,6 +6,9 @@
 #include "ops/tensor.h"
 #include "ops/simd.h"
 #include "protocol/hash.h"
+#ifdef TRIBUNAL_HAVE_MPI
+#include "mpi/mpi_world.h"
+#endif
 
 namespace tribunal::cli {
 
@@ -94,6 +97,14 @@ PublicKey public_key_arg(std::string_view flag, const std::string& hex) {
     throw UsageError(std::string(flag) +
                      " expects a public key as 64 hex digits (tribunal keygen prints it), got '" + hex + "'");
   }
+}
+
+std::unique_ptr<World> launched_world_or_solo() {
+#ifdef TRIBUNAL_HAVE_MPI
+  return launched_world();
+#else
+  return std::make_unique<SoloWorld>();
+#endif
 }
 
 }  // namespace tribunal::cli

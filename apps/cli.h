@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 
 #include "engine/data_registry.h"
 #include "engine/device.h"
+#include "engine/world.h"
 #include "protocol/envelope.h"
 
 namespace tribunal::cli {
@@ -102,5 +104,9 @@ CLI::Option* add_device(CLI::App& app, Device& device);
 
 /// Parses a public key given in hex for `flag` (--referee-key, --client-key); UsageError otherwise.
 PublicKey public_key_arg(std::string_view flag, const std::string& hex);
+
+/// The ranks this process trains with: MPI_COMM_WORLD under an MPI launcher in a build with MPI
+/// (mpi/mpi_world.h; MPI_Init happens here), else this process alone.
+std::unique_ptr<World> launched_world_or_solo();
 
 }  // namespace tribunal::cli

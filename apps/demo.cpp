@@ -164,8 +164,11 @@ int run_demo(DemoSettings& s) {
     const Verdict v = verify_verdict(o.verdicts.back(), referee_key.public_key);
     const auto name = [](uint8_t party) { return party == 0 ? "honest" : "cheater"; };
     const auto cps = checkpoint_steps(static_cast<uint64_t>(job.steps), static_cast<uint64_t>(job.stride));
-    const uint64_t bound = ceil_log2(static_cast<uint64_t>((job.steps + job.stride - 1) / job.stride)) +
-                           ceil_log2(static_cast<uint64_t>(job.stride)) + ceil_log2(g.nodes.size()) + 4;
+    // docs/protocol.md, "Rounds": the three descents over T/s + 1 checkpoints, s + 1 states and G + 1
+    // records, plus the two commitments, the records and the opening.
+    const auto intervals = static_cast<uint64_t>((job.steps + job.stride - 1) / job.stride);
+    const uint64_t bound = ceil_log2(intervals + 1) + ceil_log2(static_cast<uint64_t>(job.stride) + 1) +
+                           ceil_log2(g.nodes.size() + 1) + 4;
     result["verdict"] = {{"winner", v.winners.empty() ? "none" : name(v.winners[0])},
                          {"loser", v.losers.size() == 2 ? "both" : name(v.losers[0])},
                          {"reason", reason_name(v.reason)},

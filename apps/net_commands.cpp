@@ -4,6 +4,8 @@
 #include <iterator>
 #include <memory>
 
+#include <optional>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -11,6 +13,7 @@
 #include "nodes/delegate.h"
 #include "ops/registry.h"
 #include "nodes/provider_node.h"
+#include "nodes/training_ranks.h"
 #include "nodes/referee_node.h"
 #include "nodes/train_set.h"
 #include "engine/error.h"
@@ -170,12 +173,24 @@ int run_provider(ProviderSettings& s) {
   const std::string& listen = s.listen;
   const std::string& key = s.key;
   const auto [host, port] = host_port(listen);
+  // Under mpirun: rank 0 is the node, the other ranks train each job with it (nodes/training_ranks.h).
+  const std::unique_ptr<World> world = launched_world_or_solo();
+  std::optional<TrainingRanks> ranks;
+  if (world->size() > 1) {
+    ranks.emplace(*world);
+    if (world->rank() != 0) {
+      ranks->follow(config);
+      return 0;
+    }
+    config.ranks = &*ranks;
+  }
   NetContext ctx(1);
   ProviderNode node(ctx, load_keypair(key), config, log_line);
   const uint16_t bound = node.listen(host, port);
-  log_line(fmt::format("provider: listening on {}:{}, claims name {}; data sets: {}", host, bound, node.endpoint(),
-                       fmt::join(config.datasets.names(), ", ")));
+  log_line(fmt::format("provider: listening on {}:{}, claims name {}; data sets: {}; {} training rank(s)", host, bound,
+                       node.endpoint(), fmt::join(config.datasets.names(), ", "), world->size()));
   ctx.run();
+  if (ranks) ranks->stop();
   return 0;
 }
 
@@ -261,6 +276,12 @@ Command add_referee(CLI::App& root) {
               "undecided disputes held at once; openings beyond are refused");
   add_integer(*app, "--max-disputes-per-client", o.max_disputes_per_client, 1, 1000000,
               "live disputes per client network (/24 or /48) or trusted key");
+  app->add_option_function<size_t>(
+         "--max-connections-per-address", [s](size_t n) { s->options.max_connections_per_address = n; },
+         "open connections from one peer address; beyond, HTTP 429 (0: no limit; default: "
+         "max(128, --max-disputes-per-client + 16))")
+      ->type_name("N")
+      ->check(CLI::Range(size_t{0}, size_t{1000000}));
   add_integer(*app, "--max-parameters", o.limits.max_parameters, 1, int64_t{1} << 40,
               "a disputed job's model parameters at most");
   add_integer(*app, "--max-reexecution-work", o.limits.max_reexecution_work, 1, int64_t{1} << 50,

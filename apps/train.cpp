@@ -45,18 +45,37 @@ struct TrainSettings {
   bool no_eval = false;
 };
 
+int train_on(TrainSettings& s, World& world);
+
 int run_train(TrainSettings& s) {
   if (s.job_path.empty()) throw UsageError("no job file given");
+  const std::unique_ptr<World> world = launched_world_or_solo();
+  if (world->size() == 1) return train_on(s, *world);
+  try {
+    return train_on(s, *world);
+  } catch (const std::exception& e) {
+    // The world aborts every rank when it is destroyed by an exception: say which rank failed first.
+    std::fprintf(stderr, "tribunal: error: rank %d of %d: %s\n", world->rank(), world->size(), e.what());
+    std::fflush(stderr);
+    throw;
+  }
+}
+
+// Trains as rank world.rank(): rank 0 alone prints the progress bar and the result.
+int train_on(TrainSettings& s, World& world) {
   TrainOptions& options = s.options;
   options.evaluate = !s.no_eval;
   options.out_dir = s.out_dir.empty() ? std::filesystem::path("runs") / s.job_path.stem() : s.out_dir;
   const std::filesystem::path& job_path = s.job_path;
   const bool json = s.json;
   const JobSpec job = load_job(job_path, s.datasets);
-  ProgressBar bar(isatty(STDERR_FILENO));
+  options.world = &world;
+  const bool lead = world.rank() == 0;
+  ProgressBar bar(lead && isatty(STDERR_FILENO));
   options.on_step = [&](int64_t step, int64_t total, float loss) { bar.update(step, total, loss); };
   const TrainResult r = run_training(job, options);
   const int64_t steps_run = r.steps - r.resumed_from;
+  if (!lead) return 0;
 
   if (json) {
     nlohmann::json out = {
@@ -78,6 +97,9 @@ int run_train(TrainSettings& s) {
         {"load_seconds", r.load_seconds},
         {"threads", r.threads},
         {"device", device_name(r.device)},
+        {"ranks", r.ranks},
+        {"exchange_bytes_per_step", r.exchange_bytes_per_step},
+        {"exchange_seconds", r.exchange_seconds},
         {"checkpoints", r.checkpoint_hashes.size()},
         {"out_dir", options.out_dir.string()},
     };
@@ -99,10 +121,10 @@ int run_train(TrainSettings& s) {
     }
     fmt::print("final_state_hash {}\n", to_hex(r.final_state_hash));
     fmt::print("trajectory_root  {}\n", to_hex(r.trajectory_root));
-    fmt::print("time             {:.2f} s training ({:.4f} s/step) on {} ({} thread(s)), {:.2f} s loading data, "
-               "{:.2f} s evaluating\n",
+    fmt::print("time             {:.2f} s training ({:.4f} s/step) on {} × {} rank(s) × {} thread(s), {:.2f} s "
+               "loading data, {:.2f} s evaluating\n",
                r.seconds, steps_run > 0 ? r.seconds / static_cast<double>(steps_run) : 0.0, device_name(r.device),
-               r.threads, r.load_seconds, r.eval_seconds);
+               r.ranks, r.threads, r.load_seconds, r.eval_seconds);
   }
   return 0;
 }
@@ -114,7 +136,8 @@ Command add_train(CLI::App& root) {
   CLI::App* app = root.add_subcommand(
       "train",
       "train a job with RepOps, write stride checkpoints to DIR, evaluate on the test set (a job names its "
-      "data set; --dataset registers where a name's files are)");
+      "data set; --dataset registers where a name's files are); under mpirun -np K, data parallel over K ranks "
+      "(K must divide the job's train.shards; the trajectory does not depend on K)");
   app->add_option("job", s->job_path, "the job file (TOML, scenarios/jobs/)")->type_name("JOB.toml");
   add_integer(*app, "--steps", s->options.stop_at, 0, kMaxSteps,
               "stop when the state reaches this step (default: the job's train.steps)")

@@ -34,6 +34,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_cli.h"
+#include "bench/bench_stats.h"
 #include "engine/dataset.h"
 #include "engine/executor.h"
 #include "engine/sampler.h"
@@ -46,14 +47,10 @@ namespace {
 
 using namespace tribunal;
 using Clock = std::chrono::steady_clock;
+using bench::loadavg;
+using bench::median;
 
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 bool is_optimizer_op(OpKind k) {
   return k == OpKind::AdamW || k == OpKind::SgdMomentum || k == OpKind::SumSquares || k == OpKind::ClipCoefficient ||
@@ -134,14 +131,6 @@ OurTiming time_ours(const JobSpec& job, const Dataset& train, int threads, int w
     }
   }
   return r;
-}
-
-/// The first three fields of /proc/loadavg (1, 5, 15 minutes), "" where unreadable.
-std::string loadavg() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  f >> a >> b >> c;
-  return f ? a + " " + b + " " + c : "";
 }
 
 /// Runs a command and returns its standard output; `status` gets the exit status (-1 if not started).

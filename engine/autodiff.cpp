@@ -4,7 +4,7 @@
 
 namespace tribunal {
 
-std::vector<ValueId> append_backward(GraphBuilder& builder, ValueId loss, std::span<const ValueId> wrt) {
+std::vector<ValueId> append_backward(GraphBuilder& builder, ValueId loss, std::span<const ValueId> wrt, float seed) {
   StepGraph& g = builder.graph();
   if (g.values.at(loss).shape.rank() != 0) throw OpError("autodiff: the loss must be a scalar");
   const size_t forward_nodes = g.nodes.size();
@@ -20,7 +20,7 @@ std::vector<ValueId> append_backward(GraphBuilder& builder, ValueId loss, std::s
 
   std::vector<std::optional<ValueId>> grad(g.values.size());
   Tensor one(Shape{});
-  one[0] = 1.0f;
+  one[0] = seed;
   grad[loss] = builder.add_constant("grad/" + g.values[loss].name, std::move(one));
 
   // Reverse sweep. Node references are re-read by index: emitting appends to g.nodes.

@@ -5,7 +5,7 @@
 namespace tribunal {
 
 void Executor::run(const StepGraph& g, std::span<const Tensor* const> state, std::span<const Tensor* const> data,
-                   const NodeHook& after_node) {
+                   const NodeHook& after_node, const ShardRun& shards) {
   assert(state.size() == g.state_inputs.size() && data.size() == g.data_inputs.size());
   slots_.resize(g.values.size());
   bound_.assign(g.values.size(), nullptr);
@@ -22,9 +22,7 @@ void Executor::run(const StepGraph& g, std::span<const Tensor* const> state, std
         break;
     }
   }
-  std::vector<const Tensor*> in;
-  std::vector<Tensor*> out;
-  for (size_t n = 0; n < g.nodes.size(); ++n) {
+  const auto run_node = [&](size_t n, ThreadPool& pool, std::vector<const Tensor*>& in, std::vector<Tensor*>& out) {
     const Node& node = g.nodes[n];
     in.clear();
     out.clear();
@@ -33,9 +31,47 @@ void Executor::run(const StepGraph& g, std::span<const Tensor* const> state, std
     if (reference_)
       run_reference(node.op, node.attrs, in, out);
     else
-      run_on_device(device_, node.op, node.attrs, in, out, pool_);
+      run_on_device(device_, node.op, node.attrs, in, out, pool);
     if (after_node) after_node(n, out);
+  };
+  std::vector<const Tensor*> in;
+  std::vector<Tensor*> out;
+  if (g.partials.empty()) {  // not a sharded step graph (a lone tree sum's spans name no shards)
+    for (size_t n = 0; n < g.nodes.size(); ++n) run_node(n, pool_, in, out);
+    return;
   }
+  // A sharded graph: the nodes within this process's block of shards (all of them on one rank), the
+  // exchange, then the nodes across blocks (docs/architecture.md).
+  ShardRun block = shards;
+  if (block.count < 0) block = ShardRun{0, static_cast<int64_t>(g.partials.size()), {}};
+  std::vector<std::vector<size_t>> by_shard(static_cast<size_t>(block.count));
+  std::vector<size_t> combines;  // the tree's nodes within the block
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const ShardSpan& span = g.node_shards[n];
+    if (!block.within_a_block(span) || !block.within_mine(span)) continue;
+    if (span.count == 1)
+      by_shard[static_cast<size_t>(span.first - block.first)].push_back(n);
+    else
+      combines.push_back(n);
+  }
+  if (pool_.size() > 1 && block.count >= pool_.size()) {
+    // The shards are independent: one thread per shard (each kernel on one thread) instead of every
+    // small kernel split over the threads, whose per-call synchronization would dominate.
+    while (shard_pools_.size() < by_shard.size()) shard_pools_.push_back(std::make_unique<ThreadPool>(1));
+    pool_.parallel_for(block.count, [&](int64_t s0, int64_t s1) {
+      std::vector<const Tensor*> shard_in;
+      std::vector<Tensor*> shard_out;
+      for (auto s = static_cast<size_t>(s0); s < static_cast<size_t>(s1); ++s)
+        for (size_t n : by_shard[s]) run_node(n, *shard_pools_[s], shard_in, shard_out);
+    });
+  } else {
+    for (const std::vector<size_t>& nodes : by_shard)
+      for (size_t n : nodes) run_node(n, pool_, in, out);
+  }
+  for (size_t n : combines) run_node(n, pool_, in, out);
+  if (shards.exchange) shards.exchange(*this);
+  for (size_t n = 0; n < g.nodes.size(); ++n)
+    if (!block.within_a_block(g.node_shards[n])) run_node(n, pool_, in, out);
 }
 
 void Executor::take_next_state(const StepGraph& g, std::span<Tensor* const> state) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -11,6 +12,29 @@
 #include "ops/thread_pool.h"
 
 namespace tribunal {
+
+/// Which shards of a sharded step graph (StepGraph::node_shards) this process computes, for data-
+/// parallel training with equal blocks of shards per rank. Run first: the nodes within this block
+/// (its shards' nodes and the tree combines of its shards alone); then `exchange`, which must fill the
+/// values those nodes produce for every other block (exchange_partials, engine/data_parallel.h); then
+/// the nodes that span several blocks or every shard. Nodes within another block are skipped. The
+/// default computes every shard (one block). With at least as many shards in the block as threads,
+/// the shards run side by side, one thread each (the kernels' bits do not depend on threads).
+struct ShardRun {
+  int64_t first = 0;   ///< the first shard computed here
+  int64_t count = -1;  ///< how many shards from `first`, the size of every rank's block (-1: all)
+  /// Called once, between the two passes: writes the other blocks' values (Executor::partial).
+  std::function<void(class Executor&)> exchange;
+
+  /// Whether `span` lies within one block of `count` shards (the rank that owns the block computes it).
+  bool within_a_block(const ShardSpan& span) const {
+    return span.first >= 0 && span.first / count == (span.first + span.count - 1) / count;
+  }
+  /// Whether `span` lies within this process's block.
+  bool within_mine(const ShardSpan& span) const {
+    return span.first >= first && span.first + span.count <= first + count;
+  }
+};
 
 class Executor {
  public:
@@ -24,11 +48,17 @@ class Executor {
 
   /// Runs every node of `g`. `state[i]` binds g.state_inputs[i], `data[i]` binds g.data_inputs[i];
   /// both must outlive the next call. Throws OpError from a kernel (e.g. a bad label).
+  /// `shards` selects the shards computed here (sharded graphs only). `after_node` may then be called
+  /// from several threads at once, for nodes of different shards.
   void run(const StepGraph& g, std::span<const Tensor* const> state, std::span<const Tensor* const> data,
-           const NodeHook& after_node = {});
+           const NodeHook& after_node = {}, const ShardRun& shards = {});
 
   /// The value's tensor after run() (state/data/constant values resolve to what they are bound to).
   const Tensor& value(ValueId v) const { return *bound_[v]; }
+
+  /// The storage of node output `v` during ShardRun::exchange, for writing a value received from
+  /// another rank (already shaped).
+  Tensor& partial(ValueId v) { return slots_.at(v); }
 
   /// Moves the tensors of g.state_outputs into `state` (swapping storage, no copy for node outputs).
   void take_next_state(const StepGraph& g, std::span<Tensor* const> state);
@@ -39,6 +69,7 @@ class Executor {
   Device device_;
   std::vector<Tensor> slots_;          // storage of node outputs, by value id
   std::vector<const Tensor*> bound_;   // every value's tensor, by value id
+  std::vector<std::unique_ptr<ThreadPool>> shard_pools_;  // one-thread pools of shards run side by side
 };
 
 }  // namespace tribunal

@@ -38,6 +38,13 @@ struct Node {
   std::vector<ValueId> outputs;
 };
 
+/// A contiguous block of shards [first, first + count) of a sharded step graph; first = −1: all of them.
+struct ShardSpan {
+  int32_t first = -1;
+  int32_t count = 0;
+  bool operator==(const ShardSpan&) const = default;
+};
+
 struct StepGraph {
   std::vector<Value> values;
   std::vector<Node> nodes;                 ///< topological order: inputs are produced before use
@@ -46,6 +53,15 @@ struct StepGraph {
   std::vector<ValueId> state_outputs;      ///< the next state, same order
   std::vector<ValueId> data_inputs;        ///< the data-set tables
   ValueId loss = 0;                        ///< the training loss of this step (a scalar)
+  /// Sharded step graphs only (job.shards = S > 1, docs/numerics.md "Sharded batch reductions"):
+  /// node_shards[n] is the block of shards node n's outputs depend on alone — {s, 1} for a node of
+  /// shard s, {first, count} for a tree-combine node summing those shards' partials, {-1, 0} for a
+  /// node that depends on every shard (the last combines, clipping, the optimizer). Shard nodes come
+  /// first, shard by shard; a rank runs the nodes within its shards (engine/executor.h). Empty when S = 1.
+  std::vector<ShardSpan> node_shards;
+  /// partials[s]: the values of shard s that the tree combines read (its loss, then its gradient of
+  /// every parameter in canonical order), the same count and shapes for every shard. Empty when S = 1.
+  std::vector<std::vector<ValueId>> partials;
 };
 
 /// Appends values and nodes to a StepGraph, inferring output shapes through the op registry.

@@ -128,11 +128,16 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
                                   data.location("name")));
 
   TableReader train(root, "train", source, true);
-  train.allow_only({"seed", "steps", "batch_size", "stride"});
+  train.allow_only({"seed", "steps", "batch_size", "stride", "shards"});
   job.seed = static_cast<uint64_t>(train.integer("seed", 0, false, 0, INT64_MAX));
   job.steps = train.integer("steps", 0, true, 1, kMaxSteps);
   job.batch_size = train.integer("batch_size", 0, true, 1, int64_t{1} << 20);
   job.stride = train.integer("stride", 0, true, 1, kMaxSteps);
+  job.shards = train.integer("shards", 1, false, 1, job.batch_size);
+  if (job.batch_size % job.shards != 0)
+    throw EngineError(fmt::format("{}: train.shards {} does not divide train.batch_size {} (every shard takes "
+                                  "batch_size / shards rows)",
+                                  train.location("shards"), job.shards, job.batch_size));
 
   TableReader opt(root, "optimizer", source, true);
   OptimizerSpec& o = job.optimizer;
@@ -257,8 +262,8 @@ void check_job_against_data(const JobSpec& job, int64_t samples, int64_t feature
 
 namespace {
 
-// Everything of the job that shapes the trajectory (see canonical_job_encoding in job.h).
-std::vector<uint8_t> canonical_training_encoding(const JobSpec& job, const Digest& dataset_root, const DataShape& shape) {
+// The fields of the job that existed before sharding (see canonical_job_encoding in job.h).
+std::vector<uint8_t> canonical_model_encoding(const JobSpec& job, const Digest& dataset_root, const DataShape& shape) {
   std::vector<uint8_t> out;
   put_u64(out, kRepOpsContractVersion);
   out.push_back(static_cast<uint8_t>(job.model.kind));
@@ -308,6 +313,17 @@ std::vector<uint8_t> canonical_training_encoding(const JobSpec& job, const Diges
   put_f32(out, o.min_lr);
   put_f32(out, o.clip_norm);
   out.push_back(static_cast<uint8_t>(o.decay));
+  return out;
+}
+
+// Everything of the job that shapes the trajectory: the base fields with their extension, then the
+// shard count only when it is not 1, so the ids (and golden roots) of unsharded jobs stand.
+std::vector<uint8_t> canonical_training_encoding(const JobSpec& job, const Digest& dataset_root, const DataShape& shape) {
+  std::vector<uint8_t> out = canonical_model_encoding(job, dataset_root, shape);
+  if (job.shards != 1) {
+    out.push_back(3);
+    put_u64(out, static_cast<uint64_t>(job.shards));
+  }
   return out;
 }
 

@@ -94,6 +94,10 @@ struct JobSpec {
   int64_t steps = 0;       ///< T, the number of optimizer steps
   int64_t batch_size = 0;  ///< B
   int64_t stride = 0;      ///< s: checkpoints at steps 0, s, 2s, …, T
+  /// S: the batch is split into S shards of B/S rows; every reduction over the batch is one partial
+  /// per shard combined by a fixed binary tree (docs/numerics.md "Sharded batch reductions"). 1: the
+  /// unsharded step graph. Data-parallel training runs on any number of ranks dividing S.
+  int64_t shards = 1;
   OptimizerSpec optimizer;
   DisputeTerms dispute;  ///< [dispute]: what each question of a dispute about this job may take
   std::string source = "job";  ///< where the job came from (its file), for error messages; not part of job_id
@@ -108,7 +112,7 @@ struct JobSpec {
 ///   [data]      dataset = "fashion-mnist" | "text" (the kind; default text for gpt, fashion-mnist
 ///               otherwise); name: the registered data set (default "fashion-mnist" for that kind,
 ///               "fortunes" for text; 1–64 of [a-z0-9._-]); text: validation (0.1)
-///   [train]     seed, steps, batch_size, stride
+///   [train]     seed, steps, batch_size, stride, shards (1; must divide batch_size)
 ///   [optimizer] kind = "adamw": beta1, beta2, eps | "sgd": momentum; and lr, weight_decay,
 ///               schedule = "constant" | "cosine" (then warmup_steps ≤ steps, min_lr ≤ lr),
 ///               clip_norm (0 = off), decay = "all" | "matrices"
@@ -142,6 +146,7 @@ void check_job_against_data(const JobSpec& job, int64_t samples, int64_t feature
 ///   channels… ‖ kernel ‖ image C ‖ H ‖ W ‖ classes | mlp: nothing ‖ text: validation f64 bits ‖
 ///   schedule u8 ‖ warmup_steps ‖ min_lr f32 ‖ clip_norm f32 ‖ decay u8.
 /// (an MLP job on Fashion-MNIST with a constant rate, no clipping and decay "all" has no extension),
+/// then, only when train.shards is not 1, 0x03 ‖ shards,
 /// then, only when the [dispute] terms are not the defaults, 0x02 ‖ base ms ‖ step ms ‖ bytes per second.
 /// The shape is in the id so that no one but the providers who signed the job_id can state it: the
 /// referee derives the batches from the sample count (docs/protocol.md, "Threat model").

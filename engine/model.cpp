@@ -117,7 +117,8 @@ ValueId gpt_forward(GraphBuilder& b, const ModelSpec& m, std::span<const ValueId
   // Dropout(v) in training with p > 0; v itself otherwise (no node).
   const auto drop = [&](ValueId v, const std::string& name) {
     if (!dropout) return v;
-    const Attrs attrs{{static_cast<int64_t>(options.seed), options.step, site++}, {m.dropout}};
+    const Attrs attrs{{static_cast<int64_t>(options.seed), options.step, site++ * options.shards + options.shard},
+                      {m.dropout}};
     return b.add_node(OpKind::Dropout, attrs, {v}, name).front();
   };
   const auto linear = [&](ValueId in, size_t p, const std::string& name) {

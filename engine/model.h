@@ -58,6 +58,9 @@ struct ForwardOptions {
   bool training = false;
   uint64_t seed = 0;  ///< the job's seed (Dropout attribute)
   int64_t step = 0;   ///< the step t being taken (Dropout attribute)
+  /// Of a sharded step graph: the forward of shard `shard` of `shards`. Dropout site k of the shard's
+  /// forward is k·shards + shard, so no two shards draw the same mask (1 shard: site k, as before).
+  int64_t shard = 0, shards = 1;
 };
 
 /// LayerNorm's ε in the GPT (PyTorch's nn.LayerNorm default).
@@ -72,8 +75,8 @@ inline constexpr float kLayerNormEps = 1e-5f;
 ///    of window b): Embedding → Dropout, per layer x += Dropout(proj(attn(LN1(x)))),
 ///    x += Dropout(mlp.proj(GELU(mlp.fc(LN2(x))))) with causal softmax attention scaled by
 ///    1/√E per head (E = D/H), then LN_f and the head. With options.training and dropout p > 0, each
-///    Dropout node has ints {seed, step, site} (site: its index among the graph's dropout nodes, in
-///    forward order) and floats {p}; otherwise no dropout nodes are emitted. Value names, in order:
+///    Dropout node has ints {seed, step, site} (site: its index among the forward's dropout nodes, in
+///    forward order; sharded: see ForwardOptions::shard) and floats {p}; otherwise no dropout nodes are emitted. Value names, in order:
 ///    "embed" [B·T,D], "embed.dropout"; per layer "h<l>.ln1", "h<l>.attn.{q,k,v}" [B·T,D],
 ///    "h<l>.attn.{q,k,v}.heads" [B·H,T,E], "h<l>.attn.scores" and "h<l>.attn.softmax" [B·H,T,T],
 ///    "h<l>.attn.context" [B·H,T,E], "h<l>.attn.merge", "h<l>.attn.proj", "h<l>.attn.dropout",

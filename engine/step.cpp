@@ -6,6 +6,7 @@
 #include "engine/error.h"
 #include "engine/model.h"
 #include "engine/schedule.h"
+#include "engine/tree_sum.h"
 
 namespace tribunal {
 namespace {
@@ -30,6 +31,44 @@ void check_label_width(const JobSpec& job, const DataShape& data) {
                                   need ? fmt::format("label sequences (label_width {})", need)
                                        : std::string("class-id labels (label_width 0)"),
                                   data.label_width));
+}
+
+// The shards of a sharded step graph (docs/numerics.md "Sharded batch reductions"): shard s takes
+// batch rows [s·B/S, (s+1)·B/S) through its own forward, loss (a mean over its rows, weighing 1/S)
+// and backward, its values named "shard<s>/…"; then one fixed tree (engine/tree_sum.h) per
+// parameter sums the shards' gradients into "grad/<p>", and "loss" = Scale(tree sum of the shard
+// losses, 1/S). Sets g.loss, node_shards and partials; returns the combined gradients.
+template <class AppendLoss>
+std::vector<ValueId> append_shards(GraphBuilder& b, const JobSpec& job, int64_t step,
+                                   std::span<const int64_t> batch, std::span<const ValueId> params,
+                                   const AppendLoss& append_loss) {
+  StepGraph& g = b.graph();
+  const int64_t shards = job.shards, rows = static_cast<int64_t>(batch.size()) / shards;
+  const float weight = 1.0f / static_cast<float>(shards);  // d loss / d shard loss
+  for (int64_t s = 0; s < shards; ++s) {
+    const size_t first_value = g.values.size();
+    const ValueId loss = append_loss(batch.subspan(static_cast<size_t>(s * rows), static_cast<size_t>(rows)),
+                                     ForwardOptions{true, job.seed, step, s, shards});
+    std::vector<ValueId> partial{loss};
+    for (ValueId grad : append_backward(b, loss, params, weight)) partial.push_back(grad);
+    const std::string prefix = fmt::format("shard{}/", s);
+    for (size_t v = first_value; v < g.values.size(); ++v) g.values[v].name = prefix + g.values[v].name;
+    g.node_shards.resize(g.nodes.size(), ShardSpan{static_cast<int32_t>(s), 1});
+    g.partials.push_back(std::move(partial));
+  }
+  // Transposed: the shards' partials of one quantity, combined in the tree.
+  const auto of_all_shards = [&](size_t k) {
+    std::vector<ValueId> column;
+    for (const std::vector<ValueId>& partial : g.partials) column.push_back(partial[k]);
+    return column;
+  };
+  const ValueId loss_sum = append_tree_sum(b, of_all_shards(0), "loss.sum");
+  const ValueId loss_weight = b.add_constant("loss.weight", scalar(weight));
+  g.loss = b.add_node(OpKind::Scale, {}, {loss_sum, loss_weight}, "loss").front();
+  std::vector<ValueId> grads;
+  for (size_t p = 0; p < params.size(); ++p)
+    grads.push_back(append_tree_sum(b, of_all_shards(p + 1), "grad/" + g.values[params[p]].name));
+  return grads;
 }
 
 }  // namespace
@@ -57,6 +96,10 @@ StateLayout state_layout(const JobSpec& job) {
 StepGraph build_step_graph(const JobSpec& job, const DataShape& data, int64_t step,
                            std::span<const int64_t> batch_indices) {
   check_label_width(job, data);
+  const auto batch = static_cast<int64_t>(batch_indices.size());
+  if (job.shards < 1 || batch % job.shards != 0)
+    throw EngineError(fmt::format("{}: train.shards {} does not divide the batch of {} rows", job.source,
+                                  job.shards, batch));
   StepGraph g;
   GraphBuilder b(g);
   const StateLayout layout = state_layout(job);
@@ -67,18 +110,26 @@ StepGraph build_step_graph(const JobSpec& job, const DataShape& data, int64_t st
   const ValueId table_x = b.add_data("data.inputs", Shape{data.samples, data.features});
   const ValueId table_y = b.add_data("data.labels", data.label_width > 0 ? Shape{data.samples, data.label_width}
                                                                           : Shape{data.samples});
-  const Attrs batch{{batch_indices.begin(), batch_indices.end()}, {}};
-  const ValueId x = b.add_node(OpKind::Gather, batch, {table_x}, "batch.inputs").front();
-  ValueId y = b.add_node(OpKind::Gather, batch, {table_y}, "batch.labels").front();
+  // The loss of some batch rows and its graph: gather ×2 → forward → [labels flattened] → loss.
+  const auto append_loss = [&](std::span<const int64_t> rows, const ForwardOptions& forward) {
+    const Attrs gather{{rows.begin(), rows.end()}, {}};
+    const ValueId x = b.add_node(OpKind::Gather, gather, {table_x}, "batch.inputs").front();
+    ValueId y = b.add_node(OpKind::Gather, gather, {table_y}, "batch.labels").front();
+    const ValueId logits = build_forward(b, job.model, params, x, forward);
+    if (data.label_width > 0) {  // label sequences [B, L] → one class id per logits row [B·L]
+      const auto flat = static_cast<int64_t>(rows.size()) * data.label_width;
+      y = b.add_node(OpKind::Reshape, {{flat}, {}}, {y}, "batch.labels.flat").front();
+    }
+    return b.add_node(OpKind::SoftmaxCrossEntropy, {}, {logits, y}, "loss").front();
+  };
 
-  const ValueId logits = build_forward(b, job.model, params, x, ForwardOptions{true, job.seed, step});
-  if (data.label_width > 0) {  // label sequences [B, L] → one class id per logits row [B·L]
-    const auto rows = static_cast<int64_t>(batch_indices.size()) * data.label_width;
-    y = b.add_node(OpKind::Reshape, {{rows}, {}}, {y}, "batch.labels.flat").front();
+  std::vector<ValueId> grads;
+  if (job.shards == 1) {
+    g.loss = append_loss(batch_indices, ForwardOptions{true, job.seed, step});
+    grads = append_backward(b, g.loss, params);
+  } else {
+    grads = append_shards(b, job, step, batch_indices, params, append_loss);
   }
-  g.loss = b.add_node(OpKind::SoftmaxCrossEntropy, {}, {logits, y}, "loss").front();
-  std::vector<ValueId> grads = append_backward(b, g.loss, params);
-
   // Global-norm clipping (torch.nn.utils.clip_grad_norm_): every gradient scaled by one coefficient.
   const OptimizerSpec& o = job.optimizer;
   if (o.clip_norm > 0.0f) {
@@ -111,6 +162,7 @@ StepGraph build_step_graph(const JobSpec& job, const DataShape& data, int64_t st
   next[state.size() - 2] = b.add_constant("next/step", scalar(static_cast<float>(step + 1)));
   next[state.size() - 1] = g.loss;
   g.state_outputs = std::move(next);
+  if (job.shards > 1) g.node_shards.resize(g.nodes.size());  // clipping, the optimizer: every shard
   return g;
 }
 

@@ -30,9 +30,13 @@ StateLayout state_layout(const JobSpec& job);
 ///   parameter in order, "clip.coef" = clip_coefficient(all of them; clip_norm), "clip.grad/<p>" =
 ///   scale(grad/<p>, clip.coef)] → optimizer node "next/<p>" per parameter, with the learning rate
 ///   learning_rate(job, t) (engine/schedule.h) and the weight decay where decays() says so, else 0.
+/// With job.shards = S > 1 the part up to the gradients is built once per shard of B/S rows and
+/// the shards' losses and gradients are combined in a fixed tree (docs/numerics.md "Sharded batch
+/// reductions"; StepGraph::node_shards, partials): shard s's values are named "shard<s>/<name>", the
+/// combined ones "loss" and "grad/<p>" as in the unsharded graph.
 /// A pure function of (job, data shape, t, batch indices); the batch comes from BatchSampler.
-/// Throws EngineError when data.label_width is not the model's (gpt: the context; others: 0) and
-/// OpError when another shape does not fit. An MLP job with a constant rate, no clipping and decay "all" has exactly the graph it had before
+/// Throws EngineError when data.label_width is not the model's (gpt: the context; others: 0) or S does
+/// not divide the batch, and OpError when another shape does not fit. An MLP job with a constant rate, no clipping and decay "all" has exactly the graph it had before
 /// schedules, clipping and decay scopes existed.
 StepGraph build_step_graph(const JobSpec& job, const DataShape& data, int64_t step,
                            std::span<const int64_t> batch_indices);

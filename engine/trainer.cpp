@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "engine/checkpoint_writer.h"
+#include "engine/data_parallel.h"
 #include "engine/error.h"
 #include "protocol/tensor_hash.h"
 
@@ -47,7 +48,8 @@ int64_t latest_checkpoint(const std::filesystem::path& dir, const Digest& id, in
 
 }  // namespace
 
-Trainer::Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fault fault, Device device)
+Trainer::Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fault fault, World* world,
+                 Device device)
     : job_(job),
       train_(train),
       pool_(pool),
@@ -56,19 +58,26 @@ Trainer::Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fau
       sampler_(job.seed, shape_.samples, job.batch_size),
       executor_(pool, false, device),
       fault_(fault),
-      state_(initial_state(job)) {
+      state_(initial_state(job)),
+      world_(world),
+      shards_(world ? shards_of_rank(job, world->rank(), world->size()) : ShardRun{}) {
   check_job_against_dataset(job, train);
   check_fault(fault_, job_, shape_);
   state_.tensors[0][0] += fault_.init_delta;
 }
 
-StepGraph Trainer::step_graph(int64_t t) {
+std::vector<int64_t> Trainer::batch_of(int64_t t) {
   // Reorder: steps reorder_step and reorder_with exchange their batches.
   int64_t source = t;
   if (fault_.reorder_step >= 0 && t == fault_.reorder_step) source = fault_.reorder_with;
   if (fault_.reorder_step >= 0 && t == fault_.reorder_with) source = fault_.reorder_step;
   std::vector<int64_t> batch = sampler_.indices(source);
   if (t == fault_.swap_step) batch.at(static_cast<size_t>(fault_.swap_position)) = fault_.swap_row;
+  return batch;
+}
+
+StepGraph Trainer::step_graph(int64_t t) {
+  const std::vector<int64_t> batch = batch_of(t);
   if (fault_.hparam_from >= 0 && t >= fault_.hparam_from) {
     JobSpec scaled = job_;
     scaled.optimizer.lr *= fault_.lr_scale;
@@ -100,7 +109,7 @@ void Trainer::learn_skip_delta() {
 // Runs graph g over the state; returns the loss the next state records. `before_swap` sees the
 // executor with every value of the step still in place.
 template <class Inspect>
-float Trainer::run_step(const StepGraph& g, Inspect before_swap) {
+float Trainer::run_step(const StepGraph& g, Inspect before_swap, const ShardRun& shards) {
   const int64_t t = state_.step();
   const bool skip = skipped(t);
   const bool extrapolate = fault_.skip_from >= 0 && fault_.skip_mode == SkipMode::Extrapolate;
@@ -114,13 +123,22 @@ float Trainer::run_step(const StepGraph& g, Inspect before_swap) {
   const bool corrupt = t == fault_.step;
   const bool relabel = t == fault_.relabel_step;
   const bool bf16 = fault_.bf16_from >= 0 && t >= fault_.bf16_from;
+  // The label gather holding batch position relabel_position (one per shard, B/S rows each).
   size_t label_gather = g.nodes.size();
-  for (size_t n = 0; n < g.nodes.size() && relabel; ++n)
-    if (g.nodes[n].op == OpKind::Gather && g.nodes[n].inputs.at(0) == g.data_inputs.at(1)) label_gather = n;
+  int64_t relabel_row = fault_.relabel_position;
+  for (size_t n = 0; n < g.nodes.size() && relabel; ++n) {
+    if (g.nodes[n].op != OpKind::Gather || g.nodes[n].inputs.at(0) != g.data_inputs.at(1)) continue;
+    const auto rows = static_cast<int64_t>(g.nodes[n].attrs.ints.size());
+    if (relabel_row < rows) {
+      label_gather = n;
+      break;
+    }
+    relabel_row -= rows;
+  }
   Executor::NodeHook hook;
   if (corrupt || relabel || bf16)
     hook = [&](size_t n, std::span<Tensor* const> outputs) {
-      if (n == label_gather) (*outputs[0])[fault_.relabel_position] = static_cast<float>(fault_.relabel_label);
+      if (n == label_gather) (*outputs[0])[relabel_row] = static_cast<float>(fault_.relabel_label);
       if (bf16 && g.nodes[n].op == fault_.bf16_op)
         for (Tensor* out : outputs)
           for (float& x : out->values()) x = round_to_bf16(x);
@@ -132,7 +150,7 @@ float Trainer::run_step(const StepGraph& g, Inspect before_swap) {
           for (float& x : out.values()) x += fault_.delta;
       }
     };
-  executor_.run(g, state, data, hook);
+  executor_.run(g, state, data, hook, shards);
   float loss = executor_.value(g.loss)[0];
   before_swap(executor_);
   executor_.take_next_state(g, state);
@@ -162,7 +180,17 @@ float Trainer::run_step(const StepGraph& g, Inspect before_swap) {
   return loss;
 }
 
-float Trainer::step() { return run_step(step_graph(state_.step()), [](const Executor&) {}); }
+float Trainer::step() {
+  if (shards_.count < 0) return run_step(step_graph(state_.step()), [](const Executor&) {});
+  const StepGraph g = step_graph(state_.step());
+  ShardRun run = shards_;
+  run.exchange = [&](Executor& ex) {
+    const auto t0 = Clock::now();
+    exchanged_bytes_ += exchange_partials(g, ex, *world_, run);
+    exchange_seconds_ += since(t0);
+  };
+  return run_step(g, [](const Executor&) {}, run);
+}
 
 StepTrace Trainer::traced_step() {
   StepTrace tr;
@@ -188,7 +216,7 @@ StepTrace Trainer::traced_step() {
   // A hidden hyperparameter change: the records name the job's optimizer attributes.
   std::optional<StepGraph> claimed;
   if (fault_.hparam_hidden && fault_.hparam_from >= 0 && t >= fault_.hparam_from) {
-    claimed.emplace(build_step_graph(job_, shape_, t, g.nodes.at(0).attrs.ints));
+    claimed.emplace(build_step_graph(job_, shape_, t, batch_of(t)));
   }
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     const Node& node = g.nodes[n];
@@ -270,13 +298,17 @@ TrainResult run_training(const JobSpec& job, const TrainOptions& options) {
   if (target > claimed)
     throw EngineError(fmt::format("--steps {} exceeds the job's {} steps", target, claimed));
   if (options.resume && options.out_dir.empty()) throw EngineError("resuming needs an output directory");
-  if (!options.out_dir.empty()) prepare_out_dir(options.out_dir);
+  SoloWorld solo;
+  World& world = options.world ? *options.world : solo;
+  const bool lead = world.rank() == 0;  // rank 0 alone writes, resumes, reports and evaluates
+  if (lead && !options.out_dir.empty()) prepare_out_dir(options.out_dir);
 
   require_device(options.device);
   ThreadPool pool(options.threads);
   TrainResult result;
   result.threads = options.threads;
   result.device = options.device;
+  result.ranks = world.size();
   result.stride = job.stride;
 
   auto t0 = Clock::now();
@@ -284,14 +316,15 @@ TrainResult run_training(const JobSpec& job, const TrainOptions& options) {
   if (!options.train) loaded = load_dataset(job, Split::Train, pool);
   const Dataset& train = options.train ? *options.train : *loaded;
   result.load_seconds = since(t0);
-  Trainer trainer(job, train, pool, options.fault, options.device);
+  Trainer trainer(job, train, pool, options.fault, &world, options.device);
+  if (world.size() > 1) check_same_job(world, trainer.job_id());
   result.job_id = trainer.job_id();
   result.dataset_root = train.root;
 
   // State hashes by step: every checkpoint written or read. The trajectory's leaves are picked from
   // here at the end, so a resumed run commits exactly what a straight run would.
   std::map<int64_t, Digest> committed;
-  if (options.resume) {
+  if (options.resume && lead) {
     const int64_t from = latest_checkpoint(options.out_dir, trainer.job_id(), target);
     if (from < 0)
       throw EngineError(fmt::format("{}: no checkpoint of job {} to resume from", options.out_dir.string(),
@@ -299,7 +332,6 @@ TrainResult run_training(const JobSpec& job, const TrainOptions& options) {
     const auto path = checkpoint_path(options.out_dir, from);
     trainer.set_state(load_checkpoint(path, job, trainer.job_id(), pool));
     committed[from] = read_checkpoint_header(path).state_hash;
-    result.resumed_from = from;
     for (uint64_t c64 : checkpoint_steps(static_cast<uint64_t>(from), static_cast<uint64_t>(job.stride))) {
       const auto c = static_cast<int64_t>(c64);
       if (c == from) break;
@@ -310,9 +342,12 @@ TrainResult run_training(const JobSpec& job, const TrainOptions& options) {
       committed[c] = h.state_hash;
     }
   }
+  if (options.resume && world.size() > 1) broadcast_state(world, trainer.state());
+  result.resumed_from = trainer.state().step();
 
   std::optional<CheckpointWriter> writer;
-  if (options.commit) writer.emplace(job, trainer.job_id(), options.out_dir);
+  const bool commit = options.commit && lead;
+  if (commit) writer.emplace(job, trainer.job_id(), options.out_dir);
   t0 = Clock::now();
   int64_t t = trainer.state().step();
   if (writer && !options.resume) writer->submit(trainer.state());
@@ -322,20 +357,24 @@ TrainResult run_training(const JobSpec& job, const TrainOptions& options) {
     if (first) result.loss_first = loss;
     result.loss_last = loss;
     if (writer && (t % job.stride == 0 || t == target)) writer->submit(trainer.state());
-    if (options.on_step) options.on_step(t, target, loss);
+    if (options.on_step && lead) options.on_step(t, target, loss);
   }
   if (writer) committed.merge(writer->finish());
   result.seconds = since(t0);
   result.steps = t;
+  result.exchange_seconds = trainer.exchange_seconds();
+  if (t > result.resumed_from)
+    result.exchange_bytes_per_step =
+        static_cast<double>(trainer.exchanged_bytes()) / static_cast<double>(t - result.resumed_from);
 
-  if (options.commit) {
+  if (commit) {
     // A prefix run (stop at t < T) commits like a trajectory of T = t: its last state is the last leaf.
     for (uint64_t c : checkpoint_steps(static_cast<uint64_t>(t), static_cast<uint64_t>(job.stride)))
       result.checkpoint_hashes.push_back(committed.at(static_cast<int64_t>(c)));
     result.trajectory_root = trajectory_root(result.checkpoint_hashes);
     result.final_state_hash = committed.at(t);
   }
-  if (options.evaluate) {
+  if (options.evaluate && lead) {
     const auto t_eval = Clock::now();
     const Dataset test = load_dataset(job, Split::Test, pool);
     if (job.model.kind == ModelKind::Gpt) {

@@ -12,6 +12,7 @@
 #include "engine/job.h"
 #include "engine/sampler.h"
 #include "engine/state.h"
+#include "engine/world.h"
 #include "protocol/messages.h"
 
 namespace tribunal {
@@ -30,10 +31,13 @@ struct StepTrace {
 class Trainer {
  public:
   /// `train` must be the job's training set (checked by check_job_against_data) and outlive this.
-  /// A `fault` makes this a cheating trainer (engine/fault.h); the default is honest. The step graphs'
-  /// nodes run on `device` (engine/device.h). Throws EngineError when the job does not fit the data or
-  /// the fault's parameters do not fit the job (check_fault).
-  Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fault fault = {}, Device device = Device::Cpu);
+  /// A `fault` makes this a cheating trainer (engine/fault.h); the default is honest. Throws
+  /// EngineError when the job does not fit the data or the fault's parameters do not fit the job
+  /// (check_fault). With a `world` of K > 1 ranks (outliving this), step() computes this rank's
+  /// shards only and exchanges the partials (engine/data_parallel.h); EngineError when K does not
+  /// divide the job's shards. The step graphs' nodes run on `device` (engine/device.h).
+  Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fault fault = {}, World* world = nullptr,
+          Device device = Device::Cpu);
 
   const JobSpec& job() const { return job_; }
   const Digest& job_id() const { return job_id_; }
@@ -59,9 +63,15 @@ class Trainer {
   /// state_hash of the current state.
   Digest hash_state() { return state_hash(state_, pool_); }
 
+  /// Data parallel: bytes this rank sent and wall seconds it spent in the partials' exchange, summed
+  /// over the steps run so far (0 on one rank).
+  size_t exchanged_bytes() const { return exchanged_bytes_; }
+  double exchange_seconds() const { return exchange_seconds_; }
+
  private:
   template <class Inspect>
-  float run_step(const StepGraph& g, Inspect before_swap);
+  float run_step(const StepGraph& g, Inspect before_swap, const ShardRun& shards = {});
+  std::vector<int64_t> batch_of(int64_t t);  // step t's batch rows, as the fault alters them
   bool skipped(int64_t t) const;     // step t is one of the fault's skipped steps
   void learn_skip_delta();           // replays from step 0 to state skip_from (Extrapolate only)
 
@@ -75,6 +85,10 @@ class Trainer {
   Fault fault_;
   State state_;
   std::vector<Tensor> skip_delta_;  // Extrapolate: state(skip_from) − state(skip_from − 1), once known
+  World* world_;                    // nullptr: this process alone
+  ShardRun shards_;                 // the shards this rank computes (default: all)
+  size_t exchanged_bytes_ = 0;
+  double exchange_seconds_ = 0;
 };
 
 /// Mean softmax cross-entropy (nats) of the state's parameters over every sample of `data` (GPT:
@@ -101,6 +115,10 @@ struct TrainOptions {
                                       ///< claim_steps replaces the job's T as the default stop_at
   std::function<void(int64_t step, int64_t total, float loss)> on_step;  ///< after each step
   const Dataset* train = nullptr;     ///< the job's training set if already loaded (else loaded here)
+  /// Data parallel (engine/data_parallel.h): the ranks training together, or nullptr for this
+  /// process alone. Every rank calls run_training with the same job; rank 0 alone writes checkpoints,
+  /// resumes from them (sending the state to the others), calls on_step and evaluates.
+  World* world = nullptr;
 };
 
 struct TrainResult {
@@ -122,11 +140,15 @@ struct TrainResult {
   double load_seconds = 0;             ///< wall time to read and hash the data sets
   int threads = 1;
   Device device = Device::Cpu;
+  int ranks = 1;                       ///< data-parallel ranks (world size)
+  double exchange_bytes_per_step = 0;  ///< bytes this rank sent per step in the partials' exchange
+  double exchange_seconds = 0;         ///< wall time this rank spent in the exchange (of `seconds`)
   std::vector<Digest> checkpoint_hashes;  ///< state hashes at checkpoint_steps(steps, stride)
 };
 
 /// Loads the data, trains the job (or resumes it), writes checkpoints, evaluates. Throws EngineError
-/// for bad data, unwritable output or unusable checkpoints.
+/// for bad data, unwritable output or unusable checkpoints. On ranks other than 0 of options.world the
+/// result carries no commitments (trajectory_root and hashes stay zero) and no evaluation.
 TrainResult run_training(const JobSpec& job, const TrainOptions& options);
 
 }  // namespace tribunal

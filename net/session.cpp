@@ -56,8 +56,10 @@ constexpr const char* kAgent = "tribunal-net/0.1";
 // against max_connections, so keep it short).
 constexpr auto kRefusalTimeout = std::chrono::seconds(5);
 constexpr size_t kMaxReasonBytes = 123;
-// A receive buffer grown past this by a large message is shrunk after delivering it.
-constexpr size_t kKeptBufferBytes = 64 * 1024;  // RFC 6455 §5.5: control frame payload ≤ 125 bytes
+// A receive buffer grown past this by a large message is shrunk after delivering it: the game's
+// questions and answers fit, while an opened 64 KiB tensor chunk's buffer is given back, so a session
+// does not keep one for its lifetime (docs/performance.md, "The referee under load").
+constexpr size_t kKeptBufferBytes = 4 * 1024;
 
 bool is_websocket_error(const error_code& ec) {
   return ec.category() == websocket::make_error_code(websocket::error::closed).category();

@@ -9,6 +9,7 @@
 
 #include "nodes/provider_node.h"
 #include "nodes/train_set.h"
+#include "nodes/training_ranks.h"
 #include "engine/error.h"
 #include "engine/provider_session.h"
 #include "net/error.h"
@@ -188,7 +189,12 @@ void ProviderNode::train(Connection& c, const Envelope& env) {
   o.out_dir = config_.store / to_hex(id);
   o.evaluate = false;
   o.fault = config_.fault;
-  const TrainResult r = locally(log_, "training", [&] { return run_training(job, o); });
+  TrainingRanks* ranks = config_.ranks && config_.ranks->shares(job) ? config_.ranks : nullptr;
+  if (config_.ranks && !ranks)
+    log_(fmt::format("provider {}: train.shards {} cannot be shared by {} ranks: training on rank 0 alone", me,
+                     job.shards, config_.ranks->world().size()));
+  const std::string& toml = std::get<JobSubmit>(env.body).job_toml;
+  const TrainResult r = locally(log_, "training", [&] { return ranks ? ranks->lead(toml, job, o) : run_training(job, o); });
   last_step_seconds_ = r.seconds / static_cast<double>(std::max<int64_t>(r.steps, 1));
   const Claim claim{r.job_id, static_cast<uint64_t>(r.steps), r.trajectory_root, r.final_state_hash, config_.endpoint};
   c.session->send(seal(key_, r.job_id, ++c.sequence, claim));

@@ -34,6 +34,8 @@ struct JobLimits {
   uint64_t max_checkpoint_bytes = uint64_t{1} << 36;  ///< the job's stride checkpoints on disk (64 GiB)
 };
 
+class TrainingRanks;
+
 /// What a provider's operator decides (the options of `tribunal provider`).
 struct ProviderConfig {
   std::filesystem::path store;   ///< checkpoints of each job: STORE/<job_id>/
@@ -51,6 +53,9 @@ struct ProviderConfig {
   /// listen(), which must then be a specific address, not 0.0.0.0 or ::.
   std::string endpoint;
   Fault fault;  ///< a cheater (demo, tests, scenarios)
+  /// Under mpirun: the ranks that train each job with this node (rank 0) data parallel
+  /// (nodes/training_ranks.h); nullptr: this process alone.
+  TrainingRanks* ranks = nullptr;
   /// Connection limits (a scenario's misbehaving node raises max_message_bytes to send oversized frames).
   ServerOptions server = provider_server_options();
 };

@@ -48,7 +48,9 @@ constexpr size_t kMaxWaitingPerAddress = 4;
 ServerOptions server_options(const RefereeNodeOptions& o) {
   ServerOptions s;
   s.max_connections = std::max(s.max_connections, o.max_live_disputes + 64);
-  if (s.max_connections_per_address != 0)
+  if (o.max_connections_per_address)
+    s.max_connections_per_address = *o.max_connections_per_address;
+  else if (s.max_connections_per_address != 0)
     s.max_connections_per_address = std::max(s.max_connections_per_address, o.max_disputes_per_client + 16);
   return s;
 }
@@ -549,7 +551,9 @@ void RefereeNode::on_provider_message(const std::shared_ptr<Live>& live, int par
   if (live->finished || live->providers[static_cast<size_t>(party)] != session) return;
   const double c0 = thread_cpu_seconds();
   try {
-    const Envelope env = open_envelope(bytes);
+    // An opened tensor chunk proves itself; its signature is checked only if it would be held against
+    // the party (RefereeDispute::on_envelope).
+    const Envelope env = open_envelope(bytes, SignatureCheck::DeferTensorChunks);
     std::string refused;
     auto out = live->dispute->on_envelope(party, env, arrived, &refused);
     if (!refused.empty()) log_(fmt::format("referee: refused a message from provider {}: {}", party, refused));

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -39,6 +40,9 @@ struct RefereeNodeOptions {
   /// Live disputes opened from one client network (net/address_policy.h client_network: its /24 or
   /// /48, any port), or by one trusted client key; beyond it, refused likewise.
   size_t max_disputes_per_client = 256;
+  /// Open connections from one peer address (net/server.h; 0: no limit); unset: enough for one
+  /// client's disputes to wait for their verdicts, max(128, max_disputes_per_client + 16).
+  std::optional<size_t> max_connections_per_address;
   /// Client keys the operator knows (`--client-key`): their openings (signed by them) may use the
   /// `reserved_disputes` slots that openings by other keys never take, so strangers filling the
   /// referee cannot lock them out.

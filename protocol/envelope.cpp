@@ -20,6 +20,15 @@ Digest envelope_digest(std::span<const uint8_t> signed_bytes) {
   return Hasher(HashTag::Envelope).update(signed_bytes).final();
 }
 
+/// True if the signature that ends `bytes` (a whole envelope whose layout was checked) verifies under
+/// `sender`.
+bool signature_verifies(std::span<const uint8_t> bytes, const PublicKey& sender) {
+  const size_t signature_at = bytes.size() - crypto_sign_BYTES;
+  const Digest signed_digest = envelope_digest(bytes.first(signature_at));
+  return crypto_sign_verify_detached(bytes.data() + signature_at, signed_digest.data(), signed_digest.size(),
+                                     sender.data()) == 0;
+}
+
 }  // namespace
 
 bool KeyPair::halves_agree() const {
@@ -58,7 +67,7 @@ std::vector<uint8_t> seal(const KeyPair& keys, const Digest& context, uint64_t s
   return w.take();
 }
 
-Envelope open_envelope(std::span<const uint8_t> bytes) {
+Envelope open_envelope(std::span<const uint8_t> bytes, SignatureCheck check) {
   ensure_sodium();
   if (bytes.size() > kMaxMessageBytes) {
     throw WireError(CloseCode::TooBig, "Envelope: " + std::to_string(bytes.size()) + " bytes exceed " +
@@ -93,18 +102,24 @@ Envelope open_envelope(std::span<const uint8_t> bytes) {
   const auto sender = r.take(sender_field, env.sender.size());
   std::copy(sender.begin(), sender.end(), env.sender.begin());
   const size_t signature_at = r.offset();
-  const std::span<const uint8_t> signature = r.take(signature_field, crypto_sign_BYTES);
+  r.take(signature_field, crypto_sign_BYTES);
   r.finish(envelope);
 
-  // The signature first: a body is only parsed once it is known to come from the named sender.
-  const Digest signed_digest = envelope_digest(bytes.first(signature_at));
-  if (crypto_sign_verify_detached(signature.data(), signed_digest.data(), signed_digest.size(),
-                                  env.sender.data()) != 0) {
+  // The signature first: a body is only parsed once it is known to come from the named sender —
+  // except a TensorChunk whose check the caller defers (SignatureCheck): its body proves itself.
+  env.signature_checked = !(check == SignatureCheck::DeferTensorChunks && env.kind == MessageKind::TensorChunk);
+  if (env.signature_checked && !signature_verifies(bytes, env.sender)) {
     r.fail(CloseCode::PolicyViolation, signature_field, signature_at, "does not verify under the sender key");
   }
   env.body = decode_body(env.kind, body, body_at);
   env.bytes.assign(bytes.begin(), bytes.end());
   return env;
+}
+
+void check_envelope_signature(const Envelope& env) {
+  if (env.bytes.size() < kEnvelopeHeaderBytes + kEnvelopeTrailerBytes || !signature_verifies(env.bytes, env.sender))
+    throw WireError(CloseCode::PolicyViolation, "Envelope.signature: does not verify under the sender key at offset " +
+                                                    std::to_string(env.bytes.size() - crypto_sign_BYTES));
 }
 
 Digest dispute_id(const DisputeOpen& opening) {

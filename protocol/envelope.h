@@ -39,7 +39,7 @@ struct KeyPair {
 /// A fresh key pair. Throws ProtocolError if libsodium fails.
 KeyPair generate_keypair();
 
-/// A decoded, signature-checked envelope.
+/// A decoded envelope; its signature checked unless `signature_checked` is false (see SignatureCheck).
 struct Envelope {
   MessageKind kind = MessageKind::Error;
   Digest context{};
@@ -47,16 +47,34 @@ struct Envelope {
   PublicKey sender{};
   Body body;
   std::vector<uint8_t> bytes;  ///< the whole envelope as received (for evidence, e.g. claims)
+  bool signature_checked = true;
+};
+
+/// When open_envelope checks the signature.
+///
+/// DeferTensorChunks serves the referee's OpenInputs round (docs/protocol.md, "Clocks and the
+/// referee's work"): a TensorChunk proves its own bytes by its inclusion proof under a tensor hash
+/// both parties signed, so a chunk that the game accepts needs no signature to be trusted; only a
+/// chunk the game would hold against its sender (bad_proof) must be shown to be the sender's, and the
+/// referee then checks the signature (check_envelope_signature) before it decides. This saves one
+/// BLAKE2b pass over every opened byte and one Ed25519 verification per 64 KiB chunk.
+enum class SignatureCheck : uint8_t {
+  Always,             ///< every envelope's signature is checked before its body is decoded
+  DeferTensorChunks,  ///< a TensorChunk is decoded with signature_checked = false
 };
 
 /// Encodes and signs `body` into an envelope. Throws WireError if the body does not encode,
 /// ProtocolError if the key pair's halves disagree or signing fails.
 std::vector<uint8_t> seal(const KeyPair& keys, const Digest& context, uint64_t sequence, const Body& body);
 
-/// Decodes an envelope, checks version, lengths, canonical body and the signature by the key it
-/// names. Throws WireError (TooBig, InvalidPayload, PolicyViolation for a bad signature) naming the
-/// field and its offset in `bytes`.
-Envelope open_envelope(std::span<const uint8_t> bytes);
+/// Decodes an envelope, checks version, lengths, canonical body and (see SignatureCheck) the signature
+/// by the key it names. Throws WireError (TooBig, InvalidPayload, PolicyViolation for a bad signature)
+/// naming the field and its offset in `bytes`.
+Envelope open_envelope(std::span<const uint8_t> bytes, SignatureCheck check = SignatureCheck::Always);
+
+/// Checks the signature of an envelope that open_envelope decoded without it (env.bytes as received).
+/// Throws WireError (PolicyViolation) if it does not verify under env.sender.
+void check_envelope_signature(const Envelope& env);
 
 /// dispute id = H(Dispute ‖ encode_body(opening)): it covers the whole opening (job, data set, both
 /// signed claims and so both providers' endpoints), so two openings that differ in any byte are two

@@ -205,7 +205,7 @@ std::vector<Action> Game::on_resume(GameTime now) {
   now_ = std::max(now_, now);
   // The question is re-issued, so the party sends its whole stream again: start over.
   if (phase_ == Phase::OpenInputs)
-    for (InputOpening& o : opening_) o.restart();
+    opening_.restart();
   std::vector<Action> out;
   for (int p = 0; p < 2; ++p) {
     if (!awaiting(p)) continue;
@@ -218,7 +218,13 @@ std::vector<Action> Game::on_resume(GameTime now) {
   return out;
 }
 
-std::vector<Action> Game::on_message(int party, const Body& body, GameTime now) {
+std::vector<Action> Game::on_message(int party, const Body& body, GameTime now, bool signed_by_sender) {
+  // An unsigned message may only be accepted, never held against its sender (Rejected::needs_signature).
+  const auto needs_signature = [&](std::string reason) {
+    return std::vector<Action>{Rejected{party, std::move(reason), true}};
+  };
+  if (!signed_by_sender && !std::holds_alternative<TensorChunk>(body))
+    return needs_signature("only an opened tensor chunk is taken without its signature");
   if (done()) return {Rejected{party, "the dispute is over"}};
   if (party < 0 || party > 1) return {Rejected{party, "unknown party"}};
   if (!asked_[party]) return {Rejected{party, "no question is open for this party"}};
@@ -244,11 +250,15 @@ std::vector<Action> Game::on_message(int party, const Body& body, GameTime now) 
 
   std::string why;
   if (phase_ == Phase::OpenInputs) {
-    if (!accept(party, body, why)) {
-      lose(party, VerdictReason::BadProof, why);
-      return finish_if_lost();
+    const auto* samples = std::get_if<Samples>(&body);
+    switch (samples ? opening_.accept(*samples, why) : opening_.accept(std::get<TensorChunk>(body), why)) {
+      case Acceptance::Taken: return collect_inputs(now);
+      case Acceptance::Redundant: return {Rejected{party, "already opened", false, true}};
+      case Acceptance::Refused:
+        if (!signed_by_sender) return needs_signature(why);  // the opening is unchanged
+        lose(party, VerdictReason::BadProof, why);
+        return finish_if_lost();
     }
-    return collect_inputs(party, now);
   }
   if (!accept(party, body, why)) {
     lose(party, VerdictReason::BadProof, why);
@@ -328,9 +338,7 @@ bool Game::accept(int party, const Body& body, std::string& why) {
         }
       return true;
     }
-    case Phase::OpenInputs:
-      if (const auto* s = std::get_if<Samples>(&body)) return opening_[party].accept(*s, why);
-      return opening_[party].accept(std::get<TensorChunk>(body), why);
+    case Phase::OpenInputs: return false;  // openings go to the InputOpening, in on_message
     default: return false;
   }
 }
@@ -493,8 +501,9 @@ std::vector<Action> Game::check_records(GameTime now) {
 
   // Both records take the right inputs, so they agree on them and differ in outputs: re-execute.
   // Both parties are asked to open the tensor inputs (each must hash to the agreed input hash) and the
-  // data rows, and the first complete opening is used: the inputs are agreed, so either party's will
-  // do, and no party can make the other stream a large opening alone against its clock.
+  // data rows, into one opening: the inputs are agreed, so each chunk is taken from whichever party
+  // sends it first (InputOpening), no party can make the other stream a large opening alone against
+  // its clock, and the referee checks and keeps each opened byte once.
   Query q = query(QueryKind::OpenInputs, Level::Nodes);
   std::vector<ExpectedTensor> tensors;
   const NodeRecord& r = record_of(0, node_);
@@ -513,24 +522,23 @@ std::vector<Action> Game::check_records(GameTime now) {
   if (needs_samples) q.indices = node.data_rows;
   const ExpectedSamples samples{needs_samples, node.data_rows, params_.dataset_root, params_.dataset_samples,
                                 params_.label_width};
-  for (InputOpening& o : opening_) o = InputOpening(tensors, samples);
+  opening_ = InputOpening(tensors, samples);
   phase_ = Phase::OpenInputs;
-  if (q.values.empty() && !needs_samples) return collect_inputs(0, now);
+  if (q.values.empty() && !needs_samples) return collect_inputs(now);
   return ask_both(q, now, allowance(params_.terms, 0, opening_bytes()));
 }
 
-// Emits the re-execution once every requested tensor and sample has arrived from `party` and been
-// checked; the round then ends for both parties.
-std::vector<Action> Game::collect_inputs(int party, GameTime now) {
-  if (!opening_[party].complete()) return {};
+// Emits the re-execution once every requested tensor and sample has arrived (from either party) and
+// been checked; the round then ends for both parties.
+std::vector<Action> Game::collect_inputs(GameTime now) {
+  if (!opening_.complete()) return {};
   for (int p = 0; p < 2; ++p) {
     stop_clock(p, now);
     asked_[p] = false;
   }
   const NodeSpec& node = spec_->nodes[node_];
   // The received tensors move into the action; the game keeps no tensor data.
-  OpenedInputs opened = opening_[party].take();
-  opening_[1 - party] = InputOpening();
+  OpenedInputs opened = opening_.take();
   Reexecute rx;
   rx.step = step_;
   rx.node = node_;

@@ -120,6 +120,12 @@ struct Finished {
 struct Rejected {
   int party = 0;
   std::string reason;
+  /// The message would count against its sender, but its signature was not checked (on_message with
+  /// `signed_by_sender` false): check it, then submit it again, or drop it as not the sender's.
+  bool needs_signature = false;
+  /// Nothing wrong with it: it carries a piece of the opening the game already holds (the other
+  /// party sent it first). Not worth a log line or a refusal count.
+  bool redundant = false;
 };
 
 using Action = std::variant<SendQuery, Reexecute, Finished, Rejected>;
@@ -153,8 +159,11 @@ class Game {
   /// The first questions. Call once, at the start.
   std::vector<Action> start(GameTime now);
 
-  /// A decoded, signature-checked message from party 0 or 1 (the referee maps keys to parties).
-  std::vector<Action> on_message(int party, const Body& body, GameTime now);
+  /// A decoded message from party 0 or 1 (the referee maps keys to parties). `signed_by_sender`
+  /// false: its signature was not checked (SignatureCheck::DeferTensorChunks), so it may be accepted
+  /// (an opened chunk proves itself) but never held against the party: where it would be, the game
+  /// refuses it with needs_signature set and stays unchanged.
+  std::vector<Action> on_message(int party, const Body& body, GameTime now, bool signed_by_sender = true);
 
   /// Checks deadlines. Returns no action unless a party forfeited (then Finished): a tick with no
   /// action left the state unchanged.
@@ -214,7 +223,7 @@ class Game {
   std::vector<Action> advance(GameTime now);
   std::vector<Action> after_descent(GameTime now);
   std::vector<Action> check_records(GameTime now);
-  std::vector<Action> collect_inputs(int party, GameTime now);
+  std::vector<Action> collect_inputs(GameTime now);
   std::vector<Action> finish(VerdictReason reason, std::string detail);
   std::vector<Action> finish_if_lost();
   void lose(int party, VerdictReason reason, std::string detail);
@@ -240,7 +249,7 @@ class Game {
   uint64_t node_ = 0;                  // located node (or G for the post state)
   std::optional<StepSpec> spec_;       // step t's graph, once located
   std::vector<uint64_t> record_indices_;  // records opened in OpenRecords
-  std::array<InputOpening, 2> opening_;  // the OpenInputs round, per party: what is expected, what has arrived
+  InputOpening opening_;               // the OpenInputs round, both parties': what is expected, what has arrived
 };
 
 }  // namespace tribunal

@@ -3,7 +3,12 @@
 // InputOpening checks each piece against what both parties committed to and reassembles the tensors.
 // Sans-I/O like the game that owns it (protocol/game.h).
 //
-// A tensor's chunks must come in order, 0 to n − 1. Chunk 0 carries the header: its shape must be the
+// Both parties are asked, and both stream into the one opening: the inputs are the same committed
+// bytes whoever sends them, so each chunk is checked and kept once, from whichever party sends it
+// first. The same chunk from the other party is redundant: compared with the bytes held (no hashing),
+// not kept, not held against anyone; a chunk already taken whose bytes differ is refused, as it could
+// not pass its proof. Each party streams in order, 0 to n − 1, so a chunk is the next one the opening
+// needs, an earlier one (redundant or refused), or out of order. Chunk 0 carries the header: its shape must be the
 // value's shape in the job's graph, at most kMaxOpenedElements elements, and (shape, byte length,
 // chunk root) must hash to the committed tensor leaf (docs/commitments.md) — all checked before any byte
 // is kept, so the referee's memory follows from the job's graph, not from the sender. Every chunk then
@@ -53,9 +58,16 @@ struct OpenedInputs {
   std::optional<Samples> samples;     ///< the accepted Samples message, if one came
 };
 
-/// Receives one OpenInputs round. accept() refuses (returning false with the reason in `why`, state
-/// unchanged) anything that does not match the commitments; a refusal is evidence against the sender
-/// (the game's bad_proof).
+/// What InputOpening::accept did with a piece of the opening.
+enum class Acceptance : uint8_t {
+  Taken,      ///< checked and kept: it was the next piece the opening needed
+  Redundant,  ///< the very bytes already received (from either party): ignored, no evidence
+  Refused,    ///< does not match the commitments or comes out of order: evidence against its sender
+};
+
+/// Receives one OpenInputs round from both parties. accept() refuses (Refused, with the reason in
+/// `why`, state unchanged) anything that does not match the commitments; a refusal is evidence against
+/// the sender (the game's bad_proof).
 class InputOpening {
  public:
   /// Waits for nothing: complete at once.
@@ -64,25 +76,27 @@ class InputOpening {
   InputOpening(std::vector<ExpectedTensor> tensors, ExpectedSamples samples);
 
   /// Checks and keeps the next chunk of tensor `chunk.value` (see the file comment for the rules).
-  bool accept(const TensorChunk& chunk, std::string& why);
-  /// Checks and keeps the samples: exactly the rows asked for, in order, once, each with the data
-  /// set's label width and an inclusion proof against dataset_root.
-  bool accept(const Samples& samples, std::string& why);
+  Acceptance accept(const TensorChunk& chunk, std::string& why);
+  /// Checks and keeps the samples: exactly the rows asked for, in order, each with the data set's
+  /// label width and an inclusion proof against dataset_root. Once samples were taken, the same
+  /// samples again are redundant and others refused.
+  Acceptance accept(const Samples& samples, std::string& why);
 
   /// True once every tensor has all its chunks and, when needed, the samples have come.
   bool complete() const;
   /// Forgets everything received (the question is asked again and the stream restarts whole).
   void restart();
-  /// Tensor bytes held so far, across all tensors.
+  /// Tensor bytes accepted so far, across all tensors.
   uint64_t bytes_held() const;
   /// Moves out what was received (call once complete()); the opening then holds no tensor data.
   OpenedInputs take();
 
  private:
   struct Received {
-    uint32_t chunks = 0;  // chunks accepted so far
-    Digest chunk_root{};  // from chunk 0
-    std::vector<uint8_t> bytes;
+    uint32_t chunks = 0;    // chunks accepted so far
+    uint64_t bytes = 0;     // bytes accepted so far
+    Digest chunk_root{};    // from chunk 0
+    std::vector<float> values;  // sized at chunk 0 from the checked shape, filled chunk by chunk
   };
 
   std::vector<ExpectedTensor> expected_;

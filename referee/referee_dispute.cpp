@@ -136,7 +136,7 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::resume(GameTime now) {
   if (!started_) throw ProtocolError("dispute: resume() before start()");
   if (done()) return {};
   emit("resumed: re-issuing the open questions with restarted clocks");
-  for (auto& p : opening_) p.clear();  // partial openings are asked for again, whole
+  opening_.clear();  // a partial opening is asked for again, whole
   auto out = handle(game_->on_resume(now), now);
   record({DisputeInput::Kind::Resume, 0, {}, now});
   return out;
@@ -171,7 +171,7 @@ std::unique_ptr<RefereeDispute> RefereeDispute::replay(const KeyPair& referee_ke
         std::string refused;
         Envelope env;
         try {
-          env = open_envelope(in.envelope);
+          env = open_envelope(in.envelope, SignatureCheck::DeferTensorChunks);  // as the node opened it
         } catch (const ProtocolError& e) {
           throw diverged(std::string("its envelope does not open: ") + e.what());
         }
@@ -203,23 +203,36 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::on_envelope(int party, con
   if (env.sender != party_keys_[static_cast<size_t>(party)]) return refuse("not signed by the party's claim key");
   if (env.context != dispute_id_) return refuse("for another dispute");
   if (env.sequence <= last_sequence_[static_cast<size_t>(party)]) return refuse("stale sequence number (replay)");
-  last_sequence_[static_cast<size_t>(party)] = env.sequence;
-  auto actions = game_->on_message(party, env.body, now);
-  refused_by_game_ = is_refusal(actions);
+  bool authenticated = env.signature_checked;
+  auto actions = game_->on_message(party, env.body, now, authenticated);
+  if (is_refusal(actions) && std::get<Rejected>(actions.front()).needs_signature) {
+    // An opened chunk decoded without its signature would count against the party: it must first be
+    // shown to be the party's (SignatureCheck::DeferTensorChunks). One that is not changes nothing.
+    try {
+      check_envelope_signature(env);
+    } catch (const WireError& e) {
+      return refuse(e.what());
+    }
+    authenticated = true;
+    actions = game_->on_message(party, env.body, now);
+  }
+  // Only the party's own signature moves its sequence on: an unsigned copy of its chunk (from
+  // anyone on the path) must not make the party's next envelopes look stale.
+  if (authenticated) last_sequence_[static_cast<size_t>(party)] = env.sequence;
+  const bool redundant = is_refusal(actions) && std::get<Rejected>(actions.front()).redundant;
+  refused_by_game_ = is_refusal(actions) && !redundant;
+  if (redundant) return {};  // the other party's opening came first: nothing to record or report
   if (refused_by_game_) return handle(std::move(actions), now);
   DisputeInput input{DisputeInput::Kind::Envelope, party, env.bytes, now};
-  auto& pending = opening_[static_cast<size_t>(party)];
   if (actions.empty() && game_->phase() == Phase::OpenInputs) {
     // An opening in progress changes nothing durable (a resumed game asks for it whole again): its
-    // envelopes are recorded once it completes or decides something, and only the party's whose
-    // opening did, so the record does not depend on which party streamed faster.
-    pending.push_back(std::move(input));
+    // envelopes, from both parties in the order they were taken, are recorded once it completes or
+    // decides something.
+    opening_.push_back(std::move(input));
     return {};
   }
-  for (DisputeInput& earlier : pending) record(std::move(earlier));  // before what this one causes
-  pending.clear();
-  if (game_->phase() != Phase::OpenInputs)
-    for (auto& p : opening_) p.clear();
+  for (DisputeInput& earlier : opening_) record(std::move(earlier));  // before what this one causes
+  opening_.clear();
   auto out = handle(std::move(actions), now);
   record(std::move(input));
   return out;

@@ -101,7 +101,9 @@ class RefereeDispute {
 
   /// An envelope received from a party's connection. Envelopes not signed by that party's claim key,
   /// for another dispute, or with a stale sequence number are refused without effect (returned in
-  /// `refused`). Reports an Envelope input when the game accepted it.
+  /// `refused`). An envelope opened with SignatureCheck::DeferTensorChunks whose chunk the game would
+  /// hold against the party has its signature checked first, and is refused if it does not verify.
+  /// Reports an Envelope input when the game accepted it.
   std::vector<Outgoing> on_envelope(int party, const Envelope& env, GameTime now, std::string* refused = nullptr);
 
   /// Checks deadlines; reports a Tick input when a party forfeited.
@@ -170,10 +172,10 @@ class RefereeDispute {
   std::unique_ptr<Game> game_;
   uint64_t sequence_ = 0;
   bool started_ = false;
-  bool replaying_ = false;
-  bool refused_by_game_ = false;                        // the last on_envelope was refused by the game                              // replay(): no signing of queries, no reports
+  bool replaying_ = false;                              // replay(): no signing of queries, no reports
+  bool refused_by_game_ = false;                        // the last on_envelope was refused by the game
   std::array<std::vector<uint8_t>, 2> last_query_;      // the last question sent to each party
-  std::array<std::vector<DisputeInput>, 2> opening_;    // each party's OpenInputs envelopes not yet recorded
+  std::vector<DisputeInput> opening_;                   // OpenInputs envelopes taken, not yet recorded
   Verdict verdict_;
   std::optional<std::vector<uint8_t>> verdict_envelope_;
   Phase last_phase_ = Phase::Checkpoints;

@@ -4,33 +4,9 @@
 set -u
 bin=$1
 src=$2
-tmp=$(mktemp -d)
-cleanup() {
-  for f in "$tmp"/*.pid; do [ -f "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-# Reports to stderr (a failure inside a command substitution must still be seen) and exits.
-fail() { { echo "FAIL: $*"; for f in "$tmp"/*.log; do echo "== $f"; cat "$f"; done; } >&2; exit 1; }
-
-# Starts a daemon and waits for its "listening on HOST:PORT" line; prints the port. It runs in a
-# command substitution, so its output must not go to our stdout, its pid goes to a file, and its
-# `fail` ends only that subshell: every caller adds `|| exit 1`. A daemon that exits before
-# listening fails at once.
-start() {
-  local name=$1 port
-  shift
-  "$bin" "$@" >"$tmp/$name.out" 2>"$tmp/$name.log" &
-  echo $! >"$tmp/$name.pid"
-  for _ in $(seq 100); do
-    port=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$tmp/$name.log")
-    [[ "$port" =~ ^[1-9][0-9]*$ ]] && { echo "$port"; return 0; }
-    kill -0 "$(cat "$tmp/$name.pid")" 2>/dev/null || fail "$name exited before listening"
-    sleep 0.1
-  done
-  fail "$name did not start"
-}
+source "$(dirname "$0")/daemons.sh"
+# start NAME ARGS...: `tribunal ARGS` as a daemon (start_daemon in daemons.sh).
+start() { start_daemon "$1" "$bin" "${@:2}"; }
 
 # expect_refusal WHAT PATTERN -- ARGS...: `tribunal ARGS` must exit 1 (a refusal, not a crash or a
 # usage error) with one stderr line matching PATTERN.
@@ -51,14 +27,7 @@ aport=$(start honest provider --listen 127.0.0.1:0 --key "$tmp/a.key" --store "$
 bport=$(start cheater provider --listen 127.0.0.1:0 --key "$tmp/b.key" --store "$tmp/b" --referee-key "$referee_pub" \
         --corrupt 12:13) || exit 1
 
-out=$("$bin" delegate "$src/scenarios/jobs/short_mlp.toml" --provider "ws://127.0.0.1:$bport/" \
-      --provider "ws://127.0.0.1:$aport/" --referee "ws://127.0.0.1:$rport/" --referee-key "$referee_pub" \
-      --out "$tmp/verdicts" 2>"$tmp/delegate.log")
-rc=$?
-[ "$rc" -eq 0 ] || fail "delegate exited $rc: $out"
-echo "$out" | grep -q "accepted: the claim of ws://127.0.0.1:$aport/" || fail "the honest claim did not stand: $out"
-verdict=$(ls "$tmp"/verdicts/verdict-*.bin) || fail "no verdict file"
-"$bin" verify "$verdict" --referee-key "$referee_pub" >"$tmp/verify.out" || fail "verify rejected the verdict"
+dispute_verdict "$src/scenarios/jobs/short_mlp.toml" "$bport" "$aport"
 grep -q "outcome: claim 1 stands (wrong_output)" "$tmp/verify.out" || fail "unexpected verdict: $(cat "$tmp/verify.out")"
 grep -q "located: level 3, step 12, node 13 (adamw)" "$tmp/verify.out" || fail "wrong location: $(cat "$tmp/verify.out")"
 grep -Eq "^clocks: claim 0 [0-9]+\.[0-9]{3} s left, claim 1 [0-9]+\.[0-9]{3} s left$" "$tmp/verify.out" || fail "no clocks: $(cat "$tmp/verify.out")"

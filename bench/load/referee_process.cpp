@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "bench/load/load.h"
 #include "net/error.h"
 #include "nodes/referee_node.h"
 
@@ -56,6 +57,9 @@ struct ChildStats {
     ctx.set_shutdown_grace(std::chrono::milliseconds(2000));
     nodes::RefereeNodeOptions options;
     options.max_disputes_per_client = options.max_live_disputes;  // every dispute comes from loopback
+    // The disputes' clients spread over kClientAddresses addresses; the flooder's silent connections
+    // come from one address of their own and meet the per-address limit.
+    options.max_connections_per_address = kMaxConnectionsPerAddress;
     nodes::RefereeNode node(
         ctx, key, options,
         [verbose](const std::string& line) {

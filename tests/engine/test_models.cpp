@@ -14,6 +14,7 @@
 #include "engine/schedule.h"
 #include "engine/step.h"
 #include "engine/trainer.h"
+#include "tests/engine/engine_helpers.h"
 #include "tests/temp_dir.h"
 
 using namespace tribunal;
@@ -37,12 +38,7 @@ const Dataset& cnn_train() {
   return d;
 }
 
-ValueId value_named(const StepGraph& g, const std::string& name) {
-  for (size_t v = 0; v < g.values.size(); ++v)
-    if (g.values[v].name == name) return static_cast<ValueId>(v);
-  FAIL("no value named " << name);
-  return 0;
-}
+using testing::value_named;
 
 const Node& producer(const StepGraph& g, ValueId v) {
   REQUIRE(g.values[v].source == ValueSource::Node);
@@ -53,22 +49,11 @@ size_t count_op(const StepGraph& g, OpKind op) {
   return static_cast<size_t>(std::count_if(g.nodes.begin(), g.nodes.end(), [&](const Node& n) { return n.op == op; }));
 }
 
-std::vector<int64_t> first_rows(int64_t n) {
-  std::vector<int64_t> rows(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) rows[static_cast<size_t>(i)] = i;
-  return rows;
-}
+using testing::first_rows;
 
 TrainResult train(const JobSpec& job, const Dataset& data, int threads, const std::filesystem::path& out,
                   int64_t stop_at = -1, bool resume = false) {
-  TrainOptions o;
-  o.threads = threads;
-  o.out_dir = out;
-  o.stop_at = stop_at;
-  o.resume = resume;
-  o.evaluate = false;
-  o.train = &data;
-  return run_training(job, o);
+  return testing::train(job, threads, out, stop_at, resume, &data);
 }
 
 }  // namespace

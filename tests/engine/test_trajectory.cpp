@@ -11,6 +11,7 @@
 #include "engine/error.h"
 #include "engine/trainer.h"
 #include "ops/simd.h"
+#include "tests/engine/engine_helpers.h"
 #include "tests/temp_dir.h"
 
 using namespace tribunal;
@@ -21,18 +22,7 @@ const std::filesystem::path kSource(TRIBUNAL_SOURCE_DIR);
 
 /// The golden trajectory root of a short job file (relative to the source tree), from
 /// tests/fixtures/golden_roots.txt, which scripts/check_roots.sh reads too.
-std::string golden_root(const std::string& job_file) {
-  std::ifstream in(kSource / "tests/fixtures/golden_roots.txt");
-  REQUIRE(in);
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream fields(line);
-    std::string file, root;
-    if (line.empty() || line[0] == '#' || !(fields >> file >> root)) continue;
-    if (file == job_file) return root;
-  }
-  FAIL("no golden root for " << job_file);
-  return {};
-}
+std::string golden_root(const std::string& job_file) { return testing::pinned_root("golden_roots.txt", job_file); }
 
 // The AdamW job is scenarios/jobs/short_mlp.toml (scripts/check_roots.sh runs the same file); the SGD
 // job differs only in its optimizer.
@@ -50,17 +40,7 @@ JobSpec short_job(OptimizerKind kind) {
 
 using testing::TempDir;
 
-TrainResult train(const JobSpec& job, int threads, const std::filesystem::path& out, int64_t stop_at = -1,
-                  bool resume = false, Device device = Device::Cpu) {
-  TrainOptions o;
-  o.threads = threads;
-  o.device = device;
-  o.out_dir = out;
-  o.stop_at = stop_at;
-  o.resume = resume;
-  o.evaluate = false;
-  return run_training(job, o);
-}
+using testing::train;
 
 // Golden values: regression pins recorded from this code's own output, not known answers derived
 // independently of it (tools/commitment_kat.py is that, for the commitment layer alone). They show
@@ -177,5 +157,10 @@ TEST_CASE("a short job resumed on the emulated CUDA device gives the golden root
   const JobSpec job = load_job(kSource / file);
   TempDir dir("emulated-resume");
   train(job, 2, dir.path, job.steps / 2);
-  CHECK(to_hex(train(job, 1, dir.path, -1, true, Device::CudaEmulated).trajectory_root) == golden_root(file));
+  TrainOptions resumed;
+  resumed.out_dir = dir.path;
+  resumed.resume = true;
+  resumed.evaluate = false;
+  resumed.device = Device::CudaEmulated;
+  CHECK(to_hex(run_training(job, resumed).trajectory_root) == golden_root(file));
 }

@@ -317,3 +317,94 @@ TEST_CASE("clock: a recomputation's allowance counts its steps, an opening's its
   CHECK(allowance(terms, 0, 1500) == std::chrono::milliseconds(2500));  // 1.5 s at 1000 B/s
   CHECK(allowance(terms, 0, 1) == std::chrono::milliseconds(1001));     // rounded up
 }
+
+TEST_CASE("an opened chunk is taken without its signature only when it proves itself") {
+  // The referee defers the signature of tensor chunks (SignatureCheck::DeferTensorChunks): a chunk
+  // that does not prove itself must not count against a party before it is shown to be the party's.
+  CounterOracle oracle(3);
+  const CounterProvider honest(6, 2, 3);
+  const CounterProvider liar(6, 2, 3, Fault{{}, 3, 2});
+  GameParams params;
+  params.steps = 6;
+  params.stride = 2;
+  params.claims = {honest.claim(params.job_id), liar.claim(params.job_id)};
+  Game game(params, oracle);
+  const CounterProvider* providers[2] = {&honest, &liar};
+  GameTime now{};
+  std::vector<Action> pending = game.start(now);
+  int unsigned_refusals = 0, unsigned_accepted = 0;
+  std::optional<Verdict> verdict;
+  for (int guard = 0; guard < 1000 && !game.done(); ++guard) {
+    REQUIRE(!pending.empty());
+    std::vector<Action> next;
+    for (const Action& a : pending) {
+      if (const auto* q = std::get_if<SendQuery>(&a)) {
+        for (const Body& b : providers[q->party]->answer(q->query)) {
+          if (!game.awaiting(q->party)) break;
+          if (!std::holds_alternative<TensorChunk>(b)) {
+            // Anything else must be signed: unsigned, it is refused and changes nothing.
+            const auto r = game.on_message(q->party, b, now, false);
+            REQUIRE(is_refusal(r));
+            CHECK(std::get<Rejected>(r[0]).needs_signature);
+            CHECK(game.awaiting(q->party));
+          } else {
+            // A corrupted chunk, unsigned: refused, asking for the signature; the game is unchanged.
+            TensorChunk bad = std::get<TensorChunk>(b);
+            bad.bytes[0] ^= 1;
+            const auto r = game.on_message(q->party, bad, now, false);
+            REQUIRE(is_refusal(r));
+            CHECK(std::get<Rejected>(r[0]).needs_signature);
+            CHECK(!game.done());
+            ++unsigned_refusals;
+            // The genuine chunk, unsigned: accepted.
+            auto more = game.on_message(q->party, b, now, false);
+            CHECK(!is_refusal(more));
+            ++unsigned_accepted;
+            next.insert(next.end(), more.begin(), more.end());
+            continue;
+          }
+          auto more = game.on_message(q->party, b, now);
+          next.insert(next.end(), more.begin(), more.end());
+        }
+      } else if (const auto* rx = std::get_if<Reexecute>(&a)) {
+        auto more = game.on_reexecuted({scalar_leaf(rx->inputs[0][0] + 1.0f)}, now);
+        next.insert(next.end(), more.begin(), more.end());
+      } else if (const auto* f = std::get_if<Finished>(&a)) {
+        verdict = f->verdict;
+      } else if (const auto* r = std::get_if<Rejected>(&a)) {
+        FAIL("an honest-protocol message was rejected: " << r->reason);
+      }
+    }
+    pending = std::move(next);
+  }
+  for (const Action& a : pending)
+    if (const auto* f = std::get_if<Finished>(&a)) verdict = f->verdict;
+  REQUIRE(verdict);
+  CHECK(unsigned_refusals >= 1);
+  CHECK(unsigned_accepted >= 1);
+  CHECK(verdict->reason == VerdictReason::WrongOutput);
+  CHECK(verdict->losers == std::vector<uint8_t>{1});
+
+  // The same corrupted chunk, signed, is evidence: bad_proof.
+  Game signed_game(params, oracle);
+  pending = signed_game.start(now);
+  for (int guard = 0; guard < 1000 && !signed_game.done() && signed_game.phase() != Phase::OpenInputs; ++guard) {
+    std::vector<Action> next;
+    for (const Action& a : pending)
+      if (const auto* q = std::get_if<SendQuery>(&a))
+        for (const Body& b : providers[q->party]->answer(q->query)) {
+          auto more = signed_game.on_message(q->party, b, now);
+          next.insert(next.end(), more.begin(), more.end());
+        }
+    pending = std::move(next);
+  }
+  REQUIRE(signed_game.phase() == Phase::OpenInputs);
+  Body chunk = providers[0]->answer(signed_game.current_query()).at(0);
+  REQUIRE(std::holds_alternative<TensorChunk>(chunk));
+  std::get<TensorChunk>(chunk).bytes[0] ^= 1;
+  const auto r = signed_game.on_message(0, chunk, now);
+  REQUIRE(r.size() == 1);
+  REQUIRE(std::holds_alternative<Finished>(r[0]));
+  CHECK(std::get<Finished>(r[0]).verdict.reason == VerdictReason::BadProof);
+  CHECK(std::get<Finished>(r[0]).verdict.losers == std::vector<uint8_t>{0});
+}

@@ -1,6 +1,7 @@
 // The referee's reassembly of opened inputs (protocol/input_opening.h; docs/protocol.md, "The game"):
-// chunk order, the graph's shape checked at chunk 0 before any byte is kept, the element limit, per-chunk
-// proofs against the committed tensor hash, samples against the data set, completion.
+// chunk order (a chunk already received, from either party, is redundant), the graph's shape checked
+// at chunk 0 before any byte is kept, the element limit, per-chunk proofs against the committed tensor
+// hash, samples against the data set, completion.
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -47,11 +48,16 @@ InputOpening expecting(const std::vector<const Streamed*>& tensors, ExpectedSamp
   return InputOpening(std::move(want), std::move(samples));
 }
 
-/// o.accept(m): the refusal, or "" when accepted.
+/// o.accept(m): the refusal, "" when taken, "redundant" when already received.
 template <class M>
 std::string refusal(InputOpening& o, const M& m) {
   std::string why;
-  return o.accept(m, why) ? "" : (why.empty() ? "refused without a reason" : why);
+  switch (o.accept(m, why)) {
+    case Acceptance::Taken: return "";
+    case Acceptance::Redundant: return "redundant";
+    case Acceptance::Refused: break;
+  }
+  return why.empty() ? "refused without a reason" : why;
 }
 
 }  // namespace
@@ -80,7 +86,7 @@ TEST_CASE("input opening: a multi-chunk tensor in order reassembles bit for bit;
   CHECK(o.bytes_held() == 0);  // the data moved out
 }
 
-TEST_CASE("input opening: chunks out of order, of an unknown value, or replayed are refused") {
+TEST_CASE("input opening: chunks out of order or of an unknown value are refused; received ones are redundant") {
   const Streamed t = stream({2, 20000});  // 160000 bytes: 3 chunks
   REQUIRE(t.chunks.size() == 3);
   InputOpening o = expecting({&t});
@@ -90,11 +96,22 @@ TEST_CASE("input opening: chunks out of order, of an unknown value, or replayed 
   other_value.value = 1;
   CHECK(refusal(o, other_value) == "tensor chunk out of order");
   CHECK(refusal(o, t.chunks[0]) == "");
-  CHECK(refusal(o, t.chunks[0]) == "tensor chunk out of order");  // chunk 0 again
+  CHECK(refusal(o, t.chunks[0]) == "redundant");  // chunk 0 again (from either party): ignored
   CHECK(refusal(o, t.chunks[2]) == "tensor chunk out of order");  // skips chunk 1
   CHECK(refusal(o, t.chunks[1]) == "");
+  // An earlier chunk with other bytes cannot be the committed one (that one is held): refused.
+  TensorChunk garbled = t.chunks[1];
+  garbled.bytes[0] ^= 1;
+  CHECK(refusal(o, garbled) == "tensor chunk 1 does not match its tensor's chunk root");
+  TensorChunk rerooted = t.chunks[0];
+  rerooted.chunk_root[3] ^= 1;
+  CHECK(refusal(o, rerooted) == "tensor chunk 0 does not match its tensor's chunk root");
+  CHECK(refusal(o, t.chunks[1]) == "redundant");
   CHECK(refusal(o, t.chunks[2]) == "");
   CHECK(o.complete());
+  const OpenedInputs in = o.take();
+  REQUIRE(in.tensors.size() == 1);
+  CHECK(std::memcmp(in.tensors[0].values.data(), t.values.data(), t.values.size() * sizeof(float)) == 0);
 }
 
 TEST_CASE("input opening: a shape other than the graph's is refused at chunk 0, before any byte is kept") {
@@ -216,7 +233,8 @@ TEST_CASE("input opening: completion needs every tensor and the samples; restart
   CHECK(refusal(o, relabelled) == "sample 2 is not in the job's data set");
   CHECK(refusal(o, good) == "");
   CHECK(o.complete());
-  CHECK(refusal(o, good) == "the opened samples are not the ones asked for");  // only once
+  CHECK(refusal(o, good) == "redundant");  // taken once; again (from either party) it is ignored
+  CHECK(refusal(o, relabelled) == "the opened samples are not the ones asked for");
 
   o.restart();
   CHECK_FALSE(o.complete());

@@ -3,6 +3,7 @@
 // offline — and refusal of envelopes from the wrong key, for another dispute, or replayed.
 #include <doctest/doctest.h>
 
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -131,6 +132,132 @@ TEST_CASE("referee: refuses envelopes from the wrong key, for another dispute, o
   CHECK(refused == "stale sequence number (replay)");
   // The provider side refuses replays and other disputes too.
   CHECK_THROWS_AS(session.on_envelope(first_query), ProtocolError);
+}
+
+TEST_CASE("referee: opened chunks are trusted by their proofs; one not signed by the party never counts against it") {
+  // The referee opens tensor chunks without checking their signatures (SignatureCheck::
+  // DeferTensorChunks, as the referee node does). Someone on the honest provider's path injects, before
+  // each of its chunks, a copy with a flipped data byte (its signature no longer verifies) or with a
+  // flipped signature byte (its data still proves itself).
+  const KeyPair referee_key = generate_keypair();
+  const Provider honest(Fault{}), cheater(corrupt(21, 11));
+  const JobSpec job = load_job(kJobFile);
+  ThreadPool pool(1);
+  const KeyPair client = generate_keypair();
+  RefereeDispute referee(referee_key, open_envelope(opening(client, honest, cheater)));
+  const Provider* providers[2] = {&honest, &cheater};
+  std::unique_ptr<ProviderDisputeSession> sessions[2];
+  std::array<LocalParty, 2> parties;
+  int chunks = 0;
+  for (int p = 0; p < 2; ++p)
+    parties[static_cast<size_t>(p)] = [&, p](const Envelope& env) -> std::vector<std::vector<uint8_t>> {
+      if (env.kind == MessageKind::DisputeOpen) {
+        sessions[p] = std::make_unique<ProviderDisputeSession>(providers[p]->key, env, job, train_set(),
+                                                               providers[p]->store.path, pool,
+                                                               std::vector<PublicKey>{referee_key.public_key},
+                                                               providers[p]->fault);
+        return {};
+      }
+      std::vector<std::vector<uint8_t>> out;
+      for (std::vector<uint8_t>& answer : sessions[p]->on_envelope(env)) {
+        if (p == 0 && open_envelope(answer).kind == MessageKind::TensorChunk) {
+          std::vector<uint8_t> injected = answer;
+          if (chunks % 2 == 0) {
+            // The same envelope around a chunk with one data bit flipped: the signature is the party's
+            // on other bytes.
+            Body body = open_envelope(answer).body;
+            std::get<TensorChunk>(body).bytes.at(0) ^= 1;
+            const std::vector<uint8_t> encoded = encode_body(body);
+            std::copy(encoded.begin(), encoded.end(), injected.begin() + kEnvelopeHeaderBytes);
+          } else {
+            injected.back() ^= 1;  // the signature
+          }
+          out.push_back(std::move(injected));
+          ++chunks;
+        }
+        out.push_back(std::move(answer));
+      }
+      return out;
+    };
+  const LocalRun local = play_local(referee, parties);
+  REQUIRE(referee.done());
+  REQUIRE(chunks >= 2);
+  // A copy with flipped data was refused for its signature, and the genuine chunk then taken; a copy
+  // with a flipped signature was taken in place of the genuine chunk, which was then redundant (or
+  // came after the verdict).
+  size_t bad_signatures = 0;
+  for (const std::string& r : local.refused) {
+    const bool signature = r.find("does not verify under the sender key") != std::string::npos;
+    bad_signatures += signature;
+    CHECK((signature || r == "the dispute is over"));
+  }
+  CHECK(bad_signatures == static_cast<size_t>((chunks + 1) / 2));
+  const Verdict v = verify_verdict(local.verdict, referee_key.public_key);
+  CHECK(v.reason == VerdictReason::WrongOutput);
+  CHECK(v.winners == std::vector<uint8_t>{0});
+  CHECK(v.losers == std::vector<uint8_t>{1});
+  CHECK(v.node == 11);
+}
+
+TEST_CASE("referee: both parties' streams fill one opening, each chunk taken once from whoever sends it first") {
+  // In the network both parties stream the located node's inputs at once. Here party 0 sends only its
+  // first chunk and party 1 everything but its first: the opening completes only by combining them.
+  // Party 0's first chunk, sent again, is redundant: nothing is refused.
+  const KeyPair referee_key = generate_keypair();
+  const Provider honest(Fault{}), cheater(corrupt(21, 11));
+  const JobSpec job = load_job(kJobFile);
+  ThreadPool pool(1);
+  const KeyPair client = generate_keypair();
+  RefereeDispute referee(referee_key, open_envelope(opening(client, honest, cheater)));
+  const Provider* providers[2] = {&honest, &cheater};
+  std::unique_ptr<ProviderDisputeSession> sessions[2];
+  std::deque<RefereeDispute::Outgoing> queue;
+  for (auto& o : referee.start(GameTime{})) queue.push_back(std::move(o));
+  std::array<std::vector<std::vector<uint8_t>>, 2> openings;  // each party's opening, held back
+  std::optional<std::vector<uint8_t>> verdict;
+  size_t refused = 0;
+  const auto deliver = [&](int p, const std::vector<uint8_t>& answer) {
+    std::string why;
+    for (auto& next : referee.on_envelope(p, open_envelope(answer, SignatureCheck::DeferTensorChunks), GameTime{}, &why))
+      queue.push_back(std::move(next));
+    refused += !why.empty() || referee.refused_last();
+  };
+  while (!queue.empty()) {
+    const RefereeDispute::Outgoing o = std::move(queue.front());
+    queue.pop_front();
+    const Envelope env = open_envelope(o.envelope);
+    const auto p = static_cast<size_t>(o.party);
+    if (env.kind == MessageKind::Verdict) {
+      verdict = o.envelope;
+    } else if (env.kind == MessageKind::DisputeOpen) {
+      sessions[p] = std::make_unique<ProviderDisputeSession>(providers[p]->key, env, job, train_set(),
+                                                             providers[p]->store.path, pool,
+                                                             std::vector<PublicKey>{referee_key.public_key},
+                                                             providers[p]->fault);
+    } else if (std::get<Query>(env.body).kind == QueryKind::OpenInputs) {
+      openings[p] = sessions[p]->on_envelope(env);
+    } else {
+      for (const auto& a : sessions[p]->on_envelope(env)) deliver(o.party, a);
+    }
+    if (queue.empty() && !openings[0].empty() && !openings[1].empty()) {
+      REQUIRE(openings[1].size() >= 2);
+      REQUIRE(open_envelope(openings[0][0]).kind == MessageKind::TensorChunk);
+      deliver(0, openings[0][0]);
+      for (size_t i = 1; i < openings[1].size(); ++i) {
+        CHECK_FALSE(referee.done());  // every chunk is needed
+        deliver(1, openings[1][i]);
+        if (i == 1) deliver(0, openings[0][0]);  // again: redundant, not a replay to refuse
+      }
+      CHECK(referee.done());
+      openings = {};
+    }
+  }
+  REQUIRE(verdict);
+  CHECK(refused == 0);
+  const Verdict v = verify_verdict(*verdict, referee_key.public_key);
+  CHECK(v.reason == VerdictReason::WrongOutput);
+  CHECK(v.winners == std::vector<uint8_t>{0});
+  CHECK(v.node == 11);
 }
 
 TEST_CASE("referee: refuses an opening whose claims do not match the job") {

@@ -1,0 +1,71 @@
+// Rounding logs: the second road to exactness (Srivastava, Arora, Boneh, "Optimistic Verifiable
+// Training by Controlling Hardware Nondeterminism", NeurIPS 2024, arXiv 2403.09603, §4).
+//
+// An op computed in float64 by any kernel (a vendor BLAS, another thread count) is rounded to float32.
+// Two honest kernels' float64 results differ by a little; they round to the same float32 unless they
+// straddle a rounding boundary — the midpoint between two adjacent float32 values. So the trainer logs
+// the direction it rounded every value that lies within τ of a midpoint, and anyone replaying with
+// another kernel rounds those values the logged way: the float32 results are then identical, as long
+// as the two kernels' float64 values differ by at most τ/2 (the contract between τ and the kernels).
+//
+// Distances are measured in units of the float32 spacing at the value (the gap between its two float32
+// neighbours), so τ is a fraction of one float32 ulp: 0 < τ ≤ 1/4. A decision is a trit — Nearest
+// (nothing logged), Down, Up — and the log packs five trits per byte (3^5 = 243 ≤ 256), as the paper's
+// code does.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace tribunal {
+
+/// How one float64 value was rounded to float32.
+enum class Rounding : uint8_t {
+  Nearest = 0,  ///< not near a boundary: round to nearest (ties to even), nothing to log
+  Down = 1,     ///< near a boundary: the float32 neighbour below the midpoint
+  Up = 2,       ///< near a boundary: the float32 neighbour above the midpoint
+};
+
+/// The largest τ: beyond a quarter of the spacing, the bands around two midpoints would leave too
+/// little room for the τ/2 discrepancy the check allows on each side.
+inline constexpr double kMaxRoundingTau = 0.25;
+
+/// Distance of x from the nearest float32 rounding boundary (the midpoint between x's two float32
+/// neighbours), in units of their spacing: in [0, 0.5]; 0.5 for a value that is exactly a float32 (it
+/// sits between two midpoints). NaN and ±inf: 0.5 (never near a boundary). Beyond FLT_MAX the upper
+/// neighbour is taken as 2^128, the value above which float32 rounding overflows.
+double boundary_distance(double x);
+
+/// One value rounded by the trainer: the float32 result and the decision to log.
+struct LoggedRounding {
+  float value = 0;
+  Rounding decision = Rounding::Nearest;
+};
+
+/// Rounds x to nearest float32 and, if x lies within `tau` of a boundary (boundary_distance(x) < tau),
+/// logs the side it rounded to (Down or Up). Requires 0 < tau ≤ kMaxRoundingTau.
+LoggedRounding round_logged(double x, double tau);
+
+/// Rounds a replayer's x by a logged decision: Nearest → nearest float32; Down / Up → the float32
+/// neighbour of x below / above the midpoint x is near. An x that is exactly a float32 is that value.
+float round_replayed(double x, Rounding decision);
+
+/// Whether the referee, holding its own float64 value x of the op, accepts a logged decision: a Down
+/// or Up only where x is within 3τ/2 of a boundary (the trainer's value was within τ, and may differ
+/// by τ/2), and Nearest only where x is at least τ/2 away (closer, the trainer's value was within τ
+/// and a decision was owed). Either direction is accepted in the band: which side of the midpoint the
+/// trainer's value fell on cannot be checked — the scheme's freedom of at most one float32 ulp on
+/// near-boundary values (the paper's §4.2).
+bool rounding_allowed(double x, Rounding decision, double tau);
+
+/// Packs decisions five per byte: byte j holds trits 5j … 5j+4 as base-3 digits, the first the least
+/// significant; a last partial byte has zero digits above `decisions.size()`.
+std::vector<uint8_t> pack_trits(std::span<const Rounding> decisions);
+
+/// Unpacks `count` decisions. Throws OpError if the size is not ⌈count / 5⌉ bytes, a byte is above 242
+/// or a digit past `count` is not zero (so each log has exactly one encoding).
+std::vector<Rounding> unpack_trits(std::span<const uint8_t> packed, size_t count);
+
+}  // namespace tribunal
