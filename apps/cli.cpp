@@ -2,6 +2,7 @@
 
 #include <charconv>
 
+#include "engine/error.h"
 #include "ops/tensor.h"
 #include "ops/simd.h"
 #include "protocol/hash.h"
@@ -68,6 +69,25 @@ CLI::Option* add_simd(CLI::App& app) {
           "force this SIMD path of the kernels for the whole run (default: the fastest this CPU has; the "
           "results are bitwise the same on every path)")
       ->type_name("PATH");
+}
+
+CLI::Option* add_device(CLI::App& app, Device& device) {
+  return app
+      .add_option_function<std::string>(
+          "--device",
+          [&device](const std::string& name) {
+            try {
+              device = parse_device(name);
+              require_device(device);
+            } catch (const EngineError& e) {
+              const std::string what = e.what();
+              throw UsageError(what.rfind("--device", 0) == 0 ? what : "--device: " + what);
+            }
+          },
+          "where the training steps run: cpu, cuda (a GPU; a -DTRIBUNAL_CUDA=ON build) or cuda-emulated (the "
+          "same CUDA kernels in a host SIMT emulation, slow); the results are bitwise the same on every device")
+      ->type_name("DEVICE")
+      ->default_str("cpu");
 }
 
 PublicKey public_key_arg(std::string_view flag, const std::string& hex) {

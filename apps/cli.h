@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 
 #include "engine/data_registry.h"
+#include "engine/device.h"
 #include "engine/world.h"
 #include "protocol/envelope.h"
 
@@ -96,6 +97,10 @@ CLI::Option* add_simd(CLI::App& app);
 
 /// files (a job names its data set, never a path); a malformed spec is a UsageError.
 CLI::Option* add_datasets(CLI::App& app, DataRegistry& registry);
+
+/// `--device NAME`: where training runs (cpu, cuda, cuda-emulated; engine/device.h, docs/cuda.md), stored
+/// in `device`. A name this build or machine lacks is a UsageError, before any work.
+CLI::Option* add_device(CLI::App& app, Device& device);
 
 /// Parses a public key given in hex for `flag` (--referee-key, --client-key); UsageError otherwise.
 PublicKey public_key_arg(std::string_view flag, const std::string& hex);

@@ -323,6 +323,7 @@ Command add_provider(CLI::App& root) {
   add_integer(*app, "--max-checkpoint-bytes", c.limits.max_checkpoint_bytes, 1, int64_t{1} << 50,
               "a job's stride checkpoints on disk at most", "BYTES");
   add_integer(*app, "--threads", c.threads, 1, 256, "training threads", "K");
+  add_device(*app, c.device);
   add_simd(*app);
   app->add_option_function<std::string>(
          "--corrupt", [s](const std::string& v) { s->config.fault = parse_corrupt(v); },

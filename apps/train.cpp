@@ -96,6 +96,7 @@ int train_on(TrainSettings& s, World& world) {
         {"seconds", r.seconds},
         {"load_seconds", r.load_seconds},
         {"threads", r.threads},
+        {"device", device_name(r.device)},
         {"ranks", r.ranks},
         {"exchange_bytes_per_step", r.exchange_bytes_per_step},
         {"exchange_seconds", r.exchange_seconds},
@@ -120,10 +121,10 @@ int train_on(TrainSettings& s, World& world) {
     }
     fmt::print("final_state_hash {}\n", to_hex(r.final_state_hash));
     fmt::print("trajectory_root  {}\n", to_hex(r.trajectory_root));
-    fmt::print("time             {:.2f} s training ({:.4f} s/step) on {} rank(s) × {} thread(s), {:.2f} s loading "
-               "data, {:.2f} s evaluating\n",
-               r.seconds, steps_run > 0 ? r.seconds / static_cast<double>(steps_run) : 0.0, r.ranks, r.threads,
-               r.load_seconds, r.eval_seconds);
+    fmt::print("time             {:.2f} s training ({:.4f} s/step) on {} × {} rank(s) × {} thread(s), {:.2f} s "
+               "loading data, {:.2f} s evaluating\n",
+               r.seconds, steps_run > 0 ? r.seconds / static_cast<double>(steps_run) : 0.0, device_name(r.device),
+               r.ranks, r.threads, r.load_seconds, r.eval_seconds);
   }
   return 0;
 }
@@ -143,6 +144,7 @@ Command add_train(CLI::App& root) {
       ->default_str("");
   add_integer(*app, "--threads", s->options.threads, 1, 256,
               "training threads (the trajectory does not depend on it)", "K");
+  add_device(*app, s->options.device);
   app->add_option("--out", s->out_dir, "checkpoint directory")
       ->type_name("DIR")
       ->default_str("runs/<job file stem>");

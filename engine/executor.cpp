@@ -31,7 +31,7 @@ void Executor::run(const StepGraph& g, std::span<const Tensor* const> state, std
     if (reference_)
       run_reference(node.op, node.attrs, in, out);
     else
-      run_fast(node.op, node.attrs, in, out, pool);
+      run_on_device(device_, node.op, node.attrs, in, out, pool);
     if (after_node) after_node(n, out);
   };
   std::vector<const Tensor*> in;

@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/device.h"
 #include "engine/graph.h"
 #include "ops/thread_pool.h"
 
@@ -37,8 +38,10 @@ struct ShardRun {
 
 class Executor {
  public:
-  /// `reference` selects the scalar reference kernels instead of the fast ones (tests).
-  explicit Executor(ThreadPool& pool, bool reference = false) : pool_(pool), reference_(reference) {}
+  /// `reference` selects the scalar reference kernels instead of the fast ones (tests); otherwise the
+  /// nodes run on `device` (engine/device.h: the CPU's fast kernels, CUDA, or its emulation).
+  explicit Executor(ThreadPool& pool, bool reference = false, Device device = Device::Cpu)
+      : pool_(pool), reference_(reference), device_(device) {}
 
   /// Called after node `index` ran, with its output tensors (may modify them: fault injection).
   using NodeHook = std::function<void(size_t index, std::span<Tensor* const> outputs)>;
@@ -63,6 +66,7 @@ class Executor {
  private:
   ThreadPool& pool_;
   bool reference_;
+  Device device_;
   std::vector<Tensor> slots_;          // storage of node outputs, by value id
   std::vector<const Tensor*> bound_;   // every value's tensor, by value id
   std::vector<std::unique_ptr<ThreadPool>> shard_pools_;  // one-thread pools of shards run side by side

@@ -48,14 +48,15 @@ int64_t latest_checkpoint(const std::filesystem::path& dir, const Digest& id, in
 
 }  // namespace
 
-Trainer::Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fault fault, World* world)
+Trainer::Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fault fault, World* world,
+                 Device device)
     : job_(job),
       train_(train),
       pool_(pool),
       shape_(data_shape_of(train)),
       job_id_(tribunal::job_id(job, train)),
       sampler_(job.seed, shape_.samples, job.batch_size),
-      executor_(pool),
+      executor_(pool, false, device),
       fault_(fault),
       state_(initial_state(job)),
       world_(world),
@@ -302,9 +303,11 @@ TrainResult run_training(const JobSpec& job, const TrainOptions& options) {
   const bool lead = world.rank() == 0;  // rank 0 alone writes, resumes, reports and evaluates
   if (lead && !options.out_dir.empty()) prepare_out_dir(options.out_dir);
 
+  require_device(options.device);
   ThreadPool pool(options.threads);
   TrainResult result;
   result.threads = options.threads;
+  result.device = options.device;
   result.ranks = world.size();
   result.stride = job.stride;
 
@@ -313,7 +316,7 @@ TrainResult run_training(const JobSpec& job, const TrainOptions& options) {
   if (!options.train) loaded = load_dataset(job, Split::Train, pool);
   const Dataset& train = options.train ? *options.train : *loaded;
   result.load_seconds = since(t0);
-  Trainer trainer(job, train, pool, options.fault, &world);
+  Trainer trainer(job, train, pool, options.fault, &world, options.device);
   if (world.size() > 1) check_same_job(world, trainer.job_id());
   result.job_id = trainer.job_id();
   result.dataset_root = train.root;

@@ -35,8 +35,9 @@ class Trainer {
   /// EngineError when the job does not fit the data or the fault's parameters do not fit the job
   /// (check_fault). With a `world` of K > 1 ranks (outliving this), step() computes this rank's
   /// shards only and exchanges the partials (engine/data_parallel.h); EngineError when K does not
-  /// divide the job's shards.
-  Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fault fault = {}, World* world = nullptr);
+  /// divide the job's shards. The step graphs' nodes run on `device` (engine/device.h).
+  Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fault fault = {}, World* world = nullptr,
+          Device device = Device::Cpu);
 
   const JobSpec& job() const { return job_; }
   const Digest& job_id() const { return job_id_; }
@@ -102,6 +103,9 @@ double evaluate_accuracy(const JobSpec& job, const State& state, const Dataset& 
 
 struct TrainOptions {
   int threads = 1;
+  Device device = Device::Cpu;        ///< where the training steps run (engine/device.h); evaluation
+                                      ///< always runs on the CPU kernels (same bits, much faster than
+                                      ///< the emulation)
   int64_t stop_at = -1;               ///< stop when the state reaches this step (-1: the job's T)
   std::filesystem::path out_dir;      ///< checkpoint directory; empty: write no files
   bool commit = true;                 ///< compute state hashes and the trajectory root
@@ -135,6 +139,7 @@ struct TrainResult {
   double seconds = 0;                  ///< wall time of the training loop (commitments included)
   double load_seconds = 0;             ///< wall time to read and hash the data sets
   int threads = 1;
+  Device device = Device::Cpu;
   int ranks = 1;                       ///< data-parallel ranks (world size)
   double exchange_bytes_per_step = 0;  ///< bytes this rank sent per step in the partials' exchange
   double exchange_seconds = 0;         ///< wall time this rank spent in the exchange (of `seconds`)

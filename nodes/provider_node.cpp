@@ -185,6 +185,7 @@ void ProviderNode::train(Connection& c, const Envelope& env) {
   TrainOptions o;
   o.train = data.get();
   o.threads = config_.threads;
+  o.device = config_.device;
   o.out_dir = config_.store / to_hex(id);
   o.evaluate = false;
   o.fault = config_.fault;

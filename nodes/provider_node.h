@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/data_registry.h"
+#include "engine/device.h"
 #include "engine/fault.h"
 #include "net/context.h"
 #include "net/server.h"
@@ -39,6 +40,7 @@ class TrainingRanks;
 struct ProviderConfig {
   std::filesystem::path store;   ///< checkpoints of each job: STORE/<job_id>/
   int threads = 1;
+  Device device = Device::Cpu;   ///< where it trains (engine/device.h); disputes re-run nodes on the CPU
   /// The data sets it serves, by name (a job never names a path).
   DataRegistry datasets = DataRegistry::debian();
   /// Referee keys whose queries it answers; a query signed by any other key is refused before

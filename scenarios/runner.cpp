@@ -98,6 +98,7 @@ class ProviderFleet {
     nodes::ProviderConfig config;
     config.store = s.store;
     config.threads = options_.threads;
+    config.device = s.spec.device;
     config.referees = {referee_};
     config.fault = s.spec.work;
     config.server = server;

@@ -223,13 +223,19 @@ Scenario load_scenario(const std::filesystem::path& file) {
     const toml::table* t = n.as_table();
     if (!t) throw EngineError(fmt::format("{}: [[provider]] entries must be tables", toml_where(source, n.source())));
     TableReader p(t, "provider", source);
-    p.allow_only({"name", "latency_ms", "drop_rate", "bytes_per_second", "slowdown", "work", "answers"});
+    p.allow_only({"name", "latency_ms", "drop_rate", "bytes_per_second", "slowdown", "device", "work", "answers"});
     ProviderSpec spec;
     spec.name = p.string("name", "", true);
     if (spec.name.empty() || spec.name == "none" || !names.insert(spec.name).second)
       throw EngineError(fmt::format("{}: provider.name '{}' must be unique, non-empty and not 'none'", p.location("name"), spec.name));
     spec.link = read_link(p, s.network);
     spec.slowdown = p.real("slowdown", 1.0, 1.0, 1000.0);
+    try {
+      spec.device = parse_device(p.string("device", "cpu"));
+      require_device(spec.device);  // a device this build lacks fails the load, never a silent CPU run
+    } catch (const EngineError& e) {
+      throw EngineError(fmt::format("{}: provider.device: {}", p.location("device"), e.what()));
+    }
     TableReader work(*t, "work", source, false);
     spec.work = read_work(work, spec.work_kind, job, p.location("work"));
     spec.answers = read_answers(TableReader(*t, "answers", source, false));

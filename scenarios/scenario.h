@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/device.h"
 #include "engine/fault.h"
 #include "protocol/messages.h"
 
@@ -78,6 +79,9 @@ struct ProviderSpec {
   /// How much slower its machine computes than the others' (≥ 1): each answer is held back by
   /// (slowdown − 1) × the time it took to compute.
   double slowdown = 1;
+  /// Where it trains (engine/device.h: cpu, cuda, cuda-emulated); its dispute answers are computed on
+  /// the CPU either way.
+  Device device = Device::Cpu;
 };
 
 /// What the scenario must end in. Unset fields are not checked.

@@ -20,7 +20,7 @@ esac
 
 packages=(
   build-essential cmake ninja-build pkg-config clang python3
-  libboost1.81-dev libsodium-dev libfmt-dev doctest-dev libtomlplusplus-dev zlib1g-dev
+  libboost1.81-dev libboost-context1.81-dev libsodium-dev libfmt-dev doctest-dev libtomlplusplus-dev zlib1g-dev
   libopenblas-dev nlohmann-json3-dev libsqlite3-dev libcli11-dev
   openmpi-bin libopenmpi-dev
   dataset-fashion-mnist fortunes

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # CI entry point: the README's test command.
-# Installs what is missing, builds (release preset), runs every test suite, checks that a second
+# Installs what is missing, builds (release preset, with the SIMT emulation of the CUDA kernels), runs
+# every test suite (the CUDA kernels memcmp'd against the references and the short jobs' golden roots on
+# the emulated device among them, docs/cuda.md), checks that a second
 # configuration (clang++, portable -march, -O0) commits the same trajectory roots as the release
 # build on every SIMD path the CPU has; then arm64: the aarch64 cross build under qemu-user (the NEON
 # kernels memcmp'd against the references, the short jobs' roots equal to the x86 golden roots); then

@@ -98,6 +98,11 @@ expect "--simd: unknown path" 2 "^tribunal: train: --simd: unknown SIMD path 'ss
   train "$tmp/ok.toml" --simd sse --out "$tmp/o9"
 expect "--simd: a path this build lacks" 2 "^tribunal: train: --simd: this [a-z0-9-]+ build has no SIMD path '$lacking'" -- \
   train "$tmp/ok.toml" --simd "$lacking" --out "$tmp/o10"
+# --device: an unknown name, and cuda in a build without the CUDA backend (CI builds the emulation only).
+expect "--device: unknown device" 2 "^tribunal: train: --device: unknown device 'gpu' \(cpu, cuda or cuda-emulated\)$" -- \
+  train "$tmp/ok.toml" --device gpu --out "$tmp/o11"
+expect "--device cuda without a GPU or backend" 2 "^tribunal: train: --device cuda: (this build has no CUDA backend|no CUDA device)" -- \
+  train "$tmp/ok.toml" --device cuda --out "$tmp/o12"
 
 # Scenario scripts: a typo names its file and line; a reference to nothing is refused before any run.
 scenario() {  # scenario FILE [work table lines] [expect table lines]
@@ -168,7 +173,7 @@ help() {
   fi
 }
 help "tribunal" "Usage: tribunal" demo train referee provider delegate campaign scenario keygen verify -- --help
-help "train" "Usage: tribunal train" "--steps N" "--threads K=1" "--out DIR" "--resume" "--json" "--no-eval" "--simd PATH" "--dataset NAME=PATH" -- train --help
+help "train" "Usage: tribunal train" "--steps N" "--threads K=1" "--out DIR" "--resume" "--json" "--no-eval" "--simd PATH" "--device DEVICE=cpu" "--dataset NAME=PATH" -- train --help
 help "demo" "--job JOB.toml=scenarios/jobs/fashion_mlp.toml" "--seed S=random" "--threads K=1" "--out DIR" -- demo --help
 help "referee" "--listen HOST:PORT REQUIRED" "--key KEYFILE REQUIRED" "--data DIR=referee-data" "--allow-network CIDR" \
   "--client-key HEX" "--reserved-disputes N=1024" "--max-live-disputes N=4096" "--retention-days DAYS=30" \

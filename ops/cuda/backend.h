@@ -1,9 +1,10 @@
-// The optional CUDA backend of RepOps (docs/numerics.md; docs/cuda.md). Built only with
-// -DTRIBUNAL_CUDA=ON. Every kernel is written to perform the CPU reference's exact sequence of IEEE
-// operations per output element (docs/numerics.md), but STATUS: compiled, never run — no GPU was
-// available, so bitwise equality with the CPU reference is UNVERIFIED. Nothing in the engine uses it.
+// The CUDA backend of RepOps (docs/numerics.md; docs/cuda.md), in two executions of one kernel source:
+// run_cuda on a GPU (built with -DTRIBUNAL_CUDA=ON and nvcc; never run: no GPU was available, so its
+// bitwise equality with the CPU reference is UNVERIFIED) and run_cuda_emulated on the host's SIMT
+// emulation (-DTRIBUNAL_CUDA_EMULATE=ON; memcmp-equal to the CPU reference in test_backend_ops).
+// Every kernel performs the CPU reference's exact sequence of IEEE operations per output element.
 //
-// This header needs no CUDA headers: plain C++ code (tests, later the engine) can call it.
+// This header needs no CUDA headers: plain C++ code (tests, the engine) can call it.
 #pragma once
 
 #include <span>
@@ -35,5 +36,12 @@ std::string cuda_device_name(int device = 0);
 /// shapes) and synchronizes. Throws OpError for bad input, CudaError for a CUDA failure.
 /// Intended per-element operation order: exactly the reference kernel's (docs/cuda.md).
 void run_cuda(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in, std::span<Tensor* const> out);
+
+/// run_cuda on the SIMT emulation of the same kernel source (docs/cuda.md; built with
+/// TRIBUNAL_CUDA_EMULATE, no GPU or nvcc needed): the same validation and dispatch, the same kernels
+/// over the same grid and block geometry, executed on the host (ops/cuda/simt_emulator.h). Slow by
+/// nature. Throws OpError for bad input, CudaError for a failed launch (e.g. a divergent barrier).
+void run_cuda_emulated(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in,
+                       std::span<Tensor* const> out);
 
 }  // namespace tribunal

@@ -1,38 +1,87 @@
-// Internal to ops/cuda: host-callable launchers of the device kernels (ops/cuda/kernels.cu). All
-// pointers are device pointers; shapes are already validated by run_cuda (ops/cuda/backend.cu). Each
-// launcher enqueues on the default stream and throws CudaError if the launch fails.
+// Internal to ops/cuda: host-callable launchers of the kernels in ops/cuda/kernels/*.cuh. The same
+// declarations serve both executions of the kernel source (ops/cuda/cuda_ns.h): namespace tribunal::cuda
+// for the GPU (pointers are device pointers), tribunal::cuda_emulated for the SIMT emulation (pointers
+// are host memory). Shapes are validated by the caller (ops/cuda/backend.cpp). Each launcher enqueues
+// its kernel(s) and throws CudaError if a launch fails. Per-element orders: docs/numerics.md.
 #pragma once
 
 #include <cstdint>
 
-namespace tribunal::cuda {
+#include "ops/conv_elements.h"  // ConvGeom
+#include "ops/cuda/cuda_ns.h"
+
+namespace tribunal::TRIBUNAL_CUDA_NS {
 
 /// out[b, j] = table[idx[b], j] for b < batch, j < row (a copy).
 void launch_gather(const float* table, const int64_t* idx, float* out, int64_t batch, int64_t row);
+/// y[i] = x[i], i < n (reshape).
+void launch_copy(const float* x, float* y, int64_t n);
+/// to_heads: split_heads x[B·T, H·E] → y[B·H, T, E]; else merge_heads, the inverse.
+void launch_heads(const float* x, float* y, int64_t b, int64_t t, int64_t h, int64_t e, bool to_heads);
 
-/// c[m×n] = op(a)·op(b) (+ bias[n]): per element one fma chain over k = 0..K-1 (ops/kernels/matmul.h).
-void launch_matmul(const float* a, const float* b, const float* bias, float* c, int64_t m, int64_t n, int64_t k,
-                   bool trans_a, bool trans_b);
+/// `batch` products c_e[m×n] = op(a_e)·op(b_e) (+ bias[n]) of contiguous operands: per element one fma
+/// chain over k = 0..K-1 (ops/kernels/matmul.h). A bias only with batch = 1.
+void launch_matmul(const float* a, const float* b, const float* bias, float* c, int64_t m, int64_t n,
+                   int64_t k, bool trans_a, bool trans_b, int64_t batch = 1);
 
 /// y[j] = canonical sum over i < m of x[i, j], j < n.
 void launch_sum_rows(const float* x, float* y, int64_t m, int64_t n);
+/// sum_rows with a deliberately reordered warp fold (w = 1, 2, …, 16): NOT the contract. Only for the
+/// test that shows a reordered reduction is caught (tests/cuda/test_backend_ops.cpp).
+void launch_sum_rows_reordered(const float* x, float* y, int64_t m, int64_t n);
 
 void launch_add(const float* a, const float* b, float* y, int64_t n);
 void launch_relu(const float* x, float* y, int64_t n);
 void launch_relu_backward(const float* x, const float* dy, float* dx, int64_t n);
+/// y[i] = x[i]·s[0].
+void launch_scale(const float* x, const float* s, float* y, int64_t n);
 
 /// loss[0] = canonical_sum(nll) / batch; nll[batch] is device scratch; labels are valid class ids.
-void launch_softmax_cross_entropy(const float* z, const int64_t* labels, float* nll, float* loss, int64_t batch,
-                                  int64_t classes);
-
+void launch_softmax_cross_entropy(const float* z, const int64_t* labels, float* nll, float* loss,
+                                  int64_t batch, int64_t classes);
 /// dz[b, j] = (e[j] / s − [j == y_b]) · (dloss[0] / batch).
-void launch_softmax_cross_entropy_backward(const float* z, const int64_t* labels, const float* dloss, float* dz,
-                                           int64_t batch, int64_t classes);
+void launch_softmax_cross_entropy_backward(const float* z, const int64_t* labels, const float* dloss,
+                                           float* dz, int64_t batch, int64_t classes);
 
-void launch_sgd_momentum(const float* p, const float* g, const float* v, float* p2, float* v2, int64_t n, float lr,
-                         float mu, float wd);
+void launch_sgd_momentum(const float* p, const float* g, const float* v, float* p2, float* v2, int64_t n,
+                         float lr, float mu, float wd);
+void launch_adamw(const float* p, const float* g, const float* m, const float* v, float* p2, float* m2,
+                  float* v2, int64_t n, float lr, float b1, float b2, float eps, float wd, int64_t t);
 
-void launch_adamw(const float* p, const float* g, const float* m, const float* v, float* p2, float* m2, float* v2,
-                  int64_t n, float lr, float b1, float b2, float eps, float wd, int64_t t);
+/// y[p, :] = tok[ids[p], :] + pos[p mod t, :], p < rows; ids are valid token ids.
+void launch_embedding(const float* tok, const float* pos, const int64_t* ids, float* y, int64_t rows,
+                      int64_t t, int64_t d);
+/// dtok[vocab, d] from ids[rows] and dy[rows, d] (sequential adds in p order per element).
+void launch_embedding_backward(const int64_t* ids, const float* dy, float* dtok, int64_t vocab, int64_t rows,
+                               int64_t d);
+void launch_layer_norm(const float* x, const float* gamma, const float* beta, float* y, int64_t m, int64_t d,
+                       float eps);
+/// stats[2m] is device scratch (per-row mean and rstd for the column sums).
+void launch_layer_norm_backward(const float* x, const float* gamma, const float* dy, float* dx, float* dgamma,
+                                float* dbeta, float* stats, int64_t m, int64_t d, float eps);
+void launch_gelu(const float* x, float* y, int64_t n);
+void launch_gelu_backward(const float* x, const float* dy, float* dx, int64_t n);
+/// rows rows of n columns, row index within its block of r rows (the causal mask's r).
+void launch_softmax(const float* x, float* y, int64_t rows, int64_t r, int64_t n, bool causal, float scale);
+void launch_softmax_backward(const float* y, const float* dy, float* dx, int64_t rows, int64_t r, int64_t n,
+                             bool causal, float scale);
+/// dropout and dropout_backward (the same mask and scale), attributes already validated.
+void launch_dropout(const float* x, float* y, int64_t n, uint64_t seed, uint32_t step, uint32_t site,
+                    float p);
 
-}  // namespace tribunal::cuda
+void launch_conv2d(const float* x, const float* w, const float* b, float* y, const ConvGeom& g);
+void launch_conv2d_backward_input(const float* w, const float* dy, float* dx, const ConvGeom& g);
+void launch_conv2d_backward_weight(const float* x, const float* dy, float* dw, const ConvGeom& g);
+/// db[o] from dy[n, o, p] (p = OH·OW).
+void launch_conv2d_backward_bias(const float* dy, float* db, int64_t n, int64_t o, int64_t p);
+/// x[planes, h, w] → y[planes, h/2, w/2].
+void launch_max_pool2d(const float* x, float* y, int64_t planes, int64_t h, int64_t w);
+void launch_max_pool2d_backward(const float* x, const float* dy, float* dx, int64_t planes, int64_t h,
+                                int64_t w);
+
+/// out[0] = canonical sum of x[i]·x[i].
+void launch_sum_squares(const float* x, float* out, int64_t n);
+/// out[0] = clip coefficient of the count sums of squares s[count].
+void launch_clip_coefficient(const float* s, float* out, int64_t count, float max_norm);
+
+}  // namespace tribunal::TRIBUNAL_CUDA_NS

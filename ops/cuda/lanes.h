@@ -1,7 +1,5 @@
-// The per-lane halves of the CUDA backend's warp algorithms, written as TRIBUNAL_HD functions so that
-// the device kernels (ops/cuda/kernels.cu) call them and the host can emulate a 32-lane warp with the
-// very same code (tests/cuda/test_backend_ops.cpp checks the emulation against the CPU reference
-// without a GPU; that proves the decomposition, not the device execution).
+// The per-lane halves of the CUDA kernels' warp algorithms (ops/cuda/kernels/common.cuh puts the
+// shuffles around them), written as TRIBUNAL_HD functions with no CUDA in them.
 //
 // Canonical reduction (ops/reduce.h, docs/numerics.md): lane j of the CPU's 32 accumulators adds
 // x[j], x[j+32], x[j+64], … in order starting from +0. Warp lane j does exactly that
@@ -22,7 +20,7 @@
 
 #include "ops/portable.h"
 
-namespace tribunal::cuda {
+namespace tribunal::lanes {
 
 inline constexpr int kWarp = 32;  // = kReduceLanes of ops/reduce.h (the contract's lane count)
 
@@ -41,15 +39,22 @@ struct MaxPick {
   int64_t index;
 };
 
-/// Lane `lane`'s best element among x[lane], x[lane+32], … (NaNs skipped; strict > keeps the first).
-TRIBUNAL_HD MaxPick lane_max_pick(const float* x, int64_t n, int lane) {
+/// Lane `lane`'s best element among f(lane), f(lane+32), … below n (NaNs skipped; strict > keeps the
+/// first).
+template <class F>
+TRIBUNAL_HD MaxPick lane_max_pick_of(int64_t n, int lane, F f) {
   MaxPick best{0.0f, -1};
   for (int64_t i = lane; i < n; i += kWarp) {
-    const float v = x[i];
+    const float v = f(i);
     if (v != v) continue;
     if (best.index < 0 || v > best.value) best = MaxPick{v, i};
   }
   return best;
+}
+
+/// lane_max_pick_of over the elements x[0..n).
+TRIBUNAL_HD MaxPick lane_max_pick(const float* x, int64_t n, int lane) {
+  return lane_max_pick_of(n, lane, [x](int64_t i) { return x[i]; });
 }
 
 /// The better of two candidates: larger value; on equal values (+0 == −0) the smaller index.
@@ -61,7 +66,11 @@ TRIBUNAL_HD MaxPick combine_max_pick(MaxPick a, MaxPick b) {
   return b.index < a.index ? b : a;
 }
 
-/// The CPU's sequential maximum of x[0..n) (n ≥ 1) from the best candidate over all of it.
-TRIBUNAL_HD float row_max(const float* x, MaxPick best) { return x[0] != x[0] ? x[0] : best.value; }
+/// The CPU's sequential maximum of a row (n ≥ 1) from its first element and the best candidate over all
+/// of it.
+TRIBUNAL_HD float row_max_of(float first, MaxPick best) { return first != first ? first : best.value; }
 
-}  // namespace tribunal::cuda
+/// row_max_of for the row x[0..n).
+TRIBUNAL_HD float row_max(const float* x, MaxPick best) { return row_max_of(x[0], best); }
+
+}  // namespace tribunal::lanes

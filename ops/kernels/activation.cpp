@@ -20,34 +20,15 @@
 #include "ops/kernels/op_table.h"
 #include "ops/kernels/vec_math.h"
 #include "ops/math.h"
+#include "ops/pointwise.h"
 #include "ops/simd.h"
 
 namespace tribunal {
 namespace {
 
-constexpr float kGeluC = 0.7978845608028654f;  // √(2/π)
-constexpr float kGeluK = 0.044715f;
-constexpr float kGeluK3 = 0.134145f;  // 3·0.044715
-
-/// gelu(x), the contract's sequence.
-inline float gelu_one(float x) {
-  const float u = kGeluC * fma32(kGeluK, (x * x) * x, x);
-  const float t = tanh32(u);
-  const float h = 0.5f * x;
-  return fma32(h, t, h);
-}
-
-/// dy·gelu'(x), the contract's sequence.
-inline float gelu_grad_one(float x, float dy) {
-  const float x2 = x * x;
-  const float u = kGeluC * fma32(kGeluK, x2 * x, x);
-  const float t = tanh32(u);
-  const float left = fma32(0.5f, t, 0.5f);
-  const float sech2 = fma32(-t, t, 1.0f);
-  const float du = kGeluC * fma32(kGeluK3, x2, 1.0f);
-  const float g = sech2 > 0.0f ? fma32((0.5f * x) * sech2, du, left) : left;
-  return dy * g;
-}
+/// gelu(x) and dy·gelu'(x): ops/pointwise.h, shared with the CUDA kernels.
+inline float gelu_one(float x) { return gelu32(x); }
+inline float gelu_grad_one(float x, float dy) { return gelu_grad32(x, dy); }
 
 void gelu_scalar(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = gelu_one(x[i]);

@@ -6,7 +6,8 @@
 //   xp(n, c, h, w) = x[n, c, h, w] inside the image, +0.0f outside (h or w out of range).
 // The tap t of output q reads xp(n, c, oh·stride + kh − pad, ow·stride + kw − pad).
 //
-// Contracts (the reference kernels below spell them out literally):
+// Contracts (the reference kernels below run them literally, one element at a time, with the per-element
+// chains of ops/conv_elements.h, which the CUDA kernels share):
 //   conv2d:           y[n,o,q]  = one fma chain: acc = b[o]; for t = 0..K−1: acc = fma(xp(tap t of q), w[o,t], acc)
 //   backward_input:   dcol[n,t,q] = +0 then for o = 0..O−1: acc = fma(w[o,t], dy[n,o,q], acc);
 //                     dx[n,c,h,w] = +0, then for (kh, kw) row-major, if some (oh, ow) has its tap (c,kh,kw)
@@ -44,6 +45,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/conv_elements.h"
 #include "ops/kernels/matmul.h"
 #include "ops/kernels/op_table.h"
 #include "ops/reduce.h"
@@ -73,15 +75,8 @@ constexpr int64_t kMinFmaPerThread = int64_t{1} << 20;
 // by memory). A stride or image size of 2^24 is already absurd for this engine.
 constexpr int64_t kMaxAttr = int64_t{1} << 24;
 
-/// The sizes of one convolution.
-struct Geom {
-  int64_t n, c, h, w;  // input
-  int64_t o, kh, kw;   // weights
-  int64_t stride, pad;
-  int64_t oh, ow;      // output
-  int64_t taps() const { return c * kh * kw; }
-  int64_t positions() const { return oh * ow; }
-};
+/// The sizes of one convolution (ops/conv_elements.h, shared with the CUDA kernels).
+using Geom = ConvGeom;
 
 /// Output size along one axis, or an OpError naming the op.
 int64_t out_size(const char* op, const char* axis, int64_t in, int64_t k, int64_t stride, int64_t pad) {
@@ -159,12 +154,6 @@ Geom backward_weight_geom(const Attrs& a, const Shape& x, const Shape& dy) {
   return g;
 }
 
-/// xp(n, c, hh, ww): the input, or +0 in the padding.
-inline float padded(const float* x, const Geom& g, int64_t n, int64_t c, int64_t hh, int64_t ww) {
-  if (hh < 0 || hh >= g.h || ww < 0 || ww >= g.w) return 0.0f;
-  return x[((n * g.c + c) * g.h + hh) * g.w + ww];
-}
-
 /// Copies image n into xpad[C, H + 2·pad, W + 2·pad] with a border of +0: the padded input xp.
 void pad_image(const float* x, const Geom& g, int64_t n, float* xpad) {
   const int64_t hp = g.h + 2 * g.pad, wp = g.w + 2 * g.pad;
@@ -232,16 +221,8 @@ void conv_reference(const Attrs& a, std::span<const Tensor* const> in, std::span
   for (int64_t n = 0; n < g.n; ++n)
     for (int64_t o = 0; o < g.o; ++o)
       for (int64_t oh = 0; oh < g.oh; ++oh)
-        for (int64_t ow = 0; ow < g.ow; ++ow) {
-          float acc = b[o];
-          for (int64_t c = 0; c < g.c; ++c)
-            for (int64_t i = 0; i < g.kh; ++i)
-              for (int64_t j = 0; j < g.kw; ++j) {
-                const float xv = padded(x, g, n, c, oh * g.stride + i - g.pad, ow * g.stride + j - g.pad);
-                acc = std::fma(xv, w[((o * g.c + c) * g.kh + i) * g.kw + j], acc);  // padded taps included
-              }
-          y[((n * g.o + o) * g.oh + oh) * g.ow + ow] = acc;
-        }
+        for (int64_t ow = 0; ow < g.ow; ++ow)
+          y[((n * g.o + o) * g.oh + oh) * g.ow + ow] = conv2d_output(x, w, b, g, n, o, oh, ow);
 }
 
 void conv_fast(const Attrs& a, std::span<const Tensor* const> in, std::span<Tensor* const> out, ThreadPool& pool) {
@@ -284,14 +265,6 @@ std::vector<Shape> backward_input_infer(const Attrs& a, std::span<const Shape> i
   return {Shape{g.n, g.c, g.h, g.w}};
 }
 
-/// The unique output index o_idx with o_idx·stride + k − pad = pos, or −1.
-inline int64_t source_index(int64_t pos, int64_t k, int64_t stride, int64_t pad, int64_t out) {
-  const int64_t d = pos + pad - k;
-  if (d < 0 || d % stride != 0) return -1;
-  const int64_t idx = d / stride;
-  return idx < out ? idx : -1;
-}
-
 void backward_input_reference(const Attrs& a, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
   const Geom g = backward_input_geom(a, in[0]->shape(), in[1]->shape());
   const float *w = in[0]->data(), *dy = in[1]->data();
@@ -299,23 +272,8 @@ void backward_input_reference(const Attrs& a, std::span<const Tensor* const> in,
   for (int64_t n = 0; n < g.n; ++n)
     for (int64_t c = 0; c < g.c; ++c)
       for (int64_t h = 0; h < g.h; ++h)
-        for (int64_t ww = 0; ww < g.w; ++ww) {
-          float acc = 0.0f;
-          for (int64_t i = 0; i < g.kh; ++i) {
-            const int64_t oh = source_index(h, i, g.stride, g.pad, g.oh);
-            if (oh < 0) continue;
-            for (int64_t j = 0; j < g.kw; ++j) {
-              const int64_t ow = source_index(ww, j, g.stride, g.pad, g.ow);
-              if (ow < 0) continue;
-              float dcol = 0.0f;  // dcol[n, (c,i,j), (oh,ow)]: a chain over o from +0
-              for (int64_t o = 0; o < g.o; ++o)
-                dcol = std::fma(w[((o * g.c + c) * g.kh + i) * g.kw + j], dy[((n * g.o + o) * g.oh + oh) * g.ow + ow],
-                                dcol);
-              acc = acc + dcol;
-            }
-          }
-          dx[((n * g.c + c) * g.h + h) * g.w + ww] = acc;
-        }
+        for (int64_t ww = 0; ww < g.w; ++ww)
+          dx[((n * g.c + c) * g.h + h) * g.w + ww] = conv2d_input_grad(w, dy, g, n, c, h, ww);
 }
 
 /// col2im of image n: dx[c] = +0, then for each tap (c, kh, kw) in order, every position q adds
@@ -376,16 +334,8 @@ void backward_weight_reference(const Attrs& a, std::span<const Tensor* const> in
   for (int64_t o = 0; o < g.o; ++o)
     for (int64_t c = 0; c < g.c; ++c)
       for (int64_t i = 0; i < g.kh; ++i)
-        for (int64_t j = 0; j < g.kw; ++j) {
-          float acc = 0.0f;
-          for (int64_t n = 0; n < g.n; ++n)
-            for (int64_t oh = 0; oh < g.oh; ++oh)
-              for (int64_t ow = 0; ow < g.ow; ++ow) {
-                const float xv = padded(x, g, n, c, oh * g.stride + i - g.pad, ow * g.stride + j - g.pad);
-                acc = std::fma(dy[((n * g.o + o) * g.oh + oh) * g.ow + ow], xv, acc);  // padded taps included
-              }
-          dw[((o * g.c + c) * g.kh + i) * g.kw + j] = acc;
-        }
+        for (int64_t j = 0; j < g.kw; ++j)
+          dw[((o * g.c + c) * g.kh + i) * g.kw + j] = conv2d_weight_grad(x, dy, g, o, c, i, j);
 }
 
 void backward_weight_fast(const Attrs& a, std::span<const Tensor* const> in, std::span<Tensor* const> out,

@@ -15,6 +15,7 @@
 #include "ops/kernels/op_table.h"
 #include "ops/kernels/vec_math.h"  // the intrinsics headers and TRIBUNAL_SIMD_CASES
 #include "ops/philox.h"
+#include "ops/pointwise.h"
 #include "ops/simd.h"
 
 namespace tribunal {
@@ -54,10 +55,7 @@ std::vector<Shape> dropout_backward_infer(const Attrs& a, std::span<const Shape>
 }
 
 /// keepᵢ of the contract.
-inline bool keep(const DropoutAttrs& d, int64_t i) {
-  const uint64_t element = static_cast<uint64_t>(d.site) << 32 | static_cast<uint64_t>(i);
-  return uniform_from_bits(philox_random(d.seed, RandomPurpose::Dropout, d.step, element)[0]) >= d.p;
-}
+inline bool keep(const DropoutAttrs& d, int64_t i) { return dropout_keep(d.seed, d.step, d.site, d.p, i); }
 
 /// The contract, element by element, over [i0, i1).
 void dropout_scalar(const DropoutAttrs& d, const float* x, float* y, int64_t i0, int64_t i1) {

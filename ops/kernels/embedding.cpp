@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/ids.h"
 #include "ops/kernels/op_table.h"
 
 namespace tribunal {
@@ -22,18 +23,6 @@ namespace {
 
 // Elements a thread should handle at least before another thread is worth waking (as split_range).
 constexpr int64_t kGrain = int64_t{1} << 14;
-
-/// The id at flat position p, validated: an integral float in [0, vocab). −0 counts as 0.
-int64_t token_id(const float* ids, int64_t p, int64_t vocab, const char* op) {
-  const float v = ids[p];
-  // The range test comes first: it rejects NaN and keeps the int conversion defined.
-  const bool in_range = v >= 0.0f && v < 2147483648.0f;
-  const int64_t id = in_range ? static_cast<int64_t>(v) : -1;
-  op_require(in_range && static_cast<float>(id) == v && id < vocab, op,
-             "id " + std::to_string(v) + " at position " + std::to_string(p) + " is not a token id in [0, " +
-                 std::to_string(vocab) + ")");
-  return id;
-}
 
 // ---- Embedding: tok[V,D], pos[T,D], ids[B,T] → y[B·T, D].
 

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "ops/ids.h"
 #include "ops/kernels/op_table.h"
 #include "ops/kernels/vec_math.h"
 #include "ops/math.h"
@@ -39,13 +40,9 @@ std::vector<Shape> sce_backward_infer(const Attrs&, std::span<const Shape> in) {
   return sce_infer_common("softmax_cross_entropy_backward", in);
 }
 
-// Validates the label of row b (a class id stored as float) and returns it.
+// Validates the label of row b (a class id stored as float) and returns it (ops/ids.h).
 int64_t label_of(const Tensor& labels, int64_t b, int64_t classes, const char* op) {
-  const float l = labels[b];
-  const bool ok = l >= 0.0f && l < static_cast<float>(classes) && static_cast<float>(static_cast<int64_t>(l)) == l;
-  op_require(ok, op, "label " + std::to_string(l) + " of row " + std::to_string(b) + " is not a class id in [0, " +
-                         std::to_string(classes) + ")");
-  return static_cast<int64_t>(l);
+  return class_id(labels, b, classes, op);
 }
 
 // e[0..C) = exp(z − max); returns (max, canonical sum of e).

@@ -13,6 +13,7 @@
 #include <algorithm>
 
 #include "ops/kernels/op_table.h"
+#include "ops/pointwise.h"
 
 namespace tribunal {
 namespace {
@@ -24,29 +25,11 @@ void check_pool_input(const char* op, const Shape& x) {
              "needs N, C ≥ 1 and even H, W ≥ 2, got " + x.str());
 }
 
-/// Index 0..3 of the chosen element of the window v = (0,0), (0,1), (1,0), (1,1): once the current
-/// choice is NaN nothing replaces it; before that, a NaN or a strictly greater element does (so ties,
-/// −0 against +0 included, keep the first). Written as selects without an early exit, so the compiler
-/// may use conditional moves (with random data `v > best` is an unpredictable branch).
-inline int chosen(const float v[4]) {
-  int best = 0;
-  float bv = v[0];
-  for (int k = 1; k < 4; ++k) {
-    const bool take = bv == bv && (v[k] != v[k] || v[k] > bv);  // x != x: x is NaN
-    best = take ? k : best;
-    bv = take ? v[k] : bv;
-  }
-  return best;
-}
+/// The chosen element of a window: pool_choice (ops/pointwise.h, shared with the CUDA kernels).
+inline int chosen(const float v[4]) { return pool_choice(v); }
 
-/// The window of output (r, s) of one plane of width w: its four elements in scan order.
-inline void window(const float* plane, int64_t w, int64_t r, int64_t s, float v[4]) {
-  const float* p = plane + 2 * r * w + 2 * s;
-  v[0] = p[0];
-  v[1] = p[1];
-  v[2] = p[w];
-  v[3] = p[w + 1];
-}
+/// The window of output (r, s): pool_window (ops/pointwise.h, shared with the CUDA kernels).
+inline void window(const float* plane, int64_t w, int64_t r, int64_t s, float v[4]) { pool_window(plane, w, r, s, v); }
 
 std::vector<Shape> pool_infer(const Attrs&, std::span<const Shape> in) {
   check_pool_input("max_pool2d", in[0]);

@@ -144,3 +144,23 @@ TEST_CASE("the short MLP job's trajectory root is golden on every SIMD path") {
     CHECK(to_hex(train(job, 2, dir.path).trajectory_root) == golden_root(file));
   }
 }
+
+// The CUDA kernels (ops/cuda/kernels/) in their host SIMT emulation (docs/cuda.md): a run resumed
+// halfway on the emulated device from a checkpoint the CPU kernels wrote commits the golden root (the
+// straight runs of every short job: tests/cuda/emulated_roots.sh, through `tribunal train --device`).
+TEST_CASE("a short job resumed on the emulated CUDA device gives the golden root") {
+  if (!device_built(Device::CudaEmulated)) {
+    MESSAGE("this build has no CUDA emulation (TRIBUNAL_CUDA_EMULATE=OFF): not checked");
+    return;
+  }
+  const std::string file = "scenarios/jobs/short_cnn.toml";
+  const JobSpec job = load_job(kSource / file);
+  TempDir dir("emulated-resume");
+  train(job, 2, dir.path, job.steps / 2);
+  TrainOptions resumed;
+  resumed.out_dir = dir.path;
+  resumed.resume = true;
+  resumed.evaluate = false;
+  resumed.device = Device::CudaEmulated;
+  CHECK(to_hex(run_training(job, resumed).trajectory_root) == golden_root(file));
+}
