@@ -76,6 +76,22 @@ Outcome play(uint64_t steps, uint64_t stride, uint32_t nodes, const CounterProvi
   return out;
 }
 
+/// Six steps of the counter (stride 2, 3 nodes) between an honest party 0 and a liar that corrupts
+/// node 2 of step 3: a dispute that goes down to an opening of the node's inputs.
+struct OpeningDispute {
+  CounterOracle oracle{3};
+  CounterProvider honest{6, 2, 3};
+  CounterProvider liar{6, 2, 3, Fault{{}, 3, 2}};
+  const CounterProvider* providers[2] = {&honest, &liar};
+  GameParams params = [this] {
+    GameParams p;
+    p.steps = 6;
+    p.stride = 2;
+    p.claims = {honest.claim(p.job_id), liar.claim(p.job_id)};
+    return p;
+  }();
+};
+
 }  // namespace
 
 TEST_CASE("counter: a corrupted node at every step and node loses, located exactly") {
@@ -219,15 +235,9 @@ TEST_CASE("an answer that does not hash to the party's commitment loses with bad
 TEST_CASE("an opened tensor whose shape is not the graph's loses at its first chunk") {
   // Both parties may be the attacker's: the committed hashes then prove nothing about the size, so
   // the referee holds the shape to the job's graph before it keeps any byte.
-  CounterOracle oracle(3);
-  const CounterProvider honest(6, 2, 3);
-  const CounterProvider liar(6, 2, 3, Fault{{}, 3, 2});
-  GameParams params;
-  params.steps = 6;
-  params.stride = 2;
-  params.claims = {honest.claim(params.job_id), liar.claim(params.job_id)};
-  Game game(params, oracle);
-  const CounterProvider* providers[2] = {&honest, &liar};
+  const OpeningDispute d;
+  Game game(d.params, d.oracle);
+  const CounterProvider* const* providers = d.providers;
   GameTime now{};
   std::vector<Action> pending = game.start(now);
   std::vector<std::string> refused;
@@ -321,15 +331,9 @@ TEST_CASE("clock: a recomputation's allowance counts its steps, an opening's its
 TEST_CASE("an opened chunk is taken without its signature only when it proves itself") {
   // The referee defers the signature of tensor chunks (SignatureCheck::DeferTensorChunks): a chunk
   // that does not prove itself must not count against a party before it is shown to be the party's.
-  CounterOracle oracle(3);
-  const CounterProvider honest(6, 2, 3);
-  const CounterProvider liar(6, 2, 3, Fault{{}, 3, 2});
-  GameParams params;
-  params.steps = 6;
-  params.stride = 2;
-  params.claims = {honest.claim(params.job_id), liar.claim(params.job_id)};
-  Game game(params, oracle);
-  const CounterProvider* providers[2] = {&honest, &liar};
+  const OpeningDispute d;
+  Game game(d.params, d.oracle);
+  const CounterProvider* const* providers = d.providers;
   GameTime now{};
   std::vector<Action> pending = game.start(now);
   int unsigned_refusals = 0, unsigned_accepted = 0;
@@ -386,7 +390,7 @@ TEST_CASE("an opened chunk is taken without its signature only when it proves it
   CHECK(verdict->losers == std::vector<uint8_t>{1});
 
   // The same corrupted chunk, signed, is evidence: bad_proof.
-  Game signed_game(params, oracle);
+  Game signed_game(d.params, d.oracle);
   pending = signed_game.start(now);
   for (int guard = 0; guard < 1000 && !signed_game.done() && signed_game.phase() != Phase::OpenInputs; ++guard) {
     std::vector<Action> next;

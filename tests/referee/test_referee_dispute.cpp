@@ -33,25 +33,41 @@ std::vector<uint8_t> opening(const KeyPair& client, const Provider& a, const Pro
   return testing::dispute_opening(client, a, b);
 }
 
+/// The two providers' sides of a dispute: each party's session is made when it receives the
+/// DisputeOpen (as the provider node does) and answers the referee's envelopes from its checkpoints.
+class Parties {
+ public:
+  Parties(const KeyPair& referee_key, const Provider& a, const Provider& b)
+      : referee_key_(referee_key), providers_{&a, &b} {}
+
+  /// Party p's signed answers to `env` (none to the DisputeOpen).
+  std::vector<std::vector<uint8_t>> answer(int p, const Envelope& env) {
+    auto& session = sessions_[static_cast<size_t>(p)];
+    if (env.kind != MessageKind::DisputeOpen) return session->on_envelope(env);
+    const Provider& pr = *providers_[static_cast<size_t>(p)];
+    session = std::make_unique<ProviderDisputeSession>(pr.key, env, job_, train_set(), pr.store.path, pool_,
+                                                       std::vector<PublicKey>{referee_key_.public_key}, pr.fault);
+    CHECK(session->party() == p);
+    return {};
+  }
+
+ private:
+  const KeyPair& referee_key_;
+  std::array<const Provider*, 2> providers_;
+  JobSpec job_ = load_job(kJobFile);
+  ThreadPool pool_{1};
+  std::array<std::unique_ptr<ProviderDisputeSession>, 2> sessions_;
+};
+
 Run play(const KeyPair& referee_key, const Provider& a, const Provider& b) {
-  const JobSpec job = load_job(kJobFile);
-  ThreadPool pool(1);
   const KeyPair client = generate_keypair();
   RefereeDispute referee(referee_key, open_envelope(opening(client, a, b)));
   Run run;
   referee.on_event = [&](const DisputeEvent& e) { run.events.push_back(e.text); };
-  const Provider* providers[2] = {&a, &b};
-  std::unique_ptr<ProviderDisputeSession> sessions[2];
+  Parties sides(referee_key, a, b);
   std::array<LocalParty, 2> parties;
   for (int p = 0; p < 2; ++p)
-    parties[static_cast<size_t>(p)] = [&, p](const Envelope& env) -> std::vector<std::vector<uint8_t>> {
-      if (env.kind != MessageKind::DisputeOpen) return sessions[p]->on_envelope(env);
-      const Provider& pr = *providers[p];
-      sessions[p] = std::make_unique<ProviderDisputeSession>(pr.key, env, job, train_set(), pr.store.path, pool,
-                                                             std::vector<PublicKey>{referee_key.public_key}, pr.fault);
-      CHECK(sessions[p]->party() == p);
-      return {};
-    };
+    parties[static_cast<size_t>(p)] = [&, p](const Envelope& env) { return sides.answer(p, env); };
   const LocalRun local = play_local(referee, parties);
   CHECK(local.refused.empty());
   REQUIRE(referee.done());
@@ -141,25 +157,15 @@ TEST_CASE("referee: opened chunks are trusted by their proofs; one not signed by
   // flipped signature byte (its data still proves itself).
   const KeyPair referee_key = generate_keypair();
   const Provider honest(Fault{}), cheater(corrupt(21, 11));
-  const JobSpec job = load_job(kJobFile);
-  ThreadPool pool(1);
   const KeyPair client = generate_keypair();
   RefereeDispute referee(referee_key, open_envelope(opening(client, honest, cheater)));
-  const Provider* providers[2] = {&honest, &cheater};
-  std::unique_ptr<ProviderDisputeSession> sessions[2];
+  Parties sides(referee_key, honest, cheater);
   std::array<LocalParty, 2> parties;
   int chunks = 0;
   for (int p = 0; p < 2; ++p)
-    parties[static_cast<size_t>(p)] = [&, p](const Envelope& env) -> std::vector<std::vector<uint8_t>> {
-      if (env.kind == MessageKind::DisputeOpen) {
-        sessions[p] = std::make_unique<ProviderDisputeSession>(providers[p]->key, env, job, train_set(),
-                                                               providers[p]->store.path, pool,
-                                                               std::vector<PublicKey>{referee_key.public_key},
-                                                               providers[p]->fault);
-        return {};
-      }
+    parties[static_cast<size_t>(p)] = [&, p](const Envelope& env) {
       std::vector<std::vector<uint8_t>> out;
-      for (std::vector<uint8_t>& answer : sessions[p]->on_envelope(env)) {
+      for (std::vector<uint8_t>& answer : sides.answer(p, env)) {
         if (p == 0 && open_envelope(answer).kind == MessageKind::TensorChunk) {
           std::vector<uint8_t> injected = answer;
           if (chunks % 2 == 0) {
@@ -205,12 +211,9 @@ TEST_CASE("referee: both parties' streams fill one opening, each chunk taken onc
   // Party 0's first chunk, sent again, is redundant: nothing is refused.
   const KeyPair referee_key = generate_keypair();
   const Provider honest(Fault{}), cheater(corrupt(21, 11));
-  const JobSpec job = load_job(kJobFile);
-  ThreadPool pool(1);
   const KeyPair client = generate_keypair();
   RefereeDispute referee(referee_key, open_envelope(opening(client, honest, cheater)));
-  const Provider* providers[2] = {&honest, &cheater};
-  std::unique_ptr<ProviderDisputeSession> sessions[2];
+  Parties sides(referee_key, honest, cheater);
   std::deque<RefereeDispute::Outgoing> queue;
   for (auto& o : referee.start(GameTime{})) queue.push_back(std::move(o));
   std::array<std::vector<std::vector<uint8_t>>, 2> openings;  // each party's opening, held back
@@ -226,18 +229,12 @@ TEST_CASE("referee: both parties' streams fill one opening, each chunk taken onc
     const RefereeDispute::Outgoing o = std::move(queue.front());
     queue.pop_front();
     const Envelope env = open_envelope(o.envelope);
-    const auto p = static_cast<size_t>(o.party);
     if (env.kind == MessageKind::Verdict) {
       verdict = o.envelope;
-    } else if (env.kind == MessageKind::DisputeOpen) {
-      sessions[p] = std::make_unique<ProviderDisputeSession>(providers[p]->key, env, job, train_set(),
-                                                             providers[p]->store.path, pool,
-                                                             std::vector<PublicKey>{referee_key.public_key},
-                                                             providers[p]->fault);
-    } else if (std::get<Query>(env.body).kind == QueryKind::OpenInputs) {
-      openings[p] = sessions[p]->on_envelope(env);
+    } else if (env.kind == MessageKind::Query && std::get<Query>(env.body).kind == QueryKind::OpenInputs) {
+      openings[static_cast<size_t>(o.party)] = sides.answer(o.party, env);
     } else {
-      for (const auto& a : sessions[p]->on_envelope(env)) deliver(o.party, a);
+      for (const auto& a : sides.answer(o.party, env)) deliver(o.party, a);
     }
     if (queue.empty() && !openings[0].empty() && !openings[1].empty()) {
       REQUIRE(openings[1].size() >= 2);
