@@ -1,0 +1,54 @@
+// Float64 execution of every RepOps op, for the rounding-log numerics mode (Srivastava, Arora, Boneh,
+// "Optimistic Verifiable Training by Controlling Hardware Nondeterminism", NeurIPS 2024, arXiv
+// 2403.09603): each op is computed in binary64 by whatever kernel a provider has, and the caller rounds
+// each output to float32 with ops/rounding_log.h (round_logged / round_replayed / rounding_allowed).
+// Nothing here rounds to float32.
+//
+// Each op computes the mathematical function of its RepOps definition (ops/registry.h, docs/numerics.md)
+// in double, without the float32 contract's operation order: float32 inputs and float attributes are
+// converted to double exactly; sums are plain sequential double sums; exp/log/tanh/sqrt are the C
+// library's double functions; the GELU constants are √(2/π) and 0.044715 in double, the clipping
+// epsilon 1e-6. What the contract decides by integers or comparisons is decided exactly as the
+// reference decides it: labels and token ids (ops/ids.h), gather rows, the dropout keep mask (Philox,
+// ops/pointwise.h, compared with the float p), the max-pool window choice (pool_choice), the causal
+// mask, the ReLU and GELU selects. Matmul, Linear and the convolutions' contractions run through a
+// Float64Gemm: the one place where two honest providers' float64 results may differ.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "ops/registry.h"
+#include "ops/tensor.h"
+
+namespace tribunal {
+
+/// The float64 matrix product used by rounding-log mode: the "vendor kernel" two honest providers may
+/// not share. OpenBlas: cblas_dgemm of Debian's OpenBLAS (its summation order changes with the core type
+/// OPENBLAS_CORETYPE picks and its thread count); Naive: a plain i-j-k triple loop, sequential over k.
+enum class Float64Gemm : uint8_t { OpenBlas, Naive };
+
+/// "openblas", "naive" / parse (throws OpError naming the bad string and the accepted ones).
+const char* float64_gemm_name(Float64Gemm gemm);
+Float64Gemm parse_float64_gemm(std::string_view name);
+
+/// Whether this build has OpenBLAS (Naive always exists). OpenBLAS is linked when CMake finds it for
+/// the target architecture (TRIBUNAL_HAVE_OPENBLAS); the arm64 cross build has Naive only.
+bool float64_gemm_built(Float64Gemm gemm);
+
+/// Runs `kind` in float64 on float32 inputs: out[i] is resized to output i's element count (the shapes
+/// registry's infer gives) and filled with the exact-math op computed in double (no rounding to float32
+/// inside the op). Inputs, attrs and ints are validated like run_reference (call the op's infer; throw
+/// OpError on bad input, e.g. a label out of range). Matmul, Linear and the convolutions' contractions
+/// go through `gemm` (conv via im2col or a loop that calls the gemm); everything else is plain float64 code.
+///
+/// `in` holds the op's inputs in registry order; `out` must have exactly op_info(kind).num_outputs
+/// vectors (OpError otherwise), each filled row-major in the output's shape. Throws OpError when `gemm`
+/// is OpenBlas and the build has no OpenBLAS ("this build has no OpenBLAS"), whatever the op. Single
+/// threaded except inside OpenBLAS, whose thread count is OPENBLAS_NUM_THREADS's (never set here).
+void run_float64(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in,
+                 std::span<std::vector<double>> out, Float64Gemm gemm);
+
+}  // namespace tribunal

@@ -1,0 +1,85 @@
+// Internal to ops/float64: the float64 GEMM both gemm variants implement, and the per-op float64
+// kernels that dispatch.cpp indexes by OpKind. See ops/float64/float64.h for the contract.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "ops/float64/float64.h"
+
+namespace tribunal::f64 {
+
+/// C[M×N] (+)= op(A)·op(B), row-major with leading dimensions (elements between rows of the stored
+/// matrix): op(A)(i, p) = trans_a ? a[p·lda + i] : a[i·lda + p], op(B)(p, j) = trans_b ? b[j·ldb + p]
+/// : b[p·ldb + j]. `accumulate`: C = C + op(A)·op(B) (Naive: each element's chain starts from C's
+/// value), else C = op(A)·op(B) (K = 0 gives +0). Pointers may not alias c.
+struct GemmArgs {
+  const double* a = nullptr;
+  const double* b = nullptr;
+  double* c = nullptr;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  bool trans_a = false, trans_b = false;
+  bool accumulate = false;
+};
+
+/// Runs the product on `gemm`. Throws OpError for OpenBlas in a build without it, or for a size that
+/// OpenBLAS's 32-bit integers cannot hold.
+void gemm(Float64Gemm gemm, const GemmArgs& args);
+
+/// One op invocation, already validated by infer_shapes: `out[i]` has out_shapes[i].numel() elements,
+/// all +0.
+struct Call {
+  const Attrs& attrs;
+  std::span<const Tensor* const> in;
+  std::span<const Shape> out_shapes;
+  std::span<std::vector<double>> out;
+  Float64Gemm gemm;
+};
+
+using Kernel = void (*)(const Call&);
+
+/// x converted to double, element by element (exact).
+std::vector<double> widen(const Tensor& x);
+
+// linear.cpp
+void linear(const Call&);
+void matmul(const Call&);
+void sum_rows(const Call&);
+// elementwise.cpp
+void add(const Call&);
+void relu(const Call&);
+void relu_backward(const Call&);
+void gelu(const Call&);
+void gelu_backward(const Call&);
+void dropout(const Call&);  ///< Dropout and DropoutBackward (the same map of x or dy)
+void scale(const Call&);
+// layout.cpp
+void gather(const Call&);
+void reshape(const Call&);
+void split_heads(const Call&);
+void merge_heads(const Call&);
+void embedding(const Call&);
+void embedding_backward(const Call&);
+// nn.cpp
+void softmax_cross_entropy(const Call&);
+void softmax_cross_entropy_backward(const Call&);
+void softmax(const Call&);
+void softmax_backward(const Call&);
+void layer_norm(const Call&);
+void layer_norm_backward(const Call&);
+// optim.cpp
+void sgd_momentum(const Call&);
+void adamw(const Call&);
+void sum_squares(const Call&);
+void clip_coefficient(const Call&);
+// conv.cpp
+void conv2d(const Call&);
+void conv2d_backward_input(const Call&);
+void conv2d_backward_weight(const Call&);
+void conv2d_backward_bias(const Call&);
+void max_pool2d(const Call&);
+void max_pool2d_backward(const Call&);
+
+}  // namespace tribunal::f64

@@ -1,0 +1,45 @@
+// Float64 Linear, Matmul and SumRows. Linear and Matmul are the float64 GEMM (the gemm the caller
+// picks); SumRows is a sequential double sum down each column.
+#include <algorithm>
+
+#include "ops/float64/internal.h"
+
+namespace tribunal::f64 {
+
+/// y[M,N] = x[M,K]·w[K,N] + b[N]: y starts as b in every row, then the GEMM accumulates x·w into it.
+void linear(const Call& c) {
+  const Tensor &x = *c.in[0], &w = *c.in[1], &b = *c.in[2];
+  const int64_t m = x.shape()[0], k = x.shape()[1], n = w.shape()[1];
+  std::vector<double>& y = c.out[0];
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) y[static_cast<size_t>(i * n + j)] = b[j];
+  const std::vector<double> xd = widen(x), wd = widen(w);
+  gemm(c.gemm, {xd.data(), wd.data(), y.data(), m, n, k, k, n, n, false, false, true});
+}
+
+/// c = op(a)·op(b), ints {trans_a, trans_b}; rank 3: one GEMM per batch element (same batch on both
+/// sides, the flags apply to the last two axes).
+void matmul(const Call& c) {
+  const bool ta = c.attrs.ints[0] != 0, tb = c.attrs.ints[1] != 0;
+  const Shape &as = c.in[0]->shape(), &bs = c.in[1]->shape(), &cs = c.out_shapes[0];
+  const int r = as.rank() - 2;
+  const int64_t batch = r == 0 ? 1 : as[0];
+  const int64_t m = cs[r], n = cs[r + 1], k = ta ? as[r] : as[r + 1];
+  const int64_t lda = as[r + 1], ldb = bs[r + 1];
+  const std::vector<double> ad = widen(*c.in[0]), bd = widen(*c.in[1]);
+  std::vector<double>& out = c.out[0];
+  for (int64_t e = 0; e < batch; ++e)
+    gemm(c.gemm, {ad.data() + e * m * k, bd.data() + e * k * n, out.data() + e * m * n, m, n, k, lda, ldb, n, ta,
+                  tb, false});
+}
+
+/// y[j] = Σ_i x[i,j], in increasing i.
+void sum_rows(const Call& c) {
+  const Tensor& x = *c.in[0];
+  const int64_t m = x.shape()[0], n = x.shape()[1];
+  std::vector<double>& y = c.out[0];
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) y[static_cast<size_t>(j)] += x[i * n + j];
+}
+
+}  // namespace tribunal::f64
