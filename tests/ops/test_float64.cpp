@@ -1,0 +1,392 @@
+// The float64 execution of every op (ops/float64/float64.h), for rounding-log mode. Over the random
+// cases every op family registers (op_test_support.h: shapes with 1, primes and odd sizes, big cases,
+// subnormal inputs), on every float64 gemm this build has:
+//  1. against the RepOps reference: each float64 output rounded to nearest float32 is within kUlps
+//     float32 ulps of run_reference's output, or, where the reference's own rounding is larger than
+//     that (cancellation), within the registered bound of the reference's error (c·u·Σ|terms|);
+//  2. float64 accuracy: each output is within 1e-6 of that bound (about 1e-11 of the terms' magnitude)
+//     of the registered float64 model: a float32-precision step anywhere inside the op, or a float32
+//     constant, would be ~10⁴ times further (the results are in fact within 1e-8 of the bound);
+//  3. both checks fail for wrong functions (a dropped bias, a flipped transpose, shifted labels,
+//     swapped γ and β) and check 2 fails for float32-rounded results;
+//  4. the naive and OpenBLAS gemms differ bitwise on a K ≥ 256 product and agree to 1e-12 of Σ|terms|;
+//     naive is exactly the sequential-over-k chain;
+//  5. bad input (shapes, labels, ids, indices, output counts, every registered bad case) throws OpError.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ops/float64/float64.h"
+#include "ops/math.h"
+#include "ops/registry.h"
+#include "tests/ops/op_test_support.h"
+
+using namespace tribunal;
+using namespace tribunal::optest;
+
+namespace {
+
+/// Float32 ulps a rounded float64 result may be from the reference. The reference's transcendentals
+/// are within 1 (exp32, log32) and 2 (tanh32) ulps, and a few roundings follow them.
+constexpr int64_t kUlps = 4;
+/// Fraction of the registered reference-error bound (kRel = 1e-5 of the terms' magnitude, or more) the
+/// float64 result may be from the float64 model.
+constexpr double kModelFraction = 1e-6;
+
+std::vector<Float64Gemm> built_gemms() {
+  std::vector<Float64Gemm> g{Float64Gemm::Naive};
+  if (float64_gemm_built(Float64Gemm::OpenBlas)) g.push_back(Float64Gemm::OpenBlas);
+  return g;
+}
+
+std::vector<std::vector<double>> run64(const Case& c, Float64Gemm gemm) {
+  std::vector<const Tensor*> in;
+  for (const Tensor& t : c.in) in.push_back(&t);
+  std::vector<std::vector<double>> out(static_cast<size_t>(op_info(c.kind).num_outputs));
+  run_float64(c.kind, c.attrs, in, out, gemm);
+  return out;
+}
+
+/// Position of x on the float32 number line (±0 both 0), so that adjacent floats differ by 1.
+int64_t ordered(float x) {
+  const uint32_t u = float_bits(x);
+  return (u & 0x80000000u) ? -static_cast<int64_t>(u & 0x7FFFFFFFu) : static_cast<int64_t>(u);
+}
+
+int64_t ulp_distance(float a, float b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b) ? 0 : std::numeric_limits<int64_t>::max();
+  const int64_t d = ordered(a) - ordered(b);
+  return d < 0 ? -d : d;
+}
+
+/// Check 1: elements of `got` whose float32 rounding is more than kUlps from `ref` and that are also
+/// further than the reference's error bound `tol` from it. The first is described in `first`.
+int64_t reference_disagreements(const std::vector<double>& got, const Tensor& ref, const Expected& e,
+                                std::string& first) {
+  if (got.size() != static_cast<size_t>(ref.numel())) {
+    first = "float64 output has " + std::to_string(got.size()) + " elements, the reference " +
+            std::to_string(ref.numel());
+    return 1;
+  }
+  int64_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const float r = ref[static_cast<int64_t>(i)];
+    const int64_t ulps = ulp_distance(static_cast<float>(got[i]), r);
+    if (ulps <= kUlps || std::fabs(got[i] - static_cast<double>(r)) <= std::fabs(e.tol[i])) continue;
+    if (bad++ == 0) {
+      std::ostringstream s;
+      s.precision(17);
+      s << "element " << i << ": float64 " << got[i] << ", reference " << r << " (" << ulps
+        << " ulps; reference bound " << e.tol[i] << ")";
+      first = s.str();
+    }
+  }
+  return bad;
+}
+
+/// Check 2: elements of `got` further than kModelFraction·tol from the float64 model (exactly equal
+/// where the op is exact, tol = 0).
+int64_t model_disagreements(const std::vector<double>& got, const Expected& e, std::string& first) {
+  if (got.size() != e.want.size()) {
+    first = "float64 output has " + std::to_string(got.size()) + " elements, the model " +
+            std::to_string(e.want.size());
+    return 1;
+  }
+  int64_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    // Both NaN agree (a negative subnormal v of an AdamW case gives sqrt(v′) = NaN in both); a
+    // model's bound may carry the value's sign.
+    if (got[i] == e.want[i] || (std::isnan(got[i]) && std::isnan(e.want[i]))) continue;
+    if (std::fabs(got[i] - e.want[i]) <= kModelFraction * std::fabs(e.tol[i])) continue;
+    if (bad++ == 0) {
+      std::ostringstream s;
+      s.precision(17);
+      s << "element " << i << ": float64 " << got[i] << ", model " << e.want[i] << " ± " << kModelFraction * e.tol[i];
+      first = s.str();
+    }
+  }
+  return bad;
+}
+
+/// Total check-1 disagreements of `got` with the reference outputs of `ref_case` (its model's bounds).
+int64_t reference_disagreements(const std::vector<std::vector<double>>& got, const Case& ref_case) {
+  const std::vector<Tensor> ref = run_case(ref_case, nullptr);
+  const std::optional<std::vector<Expected>> want = find_op_tests(ref_case.kind)->expect(ref_case);
+  REQUIRE(want.has_value());
+  REQUIRE(got.size() == ref.size());
+  int64_t bad = 0;
+  for (size_t o = 0; o < got.size(); ++o) {
+    std::string first;
+    bad += reference_disagreements(got[o], ref[o], (*want)[o], first);
+  }
+  return bad;
+}
+
+const OpTests& tests_of(OpKind kind) {
+  const OpTests* t = find_op_tests(kind);
+  REQUIRE_MESSAGE(t != nullptr, "no tests registered for op " << op_name(kind));
+  return *t;
+}
+
+/// Runs `check(case, gemm)` on the registered cases of every op kind: every variant, `trials` cases
+/// each (the first big, odd ones with subnormal inputs), on every gemm this build has.
+template <class Check>
+void for_every_case(int trials, uint32_t seed, Check check) {
+  std::mt19937 rng(seed);
+  for (size_t k = 0; k < kOpKindCount; ++k) {
+    const auto kind = static_cast<OpKind>(k);
+    CAPTURE(op_name(kind));
+    const OpTests& tests = tests_of(kind);
+    for (int variant = 0; variant < tests.variants; ++variant)
+      for (int trial = 0; trial < trials; ++trial) {
+        const std::optional<Case> c = tests.make(kind, rng, trial == 0, variant, trial % 2 == 1);
+        REQUIRE_MESSAGE(c.has_value(), "no test case for op " << op_name(kind));
+        INFO(c->str());
+        for (Float64Gemm gemm : built_gemms()) {
+          INFO("gemm " << float64_gemm_name(gemm));
+          check(*c, gemm);
+        }
+      }
+  }
+}
+
+Case linear_case(std::mt19937& rng, int64_t m, int64_t k, int64_t n) {
+  Case c{OpKind::Linear, {}, {}};
+  c.in.push_back(random_tensor(Shape{m, k}, rng, false));
+  c.in.push_back(random_tensor(Shape{k, n}, rng, false));
+  c.in.push_back(random_tensor(Shape{n}, rng, false));
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("float64: every op's result rounds to within a few float32 ulps of its RepOps reference") {
+  for_every_case(6, 64, [](const Case& c, Float64Gemm gemm) {
+    const std::vector<std::vector<double>> got = run64(c, gemm);
+    const std::vector<Tensor> ref = run_case(c, nullptr);
+    const std::optional<std::vector<Expected>> want = find_op_tests(c.kind)->expect(c);
+    REQUIRE(want.has_value());
+    REQUIRE(got.size() == ref.size());
+    for (size_t o = 0; o < got.size(); ++o) {
+      std::string first;
+      const int64_t bad = reference_disagreements(got[o], ref[o], (*want)[o], first);
+      INFO("output " << o << ": " << first);
+      CHECK(bad == 0);
+    }
+  });
+}
+
+TEST_CASE("float64: every op's result is float64-accurate (matches the float64 model far below float32 precision)") {
+  for_every_case(6, 65, [](const Case& c, Float64Gemm gemm) {
+    const std::vector<std::vector<double>> got = run64(c, gemm);
+    const std::optional<std::vector<Expected>> want = find_op_tests(c.kind)->expect(c);
+    REQUIRE(want.has_value());
+    REQUIRE(got.size() == want->size());
+    for (size_t o = 0; o < got.size(); ++o) {
+      std::string first;
+      const int64_t bad = model_disagreements(got[o], (*want)[o], first);
+      INFO("output " << o << ": " << first);
+      CHECK(bad == 0);
+    }
+  });
+}
+
+TEST_CASE("float64: the checks fail for a wrong function or a float32-precision result") {
+  std::mt19937 rng(3);
+  for (Float64Gemm gemm : built_gemms()) {
+    INFO("gemm " << float64_gemm_name(gemm));
+    // Linear without its bias.
+    const Case lin = linear_case(rng, 7, 13, 11);
+    CHECK(reference_disagreements(run64(lin, gemm), lin) == 0);
+    Case no_bias = lin;
+    for (float& b : no_bias.in[2].values()) b = 0.0f;
+    CHECK(reference_disagreements(run64(no_bias, gemm), lin) > 0);
+
+    // Matmul with a's transpose flag flipped (a square a, so the shapes still agree).
+    Case mm{OpKind::Matmul, {{0, 0}, {}}, {}};
+    mm.in.push_back(random_tensor(Shape{9, 9}, rng, false));
+    mm.in.push_back(random_tensor(Shape{9, 5}, rng, false));
+    CHECK(reference_disagreements(run64(mm, gemm), mm) == 0);
+    Case flipped = mm;
+    flipped.attrs.ints[0] = 1;
+    CHECK(reference_disagreements(run64(flipped, gemm), mm) > 0);
+
+    // Conv2d as a true convolution (the kernel flipped) instead of the cross-correlation it is.
+    Case conv{OpKind::Conv2d, {{1, 1}, {}}, {}};
+    conv.in.push_back(random_tensor(Shape{2, 3, 7, 5}, rng, false));
+    conv.in.push_back(random_tensor(Shape{4, 3, 3, 3}, rng, false));
+    conv.in.push_back(random_tensor(Shape{4}, rng, false));
+    CHECK(reference_disagreements(run64(conv, gemm), conv) == 0);
+    Case flipped_kernel = conv;
+    for (int64_t oc = 0; oc < 4 * 3; ++oc)
+      for (int64_t t = 0; t < 9; ++t) flipped_kernel.in[1][oc * 9 + t] = conv.in[1][oc * 9 + 8 - t];
+    CHECK(reference_disagreements(run64(flipped_kernel, gemm), conv) > 0);
+  }
+  // Softmax cross-entropy backward with every label shifted by one class.
+  Case sce{OpKind::SoftmaxCrossEntropyBackward, {}, {}};
+  sce.in.push_back(random_tensor(Shape{5, 7}, rng, false, -4.0f, 4.0f));
+  sce.in.push_back(random_labels(5, 7, rng));
+  sce.in.push_back(scalar(0.75f));
+  CHECK(reference_disagreements(run64(sce, Float64Gemm::Naive), sce) == 0);
+  Case shifted = sce;
+  for (float& l : shifted.in[1].values()) l = static_cast<float>((static_cast<int>(l) + 1) % 7);
+  CHECK(reference_disagreements(run64(shifted, Float64Gemm::Naive), sce) > 0);
+
+  // LayerNorm with γ and β swapped.
+  Case ln{OpKind::LayerNorm, {{}, {1e-5f}}, {}};
+  ln.in.push_back(random_tensor(Shape{3, 17}, rng, false));
+  ln.in.push_back(random_tensor(Shape{17}, rng, false));
+  ln.in.push_back(random_tensor(Shape{17}, rng, false));
+  CHECK(reference_disagreements(run64(ln, Float64Gemm::Naive), ln) == 0);
+  Case swapped = ln;
+  std::swap(swapped.in[1], swapped.in[2]);
+  CHECK(reference_disagreements(run64(swapped, Float64Gemm::Naive), ln) > 0);
+
+  // Check 2 sees float32 precision: the float32 reference itself, widened, is not float64-accurate.
+  const Case big = linear_case(rng, 17, 61, 13);
+  const std::vector<Expected> want = *find_op_tests(OpKind::Linear)->expect(big);
+  std::string first;
+  CHECK(model_disagreements(to_f64(run_case(big, nullptr)[0]), want[0], first) > 0);
+  CHECK(model_disagreements(run64(big, Float64Gemm::Naive)[0], want[0], first) == 0);
+}
+
+// Float32 inputs make every product a·b exact in double, so an fma and a multiply-then-add give the
+// same chain: two gemms differ only where their summation orders do. OpenBLAS (every core type of
+// Debian's 0.3.21: Prescott, Haswell, SkylakeX) keeps each element's k order within a block of a few
+// hundred k and adds the blocks' partial sums into C, so K must exceed its block for any difference.
+TEST_CASE("float64: the naive and OpenBLAS gemms differ bitwise on a K >= 256 matmul and agree to 1e-12") {
+  std::mt19937 rng(11);
+  const int64_t m = 37, k = 2053, n = 43;
+  for (int64_t flags = 0; flags < 4; ++flags) {
+    const bool ta = flags & 1, tb = flags & 2;
+    CAPTURE(ta);
+    CAPTURE(tb);
+    Case c{OpKind::Matmul, {{ta, tb}, {}}, {}};
+    c.in.push_back(random_tensor(ta ? Shape{k, m} : Shape{m, k}, rng, false));
+    c.in.push_back(random_tensor(tb ? Shape{n, k} : Shape{k, n}, rng, false));
+    const std::vector<double> naive = run64(c, Float64Gemm::Naive)[0];
+    REQUIRE(naive.size() == static_cast<size_t>(m * n));
+    // Naive is exactly the plain chain acc = acc + a·b, sequential over p from +0.
+    auto a_at = [&](int64_t i, int64_t p) { return double(ta ? c.in[0][p * m + i] : c.in[0][i * k + p]); };
+    auto b_at = [&](int64_t p, int64_t j) { return double(tb ? c.in[1][j * k + p] : c.in[1][p * n + j]); };
+    std::vector<double> magnitude(naive.size());
+    int64_t chain_mismatches = 0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0.0, mag = 0.0;
+        for (int64_t p = 0; p < k; ++p) {
+          const double t = a_at(i, p) * b_at(p, j);
+          acc = acc + t;
+          mag += std::fabs(t);
+        }
+        magnitude[static_cast<size_t>(i * n + j)] = mag;
+        if (std::memcmp(&acc, &naive[static_cast<size_t>(i * n + j)], sizeof acc) != 0) ++chain_mismatches;
+      }
+    CHECK(chain_mismatches == 0);
+
+    if (!float64_gemm_built(Float64Gemm::OpenBlas)) {
+      MESSAGE("this build has no OpenBLAS: the naive/OpenBLAS comparison is skipped");
+      CHECK_THROWS_WITH_AS(run64(c, Float64Gemm::OpenBlas), doctest::Contains("this build has no OpenBLAS"), OpError);
+      continue;
+    }
+    const std::vector<double> blas = run64(c, Float64Gemm::OpenBlas)[0];
+    REQUIRE(blas.size() == naive.size());
+    int64_t differ = 0;
+    double worst = 0;
+    for (size_t e = 0; e < naive.size(); ++e) {
+      if (std::memcmp(&naive[e], &blas[e], sizeof(double)) != 0) ++differ;
+      worst = std::max(worst, std::fabs(naive[e] - blas[e]) / magnitude[e]);
+    }
+    INFO(differ << " of " << naive.size() << " entries differ bitwise; worst difference " << worst << " of Σ|terms|");
+    if (flags == 0) MESSAGE("naive vs openblas, K = " << k << ": " << differ << " of " << naive.size()
+                            << " entries differ bitwise, worst by " << worst << " of Σ|terms|");
+    CHECK(differ > 0);
+    CHECK(worst <= 1e-12);
+  }
+}
+
+TEST_CASE("float64: gemm names parse, and the build reports which gemms it has") {
+  CHECK(std::string(float64_gemm_name(Float64Gemm::OpenBlas)) == "openblas");
+  CHECK(std::string(float64_gemm_name(Float64Gemm::Naive)) == "naive");
+  CHECK(parse_float64_gemm("openblas") == Float64Gemm::OpenBlas);
+  CHECK(parse_float64_gemm("naive") == Float64Gemm::Naive);
+  CHECK_THROWS_WITH_AS(parse_float64_gemm("mkl"), doctest::Contains("'mkl'"), OpError);
+  CHECK_THROWS_WITH_AS(parse_float64_gemm("OpenBLAS"), doctest::Contains("openblas, naive"), OpError);
+  CHECK(float64_gemm_built(Float64Gemm::Naive));
+#if defined(TRIBUNAL_HAVE_OPENBLAS)
+  CHECK(float64_gemm_built(Float64Gemm::OpenBlas));
+#else
+  CHECK_FALSE(float64_gemm_built(Float64Gemm::OpenBlas));
+  Tensor x(Shape{2});
+  const Tensor* in[] = {&x};
+  std::vector<double> out[1];
+  CHECK_THROWS_WITH_AS(run_float64(OpKind::Relu, {}, in, out, Float64Gemm::OpenBlas),
+                       doctest::Contains("this build has no OpenBLAS"), OpError);
+#endif
+}
+
+TEST_CASE("float64: bad input throws OpError") {
+  std::mt19937 rng(5);
+  auto run = [](OpKind kind, const Attrs& attrs, const std::vector<const Tensor*>& in, size_t outputs) {
+    std::vector<std::vector<double>> out(outputs);
+    run_float64(kind, attrs, in, out, Float64Gemm::Naive);
+  };
+  const Tensor a = random_tensor(Shape{2, 3}, rng, false), b = random_tensor(Shape{3, 2}, rng, false);
+  CHECK_THROWS_AS(run(OpKind::Add, {}, {&a, &b}, 1), OpError);                    // shapes differ
+  CHECK_THROWS_AS(run(OpKind::Linear, {}, {&a, &a, &a}, 1), OpError);             // inner sizes disagree
+  CHECK_THROWS_AS(run(OpKind::Matmul, {{0, 0}, {}}, {&a, &a}, 1), OpError);       // 3 ≠ 2
+  CHECK_THROWS_AS(run(OpKind::Add, {}, {&a}, 1), OpError);                        // one input short
+  CHECK_THROWS_AS(run(OpKind::Add, {}, {&a, &a}, 2), OpError);                    // one output too many
+  CHECK_THROWS_AS(run(OpKind::AdamW, {{1}, {0.1f}}, {&a, &a, &a, &a}, 3), OpError);  // float count
+  CHECK_THROWS_AS(run(OpKind::Gather, {{0, 2}, {}}, {&a}, 1), OpError);           // row 2 of 2
+  CHECK_THROWS_AS(run(OpKind::Count, {}, {&a}, 1), OpError);
+
+  // Labels: out of range, fractional.
+  const Tensor logits = random_tensor(Shape{2, 3}, rng, false);
+  Tensor labels(Shape{2});
+  labels[0] = 1.0f;
+  labels[1] = 3.0f;
+  CHECK_THROWS_WITH_AS(run(OpKind::SoftmaxCrossEntropy, {}, {&logits, &labels}, 1), doctest::Contains("label"),
+                       OpError);
+  const Tensor dloss = scalar(1.0f);
+  CHECK_THROWS_AS(run(OpKind::SoftmaxCrossEntropyBackward, {}, {&logits, &labels, &dloss}, 1), OpError);
+  labels[1] = 0.5f;
+  CHECK_THROWS_AS(run(OpKind::SoftmaxCrossEntropy, {}, {&logits, &labels}, 1), OpError);
+
+  // Token ids: ≥ V, negative.
+  const Tensor tok = random_tensor(Shape{4, 3}, rng, false), pos = random_tensor(Shape{2, 3}, rng, false);
+  Tensor ids(Shape{1, 2});
+  ids[0] = 1.0f;
+  ids[1] = 4.0f;
+  CHECK_THROWS_WITH_AS(run(OpKind::Embedding, {}, {&tok, &pos, &ids}, 1), doctest::Contains("token id"), OpError);
+  ids[1] = -1.0f;
+  const Tensor dy = random_tensor(Shape{2, 3}, rng, false);
+  CHECK_THROWS_AS(run(OpKind::EmbeddingBackward, {{4}, {}}, {&ids, &dy}, 1), OpError);
+
+  // Every registered bad invocation of every op (with zero inputs of its shapes) is refused too.
+  int64_t checked = 0;
+  for (size_t k = 0; k < kOpKindCount; ++k) {
+    const auto kind = static_cast<OpKind>(k);
+    for (const BadCase& bad : tests_of(kind).bad) {
+      bool small = true;
+      for (const Shape& s : bad.in) small = small && s.numel() <= (int64_t{1} << 20);
+      if (!small) continue;
+      INFO(op_name(kind) << ": " << bad.why);
+      std::vector<Tensor> tensors;
+      for (const Shape& s : bad.in) tensors.emplace_back(s);
+      std::vector<const Tensor*> in;
+      for (const Tensor& t : tensors) in.push_back(&t);
+      CHECK_THROWS_AS(run(kind, bad.attrs, in, static_cast<size_t>(op_info(kind).num_outputs)), OpError);
+      ++checked;
+    }
+  }
+  CHECK(checked > 2 * static_cast<int64_t>(kOpKindCount));
+}
