@@ -12,7 +12,14 @@
 // reference decides it: labels and token ids (ops/ids.h), gather rows, the dropout keep mask (Philox,
 // ops/pointwise.h, compared with the float p), the max-pool window choice (pool_choice), the causal
 // mask, the ReLU and GELU selects. Matmul, Linear and the convolutions' contractions run through a
-// Float64Gemm: the one place where two honest providers' float64 results may differ.
+// Float64Gemm: the one place where two honest providers' float64 results may differ. Since the
+// operands are float32 values, every product is exact in double (24 + 24 bits ≤ 53), so an fma and a
+// multiply-then-add agree: two gemms differ only where they group the sum differently. Debian's
+// OpenBLAS 0.3.21 keeps each element's k order within a block of a few hundred k and adds the blocks'
+// partial sums into C, so it matches Naive bit for bit below that K and differs on some entries above
+// it (tests/ops/test_float64.cpp: ~5% at K = 2053); its block sizes, hence its bits, also change with
+// the core type and the thread count (measured on 256×2053×256: 237 of 65536 entries differ between
+// 1 and 2 threads).
 #pragma once
 
 #include <cstdint>

@@ -3,8 +3,11 @@
 //
 // Naive: every C element is one sequential chain acc = acc + op(A)(i,p)·op(B)(p,j), p = 0..K−1, from
 // +0 (or from C's value when accumulating), a separately rounded multiply and add per step (the build
-// compiles with -ffp-contract=off, so no fma). Operands are copied so that op(A)'s row i and op(B)'s
-// column j are contiguous: a change of memory layout only, each chain's terms and order are the same.
+// compiles with -ffp-contract=off, so no fma): the plain i-j-k triple loop's bits. Operands are copied
+// so that op(A)'s row i and op(B)'s column j are contiguous, and 8 columns' chains run side by side
+// (independent chains, so their adds overlap in the pipeline; about 3 times the plain loop's speed):
+// changes of memory layout and interleaving only, each chain's terms and order are the plain loop's
+// (tests/ops/test_float64.cpp checks the bits against it). No blocking of i or k for the cache.
 // OpenBLAS: whatever its kernel for this CPU and thread count does (fma, register blocking, K split
 // into blocks added to C): the honest "different vendor" the rounding log absorbs.
 #include <algorithm>
@@ -44,6 +47,9 @@ bool float64_gemm_built(Float64Gemm gemm) {
 namespace f64 {
 namespace {
 
+/// Output columns whose chains Naive runs side by side.
+constexpr int kChains = 8;
+
 void naive(const GemmArgs& x) {
   const int64_t m = x.m, n = x.n, k = x.k;
   // op(A) rows and op(B) columns, contiguous (copied only when stored the other way).
@@ -68,12 +74,25 @@ void naive(const GemmArgs& x) {
   }
   for (int64_t i = 0; i < m; ++i) {
     const double* arow = ar + i * lda;
-    for (int64_t j = 0; j < n; ++j) {
+    double* crow = x.c + i * x.ldc;
+    int64_t j = 0;
+    // kChains outputs side by side: independent chains, each acc = acc + a·b in increasing p.
+    for (; j + kChains <= n; j += kChains) {
+      double acc[kChains];
+      for (int r = 0; r < kChains; ++r) acc[r] = x.accumulate ? crow[j + r] : 0.0;
       const double* bcol = bc + j * ldb;
-      double& cij = x.c[i * x.ldc + j];
-      double acc = x.accumulate ? cij : 0.0;
+      for (int64_t p = 0; p < k; ++p) {
+        const double av = arow[p];
+#pragma GCC unroll 8
+        for (int r = 0; r < kChains; ++r) acc[r] = acc[r] + av * bcol[r * ldb + p];
+      }
+      for (int r = 0; r < kChains; ++r) crow[j + r] = acc[r];
+    }
+    for (; j < n; ++j) {  // the last n mod kChains columns, one chain at a time
+      const double* bcol = bc + j * ldb;
+      double acc = x.accumulate ? crow[j] : 0.0;
       for (int64_t p = 0; p < k; ++p) acc = acc + arow[p] * bcol[p];
-      cij = acc;
+      crow[j] = acc;
     }
   }
 }
