@@ -102,7 +102,16 @@ int train_on(TrainSettings& s, World& world) {
         {"exchange_seconds", r.exchange_seconds},
         {"checkpoints", r.checkpoint_hashes.size()},
         {"out_dir", options.out_dir.string()},
+        {"numerics", numerics_mode_name(job.numerics.mode)},
     };
+    if (job.numerics.mode == NumericsMode::RoundingLog) {
+      out["float64_gemm"] = float64_gemm_name(options.rounding.gemm);
+      out["replayed_logs"] = options.rounding.replay_dir.string();
+      out["rounded_values"] = r.rounded_values;
+      out["logged_decisions"] = r.logged_decisions;
+      out["rounding_log_packed_bytes"] = r.rounding_log_packed_bytes;
+      out["rounding_log_file_bytes"] = r.rounding_log_file_bytes;
+    }
     std::printf("%s\n", out.dump().c_str());
   } else {
     fmt::print("job_id           {}\n", to_hex(r.job_id));
@@ -119,6 +128,12 @@ int train_on(TrainSettings& s, World& world) {
     } else {
       fmt::print("test accuracy    {:.4f}\n", r.test_accuracy);
     }
+    if (job.numerics.mode == NumericsMode::RoundingLog)
+      fmt::print("rounding log     {} of {} values logged ({:.4f} %), {} B packed, {} B in files; float64 GEMM {}{}\n",
+                 r.logged_decisions, r.rounded_values,
+                 r.rounded_values ? 100.0 * static_cast<double>(r.logged_decisions) / static_cast<double>(r.rounded_values) : 0.0,
+                 r.rounding_log_packed_bytes, r.rounding_log_file_bytes, float64_gemm_name(options.rounding.gemm),
+                 options.rounding.replay_dir.empty() ? "" : ", replaying the logs of " + options.rounding.replay_dir.string());
     fmt::print("final_state_hash {}\n", to_hex(r.final_state_hash));
     fmt::print("trajectory_root  {}\n", to_hex(r.trajectory_root));
     fmt::print("time             {:.2f} s training ({:.4f} s/step) on {} × {} rank(s) × {} thread(s), {:.2f} s "
@@ -152,6 +167,17 @@ Command add_train(CLI::App& root) {
   app->add_flag("--json", s->json, "print one JSON object instead of the summary");
   app->add_flag("--no-eval", s->no_eval,
                 "skip the evaluation on the test set or held-out text (the trajectory does not depend on it)");
+  app->add_option_function<std::string>(
+         "--float64-gemm", [s](const std::string& name) { s->options.rounding.gemm = parse_float64_gemm(name); },
+         "rounding-log jobs: the float64 GEMM, openblas (its core type and threads from OPENBLAS_CORETYPE and "
+         "OPENBLAS_NUM_THREADS) or naive (a plain loop)")
+      ->check(CLI::IsMember({float64_gemm_name(Float64Gemm::OpenBlas), float64_gemm_name(Float64Gemm::Naive)}))
+      ->type_name("NAME")
+      ->default_str(float64_gemm_name(default_float64_gemm()));
+  app->add_option("--replay-logs", s->options.rounding.replay_dir,
+                  "rounding-log jobs: round by the logs another run wrote in DIR (its --out) instead of logging; "
+                  "the trajectory is then that run's, whatever this machine's float64 kernels")
+      ->type_name("DIR");
   add_simd(*app);
   add_datasets(*app, s->datasets);
   return {app, [s] { return run_train(*s); }};

@@ -61,7 +61,13 @@ StepSpec step_spec_of(const StepGraph& g) {
 }
 
 JobOracle::JobOracle(const JobSpec& job, const DataShape& data)
-    : job_(job), data_(data), sampler_(job.seed, data.samples, job.batch_size) {}
+    : job_(job), data_(data), sampler_(job.seed, data.samples, job.batch_size) {
+  // The referee's re-execution of a rounding-log node needs each party's log of it, which the game
+  // does not open yet (docs/numerics.md "Rounding-log mode", "Disputes").
+  if (job.numerics.mode != NumericsMode::RepOps)
+    throw EngineError(fmt::format("{}: disputes about rounding-log jobs are not supported yet (numerics.mode = \"{}\")",
+                                  job.source, numerics_mode_name(job.numerics.mode)));
+}
 
 const StepGraph& JobOracle::graph(uint64_t step) const {
   if (!cache_ || cache_->first != step) {
@@ -146,7 +152,9 @@ DisputeResponder::DisputeResponder(const JobSpec& job, const Dataset& train, std
       train_(train),
       store_(std::move(store)),
       pool_(pool),
-      trainer_(job, train, pool, fault),
+      // A rounding-log provider replays its own logs (written beside the checkpoints), so its answers
+      // are the steps it trained even if its float64 kernels changed since.
+      trainer_(job, train, pool, fault, nullptr, Device::Cpu, RoundingOptions{default_float64_gemm(), store_}),
       checkpoints_(checkpoint_steps(static_cast<uint64_t>(job.steps), static_cast<uint64_t>(job.stride))) {}
 
 const std::vector<Digest>& DisputeResponder::trajectory_leaves() {

@@ -2,6 +2,8 @@
 
 #include <cassert>
 
+#include <fmt/format.h>
+
 namespace tribunal {
 
 void Executor::run(const StepGraph& g, std::span<const Tensor* const> state, std::span<const Tensor* const> data,
@@ -28,12 +30,18 @@ void Executor::run(const StepGraph& g, std::span<const Tensor* const> state, std
     out.clear();
     for (ValueId v : node.inputs) in.push_back(bound_[v]);
     for (ValueId v : node.outputs) out.push_back(&slots_[v]);
-    if (reference_)
+    if (rounding_)
+      run_rounded(n, node, in, out);
+    else if (reference_)
       run_reference(node.op, node.attrs, in, out);
     else
       run_on_device(device_, node.op, node.attrs, in, out, pool);
     if (after_node) after_node(n, out);
   };
+  if (rounding_ && rounding_->record) rounding_->record->nodes.assign(g.nodes.size(), RoundingLog{});
+  if (rounding_ && rounding_->replay && rounding_->replay->nodes.size() != g.nodes.size())
+    throw EngineError(fmt::format("rounding log of step {} has {} nodes, the step graph {}", rounding_->replay->step,
+                                  rounding_->replay->nodes.size(), g.nodes.size()));
   std::vector<const Tensor*> in;
   std::vector<Tensor*> out;
   if (g.partials.empty()) {  // not a sharded step graph (a lone tree sum's spans name no shards)
@@ -72,6 +80,31 @@ void Executor::run(const StepGraph& g, std::span<const Tensor* const> state, std
   if (shards.exchange) shards.exchange(*this);
   for (size_t n = 0; n < g.nodes.size(); ++n)
     if (!block.within_a_block(g.node_shards[n])) run_node(n, pool_, in, out);
+}
+
+void Executor::run_rounded(size_t n, const Node& node, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
+  std::vector<std::vector<double>> wide(out.size());
+  run_float64(node.op, node.attrs, in, wide, rounding_->gemm);
+  const double tau = rounding_->numerics->tau_of(node.op);
+  if (!rounding_->replay) {
+    RoundingLog log = round_outputs_logged(wide, out, tau);
+    if (rounding_->record) rounding_->record->nodes[n] = std::move(log);
+    return;
+  }
+  const RoundingLog& log = rounding_->replay->nodes[n];
+  if (const std::optional<uint64_t> bad = round_outputs_replayed(wide, log, out, tau)) {
+    uint64_t k = *bad;
+    size_t i = 0;
+    while (k >= wide[i].size()) k -= wide[i++].size();
+    const double x = wide[i][k];
+    throw RoundingLogRefused(
+        n, *bad,
+        fmt::format("step {} node {} ({}): the rounding log's decision for output {} element {} is not allowed for this "
+                    "trainer's float64 value {:.17g} ({:.4g} spacings from a rounding boundary, tau {:.4g}): the log "
+                    "was not made from these inputs, or the two trainers' kernels differ by more than tau/2",
+                    rounding_->replay->step, n, op_info(node.op).name, i, k, x, boundary_distance(x), tau));
+  }
+  if (rounding_->record) rounding_->record->nodes[n] = log;
 }
 
 void Executor::take_next_state(const StepGraph& g, std::span<Tensor* const> state) {

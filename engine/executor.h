@@ -4,11 +4,17 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 #include <span>
 #include <vector>
 
 #include "engine/device.h"
+#include "engine/error.h"
 #include "engine/graph.h"
+#include "engine/numerics.h"
+#include "engine/rounding_logs.h"
+#include "ops/float64/float64.h"
 #include "ops/thread_pool.h"
 
 namespace tribunal {
@@ -36,12 +42,35 @@ struct ShardRun {
   }
 };
 
+/// Rounding-log mode (docs/numerics.md "Rounding-log mode"): every node computes in float64 (`gemm`
+/// for its contractions, ops/float64/float64.h) and rounds its outputs to float32 with its op's τ,
+/// logging the decisions near a boundary (ops/rounding_log.h).
+struct RoundingRun {
+  const NumericsSpec* numerics = nullptr;     ///< τ per op kind; must outlive the run
+  Float64Gemm gemm = Float64Gemm::Naive;
+  const StepRoundingLog* replay = nullptr;    ///< round by these logs (another trainer's) instead
+  StepRoundingLog* record = nullptr;          ///< receives every node's log (the replayed ones when replaying)
+};
+
+/// A replayed rounding log that this trainer's float64 values do not allow (rounding_allowed): the log
+/// is not the step's — a cheat, or two trainers' kernels differing by more than τ/2.
+class RoundingLogRefused : public EngineError {
+ public:
+  RoundingLogRefused(size_t node, uint64_t value, const std::string& what) : EngineError(what), node(node), value(value) {}
+  size_t node;     ///< the node of the step graph
+  uint64_t value;  ///< the index of the decision in the node's log
+};
+
 class Executor {
  public:
   /// `reference` selects the scalar reference kernels instead of the fast ones (tests); otherwise the
   /// nodes run on `device` (engine/device.h: the CPU's fast kernels, CUDA, or its emulation).
   explicit Executor(ThreadPool& pool, bool reference = false, Device device = Device::Cpu)
       : pool_(pool), reference_(reference), device_(device) {}
+
+  /// Runs the following steps in rounding-log mode (`run` set) or with the RepOps kernels (nullopt,
+  /// the default). Replay logs must have one log per node of the graph run.
+  void set_rounding(std::optional<RoundingRun> run) { rounding_ = run; }
 
   /// Called after node `index` ran, with its output tensors (may modify them: fault injection).
   using NodeHook = std::function<void(size_t index, std::span<Tensor* const> outputs)>;
@@ -64,9 +93,12 @@ class Executor {
   void take_next_state(const StepGraph& g, std::span<Tensor* const> state);
 
  private:
+  void run_rounded(size_t n, const Node& node, std::span<const Tensor* const> in, std::span<Tensor* const> out);
+
   ThreadPool& pool_;
   bool reference_;
   Device device_;
+  std::optional<RoundingRun> rounding_;
   std::vector<Tensor> slots_;          // storage of node outputs, by value id
   std::vector<const Tensor*> bound_;   // every value's tensor, by value id
   std::vector<std::unique_ptr<ThreadPool>> shard_pools_;  // one-thread pools of shards run side by side

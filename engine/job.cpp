@@ -11,6 +11,7 @@
 
 #include "engine/error.h"
 #include "engine/toml_reader.h"
+#include "ops/rounding_log.h"
 
 namespace tribunal {
 namespace {
@@ -28,13 +29,61 @@ void put_string(std::vector<uint8_t>& out, const std::string& s) {
   out.insert(out.end(), s.begin(), s.end());
 }
 
+// [numerics]: mode = "repops" | "rounding-log"; rounding-log also takes tau, either one number for
+// every op kind or a table of op names (ops/registry.h) with an optional `default` for the others.
+NumericsSpec parse_numerics(const toml::table& root, const std::string& source) {
+  NumericsSpec spec;
+  TableReader numerics(root, "numerics", source, false);
+  const std::string mode = numerics.string("mode", "repops");
+  if (mode == "repops") {
+    numerics.allow_only({"mode"});
+    return spec;
+  }
+  if (mode != "rounding-log")
+    throw EngineError(fmt::format("{}: numerics.mode '{}' is not supported (supported: repops, rounding-log)",
+                                  numerics.location("mode"), mode));
+  numerics.allow_only({"mode", "tau"});
+  spec.mode = NumericsMode::RoundingLog;
+  const toml::node* tau = numerics.table()->get("tau");
+  if (!tau) return spec;
+  if (tau->is_number()) {
+    const double all = numerics.real("tau", 0.0, 0.0, kMaxRoundingTau);
+    if (all <= 0.0) throw EngineError(fmt::format("{}: numerics.tau must be above 0", numerics.location("tau")));
+    spec.tau.fill(all);
+    return spec;
+  }
+  if (!tau->is_table())
+    throw EngineError(fmt::format("{}: numerics.tau must be a number or a table of op names",
+                                  toml_where(source, tau->source())));
+  TableReader per_op(tau->as_table(), "numerics.tau", source);
+  const auto read = [&](const char* key, double fallback) {
+    const double v = per_op.real(key, fallback, 0.0, kMaxRoundingTau);
+    if (v <= 0.0) throw EngineError(fmt::format("{}: numerics.tau.{} must be above 0", per_op.location(key), key));
+    return v;
+  };
+  if (per_op.table()->get("default")) spec.tau.fill(read("default", 0.0));
+  for (auto&& [key, value] : *per_op.table()) {
+    if (key.str() == "default") continue;
+    size_t k = 0;
+    while (k < kOpKindCount && key.str() != op_info(static_cast<OpKind>(k)).name) ++k;
+    if (k == kOpKindCount)
+      throw EngineError(fmt::format("{}: numerics.tau: '{}' is not an op name (ops/registry.h, e.g. matmul, linear)",
+                                    toml_where(source, value.source()), key.str()));
+    const std::string name(key.str());
+    spec.tau[k] = read(name.c_str(), 0.0);
+  }
+  return spec;
+}
+
 }  // namespace
 
 JobSpec parse_job(std::string_view toml_text, const std::string& source) {
   const toml::table root = parse_toml(toml_text, source);
   for (auto&& [key, value] : root)
-    if (key != "model" && key != "data" && key != "train" && key != "optimizer" && key != "dispute")
-      throw EngineError(fmt::format("{}: unknown table or key '{}' (expected [model], [data], [train], [optimizer], [dispute])",
+    if (key != "model" && key != "data" && key != "train" && key != "optimizer" && key != "dispute" &&
+        key != "numerics")
+      throw EngineError(fmt::format("{}: unknown table or key '{}' (expected [model], [data], [train], [optimizer], [dispute], "
+                                    "[numerics])",
                                     toml_where(source, value.source()), key.str()));
 
   JobSpec job;
@@ -204,6 +253,7 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
   t.step = millis(dispute.real("step_seconds", 1e-3 * static_cast<double>(t.step.count()), 0.001, 3600.0));
   t.min_bytes_per_second = static_cast<uint64_t>(dispute.integer(
       "min_bytes_per_second", static_cast<int64_t>(t.min_bytes_per_second), false, 1024, int64_t{1} << 40));
+  job.numerics = parse_numerics(root, source);
   return job;
 }
 
@@ -337,6 +387,16 @@ std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& da
     put_u64(out, static_cast<uint64_t>(job.dispute.base.count()));
     put_u64(out, static_cast<uint64_t>(job.dispute.step.count()));
     put_u64(out, job.dispute.min_bytes_per_second);
+  }
+  // The numerics mode, only when it is not RepOps, so the ids of RepOps jobs stand.
+  if (job.numerics.mode != NumericsMode::RepOps) {
+    out.push_back(4);
+    out.push_back(static_cast<uint8_t>(job.numerics.mode));
+    for (double tau : job.numerics.tau) {
+      uint64_t bits;
+      std::memcpy(&bits, &tau, 8);
+      put_u64(out, bits);
+    }
   }
   return out;
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/data_registry.h"
+#include "engine/numerics.h"
 #include "protocol/hash.h"
 #include "protocol/terms.h"
 
@@ -99,6 +100,7 @@ struct JobSpec {
   /// unsharded step graph. Data-parallel training runs on any number of ranks dividing S.
   int64_t shards = 1;
   OptimizerSpec optimizer;
+  NumericsSpec numerics;  ///< [numerics]: RepOps (default) or rounding-log mode, with its τ per op kind
   DisputeTerms dispute;  ///< [dispute]: what each question of a dispute about this job may take
   std::string source = "job";  ///< where the job came from (its file), for error messages; not part of job_id
 };
@@ -116,6 +118,8 @@ struct JobSpec {
 ///   [optimizer] kind = "adamw": beta1, beta2, eps | "sgd": momentum; and lr, weight_decay,
 ///               schedule = "constant" | "cosine" (then warmup_steps ≤ steps, min_lr ≤ lr),
 ///               clip_norm (0 = off), decay = "all" | "matrices"
+///   [numerics]  mode = "repops" (default) | "rounding-log": tau, one number for every op kind or a
+///               table of op names with an optional `default` (engine/numerics.h), each in (0, 1/4]
 ///   [dispute]   base_seconds (10), step_seconds (30), min_bytes_per_second (262144): the time terms
 ///               of a dispute about the job (protocol/terms.h; docs/protocol.md, "Clocks")
 /// Each key is refused where its kind does not use it.
@@ -147,7 +151,8 @@ void check_job_against_data(const JobSpec& job, int64_t samples, int64_t feature
 ///   schedule u8 ‖ warmup_steps ‖ min_lr f32 ‖ clip_norm f32 ‖ decay u8.
 /// (an MLP job on Fashion-MNIST with a constant rate, no clipping and decay "all" has no extension),
 /// then, only when train.shards is not 1, 0x03 ‖ shards,
-/// then, only when the [dispute] terms are not the defaults, 0x02 ‖ base ms ‖ step ms ‖ bytes per second.
+/// then, only when the [dispute] terms are not the defaults, 0x02 ‖ base ms ‖ step ms ‖ bytes per second,
+/// then, only in rounding-log mode, 0x04 ‖ mode u8 ‖ τ of every op kind in OpKind order (f64 bits).
 /// The shape is in the id so that no one but the providers who signed the job_id can state it: the
 /// referee derives the batches from the sample count (docs/protocol.md, "Threat model").
 std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& dataset_root, const DataShape& shape);

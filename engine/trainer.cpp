@@ -49,7 +49,7 @@ int64_t latest_checkpoint(const std::filesystem::path& dir, const Digest& id, in
 }  // namespace
 
 Trainer::Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fault fault, World* world,
-                 Device device)
+                 Device device, RoundingOptions rounding)
     : job_(job),
       train_(train),
       pool_(pool),
@@ -60,8 +60,20 @@ Trainer::Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fau
       fault_(fault),
       state_(initial_state(job)),
       world_(world),
-      shards_(world ? shards_of_rank(job, world->rank(), world->size()) : ShardRun{}) {
+      shards_(world ? shards_of_rank(job, world->rank(), world->size()) : ShardRun{}),
+      rounding_(std::move(rounding)) {
   check_job_against_dataset(job, train);
+  if (job_.numerics.mode == NumericsMode::RoundingLog) {
+    if (device != Device::Cpu)
+      throw EngineError(fmt::format("{}: a rounding-log job computes in float64 on the CPU; --device {} is for RepOps "
+                                    "jobs", job_.source, device_name(device)));
+    if (world && world->size() > 1)
+      throw EngineError(fmt::format("{}: a rounding-log job trains on one rank (each rank would hold only its "
+                                    "shards' logs); run it without mpirun", job_.source));
+    if (!float64_gemm_built(rounding_.gemm))
+      throw EngineError(fmt::format("this build has no {} float64 GEMM (built: naive)", float64_gemm_name(rounding_.gemm)));
+    executor_.set_rounding(RoundingRun{&job_.numerics, rounding_.gemm, nullptr, &rounding_log_});
+  }
   check_fault(fault_, job_, shape_);
   state_.tensors[0][0] += fault_.init_delta;
 }
@@ -150,7 +162,21 @@ float Trainer::run_step(const StepGraph& g, Inspect before_swap, const ShardRun&
           for (float& x : out.values()) x += fault_.delta;
       }
     };
+  if (job_.numerics.mode == NumericsMode::RoundingLog) {
+    rounding_log_.step = -1;
+    if (!rounding_.replay_dir.empty()) {
+      std::vector<uint64_t> counts;
+      for (const Node& node : g.nodes) {
+        uint64_t c = 0;
+        for (ValueId v : node.outputs) c += static_cast<uint64_t>(g.values[v].shape.numel());
+        counts.push_back(c);
+      }
+      replayed_log_ = read_rounding_log(rounding_log_path(rounding_.replay_dir, t), t, counts);
+      executor_.set_rounding(RoundingRun{&job_.numerics, rounding_.gemm, &replayed_log_, &rounding_log_});
+    }
+  }
   executor_.run(g, state, data, hook, shards);
+  if (job_.numerics.mode == NumericsMode::RoundingLog) rounding_log_.step = t;
   float loss = executor_.value(g.loss)[0];
   before_swap(executor_);
   executor_.take_next_state(g, state);
@@ -227,6 +253,8 @@ StepTrace Trainer::traced_step() {
     std::memcpy(r.attrs.data(), attrs.data(), attrs.size());
     for (ValueId v : node.inputs) r.inputs.push_back(tr.value_hashes[v]);
     for (ValueId v : node.outputs) r.outputs.push_back(tr.value_hashes[v]);
+    // Rounding-log mode: the node's log is committed as one more output (docs/protocol.md).
+    if (const StepRoundingLog* log = rounding_log()) r.outputs.push_back(rounding_log_leaf(log->nodes.at(n)));
     tr.records.push_back(std::move(r));
   }
   for (ValueId v : g.state_inputs) tr.pre_state.push_back(tr.value_hashes[v]);
@@ -316,7 +344,7 @@ TrainResult run_training(const JobSpec& job, const TrainOptions& options) {
   if (!options.train) loaded = load_dataset(job, Split::Train, pool);
   const Dataset& train = options.train ? *options.train : *loaded;
   result.load_seconds = since(t0);
-  Trainer trainer(job, train, pool, options.fault, &world, options.device);
+  Trainer trainer(job, train, pool, options.fault, &world, options.device, options.rounding);
   if (world.size() > 1) check_same_job(world, trainer.job_id());
   result.job_id = trainer.job_id();
   result.dataset_root = train.root;
@@ -353,6 +381,15 @@ TrainResult run_training(const JobSpec& job, const TrainOptions& options) {
   if (writer && !options.resume) writer->submit(trainer.state());
   for (bool first = true; t < target; first = false) {
     const float loss = trainer.step();
+    if (const StepRoundingLog* log = trainer.rounding_log()) {
+      for (const RoundingLog& node : log->nodes) {
+        result.rounded_values += node.count;
+        result.logged_decisions += count_logged(node);
+        result.rounding_log_packed_bytes += node.packed.size();
+      }
+      if (lead && !options.out_dir.empty())
+        result.rounding_log_file_bytes += write_rounding_log(rounding_log_path(options.out_dir, t), *log);
+    }
     ++t;
     if (first) result.loss_first = loss;
     result.loss_last = loss;

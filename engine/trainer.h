@@ -10,6 +10,7 @@
 #include "engine/executor.h"
 #include "engine/fault.h"
 #include "engine/job.h"
+#include "engine/rounding_logs.h"
 #include "engine/sampler.h"
 #include "engine/state.h"
 #include "engine/world.h"
@@ -26,6 +27,14 @@ struct StepTrace {
   std::vector<Digest> pre_state, post_state;  ///< tensor leaves of states t and t+1
 };
 
+/// How a rounding-log job trains here (docs/numerics.md "Rounding-log mode"); RepOps jobs ignore it.
+struct RoundingOptions {
+  Float64Gemm gemm = default_float64_gemm();  ///< the float64 GEMM this trainer has
+  /// Replay the rounding logs of another run directory (another trainer's, or this provider's own
+  /// when it answers a dispute) instead of logging its own decisions. Empty: log.
+  std::filesystem::path replay_dir;
+};
+
 /// Steps one job's state forward with the fast RepOps kernels. Deterministic: the same job gives
 /// the same bits for any thread count, compiler, optimization level or -march.
 class Trainer {
@@ -36,8 +45,9 @@ class Trainer {
   /// (check_fault). With a `world` of K > 1 ranks (outliving this), step() computes this rank's
   /// shards only and exchanges the partials (engine/data_parallel.h); EngineError when K does not
   /// divide the job's shards. The step graphs' nodes run on `device` (engine/device.h).
+  /// A rounding-log job trains on one rank on the CPU (EngineError otherwise) with `rounding`.
   Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fault fault = {}, World* world = nullptr,
-          Device device = Device::Cpu);
+          Device device = Device::Cpu, RoundingOptions rounding = {});
 
   const JobSpec& job() const { return job_; }
   const Digest& job_id() const { return job_id_; }
@@ -59,6 +69,10 @@ class Trainer {
   /// every value's hash and tensor, and the node records (docs/protocol.md "The game", level 3). post_state is the state
   /// the trainer claims (for a skipped step not the outputs of its nodes).
   StepTrace traced_step();
+
+  /// Rounding-log mode: the logs of the last step run (each node's, replayed or its own); nullptr for
+  /// a RepOps job or before the first step.
+  const StepRoundingLog* rounding_log() const { return rounding_log_.step >= 0 ? &rounding_log_ : nullptr; }
 
   /// state_hash of the current state.
   Digest hash_state() { return state_hash(state_, pool_); }
@@ -89,6 +103,9 @@ class Trainer {
   ShardRun shards_;                 // the shards this rank computes (default: all)
   size_t exchanged_bytes_ = 0;
   double exchange_seconds_ = 0;
+  RoundingOptions rounding_;
+  StepRoundingLog rounding_log_;   // the last step's (rounding-log mode)
+  StepRoundingLog replayed_log_;   // the log being replayed (rounding_.replay_dir set)
 };
 
 /// Mean softmax cross-entropy (nats) of the state's parameters over every sample of `data` (GPT:
@@ -111,6 +128,7 @@ struct TrainOptions {
   bool commit = true;                 ///< compute state hashes and the trajectory root
   bool resume = false;                ///< continue from the latest checkpoint in out_dir
   bool evaluate = true;               ///< at the end: test accuracy (mlp, cnn) or validation loss (gpt)
+  RoundingOptions rounding;           ///< rounding-log jobs: the float64 GEMM, or logs to replay
   Fault fault;                        ///< train as a cheater (engine/fault.h); default honest. Its
                                       ///< claim_steps replaces the job's T as the default stop_at
   std::function<void(int64_t step, int64_t total, float loss)> on_step;  ///< after each step
@@ -144,6 +162,10 @@ struct TrainResult {
   double exchange_bytes_per_step = 0;  ///< bytes this rank sent per step in the partials' exchange
   double exchange_seconds = 0;         ///< wall time this rank spent in the exchange (of `seconds`)
   std::vector<Digest> checkpoint_hashes;  ///< state hashes at checkpoint_steps(steps, stride)
+  /// Rounding-log jobs, over the steps this call ran: output values rounded, decisions logged (not
+  /// "nearest"), the logs' packed bytes (5 decisions per byte) and their gzip files' bytes (0 when no
+  /// out_dir). Without rounding-log mode all 0.
+  uint64_t rounded_values = 0, logged_decisions = 0, rounding_log_packed_bytes = 0, rounding_log_file_bytes = 0;
 };
 
 /// Loads the data, trains the job (or resumes it), writes checkpoints, evaluates. Throws EngineError

@@ -1,6 +1,7 @@
 // Rounding decisions and their packed log. See rounding_log.h.
 #include "ops/rounding_log.h"
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -110,6 +111,56 @@ std::vector<Rounding> unpack_trits(std::span<const uint8_t> packed, size_t count
     }
   }
   return out;
+}
+
+uint64_t count_logged(const RoundingLog& log) {
+  // Non-zero base-3 digits per byte value, computed once.
+  static const std::array<uint8_t, 256> nonzero = [] {
+    std::array<uint8_t, 256> t{};
+    for (unsigned b = 0; b < 256; ++b)
+      for (unsigned v = b; v > 0; v /= 3) t[b] = static_cast<uint8_t>(t[b] + (v % 3 != 0));
+    return t;
+  }();
+  uint64_t n = 0;
+  for (uint8_t b : log.packed) n += nonzero[b];
+  return n;
+}
+
+RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, std::span<Tensor* const> out, double tau) {
+  check_tau(tau);
+  size_t count = 0;
+  for (const std::vector<double>& v : values) count += v.size();
+  std::vector<Rounding> decisions;
+  decisions.reserve(count);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const std::span<float> y = out[i]->values();
+    for (size_t e = 0; e < values[i].size(); ++e) {
+      const LoggedRounding r = round_logged(values[i][e], tau);
+      y[e] = r.value;
+      decisions.push_back(r.decision);
+    }
+  }
+  return RoundingLog{count, pack_trits(decisions)};
+}
+
+std::optional<uint64_t> round_outputs_replayed(std::span<const std::vector<double>> values, const RoundingLog& log,
+                                               std::span<Tensor* const> out, double tau) {
+  check_tau(tau);
+  size_t count = 0;
+  for (const std::vector<double>& v : values) count += v.size();
+  if (log.count != count)
+    throw OpError("rounding log: " + std::to_string(log.count) + " decisions for " + std::to_string(count) +
+                  " output values");
+  const std::vector<Rounding> decisions = unpack_trits(log.packed, count);
+  size_t k = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const std::span<float> y = out[i]->values();
+    for (size_t e = 0; e < values[i].size(); ++e, ++k) {
+      if (!rounding_allowed(values[i][e], decisions[k], tau)) return k;
+      y[e] = round_replayed(values[i][e], decisions[k]);
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace tribunal

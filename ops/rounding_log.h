@@ -16,8 +16,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
+
+#include "ops/tensor.h"
 
 namespace tribunal {
 
@@ -67,5 +70,28 @@ std::vector<uint8_t> pack_trits(std::span<const Rounding> decisions);
 /// Unpacks `count` decisions. Throws OpError if the size is not ⌈count / 5⌉ bytes, a byte is above 242
 /// or a digit past `count` is not zero (so each log has exactly one encoding).
 std::vector<Rounding> unpack_trits(std::span<const uint8_t> packed, size_t count);
+
+/// One node's rounding log: a decision for every value of its outputs, in output order then element
+/// order, packed (pack_trits). What the node record commits to in rounding-log mode.
+struct RoundingLog {
+  uint64_t count = 0;            ///< decisions (the node's output elements)
+  std::vector<uint8_t> packed;   ///< ⌈count / 5⌉ bytes
+  bool operator==(const RoundingLog&) const = default;
+};
+
+/// How many of the log's decisions are Down or Up (not Nearest): the values that were near a boundary.
+uint64_t count_logged(const RoundingLog& log);
+
+/// The trainer's rounding of one node: out[i] (already shaped like values[i]) := values[i] rounded
+/// to nearest float32 by round_logged, and the log of its decisions. Requires 0 < tau ≤ kMaxRoundingTau.
+RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, std::span<Tensor* const> out, double tau);
+
+/// A replayer's rounding of one node by another trainer's `log`: out[i] := round_replayed of each
+/// value by its logged decision. Returns the index (in log order) of the first decision that
+/// rounding_allowed refuses for this replayer's value — the log is then not this node's (a cheat, or
+/// kernels that differ by more than τ/2) and `out` is left partly written — or nullopt. Throws
+/// OpError if the log's count is not the outputs' element count or its bytes do not unpack.
+std::optional<uint64_t> round_outputs_replayed(std::span<const std::vector<double>> values, const RoundingLog& log,
+                                               std::span<Tensor* const> out, double tau);
 
 }  // namespace tribunal

@@ -1,0 +1,146 @@
+// Rounding-log mode against RepOps, in the same run (docs/performance.md "Rounding-log mode"). Prints
+// one JSON object.
+// Usage: bench_rounding_log [--job FILE]... [--steps N] [--threads K]
+//
+// For each job (default: the Fashion-MNIST MLP and CNN and the GPT on text, scenarios/jobs/) the first N
+// steps run four times from the initial state:
+//  - RepOps (the job as written): the baseline step time;
+//  - rounding-log mode with OpenBLAS's DGEMM ("trainer"), its logs written to a temporary directory:
+//    per step the values rounded, the decisions logged, the packed and the gzip bytes of the logs,
+//    against the model's parameter bytes, and the step time (including the log file);
+//  - rounding-log mode with the naive float64 loop, rounding its own values ("naive, own logs");
+//  - the naive loop replaying the trainer's logs ("naive, replayed").
+// The replay must reach the trainer's state bit for bit (replay_matches); whether the naive loop's
+// own rounding does (own_matches) depends on whether a value straddled a rounding boundary between the
+// two GEMMs. Step times are medians; the machine's load, CPU and OpenBLAS core type are recorded.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <cblas.h>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "bench/bench_cli.h"
+#include "bench/bench_stats.h"
+#include "engine/dataset.h"
+#include "engine/step.h"
+#include "engine/trainer.h"
+
+namespace {
+
+using namespace tribunal;
+using Clock = std::chrono::steady_clock;
+
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "";
+}
+
+struct Run {
+  double step_s = 0;
+  uint64_t values = 0, logged = 0, packed_bytes = 0, file_bytes = 0;
+  Digest state{};
+};
+
+// Steps a fresh trainer `steps` times; with `log_dir`, writes each step's rounding log there.
+Run run(const JobSpec& job, const Dataset& train, ThreadPool& pool, int steps, RoundingOptions rounding,
+        const std::filesystem::path& log_dir = {}) {
+  Trainer trainer(job, train, pool, {}, nullptr, Device::Cpu, std::move(rounding));
+  std::vector<double> times;
+  Run r;
+  for (int i = 0; i < steps; ++i) {
+    const int64_t t = trainer.state().step();
+    const auto t0 = Clock::now();
+    trainer.step();
+    if (const StepRoundingLog* log = trainer.rounding_log()) {
+      for (const RoundingLog& node : log->nodes) {
+        r.values += node.count;
+        r.logged += count_logged(node);
+        r.packed_bytes += node.packed.size();
+      }
+      if (!log_dir.empty()) r.file_bytes += write_rounding_log(rounding_log_path(log_dir, t), *log);
+    }
+    times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  r.step_s = bench::median(times);
+  r.state = trainer.hash_state();
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> jobs = {TRIBUNAL_SOURCE_DIR "/scenarios/jobs/fashion_mlp.toml",
+                                   TRIBUNAL_SOURCE_DIR "/scenarios/jobs/fashion_cnn.toml",
+                                   TRIBUNAL_SOURCE_DIR "/scenarios/jobs/gpt_chars.toml"};
+  int steps = 3, threads = 1;
+  CLI::App app("Rounding-log mode against RepOps in the same run: logged fraction, log bytes, step time, and "
+               "replays across float64 GEMMs; prints one JSON object",
+               "bench_rounding_log");
+  app.add_option("--job", jobs, "job files (repeatable)")->type_name("FILE");
+  app.add_option("--steps", steps, "steps per run (from the initial state)")->check(CLI::Range(1, 1000));
+  app.add_option("--threads", threads, "RepOps training threads (OpenBLAS's come from OPENBLAS_NUM_THREADS)")
+      ->check(CLI::Range(1, 256));
+  bench::parse_command_line(app, argc, argv);
+
+  ThreadPool pool(threads);
+  const std::filesystem::path tmp = std::filesystem::temp_directory_path() / "bench_rounding_log";
+  nlohmann::json results = nlohmann::json::array();
+  for (const std::string& path : jobs) {
+    JobSpec job = load_job(path);
+    job.numerics.mode = NumericsMode::RepOps;
+    const Dataset train = load_dataset(job, Split::Train, pool);
+    uint64_t param_bytes = 0;
+    const StateLayout layout = state_layout(job);
+    for (size_t p = 0; p < layout.num_params; ++p) param_bytes += 4 * static_cast<uint64_t>(layout.shapes[p].numel());
+
+    const Run repops = run(job, train, pool, steps, {});
+    JobSpec rlog = job;
+    rlog.numerics.mode = NumericsMode::RoundingLog;
+    const std::filesystem::path dir = tmp / std::filesystem::path(path).stem();
+    std::filesystem::remove_all(dir);
+    const Run trainer = run(rlog, train, pool, steps, {Float64Gemm::OpenBlas, {}}, dir);
+    const Run own = run(rlog, train, pool, steps, {Float64Gemm::Naive, {}});
+    const Run replay = run(rlog, train, pool, steps, {Float64Gemm::Naive, dir});
+    std::filesystem::remove_all(dir);
+
+    const double per_step = 1.0 / steps;
+    results.push_back({
+        {"job", std::filesystem::path(path).filename().string()},
+        {"steps", steps},
+        {"parameter_bytes", param_bytes},
+        {"values_per_step", static_cast<double>(trainer.values) * per_step},
+        {"logged_fraction", static_cast<double>(trainer.logged) / static_cast<double>(trainer.values)},
+        {"logged_per_step", static_cast<double>(trainer.logged) * per_step},
+        {"log_packed_bytes_per_step", static_cast<double>(trainer.packed_bytes) * per_step},
+        {"log_gzip_bytes_per_step", static_cast<double>(trainer.file_bytes) * per_step},
+        {"log_packed_over_parameters", static_cast<double>(trainer.packed_bytes) * per_step / static_cast<double>(param_bytes)},
+        {"log_gzip_over_parameters", static_cast<double>(trainer.file_bytes) * per_step / static_cast<double>(param_bytes)},
+        {"repops_step_s", repops.step_s},
+        {"rounding_log_openblas_step_s", trainer.step_s},
+        {"rounding_log_naive_step_s", own.step_s},
+        {"openblas_over_repops", trainer.step_s / repops.step_s},
+        {"naive_over_repops", own.step_s / repops.step_s},
+        {"replay_matches", replay.state == trainer.state},
+        {"own_matches", own.state == trainer.state},
+    });
+  }
+  const nlohmann::json out = {{"bench", "rounding_log"},
+                              {"cpu", cpu_model()},
+                              {"openblas_core", openblas_get_corename()},
+                              {"openblas_config", openblas_get_config()},
+                              {"repops_threads", threads},
+                              {"loadavg", bench::loadavg()},
+                              {"results", results}};
+  std::printf("%s\n", out.dump(2).c_str());
+  bool ok = true;
+  for (const auto& r : results) ok = ok && r["replay_matches"].get<bool>();
+  return ok ? 0 : 1;
+}

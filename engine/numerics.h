@@ -1,0 +1,46 @@
+// How a job's ops compute (docs/numerics.md): RepOps, the bitwise-reproducible float32 kernels, or
+// rounding-log mode — float64 by any kernel, rounded to float32 with the rounding decisions near a
+// boundary logged (Srivastava, Arora, Boneh, NeurIPS 2024, arXiv 2403.09603; ops/rounding_log.h).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "ops/float64/float64.h"
+#include "ops/registry.h"
+
+namespace tribunal {
+
+enum class NumericsMode : uint8_t {
+  RepOps = 0,       ///< every op is a RepOps kernel: the same bits on every machine
+  RoundingLog = 1,  ///< every op in float64, rounded to float32 with a log of near-boundary decisions
+};
+
+/// "repops", "rounding-log".
+const char* numerics_mode_name(NumericsMode mode);
+
+/// The default τ of op `kind` in rounding-log mode, in units of the float32 spacing at the value
+/// (ops/rounding_log.h). Contractions (linear, matmul, the convolutions and their sums) get
+/// 2^-10: honest float64 GEMMs of our jobs differ by ~10^-6 spacings and at most ~10^-3 where the
+/// sum cancels (measured; docs/numerics.md "Rounding-log mode"). Every other op computes in plain
+/// float64 code whose order is fixed, so only libm's last-bit differences reach it: 2^-16.
+double default_rounding_tau(OpKind kind);
+
+/// The float64 GEMM a trainer uses unless told otherwise: OpenBLAS where this build has it, else the
+/// naive loop.
+Float64Gemm default_float64_gemm();
+
+/// The job's [numerics] table.
+struct NumericsSpec {
+  NumericsMode mode = NumericsMode::RepOps;
+  /// rounding-log only: τ per op kind (by OpKind value), each in (0, kMaxRoundingTau].
+  std::array<double, kOpKindCount> tau{};
+
+  NumericsSpec();
+  bool operator==(const NumericsSpec&) const = default;
+  double tau_of(OpKind kind) const { return tau[static_cast<size_t>(kind)]; }
+};
+
+}  // namespace tribunal

@@ -1,0 +1,41 @@
+// The rounding logs of a rounding-log job's steps (docs/numerics.md "Rounding-log mode"): what each
+// node's record commits to, and the files a trainer writes so that another trainer — or itself, when
+// it answers a dispute — replays its float32 trajectory exactly with other float64 kernels.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <vector>
+
+#include "ops/rounding_log.h"
+#include "protocol/hash.h"
+
+namespace tribunal {
+
+/// The logs of one step: one per node of its step graph, in node order.
+struct StepRoundingLog {
+  int64_t step = -1;
+  std::vector<RoundingLog> nodes;
+};
+
+/// The commitment to one node's log, the last output hash of its record in rounding-log mode:
+/// BLAKE2b-256(RoundingLog tag ‖ u64 LE count ‖ packed bytes).
+Digest rounding_log_leaf(const RoundingLog& log);
+
+/// dir/rounding_logs/step_<t>.rlog.gz, beside the checkpoints of a run directory.
+std::filesystem::path rounding_log_path(const std::filesystem::path& dir, int64_t step);
+
+/// Writes a step's logs gzip-compressed (most decisions are "nearest", so the packed trits shrink many
+/// times): "tribunal rounding log 1\n" ‖ u64 LE step ‖ u64 LE nodes ‖ per node u64 LE count ‖ packed.
+/// Written to a temporary name and renamed, so a reader never sees half a file. Returns the bytes
+/// written. Throws EngineError naming the file when it cannot be written.
+uint64_t write_rounding_log(const std::filesystem::path& path, const StepRoundingLog& log);
+
+/// Reads the logs of step `step` of a graph whose node n has counts[n] output values. Throws
+/// EngineError naming the file and what is wrong (missing, not a rounding log, another step, node
+/// count or decision count, truncated, trailing bytes); the trits themselves are checked when replayed
+/// (round_outputs_replayed).
+StepRoundingLog read_rounding_log(const std::filesystem::path& path, int64_t step, std::span<const uint64_t> counts);
+
+}  // namespace tribunal
