@@ -13,7 +13,11 @@
 // The replay must reach the trainer's state bit for bit (replay_matches); whether the naive loop's
 // own rounding does (own_matches) depends on whether a value straddled a rounding boundary between the
 // two GEMMs. Step times are medians; the machine's load, CPU and OpenBLAS core type are recorded.
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
+#include <map>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -46,8 +50,65 @@ std::string cpu_model() {
 struct Run {
   double step_s = 0;
   uint64_t values = 0, logged = 0, packed_bytes = 0, file_bytes = 0;
+  std::map<std::string, std::pair<uint64_t, uint64_t>> by_op;  // op name → (values, logged)
   Digest state{};
 };
+
+OpKind op_named(const std::string& name) {
+  size_t k = 0;
+  while (k < kOpKindCount && name != op_info(static_cast<OpKind>(k)).name) ++k;
+  return static_cast<OpKind>(k);
+}
+
+// The float32 spacing (gap between the two float32 neighbours) at x.
+double spacing(double x) {
+  const float f = std::fabs(static_cast<float>(x));
+  return static_cast<double>(std::nextafter(f, std::numeric_limits<float>::infinity())) - static_cast<double>(f);
+}
+
+// How far the two float64 GEMMs' results lie apart on step 0 of a rounding-log job, per op kind: each
+// node of the step runs on the same inputs (the step's own values) with OpenBLAS and with the naive
+// loop. "differing": values whose float64 bits differ; "max_spacings": the largest difference in units
+// of the float32 spacing; "straddles": values the two would round to different float32 values.
+nlohmann::json compare_gemms(const JobSpec& job, const Dataset& train, ThreadPool& pool) {
+  Trainer trainer(job, train, pool, {}, nullptr, Device::Cpu, {Float64Gemm::OpenBlas, {}});
+  const StepTrace tr = trainer.traced_step();
+  const StepGraph& g = tr.graph;
+  struct Tally {
+    uint64_t values = 0, differing = 0, straddles = 0;
+    double max_spacings = 0;
+  };
+  std::map<std::string, Tally> tally;
+  for (const Node& node : g.nodes) {
+    std::vector<const Tensor*> in;
+    for (ValueId v : node.inputs) {
+      const Value& val = g.values[v];
+      if (val.source == ValueSource::Data)
+        in.push_back(val.index == 0 ? &train.inputs : &train.labels);
+      else if (val.source == ValueSource::Constant)
+        in.push_back(&g.constants[val.index]);
+      else
+        in.push_back(&tr.values[v]);
+    }
+    std::vector<std::vector<double>> a(node.outputs.size()), b(node.outputs.size());
+    run_float64(node.op, node.attrs, in, a, Float64Gemm::OpenBlas);
+    run_float64(node.op, node.attrs, in, b, Float64Gemm::Naive);
+    Tally& t = tally[op_info(node.op).name];
+    for (size_t i = 0; i < a.size(); ++i)
+      for (size_t e = 0; e < a[i].size(); ++e) {
+        ++t.values;
+        if (a[i][e] == b[i][e]) continue;
+        ++t.differing;
+        t.max_spacings = std::max(t.max_spacings, std::fabs(a[i][e] - b[i][e]) / spacing(a[i][e]));
+        t.straddles += static_cast<float>(a[i][e]) != static_cast<float>(b[i][e]);
+      }
+  }
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [op, t] : tally)
+    out[op] = {{"values", t.values}, {"differing", t.differing}, {"max_spacings", t.max_spacings},
+               {"straddles", t.straddles}};
+  return out;
+}
 
 // Steps a fresh trainer `steps` times; with `log_dir`, writes each step's rounding log there.
 Run run(const JobSpec& job, const Dataset& train, ThreadPool& pool, int steps, RoundingOptions rounding,
@@ -60,12 +121,24 @@ Run run(const JobSpec& job, const Dataset& train, ThreadPool& pool, int steps, R
     const auto t0 = Clock::now();
     trainer.step();
     if (const StepRoundingLog* log = trainer.rounding_log()) {
-      for (const RoundingLog& node : log->nodes) {
+      const std::chrono::duration<double> took = Clock::now() - t0;
+      const StepGraph g = trainer.step_graph(t);
+      for (size_t n = 0; n < log->nodes.size(); ++n) {
+        const RoundingLog& node = log->nodes[n];
         r.values += node.count;
         r.logged += count_logged(node);
         r.packed_bytes += node.packed.size();
+        auto& [values, logged] = r.by_op[op_info(g.nodes[n].op).name];
+        values += node.count;
+        logged += count_logged(node);
       }
-      if (!log_dir.empty()) r.file_bytes += write_rounding_log(rounding_log_path(log_dir, t), *log);
+      times.push_back(took.count());
+      if (!log_dir.empty()) {  // timed: a trainer writes its logs
+        const auto w0 = Clock::now();
+        r.file_bytes += write_rounding_log(rounding_log_path(log_dir, t), *log);
+        times.back() += std::chrono::duration<double>(Clock::now() - w0).count();
+      }
+      continue;
     }
     times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
   }
@@ -110,6 +183,11 @@ int main(int argc, char** argv) {
     const Run own = run(rlog, train, pool, steps, {Float64Gemm::Naive, {}});
     const Run replay = run(rlog, train, pool, steps, {Float64Gemm::Naive, dir});
     std::filesystem::remove_all(dir);
+    nlohmann::json by_op = nlohmann::json::object();
+    for (const auto& [op, counts] : trainer.by_op)
+      by_op[op] = {{"values_per_step", static_cast<double>(counts.first) / steps},
+                   {"logged_fraction", counts.first ? static_cast<double>(counts.second) / static_cast<double>(counts.first) : 0.0},
+                   {"tau", rlog.numerics.tau_of(op_named(op))}};
 
     const double per_step = 1.0 / steps;
     results.push_back({
@@ -130,6 +208,8 @@ int main(int argc, char** argv) {
         {"naive_over_repops", own.step_s / repops.step_s},
         {"replay_matches", replay.state == trainer.state},
         {"own_matches", own.state == trainer.state},
+        {"by_op", by_op},
+        {"gemms_step0", compare_gemms(rlog, train, pool)},
     });
   }
   const nlohmann::json out = {{"bench", "rounding_log"},

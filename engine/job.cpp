@@ -47,20 +47,14 @@ NumericsSpec parse_numerics(const toml::table& root, const std::string& source) 
   const toml::node* tau = numerics.table()->get("tau");
   if (!tau) return spec;
   if (tau->is_number()) {
-    const double all = numerics.real("tau", 0.0, 0.0, kMaxRoundingTau);
-    if (all <= 0.0) throw EngineError(fmt::format("{}: numerics.tau must be above 0", numerics.location("tau")));
-    spec.tau.fill(all);
+    spec.tau.fill(numerics.real("tau", 0.0, 0.0, kMaxRoundingTau));
     return spec;
   }
   if (!tau->is_table())
     throw EngineError(fmt::format("{}: numerics.tau must be a number or a table of op names",
                                   toml_where(source, tau->source())));
   TableReader per_op(tau->as_table(), "numerics.tau", source);
-  const auto read = [&](const char* key, double fallback) {
-    const double v = per_op.real(key, fallback, 0.0, kMaxRoundingTau);
-    if (v <= 0.0) throw EngineError(fmt::format("{}: numerics.tau.{} must be above 0", per_op.location(key), key));
-    return v;
-  };
+  const auto read = [&](const char* key, double fallback) { return per_op.real(key, fallback, 0.0, kMaxRoundingTau); };
   if (per_op.table()->get("default")) spec.tau.fill(read("default", 0.0));
   for (auto&& [key, value] : *per_op.table()) {
     if (key.str() == "default") continue;

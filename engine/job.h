@@ -119,7 +119,7 @@ struct JobSpec {
 ///               schedule = "constant" | "cosine" (then warmup_steps ≤ steps, min_lr ≤ lr),
 ///               clip_norm (0 = off), decay = "all" | "matrices"
 ///   [numerics]  mode = "repops" (default) | "rounding-log": tau, one number for every op kind or a
-///               table of op names with an optional `default` (engine/numerics.h), each in (0, 1/4]
+///               table of op names with an optional `default` (engine/numerics.h), each in [0, 1/4]
 ///   [dispute]   base_seconds (10), step_seconds (30), min_bytes_per_second (262144): the time terms
 ///               of a dispute about the job (protocol/terms.h; docs/protocol.md, "Clocks")
 /// Each key is refused where its kind does not use it.

@@ -8,6 +8,7 @@ const char* numerics_mode_name(NumericsMode mode) {
 
 double default_rounding_tau(OpKind kind) {
   switch (kind) {
+    // Contractions and row sums: a vendor kernel may order (and block) the sum its own way.
     case OpKind::Linear:
     case OpKind::Matmul:
     case OpKind::Conv2d:
@@ -16,9 +17,26 @@ double default_rounding_tau(OpKind kind) {
     case OpKind::Conv2dBackwardBias:
     case OpKind::SumRows:
     case OpKind::EmbeddingBackward:
+    case OpKind::LayerNorm:
     case OpKind::LayerNormBackward:
-    case OpKind::SumSquares:
-      return 0x1p-10;
+    case OpKind::SoftmaxBackward:
+      return 0x1p-5;
+    // Copies and one correctly rounded IEEE-754 operation per value: the same float64 everywhere.
+    case OpKind::Gather:
+    case OpKind::Reshape:
+    case OpKind::Add:
+    case OpKind::Relu:
+    case OpKind::ReluBackward:
+    case OpKind::Embedding:
+    case OpKind::SplitHeads:
+    case OpKind::MergeHeads:
+    case OpKind::Dropout:
+    case OpKind::DropoutBackward:
+    case OpKind::MaxPool2d:
+    case OpKind::MaxPool2dBackward:
+    case OpKind::Scale:
+      return 0.0;
+    // Fixed formulas with libm calls (exp, log, tanh, sqrt) or short positive sums.
     default:
       return 0x1p-16;
   }

@@ -22,10 +22,15 @@ enum class NumericsMode : uint8_t {
 const char* numerics_mode_name(NumericsMode mode);
 
 /// The default τ of op `kind` in rounding-log mode, in units of the float32 spacing at the value
-/// (ops/rounding_log.h). Contractions (linear, matmul, the convolutions and their sums) get
-/// 2^-10: honest float64 GEMMs of our jobs differ by ~10^-6 spacings and at most ~10^-3 where the
-/// sum cancels (measured; docs/numerics.md "Rounding-log mode"). Every other op computes in plain
-/// float64 code whose order is fixed, so only libm's last-bit differences reach it: 2^-16.
+/// (ops/rounding_log.h), chosen from bench_rounding_log's measurements (docs/numerics.md
+/// "Rounding-log mode"):
+///  - 2^-5 for contractions and row sums (linear, matmul, the convolutions, sum_rows, layer norm and
+///    the backward sums): OpenBLAS and a naive loop differ there by up to 0.015 spacings on the GPT job
+///    (a sum that cancels), and a replay stays exact while two kernels differ by less than τ/2;
+///  - 0 for copies and ops of one correctly rounded operation per value (gather, add, relu, dropout,
+///    scale, …): every IEEE-754 machine computes their float64 alike, so nothing is logged;
+///  - 2^-16 for the rest (softmax, GELU, the loss, the optimizers, clipping): fixed float64 formulas
+///    whose only freedom is libm's last bit.
 double default_rounding_tau(OpKind kind);
 
 /// The float64 GEMM a trainer uses unless told otherwise: OpenBLAS where this build has it, else the
@@ -35,7 +40,7 @@ Float64Gemm default_float64_gemm();
 /// The job's [numerics] table.
 struct NumericsSpec {
   NumericsMode mode = NumericsMode::RepOps;
-  /// rounding-log only: τ per op kind (by OpKind value), each in (0, kMaxRoundingTau].
+  /// rounding-log only: τ per op kind (by OpKind value), each in [0, kMaxRoundingTau].
   std::array<double, kOpKindCount> tau{};
 
   NumericsSpec();

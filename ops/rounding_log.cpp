@@ -37,8 +37,8 @@ Neighbours neighbours(double x) {
 }
 
 void check_tau(double tau) {
-  if (!(tau > 0 && tau <= kMaxRoundingTau))
-    throw OpError("rounding log: tau " + std::to_string(tau) + " is outside (0, " + std::to_string(kMaxRoundingTau) +
+  if (!(tau >= 0 && tau <= kMaxRoundingTau))
+    throw OpError("rounding log: tau " + std::to_string(tau) + " is outside [0, " + std::to_string(kMaxRoundingTau) +
                   "] (a fraction of the float32 spacing)");
 }
 
@@ -134,6 +134,11 @@ RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, st
   decisions.reserve(count);
   for (size_t i = 0; i < values.size(); ++i) {
     const std::span<float> y = out[i]->values();
+    if (tau == 0) {  // nothing is ever near enough to log
+      for (size_t e = 0; e < values[i].size(); ++e) y[e] = static_cast<float>(values[i][e]);
+      decisions.resize(decisions.size() + values[i].size(), Rounding::Nearest);
+      continue;
+    }
     for (size_t e = 0; e < values[i].size(); ++e) {
       const LoggedRounding r = round_logged(values[i][e], tau);
       y[e] = r.value;

@@ -9,7 +9,9 @@
 // as the two kernels' float64 values differ by at most τ/2 (the contract between τ and the kernels).
 //
 // Distances are measured in units of the float32 spacing at the value (the gap between its two float32
-// neighbours), so τ is a fraction of one float32 ulp: 0 < τ ≤ 1/4. A decision is a trit — Nearest
+// neighbours), so τ is a fraction of one float32 ulp: 0 ≤ τ ≤ 1/4. τ = 0 is for ops whose float64
+// result is the same on every IEEE-754 machine (copies, one correctly rounded operation per value):
+// nothing is logged and a replay must round to nearest, ties to even. A decision is a trit — Nearest
 // (nothing logged), Down, Up — and the log packs five trits per byte (3^5 = 243 ≤ 256), as the paper's
 // code does.
 #pragma once
@@ -48,7 +50,7 @@ struct LoggedRounding {
 };
 
 /// Rounds x to nearest float32 and, if x lies within `tau` of a boundary (boundary_distance(x) < tau),
-/// logs the side it rounded to (Down or Up). Requires 0 < tau ≤ kMaxRoundingTau.
+/// logs the side it rounded to (Down or Up). Requires 0 ≤ tau ≤ kMaxRoundingTau (OpError otherwise).
 LoggedRounding round_logged(double x, double tau);
 
 /// Rounds a replayer's x by a logged decision: Nearest → nearest float32; Down / Up → the float32
@@ -83,7 +85,7 @@ struct RoundingLog {
 uint64_t count_logged(const RoundingLog& log);
 
 /// The trainer's rounding of one node: out[i] (already shaped like values[i]) := values[i] rounded
-/// to nearest float32 by round_logged, and the log of its decisions. Requires 0 < tau ≤ kMaxRoundingTau.
+/// to nearest float32 by round_logged, and the log of its decisions. Requires 0 ≤ tau ≤ kMaxRoundingTau.
 RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, std::span<Tensor* const> out, double tau);
 
 /// A replayer's rounding of one node by another trainer's `log`: out[i] := round_replayed of each

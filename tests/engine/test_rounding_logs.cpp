@@ -64,7 +64,9 @@ TEST_CASE("[numerics] selects rounding-log mode and its tau per op kind") {
   CHECK(job.numerics.mode == NumericsMode::RoundingLog);
   CHECK(job.numerics.tau_of(OpKind::Matmul) == default_rounding_tau(OpKind::Matmul));
   CHECK(job.numerics.tau_of(OpKind::Relu) == default_rounding_tau(OpKind::Relu));
-  CHECK(default_rounding_tau(OpKind::Matmul) > default_rounding_tau(OpKind::Relu));
+  CHECK(default_rounding_tau(OpKind::Matmul) > default_rounding_tau(OpKind::Gelu));
+  CHECK(default_rounding_tau(OpKind::Gelu) > 0.0);
+  CHECK(default_rounding_tau(OpKind::Add) == 0.0);
 
   const JobSpec all = parse_job(std::string(kJob) + "tau = 0.01\n", "job.toml");
   for (double tau : all.numerics.tau) CHECK(tau == 0.01);
@@ -77,7 +79,8 @@ TEST_CASE("[numerics] selects rounding-log mode and its tau per op kind") {
 
   CHECK(error_of(replace(kJob, "rounding-log", "float64")).find("numerics.mode 'float64' is not supported") != std::string::npos);
   CHECK(error_of(std::string(kJob) + "tau = 0.3\n").find("job.toml:14:7: numerics.tau") == 0);
-  CHECK(error_of(std::string(kJob) + "tau = 0\n").find("numerics.tau must be above 0") != std::string::npos);
+  CHECK(error_of(std::string(kJob) + "tau = -0.01\n").find("numerics.tau") != std::string::npos);
+  CHECK(parse_job(std::string(kJob) + "tau = 0\n", "job.toml").numerics.tau_of(OpKind::Matmul) == 0.0);
   CHECK(error_of(std::string(kJob) + "tau = { matmull = 0.01 }\n").find("'matmull' is not an op name") != std::string::npos);
   CHECK(error_of(std::string(kJob) + "tau = \"big\"\n").find("numerics.tau must be a number or a table") != std::string::npos);
   CHECK(error_of(replace(kJob, "mode = \"rounding-log\"", "tau = 0.01")).find("unknown key 'tau' in [numerics]") != std::string::npos);

@@ -80,9 +80,17 @@ TEST_CASE("rounding log: the trainer logs the side of values near a boundary, an
   CHECK(std::isinf(r.value));
   CHECK(std::isinf(round_replayed(overflow_midpoint * (1 - 1e-16), Rounding::Up)));
   CHECK(round_replayed(overflow_midpoint * (1 + 1e-16), Rounding::Down) == std::numeric_limits<float>::max());
-  // τ outside (0, 1/4] is refused.
-  CHECK_THROWS_AS(round_logged(1.0, 0.0), OpError);
+  // τ outside [0, 1/4] is refused. τ = 0 logs nothing and allows only "nearest" (an op whose float64
+  // result every IEEE-754 implementation computes alike).
+  CHECK_THROWS_AS(round_logged(1.0, -0.01), OpError);
   CHECK_THROWS_AS(round_logged(1.0, 0.3), OpError);
+  const double midpoint = 1.0 + 0x1p-24;  // exactly between 1 and the float32 after it
+  CHECK(round_logged(midpoint, 0.0).decision == Rounding::Nearest);
+  CHECK(round_logged(midpoint, 0.0).value == 1.0f);  // ties to even
+  CHECK(round_logged(midpoint, 0x1p-10).decision == Rounding::Down);
+  CHECK(rounding_allowed(midpoint, Rounding::Nearest, 0.0));
+  CHECK_FALSE(rounding_allowed(midpoint, Rounding::Down, 0.0));
+  CHECK_FALSE(rounding_allowed(midpoint, Rounding::Up, 0.0));
   CHECK_THROWS_AS(rounding_allowed(1.0, Rounding::Nearest, -1.0), OpError);
 }
 
