@@ -571,3 +571,47 @@ TEST_CASE("rounding log: a RepOps game asks no OpenLog") {
   const auto cps = checkpoint_steps(6, 2);
   CHECK(o.rounds <= ceil_log2(cps.size()) + ceil_log2(3) + ceil_log2(4) + 4);
 }
+
+TEST_CASE("rounding log: on resume during OpenLog only a party whose log is incomplete is asked again") {
+  Fault forged;
+  forged.log_step = 3;
+  forged.log_node = 1;
+  forged.log_trit = 2;
+  const CounterProvider honest(6, 2, 3, {}, true), liar(6, 2, 3, forged, true);
+  CounterOracle oracle(3, true);
+  GameParams params;
+  params.steps = 6;
+  params.stride = 2;
+  params.claims = {honest.claim(params.job_id), liar.claim(params.job_id)};
+  Game game(params, oracle);
+  const CounterProvider* providers[2] = {&honest, &liar};
+  std::vector<Action> pending = game.start(GameTime{});
+  // Deliver everything until the logs are asked for; then only party 0's log.
+  for (int guard = 0; guard < 100 && game.phase() != Phase::OpenLog; ++guard) {
+    std::vector<Action> next;
+    for (const Action& a : pending)
+      if (const auto* q = std::get_if<SendQuery>(&a))
+        for (const Body& b : providers[q->party]->answer(q->query)) {
+          if (!game.awaiting(q->party) || game.current_query().round != q->query.round) break;
+          auto more = game.on_message(q->party, b, GameTime{});
+          next.insert(next.end(), more.begin(), more.end());
+        }
+    pending = std::move(next);
+  }
+  REQUIRE(game.phase() == Phase::OpenLog);
+  const Query log_query = game.current_query();
+  CHECK(log_query.kind == QueryKind::OpenLog);
+  for (const Body& b : honest.answer(log_query)) CHECK(game.on_message(0, b, GameTime{}).empty());
+  CHECK_FALSE(game.awaiting(0));
+  CHECK(game.awaiting(1));
+  const std::vector<Action> resumed = game.on_resume(at(1000));
+  REQUIRE(resumed.size() == 1);
+  CHECK(std::get<SendQuery>(resumed[0]).party == 1);
+  CHECK(std::get<SendQuery>(resumed[0]).query.kind == QueryKind::OpenLog);
+  std::vector<Action> out;
+  for (const Body& b : liar.answer(log_query)) out = game.on_message(1, b, at(1000));
+  REQUIRE(out.size() == 1);
+  const Reexecute& rx = std::get<Reexecute>(out[0]);
+  CHECK(rx.logs[0] == std::vector<uint8_t>{0});
+  CHECK(rx.logs[1] == std::vector<uint8_t>{2});
+}
