@@ -109,7 +109,7 @@ int run_verify(const VerifySettings& s) {
                to_hex(claim.trajectory_root));
   }
   fmt::print("outcome: {} ({})\n",
-             v.reason == VerdictReason::RefereeFault ? std::string("undecided, no one convicted")
+             is_undecided(v.reason) ? std::string("undecided, no one convicted")
              : v.winners.empty()                     ? std::string("no valid claim")
                                                      : fmt::format("claim {} stands", v.winners[0]),
              reason_name(v.reason));

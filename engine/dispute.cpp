@@ -24,6 +24,18 @@ std::vector<Digest> step_leaves(const StepTrace& tr) {
   return leaves;
 }
 
+// Appends the TensorChunk stream of one opened tensor (value `v` of the query) to `out`.
+void append_chunks(std::vector<Body>& out, uint32_t round, uint32_t v, DType dtype, std::vector<int64_t> shape,
+                   std::span<const std::byte> bytes) {
+  const MerkleTree chunks(tensor_chunk_hashes(dtype, bytes));
+  for (uint64_t c = 0; c < chunks.size(); ++c) {
+    const size_t off = c * kTensorChunkBytes, len = std::min(kTensorChunkBytes, bytes.size() - off);
+    const auto* p = reinterpret_cast<const uint8_t*>(bytes.data()) + off;
+    out.push_back(TensorChunk{round, v, shape, static_cast<uint32_t>(c), static_cast<uint32_t>(chunks.size()),
+                              chunks.root(), std::vector<uint8_t>(p, p + len), chunks.prove(c)});
+  }
+}
+
 InputSpec input_spec_of(const StepGraph& g, ValueId v) {
   const Value& val = g.values[v];
   const auto dims = val.shape.dims();
@@ -39,7 +51,7 @@ InputSpec input_spec_of(const StepGraph& g, ValueId v) {
 
 }  // namespace
 
-StepSpec step_spec_of(const StepGraph& g) {
+StepSpec step_spec_of(const StepGraph& g, bool rounding_log) {
   StepSpec s;
   s.state_inputs = static_cast<uint32_t>(g.state_inputs.size());
   for (const Node& node : g.nodes) {
@@ -54,6 +66,11 @@ StepSpec step_spec_of(const StepGraph& g) {
         n.data_rows.assign(node.attrs.ints.begin(), node.attrs.ints.end());  // gather's rows
     }
     n.outputs = static_cast<uint32_t>(node.outputs.size());
+    if (rounding_log) {
+      n.rounding_log = true;
+      ++n.outputs;  // the log's leaf (docs/protocol.md, "Rounding-log jobs")
+      for (ValueId v : node.outputs) n.log_values += static_cast<uint64_t>(g.values[v].shape.numel());
+    }
     s.nodes.push_back(std::move(n));
   }
   for (ValueId v : g.state_outputs) s.state_outputs.push_back(input_spec_of(g, v));
@@ -61,13 +78,7 @@ StepSpec step_spec_of(const StepGraph& g) {
 }
 
 JobOracle::JobOracle(const JobSpec& job, const DataShape& data)
-    : job_(job), data_(data), sampler_(job.seed, data.samples, job.batch_size) {
-  // The referee's re-execution of a rounding-log node needs each party's log of it, which the game
-  // does not open yet (docs/numerics.md "Rounding-log mode", "Disputes").
-  if (job.numerics.mode != NumericsMode::RepOps)
-    throw EngineError(fmt::format("{}: disputes about rounding-log jobs are not supported yet (numerics.mode = \"{}\")",
-                                  job.source, numerics_mode_name(job.numerics.mode)));
-}
+    : job_(job), data_(data), sampler_(job.seed, data.samples, job.batch_size) {}
 
 const StepGraph& JobOracle::graph(uint64_t step) const {
   if (!cache_ || cache_->first != step) {
@@ -77,7 +88,9 @@ const StepGraph& JobOracle::graph(uint64_t step) const {
   return cache_->second;
 }
 
-StepSpec JobOracle::step_spec(uint64_t step) const { return step_spec_of(graph(step)); }
+StepSpec JobOracle::step_spec(uint64_t step) const {
+  return step_spec_of(graph(step), job_.numerics.mode == NumericsMode::RoundingLog);
+}
 
 Digest JobOracle::initial_state_hash() const {
   if (!initial_state_hash_) {
@@ -87,7 +100,7 @@ Digest JobOracle::initial_state_hash() const {
   return *initial_state_hash_;
 }
 
-std::vector<Digest> JobOracle::reexecute(const Reexecute& rx) const {
+std::array<PartyReexecution, 2> JobOracle::reexecute(const Reexecute& rx) const {
   const StepGraph& g = graph(rx.step);
   const Node& node = g.nodes.at(rx.node);
   std::vector<Tensor> owned;
@@ -137,13 +150,53 @@ std::vector<Digest> JobOracle::reexecute(const Reexecute& rx) const {
   for (const Shape& s : infer_shapes(node.op, attrs, in_shapes)) outputs.emplace_back(s);
   std::vector<Tensor*> out;
   for (Tensor& t : outputs) out.push_back(&t);
-  // The fast kernels are bitwise identical to the reference (tests/ops) and 100× faster for a matmul;
-  // one thread, since a referee serves many disputes at once.
-  static thread_local ThreadPool pool(1);
-  run_fast(node.op, attrs, in, out, pool);
-  std::vector<Digest> hashes;
-  for (const Tensor& t : outputs) hashes.push_back(leaf_of(t));
-  return hashes;
+  const auto leaves = [&] {
+    std::vector<Digest> hashes;
+    for (const Tensor& t : outputs) hashes.push_back(leaf_of(t));
+    return hashes;
+  };
+  if (job_.numerics.mode != NumericsMode::RoundingLog) {
+    // The fast kernels are bitwise identical to the reference (tests/ops) and 100× faster for a
+    // matmul; one thread, since a referee serves many disputes at once.
+    static thread_local ThreadPool pool(1);
+    run_fast(node.op, attrs, in, out, pool);
+    const std::vector<Digest> hashes = leaves();
+    return {PartyReexecution{hashes, {}}, PartyReexecution{hashes, {}}};
+  }
+  // Rounding-log mode: the referee's own float64 values, rounded by each party's log. A decision the
+  // referee's value does not allow convicts the party that logged it (docs/protocol.md, "Rounding-log
+  // jobs"); the referee's kernel may differ from the parties' by up to τ/2 (the scheme's contract).
+  std::vector<std::vector<double>> wide(outputs.size());
+  run_float64(node.op, attrs, in, wide, default_float64_gemm());
+  const double tau = job_.numerics.tau_of(node.op);
+  uint64_t count = 0;
+  for (const std::vector<double>& w : wide) count += w.size();
+  std::array<PartyReexecution, 2> result;
+  for (size_t p = 0; p < 2; ++p) {
+    const RoundingLog log{count, rx.logs[p]};
+    std::optional<uint64_t> bad;
+    try {
+      bad = round_outputs_replayed(wide, log, out, tau);
+    } catch (const OpError& e) {
+      result[p].bad_log = e.what();  // the log's digits do not unpack (count and size were proven)
+      continue;
+    }
+    if (!bad) {
+      result[p].outputs = leaves();
+      continue;
+    }
+    uint64_t k = *bad;
+    size_t i = 0;
+    while (k >= wide[i].size()) k -= wide[i++].size();
+    const Rounding d = unpack_trits(log.packed, count)[*bad];
+    const double x = wide[i][k];
+    result[p].bad_log = fmt::format(
+        "decision {} (output {} element {}) is {}, not allowed for the referee's float64 value {:.17g} ({:.4g} "
+        "spacings from a rounding boundary, tau {:.4g})",
+        *bad, i, k, d == Rounding::Nearest ? "nearest" : d == Rounding::Down ? "down" : "up", x,
+        boundary_distance(x), tau);
+  }
+  return result;
 }
 
 DisputeResponder::DisputeResponder(const JobSpec& job, const Dataset& train, std::filesystem::path store,
@@ -289,15 +342,8 @@ std::vector<Body> DisputeResponder::answer(const Query& q) {
           id = tr.graph.nodes[a.index].outputs[a.slot];
         }
         const Tensor& t = tr.values[id];
-        const std::span<const std::byte> bytes = t.bytes();
-        const MerkleTree chunks(tensor_chunk_hashes(DType::F32, bytes));
-        const std::vector<int64_t> shape(t.shape().dims().begin(), t.shape().dims().end());
-        for (uint64_t c = 0; c < chunks.size(); ++c) {
-          const size_t off = c * kTensorChunkBytes, len = std::min(kTensorChunkBytes, bytes.size() - off);
-          const auto* p = reinterpret_cast<const uint8_t*>(bytes.data()) + off;
-          out.push_back(TensorChunk{q.round, v, shape, static_cast<uint32_t>(c), static_cast<uint32_t>(chunks.size()),
-                                    chunks.root(), std::vector<uint8_t>(p, p + len), chunks.prove(c)});
-        }
+        append_chunks(out, q.round, v, DType::F32, std::vector<int64_t>(t.shape().dims().begin(), t.shape().dims().end()),
+                      t.bytes());
       }
       if (!q.indices.empty()) {
         const int64_t d = train_.inputs.shape()[1];
@@ -315,6 +361,18 @@ std::vector<Body> DisputeResponder::answer(const Query& q) {
         }
         out.push_back(std::move(s));
       }
+      return out;
+    }
+    case QueryKind::OpenLog: {
+      // This provider's own log of the node, the one its record's last output hash commits to.
+      check(step_ok, "no such step");
+      const StepTrace& tr = trace(q.step);
+      check(tr.rounding_log.step >= 0, "not a rounding-log job");
+      check(q.indices.size() == 1 && q.indices[0] < tr.rounding_log.nodes.size(), "no such node");
+      const RoundingLog& log = tr.rounding_log.nodes[q.indices[0]];
+      std::vector<Body> out;
+      append_chunks(out, q.round, 0, DType::Trits, {static_cast<int64_t>(log.count)},
+                    std::as_bytes(std::span<const uint8_t>(log.packed)));
       return out;
     }
   }

@@ -17,7 +17,8 @@
 namespace tribunal {
 
 /// The referee's StepOracle for a job: step t's graph as the job spec defines it, and the
-/// re-execution of one of its nodes with the RepOps kernels. Never trains.
+/// re-execution of one of its nodes with the RepOps kernels (a rounding-log job: in float64, rounded
+/// by each party's log). Never trains.
 class JobOracle : public StepOracle {
  public:
   JobOracle(const JobSpec& job, const DataShape& data);
@@ -28,9 +29,13 @@ class JobOracle : public StepOracle {
   Digest initial_state_hash() const override;
 
   /// Runs node rx.node of step rx.step on the inputs in `rx` (a Data input is rebuilt from the
-  /// proven samples) and returns the tensor leaves of its outputs. Throws OpError on bad inputs
-  /// (e.g. a shape that does not fit the op).
-  std::vector<Digest> reexecute(const Reexecute& rx) const;
+  /// proven samples) and returns the tensor leaves of its outputs, for each party. RepOps job: the
+  /// fast RepOps kernels, the same outputs for both. Rounding-log job (docs/protocol.md, "Rounding-log
+  /// jobs"): run_float64 with default_float64_gemm(), then for each party its float64 outputs rounded
+  /// by its log rx.logs[p] (round_outputs_replayed with the op's τ from the job's NumericsSpec); a log
+  /// with a decision rounding_allowed refuses, or that does not unpack, sets that party's bad_log.
+  /// Throws OpError on bad inputs (e.g. a shape that does not fit the op, a label out of range).
+  std::array<PartyReexecution, 2> reexecute(const Reexecute& rx) const;
 
   /// The graph of a step (cached: the referee asks for the same step repeatedly).
   const StepGraph& graph(uint64_t step) const;
@@ -44,8 +49,10 @@ class JobOracle : public StepOracle {
 };
 
 /// The StepSpec of a built graph: records must match op, attributes and arity; inputs come from the
-/// state, the data set (dataset_root), a constant (its tensor leaf) or an earlier node.
-StepSpec step_spec_of(const StepGraph& g);
+/// state, the data set (dataset_root), a constant (its tensor leaf) or an earlier node. With
+/// `rounding_log` (a rounding-log job) every node has one more output, its log's leaf, of
+/// log_values = the node's output elements.
+StepSpec step_spec_of(const StepGraph& g, bool rounding_log = false);
 
 /// A provider's answers in a dispute about its own trajectory. It recomputes what it needs from its
 /// stride checkpoints (store directory), with the same Fault it trained with.

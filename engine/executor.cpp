@@ -88,6 +88,7 @@ void Executor::run_rounded(size_t n, const Node& node, std::span<const Tensor* c
   const double tau = rounding_->numerics->tau_of(node.op);
   if (!rounding_->replay) {
     RoundingLog log = round_outputs_logged(wide, out, tau);
+    if (rounding_->tamper) rounding_->tamper(n, wide, log, out, tau);
     if (rounding_->record) rounding_->record->nodes[n] = std::move(log);
     return;
   }

@@ -9,6 +9,7 @@
 #include "engine/error.h"
 #include "engine/job.h"
 #include "engine/step.h"
+#include "ops/rounding_log.h"
 
 namespace tribunal {
 
@@ -32,6 +33,14 @@ std::string describe(const Fault& f) {
                                 f.hparam_hidden ? " (records claim the job's)" : ""));
   if (f.bf16_from >= 0) parts.push_back(fmt::format("bf16 {} from step {}", op_name(f.bf16_op), f.bf16_from));
   if (f.claim_steps >= 0) parts.push_back(fmt::format("claim {} steps", f.claim_steps));
+  if (f.rounding != RoundingFault::None && f.rounding_step >= 0) {
+    if (f.rounding == RoundingFault::Bloat)
+      parts.push_back(fmt::format("rounding log bloated at step {}", f.rounding_step));
+    else
+      parts.push_back(fmt::format("rounding log {} at step {} node {}{}", f.rounding == RoundingFault::Forge ? "forged" : "omitted",
+                                  f.rounding_step, f.rounding_node,
+                                  f.rounding == RoundingFault::Forge ? fmt::format(" from element {}", f.rounding_element) : ""));
+  }
   if (parts.empty()) return "honest";
   std::string out = parts[0];
   for (size_t i = 1; i < parts.size(); ++i) out += "; " + parts[i];
@@ -69,6 +78,58 @@ void check_fault(const Fault& f, const JobSpec& job, const DataShape& data) {
   if (static_cast<size_t>(f.bf16_op) >= kOpKindCount) fail("bf16_op is not an op kind");
   if (f.claim_steps >= 0 && (f.claim_steps < 1 || f.claim_steps > kMaxSteps))
     fail(fmt::format("claim_steps {} out of range (1..{})", f.claim_steps, kMaxSteps));
+  if (f.rounding != RoundingFault::None && f.rounding_step >= 0) {
+    if (job.numerics.mode != NumericsMode::RoundingLog) fail("rounding-log faults need a rounding-log job");
+    const StepGraph g =
+        build_step_graph(job, data, f.rounding_step, std::vector<int64_t>(static_cast<size_t>(job.batch_size), 0));
+    if (f.rounding != RoundingFault::Bloat && (f.rounding_node < 0 || f.rounding_node >= static_cast<int64_t>(g.nodes.size())))
+      fail(fmt::format("rounding_node {} does not exist (a step has {} nodes)", f.rounding_node, g.nodes.size()));
+    if (f.rounding_element < 0) fail("rounding_element must be ≥ 0");
+  }
+}
+
+namespace {
+
+// The float32 x rounds to, and the decision that names it (round_replayed(x, d) == nearest).
+Rounding nearest_direction(double x) {
+  const float nearest = static_cast<float>(x);
+  return round_replayed(x, Rounding::Down) == nearest ? Rounding::Down : Rounding::Up;
+}
+
+}  // namespace
+
+void tamper_rounding(const Fault& f, int64_t step, size_t node, std::span<const std::vector<double>> wide,
+                     RoundingLog& log, std::span<Tensor* const> out, double tau) {
+  if (f.rounding == RoundingFault::None || step != f.rounding_step) return;
+  if (f.rounding != RoundingFault::Bloat && static_cast<int64_t>(node) != f.rounding_node) return;
+  std::vector<Rounding> d = unpack_trits(log.packed, log.count);
+  size_t k = 0;  // index in log order
+  bool done = false;
+  for (size_t i = 0; i < wide.size() && !done; ++i) {
+    const std::span<float> y = out[i]->values();
+    for (size_t e = 0; e < wide[i].size() && !done; ++e, ++k) {
+      const double x = wide[i][e];
+      switch (f.rounding) {
+        case RoundingFault::Forge:
+          if (k >= static_cast<size_t>(f.rounding_element) && boundary_distance(x) >= 1.5 * tau) {
+            d[k] = nearest_direction(x) == Rounding::Down ? Rounding::Up : Rounding::Down;
+            y[e] = round_replayed(x, d[k]);
+            done = true;
+          }
+          break;
+        case RoundingFault::Omit:
+          if (d[k] != Rounding::Nearest) {
+            d[k] = Rounding::Nearest;
+            y[e] = static_cast<float>(x);
+            done = true;
+          }
+          break;
+        case RoundingFault::Bloat: d[k] = nearest_direction(x); break;
+        case RoundingFault::None: break;
+      }
+    }
+  }
+  log.packed = pack_trits(d);
 }
 
 float round_to_bf16(float x) {

@@ -9,12 +9,35 @@
 #include <cstdint>
 #include <string>
 
+#include <span>
+#include <vector>
+
 #include "ops/registry.h"
+#include "ops/rounding_log.h"
 
 namespace tribunal {
 
 struct JobSpec;
 struct DataShape;
+
+/// How a cheater on a rounding-log job tampers with its rounding logs (Fault::rounding).
+enum class RoundingFault : uint8_t {
+  None,
+  /// At (rounding_step, rounding_node): the first value at or after rounding_element that is at least
+  /// 3τ/2 from a rounding boundary (so no referee value within τ/2 allows a decision for it) is logged
+  /// Down or Up, whichever names the float32 neighbour that is not its nearest rounding, and the node
+  /// outputs that neighbour. Caught as bad_rounding_log at (rounding_step, rounding_node).
+  Forge,
+  /// At (rounding_step, rounding_node): the first Down/Up decision becomes Nearest and the node outputs
+  /// the nearest rounding (nothing changes if the node logged none). Caught as bad_rounding_log there
+  /// when the referee's value is within τ/2 of the boundary (Nearest is owed a decision there);
+  /// otherwise both logs are allowed and the dispute ends both_valid.
+  Omit,
+  /// At step rounding_step: every value of every node is logged with its own nearest direction (a
+  /// Down/Up where Nearest is owed), outputs unchanged. Caught as bad_rounding_log at the step's first
+  /// node whose log differs from the honest one (node 0, a gather).
+  Bloat,
+};
 
 /// What a lazy cheater claims for a skipped step.
 enum class SkipMode : uint8_t {
@@ -84,6 +107,14 @@ struct Fault {
   int64_t bf16_from = -1;
   OpKind bf16_op = OpKind::Linear;
 
+  /// Tamper with the rounding logs of a rounding-log job (RoundingFault; EngineError from check_fault
+  /// on a RepOps job). The cheater's dispute responder logs such a step afresh with the same tampering
+  /// instead of replaying its stored logs (its own float64 values would refuse them).
+  RoundingFault rounding = RoundingFault::None;
+  int64_t rounding_step = -1;
+  int64_t rounding_node = 0;
+  int64_t rounding_element = 0;
+
   /// Different trajectory length: train and claim `claim_steps` steps instead of the job's T
   /// (run_training's TrainResult.steps, checkpoints, trajectory_root over checkpoint_steps(claim_steps,
   /// stride) and final_state_hash are those of the longer or shorter run). −1: the job's T.
@@ -93,9 +124,15 @@ struct Fault {
   bool any() const {
     return step >= 0 || swap_step >= 0 || init_delta != 0.0f || skip_from >= 0 || relabel_step >= 0 ||
            reorder_step >= 0 || (hparam_from >= 0 && (lr_scale != 1.0f || wd_scale != 1.0f)) || bf16_from >= 0 ||
-           claim_steps >= 0;
+           claim_steps >= 0 || (rounding != RoundingFault::None && rounding_step >= 0);
   }
 };
+
+/// Applies `fault`'s rounding tampering (if any) to node `node` of step `step` of a rounding-log run:
+/// `wide` are the node's float64 outputs, `log` and `out` the log and float32 outputs round_logged gave
+/// them (ops/rounding_log.h); both are rewritten as RoundingFault says. `tau` is the op's τ.
+void tamper_rounding(const Fault& fault, int64_t step, size_t node, std::span<const std::vector<double>> wide,
+                     RoundingLog& log, std::span<Tensor* const> out, double tau);
 
 /// One line for logs, e.g. "honest" or "relabel step 9 position 3 -> label 7; bf16 linear from step 4".
 std::string describe(const Fault& fault);

@@ -9,6 +9,7 @@
 #include <zlib.h>
 
 #include "engine/error.h"
+#include "protocol/tensor_hash.h"
 
 namespace tribunal {
 namespace {
@@ -27,7 +28,8 @@ void put_u64(std::vector<uint8_t>& out, uint64_t v) {
 }  // namespace
 
 Digest rounding_log_leaf(const RoundingLog& log) {
-  return Hasher(HashTag::RoundingLog).update_u64(log.count).update(std::span<const uint8_t>(log.packed)).final();
+  const int64_t shape[1] = {static_cast<int64_t>(log.count)};
+  return tensor_leaf(DType::Trits, shape, std::as_bytes(std::span<const uint8_t>(log.packed)));
 }
 
 std::filesystem::path rounding_log_path(const std::filesystem::path& dir, int64_t step) {

@@ -19,8 +19,10 @@ struct StepRoundingLog {
   std::vector<RoundingLog> nodes;
 };
 
-/// The commitment to one node's log, the last output hash of its record in rounding-log mode:
-/// BLAKE2b-256(RoundingLog tag ‖ u64 LE count ‖ packed bytes).
+/// The commitment to one node's log, the last output hash of its record in rounding-log mode: the
+/// tensor leaf of its packed trits, tensor_leaf(DType::Trits, [count], packed) (protocol/tensor_hash.h),
+/// so a dispute opens it in TensorChunks of 64 KiB like any tensor (docs/protocol.md, "Rounding-log
+/// jobs"). Throws ProtocolError if packed is not ⌈count / 5⌉ bytes.
 Digest rounding_log_leaf(const RoundingLog& log);
 
 /// dir/rounding_logs/step_<t>.rlog.gz, beside the checkpoints of a run directory.

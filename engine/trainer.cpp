@@ -72,7 +72,7 @@ Trainer::Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fau
                                     "shards' logs); run it without mpirun", job_.source));
     if (!float64_gemm_built(rounding_.gemm))
       throw EngineError(fmt::format("this build has no {} float64 GEMM (built: naive)", float64_gemm_name(rounding_.gemm)));
-    executor_.set_rounding(RoundingRun{&job_.numerics, rounding_.gemm, nullptr, &rounding_log_});
+    executor_.set_rounding(RoundingRun{&job_.numerics, rounding_.gemm, nullptr, &rounding_log_, {}});
   }
   check_fault(fault_, job_, shape_);
   state_.tensors[0][0] += fault_.init_delta;
@@ -164,7 +164,13 @@ float Trainer::run_step(const StepGraph& g, Inspect before_swap, const ShardRun&
     };
   if (job_.numerics.mode == NumericsMode::RoundingLog) {
     rounding_log_.step = -1;
-    if (!rounding_.replay_dir.empty()) {
+    RoundingRun run{&job_.numerics, rounding_.gemm, nullptr, &rounding_log_, {}};
+    if (fault_.rounding != RoundingFault::None && fault_.rounding_step == t) {
+      // A cheater's tampered step is logged afresh with the same tampering, even when replaying its
+      // own logs: its float64 values would refuse the tampered log (engine/fault.h).
+      run.tamper = [this, t](size_t n, std::span<const std::vector<double>> wide, RoundingLog& log,
+                             std::span<Tensor* const> out, double tau) { tamper_rounding(fault_, t, n, wide, log, out, tau); };
+    } else if (!rounding_.replay_dir.empty()) {
       std::vector<uint64_t> counts;
       for (const Node& node : g.nodes) {
         uint64_t c = 0;
@@ -172,8 +178,9 @@ float Trainer::run_step(const StepGraph& g, Inspect before_swap, const ShardRun&
         counts.push_back(c);
       }
       replayed_log_ = read_rounding_log(rounding_log_path(rounding_.replay_dir, t), t, counts);
-      executor_.set_rounding(RoundingRun{&job_.numerics, rounding_.gemm, &replayed_log_, &rounding_log_});
+      run.replay = &replayed_log_;
     }
+    executor_.set_rounding(run);
   }
   executor_.run(g, state, data, hook, shards);
   if (job_.numerics.mode == NumericsMode::RoundingLog) rounding_log_.step = t;
@@ -257,6 +264,7 @@ StepTrace Trainer::traced_step() {
     if (const StepRoundingLog* log = rounding_log()) r.outputs.push_back(rounding_log_leaf(log->nodes.at(n)));
     tr.records.push_back(std::move(r));
   }
+  if (const StepRoundingLog* log = rounding_log()) tr.rounding_log = *log;
   for (ValueId v : g.state_inputs) tr.pre_state.push_back(tr.value_hashes[v]);
   if (skipped(t)) {  // the claimed next state is not made of the node outputs
     for (const Tensor& x : state_.tensors) tr.post_state.push_back(tensor_leaf(DType::F32, x.shape().dims(), x.bytes()));

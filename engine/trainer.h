@@ -25,6 +25,9 @@ struct StepTrace {
   std::vector<Tensor> values;         ///< by value id: state inputs and node outputs (data left empty)
   std::vector<NodeRecord> records;    ///< one per node
   std::vector<Digest> pre_state, post_state;  ///< tensor leaves of states t and t+1
+  /// Rounding-log jobs: every node's log (the last output hash of its record is its leaf), which a
+  /// provider opens in a dispute (QueryKind::OpenLog); empty (step −1) for a RepOps job.
+  StepRoundingLog rounding_log;
 };
 
 /// How a rounding-log job trains here (docs/numerics.md "Rounding-log mode"); RepOps jobs ignore it.

@@ -211,7 +211,7 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
     out.verdicts.push_back(env.bytes);
     out.verdict_files.push_back(file);
     log(fmt::format("delegate: verdict {} → {}", reason_name(v.reason), file.string()));
-    if (v.reason == VerdictReason::RefereeFault) {
+    if (is_undecided(v.reason)) {
       out.undecided = v.detail;
       return out;
     }

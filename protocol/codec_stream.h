@@ -42,11 +42,11 @@ inline constexpr uint8_t kEnumLast<MessageKind> = static_cast<uint8_t>(MessageKi
 template <>
 inline constexpr uint8_t kEnumLast<Level> = static_cast<uint8_t>(Level::Nodes);
 template <>
-inline constexpr uint8_t kEnumLast<QueryKind> = static_cast<uint8_t>(QueryKind::OpenInputs);
+inline constexpr uint8_t kEnumLast<QueryKind> = static_cast<uint8_t>(QueryKind::OpenLog);
 template <>
 inline constexpr uint8_t kEnumLast<ValueOrigin> = static_cast<uint8_t>(ValueOrigin::NodeOutput);
 template <>
-inline constexpr uint8_t kEnumLast<VerdictReason> = static_cast<uint8_t>(VerdictReason::RefereeFault);
+inline constexpr uint8_t kEnumLast<VerdictReason> = static_cast<uint8_t>(VerdictReason::BothValid);
 
 /// A value of protocol enum E that is retired (0: none): VerdictReason 5, once `malformed`.
 template <class E>

@@ -26,6 +26,7 @@ const char* phase_name(Phase p) {
     case Phase::Nodes: return "nodes";
     case Phase::OpenRecords: return "open records";
     case Phase::OpenInputs: return "open inputs";
+    case Phase::OpenLog: return "open logs";
     case Phase::Reexecute: return "re-execution";
     case Phase::Done: return "done";
   }
@@ -42,6 +43,7 @@ bool answers_phase(Phase phase, const Body& body) {
     case Phase::StepCommit: return std::holds_alternative<StepCommit>(body);
     case Phase::OpenRecords: return std::holds_alternative<Records>(body);
     case Phase::OpenInputs: return std::holds_alternative<TensorChunk>(body) || std::holds_alternative<Samples>(body);
+    case Phase::OpenLog: return std::holds_alternative<TensorChunk>(body);
     default: return false;
   }
 }
@@ -206,6 +208,9 @@ std::vector<Action> Game::on_resume(GameTime now) {
   // The question is re-issued, so the party sends its whole stream again: start over.
   if (phase_ == Phase::OpenInputs)
     opening_.restart();
+  if (phase_ == Phase::OpenLog)
+    for (int p = 0; p < 2; ++p)
+      if (awaiting(p)) logs_[p].restart();  // a complete log is an accepted answer: it stands
   std::vector<Action> out;
   for (int p = 0; p < 2; ++p) {
     if (!awaiting(p)) continue;
@@ -228,6 +233,11 @@ std::vector<Action> Game::on_message(int party, const Body& body, GameTime now, 
   if (done()) return {Rejected{party, "the dispute is over"}};
   if (party < 0 || party > 1) return {Rejected{party, "unknown party"}};
   if (!asked_[party]) return {Rejected{party, "no question is open for this party"}};
+  // The input opening completes with whichever party's stream finishes first; the other's stream may
+  // still be coming when the logs are asked for. Its chunks are redundant, not worth a refusal.
+  if (phase_ == Phase::OpenLog && round_of(body) + 1 == round_ &&
+      (std::holds_alternative<TensorChunk>(body) || std::holds_alternative<Samples>(body)))
+    return {Rejected{party, "already opened", false, true}};
   if (!answers_phase(phase_, body)) return {Rejected{party, std::string("unexpected message in ") + phase_name(phase_)}};
   if (round_of(body) != round_) return {Rejected{party, "answer for round " + std::to_string(round_of(body)) +
                                                             ", the open round is " + std::to_string(round_)}};
@@ -242,7 +252,7 @@ std::vector<Action> Game::on_message(int party, const Body& body, GameTime now, 
   PartyState& ps = party_[party];
   if (ps.answer) {
     // One answer per question: the same bytes again are a replay, different bytes equivocation.
-    if (phase_ == Phase::OpenInputs) return {Rejected{party, "duplicate opening"}};
+    if (phase_ == Phase::OpenInputs || phase_ == Phase::OpenLog) return {Rejected{party, "duplicate opening"}};
     if (encode_body(*ps.answer) == encode_body(body)) return {Rejected{party, "replayed answer"}};
     lose(party, VerdictReason::Equivocation, "two different signed answers in round " + std::to_string(round_));
     return finish_if_lost();
@@ -257,6 +267,17 @@ std::vector<Action> Game::on_message(int party, const Body& body, GameTime now, 
       case Acceptance::Refused:
         if (!signed_by_sender) return needs_signature(why);  // the opening is unchanged
         lose(party, VerdictReason::BadProof, why);
+        return finish_if_lost();
+    }
+  }
+  if (phase_ == Phase::OpenLog) {
+    // Each party opens its own log, proven against its own record: nothing is taken from the other.
+    switch (logs_[party].accept(std::get<TensorChunk>(body), why)) {
+      case Acceptance::Taken: return collect_log(party, now);
+      case Acceptance::Redundant: return {Rejected{party, "already opened", false, true}};
+      case Acceptance::Refused:
+        if (!signed_by_sender) return needs_signature(why);
+        lose(party, VerdictReason::BadProof, "rounding log: " + why);
         return finish_if_lost();
     }
   }
@@ -528,6 +549,11 @@ std::vector<Action> Game::check_records(GameTime now) {
   return ask_both(q, now, allowance(params_.terms, 0, opening_bytes()));
 }
 
+const NodeRecord& Game::located_record(int party) const {
+  const auto it = std::find(record_indices_.begin(), record_indices_.end(), node_);
+  return party_[party].records[static_cast<size_t>(it - record_indices_.begin())];
+}
+
 // Emits the re-execution once every requested tensor and sample has arrived (from either party) and
 // been checked; the round then ends for both parties.
 std::vector<Action> Game::collect_inputs(GameTime now) {
@@ -558,35 +584,88 @@ std::vector<Action> Game::collect_inputs(GameTime now) {
     rx.sample_inputs = std::move(opened.samples->inputs);
     rx.sample_labels = std::move(opened.samples->labels);
   }
+  if (!node.rounding_log) {
+    phase_ = Phase::Reexecute;
+    return {std::move(rx)};
+  }
+  // A rounding-log node: each party opens its own log of it, proven against the log leaf of its own
+  // record (the two may differ), streamed in chunks like a tensor.
+  pending_ = std::move(rx);
+  const std::vector<int64_t> shape{static_cast<int64_t>(node.log_values)};
+  for (int p = 0; p < 2; ++p)
+    logs_[p] = InputOpening({ExpectedTensor{shape, located_record(p).outputs.back(), DType::Trits}}, {});
+  phase_ = Phase::OpenLog;
+  Query q = query(QueryKind::OpenLog, Level::Nodes);
+  q.indices = {node_};
+  constexpr uint64_t kPerChunk = 2048;  // as in opening_bytes
+  const uint64_t log_bytes = tensor_byte_length(DType::Trits, node.log_values);
+  return ask_both(q, now, allowance(params_.terms, 0, log_bytes + (log_bytes / kTensorChunkBytes + 1) * kPerChunk));
+}
+
+// A chunk of `party`'s log was taken: once its log is complete its clock stops; once both are, the
+// node is re-executed with them.
+std::vector<Action> Game::collect_log(int party, GameTime now) {
+  if (!logs_[party].complete()) return {};
+  stop_clock(party, now);
+  party_[party].answer = Body{TensorChunk{}};  // the party's answer is in logs_[party]
+  for (int p = 0; p < 2; ++p)
+    if (asked_[p] && !party_[p].answer) return {};
+  for (int p = 0; p < 2; ++p) asked_[p] = false;
+  Reexecute rx = std::move(*pending_);
+  pending_.reset();
+  for (int p = 0; p < 2; ++p) rx.logs[p] = std::move(logs_[p].take().tensors.at(0).bytes);
   phase_ = Phase::Reexecute;
   return {std::move(rx)};
 }
 
 std::vector<Action> Game::on_reexecuted(const std::vector<Digest>& outputs, GameTime now) {
+  return on_reexecuted(std::array<PartyReexecution, 2>{PartyReexecution{outputs, {}}, PartyReexecution{outputs, {}}},
+                       now);
+}
+
+std::vector<Action> Game::on_reexecuted(const std::array<PartyReexecution, 2>& parties, GameTime now) {
   if (phase_ != Phase::Reexecute) return {};
   now_ = std::max(now_, now);
-  const auto it = std::find(record_indices_.begin(), record_indices_.end(), node_);
-  const size_t at = static_cast<size_t>(it - record_indices_.begin());
-  for (int p = 0; p < 2; ++p)
-    if (party_[p].records[at].outputs != outputs)
+  const bool logged = spec_->nodes[node_].rounding_log;
+  const std::string where = "node " + std::to_string(node_) + " of step " + std::to_string(step_);
+  for (int p = 0; p < 2; ++p) {
+    if (!parties[p].bad_log.empty()) {
+      lose(p, VerdictReason::BadRoundingLog, "the rounding log of " + where + " is refused: " + parties[p].bad_log);
+      continue;
+    }
+    std::vector<Digest> committed = located_record(p).outputs;
+    if (logged && !committed.empty()) committed.pop_back();  // the log's leaf, proven when opened
+    if (committed != parties[p].outputs)
       lose(p, VerdictReason::WrongOutput,
-           "re-executing node " + std::to_string(node_) + " of step " + std::to_string(step_) +
+           "re-executing " + where + (logged ? " with the party's rounding log" : "") +
                " gives other outputs than the party committed");
-  if (!party_[0].lost && !party_[1].lost)
+  }
+  if (!party_[0].lost && !party_[1].lost) {
+    if (logged)
+      return undecided(VerdictReason::BothValid,
+                       "undecided: both parties' rounding logs of " + where +
+                           " are allowed for the referee's float64 values and each replays to the party's own "
+                           "outputs (they differ only in decisions on values near a rounding boundary)");
     return finish(VerdictReason::WrongOutput, "re-execution matches both parties (records differ elsewhere)");
+  }
   return finish_if_lost();
+}
+
+// Ends the game with neither winners nor losers.
+std::vector<Action> Game::undecided(VerdictReason reason, std::string detail) {
+  std::vector<Action> out = finish(reason, std::move(detail));
+  Verdict& v = std::get<Finished>(out.front()).verdict;
+  v.winners.clear();  // no one is convicted, and no one is declared right either
+  v.losers.clear();
+  return out;
 }
 
 std::vector<Action> Game::on_reexecution_failed(const std::string& why, GameTime now) {
   if (phase_ != Phase::Reexecute) return {};
   now_ = std::max(now_, now);
-  std::vector<Action> out = finish(VerdictReason::RefereeFault, "undecided: the referee could not re-execute node " +
-                                                                    std::to_string(node_) + " of step " +
-                                                                    std::to_string(step_) + ": " + why);
-  Verdict& v = std::get<Finished>(out.front()).verdict;
-  v.winners.clear();  // no one is convicted, and no one is declared right either
-  v.losers.clear();
-  return out;
+  return undecided(VerdictReason::RefereeFault, "undecided: the referee could not re-execute node " +
+                                                   std::to_string(node_) + " of step " + std::to_string(step_) + ": " +
+                                                   why);
 }
 
 }  // namespace tribunal

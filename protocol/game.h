@@ -48,8 +48,15 @@ struct NodeSpec {
   uint8_t op = 0;
   std::vector<uint8_t> attrs;         ///< canonical attribute bytes
   std::vector<InputSpec> inputs;
+  /// Output hashes of the record: the node's outputs, plus its rounding log's leaf as the last one
+  /// when `rounding_log` is set (no input ever refers to that slot).
   uint32_t outputs = 0;
   std::vector<uint64_t> data_rows;    ///< data-set rows a node with a Data input reads (gather indices)
+  /// A rounding-log job's node (docs/protocol.md, "Rounding-log jobs"): its record's last output hash
+  /// is the tensor leaf of its rounding log, DType::Trits of shape [log_values], which each party
+  /// opens (QueryKind::OpenLog) before re-execution.
+  bool rounding_log = false;
+  uint64_t log_values = 0;            ///< decisions in the log: the node's output elements
 };
 
 /// The graph of step t as the referee derives it from the job (no training needed).
@@ -109,6 +116,20 @@ struct Reexecute {
   /// For a Data input: the opened samples, in data_rows order.
   std::vector<std::vector<float>> sample_inputs;
   std::vector<std::vector<float>> sample_labels;  ///< one per sample: 1 value, or label_width values
+  /// spec.rounding_log: each party's opened rounding log of the node, packed trits (⌈log_values / 5⌉
+  /// bytes, proven against the party's own record; their digits are checked when unpacked). Empty
+  /// otherwise. The referee re-executes once per party (Game::on_reexecuted with PartyReexecution).
+  std::array<std::vector<uint8_t>, 2> logs;
+};
+
+/// The re-execution's result for one party. RepOps: the same outputs for both parties. Rounding-log:
+/// the referee's float64 outputs rounded by the party's own log (round_replayed), or why the log is
+/// refused.
+struct PartyReexecution {
+  std::vector<Digest> outputs;  ///< tensor leaves of the node's outputs, in order (no log slot)
+  /// Non-empty: a decision of the party's log is not allowed for the referee's float64 value (or the
+  /// log does not unpack): the party loses with BadRoundingLog, `outputs` is not looked at.
+  std::string bad_log;
 };
 
 /// The game ended.
@@ -146,6 +167,7 @@ enum class Phase : uint8_t {
   Nodes,         ///< level 3 descent
   OpenRecords,
   OpenInputs,
+  OpenLog,       ///< rounding-log jobs: each party opens its own log of the located node
   Reexecute,
   Done,
 };
@@ -185,8 +207,15 @@ class Game {
   /// The deadline of `party`'s open question: when its clock runs out.
   GameTime deadline(int party) const { return asked_at_[party] + clock_[party]; }
 
-  /// The re-execution's output hashes (tensor leaves), after a Reexecute action.
+  /// The re-execution's output hashes (tensor leaves), after a Reexecute action, the same for both
+  /// parties (RepOps; an empty list when the op refuses the committed inputs: both lose).
   std::vector<Action> on_reexecuted(const std::vector<Digest>& outputs, GameTime now);
+  /// The re-execution's result per party (rounding-log jobs: each party's outputs replayed by its own
+  /// log). A party whose `bad_log` is set loses with BadRoundingLog, one whose outputs differ from its
+  /// record's with WrongOutput; when neither loses in a rounding-log job the game ends undecided with
+  /// BothValid (docs/protocol.md, "Rounding-log jobs"). A pure function of its inputs, like every
+  /// input of the game, so a replayed game that re-executes again decides the same.
+  std::vector<Action> on_reexecuted(const std::array<PartyReexecution, 2>& parties, GameTime now);
   /// The referee could not re-execute the located node for a reason of its own (out of memory, an
   /// internal error), not because of the inputs both parties committed to: the game ends undecided,
   /// reason RefereeFault, with neither winners nor losers. `why` goes into the verdict's detail.
@@ -224,6 +253,9 @@ class Game {
   std::vector<Action> after_descent(GameTime now);
   std::vector<Action> check_records(GameTime now);
   std::vector<Action> collect_inputs(GameTime now);
+  std::vector<Action> collect_log(int party, GameTime now);
+  const NodeRecord& located_record(int party) const;  // party's opened record of node_
+  std::vector<Action> undecided(VerdictReason reason, std::string detail);
   std::vector<Action> finish(VerdictReason reason, std::string detail);
   std::vector<Action> finish_if_lost();
   void lose(int party, VerdictReason reason, std::string detail);
@@ -250,6 +282,8 @@ class Game {
   std::optional<StepSpec> spec_;       // step t's graph, once located
   std::vector<uint64_t> record_indices_;  // records opened in OpenRecords
   InputOpening opening_;               // the OpenInputs round, both parties': what is expected, what has arrived
+  std::array<InputOpening, 2> logs_;   // the OpenLog round: each party's own log of node_
+  std::optional<Reexecute> pending_;   // rounding-log jobs: the opened inputs, while the logs arrive
 };
 
 }  // namespace tribunal

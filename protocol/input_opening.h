@@ -23,6 +23,7 @@
 
 #include "protocol/hash.h"
 #include "protocol/messages.h"
+#include "protocol/tensor_hash.h"
 
 namespace tribunal {
 
@@ -31,10 +32,12 @@ namespace tribunal {
 inline constexpr uint64_t kMaxOpenedElements = uint64_t{1} << 40;
 
 /// One tensor the referee waits for: the value's shape in the job's graph ([] for a scalar) and the
-/// tensor leaf (tensor_hash.h) both parties' records give it.
+/// tensor leaf (tensor_hash.h) both parties' records give it. `dtype` Trits: a node's rounding log
+/// (shape [count], ⌈count / 5⌉ bytes), opened by one party only (docs/protocol.md, "Rounding-log jobs").
 struct ExpectedTensor {
   std::vector<int64_t> shape;
   Digest hash{};
+  DType dtype = DType::F32;
 };
 
 /// The data-set rows a node reads, and the data set they must be proven against.
@@ -46,10 +49,12 @@ struct ExpectedSamples {
   uint64_t label_width = 0;      ///< 0: one class id per sample; L: L label values per sample
 };
 
-/// A reassembled tensor: its shape and float32 values (row-major, the bytes as sent, little-endian).
+/// A reassembled tensor: its shape and float32 values (row-major, the bytes as sent, little-endian);
+/// for a DType::Trits tensor `values` is empty and `bytes` holds its packed trits.
 struct OpenedTensor {
   std::vector<int64_t> shape;
   std::vector<float> values;
+  std::vector<uint8_t> bytes;
 };
 
 /// Everything an OpenInputs round delivered.
@@ -96,7 +101,10 @@ class InputOpening {
     uint32_t chunks = 0;    // chunks accepted so far
     uint64_t bytes = 0;     // bytes accepted so far
     Digest chunk_root{};    // from chunk 0
-    std::vector<float> values;  // sized at chunk 0 from the checked shape, filled chunk by chunk
+    std::vector<float> values;  // F32: sized at chunk 0 from the checked shape, filled chunk by chunk
+    std::vector<uint8_t> raw;   // Trits: the same, as bytes
+    uint8_t* data() { return raw.empty() ? reinterpret_cast<uint8_t*>(values.data()) : raw.data(); }
+    const uint8_t* data() const { return raw.empty() ? reinterpret_cast<const uint8_t*>(values.data()) : raw.data(); }
   };
 
   std::vector<ExpectedTensor> expected_;

@@ -44,6 +44,8 @@ const char* reason_name(VerdictReason reason) {
     case VerdictReason::WrongInitialState: return "wrong_initial_state";
     case VerdictReason::WrongPostState: return "wrong_post_state";
     case VerdictReason::RefereeFault: return "referee_fault";
+    case VerdictReason::BadRoundingLog: return "bad_rounding_log";
+    case VerdictReason::BothValid: return "both_valid";
   }
   return "unknown";
 }

@@ -86,6 +86,11 @@ enum class QueryKind : uint8_t {
   OpenRecords = 4,    ///< open node records `indices` of step `step` (→ Records)
   OpenInputs = 5,     ///< open `values` of step `step` (→ TensorChunk… per value, in order) and
                       ///< data-set samples `indices` (→ Samples), as one round
+  /// Rounding-log jobs only: open the party's own rounding log of node `indices[0]` of step `step`
+  /// (→ TensorChunk… of value 0: the log as a DType::Trits tensor [count], proven against the last
+  /// output hash of the party's record; docs/protocol.md, "Rounding-log jobs"). Asked of both parties
+  /// after OpenInputs; each answers with its own log.
+  OpenLog = 6,
 };
 
 /// Where an opened tensor comes from in step `step`'s graph.
@@ -213,13 +218,24 @@ enum class VerdictReason : uint8_t {
   WrongPostState = 8,     ///< state_hash(t+1) is not made of the step's own node outputs
   RefereeFault = 9,       ///< undecided: the referee failed to re-execute the located node (no one
                           ///< is convicted; winners and losers are both empty)
+  BadRoundingLog = 10,    ///< rounding-log job: a decision of the party's log of the located node is
+                          ///< not allowed for the referee's float64 value (ops/rounding_log.h)
+  BothValid = 11,         ///< rounding-log job, undecided: both parties' logs are allowed and each
+                          ///< replays to its own outputs (no one convicted; winners and losers empty)
 };
+
+/// True for the reasons that end a dispute undecided, with neither winners nor losers: RefereeFault
+/// and BothValid.
+inline bool is_undecided(VerdictReason reason) {
+  return reason == VerdictReason::RefereeFault || reason == VerdictReason::BothValid;
+}
 
 /// The reason's wire-independent name ("wrong_output", …), for logs, files and JSON.
 const char* reason_name(VerdictReason reason);
 
 /// referee → everyone: the signed outcome. `winners`/`losers` index into the dispute's two claims
-/// (0 or 1); both in `losers` means no valid claim; neither (reason RefereeFault) means undecided.
+/// (0 or 1); both in `losers` means no valid claim; neither (reason RefereeFault or BothValid) means
+/// undecided.
 /// The verdict carries the whole opening, so anyone can check offline what was disputed:
 /// dispute_id = dispute_id(opening), and the job_id follows from opening's job and data set.
 struct Verdict {

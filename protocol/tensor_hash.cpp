@@ -38,15 +38,29 @@ TRIBUNAL_NAN_SCAN_CLONES bool any_nan(const std::byte* p, size_t n) {
   return any != 0;
 }
 
+// The unit a chunk's length must be a multiple of: the element size of F32; a byte of packed trits.
 size_t dtype_size(DType dtype) {
   switch (dtype) {
     case DType::F32:
       return 4;
+    case DType::Trits:
+      return 1;
   }
   throw ProtocolError("tensor hash: unknown dtype code " + std::to_string(static_cast<int>(dtype)));
 }
 
 }  // namespace
+
+uint64_t tensor_byte_length(DType dtype, uint64_t numel) {
+  switch (dtype) {
+    case DType::F32:
+      if (numel > UINT64_MAX / 4) throw ProtocolError("tensor hash: element count overflows");
+      return numel * 4;
+    case DType::Trits:
+      return numel / 5 + (numel % 5 != 0);
+  }
+  throw ProtocolError("tensor hash: unknown dtype code " + std::to_string(static_cast<int>(dtype)));
+}
 
 Digest tensor_chunk_hash(DType dtype, std::span<const std::byte> chunk) {
   const size_t esize = dtype_size(dtype);
@@ -76,7 +90,6 @@ Digest tensor_chunk_hash(DType dtype, std::span<const std::byte> chunk) {
 }
 
 Digest tensor_leaf(DType dtype, std::span<const int64_t> shape, std::span<const std::byte> bytes) {
-  const size_t esize = dtype_size(dtype);
   if (shape.size() > 255) {
     throw ProtocolError("tensor_leaf: rank " + std::to_string(shape.size()) +
                         " does not fit the u8 rank field");
@@ -88,14 +101,15 @@ Digest tensor_leaf(DType dtype, std::span<const int64_t> shape, std::span<const 
                           std::to_string(shape[i]) + ")");
     }
     const auto d = static_cast<uint64_t>(shape[i]);
-    if (d != 0 && numel > UINT64_MAX / esize / d) {
+    if (d != 0 && numel > UINT64_MAX / 4 / d) {
       throw ProtocolError("tensor_leaf: element count overflows at dimension " + std::to_string(i));
     }
     numel *= d;
   }
-  if (bytes.size() != numel * esize) {
+  if (bytes.size() != tensor_byte_length(dtype, numel)) {
     throw ProtocolError("tensor_leaf: " + std::to_string(bytes.size()) + " bytes given, shape needs " +
-                        std::to_string(numel) + " elements of " + std::to_string(esize) + " bytes");
+                        std::to_string(tensor_byte_length(dtype, numel)) + " bytes (" + std::to_string(numel) +
+                        " elements)");
   }
 
   return tensor_leaf_from_chunk_root(dtype, shape, bytes.size(), merkle_root(tensor_chunk_hashes(dtype, bytes)));

@@ -23,12 +23,23 @@ namespace tribunal {
 inline constexpr size_t kTensorChunkBytes = 65536;
 
 /// Element type codes in the leaf encoding.
-enum class DType : uint8_t { F32 = 1 };
+enum class DType : uint8_t {
+  F32 = 1,    ///< float32, 4 bytes per element
+  /// Rounding decisions (ops/rounding_log.h), packed five trits per byte: a tensor of shape [count]
+  /// holds ⌈count / 5⌉ bytes (tensor_byte_length). A node's rounding log is committed as such a
+  /// tensor leaf (docs/protocol.md, "Rounding-log jobs"), so it streams in TensorChunks like any tensor.
+  Trits = 2,
+};
+
+/// Bytes of a tensor of `numel` elements of `dtype`: 4·numel for F32, ⌈numel / 5⌉ for Trits. Throws
+/// ProtocolError for an unknown dtype or a count whose bytes overflow.
+uint64_t tensor_byte_length(DType dtype, uint64_t numel);
 
 /// The digest of one chunk: H(TensorChunk ‖ bytes), with float32 NaNs canonicalized.
 Digest tensor_chunk_hash(DType dtype, std::span<const std::byte> chunk);
 
-/// The tensor leaf digest above. Throws ProtocolError if bytes.size() is not numel·sizeof(dtype).
+/// The tensor leaf digest above. Throws ProtocolError if bytes.size() is not
+/// tensor_byte_length(dtype, numel).
 Digest tensor_leaf(DType dtype, std::span<const int64_t> shape, std::span<const std::byte> bytes);
 
 /// The chunk digests of a tensor's bytes (at least one; the last chunk may be short).

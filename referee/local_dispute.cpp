@@ -32,7 +32,11 @@ LocalRun play_local(RefereeDispute& referee, const std::array<LocalParty, 2>& pa
     }
     // Both parties are asked to open the located node's inputs; once one opening is complete the
     // other question is moot, and the party is not asked (a real one's stream would be refused).
-    if (env.kind == MessageKind::Query && !referee.game().awaiting(o.party)) continue;
+    // Likewise a question of a round already over (an input opening, once the logs of a rounding-log
+    // node are asked for).
+    if (env.kind == MessageKind::Query &&
+        (!referee.game().awaiting(o.party) || std::get<Query>(env.body).round != referee.game().current_query().round))
+      continue;
     for (const std::vector<uint8_t>& answer : parties[static_cast<size_t>(o.party)](env)) {
       run.bytes_in += answer.size();
       t0 = thread_cpu_seconds();

@@ -31,6 +31,8 @@ std::string describe(const Query& q) {
     case QueryKind::OpenRecords: return fmt::format("open {} node record(s) of step {}", q.indices.size(), q.step);
     case QueryKind::OpenInputs:
       return fmt::format("open the located node's inputs: {} tensor(s), {} sample(s)", q.values.size(), q.indices.size());
+    case QueryKind::OpenLog: return fmt::format("open each party's rounding log of node {} of step {}",
+                                                q.indices.empty() ? 0 : q.indices[0], q.step);
   }
   return "?";
 }
@@ -224,10 +226,11 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::on_envelope(int party, con
   if (redundant) return {};  // the other party's opening came first: nothing to record or report
   if (refused_by_game_) return handle(std::move(actions), now);
   DisputeInput input{DisputeInput::Kind::Envelope, party, env.bytes, now};
-  if (actions.empty() && game_->phase() == Phase::OpenInputs) {
+  if (actions.empty() && (game_->phase() == Phase::OpenInputs || game_->phase() == Phase::OpenLog)) {
     // An opening in progress changes nothing durable (a resumed game asks for it whole again): its
     // envelopes, from both parties in the order they were taken, are recorded once it completes or
-    // decides something.
+    // decides something. The logs of a rounding-log node likewise: a log one party completed before a
+    // restart is not in the record, so the replayed game asks both parties again.
     opening_.push_back(std::move(input));
     return {};
   }
@@ -257,7 +260,7 @@ std::vector<Action> RefereeDispute::reexecute(const Reexecute& rx, GameTime now)
       // The op refuses the inputs both parties committed to (e.g. a label out of range): a fault of
       // every party that committed to running them, so no outputs match.
       emit(std::string("re-execution refuses the committed inputs: ") + e.what());
-      return game_->on_reexecuted({}, now);
+      return game_->on_reexecuted(std::vector<Digest>{}, now);
     } catch (const std::exception& e) {
       // Anything else (bad_alloc, an internal error) is the referee's failure, never a party's.
       failure = e.what();
@@ -302,14 +305,15 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::handle(std::vector<Action>
         last_query_[static_cast<size_t>(q->party)] = out.back().envelope;
         if (replaying_) out.pop_back();
       } else if (auto* rx = std::get_if<Reexecute>(&a)) {
-        emit(fmt::format("re-executing node {} ({}) of step {} with RepOps", rx->node, op_label(rx->spec.op), rx->step));
+        emit(fmt::format("re-executing node {} ({}) of step {} {}", rx->node, op_label(rx->spec.op), rx->step,
+                         rx->spec.rounding_log ? "in float64 with each party's rounding log" : "with RepOps"));
         auto more = reexecute(*rx, now);
         next.insert(next.end(), more.begin(), more.end());
       } else if (auto* f = std::get_if<Finished>(&a)) {
         verdict_ = f->verdict;
         verdict_.opening = std::get<DisputeOpen>(open_envelope(open_bytes_).body);
         verdict_envelope_ = seal_next(verdict_);
-        std::string who = verdict_.reason == VerdictReason::RefereeFault ? "undecided"
+        std::string who = is_undecided(verdict_.reason) ? "undecided"
                           : verdict_.winners.empty()                     ? "no valid claim"
                                                                          : fmt::format("provider {} wins", verdict_.winners[0]);
         emit(fmt::format("verdict: {} ({}) at level {}, step {}, node {}{}; {} rounds", who, reason_name(verdict_.reason),
@@ -344,7 +348,7 @@ Verdict verify_verdict(std::span<const uint8_t> bytes, const PublicKey& referee)
     const Claim c = open_claim(d.claims[i], i == 0 ? "claim 0" : "claim 1");
     if (c.job_id != v.job_id) throw ProtocolError("a claim in the verdict is for another job");
   }
-  const bool undecided = v.reason == VerdictReason::RefereeFault;
+  const bool undecided = is_undecided(v.reason);
   if (undecided != (v.winners.empty() && v.losers.empty()))
     throw ProtocolError("the verdict's outcome does not fit its reason");
   // A party loses on time only with its clock at zero, and a winner's clock never ran out.

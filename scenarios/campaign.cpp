@@ -183,7 +183,7 @@ Game1 play_one(uint64_t seed, Lie& lie_out) {
         more.insert(more.end(), m.begin(), m.end());
       }
     } else if (const auto* rx = std::get_if<Reexecute>(&a)) {
-      more = game.on_reexecuted({scalar_leaf(rx->inputs[0][0] + 1.0f)}, now);
+      more = game.on_reexecuted(std::vector<Digest>{scalar_leaf(rx->inputs[0][0] + 1.0f)}, now);
     }
     check(more);
     if (result.honest_lost) break;  // checked after every round: stop at the first violation

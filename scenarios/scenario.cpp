@@ -44,10 +44,11 @@ constexpr std::array<std::pair<AnswerKind, const char*>, 25> kAnswerKinds = {{
     {AnswerKind::ZeroHashes, "zero_hashes"},
 }};
 
-constexpr std::array<VerdictReason, 8> kReasons = {
+constexpr std::array<VerdictReason, 10> kReasons = {
     VerdictReason::WrongOutput, VerdictReason::InconsistentInput, VerdictReason::BadProof,
     VerdictReason::Timeout,     VerdictReason::RefereeFault,      VerdictReason::Equivocation,
-    VerdictReason::WrongInitialState, VerdictReason::WrongPostState};
+    VerdictReason::WrongInitialState, VerdictReason::WrongPostState, VerdictReason::BadRoundingLog,
+    VerdictReason::BothValid};
 
 std::string names_of_answer_kinds() {
   std::string s;
@@ -129,9 +130,35 @@ Fault read_work(const TableReader& w, std::string& kind, const JobSpec& job, con
   } else if (kind == "trajectory_length") {
     w.allow_only({"kind", "steps"});
     f.claim_steps = w.integer("steps", 0, true, 1, kMaxSteps);
+  } else if (kind == "rounding_forge") {
+    w.allow_only({"kind", "step", "node", "element"});
+    f.rounding = RoundingFault::Forge;
+    f.rounding_step = step("step");
+    f.rounding_node = w.integer("node", 0, true, 0, INT32_MAX);
+    f.rounding_element = w.integer("element", 0, false, 0, INT64_MAX);
+  } else if (kind == "rounding_omit" || kind == "rounding_bloat") {
+    // Omitting or bloating leaves every output as it was, so alone it changes no claim (equal claims
+    // are never disputed): `corrupt_node` also adds `delta` to element 0 of that node's first output
+    // later in the same step, and the game stops at the first differing record, the tampered log.
+    const bool omit = kind == "rounding_omit";
+    if (omit)
+      w.allow_only({"kind", "step", "node", "corrupt_node", "delta"});
+    else
+      w.allow_only({"kind", "step", "corrupt_node", "delta"});
+    f.rounding = omit ? RoundingFault::Omit : RoundingFault::Bloat;
+    f.rounding_step = step("step");
+    if (omit) f.rounding_node = w.integer("node", 0, true, 0, INT32_MAX);
+    const int64_t corrupt = w.integer("corrupt_node", -1, false, -1, INT32_MAX);
+    if (corrupt >= 0) {
+      f.step = f.rounding_step;
+      f.node = corrupt;
+      f.element = 0;
+      f.delta = w.number("delta", 1e-3f, -1e6, 1e6);
+    }
   } else {
     throw EngineError(fmt::format("{}: work.kind '{}' is not one of honest, corrupt_node, skip_steps, swap_sample, "
-                                  "relabel, reorder_batches, hyperparameter, bf16, wrong_init, trajectory_length",
+                                  "relabel, reorder_batches, hyperparameter, bf16, wrong_init, trajectory_length, "
+                                  "rounding_forge, rounding_omit, rounding_bloat",
                                   w.location("kind"), kind));
   }
   const DataShape shape = expected_data_shape(job);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <vector>
@@ -25,10 +26,18 @@ inline Digest scalar_leaf(float x) {
 }
 inline Digest state_hash(float x) { return merkle_root(std::vector<Digest>{scalar_leaf(x)}); }
 
+/// A node's rounding log in the counter's rounding-log variant: one decision (a trit, 0 to 2) packed in
+/// one byte, committed as a DType::Trits tensor leaf of shape [1].
+inline Digest trit_leaf(uint8_t trit) {
+  const int64_t shape[1] = {1};
+  return tensor_leaf(DType::Trits, shape, std::as_bytes(std::span<const uint8_t>(&trit, 1)));
+}
+
 /// The referee's view: G adds per step, from the initial state 0.
 class CounterOracle : public StepOracle {
  public:
-  explicit CounterOracle(uint32_t nodes) : nodes_(nodes) {}
+  /// `rounding_log`: the rounding-log variant, every record one more output (its log's leaf).
+  explicit CounterOracle(uint32_t nodes, bool rounding_log = false) : nodes_(nodes), rounding_log_(rounding_log) {}
   Digest initial_state_hash() const override { return state_hash(0.0f); }
   StepSpec step_spec(uint64_t) const override {
     StepSpec s;
@@ -39,6 +48,11 @@ class CounterOracle : public StepOracle {
       node.outputs = 1;
       InputSpec prev{n == 0 ? InputSpec::Source::State : InputSpec::Source::Node, n == 0 ? 0u : n - 1u, 0, {}, {}};
       node.inputs = {prev, InputSpec{InputSpec::Source::Constant, 0, 0, scalar_leaf(1.0f), {}}};
+      if (rounding_log_) {
+        node.rounding_log = true;
+        node.outputs = 2;
+        node.log_values = 1;
+      }
       s.nodes.push_back(node);
     }
     s.state_outputs = {InputSpec{InputSpec::Source::Node, nodes_ - 1, 0, {}, {}}};
@@ -47,6 +61,7 @@ class CounterOracle : public StepOracle {
 
  private:
   uint32_t nodes_;
+  bool rounding_log_;
 };
 
 /// How a provider deviates from the honest computation.
@@ -55,14 +70,22 @@ struct Fault {
   int64_t step = -1, node = -1;      ///< corrupt this node's output …
   float delta = 0.5f;                ///< … by adding this
   bool lie_post_state = false;       ///< honest records, but claim the corrupted value as the next state
+  /// Rounding-log variant: the log of node `log_node` of step `log_step` holds `log_trit` (honest: 0,
+  /// Nearest); 2 (Up) also rounds that node's output up by one float32 ulp, as if its float64 sum had
+  /// been just below a rounding boundary. `bad_log_proof` opens its log with a chunk that does not
+  /// match its leaf.
+  int64_t log_step = -1, log_node = -1;
+  uint8_t log_trit = 0;
+  bool bad_log_proof = false;
 };
 
 /// A provider of the counter program: trains (computes its trace) and answers every query honestly
 /// with respect to its own trace.
 class CounterProvider {
  public:
-  CounterProvider(uint64_t steps, uint64_t stride, uint32_t nodes, Fault fault = {})
-      : steps_(steps), stride_(stride), nodes_(nodes), fault_(fault) {
+  /// `rounding_log`: the rounding-log variant (records end in their log's leaf; QueryKind::OpenLog).
+  CounterProvider(uint64_t steps, uint64_t stride, uint32_t nodes, Fault fault = {}, bool rounding_log = false)
+      : steps_(steps), stride_(stride), nodes_(nodes), fault_(fault), rounding_log_(rounding_log) {
     states_.push_back(fault.initial.value_or(0.0f));
     for (uint64_t t = 0; t < steps; ++t) states_.push_back(run_step(t, states_.back()).back_state);
   }
@@ -132,6 +155,13 @@ class CounterProvider {
         }
         return out;
       }
+      case QueryKind::OpenLog: {
+        std::vector<uint8_t> bytes{log_of(q.step, q.indices.at(0))};
+        const Digest chunk = tensor_chunk_hash(DType::Trits, std::as_bytes(std::span(bytes)));
+        if (fault_.bad_log_proof) bytes[0] ^= 1;
+        return {TensorChunk{q.round, 0, {1}, 0, 1, merkle_root(std::vector<Digest>{chunk}), bytes,
+                            MerkleTree({chunk}).prove(0)}};
+      }
     }
     return {};
   }
@@ -153,14 +183,20 @@ class CounterProvider {
       v = v + 1.0f;
       if (static_cast<int64_t>(t) == fault_.step && static_cast<int64_t>(n) == fault_.node && !fault_.lie_post_state)
         v += fault_.delta;
+      if (rounding_log_ && log_of(t, n) == 2) v = std::nextafter(v, INFINITY);
       tr.outputs.push_back(v);
       NodeRecord r{kAddOp, {}, {in, scalar_leaf(1.0f)}, {scalar_leaf(v)}};
+      if (rounding_log_) r.outputs.push_back(trit_leaf(log_of(t, n)));
       tr.records.push_back(r);
       in = scalar_leaf(v);
     }
     tr.back_state = v;
     if (static_cast<int64_t>(t) == fault_.step && fault_.lie_post_state) tr.back_state = v + fault_.delta;
     return tr;
+  }
+
+  uint8_t log_of(uint64_t t, uint64_t n) const {
+    return static_cast<int64_t>(t) == fault_.log_step && static_cast<int64_t>(n) == fault_.log_node ? fault_.log_trit : 0;
   }
 
   std::vector<Digest> interval_leaves(uint64_t a, uint64_t b) const {
@@ -191,6 +227,7 @@ class CounterProvider {
   uint64_t steps_, stride_;
   uint32_t nodes_;
   Fault fault_;
+  bool rounding_log_ = false;
   std::vector<float> states_;
 };
 

@@ -18,6 +18,12 @@ inline JobSpec short_job() {
   return load_job(std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs/short_mlp.toml");
 }
 
+/// The short job in rounding-log mode (scenarios/jobs/short_mlp_rlog.toml): the same model, data
+/// and schedule.
+inline JobSpec short_rlog_job() {
+  return load_job(std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs/short_mlp_rlog.toml");
+}
+
 inline const Dataset& train_set() {
   static ThreadPool pool(2);
   static const Dataset data = load_dataset(short_job(), Split::Train, pool);
@@ -28,20 +34,21 @@ inline DataShape data_shape() {
   return data_shape_of(train_set());
 }
 
-/// A provider that trained the short job with `fault` into its own store (run_training on the
-/// shared training set).
+/// A provider that trained `job` (the short job unless given) with `fault` into its own store
+/// (run_training on the shared training set).
 struct Provider {
   TempDir store{"dispute"};
   TrainResult result;
   Fault fault;
-  explicit Provider(const Fault& f) : fault(f) {
+  JobSpec job;
+  explicit Provider(const Fault& f, JobSpec j = short_job()) : fault(f), job(std::move(j)) {
     TrainOptions o;
     o.out_dir = store.path;
     o.evaluate = false;
     o.threads = 2;
     o.fault = f;
     o.train = &train_set();
-    result = run_training(short_job(), o);
+    result = run_training(job, o);
   }
   Claim claim() const {
     return {result.job_id, static_cast<uint64_t>(result.steps), result.trajectory_root, result.final_state_hash, ""};
@@ -56,7 +63,7 @@ struct Outcome {
 /// Plays the game between `a` (party 0) and `b` (party 1) to its verdict; a rejected message fails
 /// the test (honest algorithms fed wrong traces never send one).
 inline Outcome play_direct(const Provider& a, const Provider& b) {
-  const JobSpec job = short_job();
+  const JobSpec& job = a.job;
   const Dataset& data = train_set();
   ThreadPool pool(1);
   JobOracle oracle(job, data_shape());
@@ -80,6 +87,8 @@ inline Outcome play_direct(const Provider& a, const Provider& b) {
         for (const Body& body : responders[q->party]->answer(q->query)) {
           if (!game.awaiting(q->party)) break;  // the other party's opening of inputs came first
           auto m = game.on_message(q->party, body, GameTime{});
+          // The other party's opening of inputs came first and the logs are asked for now.
+          if (is_refusal(m) && std::get<Rejected>(m.front()).redundant) break;
           more.insert(more.end(), m.begin(), m.end());
         }
       } else if (const auto* rx = std::get_if<Reexecute>(&act)) {

@@ -157,7 +157,7 @@ TEST_CASE("a rounding-log step graph replays bit for bit with another GEMM and r
   Executor trainer(pool);
   StepRoundingLog log;
   log.step = 0;
-  trainer.set_rounding(RoundingRun{&job.numerics, Float64Gemm::Naive, nullptr, &log});
+  trainer.set_rounding(RoundingRun{&job.numerics, Float64Gemm::Naive, nullptr, &log, {}});
   trainer.run(g, in, data);
   REQUIRE(log.nodes.size() == g.nodes.size());
   uint64_t values = 0;
@@ -168,7 +168,7 @@ TEST_CASE("a rounding-log step graph replays bit for bit with another GEMM and r
   Executor replayer(pool);
   StepRoundingLog replayed;
   const Float64Gemm other = default_float64_gemm();
-  replayer.set_rounding(RoundingRun{&job.numerics, other, &log, &replayed});
+  replayer.set_rounding(RoundingRun{&job.numerics, other, &log, &replayed, {}});
   replayer.run(g, in, data);
   CHECK(replayed.nodes == log.nodes);
   for (size_t v = 0; v < g.values.size(); ++v) {
@@ -191,7 +191,7 @@ TEST_CASE("a rounding-log step graph replays bit for bit with another GEMM and r
   d[0] = Rounding::Up;
   forged.nodes[0].packed = pack_trits(d);
   Executor cheated(pool);
-  cheated.set_rounding(RoundingRun{&job.numerics, Float64Gemm::Naive, &forged, nullptr});
+  cheated.set_rounding(RoundingRun{&job.numerics, Float64Gemm::Naive, &forged, nullptr, {}});
   try {
     cheated.run(g, in, data);
     FAIL("the forged decision was replayed");

@@ -82,7 +82,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           }
         }
       } else if (const auto* rx = std::get_if<Reexecute>(&a)) {
-        more = game.on_reexecuted({scalar_leaf(rx->inputs[0][0] + 1.0f)}, now);
+        more = game.on_reexecuted(std::vector<Digest>{scalar_leaf(rx->inputs[0][0] + 1.0f)}, now);
       } else if (const auto* f = std::get_if<Finished>(&a)) {
         check_verdict(*f);
       }

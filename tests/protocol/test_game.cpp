@@ -59,7 +59,7 @@ Outcome play(uint64_t steps, uint64_t stride, uint32_t nodes, const CounterProvi
         float x = rx->inputs[0][0];
         float y = 1.0f;
         const float z = x + y;
-        auto more = game.on_reexecuted({scalar_leaf(z)}, now);
+        auto more = game.on_reexecuted(std::vector<Digest>{scalar_leaf(z)}, now);
         next.insert(next.end(), more.begin(), more.end());
       } else if (const auto* f = std::get_if<Finished>(&a)) {
         out.verdict = f->verdict;
@@ -371,7 +371,7 @@ TEST_CASE("an opened chunk is taken without its signature only when it proves it
           next.insert(next.end(), more.begin(), more.end());
         }
       } else if (const auto* rx = std::get_if<Reexecute>(&a)) {
-        auto more = game.on_reexecuted({scalar_leaf(rx->inputs[0][0] + 1.0f)}, now);
+        auto more = game.on_reexecuted(std::vector<Digest>{scalar_leaf(rx->inputs[0][0] + 1.0f)}, now);
         next.insert(next.end(), more.begin(), more.end());
       } else if (const auto* f = std::get_if<Finished>(&a)) {
         verdict = f->verdict;
@@ -411,4 +411,207 @@ TEST_CASE("an opened chunk is taken without its signature only when it proves it
   REQUIRE(std::holds_alternative<Finished>(r[0]));
   CHECK(std::get<Finished>(r[0]).verdict.reason == VerdictReason::BadProof);
   CHECK(std::get<Finished>(r[0]).verdict.losers == std::vector<uint8_t>{0});
+}
+
+// ---- Rounding-log jobs (docs/protocol.md, "Rounding-log jobs") ----
+
+namespace {
+
+struct LoggedOutcome {
+  Verdict verdict;
+  uint32_t rounds = 0;
+  std::array<int, 2> log_queries{};             // OpenLog questions put to each party
+  std::array<std::vector<uint8_t>, 2> logs;     // the logs the re-execution received
+};
+
+// Plays the counter's rounding-log variant. The referee replays each party's log on its value x + 1:
+// Nearest and Down (the log's byte 0 or 1) round to x + 1, Up (2) to the float32 above; with
+// `refuse_up` its value is far from a boundary and Up is refused. A party that is `silent_on_log`
+// never answers OpenLog.
+LoggedOutcome play_logged(const CounterProvider& p0, const CounterProvider& p1, bool refuse_up = true,
+                          int silent_on_log = -1) {
+  CounterOracle oracle(3, true);
+  GameParams params;
+  params.steps = 6;
+  params.stride = 2;
+  params.claims = {p0.claim(params.job_id), p1.claim(params.job_id)};
+  Game game(params, oracle);
+  const CounterProvider* providers[2] = {&p0, &p1};
+  GameTime now{};
+  std::vector<Action> pending = game.start(now);
+  LoggedOutcome out;
+  for (int guard = 0; guard < 1000 && !game.done(); ++guard) {
+    std::vector<Action> next;
+    if (pending.empty()) {
+      for (int p = 0; p < 2; ++p)
+        if (game.awaiting(p)) now = std::max(now, game.deadline(p) + std::chrono::milliseconds(1));
+      pending = game.on_tick(now);
+      continue;
+    }
+    for (const Action& a : pending) {
+      if (const auto* q = std::get_if<SendQuery>(&a)) {
+        if (q->query.kind == QueryKind::OpenLog) {
+          ++out.log_queries[q->party];
+          CHECK(q->query.indices.size() == 1);
+          if (q->party == silent_on_log) continue;
+        }
+        for (const Body& b : providers[q->party]->answer(q->query)) {
+          if (!game.awaiting(q->party)) break;
+          auto more = game.on_message(q->party, b, now);
+          if (is_refusal(more) && std::get<Rejected>(more.front()).redundant) break;  // the other's opening came first
+          next.insert(next.end(), more.begin(), more.end());
+        }
+      } else if (const auto* rx = std::get_if<Reexecute>(&a)) {
+        REQUIRE(rx->spec.rounding_log);
+        out.logs = rx->logs;
+        std::array<PartyReexecution, 2> result;
+        for (int p = 0; p < 2; ++p) {
+          REQUIRE(rx->logs[p].size() == 1);
+          const float z = rx->inputs[0][0] + 1.0f;
+          if (rx->logs[p][0] == 2 && refuse_up)
+            result[p].bad_log = "up is not allowed here";
+          else
+            result[p].outputs = {scalar_leaf(rx->logs[p][0] == 2 ? std::nextafter(z, INFINITY) : z)};
+        }
+        auto more = game.on_reexecuted(result, now);
+        next.insert(next.end(), more.begin(), more.end());
+      } else if (const auto* f = std::get_if<Finished>(&a)) {
+        out.verdict = f->verdict;
+      } else if (const auto* r = std::get_if<Rejected>(&a)) {
+        FAIL("rejected: " << r->reason);
+      }
+    }
+    pending = std::move(next);
+  }
+  for (const Action& a : pending)
+    if (const auto* f = std::get_if<Finished>(&a)) out.verdict = f->verdict;
+  REQUIRE(game.done());
+  out.rounds = game.rounds();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("rounding log: each party opens its own log; a refused decision loses with bad_rounding_log") {
+  Fault forged;
+  forged.log_step = 3;
+  forged.log_node = 1;
+  forged.log_trit = 2;  // Up, which the referee's value refuses
+  const CounterProvider honest(6, 2, 3, {}, true), liar(6, 2, 3, forged, true);
+  for (int cheater = 0; cheater < 2; ++cheater) {
+    CAPTURE(cheater);
+    const LoggedOutcome o = cheater == 0 ? play_logged(liar, honest) : play_logged(honest, liar);
+    CHECK(o.verdict.reason == VerdictReason::BadRoundingLog);
+    CHECK(o.verdict.losers == std::vector<uint8_t>{static_cast<uint8_t>(cheater)});
+    CHECK(o.verdict.winners == std::vector<uint8_t>{static_cast<uint8_t>(1 - cheater)});
+    CHECK(o.verdict.step == 3);
+    CHECK(o.verdict.node == 1);
+    CHECK(o.verdict.op == kAddOp);
+    CHECK(o.log_queries == std::array<int, 2>{1, 1});  // one OpenLog round, asked of both
+    // Each party's own log reached the re-execution, not one shared opening.
+    CHECK(o.logs[cheater] == std::vector<uint8_t>{2});
+    CHECK(o.logs[1 - cheater] == std::vector<uint8_t>{0});
+    CHECK(o.verdict.detail.find("up is not allowed here") != std::string::npos);
+  }
+}
+
+TEST_CASE("rounding log: two allowed logs that replay to each party's outputs end both_valid, undecided") {
+  Fault other;
+  other.log_step = 3;
+  other.log_node = 2;  // state 4 = 12 + ulp, a checkpoint
+  other.log_trit = 2;  // Up: allowed here (the referee's value is near a boundary), one ulp above
+  const CounterProvider a(6, 2, 3, {}, true), b(6, 2, 3, other, true);
+  const LoggedOutcome o = play_logged(a, b, false);
+  CHECK(o.verdict.reason == VerdictReason::BothValid);
+  CHECK(o.verdict.winners.empty());
+  CHECK(o.verdict.losers.empty());
+  CHECK(o.verdict.step == 3);
+  CHECK(o.verdict.node == 2);
+  CHECK(o.logs[0] == std::vector<uint8_t>{0});
+  CHECK(o.logs[1] == std::vector<uint8_t>{2});
+  CHECK(is_undecided(o.verdict.reason));
+}
+
+TEST_CASE("rounding log: a corrupted output with an honest log loses with wrong_output") {
+  const CounterProvider honest(6, 2, 3, {}, true), liar(6, 2, 3, Fault{{}, 2, 0}, true);
+  const LoggedOutcome o = play_logged(honest, liar);
+  CHECK(o.verdict.reason == VerdictReason::WrongOutput);
+  CHECK(o.verdict.losers == std::vector<uint8_t>{1});
+  CHECK(o.verdict.winners == std::vector<uint8_t>{0});
+  CHECK(o.verdict.step == 2);
+  CHECK(o.verdict.node == 0);
+  CHECK(o.log_queries == std::array<int, 2>{1, 1});
+}
+
+TEST_CASE("rounding log: a log that does not open against the party's record is bad_proof; silence is timeout") {
+  Fault bad;
+  bad.step = 1;
+  bad.node = 1;
+  bad.bad_log_proof = true;
+  const CounterProvider honest(6, 2, 3, {}, true), liar(6, 2, 3, bad, true);
+  const LoggedOutcome o = play_logged(liar, honest);
+  CHECK(o.verdict.reason == VerdictReason::BadProof);
+  CHECK(o.verdict.losers == std::vector<uint8_t>{0});
+  CHECK(o.verdict.winners == std::vector<uint8_t>{1});
+  CHECK(o.verdict.detail.find("rounding log") != std::string::npos);
+
+  const CounterProvider corrupt(6, 2, 3, Fault{{}, 1, 1}, true);
+  const LoggedOutcome t = play_logged(honest, corrupt, true, 1);
+  CHECK(t.verdict.reason == VerdictReason::Timeout);
+  CHECK(t.verdict.losers == std::vector<uint8_t>{1});
+  CHECK(t.verdict.winners == std::vector<uint8_t>{0});
+  CHECK(t.verdict.clocks[1] == std::chrono::milliseconds{0});
+  CHECK(t.verdict.clocks[0] > std::chrono::milliseconds{0});
+}
+
+TEST_CASE("rounding log: a RepOps game asks no OpenLog") {
+  const CounterProvider honest(6, 2, 3), liar(6, 2, 3, Fault{{}, 3, 2});
+  const Outcome o = play(6, 2, 3, honest, liar);
+  CHECK(o.verdict.reason == VerdictReason::WrongOutput);
+  const auto cps = checkpoint_steps(6, 2);
+  CHECK(o.rounds <= ceil_log2(cps.size()) + ceil_log2(3) + ceil_log2(4) + 4);
+}
+
+TEST_CASE("rounding log: on resume during OpenLog only a party whose log is incomplete is asked again") {
+  Fault forged;
+  forged.log_step = 3;
+  forged.log_node = 1;
+  forged.log_trit = 2;
+  const CounterProvider honest(6, 2, 3, {}, true), liar(6, 2, 3, forged, true);
+  CounterOracle oracle(3, true);
+  GameParams params;
+  params.steps = 6;
+  params.stride = 2;
+  params.claims = {honest.claim(params.job_id), liar.claim(params.job_id)};
+  Game game(params, oracle);
+  const CounterProvider* providers[2] = {&honest, &liar};
+  std::vector<Action> pending = game.start(GameTime{});
+  // Deliver everything until the logs are asked for; then only party 0's log.
+  for (int guard = 0; guard < 100 && game.phase() != Phase::OpenLog; ++guard) {
+    std::vector<Action> next;
+    for (const Action& a : pending)
+      if (const auto* q = std::get_if<SendQuery>(&a))
+        for (const Body& b : providers[q->party]->answer(q->query)) {
+          if (!game.awaiting(q->party) || game.current_query().round != q->query.round) break;
+          auto more = game.on_message(q->party, b, GameTime{});
+          next.insert(next.end(), more.begin(), more.end());
+        }
+    pending = std::move(next);
+  }
+  REQUIRE(game.phase() == Phase::OpenLog);
+  const Query log_query = game.current_query();
+  CHECK(log_query.kind == QueryKind::OpenLog);
+  for (const Body& b : honest.answer(log_query)) CHECK(game.on_message(0, b, GameTime{}).empty());
+  CHECK_FALSE(game.awaiting(0));
+  CHECK(game.awaiting(1));
+  const std::vector<Action> resumed = game.on_resume(at(1000));
+  REQUIRE(resumed.size() == 1);
+  CHECK(std::get<SendQuery>(resumed[0]).party == 1);
+  CHECK(std::get<SendQuery>(resumed[0]).query.kind == QueryKind::OpenLog);
+  std::vector<Action> out;
+  for (const Body& b : liar.answer(log_query)) out = game.on_message(1, b, at(1000));
+  REQUIRE(out.size() == 1);
+  const Reexecute& rx = std::get<Reexecute>(out[0]);
+  CHECK(rx.logs[0] == std::vector<uint8_t>{0});
+  CHECK(rx.logs[1] == std::vector<uint8_t>{2});
 }

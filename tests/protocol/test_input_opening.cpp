@@ -259,3 +259,42 @@ TEST_CASE("input opening: completion needs every tensor and the samples; restart
   CHECK(InputOpening().complete());
   CHECK(InputOpening({}, ExpectedSamples{false, {}, {}, 0, 0}).complete());
 }
+
+TEST_CASE("a rounding log streams as a DType::Trits tensor: ceil(count / 5) bytes in 64 KiB chunks, each proven") {
+  // 400,003 decisions: 80,001 packed bytes, two chunks (the second 14,465 bytes).
+  const uint64_t count = 400'003;
+  std::vector<uint8_t> packed(tensor_byte_length(DType::Trits, count));
+  REQUIRE(packed.size() == 80'001);
+  for (size_t i = 0; i < packed.size(); ++i) packed[i] = static_cast<uint8_t>(i * 7 % 243);
+  const std::vector<int64_t> shape{static_cast<int64_t>(count)};
+  const auto bytes = std::as_bytes(std::span<const uint8_t>(packed));
+  const Digest leaf = tensor_leaf(DType::Trits, shape, bytes);
+  CHECK(leaf != tensor_leaf(DType::F32, std::vector<int64_t>{20'000}, bytes.first(80'000)));
+  const MerkleTree tree(tensor_chunk_hashes(DType::Trits, bytes));
+  REQUIRE(tree.size() == 2);
+  std::vector<TensorChunk> chunks;
+  for (uint64_t c = 0; c < tree.size(); ++c) {
+    const size_t off = c * kTensorChunkBytes, len = std::min(kTensorChunkBytes, bytes.size() - off);
+    chunks.push_back(TensorChunk{3, 0, shape, static_cast<uint32_t>(c), 2, tree.root(),
+                                 std::vector<uint8_t>(packed.begin() + off, packed.begin() + off + len), tree.prove(c)});
+  }
+  // The same leaf expected as float32 is another tensor: its header does not hash to it.
+  InputOpening as_f32({ExpectedTensor{shape, leaf, DType::F32}}, {});
+  CHECK(refusal(as_f32, chunks[0]) == "tensor header does not match the committed tensor hash");
+
+  InputOpening o({ExpectedTensor{shape, leaf, DType::Trits}}, {});
+  TensorChunk flipped = chunks[1];
+  flipped.bytes[5] ^= 1;
+  CHECK(refusal(o, chunks[0]) == "");
+  CHECK_FALSE(o.complete());
+  CHECK(refusal(o, chunks[0]) == "redundant");
+  CHECK(refusal(o, flipped) == "tensor chunk 1 does not match its tensor's chunk root");
+  CHECK(refusal(o, chunks[1]) == "");
+  CHECK(o.complete());
+  CHECK(o.bytes_held() == packed.size());
+  const OpenedInputs got = o.take();
+  REQUIRE(got.tensors.size() == 1);
+  CHECK(got.tensors[0].values.empty());
+  CHECK(got.tensors[0].bytes == packed);
+  CHECK(got.tensors[0].shape == shape);
+}

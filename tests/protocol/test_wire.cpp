@@ -450,10 +450,10 @@ TEST_CASE("wire: enums must hold a declared value") {
   const size_t reason_at = 64 + encode_body(v.opening).size() + 5 + 5;
   REQUIRE(venc[reason_at] == static_cast<uint8_t>(VerdictReason::Equivocation));
   Bytes bad = venc;
-  bad[reason_at] = 10;
+  bad[reason_at] = 12;
   CHECK(decode_error_code(MessageKind::Verdict, bad) == kInvalid);
-  bad[reason_at] = 9;
-  CHECK(decode_error_code(MessageKind::Verdict, bad) == 0);  // RefereeFault is the last declared value
+  bad[reason_at] = 11;
+  CHECK(decode_error_code(MessageKind::Verdict, bad) == 0);  // BothValid is the last declared value
   bad = venc;
   bad[reason_at + 1] = 0;
   CHECK(decode_error_code(MessageKind::Verdict, bad) == kInvalid);
@@ -671,7 +671,9 @@ TEST_CASE("wire: verdict reason 5 is retired and refused; the others around it a
   CHECK_FALSE(codec::enum_valid<VerdictReason>(5));
   CHECK(codec::enum_valid<VerdictReason>(6));
   CHECK(codec::enum_valid<VerdictReason>(9));
-  CHECK_FALSE(codec::enum_valid<VerdictReason>(10));
+  CHECK(codec::enum_valid<VerdictReason>(10));  // bad_rounding_log
+  CHECK(codec::enum_valid<VerdictReason>(11));  // both_valid
+  CHECK_FALSE(codec::enum_valid<VerdictReason>(12));
   // Through a whole verdict: the reason byte follows the winners and losers.
   Verdict v = std::get<Verdict>(sample_bodies()[10]);
   v.reason = VerdictReason::Equivocation;  // 6, a byte value to look for after the opening
@@ -685,4 +687,25 @@ TEST_CASE("wire: verdict reason 5 is retired and refused; the others around it a
   Bytes bad = enc;
   bad[at] = 5;
   CHECK_THROWS_WITH_AS(decode_body(MessageKind::Verdict, bad), doctest::Contains("Verdict.reason"), WireError);
+}
+
+TEST_CASE("wire: an OpenLog query (kind 6) and the rounding-log reasons round-trip") {
+  Query q = sample_query();
+  q.kind = QueryKind::OpenLog;
+  q.values.clear();
+  q.indices = {5};
+  const Bytes enc = encode_body(q);
+  CHECK(enc[4] == 6);
+  const Query back = std::get<Query>(decode_body(MessageKind::Query, enc));
+  CHECK(back.kind == QueryKind::OpenLog);
+  CHECK(back.indices == std::vector<uint64_t>{5});
+  CHECK(codec::enum_valid<QueryKind>(6));
+  CHECK_FALSE(codec::enum_valid<QueryKind>(7));
+  for (VerdictReason r : {VerdictReason::BadRoundingLog, VerdictReason::BothValid}) {
+    Verdict v = std::get<Verdict>(sample_bodies()[10]);
+    v.reason = r;
+    CHECK(std::get<Verdict>(decode_body(MessageKind::Verdict, encode_body(v))).reason == r);
+  }
+  CHECK(std::string(reason_name(VerdictReason::BadRoundingLog)) == "bad_rounding_log");
+  CHECK(std::string(reason_name(VerdictReason::BothValid)) == "both_valid");
 }

@@ -14,9 +14,14 @@ namespace tribunal::testing {
 
 struct SignedProvider : Provider {
   KeyPair key = generate_keypair();
+  std::string job_file;               ///< the job, relative to the source tree
   std::vector<uint8_t> signed_claim;  ///< the Claim envelope, signed by `key`, naming `endpoint`
-  explicit SignedProvider(const Fault& f, const std::string& endpoint = "ws://provider.invalid/")
-      : Provider(f), signed_claim(seal(key, result.job_id, 1, with_endpoint(claim(), endpoint))) {}
+  /// Trains `job_file` (the short job unless given; it must use the short job's data set).
+  explicit SignedProvider(const Fault& f, const std::string& endpoint = "ws://provider.invalid/",
+                          const std::string& job = "scenarios/jobs/short_mlp.toml")
+      : Provider(f, load_job(std::filesystem::path(TRIBUNAL_SOURCE_DIR) / job)),
+        job_file(job),
+        signed_claim(seal(key, result.job_id, 1, with_endpoint(claim(), endpoint))) {}
 
  private:
   static Claim with_endpoint(Claim c, const std::string& endpoint) {
@@ -25,9 +30,9 @@ struct SignedProvider : Provider {
   }
 };
 
-/// The DisputeOpen body of the short job between `a` (party 0) and `b` (party 1).
+/// The DisputeOpen body of `a`'s job between `a` (party 0) and `b` (party 1).
 inline DisputeOpen dispute_open_body(const SignedProvider& a, const SignedProvider& b) {
-  std::ifstream in(std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs/short_mlp.toml");
+  std::ifstream in(std::filesystem::path(TRIBUNAL_SOURCE_DIR) / a.job_file);
   std::stringstream text;
   text << in.rdbuf();
   const DataShape shape = data_shape();

@@ -3,6 +3,7 @@
 // offline — and refusal of envelopes from the wrong key, for another dispute, or replayed.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -38,7 +39,9 @@ std::vector<uint8_t> opening(const KeyPair& client, const Provider& a, const Pro
 class Parties {
  public:
   Parties(const KeyPair& referee_key, const Provider& a, const Provider& b)
-      : referee_key_(referee_key), providers_{&a, &b} {}
+      : referee_key_(referee_key),
+        providers_{&a, &b},
+        job_(load_job(std::filesystem::path(TRIBUNAL_SOURCE_DIR) / a.job_file)) {}
 
   /// Party p's signed answers to `env` (none to the DisputeOpen).
   std::vector<std::vector<uint8_t>> answer(int p, const Envelope& env) {
@@ -54,7 +57,7 @@ class Parties {
  private:
   const KeyPair& referee_key_;
   std::array<const Provider*, 2> providers_;
-  JobSpec job_ = load_job(kJobFile);
+  JobSpec job_;
   ThreadPool pool_{1};
   std::array<std::unique_ptr<ProviderDisputeSession>, 2> sessions_;
 };
@@ -269,4 +272,70 @@ TEST_CASE("referee: refuses an opening whose claims do not match the job") {
                                  "ws://twin.invalid/"});
   CHECK_THROWS_WITH_AS(RefereeDispute(referee_key, open_envelope(opening(client, honest, twin))),
                        "dispute: both claims are signed by the same key", ProtocolError);
+}
+
+TEST_CASE("referee: rounding-log disputes end in verifiable bad_rounding_log and both_valid verdicts that replay") {
+  const KeyPair referee_key = generate_keypair();
+  const std::string job = "scenarios/jobs/short_mlp_rlog.toml";
+  const auto fault = [](RoundingFault kind, int64_t step, int64_t node, int64_t also_corrupt) {
+    Fault f;
+    f.rounding = kind;
+    f.rounding_step = step;
+    f.rounding_node = node;
+    if (also_corrupt >= 0) {
+      f.step = step;
+      f.node = also_corrupt;
+      f.delta = 1e-3f;
+    }
+    return f;
+  };
+  const Provider honest(Fault{}, "ws://provider.invalid/", job);
+  struct Case {
+    Fault f;
+    VerdictReason reason;
+    uint64_t step, node;
+  };
+  for (const Case& c : {Case{fault(RoundingFault::Forge, 9, 13, -1), VerdictReason::BadRoundingLog, 9, 13},
+                        Case{fault(RoundingFault::Omit, 5, 2, 16), VerdictReason::BothValid, 5, 2}}) {
+    CAPTURE(reason_name(c.reason));
+    const Provider cheater(c.f, "ws://provider.invalid/", job);
+    const KeyPair client = generate_keypair();
+    RefereeDispute referee(referee_key, open_envelope(opening(client, honest, cheater)));
+    std::vector<DisputeInput> recorded;
+    referee.on_input = [&](const DisputeInput& in, const std::vector<uint8_t>*) { recorded.push_back(in); };
+    std::vector<std::string> events;
+    referee.on_event = [&](const DisputeEvent& e) { events.push_back(e.text); };
+    Parties sides(referee_key, honest, cheater);
+    std::array<LocalParty, 2> parties;
+    for (int p = 0; p < 2; ++p)
+      parties[static_cast<size_t>(p)] = [&, p](const Envelope& env) { return sides.answer(p, env); };
+    const LocalRun local = play_local(referee, parties);
+    CHECK(local.refused.empty());
+    REQUIRE(referee.done());
+    const Verdict v = verify_verdict(local.verdict, referee_key.public_key);  // what `tribunal verify` checks
+    CHECK(v.reason == c.reason);
+    CHECK(v.step == c.step);
+    CHECK(v.node == c.node);
+    if (c.reason == VerdictReason::BothValid) {
+      CHECK(v.winners.empty());
+      CHECK(v.losers.empty());
+    } else {
+      CHECK(v.winners == std::vector<uint8_t>{0});
+      CHECK(v.losers == std::vector<uint8_t>{1});
+    }
+    CHECK(std::any_of(events.begin(), events.end(), [](const std::string& e) {
+      return e.find("open each party's rounding log of node") != std::string::npos;
+    }));
+    // The durable referee's record replays to the same signed verdict (re-execution runs again).
+    auto again = RefereeDispute::replay(referee_key, recorded);
+    REQUIRE(again->done());
+    CHECK(again->verdict_envelope() == local.verdict);
+    // An undecided verdict must have no winners: one with a winner does not verify.
+    if (c.reason == VerdictReason::BothValid) {
+      Verdict forged = v;
+      forged.winners = {0};
+      CHECK_THROWS_AS(verify_verdict(seal(referee_key, v.dispute_id, 99, forged), referee_key.public_key),
+                      ProtocolError);
+    }
+  }
 }
