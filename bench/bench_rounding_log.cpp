@@ -69,14 +69,16 @@ double spacing(double x) {
 // How far the two float64 GEMMs' results lie apart on step 0 of a rounding-log job, per op kind: each
 // node of the step runs on the same inputs (the step's own values) with OpenBLAS and with the naive
 // loop. "differing": values whose float64 bits differ; "max_spacings": the largest difference in units
-// of the float32 spacing; "straddles": values the two would round to different float32 values.
+// of the float32 spacing; "straddles": values the two would round to different float32 values;
+// "expected_straddles": the sum of the differences in spacings, the expected number of straddles
+// per step when the values' positions between float32 neighbours are uniform.
 nlohmann::json compare_gemms(const JobSpec& job, const Dataset& train, ThreadPool& pool) {
   Trainer trainer(job, train, pool, {}, nullptr, Device::Cpu, {Float64Gemm::OpenBlas, {}});
   const StepTrace tr = trainer.traced_step();
   const StepGraph& g = tr.graph;
   struct Tally {
     uint64_t values = 0, differing = 0, straddles = 0;
-    double max_spacings = 0;
+    double max_spacings = 0, expected_straddles = 0;
   };
   std::map<std::string, Tally> tally;
   for (const Node& node : g.nodes) {
@@ -99,14 +101,16 @@ nlohmann::json compare_gemms(const JobSpec& job, const Dataset& train, ThreadPoo
         ++t.values;
         if (a[i][e] == b[i][e]) continue;
         ++t.differing;
-        t.max_spacings = std::max(t.max_spacings, std::fabs(a[i][e] - b[i][e]) / spacing(a[i][e]));
+        const double d = std::fabs(a[i][e] - b[i][e]) / spacing(a[i][e]);
+        t.max_spacings = std::max(t.max_spacings, d);
+        t.expected_straddles += std::min(d, 1.0);  // a midpoint falls between them with probability d
         t.straddles += static_cast<float>(a[i][e]) != static_cast<float>(b[i][e]);
       }
   }
   nlohmann::json out = nlohmann::json::object();
   for (const auto& [op, t] : tally)
     out[op] = {{"values", t.values}, {"differing", t.differing}, {"max_spacings", t.max_spacings},
-               {"straddles", t.straddles}};
+               {"straddles", t.straddles}, {"expected_straddles", t.expected_straddles}};
   return out;
 }
 

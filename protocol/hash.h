@@ -34,8 +34,6 @@ enum class HashTag : uint8_t {
   NodeRecord = 0x14,   ///< one node of a step graph: op, attributes, input and output hashes
   Dispute = 0x15,      ///< dispute id: the whole DisputeOpen body (wire.h dispute_id)
   Envelope = 0x16,     ///< the bytes an envelope signature covers
-  // 0x17 is retired: it hashed a node's rounding log before logs became tensor leaves of DType::Trits
-  // (engine/rounding_logs.h rounding_log_leaf), which stream in chunks like any tensor.
 };
 
 /// Incremental BLAKE2b-256 (no key, 32-byte output). Construct with a tag; update(); final() once.

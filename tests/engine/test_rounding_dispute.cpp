@@ -152,17 +152,18 @@ TEST_CASE("rounding-log disputes: an omitted decision is caught where it was owe
   CHECK(caught.verdict.step == 3);
   CHECK(caught.verdict.node == 2);
   CHECK(caught.verdict.detail.find("is nearest, not allowed") != std::string::npos);
-  // Step 5, node 2: it is between tau/2 and tau away, so "nearest" is allowed. Both logs replay to
+  // Step 1, node 2: it is between tau/2 and tau away, so "nearest" is allowed. Both logs replay to
   // their party's outputs (the same ones), the dispute ends there undecided, and the corruption of
   // node 16 later in the step is never examined (docs/protocol.md, "Rounding-log jobs").
-  const Outcome valid = both_seats(Provider(rounding(RoundingFault::Omit, 5, 2, 0, 16), short_rlog_job()));
+  const Outcome valid = both_seats(Provider(rounding(RoundingFault::Omit, 1, 2, 0, 16), short_rlog_job()));
   CHECK(valid.verdict.reason == VerdictReason::BothValid);
   CHECK(valid.verdict.losers.empty());
   CHECK(valid.verdict.winners.empty());
-  CHECK(valid.verdict.step == 5);
+  CHECK(valid.verdict.step == 1);
   CHECK(valid.verdict.node == 2);
-  // A node that logged no decision at that step: the omission changes nothing, node 16 is caught.
-  const Outcome none = both_seats(Provider(rounding(RoundingFault::Omit, 3, 4, 0, 16), short_rlog_job()));
+  // A node that logged no decision at that step (node 5, the scalar loss, tau 2^-16): the omission
+  // changes nothing, node 16 is caught.
+  const Outcome none = both_seats(Provider(rounding(RoundingFault::Omit, 3, 5, 0, 16), short_rlog_job()));
   CHECK(none.verdict.reason == VerdictReason::WrongOutput);
   CHECK(none.verdict.node == 16);
 }
