@@ -23,8 +23,49 @@ struct Outcome {
 
 uint64_t ceil_log2(uint64_t n) { return n <= 1 ? 0 : std::bit_width(n - 1); }
 
-// Plays one dispute to the end, delivering every query to the addressed provider at once.
-// `silent` makes a party never answer (the clock then runs out).
+// Plays `game` to its end, delivering every query to the addressed provider at once; `silent(q)`
+// true: that party never answers q (its clock then runs out). A re-execution is answered by
+// `reexecute`; nothing to deliver lets time pass. Returns the verdict.
+template <class Silent, class Reexecute_>
+Verdict drive(Game& game, const CounterProvider* const (&providers)[2], GameTime& now, Silent silent,
+              Reexecute_ reexecute) {
+  Verdict verdict;
+  std::vector<Action> pending = game.start(now);
+  for (int guard = 0; guard < 10000 && !game.done(); ++guard) {
+    std::vector<Action> next;
+    if (pending.empty()) {
+      for (int p = 0; p < 2; ++p)
+        if (game.awaiting(p)) now = std::max(now, game.deadline(p) + std::chrono::milliseconds(1));
+      pending = game.on_tick(now);
+      continue;
+    }
+    for (const Action& a : pending) {
+      if (const auto* q = std::get_if<SendQuery>(&a)) {
+        if (silent(*q)) continue;
+        for (const Body& b : providers[q->party]->answer(q->query)) {
+          if (!game.awaiting(q->party)) break;
+          auto more = game.on_message(q->party, b, now);
+          if (is_refusal(more) && std::get<Rejected>(more.front()).redundant) break;  // the other's opening came first
+          next.insert(next.end(), more.begin(), more.end());
+        }
+      } else if (const auto* rx = std::get_if<Reexecute>(&a)) {
+        auto more = reexecute(*rx);
+        next.insert(next.end(), more.begin(), more.end());
+      } else if (const auto* f = std::get_if<Finished>(&a)) {
+        verdict = f->verdict;
+      } else if (const auto* r = std::get_if<Rejected>(&a)) {
+        FAIL("an honest-protocol message was rejected: " << r->reason);
+      }
+    }
+    pending = std::move(next);
+  }
+  for (const Action& a : pending)
+    if (const auto* f = std::get_if<Finished>(&a)) verdict = f->verdict;
+  REQUIRE(game.done());
+  return verdict;
+}
+
+// Plays one dispute to the end. `silent` makes a party never answer (the clock then runs out).
 Outcome play(uint64_t steps, uint64_t stride, uint32_t nodes, const CounterProvider& p0, const CounterProvider& p1,
              int silent = -1) {
   CounterOracle oracle(nodes);
@@ -36,42 +77,13 @@ Outcome play(uint64_t steps, uint64_t stride, uint32_t nodes, const CounterProvi
   Game game(params, oracle);
   const CounterProvider* providers[2] = {&p0, &p1};
   GameTime now{};
-  std::vector<Action> pending = game.start(now);
   Outcome out;
-  for (int guard = 0; guard < 10000 && !game.done(); ++guard) {
-    std::vector<Action> next;
-    if (pending.empty()) {  // nothing to deliver: let time pass
-      for (int p = 0; p < 2; ++p)
-        if (game.awaiting(p)) now = std::max(now, game.deadline(p) + std::chrono::milliseconds(1));
-      pending = game.on_tick(now);
-      continue;
-    }
-    for (const Action& a : pending) {
-      if (const auto* q = std::get_if<SendQuery>(&a)) {
-        if (q->party == silent) continue;
-        for (const Body& b : providers[q->party]->answer(q->query)) {
-          if (!game.awaiting(q->party)) break;  // the other party's opening of inputs came first
-          auto more = game.on_message(q->party, b, now);
-          next.insert(next.end(), more.begin(), more.end());
-        }
-      } else if (const auto* rx = std::get_if<Reexecute>(&a)) {
+  out.verdict = drive(
+      game, providers, now, [&](const SendQuery& q) { return q.party == silent; },
+      [&](const Reexecute& rx) {
         // The counter's only op: add the two inputs (the constant 1 is the referee's own).
-        float x = rx->inputs[0][0];
-        float y = 1.0f;
-        const float z = x + y;
-        auto more = game.on_reexecuted(std::vector<Digest>{scalar_leaf(z)}, now);
-        next.insert(next.end(), more.begin(), more.end());
-      } else if (const auto* f = std::get_if<Finished>(&a)) {
-        out.verdict = f->verdict;
-      } else if (const auto* r = std::get_if<Rejected>(&a)) {
-        FAIL("an honest-protocol message was rejected: " << r->reason);
-      }
-    }
-    pending = std::move(next);
-  }
-  for (const Action& a : pending)
-    if (const auto* f = std::get_if<Finished>(&a)) out.verdict = f->verdict;
-  REQUIRE(game.done());
+        return game.on_reexecuted(std::vector<Digest>{scalar_leaf(rx.inputs[0][0] + 1.0f)}, now);
+      });
   out.rounds = game.rounds();
   return out;
 }
@@ -438,54 +450,29 @@ LoggedOutcome play_logged(const CounterProvider& p0, const CounterProvider& p1, 
   Game game(params, oracle);
   const CounterProvider* providers[2] = {&p0, &p1};
   GameTime now{};
-  std::vector<Action> pending = game.start(now);
   LoggedOutcome out;
-  for (int guard = 0; guard < 1000 && !game.done(); ++guard) {
-    std::vector<Action> next;
-    if (pending.empty()) {
-      for (int p = 0; p < 2; ++p)
-        if (game.awaiting(p)) now = std::max(now, game.deadline(p) + std::chrono::milliseconds(1));
-      pending = game.on_tick(now);
-      continue;
-    }
-    for (const Action& a : pending) {
-      if (const auto* q = std::get_if<SendQuery>(&a)) {
-        if (q->query.kind == QueryKind::OpenLog) {
-          ++out.log_queries[q->party];
-          CHECK(q->query.indices.size() == 1);
-          if (q->party == silent_on_log) continue;
-        }
-        for (const Body& b : providers[q->party]->answer(q->query)) {
-          if (!game.awaiting(q->party)) break;
-          auto more = game.on_message(q->party, b, now);
-          if (is_refusal(more) && std::get<Rejected>(more.front()).redundant) break;  // the other's opening came first
-          next.insert(next.end(), more.begin(), more.end());
-        }
-      } else if (const auto* rx = std::get_if<Reexecute>(&a)) {
-        REQUIRE(rx->spec.rounding_log);
-        out.logs = rx->logs;
+  out.verdict = drive(
+      game, providers, now,
+      [&](const SendQuery& q) {
+        if (q.query.kind != QueryKind::OpenLog) return false;
+        ++out.log_queries[q.party];
+        CHECK(q.query.indices.size() == 1);
+        return q.party == silent_on_log;
+      },
+      [&](const Reexecute& rx) {
+        REQUIRE(rx.spec.rounding_log);
+        out.logs = rx.logs;
         std::array<PartyReexecution, 2> result;
         for (int p = 0; p < 2; ++p) {
-          REQUIRE(rx->logs[p].size() == 1);
-          const float z = rx->inputs[0][0] + 1.0f;
-          if (rx->logs[p][0] == 2 && refuse_up)
+          REQUIRE(rx.logs[p].size() == 1);
+          const float z = rx.inputs[0][0] + 1.0f;
+          if (rx.logs[p][0] == 2 && refuse_up)
             result[p].bad_log = "up is not allowed here";
           else
-            result[p].outputs = {scalar_leaf(rx->logs[p][0] == 2 ? std::nextafter(z, INFINITY) : z)};
+            result[p].outputs = {scalar_leaf(rx.logs[p][0] == 2 ? std::nextafter(z, INFINITY) : z)};
         }
-        auto more = game.on_reexecuted(result, now);
-        next.insert(next.end(), more.begin(), more.end());
-      } else if (const auto* f = std::get_if<Finished>(&a)) {
-        out.verdict = f->verdict;
-      } else if (const auto* r = std::get_if<Rejected>(&a)) {
-        FAIL("rejected: " << r->reason);
-      }
-    }
-    pending = std::move(next);
-  }
-  for (const Action& a : pending)
-    if (const auto* f = std::get_if<Finished>(&a)) out.verdict = f->verdict;
-  REQUIRE(game.done());
+        return game.on_reexecuted(result, now);
+      });
   out.rounds = game.rounds();
   return out;
 }

@@ -54,6 +54,14 @@ class Parties {
     return {};
   }
 
+  /// Both parties as play_local takes them (this must outlive the play).
+  std::array<LocalParty, 2> local() {
+    std::array<LocalParty, 2> parties;
+    for (int p = 0; p < 2; ++p)
+      parties[static_cast<size_t>(p)] = [this, p](const Envelope& env) { return answer(p, env); };
+    return parties;
+  }
+
  private:
   const KeyPair& referee_key_;
   std::array<const Provider*, 2> providers_;
@@ -68,10 +76,7 @@ Run play(const KeyPair& referee_key, const Provider& a, const Provider& b) {
   Run run;
   referee.on_event = [&](const DisputeEvent& e) { run.events.push_back(e.text); };
   Parties sides(referee_key, a, b);
-  std::array<LocalParty, 2> parties;
-  for (int p = 0; p < 2; ++p)
-    parties[static_cast<size_t>(p)] = [&, p](const Envelope& env) { return sides.answer(p, env); };
-  const LocalRun local = play_local(referee, parties);
+  const LocalRun local = play_local(referee, sides.local());
   CHECK(local.refused.empty());
   REQUIRE(referee.done());
   run.verdict = local.verdict;
@@ -306,10 +311,7 @@ TEST_CASE("referee: rounding-log disputes end in verifiable bad_rounding_log and
     std::vector<std::string> events;
     referee.on_event = [&](const DisputeEvent& e) { events.push_back(e.text); };
     Parties sides(referee_key, honest, cheater);
-    std::array<LocalParty, 2> parties;
-    for (int p = 0; p < 2; ++p)
-      parties[static_cast<size_t>(p)] = [&, p](const Envelope& env) { return sides.answer(p, env); };
-    const LocalRun local = play_local(referee, parties);
+    const LocalRun local = play_local(referee, sides.local());
     CHECK(local.refused.empty());
     REQUIRE(referee.done());
     const Verdict v = verify_verdict(local.verdict, referee_key.public_key);  // what `tribunal verify` checks
