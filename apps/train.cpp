@@ -69,6 +69,9 @@ int train_on(TrainSettings& s, World& world) {
   const std::filesystem::path& job_path = s.job_path;
   const bool json = s.json;
   const JobSpec job = load_job(job_path, s.datasets);
+  if (!options.rounding.replay_dir.empty() && job.numerics.mode != NumericsMode::RoundingLog)
+    throw UsageError("--replay-logs replays a rounding-log job's logs, but " + job_path.string() +
+                     " is a RepOps job (no [numerics] mode = \"rounding-log\")");
   options.world = &world;
   const bool lead = world.rank() == 0;
   ProgressBar bar(lead && isatty(STDERR_FILENO));

@@ -65,6 +65,9 @@ expect "corrupt data file" 1 "/corrupt/$images: not a gzip file$" -- train "$tmp
 expect "truncated gz" 1 "/truncated/$images: truncated gzip stream" -- train "$tmp/local.toml" --out "$tmp/o3" --dataset "fm-local=$tmp/truncated"
 expect "unregistered data set" 1 "data set 'fm-local' is not registered at this node" -- train "$tmp/local.toml" --out "$tmp/o6"
 expect "bad --dataset" 2 "--dataset expects NAME=PATH" -- train "$tmp/local.toml" --dataset "fm-local"
+job "$tmp/plain.toml"
+expect "replaying a RepOps job" 2 "--replay-logs replays a rounding-log job's logs, but .*plain.toml is a RepOps job" -- train "$tmp/plain.toml" --replay-logs "$tmp"
+expect "an unknown float64 GEMM" 2 "--float64-gemm: mkl not in [{]openblas,naive[}]" -- train "$tmp/plain.toml" --float64-gemm mkl
 printf '[model]\nwidths = [784, 16, 10]\n[data]\npath = "provider.key"\n[train]\nsteps = 1\nbatch_size = 1\nstride = 1\n[optimizer]\n' >"$tmp/path.toml"
 expect "a path in a job" 1 "path.toml:4:8: data.path: a job names its data set" -- train "$tmp/path.toml"
 printf '[model]\nwidths = [784, 16, 10\n' >"$tmp/bad.toml"
