@@ -83,7 +83,10 @@ void Executor::run(const StepGraph& g, std::span<const Tensor* const> state, std
 }
 
 void Executor::run_rounded(size_t n, const Node& node, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
-  std::vector<std::vector<double>> wide(out.size());
+  // Per thread (shards may run side by side) and kept: a GPT step rounds ~80 M values, so fresh
+  // buffers per node would fault in their pages every step.
+  thread_local std::vector<std::vector<double>> wide;
+  wide.resize(out.size());
   run_float64(node.op, node.attrs, in, wide, rounding_->gemm);
   const double tau = rounding_->numerics->tau_of(node.op);
   if (!rounding_->replay) {

@@ -1,5 +1,4 @@
-// Float64 convolution (NCHW, weights [O, C, KH, KW], square stride, symmetric zero padding) and 2×2
-// max pooling. The three contractions are im2col + the float64 GEMM, one image at a time:
+// Float64 convolution (NCHW, weights [O, C, KH, KW], square stride, symmetric zero padding). The three contractions are im2col + the float64 GEMM, one image at a time:
 //   conv2d:           y[n] (O×P)  = b (every column) + W (O×K) · cols[n] (K×P)
 //   backward_input:   dcol (K×P)  = Wᵀ · dy[n] (O×P), then col2im adds dcol into dx (taps in the image)
 //   backward_weight:  dW (O×K)   += dy[n] (O×P) · cols[n]ᵀ, for n = 0..N−1 (the naive chain runs over
@@ -7,10 +6,8 @@
 // with K = C·KH·KW taps t = (c·KH + kh)·KW + kw, P = OH·OW positions q = oh·OW + ow, and
 // cols[n][t, q] = x[n, c, oh·stride + kh − pad, ow·stride + kw − pad], +0 in the padding
 // (ops/conv_elements.h's conv_padded). The bias gradient is a sequential double sum over (n, q).
-// Pooling chooses each window's element with the reference's pool_choice (ops/pointwise.h).
 #include "ops/conv_elements.h"
 #include "ops/float64/internal.h"
-#include "ops/pointwise.h"
 
 namespace tribunal::f64 {
 namespace {
@@ -102,40 +99,6 @@ void conv2d_backward_bias(const Call& c) {
   for (int64_t ni = 0; ni < n; ++ni)
     for (int64_t oi = 0; oi < o; ++oi)
       for (int64_t q = 0; q < p; ++q) db[oi] += dy[(ni * o + oi) * p + q];
-}
-
-/// x[N,C,H,W] → y[N,C,H/2,W/2], each the element of its 2×2 window the reference chooses.
-void max_pool2d(const Call& c) {
-  const Shape& s = c.in[0]->shape();
-  const int64_t planes = s[0] * s[1], h = s[2], w = s[3], oh = h / 2, ow = w / 2;
-  double* y = c.out[0].data();
-  for (int64_t pl = 0; pl < planes; ++pl) {
-    const float* plane = c.in[0]->data() + pl * h * w;
-    for (int64_t r = 0; r < oh; ++r)
-      for (int64_t q = 0; q < ow; ++q) {
-        float v[4];
-        pool_window(plane, w, r, q, v);
-        y[(pl * oh + r) * ow + q] = v[pool_choice(v)];
-      }
-  }
-}
-
-/// x, dy → dx: each dy element to its window's chosen element of x, +0 elsewhere.
-void max_pool2d_backward(const Call& c) {
-  const Shape& s = c.in[0]->shape();
-  const int64_t planes = s[0] * s[1], h = s[2], w = s[3], oh = h / 2, ow = w / 2;
-  const float* dy = c.in[1]->data();
-  double* dx = c.out[0].data();
-  for (int64_t pl = 0; pl < planes; ++pl) {
-    const float* plane = c.in[0]->data() + pl * h * w;
-    for (int64_t r = 0; r < oh; ++r)
-      for (int64_t q = 0; q < ow; ++q) {
-        float v[4];
-        pool_window(plane, w, r, q, v);
-        const int k = pool_choice(v);
-        dx[pl * h * w + (2 * r + (k >> 1)) * w + 2 * q + (k & 1)] = dy[(pl * oh + r) * ow + q];
-      }
-  }
 }
 
 }  // namespace tribunal::f64

@@ -1,5 +1,6 @@
 // run_float64: validation (the registry's infer_shapes, the output count, the gemm's availability),
 // output sizing, and the table of float64 kernels indexed by OpKind.
+#include <algorithm>
 #include <string>
 
 #include "ops/float64/internal.h"
@@ -7,20 +8,36 @@
 namespace tribunal {
 namespace {
 
+// Ops whose every output value is one of their float32 inputs or +0 (copies, selections, masks): their
+// float64 result is the RepOps reference's, widened, so the reference alone defines what they select.
+template <OpKind K>
+void selected(const f64::Call& c) {
+  std::vector<Tensor> y;
+  y.reserve(c.out_shapes.size());
+  for (const Shape& s : c.out_shapes) y.emplace_back(s);
+  std::vector<Tensor*> out;
+  for (Tensor& t : y) out.push_back(&t);
+  run_reference(K, c.attrs, c.in, out);
+  for (size_t i = 0; i < y.size(); ++i) {
+    const std::span<const float> v = y[i].values();
+    std::copy(v.begin(), v.end(), c.out[i].begin());
+  }
+}
+
 // Indexed by OpKind, in the enum's order; the static_assert keeps it closed over the enum.
 const f64::Kernel kKernels[] = {
-    f64::gather,
+    selected<OpKind::Gather>,
     f64::linear,
     f64::matmul,
     f64::sum_rows,
     f64::add,
-    f64::relu,
-    f64::relu_backward,
+    selected<OpKind::Relu>,
+    selected<OpKind::ReluBackward>,
     f64::softmax_cross_entropy,
     f64::softmax_cross_entropy_backward,
     f64::sgd_momentum,
     f64::adamw,
-    f64::reshape,
+    selected<OpKind::Reshape>,
     f64::embedding,
     f64::embedding_backward,
     f64::layer_norm,
@@ -29,16 +46,16 @@ const f64::Kernel kKernels[] = {
     f64::gelu_backward,
     f64::softmax,
     f64::softmax_backward,
-    f64::split_heads,
-    f64::merge_heads,
+    selected<OpKind::SplitHeads>,
+    selected<OpKind::MergeHeads>,
     f64::dropout,  // Dropout
     f64::dropout,  // DropoutBackward: the same map of dy
     f64::conv2d,
     f64::conv2d_backward_input,
     f64::conv2d_backward_weight,
     f64::conv2d_backward_bias,
-    f64::max_pool2d,
-    f64::max_pool2d_backward,
+    selected<OpKind::MaxPool2d>,
+    selected<OpKind::MaxPool2dBackward>,
     f64::sum_squares,
     f64::clip_coefficient,
     f64::scale,

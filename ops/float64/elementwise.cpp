@@ -1,4 +1,4 @@
-// Float64 elementwise ops: Add, Relu, ReluBackward, Gelu, GeluBackward, Dropout, DropoutBackward, Scale.
+// Float64 elementwise ops: Add, Gelu, GeluBackward, Dropout, DropoutBackward, Scale.
 // One double expression per element; the selects (x > 0, GELU's saturation, the dropout mask) are
 // decided as the float32 reference decides them.
 #include <cmath>
@@ -18,19 +18,6 @@ void add(const Call& c) {
   const float *a = c.in[0]->data(), *b = c.in[1]->data();
   double* y = c.out[0].data();
   for (size_t i = 0; i < c.out[0].size(); ++i) y[i] = static_cast<double>(a[i]) + static_cast<double>(b[i]);
-}
-
-/// x > 0 ? x : +0 (NaN and −0 give +0, as the reference).
-void relu(const Call& c) {
-  const float* x = c.in[0]->data();
-  double* y = c.out[0].data();
-  for (size_t i = 0; i < c.out[0].size(); ++i) y[i] = x[i] > 0.0f ? static_cast<double>(x[i]) : 0.0;
-}
-
-void relu_backward(const Call& c) {
-  const float *x = c.in[0]->data(), *dy = c.in[1]->data();
-  double* dx = c.out[0].data();
-  for (size_t i = 0; i < c.out[0].size(); ++i) dx[i] = x[i] > 0.0f ? static_cast<double>(dy[i]) : 0.0;
 }
 
 /// 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), written h·t + h with h = 0.5·x (so gelu(±0) = +0 and

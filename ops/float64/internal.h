@@ -49,17 +49,11 @@ void matmul(const Call&);
 void sum_rows(const Call&);
 // elementwise.cpp
 void add(const Call&);
-void relu(const Call&);
-void relu_backward(const Call&);
 void gelu(const Call&);
 void gelu_backward(const Call&);
 void dropout(const Call&);  ///< Dropout and DropoutBackward (the same map of x or dy)
 void scale(const Call&);
-// layout.cpp
-void gather(const Call&);
-void reshape(const Call&);
-void split_heads(const Call&);
-void merge_heads(const Call&);
+// layout.cpp (the embeddings)
 void embedding(const Call&);
 void embedding_backward(const Call&);
 // nn.cpp
@@ -79,7 +73,5 @@ void conv2d(const Call&);
 void conv2d_backward_input(const Call&);
 void conv2d_backward_weight(const Call&);
 void conv2d_backward_bias(const Call&);
-void max_pool2d(const Call&);
-void max_pool2d_backward(const Call&);
 
 }  // namespace tribunal::f64
