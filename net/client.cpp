@@ -10,14 +10,21 @@
 namespace tribunal {
 
 WsUrl parse_ws_url(std::string_view url) {
-  const std::string quoted = "\"" + std::string(url) + "\"";
-  constexpr std::string_view kScheme = "ws://";
-  if (url.starts_with("wss://")) throw NetError("URL " + quoted + ": wss:// (TLS) is not supported");
-  if (!url.starts_with(kScheme)) throw NetError("URL " + quoted + ": expected ws://host:port/path");
-  std::string_view rest = url.substr(kScheme.size());
+  std::string quoted = "\"";  // appended, not `"\"" + ...`: g++ 12 warns a false -Wrestrict on that here
+  quoted.append(url).push_back('"');
+  WsUrl out;
+  std::string_view rest;
+  if (url.starts_with("ws://")) {
+    rest = url.substr(5);
+  } else if (url.starts_with("wss://")) {
+    rest = url.substr(6);
+    out.tls = true;
+    out.port = 443;
+  } else {
+    throw NetError("URL " + quoted + ": expected ws://host:port/path or wss://host:port/path");
+  }
   const size_t slash = rest.find_first_of("/?");
   std::string_view authority = rest.substr(0, slash);
-  WsUrl out;
   if (slash != std::string_view::npos) {
     out.target = std::string(rest.substr(slash));
     if (out.target.front() == '?') out.target.insert(out.target.begin(), '/');
@@ -54,10 +61,19 @@ WsUrl parse_ws_url(std::string_view url) {
   return out;
 }
 
-Client::Client(NetContext& ctx, ClientOptions options) : ctx_(ctx), options_(std::move(options)) {}
+Client::Client(NetContext& ctx, ClientOptions options) : ctx_(ctx), options_(std::move(options)) {
+  if (options_.tls) return;
+  try {
+    options_.tls = TlsContext::client({});  // wss:// URLs against the system's CAs
+  } catch (const NetError& e) {
+    system_tls_error_ = e.what();
+  }
+}
 
 void Client::connect(std::string_view url, ConnectCallback done) {
-  net_detail::open_connection(ctx_, parse_ws_url(url), options_, std::move(done));
+  const WsUrl parsed = parse_ws_url(url);
+  if (parsed.tls && !options_.tls) throw NetError("cannot connect to " + std::string(url) + ": " + system_tls_error_);
+  net_detail::open_connection(ctx_, parsed, options_, std::move(done));
 }
 
 std::shared_ptr<Session> Client::connect_sync(std::string_view url, SessionHandlers handlers) {

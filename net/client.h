@@ -10,20 +10,21 @@
 
 #include "net/address_policy.h"
 #include "net/session.h"
+#include "net/tls.h"
 
 namespace tribunal {
 
 class NetContext;
 
-/// A parsed "ws://host[:port][/path]" URL.
+/// A parsed "ws://host[:port][/path]" or "wss://host[:port][/path]" URL.
 struct WsUrl {
   std::string host;  ///< without brackets for IPv6
-  uint16_t port = 80;
+  uint16_t port = 80;  ///< default 80 for ws://, 443 for wss://
   std::string target = "/";  ///< path and query
+  bool tls = false;  ///< wss://
 };
 
-/// Parses a ws:// URL (IPv6 hosts in brackets). Throws NetError saying what is wrong
-/// (wss:// is not supported: TLS belongs in front of the service, not in it).
+/// Parses a ws:// or wss:// URL (IPv6 hosts in brackets). Throws NetError saying what is wrong.
 WsUrl parse_ws_url(std::string_view url);
 
 /// Client limits.
@@ -37,6 +38,9 @@ struct ClientOptions {
   /// refused fails with an error naming the address and why.
   AddressPolicy address_policy = AddressPolicy::any();
   SessionOptions session;
+  /// For wss:// URLs (TlsContext::client: the CAs the server's certificate must chain to); null: the
+  /// system's CAs. ws:// URLs ignore it.
+  std::shared_ptr<TlsContext> tls;
 };
 
 /// Opens client sessions on a NetContext. Cheap; holds no connections itself.
@@ -60,6 +64,7 @@ class Client {
  private:
   NetContext& ctx_;
   ClientOptions options_;
+  std::string system_tls_error_;  // why options_.tls is null
 };
 
 }  // namespace tribunal

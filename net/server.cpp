@@ -22,8 +22,21 @@ using boost::system::error_code;
 // is pending is safe.
 struct Server::Impl : std::enable_shared_from_this<Impl> {
   Impl(NetContext& context, SessionCallback callback, ServerOptions opts)
-      : ctx(context), on_session(std::move(callback)), options(std::move(opts)),
+      : ctx(context), on_session(std::move(callback)), options(guard_http(std::move(opts), gone)),
         strand(asio::make_strand(ctx.io())), acceptor(strand), retry_timer(strand) {}
+
+  // After ~Server the HTTP handler may capture what no longer exists: a request still being read
+  // then gets 503.
+  static ServerOptions guard_http(ServerOptions o, const std::shared_ptr<std::atomic<bool>>& gone) {
+    if (o.http)
+      o.http = [gone, http = std::move(o.http)](const HttpRequest& r, std::function<void(HttpResponse)> respond) {
+        if (gone->load()) return respond({503, "text/plain; charset=utf-8", "server stopped\n"});
+        http(r, std::move(respond));
+      };
+    return o;
+  }
+
+  std::shared_ptr<std::atomic<bool>> gone = std::make_shared<std::atomic<bool>>(false);  // ~Server ran
 
   NetContext& ctx;
   const SessionCallback on_session;
@@ -103,11 +116,11 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
       }
       refusal_logged = false;
       net_log("server " + where + ": refusing " + net_detail::endpoint_string(remote) + ": " + why);
-      net_detail::serve_connection(ctx, std::move(socket), options.session, refuse_status, options.handshake_timeout,
-                                   nullptr, [self] { self->refusing.fetch_sub(1); });
+      net_detail::serve_connection(ctx, std::move(socket), options, refuse_status, nullptr,
+                                   [self] { self->refusing.fetch_sub(1); });
     } else {
       net_detail::serve_connection(
-          ctx, std::move(socket), options.session, 0, options.handshake_timeout,
+          ctx, std::move(socket), options, 0,
           [self](std::shared_ptr<Session> session) { self->hand_over(std::move(session)); },
           [self, address] { self->release(address); });
     }
@@ -164,6 +177,7 @@ Server::Server(NetContext& ctx, SessionCallback on_session, ServerOptions option
 
 Server::~Server() {
   impl_->owner_gone = true;
+  impl_->gone->store(true);
   stop();
 }
 

@@ -9,10 +9,30 @@
 #include <string>
 
 #include "net/session.h"
+#include "net/tls.h"
 
 namespace tribunal {
 
 class NetContext;
+
+/// A plain HTTP request that is not a WebSocket upgrade (e.g. a Prometheus scrape of /metrics).
+struct HttpRequest {
+  std::string method;  ///< "GET", "HEAD", ...
+  std::string target;  ///< path and query, as sent (e.g. "/metrics")
+  std::string remote;  ///< the peer as "address:port"
+};
+
+/// The answer to an HttpRequest; the connection is closed after it (no keep-alive).
+struct HttpResponse {
+  unsigned status = 200;  ///< an HTTP status code (RFC 9110 §15)
+  std::string content_type = "text/plain; charset=utf-8";
+  std::string body;
+};
+
+/// Answers one plain HTTP request: call `respond` exactly once, from any thread, at once or later (a
+/// handler with slow work posts it elsewhere: it runs on the connection's strand and must not block).
+/// `respond` holds the connection open until it is called (it must be, also on failure: e.g. a 500).
+using HttpHandler = std::function<void(const HttpRequest&, std::function<void(HttpResponse)> respond)>;
 
 /// Server limits. The defaults suit a referee holding hundreds of disputes (each one client
 /// connection here); the process needs a file descriptor limit above max_connections plus its own
@@ -30,6 +50,15 @@ struct ServerOptions {
   std::chrono::milliseconds handshake_timeout{10000};
   /// Session limits; a server session must receive its first message within 10 s by default.
   SessionOptions session{.first_message_timeout = std::chrono::milliseconds(10000)};
+  /// Plain HTTP requests on the same port (anything but a WebSocket upgrade) go to this handler, after
+  /// the same connection limits as WebSocket connections; unset: such a request fails the handshake
+  /// (HTTP 400), as before.
+  HttpHandler http;
+  /// False: an HTTP-only server (a separate metrics address): upgrade requests get HTTP 404.
+  bool websocket = true;
+  /// Set (TlsContext::server): every connection is TLS first (wss://, and https:// for the plain HTTP
+  /// requests); null: plain TCP.
+  std::shared_ptr<TlsContext> tls;
 };
 
 /// Accepts WebSocket connections on one address. Each handshake that succeeds yields a Session given

@@ -1,5 +1,6 @@
-// The Beast WebSocket session behind Session, and the server/client handshakes that create it. This is
-// the only translation unit that compiles Beast (it is slow to build).
+// The Beast WebSocket session behind Session, and the server/client handshakes that create it, over TCP
+// (ws://) or TLS (wss://: the same session on an Asio SSL stream, net/tls.h). This is the only
+// translation unit that compiles Beast (it is slow to build).
 //
 // Concurrency: the socket, both timers and every field below the "strand only" mark are touched only
 // on the session's strand (the socket's executor). send() and close() may come from any thread: they
@@ -7,10 +8,12 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
 #include <atomic>
 #include <condition_variable>
@@ -22,6 +25,7 @@
 #include "net/context.h"
 #include "net/detail.h"
 #include "net/error.h"
+#include "net/tls.h"
 
 namespace tribunal {
 
@@ -45,6 +49,7 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 namespace websocket = beast::websocket;
+namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 using beast::error_code;
 using Clock = std::chrono::steady_clock;
@@ -73,20 +78,23 @@ bool is_sendable(CloseCode code) {
 
 std::string ms_string(std::chrono::milliseconds ms) { return std::to_string(ms.count()) + " ms"; }
 
-class WsSession final : public Session, public std::enable_shared_from_this<WsSession> {
+// kTls: the WebSocket runs over an SSL stream (wss://); the TLS handshake comes first on both sides.
+template <bool kTls>
+class WsSession final : public Session, public std::enable_shared_from_this<WsSession<kTls>> {
  public:
   enum class Role { Server, Client };
+  using Stream = std::conditional_t<kTls, beast::ssl_stream<beast::tcp_stream>, beast::tcp_stream>;
 
-  // Server side: an accepted socket (already on its own strand).
-  WsSession(NetContext& ctx, tcp::socket socket, const SessionOptions& options)
-      : ctx_(ctx), options_(options), role_(Role::Server), ws_(std::move(socket)),
+  // Server side: an accepted socket (already on its own strand); `tls` is the TlsContext (kTls only).
+  WsSession(NetContext& ctx, tcp::socket socket, const SessionOptions& options, std::shared_ptr<TlsContext> tls)
+      : ctx_(ctx), options_(options), role_(Role::Server), tls_(std::move(tls)), ws_(make_stream(std::move(socket))),
         resolver_(ws_.get_executor()), watchdog_(ws_.get_executor()),
         deadline_timer_(ws_.get_executor()) {}
 
   // Client side: a new socket on a new strand.
-  WsSession(NetContext& ctx, const SessionOptions& options)
-      : ctx_(ctx), options_(options), role_(Role::Client), ws_(asio::make_strand(ctx.io())),
-        resolver_(ws_.get_executor()), watchdog_(ws_.get_executor()),
+  WsSession(NetContext& ctx, const SessionOptions& options, std::shared_ptr<TlsContext> tls)
+      : ctx_(ctx), options_(options), role_(Role::Client), tls_(std::move(tls)),
+        ws_(make_stream(asio::make_strand(ctx.io()))), resolver_(ws_.get_executor()), watchdog_(ws_.get_executor()),
         deadline_timer_(ws_.get_executor()) {}
 
   // ---- Session interface (any thread) ----
@@ -94,7 +102,7 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
   void set_handlers(SessionHandlers handlers) override {
     // dispatch: inline when called from on_session / connect (already on the strand), so the
     // handlers are in place before the first read completes.
-    asio::dispatch(ws_.get_executor(), [self = shared_from_this(), h = std::move(handlers)]() mutable {
+    asio::dispatch(ws_.get_executor(), [self = this->shared_from_this(), h = std::move(handlers)]() mutable {
       if (self->state_ != State::Closed) self->handlers_ = std::move(h);
     });
   }
@@ -116,13 +124,13 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
       if (accepting_.exchange(false)) {
         log("write queue full (" + std::to_string(messages) + " messages, " + std::to_string(bytes) +
             " bytes): the peer reads too slowly; closing 1008");
-        asio::post(ws_.get_executor(), [self = shared_from_this()] {
+        asio::post(ws_.get_executor(), [self = this->shared_from_this()] {
           self->begin_close(CloseCode::PolicyViolation, "write queue full", /*flush=*/false);
         });
       }
       return false;
     }
-    asio::post(ws_.get_executor(), [self = shared_from_this(), m = std::move(message)]() mutable {
+    asio::post(ws_.get_executor(), [self = this->shared_from_this(), m = std::move(message)]() mutable {
       self->enqueue(std::move(m));
     });
     return true;
@@ -144,7 +152,7 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
     accepting_.store(false);
     // post, not dispatch: messages sent before this call are still in the strand's queue and must
     // be queued for writing before the close begins.
-    asio::post(ws_.get_executor(), [self = shared_from_this(), code, r = std::move(reason)]() mutable {
+    asio::post(ws_.get_executor(), [self = this->shared_from_this(), code, r = std::move(reason)]() mutable {
       self->begin_close(code, std::move(r), /*flush=*/true);
     });
   }
@@ -152,7 +160,7 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
   bool is_open() const override { return accepting_.load(); }
 
   void set_reading(bool on) override {
-    asio::dispatch(ws_.get_executor(), [self = shared_from_this(), on] {
+    asio::dispatch(ws_.get_executor(), [self = this->shared_from_this(), on] {
       self->reading_ = on;
       if (!on || !self->read_parked_) return;
       self->read_parked_ = false;
@@ -166,10 +174,13 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
 
   // ---- server handshake ----
 
-  void start_server(unsigned refuse_status, std::chrono::milliseconds handshake_timeout,
-                    std::function<void(std::shared_ptr<Session>)> on_ready, std::function<void()> on_end) {
+  void start_server(unsigned refuse_status, std::chrono::milliseconds handshake_timeout, HttpHandler http,
+                    bool websocket, std::function<void(std::shared_ptr<Session>)> on_ready,
+                    std::function<void()> on_end) {
     refuse_status_ = refuse_status;
     handshake_timeout_ = handshake_timeout;
+    http_ = std::move(http);
+    websocket_ = websocket;
     on_ready_ = std::move(on_ready);
     on_end_ = std::move(on_end);
     error_code ec;
@@ -182,8 +193,19 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
     const auto limit = refuse_status_ == 0 ? std::chrono::duration_cast<Clock::duration>(handshake_timeout_)
                                            : std::chrono::duration_cast<Clock::duration>(kRefusalTimeout);
     beast::get_lowest_layer(ws_).expires_after(limit);
+    if constexpr (kTls) {
+      ws_.next_layer().async_handshake(ssl::stream_base::server, [self = this->shared_from_this()](error_code ec) {
+        if (ec) return self->handshake_failed("TLS handshake: " + ec.message());
+        self->read_request();
+      });
+    } else {
+      read_request();
+    }
+  }
+
+  void read_request() {
     http::async_read(ws_.next_layer(), buffer_, request_,
-                     [self = shared_from_this()](error_code ec, size_t) { self->on_request(ec); });
+                     [self = this->shared_from_this()](error_code ec, size_t) { self->on_request(ec); });
   }
 
   // ---- client handshake ----
@@ -199,12 +221,12 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
     // One deadline over resolve, connect and handshake; on expiry the pending step fails with
     // operation_aborted and handshake_failed() reports the timeout.
     deadline_timer_.expires_after(timeout);
-    deadline_timer_.async_wait([self = shared_from_this(), timeout](error_code ec) {
+    deadline_timer_.async_wait([self = this->shared_from_this(), timeout](error_code ec) {
       if (ec || self->state_ != State::Handshake) return;
       self->abort_handshake("timed out after " + ms_string(timeout));
     });
     resolver_.async_resolve(url.host, std::to_string(url.port),
-                            [self = shared_from_this()](error_code ec, tcp::resolver::results_type results) {
+                            [self = this->shared_from_this()](error_code ec, tcp::resolver::results_type results) {
                               self->on_resolve(ec, std::move(results));
                             });
   }
@@ -217,7 +239,7 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
   }
 
   void register_closer() {
-    closer_id_ = ctx_.add_closer([weak = weak_from_this()] {
+    closer_id_ = ctx_.add_closer([weak = this->weak_from_this()] {
       if (auto self = weak.lock()) self->close(CloseCode::GoingAway, "shutting down");
     });
   }
@@ -233,6 +255,8 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
   void on_request(error_code ec) {
     if (ec) return handshake_failed("reading the upgrade request: " + ec.message());
     if (refuse_status_ != 0) return refuse();
+    if (!websocket::is_upgrade(request_) && http_) return serve_http();
+    if (!websocket_) return reply(404, "text/plain; charset=utf-8", "this address serves plain HTTP only\n");
     beast::get_lowest_layer(ws_).expires_never();  // websocket timeouts take over
     // The rest of the handshake limit covers the WebSocket accept.
     auto timeouts = websocket::stream_base::timeout::suggested(beast::role_type::server);
@@ -242,7 +266,7 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
     ws_.set_option(websocket::stream_base::decorator(
         [](websocket::response_type& res) { res.set(http::field::server, kAgent); }));
     upgrading_ = true;
-    ws_.async_accept(request_, [self = shared_from_this()](error_code ec) {
+    ws_.async_accept(request_, [self = this->shared_from_this()](error_code ec) {
       if (ec) return self->handshake_failed("handshake: " + ec.message());
       self->open();
     });
@@ -252,21 +276,51 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
   // this address) and hang up. The request is read first so the peer sees the status (closing with
   // unread input would reset the connection instead).
   void refuse() {
-    refusal_.result(static_cast<http::status>(refuse_status_));
-    refusal_.version(request_.version());
-    refusal_.set(http::field::server, kAgent);
-    refusal_.set(http::field::content_type, "text/plain");
-    refusal_.keep_alive(false);
-    refusal_.body() = refuse_status_ == 429 ? "too many connections from your address\n" : "too many connections\n";
-    refusal_.prepare_payload();
-    http::async_write(ws_.next_layer(), refusal_, [self = shared_from_this()](error_code, size_t) {
-      error_code ignored;
-      beast::get_lowest_layer(self->ws_).socket().shutdown(tcp::socket::shutdown_send, ignored);
-      beast::get_lowest_layer(self->ws_).close();
-      self->state_ = State::Closed;
-      self->ctx_.remove_closer(self->closer_id_);
-      if (self->on_end_) std::exchange(self->on_end_, nullptr)();
-    });
+    reply(refuse_status_, "text/plain",
+          refuse_status_ == 429 ? "too many connections from your address\n" : "too many connections\n");
+  }
+
+  // A plain HTTP request (ServerOptions::http): the handler answers once, from any thread; the answer
+  // is written on the strand. The tcp_stream's timer (the handshake limit) still bounds the whole.
+  void serve_http() {
+    HttpRequest request{std::string(request_.method_string()), std::string(request_.target()), remote_};
+    auto answered = std::make_shared<std::atomic<bool>>(false);
+    // Holds the session: while the handler works elsewhere no operation of it is pending.
+    auto respond = [self = this->shared_from_this(), answered](HttpResponse r) {
+      if (answered->exchange(true)) return;
+      asio::post(self->ws_.get_executor(), [self, r = std::move(r)]() mutable {
+        if (self->state_ != State::Handshake) return;  // aborted meanwhile (shutdown, timeout)
+        self->reply(r.status, r.content_type, std::move(r.body));
+      });
+    };
+    try {
+      http_(request, respond);
+    } catch (const std::exception& e) {
+      log(std::string("HTTP handler threw: ") + e.what());
+      respond(HttpResponse{500, "text/plain; charset=utf-8", "internal error\n"});
+    }
+  }
+
+  // Writes one HTTP response to the request read and ends the connection.
+  void reply(unsigned status, const std::string& content_type, std::string body) {
+    reply_.result(static_cast<http::status>(status));
+    reply_.version(request_.version());
+    reply_.set(http::field::server, kAgent);
+    reply_.set(http::field::content_type, content_type);
+    reply_.keep_alive(false);
+    reply_.body() = request_.method() == http::verb::head ? std::string() : std::move(body);
+    reply_.prepare_payload();
+    http::async_write(ws_.next_layer(), reply_, [self = this->shared_from_this()](error_code, size_t) { self->end_reply(); });
+  }
+
+  void end_reply() {
+    error_code ignored;
+    beast::get_lowest_layer(ws_).socket().shutdown(tcp::socket::shutdown_send, ignored);
+    beast::get_lowest_layer(ws_).close();
+    if (state_ == State::Closed) return;
+    state_ = State::Closed;
+    ctx_.remove_closer(closer_id_);
+    if (on_end_) std::exchange(on_end_, nullptr)();
   }
 
   void on_resolve(error_code ec, tcp::resolver::results_type results) {
@@ -309,7 +363,7 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
     if (!ec) socket.set_option(asio::socket_base::reuse_address(true), ec);
     if (!ec && local_) socket.bind(tcp::endpoint(*local_, 0), ec);
     if (ec) return handshake_failed("connect: " + ec.message());
-    beast::get_lowest_layer(ws_).async_connect(endpoint, [self = shared_from_this(), endpoint, i](error_code ec) {
+    beast::get_lowest_layer(ws_).async_connect(endpoint, [self = this->shared_from_this(), endpoint, i](error_code ec) {
       if (ec && ec != asio::error::operation_aborted && self->abort_reason_.empty() &&
           i + 1 < self->endpoints_.size())
         return self->connect_next(i + 1, ec);
@@ -326,12 +380,32 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
     if (beast::get_lowest_layer(ws_).socket().local_endpoint(local_ec) == endpoint && !local_ec)
       return handshake_failed("connect: connected to itself (nothing listens on that port)");
     remote_ = endpoint_string(endpoint);
+    if constexpr (kTls) {
+      // The server's chain must lead to a trusted CA and its certificate name the URL's host (a DNS
+      // name or an IP address; boost::asio::ssl::host_name_verification, RFC 6125); SNI for names.
+      auto& tls = ws_.next_layer();
+      error_code not_ip;
+      asio::ip::make_address(url_.host, not_ip);
+      if (not_ip && SSL_set_tlsext_host_name(tls.native_handle(), url_.host.c_str()) != 1)
+        return handshake_failed("TLS: cannot set the server name " + url_.host);
+      tls.set_verify_mode(ssl::verify_peer);
+      tls.set_verify_callback(ssl::host_name_verification(url_.host));
+      tls.async_handshake(ssl::stream_base::client, [self = this->shared_from_this()](error_code ec) {
+        if (ec) return self->handshake_failed("TLS handshake: " + ec.message());
+        self->websocket_handshake();
+      });
+    } else {
+      websocket_handshake();
+    }
+  }
+
+  void websocket_handshake() {
     ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::client));
     ws_.set_option(websocket::stream_base::decorator(
         [](websocket::request_type& req) { req.set(http::field::user_agent, kAgent); }));
     upgrading_ = true;
     ws_.async_handshake(handshake_response_, url_.host + ":" + std::to_string(url_.port), url_.target,
-                        [self = shared_from_this()](error_code ec) {
+                        [self = this->shared_from_this()](error_code ec) {
                           if (!ec) return self->open();
                           if (ec == websocket::error::upgrade_declined)
                             return self->handshake_failed(
@@ -357,7 +431,7 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
     beast::get_lowest_layer(ws_).close();
     if (closer_id_) ctx_.remove_closer(closer_id_);
     if (role_ == Role::Client) {
-      net_log("connect to ws://" + url_.host + ":" + std::to_string(url_.port) + url_.target +
+      net_log(std::string("connect to ") + (kTls ? "wss://" : "ws://") + url_.host + ":" + std::to_string(url_.port) + url_.target +
               " failed: " + why);
       auto done = std::move(connect_done_);
       try {
@@ -385,7 +459,7 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
     ws_.auto_fragment(false);
     accepting_.store(true);
     opened_ = last_received_ = Clock::now();
-    auto self = shared_from_this();
+    auto self = this->shared_from_this();
     try {
       if (role_ == Role::Client) {
         std::exchange(connect_done_, nullptr)(self, "");
@@ -410,7 +484,7 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
   // into buffer_, which Beast bounds by max_message_bytes. The next read starts only once the
   // handler has returned: a peer sending faster than we handle is held back by TCP, nothing queues.
   void do_read() {
-    ws_.async_read_some(buffer_, 0, [self = shared_from_this()](error_code ec, size_t) { self->on_read(ec); });
+    ws_.async_read_some(buffer_, 0, [self = this->shared_from_this()](error_code ec, size_t) { self->on_read(ec); });
   }
 
   void on_read(error_code ec) {
@@ -486,7 +560,7 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
     watchdog_armed_ = true;
     watchdog_at_ = *next;
     watchdog_.expires_at(*next);  // cancels an earlier wait (its handler sees operation_aborted)
-    watchdog_.async_wait([self = shared_from_this()](error_code ec) {
+    watchdog_.async_wait([self = this->shared_from_this()](error_code ec) {
       if (ec || self->state_ != State::Open) return;
       self->watchdog_armed_ = false;
       self->check_limits();
@@ -533,7 +607,7 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
   void do_write() {
     writing_ = true;
     ws_.async_write(asio::buffer(queue_.front()),
-                    [self = shared_from_this()](error_code ec, size_t) { self->on_write(ec); });
+                    [self = this->shared_from_this()](error_code ec, size_t) { self->on_write(ec); });
   }
 
   void on_write(error_code ec) {
@@ -550,7 +624,7 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
       // why); the deadline only covers a read that would not end by itself.
       if (state_ == State::Open) {
         deadline_timer_.expires_after(options_.close_timeout);
-        deadline_timer_.async_wait([self = shared_from_this()](error_code ec) {
+        deadline_timer_.async_wait([self = this->shared_from_this()](error_code ec) {
           if (!ec && self->state_ != State::Closed) beast::get_lowest_layer(self->ws_).close();
         });
       }
@@ -595,7 +669,7 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
     }
     // Bounds the flush and the close handshake together: a peer that stops reading cannot hold us.
     deadline_timer_.expires_after(options_.close_timeout);
-    deadline_timer_.async_wait([self = shared_from_this()](error_code ec) {
+    deadline_timer_.async_wait([self = this->shared_from_this()](error_code ec) {
       if (ec || self->state_ == State::Closed) return;
       self->log("close handshake not finished after " + ms_string(self->options_.close_timeout) +
                 ": dropping the connection");
@@ -610,7 +684,7 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
     close_op_started_ = true;
     close_op_pending_ = true;
     ws_.async_close(websocket::close_reason(static_cast<websocket::close_code>(close_code_), close_reason_),
-                    [self = shared_from_this()](error_code) {
+                    [self = this->shared_from_this()](error_code) {
                       // Errors here show up in the read as well; the end is reported once, there.
                       self->close_op_pending_ = false;
                       self->maybe_finish();
@@ -675,10 +749,19 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
     }
   }
 
+  template <class Next>
+  websocket::stream<Stream> make_stream(Next&& next) {
+    if constexpr (kTls)
+      return websocket::stream<Stream>(std::forward<Next>(next), tls_->native());
+    else
+      return websocket::stream<Stream>(std::forward<Next>(next));
+  }
+
   NetContext& ctx_;
   const SessionOptions options_;
   const Role role_;
-  websocket::stream<beast::tcp_stream> ws_;
+  const std::shared_ptr<TlsContext> tls_;  // kept alive while the stream uses its context
+  websocket::stream<Stream> ws_;
   tcp::resolver resolver_;
   asio::steady_timer watchdog_;  // receive limits: idle, first message, message
   asio::steady_timer deadline_timer_;  // client handshake, then our close handshake
@@ -702,7 +785,9 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
   std::chrono::milliseconds handshake_timeout_{0};
   Clock::time_point handshake_started_;
   http::request<http::empty_body> request_;
-  http::response<http::string_body> refusal_;
+  http::response<http::string_body> reply_;  // a refusal or a plain HTTP answer
+  HttpHandler http_;
+  bool websocket_ = true;
   std::function<void(std::shared_ptr<Session>)> on_ready_;
   std::function<void()> on_end_;
   // client handshake
@@ -743,25 +828,34 @@ std::string endpoint_string(const tcp::endpoint& endpoint) {
   return host + ":" + std::to_string(endpoint.port());
 }
 
-void serve_connection(NetContext& ctx, tcp::socket socket, const SessionOptions& options, unsigned refuse_status,
-                      std::chrono::milliseconds handshake_timeout,
+void serve_connection(NetContext& ctx, tcp::socket socket, const ServerOptions& options, unsigned refuse_status,
                       std::function<void(std::shared_ptr<Session>)> on_ready, std::function<void()> on_end) {
-  auto session = std::make_shared<WsSession>(ctx, std::move(socket), options);
-  // Start on the session's strand: nothing of it may run elsewhere.
-  asio::post(session->executor(), [session, refuse_status, handshake_timeout, r = std::move(on_ready),
-                                   e = std::move(on_end)]() mutable {
-    session->start_server(refuse_status, handshake_timeout, std::move(r), std::move(e));
-  });
+  const auto start = [&](auto session) {
+    // Start on the session's strand: nothing of it may run elsewhere.
+    asio::post(session->executor(), [session, refuse_status, timeout = options.handshake_timeout, http = options.http,
+                                     websocket = options.websocket, r = std::move(on_ready),
+                                     e = std::move(on_end)]() mutable {
+      session->start_server(refuse_status, timeout, std::move(http), websocket, std::move(r), std::move(e));
+    });
+  };
+  if (options.tls)
+    start(std::make_shared<WsSession<true>>(ctx, std::move(socket), options.session, options.tls));
+  else
+    start(std::make_shared<WsSession<false>>(ctx, std::move(socket), options.session, nullptr));
 }
 
 void open_connection(NetContext& ctx, const WsUrl& url, const ClientOptions& options,
                      Client::ConnectCallback done) {
-  auto session = std::make_shared<WsSession>(ctx, options.session);
-  asio::post(session->executor(),
-                 [session, url, timeout = options.connect_timeout, local = options.local_address,
-                  policy = options.address_policy, d = std::move(done)]() mutable {
-                   session->start_client(url, timeout, std::move(local), std::move(policy), std::move(d));
-                 });
+  const auto start = [&](auto session) {
+    asio::post(session->executor(), [session, url, timeout = options.connect_timeout, local = options.local_address,
+                                     policy = options.address_policy, d = std::move(done)]() mutable {
+      session->start_client(url, timeout, std::move(local), std::move(policy), std::move(d));
+    });
+  };
+  if (url.tls)  // the caller (Client::connect) supplies a context for every wss:// URL
+    start(std::make_shared<WsSession<true>>(ctx, options.session, options.tls));
+  else
+    start(std::make_shared<WsSession<false>>(ctx, options.session, nullptr));
 }
 
 }  // namespace net_detail

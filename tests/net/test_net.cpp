@@ -27,6 +27,7 @@
 #include "net/server.h"
 #include "net/session.h"
 #include "net/testing/raw_websocket.h"
+#include "tests/http_get.h"
 
 using namespace tribunal;
 using namespace std::chrono_literals;
@@ -160,7 +161,13 @@ TEST_CASE("parse_ws_url") {
   const WsUrl c = parse_ws_url("ws://[::1]:7/");
   CHECK(c.host == "::1");
   CHECK(c.port == 7);
-  for (const char* bad : {"http://x:1/", "wss://x:1/", "ws://:1/", "ws://x:/", "ws://x:0/", "ws://x:65536/",
+  CHECK_FALSE(c.tls);
+  const WsUrl d = parse_ws_url("wss://example.org/x");
+  CHECK(d.tls);
+  CHECK(d.host == "example.org");
+  CHECK(d.port == 443);
+  CHECK(d.target == "/x");
+  for (const char* bad : {"http://x:1/", "ws://:1/", "ws://x:/", "ws://x:0/", "ws://x:65536/",
                           "ws://x:12ab/", "ws://[::1/", "ws://u@x:1/", "ws://"}) {
     CAPTURE(bad);
     CHECK_THROWS_AS(parse_ws_url(bad), NetError);
@@ -857,4 +864,62 @@ TEST_CASE("wait_for_room: a producer streaming far more than the write queue hol
     reader.reset();  // the session must not outlive its context
   }
   server_ctx.stop();
+}
+
+TEST_CASE("plain HTTP on the WebSocket port: the handler answers GETs; limits refuse and count as before") {
+  LogCapture log;
+  ServerOptions options;
+  std::atomic<int> requests{0};
+  options.http = [&](const HttpRequest& r, std::function<void(HttpResponse)> respond) {
+    ++requests;
+    if (r.target == "/later") {  // answered from another thread
+      std::thread([respond] { respond({200, "text/plain", "late\n"}); }).detach();
+      return;
+    }
+    respond({r.target == "/hello" ? 200u : 404u, "text/plain", r.method + " " + r.target + "\n"});
+  };
+  EchoServer echo(options);
+  const uint16_t port = echo.server.port();
+  auto reply = testing::http_get(port, "/hello");
+  CHECK(reply.status == 200);
+  CHECK(reply.body == "GET /hello\n");
+  CHECK(reply.headers.find("Content-Type: text/plain") != std::string::npos);
+  CHECK(testing::http_get(port, "/other").status == 404);
+  CHECK(testing::http_get(port, "/later").body == "late\n");
+  CHECK(testing::http_get(port, "/hello", "HEAD").body.empty());
+  CHECK(requests == 4);
+  CHECK(echo.server.refused_count() == 0);
+
+  // A server whose one connection slot a WebSocket session takes: the HTTP request is refused with 503
+  // and counted, and never reaches the handler.
+  options.max_connections = 1;
+  EchoServer full(options);
+  NetContext client_ctx(1, false);
+  client_ctx.start();
+  auto box = std::make_shared<Inbox>();
+  auto ws = Client(client_ctx).connect_sync(full.url(), Inbox::handlers(box));
+  CHECK(testing::http_get(full.server.port(), "/hello").status == 503);
+  CHECK(full.server.refused_count() == 1);
+  CHECK(requests == 4);
+  // The WebSocket session still echoes.
+  CHECK(ws->send({7}));
+  REQUIRE(box->wait_messages(1));
+}
+
+TEST_CASE("an HTTP-only server (websocket = false) answers upgrade requests with 404") {
+  LogCapture log;
+  ServerOptions options;
+  options.websocket = false;
+  options.http = [](const HttpRequest&, std::function<void(HttpResponse)> respond) { respond({200, "text/plain", "ok\n"}); };
+  EchoServer echo(options);
+  CHECK(testing::http_get(echo.server.port(), "/healthz").body == "ok\n");
+  NetContext client_ctx(1, false);
+  client_ctx.start();
+  std::string error;
+  try {
+    Client(client_ctx).connect_sync(echo.url());
+  } catch (const NetError& e) {
+    error = e.what();
+  }
+  CHECK(error.find("HTTP 404") != std::string::npos);
 }
