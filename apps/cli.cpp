@@ -71,6 +71,21 @@ CLI::Option* add_simd(CLI::App& app) {
       ->type_name("PATH");
 }
 
+void add_tls(CLI::App& app, TlsFiles& files, bool server) {
+  if (server) {
+    app.add_option("--tls-cert", files.cert, "serve wss:// with this PEM certificate chain (needs --tls-key)")
+        ->type_name("FILE");
+    app.add_option("--tls-key", files.key, "the PEM private key of --tls-cert")->type_name("FILE");
+  }
+  app.add_option("--tls-ca", files.ca, "PEM CA certificates that wss:// peers' certificates must chain to")
+      ->type_name("FILE")
+      ->default_str("the system's CAs");
+}
+
+void check_tls_usage(const TlsFiles& files) {
+  if (files.cert.empty() != files.key.empty()) throw UsageError("--tls-cert and --tls-key go together");
+}
+
 CLI::Option* add_device(CLI::App& app, Device& device) {
   return app
       .add_option_function<std::string>(

@@ -15,6 +15,7 @@
 #include "engine/data_registry.h"
 #include "engine/device.h"
 #include "engine/world.h"
+#include "net/tls.h"
 #include "protocol/envelope.h"
 
 namespace tribunal::cli {
@@ -43,6 +44,7 @@ Command add_provider(CLI::App& root);
 Command add_delegate(CLI::App& root);
 Command add_keygen(CLI::App& root);
 Command add_verify(CLI::App& root);
+Command add_report(CLI::App& root);  ///< `report VERDICT`: the dispute as an HTML page
 Command add_campaign(CLI::App& root);
 Command add_scenario(CLI::App& root);  ///< `scenario run` and `scenario graph`
 
@@ -101,6 +103,13 @@ CLI::Option* add_datasets(CLI::App& app, DataRegistry& registry);
 /// `--device NAME`: where training runs (cpu, cuda, cuda-emulated; engine/device.h, docs/cuda.md), stored
 /// in `device`. A name this build or machine lacks is a UsageError, before any work.
 CLI::Option* add_device(CLI::App& app, Device& device);
+
+/// TLS flags (docs/running.md, "TLS"): with `server`, `--tls-cert FILE` and `--tls-key FILE` (given
+/// together: the node serves wss://); always `--tls-ca FILE`, the CAs wss:// peers' certificates must
+/// chain to (default: the system's). Stored in `files`; check_tls_usage checks them when the command runs.
+void add_tls(CLI::App& app, TlsFiles& files, bool server);
+/// UsageError when only one of --tls-cert and --tls-key was given.
+void check_tls_usage(const TlsFiles& files);
 
 /// Parses a public key given in hex for `flag` (--referee-key, --client-key); UsageError otherwise.
 PublicKey public_key_arg(std::string_view flag, const std::string& hex);

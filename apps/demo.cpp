@@ -66,6 +66,7 @@ struct DemoSettings {
   bool json = false;
   int threads = 1;
   uint64_t seed = std::random_device{}();
+  TlsFiles tls;  ///< with a certificate: every connection is wss:// (its CA: tls.ca)
 };
 
 int run_demo(DemoSettings& s) {
@@ -82,6 +83,9 @@ int run_demo(DemoSettings& s) {
   };
   const auto quiet = [](const std::string&) {};
 
+  check_tls_usage(s.tls);
+  const bool tls = !s.tls.cert.empty();
+  const std::string scheme = tls ? "wss" : "ws";
   const JobSpec job = load_job(job_path);
   if (out_dir.empty()) out_dir = std::filesystem::temp_directory_path() / fmt::format("tribunal-demo-{}", seed);
   std::filesystem::remove_all(out_dir);
@@ -106,13 +110,17 @@ int run_demo(DemoSettings& s) {
   set_net_log_sink([](std::string_view) {});
   NetContext ctx(2, false);
   const KeyPair referee_key = generate_keypair();
-  RefereeNode referee(ctx, referee_key, RefereeNodeOptions{}, quiet, loopback_policy());
+  RefereeNodeOptions referee_options;
+  referee_options.tls = s.tls;
+  referee_options.data_dir = out_dir / "referee";  // the record `tribunal report --store` reads
+  RefereeNode referee(ctx, referee_key, referee_options, quiet, loopback_policy());
   const auto provider_config = [&](const char* name, Fault f) {
     ProviderConfig c;
     c.store = out_dir / name;
     c.threads = threads;
     c.referees = {referee_key.public_key};
     c.fault = f;
+    c.tls = s.tls;
     return c;
   };
   ProviderNode honest(ctx, generate_keypair(), provider_config("honest", Fault{}), quiet);
@@ -120,9 +128,9 @@ int run_demo(DemoSettings& s) {
   const uint16_t referee_port = referee.listen("127.0.0.1", 0);
   const uint16_t honest_port = honest.listen("127.0.0.1", 0);
   const uint16_t cheater_port = cheater.listen("127.0.0.1", 0);
-  const std::string referee_url = fmt::format("ws://127.0.0.1:{}/", referee_port);
-  const std::vector<std::string> providers = {fmt::format("ws://127.0.0.1:{}/", honest_port),
-                                              fmt::format("ws://127.0.0.1:{}/", cheater_port)};
+  const std::string referee_url = fmt::format("{}://127.0.0.1:{}/", scheme, referee_port);
+  const std::vector<std::string> providers = {fmt::format("{}://127.0.0.1:{}/", scheme, honest_port),
+                                              fmt::format("{}://127.0.0.1:{}/", scheme, cheater_port)};
   say(fmt::format("referee {}, honest provider {}, cheating provider {}", referee_url, providers[0], providers[1]));
 
   // Every round is logged by the referee; a person watching wants the narrowing: show the hand-offs,
@@ -149,12 +157,17 @@ int run_demo(DemoSettings& s) {
   request.referee_key = referee_key.public_key;
   request.out_dir = out_dir / "verdicts";
   request.client_key = generate_keypair();
+  request.tls = s.tls;
   const DelegateOutcome o = delegate_job(ctx, request, [&](const std::string& line) { say(line); });
   ctx.stop();
   ctx.join();
 
   nlohmann::json result = {{"seed", seed},
                            {"job", job_path.filename().string()},
+                           {"referee", referee_url},
+                           {"referee_key", to_hex(Digest(referee_key.public_key))},
+                           {"stores", {(out_dir / "honest").string(), (out_dir / "cheater").string()}},
+                           {"providers", providers},
                            {"injected", {{"step", fault.step}, {"node", fault.node}, {"op", op_name(injected_op)}}},
                            {"train_step_seconds", honest.last_step_seconds()}};
   if (o.verdicts.empty()) {
@@ -218,6 +231,7 @@ Command add_demo(CLI::App& root) {
   app->add_option("--out", s->out_dir, "the providers' stores and the verdicts")
       ->type_name("DIR")
       ->default_str("$TMPDIR/tribunal-demo-SEED");
+  add_tls(*app, s->tls, true);
   return {app, [s] { return run_demo(*s); }};
 }
 

@@ -30,16 +30,16 @@ void log_line(const std::string& line) {
   std::fflush(stderr);
 }
 
-// "HOST:PORT" → (host, port).
-std::pair<std::string, uint16_t> host_port(const std::string& s) {
+// "HOST:PORT" of `flag` → (host, port).
+std::pair<std::string, uint16_t> host_port(const std::string& s, const std::string& flag = "--listen") {
   const size_t colon = s.rfind(':');
-  if (colon == std::string::npos) throw UsageError("--listen expects HOST:PORT, got '" + s + "'");
+  if (colon == std::string::npos) throw UsageError(flag + " expects HOST:PORT, got '" + s + "'");
   int port = -1;
   try {
     port = std::stoi(s.substr(colon + 1));
   } catch (...) {
   }
-  if (port < 0 || port > 65535) throw UsageError("--listen: bad port in '" + s + "'");
+  if (port < 0 || port > 65535) throw UsageError(flag + ": bad port in '" + s + "'");
   std::string host = s.substr(0, colon);
   if (host.size() > 1 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   return {host, static_cast<uint16_t>(port)};
@@ -64,6 +64,13 @@ Fault parse_corrupt(const std::string& s) {
   f.element = -1;
   f.delta = 0.5f;
   return f;
+}
+
+// --metrics HOST:PORT of a node: a separate address for /metrics and /healthz.
+void add_metrics_address(CLI::App& app, std::string& metrics) {
+  app.add_option("--metrics", metrics,
+                 "also serve /metrics and /healthz on this HTTP-only address (they are always on --listen too)")
+      ->type_name("HOST:PORT");
 }
 
 // --listen HOST:PORT and --key KEYFILE, both required, of a `role` node ("referee", "provider").
@@ -125,7 +132,7 @@ int run_verify(const VerifySettings& s) {
 
 // What `tribunal referee` is given.
 struct RefereeSettings {
-  std::string listen, key;
+  std::string listen, key, metrics;
   RefereeNodeOptions options;
   std::vector<IpNetwork> allowed;
   RefereeSettings() { options.data_dir = "referee-data"; }
@@ -140,19 +147,26 @@ int run_referee(RefereeSettings& s) {
   const std::string& listen = s.listen;
   const std::string& key = s.key;
   std::vector<IpNetwork>& allowed = s.allowed;
+  check_tls_usage(options.tls);
   const auto [host, port] = host_port(listen);
   raise_fd_limit();  // a client connection per live dispute, two provider connections
   NetContext ctx(1);
   RefereeNode node(ctx, load_keypair(key), options, log_line, AddressPolicy::public_only(std::move(allowed)));
   const uint16_t bound = node.listen(host, port);
-  log_line(fmt::format("referee: listening on {}:{} (store {})", host, bound, (options.data_dir / "referee.sqlite").string()));
+  log_line(fmt::format("referee: listening on {}:{} (store {}; {}; /metrics, /healthz and /disputes on that port)", host,
+                       bound, (options.data_dir / "referee.sqlite").string(), options.tls.cert.empty() ? "ws://" : "wss://"));
+  if (!s.metrics.empty()) {
+    const auto [mhost, mport] = host_port(s.metrics, "--metrics");
+    log_line(fmt::format("referee: metrics on http{}://{}:{}/metrics", options.tls.cert.empty() ? "" : "s", mhost,
+                         node.listen_metrics(mhost, mport)));
+  }
   ctx.run();
   return 0;
 }
 
 // What `tribunal provider` is given.
 struct ProviderSettings {
-  std::string listen, key;
+  std::string listen, key, metrics;
   ProviderConfig config;
 };
 
@@ -170,6 +184,7 @@ int run_provider(ProviderSettings& s) {
       throw UsageError(std::string("--advertise: ") + e.what());
     }
   }
+  check_tls_usage(config.tls);
   const std::string& listen = s.listen;
   const std::string& key = s.key;
   const auto [host, port] = host_port(listen);
@@ -189,6 +204,11 @@ int run_provider(ProviderSettings& s) {
   const uint16_t bound = node.listen(host, port);
   log_line(fmt::format("provider: listening on {}:{}, claims name {}; data sets: {}; {} training rank(s)", host, bound,
                        node.endpoint(), fmt::join(config.datasets.names(), ", "), world->size()));
+  if (!s.metrics.empty()) {
+    const auto [mhost, mport] = host_port(s.metrics, "--metrics");
+    log_line(fmt::format("provider: metrics on http{}://{}:{}/metrics", config.tls.cert.empty() ? "" : "s", mhost,
+                         node.listen_metrics(mhost, mport)));
+  }
   ctx.run();
   if (ranks) ranks->stop();
   return 0;
@@ -208,6 +228,7 @@ int run_delegate(DelegateSettings& s) {
   if (s.referee_key.empty())
     throw UsageError("--referee-key HEX is required: only that referee's signed verdicts are accepted");
   request.referee_key = public_key_arg("--referee-key", s.referee_key);
+  check_tls_usage(request.tls);
   NetContext ctx(1, false);
   ctx.start();
   request.client_key = key.empty() ? generate_keypair() : load_keypair(key);
@@ -291,6 +312,8 @@ Command add_referee(CLI::App& root) {
   add_duration<std::chrono::days>(
       *app, "--retention-days", o.retention, 0, 36500,
       "a decided dispute's record is pruned after this many days (its verdict is kept)", "DAYS");
+  add_metrics_address(*app, s->metrics);
+  add_tls(*app, o.tls, true);
   add_integer(*app, "--workers", o.workers, 0, 1024,
               "threads that play the disputes (0: one per hardware thread); the network has its own");
   // Test hook, not in --help: SIGKILL right after committing the N-th event (tests/referee_crash.sh).
@@ -311,9 +334,9 @@ Command add_provider(CLI::App& root) {
       ->required();
   add_public_keys(*app, "--referee-key", c.referees,
                   "required: a referee it answers (public key, 64 hex digits)");
-  app->add_option("--advertise", c.endpoint, "the ws:// URL its claims name (where referees reach it)")
+  app->add_option("--advertise", c.endpoint, "the ws:// or wss:// URL its claims name (where referees reach it)")
       ->type_name("URL")
-      ->default_str("ws://HOST:PORT/ of --listen");
+      ->default_str("ws://HOST:PORT/ of --listen, wss:// with --tls-cert");
   add_public_keys(*app, "--client-key", c.clients,
                   "accept jobs only from these clients' keys (default: any client)");
   add_datasets(*app, c.datasets);
@@ -323,6 +346,8 @@ Command add_provider(CLI::App& root) {
   add_integer(*app, "--max-checkpoint-bytes", c.limits.max_checkpoint_bytes, 1, int64_t{1} << 50,
               "a job's stride checkpoints on disk at most", "BYTES");
   add_integer(*app, "--threads", c.threads, 1, 256, "training threads", "K");
+  add_metrics_address(*app, s->metrics);
+  add_tls(*app, c.tls, true);
   add_device(*app, c.device);
   add_simd(*app);
   app->add_option_function<std::string>(
@@ -342,8 +367,8 @@ Command add_delegate(CLI::App& root) {
   app->add_option("job", r.job_file, "the job file")->type_name("JOB.toml");
   add_repeatable(
       *app, "--provider", "URL", [s](const std::string& v) { s->request.providers.push_back(v); },
-      "a provider's ws:// URL; at least two");
-  app->add_option("--referee", r.referee, "the referee's ws:// URL (required)")->type_name("URL");
+      "a provider's ws:// or wss:// URL; at least two");
+  app->add_option("--referee", r.referee, "the referee's ws:// or wss:// URL (required)")->type_name("URL");
   app->add_option("--referee-key", s->referee_key,
                   "required: the referee's public key (64 hex digits); only its signed verdicts are accepted")
       ->type_name("HEX");
@@ -354,6 +379,7 @@ Command add_delegate(CLI::App& root) {
       ->type_name("KEYFILE")
       ->default_str("a fresh key");
   add_datasets(*app, r.datasets);
+  add_tls(*app, r.tls, false);
   return {app, [s] { return run_delegate(*s); }};
 }
 

@@ -84,9 +84,11 @@ constexpr int kMaxDrops = 100;
 }  // namespace
 
 Envelope await_verdict(NetContext& ctx, const std::string& referee, const PublicKey& referee_key,
-                       const std::vector<uint8_t>& open, const LogFn& log) {
+                       const std::vector<uint8_t>& open, const LogFn& log, std::shared_ptr<TlsContext> tls) {
   const Digest dispute = open_envelope(open).context;
-  Client client(ctx);
+  ClientOptions options;
+  options.tls = std::move(tls);
+  Client client(ctx, options);
   using clock = std::chrono::steady_clock;
   auto give_up = clock::now() + kReconnectWindow;
   auto backoff = kFirstBackoff;
@@ -137,7 +139,10 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
   log(fmt::format("delegate: job {} ({} steps, stride {}) to {} providers", to_hex(id).substr(0, 16), job.steps,
                   job.stride, providers.size()));
 
-  Client client(ctx);
+  const std::shared_ptr<TlsContext> tls = TlsContext::client(request.tls);
+  ClientOptions client_options;
+  client_options.tls = tls;
+  Client client(ctx, client_options);
   std::vector<std::shared_ptr<Inbox>> inboxes;
   std::vector<std::shared_ptr<Session>> sessions;
   for (const std::string& url : providers) {
@@ -201,7 +206,7 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
     log(fmt::format("delegate: claims of {} and {} differ: dispute {} at {}", providers[held], providers[p],
                     to_hex(dispute).substr(0, 16), referee));
     const Envelope env =
-        await_verdict(ctx, referee, request.referee_key, seal(request.client_key, dispute, 1, d), log);
+        await_verdict(ctx, referee, request.referee_key, seal(request.client_key, dispute, 1, d), log, tls);
     const Verdict v = verify_verdict(env.bytes, request.referee_key);
     if (v.dispute_id != dispute || v.opening != d)
       throw EngineError(fmt::format("{}: the verdict is about another opening than ours", referee));

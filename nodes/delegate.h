@@ -9,6 +9,7 @@
 
 #include "engine/data_registry.h"
 #include "net/context.h"
+#include "net/tls.h"
 #include "nodes/log.h"
 #include "protocol/wire.h"
 
@@ -37,6 +38,9 @@ struct DelegateRequest {
   std::filesystem::path out_dir = "verdicts";  ///< verdict-<dispute id>.bin files
   KeyPair client_key;                  ///< signs the JobSubmits and DisputeOpens
   DataRegistry datasets = DataRegistry::debian();  ///< where the job's data set is, to compute its id
+  /// For wss:// URLs: `tls.ca` is what the referee's and providers' certificates must chain to
+  /// (empty: the system's CAs); cert and key are not used.
+  TlsFiles tls;
 };
 
 /// Sends `open` (a signed DisputeOpen envelope) to the referee at URL `referee` and waits for its
@@ -47,8 +51,9 @@ struct DelegateRequest {
 /// restarted referee resumes the dispute or answers with its stored verdict. Throws NetError if the
 /// referee is never reached, EngineError if it refuses the opening (ErrorMessage) or stays away.
 /// `ctx` must be running on other threads (NetContext::start).
+/// `tls`: the CAs for a wss:// referee URL (null: the system's).
 Envelope await_verdict(NetContext& ctx, const std::string& referee, const PublicKey& referee_key,
-                       const std::vector<uint8_t>& open, const LogFn& log);
+                       const std::vector<uint8_t>& open, const LogFn& log, std::shared_ptr<TlsContext> tls = nullptr);
 
 /// `tribunal delegate`: sends the job to every provider, collects signed claims, and disputes
 /// differing claims at the referee until one stands, none does, or one is undecided. Every verdict

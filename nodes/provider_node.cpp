@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "nodes/provider_node.h"
+#include "nodes/http_routes.h"
 #include "nodes/train_set.h"
 #include "nodes/training_ranks.h"
 #include "engine/error.h"
@@ -60,6 +61,33 @@ struct ProviderNode::Dispute {
   std::chrono::steady_clock::time_point used;
 };
 
+// The provider's series in its MetricsRegistry (docs/running.md, "Monitoring").
+struct ProviderNode::Meters {
+  explicit Meters(MetricsRegistry& m)
+      : claims(m.counter("tribunal_provider_jobs_total", "Submitted jobs, by outcome.", {{"outcome", "claimed"}})),
+        jobs_refused(m.counter("tribunal_provider_jobs_total", "Submitted jobs, by outcome.", {{"outcome", "refused"}})),
+        training(m.histogram("tribunal_provider_training_seconds", "Wall time of each job trained to its claim.",
+                             {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600})),
+        queries(m.counter("tribunal_provider_queries_total", "Referee queries answered.")),
+        answer_latency(m.histogram("tribunal_provider_answer_seconds",
+                                   "From a query taken up to its answer computed (recomputing an interval or a "
+                                   "step included).",
+                                   latency_buckets())),
+        answer_bytes(m.counter("tribunal_provider_answer_bytes_total", "Envelope bytes of the answers sent.")),
+        frames_refused(m.counter("tribunal_provider_frames_refused_total",
+                                 "Frames refused: undecodable, badly signed, untrusted referee, out of order.")),
+        errors(m.counter("tribunal_provider_errors_total", "Messages answered with an ErrorMessage (refused jobs "
+                                                           "and failed answers).")) {}
+  Counter& claims;
+  Counter& jobs_refused;
+  Histogram& training;
+  Counter& queries;
+  Histogram& answer_latency;
+  Counter& answer_bytes;
+  Counter& frames_refused;
+  Counter& errors;
+};
+
 // One connection: its messages are handled in order on a worker thread of their own, since
 // training and recomputing intervals take seconds and must not block the I/O thread.
 struct ProviderNode::Connection {
@@ -82,6 +110,7 @@ ProviderNode::ProviderNode(NetContext& ctx, KeyPair key, ProviderConfig config, 
       key_(key),
       config_(std::move(config)),
       log_(std::move(log)),
+      meters_(std::make_unique<Meters>(metrics_)),
       server_(ctx, [this](std::shared_ptr<Session> s) {
         auto c = std::make_shared<Connection>();
         c->session = s;
@@ -123,7 +152,25 @@ ProviderNode::ProviderNode(NetContext& ctx, KeyPair key, ProviderConfig config, 
                               c->finished = true;
                             }),
                             c});
-      }, config_.server) {}
+      }, [&] {
+        ServerOptions o = config_.server;
+        o.http = node_http_handler(metrics_);
+        if (!config_.tls.cert.empty() || !config_.tls.key.empty()) o.tls = TlsContext::server(config_.tls);
+        return o;
+      }()) {
+  metrics_.gauge("tribunal_provider_disputes_open", "Disputes whose recomputed state the provider keeps now.", [this] {
+    std::lock_guard lock(mu_);
+    return static_cast<double>(disputes_.size());
+  });
+  metrics_.gauge("tribunal_provider_step_seconds", "Seconds per training step of the last job trained.",
+                 [this] { return last_step_seconds_.load(); });
+  add_server_metrics(metrics_, server_);
+}
+
+uint16_t ProviderNode::listen_metrics(const std::string& host, uint16_t port) {
+  metrics_server_ = listen_http(ctx_, node_http_handler(metrics_), host, port);
+  return metrics_server_->port();
+}
 
 ProviderNode::~ProviderNode() {
   server_.stop();
@@ -149,9 +196,10 @@ uint16_t ProviderNode::listen(const std::string& host, uint16_t port) {
   if (config_.endpoint.empty() && (host == "0.0.0.0" || host == "::" || host.empty()))
     throw NetError("provider: listening on '" + host + "' needs the URL referees reach it at (--advertise ws://HOST:PORT/)");
   const uint16_t bound = server_.listen(host, port);
+  const char* scheme = config_.tls.cert.empty() ? "ws" : "wss";
   if (config_.endpoint.empty())
-    config_.endpoint = host.find(':') != std::string::npos ? fmt::format("ws://[{}]:{}/", host, bound)
-                                                           : fmt::format("ws://{}:{}/", host, bound);
+    config_.endpoint = host.find(':') != std::string::npos ? fmt::format("{}://[{}]:{}/", scheme, host, bound)
+                                                           : fmt::format("{}://{}:{}/", scheme, host, bound);
   return bound;
 }
 
@@ -194,7 +242,10 @@ void ProviderNode::train(Connection& c, const Envelope& env) {
     log_(fmt::format("provider {}: train.shards {} cannot be shared by {} ranks: training on rank 0 alone", me,
                      job.shards, config_.ranks->world().size()));
   const std::string& toml = std::get<JobSubmit>(env.body).job_toml;
+  const auto started = std::chrono::steady_clock::now();
   const TrainResult r = locally(log_, "training", [&] { return ranks ? ranks->lead(toml, job, o) : run_training(job, o); });
+  meters_->training.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  meters_->claims.inc();
   last_step_seconds_ = r.seconds / static_cast<double>(std::max<int64_t>(r.steps, 1));
   const Claim claim{r.job_id, static_cast<uint64_t>(r.steps), r.trajectory_root, r.final_state_hash, config_.endpoint};
   c.session->send(seal(key_, r.job_id, ++c.sequence, claim));
@@ -259,6 +310,8 @@ void ProviderNode::answer(const std::shared_ptr<Connection>& c, const Envelope& 
     answers = locally(log_, "answering the query", [&] { return c->dispute->session->on_envelope(env); });
   }
   const auto computed = std::chrono::steady_clock::now();
+  meters_->queries.inc();
+  meters_->answer_latency.observe(std::chrono::duration<double>(computed - received).count());
   // Waits on the connection's condition variable, so a closed connection ends the wait.
   const auto wait_until = [&](std::chrono::steady_clock::time_point t) {
     std::unique_lock lock(c->mu);
@@ -276,6 +329,7 @@ void ProviderNode::answer(const std::shared_ptr<Connection>& c, const Envelope& 
         if (!wait_until(due)) return;
       }
       sent += frame.size();
+      meters_->answer_bytes.inc(static_cast<double>(frame.size()));
       if (!session.wait_for_room(frame.size())) return;
       session.send(std::move(frame));
     }
@@ -289,8 +343,10 @@ void ProviderNode::answer(const std::shared_ptr<Connection>& c, const Envelope& 
 
 void ProviderNode::on_message(const std::shared_ptr<Connection>& c, std::vector<uint8_t> bytes) {
   Session& session = *c->session;
+  MessageKind env_kind = MessageKind::Error;  // not yet decoded
   try {
     const Envelope env = open_envelope(bytes);
+    env_kind = env.kind;
     switch (env.kind) {
       case MessageKind::JobSubmit: train(*c, env); return;
       case MessageKind::DisputeOpen: {
@@ -323,9 +379,12 @@ void ProviderNode::on_message(const std::shared_ptr<Connection>& c, std::vector<
     }
   } catch (const WireError& e) {
     log_(fmt::format("provider: refused a frame from {}: {}", session.remote_endpoint(), e.what()));
+    meters_->frames_refused.inc();
     session.close(e.code(), e.what());
   } catch (const std::exception& e) {
     log_(fmt::format("provider: error serving {}: {}", session.remote_endpoint(), e.what()));
+    meters_->errors.inc();
+    if (env_kind == MessageKind::JobSubmit) meters_->jobs_refused.inc();
     session.send(seal(key_, {}, ++c->sequence, ErrorMessage{1011, e.what()}));
     session.close(CloseCode::InternalError, "error");
   }

@@ -18,6 +18,7 @@
 #include "net/context.h"
 #include "net/server.h"
 #include "nodes/log.h"
+#include "nodes/metrics.h"
 #include "nodes/reply_filter.h"
 
 namespace tribunal::nodes {
@@ -49,8 +50,9 @@ struct ProviderConfig {
   /// Client keys whose JobSubmit it accepts; empty: any client, within `limits`.
   std::vector<PublicKey> clients;
   JobLimits limits;
-  /// The ws:// URL it signs into its claims (where referees reach it). Empty: "ws://HOST:PORT/" of
-  /// listen(), which must then be a specific address, not 0.0.0.0 or ::.
+  /// The ws:// or wss:// URL it signs into its claims (where referees reach it). Empty:
+  /// "ws://HOST:PORT/" (wss:// with TLS) of listen(), which must then be a specific address, not
+  /// 0.0.0.0 or ::.
   std::string endpoint;
   Fault fault;  ///< a cheater (demo, tests, scenarios)
   /// Under mpirun: the ranks that train each job with this node (rank 0) data parallel
@@ -58,6 +60,9 @@ struct ProviderConfig {
   TrainingRanks* ranks = nullptr;
   /// Connection limits (a scenario's misbehaving node raises max_message_bytes to send oversized frames).
   ServerOptions server = provider_server_options();
+  /// TLS (docs/running.md, "TLS"): with `cert` and `key` the provider serves wss:// (and /metrics over
+  /// https://), and the endpoint it signs by default is wss://HOST:PORT/.
+  TlsFiles tls;
 };
 
 /// `tribunal provider`: trains submitted jobs into STORE/<job_id>/ and answers a trusted referee's
@@ -75,6 +80,11 @@ class ProviderNode {
   const std::string& endpoint() const { return config_.endpoint; }
   /// Seconds per training step of the last job trained.
   double last_step_seconds() const { return last_step_seconds_; }
+  /// Also serves /healthz and /metrics on a separate HTTP-only address (`--metrics`; they are always
+  /// served on the WebSocket port too). Returns the bound port. Throws NetError.
+  uint16_t listen_metrics(const std::string& host, uint16_t port);
+  /// The node's metrics (docs/running.md, "Monitoring"): what /metrics serves.
+  const MetricsRegistry& metrics() const { return metrics_; }
 
   /// Set before listen(): how the node's answers leave it (default: as they are, at once).
   ReplyFilter reply_filter;
@@ -82,6 +92,7 @@ class ProviderNode {
  private:
   struct Connection;
   struct Dispute;
+  struct Meters;
   void on_message(const std::shared_ptr<Connection>& c, std::vector<uint8_t> bytes);
   void train(Connection& c, const Envelope& env);
   void answer(const std::shared_ptr<Connection>& c, const Envelope& env);
@@ -92,7 +103,10 @@ class ProviderNode {
   KeyPair key_;
   ProviderConfig config_;
   LogFn log_;
+  MetricsRegistry metrics_;
+  std::unique_ptr<Meters> meters_;
   Server server_;
+  std::unique_ptr<Server> metrics_server_;  // --metrics
   std::atomic<double> last_step_seconds_{0};
   std::mutex mu_;
   struct Worker {

@@ -13,12 +13,18 @@
 #include <fmt/format.h>
 
 #include "nodes/referee_node.h"
+#include "nodes/http_routes.h"
+#include "referee/report.h"
 #include "net/error.h"
 
 namespace tribunal::nodes {
 namespace {
 
-GameTime now() { return std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now()); }
+using SteadyClock = std::chrono::steady_clock;
+
+GameTime now() { return std::chrono::time_point_cast<std::chrono::milliseconds>(SteadyClock::now()); }
+
+double seconds_since(SteadyClock::time_point t) { return std::chrono::duration<double>(SteadyClock::now() - t).count(); }
 
 // CPU time of the calling thread, to charge each dispute only for its own handling.
 double thread_cpu_seconds() {
@@ -47,6 +53,7 @@ constexpr size_t kMaxWaitingPerAddress = 4;
 // The server must admit a client connection per live dispute.
 ServerOptions server_options(const RefereeNodeOptions& o) {
   ServerOptions s;
+  if (!o.tls.cert.empty() || !o.tls.key.empty()) s.tls = TlsContext::server(o.tls);
   s.max_connections = std::max(s.max_connections, o.max_live_disputes + 64);
   if (o.max_connections_per_address)
     s.max_connections_per_address = *o.max_connections_per_address;
@@ -81,6 +88,59 @@ struct RefereeNode::Workers {
   asio::steady_timer prune_timer{pool};
 };
 
+// The referee's series in its MetricsRegistry (docs/running.md, "Monitoring").
+struct RefereeNode::Meters {
+  explicit Meters(MetricsRegistry& m)
+      : opened(m.counter("tribunal_referee_disputes_opened_total", "Disputes admitted (new openings).")),
+        refused(m.counter("tribunal_referee_disputes_refused_total",
+                          "Openings refused: invalid, over the cost limits or the admission caps.")),
+        suspended(m.counter("tribunal_referee_disputes_suspended_total",
+                            "Disputes suspended by a store failure (kept in the store, resumable).")),
+        rounds(m.histogram("tribunal_referee_dispute_rounds", "Question rounds of each decided dispute.",
+                           {4, 8, 12, 16, 20, 24, 32, 48, 64, 96, 128})),
+        cpu(m.histogram("tribunal_referee_dispute_cpu_seconds",
+                        "CPU time the referee spent on each decided dispute (its worker threads).",
+                        {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10})),
+        duration(m.histogram("tribunal_referee_dispute_seconds", "Wall time from opening to verdict of each decided dispute.",
+                             latency_buckets())),
+        bytes_in(m.counter("tribunal_referee_bytes_received_total",
+                           "Envelope bytes received from providers and clients by decided disputes.")),
+        bytes_out(m.counter("tribunal_referee_bytes_sent_total",
+                            "Envelope bytes sent to providers and clients by decided disputes.")),
+        frames_refused(m.counter("tribunal_referee_frames_refused_total",
+                                 "Provider frames refused (undecodable, badly signed, stale, refused by the game) by "
+                                 "decided disputes.")),
+        reconnects(m.counter("tribunal_referee_provider_reconnects_total",
+                             "Provider connections re-established during disputes.")),
+        answer_latency(m.histogram("tribunal_referee_answer_latency_seconds",
+                                   "From a question sent to a provider to the arrival of the first message of its "
+                                   "accepted answer.",
+                                   latency_buckets())),
+        commit_latency(m.histogram("tribunal_referee_store_commit_seconds",
+                                   "Duration of each durable store commit (one dispute input, written ahead).",
+                                   latency_buckets())) {
+    for (const VerdictReason r : {VerdictReason::WrongOutput, VerdictReason::InconsistentInput, VerdictReason::BadProof,
+                                  VerdictReason::Timeout, VerdictReason::Equivocation, VerdictReason::WrongInitialState,
+                                  VerdictReason::WrongPostState, VerdictReason::RefereeFault,
+                                  VerdictReason::BadRoundingLog, VerdictReason::BothValid})
+      decided[r] = &m.counter("tribunal_referee_disputes_decided_total", "Disputes decided, by the verdict's reason.",
+                              {{"reason", reason_name(r)}});
+  }
+  Counter& opened;
+  Counter& refused;
+  Counter& suspended;
+  std::map<VerdictReason, Counter*> decided;
+  Histogram& rounds;
+  Histogram& cpu;
+  Histogram& duration;
+  Counter& bytes_in;
+  Counter& bytes_out;
+  Counter& frames_refused;
+  Counter& reconnects;
+  Histogram& answer_latency;
+  Histogram& commit_latency;
+};
+
 struct RefereeNode::Live {
   explicit Live(asio::thread_pool& pool) : strand(asio::make_strand(pool)), timer(strand) {}
   // Everything that touches the dispute runs on its strand, one event at a time; `mu` guards what
@@ -99,6 +159,7 @@ struct RefereeNode::Live {
   std::array<std::chrono::milliseconds, 2> backoff{};
   std::array<bool, 2> connected_once{};               // a first connection was made (later ones are reconnects)
   DisputeStats stats;
+  std::array<std::optional<SteadyClock::time_point>, 2> asked{};  // a question to the party is unanswered since
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   bool finished = false;  // decided (verdict sent) or dropped; no longer in live_
 };
@@ -106,9 +167,11 @@ struct RefereeNode::Live {
 AddressPolicy loopback_policy() { return AddressPolicy::public_only({parse_cidr("127.0.0.0/8"), parse_cidr("::1")}); }
 
 RefereeNode::RefereeNode(NetContext& ctx, KeyPair key, RefereeNodeOptions options, LogFn log, AddressPolicy providers)
-    : key_(key),
+    : ctx_(ctx),
+      key_(key),
       options_(std::move(options)),
       log_(std::move(log)),
+      meters_(std::make_unique<Meters>(metrics_)),
       workers_(std::make_unique<Workers>(options_.workers)),
       store_(open_store(options_, key_)),
       policy_(std::move(providers)),
@@ -121,12 +184,68 @@ RefereeNode::RefereeNode(NetContext& ctx, KeyPair key, RefereeNodeOptions option
                              },
                              {}});
           },
-          server_options(options_)),
+          [&] {
+            ServerOptions o = server_options(options_);
+            o.http = http_handler();
+            return o;
+          }()),
       client_(ctx, [&] {
         ClientOptions o;
         o.address_policy = policy_;
+        o.tls = TlsContext::client(options_.tls);
         return o;
-      }()) {}
+      }()) {
+  metrics_.gauge("tribunal_referee_disputes_open", "Undecided disputes held now.",
+                 [this] { return static_cast<double>(live_disputes()); });
+  add_server_metrics(metrics_, server_);
+}
+
+// /healthz, /metrics, and with a store /disputes (the most recent 200) and /disputes/<id> (the report
+// of a decided dispute; referee/report.h). Store reads and the report's replay run on a worker.
+HttpHandler RefereeNode::http_handler() {
+  return node_http_handler(metrics_, [this](const HttpRequest& r, const std::function<void(HttpResponse)>& respond) {
+    constexpr std::string_view kPrefix = "/disputes";
+    if (r.target != kPrefix && r.target.rfind("/disputes/", 0) != 0) return false;
+    if (!store_) {
+      respond({404, "text/plain; charset=utf-8", "this referee keeps no store (--data), so no dispute pages\n"});
+      return true;
+    }
+    const std::string id_hex = r.target == kPrefix ? "" : r.target.substr(kPrefix.size() + 1);
+    Digest id{};
+    if (r.target != kPrefix) {
+      // Exactly 64 hex digits: nothing else from the peer reaches the store.
+      bool ok = id_hex.size() == 64 && id_hex.find_first_not_of("0123456789abcdef") == std::string::npos;
+      if (ok) id = digest_from_hex(id_hex);
+      if (!ok) {
+        respond({404, "text/plain; charset=utf-8", "a dispute page is /disputes/<64 lowercase hex digits>\n"});
+        return true;
+      }
+    }
+    asio::post(workers_->pool, [this, respond, id, list = r.target == kPrefix] {
+      try {
+        if (list) return respond({200, "text/html; charset=utf-8", dispute_list_html(store_->list(200))});
+        auto verdict = store_->verdict(id);
+        if (!verdict)
+          return respond({404, "text/plain; charset=utf-8",
+                          store_->contains(id) ? "the dispute is not decided yet\n" : "no such dispute\n"});
+        ReportInput in;
+        in.verdict = std::move(*verdict);
+        in.referee_key = key_.public_key;
+        if (const auto inputs = store_->inputs(id); !inputs.empty()) in.events = dispute_events(inputs);
+        respond({200, "text/html; charset=utf-8", dispute_report_html(in)});
+      } catch (const std::exception& e) {
+        log_(fmt::format("referee: a dispute page failed: {}", e.what()));
+        respond({500, "text/plain; charset=utf-8", "the page failed (details in the referee's log)\n"});
+      }
+    });
+    return true;
+  });
+}
+
+uint16_t RefereeNode::listen_metrics(const std::string& host, uint16_t port) {
+  metrics_server_ = listen_http(ctx_, http_handler(), host, port);
+  return metrics_server_->port();
+}
 
 RefereeNode::~RefereeNode() {
   // The network is stopped by now (its owner stops the NetContext first); stop the workers, then
@@ -146,6 +265,7 @@ void RefereeNode::on_client_message(const std::shared_ptr<Session>& client, std:
       if (env.kind != MessageKind::DisputeOpen) throw WireError(CloseCode::PolicyViolation, "expected a DisputeOpen");
     } catch (const WireError& e) {  // not even a signed opening: no answer
       log_(fmt::format("referee: refused client {}: {}", client->remote_endpoint(), e.what()));
+      meters_->refused.inc();
       client->close(e.code(), e.what());
       return;
     }
@@ -154,6 +274,7 @@ void RefereeNode::on_client_message(const std::shared_ptr<Session>& client, std:
       open(client, env);
     } catch (const std::exception& e) {
       log_(fmt::format("referee: refused dispute from {}: {}", client->remote_endpoint(), e.what()));
+      meters_->refused.inc();
       client->send(seal(key_, {}, 1, ErrorMessage{1008, e.what()}));
       client->close(CloseCode::PolicyViolation, "dispute refused");
     }
@@ -283,10 +404,12 @@ void RefereeNode::prune_store() {
 void RefereeNode::commit(Live& live, const DisputeInput& input, const std::vector<uint8_t>* verdict) {
   if (!store_) return;
   const RefereeDispute& d = *live.dispute;
+  const auto t0 = SteadyClock::now();
   if (input.kind == DisputeInput::Kind::Open)
     store_->open_dispute(d.dispute_id(), input, live.group);
   else
     store_->append(d.dispute_id(), input, verdict);
+  meters_->commit_latency.observe(seconds_since(t0));
   const uint64_t n = ++events_;
   if (options_.crash_after_events != 0 && n == options_.crash_after_events) {
     // Test hook (RefereeNodeOptions::crash_after_events): die as a power cut or OOM kill would.
@@ -432,11 +555,13 @@ void RefereeNode::open(std::shared_ptr<Session> client, const Envelope& env) {
         release(*live);
       }
       log_(fmt::format("referee: refused dispute from {}: {}", client->remote_endpoint(), e.what()));
+      meters_->refused.inc();
       client->send(seal(key_, {}, 1, ErrorMessage{1011, e.what()}));
       client->close(CloseCode::InternalError, "dispute refused");
       return;
     }
     live->stats.cpu_seconds += checks + thread_cpu_seconds() - c1;
+    meters_->opened.inc();
     for (int p = 0; p < 2; ++p) connect_provider(live, p);
     arm(live);
   });
@@ -488,13 +613,15 @@ void RefereeNode::connect_provider(const std::shared_ptr<Live>& live, int party)
       // and hands it to the dispute's strand, holding the session's reads until it is handled.
       std::weak_ptr<Session> session = s;
       s->set_handlers({[this, weak, party, session](Session& current, std::vector<uint8_t> bytes) {
-                         const GameTime arrived = now();
+                         const auto received = SteadyClock::now();
+                         const GameTime arrived = std::chrono::time_point_cast<std::chrono::milliseconds>(received);
                          auto live = weak.lock();
                          auto self = session.lock();
                          if (!live || !self) return;
                          current.set_reading(false);
-                         asio::post(live->strand, [this, live, party, self, bytes = std::move(bytes), arrived]() mutable {
-                           on_provider_message(live, party, self, std::move(bytes), arrived);
+                         asio::post(live->strand, [this, live, party, self, bytes = std::move(bytes), arrived,
+                                                   received]() mutable {
+                           on_provider_message(live, party, self, std::move(bytes), arrived, received);
                            self->set_reading(true);
                          });
                        },
@@ -540,12 +667,14 @@ void RefereeNode::on_provider_connected(const std::shared_ptr<Live>& live, int p
     live->stats.bytes_out += o.envelope.size();
     s->send(std::move(o.envelope));
   }
+  live->asked[i] = SteadyClock::now();  // the question it owes, if any, restarts from now
   arm(live);
 }
 
 // A provider's message (on the dispute's strand), judged as of its arrival.
 void RefereeNode::on_provider_message(const std::shared_ptr<Live>& live, int party, const std::shared_ptr<Session>& session,
-                                      std::vector<uint8_t> bytes, GameTime arrived) {
+                                      std::vector<uint8_t> bytes, GameTime arrived,
+                                      std::chrono::steady_clock::time_point received) {
   std::lock_guard lock(live->mu);
   live->stats.bytes_in += bytes.size();
   if (live->finished || live->providers[static_cast<size_t>(party)] != session) return;
@@ -557,7 +686,12 @@ void RefereeNode::on_provider_message(const std::shared_ptr<Live>& live, int par
     std::string refused;
     auto out = live->dispute->on_envelope(party, env, arrived, &refused);
     if (!refused.empty()) log_(fmt::format("referee: refused a message from provider {}: {}", party, refused));
-    if (!refused.empty() || live->dispute->refused_last()) ++live->stats.refused;
+    if (!refused.empty() || live->dispute->refused_last()) {
+      ++live->stats.refused;
+    } else if (auto& asked = live->asked[static_cast<size_t>(party)]) {
+      meters_->answer_latency.observe(std::chrono::duration<double>(received - *asked).count());
+      asked.reset();
+    }
     deliver(*live, std::move(out));
   } catch (const WireError& e) {
     // Undecodable or badly signed: refused without touching the game.
@@ -587,7 +721,7 @@ void RefereeNode::deliver(Live& live, std::vector<RefereeDispute::Outgoing> out)
     auto& s = live.providers[static_cast<size_t>(o.party)];
     if (!s) continue;
     live.stats.bytes_out += o.envelope.size();
-    s->send(std::move(o.envelope));
+    if (s->send(std::move(o.envelope))) live.asked[static_cast<size_t>(o.party)] = SteadyClock::now();
   }
 }
 
@@ -598,6 +732,7 @@ void RefereeNode::finish_if_done(Live& live) {
   live.timer.cancel();
   live.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - live.started).count();
   live.stats.bytes_out += live.dispute->verdict_envelope().size() * live.clients.size();
+  finished_metrics(live);
   // Reported before the clients get the verdict, so whoever waits for it sees the report done.
   if (on_finished) on_finished(*live.dispute, live.stats);
   for (auto& c : live.clients) {
@@ -616,6 +751,7 @@ void RefereeNode::drop(Live& live, const std::string& why) {
   if (live.finished) return;
   live.finished = true;
   live.timer.cancel();
+  meters_->suspended.inc();
   log_(fmt::format("referee: dispute {} suspended: {}", live.tag, why));
   // No ErrorMessage: a client that reconnects and opens the dispute again resumes it from the store.
   for (auto& c : live.clients) c->close(CloseCode::InternalError, "store failure");
@@ -623,6 +759,21 @@ void RefereeNode::drop(Live& live, const std::string& why) {
     if (s) s->close(CloseCode::GoingAway, "dispute suspended");
   std::lock_guard lock(mu_);
   release(live);
+}
+
+// Called with live.mu held, once per decided dispute, before anyone gets its verdict (so a scrape after
+// a client has its verdict counts it).
+void RefereeNode::finished_metrics(const Live& live) {
+  Meters& m = *meters_;
+  const Verdict& v = live.dispute->verdict();
+  if (auto it = m.decided.find(v.reason); it != m.decided.end()) it->second->inc();
+  m.rounds.observe(static_cast<double>(live.dispute->game().rounds()));
+  m.cpu.observe(live.stats.cpu_seconds);
+  m.duration.observe(live.stats.seconds);
+  m.bytes_in.inc(static_cast<double>(live.stats.bytes_in));
+  m.bytes_out.inc(static_cast<double>(live.stats.bytes_out));
+  m.frames_refused.inc(static_cast<double>(live.stats.refused));
+  m.reconnects.inc(static_cast<double>(live.stats.reconnects));
 }
 
 }  // namespace tribunal::nodes

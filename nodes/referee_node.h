@@ -20,6 +20,7 @@
 #include "net/context.h"
 #include "net/server.h"
 #include "nodes/log.h"
+#include "nodes/metrics.h"
 #include "referee/referee_dispute.h"
 #include "referee/store.h"
 
@@ -58,6 +59,10 @@ struct RefereeNodeOptions {
   /// Worker threads that play the disputes (signature checks, the game, store commits,
   /// re-execution); 0: the machine's hardware threads. The network threads only move bytes.
   int workers = 0;
+  /// TLS (docs/running.md, "TLS"): with `tls.cert` and `tls.key` the referee serves wss:// (and its
+  /// HTTP routes over https://); `tls.ca` (empty: the system's CAs) is what wss:// provider endpoints'
+  /// certificates must chain to.
+  TlsFiles tls;
   /// Test hook (tests/referee_crash.sh): when non-zero, the process kills itself with SIGKILL right
   /// after committing its N-th event to the store, to test recovery at every point of a dispute.
   uint64_t crash_after_events = 0;
@@ -105,6 +110,11 @@ class RefereeNode {
   uint16_t listen(const std::string& host, uint16_t port);
   /// Undecided disputes held now.
   size_t live_disputes();
+  /// Also serves /healthz and /metrics on a separate HTTP-only address (`--metrics`; they are always
+  /// served on the WebSocket port too). Returns the bound port. Throws NetError.
+  uint16_t listen_metrics(const std::string& host, uint16_t port);
+  /// The node's metrics (docs/running.md, "Monitoring"): what /metrics serves.
+  const MetricsRegistry& metrics() const { return metrics_; }
 
   /// Every dispute event (round, narrowing, verdict).
   std::function<void(const DisputeEvent&)> on_event;
@@ -114,9 +124,10 @@ class RefereeNode {
  private:
   struct Live;
   struct Workers;
+  struct Meters;
   void on_client_message(const std::shared_ptr<Session>& client, std::vector<uint8_t> bytes);
   void on_provider_message(const std::shared_ptr<Live>& live, int party, const std::shared_ptr<Session>& session,
-                           std::vector<uint8_t> bytes, GameTime arrived);
+                           std::vector<uint8_t> bytes, GameTime arrived, std::chrono::steady_clock::time_point received);
   void on_provider_connected(const std::shared_ptr<Live>& live, int party, std::shared_ptr<Session> s,
                              const std::string& error);
   void on_timer(const std::shared_ptr<Live>& live);
@@ -137,13 +148,20 @@ class RefereeNode {
   void drop(Live& live, const std::string& why);
   void commit(Live& live, const DisputeInput& input, const std::vector<uint8_t>* verdict);
 
+  void finished_metrics(const Live& live);
+  HttpHandler http_handler();
+
+  NetContext& ctx_;
   KeyPair key_;
   RefereeNodeOptions options_;
   LogFn log_;
+  MetricsRegistry metrics_;
+  std::unique_ptr<Meters> meters_;
   std::unique_ptr<Workers> workers_;  // destroyed after live_, whose timers run on it
   std::unique_ptr<RefereeStore> store_;
   AddressPolicy policy_;
   Server server_;
+  std::unique_ptr<Server> metrics_server_;  // --metrics
   Client client_;
   std::mutex mu_;
   std::map<Digest, std::shared_ptr<Live>> live_;

@@ -113,7 +113,7 @@ std::vector<uint8_t> RefereeDispute::seal_next(const Body& body) {
 }
 
 void RefereeDispute::emit(std::string text) {
-  if (on_event && !replaying_) on_event({game_->phase(), game_->rounds(), std::move(text)});
+  if (on_event && (!replaying_ || events_while_replaying_)) on_event({game_->phase(), game_->rounds(), std::move(text)});
 }
 
 void RefereeDispute::record(DisputeInput input) {
@@ -153,11 +153,14 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::reconnect(int party) const
 }
 
 std::unique_ptr<RefereeDispute> RefereeDispute::replay(const KeyPair& referee_key, std::span<const DisputeInput> inputs,
-                                                       DisputeOptions options) {
+                                                       DisputeOptions options,
+                                                       std::function<void(const DisputeEvent&)> events) {
   if (inputs.empty() || inputs[0].kind != DisputeInput::Kind::Open)
     throw ProtocolError("dispute replay: the record does not start with the dispute's opening");
   auto d = std::make_unique<RefereeDispute>(referee_key, open_envelope(inputs[0].envelope), options);
   d->replaying_ = true;
+  d->events_while_replaying_ = static_cast<bool>(events);
+  d->on_event = std::move(events);
   d->start(inputs[0].at);
   for (size_t i = 1; i < inputs.size(); ++i) {
     const DisputeInput& in = inputs[i];
@@ -191,6 +194,8 @@ std::unique_ptr<RefereeDispute> RefereeDispute::replay(const KeyPair& referee_ke
     }
   }
   d->replaying_ = false;
+  d->events_while_replaying_ = false;
+  d->on_event = nullptr;
   return d;
 }
 

@@ -121,9 +121,11 @@ class RefereeDispute {
   /// Rebuilds a dispute from its recorded inputs (the first must be its Open): the same inputs give
   /// the same game, the same referee sequence numbers and the same verdict. No input is reported and
   /// no event emitted while replaying. Throws ProtocolError naming the input if the record does not
-  /// replay (an envelope the game now refuses, an Open that is not first).
+  /// replay (an envelope the game now refuses, an Open that is not first). With `events`, the events
+  /// the dispute emitted when it was played are emitted again to it (a report's rounds).
   static std::unique_ptr<RefereeDispute> replay(const KeyPair& referee_key, std::span<const DisputeInput> inputs,
-                                                DisputeOptions options = {});
+                                                DisputeOptions options = {},
+                                                std::function<void(const DisputeEvent&)> events = {});
 
   /// Receives each input that changed the dispute, after the game took it and before its outgoing
   /// messages are returned (write-ahead: a durable referee commits it here; if this throws, the
@@ -173,6 +175,7 @@ class RefereeDispute {
   uint64_t sequence_ = 0;
   bool started_ = false;
   bool replaying_ = false;                              // replay(): no signing of queries, no reports
+  bool events_while_replaying_ = false;                 // replay() with events
   bool refused_by_game_ = false;                        // the last on_envelope was refused by the game
   std::array<std::vector<uint8_t>, 2> last_query_;      // the last question sent to each party
   std::vector<DisputeInput> opening_;                   // OpenInputs envelopes taken, not yet recorded

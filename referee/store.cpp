@@ -339,6 +339,40 @@ std::optional<StoredDispute> RefereeStore::load(const Digest& id) {
   return read_dispute(id, s.text(0));
 }
 
+std::vector<DisputeInput> RefereeStore::inputs(const Digest& id) {
+  std::lock_guard lock(mu_);
+  Statement s(*this, "SELECT client FROM disputes WHERE id = ?1");
+  s.bind(1, id);
+  if (!s.step()) return {};
+  {
+    Statement n(*this, "SELECT count(*) FROM inputs WHERE dispute = ?1");
+    n.bind(1, id);
+    if (!n.step() || n.integer(0) == 0) return {};  // pruned
+  }
+  return read_dispute(id, s.text(0)).inputs;
+}
+
+std::vector<DisputeListing> RefereeStore::list(size_t limit) {
+  std::lock_guard lock(mu_);
+  std::vector<DisputeListing> out;
+  Statement s(*this,
+              "SELECT id, verdict IS NOT NULL, decided_at, (SELECT count(*) FROM inputs WHERE dispute = disputes.id) "
+              "FROM disputes ORDER BY rowid DESC LIMIT ?1");
+  s.bind(1, static_cast<int64_t>(std::min<size_t>(limit, INT64_MAX)));
+  while (s.step()) {
+    const std::vector<uint8_t> id = s.blob(0);
+    if (id.size() != 32) throw StoreError(fmt::format("referee store {}: a dispute id is not 32 bytes", file_.string()));
+    DisputeListing d;
+    std::copy(id.begin(), id.end(), d.id.begin());
+    d.decided = s.integer(1) != 0;
+    if (d.decided && !s.is_null(2))
+      d.decided_at = std::chrono::system_clock::time_point(std::chrono::seconds(s.integer(2)));
+    d.inputs = static_cast<size_t>(s.integer(3));
+    out.push_back(d);
+  }
+  return out;
+}
+
 std::vector<StoredDispute> RefereeStore::load_open() {
   std::lock_guard lock(mu_);
   std::vector<StoredDispute> out;

@@ -39,6 +39,14 @@ struct StoredDispute {
   std::vector<DisputeInput> inputs;   ///< in order; the first is the Open
 };
 
+/// One recorded dispute as listed (the referee's /disputes page).
+struct DisputeListing {
+  Digest id{};
+  bool decided = false;
+  std::optional<std::chrono::system_clock::time_point> decided_at;  ///< when decided
+  size_t inputs = 0;  ///< recorded inputs (0 once pruned)
+};
+
 /// Thread-safe (one connection behind a mutex). Every write is one transaction.
 class RefereeStore {
  public:
@@ -77,6 +85,11 @@ class RefereeStore {
   std::optional<StoredDispute> load(const Digest& id);
   /// Every undecided dispute, in opening order. Throws StoreError on a malformed row.
   std::vector<StoredDispute> load_open();
+  /// Every recorded input of a dispute, decided or not, in order; empty when unknown or pruned. Throws
+  /// StoreError on a malformed row.
+  std::vector<DisputeInput> inputs(const Digest& id);
+  /// The `limit` most recently opened disputes, newest first. Throws StoreError.
+  std::vector<DisputeListing> list(size_t limit);
   /// Inputs committed through this object (all disputes).
   uint64_t committed() const { return committed_; }
 

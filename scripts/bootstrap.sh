@@ -22,6 +22,7 @@ packages=(
   build-essential cmake ninja-build pkg-config clang python3
   libboost1.81-dev libboost-context1.81-dev libsodium-dev libfmt-dev doctest-dev libtomlplusplus-dev zlib1g-dev
   libopenblas-dev nlohmann-json3-dev libsqlite3-dev libcli11-dev
+  libssl-dev openssl chromium
   openmpi-bin libopenmpi-dev
   dataset-fashion-mnist fortunes
 )
@@ -32,7 +33,7 @@ if [ "$cross" = aarch64 ]; then
   packages+=(
     g++-aarch64-linux-gnu qemu-user libc6:arm64
     libsodium-dev:arm64 libfmt-dev:arm64 libtomlplusplus-dev:arm64 zlib1g-dev:arm64
-    libsqlite3-dev:arm64 libboost1.81-dev:arm64
+    libsqlite3-dev:arm64 libboost1.81-dev:arm64 libssl-dev:arm64
   )
 fi
 

@@ -87,6 +87,15 @@ struct Network {
   }
 };
 
+/// A cheater's fault: adds 10 to every element of `node`'s first output at `step`.
+inline Fault corrupt(int64_t step, int64_t node) {
+  Fault f;
+  f.step = step;
+  f.node = node;
+  f.delta = 10.0f;
+  return f;
+}
+
 /// A raw WebSocket peer: sends envelopes, collects every message it gets and how the session ended.
 class RawPeer {
  public:

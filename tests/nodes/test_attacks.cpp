@@ -19,16 +19,9 @@ using testing::Network;
 using testing::RawPeer;
 using testing::read_text;
 using testing::TempDir;
+using testing::corrupt;
 
 namespace {
-
-Fault corrupt(int64_t step, int64_t node) {
-  Fault f;
-  f.step = step;
-  f.node = node;
-  f.delta = 10.0f;
-  return f;
-}
 
 // The short job's id, as anyone with the public data set computes it.
 Digest short_job_id() {

@@ -11,18 +11,11 @@
 using namespace tribunal;
 using namespace tribunal::nodes;
 using tribunal::testing::Network;
+using tribunal::testing::corrupt;
 
 namespace {
 
 const std::filesystem::path& kJob = testing::kShortJob;
-
-Fault corrupt(int64_t step, int64_t node) {
-  Fault f;
-  f.step = step;
-  f.node = node;
-  f.delta = 10.0f;
-  return f;
-}
 
 size_t graph_nodes() {
   return build_step_graph(load_job(kJob), {60000, 784, 10}, 0, std::vector<int64_t>(32, 0)).nodes.size();

@@ -1,0 +1,32 @@
+// The plain HTTP side of a node, on its WebSocket port or on a separate metrics address: /healthz,
+// /metrics (Prometheus text format) and what a node adds (the referee's /disputes). docs/running.md,
+// "Monitoring".
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "net/context.h"
+#include "net/server.h"
+#include "nodes/metrics.h"
+
+namespace tribunal::nodes {
+
+/// Routes of a node beyond /healthz and /metrics: returns false when it does not serve the target
+/// (then 404), else answers through `respond` (once).
+using ExtraRoutes = std::function<bool(const HttpRequest&, const std::function<void(HttpResponse)>& respond)>;
+
+/// The handler every node serves: GET /healthz → 200 "ok", GET /metrics → `metrics` rendered, then
+/// `extra`; any other method → 405, any other target → 404. The query string is ignored.
+HttpHandler node_http_handler(const MetricsRegistry& metrics, ExtraRoutes extra = {});
+
+/// Registers the series of a node's server: connections open now, refused by the limits since start
+/// (net/server.h), and the process's CPU seconds (`process_cpu_seconds_total`).
+void add_server_metrics(MetricsRegistry& metrics, const Server& server);
+
+/// A separate HTTP-only address (`--metrics HOST:PORT`): a Server that answers `handler` and refuses
+/// WebSocket upgrades (404). Returns it listening; its bound port is server->port(). Throws NetError.
+std::unique_ptr<Server> listen_http(NetContext& ctx, HttpHandler handler, const std::string& host, uint16_t port);
+
+}  // namespace tribunal::nodes

@@ -1,0 +1,277 @@
+#include "referee/report.h"
+
+#include <algorithm>
+#include <regex>
+#include <set>
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+
+#include "engine/dataset.h"
+#include "engine/error.h"
+#include "engine/safetensors.h"
+#include "engine/state.h"
+#include "engine/step.h"
+#include "ops/registry.h"
+#include "protocol/trajectory.h"
+#include "referee/report_svg.h"
+
+namespace tribunal {
+
+using report_svg::escape;
+
+namespace {
+
+constexpr const char* kStyle = R"css(
+body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1c2833;background:#fafafa;margin:0}
+main{max-width:1010px;margin:0 auto;padding:24px}
+h1{font-size:24px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #cfd8dc;padding-bottom:4px}
+.id{font-family:ui-monospace,monospace;font-size:13px;color:#546e7a;word-break:break-all}
+.badge{display:inline-block;padding:3px 10px;border-radius:12px;color:#fff;font-weight:600;font-size:14px}
+.won{background:#2e7d32}.lost{background:#c62828}.undecided{background:#6d4c41}
+dl{display:grid;grid-template-columns:180px 1fr;gap:4px 12px;margin:0}dt{color:#546e7a}dd{margin:0}
+table{border-collapse:collapse;width:100%;font-size:14px}td,th{border-bottom:1px solid #e0e0e0;padding:4px 6px;text-align:left;vertical-align:top}
+th{color:#546e7a;font-weight:600}.mono{font-family:ui-monospace,monospace;font-size:12.5px;word-break:break-all}
+.ok{color:#2e7d32;font-weight:600}.bad{color:#c62828;font-weight:600}.warn{color:#ef6c00;font-weight:600}
+svg text{font:12px system-ui,sans-serif;fill:#37474f}svg .lvl{font-weight:600;font-size:14px;fill:#1c2833}
+svg .hl{fill:#c62828;font-weight:600}svg .note{fill:#546e7a;font-style:italic}
+svg .axis{stroke:#455a64;stroke-width:2}svg .tick{stroke:#78909c;stroke-width:1}svg .zoom{fill:#c62828;opacity:.08}
+svg .edge{fill:none;stroke:#b0bec5;stroke-width:1}svg .edge.hot{stroke:#c62828;stroke-width:2}
+svg .node{font:11px ui-monospace,monospace;fill:#263238}svg .node.hot{fill:#fff;font-weight:600}
+.scroll{overflow-x:auto;background:#fff;border:1px solid #e0e0e0;border-radius:6px;padding:6px}
+ol.rounds{font-size:14px;padding-left:28px}ol.rounds li.narrow{color:#c62828;font-weight:600}
+.absent{color:#78909c;font-style:italic}
+)css";
+
+std::string hex16(const Digest& d) { return to_hex(d).substr(0, 16); }
+
+std::string page(const std::string& title, const std::string& body) {
+  return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + escape(title) +
+         "</title><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\"><style>" + kStyle +
+         "</style></head><body><main>" + body + "</main></body></html>\n";
+}
+
+// The level of an event's phase: 1 (checkpoints), 2 (steps), 3 (nodes and the openings after them).
+int level_of(Phase p) {
+  switch (p) {
+    case Phase::Checkpoints:
+    case Phase::IntervalCommit: return 1;
+    case Phase::Steps:
+    case Phase::StepCommit: return 2;
+    default: return 3;
+  }
+}
+
+std::string seconds(std::chrono::milliseconds ms) { return fmt::format("{:.3f} s", std::chrono::duration<double>(ms).count()); }
+
+}  // namespace
+
+std::vector<DisputeEvent> dispute_events(std::span<const DisputeInput> inputs) {
+  std::vector<DisputeEvent> events;
+  // Any key: the replayed verdict is not kept, only what the game did.
+  RefereeDispute::replay(generate_keypair(), inputs, {}, [&](const DisputeEvent& e) { events.push_back(e); });
+  return events;
+}
+
+std::vector<DisputeEvent> parse_dispute_log(std::istream& log) {
+  static const std::regex referee(R"(round (\d+): (.*)$)"), demo(R"(\[round +(\d+)\] (.*)$)"), level(R"(^level (\d))");
+  std::vector<DisputeEvent> events;
+  std::string line;
+  int current = 1;
+  while (std::getline(log, line)) {
+    std::smatch m;
+    if (!std::regex_search(line, m, demo) && !std::regex_search(line, m, referee)) continue;
+    DisputeEvent e;
+    e.round = static_cast<uint32_t>(std::stoul(m[1].str().substr(0, 9)));
+    e.text = m[2].str();
+    std::smatch lm;
+    if (std::regex_search(e.text, lm, level)) current = lm[1].str()[0] - '0';
+    e.phase = current == 1 ? Phase::Checkpoints : current == 2 ? Phase::Steps : Phase::Nodes;
+    events.push_back(std::move(e));
+  }
+  return events;
+}
+
+std::vector<LossPoint> read_checkpoint_losses(const std::filesystem::path& dir) {
+  std::vector<std::pair<int64_t, std::filesystem::path>> files;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step_", 0) != 0 || entry.path().extension() != ".safetensors") continue;
+    files.emplace_back(read_checkpoint_header(entry.path()).step, entry.path());
+  }
+  if (ec) throw EngineError(dir.string() + ": cannot list the checkpoints: " + ec.message());
+  std::sort(files.begin(), files.end());
+  std::vector<LossPoint> out;
+  for (const auto& [step, path] : files) {
+    const SafetensorsFile f = read_safetensors(path);
+    const auto it = std::find_if(f.tensors.begin(), f.tensors.end(), [](const auto& t) { return t.first == "loss"; });
+    if (it == f.tensors.end() || it->second.numel() != 1) throw EngineError(path.string() + ": no scalar 'loss' tensor");
+    out.emplace_back(step, static_cast<double>(it->second.data()[0]));
+  }
+  return out;
+}
+
+std::string dispute_report_html(const ReportInput& in) {
+  const Envelope env = open_envelope(in.verdict);  // throws on a malformed or badly signed envelope
+  if (env.kind != MessageKind::Verdict) throw ProtocolError("the file is a signed message, but not a verdict");
+  const Verdict& v = std::get<Verdict>(env.body);
+
+  std::string signature;
+  if (in.referee_key) {
+    try {
+      verify_verdict(in.verdict, *in.referee_key);
+      signature = fmt::format(R"(<span class="ok">valid</span>: signed by the trusted referee key <span class="mono">{}</span>; its dispute id is the hash of the opening it carries and both claims are validly signed for its job)",
+                              to_hex(Digest(*in.referee_key)));
+    } catch (const std::exception& e) {
+      signature = fmt::format(R"(<span class="bad">FAILED</span> against the referee key <span class="mono">{}</span>: {})",
+                              to_hex(Digest(*in.referee_key)), escape(e.what()));
+    }
+  } else {
+    signature = fmt::format(R"(<span class="warn">not checked against a trusted key</span> (give the referee's key); the envelope is signed by <span class="mono">{}</span>)",
+                            to_hex(Digest(env.sender)));
+  }
+
+  const JobSpec job = parse_job(v.opening.job_toml, "the verdict's job");
+  const DataShape shape{static_cast<int64_t>(v.opening.dataset_samples), static_cast<int64_t>(v.opening.features),
+                        static_cast<int64_t>(v.opening.classes), static_cast<int64_t>(v.opening.label_width)};
+  const std::vector<uint64_t> cps = checkpoint_steps(static_cast<uint64_t>(job.steps), static_cast<uint64_t>(job.stride));
+  const int level = static_cast<int>(v.level);
+
+  std::vector<std::string> claim_rows;
+  for (size_t i = 0; i < v.opening.claims.size(); ++i) {
+    const Envelope c = open_envelope(v.opening.claims[i]);
+    const Claim& claim = std::get<Claim>(c.body);
+    const bool won = std::find(v.winners.begin(), v.winners.end(), i) != v.winners.end();
+    const bool lost = std::find(v.losers.begin(), v.losers.end(), i) != v.losers.end();
+    claim_rows.push_back(fmt::format(
+        R"(<tr><td>claim {}</td><td>{}</td><td class="mono">{}</td><td class="mono">{}</td><td class="mono">{}</td><td>{}</td></tr>)", i,
+        won ? R"(<span class="badge won">stands</span>)" : lost ? R"(<span class="badge lost">lost</span>)" : "—",
+        hex16(Digest(c.sender)), escape(claim.endpoint), hex16(claim.trajectory_root),
+        i < v.clocks.size() ? seconds(v.clocks[i]) : "?"));
+  }
+  const bool undecided = is_undecided(v.reason);
+  const std::string outcome = undecided                ? R"(<span class="badge undecided">undecided</span>)"
+                              : v.winners.empty()      ? R"(<span class="badge lost">no valid claim</span>)"
+                                                       : fmt::format(R"(<span class="badge won">claim {} stands</span>)", v.winners[0]);
+  const std::string op = v.op < kOpKindCount ? op_name(static_cast<OpKind>(v.op)) : "op " + std::to_string(v.op);
+
+  // The located interval: the checkpoint k with cps[k-1] ≤ t < cps[k].
+  uint64_t interval = 0;
+  if (level >= 2)
+    for (size_t k = 1; k < cps.size(); ++k)
+      if (cps[k - 1] <= v.step && v.step < cps[k]) interval = k;
+  StepGraph g;
+  if (level >= 3) g = build_step_graph(job, shape, static_cast<int64_t>(v.step), std::vector<int64_t>(static_cast<size_t>(job.batch_size), 0));
+
+  report_svg::Narrowing n;
+  n.checkpoints = cps;
+  n.level = level;
+  n.interval = interval;
+  n.step = v.step;
+  n.nodes = g.nodes.size();
+  n.node = v.node;
+  std::array<std::set<uint32_t>, 3> rounds_at;
+  for (const DisputeEvent& e : in.events) rounds_at[static_cast<size_t>(level_of(e.phase) - 1)].insert(e.round);
+  for (size_t i = 0; i < 3; ++i) n.rounds[i] = static_cast<uint32_t>(rounds_at[i].size());
+
+  std::string b;
+  b += fmt::format(R"(<h1>Dispute {} {}</h1><div class="id">dispute {}<br>job {}</div>)", hex16(v.dispute_id), outcome,
+                   to_hex(v.dispute_id), to_hex(v.job_id));
+  b += "<h2>Verdict</h2><dl>";
+  b += fmt::format(R"(<dt>outcome</dt><dd id="outcome">{}</dd>)", undecided ? "undecided, no one convicted"
+                                                               : v.winners.empty() ? "no valid claim"
+                                                                                   : fmt::format("claim {} stands", v.winners[0]));
+  b += fmt::format(R"(<dt>reason</dt><dd id="reason">{}</dd>)", reason_name(v.reason));
+  b += fmt::format(R"(<dt>located at</dt><dd>level {}{}{}</dd>)", level,
+                   level >= 2 ? fmt::format(R"(, step <b id="located-step">{}</b>)", v.step) : "",
+                   level >= 3 ? fmt::format(R"(, node <b id="located-node">{}</b> (<b id="located-op">{}</b>))", v.node, op) : "");
+  b += fmt::format(R"(<dt>rounds</dt><dd id="rounds">{}</dd>)", v.rounds);
+  b += fmt::format(R"(<dt>detail</dt><dd>{}</dd>)", escape(v.detail));
+  b += fmt::format(R"(<dt>signature</dt><dd id="signature">{}</dd>)", signature);
+  b += fmt::format(R"(<dt>job</dt><dd>{} steps, batch {}, stride {} ({} checkpoints), seed {}</dd>)", job.steps, job.batch_size,
+                   job.stride, cps.size(), job.seed);
+  b += "</dl>";
+  b += R"(<table><tr><th></th><th>outcome</th><th>provider key</th><th>endpoint</th><th>trajectory root</th><th>clock left</th></tr>)";
+  for (const auto& r : claim_rows) b += r;
+  b += "</table>";
+
+  b += "<h2>Narrowing</h2>";
+  b += R"(<div class="scroll">)" + report_svg::narrowing(n) + "</div>";
+  if (in.events.empty()) {
+    b += R"(<p class="absent">No rounds: give the dispute's record (the referee's store) or its log.</p>)";
+  } else {
+    b += R"(<ol class="rounds">)";
+    for (const DisputeEvent& e : in.events) {
+      const bool narrow = e.text.find("first differ") != std::string::npos || e.text.find("is the first") != std::string::npos ||
+                          e.text.rfind("verdict", 0) == 0;
+      b += fmt::format(R"(<li{} value="{}">{}</li>)", narrow ? R"( class="narrow")" : "", e.round, escape(e.text));
+    }
+    b += "</ol>";
+  }
+
+  b += "<h2>The located step's graph</h2>";
+  if (level >= 3 && v.node < g.nodes.size()) {
+    b += fmt::format(R"(<p>Step {}: {} nodes in topological order, column by column; node {} ({}) in red, the nodes producing its inputs outlined orange, those using its outputs blue.</p>)",
+                     v.step, g.nodes.size(), v.node, op);
+    b += R"(<div class="scroll">)" + report_svg::graph(g, v.node) + "</div>";
+    const Node& node = g.nodes[v.node];
+    b += "<h2>The located op</h2>";
+    b += fmt::format(R"(<p><b>{}</b>, node {} of step {}. The referee opened its inputs (checked against the agreed records and state), re-executed it with RepOps and compared output hashes: {}</p>)",
+                     op, v.node, v.step, escape(v.detail));
+    b += R"(<table id="op-table"><tr><th></th><th>value</th><th>shape</th><th>elements</th><th>from</th></tr>)";
+    const auto value_row = [&](const char* role, ValueId id) {
+      const Value& val = g.values[id];
+      std::string from = "node output";
+      if (val.source != ValueSource::Node) {
+        const auto in_list = [&](const std::vector<ValueId>& l) { return std::find(l.begin(), l.end(), id) != l.end(); };
+        from = in_list(g.state_inputs) ? "state(t)" : in_list(g.data_inputs) ? "data set" : "constant";
+      } else {
+        for (size_t p = 0; p < g.nodes.size(); ++p)
+          for (ValueId o : g.nodes[p].outputs)
+            if (o == id) from = fmt::format("node {} ({})", p, op_name(g.nodes[p].op));
+      }
+      if (std::string(role) == "output") from = "this node";
+      b += fmt::format(R"(<tr><td>{}</td><td class="mono">{}</td><td class="mono">{}</td><td>{}</td><td>{}</td></tr>)", role,
+                       escape(val.name), val.shape.str(), val.shape.numel(), escape(from));
+    };
+    for (ValueId id : node.inputs) value_row("input", id);
+    for (ValueId id : node.outputs) value_row("output", id);
+    b += "</table>";
+  } else {
+    b += fmt::format(R"(<p class="absent">The dispute ended at level {}, before a node was located.</p>)", level);
+  }
+
+  b += "<h2>Losses</h2>";
+  const int64_t first_differing = interval > 0 ? static_cast<int64_t>(cps[interval]) : level == 1 ? 0 : -1;
+  const std::string chart = report_svg::losses(in.losses, first_differing);
+  if (chart.empty()) {
+    b += R"(<p class="absent">No losses: give each party's checkpoint directory (a provider's STORE/&lt;job id&gt;/); the referee never sees them.</p>)";
+  } else {
+    b += fmt::format(R"(<p>Each claim's training loss at its checkpoints (the loss is part of the committed state). The trajectories first differ at the checkpoint of step {}.</p>)",
+                     first_differing);
+    b += R"(<div class="scroll">)" + chart + "</div>";
+  }
+  return page(fmt::format("Dispute {} — {}", hex16(v.dispute_id), reason_name(v.reason)), b);
+}
+
+std::string dispute_list_html(std::span<const DisputeListing> disputes) {
+  std::string b = "<h1>Disputes</h1>";
+  if (disputes.empty()) b += R"(<p class="absent">No dispute recorded.</p>)";
+  b += R"(<table><tr><th>dispute</th><th>state</th><th>decided at (UTC)</th><th>recorded inputs</th></tr>)";
+  for (const DisputeListing& d : disputes) {
+    std::string when;
+    if (d.decided_at) when = fmt::format("{:%Y-%m-%d %H:%M:%S}", std::chrono::floor<std::chrono::seconds>(*d.decided_at));
+    b += fmt::format(R"(<tr><td class="mono"><a href="/disputes/{}">{}</a></td><td>{}</td><td>{}</td><td>{}</td></tr>)",
+                     to_hex(d.id), hex16(d.id), d.decided ? "decided" : "open", when, d.inputs);
+  }
+  return page("Disputes", b + "</table>");
+}
+
+bool is_self_contained(const std::string& html) {
+  for (const char* external : {"http://", "https://", "src=", "url(", "@import", "href=\"//"})
+    if (html.find(external) != std::string::npos) return false;
+  return true;
+}
+
+}  // namespace tribunal

@@ -1,0 +1,63 @@
+// A dispute as one self-contained HTML page (inline CSS and SVG, no script, no network): the narrowing
+// from trajectory to checkpoint interval to step to node with its rounds, the located step's graph
+// with the node highlighted, both parties' losses with the first differing checkpoint, the located
+// op's inputs and outputs, the verdict and its signature check. `tribunal report` writes it; the
+// referee serves it at /disputes/<id> (docs/running.md, "Dispute reports").
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <istream>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "referee/referee_dispute.h"
+#include "referee/store.h"
+
+namespace tribunal {
+
+/// One party's loss at a checkpoint: (step, loss of the step that produced that state).
+using LossPoint = std::pair<int64_t, double>;
+
+/// What a report is made of. Only the verdict is required; every other part, when absent, is shown
+/// as absent with what would supply it.
+struct ReportInput {
+  std::vector<uint8_t> verdict;  ///< the signed verdict envelope (a verdict file, or the store's)
+  /// The referee key the signature is checked against; unset: the envelope's own signer is shown,
+  /// marked as not checked against a trusted key.
+  std::optional<PublicKey> referee_key;
+  std::vector<DisputeEvent> events;  ///< the rounds: dispute_events() or parse_dispute_log()
+  /// Each party's losses at its checkpoints (claim order), e.g. read_checkpoint_losses() of its store.
+  std::array<std::vector<LossPoint>, 2> losses;
+};
+
+/// The page. Throws ProtocolError when the verdict envelope does not open (malformed or its signature
+/// does not verify under its own signer); a verdict signed by another key than `referee_key` is
+/// rendered with the failed check in red.
+std::string dispute_report_html(const ReportInput& input);
+
+/// The events of a dispute replayed from its recorded inputs (RefereeDispute::replay with events; the
+/// located node is re-executed once). Throws ProtocolError when the record does not replay.
+std::vector<DisputeEvent> dispute_events(std::span<const DisputeInput> inputs);
+
+/// The events in a referee's log or `tribunal demo`'s output: lines holding "round N: TEXT" (the
+/// referee's log) or "[round N] TEXT" (the demo). Other lines are skipped; the phase is not in a log
+/// and is set from the text's "level K".
+std::vector<DisputeEvent> parse_dispute_log(std::istream& log);
+
+/// The loss tensor of every checkpoint in `dir` (a provider's STORE/<job_id>/), in step order. Throws
+/// EngineError naming a checkpoint file that cannot be read.
+std::vector<LossPoint> read_checkpoint_losses(const std::filesystem::path& dir);
+
+/// The referee's /disputes page: its most recent disputes, each linking to /disputes/<id hex>.
+std::string dispute_list_html(std::span<const DisputeListing> disputes);
+
+/// Every HTML page here is self-contained: true when `html` names no external resource (no
+/// "http://", "https://" or "//" URL in a src, href or url()).
+bool is_self_contained(const std::string& html);
+
+}  // namespace tribunal

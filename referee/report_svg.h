@@ -1,0 +1,38 @@
+// Internal to referee/report.cpp: the report's inline SVG pictures, each a pure function of what it shows.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/graph.h"
+#include "referee/report.h"
+
+namespace tribunal::report_svg {
+
+/// Text escaped for HTML/SVG element content and attribute values.
+std::string escape(const std::string& text);
+
+/// What the narrowing picture shows: the trajectory's checkpoints, the located interval and step (when
+/// the game got that far), the step's node count and the located node, and the rounds of each level.
+struct Narrowing {
+  std::vector<uint64_t> checkpoints;  ///< steps 0, s, 2s, …, T
+  int level = 1;                      ///< where the verdict ended (1, 2 or 3)
+  uint64_t interval = 0;              ///< k: the interval [checkpoints[k-1], checkpoints[k]] (level ≥ 2)
+  uint64_t step = 0;                  ///< the located step (level ≥ 2)
+  uint64_t nodes = 0;                 ///< nodes of the located step's graph (level 3)
+  uint64_t node = 0;                  ///< the located node (level 3)
+  std::array<uint32_t, 3> rounds{};   ///< rounds played at each level
+};
+std::string narrowing(const Narrowing& n);
+
+/// The located step's graph, nodes in topological order laid out column by column, `located` in red,
+/// its producers and consumers outlined, the edges that touch it drawn bold.
+std::string graph(const StepGraph& g, uint64_t located);
+
+/// Both parties' losses at their checkpoints (step 0's, produced by no step, left out), a dashed mark at `first_differing` (a step; none when
+/// negative).
+std::string losses(const std::array<std::vector<LossPoint>, 2>& losses, int64_t first_differing);
+
+}  // namespace tribunal::report_svg

@@ -1,0 +1,156 @@
+// Monitoring (docs/running.md, "Monitoring"): the Prometheus text the registry renders, and /metrics
+// and /healthz of the real referee and provider nodes scraped over loopback while disputes run: the
+// counts match the verdicts the client got.
+#include <doctest/doctest.h>
+
+#include <fmt/format.h>
+
+#include <regex>
+
+#include "nodes/http_routes.h"
+#include "nodes/metrics.h"
+#include "referee/report.h"
+#include "tests/http_get.h"
+#include "tests/nodes/network.h"
+
+using namespace tribunal;
+using namespace tribunal::nodes;
+using tribunal::testing::Network;
+using tribunal::testing::corrupt;
+
+namespace {
+
+// The value of the sample `series` (name and labels exactly as rendered), or -1 when absent.
+double sample(const std::string& text, const std::string& series) {
+  size_t at = 0;
+  while ((at = text.find(series + " ", at)) != std::string::npos) {
+    if (at == 0 || text[at - 1] == '\n') return std::stod(text.substr(at + series.size() + 1));
+    at += series.size();
+  }
+  return -1;
+}
+
+uint16_t port_of(const std::string& url) {  // "ws://127.0.0.1:PORT/"
+  return static_cast<uint16_t>(std::stoi(url.substr(url.rfind(':') + 1)));
+}
+
+}  // namespace
+
+TEST_CASE("metrics: counters, labelled series, gauges and histograms in the Prometheus text format") {
+  MetricsRegistry m;
+  Counter& a = m.counter("t_total", "Things.", {{"kind", "a"}});
+  Counter& b = m.counter("t_total", "Things.", {{"kind", "q\"uote\\back\nline"}});
+  Histogram& h = m.histogram("t_seconds", "Durations.", {0.1, 1});
+  m.gauge("t_open", "Open now.", [] { return 3.0; });
+  a.inc();
+  a.inc(2.5);
+  b.inc();
+  h.observe(0.05);
+  h.observe(0.1);  // le is inclusive
+  h.observe(7);
+  CHECK(m.render() ==
+        "# HELP t_total Things.\n# TYPE t_total counter\n"
+        "t_total{kind=\"a\"} 3.5\n"
+        "t_total{kind=\"q\\\"uote\\\\back\\nline\"} 1\n"
+        "# HELP t_seconds Durations.\n# TYPE t_seconds histogram\n"
+        "t_seconds_bucket{le=\"0.1\"} 2\nt_seconds_bucket{le=\"1\"} 2\nt_seconds_bucket{le=\"+Inf\"} 3\n"
+        "t_seconds_sum 7.15\nt_seconds_count 3\n"
+        "# HELP t_open Open now.\n# TYPE t_open gauge\nt_open 3\n");
+  CHECK_THROWS_AS(m.counter("bad name", "x"), std::invalid_argument);
+  CHECK_THROWS_AS(m.gauge("t_total", "x", [] { return 0.0; }), std::invalid_argument);  // a counter already
+  CHECK_THROWS_AS(Histogram({1, 0.5}), std::invalid_argument);
+}
+
+TEST_CASE("metrics: /metrics of the referee and the providers, scraped while disputes run, match the verdicts") {
+  testing::TempDir store("metrics");
+  RefereeNodeOptions options;
+  options.data_dir = store.path;  // store commits are measured
+  Network net(options);
+  const uint16_t referee_port = port_of(net.referee_url);
+
+  // A scrape from inside the first dispute (its strand, mid-game): one dispute open, none decided yet.
+  std::atomic<bool> scraped{false};
+  std::string during;
+  net.referee.on_event = [&](const DisputeEvent& e) {
+    if (e.phase == Phase::Steps && !scraped.exchange(true)) during = testing::http_get(referee_port, "/metrics").body;
+  };
+
+  const std::string honest = net.provider(Fault{});
+  const std::vector<std::string> cheaters = {net.provider(corrupt(3, 4)), net.provider(corrupt(20, 11))};
+  std::map<std::string, int> verdicts;  // by reason
+  std::vector<Verdict> decided;
+  for (const std::string& cheater : cheaters) {
+    const DelegateOutcome o = net.delegate({honest, cheater});
+    REQUIRE(o.verdicts.size() == 1);
+    decided.push_back(net.verify(o.verdicts[0]));
+    ++verdicts[reason_name(decided.back().reason)];
+  }
+  CHECK(verdicts["wrong_output"] == 2);
+
+  REQUIRE(scraped);
+  CHECK(sample(during, "tribunal_referee_disputes_open") == 1);
+  CHECK(sample(during, "tribunal_referee_disputes_opened_total") == 1);
+  CHECK(sample(during, "tribunal_referee_disputes_decided_total{reason=\"wrong_output\"}") == 0);
+
+  const testing::HttpReply reply = testing::http_get(referee_port, "/metrics");
+  REQUIRE(reply.status == 200);
+  CHECK(reply.headers.find("text/plain; version=0.0.4") != std::string::npos);
+  const std::string& after = reply.body;
+  CHECK(sample(after, "tribunal_referee_disputes_open") == 0);
+  CHECK(sample(after, "tribunal_referee_disputes_opened_total") == 2);
+  for (const char* reason : {"wrong_output", "inconsistent_input", "timeout", "bad_proof"})
+    CHECK(sample(after, std::string("tribunal_referee_disputes_decided_total{reason=\"") + reason + "\"}") ==
+          verdicts[reason]);
+  CHECK(sample(after, "tribunal_referee_dispute_rounds_count") == 2);
+  CHECK(sample(after, "tribunal_referee_dispute_rounds_sum") >= 2 * 4);
+  CHECK(sample(after, "tribunal_referee_dispute_cpu_seconds_count") == 2);
+  CHECK(sample(after, "tribunal_referee_bytes_received_total") > 0);
+  CHECK(sample(after, "tribunal_referee_bytes_sent_total") > 0);
+  // Every round but the verdict's asked both providers something they answered.
+  CHECK(sample(after, "tribunal_referee_answer_latency_seconds_count") >= 2 * 4);
+  CHECK(sample(after, "tribunal_referee_answer_latency_seconds_bucket{le=\"+Inf\"}") ==
+        sample(after, "tribunal_referee_answer_latency_seconds_count"));
+  CHECK(sample(after, "tribunal_referee_store_commit_seconds_count") > 2);
+  CHECK(sample(after, "tribunal_connections_refused_total") == 0);
+  CHECK(sample(after, "process_cpu_seconds_total") > 0);
+
+  const testing::HttpReply provider = testing::http_get(port_of(honest), "/metrics");
+  REQUIRE(provider.status == 200);
+  CHECK(sample(provider.body, "tribunal_provider_jobs_total{outcome=\"claimed\"}") == 2);
+  CHECK(sample(provider.body, "tribunal_provider_queries_total") > 0);
+  CHECK(sample(provider.body, "tribunal_provider_answer_seconds_count") ==
+        sample(provider.body, "tribunal_provider_queries_total"));
+  CHECK(sample(provider.body, "tribunal_provider_answer_bytes_total") > 0);
+
+  CHECK(testing::http_get(referee_port, "/healthz").body == "ok\n");
+  CHECK(testing::http_get(referee_port, "/nothing").status == 404);
+  CHECK(testing::http_get(referee_port, "/metrics", "POST").status == 405);
+
+  // The dispute pages, from the store: the list links both; each page shows its verdict, the located
+  // step and node, a valid signature and the rounds replayed from the record; all self-contained.
+  const testing::HttpReply list = testing::http_get(referee_port, "/disputes");
+  REQUIRE(list.status == 200);
+  CHECK(is_self_contained(list.body));
+  const std::vector<std::pair<int, int>> located = {{3, 4}, {20, 11}};
+  for (size_t i = 0; i < decided.size(); ++i) {
+    const std::string id = to_hex(decided[i].dispute_id);
+    CHECK(list.body.find("/disputes/" + id) != std::string::npos);
+    const testing::HttpReply page = testing::http_get(referee_port, "/disputes/" + id);
+    REQUIRE(page.status == 200);
+    CHECK(page.headers.find("text/html") != std::string::npos);
+    CHECK(is_self_contained(page.body));
+    CHECK(page.body.find(R"(id="reason">wrong_output<)") != std::string::npos);
+    CHECK(page.body.find(fmt::format(R"(id="located-step">{}<)", located[i].first)) != std::string::npos);
+    CHECK(page.body.find(fmt::format(R"(id="located-node">{}<)", located[i].second)) != std::string::npos);
+    CHECK(page.body.find(R"(<span class="ok">valid</span>)") != std::string::npos);
+    CHECK(page.body.find("level 2: step " + std::to_string(located[i].first) + " is the first") != std::string::npos);
+    CHECK(page.body.find(R"(id="located-box")") != std::string::npos);
+  }
+  CHECK(testing::http_get(referee_port, "/disputes/" + std::string(64, '0')).status == 404);
+  CHECK(testing::http_get(referee_port, "/disputes/../referee.sqlite").status == 404);
+  CHECK(testing::http_get(referee_port, "/disputes/XYZ").status == 404);
+
+  // The same on a separate metrics address.
+  const uint16_t metrics_port = net.referee.listen_metrics("127.0.0.1", 0);
+  CHECK(sample(testing::http_get(metrics_port, "/metrics").body, "tribunal_referee_disputes_opened_total") == 2);
+}
