@@ -37,11 +37,11 @@ int run_report(const ReportSettings& s) {
     if (!std::filesystem::exists(s.store / "referee.sqlite"))
       throw UsageError("--store: no referee store in " + s.store.string() + " (expected referee.sqlite)");
     RefereeStore store(s.store, in.referee_key.value_or(env.sender));
-    const std::vector<DisputeInput> inputs = store.inputs(v.dispute_id);
-    if (inputs.empty())
+    in.record = store.inputs(v.dispute_id);
+    if (in.record.empty())
       throw ProtocolError(fmt::format("{}: no record of dispute {} (unknown, or pruned after its retention period)",
                                       store.file().string(), to_hex(v.dispute_id).substr(0, 16)));
-    in.events = dispute_events(inputs);
+    in.events = dispute_events(in.record);
   }
   if (!s.dispute_log.empty()) {
     std::ifstream log(s.dispute_log);

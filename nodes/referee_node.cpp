@@ -231,7 +231,8 @@ HttpHandler RefereeNode::http_handler() {
         ReportInput in;
         in.verdict = std::move(*verdict);
         in.referee_key = key_.public_key;
-        if (const auto inputs = store_->inputs(id); !inputs.empty()) in.events = dispute_events(inputs);
+        in.record = store_->inputs(id);
+        if (!in.record.empty()) in.events = dispute_events(in.record);
         respond({200, "text/html; charset=utf-8", dispute_report_html(in)});
       } catch (const std::exception& e) {
         log_(fmt::format("referee: a dispute page failed: {}", e.what()));

@@ -1,11 +1,13 @@
 #include "referee/report.h"
 
 #include <algorithm>
+#include <cstring>
 #include <regex>
 #include <set>
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "engine/dataset.h"
 #include "engine/error.h"
@@ -60,6 +62,40 @@ int level_of(Phase p) {
     case Phase::StepCommit: return 2;
     default: return 3;
   }
+}
+
+// What the record holds about the located node: each party's opened node record, and the first
+// elements of every tensor opened (chunk 0 of each, by the party that sent it).
+struct LocatedEvidence {
+  std::array<std::optional<NodeRecord>, 2> records;
+  struct Opened {
+    int party;
+    uint32_t value;
+    std::vector<int64_t> shape;
+    std::vector<float> first;
+  };
+  std::vector<Opened> opened;
+};
+
+LocatedEvidence located_evidence(std::span<const DisputeInput> record, uint64_t node) {
+  LocatedEvidence out;
+  for (const DisputeInput& in : record) {
+    if (in.kind != DisputeInput::Kind::Envelope || in.party < 0 || in.party > 1) continue;
+    const Envelope env = open_envelope(in.envelope, SignatureCheck::DeferTensorChunks);
+    if (const auto* r = std::get_if<Records>(&env.body)) {
+      for (size_t i = 0; i < r->indices.size() && i < r->records.size(); ++i)
+        if (r->indices[i] == node) out.records[static_cast<size_t>(in.party)] = r->records[i];
+    } else if (const auto* c = std::get_if<TensorChunk>(&env.body); c && c->chunk == 0) {
+      LocatedEvidence::Opened o{in.party, c->value, c->shape, {}};
+      for (size_t k = 0; k + 4 <= c->bytes.size() && o.first.size() < 6; k += 4) {
+        float f;
+        std::memcpy(&f, c->bytes.data() + k, 4);  // little-endian float32 (docs/commitments.md)
+        o.first.push_back(f);
+      }
+      out.opened.push_back(std::move(o));
+    }
+  }
+  return out;
 }
 
 std::string seconds(std::chrono::milliseconds ms) { return fmt::format("{:.3f} s", std::chrono::duration<double>(ms).count()); }
@@ -212,9 +248,14 @@ std::string dispute_report_html(const ReportInput& in) {
 
   b += "<h2>The located step's graph</h2>";
   if (level >= 3 && v.node < g.nodes.size()) {
-    b += fmt::format(R"(<p>Step {}: {} nodes in topological order, column by column; node {} ({}) in red, the nodes producing its inputs outlined orange, those using its outputs blue.</p>)",
-                     v.step, g.nodes.size(), v.node, op);
-    b += R"(<div class="scroll">)" + report_svg::graph(g, v.node) + "</div>";
+    const std::vector<size_t> shown = report_svg::graph_nodes_shown(g, v.node);
+    b += fmt::format(R"(<p>Step {}: {} nodes in topological order, column by column{}; node {} ({}) in red, the nodes producing its inputs outlined orange, those using its outputs blue.</p>)",
+                     v.step, g.nodes.size(),
+                     shown.size() < g.nodes.size()
+                         ? fmt::format(" (here {} of them: its neighbours in that order and the nodes it is connected to)", shown.size())
+                         : "",
+                     v.node, op);
+    b += R"(<div class="scroll">)" + report_svg::graph(g, v.node, shown) + "</div>";
     const Node& node = g.nodes[v.node];
     b += "<h2>The located op</h2>";
     b += fmt::format(R"(<p><b>{}</b>, node {} of step {}. The referee opened its inputs (checked against the agreed records and state), re-executed it with RepOps and compared output hashes: {}</p>)",
@@ -238,6 +279,40 @@ std::string dispute_report_html(const ReportInput& in) {
     for (ValueId id : node.inputs) value_row("input", id);
     for (ValueId id : node.outputs) value_row("output", id);
     b += "</table>";
+    if (in.record.empty()) {
+      b += R"(<p class="absent">The hashes each party committed for this node are in the dispute's record (the referee's store), not given here.</p>)";
+    } else {
+      const LocatedEvidence ev = located_evidence(in.record, v.node);
+      // Each party's committed hashes of the node's inputs and outputs; a hash the parties differ on in red.
+      b += R"(<h3>Committed hashes (each party's opened node record)</h3><table id="hashes"><tr><th></th><th>claim 0</th><th>claim 1</th></tr>)";
+      const auto rows = [&](const char* role, auto member) {
+        size_t n = 0;
+        for (const auto& r : ev.records)
+          if (r) n = std::max(n, ((*r).*member).size());
+        for (size_t i = 0; i < n; ++i) {
+          std::array<std::string, 2> h;
+          for (size_t p = 0; p < 2; ++p)
+            if (ev.records[p] && i < ((*ev.records[p]).*member).size()) h[p] = to_hex(((*ev.records[p]).*member)[i]);
+          const bool differ = !h[0].empty() && !h[1].empty() && h[0] != h[1];
+          b += fmt::format(R"(<tr><td>{} {}</td><td class="mono{}">{}</td><td class="mono{}">{}</td></tr>)", role, i,
+                           differ ? " bad" : "", h[0].empty() ? "—" : h[0].substr(0, 32), differ ? " bad" : "",
+                           h[1].empty() ? "—" : h[1].substr(0, 32));
+        }
+      };
+      rows("input", &NodeRecord::inputs);
+      rows("output", &NodeRecord::outputs);
+      b += "</table>";
+      if (!ev.opened.empty()) {
+        b += R"(<h3>Tensors opened for the re-execution (first elements)</h3><table id="opened"><tr><th>by</th><th>opened value</th><th>shape</th><th>first elements</th></tr>)";
+        for (const auto& o : ev.opened) {
+          std::string first;
+          for (const float f : o.first) first += fmt::format("{}{:.6g}", first.empty() ? "" : ", ", f);
+          b += fmt::format(R"(<tr><td>claim {}</td><td>#{}</td><td class="mono">[{}]</td><td class="mono">{}, …</td></tr>)", o.party,
+                           o.value, fmt::join(o.shape, ", "), first);
+        }
+        b += "</table>";
+      }
+    }
   } else {
     b += fmt::format(R"(<p class="absent">The dispute ended at level {}, before a node was located.</p>)", level);
   }

@@ -31,6 +31,9 @@ struct ReportInput {
   /// marked as not checked against a trusted key.
   std::optional<PublicKey> referee_key;
   std::vector<DisputeEvent> events;  ///< the rounds: dispute_events() or parse_dispute_log()
+  /// The dispute's recorded inputs (the referee's store), when kept: each party's opened record of the
+  /// located node (its input and output hashes) and the first elements of the tensors opened.
+  std::vector<DisputeInput> record;
   /// Each party's losses at its checkpoints (claim order), e.g. read_checkpoint_losses() of its store.
   std::array<std::vector<LossPoint>, 2> losses;
 };

@@ -114,12 +114,38 @@ std::string narrowing(const Narrowing& n) {
   return s + "</svg>";
 }
 
-std::string graph(const StepGraph& g, uint64_t located) {
-  const size_t N = g.nodes.size();
-  // The node producing each value (values without one are the step's inputs: state, data, constants).
+namespace {
+// The node producing each value (-1: the step's inputs: state, data, constants).
+std::vector<int64_t> producers(const StepGraph& g) {
   std::vector<int64_t> producer(g.values.size(), -1);
-  for (size_t i = 0; i < N; ++i)
+  for (size_t i = 0; i < g.nodes.size(); ++i)
     for (ValueId v : g.nodes[i].outputs) producer[v] = static_cast<int64_t>(i);
+  return producer;
+}
+}  // namespace
+
+std::vector<size_t> graph_nodes_shown(const StepGraph& g, uint64_t located) {
+  const size_t N = g.nodes.size();
+  std::set<size_t> shown;
+  if (N <= 60 || located >= N) {
+    for (size_t i = 0; i < N; ++i) shown.insert(i);
+  } else {
+    const std::vector<int64_t> producer = producers(g);
+    for (size_t i = located >= 12 ? located - 12 : 0; i <= std::min<size_t>(N - 1, located + 12); ++i) shown.insert(i);
+    for (ValueId v : g.nodes[located].inputs)
+      if (producer[v] >= 0) shown.insert(static_cast<size_t>(producer[v]));
+    for (size_t i = 0; i < N; ++i)
+      for (ValueId v : g.nodes[i].inputs)
+        if (producer[v] == static_cast<int64_t>(located)) shown.insert(i);
+  }
+  return {shown.begin(), shown.end()};
+}
+
+std::string graph(const StepGraph& g, uint64_t located, const std::vector<size_t>& shown) {
+  const size_t N = g.nodes.size();
+  std::vector<int64_t> slot(N, -1);  // position in the picture
+  for (size_t k = 0; k < shown.size(); ++k) slot[shown[k]] = static_cast<int64_t>(k);
+  const std::vector<int64_t> producer = producers(g);
   std::set<size_t> inputs_of, consumers_of;
   if (located < N) {
     for (ValueId v : g.nodes[located].inputs)
@@ -128,28 +154,30 @@ std::string graph(const StepGraph& g, uint64_t located) {
       for (ValueId v : g.nodes[i].inputs)
         if (producer[v] == static_cast<int64_t>(located)) consumers_of.insert(i);
   }
-  const size_t rows = std::max<size_t>(8, static_cast<size_t>(std::ceil(std::sqrt(static_cast<double>(N) * 1.5))));
-  const size_t cols = (N + rows - 1) / rows;
+  const size_t M = shown.size();
+  const size_t rows = std::max<size_t>(8, static_cast<size_t>(std::ceil(std::sqrt(static_cast<double>(M) * 1.5))));
+  const size_t cols = (M + rows - 1) / rows;
   constexpr double bw = 168, bh = 20, gx = 40, gy = 8, pad = 10;
   const double W = pad * 2 + static_cast<double>(cols) * (bw + gx), H = pad * 2 + static_cast<double>(rows) * (bh + gy);
-  const auto pos = [&](size_t i) {
+  const auto pos = [&](size_t node) {
+    const auto i = static_cast<size_t>(slot[node]);
     return std::pair<double, double>{pad + static_cast<double>(i / rows) * (bw + gx), pad + static_cast<double>(i % rows) * (bh + gy)};
   };
   std::string s = fmt::format(R"(<svg class="graph" role="img" aria-label="step graph" viewBox="0 0 {:.0f} {:.0f}" width="{:.0f}" height="{:.0f}">)",
                               W, H, W, H);
   // Edges: all of them for a small graph, else only those touching the located node.
-  const bool all_edges = N <= 48;
+  const bool all_edges = M <= 48;
   std::string edges, bold;
-  for (size_t i = 0; i < N; ++i)
+  for (size_t i : shown)
     for (ValueId v : g.nodes[i].inputs) {
-      if (producer[v] < 0) continue;
+      if (producer[v] < 0 || slot[static_cast<size_t>(producer[v])] < 0) continue;
       const auto p = static_cast<size_t>(producer[v]);
       const bool touches = p == located || i == located;
       if (!touches && !all_edges) continue;
       const auto [x0, y0] = pos(p);
       const auto [x1, y1] = pos(i);
       const double ax = x0 + bw, ay = y0 + bh / 2, bx = x1, by = y1 + bh / 2;
-      const std::string path = p / rows == i / rows
+      const std::string path = static_cast<size_t>(slot[p]) / rows == static_cast<size_t>(slot[i]) / rows
                                    ? fmt::format("M{:.0f},{:.0f} C{:.0f},{:.0f} {:.0f},{:.0f} {:.0f},{:.0f}", ax, ay, ax + 18, ay,
                                                  ax + 18, y1 + bh / 2, x1 + bw, y1 + bh / 2)
                                    : fmt::format("M{:.0f},{:.0f} C{:.0f},{:.0f} {:.0f},{:.0f} {:.0f},{:.0f}", ax, ay, ax + gx / 2, ay,
@@ -157,7 +185,7 @@ std::string graph(const StepGraph& g, uint64_t located) {
       (touches ? bold : edges) += fmt::format(R"(<path d="{}" class="{}"/>)", path, touches ? "edge hot" : "edge");
     }
   s += edges + bold;
-  for (size_t i = 0; i < N; ++i) {
+  for (size_t i : shown) {
     const auto [x, y] = pos(i);
     const Node& node = g.nodes[i];
     const std::string out = node.outputs.empty() ? "" : g.values[node.outputs[0]].name;

@@ -27,9 +27,13 @@ struct Narrowing {
 };
 std::string narrowing(const Narrowing& n);
 
-/// The located step's graph, nodes in topological order laid out column by column, `located` in red,
-/// its producers and consumers outlined, the edges that touch it drawn bold.
-std::string graph(const StepGraph& g, uint64_t located);
+/// The nodes the graph picture shows: all of a graph of at most 60 nodes; of a larger one, the located
+/// node, the 12 before and after it, and the nodes producing its inputs and using its outputs.
+std::vector<size_t> graph_nodes_shown(const StepGraph& g, uint64_t located);
+
+/// The located step's graph: the `shown` nodes (ascending) in topological order laid out column by
+/// column, `located` in red, its producers and consumers outlined, the edges that touch it drawn bold.
+std::string graph(const StepGraph& g, uint64_t located, const std::vector<size_t>& shown);
 
 /// Both parties' losses at their checkpoints (step 0's, produced by no step, left out), a dashed mark at `first_differing` (a step; none when
 /// negative).
