@@ -149,17 +149,16 @@ int run_referee(RefereeSettings& s) {
   std::vector<IpNetwork>& allowed = s.allowed;
   check_tls_usage(options.tls);
   const auto [host, port] = host_port(listen);
+  const auto metrics = s.metrics.empty() ? std::pair<std::string, uint16_t>{} : host_port(s.metrics, "--metrics");
   raise_fd_limit();  // a client connection per live dispute, two provider connections
   NetContext ctx(1);
   RefereeNode node(ctx, load_keypair(key), options, log_line, AddressPolicy::public_only(std::move(allowed)));
   const uint16_t bound = node.listen(host, port);
   log_line(fmt::format("referee: listening on {}:{} (store {}; {}; /metrics, /healthz and /disputes on that port)", host,
                        bound, (options.data_dir / "referee.sqlite").string(), options.tls.cert.empty() ? "ws://" : "wss://"));
-  if (!s.metrics.empty()) {
-    const auto [mhost, mport] = host_port(s.metrics, "--metrics");
-    log_line(fmt::format("referee: metrics on http{}://{}:{}/metrics", options.tls.cert.empty() ? "" : "s", mhost,
-                         node.listen_metrics(mhost, mport)));
-  }
+  if (!s.metrics.empty())
+    log_line(fmt::format("referee: metrics on http://{}:{}/metrics", metrics.first,
+                         node.listen_metrics(metrics.first, metrics.second)));
   ctx.run();
   return 0;
 }
@@ -188,6 +187,7 @@ int run_provider(ProviderSettings& s) {
   const std::string& listen = s.listen;
   const std::string& key = s.key;
   const auto [host, port] = host_port(listen);
+  const auto metrics = s.metrics.empty() ? std::pair<std::string, uint16_t>{} : host_port(s.metrics, "--metrics");
   // Under mpirun: rank 0 is the node, the other ranks train each job with it (nodes/training_ranks.h).
   const std::unique_ptr<World> world = launched_world_or_solo();
   std::optional<TrainingRanks> ranks;
@@ -204,11 +204,9 @@ int run_provider(ProviderSettings& s) {
   const uint16_t bound = node.listen(host, port);
   log_line(fmt::format("provider: listening on {}:{}, claims name {}; data sets: {}; {} training rank(s)", host, bound,
                        node.endpoint(), fmt::join(config.datasets.names(), ", "), world->size()));
-  if (!s.metrics.empty()) {
-    const auto [mhost, mport] = host_port(s.metrics, "--metrics");
-    log_line(fmt::format("provider: metrics on http{}://{}:{}/metrics", config.tls.cert.empty() ? "" : "s", mhost,
-                         node.listen_metrics(mhost, mport)));
-  }
+  if (!s.metrics.empty())
+    log_line(fmt::format("provider: metrics on http://{}:{}/metrics", metrics.first,
+                         node.listen_metrics(metrics.first, metrics.second)));
   ctx.run();
   if (ranks) ranks->stop();
   return 0;

@@ -159,6 +159,18 @@ expect "integer out of range" 2 "--retention-days expects an integer in \[0, 365
 expect "bad --corrupt" 2 "--corrupt expects STEP:NODE, got '3'" -- \
   provider --listen 127.0.0.1:0 --key "$tmp/node.key" --store "$tmp/store" --referee-key "$(printf 'ab%.0s' {1..32})" --corrupt 3
 
+# TLS and reports (docs/running.md "TLS", "Dispute reports").
+expect "--tls-cert without --tls-key" 2 "^tribunal: referee: --tls-cert and --tls-key go together$" -- \
+  referee --listen 127.0.0.1:0 --key "$tmp/node.key" --data "$tmp/rd" --tls-cert "$tmp/none.pem"
+expect "missing TLS certificate" 1 "^tribunal: error: TLS: certificate $tmp/none.pem: no such file$" -- \
+  provider --listen 127.0.0.1:0 --key "$tmp/node.key" --store "$tmp/store" --referee-key "$(printf 'ab%.0s' {1..32})" \
+  --tls-cert "$tmp/none.pem" --tls-key "$tmp/none.key"
+expect "bad --metrics" 2 "^tribunal: referee: --metrics expects HOST:PORT, got 'nowhere'$" -- \
+  referee --listen 127.0.0.1:0 --key "$tmp/node.key" --data "$tmp/rd" --metrics nowhere
+expect "report without a verdict" 2 "^tribunal: report: give a verdict file$" -- report
+expect "report of a missing file" 1 "^tribunal: error: $tmp/none.bin: cannot open$" -- report "$tmp/none.bin"
+expect "report of a job file" 1 "^tribunal: error: " -- report "$tmp/ok.toml" --out "$tmp/r.html"
+
 # --help: exit 0, the text on stdout (nothing on stderr), and it lists the command's options with
 # their defaults. help NAME PATTERN... -- ARGS...: every PATTERN must be in `tribunal ARGS`'s stdout.
 help() {
