@@ -169,6 +169,8 @@ std::array<PartyReexecution, 2> JobOracle::reexecute(const Reexecute& rx) const 
   std::vector<std::vector<double>> wide(outputs.size());
   run_float64(node.op, attrs, in, wide, default_float64_gemm());
   const double tau = job_.numerics.tau_of(node.op);
+  std::vector<std::vector<double>> quanta(outputs.size());
+  rounding_quanta(node.op, attrs, in, quanta);
   uint64_t count = 0;
   for (const std::vector<double>& w : wide) count += w.size();
   std::array<PartyReexecution, 2> result;
@@ -176,7 +178,7 @@ std::array<PartyReexecution, 2> JobOracle::reexecute(const Reexecute& rx) const 
     const RoundingLog log{count, rx.logs[p]};
     std::optional<uint64_t> bad;
     try {
-      bad = round_outputs_replayed(wide, log, out, tau);
+      bad = round_outputs_replayed(wide, log, out, tau, quanta);
     } catch (const OpError& e) {
       result[p].bad_log = e.what();  // the log's digits do not unpack (count and size were proven)
       continue;
@@ -194,7 +196,7 @@ std::array<PartyReexecution, 2> JobOracle::reexecute(const Reexecute& rx) const 
         "decision {} (output {} element {}) is {}, not allowed for the referee's float64 value {:.17g} ({:.4g} "
         "spacings from a rounding boundary, tau {:.4g})",
         *bad, i, k, d == Rounding::Nearest ? "nearest" : d == Rounding::Down ? "down" : "up", x,
-        boundary_distance(x), tau);
+        boundary_distance(x, quantum_at(quanta, i, k)), tau);
   }
   return result;
 }

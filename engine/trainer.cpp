@@ -169,7 +169,9 @@ float Trainer::run_step(const StepGraph& g, Inspect before_swap, const ShardRun&
       // A cheater's tampered step is logged afresh with the same tampering, even when replaying its
       // own logs: its float64 values would refuse the tampered log (engine/fault.h).
       run.tamper = [this, t](size_t n, std::span<const std::vector<double>> wide, RoundingLog& log,
-                             std::span<Tensor* const> out, double tau) { tamper_rounding(fault_, t, n, wide, log, out, tau); };
+                             std::span<Tensor* const> out, double tau, std::span<const std::vector<double>> quanta) {
+        tamper_rounding(fault_, t, n, wide, log, out, tau, quanta);
+      };
     } else if (!rounding_.replay_dir.empty()) {
       std::vector<uint64_t> counts;
       for (const Node& node : g.nodes) {
