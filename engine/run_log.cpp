@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -118,7 +119,8 @@ std::chrono::duration<double> process_cpu_time() {
 
 ResourceSample StepMeter::done(int threads) const {
   ResourceSample s{step_, std::chrono::steady_clock::now() - wall0_, process_cpu_time() - cpu0_, 0.0};
-  if (s.wall.count() > 0) s.utilisation = s.cpu.count() / (s.wall.count() * static_cast<double>(threads));
+  // Capped at 1: the checkpoint writer's thread may add CPU time to a step beyond its training threads'.
+  if (s.wall.count() > 0) s.utilisation = std::min(1.0, s.cpu.count() / (s.wall.count() * static_cast<double>(threads)));
   return s;
 }
 

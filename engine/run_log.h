@@ -6,7 +6,8 @@
 //                                                       loss state t+1 records), float32 printed exactly
 //   resources.csv  "step,wall_seconds,cpu_seconds,utilisation"
 //                  one line per step: the step's wall time, the process's CPU time over it (every
-//                  thread), and cpu / (wall × training threads), in [0, ~1]
+//                  thread), and min(1, cpu / (wall × training threads)) (the checkpoint writer's
+//                  thread can add CPU time to a step)
 // Nothing here is committed or checked by a dispute: a provider may write any numbers (that is what
 // the audits' cheaters do).
 #pragma once
@@ -29,7 +30,7 @@ struct ResourceSample {
   int64_t step = 0;
   std::chrono::duration<double> wall{0};  ///< wall time of the step
   std::chrono::duration<double> cpu{0};   ///< the process's CPU time over the step, all threads
-  double utilisation = 0;                 ///< cpu / (wall × training threads)
+  double utilisation = 0;                 ///< min(1, cpu / (wall × training threads))
 };
 
 /// DIR/losses.csv and DIR/resources.csv.
