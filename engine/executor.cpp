@@ -30,7 +30,9 @@ void Executor::run(const StepGraph& g, std::span<const Tensor* const> state, std
     out.clear();
     for (ValueId v : node.inputs) in.push_back(bound_[v]);
     for (ValueId v : node.outputs) out.push_back(&slots_[v]);
-    if (rounding_)
+    if (fast_ && run_float32_gemm_op(node.op, node.attrs, in, out, *fast_)) {
+      // fast mode's float32 GEMM ran it
+    } else if (rounding_)
       run_rounded(n, node, in, out);
     else if (reference_)
       run_reference(node.op, node.attrs, in, out);

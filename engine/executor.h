@@ -14,6 +14,7 @@
 #include "engine/graph.h"
 #include "engine/numerics.h"
 #include "engine/rounding_logs.h"
+#include "ops/float32_gemm.h"
 #include "ops/float64/float64.h"
 #include "ops/thread_pool.h"
 
@@ -78,6 +79,10 @@ class Executor {
   /// the default). Replay logs must have one log per node of the graph run.
   void set_rounding(std::optional<RoundingRun> run) { rounding_ = run; }
 
+  /// Fast mode (engine/numerics.h NumericsMode::Fast): Linear and Matmul nodes run through this float32
+  /// GEMM (ops/float32_gemm.h), every other node through its RepOps kernel; nullopt (the default): RepOps.
+  void set_fast(std::optional<Float32Gemm> gemm) { fast_ = gemm; }
+
   /// Called after node `index` ran, with its output tensors (may modify them: fault injection).
   using NodeHook = std::function<void(size_t index, std::span<Tensor* const> outputs)>;
 
@@ -105,6 +110,7 @@ class Executor {
   bool reference_;
   Device device_;
   std::optional<RoundingRun> rounding_;
+  std::optional<Float32Gemm> fast_;
   std::vector<Tensor> slots_;          // storage of node outputs, by value id
   std::vector<const Tensor*> bound_;   // every value's tensor, by value id
   std::vector<std::unique_ptr<ThreadPool>> shard_pools_;  // one-thread pools of shards run side by side

@@ -29,7 +29,7 @@ void put_string(std::vector<uint8_t>& out, const std::string& s) {
   out.insert(out.end(), s.begin(), s.end());
 }
 
-// [numerics]: mode = "repops" | "rounding-log"; rounding-log also takes tau, either one number for
+// [numerics]: mode = "repops" | "rounding-log" | "fast"; rounding-log also takes tau, either one number for
 // every op kind or a table of op names (ops/registry.h) with an optional `default` for the others.
 NumericsSpec parse_numerics(const toml::table& root, const std::string& source) {
   NumericsSpec spec;
@@ -39,8 +39,13 @@ NumericsSpec parse_numerics(const toml::table& root, const std::string& source) 
     numerics.allow_only({"mode"});
     return spec;
   }
+  if (mode == "fast") {
+    numerics.allow_only({"mode"});
+    spec.mode = NumericsMode::Fast;
+    return spec;
+  }
   if (mode != "rounding-log")
-    throw EngineError(fmt::format("{}: numerics.mode '{}' is not supported (supported: repops, rounding-log)",
+    throw EngineError(fmt::format("{}: numerics.mode '{}' is not supported (supported: repops, rounding-log, fast)",
                                   numerics.location("mode"), mode));
   numerics.allow_only({"mode", "tau"});
   spec.mode = NumericsMode::RoundingLog;

@@ -3,7 +3,11 @@
 namespace tribunal {
 
 const char* numerics_mode_name(NumericsMode mode) {
-  return mode == NumericsMode::RoundingLog ? "rounding-log" : "repops";
+  switch (mode) {
+    case NumericsMode::RoundingLog: return "rounding-log";
+    case NumericsMode::Fast: return "fast";
+    default: return "repops";
+  }
 }
 
 double default_rounding_tau(OpKind kind) {

@@ -16,9 +16,14 @@ namespace tribunal {
 enum class NumericsMode : uint8_t {
   RepOps = 0,       ///< every op is a RepOps kernel: the same bits on every machine
   RoundingLog = 1,  ///< every op in float64, rounded to float32 with a log of near-boundary decisions
+  /// Plain float32: Linear and Matmul by any float32 GEMM (ops/float32_gemm.h: OpenBLAS SGEMM at any
+  /// thread count, or another summation order), the other ops by their RepOps kernels. Not
+  /// reproducible across GEMMs: such a job is checked by a tolerance verifier (docs/verifiers.md), not
+  /// by an exact dispute.
+  Fast = 2,
 };
 
-/// "repops", "rounding-log".
+/// "repops", "rounding-log", "fast".
 const char* numerics_mode_name(NumericsMode mode);
 
 /// The default τ of op `kind` in rounding-log mode, in units of the float32 spacing at the value
