@@ -74,7 +74,7 @@ double spacing(double x) {
 // per step when the values' positions between float32 neighbours are uniform. With the node's rounding
 // quantum q (ops/float64/float64.h): "max_steps", the largest difference in units of the grid step
 // actually used (max(q, float32 spacing)), which τ/2 must cover; "max_over_quantum", the largest
-// difference over q alone (the margin kRoundingQuantumBits leaves); "coarsened": values whose nearest
+// difference over q alone (the margin the job's quantum_bits leaves); "coarsened": values whose nearest
 // grid value is not their nearest float32 (the precision the quantum costs), and
 // "max_coarsened_relative", the largest such change relative to the value; "coarsened_beyond_float32":
 // those among them whose grid value lies farther from the float64 value than the RepOps float32
@@ -105,7 +105,7 @@ nlohmann::json compare_gemms(const JobSpec& job, const Dataset& train, ThreadPoo
     Tally& t = tally[op_info(node.op).name];
     std::vector<std::vector<double>> quanta(node.outputs.size());
     std::vector<Tensor> ref;  // the RepOps float32 result, for the gemm ops (those with quanta)
-    if (rounding_quanta(node.op, node.attrs, in, quanta)) {
+    if (rounding_quanta(node.op, node.attrs, in, quanta, job.numerics.quantum_bits)) {
       std::vector<Tensor*> ref_out;
       ref.reserve(node.outputs.size());
       for (ValueId v : node.outputs) ref_out.push_back(&ref.emplace_back(g.values[v].shape));

@@ -78,7 +78,9 @@ StepSpec step_spec_of(const StepGraph& g, bool rounding_log) {
 }
 
 JobOracle::JobOracle(const JobSpec& job, const DataShape& data)
-    : job_(job), data_(data), sampler_(job.seed, data.samples, job.batch_size) {}
+    : job_(job), data_(data), sampler_(job.seed, data.samples, job.batch_size) {
+  require_disputable(job.numerics, "dispute oracle");
+}
 
 const StepGraph& JobOracle::graph(uint64_t step) const {
   if (!cache_ || cache_->first != step) {
@@ -170,7 +172,7 @@ std::array<PartyReexecution, 2> JobOracle::reexecute(const Reexecute& rx) const 
   run_float64(node.op, attrs, in, wide, default_float64_gemm());
   const double tau = job_.numerics.tau_of(node.op);
   std::vector<std::vector<double>> quanta(outputs.size());
-  rounding_quanta(node.op, attrs, in, quanta);
+  rounding_quanta(node.op, attrs, in, quanta, job_.numerics.quantum_bits);
   uint64_t count = 0;
   for (const std::vector<double>& w : wide) count += w.size();
   std::array<PartyReexecution, 2> result;
@@ -210,7 +212,9 @@ DisputeResponder::DisputeResponder(const JobSpec& job, const Dataset& train, std
       // A rounding-log provider replays its own logs (written beside the checkpoints), so its answers
       // are the steps it trained even if its float64 kernels changed since.
       trainer_(job, train, pool, fault, nullptr, Device::Cpu, RoundingOptions{default_float64_gemm(), store_}),
-      checkpoints_(checkpoint_steps(static_cast<uint64_t>(job.steps), static_cast<uint64_t>(job.stride))) {}
+      checkpoints_(checkpoint_steps(static_cast<uint64_t>(job.steps), static_cast<uint64_t>(job.stride))) {
+  require_disputable(job.numerics, "dispute responder");
+}
 
 const std::vector<Digest>& DisputeResponder::trajectory_leaves() {
   if (trajectory_.empty()) {

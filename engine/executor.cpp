@@ -91,7 +91,7 @@ void Executor::run_rounded(size_t n, const Node& node, std::span<const Tensor* c
   wide.resize(out.size());
   quanta.resize(out.size());
   run_float64(node.op, node.attrs, in, wide, rounding_->gemm);
-  rounding_quanta(node.op, node.attrs, in, quanta);
+  rounding_quanta(node.op, node.attrs, in, quanta, rounding_->numerics->quantum_bits);
   const double tau = rounding_->numerics->tau_of(node.op);
   if (!rounding_->replay) {
     RoundingLog log = round_outputs_logged(wide, out, tau, quanta);

@@ -1,5 +1,7 @@
 #include "engine/numerics.h"
 
+#include "engine/error.h"
+
 namespace tribunal {
 
 const char* numerics_mode_name(NumericsMode mode) {
@@ -52,6 +54,13 @@ Float64Gemm default_float64_gemm() {
 
 NumericsSpec::NumericsSpec() {
   for (size_t k = 0; k < kOpKindCount; ++k) tau[k] = default_rounding_tau(static_cast<OpKind>(k));
+}
+
+void require_disputable(const NumericsSpec& numerics, const std::string& where) {
+  if (numerics.mode == NumericsMode::Fast)
+    throw EngineError(where + ": the job is in fast numerics mode, whose float32 kernels may differ between machines: "
+                      "its steps cannot be re-executed exactly, so no referee can settle a dispute over it "
+                      "(docs/verifiers.md: the tolerance verifier checks such runs)");
 }
 
 }  // namespace tribunal

@@ -47,10 +47,19 @@ struct NumericsSpec {
   NumericsMode mode = NumericsMode::RepOps;
   /// rounding-log only: τ per op kind (by OpKind value), each in [0, kMaxRoundingTau].
   std::array<double, kOpKindCount> tau{};
+  /// rounding-log only: log2 of a contraction's magnitude bound over its rounding quantum
+  /// (ops/float64/float64.h rounding_quanta), in [kMinRoundingQuantumBits, kMaxRoundingQuantumBits].
+  int quantum_bits = kDefaultRoundingQuantumBits;
 
   NumericsSpec();
   bool operator==(const NumericsSpec&) const = default;
   double tau_of(OpKind kind) const { return tau[static_cast<size_t>(kind)]; }
 };
+
+/// Throws EngineError (naming `where`) for a mode whose steps cannot be re-executed exactly — fast
+/// mode, whose float32 kernels are free to differ — since no referee could settle a dispute over
+/// them: providers refuse to train such a job for a client and referees refuse its disputes
+/// (docs/verifiers.md: the tolerance verifier is what checks them).
+void require_disputable(const NumericsSpec& numerics, const std::string& where);
 
 }  // namespace tribunal

@@ -32,14 +32,14 @@ int ceil_log2(int64_t k) { return k <= 1 ? 0 : std::bit_width(static_cast<uint64
 
 /// The quantum of a sum of k products with |a| < 2^a.e and |b| < 2^b.e, added to a start value (bias)
 /// bounded by `start` (a zero Magnitude: none). Every partial sum stays below 2^(a.e + b.e + ⌈log2 k⌉)
-/// + 2^start.e < 2^(max(…) + 1), and the quantum is that bound over 2^kRoundingQuantumBits. 0 (the
+/// + 2^start.e < 2^(max(…) + 1), and the quantum is that bound over 2^bits. 0 (the
 /// float32 grid) where the sum is exact (a zero operand: the result is the start value), a bound does
 /// not exist (NaN or infinity), or the quantum would be finer than 2^-149.
-double quantum(const Magnitude& a, const Magnitude& b, int log2k, const Magnitude& start = {}) {
+double quantum(int bits, const Magnitude& a, const Magnitude& b, int log2k, const Magnitude& start = {}) {
   if (!a.finite || !b.finite || !start.finite || a.zero || b.zero) return 0;
   int e = a.e + b.e + log2k;
   if (!start.zero) e = std::max(e, start.e) + 1;
-  e -= kRoundingQuantumBits;
+  e -= bits;
   return e < -149 ? 0.0 : std::ldexp(1.0, e);
 }
 
@@ -53,7 +53,7 @@ std::vector<Magnitude> magnitudes(const Tensor& x, size_t groups, Group group) {
 }
 
 /// Output quanta of op(a)·op(b) per batch element: rows of op(a), columns of op(b).
-void matmul_quanta(const Attrs& attrs, std::span<const Tensor* const> in, std::vector<double>& q) {
+void matmul_quanta(const Attrs& attrs, std::span<const Tensor* const> in, std::vector<double>& q, int bits) {
   const bool ta = attrs.ints[0] != 0, tb = attrs.ints[1] != 0;
   const Shape &as = in[0]->shape(), &bs = in[1]->shape();
   const int r = as.rank() - 2;
@@ -76,15 +76,18 @@ void matmul_quanta(const Attrs& attrs, std::span<const Tensor* const> in, std::v
   for (int64_t e = 0; e < batch; ++e)
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j)
-        q[static_cast<size_t>((e * m + i) * n + j)] = quantum(ma[e * m + i], mb[e * n + j], lk);
+        q[static_cast<size_t>((e * m + i) * n + j)] = quantum(bits, ma[e * m + i], mb[e * n + j], lk);
 }
 
 }  // namespace
 
 bool rounding_quanta(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in,
-                     std::span<std::vector<double>> quanta) {
+                     std::span<std::vector<double>> quanta, int bits) {
   for (std::vector<double>& q : quanta) q.clear();
   if (quanta.empty()) throw OpError("rounding_quanta: no output to fill");
+  if (bits < kMinRoundingQuantumBits || bits > kMaxRoundingQuantumBits)
+    throw OpError("rounding_quanta: quantum_bits " + std::to_string(bits) + " is outside [" +
+                  std::to_string(kMinRoundingQuantumBits) + ", " + std::to_string(kMaxRoundingQuantumBits) + "]");
   std::vector<double>& q = quanta[0];
   switch (kind) {
     case OpKind::Linear: {  // y[M,N] = x[M,K]·w[K,N] + b[N]: rows of x, columns of w, b per column
@@ -95,10 +98,10 @@ bool rounding_quanta(OpKind kind, const Attrs& attrs, std::span<const Tensor* co
       const auto mbias = magnitudes(*in[2], static_cast<size_t>(n), [](size_t i) { return i; });
       q.resize(static_cast<size_t>(m * n));
       for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j) q[static_cast<size_t>(i * n + j)] = quantum(mx[i], mw[j], ceil_log2(k), mbias[j]);
+        for (int64_t j = 0; j < n; ++j) q[static_cast<size_t>(i * n + j)] = quantum(bits, mx[i], mw[j], ceil_log2(k), mbias[j]);
       return true;
     }
-    case OpKind::Matmul: matmul_quanta(attrs, in, q); return true;
+    case OpKind::Matmul: matmul_quanta(attrs, in, q, bits); return true;
     case OpKind::Conv2d: {  // y[n,o,·] = b[o] + Σ over C·KH·KW taps of w[o,…]·x[n,…]: per image, per filter
       const Shape &xs = in[0]->shape(), &ws = in[1]->shape();
       const int64_t n = xs[0], o = ws[0], taps = ws[1] * ws[2] * ws[3];
@@ -110,7 +113,7 @@ bool rounding_quanta(OpKind kind, const Attrs& attrs, std::span<const Tensor* co
       q.resize(static_cast<size_t>(n * o * p));
       for (int64_t ni = 0; ni < n; ++ni)
         for (int64_t oi = 0; oi < o; ++oi)
-          std::fill_n(q.begin() + (ni * o + oi) * p, p, quantum(mx[ni], mw[oi], ceil_log2(taps), mbias[oi]));
+          std::fill_n(q.begin() + (ni * o + oi) * p, p, quantum(bits, mx[ni], mw[oi], ceil_log2(taps), mbias[oi]));
       return true;
     }
     case OpKind::Conv2dBackwardInput: {  // dx[n,c,·] = Σ over O·KH·KW of w[·,c,…]·dy[n,…]: per image, per channel
@@ -121,7 +124,7 @@ bool rounding_quanta(OpKind kind, const Attrs& attrs, std::span<const Tensor* co
       q.resize(static_cast<size_t>(n * c * hw));
       for (int64_t ni = 0; ni < n; ++ni)
         for (int64_t ci = 0; ci < c; ++ci)
-          std::fill_n(q.begin() + (ni * c + ci) * hw, hw, quantum(mw[ci], mdy[ni], ceil_log2(o * ws[2] * ws[3])));
+          std::fill_n(q.begin() + (ni * c + ci) * hw, hw, quantum(bits, mw[ci], mdy[ni], ceil_log2(o * ws[2] * ws[3])));
       return true;
     }
     case OpKind::Conv2dBackwardWeight: {  // dw[o,c,·] = Σ over N·OH·OW of dy[·,o,…]·x[·,c,…]: per filter, per channel
@@ -132,7 +135,7 @@ bool rounding_quanta(OpKind kind, const Attrs& attrs, std::span<const Tensor* co
       q.resize(static_cast<size_t>(o * c * taps));
       for (int64_t oi = 0; oi < o; ++oi)
         for (int64_t ci = 0; ci < c; ++ci)
-          std::fill_n(q.begin() + (oi * c + ci) * taps, taps, quantum(mdy[oi], mx[ci], ceil_log2(n * dys[2] * dys[3])));
+          std::fill_n(q.begin() + (oi * c + ci) * taps, taps, quantum(bits, mdy[oi], mx[ci], ceil_log2(n * dys[2] * dys[3])));
       return true;
     }
     default: return false;  // every other op is this library's own fixed-order float64 code

@@ -26,7 +26,7 @@ uint32_t bits(float f) {
 
 std::vector<std::vector<double>> quanta_of(OpKind kind, const Attrs& attrs, std::vector<const Tensor*> in) {
   std::vector<std::vector<double>> q(1);
-  REQUIRE(rounding_quanta(kind, attrs, in, q));
+  REQUIRE(rounding_quanta(kind, attrs, in, q, kDefaultRoundingQuantumBits));
   return q;
 }
 
@@ -74,7 +74,7 @@ TEST_CASE("rounding quanta: below 2^23·q values round to multiples of q; above,
 }
 
 TEST_CASE("rounding quanta: 2^(row magnitude + column magnitude + ⌈log2 K⌉ − 38), the same for every layout") {
-  REQUIRE(kRoundingQuantumBits == 38);
+  REQUIRE(kDefaultRoundingQuantumBits == 38);
   // a[2,3]: row 0 max 0.75 (< 2^0), row 1 all zeros; b[3,2]: column 0 max 3 (< 2^2), column 1 max 0.1 (< 2^-3).
   const Tensor a(Shape{2, 3}, std::vector<float>{0.5f, -0.75f, 0.25f, 0, -0.0f, 0});
   const Tensor b(Shape{3, 2}, std::vector<float>{1, 0.1f, -3, 0, 2, -0.05f});
@@ -102,8 +102,14 @@ TEST_CASE("rounding quanta: 2^(row magnitude + column magnitude + ⌈log2 K⌉ �
   // Ops that are this library's own float64 code have none.
   std::vector<std::vector<double>> none(1, std::vector<double>(3, 1.0));
   const Tensor x(Shape{2, 3});
-  CHECK_FALSE(rounding_quanta(OpKind::SumRows, {}, std::vector<const Tensor*>{&x}, none));
+  CHECK_FALSE(rounding_quanta(OpKind::SumRows, {}, std::vector<const Tensor*>{&x}, none, 38));
   CHECK(none[0].empty());
+  // quantum_bits scales every quantum; outside [24, 64] it is refused.
+  std::vector<std::vector<double>> q40(1);
+  REQUIRE(rounding_quanta(OpKind::Matmul, {{0, 0}, {}}, std::vector<const Tensor*>{&a, &b}, q40, 40));
+  CHECK(q40[0][0] == q[0][0] / 4);
+  CHECK_THROWS_AS(rounding_quanta(OpKind::Matmul, {{0, 0}, {}}, std::vector<const Tensor*>{&a, &b}, q40, 23), OpError);
+  CHECK_THROWS_AS(rounding_quanta(OpKind::Matmul, {{0, 0}, {}}, std::vector<const Tensor*>{&a, &b}, q40, 65), OpError);
 }
 
 TEST_CASE("rounding quanta: a cancelling dot product summed in two orders replays only on the quantum grid") {
