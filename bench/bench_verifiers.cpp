@@ -146,15 +146,7 @@ DisputeOutcome dispute(const std::string& job_text, const JobSpec& job, const Da
   DisputeOutcome out;
   if (honest.root == other.root) return out;  // equal claims: accepted, no dispute
   out.disputed = true;
-  const DataShape shape = data_shape_of(data);
-  DisputeOpen d;
-  d.job_toml = job_text;
-  d.dataset_root = data.root;
-  d.dataset_samples = static_cast<uint64_t>(shape.samples);
-  d.features = static_cast<uint64_t>(shape.features);
-  d.classes = static_cast<uint64_t>(shape.classes);
-  d.label_width = static_cast<uint64_t>(shape.label_width);
-  d.claims = {honest.claim, other.claim};
+  const DisputeOpen d = dispute_open(job_text, data, honest.claim, other.claim);
   const KeyPair client = generate_keypair(), referee_key = generate_keypair();
   const std::vector<uint8_t> open = seal(client, dispute_id(d), 1, d);
   ThreadPool pool(1);

@@ -77,6 +77,20 @@ StepSpec step_spec_of(const StepGraph& g, bool rounding_log) {
   return s;
 }
 
+DisputeOpen dispute_open(const std::string& job_toml, const Dataset& data, std::vector<uint8_t> claim_a,
+                         std::vector<uint8_t> claim_b) {
+  const DataShape shape = data_shape_of(data);
+  DisputeOpen d;
+  d.job_toml = job_toml;
+  d.dataset_root = data.root;
+  d.dataset_samples = static_cast<uint64_t>(shape.samples);
+  d.features = static_cast<uint64_t>(shape.features);
+  d.classes = static_cast<uint64_t>(shape.classes);
+  d.label_width = static_cast<uint64_t>(shape.label_width);
+  d.claims = {std::move(claim_a), std::move(claim_b)};
+  return d;
+}
+
 JobOracle::JobOracle(const JobSpec& job, const DataShape& data)
     : job_(job), data_(data), sampler_(job.seed, data.samples, job.batch_size) {
   require_disputable(job.numerics, "dispute oracle");

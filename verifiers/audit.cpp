@@ -85,8 +85,7 @@ AuditReport run_audit(const JobSpec& job, const std::filesystem::path& run_dir, 
   const auto cpu0 = process_cpu_time();
   ThreadPool pool(options.threads);
   std::optional<Dataset> loaded;
-  if (!train_in) loaded = load_dataset(job, Split::Train, pool);
-  const Dataset& train = train_in ? *train_in : *loaded;
+  const Dataset& train = training_set(job, train_in, loaded, pool);
   const Digest id = job_id(job, train);
   const RunEvidence run = read_run(run_dir, id);
   AuditReport report;

@@ -94,4 +94,11 @@ double loss_on_rows(const JobSpec& job, const State& state, const Dataset& train
   return evaluate_loss(job, state, subset, pool);
 }
 
+const Dataset& training_set(const JobSpec& job, const Dataset* given, std::optional<Dataset>& loaded,
+                            ThreadPool& pool) {
+  if (given) return *given;
+  loaded = load_dataset(job, Split::Train, pool);
+  return *loaded;
+}
+
 }  // namespace tribunal::verifiers

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <map>
 #include <vector>
 
@@ -34,6 +35,11 @@ uint64_t file_bytes(const std::filesystem::path& path);
 /// Loads the checkpoint of `step` (checks its job, layout and state hash: load_checkpoint). Throws
 /// EngineError when the run has no checkpoint of that step.
 State load_step(const RunEvidence& run, int64_t step, const JobSpec& job, const Digest& job_id, ThreadPool& pool);
+
+/// `given` when it is not null, else the job's training set, loaded into `loaded` (the command line's
+/// path; tests and benches pass the set they already hold).
+const Dataset& training_set(const JobSpec& job, const Dataset* given, std::optional<Dataset>& loaded,
+                            ThreadPool& pool);
 
 /// Trains `steps` honest steps of `job` from `start` with this verifier's kernels (`fast` for a
 /// fast-mode job; RepOps otherwise; a rounding-log job with its own float64 GEMM and logs) and

@@ -109,8 +109,7 @@ ToleranceReport check_tolerance(const JobSpec& job, const std::filesystem::path&
   const auto cpu0 = process_cpu_time();
   ThreadPool pool(options.threads);
   std::optional<Dataset> loaded;
-  if (!train_in) loaded = load_dataset(job, Split::Train, pool);
-  const Dataset& train = train_in ? *train_in : *loaded;
+  const Dataset& train = training_set(job, train_in, loaded, pool);
   const Digest id = job_id(job, train);
   if (calibration.job_id != to_hex(id))
     throw EngineError(fmt::format("the calibration is of job {}, the run's job is {}", calibration.job_id, to_hex(id)));

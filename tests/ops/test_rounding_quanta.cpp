@@ -4,8 +4,8 @@
 // is refused on the float32 grid and replays bit for bit on the quantum grid.
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -18,11 +18,7 @@ using namespace tribunal;
 
 namespace {
 
-uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
+uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
 
 std::vector<std::vector<double>> quanta_of(OpKind kind, const Attrs& attrs, std::vector<const Tensor*> in) {
   std::vector<std::vector<double>> q(1);
