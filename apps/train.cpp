@@ -107,6 +107,10 @@ int train_on(TrainSettings& s, World& world) {
         {"out_dir", options.out_dir.string()},
         {"numerics", numerics_mode_name(job.numerics.mode)},
     };
+    if (job.numerics.mode == NumericsMode::Fast) {
+      out["float32_gemm"] = float32_gemm_name(options.fast.gemm);
+      out["blas_threads"] = options.fast.blas_threads;
+    }
     if (job.numerics.mode == NumericsMode::RoundingLog) {
       out["float64_gemm"] = float64_gemm_name(options.rounding.gemm);
       out["replayed_logs"] = options.rounding.replay_dir.string();
@@ -137,6 +141,10 @@ int train_on(TrainSettings& s, World& world) {
                  r.rounded_values ? 100.0 * static_cast<double>(r.logged_decisions) / static_cast<double>(r.rounded_values) : 0.0,
                  r.rounding_log_packed_bytes, r.rounding_log_file_bytes, float64_gemm_name(options.rounding.gemm),
                  options.rounding.replay_dir.empty() ? "" : ", replaying the logs of " + options.rounding.replay_dir.string());
+    if (job.numerics.mode == NumericsMode::Fast)
+      fmt::print("numerics         fast: float32 GEMM {} (OpenBLAS threads {}); not reproducible across GEMMs\n",
+                 float32_gemm_name(options.fast.gemm),
+                 options.fast.blas_threads > 0 ? std::to_string(options.fast.blas_threads) : std::string("default"));
     fmt::print("final_state_hash {}\n", to_hex(r.final_state_hash));
     fmt::print("trajectory_root  {}\n", to_hex(r.trajectory_root));
     fmt::print("time             {:.2f} s training ({:.4f} s/step) on {} × {} rank(s) × {} thread(s), {:.2f} s "
@@ -177,6 +185,15 @@ Command add_train(CLI::App& root) {
       ->check(CLI::IsMember({float64_gemm_name(Float64Gemm::OpenBlas), float64_gemm_name(Float64Gemm::Naive)}))
       ->type_name("NAME")
       ->default_str(float64_gemm_name(default_float64_gemm()));
+  app->add_option_function<std::string>(
+         "--float32-gemm", [s](const std::string& name) { s->options.fast.gemm = parse_float32_gemm(name); },
+         "fast-mode jobs: the float32 GEMM of Linear and Matmul, openblas (SGEMM), naive, blocked (split-K) or "
+         "reversed (k descending)")
+      ->check(CLI::IsMember({"openblas", "naive", "blocked", "reversed"}))
+      ->type_name("NAME")
+      ->default_str("openblas");
+  add_integer(*app, "--blas-threads", s->options.fast.blas_threads, 0, 256,
+              "fast-mode jobs: OpenBLAS threads (0: as OPENBLAS_NUM_THREADS says)", "K");
   app->add_option("--replay-logs", s->options.rounding.replay_dir,
                   "rounding-log jobs: round by the logs another run wrote in DIR (its --out) instead of logging; "
                   "the trajectory is then that run's, whatever this machine's float64 kernels")

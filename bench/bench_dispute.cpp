@@ -330,14 +330,7 @@ int main(int argc, char** argv) {
       f.element = -1;
       f.delta = 0.5f;
       const Provider cheater = train(job, data, f, "cheater");
-      DisputeOpen d;
-      d.job_toml = text;
-      d.dataset_root = data.root;
-      d.dataset_samples = static_cast<uint64_t>(shape.samples);
-      d.features = static_cast<uint64_t>(shape.features);
-      d.classes = static_cast<uint64_t>(shape.classes);
-      d.label_width = static_cast<uint64_t>(shape.label_width);
-      d.claims = {honest.claim, cheater.claim};
+      const DisputeOpen d = dispute_open(text, data, honest.claim, cheater.claim);
       const KeyPair client = generate_keypair(), referee_key = generate_keypair();
       const std::vector<uint8_t> open = seal(client, dispute_id(d), 1, d);
       Breakdown breakdown;

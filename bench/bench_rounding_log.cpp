@@ -71,14 +71,21 @@ double spacing(double x) {
 // loop. "differing": values whose float64 bits differ; "max_spacings": the largest difference in units
 // of the float32 spacing; "straddles": values the two would round to different float32 values;
 // "expected_straddles": the sum of the differences in spacings, the expected number of straddles
-// per step when the values' positions between float32 neighbours are uniform.
+// per step when the values' positions between float32 neighbours are uniform. With the node's rounding
+// quantum q (ops/float64/float64.h): "max_steps", the largest difference in units of the grid step
+// actually used (max(q, float32 spacing)), which τ/2 must cover; "max_over_quantum", the largest
+// difference over q alone (the margin the job's quantum_bits leaves); "coarsened": values whose nearest
+// grid value is not their nearest float32 (the precision the quantum costs), and
+// "max_coarsened_relative", the largest such change relative to the value; "coarsened_beyond_float32":
+// those among them whose grid value lies farther from the float64 value than the RepOps float32
+// kernel's own result on the same inputs does (the quantum costs more than computing in float32).
 nlohmann::json compare_gemms(const JobSpec& job, const Dataset& train, ThreadPool& pool) {
   Trainer trainer(job, train, pool, {}, nullptr, Device::Cpu, {Float64Gemm::OpenBlas, {}});
   const StepTrace tr = trainer.traced_step();
   const StepGraph& g = tr.graph;
   struct Tally {
-    uint64_t values = 0, differing = 0, straddles = 0;
-    double max_spacings = 0, expected_straddles = 0;
+    uint64_t values = 0, differing = 0, straddles = 0, coarsened = 0, coarsened_beyond_float32 = 0;
+    double max_spacings = 0, expected_straddles = 0, max_steps = 0, max_over_quantum = 0, max_coarsened_relative = 0;
   };
   std::map<std::string, Tally> tally;
   for (const Node& node : g.nodes) {
@@ -96,13 +103,32 @@ nlohmann::json compare_gemms(const JobSpec& job, const Dataset& train, ThreadPoo
     run_float64(node.op, node.attrs, in, a, Float64Gemm::OpenBlas);
     run_float64(node.op, node.attrs, in, b, Float64Gemm::Naive);
     Tally& t = tally[op_info(node.op).name];
+    std::vector<std::vector<double>> quanta(node.outputs.size());
+    std::vector<Tensor> ref;  // the RepOps float32 result, for the gemm ops (those with quanta)
+    if (rounding_quanta(node.op, node.attrs, in, quanta, job.numerics.quantum_bits)) {
+      std::vector<Tensor*> ref_out;
+      ref.reserve(node.outputs.size());
+      for (ValueId v : node.outputs) ref_out.push_back(&ref.emplace_back(g.values[v].shape));
+      run_reference(node.op, node.attrs, in, ref_out);
+    }
     for (size_t i = 0; i < a.size(); ++i)
       for (size_t e = 0; e < a[i].size(); ++e) {
         ++t.values;
+        const double q = quantum_at(quanta, i, e);
+        const float on_grid = round_replayed(a[i][e], Rounding::Nearest, q);
+        if (on_grid != static_cast<float>(a[i][e]) && std::isfinite(a[i][e])) {
+          ++t.coarsened;
+          t.coarsened_beyond_float32 += std::fabs(on_grid - a[i][e]) > std::fabs(ref[i][e] - a[i][e]);
+          t.max_coarsened_relative =
+              std::max(t.max_coarsened_relative, std::fabs(on_grid - a[i][e]) / std::fabs(a[i][e]));
+        }
         if (a[i][e] == b[i][e]) continue;
         ++t.differing;
-        const double d = std::fabs(a[i][e] - b[i][e]) / spacing(a[i][e]);
+        const double diff = std::fabs(a[i][e] - b[i][e]);
+        const double d = diff / spacing(a[i][e]);
         t.max_spacings = std::max(t.max_spacings, d);
+        t.max_steps = std::max(t.max_steps, diff / std::max(q, spacing(a[i][e])));
+        if (q > 0) t.max_over_quantum = std::max(t.max_over_quantum, diff / q);
         t.expected_straddles += std::min(d, 1.0);  // a midpoint falls between them with probability d
         t.straddles += static_cast<float>(a[i][e]) != static_cast<float>(b[i][e]);
       }
@@ -110,7 +136,10 @@ nlohmann::json compare_gemms(const JobSpec& job, const Dataset& train, ThreadPoo
   nlohmann::json out = nlohmann::json::object();
   for (const auto& [op, t] : tally)
     out[op] = {{"values", t.values}, {"differing", t.differing}, {"max_spacings", t.max_spacings},
-               {"straddles", t.straddles}, {"expected_straddles", t.expected_straddles}};
+               {"straddles", t.straddles}, {"expected_straddles", t.expected_straddles}, {"max_steps", t.max_steps},
+               {"max_over_quantum", t.max_over_quantum}, {"coarsened", t.coarsened},
+               {"max_coarsened_relative", t.max_coarsened_relative},
+               {"coarsened_beyond_float32", t.coarsened_beyond_float32}};
   return out;
 }
 

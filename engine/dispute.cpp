@@ -77,8 +77,24 @@ StepSpec step_spec_of(const StepGraph& g, bool rounding_log) {
   return s;
 }
 
+DisputeOpen dispute_open(const std::string& job_toml, const Dataset& data, std::vector<uint8_t> claim_a,
+                         std::vector<uint8_t> claim_b) {
+  const DataShape shape = data_shape_of(data);
+  DisputeOpen d;
+  d.job_toml = job_toml;
+  d.dataset_root = data.root;
+  d.dataset_samples = static_cast<uint64_t>(shape.samples);
+  d.features = static_cast<uint64_t>(shape.features);
+  d.classes = static_cast<uint64_t>(shape.classes);
+  d.label_width = static_cast<uint64_t>(shape.label_width);
+  d.claims = {std::move(claim_a), std::move(claim_b)};
+  return d;
+}
+
 JobOracle::JobOracle(const JobSpec& job, const DataShape& data)
-    : job_(job), data_(data), sampler_(job.seed, data.samples, job.batch_size) {}
+    : job_(job), data_(data), sampler_(job.seed, data.samples, job.batch_size) {
+  require_disputable(job.numerics, "dispute oracle");
+}
 
 const StepGraph& JobOracle::graph(uint64_t step) const {
   if (!cache_ || cache_->first != step) {
@@ -169,6 +185,8 @@ std::array<PartyReexecution, 2> JobOracle::reexecute(const Reexecute& rx) const 
   std::vector<std::vector<double>> wide(outputs.size());
   run_float64(node.op, attrs, in, wide, default_float64_gemm());
   const double tau = job_.numerics.tau_of(node.op);
+  std::vector<std::vector<double>> quanta(outputs.size());
+  rounding_quanta(node.op, attrs, in, quanta, job_.numerics.quantum_bits);
   uint64_t count = 0;
   for (const std::vector<double>& w : wide) count += w.size();
   std::array<PartyReexecution, 2> result;
@@ -176,7 +194,7 @@ std::array<PartyReexecution, 2> JobOracle::reexecute(const Reexecute& rx) const 
     const RoundingLog log{count, rx.logs[p]};
     std::optional<uint64_t> bad;
     try {
-      bad = round_outputs_replayed(wide, log, out, tau);
+      bad = round_outputs_replayed(wide, log, out, tau, quanta);
     } catch (const OpError& e) {
       result[p].bad_log = e.what();  // the log's digits do not unpack (count and size were proven)
       continue;
@@ -194,7 +212,7 @@ std::array<PartyReexecution, 2> JobOracle::reexecute(const Reexecute& rx) const 
         "decision {} (output {} element {}) is {}, not allowed for the referee's float64 value {:.17g} ({:.4g} "
         "spacings from a rounding boundary, tau {:.4g})",
         *bad, i, k, d == Rounding::Nearest ? "nearest" : d == Rounding::Down ? "down" : "up", x,
-        boundary_distance(x), tau);
+        boundary_distance(x, quantum_at(quanta, i, k)), tau);
   }
   return result;
 }
@@ -208,7 +226,9 @@ DisputeResponder::DisputeResponder(const JobSpec& job, const Dataset& train, std
       // A rounding-log provider replays its own logs (written beside the checkpoints), so its answers
       // are the steps it trained even if its float64 kernels changed since.
       trainer_(job, train, pool, fault, nullptr, Device::Cpu, RoundingOptions{default_float64_gemm(), store_}),
-      checkpoints_(checkpoint_steps(static_cast<uint64_t>(job.steps), static_cast<uint64_t>(job.stride))) {}
+      checkpoints_(checkpoint_steps(static_cast<uint64_t>(job.steps), static_cast<uint64_t>(job.stride))) {
+  require_disputable(job.numerics, "dispute responder");
+}
 
 const std::vector<Digest>& DisputeResponder::trajectory_leaves() {
   if (trajectory_.empty()) {

@@ -16,6 +16,11 @@
 
 namespace tribunal {
 
+/// The client's DisputeOpen (docs/protocol.md, "Opening a dispute") over two providers' signed Claim
+/// envelopes for the job `job_toml` trained on `data`: the data set's root and shape come from `data`.
+DisputeOpen dispute_open(const std::string& job_toml, const Dataset& data, std::vector<uint8_t> claim_a,
+                         std::vector<uint8_t> claim_b);
+
 /// The referee's StepOracle for a job: step t's graph as the job spec defines it, and the
 /// re-execution of one of its nodes with the RepOps kernels (a rounding-log job: in float64, rounded
 /// by each party's log). Never trains.

@@ -30,7 +30,9 @@ void Executor::run(const StepGraph& g, std::span<const Tensor* const> state, std
     out.clear();
     for (ValueId v : node.inputs) in.push_back(bound_[v]);
     for (ValueId v : node.outputs) out.push_back(&slots_[v]);
-    if (rounding_)
+    if (fast_ && run_float32_gemm_op(node.op, node.attrs, in, out, *fast_)) {
+      // fast mode's float32 GEMM ran it
+    } else if (rounding_)
       run_rounded(n, node, in, out);
     else if (reference_)
       run_reference(node.op, node.attrs, in, out);
@@ -85,18 +87,20 @@ void Executor::run(const StepGraph& g, std::span<const Tensor* const> state, std
 void Executor::run_rounded(size_t n, const Node& node, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
   // Per thread (shards may run side by side) and kept: a GPT step rounds ~80 M values, so fresh
   // buffers per node would fault in their pages every step.
-  thread_local std::vector<std::vector<double>> wide;
+  thread_local std::vector<std::vector<double>> wide, quanta;
   wide.resize(out.size());
+  quanta.resize(out.size());
   run_float64(node.op, node.attrs, in, wide, rounding_->gemm);
+  rounding_quanta(node.op, node.attrs, in, quanta, rounding_->numerics->quantum_bits);
   const double tau = rounding_->numerics->tau_of(node.op);
   if (!rounding_->replay) {
-    RoundingLog log = round_outputs_logged(wide, out, tau);
-    if (rounding_->tamper) rounding_->tamper(n, wide, log, out, tau);
+    RoundingLog log = round_outputs_logged(wide, out, tau, quanta);
+    if (rounding_->tamper) rounding_->tamper(n, wide, log, out, tau, quanta);
     if (rounding_->record) rounding_->record->nodes[n] = std::move(log);
     return;
   }
   const RoundingLog& log = rounding_->replay->nodes[n];
-  if (const std::optional<uint64_t> bad = round_outputs_replayed(wide, log, out, tau)) {
+  if (const std::optional<uint64_t> bad = round_outputs_replayed(wide, log, out, tau, quanta)) {
     uint64_t k = *bad;
     size_t i = 0;
     while (k >= wide[i].size()) k -= wide[i++].size();
@@ -106,7 +110,7 @@ void Executor::run_rounded(size_t n, const Node& node, std::span<const Tensor* c
         fmt::format("step {} node {} ({}): the rounding log's decision for output {} element {} is not allowed for this "
                     "trainer's float64 value {:.17g} ({:.4g} spacings from a rounding boundary, tau {:.4g}): the log "
                     "was not made from these inputs, or the two trainers' kernels differ by more than tau/2",
-                    rounding_->replay->step, n, op_info(node.op).name, i, k, x, boundary_distance(x), tau));
+                    rounding_->replay->step, n, op_info(node.op).name, i, k, x, boundary_distance(x, quantum_at(quanta, i, k)), tau));
   }
   if (rounding_->record) rounding_->record->nodes[n] = log;
 }

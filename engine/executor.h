@@ -14,6 +14,7 @@
 #include "engine/graph.h"
 #include "engine/numerics.h"
 #include "engine/rounding_logs.h"
+#include "ops/float32_gemm.h"
 #include "ops/float64/float64.h"
 #include "ops/thread_pool.h"
 
@@ -51,9 +52,10 @@ struct RoundingRun {
   const StepRoundingLog* replay = nullptr;    ///< round by these logs (another trainer's) instead
   StepRoundingLog* record = nullptr;          ///< receives every node's log (the replayed ones when replaying)
   /// Not replaying: called after node `n` is rounded with its float64 outputs, its log and its float32
-  /// outputs, which it may rewrite (a cheater's rounding faults, engine/fault.h), with the op's τ.
+  /// outputs, which it may rewrite (a cheater's rounding faults, engine/fault.h), with the op's τ and
+  /// the node's rounding quanta.
   std::function<void(size_t n, std::span<const std::vector<double>> wide, RoundingLog& log,
-                     std::span<Tensor* const> out, double tau)>
+                     std::span<Tensor* const> out, double tau, std::span<const std::vector<double>> quanta)>
       tamper;
 };
 
@@ -76,6 +78,10 @@ class Executor {
   /// Runs the following steps in rounding-log mode (`run` set) or with the RepOps kernels (nullopt,
   /// the default). Replay logs must have one log per node of the graph run.
   void set_rounding(std::optional<RoundingRun> run) { rounding_ = run; }
+
+  /// Fast mode (engine/numerics.h NumericsMode::Fast): Linear and Matmul nodes run through this float32
+  /// GEMM (ops/float32_gemm.h), every other node through its RepOps kernel; nullopt (the default): RepOps.
+  void set_fast(std::optional<Float32Gemm> gemm) { fast_ = gemm; }
 
   /// Called after node `index` ran, with its output tensors (may modify them: fault injection).
   using NodeHook = std::function<void(size_t index, std::span<Tensor* const> outputs)>;
@@ -104,6 +110,7 @@ class Executor {
   bool reference_;
   Device device_;
   std::optional<RoundingRun> rounding_;
+  std::optional<Float32Gemm> fast_;
   std::vector<Tensor> slots_;          // storage of node outputs, by value id
   std::vector<const Tensor*> bound_;   // every value's tensor, by value id
   std::vector<std::unique_ptr<ThreadPool>> shard_pools_;  // one-thread pools of shards run side by side

@@ -90,16 +90,17 @@ void check_fault(const Fault& f, const JobSpec& job, const DataShape& data) {
 
 namespace {
 
-// The float32 x rounds to, and the decision that names it (round_replayed(x, d) == nearest).
-Rounding nearest_direction(double x) {
-  const float nearest = static_cast<float>(x);
-  return round_replayed(x, Rounding::Down) == nearest ? Rounding::Down : Rounding::Up;
+// The grid value x rounds to, and the decision that names it (round_replayed(x, d, q) == nearest).
+Rounding nearest_direction(double x, double quantum) {
+  const float nearest = round_replayed(x, Rounding::Nearest, quantum);
+  return round_replayed(x, Rounding::Down, quantum) == nearest ? Rounding::Down : Rounding::Up;
 }
 
 }  // namespace
 
 void tamper_rounding(const Fault& f, int64_t step, size_t node, std::span<const std::vector<double>> wide,
-                     RoundingLog& log, std::span<Tensor* const> out, double tau) {
+                     RoundingLog& log, std::span<Tensor* const> out, double tau,
+                     std::span<const std::vector<double>> quanta) {
   if (f.rounding == RoundingFault::None || step != f.rounding_step) return;
   if (f.rounding != RoundingFault::Bloat && static_cast<int64_t>(node) != f.rounding_node) return;
   std::vector<Rounding> d = unpack_trits(log.packed, log.count);
@@ -108,23 +109,23 @@ void tamper_rounding(const Fault& f, int64_t step, size_t node, std::span<const 
   for (size_t i = 0; i < wide.size() && !done; ++i) {
     const std::span<float> y = out[i]->values();
     for (size_t e = 0; e < wide[i].size() && !done; ++e, ++k) {
-      const double x = wide[i][e];
+      const double x = wide[i][e], quantum = quantum_at(quanta, i, e);
       switch (f.rounding) {
         case RoundingFault::Forge:
-          if (k >= static_cast<size_t>(f.rounding_element) && boundary_distance(x) >= 1.5 * tau) {
-            d[k] = nearest_direction(x) == Rounding::Down ? Rounding::Up : Rounding::Down;
-            y[e] = round_replayed(x, d[k]);
+          if (k >= static_cast<size_t>(f.rounding_element) && boundary_distance(x, quantum) >= 1.5 * tau) {
+            d[k] = nearest_direction(x, quantum) == Rounding::Down ? Rounding::Up : Rounding::Down;
+            y[e] = round_replayed(x, d[k], quantum);
             done = true;
           }
           break;
         case RoundingFault::Omit:
           if (d[k] != Rounding::Nearest) {
             d[k] = Rounding::Nearest;
-            y[e] = static_cast<float>(x);
+            y[e] = round_replayed(x, Rounding::Nearest, quantum);
             done = true;
           }
           break;
-        case RoundingFault::Bloat: d[k] = nearest_direction(x); break;
+        case RoundingFault::Bloat: d[k] = nearest_direction(x, quantum); break;
         case RoundingFault::None: break;
       }
     }

@@ -130,9 +130,11 @@ struct Fault {
 
 /// Applies `fault`'s rounding tampering (if any) to node `node` of step `step` of a rounding-log run:
 /// `wide` are the node's float64 outputs, `log` and `out` the log and float32 outputs round_logged gave
-/// them (ops/rounding_log.h); both are rewritten as RoundingFault says. `tau` is the op's τ.
+/// them (ops/rounding_log.h); both are rewritten as RoundingFault says. `tau` is the op's τ, `quanta`
+/// the node's rounding quanta (ops/float64/float64.h rounding_quanta).
 void tamper_rounding(const Fault& fault, int64_t step, size_t node, std::span<const std::vector<double>> wide,
-                     RoundingLog& log, std::span<Tensor* const> out, double tau);
+                     RoundingLog& log, std::span<Tensor* const> out, double tau,
+                     std::span<const std::vector<double>> quanta);
 
 /// One line for logs, e.g. "honest" or "relabel step 9 position 3 -> label 7; bf16 linear from step 4".
 std::string describe(const Fault& fault);

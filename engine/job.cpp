@@ -29,8 +29,9 @@ void put_string(std::vector<uint8_t>& out, const std::string& s) {
   out.insert(out.end(), s.begin(), s.end());
 }
 
-// [numerics]: mode = "repops" | "rounding-log"; rounding-log also takes tau, either one number for
-// every op kind or a table of op names (ops/registry.h) with an optional `default` for the others.
+// [numerics]: mode = "repops" | "rounding-log" | "fast"; rounding-log also takes tau, either one number for
+// every op kind or a table of op names (ops/registry.h) with an optional `default` for the others, and
+// quantum_bits (ops/float64/float64.h rounding_quanta).
 NumericsSpec parse_numerics(const toml::table& root, const std::string& source) {
   NumericsSpec spec;
   TableReader numerics(root, "numerics", source, false);
@@ -39,11 +40,18 @@ NumericsSpec parse_numerics(const toml::table& root, const std::string& source) 
     numerics.allow_only({"mode"});
     return spec;
   }
+  if (mode == "fast") {
+    numerics.allow_only({"mode"});
+    spec.mode = NumericsMode::Fast;
+    return spec;
+  }
   if (mode != "rounding-log")
-    throw EngineError(fmt::format("{}: numerics.mode '{}' is not supported (supported: repops, rounding-log)",
+    throw EngineError(fmt::format("{}: numerics.mode '{}' is not supported (supported: repops, rounding-log, fast)",
                                   numerics.location("mode"), mode));
-  numerics.allow_only({"mode", "tau"});
+  numerics.allow_only({"mode", "tau", "quantum_bits"});
   spec.mode = NumericsMode::RoundingLog;
+  spec.quantum_bits = static_cast<int>(numerics.integer("quantum_bits", kDefaultRoundingQuantumBits, false,
+                                                        kMinRoundingQuantumBits, kMaxRoundingQuantumBits));
   const toml::node* tau = numerics.table()->get("tau");
   if (!tau) return spec;
   if (tau->is_number()) {
@@ -391,6 +399,7 @@ std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& da
       std::memcpy(&bits, &tau, 8);
       put_u64(out, bits);
     }
+    if (job.numerics.mode == NumericsMode::RoundingLog) put_u64(out, static_cast<uint64_t>(job.numerics.quantum_bits));
   }
   return out;
 }

@@ -1,9 +1,15 @@
 #include "engine/numerics.h"
 
+#include "engine/error.h"
+
 namespace tribunal {
 
 const char* numerics_mode_name(NumericsMode mode) {
-  return mode == NumericsMode::RoundingLog ? "rounding-log" : "repops";
+  switch (mode) {
+    case NumericsMode::RoundingLog: return "rounding-log";
+    case NumericsMode::Fast: return "fast";
+    default: return "repops";
+  }
 }
 
 double default_rounding_tau(OpKind kind) {
@@ -48,6 +54,13 @@ Float64Gemm default_float64_gemm() {
 
 NumericsSpec::NumericsSpec() {
   for (size_t k = 0; k < kOpKindCount; ++k) tau[k] = default_rounding_tau(static_cast<OpKind>(k));
+}
+
+void require_disputable(const NumericsSpec& numerics, const std::string& where) {
+  if (numerics.mode == NumericsMode::Fast)
+    throw EngineError(where + ": the job is in fast numerics mode, whose float32 kernels may differ between machines: "
+                      "its steps cannot be re-executed exactly, so no referee can settle a dispute over it "
+                      "(docs/verifiers.md: the tolerance verifier checks such runs)");
 }
 
 }  // namespace tribunal

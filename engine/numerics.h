@@ -16,9 +16,14 @@ namespace tribunal {
 enum class NumericsMode : uint8_t {
   RepOps = 0,       ///< every op is a RepOps kernel: the same bits on every machine
   RoundingLog = 1,  ///< every op in float64, rounded to float32 with a log of near-boundary decisions
+  /// Plain float32: Linear and Matmul by any float32 GEMM (ops/float32_gemm.h: OpenBLAS SGEMM at any
+  /// thread count, or another summation order), the other ops by their RepOps kernels. Not
+  /// reproducible across GEMMs: such a job is checked by a tolerance verifier (docs/verifiers.md), not
+  /// by an exact dispute.
+  Fast = 2,
 };
 
-/// "repops", "rounding-log".
+/// "repops", "rounding-log", "fast".
 const char* numerics_mode_name(NumericsMode mode);
 
 /// The default τ of op `kind` in rounding-log mode, in units of the float32 spacing at the value
@@ -42,10 +47,19 @@ struct NumericsSpec {
   NumericsMode mode = NumericsMode::RepOps;
   /// rounding-log only: τ per op kind (by OpKind value), each in [0, kMaxRoundingTau].
   std::array<double, kOpKindCount> tau{};
+  /// rounding-log only: log2 of a contraction's magnitude bound over its rounding quantum
+  /// (ops/float64/float64.h rounding_quanta), in [kMinRoundingQuantumBits, kMaxRoundingQuantumBits].
+  int quantum_bits = kDefaultRoundingQuantumBits;
 
   NumericsSpec();
   bool operator==(const NumericsSpec&) const = default;
   double tau_of(OpKind kind) const { return tau[static_cast<size_t>(kind)]; }
 };
+
+/// Throws EngineError (naming `where`) for a mode whose steps cannot be re-executed exactly — fast
+/// mode, whose float32 kernels are free to differ — since no referee could settle a dispute over
+/// them: providers refuse to train such a job for a client and referees refuse its disputes
+/// (docs/verifiers.md: the tolerance verifier is what checks them).
+void require_disputable(const NumericsSpec& numerics, const std::string& where);
 
 }  // namespace tribunal

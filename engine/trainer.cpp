@@ -46,10 +46,26 @@ int64_t latest_checkpoint(const std::filesystem::path& dir, const Digest& id, in
   return best;
 }
 
+// Writes losses.csv and resources.csv: a resumed run's earlier records (steps before the ones run
+// now) followed by this call's.
+void write_run_logs(const std::filesystem::path& dir, const TrainResult& r) {
+  const int64_t from = r.losses.empty() ? r.resumed_from : r.losses.front().step;
+  std::vector<LossRecord> losses;
+  for (const LossRecord& x : read_loss_log(loss_log_path(dir)))
+    if (x.step < from) losses.push_back(x);
+  losses.insert(losses.end(), r.losses.begin(), r.losses.end());
+  std::vector<ResourceSample> samples;
+  for (const ResourceSample& x : read_resource_log(resource_log_path(dir)))
+    if (x.step < from) samples.push_back(x);
+  samples.insert(samples.end(), r.resources.begin(), r.resources.end());
+  write_loss_log(loss_log_path(dir), losses);
+  write_resource_log(resource_log_path(dir), samples);
+}
+
 }  // namespace
 
 Trainer::Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fault fault, World* world,
-                 Device device, RoundingOptions rounding)
+                 Device device, RoundingOptions rounding, FastOptions fast)
     : job_(job),
       train_(train),
       pool_(pool),
@@ -73,6 +89,14 @@ Trainer::Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fau
     if (!float64_gemm_built(rounding_.gemm))
       throw EngineError(fmt::format("this build has no {} float64 GEMM (built: naive)", float64_gemm_name(rounding_.gemm)));
     executor_.set_rounding(RoundingRun{&job_.numerics, rounding_.gemm, nullptr, &rounding_log_, {}});
+  }
+  if (job_.numerics.mode == NumericsMode::Fast) {
+    if (device != Device::Cpu || (world && world->size() > 1))
+      throw EngineError(fmt::format("{}: a fast-mode job trains on one rank on the CPU", job_.source));
+    if (!float32_gemm_built(fast.gemm))
+      throw EngineError(fmt::format("this build has no {} float32 GEMM", float32_gemm_name(fast.gemm)));
+    set_float32_gemm_threads(fast.blas_threads);
+    executor_.set_fast(fast.gemm);
   }
   check_fault(fault_, job_, shape_);
   state_.tensors[0][0] += fault_.init_delta;
@@ -169,7 +193,9 @@ float Trainer::run_step(const StepGraph& g, Inspect before_swap, const ShardRun&
       // A cheater's tampered step is logged afresh with the same tampering, even when replaying its
       // own logs: its float64 values would refuse the tampered log (engine/fault.h).
       run.tamper = [this, t](size_t n, std::span<const std::vector<double>> wide, RoundingLog& log,
-                             std::span<Tensor* const> out, double tau) { tamper_rounding(fault_, t, n, wide, log, out, tau); };
+                             std::span<Tensor* const> out, double tau, std::span<const std::vector<double>> quanta) {
+        tamper_rounding(fault_, t, n, wide, log, out, tau, quanta);
+      };
     } else if (!rounding_.replay_dir.empty()) {
       std::vector<uint64_t> counts;
       for (const Node& node : g.nodes) {
@@ -352,7 +378,7 @@ TrainResult run_training(const JobSpec& job, const TrainOptions& options) {
   if (!options.train) loaded = load_dataset(job, Split::Train, pool);
   const Dataset& train = options.train ? *options.train : *loaded;
   result.load_seconds = since(t0);
-  Trainer trainer(job, train, pool, options.fault, &world, options.device, options.rounding);
+  Trainer trainer(job, train, pool, options.fault, &world, options.device, options.rounding, options.fast);
   if (world.size() > 1) check_same_job(world, trainer.job_id());
   result.job_id = trainer.job_id();
   result.dataset_root = train.root;
@@ -388,7 +414,10 @@ TrainResult run_training(const JobSpec& job, const TrainOptions& options) {
   int64_t t = trainer.state().step();
   if (writer && !options.resume) writer->submit(trainer.state());
   for (bool first = true; t < target; first = false) {
+    const StepMeter meter(t);
     const float loss = trainer.step();
+    result.resources.push_back(meter.done(options.threads));
+    result.losses.push_back({t, loss});
     if (const StepRoundingLog* log = trainer.rounding_log()) {
       for (const RoundingLog& node : log->nodes) {
         result.rounded_values += node.count;
@@ -406,6 +435,7 @@ TrainResult run_training(const JobSpec& job, const TrainOptions& options) {
   }
   if (writer) committed.merge(writer->finish());
   result.seconds = since(t0);
+  if (lead && !options.out_dir.empty()) write_run_logs(options.out_dir, result);
   result.steps = t;
   result.exchange_seconds = trainer.exchange_seconds();
   if (t > result.resumed_from)

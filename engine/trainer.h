@@ -11,6 +11,7 @@
 #include "engine/fault.h"
 #include "engine/job.h"
 #include "engine/rounding_logs.h"
+#include "engine/run_log.h"
 #include "engine/sampler.h"
 #include "engine/state.h"
 #include "engine/world.h"
@@ -38,6 +39,13 @@ struct RoundingOptions {
   std::filesystem::path replay_dir;
 };
 
+/// How a fast-mode job trains here (docs/numerics.md "Fast mode"); other jobs ignore it.
+struct FastOptions {
+  Float32Gemm gemm = Float32Gemm::OpenBlas;  ///< Linear and Matmul through this float32 GEMM
+  int blas_threads = 0;                      ///< OpenBLAS threads (0: as OPENBLAS_NUM_THREADS says)
+  bool operator==(const FastOptions&) const = default;
+};
+
 /// Steps one job's state forward with the fast RepOps kernels. Deterministic: the same job gives
 /// the same bits for any thread count, compiler, optimization level or -march.
 class Trainer {
@@ -48,9 +56,10 @@ class Trainer {
   /// (check_fault). With a `world` of K > 1 ranks (outliving this), step() computes this rank's
   /// shards only and exchanges the partials (engine/data_parallel.h); EngineError when K does not
   /// divide the job's shards. The step graphs' nodes run on `device` (engine/device.h).
-  /// A rounding-log job trains on one rank on the CPU (EngineError otherwise) with `rounding`.
+  /// A rounding-log job trains on one rank on the CPU (EngineError otherwise) with `rounding`; a
+  /// fast-mode job likewise, with `fast` (EngineError when its GEMM is not built).
   Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fault fault = {}, World* world = nullptr,
-          Device device = Device::Cpu, RoundingOptions rounding = {});
+          Device device = Device::Cpu, RoundingOptions rounding = {}, FastOptions fast = {});
 
   const JobSpec& job() const { return job_; }
   const Digest& job_id() const { return job_id_; }
@@ -132,6 +141,7 @@ struct TrainOptions {
   bool resume = false;                ///< continue from the latest checkpoint in out_dir
   bool evaluate = true;               ///< at the end: test accuracy (mlp, cnn) or validation loss (gpt)
   RoundingOptions rounding;           ///< rounding-log jobs: the float64 GEMM, or logs to replay
+  FastOptions fast;                   ///< fast-mode jobs: the float32 GEMM and its threads
   Fault fault;                        ///< train as a cheater (engine/fault.h); default honest. Its
                                       ///< claim_steps replaces the job's T as the default stop_at
   std::function<void(int64_t step, int64_t total, float loss)> on_step;  ///< after each step
@@ -169,6 +179,10 @@ struct TrainResult {
   /// "nearest"), the logs' packed bytes (5 decisions per byte) and their gzip files' bytes (0 when no
   /// out_dir). Without rounding-log mode all 0.
   uint64_t rounded_values = 0, logged_decisions = 0, rounding_log_packed_bytes = 0, rounding_log_file_bytes = 0;
+  /// The loss and a resource sample of every step this call ran (engine/run_log.h); with an out_dir
+  /// they are also in its losses.csv and resources.csv (with a resumed run's earlier steps).
+  std::vector<LossRecord> losses;
+  std::vector<ResourceSample> resources;
 };
 
 /// Loads the data, trains the job (or resumes it), writes checkpoints, evaluates. Throws EngineError

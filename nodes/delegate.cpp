@@ -193,15 +193,7 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
     }
     const size_t held = *standing;
     if (out.claims[p].trajectory_root == out.claims[held].trajectory_root) continue;
-    DisputeOpen d;
-    d.job_toml = toml;
-    d.dataset_root = data.root;
-    const DataShape shape = data_shape_of(data);
-    d.dataset_samples = static_cast<uint64_t>(shape.samples);
-    d.features = static_cast<uint64_t>(shape.features);
-    d.classes = static_cast<uint64_t>(shape.classes);
-    d.label_width = static_cast<uint64_t>(shape.label_width);
-    d.claims = {claim_envelopes[held], claim_envelopes[p]};
+    const DisputeOpen d = dispute_open(toml, data, claim_envelopes[held], claim_envelopes[p]);
     const Digest dispute = dispute_id(d);
     log(fmt::format("delegate: claims of {} and {} differ: dispute {} at {}", providers[held], providers[p],
                     to_hex(dispute).substr(0, 16), referee));

@@ -210,6 +210,7 @@ void ProviderNode::train(Connection& c, const Envelope& env) {
   if (!clients.empty() && std::find(clients.begin(), clients.end(), env.sender) == clients.end())
     throw ProtocolError("this provider does not train jobs for the client key that signed the JobSubmit");
   JobSpec job = parse_job(std::get<JobSubmit>(env.body).job_toml, "submitted job");
+  require_disputable(job.numerics, "submitted job");  // a claim no referee could check is worth nothing
   const JobLimits& limits = config_.limits;
   if (job.steps > limits.max_steps)
     throw ProtocolError(fmt::format("the job has {} steps; this provider trains at most {}", job.steps, limits.max_steps));

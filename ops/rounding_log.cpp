@@ -21,7 +21,7 @@ struct Neighbours {
   double lo = 0, hi = 0;
 };
 
-Neighbours neighbours(double x) {
+Neighbours float32_neighbours(double x) {
   const float f = static_cast<float>(x);
   if (std::isinf(f)) {  // between the overflow midpoint and 2^128
     const double max = std::numeric_limits<float>::max();
@@ -36,6 +36,46 @@ Neighbours neighbours(double x) {
   return {widen(std::nextafter(f, -std::numeric_limits<float>::infinity())), fd};
 }
 
+/// Below 2^23·q the grid is the multiples of q (docs/numerics.md, "Rounding-log mode"); above, every
+/// float32 is one (their spacing there is at least q, both powers of two).
+bool below_quantum(double x, double quantum) { return quantum > 0 && std::fabs(x) < 0x1p23 * quantum; }
+
+/// x's neighbours on the rounding grid: the float32 values that are multiples of `quantum` (every
+/// float32 when it is 0). Below 2^23·quantum they are multiples m·quantum with |m| ≤ 2^23, all float32
+/// values since quantum ≥ 2^-149; x / quantum, the floor and the products are exact in double.
+Neighbours neighbours(double x, double quantum) {
+  if (!below_quantum(x, quantum)) return float32_neighbours(x);
+  const double lo = std::floor(x / quantum) * quantum;
+  // −q + q is +0: zero on this grid is +0 only (see nearest).
+  return lo == x ? Neighbours{x, x} : Neighbours{lo, lo + quantum};
+}
+
+/// x rounded to nearest on the grid, ties to the even multiple (float32 rounding above the quantum).
+/// Zero on a quantum's grid is +0, whatever x's sign: values within q/2 of zero are sums that cancel,
+/// and two kernels' values may lie on either side of it (IEEE-754 rounding would give them ±0).
+float nearest(double x, double quantum) {
+  if (!below_quantum(x, quantum)) return static_cast<float>(x);
+  return static_cast<float>(std::nearbyint(x / quantum) * quantum + 0.0);
+}
+
+void check_quantum(double quantum) {
+  int e = 0;
+  if (!(quantum == 0 || (quantum >= 0x1p-149 && quantum <= 0x1p104 && std::frexp(quantum, &e) == 0.5)))
+    throw OpError("rounding log: quantum " + std::to_string(quantum) + " is not 0 or a power of two in [2^-149, 2^104]");
+}
+
+/// `quanta` is empty or one (possibly empty) vector per output, each empty or one quantum per value.
+void check_quanta(std::span<const std::vector<double>> values, std::span<const std::vector<double>> quanta) {
+  if (quanta.empty()) return;
+  if (quanta.size() != values.size())
+    throw OpError("rounding log: quanta for " + std::to_string(quanta.size()) + " outputs, values for " +
+                  std::to_string(values.size()));
+  for (size_t i = 0; i < quanta.size(); ++i)
+    if (!quanta[i].empty() && quanta[i].size() != values[i].size())
+      throw OpError("rounding log: " + std::to_string(quanta[i].size()) + " quanta for output " + std::to_string(i) +
+                    "'s " + std::to_string(values[i].size()) + " values");
+}
+
 void check_tau(double tau) {
   if (!(tau >= 0 && tau <= kMaxRoundingTau))
     throw OpError("rounding log: tau " + std::to_string(tau) + " is outside [0, " + std::to_string(kMaxRoundingTau) +
@@ -44,32 +84,37 @@ void check_tau(double tau) {
 
 }  // namespace
 
-double boundary_distance(double x) {
+double boundary_distance(double x, double quantum) {
+  check_quantum(quantum);
   if (!std::isfinite(x) || std::fabs(x) >= kOverflow) return 0.5;
-  const Neighbours n = neighbours(x);
+  const Neighbours n = neighbours(x, quantum);
   if (n.lo == n.hi) return 0.5;
   // lo + hi and the halving are exact in double (both are float32 values, or 2^128).
   const double spacing = n.hi - n.lo, midpoint = (n.lo + n.hi) / 2;
   return std::fabs(x - midpoint) / spacing;
 }
 
-LoggedRounding round_logged(double x, double tau) {
+LoggedRounding round_logged(double x, double tau, double quantum) {
   check_tau(tau);
-  const float value = static_cast<float>(x);
-  if (boundary_distance(x) >= tau) return {value, Rounding::Nearest};
-  return {value, static_cast<double>(value) == neighbours(x).lo ? Rounding::Down : Rounding::Up};
+  check_quantum(quantum);
+  const float value = nearest(x, quantum);
+  if (boundary_distance(x, quantum) >= tau) return {value, Rounding::Nearest};
+  return {value, static_cast<double>(value) == neighbours(x, quantum).lo ? Rounding::Down : Rounding::Up};
 }
 
-float round_replayed(double x, Rounding decision) {
-  if (decision == Rounding::Nearest || !std::isfinite(x) || std::fabs(x) >= kOverflow) return static_cast<float>(x);
-  const Neighbours n = neighbours(x);
+float round_replayed(double x, Rounding decision, double quantum) {
+  check_quantum(quantum);
+  if (!std::isfinite(x) || std::fabs(x) >= kOverflow) return static_cast<float>(x);
+  if (decision == Rounding::Nearest) return nearest(x, quantum);
+  const Neighbours n = neighbours(x, quantum);
   // The virtual 2^128 is float32's +inf, as round-to-nearest would give above the overflow midpoint.
   return static_cast<float>(decision == Rounding::Down ? n.lo : n.hi);
 }
 
-bool rounding_allowed(double x, Rounding decision, double tau) {
+bool rounding_allowed(double x, Rounding decision, double tau, double quantum) {
   check_tau(tau);
-  const double distance = boundary_distance(x);
+  check_quantum(quantum);
+  const double distance = boundary_distance(x, quantum);
   switch (decision) {
     case Rounding::Nearest: return distance >= tau / 2;
     case Rounding::Down:
@@ -126,21 +171,24 @@ uint64_t count_logged(const RoundingLog& log) {
   return n;
 }
 
-RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, std::span<Tensor* const> out, double tau) {
+RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, std::span<Tensor* const> out, double tau,
+                                 std::span<const std::vector<double>> quanta) {
   check_tau(tau);
+  check_quanta(values, quanta);
   size_t count = 0;
   for (const std::vector<double>& v : values) count += v.size();
   std::vector<Rounding> decisions;
   decisions.reserve(count);
   for (size_t i = 0; i < values.size(); ++i) {
     const std::span<float> y = out[i]->values();
-    if (tau == 0) {  // nothing is ever near enough to log
+    const std::vector<double>* q = i < quanta.size() && !quanta[i].empty() ? &quanta[i] : nullptr;
+    if (tau == 0 && q == nullptr) {  // nothing is ever near enough to log
       for (size_t e = 0; e < values[i].size(); ++e) y[e] = static_cast<float>(values[i][e]);
       decisions.resize(decisions.size() + values[i].size(), Rounding::Nearest);
       continue;
     }
     for (size_t e = 0; e < values[i].size(); ++e) {
-      const LoggedRounding r = round_logged(values[i][e], tau);
+      const LoggedRounding r = round_logged(values[i][e], tau, q ? (*q)[e] : 0.0);
       y[e] = r.value;
       decisions.push_back(r.decision);
     }
@@ -149,8 +197,10 @@ RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, st
 }
 
 std::optional<uint64_t> round_outputs_replayed(std::span<const std::vector<double>> values, const RoundingLog& log,
-                                               std::span<Tensor* const> out, double tau) {
+                                               std::span<Tensor* const> out, double tau,
+                                               std::span<const std::vector<double>> quanta) {
   check_tau(tau);
+  check_quanta(values, quanta);
   size_t count = 0;
   for (const std::vector<double>& v : values) count += v.size();
   if (log.count != count)
@@ -160,9 +210,11 @@ std::optional<uint64_t> round_outputs_replayed(std::span<const std::vector<doubl
   size_t k = 0;
   for (size_t i = 0; i < values.size(); ++i) {
     const std::span<float> y = out[i]->values();
+    const std::vector<double>* q = i < quanta.size() && !quanta[i].empty() ? &quanta[i] : nullptr;
     for (size_t e = 0; e < values[i].size(); ++e, ++k) {
-      if (!rounding_allowed(values[i][e], decisions[k], tau)) return k;
-      y[e] = round_replayed(values[i][e], decisions[k]);
+      const double qe = q ? (*q)[e] : 0.0;
+      if (!rounding_allowed(values[i][e], decisions[k], tau, qe)) return k;
+      y[e] = round_replayed(values[i][e], decisions[k], qe);
     }
   }
   return std::nullopt;

@@ -9,7 +9,12 @@
 // as the two kernels' float64 values differ by at most τ/2 (the contract between τ and the kernels).
 //
 // Distances are measured in units of the float32 spacing at the value (the gap between its two float32
-// neighbours), so τ is a fraction of one float32 ulp: 0 ≤ τ ≤ 1/4. τ = 0 is for ops whose float64
+// neighbours), so τ is a fraction of one float32 ulp: 0 ≤ τ ≤ 1/4. A value may also have a rounding
+// quantum q (a power of two; ops/float64/float64.h rounding_quanta): it is then rounded to
+// the float32 values that are multiples of q — every float32 above 2^23·q, coarser below, zero as +0 — so that a
+// sum that cancels to near zero keeps a step larger than the kernels' absolute error instead of a
+// float32 spacing that shrinks with the value (docs/numerics.md, "Rounding-log mode"). q = 0: the
+// float32 grid. τ = 0 is for ops whose float64
 // result is the same on every IEEE-754 machine (copies, one correctly rounded operation per value):
 // nothing is logged and a replay must round to nearest, ties to even. A decision is a trit — Nearest
 // (nothing logged), Down, Up — and the log packs five trits per byte (3^5 = 243 ≤ 256), as the paper's
@@ -37,11 +42,12 @@ enum class Rounding : uint8_t {
 /// little room for the τ/2 discrepancy the check allows on each side.
 inline constexpr double kMaxRoundingTau = 0.25;
 
-/// Distance of x from the nearest float32 rounding boundary (the midpoint between x's two float32
-/// neighbours), in units of their spacing: in [0, 0.5]; 0.5 for a value that is exactly a float32 (it
-/// sits between two midpoints). NaN and ±inf: 0.5 (never near a boundary). Beyond FLT_MAX the upper
-/// neighbour is taken as 2^128, the value above which float32 rounding overflows.
-double boundary_distance(double x);
+/// Distance of x from the nearest rounding boundary (the midpoint between x's two neighbours on the grid
+/// of `quantum`: float32 values, multiples of quantum when it is not 0), in units of their spacing: in
+/// [0, 0.5]; 0.5 for a value that is on the grid (it sits between two midpoints). NaN and ±inf: 0.5
+/// (never near a boundary). Beyond FLT_MAX the upper neighbour is taken as 2^128, the value above which
+/// float32 rounding overflows. `quantum` must be 0 or a power of two in [2^-149, 2^104] (OpError).
+double boundary_distance(double x, double quantum = 0);
 
 /// One value rounded by the trainer: the float32 result and the decision to log.
 struct LoggedRounding {
@@ -49,13 +55,14 @@ struct LoggedRounding {
   Rounding decision = Rounding::Nearest;
 };
 
-/// Rounds x to nearest float32 and, if x lies within `tau` of a boundary (boundary_distance(x) < tau),
-/// logs the side it rounded to (Down or Up). Requires 0 ≤ tau ≤ kMaxRoundingTau (OpError otherwise).
-LoggedRounding round_logged(double x, double tau);
+/// Rounds x to nearest on the grid of `quantum` (ties to even) and, if x lies within `tau` of a boundary
+/// (boundary_distance(x, quantum) < tau), logs the side it rounded to (Down or Up). Requires
+/// 0 ≤ tau ≤ kMaxRoundingTau and a valid quantum (OpError otherwise).
+LoggedRounding round_logged(double x, double tau, double quantum = 0);
 
-/// Rounds a replayer's x by a logged decision: Nearest → nearest float32; Down / Up → the float32
-/// neighbour of x below / above the midpoint x is near. An x that is exactly a float32 is that value.
-float round_replayed(double x, Rounding decision);
+/// Rounds a replayer's x by a logged decision: Nearest → nearest on the grid; Down / Up → the grid
+/// neighbour of x below / above the midpoint x is near. An x on the grid is that value.
+float round_replayed(double x, Rounding decision, double quantum = 0);
 
 /// Whether the referee, holding its own float64 value x of the op, accepts a logged decision: a Down
 /// or Up only where x is within 3τ/2 of a boundary (the trainer's value was within τ, and may differ
@@ -63,7 +70,7 @@ float round_replayed(double x, Rounding decision);
 /// and a decision was owed). Either direction is accepted in the band: which side of the midpoint the
 /// trainer's value fell on cannot be checked — the scheme's freedom of at most one float32 ulp on
 /// near-boundary values (the paper's §4.2).
-bool rounding_allowed(double x, Rounding decision, double tau);
+bool rounding_allowed(double x, Rounding decision, double tau, double quantum = 0);
 
 /// Packs decisions five per byte: byte j holds trits 5j … 5j+4 as base-3 digits, the first the least
 /// significant; a last partial byte has zero digits above `decisions.size()`.
@@ -84,9 +91,17 @@ struct RoundingLog {
 /// How many of the log's decisions are Down or Up (not Nearest): the values that were near a boundary.
 uint64_t count_logged(const RoundingLog& log);
 
+/// Value e of output i's quantum in a node's `quanta` (round_outputs_logged): 0 where there is none.
+inline double quantum_at(std::span<const std::vector<double>> quanta, size_t i, size_t e) {
+  return i < quanta.size() && !quanta[i].empty() ? quanta[i][e] : 0.0;
+}
+
 /// The trainer's rounding of one node: out[i] (already shaped like values[i]) := values[i] rounded
-/// to nearest float32 by round_logged, and the log of its decisions. Requires 0 ≤ tau ≤ kMaxRoundingTau.
-RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, std::span<Tensor* const> out, double tau);
+/// to nearest on its grid by round_logged, and the log of its decisions. `quanta` is empty (the float32
+/// grid) or holds each value's quantum, shaped like `values` (the node's rounding_quanta; an empty
+/// quanta[i] for output i: none). Requires 0 ≤ tau ≤ kMaxRoundingTau and valid quanta (OpError).
+RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, std::span<Tensor* const> out, double tau,
+                                 std::span<const std::vector<double>> quanta);
 
 /// A replayer's rounding of one node by another trainer's `log`: out[i] := round_replayed of each
 /// value by its logged decision. Returns the index (in log order) of the first decision that
@@ -94,6 +109,7 @@ RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, st
 /// kernels that differ by more than τ/2) and `out` is left partly written — or nullopt. Throws
 /// OpError if the log's count is not the outputs' element count or its bytes do not unpack.
 std::optional<uint64_t> round_outputs_replayed(std::span<const std::vector<double>> values, const RoundingLog& log,
-                                               std::span<Tensor* const> out, double tau);
+                                               std::span<Tensor* const> out, double tau,
+                                               std::span<const std::vector<double>> quanta);
 
 }  // namespace tribunal

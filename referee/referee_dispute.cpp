@@ -50,6 +50,7 @@ RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open,
       d.label_width > kMaxDisputeFeatures)
     throw ProtocolError("dispute: the data set's size or shape is out of range");
   job_ = parse_job(d.job_toml, "dispute job");
+  require_disputable(job_.numerics, "dispute job");
   if (static_cast<uint64_t>(job_.steps / job_.stride) > kMaxDisputeCheckpoints)
     throw ProtocolError("dispute: the job has more than " + std::to_string(kMaxDisputeCheckpoints) + " checkpoints");
   const DataShape shape{static_cast<int64_t>(d.dataset_samples), static_cast<int64_t>(d.features),

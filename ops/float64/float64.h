@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -57,5 +58,34 @@ bool float64_gemm_built(Float64Gemm gemm);
 /// threaded except inside OpenBLAS, whose thread count is OPENBLAS_NUM_THREADS's (never set here).
 void run_float64(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in,
                  std::span<std::vector<double>> out, Float64Gemm gemm);
+
+/// The default log2 of the ratio between a contraction's magnitude bound and its rounding quantum
+/// (rounding_quanta; a job's `[numerics] quantum_bits`), chosen from bench_rounding_log's measurements
+/// (docs/numerics.md, "Rounding-log mode").
+inline constexpr int kDefaultRoundingQuantumBits = 38;
+
+/// The range a job's quantum_bits may take: from a quantum as coarse as float32 rounding of the bound
+/// to one finer than double rounding of it.
+inline constexpr int kMinRoundingQuantumBits = 24, kMaxRoundingQuantumBits = 64;
+
+/// The rounding quanta of one node in rounding-log mode (docs/numerics.md, "Rounding-log mode"): per
+/// output element, the coarsest step its float64 value is rounded to, so that two honest gemms'
+/// difference stays a small fraction of a step even where a sum cancels to near zero (the value's own
+/// float32 spacing shrinks with it; the gemm's rounding error, which follows the partial sums, does not).
+/// For the gemm ops (Linear, Matmul, Conv2d and its input and weight gradients) the quantum of an element
+/// is 2^(E − quantum_bits), where 2^E bounds every partial sum of that element: 2^⌈log2 K⌉ times
+/// the magnitudes (each rounded up to a power of two) of its row of the left operand and its column of
+/// the right one — a convolution takes the filter and the whole image or channel — plus the bias. It is
+/// derived from the float32 inputs by maxima and integer exponents only, so every party computes the
+/// same quanta bit for bit. A quantum is 0 (the float32 grid) where the result is exact (a zero row or
+/// column), has no bound (a NaN or an infinity), or would be finer than 2^-149.
+///
+/// Fills quanta[0] (quanta[i] for i > 0 left empty; every op with quanta has one output) and returns
+/// true for the gemm ops; clears `quanta` and returns false for every other op, whose float64 code is
+/// this library's own and the same on every machine. `in` as run_float64's, already valid for the op;
+/// `quanta` must not be empty and quantum_bits must lie in [kMinRoundingQuantumBits,
+/// kMaxRoundingQuantumBits] (OpError).
+bool rounding_quanta(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in,
+                     std::span<std::vector<double>> quanta, int quantum_bits);
 
 }  // namespace tribunal

@@ -95,6 +95,10 @@ TEST_CASE("job_id covers the numerics mode and every tau; RepOps ids stand") {
   const Digest rlog = job_id(parse_job(kJob, "job.toml"), root, shape);
   CHECK(rlog != repops);
   CHECK(job_id(parse_job(std::string(kJob) + "tau = { relu = 0.0001 }\n", "job.toml"), root, shape) != rlog);
+  CHECK(job_id(parse_job(std::string(kJob) + "quantum_bits = 38\n", "job.toml"), root, shape) == rlog);  // the default
+  CHECK(job_id(parse_job(std::string(kJob) + "quantum_bits = 40\n", "job.toml"), root, shape) != rlog);
+  CHECK_THROWS_WITH_AS(parse_job(std::string(kJob) + "quantum_bits = 20\n", "job.toml"),
+                       doctest::Contains("quantum_bits"), EngineError);
 }
 
 TEST_CASE("a step's rounding logs round-trip through their file, and a wrong file is refused by name") {

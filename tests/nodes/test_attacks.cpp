@@ -270,6 +270,24 @@ TEST_CASE("attack: a provider trains only for allowed clients and within its ope
   CHECK(allowed.error() == "the job has 30 steps; this provider trains at most 10");
 }
 
+TEST_CASE("attack: a fast-mode job, which no referee can settle, is neither trained for a client nor disputed") {
+  // Fast mode's float32 kernels may differ between machines (docs/verifiers.md): a claim over such a
+  // job could not be checked, and a referee re-executing it would convict an honest provider whose
+  // kernel differs from its own.
+  const std::string fast = read_text(testing::kShortJob) + "\n[numerics]\nmode = \"fast\"\n";
+  Network net;
+  const ForgedOpening f = forged_opening(fast, 1);
+  {
+    RawPeer client(net.ctx, net.provider(net.config()));
+    client.send(seal(generate_keypair(), f.id, 1, JobSubmit{fast}));
+    CHECK(client.error().find("submitted job: the job is in fast numerics mode") != std::string::npos);
+  }
+  RawPeer peer(net.ctx, net.referee_url);
+  peer.send(seal(generate_keypair(), f.id, 1, f.opening));
+  CHECK(peer.error().find("dispute job: the job is in fast numerics mode") != std::string::npos);
+  CHECK(net.referee.live_disputes() == 0);
+}
+
 TEST_CASE("attack: an opening whose job would cost the referee too much is refused before anything is held") {
   Network net;
   // The issue's chosen CNN: one re-execution of its first convolution takes seconds per 32 samples.

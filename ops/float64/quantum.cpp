@@ -1,0 +1,145 @@
+// rounding_quanta: the rounding step a gemm op's float64 results may need. See float64.h.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <string>
+
+#include "ops/float64/internal.h"
+
+namespace tribunal {
+namespace {
+
+/// The magnitude of a set of float32 values as a power of two: max|x| < 2^e. Exact: a maximum of
+/// magnitudes depends on no order, and the exponent is an integer.
+struct Magnitude {
+  int e = 0;
+  bool zero = true;     ///< every value is ±0: its products contribute exactly nothing
+  bool finite = true;   ///< no NaN or infinity: there is a bound
+
+  void add(float v) {
+    if (!std::isfinite(v)) {
+      finite = false;
+    } else if (v != 0) {
+      const int ev = std::ilogb(v) + 1;
+      e = zero ? ev : std::max(e, ev);
+      zero = false;
+    }
+  }
+};
+
+/// ⌈log2 k⌉ for k ≥ 1.
+int ceil_log2(int64_t k) { return k <= 1 ? 0 : std::bit_width(static_cast<uint64_t>(k - 1)); }
+
+/// The quantum of a sum of k products with |a| < 2^a.e and |b| < 2^b.e, added to a start value (bias)
+/// bounded by `start` (a zero Magnitude: none). Every partial sum stays below 2^(a.e + b.e + ⌈log2 k⌉)
+/// + 2^start.e < 2^(max(…) + 1), and the quantum is that bound over 2^bits. 0 (the
+/// float32 grid) where the sum is exact (a zero operand: the result is the start value), a bound does
+/// not exist (NaN or infinity), or the quantum would be finer than 2^-149.
+double quantum(int bits, const Magnitude& a, const Magnitude& b, int log2k, const Magnitude& start = {}) {
+  if (!a.finite || !b.finite || !start.finite || a.zero || b.zero) return 0;
+  int e = a.e + b.e + log2k;
+  if (!start.zero) e = std::max(e, start.e) + 1;
+  e -= bits;
+  return e < -149 ? 0.0 : std::ldexp(1.0, e);
+}
+
+/// Magnitudes of `groups` groups of values, value v of x (flat) in group group(v).
+template <class Group>
+std::vector<Magnitude> magnitudes(const Tensor& x, size_t groups, Group group) {
+  std::vector<Magnitude> m(groups);
+  const std::span<const float> v = x.values();
+  for (size_t i = 0; i < v.size(); ++i) m[group(i)].add(v[i]);
+  return m;
+}
+
+/// Output quanta of op(a)·op(b) per batch element: rows of op(a), columns of op(b).
+void matmul_quanta(const Attrs& attrs, std::span<const Tensor* const> in, std::vector<double>& q, int bits) {
+  const bool ta = attrs.ints[0] != 0, tb = attrs.ints[1] != 0;
+  const Shape &as = in[0]->shape(), &bs = in[1]->shape();
+  const int r = as.rank() - 2;
+  const int64_t batch = r == 0 ? 1 : as[0];
+  const int64_t m = ta ? as[r + 1] : as[r], k = ta ? as[r] : as[r + 1], n = tb ? bs[r] : bs[r + 1];
+  // Element (e, u, v) of a stored [batch, A0, A1]: row of op(a) is u (no transpose) or v.
+  const int64_t a1 = as[r + 1], b1 = bs[r + 1];
+  const auto ma = magnitudes(*in[0], static_cast<size_t>(batch * m), [&](size_t i) {
+    const int64_t e = static_cast<int64_t>(i) / (as[r] * a1), u = static_cast<int64_t>(i) / a1 % as[r],
+                  v = static_cast<int64_t>(i) % a1;
+    return static_cast<size_t>(e * m + (ta ? v : u));
+  });
+  const auto mb = magnitudes(*in[1], static_cast<size_t>(batch * n), [&](size_t i) {
+    const int64_t e = static_cast<int64_t>(i) / (bs[r] * b1), u = static_cast<int64_t>(i) / b1 % bs[r],
+                  v = static_cast<int64_t>(i) % b1;
+    return static_cast<size_t>(e * n + (tb ? u : v));
+  });
+  const int lk = ceil_log2(k);
+  q.resize(static_cast<size_t>(batch * m * n));
+  for (int64_t e = 0; e < batch; ++e)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        q[static_cast<size_t>((e * m + i) * n + j)] = quantum(bits, ma[e * m + i], mb[e * n + j], lk);
+}
+
+}  // namespace
+
+bool rounding_quanta(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in,
+                     std::span<std::vector<double>> quanta, int bits) {
+  for (std::vector<double>& q : quanta) q.clear();
+  if (quanta.empty()) throw OpError("rounding_quanta: no output to fill");
+  if (bits < kMinRoundingQuantumBits || bits > kMaxRoundingQuantumBits)
+    throw OpError("rounding_quanta: quantum_bits " + std::to_string(bits) + " is outside [" +
+                  std::to_string(kMinRoundingQuantumBits) + ", " + std::to_string(kMaxRoundingQuantumBits) + "]");
+  std::vector<double>& q = quanta[0];
+  switch (kind) {
+    case OpKind::Linear: {  // y[M,N] = x[M,K]·w[K,N] + b[N]: rows of x, columns of w, b per column
+      const Shape &xs = in[0]->shape(), &ws = in[1]->shape();
+      const int64_t m = xs[0], k = xs[1], n = ws[1];
+      const auto mx = magnitudes(*in[0], static_cast<size_t>(m), [&](size_t i) { return i / static_cast<size_t>(k); });
+      const auto mw = magnitudes(*in[1], static_cast<size_t>(n), [&](size_t i) { return i % static_cast<size_t>(n); });
+      const auto mbias = magnitudes(*in[2], static_cast<size_t>(n), [](size_t i) { return i; });
+      q.resize(static_cast<size_t>(m * n));
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) q[static_cast<size_t>(i * n + j)] = quantum(bits, mx[i], mw[j], ceil_log2(k), mbias[j]);
+      return true;
+    }
+    case OpKind::Matmul: matmul_quanta(attrs, in, q, bits); return true;
+    case OpKind::Conv2d: {  // y[n,o,·] = b[o] + Σ over C·KH·KW taps of w[o,…]·x[n,…]: per image, per filter
+      const Shape &xs = in[0]->shape(), &ws = in[1]->shape();
+      const int64_t n = xs[0], o = ws[0], taps = ws[1] * ws[2] * ws[3];
+      const std::vector<Shape> shapes{xs, ws, in[2]->shape()};
+      const int64_t p = infer_shapes(kind, attrs, shapes)[0].numel() / (n * o);
+      const auto mx = magnitudes(*in[0], static_cast<size_t>(n), [&](size_t i) { return i / static_cast<size_t>(xs[1] * xs[2] * xs[3]); });
+      const auto mw = magnitudes(*in[1], static_cast<size_t>(o), [&](size_t i) { return i / static_cast<size_t>(taps); });
+      const auto mbias = magnitudes(*in[2], static_cast<size_t>(o), [](size_t i) { return i; });
+      q.resize(static_cast<size_t>(n * o * p));
+      for (int64_t ni = 0; ni < n; ++ni)
+        for (int64_t oi = 0; oi < o; ++oi)
+          std::fill_n(q.begin() + (ni * o + oi) * p, p, quantum(bits, mx[ni], mw[oi], ceil_log2(taps), mbias[oi]));
+      return true;
+    }
+    case OpKind::Conv2dBackwardInput: {  // dx[n,c,·] = Σ over O·KH·KW of w[·,c,…]·dy[n,…]: per image, per channel
+      const Shape &ws = in[0]->shape(), &dys = in[1]->shape();
+      const int64_t o = ws[0], c = ws[1], n = dys[0], hw = attrs.ints[2] * attrs.ints[3];
+      const auto mw = magnitudes(*in[0], static_cast<size_t>(c), [&](size_t i) { return i / static_cast<size_t>(ws[2] * ws[3]) % static_cast<size_t>(c); });
+      const auto mdy = magnitudes(*in[1], static_cast<size_t>(n), [&](size_t i) { return i / static_cast<size_t>(o * dys[2] * dys[3]); });
+      q.resize(static_cast<size_t>(n * c * hw));
+      for (int64_t ni = 0; ni < n; ++ni)
+        for (int64_t ci = 0; ci < c; ++ci)
+          std::fill_n(q.begin() + (ni * c + ci) * hw, hw, quantum(bits, mw[ci], mdy[ni], ceil_log2(o * ws[2] * ws[3])));
+      return true;
+    }
+    case OpKind::Conv2dBackwardWeight: {  // dw[o,c,·] = Σ over N·OH·OW of dy[·,o,…]·x[·,c,…]: per filter, per channel
+      const Shape &xs = in[0]->shape(), &dys = in[1]->shape();
+      const int64_t n = xs[0], c = xs[1], o = dys[1], taps = attrs.ints[2] * attrs.ints[3];
+      const auto mx = magnitudes(*in[0], static_cast<size_t>(c), [&](size_t i) { return i / static_cast<size_t>(xs[2] * xs[3]) % static_cast<size_t>(c); });
+      const auto mdy = magnitudes(*in[1], static_cast<size_t>(o), [&](size_t i) { return i / static_cast<size_t>(dys[2] * dys[3]) % static_cast<size_t>(o); });
+      q.resize(static_cast<size_t>(o * c * taps));
+      for (int64_t oi = 0; oi < o; ++oi)
+        for (int64_t ci = 0; ci < c; ++ci)
+          std::fill_n(q.begin() + (oi * c + ci) * taps, taps, quantum(bits, mdy[oi], mx[ci], ceil_log2(n * dys[2] * dys[3])));
+      return true;
+    }
+    default: return false;  // every other op is this library's own fixed-order float64 code
+  }
+}
+
+}  // namespace tribunal
