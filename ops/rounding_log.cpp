@@ -70,10 +70,12 @@ void check_quanta(std::span<const std::vector<double>> values, std::span<const s
   if (quanta.size() != values.size())
     throw OpError("rounding log: quanta for " + std::to_string(quanta.size()) + " outputs, values for " +
                   std::to_string(values.size()));
-  for (size_t i = 0; i < quanta.size(); ++i)
+  for (size_t i = 0; i < quanta.size(); ++i) {
     if (!quanta[i].empty() && quanta[i].size() != values[i].size())
       throw OpError("rounding log: " + std::to_string(quanta[i].size()) + " quanta for output " + std::to_string(i) +
                     "'s " + std::to_string(values[i].size()) + " values");
+    for (double q : quanta[i]) check_quantum(q);
+  }
 }
 
 void check_tau(double tau) {
@@ -82,10 +84,10 @@ void check_tau(double tau) {
                   "] (a fraction of the float32 spacing)");
 }
 
-}  // namespace
+// The per-value rules, unchecked: the public functions check tau and the quantum first, the per-node
+// loops once per node (check_tau, check_quanta) instead of once per value.
 
-double boundary_distance(double x, double quantum) {
-  check_quantum(quantum);
+double distance_unchecked(double x, double quantum) {
   if (!std::isfinite(x) || std::fabs(x) >= kOverflow) return 0.5;
   const Neighbours n = neighbours(x, quantum);
   if (n.lo == n.hi) return 0.5;
@@ -94,16 +96,13 @@ double boundary_distance(double x, double quantum) {
   return std::fabs(x - midpoint) / spacing;
 }
 
-LoggedRounding round_logged(double x, double tau, double quantum) {
-  check_tau(tau);
-  check_quantum(quantum);
+LoggedRounding logged_unchecked(double x, double tau, double quantum) {
   const float value = nearest(x, quantum);
-  if (boundary_distance(x, quantum) >= tau) return {value, Rounding::Nearest};
+  if (distance_unchecked(x, quantum) >= tau) return {value, Rounding::Nearest};
   return {value, static_cast<double>(value) == neighbours(x, quantum).lo ? Rounding::Down : Rounding::Up};
 }
 
-float round_replayed(double x, Rounding decision, double quantum) {
-  check_quantum(quantum);
+float replayed_unchecked(double x, Rounding decision, double quantum) {
   if (!std::isfinite(x) || std::fabs(x) >= kOverflow) return static_cast<float>(x);
   if (decision == Rounding::Nearest) return nearest(x, quantum);
   const Neighbours n = neighbours(x, quantum);
@@ -111,16 +110,38 @@ float round_replayed(double x, Rounding decision, double quantum) {
   return static_cast<float>(decision == Rounding::Down ? n.lo : n.hi);
 }
 
-bool rounding_allowed(double x, Rounding decision, double tau, double quantum) {
-  check_tau(tau);
-  check_quantum(quantum);
-  const double distance = boundary_distance(x, quantum);
+bool allowed_unchecked(double x, Rounding decision, double tau, double quantum) {
+  const double distance = distance_unchecked(x, quantum);
   switch (decision) {
     case Rounding::Nearest: return distance >= tau / 2;
     case Rounding::Down:
     case Rounding::Up: return distance < 1.5 * tau;
   }
   return false;
+}
+
+}  // namespace
+
+double boundary_distance(double x, double quantum) {
+  check_quantum(quantum);
+  return distance_unchecked(x, quantum);
+}
+
+LoggedRounding round_logged(double x, double tau, double quantum) {
+  check_tau(tau);
+  check_quantum(quantum);
+  return logged_unchecked(x, tau, quantum);
+}
+
+float round_replayed(double x, Rounding decision, double quantum) {
+  check_quantum(quantum);
+  return replayed_unchecked(x, decision, quantum);
+}
+
+bool rounding_allowed(double x, Rounding decision, double tau, double quantum) {
+  check_tau(tau);
+  check_quantum(quantum);
+  return allowed_unchecked(x, decision, tau, quantum);
 }
 
 std::vector<uint8_t> pack_trits(std::span<const Rounding> decisions) {
@@ -188,7 +209,7 @@ RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, st
       continue;
     }
     for (size_t e = 0; e < values[i].size(); ++e) {
-      const LoggedRounding r = round_logged(values[i][e], tau, q ? (*q)[e] : 0.0);
+      const LoggedRounding r = logged_unchecked(values[i][e], tau, q ? (*q)[e] : 0.0);
       y[e] = r.value;
       decisions.push_back(r.decision);
     }
@@ -213,8 +234,8 @@ std::optional<uint64_t> round_outputs_replayed(std::span<const std::vector<doubl
     const std::vector<double>* q = i < quanta.size() && !quanta[i].empty() ? &quanta[i] : nullptr;
     for (size_t e = 0; e < values[i].size(); ++e, ++k) {
       const double qe = q ? (*q)[e] : 0.0;
-      if (!rounding_allowed(values[i][e], decisions[k], tau, qe)) return k;
-      y[e] = round_replayed(values[i][e], decisions[k], qe);
+      if (!allowed_unchecked(values[i][e], decisions[k], tau, qe)) return k;
+      y[e] = replayed_unchecked(values[i][e], decisions[k], qe);
     }
   }
   return std::nullopt;
