@@ -307,6 +307,16 @@ Command add_referee(CLI::App& root) {
               "work of the heaviest node to re-execute, in multiply-adds or elements");
   add_integer(*app, "--max-opened-bytes", o.limits.max_opened_bytes, 1, int64_t{1} << 40,
               "input bytes of the node with the largest inputs", "BYTES");
+  add_integer(*app, "--max-graph-nodes", o.limits.max_graph_nodes, 1, int64_t{1} << 32,
+              "nodes of a disputed job's step graph at most (derived from the job text before it is built)");
+  add_duration<std::chrono::milliseconds>(
+      *app, "--opening-cpu-ms", o.opening_cpu.burst, 0, 3600000,
+      "CPU time the openings of one client network (/24, /48) or trusted key may use at once (0: no budget)", "MS");
+  app->add_option("--opening-cpu-rate", o.opening_cpu.refill_per_second,
+                  "CPU-seconds per second given back to each source's opening budget")
+      ->type_name("FRACTION")
+      ->check(CLI::Range(0.000001, 1024.0))
+      ->default_str(fmt::format("{}", o.opening_cpu.refill_per_second));
   add_duration<std::chrono::days>(
       *app, "--retention-days", o.retention, 0, 36500,
       "a decided dispute's record is pruned after this many days (its verdict is kept)", "DAYS");

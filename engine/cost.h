@@ -1,6 +1,6 @@
 // What a dispute about a job can cost the referee, derived from the job alone (docs/protocol.md,
 // "Bounds on a dispute's cost"): the referee checks it against its operator's policy when a dispute
-// is opened, before it holds any state, opened tensor or stored byte of it.
+// is opened, before it builds a graph, computes anything of the job or holds any state of it.
 #pragma once
 
 #include <cstdint>
@@ -21,17 +21,36 @@ uint64_t node_work(const StepGraph& g, const Node& n);
 /// receives when it opens them (OpenInputs: tensors, or proven samples).
 uint64_t node_input_bytes(const StepGraph& g, const Node& n);
 
-/// The most a dispute about the job can make the referee hold and compute.
+/// Bytes of one party's rounding log of a node's outputs (rounding-log jobs, OpenLog): ⌈output
+/// elements / 5⌉ (packed trits, docs/commitments.md).
+uint64_t node_log_bytes(const StepGraph& g, const Node& n);
+
+/// The most a dispute about the job can make the referee hold and compute. Every term saturates at
+/// its type's maximum.
 struct DisputeCost {
   int64_t parameters = 0;          ///< the model's parameter count (the referee derives state_hash(0))
   uint64_t max_node_work = 0;      ///< node_work of the step graph's heaviest node
-  std::string heaviest_node;       ///< its op and output, e.g. "conv2d 'conv0'"
-  uint64_t max_opened_bytes = 0;   ///< node_input_bytes of the node with the largest inputs
-  size_t nodes = 0;                ///< nodes of one step graph (the level-3 bisection domain)
+  std::string heaviest_node;       ///< its op and output, e.g. "conv2d 'conv0.out'" (the first of equals)
+  /// The most one located node makes the referee receive: node_input_bytes, plus in a rounding-log
+  /// job both parties' node_log_bytes (docs/protocol.md "Rounding-log jobs").
+  uint64_t max_opened_bytes = 0;
+  uint64_t nodes = 0;              ///< nodes of one step graph (the level-3 bisection domain; what building it costs)
+  int64_t shards = 1;              ///< train.shards: per-shard copies of the forward and backward nodes
+  int64_t batch = 0;               ///< batch rows: the sampler's and the gathers' indices per step
+  int64_t context = 0;             ///< a GPT's context T (its attention is T×T per head); 0 for the others
 };
 
-/// The cost of a dispute about `job` whose step graphs look like `graph` (any step's: they all have
-/// the same shapes): the parameter count from the job's state layout, then the maxima over the graph.
+/// The cost of a dispute about `job` on a data set of shape `data`, derived from the job text's
+/// numbers alone: no graph is built and nothing of the job is computed. Time O(terms of the job
+/// text + train.shards) arithmetic, whatever the sizes (a GPT's layers count once); memory O(1)
+/// beyond the parameter list of an MLP or CNN. Equal, term for term, to dispute_cost(job, graph)
+/// on the job's built step graph (tests/referee/test_dispute_cost.cpp). Throws OpError when the
+/// job's shapes do not fit its ops (the graph would not build) and EngineError when the data shape
+/// does not fit the model (label width).
+DisputeCost dispute_cost(const JobSpec& job, const DataShape& data);
+
+/// The same terms measured on a built step graph of `job` (any step's: they all have the same
+/// shapes): the parameter count from the job's state layout, then the maxima and count over `graph`.
 DisputeCost dispute_cost(const JobSpec& job, const StepGraph& graph);
 
 }  // namespace tribunal

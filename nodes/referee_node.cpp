@@ -175,6 +175,7 @@ RefereeNode::RefereeNode(NetContext& ctx, KeyPair key, RefereeNodeOptions option
       workers_(std::make_unique<Workers>(options_.workers)),
       store_(open_store(options_, key_)),
       policy_(std::move(providers)),
+      opening_cpu_(options_.opening_cpu),
       server_(
           ctx,
           [this](std::shared_ptr<Session> s) {
@@ -259,27 +260,60 @@ RefereeNode::~RefereeNode() {
 
 // A client's message, on a network thread: the opening is checked and started on a worker.
 void RefereeNode::on_client_message(const std::shared_ptr<Session>& client, std::vector<uint8_t> bytes) {
+  // One message in flight per client connection: no further frame is read until this one is
+  // handled, so a client sending faster than it is served is held back by TCP, not queued here.
+  client->set_reading(false);
   asio::post(workers_->pool, [this, client, bytes = std::move(bytes)] {
-    Envelope env;
-    try {
-      env = open_envelope(bytes);
-      if (env.kind != MessageKind::DisputeOpen) throw WireError(CloseCode::PolicyViolation, "expected a DisputeOpen");
-    } catch (const WireError& e) {  // not even a signed opening: no answer
-      log_(fmt::format("referee: refused client {}: {}", client->remote_endpoint(), e.what()));
-      meters_->refused.inc();
-      client->close(e.code(), e.what());
-      return;
-    }
-    // A signed opening the referee refuses gets a signed refusal that says why.
-    try {
-      open(client, env);
-    } catch (const std::exception& e) {
-      log_(fmt::format("referee: refused dispute from {}: {}", client->remote_endpoint(), e.what()));
-      meters_->refused.inc();
-      client->send(seal(key_, {}, 1, ErrorMessage{1008, e.what()}));
-      client->close(CloseCode::PolicyViolation, "dispute refused");
-    }
+    if (!client->is_open()) return;  // refused and closed meanwhile: its frames are dropped with it
+    handle_opening(client, bytes);
+    if (client->is_open()) client->set_reading(true);
   });
+}
+
+DisputeOptions RefereeNode::opening_options() const {
+  DisputeOptions o = options_.dispute;
+  o.limits = options_.limits;
+  return o;
+}
+
+// A client's frame, on a worker: the opening's source must have CPU budget left; then every check
+// of the opening, its cost first; what it took is charged to the source.
+void RefereeNode::handle_opening(const std::shared_ptr<Session>& client, const std::vector<uint8_t>& bytes) {
+  const auto c0 = std::chrono::duration<double>(thread_cpu_seconds());
+  Envelope env;
+  try {
+    env = open_envelope(bytes);
+    if (env.kind != MessageKind::DisputeOpen) throw WireError(CloseCode::PolicyViolation, "expected a DisputeOpen");
+  } catch (const WireError& e) {  // not even a signed opening: no answer
+    log_(fmt::format("referee: refused client {}: {}", client->remote_endpoint(), e.what()));
+    meters_->refused.inc();
+    client->close(e.code(), e.what());
+    return;
+  }
+  const std::string group = admission_group(trusted(env.sender), env.sender, address_of(client->remote_endpoint()));
+  const auto charge = [&] {
+    const auto used = std::chrono::duration<double>(thread_cpu_seconds()) - c0;
+    opening_cpu_.charge(group, std::chrono::duration_cast<std::chrono::nanoseconds>(used));
+  };
+  // A signed opening the referee refuses gets a signed refusal that says why.
+  try {
+    if (const auto wait = opening_cpu_.wait(group)) {
+      const CpuBudgetOptions& b = opening_cpu_.options();
+      throw ProtocolError(fmt::format(
+          "the openings from {} have used their CPU budget at this referee ({:.3g} CPU-s at once, refilled at {:.3g} "
+          "CPU-s per second); retry in {:.3f} s",
+          group, std::chrono::duration<double>(b.burst).count(), b.refill_per_second,
+          std::chrono::duration<double>(*wait).count()));
+    }
+    open(client, env);
+    charge();
+  } catch (const std::exception& e) {
+    charge();
+    log_(fmt::format("referee: refused dispute from {}: {}", client->remote_endpoint(), e.what()));
+    meters_->refused.inc();
+    client->send(seal(key_, {}, 1, ErrorMessage{1008, e.what()}));
+    client->close(CloseCode::PolicyViolation, "dispute refused");
+  }
 }
 
 // Arms the dispute's one timer at its next event: the earliest deadline of a party it waits for, or
@@ -486,13 +520,14 @@ void RefereeNode::open(std::shared_ptr<Session> client, const Envelope& env) {
   if (existing) {
     // The same opening again (a client that reconnected) attaches at once; a different envelope
     // for the same dispute (another client) must be a valid opening of it.
-    if (existing->dispute->open_envelope_bytes() != env.bytes) RefereeDispute check(key_, env, options_.dispute);
+    if (existing->dispute->open_envelope_bytes() != env.bytes) RefereeDispute check(key_, env, opening_options());
     attach(existing);
     return;
   }
 
   const double c0 = thread_cpu_seconds();
-  auto dispute = std::make_unique<RefereeDispute>(key_, env, options_.dispute);  // every check of the opening
+  // Every check of the opening; its cost, derived from the job text, first (options_.limits).
+  auto dispute = std::make_unique<RefereeDispute>(key_, env, opening_options());
   for (const std::string& url : dispute->providers()) {
     const WsUrl u = parse_ws_url(url);  // throws NetError
     // A literal address is judged now; a name when it resolves (net/address_policy.h).
@@ -525,8 +560,6 @@ void RefereeNode::open(std::shared_ptr<Session> client, const Envelope& env) {
     }
   }
 
-  // What the dispute can cost is derived from its job and checked before anything of it is held.
-  check_dispute_cost(dispute->cost(), options_.limits);
   const bool known = trusted(env.sender);
   auto live = make_live(std::move(dispute), admission_group(known, env.sender, address), known);
   {
@@ -562,6 +595,8 @@ void RefereeNode::open(std::shared_ptr<Session> client, const Envelope& env) {
       return;
     }
     live->stats.cpu_seconds += checks + thread_cpu_seconds() - c1;
+    opening_cpu_.charge(live->group, std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                         std::chrono::duration<double>(thread_cpu_seconds() - c1)));
     meters_->opened.inc();
     for (int p = 0; p < 2; ++p) connect_provider(live, p);
     arm(live);

@@ -19,6 +19,7 @@
 #include "net/client.h"
 #include "net/context.h"
 #include "net/server.h"
+#include "nodes/cpu_budget.h"
 #include "nodes/log.h"
 #include "nodes/metrics.h"
 #include "referee/referee_dispute.h"
@@ -50,8 +51,13 @@ struct RefereeNodeOptions {
   std::vector<PublicKey> trusted_clients;
   /// Slots of `max_live_disputes` kept for trusted clients (only when there are any).
   size_t reserved_disputes = 1024;
-  /// What one dispute may cost; an opening beyond it is refused with an ErrorMessage.
+  /// What one dispute may cost; an opening beyond it is refused with an ErrorMessage. Derived from
+  /// the job text and checked before anything else of the opening (RefereeDispute's constructor).
   DisputeLimits limits;
+  /// The CPU time the openings of one source (a client network /24 or /48, or a trusted client key)
+  /// may use, as a token bucket (nodes/cpu_budget.h): an opening whose source is in debt is refused
+  /// with an ErrorMessage saying when to retry, before anything of it is checked.
+  CpuBudgetOptions opening_cpu;
   /// Decided disputes keep their inputs this long, then the store prunes them (keeping the verdict).
   std::chrono::seconds retention = std::chrono::hours(24 * 30);
   /// How often the referee node prunes its store.
@@ -134,6 +140,8 @@ class RefereeNode {
   void arm(const std::shared_ptr<Live>& live);
   void arm_pruning();
   void open(std::shared_ptr<Session> client, const Envelope& env);
+  void handle_opening(const std::shared_ptr<Session>& client, const std::vector<uint8_t>& bytes);
+  DisputeOptions opening_options() const;
   std::shared_ptr<Live> make_live(std::unique_ptr<RefereeDispute> dispute, std::string group, bool trusted);
   bool trusted(const PublicKey& client) const;
   void admit(const std::shared_ptr<Live>& live);
@@ -160,6 +168,7 @@ class RefereeNode {
   std::unique_ptr<Workers> workers_;  // destroyed after live_, whose timers run on it
   std::unique_ptr<RefereeStore> store_;
   AddressPolicy policy_;
+  CpuBudget opening_cpu_;  // per admission group: what its openings may spend
   Server server_;
   std::unique_ptr<Server> metrics_server_;  // --metrics
   Client client_;

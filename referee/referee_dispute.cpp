@@ -61,6 +61,10 @@ RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open,
   if (d.label_width != label_width)
     throw ProtocolError("dispute: the data set's label width " + std::to_string(d.label_width) + " does not fit the job (" +
                         std::to_string(label_width) + ")");
+  // Cost before work: derived from the job's numbers alone, in time linear in the opening, and
+  // checked before the claims' signatures, the job id, the oracle or any graph (engine/cost.h).
+  cost_ = dispute_cost(job_, shape);
+  if (options.limits) check_dispute_cost(cost_, *options.limits);
   // The data set's root and shape are part of the job_id that both providers signed: an opener who
   // changes them opens a dispute about a job neither claim is for, and is refused below.
   job_id_ = tribunal::job_id(job_, d.dataset_root, shape);
@@ -91,8 +95,6 @@ RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open,
   game_ = std::make_unique<Game>(params, *oracle_);
 }
 
-DisputeCost RefereeDispute::cost() const { return dispute_cost(job_, oracle_->graph(0)); }
-
 void check_dispute_cost(const DisputeCost& cost, const DisputeLimits& limits) {
   const auto refuse = [](const std::string& what, uint64_t value, uint64_t limit) {
     throw ProtocolError(fmt::format("dispute: the job's {} is {}, beyond this referee's limit of {}", what, value, limit));
@@ -104,6 +106,7 @@ void check_dispute_cost(const DisputeCost& cost, const DisputeLimits& limits) {
            limits.max_reexecution_work);
   if (cost.max_opened_bytes > limits.max_opened_bytes)
     refuse("largest opening (input bytes of one node)", cost.max_opened_bytes, limits.max_opened_bytes);
+  if (cost.nodes > limits.max_graph_nodes) refuse("step graph node count", cost.nodes, limits.max_graph_nodes);
 }
 
 std::vector<uint8_t> RefereeDispute::seal_next(const Body& body) {
@@ -158,6 +161,7 @@ std::unique_ptr<RefereeDispute> RefereeDispute::replay(const KeyPair& referee_ke
                                                        std::function<void(const DisputeEvent&)> events) {
   if (inputs.empty() || inputs[0].kind != DisputeInput::Kind::Open)
     throw ProtocolError("dispute replay: the record does not start with the dispute's opening");
+  options.limits.reset();  // a recorded dispute was admitted when it was opened, whatever the limits are now
   auto d = std::make_unique<RefereeDispute>(referee_key, open_envelope(inputs[0].envelope), options);
   d->replaying_ = true;
   d->events_while_replaying_ = static_cast<bool>(events);

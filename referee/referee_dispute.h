@@ -42,6 +42,10 @@ struct DisputeLimits {
   int64_t max_parameters = int64_t{1} << 27;        ///< the model's parameters (state_hash(0) is derived from them)
   uint64_t max_reexecution_work = uint64_t{1} << 34; ///< node_work of the heaviest node (multiply-adds or elements)
   uint64_t max_opened_bytes = uint64_t{1} << 30;     ///< input bytes of the node with the largest inputs (1 GiB)
+  /// Nodes of one step graph: what building it (O(nodes)) and holding it cost, and the level-3
+  /// bisection domain. 65536 is far above the shipped jobs (at most a few hundred, sharded ones
+  /// about 1000) and far below a many-shard graph (16384 shards of a tiny MLP: 163840).
+  uint64_t max_graph_nodes = uint64_t{1} << 16;
 };
 
 /// Throws ProtocolError saying which term of `cost` exceeds which limit, and by how much.
@@ -53,6 +57,11 @@ struct DisputeOptions {
   /// Test hook: called before each re-execution attempt (1, 2, …); an exception it throws stands for
   /// an internal failure of the referee (tests/nodes: a bad_alloc must convict no one).
   std::function<void(int attempt)> reexecute_hook;
+  /// The operator's limits on a new dispute's cost: when set, the constructor derives the cost from
+  /// the opening's job text (engine/cost.h) and checks it right after the TOML parses, before it
+  /// checks a signature, builds a graph or computes anything of the job (docs/protocol.md, "Bounds
+  /// on a dispute's cost"). Unset for a replay: a recorded dispute was admitted when it was opened.
+  std::optional<DisputeLimits> limits;
 };
 
 /// Re-execution attempts before a dispute ends undecided with VerdictReason::RefereeFault.
@@ -145,8 +154,8 @@ class RefereeDispute {
   const std::vector<std::string>& providers() const { return providers_; }
   const Game& game() const { return *game_; }
   const JobOracle& oracle() const { return *oracle_; }
-  /// What this dispute can cost the referee, derived from its job (engine/cost.h).
-  DisputeCost cost() const;
+  /// What this dispute can cost the referee, derived from its job text (engine/cost.h; no graph is built).
+  const DisputeCost& cost() const { return cost_; }
   /// The last sequence number the referee signed in this dispute.
   uint64_t sequence() const { return sequence_; }
   /// The client's DisputeOpen envelope.
@@ -170,6 +179,7 @@ class RefereeDispute {
   std::array<uint64_t, 2> last_sequence_{};
   std::vector<std::string> providers_;
   JobSpec job_;
+  DisputeCost cost_;
   std::unique_ptr<JobOracle> oracle_;
   std::unique_ptr<Game> game_;
   uint64_t sequence_ = 0;

@@ -3,18 +3,58 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
+#include "engine/dataset.h"
 #include "engine/error.h"
+#include "engine/step.h"
 #include "referee/referee_dispute.h"
 
 using namespace tribunal;
 
 namespace {
 
+JobSpec job_of(const std::string& file) {
+  return load_job(std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs" / file);
+}
+
+// Measured on the job's built step graph 0.
+DisputeCost measured(const JobSpec& job, const DataShape& shape) {
+  const StepGraph g = build_step_graph(job, shape, 0, std::vector<int64_t>(static_cast<size_t>(job.batch_size), 0));
+  return dispute_cost(job, g);
+}
+
 DisputeCost cost_of(const std::string& file) {
-  const JobSpec job = load_job(std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs" / file);
-  const JobOracle oracle(job, expected_data_shape(job));
-  return dispute_cost(job, oracle.graph(0));
+  const JobSpec job = job_of(file);
+  return dispute_cost(job, expected_data_shape(job));
+}
+
+void check_equal(const DisputeCost& derived, const DisputeCost& built) {
+  CHECK(derived.parameters == built.parameters);
+  CHECK(derived.nodes == built.nodes);
+  CHECK(derived.max_node_work == built.max_node_work);
+  CHECK(derived.heaviest_node == built.heaviest_node);
+  CHECK(derived.max_opened_bytes == built.max_opened_bytes);
+  CHECK(derived.shards == built.shards);
+  CHECK(derived.batch == built.batch);
+  CHECK(derived.context == built.context);
+}
+
+// A shipped job's text with `from` replaced by `to` (each pair in turn), parsed.
+JobSpec variant(const std::string& file, const std::vector<std::pair<std::string, std::string>>& edits) {
+  std::ifstream in(std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs" / file);
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::string s = text.str();
+  for (const auto& [from, to] : edits) {
+    const size_t at = s.find(from);
+    REQUIRE_MESSAGE(at != std::string::npos, file << " has no '" << from << "'");
+    s.replace(at, from.size(), to);
+  }
+  JobSpec job = parse_job(s, file + " (variant)");
+  locate_data(job, DataRegistry::debian());
+  return job;
 }
 
 }  // namespace
@@ -40,13 +80,14 @@ TEST_CASE("node work counts a contraction's multiply-adds and other ops' element
 TEST_CASE("the shipped jobs' disputes fit the referee's default limits") {
   const DisputeLimits defaults;
   for (const char* file : {"short_mlp.toml", "short_gpt.toml", "short_cnn.toml", "gpt_chars.toml", "fashion_cnn.toml",
-                           "fashion_mlp.toml"}) {
+                           "fashion_mlp.toml", "sharded_mlp.toml", "sharded_cnn.toml", "sharded_gpt.toml"}) {
     const DisputeCost c = cost_of(file);
     MESSAGE(std::string(file) << ": " << c.parameters << " parameters, heaviest node " << c.heaviest_node << " " << c.max_node_work
                  << ", largest opening " << c.max_opened_bytes << " bytes, " << c.nodes << " nodes");
     CHECK(c.parameters > 0);
     CHECK(c.max_node_work > 0);
     CHECK_NOTHROW(check_dispute_cost(c, defaults));
+    CHECK(c.nodes * 16 < defaults.max_graph_nodes);  // far inside the node limit
   }
   // The GPT's heaviest node is a matmul of the attention or MLP: [B·T, D]·[D, 4D] at least.
   const DisputeCost gpt = cost_of("gpt_chars.toml");
@@ -70,4 +111,76 @@ TEST_CASE("a job beyond the policy is refused, naming the term and the limit") {
   exact.max_reexecution_work = c.max_node_work;
   exact.max_opened_bytes = c.max_opened_bytes;
   CHECK_NOTHROW(check_dispute_cost(c, exact));
+}
+
+TEST_CASE("the cost derived from the job text equals the cost measured on its built step graph") {
+  // Every shipped job (fast-mode ones too: the derivation does not depend on the mode but for the logs).
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs")) {
+    const std::string file = entry.path().filename().string();
+    CAPTURE(file);
+    const JobSpec job = job_of(file);
+    const DataShape shape = expected_data_shape(job);
+    check_equal(dispute_cost(job, shape), measured(job, shape));
+  }
+  // Sharded, deeper, clipped, SGD, dropout-free and rounding-log variants of them.
+  const std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>> variants{
+      {"short_mlp.toml", {{"batch_size = 32", "batch_size = 32\nshards = 2"}}},
+      {"short_mlp.toml", {{"batch_size = 32", "batch_size = 32\nshards = 32"}, {"widths = [784, 32, 10]", "widths = [784, 7, 9, 10]"}}},
+      {"short_mlp.toml", {{"kind = \"adamw\"", "kind = \"sgd\"\nclip_norm = 0.5"}, {"batch_size = 32", "batch_size = 32\nshards = 8"}}},
+      {"short_mlp_rlog.toml", {{"batch_size = 32", "batch_size = 32\nshards = 4"}}},
+      {"short_cnn.toml", {{"batch_size = 16", "batch_size = 16\nshards = 16"}}},
+      {"short_cnn.toml", {{"channels = [4, 8]", "channels = [3, 5]"}, {"kernel = 3", "kernel = 5"}, {"kind = \"adamw\"", "kind = \"sgd\"\nclip_norm = 2.0"}}},
+      {"short_gpt.toml", {{"layers = 2", "layers = 3"}, {"batch_size = 4", "batch_size = 4\nshards = 4"}}},
+      {"short_gpt.toml", {{"layers = 2", "layers = 1"}, {"dropout = 0.1", "dropout = 0.0"}}},
+      {"short_gpt.toml", {{"layers = 2", "layers = 5"}, {"dropout = 0.1", "dropout = 0.0"}, {"batch_size = 4", "batch_size = 4\nshards = 2"}}},
+      {"short_gpt_rlog.toml", {{"batch_size = 4", "batch_size = 4\nshards = 2"}}},
+      {"sharded_gpt.toml", {{"shards = 6", "shards = 3"}}},
+  };
+  for (const auto& [file, edits] : variants) {
+    const JobSpec job = variant(file, edits);
+    CAPTURE(file);
+    CAPTURE(edits.front().second);
+    const DataShape shape = expected_data_shape(job);
+    check_equal(dispute_cost(job, shape), measured(job, shape));
+  }
+}
+
+TEST_CASE("the cost of a many-shard opening is derived in time linear in the job, not in its graph") {
+  // The issue's opening: a 10-parameter MLP (widths [1, 5] on a declared data set of 1 feature and 5
+  // classes) with train.shards = 16384. Its graph would hold 7 nodes per shard plus the trees.
+  const JobSpec job = parse_job("[model]\nkind = \"mlp\"\nwidths = [1, 5]\n[train]\nsteps = 30\nbatch_size = 16384\n"
+                                "shards = 16384\nstride = 8\n[optimizer]\n",
+                                "stranger");
+  const DataShape shape{16384, 1, 5, 0};
+  const auto t0 = std::chrono::steady_clock::now();
+  const DisputeCost c = dispute_cost(job, shape);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  CHECK(c.parameters == 10);
+  CHECK(c.shards == 16384);
+  CHECK(c.nodes == 16384 * 7 + 16383 * 3 + 1 + 2);  // shards' nodes, trees (loss, weight, bias), loss scale, adamw ×2
+  CHECK(took < std::chrono::milliseconds(100));
+  DisputeLimits defaults;
+  CHECK_THROWS_WITH_AS(check_dispute_cost(c, defaults),
+                       "dispute: the job's step graph node count is 163840, beyond this referee's limit of 65536",
+                       ProtocolError);
+  // Its graph, built once the limit allows it, is linear in the shard count and agrees node for node.
+  const auto t1 = std::chrono::steady_clock::now();
+  const DisputeCost built = measured(job, shape);
+  MESSAGE("16384 shards: " << built.nodes << " nodes built in "
+                           << std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count() << " s");
+  check_equal(c, built);
+}
+
+TEST_CASE("every term of the cost saturates instead of wrapping") {
+  // A GPT at the parser's limits: the attention's work and the logits' bytes exceed 2^64 nowhere,
+  // but the parameters and nodes are large; nothing is built or allocated for them.
+  const JobSpec job = parse_job("[model]\nkind = \"gpt\"\nvocab = 65536\ncontext = 65536\nlayers = 1024\nheads = 1\n"
+                                "d_model = 65536\n[data]\ndataset = \"text\"\n[train]\nsteps = 1\nbatch_size = 1048576\n"
+                                "stride = 1\nshards = 1048576\n[optimizer]\nclip_norm = 1.0\n",
+                                "huge");
+  const DisputeCost c = dispute_cost(job, DataShape{int64_t{1} << 26, 65536, 65536, 65536});
+  CHECK(c.parameters > int64_t{1} << 40);
+  CHECK(c.nodes > uint64_t{1} << 20);
+  CHECK(c.max_node_work >= uint64_t{1} << 50);
+  CHECK_THROWS_AS(check_dispute_cost(c, DisputeLimits{}), ProtocolError);
 }
