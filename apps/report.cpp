@@ -37,11 +37,14 @@ int run_report(const ReportSettings& s) {
     if (!std::filesystem::exists(s.store / "referee.sqlite"))
       throw UsageError("--store: no referee store in " + s.store.string() + " (expected referee.sqlite)");
     RefereeStore store(s.store, in.referee_key.value_or(env.sender));
+    // The rounds as played, stored with the verdict; a dispute decided before the store kept them
+    // (schema version 4) has its record replayed here, offline, while the record is kept.
+    in.events = store.events(v.dispute_id);
     in.record = store.inputs(v.dispute_id);
-    if (in.record.empty())
+    if (in.record.empty() && in.events.empty())
       throw ProtocolError(fmt::format("{}: no record of dispute {} (unknown, or pruned after its retention period)",
                                       store.file().string(), to_hex(v.dispute_id).substr(0, 16)));
-    in.events = dispute_events(in.record);
+    if (in.events.empty()) in.events = dispute_events(in.record);
   }
   if (!s.dispute_log.empty()) {
     std::ifstream log(s.dispute_log);

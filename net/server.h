@@ -1,12 +1,15 @@
 // The WebSocket server: accepts connections and hands out sessions (docs/protocol.md).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "net/session.h"
 #include "net/tls.h"
@@ -20,6 +23,10 @@ struct HttpRequest {
   std::string method;  ///< "GET", "HEAD", ...
   std::string target;  ///< path and query, as sent (e.g. "/metrics")
   std::string remote;  ///< the peer as "address:port"
+  /// Set (from the connection's strand) once the peer has closed or reset the connection before the
+  /// answer was written: a handler with slow work checks it before starting or between pieces and
+  /// skips what nobody will read (it must still call `respond`). Never null.
+  std::shared_ptr<const std::atomic<bool>> peer_gone = std::make_shared<std::atomic<bool>>(false);
 };
 
 /// The answer to an HttpRequest; the connection is closed after it (no keep-alive).
@@ -27,6 +34,8 @@ struct HttpResponse {
   unsigned status = 200;  ///< an HTTP status code (RFC 9110 §15)
   std::string content_type = "text/plain; charset=utf-8";
   std::string body;
+  /// Extra header fields (name, value), e.g. {"Retry-After", "2"} with a 429.
+  std::vector<std::pair<std::string, std::string>> headers = {};
 };
 
 /// Answers one plain HTTP request: call `respond` exactly once, from any thread, at once or later (a

@@ -15,6 +15,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -283,16 +284,19 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
   // A plain HTTP request (ServerOptions::http): the handler answers once, from any thread; the answer
   // is written on the strand. The tcp_stream's timer (the handshake limit) still bounds the whole.
   void serve_http() {
-    HttpRequest request{std::string(request_.method_string()), std::string(request_.target()), remote_};
+    auto gone = std::make_shared<std::atomic<bool>>(false);
+    HttpRequest request{std::string(request_.method_string()), std::string(request_.target()), remote_, gone};
     auto answered = std::make_shared<std::atomic<bool>>(false);
-    // Holds the session: while the handler works elsewhere no operation of it is pending.
+    // Holds the session: while the handler works elsewhere no operation of it is pending but the
+    // watch below.
     auto respond = [self = this->shared_from_this(), answered](HttpResponse r) {
       if (answered->exchange(true)) return;
       asio::post(self->ws_.get_executor(), [self, r = std::move(r)]() mutable {
         if (self->state_ != State::Handshake) return;  // aborted meanwhile (shutdown, timeout)
-        self->reply(r.status, r.content_type, std::move(r.body));
+        self->reply(r.status, r.content_type, std::move(r.body), r.headers);
       });
     };
+    watch_peer(gone);
     try {
       http_(request, respond);
     } catch (const std::exception& e) {
@@ -301,12 +305,30 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
     }
   }
 
+  // While a plain HTTP request is answered elsewhere: a read that ends (EOF, reset) tells the handler
+  // the peer is gone (HttpRequest::peer_gone); bytes sent meanwhile (nothing is pipelined: the
+  // connection closes after the answer) are discarded. Writing the answer closes the socket, which
+  // ends this read too.
+  void watch_peer(const std::shared_ptr<std::atomic<bool>>& gone) {
+    ws_.next_layer().async_read_some(asio::buffer(discard_),
+                                     [self = this->shared_from_this(), gone](error_code ec, size_t) {
+                                       if (ec) {
+                                         gone->store(true);
+                                         return;
+                                       }
+                                       if (self->state_ == State::Handshake) self->watch_peer(gone);
+                                     });
+  }
+
   // Writes one HTTP response to the request read and ends the connection.
-  void reply(unsigned status, const std::string& content_type, std::string body) {
+  void reply(unsigned status, const std::string& content_type, std::string body,
+             const std::vector<std::pair<std::string, std::string>>& headers = {}) {
     reply_.result(static_cast<http::status>(status));
     reply_.version(request_.version());
     reply_.set(http::field::server, kAgent);
     reply_.set(http::field::content_type, content_type);
+    for (const auto& [name, value] : headers) reply_.set(name, value);
+
     reply_.keep_alive(false);
     reply_.body() = request_.method() == http::verb::head ? std::string() : std::move(body);
     reply_.prepare_payload();
@@ -786,6 +808,7 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
   Clock::time_point handshake_started_;
   http::request<http::empty_body> request_;
   http::response<http::string_body> reply_;  // a refusal or a plain HTTP answer
+  std::array<char, 512> discard_{};          // what a peer sends while its HTTP request is answered
   HttpHandler http_;
   bool websocket_ = true;
   std::function<void(std::shared_ptr<Session>)> on_ready_;

@@ -2,10 +2,23 @@
 
 #include <time.h>
 
+#include <chrono>
+#include <memory>
+
+#include <fmt/format.h>
+
 namespace tribunal::nodes {
 
-HttpHandler node_http_handler(const MetricsRegistry& metrics, ExtraRoutes extra) {
-  return [&metrics, extra = std::move(extra)](const HttpRequest& request, std::function<void(HttpResponse)> respond) {
+HttpHandler node_http_handler(const MetricsRegistry& metrics, ExtraRoutes extra, RateLimit limit) {
+  auto limiter = std::make_shared<RateLimiter>(limit);
+  return [&metrics, extra = std::move(extra), limiter](const HttpRequest& request,
+                                                       std::function<void(HttpResponse)> respond) {
+    if (const auto wait = limiter->take(source_address(request.remote))) {
+      const auto seconds = std::chrono::ceil<std::chrono::seconds>(*wait).count();
+      return respond({429, "text/plain; charset=utf-8",
+                      fmt::format("too many requests from your address; retry in {} s\n", seconds),
+                      {{"Retry-After", std::to_string(seconds)}}});
+    }
     if (request.method != "GET" && request.method != "HEAD")
       return respond({405, "text/plain; charset=utf-8", "only GET\n"});
     const std::string path = request.target.substr(0, request.target.find('?'));

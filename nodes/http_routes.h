@@ -10,6 +10,7 @@
 #include "net/context.h"
 #include "net/server.h"
 #include "nodes/metrics.h"
+#include "nodes/rate_limit.h"
 
 namespace tribunal::nodes {
 
@@ -18,8 +19,11 @@ namespace tribunal::nodes {
 using ExtraRoutes = std::function<bool(const HttpRequest&, const std::function<void(HttpResponse)>& respond)>;
 
 /// The handler every node serves: GET /healthz → 200 "ok", GET /metrics → `metrics` rendered, then
-/// `extra`; any other method → 405, any other target → 404. The query string is ignored.
-HttpHandler node_http_handler(const MetricsRegistry& metrics, ExtraRoutes extra = {});
+/// `extra`; any other method → 405, any other target → 404. The query string is ignored. Every
+/// request first takes a token of its source address's bucket (`limit`; nodes/rate_limit.h): beyond
+/// it, 429 with Retry-After (whole seconds) and nothing else is done. The handlers made by one call
+/// share their buckets; a node's WebSocket port and its --metrics address each get their own.
+HttpHandler node_http_handler(const MetricsRegistry& metrics, ExtraRoutes extra = {}, RateLimit limit = {});
 
 /// Registers the series of a node's server: connections open now, refused by the limits since start
 /// (net/server.h), and the process's CPU seconds (`process_cpu_seconds_total`).

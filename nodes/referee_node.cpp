@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "nodes/referee_node.h"
+#include "nodes/dispute_pages.h"
 #include "nodes/http_routes.h"
 #include "referee/report.h"
 #include "net/error.h"
@@ -159,6 +160,7 @@ struct RefereeNode::Live {
   std::array<std::chrono::milliseconds, 2> backoff{};
   std::array<bool, 2> connected_once{};               // a first connection was made (later ones are reconnects)
   DisputeStats stats;
+  std::vector<DisputeEvent> events;  // its rounds as played (replayed when resumed): stored with the verdict
   std::array<std::optional<SteadyClock::time_point>, 2> asked{};  // a question to the party is unanswered since
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   bool finished = false;  // decided (verdict sent) or dropped; no longer in live_
@@ -174,6 +176,7 @@ RefereeNode::RefereeNode(NetContext& ctx, KeyPair key, RefereeNodeOptions option
       meters_(std::make_unique<Meters>(metrics_)),
       workers_(std::make_unique<Workers>(options_.workers)),
       store_(open_store(options_, key_)),
+      pages_(store_ ? std::make_unique<DisputePages>(*store_, key_.public_key, log_, metrics_) : nullptr),
       policy_(std::move(providers)),
       opening_cpu_(options_.opening_cpu),
       server_(
@@ -202,46 +205,18 @@ RefereeNode::RefereeNode(NetContext& ctx, KeyPair key, RefereeNodeOptions option
 }
 
 // /healthz, /metrics, and with a store /disputes (the most recent 200) and /disputes/<id> (the report
-// of a decided dispute; referee/report.h). Store reads and the report's replay run on a worker.
+// of a decided dispute, from the store alone: nodes/dispute_pages.h), each request within its source's
+// rate limit (options_.http_rate).
 HttpHandler RefereeNode::http_handler() {
-  return node_http_handler(metrics_, [this](const HttpRequest& r, const std::function<void(HttpResponse)>& respond) {
-    constexpr std::string_view kPrefix = "/disputes";
-    if (r.target != kPrefix && r.target.rfind("/disputes/", 0) != 0) return false;
-    if (!store_) {
-      respond({404, "text/plain; charset=utf-8", "this referee keeps no store (--data), so no dispute pages\n"});
-      return true;
-    }
-    const std::string id_hex = r.target == kPrefix ? "" : r.target.substr(kPrefix.size() + 1);
-    Digest id{};
-    if (r.target != kPrefix) {
-      // Exactly 64 hex digits: nothing else from the peer reaches the store.
-      bool ok = id_hex.size() == 64 && id_hex.find_first_not_of("0123456789abcdef") == std::string::npos;
-      if (ok) id = digest_from_hex(id_hex);
-      if (!ok) {
-        respond({404, "text/plain; charset=utf-8", "a dispute page is /disputes/<64 lowercase hex digits>\n"});
+  return node_http_handler(
+      metrics_,
+      [this](const HttpRequest& r, const std::function<void(HttpResponse)>& respond) {
+        if (pages_) return pages_->route(r, respond);
+        if (r.target != "/disputes" && r.target.rfind("/disputes/", 0) != 0) return false;
+        respond({404, "text/plain; charset=utf-8", "this referee keeps no store (--data), so no dispute pages\n"});
         return true;
-      }
-    }
-    asio::post(workers_->pool, [this, respond, id, list = r.target == kPrefix] {
-      try {
-        if (list) return respond({200, "text/html; charset=utf-8", dispute_list_html(store_->list(200))});
-        auto verdict = store_->verdict(id);
-        if (!verdict)
-          return respond({404, "text/plain; charset=utf-8",
-                          store_->contains(id) ? "the dispute is not decided yet\n" : "no such dispute\n"});
-        ReportInput in;
-        in.verdict = std::move(*verdict);
-        in.referee_key = key_.public_key;
-        in.record = store_->inputs(id);
-        if (!in.record.empty()) in.events = dispute_events(in.record);
-        respond({200, "text/html; charset=utf-8", dispute_report_html(in)});
-      } catch (const std::exception& e) {
-        log_(fmt::format("referee: a dispute page failed: {}", e.what()));
-        respond({500, "text/plain; charset=utf-8", "the page failed (details in the referee's log)\n"});
-      }
-    });
-    return true;
-  });
+      },
+      options_.http_rate);
 }
 
 uint16_t RefereeNode::listen_metrics(const std::string& host, uint16_t port) {
@@ -414,8 +389,9 @@ std::shared_ptr<RefereeNode::Live> RefereeNode::make_live(std::unique_ptr<Refere
   live->trusted = trusted;
   live->tag = to_hex(live->dispute->dispute_id()).substr(0, 12);
   RefereeDispute& d = *live->dispute;
-  d.on_event = [this, tag = live->tag](const DisputeEvent& e) {
-    log_(fmt::format("referee: dispute {} round {}: {}", tag, e.round, e.text));
+  d.on_event = [this, l = live.get()](const DisputeEvent& e) {
+    log_(fmt::format("referee: dispute {} round {}: {}", l->tag, e.round, e.text));
+    l->events.push_back(e);  // on the dispute's strand, as every call into the dispute
     if (on_event) on_event(e);
   };
   // Write-ahead: the input is committed before the dispute hands out the messages it caused.
@@ -443,7 +419,7 @@ void RefereeNode::commit(Live& live, const DisputeInput& input, const std::vecto
   if (input.kind == DisputeInput::Kind::Open)
     store_->open_dispute(d.dispute_id(), input, live.group);
   else
-    store_->append(d.dispute_id(), input, verdict);
+    store_->append(d.dispute_id(), input, verdict, live.events);  // the rounds for its page, with the verdict
   meters_->commit_latency.observe(seconds_since(t0));
   const uint64_t n = ++events_;
   if (options_.crash_after_events != 0 && n == options_.crash_after_events) {
@@ -604,12 +580,16 @@ void RefereeNode::open(std::shared_ptr<Session> client, const Envelope& env) {
 }
 
 void RefereeNode::resume_stored(const StoredDispute& stored) {
-  auto dispute = RefereeDispute::replay(key_, stored.inputs, options_.dispute);
+  // The rounds played before the restart come back with the replay, so the verdict is stored with all of them.
+  std::vector<DisputeEvent> events;
+  auto dispute =
+      RefereeDispute::replay(key_, stored.inputs, options_.dispute, [&](const DisputeEvent& e) { events.push_back(e); });
   if (dispute->done())
     throw ProtocolError("its record replays to a verdict the store does not hold");
   if (dispute->dispute_id() != stored.id) throw ProtocolError("its record replays to another dispute id");
   const PublicKey opener = open_envelope(stored.inputs.front().envelope).sender;
   auto live = make_live(std::move(dispute), stored.client, trusted(opener));
+  live->events = std::move(events);
   {
     // A stored dispute was admitted when it was opened: it is held again whatever the caps are now.
     std::lock_guard lock(mu_);

@@ -22,10 +22,13 @@
 #include "nodes/cpu_budget.h"
 #include "nodes/log.h"
 #include "nodes/metrics.h"
+#include "nodes/rate_limit.h"
 #include "referee/referee_dispute.h"
 #include "referee/store.h"
 
 namespace tribunal::nodes {
+
+class DisputePages;
 
 /// The public-address policy plus loopback (127.0.0.0/8, ::1): for a referee whose providers run on
 /// the same machine (demo, tests, scenarios).
@@ -69,6 +72,9 @@ struct RefereeNodeOptions {
   /// HTTP routes over https://); `tls.ca` (empty: the system's CAs) is what wss:// provider endpoints'
   /// certificates must chain to.
   TlsFiles tls;
+  /// Plain HTTP requests (/healthz, /metrics, /disputes) per source address: beyond the bucket, 429
+  /// with Retry-After (nodes/rate_limit.h; the WebSocket port and --metrics each have their buckets).
+  RateLimit http_rate;
   /// Test hook (tests/referee_crash.sh): when non-zero, the process kills itself with SIGKILL right
   /// after committing its N-th event to the store, to test recovery at every point of a dispute.
   uint64_t crash_after_events = 0;
@@ -167,6 +173,7 @@ class RefereeNode {
   std::unique_ptr<Meters> meters_;
   std::unique_ptr<Workers> workers_;  // destroyed after live_, whose timers run on it
   std::unique_ptr<RefereeStore> store_;
+  std::unique_ptr<DisputePages> pages_;  // with a store; outlives server_, whose requests it answers
   AddressPolicy policy_;
   CpuBudget opening_cpu_;  // per admission group: what its openings may spend
   Server server_;

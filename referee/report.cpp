@@ -235,7 +235,7 @@ std::string dispute_report_html(const ReportInput& in) {
   b += "<h2>Narrowing</h2>";
   b += R"(<div class="scroll">)" + report_svg::narrowing(n) + "</div>";
   if (in.events.empty()) {
-    b += R"(<p class="absent">No rounds: give the dispute's record (the referee's store) or its log.</p>)";
+    b += R"(<p class="absent" id="no-rounds">)" + escape(in.no_rounds) + "</p>";
   } else {
     b += R"(<ol class="rounds">)";
     for (const DisputeEvent& e : in.events) {

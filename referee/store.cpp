@@ -2,19 +2,25 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <cstdint>
+
 #include <fmt/format.h>
 
 namespace tribunal {
 namespace {
 
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 
 // The schema. `inputs` is append-only while a dispute is undecided: rows are inserted, never updated;
 // `n` gives the order of the inputs of one dispute. A dispute is decided once its `verdict` is set,
 // at `decided_at` (Unix seconds); prune() deletes a decided dispute's inputs after the retention
-// period and keeps its row and verdict. (Version 1 had no `decided_at`; versions 1 and 2 kept the
-// referee's deadlines per dispute, which the job's [dispute] terms replace: opening such a store
-// upgrades it.)
+// period and keeps its row and verdict. `events` holds a decided dispute's rounds as it played them
+// (DisputeEvent), written with its verdict and kept with it: the dispute's page is rendered from them,
+// never by replaying the record (docs/running.md, "Dispute reports"). (Version 1 had no `decided_at`;
+// versions 1 and 2 kept the referee's deadlines per dispute, which the job's [dispute] terms replace;
+// versions 1 to 3 had no `events`: opening such a store upgrades it, and the disputes it decided keep
+// no rounds.)
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta (
   key TEXT PRIMARY KEY,
@@ -35,6 +41,26 @@ CREATE TABLE IF NOT EXISTS inputs (
   now_ms INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS inputs_by_dispute ON inputs (dispute, n);
+CREATE TABLE IF NOT EXISTS events (
+  dispute BLOB NOT NULL REFERENCES disputes (id),
+  n INTEGER NOT NULL,
+  phase INTEGER NOT NULL,
+  round INTEGER NOT NULL,
+  text TEXT NOT NULL,
+  PRIMARY KEY (dispute, n)
+);
+)sql";
+
+// Version 4's addition, for upgrading a store of versions 1 to 3.
+constexpr const char* kEventsTable = R"sql(
+CREATE TABLE events (
+  dispute BLOB NOT NULL REFERENCES disputes (id),
+  n INTEGER NOT NULL,
+  phase INTEGER NOT NULL,
+  round INTEGER NOT NULL,
+  text TEXT NOT NULL,
+  PRIMARY KEY (dispute, n)
+);
 )sql";
 
 int64_t unix_seconds(std::chrono::system_clock::time_point t) {
@@ -154,7 +180,7 @@ RefereeStore::RefereeStore(const std::filesystem::path& dir, const PublicKey& re
       }
       exec(fmt::format("PRAGMA user_version={}", kSchemaVersion).c_str());
       exec("COMMIT");
-    } else if (version == 1 || version == 2) {
+    } else if (version >= 1 && version <= 3) {
       exec("BEGIN IMMEDIATE");
       if (version == 1) {
         // Version 1's decided disputes get the time of this upgrade as their decision time.
@@ -162,8 +188,11 @@ RefereeStore::RefereeStore(const std::filesystem::path& dir, const PublicKey& re
         exec(fmt::format("UPDATE disputes SET decided_at = {} WHERE verdict IS NOT NULL",
                          unix_seconds(std::chrono::system_clock::now())).c_str());
       }
-      exec("ALTER TABLE disputes DROP COLUMN answer_timeout_ms");
-      exec("ALTER TABLE disputes DROP COLUMN recompute_timeout_ms");
+      if (version <= 2) {
+        exec("ALTER TABLE disputes DROP COLUMN answer_timeout_ms");
+        exec("ALTER TABLE disputes DROP COLUMN recompute_timeout_ms");
+      }
+      exec(kEventsTable);
       exec(fmt::format("PRAGMA user_version={}", kSchemaVersion).c_str());
       exec("COMMIT");
     } else if (version != kSchemaVersion) {
@@ -217,7 +246,8 @@ void RefereeStore::open_dispute(const Digest& id, const DisputeInput& open, cons
   ++committed_;
 }
 
-void RefereeStore::append(const Digest& id, const DisputeInput& input, const std::vector<uint8_t>* verdict) {
+void RefereeStore::append(const Digest& id, const DisputeInput& input, const std::vector<uint8_t>* verdict,
+                          std::span<const DisputeEvent> events) {
   if (input.kind == DisputeInput::Kind::Open) throw StoreError("referee store: a dispute is opened once");
   std::lock_guard lock(mu_);
   exec("BEGIN IMMEDIATE");
@@ -244,6 +274,18 @@ void RefereeStore::append(const Digest& id, const DisputeInput& input, const std
       s.bind(2, *verdict);
       s.bind(3, unix_seconds(std::chrono::system_clock::now()));
       s.step();
+      // Its rounds, kept with the verdict for its page (at most kMaxStoredEvents).
+      const size_t kept = std::min(events.size(), kMaxStoredEvents);
+      for (size_t i = 0; i < kept; ++i) {
+        const DisputeEvent& e = i + 1 == kept && kept < events.size() ? events.back() : events[i];
+        Statement ev(*this, "INSERT INTO events (dispute, n, phase, round, text) VALUES (?1, ?2, ?3, ?4, ?5)");
+        ev.bind(1, id);
+        ev.bind(2, static_cast<int64_t>(i));
+        ev.bind(3, static_cast<int64_t>(e.phase));
+        ev.bind(4, static_cast<int64_t>(e.round));
+        ev.bind(5, e.text);
+        ev.step();
+      }
     }
     exec("COMMIT");
   } catch (...) {
@@ -294,6 +336,21 @@ std::optional<std::vector<uint8_t>> RefereeStore::verdict(const Digest& id) {
   return s.blob(0);
 }
 
+std::vector<DisputeEvent> RefereeStore::events(const Digest& id) {
+  std::lock_guard lock(mu_);
+  std::vector<DisputeEvent> out;
+  Statement s(*this, "SELECT phase, round, text FROM events WHERE dispute = ?1 ORDER BY n");
+  s.bind(1, id);
+  while (s.step()) {
+    const int64_t phase = s.integer(0), round = s.integer(1);
+    if (phase < 0 || phase > UINT8_MAX || round < 0 || round > UINT32_MAX)
+      throw StoreError(fmt::format("referee store {}: dispute {} event {}: phase or round out of range", file_.string(),
+                                   to_hex(id), out.size()));
+    out.push_back({static_cast<Phase>(phase), static_cast<uint32_t>(round), s.text(2)});
+  }
+  return out;
+}
+
 bool RefereeStore::contains(const Digest& id) {
   std::lock_guard lock(mu_);
   Statement s(*this, "SELECT 1 FROM disputes WHERE id = ?1");
@@ -313,7 +370,7 @@ StoredDispute RefereeStore::read_dispute(const Digest& id, std::string client) {
     const auto bad = [&](const std::string& why) {
       return StoreError(fmt::format("referee store {}: dispute {} input {}: {}", file_.string(), to_hex(id), i, why));
     };
-    if (kind < 1 || kind > 4) throw bad("unknown kind " + std::to_string(kind));
+    if (kind < 1 || kind > static_cast<int64_t>(DisputeInput::Kind::Asked)) throw bad("unknown kind " + std::to_string(kind));
     if (party < 0 || party > 1) throw bad("party out of range");
     if (now < 0) throw bad("negative time");
     DisputeInput in;

@@ -6,6 +6,9 @@
 //
 // Write-ahead: RefereeNode commits an input before sending any message it caused, so every message
 // a provider or client ever saw follows from committed inputs.
+//
+// With the verdict, the store keeps the dispute's rounds as they were played (its DisputeEvents), so
+// that its report page is rendered from stored rows without replaying or re-executing anything.
 #pragma once
 
 #include <chrono>
@@ -14,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -47,6 +51,10 @@ struct DisputeListing {
   size_t inputs = 0;  ///< recorded inputs (0 once pruned)
 };
 
+/// Events kept per decided dispute: beyond it, the first kMaxStoredEvents − 1 and the last (the
+/// verdict's) are kept, so a party that makes the referee refuse many frames cannot bloat the store.
+inline constexpr size_t kMaxStoredEvents = 4096;
+
 /// Thread-safe (one connection behind a mutex). Every write is one transaction.
 class RefereeStore {
  public:
@@ -66,8 +74,11 @@ class RefereeStore {
   /// dispute is already recorded.
   void open_dispute(const Digest& id, const DisputeInput& open, const std::string& client);
   /// Appends one input to an undecided dispute, and with it (same transaction) the verdict envelope
-  /// if the input decided it. Throws StoreError if the dispute is unknown or already decided.
-  void append(const Digest& id, const DisputeInput& input, const std::vector<uint8_t>* verdict = nullptr);
+  /// if the input decided it, and then the dispute's `events` (its rounds as played, in order; at most
+  /// kMaxStoredEvents kept; ignored without a verdict). Throws StoreError if the dispute is unknown or
+  /// already decided.
+  void append(const Digest& id, const DisputeInput& input, const std::vector<uint8_t>* verdict = nullptr,
+              std::span<const DisputeEvent> events = {});
 
   /// Deletes the recorded inputs of every dispute decided before `decided_before` (system clock);
   /// their rows and verdicts stay, so verdict() still answers for them. Returns how many disputes
@@ -79,6 +90,10 @@ class RefereeStore {
 
   /// The signed verdict of a decided dispute; nullopt if undecided or unknown.
   std::optional<std::vector<uint8_t>> verdict(const Digest& id);
+  /// A decided dispute's rounds as stored with its verdict, in order (never pruned); empty when none
+  /// are stored: undecided, unknown, or decided by a referee whose store predates schema version 4.
+  /// Throws StoreError on a malformed row.
+  std::vector<DisputeEvent> events(const Digest& id);
   /// Whether the dispute is recorded (decided or not).
   bool contains(const Digest& id);
   /// One undecided dispute's record; nullopt if unknown or decided. Throws StoreError on a malformed row.

@@ -20,12 +20,23 @@ struct HttpReply {
   std::string body;
 };
 
-/// GET `target` from 127.0.0.1:`port` ("Connection: close"), reading to EOF (10 s receive timeout).
-inline HttpReply http_get(uint16_t port, const std::string& target, const std::string& method = "GET") {
+/// GET `target` from 127.0.0.1:`port` ("Connection: close"), reading to EOF (10 s receive timeout);
+/// from the local address `from` (e.g. "127.0.0.2", another source on loopback) when given.
+inline HttpReply http_get(uint16_t port, const std::string& target, const std::string& method = "GET",
+                          const std::string& from = "") {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) throw std::runtime_error("socket failed");
   timeval tv{10, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (!from.empty()) {
+    sockaddr_in local{};
+    local.sin_family = AF_INET;
+    if (::inet_pton(AF_INET, from.c_str(), &local.sin_addr) != 1 ||
+        ::bind(fd, reinterpret_cast<const sockaddr*>(&local), sizeof local) != 0) {
+      ::close(fd);
+      throw std::runtime_error("cannot bind to " + from);
+    }
+  }
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);

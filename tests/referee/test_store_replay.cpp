@@ -3,6 +3,7 @@
 // sequence numbers and restarted deadlines to the same verdict; provider answer sequences survive a
 // provider restart.
 #include <doctest/doctest.h>
+#include <sqlite3.h>
 
 #include <chrono>
 
@@ -354,4 +355,82 @@ TEST_CASE("provider: answer sequence numbers derive from the query's, so a resta
   CHECK(refused.empty());
   d.on_envelope(party, open_envelope(again[0]), at(0), &refused);  // accepted envelope, same answer: ignored by the game
   CHECK(refused.empty());
+}
+
+TEST_CASE("store: a decided dispute's rounds are stored with its verdict, kept after pruning, and capped") {
+  testing::TempDir dir("store-events");
+  const KeyPair key = generate_keypair();
+  RefereeStore store(dir.path, key.public_key);
+  Digest id{}, many{};
+  id[0] = 1;
+  many[0] = 2;
+  const DisputeInput opening{DisputeInput::Kind::Open, 0, {1, 2, 3}, at(5)};
+  const DisputeInput answer{DisputeInput::Kind::Envelope, 1, {4, 5}, at(6)};
+  const std::vector<uint8_t> verdict = {9, 9, 9};
+  const std::vector<DisputeEvent> events = {{Phase::Checkpoints, 1, "level 1: question"},
+                                            {Phase::Steps, 4, "level 2: step 3 is the first"},
+                                            {Phase::Done, 9, "verdict: provider 1 wins"}};
+  store.open_dispute(id, opening, "a");
+  store.append(id, answer, nullptr, events);  // no verdict: nothing stored yet
+  CHECK(store.events(id).empty());
+  store.append(id, answer, &verdict, events);
+  const std::vector<DisputeEvent> stored = store.events(id);
+  REQUIRE(stored.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(stored[i].phase == events[i].phase);
+    CHECK(stored[i].round == events[i].round);
+    CHECK(stored[i].text == events[i].text);
+  }
+  CHECK(store.prune(std::chrono::system_clock::now() + std::chrono::hours(1)) == 1);
+  CHECK(store.stored_inputs(id) == 0);
+  CHECK(store.events(id).size() == 3);  // kept with the verdict
+
+  // A party that makes the referee refuse a frame per round cannot grow the store without bound.
+  std::vector<DisputeEvent> flood(kMaxStoredEvents + 100, DisputeEvent{Phase::Nodes, 7, "refused a message"});
+  flood.back().text = "verdict: last";
+  store.open_dispute(many, opening, "b");
+  store.append(many, answer, &verdict, flood);
+  const std::vector<DisputeEvent> capped = store.events(many);
+  REQUIRE(capped.size() == kMaxStoredEvents);
+  CHECK(capped.back().text == "verdict: last");
+}
+
+TEST_CASE("store: a version 3 store is upgraded; its decided disputes keep their verdicts and have no stored rounds") {
+  testing::TempDir dir("store-v3");
+  const KeyPair key = generate_keypair();
+  Digest id{};
+  id[0] = 7;
+  {
+    // The version 3 schema, as the referee of issue 27 wrote it, with one decided dispute.
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open((dir.path / "referee.sqlite").c_str(), &db) == SQLITE_OK);
+    const std::string sql = R"sql(
+      CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+      CREATE TABLE disputes (id BLOB PRIMARY KEY CHECK (length(id) = 32), client TEXT NOT NULL, verdict BLOB,
+                             decided_at INTEGER);
+      CREATE TABLE inputs (n INTEGER PRIMARY KEY, dispute BLOB NOT NULL REFERENCES disputes (id), kind INTEGER NOT NULL,
+                           party INTEGER NOT NULL, envelope BLOB NOT NULL, now_ms INTEGER NOT NULL);
+      CREATE INDEX inputs_by_dispute ON inputs (dispute, n);
+      PRAGMA user_version=3;)sql";
+    REQUIRE(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_stmt* s = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db, "INSERT INTO meta VALUES ('referee_key', ?1)", -1, &s, nullptr) == SQLITE_OK);
+    sqlite3_bind_blob(s, 1, key.public_key.data(), static_cast<int>(key.public_key.size()), SQLITE_TRANSIENT);
+    CHECK(sqlite3_step(s) == SQLITE_DONE);
+    sqlite3_finalize(s);
+    REQUIRE(sqlite3_prepare_v2(db, "INSERT INTO disputes VALUES (?1, 'a', x'090909', 1)", -1, &s, nullptr) == SQLITE_OK);
+    sqlite3_bind_blob(s, 1, id.data(), static_cast<int>(id.size()), SQLITE_TRANSIENT);
+    CHECK(sqlite3_step(s) == SQLITE_DONE);
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+  }
+  RefereeStore store(dir.path, key.public_key);
+  CHECK(store.verdict(id) == std::vector<uint8_t>{9, 9, 9});
+  CHECK(store.events(id).empty());
+  Digest next{};
+  next[0] = 8;
+  const std::vector<uint8_t> verdict = {1};
+  store.open_dispute(next, {DisputeInput::Kind::Open, 0, {1}, at(1)}, "b");
+  store.append(next, {DisputeInput::Kind::Tick, 0, {}, at(2)}, &verdict, std::vector<DisputeEvent>{{Phase::Done, 1, "v"}});
+  CHECK(store.events(next).size() == 1);
 }
