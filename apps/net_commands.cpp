@@ -194,7 +194,7 @@ int run_provider(ProviderSettings& s) {
   if (world->size() > 1) {
     ranks.emplace(*world);
     if (world->rank() != 0) {
-      ranks->follow(config);
+      ranks->follow(config, log_line);
       return 0;
     }
     config.ranks = &*ranks;

@@ -52,12 +52,16 @@ int run_train(TrainSettings& s) {
   const std::unique_ptr<World> world = launched_world_or_solo();
   if (world->size() == 1) return train_on(s, *world);
   try {
-    return train_on(s, *world);
-  } catch (const std::exception& e) {
-    // The world aborts every rank when it is destroyed by an exception: say which rank failed first.
-    std::fprintf(stderr, "tribunal: error: rank %d of %d: %s\n", world->rank(), world->size(), e.what());
+    // One lockstep region (engine/world.h): any rank's failure ends every rank with its error.
+    return lockstep(*world, [&] { return train_on(s, *world); });
+  } catch (const RankFailure& e) {
+    // Every rank knows, and none waits in a collective: each says so and exits 1, MPI finalized.
+    if (e.rank() == world->rank())
+      std::fprintf(stderr, "tribunal: error: %s\n", e.what());
+    else
+      std::fprintf(stderr, "tribunal: error: rank %d of %d stopped: %s\n", world->rank(), world->size(), e.what());
     std::fflush(stderr);
-    throw;
+    return 1;
   }
 }
 

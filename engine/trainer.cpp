@@ -353,7 +353,10 @@ double evaluate_loss(const JobSpec& job, const State& state, const Dataset& data
   return total / static_cast<double>(shape.samples);
 }
 
-TrainResult run_training(const JobSpec& job, const TrainOptions& options) {
+namespace {
+
+// run_training on one rank; run_training makes it a lockstep region of the ranks.
+TrainResult train_job(const JobSpec& job, const TrainOptions& options) {
   // A cheater claiming another trajectory length trains that many steps (engine/fault.h).
   const int64_t claimed = options.fault.claim_steps >= 0 ? options.fault.claim_steps : job.steps;
   const int64_t target = options.stop_at < 0 ? claimed : options.stop_at;
@@ -461,6 +464,16 @@ TrainResult run_training(const JobSpec& job, const TrainOptions& options) {
     result.eval_seconds = since(t_eval);
   }
   return result;
+}
+
+}  // namespace
+
+TrainResult run_training(const JobSpec& job, const TrainOptions& options) {
+  // Every rank's failure — rank 0 writing a checkpoint to a full disk as much as a follower's — ends
+  // the job on every rank with that error (engine/world.h): none waits in a collective for a rank
+  // that threw.
+  SoloWorld solo;
+  return lockstep(options.world ? *options.world : solo, [&] { return train_job(job, options); });
 }
 
 }  // namespace tribunal

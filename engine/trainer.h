@@ -187,7 +187,9 @@ struct TrainResult {
 
 /// Loads the data, trains the job (or resumes it), writes checkpoints, evaluates. Throws EngineError
 /// for bad data, unwritable output or unusable checkpoints. On ranks other than 0 of options.world the
-/// result carries no commitments (trajectory_root and hashes stay zero) and no evaluation.
+/// result carries no commitments (trajectory_root and hashes stay zero) and no evaluation. With a
+/// world of several ranks it is one lockstep region (engine/world.h): when any rank fails, every rank
+/// throws RankFailure naming it and its error, and the ranks stay in step for their next collective.
 TrainResult run_training(const JobSpec& job, const TrainOptions& options);
 
 }  // namespace tribunal

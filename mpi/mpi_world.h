@@ -15,8 +15,10 @@ namespace tribunal {
 bool launched_by_mpi();
 
 /// MPI_COMM_WORLD after MPI_Init when launched_by_mpi(), else a SoloWorld (so a plain run never
-/// starts MPI). The MPI world calls MPI_Finalize when destroyed, or MPI_Abort while an exception
-/// unwinds, so that one rank's error ends every rank instead of leaving them waiting in a collective.
+/// starts MPI). A failure inside a lockstep region (engine/world.h) ends every rank with RankFailure;
+/// beyond that, the MPI world calls MPI_Abort while an exception unwinds it (a rank's error outside any
+/// region, which the others could otherwise wait for in a collective) and when a collective fails in
+/// the transport, else MPI_Finalize when destroyed.
 std::unique_ptr<World> launched_world();
 
 }  // namespace tribunal

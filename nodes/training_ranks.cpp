@@ -5,6 +5,8 @@
 
 #include "engine/dataset.h"
 
+#include <fmt/format.h>
+
 namespace tribunal::nodes {
 
 void TrainingRanks::send(const std::string& text) {
@@ -29,16 +31,26 @@ TrainResult TrainingRanks::lead(const std::string& job_toml, const JobSpec& job,
   return run_training(job, options);
 }
 
-void TrainingRanks::follow(const ProviderConfig& config) {
+void TrainingRanks::follow(const ProviderConfig& config, const LogFn& log) {
   for (std::string text = receive(); !text.empty(); text = receive()) {
-    JobSpec job = parse_job(text, "submitted job");
-    locate_data(job, config.datasets);
-    TrainOptions o;
-    o.threads = config.threads;
-    o.evaluate = false;
-    o.fault = config.fault;  // every rank runs the same program: a cheater's ranks share its fault
-    o.world = &world_;
-    run_training(job, o);  // no out_dir: rank 0 alone writes the checkpoints
+    try {
+      JobSpec job;
+      try {
+        job = parse_job(text, "submitted job");
+        locate_data(job, config.datasets);
+      } catch (const std::exception& e) {
+        world_.fail(e.what());  // rank 0 is in run_training's first collective: it learns it there
+      }
+      TrainOptions o;
+      o.threads = config.threads;
+      o.evaluate = false;
+      o.fault = config.fault;  // every rank runs the same program: a cheater's ranks share its fault
+      o.world = &world_;
+      run_training(job, o);  // no out_dir: rank 0 alone writes the checkpoints
+    } catch (const RankFailure& e) {
+      // Every rank threw it from the same collective: they are in step for the next job.
+      log(fmt::format("provider rank {} of {}: the job failed on every rank: {}", world_.rank(), world_.size(), e.what()));
+    }
   }
 }
 

@@ -9,6 +9,7 @@
 #include "engine/job.h"
 #include "engine/trainer.h"
 #include "engine/world.h"
+#include "nodes/log.h"
 #include "nodes/provider_node.h"
 
 namespace tribunal::nodes {
@@ -26,13 +27,15 @@ class TrainingRanks {
 
   /// Rank 0: sends `job_toml` to the other ranks, then trains it with them (`options.world` is set
   /// here). Serialized: one job at a time uses the ranks. The caller has checked the job (limits, data
-  /// set, shares()) so that every rank can train it.
+  /// set, shares()) so that every rank can train it. Throws RankFailure (engine/world.h) when any rank
+  /// failed, this one included: the job failed on every rank, and the ranks can take the next one.
   TrainResult lead(const std::string& job_toml, const JobSpec& job, TrainOptions options);
 
   /// Ranks ≥ 1: trains every job rank 0 leads with the provider's `config` (data sets, threads,
-  /// fault), until stop(). Throws EngineError when a job cannot be trained here (e.g. its data set is
-  /// not registered on this rank's machine); the world then stops every rank.
-  void follow(const ProviderConfig& config);
+  /// fault), until stop(). A job that fails on any rank (e.g. its data set is not registered on this
+  /// rank's machine, or rank 0 cannot write a checkpoint) fails on every rank with that error
+  /// (RankFailure, engine/world.h), which `log` reports here; the ranks then wait for the next job.
+  void follow(const ProviderConfig& config, const LogFn& log);
 
   /// Rank 0: ends the other ranks' follow().
   void stop();

@@ -26,14 +26,16 @@ class LocalWorld final : public World {
   LocalWorld(LocalGroup& group, int rank) : group_(group), rank_(rank) {}
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(group_.slots.size()); }
-  void allgather(std::span<const std::byte> mine, std::span<std::byte> all) override {
+
+ protected:
+  void gather(std::span<const std::byte> mine, std::span<std::byte> all) override {
     group_.slots[static_cast<size_t>(rank_)].assign(mine.begin(), mine.end());
     group_.sync.arrive_and_wait();
     for (size_t r = 0; r < group_.slots.size(); ++r)
       std::memcpy(all.data() + r * mine.size(), group_.slots[r].data(), mine.size());
     group_.sync.arrive_and_wait();
   }
-  void broadcast(std::span<std::byte> bytes) override {
+  void broadcast_from_root(std::span<std::byte> bytes) override {
     if (rank_ == 0) group_.slots[0].assign(bytes.begin(), bytes.end());
     group_.sync.arrive_and_wait();
     if (rank_ != 0) std::memcpy(bytes.data(), group_.slots[0].data(), bytes.size());

@@ -218,3 +218,56 @@ TEST_CASE("a sharded job trained by 2 or 3 ranks in one process commits the pinn
   train_on(3, 3, false, 2);
   CHECK(to_hex(train_on(2, -1, true, 2).trajectory_root) == sharded_root("sharded_mlp.toml"));
 }
+
+TEST_CASE("a rank's failure ends the job on every rank with its error, and the ranks stay in step") {
+  // Rank 0 alone cannot write its checkpoint of step 4 (a directory holds the name, as a full disk
+  // would fail it): both ranks throw RankFailure naming rank 0 and the file, none waits for the other.
+  const JobSpec job = job_file("sharded_mlp.toml");
+  TempDir dir("rank-failure");
+  std::filesystem::create_directories(dir.path / "step_000000004.safetensors" / "taken");
+  std::array<std::string, 2> errors;
+  std::array<int, 2> next{};
+  testing::run_ranks(2, [&](World& world) {
+    const auto r = static_cast<size_t>(world.rank());
+    TrainOptions o;
+    o.out_dir = dir.path;
+    o.evaluate = false;
+    o.world = &world;
+    try {
+      run_training(job, o);
+    } catch (const RankFailure& e) {
+      CHECK(e.rank() == 0);
+      errors[r] = e.what();
+    }
+    // In step after it: the next collective meets every rank.
+    const std::byte mine{static_cast<unsigned char>(world.rank() + 1)};
+    std::array<std::byte, 2> all{};
+    world.allgather(std::span(&mine, 1), all);
+    next[r] = static_cast<int>(all[0]) * 10 + static_cast<int>(all[1]);
+    return 0;
+  });
+  for (const std::string& e : errors) {
+    CHECK(e.find("rank 0 of 2 failed: ") == 0);
+    CHECK(e.find("step_000000004.safetensors") != std::string::npos);
+  }
+  CHECK(next == std::array<int, 2>{12, 12});
+
+  // A failure on rank 1 before any exchange (e.g. its data set missing), told through World::fail.
+  std::array<std::string, 2> told;
+  testing::run_ranks(2, [&](World& world) {
+    try {
+      if (world.rank() == 1) world.fail("data set 'x' is not registered here");
+      lockstep(world, [&] { return run_training(job, [&] {
+                              TrainOptions o;
+                              o.evaluate = false;
+                              o.world = &world;
+                              return o;
+                            }()); });
+    } catch (const RankFailure& e) {
+      told[static_cast<size_t>(world.rank())] = e.what();
+    }
+    return 0;
+  });
+  CHECK(told[0] == "rank 1 of 2 failed: data set 'x' is not registered here");
+  CHECK(told[1] == told[0]);
+}
