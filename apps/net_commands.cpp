@@ -1,4 +1,5 @@
 // `tribunal keygen | verify | referee | provider | delegate`.
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -89,6 +90,18 @@ void add_public_keys(CLI::App& app, const std::string& flag, std::vector<PublicK
   add_repeatable(
       app, flag, "HEX", [flag, &keys](const std::string& v) { keys.push_back(public_key_arg(flag, v)); },
       help);
+}
+
+// `FLAG SECONDS`: a duration in seconds (fractions allowed, in [0, 86400]) stored in `target`, whose
+// value now --help shows as the default.
+CLI::Option* add_seconds(CLI::App& app, const std::string& flag, std::chrono::milliseconds& target,
+                         const std::string& help) {
+  return app
+      .add_option_function<double>(
+          flag, [&target](double v) { target = std::chrono::milliseconds(std::llround(v * 1000)); }, help)
+      ->check(CLI::Range(0.0, 86400.0))
+      ->type_name("SECONDS")
+      ->default_str(fmt::format("{:g}", std::chrono::duration<double>(target).count()));
 }
 
 // What `tribunal verify` is given.
@@ -209,6 +222,7 @@ int run_provider(ProviderSettings& s) {
                          node.listen_metrics(metrics.first, metrics.second)));
   ctx.run();
   if (ranks) ranks->stop();
+  log_line("provider: shutting down");
   return 0;
 }
 
@@ -353,6 +367,43 @@ Command add_provider(CLI::App& root) {
               "a job's model parameters at most");
   add_integer(*app, "--max-checkpoint-bytes", c.limits.max_checkpoint_bytes, 1, int64_t{1} << 50,
               "a job's stride checkpoints on disk at most", "BYTES");
+  add_integer(*app, "--max-step-work", c.limits.max_step_work, 1, int64_t{1} << 62,
+              "a job's estimated work per step at most (multiply-adds; docs/running.md, \"Job admission\")");
+  add_integer(*app, "--max-total-work", c.limits.max_total_work, 1, int64_t{1} << 62,
+              "a job's estimated work per step × steps at most");
+  add_integer(*app, "--max-memory-bytes", c.limits.max_memory_bytes, 1, int64_t{1} << 50,
+              "a job's estimated training memory at most (one step's values, activations included, and its states)",
+              "BYTES");
+  add_integer(*app, "--max-graph-nodes", c.limits.max_graph_nodes, 1, int64_t{1} << 40,
+              "nodes of a job's step graph at most (train.shards copies of the forward and backward)");
+  add_integer(*app, "--max-concurrent-jobs", c.limits.max_concurrent_jobs, 1, 1024, "jobs trained at once");
+  add_integer(*app, "--max-queued-jobs", c.limits.max_queued_jobs, 0, 1 << 20,
+              "jobs waiting for a training slot; beyond them a submission is refused");
+  // The operator's floors under a job's [dispute] terms: refused at submission, never lost on the clock.
+  c.terms.base = std::chrono::seconds(1);
+  c.terms.step = std::chrono::milliseconds(100);
+  add_seconds(*app, "--min-base-seconds", c.terms.base, "a job's [dispute] base_seconds at least");
+  add_seconds(*app, "--min-step-seconds", c.terms.step,
+              "a job's [dispute] step_seconds at least (and at least its measured step time × --step-safety-factor)");
+  add_integer(*app, "--link-bytes-per-second", c.terms.link_bytes_per_second, 1, int64_t{1} << 40,
+              "the rate it can stream answers at: a job's [dispute] min_bytes_per_second at most", "BYTES");
+  app->add_option("--step-safety-factor", c.terms.safety_factor,
+                  "a job's step_seconds at least its measured step time (same model kind, scaled by work) × this; 0: off")
+      ->check(CLI::Range(0.0, 1000.0))
+      ->default_str(fmt::format("{:g}", c.terms.safety_factor));
+  app->add_option_function<std::string>(
+         "--if-client-leaves",
+         [s](const std::string& v) {
+           s->config.if_client_leaves = v == "stop" ? ClientLeaves::Stop : ClientLeaves::Continue;
+         },
+         "a job whose submitting connection closed: stop its training, or train it to the end")
+      ->check(CLI::IsMember({"stop", "continue"}))
+      ->type_name("stop|continue")
+      ->default_str("stop");
+  add_integer(*app, "--max-connections-per-address", c.server.max_connections_per_address, 1, 1 << 20,
+              "open connections of strangers from one address (proven referees do not count)");
+  add_duration<std::chrono::seconds>(*app, "--stranger-idle-seconds", c.stranger_idle, 1, 86400,
+                                     "an unproven connection without a message this long is closed", "SECONDS");
   add_integer(*app, "--threads", c.threads, 1, 256, "training threads", "K");
   add_metrics_address(*app, s->metrics);
   add_tls(*app, c.tls, true);

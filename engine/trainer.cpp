@@ -353,6 +353,9 @@ double evaluate_loss(const JobSpec& job, const State& state, const Dataset& data
   return total / static_cast<double>(shape.samples);
 }
 
+TrainingStopped::TrainingStopped(int64_t reached, int64_t target)
+    : EngineError(fmt::format("training stopped at step {} of {}", reached, target)), step(reached) {}
+
 namespace {
 
 // run_training on one rank; run_training makes it a lockstep region of the ranks.
@@ -416,7 +419,13 @@ TrainResult train_job(const JobSpec& job, const TrainOptions& options) {
   t0 = Clock::now();
   int64_t t = trainer.state().step();
   if (writer && !options.resume) writer->submit(trainer.state());
+  const std::atomic<bool>* stop = world.size() == 1 ? options.stop : nullptr;
   for (bool first = true; t < target; first = false) {
+    if (stop && stop->load()) {
+      if (writer) writer->finish();  // what was queued is written whole; nothing half-done counts
+      if (lead && !options.out_dir.empty()) write_run_logs(options.out_dir, result);
+      throw TrainingStopped(t, target);
+    }
     const StepMeter meter(t);
     const float loss = trainer.step();
     result.resources.push_back(meter.done(options.threads));

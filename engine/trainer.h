@@ -1,12 +1,14 @@
 // The training engine: runs step graphs over the state, commits stride checkpoints, evaluates.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <vector>
 
 #include "engine/dataset.h"
+#include "engine/error.h"
 #include "engine/executor.h"
 #include "engine/fault.h"
 #include "engine/job.h"
@@ -150,6 +152,19 @@ struct TrainOptions {
   /// process alone. Every rank calls run_training with the same job; rank 0 alone writes checkpoints,
   /// resumes from them (sending the state to the others), calls on_step and evaluates.
   World* world = nullptr;
+  /// Checked between steps (one process only: ignored with a world of more than one rank, whose
+  /// ranks must all run the same steps): once true, the steps end, the checkpoints already queued are
+  /// completed (each file is written whole and renamed, so the directory never holds a partial one)
+  /// and run_training throws TrainingStopped. nullptr: train to the end.
+  const std::atomic<bool>* stop = nullptr;
+};
+
+/// run_training was stopped through TrainOptions::stop: `step` is the state it had reached; the out
+/// directory holds only complete checkpoints (a later resume starts from the latest of them).
+class TrainingStopped : public EngineError {
+ public:
+  TrainingStopped(int64_t reached, int64_t target);
+  int64_t step;
 };
 
 struct TrainResult {

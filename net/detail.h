@@ -26,8 +26,9 @@ std::string endpoint_string(const boost::asio::ip::tcp::endpoint& endpoint);
 /// server full, 429 too many from one address), answers a plain HTTP request with `options.http`, or
 /// completes the WebSocket handshake within `options.handshake_timeout` and calls `on_ready` with the
 /// open session (reading starts when it returns). `on_end` runs exactly once when the connection ends,
-/// refused or not, handshake or not.
-void serve_connection(NetContext& ctx, boost::asio::ip::tcp::socket socket, const ServerOptions& options,
+/// refused or not, handshake or not. Returns the session (not yet handshaken): Server keeps it to
+/// close a stranger's connection it evicts (Session::close works during the handshake too).
+std::shared_ptr<Session> serve_connection(NetContext& ctx, boost::asio::ip::tcp::socket socket, const ServerOptions& options,
                       unsigned refuse_status, std::function<void(std::shared_ptr<Session>)> on_ready,
                       std::function<void()> on_end);
 

@@ -45,11 +45,23 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   tcp::acceptor acceptor;
   asio::steady_timer retry_timer;
   std::atomic<uint16_t> port{0};
-  std::atomic<size_t> connections{0};
+  std::atomic<size_t> connections{0};  // admitted strangers (not trusted) not yet ended
+  std::atomic<size_t> trusted{0};      // connections trust() moved out of the limits
+  std::atomic<size_t> evicted{0};
   std::atomic<size_t> refusing{0};  // refusals in progress (answering 503/429)
   std::atomic<size_t> refused{0};
-  std::mutex per_address_mutex;
-  std::map<asio::ip::address, size_t> per_address;  // admitted connections per peer address
+  // An admitted connection, until it ends (or is evicted: then it no longer counts).
+  struct Entry {
+    asio::ip::address address;
+    std::weak_ptr<Session> session;  // set right after the session is made
+    uint64_t session_id = 0;
+    bool trusted = false, kept = false;
+  };
+  std::mutex per_address_mutex;  // guards the three maps and next_order
+  std::map<asio::ip::address, size_t> per_address;  // admitted strangers per peer address
+  std::map<uint64_t, Entry> entries;                // by accept order: the oldest first
+  std::map<uint64_t, uint64_t> by_session;          // session id → accept order
+  uint64_t next_order = 0;
   std::atomic<bool> stopped{false};
   std::atomic<bool> owner_gone{false};  // ~Server ran: on_session may capture what no longer exists
   uint64_t closer_id = 0;
@@ -85,21 +97,30 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     const auto address = remote.address();
     unsigned refuse_status = 0;
     std::string why;
-    if (connections.fetch_add(1) >= options.max_connections) {
-      connections.fetch_sub(1);
-      refuse_status = 503;
-      why = std::to_string(options.max_connections) + " connections open (HTTP 503)";
-    } else if (options.max_connections_per_address > 0) {
+    std::shared_ptr<Session> victim;  // an older stranger's connection evicted to make room
+    uint64_t order = 0;
+    {
       std::lock_guard lock(per_address_mutex);
-      size_t& n = per_address[address];
-      if (n >= options.max_connections_per_address) {
-        connections.fetch_sub(1);
+      const size_t from_address = count_of(address);
+      const bool over_address =
+          options.max_connections_per_address > 0 && from_address >= options.max_connections_per_address;
+      const bool over_total = connections >= options.max_connections;
+      if ((over_address || over_total) && options.evict_strangers)
+        victim = evict_oldest(over_address ? &address : nullptr);
+      if (!victim && over_total) {
+        refuse_status = 503;
+        why = std::to_string(options.max_connections) + " connections open (HTTP 503)";
+      } else if (!victim && over_address) {
         refuse_status = 429;
-        why = std::to_string(n) + " connections open from this address (HTTP 429)";
+        why = std::to_string(from_address) + " connections open from this address (HTTP 429)";
       } else {
-        ++n;
+        ++connections;
+        ++per_address[address];
+        order = next_order++;
+        entries[order].address = address;
       }
     }
+    if (victim) victim->close(CloseCode::GoingAway, "evicted: newer connections need the room");
     auto self = shared_from_this();
     if (refuse_status != 0) {
       ++refused;
@@ -119,22 +140,86 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
       net_detail::serve_connection(ctx, std::move(socket), options, refuse_status, nullptr,
                                    [self] { self->refusing.fetch_sub(1); });
     } else {
-      net_detail::serve_connection(
+      const std::shared_ptr<Session> session = net_detail::serve_connection(
           ctx, std::move(socket), options, 0,
           [self](std::shared_ptr<Session> session) { self->hand_over(std::move(session)); },
-          [self, address] { self->release(address); });
+          [self, order] { self->release(order); });
+      std::lock_guard lock(per_address_mutex);
+      if (auto it = entries.find(order); it != entries.end()) {  // not already ended or evicted
+        it->second.session = session;
+        it->second.session_id = session->id();
+        by_session[session->id()] = order;
+      }
     }
     do_accept();
   }
 
-  // An admitted connection has ended (any thread).
-  void release(const asio::ip::address& address) {
-    if (options.max_connections_per_address > 0) {
-      std::lock_guard lock(per_address_mutex);
-      auto it = per_address.find(address);
-      if (it != per_address.end() && --it->second == 0) per_address.erase(it);
-    }
+  // Under per_address_mutex: the strangers admitted from `address`.
+  size_t count_of(const asio::ip::address& address) const {
+    const auto it = per_address.find(address);
+    return it == per_address.end() ? 0 : it->second;
+  }
+
+  // Under per_address_mutex: a stranger connection stops counting (it ended, was evicted or trusted).
+  void uncount(const Entry& e) {
     connections.fetch_sub(1);
+    auto it = per_address.find(e.address);
+    if (it != per_address.end() && --it->second == 0) per_address.erase(it);
+  }
+
+  // Under per_address_mutex: forgets the oldest stranger connection that is neither trusted nor kept
+  // (from `address` when given) and returns it to be closed; null when there is none.
+  std::shared_ptr<Session> evict_oldest(const asio::ip::address* address) {
+    for (auto it = entries.begin(); it != entries.end(); ++it) {
+      Entry& e = it->second;
+      if (e.trusted || e.kept || (address && e.address != *address)) continue;
+      std::shared_ptr<Session> session = e.session.lock();
+      if (!session) continue;  // being made or already ending: its release() comes
+      uncount(e);
+      by_session.erase(e.session_id);
+      entries.erase(it);
+      ++evicted;
+      return session;
+    }
+    return nullptr;
+  }
+
+  // An admitted connection has ended (any thread).
+  void release(uint64_t order) {
+    std::lock_guard lock(per_address_mutex);
+    const auto it = entries.find(order);
+    if (it == entries.end()) return;  // evicted: it stopped counting then
+    if (it->second.trusted)
+      trusted.fetch_sub(1);
+    else
+      uncount(it->second);
+    if (it->second.session_id != 0) by_session.erase(it->second.session_id);
+    entries.erase(it);
+  }
+
+  // The entry of one of this server's sessions, under per_address_mutex; null if unknown.
+  Entry* entry_of(const Session& session) {
+    const auto it = by_session.find(session.id());
+    if (it == by_session.end()) return nullptr;
+    const auto e = entries.find(it->second);
+    return e == entries.end() ? nullptr : &e->second;
+  }
+
+  bool trust(const Session& session) {
+    std::lock_guard lock(per_address_mutex);
+    Entry* e = entry_of(session);
+    if (!e) return false;
+    if (e->trusted) return true;
+    if (trusted.load() >= options.max_trusted_connections) return false;
+    e->trusted = true;
+    trusted.fetch_add(1);
+    uncount(*e);
+    return true;
+  }
+
+  void keep(const Session& session) {
+    std::lock_guard lock(per_address_mutex);
+    if (Entry* e = entry_of(session)) e->kept = true;
   }
 
   // On the session's strand, right after its handshake.
@@ -226,7 +311,15 @@ uint16_t Server::port() const { return impl_->port; }
 
 void Server::stop() { impl_->stop(); }
 
-size_t Server::connection_count() const { return impl_->connections; }
+bool Server::trust(const Session& session) { return impl_->trust(session); }
+
+void Server::keep(const Session& session) { impl_->keep(session); }
+
+size_t Server::connection_count() const { return impl_->connections + impl_->trusted; }
+
+size_t Server::trusted_count() const { return impl_->trusted; }
+
+size_t Server::evicted_count() const { return impl_->evicted; }
 
 size_t Server::refused_count() const { return impl_->refused; }
 

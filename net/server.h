@@ -52,6 +52,14 @@ struct ServerOptions {
   /// Open connections from one peer address beyond which its new ones are refused with HTTP 429.
   /// Zero disables the per-address limit.
   size_t max_connections_per_address = 128;
+  /// A stranger's connection (any not trusted) that finds a limit reached closes the oldest
+  /// evictable stranger connection — from its own address at the per-address limit, from any address
+  /// at the total — instead of being refused: connections opened and left idle by a flood cannot
+  /// keep out a peer that comes to prove itself (a provider's referee). False: refused (HTTP 429/503).
+  bool evict_strangers = false;
+  /// Connections that Server::trust moved out of the limits above (a provider's proven referees):
+  /// the capacity reserved for them. Beyond it trust() leaves a connection a stranger.
+  size_t max_trusted_connections = 256;
   /// Connections being refused at once (each waits up to 5 s for its upgrade request, so that the
   /// peer gets the 503/429 answer); beyond this, new excess connections are closed at once unanswered.
   size_t max_refusing = 64;
@@ -91,8 +99,20 @@ class Server {
   /// Stops accepting (thread-safe, idempotent). Open sessions are not closed; NetContext::shutdown
   /// closes those.
   void stop();
-  /// Connections admitted and not yet ended (handshaking or open).
+  /// Moves `session` (one of this server's) out of the per-address and total limits into the
+  /// trusted pool (ServerOptions::max_trusted_connections) and makes it never evicted: the
+  /// application calls it once the peer proved a key it trusts. Thread-safe; returns false when the
+  /// pool is full or the session is not (or no longer) one of this server's.
+  bool trust(const Session& session);
+  /// Makes a stranger's `session` never evicted (it still counts against the limits): the
+  /// application works for it (e.g. trains its job). Thread-safe; no-op for an unknown session.
+  void keep(const Session& session);
+  /// Connections admitted and not yet ended (handshaking or open), trusted ones included.
   size_t connection_count() const;
+  /// Trusted connections open now (trust()).
+  size_t trusted_count() const;
+  /// Stranger connections closed to make room for newer ones (ServerOptions::evict_strangers).
+  size_t evicted_count() const;
   /// Connections refused so far (HTTP 503, HTTP 429, or closed unanswered), since listen.
   size_t refused_count() const;
 

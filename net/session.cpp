@@ -851,20 +851,20 @@ std::string endpoint_string(const tcp::endpoint& endpoint) {
   return host + ":" + std::to_string(endpoint.port());
 }
 
-void serve_connection(NetContext& ctx, tcp::socket socket, const ServerOptions& options, unsigned refuse_status,
-                      std::function<void(std::shared_ptr<Session>)> on_ready, std::function<void()> on_end) {
-  const auto start = [&](auto session) {
+std::shared_ptr<Session> serve_connection(NetContext& ctx, tcp::socket socket, const ServerOptions& options,
+                                          unsigned refuse_status, std::function<void(std::shared_ptr<Session>)> on_ready,
+                                          std::function<void()> on_end) {
+  const auto start = [&](auto session) -> std::shared_ptr<Session> {
     // Start on the session's strand: nothing of it may run elsewhere.
     asio::post(session->executor(), [session, refuse_status, timeout = options.handshake_timeout, http = options.http,
                                      websocket = options.websocket, r = std::move(on_ready),
                                      e = std::move(on_end)]() mutable {
       session->start_server(refuse_status, timeout, std::move(http), websocket, std::move(r), std::move(e));
     });
+    return session;
   };
-  if (options.tls)
-    start(std::make_shared<WsSession<true>>(ctx, std::move(socket), options.session, options.tls));
-  else
-    start(std::make_shared<WsSession<false>>(ctx, std::move(socket), options.session, nullptr));
+  if (options.tls) return start(std::make_shared<WsSession<true>>(ctx, std::move(socket), options.session, options.tls));
+  return start(std::make_shared<WsSession<false>>(ctx, std::move(socket), options.session, nullptr));
 }
 
 void open_connection(NetContext& ctx, const WsUrl& url, const ClientOptions& options,

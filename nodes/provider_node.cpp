@@ -13,12 +13,15 @@
 #include "nodes/training_ranks.h"
 #include "engine/error.h"
 #include "engine/provider_session.h"
+#include "engine/training_cost.h"
 #include "net/error.h"
 
 namespace tribunal::nodes {
 ServerOptions provider_server_options() {
   ServerOptions o;
-  o.max_connections_per_address = o.max_connections;
+  o.max_connections_per_address = 16;
+  o.evict_strangers = true;
+  o.max_trusted_connections = 1024;
   return o;
 }
 
@@ -36,6 +39,8 @@ auto locally(const LogFn& log, const char* what, F&& work) -> decltype(work()) {
   try {
     return work();
   } catch (const ProtocolError&) {
+    throw;
+  } catch (const TrainingStopped&) {  // asked for (shutdown, client gone): no failure of the files
     throw;
   } catch (const std::exception& e) {
     log(fmt::format("provider: {} failed: {}", what, e.what()));
@@ -88,6 +93,45 @@ struct ProviderNode::Meters {
   Counter& errors;
 };
 
+// One training of a submitted job, shared by every connection that submitted it while it waits or
+// trains (they all get its claim).
+struct ProviderNode::JobRun {
+  explicit JobRun(bool stop_when_left) : stop_when_left(stop_when_left) {}
+  std::mutex mu;
+  std::condition_variable cv;
+  int clients = 1;  // connections waiting for it
+  const bool stop_when_left;  // ClientLeaves::Stop
+  bool done = false;
+  std::optional<TrainResult> result;
+  std::string error;  // when done without a result
+  std::string why_stopped;  // for the log: shutting down, or its clients left
+  std::atomic<bool> stop{false};  // checked by the trainer between steps
+
+  // A submitting connection closed (its session's strand): the last one gone stops it if the
+  // operator said so.
+  void leave() {
+    std::lock_guard lock(mu);
+    if (--clients == 0 && stop_when_left && !done) {
+      if (why_stopped.empty()) why_stopped = "its client left (--if-client-leaves stop)";
+      stop = true;
+    }
+  }
+  void halt(const std::string& why) {
+    std::lock_guard lock(mu);
+    if (why_stopped.empty()) why_stopped = why;
+    stop = true;
+  }
+  void finish(std::optional<TrainResult> r, std::string why) {
+    {
+      std::lock_guard lock(mu);
+      result = std::move(r);
+      error = std::move(why);
+      done = true;
+    }
+    cv.notify_all();
+  }
+};
+
 // One connection: its messages are handled in order on a worker thread of their own, since
 // training and recomputing intervals take seconds and must not block the I/O thread.
 struct ProviderNode::Connection {
@@ -103,6 +147,8 @@ struct ProviderNode::Connection {
   std::optional<Envelope> open;
   JobSpec job;
   std::shared_ptr<ProviderNode::Dispute> dispute;
+  bool trusted = false;  // a trusted referee's Query verified on it (answer())
+  std::shared_ptr<JobRun> run;  // the job it submitted, while it waits for its claim
 };
 
 ProviderNode::ProviderNode(NetContext& ctx, KeyPair key, ProviderConfig config, LogFn log)
@@ -122,9 +168,14 @@ ProviderNode::ProviderNode(NetContext& ctx, KeyPair key, ProviderConfig config, 
                            c->cv.notify_one();
                          },
                          [c](Session&, const CloseInfo&) {
-                           std::lock_guard lock(c->mu);
-                           c->closed = true;
-                           c->cv.notify_one();
+                           std::shared_ptr<JobRun> run;
+                           {
+                             std::lock_guard lock(c->mu);
+                             c->closed = true;
+                             run = std::move(c->run);
+                             c->cv.notify_one();
+                           }
+                           if (run) run->leave();
                          }});
         std::lock_guard lock(mu_);
         // Reap the workers of connections that have ended, so a long-running node keeps no dead threads.
@@ -139,7 +190,13 @@ ProviderNode::ProviderNode(NetContext& ctx, KeyPair key, ProviderConfig config, 
                                 std::vector<uint8_t> bytes;
                                 {
                                   std::unique_lock lock(c->mu);
-                                  c->cv.wait(lock, [&] { return c->closed || !c->inbox.empty(); });
+                                  // An unproven peer that stays silent is closed, so it holds no slot.
+                                  if (!c->cv.wait_for(lock, config_.stranger_idle,
+                                                      [&] { return c->closed || !c->inbox.empty(); })) {
+                                    if (!c->trusted && c->session)
+                                      c->session->close(CloseCode::PolicyViolation, "idle: no message in time");
+                                    continue;
+                                  }
                                   if (c->inbox.empty()) break;
                                   bytes = std::move(c->inbox.front());
                                   c->inbox.pop_front();
@@ -165,6 +222,18 @@ ProviderNode::ProviderNode(NetContext& ctx, KeyPair key, ProviderConfig config, 
   metrics_.gauge("tribunal_provider_step_seconds", "Seconds per training step of the last job trained.",
                  [this] { return last_step_seconds_.load(); });
   add_server_metrics(metrics_, server_);
+  // SIGTERM/SIGINT (the NetContext's shutdown): training stops between two steps, so the process
+  // exits within seconds instead of after the job (the sessions close on their own).
+  closer_id_ = ctx_.add_closer([this] {
+    stop_training();
+    ctx_.remove_closer(closer_id_);
+  });
+}
+
+void ProviderNode::stop_training() {
+  std::lock_guard lock(mu_);
+  stopping_ = true;
+  for (auto& [id, run] : runs_) run->halt("the provider is shutting down");
 }
 
 uint16_t ProviderNode::listen_metrics(const std::string& host, uint16_t port) {
@@ -173,6 +242,8 @@ uint16_t ProviderNode::listen_metrics(const std::string& host, uint16_t port) {
 }
 
 ProviderNode::~ProviderNode() {
+  ctx_.remove_closer(closer_id_);
+  stop_training();
   server_.stop();
   std::vector<Worker> workers;
   {
@@ -203,13 +274,55 @@ uint16_t ProviderNode::listen(const std::string& host, uint16_t port) {
   return bound;
 }
 
-// A JobSubmit: checked against the operator's policy before any data is loaded, then trained.
+namespace {
+
+std::string seconds_text(std::chrono::duration<double> d) { return fmt::format("{:g} s", d.count()); }
+
+// Refuses a cost term above its limit, naming the term, the job's value and the limit.
+void check_limit(const char* what, uint64_t value, uint64_t limit, const char* flag) {
+  if (value > limit)
+    throw ProtocolError(
+        fmt::format("the job's {} is {}; this provider takes at most {} ({})", what, value, limit, flag));
+}
+
+}  // namespace
+
+// [dispute] terms the provider could not meet are refused now, before it agrees to them: the
+// operator's floors and, once it has trained this model kind, its own measured speed.
+void ProviderNode::check_terms(const JobSpec& job, uint64_t step_work) const {
+  const DisputeTerms& t = job.dispute;
+  const TermFloors& floors = config_.terms;
+  if (t.base < floors.base)
+    throw ProtocolError(fmt::format("[dispute] base_seconds = {} is below this provider's minimum of {} (--min-base-seconds)",
+                                    seconds_text(t.base), seconds_text(floors.base)));
+  if (t.step < floors.step)
+    throw ProtocolError(fmt::format("[dispute] step_seconds = {} is below this provider's minimum of {} (--min-step-seconds)",
+                                    seconds_text(t.step), seconds_text(floors.step)));
+  if (t.min_bytes_per_second > floors.link_bytes_per_second)
+    throw ProtocolError(fmt::format("[dispute] min_bytes_per_second = {} is above the {} bytes/s this provider can stream "
+                                    "(--link-bytes-per-second)",
+                                    t.min_bytes_per_second, floors.link_bytes_per_second));
+  double per_work = 0;
+  {
+    std::lock_guard lock(const_cast<std::mutex&>(mu_));
+    if (auto it = seconds_per_work_.find(job.model.kind); it != seconds_per_work_.end()) per_work = it->second;
+  }
+  const std::chrono::duration<double> measured(per_work * static_cast<double>(step_work) * floors.safety_factor);
+  if (floors.safety_factor > 0 && t.step < measured)
+    throw ProtocolError(fmt::format("[dispute] step_seconds = {} is below this provider's minimum of {} for this job "
+                                    "(its measured step time × safety factor {:g})",
+                                    seconds_text(t.step), seconds_text(measured), floors.safety_factor));
+}
+
+// A JobSubmit: checked against the operator's policy before any data is loaded, then queued and
+// trained (or, when the same job is already waiting or training, its run is shared).
 void ProviderNode::train(Connection& c, const Envelope& env) {
   const std::string me = to_hex(key_.public_key).substr(0, 8);
   const auto& clients = config_.clients;
   if (!clients.empty() && std::find(clients.begin(), clients.end(), env.sender) == clients.end())
     throw ProtocolError("this provider does not train jobs for the client key that signed the JobSubmit");
-  JobSpec job = parse_job(std::get<JobSubmit>(env.body).job_toml, "submitted job");
+  const std::string& toml = std::get<JobSubmit>(env.body).job_toml;
+  JobSpec job = parse_job(toml, "submitted job");
   require_disputable(job.numerics, "submitted job");  // a claim no referee could check is worth nothing
   const JobLimits& limits = config_.limits;
   if (job.steps > limits.max_steps)
@@ -221,6 +334,14 @@ void ProviderNode::train(Connection& c, const Envelope& env) {
   if (footprint.checkpoint_bytes > limits.max_checkpoint_bytes)
     throw ProtocolError(fmt::format("the job's checkpoints take {} bytes; this provider stores at most {}",
                                     footprint.checkpoint_bytes, limits.max_checkpoint_bytes));
+  // The graph's node count first: the cost estimate builds one shard's graph, never S of them.
+  const TrainingCost cost = training_cost(job);
+  check_limit("step graph (nodes, train.shards copies of the forward and backward)", cost.nodes,
+              limits.max_graph_nodes, "--max-graph-nodes");
+  check_limit("work per step (multiply-adds)", cost.step_work, limits.max_step_work, "--max-step-work");
+  check_limit("memory for training (bytes)", cost.memory_bytes, limits.max_memory_bytes, "--max-memory-bytes");
+  check_limit("total work (work per step × steps)", cost.total_work, limits.max_total_work, "--max-total-work");
+  check_terms(job, cost.step_work);
   locate_data(job, config_.datasets);  // a registered name, or an error: never a path from the peer
   ThreadPool pool(config_.threads);
   const std::shared_ptr<const Dataset> data =
@@ -229,28 +350,128 @@ void ProviderNode::train(Connection& c, const Envelope& env) {
   const Digest id = job_id(job, *data);
   // Not echoed: the sender must know the id of the job it submits.
   if (id != env.context) throw ProtocolError("the submitted job's id is not the one it was sent under");
-  log_(fmt::format("provider {}: training job {} ({} steps){}", me, to_hex(id).substr(0, 12), job.steps,
-                   config_.fault.any() ? " [cheating]" : ""));
-  TrainOptions o;
-  o.train = data.get();
-  o.threads = config_.threads;
-  o.device = config_.device;
-  o.out_dir = config_.store / to_hex(id);
-  o.evaluate = false;
-  o.fault = config_.fault;
-  TrainingRanks* ranks = config_.ranks && config_.ranks->shares(job) ? config_.ranks : nullptr;
-  if (config_.ranks && !ranks)
-    log_(fmt::format("provider {}: train.shards {} cannot be shared by {} ranks: training on rank 0 alone", me,
-                     job.shards, config_.ranks->world().size()));
-  const std::string& toml = std::get<JobSubmit>(env.body).job_toml;
-  const auto started = std::chrono::steady_clock::now();
-  const TrainResult r = locally(log_, "training", [&] { return ranks ? ranks->lead(toml, job, o) : run_training(job, o); });
-  meters_->training.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-  meters_->claims.inc();
-  last_step_seconds_ = r.seconds / static_cast<double>(std::max<int64_t>(r.steps, 1));
+  const TrainResult r = run_job(c, job, id, data, toml);
+  if (r.steps > r.resumed_from) {
+    const double per_work = r.seconds / (static_cast<double>(r.steps - r.resumed_from) *
+                                         static_cast<double>(std::max<uint64_t>(cost.step_work, 1)));
+    std::lock_guard lock(mu_);
+    seconds_per_work_[job.model.kind] = per_work;
+  }
   const Claim claim{r.job_id, static_cast<uint64_t>(r.steps), r.trajectory_root, r.final_state_hash, config_.endpoint};
   c.session->send(seal(key_, r.job_id, ++c.sequence, claim));
   log_(fmt::format("provider {}: claim trajectory_root {}", me, to_hex(r.trajectory_root).substr(0, 16)));
+}
+
+// Waits for a training slot (or joins the run of the same job), trains, and returns the result every
+// submitter of the job shares. Throws ProtocolError when the queue is full, the provider stops, or the
+// run stopped because its clients left.
+TrainResult ProviderNode::run_job(Connection& c, const JobSpec& job, const Digest& id,
+                                  const std::shared_ptr<const Dataset>& data, const std::string& toml) {
+  const std::string me = to_hex(key_.public_key).substr(0, 8);
+  const std::string job_hex = to_hex(id).substr(0, 12);
+  const JobLimits& limits = config_.limits;
+  std::shared_ptr<JobRun> run;
+  bool mine = false;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) throw ProtocolError("this provider is shutting down");
+    if (auto it = runs_.find(id); it != runs_.end()) {
+      run = it->second;
+      std::lock_guard run_lock(run->mu);
+      ++run->clients;
+    } else {
+      if (training_ >= limits.max_concurrent_jobs && queue_.size() >= static_cast<size_t>(limits.max_queued_jobs))
+        throw ProtocolError(fmt::format("this provider is busy: {} job(s) training and {} waiting (at most {} and {}); "
+                                        "submit the job later",
+                                        training_, queue_.size(), limits.max_concurrent_jobs, limits.max_queued_jobs));
+      run = std::make_shared<JobRun>(config_.if_client_leaves == ClientLeaves::Stop);
+      runs_.emplace(id, run);
+      queue_.push_back(run);
+      mine = true;
+    }
+  }
+  {
+    std::lock_guard lock(c.mu);
+    if (c.closed) {  // the client left already: its close came before the run was attached
+      run->leave();
+    } else {
+      c.run = run;
+    }
+  }
+  server_.keep(*c.session);  // training for this peer: no flood may evict its connection
+  if (!mine) {
+    log_(fmt::format("provider {}: job {} submitted again while it waits or trains: sharing its run", me, job_hex));
+  } else {
+    // FIFO: the oldest waiting job takes a free slot; a stop (shutdown, clients gone) ends the wait.
+    bool go = false;
+    for (;;) {
+      std::unique_lock lock(mu_);
+      if (stopping_ || run->stop) break;
+      if (training_ < limits.max_concurrent_jobs && queue_.front() == run) {
+        go = true;
+        ++training_;
+        break;
+      }
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    {
+      std::lock_guard lock(mu_);
+      std::erase(queue_, run);
+    }
+    std::optional<TrainResult> result;
+    std::string error;
+    if (!go) {
+      std::lock_guard lock(run->mu);
+      error = "the job was not trained: " + (run->why_stopped.empty() ? "the provider is shutting down" : run->why_stopped);
+    } else {
+      ++trainings_started_;
+      log_(fmt::format("provider {}: training job {} ({} steps){}", me, job_hex, job.steps,
+                       config_.fault.any() ? " [cheating]" : ""));
+      TrainOptions o;
+      o.train = data.get();
+      o.threads = config_.threads;
+      o.device = config_.device;
+      o.out_dir = config_.store / to_hex(id);
+      o.evaluate = false;
+      o.fault = config_.fault;
+      o.stop = &run->stop;
+      TrainingRanks* ranks = config_.ranks && config_.ranks->shares(job) ? config_.ranks : nullptr;
+      if (config_.ranks && !ranks)
+        log_(fmt::format("provider {}: train.shards {} cannot be shared by {} ranks: training on rank 0 alone", me,
+                         job.shards, config_.ranks->world().size()));
+      const auto started = std::chrono::steady_clock::now();
+      try {
+        result = locally(log_, "training", [&] { return ranks ? ranks->lead(toml, job, o) : run_training(job, o); });
+        meters_->training.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+        meters_->claims.inc();
+        last_step_seconds_ = result->seconds / static_cast<double>(std::max<int64_t>(result->steps, 1));
+      } catch (const TrainingStopped& e) {
+        std::string why;
+        {
+          std::lock_guard lock(run->mu);
+          why = run->why_stopped;
+        }
+        log_(fmt::format("provider {}: training of job {} stopped at step {} of {} ({}); {} keeps its complete "
+                         "checkpoints",
+                         me, job_hex, e.step, job.steps, why, (o.out_dir).string()));
+        error = fmt::format("the job's training stopped at step {}: {}", e.step, why);
+      } catch (const std::exception& e) {  // LocalFailure (details logged) or a ProtocolError
+        error = e.what();
+      }
+      std::lock_guard lock(mu_);
+      --training_;
+    }
+    {
+      std::lock_guard lock(mu_);
+      runs_.erase(id);
+    }
+    run->finish(std::move(result), error);
+  }
+  std::unique_lock lock(run->mu);
+  run->cv.wait(lock, [&] { return run->done; });
+  if (!run->result) throw ProtocolError(run->error);
+  return *run->result;
 }
 
 // The dispute of the connection's DisputeOpen as answered for `referee`: the one kept from an earlier
@@ -297,6 +518,13 @@ void ProviderNode::answer(const std::shared_ptr<Connection>& c, const Envelope& 
   const auto& referees = config_.referees;
   if (std::find(referees.begin(), referees.end(), env.sender) == referees.end())
     throw WireError(CloseCode::PolicyViolation, "query signed by a key that is not a trusted referee");
+  if (!c->trusted) {
+    // The referee has proven its key (the envelope's signature verified): its connection leaves the
+    // strangers' limits for the trusted pool, where no flood can evict it (docs/protocol.md).
+    std::lock_guard lock(c->mu);
+    c->trusted = true;
+    server_.trust(session);
+  }
   if (!c->open) throw WireError(CloseCode::PolicyViolation, "a query before the DisputeOpen");
   if (!c->dispute) {
     c->dispute = dispute_for(*c, env.sender);

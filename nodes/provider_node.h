@@ -3,6 +3,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <deque>
 #include <map>
 #include <cstdint>
 #include <filesystem>
@@ -15,6 +17,7 @@
 #include "engine/data_registry.h"
 #include "engine/device.h"
 #include "engine/fault.h"
+#include "engine/trainer.h"
 #include "net/context.h"
 #include "net/server.h"
 #include "nodes/log.h"
@@ -23,16 +26,44 @@
 
 namespace tribunal::nodes {
 
-/// A provider's connection limits: a referee opens one connection per live dispute, all from one
-/// address, so the per-address cap equals the total cap (net/server.h defaults otherwise).
+/// A provider's connection limits (docs/running.md, "Connection limits"): strangers get a small
+/// per-address cap (16) and, when a cap is reached, the oldest stranger connection is evicted rather
+/// than the newcomer refused; a connection whose first Query verifies under a trusted referee key
+/// moves to the trusted pool (Server::trust), outside those caps: a referee opens one connection per
+/// live dispute, all from one address.
 ServerOptions provider_server_options();
 
 /// Caps on a submitted job: a provider refuses (ErrorMessage) what its operator did not agree to
-/// train, before loading any data.
+/// train, before loading any data. The work and memory terms are engine/training_cost.h's estimates.
 struct JobLimits {
   int64_t max_steps = int64_t{1} << 20;           ///< train.steps
   int64_t max_parameters = int64_t{1} << 27;      ///< the model's parameter count (caps widths, d_model, channels)
   uint64_t max_checkpoint_bytes = uint64_t{1} << 36;  ///< the job's stride checkpoints on disk (64 GiB)
+  uint64_t max_step_work = uint64_t{1} << 36;     ///< TrainingCost::step_work: multiply-adds (or elements) per step
+  uint64_t max_total_work = uint64_t{1} << 50;    ///< TrainingCost::total_work: step_work × steps
+  uint64_t max_memory_bytes = uint64_t{16} << 30; ///< TrainingCost::memory_bytes: one step's values and the states
+  uint64_t max_graph_nodes = uint64_t{1} << 15;   ///< TrainingCost::nodes of one step graph (grows with train.shards)
+  int max_concurrent_jobs = 1;  ///< jobs trained at once; further ones wait
+  int max_queued_jobs = 4;      ///< jobs waiting for a training slot; beyond them a submission is refused
+};
+
+/// The [dispute] terms a provider can meet (docs/protocol.md, "Clocks"): a JobSubmit whose terms ask
+/// for less time, or a faster link, is refused, so the provider never agrees to a clock it would lose on.
+struct TermFloors {
+  std::chrono::milliseconds base{250};  ///< base_seconds at least
+  std::chrono::milliseconds step{10};   ///< step_seconds at least
+  /// min_bytes_per_second at most: the rate at which this provider can stream an answer.
+  uint64_t link_bytes_per_second = uint64_t{64} << 20;
+  /// Once the provider has trained a job of the same model kind: step_seconds at least its measured
+  /// seconds per unit of step work × this job's step work × this factor. 0: no measured floor.
+  double safety_factor = 2.0;
+};
+
+/// What a provider does with a job being trained (or waiting) when the connection that submitted it
+/// closes and no other submission of the same job waits for it.
+enum class ClientLeaves {
+  Continue,  ///< train to the end (the checkpoints stay in STORE/<job_id>/; no claim is sent)
+  Stop,      ///< stop between steps, as on SIGTERM
 };
 
 class TrainingRanks;
@@ -50,6 +81,11 @@ struct ProviderConfig {
   /// Client keys whose JobSubmit it accepts; empty: any client, within `limits`.
   std::vector<PublicKey> clients;
   JobLimits limits;
+  TermFloors terms;                             ///< the [dispute] terms it accepts
+  ClientLeaves if_client_leaves = ClientLeaves::Stop;
+  /// A connection that has not proven a trusted referee key and has no job of its own in training is
+  /// closed after this long without a message (1008 "idle"), so idle strangers do not hold slots.
+  std::chrono::milliseconds stranger_idle{10000};
   /// The ws:// or wss:// URL it signs into its claims (where referees reach it). Empty:
   /// "ws://HOST:PORT/" (wss:// with TLS) of listen(), which must then be a specific address, not
   /// 0.0.0.0 or ::.
@@ -80,6 +116,14 @@ class ProviderNode {
   const std::string& endpoint() const { return config_.endpoint; }
   /// Seconds per training step of the last job trained.
   double last_step_seconds() const { return last_step_seconds_; }
+  /// Training runs of submitted jobs started so far (a job submitted again while it trains shares its run).
+  int64_t trainings_started() const { return trainings_started_; }
+  /// Trusted connections (proven referees) and evicted stranger connections so far (net/server.h).
+  size_t trusted_connections() const { return server_.trusted_count(); }
+  size_t evicted_connections() const { return server_.evicted_count(); }
+  /// Stops every training between two steps (as SIGTERM does through the NetContext's shutdown):
+  /// their submissions are answered with an error; no new job is taken. Thread-safe, idempotent.
+  void stop_training();
   /// Also serves /healthz and /metrics on a separate HTTP-only address (`--metrics`; they are always
   /// served on the WebSocket port too). Returns the bound port. Throws NetError.
   uint16_t listen_metrics(const std::string& host, uint16_t port);
@@ -93,6 +137,10 @@ class ProviderNode {
   struct Connection;
   struct Dispute;
   struct Meters;
+  struct JobRun;
+  TrainResult run_job(Connection& c, const JobSpec& job, const Digest& id, const std::shared_ptr<const Dataset>& data,
+                      const std::string& toml);
+  void check_terms(const JobSpec& job, uint64_t step_work) const;
   void on_message(const std::shared_ptr<Connection>& c, std::vector<uint8_t> bytes);
   void train(Connection& c, const Envelope& env);
   void answer(const std::shared_ptr<Connection>& c, const Envelope& env);
@@ -108,7 +156,17 @@ class ProviderNode {
   Server server_;
   std::unique_ptr<Server> metrics_server_;  // --metrics
   std::atomic<double> last_step_seconds_{0};
+  std::atomic<int64_t> trainings_started_{0};
+  uint64_t closer_id_ = 0;  // the NetContext's shutdown stops training (stop_training)
   std::mutex mu_;
+  // Submitted jobs (guarded by mu_): by job id while waiting or training, so a second submission of
+  // one job shares the first's run; the queue in submission order; how many train now.
+  std::map<Digest, std::shared_ptr<JobRun>> runs_;
+  std::deque<std::shared_ptr<JobRun>> queue_;
+  int training_ = 0;
+  bool stopping_ = false;
+  // Measured speed by model kind (guarded by mu_): seconds per unit of TrainingCost::step_work.
+  std::map<ModelKind, double> seconds_per_work_;
   struct Worker {
     std::thread thread;
     std::shared_ptr<Connection> connection;
