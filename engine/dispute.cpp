@@ -24,11 +24,22 @@ std::vector<Digest> step_leaves(const StepTrace& tr) {
   return leaves;
 }
 
-// Appends the TensorChunk stream of one opened tensor (value `v` of the query) to `out`.
-void append_chunks(std::vector<Body>& out, uint32_t round, uint32_t v, DType dtype, std::vector<int64_t> shape,
+// Whether a query asks for chunk `c` of its value `v`: every chunk, or those in its re-ask ranges
+// (Query.chunks; docs/protocol.md, "Lost frames").
+bool wanted(const Query& q, uint32_t v, uint64_t c) {
+  if (q.chunks.empty()) return true;
+  return std::any_of(q.chunks.begin(), q.chunks.end(),
+                     [&](const ChunkRange& r) { return r.value == v && c >= r.first && c < r.end; });
+}
+
+// Appends the TensorChunk stream of one opened tensor (value `v` of query `q`) to `out`: every chunk,
+// or the ones a re-ask lists.
+void append_chunks(std::vector<Body>& out, const Query& q, uint32_t v, DType dtype, std::vector<int64_t> shape,
                    std::span<const std::byte> bytes) {
+  const uint32_t round = q.round;
   const MerkleTree chunks(tensor_chunk_hashes(dtype, bytes));
   for (uint64_t c = 0; c < chunks.size(); ++c) {
+    if (!wanted(q, v, c)) continue;
     const size_t off = c * kTensorChunkBytes, len = std::min(kTensorChunkBytes, bytes.size() - off);
     const auto* p = reinterpret_cast<const uint8_t*>(bytes.data()) + off;
     out.push_back(TensorChunk{round, v, shape, static_cast<uint32_t>(c), static_cast<uint32_t>(chunks.size()),
@@ -362,7 +373,7 @@ std::vector<Body> DisputeResponder::answer(const Query& q) {
           id = tr.graph.nodes[a.index].outputs[a.slot];
         }
         const Tensor& t = tr.values[id];
-        append_chunks(out, q.round, v, DType::F32, std::vector<int64_t>(t.shape().dims().begin(), t.shape().dims().end()),
+        append_chunks(out, q, v, DType::F32, std::vector<int64_t>(t.shape().dims().begin(), t.shape().dims().end()),
                       t.bytes());
       }
       if (!q.indices.empty()) {
@@ -391,7 +402,7 @@ std::vector<Body> DisputeResponder::answer(const Query& q) {
       check(q.indices.size() == 1 && q.indices[0] < tr.rounding_log.nodes.size(), "no such node");
       const RoundingLog& log = tr.rounding_log.nodes[q.indices[0]];
       std::vector<Body> out;
-      append_chunks(out, q.round, 0, DType::Trits, {static_cast<int64_t>(log.count)},
+      append_chunks(out, q, 0, DType::Trits, {static_cast<int64_t>(log.count)},
                     std::as_bytes(std::span<const uint8_t>(log.packed)));
       return out;
     }

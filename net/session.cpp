@@ -108,7 +108,9 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
     });
   }
 
-  bool send(std::vector<uint8_t> message) override {
+  bool send(std::vector<uint8_t> message) override { return send_and_notify(std::move(message), {}); }
+
+  bool send_and_notify(std::vector<uint8_t> message, std::function<void()> on_written) override {
     if (!accepting_.load()) return false;
     const size_t size = message.size();
     if (size > options_.max_message_bytes) {
@@ -131,9 +133,10 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
       }
       return false;
     }
-    asio::post(ws_.get_executor(), [self = this->shared_from_this(), m = std::move(message)]() mutable {
-      self->enqueue(std::move(m));
-    });
+    asio::post(ws_.get_executor(),
+               [self = this->shared_from_this(), m = std::move(message), w = std::move(on_written)]() mutable {
+                 self->enqueue(std::move(m), std::move(w));
+               });
     return true;
   }
 
@@ -328,7 +331,6 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
     reply_.set(http::field::server, kAgent);
     reply_.set(http::field::content_type, content_type);
     for (const auto& [name, value] : headers) reply_.set(name, value);
-
     reply_.keep_alive(false);
     reply_.body() = request_.method() == http::verb::head ? std::string() : std::move(body);
     reply_.prepare_payload();
@@ -617,12 +619,13 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
 
   // ---- writing (strand) ----
 
-  void enqueue(std::vector<uint8_t> message) {
+  void enqueue(std::vector<uint8_t> message, std::function<void()> on_written) {
     if (state_ != State::Open || write_failed_) {  // closed after send() accepted it: drop
       release(1, message.size());
       return;
     }
     queue_.push_back(std::move(message));
+    written_.push_back(std::move(on_written));
     if (!writing_) do_write();
   }
 
@@ -636,6 +639,9 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
     writing_ = false;
     release(1, queue_.front().size());
     queue_.pop_front();
+    std::function<void()> written = std::move(written_.front());
+    written_.pop_front();
+    if (!ec && written) written();
     if (state_ == State::Closed) return drop_queue();
     if (ec) {
       if (state_ == State::Open && !write_failed_) log("write failed: " + ec.message());
@@ -662,6 +668,7 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
     while (queue_.size() > keep) {
       release(1, queue_.back().size());
       queue_.pop_back();
+      written_.pop_back();
     }
   }
 
@@ -831,6 +838,7 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
   bool watchdog_armed_ = false;
   Clock::time_point watchdog_at_;
   std::deque<std::vector<uint8_t>> queue_;
+  std::deque<std::function<void()>> written_;  // queue_'s on_written callbacks, one per message
   bool writing_ = false;
   bool write_failed_ = false;
   bool read_done_ = false;

@@ -92,6 +92,10 @@ class Session {
   /// session is closing or closed (a no-op), when the message exceeds max_message_bytes, or when the
   /// queue limits are exceeded — which closes the session with 1008.
   virtual bool send(std::vector<uint8_t> message) = 0;
+  /// send(), and once the message has been written to the connection (handed to the transport),
+  /// calls `on_written` on the session's strand; it is never called for a message that is dropped.
+  /// The referee starts a party's clock then (docs/protocol.md, "Clocks").
+  virtual bool send_and_notify(std::vector<uint8_t> message, std::function<void()> on_written) = 0;
 
   /// Back-pressure for a producer that streams more than the write queue holds (a provider opening
   /// a tensor of many chunks): blocks the calling thread until a message of `bytes` bytes fits the

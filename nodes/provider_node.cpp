@@ -138,7 +138,13 @@ struct ProviderNode::Connection {
   std::shared_ptr<Session> session;
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<std::vector<uint8_t>> inbox;
+  // Messages not yet handled, with the time each arrived: a reply delayed by a scenario's behaviour
+  // counts from its query's arrival, not from when the worker got to it.
+  struct Inbound {
+    std::vector<uint8_t> bytes;
+    std::chrono::steady_clock::time_point arrived;
+  };
+  std::deque<Inbound> inbox;
   bool closed = false;
   bool finished = false;  // the worker has returned
   uint64_t sequence = 0;
@@ -162,7 +168,7 @@ ProviderNode::ProviderNode(NetContext& ctx, KeyPair key, ProviderConfig config, 
         c->session = s;
         s->set_handlers({[c](Session& session, std::vector<uint8_t> bytes) {
                            std::lock_guard lock(c->mu);
-                           c->inbox.push_back(std::move(bytes));
+                           c->inbox.push_back({std::move(bytes), std::chrono::steady_clock::now()});
                            // A peer that sends faster than the worker serves is held back by TCP.
                            if (c->inbox.size() >= kInboxHigh) session.set_reading(false);
                            c->cv.notify_one();
@@ -187,7 +193,7 @@ ProviderNode::ProviderNode(NetContext& ctx, KeyPair key, ProviderConfig config, 
         });
         workers_.push_back({std::thread([this, c] {
                               for (;;) {
-                                std::vector<uint8_t> bytes;
+                                Connection::Inbound in;
                                 {
                                   std::unique_lock lock(c->mu);
                                   // An unproven peer that stays silent is closed, so it holds no slot.
@@ -198,11 +204,11 @@ ProviderNode::ProviderNode(NetContext& ctx, KeyPair key, ProviderConfig config, 
                                     continue;
                                   }
                                   if (c->inbox.empty()) break;
-                                  bytes = std::move(c->inbox.front());
+                                  in = std::move(c->inbox.front());
                                   c->inbox.pop_front();
                                   if (c->inbox.size() + 1 == kInboxHigh / 2 && c->session) c->session->set_reading(true);
                                 }
-                                on_message(c, std::move(bytes));
+                                on_message(c, std::move(in.bytes), in.arrived);
                               }
                               std::lock_guard lock(c->mu);
                               c->session.reset();
@@ -513,7 +519,27 @@ void ProviderNode::forget(const Digest& dispute_id) {
 }
 
 // A Query: only a trusted referee's is served; the dispute's data is loaded on its first one.
-void ProviderNode::answer(const std::shared_ptr<Connection>& c, const Envelope& env) {
+// Whether a question of a later round of the same dispute, signed by the same referee, already waits
+// in the connection's inbox: then `query` was asked again while its answer was on its way (a re-ask,
+// docs/protocol.md "Lost frames") and is superseded — answering it would only delay the later one.
+bool superseded(ProviderNode::Connection& c, const Envelope& query) {
+  const uint32_t round = std::get<Query>(query.body).round;
+  std::lock_guard lock(c.mu);
+  for (const auto& in : c.inbox) {
+    if (in.bytes.size() < 2 || in.bytes[1] != static_cast<uint8_t>(MessageKind::Query)) continue;
+    try {
+      const Envelope later = open_envelope(in.bytes);
+      if (later.sender == query.sender && later.context == query.context && std::get<Query>(later.body).round > round)
+        return true;
+    } catch (const std::exception&) {
+      // Not a valid envelope: it supersedes nothing (it is refused when its turn comes).
+    }
+  }
+  return false;
+}
+
+void ProviderNode::answer(const std::shared_ptr<Connection>& c, const Envelope& env,
+                          std::chrono::steady_clock::time_point arrived) {
   Session& session = *c->session;
   const auto& referees = config_.referees;
   if (std::find(referees.begin(), referees.end(), env.sender) == referees.end())
@@ -531,16 +557,17 @@ void ProviderNode::answer(const std::shared_ptr<Connection>& c, const Envelope& 
     std::lock_guard lock(c->dispute->mu);
     c->dispute->session->new_connection();
   }
-  const auto received = std::chrono::steady_clock::now();
+  if (superseded(*c, env)) return;
+  const auto received = arrived, taken = std::chrono::steady_clock::now();
   std::vector<std::vector<uint8_t>> answers;
   {
     std::lock_guard lock(c->dispute->mu);
-    c->dispute->used = received;
+    c->dispute->used = taken;
     answers = locally(log_, "answering the query", [&] { return c->dispute->session->on_envelope(env); });
   }
   const auto computed = std::chrono::steady_clock::now();
   meters_->queries.inc();
-  meters_->answer_latency.observe(std::chrono::duration<double>(computed - received).count());
+  meters_->answer_latency.observe(std::chrono::duration<double>(computed - taken).count());
   // Waits on the connection's condition variable, so a closed connection ends the wait.
   const auto wait_until = [&](std::chrono::steady_clock::time_point t) {
     std::unique_lock lock(c->mu);
@@ -564,13 +591,14 @@ void ProviderNode::answer(const std::shared_ptr<Connection>& c, const Envelope& 
     }
   };
   if (!reply_filter) return stream(answers, 0);
-  ProviderReply reply = reply_filter(QueryContext{*c->open, env, computed - received}, std::move(answers));
+  ProviderReply reply = reply_filter(QueryContext{*c->open, env, computed - taken}, std::move(answers));
   if (reply.delay > std::chrono::milliseconds{0} && !wait_until(received + reply.delay)) return;
   stream(reply.frames, reply.bytes_per_second);
   if (reply.disconnect) session.close(CloseCode::GoingAway, "provider disconnects");
 }
 
-void ProviderNode::on_message(const std::shared_ptr<Connection>& c, std::vector<uint8_t> bytes) {
+void ProviderNode::on_message(const std::shared_ptr<Connection>& c, std::vector<uint8_t> bytes,
+                              std::chrono::steady_clock::time_point arrived) {
   Session& session = *c->session;
   MessageKind env_kind = MessageKind::Error;  // not yet decoded
   try {
@@ -593,7 +621,7 @@ void ProviderNode::on_message(const std::shared_ptr<Connection>& c, std::vector<
         c->open = env;
         return;
       }
-      case MessageKind::Query: answer(c, env); return;
+      case MessageKind::Query: answer(c, env, arrived); return;
       case MessageKind::Verdict: {
         const Verdict& v = std::get<Verdict>(env.body);
         log_(fmt::format("provider {}: verdict received: {}", to_hex(key_.public_key).substr(0, 8),

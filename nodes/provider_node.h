@@ -141,9 +141,11 @@ class ProviderNode {
   TrainResult run_job(Connection& c, const JobSpec& job, const Digest& id, const std::shared_ptr<const Dataset>& data,
                       const std::string& toml);
   void check_terms(const JobSpec& job, uint64_t step_work) const;
-  void on_message(const std::shared_ptr<Connection>& c, std::vector<uint8_t> bytes);
+  void on_message(const std::shared_ptr<Connection>& c, std::vector<uint8_t> bytes,
+                  std::chrono::steady_clock::time_point arrived);
   void train(Connection& c, const Envelope& env);
-  void answer(const std::shared_ptr<Connection>& c, const Envelope& env);
+  void answer(const std::shared_ptr<Connection>& c, const Envelope& env, std::chrono::steady_clock::time_point arrived);
+  friend bool superseded(Connection& c, const Envelope& query);
   std::shared_ptr<Dispute> dispute_for(const Connection& c, const PublicKey& referee);
   void forget(const Digest& dispute_id);
 

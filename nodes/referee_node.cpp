@@ -50,6 +50,8 @@ constexpr std::chrono::milliseconds kMaxBackoff{1000};
 // Client connections from one address waiting for one dispute's verdict. Counted per address, so
 // strangers who hold the opening cannot fill the waiting list and lock the real client out.
 constexpr size_t kMaxWaitingPerAddress = 4;
+// Bytes of one provider's frames that may wait for the dispute's strand before its reads pause.
+constexpr size_t kMaxPendingBytes = size_t{4} << 20;
 
 // The server must admit a client connection per live dispute.
 ServerOptions server_options(const RefereeNodeOptions& o) {
@@ -162,6 +164,12 @@ struct RefereeNode::Live {
   DisputeStats stats;
   std::vector<DisputeEvent> events;  // its rounds as played (replayed when resumed): stored with the verdict
   std::array<std::optional<SteadyClock::time_point>, 2> asked{};  // a question to the party is unanswered since
+  // Provider frames received (stamped) but not yet handled, per party, and their bytes: a timeout is
+  // decided only once every frame that arrived before the deadline has been handled.
+  std::mutex pending_mu;  // pending and pending_bytes: the network threads add, the strand removes
+  std::array<size_t, 2> pending{};
+  std::array<size_t, 2> pending_bytes{};
+  std::weak_ptr<Live> self;  // for callbacks that come back to the strand
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   bool finished = false;  // decided (verdict sent) or dropped; no longer in live_
 };
@@ -298,13 +306,11 @@ void RefereeNode::arm(const std::shared_ptr<Live>& live) {
     live->timer.cancel();
     return;
   }
-  std::optional<GameTime> next;
+  // The next deadline or re-ask (RefereeDispute::next_wakeup), or the next reconnection.
+  std::optional<GameTime> next = live->dispute->next_wakeup();
   const auto earliest = [&](GameTime t) { next = next ? std::min(*next, t) : t; };
-  const Game& game = live->dispute->game();
-  for (int p = 0; p < 2; ++p) {
-    if (game.awaiting(p)) earliest(game.deadline(p) + std::chrono::milliseconds(1));
+  for (int p = 0; p < 2; ++p)
     if (const auto& retry = live->retry_at[static_cast<size_t>(p)]) earliest(*retry);
-  }
   if (!next) {
     live->timer.cancel();
     return;
@@ -322,6 +328,15 @@ void RefereeNode::on_timer(const std::shared_ptr<Live>& live) {
   std::lock_guard lock(live->mu);
   if (live->finished) return;
   const GameTime t = now();
+  // Frames of a party that arrived before its deadline may still wait for this strand (or, while its
+  // reading is paused, in the socket): the timeout is decided once they are handled, never before
+  // (docs/protocol.md, "Clocks"). Handling them re-arms the timer.
+  const Game& game = live->dispute->game();
+  {
+    std::lock_guard pending_lock(live->pending_mu);
+    for (int p = 0; p < 2; ++p)
+      if (game.awaiting(p) && t > game.deadline(p) && live->pending[static_cast<size_t>(p)] != 0) return;
+  }
   const double c0 = thread_cpu_seconds();
   try {
     auto out = live->dispute->on_tick(t);
@@ -384,6 +399,7 @@ uint16_t RefereeNode::listen(const std::string& host, uint16_t port) {
 std::shared_ptr<RefereeNode::Live> RefereeNode::make_live(std::unique_ptr<RefereeDispute> dispute, std::string group,
                                                           bool trusted) {
   auto live = std::make_shared<Live>(workers_->pool);
+  live->self = live;
   live->dispute = std::move(dispute);
   live->group = std::move(group);
   live->trusted = trusted;
@@ -626,7 +642,10 @@ void RefereeNode::connect_provider(const std::shared_ptr<Live>& live, int party)
     }
     if (s) {
       // Installed now, on the network thread, so no message is missed; each only stamps its arrival
-      // and hands it to the dispute's strand, holding the session's reads until it is handled.
+      // (the time its lateness is judged by) and hands it to the dispute's strand. Up to
+      // kMaxPendingBytes wait there per party: a stream is stamped as it arrives even while the strand
+      // is busy; beyond it the session's reads pause until the backlog is handled (TCP holds the
+      // sender back), and no timeout is decided for the party meanwhile (on_timer).
       std::weak_ptr<Session> session = s;
       s->set_handlers({[this, weak, party, session](Session& current, std::vector<uint8_t> bytes) {
                          const auto received = SteadyClock::now();
@@ -634,11 +653,26 @@ void RefereeNode::connect_provider(const std::shared_ptr<Live>& live, int party)
                          auto live = weak.lock();
                          auto self = session.lock();
                          if (!live || !self) return;
-                         current.set_reading(false);
-                         asio::post(live->strand, [this, live, party, self, bytes = std::move(bytes), arrived,
+                         const size_t size = bytes.size();
+                         {
+                           std::lock_guard lock(live->pending_mu);
+                           const auto i = static_cast<size_t>(party);
+                           ++live->pending[i];
+                           live->pending_bytes[i] += size;
+                           if (live->pending_bytes[i] >= kMaxPendingBytes) current.set_reading(false);
+                         }
+                         asio::post(live->strand, [this, live, party, self, size, bytes = std::move(bytes), arrived,
                                                    received]() mutable {
+                           {
+                             std::lock_guard lock(live->pending_mu);
+                             const auto i = static_cast<size_t>(party);
+                             --live->pending[i];
+                             live->pending_bytes[i] -= size;
+                             if (live->pending_bytes[i] + size >= kMaxPendingBytes &&
+                                 live->pending_bytes[i] < kMaxPendingBytes)
+                               self->set_reading(true);
+                           }
                            on_provider_message(live, party, self, std::move(bytes), arrived, received);
-                           self->set_reading(true);
                          });
                        },
                        [this, weak, party, session](Session&, const CloseInfo& info) {
@@ -737,7 +771,30 @@ void RefereeNode::deliver(Live& live, std::vector<RefereeDispute::Outgoing> out)
     auto& s = live.providers[static_cast<size_t>(o.party)];
     if (!s) continue;
     live.stats.bytes_out += o.envelope.size();
-    if (s->send(std::move(o.envelope))) live.asked[static_cast<size_t>(o.party)] = SteadyClock::now();
+    if (o.question == 0) {
+      s->send(std::move(o.envelope));
+      continue;
+    }
+    // A question's clock starts once it is written to the party's connection (docs/protocol.md,
+    // "Clocks"): the referee's own queues and commits are not the party's time.
+    auto written = [this, weak = live.self, party = o.party, question = o.question] {
+      const GameTime at = now();
+      auto l = weak.lock();
+      if (!l) return;
+      asio::post(l->strand, [this, l, party, question, at] {
+        std::lock_guard lock(l->mu);
+        if (l->finished) return;
+        try {
+          l->dispute->on_written(party, question, at);
+        } catch (const StoreError& e) {
+          drop(*l, e.what());
+          return;
+        }
+        arm(l);
+      });
+    };
+    if (s->send_and_notify(std::move(o.envelope), std::move(written)))
+      live.asked[static_cast<size_t>(o.party)] = SteadyClock::now();
   }
 }
 

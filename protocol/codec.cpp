@@ -182,9 +182,13 @@ void fields(S& s, Is<ValueAddress> auto& m) {
   s("origin", m.origin)("index", m.index)("slot", m.slot);
 }
 template <class S>
+void fields(S& s, Is<ChunkRange> auto& m) {
+  s("value", m.value)("first", m.first)("end", m.end);
+}
+template <class S>
 void fields(S& s, Is<Query> auto& m) {
   s("round", m.round)("kind", m.kind)("level", m.level)("interval", m.interval)("step", m.step)("lo", m.lo)(
-      "hi", m.hi)("indices", m.indices)("values", m.values)("clock", m.clock);
+      "hi", m.hi)("indices", m.indices)("values", m.values)("clock", m.clock)("chunks", m.chunks);
 }
 template <class S>
 void fields(S& s, Is<Children> auto& m) {

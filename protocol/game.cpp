@@ -94,7 +94,8 @@ Level Game::level_of_phase() const {
 }
 
 // Puts `q` to both parties: each one's clock gains the question's allowance and runs from now.
-std::vector<Action> Game::ask_both(Query q, GameTime now, std::chrono::milliseconds allowance) {
+std::vector<Action> Game::ask_both(Query q, GameTime now, std::chrono::milliseconds allowance,
+                                   std::chrono::milliseconds work) {
   q.round = ++round_;
   current_ = q;
   std::vector<Action> out;
@@ -102,6 +103,11 @@ std::vector<Action> Game::ask_both(Query q, GameTime now, std::chrono::milliseco
     party_[p].answer.reset();
     asked_[p] = true;
     asked_at_[p] = now;
+    heard_at_[p] = now;
+    work_[p] = work;
+    reasks_[p] = 0;
+    gap_[p].reset();
+    last_reask_[p].reset();
     clock_[p] += allowance;
     Query mine = q;
     mine.clock = clock_[p];
@@ -216,8 +222,84 @@ std::vector<Action> Game::on_resume(GameTime now) {
     if (!awaiting(p)) continue;
     // The clock restarts with the time the party had when asked: the referee's downtime is not its.
     asked_at_[p] = now;
+    heard_at_[p] = now;
+    reasks_[p] = 0;
+    gap_[p].reset();
     Query q = current_;
     q.clock = clock_[p];
+    out.push_back(SendQuery{p, std::move(q), deadline(p)});
+  }
+  return out;
+}
+
+bool Game::on_question_written(int party, GameTime at) {
+  if (!awaiting(party) || at <= asked_at_[party]) return false;
+  asked_at_[party] = at;
+  heard_at_[party] = std::max(heard_at_[party], at);
+  return true;
+}
+
+void Game::heard(int party, GameTime now, const Body& body) {
+  heard_at_[party] = std::max(heard_at_[party], now);
+  reasks_[party] = 0;
+  // A provider streams its opening in order (values in order, each chunk 0 to n − 1, then the
+  // samples): a piece still missing before this one was lost on the way, so it is asked for again
+  // without waiting for the party to fall silent.
+  std::pair<uint32_t, uint32_t> at{static_cast<uint32_t>(opening_.expected_values()), 0};
+  if (const auto* c = std::get_if<TensorChunk>(&body)) at = {c->value, c->chunk};
+  const bool gap = phase_ == Phase::OpenInputs  ? opening_.missing_before(at.first, at.second)
+                   : phase_ == Phase::OpenLog ? logs_[party].missing_before(at.first, at.second)
+                                              : false;
+  if (gap && (!gap_[party] || *gap_[party] < at)) gap_[party] = at;
+}
+
+std::optional<GameTime> Game::reask_due(int party) const {
+  if (!awaiting(party) || phase_ == Phase::Reexecute) return std::nullopt;
+  if (gap_[party]) return last_reask_[party] ? *last_reask_[party] + kReaskGapInterval : heard_at_[party];
+  // Silence: first after the question's computing time and a quarter of the base (at least
+  // kReaskSilence), then twice as long each time, at most the base.
+  const auto quarter = std::max(kReaskSilence, params_.terms.base / 4);
+  const auto wait = std::min(quarter * (int64_t{1} << std::min<uint32_t>(reasks_[party], 16)),
+                             std::max(quarter, params_.terms.base));
+  return heard_at_[party] + (reasks_[party] == 0 ? work_[party] : std::chrono::milliseconds{0}) + wait;
+}
+
+std::optional<GameTime> Game::next_reask() const {
+  std::optional<GameTime> next;
+  for (int p = 0; p < 2; ++p)
+    if (const auto due = reask_due(p)) next = next ? std::min(*next, *due) : *due;
+  return next;
+}
+
+std::vector<SendQuery> Game::reask(GameTime now) {
+  std::vector<SendQuery> out;
+  for (int p = 0; p < 2; ++p) {
+    const auto due = reask_due(p);
+    if (!due || now < *due) continue;
+    Query q = current_;
+    q.clock = std::max(clock_[p] - std::max(now - asked_at_[p], std::chrono::milliseconds{0}), std::chrono::milliseconds{0});
+    if (phase_ == Phase::OpenInputs || phase_ == Phase::OpenLog) {
+      const InputOpening& o = phase_ == Phase::OpenInputs ? opening_ : logs_[p];
+      // A gap asks for what is missing before the party's stream position (the rest may still be on its
+      // way); silence for everything missing.
+      const auto before = gap_[p].value_or(std::pair<uint32_t, uint32_t>{UINT32_MAX, 0});
+      q.chunks = o.missing(kReaskMaxRanges, before.first, before.second);
+      if (phase_ == Phase::OpenInputs && !o.samples_missing()) q.indices.clear();
+      if (phase_ == Phase::OpenInputs && o.samples_missing() && gap_[p] &&
+          before.first < static_cast<uint32_t>(o.expected_values()))
+        q.indices.clear();  // the samples come last: not skipped yet
+      if (q.chunks.empty() && (phase_ == Phase::OpenLog || q.indices.empty())) {
+        gap_[p].reset();  // the other party filled the gap meanwhile
+        continue;
+      }
+      if (q.chunks.empty()) q.values.clear();  // only the samples (no chunks listed would mean every chunk)
+    }
+    if (gap_[p])
+      gap_[p].reset();
+    else
+      ++reasks_[p];
+    heard_at_[p] = now;
+    last_reask_[p] = now;
     out.push_back(SendQuery{p, std::move(q), deadline(p)});
   }
   return out;
@@ -242,6 +324,7 @@ std::vector<Action> Game::on_message(int party, const Body& body, GameTime now, 
   if (round_of(body) != round_) return {Rejected{party, "answer for round " + std::to_string(round_of(body)) +
                                                             ", the open round is " + std::to_string(round_)}};
   now_ = std::max(now_, now);
+  if (signed_by_sender && !std::holds_alternative<TensorChunk>(body)) heard(party, now, body);
   if (now > deadline(party)) {
     // Late: the clock decides. Nothing to decide means this party had answered in time; its late
     // message is refused without effect (is_refusal), so a durable referee does not record it.
@@ -253,7 +336,8 @@ std::vector<Action> Game::on_message(int party, const Body& body, GameTime now, 
   if (ps.answer) {
     // One answer per question: the same bytes again are a replay, different bytes equivocation.
     if (phase_ == Phase::OpenInputs || phase_ == Phase::OpenLog) return {Rejected{party, "duplicate opening"}};
-    if (encode_body(*ps.answer) == encode_body(body)) return {Rejected{party, "replayed answer"}};
+    // (An answer to a question asked again, or a duplicated frame: nothing to record.)
+    if (encode_body(*ps.answer) == encode_body(body)) return {Rejected{party, "replayed answer", false, true}};
     lose(party, VerdictReason::Equivocation, "two different signed answers in round " + std::to_string(round_));
     return finish_if_lost();
   }
@@ -261,9 +345,12 @@ std::vector<Action> Game::on_message(int party, const Body& body, GameTime now, 
   std::string why;
   if (phase_ == Phase::OpenInputs) {
     const auto* samples = std::get_if<Samples>(&body);
-    switch (samples ? opening_.accept(*samples, why) : opening_.accept(std::get<TensorChunk>(body), why)) {
+    const Acceptance a = samples ? opening_.accept(*samples, why) : opening_.accept(std::get<TensorChunk>(body), why);
+    if (a == Acceptance::Taken || a == Acceptance::Redundant) heard(party, now, body);
+    switch (a) {
       case Acceptance::Taken: return collect_inputs(now);
       case Acceptance::Redundant: return {Rejected{party, "already opened", false, true}};
+      case Acceptance::Ignored: return {Rejected{party, why}};
       case Acceptance::Refused:
         if (!signed_by_sender) return needs_signature(why);  // the opening is unchanged
         lose(party, VerdictReason::BadProof, why);
@@ -272,9 +359,12 @@ std::vector<Action> Game::on_message(int party, const Body& body, GameTime now, 
   }
   if (phase_ == Phase::OpenLog) {
     // Each party opens its own log, proven against its own record: nothing is taken from the other.
-    switch (logs_[party].accept(std::get<TensorChunk>(body), why)) {
+    const Acceptance a = logs_[party].accept(std::get<TensorChunk>(body), why);
+    if (a == Acceptance::Taken || a == Acceptance::Redundant) heard(party, now, body);
+    switch (a) {
       case Acceptance::Taken: return collect_log(party, now);
       case Acceptance::Redundant: return {Rejected{party, "already opened", false, true}};
+      case Acceptance::Ignored: return {Rejected{party, "rounding log: " + why}};
       case Acceptance::Refused:
         if (!signed_by_sender) return needs_signature(why);
         lose(party, VerdictReason::BadProof, "rounding log: " + why);
@@ -435,7 +525,8 @@ std::vector<Action> Game::after_descent(GameTime now) {
     phase_ = Phase::IntervalCommit;
     // The party recomputes the interval from its checkpoint at the start.
     const uint64_t steps = checkpoints_[interval_] - checkpoints_[interval_ - 1];
-    return ask_both(query(QueryKind::CommitInterval, Level::Steps), now, allowance(params_.terms, steps, 0));
+    return ask_both(query(QueryKind::CommitInterval, Level::Steps), now, allowance(params_.terms, steps, 0),
+                    params_.terms.step * static_cast<int64_t>(steps));
   }
   if (phase_ == Phase::Steps) {
     // Leaf 0 is the agreed start, so lo_ ≥ 1: state lo_−1 agreed, state lo_ disputed.
@@ -444,7 +535,8 @@ std::vector<Action> Game::after_descent(GameTime now) {
     phase_ = Phase::StepCommit;
     // At worst from the interval's checkpoint to state t, then step t recording its nodes.
     const uint64_t steps = step_ - checkpoints_[interval_ - 1] + 1;
-    return ask_both(query(QueryKind::CommitStep, Level::Nodes), now, allowance(params_.terms, steps, 0));
+    return ask_both(query(QueryKind::CommitStep, Level::Nodes), now, allowance(params_.terms, steps, 0),
+                    params_.terms.step * static_cast<int64_t>(steps));
   }
   // Level 3: the first differing leaf is node lo_ (or the post state when lo_ == G).
   node_ = lo_;

@@ -198,6 +198,23 @@ class Game {
   /// stays the same; answers already accepted stand. No action once the game is done.
   std::vector<Action> on_resume(GameTime now);
 
+  /// The open question was written to `party`'s connection at `at` (docs/protocol.md, "Clocks"): its
+  /// clock starts then, not when the referee decided to ask, so the referee's own delays (queues,
+  /// store commits, a loaded machine) are never charged to the party. Only moves the start later;
+  /// ignored unless the party owes an answer. Returns whether it changed the game (then a durable
+  /// referee records it before the next input).
+  bool on_question_written(int party, GameTime at);
+
+  /// A lost frame is asked for again (docs/protocol.md, "Lost frames"): the open question re-sent to
+  /// each party that owes an answer and is due for it — silent since its question was written for
+  /// longer than the question's work plus kReaskSilence (doubling per re-ask, at most the terms' base),
+  /// or whose opening stream skipped a piece. Openings ask only for the missing chunks (and the samples
+  /// if they are missing). Same round, the party's clock keeps running; the game's decisions do not
+  /// change, so nothing needs recording.
+  std::vector<SendQuery> reask(GameTime now);
+  /// When reask() has something to send next; nullopt when nothing is owed.
+  std::optional<GameTime> next_reask() const;
+
   /// True while `party` owes an answer to the open round (what on_resume would re-issue to it).
   bool awaiting(int party) const {
     return !done() && party >= 0 && party <= 1 && asked_[party] && !party_[party].answer;
@@ -246,7 +263,11 @@ class Game {
   };
 
   Query query(QueryKind kind, Level level) const;  // a query about the current position
-  std::vector<Action> ask_both(Query q, GameTime now, std::chrono::milliseconds allowance);
+  // `work`: the part of `allowance` the party spends computing before it can answer.
+  std::vector<Action> ask_both(Query q, GameTime now, std::chrono::milliseconds allowance,
+                               std::chrono::milliseconds work = {});
+  std::optional<GameTime> reask_due(int party) const;
+  void heard(int party, GameTime now, const Body& body);  // a message of the open round came from `party`
   void stop_clock(int party, GameTime now);  // the referee no longer waits for `party`
   uint64_t opening_bytes() const;               // the wire size of the OpenInputs answer, about
   std::vector<Action> advance(GameTime now);
@@ -284,6 +305,20 @@ class Game {
   InputOpening opening_;               // the OpenInputs round, both parties': what is expected, what has arrived
   std::array<InputOpening, 2> logs_;   // the OpenLog round: each party's own log of node_
   std::optional<Reexecute> pending_;   // rounding-log jobs: the opened inputs, while the logs arrive
+  // Asking again (reask): not part of any decision, so not recorded or replayed.
+  std::array<GameTime, 2> heard_at_{};               // the question written, or the party's last message
+  std::array<std::chrono::milliseconds, 2> work_{};  // the open question's computing time
+  std::array<uint32_t, 2> reasks_{};                 // re-asks of the open question since the party was heard
+  std::array<std::optional<std::pair<uint32_t, uint32_t>>, 2> gap_{};  // a skipped piece before (value, chunk)
+  std::array<std::optional<GameTime>, 2> last_reask_{};
 };
+
+/// The first re-ask of a silent party comes this long (or a quarter of the terms' base, if longer)
+/// after the question's computing time (docs/protocol.md, "Lost frames").
+inline constexpr std::chrono::milliseconds kReaskSilence{250};
+/// Re-asks for a gap in an opening stream come at most this often per party.
+inline constexpr std::chrono::milliseconds kReaskGapInterval{100};
+/// The most chunk ranges one re-ask lists (the rest are asked for by the next one).
+inline constexpr size_t kReaskMaxRanges = 1024;
 
 }  // namespace tribunal

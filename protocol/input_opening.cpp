@@ -47,65 +47,83 @@ InputOpening::InputOpening(std::vector<ExpectedTensor> tensors, ExpectedSamples 
     : expected_(std::move(tensors)), expected_samples_(std::move(samples)), received_(expected_.size()) {}
 
 Acceptance InputOpening::accept(const TensorChunk& c, std::string& why) {
-  if (c.value < expected_.size() && c.chunk < received_[c.value].chunks) {
-    // Already taken: the same bytes again are redundant; other bytes cannot be the committed ones
-    // (those are held), so they are refused like any chunk that fails its proof — without hashing.
-    const Received& got = received_[c.value];
-    const uint64_t offset = uint64_t{c.chunk} * kTensorChunkBytes;
-    const uint64_t held = std::min<uint64_t>(kTensorChunkBytes, got.bytes - offset);
-    if (c.shape == expected_[c.value].shape && c.chunk_root == got.chunk_root && c.bytes.size() == held &&
-        (held == 0 || std::memcmp(got.data() + offset, c.bytes.data(), held) == 0))
-      return Acceptance::Redundant;
-    why = "tensor chunk " + std::to_string(c.chunk) + " does not match its tensor's chunk root";
-    return Acceptance::Refused;
-  }
-  if (c.value >= expected_.size() || c.chunk != received_[c.value].chunks) {
-    why = "tensor chunk out of order";
-    return Acceptance::Refused;
+  if (c.value >= expected_.size()) {
+    why = "tensor chunk of value " + std::to_string(c.value) + ", the question asks for " +
+          std::to_string(expected_.size());
+    return Acceptance::Ignored;
   }
   const ExpectedTensor& want = expected_[c.value];
   Received& got = received_[c.value];
-  if (c.chunk == 0) {
-    // The job's graph fixes every value's shape: a tensor of another shape is refused before any
-    // of its bytes is kept (its size, and so the referee's memory, follows from the shape).
-    if (c.shape != want.shape) {
-      why = "tensor shape is not the shape of the value in the job's graph";
-      return Acceptance::Refused;
-    }
-    const std::optional<uint64_t> bytes = byte_length(want.dtype, c.shape);
-    if (!bytes) {
-      why = "tensor shape out of range";
-      return Acceptance::Refused;
-    }
-    if (c.chunks != chunk_count(*bytes) ||
-        tensor_leaf_from_chunk_root(want.dtype, c.shape, *bytes, c.chunk_root) != want.hash) {
-      why = "tensor header does not match the committed tensor hash";
-      return Acceptance::Refused;
-    }
-  } else if (c.chunk_root != got.chunk_root || c.shape != want.shape) {
-    why = "tensor chunk header changed";
+  const bool f32 = want.dtype == DType::F32;
+  // The header: the job's graph fixes every value's shape, and (shape, byte length, chunk root) must
+  // hash to the committed tensor leaf. Once a chunk was accepted the header is known, and the same
+  // header needs no hashing.
+  if (c.shape != want.shape) {
+    why = "tensor shape is not the shape of the value in the job's graph";
     return Acceptance::Refused;
   }
-  const uint64_t total = *byte_length(want.dtype, want.shape);  // in range: chunk 0 was accepted
-  const uint64_t chunks = chunk_count(total), offset = uint64_t{c.chunk} * kTensorChunkBytes;
-  const uint64_t expect = std::min<uint64_t>(kTensorChunkBytes, total - std::min(total, offset));
-  if (c.chunks != chunks || c.chunk >= chunks || c.bytes.size() != expect || c.proof.index != c.chunk ||
-      c.proof.size != chunks ||
-      !verify_inclusion(tensor_chunk_hash(want.dtype, std::as_bytes(std::span(c.bytes))), c.proof, c.chunk_root)) {
+  const std::optional<uint64_t> total = byte_length(want.dtype, want.shape);
+  if (!total) {
+    why = "tensor shape out of range";
+    return Acceptance::Refused;
+  }
+  const uint64_t chunks = chunk_count(*total);
+  const bool known_header = got.header && c.chunk_root == got.chunk_root;
+  if (c.chunks != chunks || (!known_header && tensor_leaf_from_chunk_root(want.dtype, c.shape, *total, c.chunk_root) != want.hash)) {
+    why = "tensor header does not match the committed tensor hash";
+    return Acceptance::Refused;
+  }
+  if (c.chunk >= chunks) {
+    why = "tensor chunk " + std::to_string(c.chunk) + " of a tensor of " + std::to_string(chunks) + " chunks";
+    return Acceptance::Refused;
+  }
+  const uint64_t offset = uint64_t{c.chunk} * kTensorChunkBytes;
+  const uint64_t expect = std::min<uint64_t>(kTensorChunkBytes, *total - offset);
+  if (got.header && got.taken[c.chunk]) {
+    // Already taken: the same bytes again are redundant (no hashing); other bytes must fail their
+    // proof, as the committed ones are held — checked all the same, it is evidence.
+    const auto held = [&]() -> const uint8_t* {
+      if (c.chunk < got.prefix) return got.data(f32) + offset;
+      return got.pending.at(c.chunk).data();
+    }();
+    if (c.bytes.size() == expect && (expect == 0 || std::memcmp(held, c.bytes.data(), expect) == 0))
+      return Acceptance::Redundant;
+  }
+  if (c.bytes.size() != expect || c.proof.index != c.chunk || c.proof.size != chunks ||
+      !verify_inclusion(tensor_chunk_hash(want.dtype, std::as_bytes(std::span(c.bytes))), c.proof, c.chunk_root) ||
+      (got.header && got.taken[c.chunk])) {
     why = "tensor chunk " + std::to_string(c.chunk) + " does not match its tensor's chunk root";
     return Acceptance::Refused;
   }
-  // The tensor's memory is reserved once, at its first chunk, and each chunk is appended in place:
-  // no reallocation, and pages are touched only as bytes arrive, so a stream that stops early costs
-  // the referee only what it sent (docs/performance.md, "The light referee").
-  const bool f32 = want.dtype == DType::F32;
-  if (c.chunk == 0) f32 ? got.values.reserve(total / 4) : got.raw.reserve(total);
-  got.chunk_root = c.chunk_root;
-  f32 ? got.values.resize(got.values.size() + c.bytes.size() / 4) : got.raw.resize(got.raw.size() + c.bytes.size());
-  if (!c.bytes.empty()) std::memcpy(got.data() + offset, c.bytes.data(), c.bytes.size());
+  if (!got.header) {
+    // The tensor's memory is reserved once, at its first chunk, and chunks are appended in place in
+    // index order: no reallocation, and pages are touched only as bytes arrive, so a stream that stops
+    // early costs the referee only what it sent (docs/performance.md, "The light referee").
+    got.header = true;
+    got.chunk_root = c.chunk_root;
+    got.taken.assign(chunks, false);
+    f32 ? got.values.reserve(*total / 4) : got.raw.reserve(*total);
+  }
+  got.taken[c.chunk] = true;
   got.bytes += c.bytes.size();
-  ++got.chunks;
+  if (c.chunk != got.prefix) {
+    got.pending.emplace(c.chunk, c.bytes);  // a later chunk came first: held until the prefix reaches it
+    return Acceptance::Taken;
+  }
+  append(want, got, c.bytes);
+  while (!got.pending.empty() && got.pending.begin()->first == got.prefix) {
+    append(want, got, got.pending.begin()->second);
+    got.pending.erase(got.pending.begin());
+  }
   return Acceptance::Taken;
+}
+
+void InputOpening::append(const ExpectedTensor& want, Received& got, const std::vector<uint8_t>& bytes) {
+  const bool f32 = want.dtype == DType::F32;
+  const uint64_t offset = uint64_t{got.prefix} * kTensorChunkBytes;
+  f32 ? got.values.resize(got.values.size() + bytes.size() / 4) : got.raw.resize(got.raw.size() + bytes.size());
+  if (!bytes.empty()) std::memcpy(got.data(f32) + offset, bytes.data(), bytes.size());
+  ++got.prefix;
 }
 
 Acceptance InputOpening::accept(const Samples& s, std::string& why) {
@@ -138,12 +156,33 @@ Acceptance InputOpening::accept(const Samples& s, std::string& why) {
 }
 
 bool InputOpening::complete() const {
-  if (expected_samples_.needed && !samples_) return false;
-  for (size_t v = 0; v < expected_.size(); ++v)
-    if (received_[v].chunks == 0 || received_[v].bytes != *byte_length(expected_[v].dtype, expected_[v].shape))
-      return false;
+  if (samples_missing()) return false;
+  for (const Received& r : received_)
+    if (!r.header || r.prefix != r.taken.size()) return false;
   return true;
 }
+
+std::vector<ChunkRange> InputOpening::missing(size_t max_ranges, uint32_t before_value, uint32_t before_chunk) const {
+  std::vector<ChunkRange> out;
+  for (uint32_t v = 0; v < expected_.size() && v <= before_value && out.size() < max_ranges; ++v) {
+    const Received& r = received_[v];
+    const uint32_t chunks = static_cast<uint32_t>(chunk_count(*byte_length(expected_[v].dtype, expected_[v].shape)));
+    const uint32_t stop = v < before_value ? chunks : std::min(chunks, before_chunk);
+    for (uint32_t c = r.header ? r.prefix : 0; c < stop && out.size() < max_ranges;) {
+      if (r.header && r.taken[c]) {
+        ++c;
+        continue;
+      }
+      uint32_t end = c;
+      while (end < stop && !(r.header && r.taken[end])) ++end;
+      out.push_back({v, c, end});
+      c = end;
+    }
+  }
+  return out;
+}
+
+bool InputOpening::missing_before(uint32_t value, uint32_t chunk) const { return !missing(1, value, chunk).empty(); }
 
 void InputOpening::restart() {
   received_.assign(expected_.size(), {});

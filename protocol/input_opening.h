@@ -5,18 +5,22 @@
 //
 // Both parties are asked, and both stream into the one opening: the inputs are the same committed
 // bytes whoever sends them, so each chunk is checked and kept once, from whichever party sends it
-// first. The same chunk from the other party is redundant: compared with the bytes held (no hashing),
-// not kept, not held against anyone; a chunk already taken whose bytes differ is refused, as it could
-// not pass its proof. Each party streams in order, 0 to n − 1, so a chunk is the next one the opening
-// needs, an earlier one (redundant or refused), or out of order. Chunk 0 carries the header: its shape must be the
-// value's shape in the job's graph, at most kMaxOpenedElements elements, and (shape, byte length,
-// chunk root) must hash to the committed tensor leaf (docs/commitments.md) — all checked before any byte
-// is kept, so the referee's memory follows from the job's graph, not from the sender. Every chunk then
-// has exactly its share of kTensorChunkBytes and an inclusion proof under that chunk root.
+// first. The same chunk again (from either party) is redundant: compared with the bytes held (no
+// hashing), not kept, not held against anyone.
+//
+// Only a false signed statement is evidence (docs/protocol.md, "Lost frames"): chunks are reassembled
+// by their index, in any order, so a chunk that never came, came late, twice or out of order is never
+// held against anyone — it is missing(), and the game asks for it again. A chunk is refused (evidence
+// against its sender) only when it fails its own proof under the committed tensor leaf: its header
+// (shape, chunk count, chunk root) does not hash to the leaf, its shape is not the value's shape in the
+// job's graph (at most kMaxOpenedElements elements), or its bytes are not its share of the tensor with
+// an inclusion proof under the chunk root. All of it is checked before any byte is kept, so the
+// referee's memory follows from the job's graph, not from the sender.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -65,9 +69,10 @@ struct OpenedInputs {
 
 /// What InputOpening::accept did with a piece of the opening.
 enum class Acceptance : uint8_t {
-  Taken,      ///< checked and kept: it was the next piece the opening needed
+  Taken,      ///< checked and kept: a piece the opening still needed
   Redundant,  ///< the very bytes already received (from either party): ignored, no evidence
-  Refused,    ///< does not match the commitments or comes out of order: evidence against its sender
+  Ignored,    ///< names no piece of this opening (a value index beyond the question): no evidence
+  Refused,    ///< fails its own proof under the committed tensor leaf or data-set root: evidence
 };
 
 /// Receives one OpenInputs round from both parties. accept() refuses (Refused, with the reason in
@@ -80,7 +85,8 @@ class InputOpening {
   /// Waits for `tensors` (TensorChunk.value indexes this list) and the rows of `samples`.
   InputOpening(std::vector<ExpectedTensor> tensors, ExpectedSamples samples);
 
-  /// Checks and keeps the next chunk of tensor `chunk.value` (see the file comment for the rules).
+  /// Checks and keeps chunk `chunk.chunk` of tensor `chunk.value`, whatever the order of arrival (see
+  /// the file comment for the rules).
   Acceptance accept(const TensorChunk& chunk, std::string& why);
   /// Checks and keeps the samples: exactly the rows asked for, in order, each with the data set's
   /// label width and an inclusion proof against dataset_root. Once samples were taken, the same
@@ -89,6 +95,18 @@ class InputOpening {
 
   /// True once every tensor has all its chunks and, when needed, the samples have come.
   bool complete() const;
+  /// The chunks not received yet that a provider streams before chunk `before_chunk` of value
+  /// `before_value` (by default: all), as at most `max_ranges` ranges in (value, chunk) order.
+  std::vector<ChunkRange> missing(size_t max_ranges, uint32_t before_value = UINT32_MAX,
+                                  uint32_t before_chunk = 0) const;
+  /// The number of tensors asked for.
+  size_t expected_values() const { return expected_.size(); }
+  /// Whether the samples are still wanted.
+  bool samples_missing() const { return expected_samples_.needed && !samples_; }
+  /// Whether a piece that a provider streams before chunk `chunk` of value `value` is still missing
+  /// (providers stream values in order, each chunk 0 to n − 1, then the samples: value = the tensor
+  /// count, chunk 0). A party whose stream skipped a piece has lost a frame on the way.
+  bool missing_before(uint32_t value, uint32_t chunk) const;
   /// Forgets everything received (the question is asked again and the stream restarts whole).
   void restart();
   /// Tensor bytes accepted so far, across all tensors.
@@ -98,14 +116,18 @@ class InputOpening {
 
  private:
   struct Received {
-    uint32_t chunks = 0;    // chunks accepted so far
-    uint64_t bytes = 0;     // bytes accepted so far
-    Digest chunk_root{};    // from chunk 0
-    std::vector<float> values;  // F32: sized at chunk 0 from the checked shape, filled chunk by chunk
-    std::vector<uint8_t> raw;   // Trits: the same, as bytes
-    uint8_t* data() { return raw.empty() ? reinterpret_cast<uint8_t*>(values.data()) : raw.data(); }
-    const uint8_t* data() const { return raw.empty() ? reinterpret_cast<const uint8_t*>(values.data()) : raw.data(); }
+    bool header = false;         // a chunk was accepted: chunk_root and `taken` are set
+    Digest chunk_root{};         // of the committed tensor (its header hashes to the tensor leaf)
+    std::vector<bool> taken;     // per chunk
+    uint32_t prefix = 0;         // chunks [0, prefix) are in place in values/raw
+    uint64_t bytes = 0;          // bytes accepted so far (in place and pending)
+    std::vector<float> values;   // F32: reserved at the first chunk from the checked shape, filled in order
+    std::vector<uint8_t> raw;    // Trits: the same, as bytes
+    std::map<uint32_t, std::vector<uint8_t>> pending;  // accepted chunks beyond the prefix, until it reaches them
+    uint8_t* data(bool f32) { return f32 ? reinterpret_cast<uint8_t*>(values.data()) : raw.data(); }
+    const uint8_t* data(bool f32) const { return f32 ? reinterpret_cast<const uint8_t*>(values.data()) : raw.data(); }
   };
+  void append(const ExpectedTensor& want, Received& got, const std::vector<uint8_t>& bytes);
 
   std::vector<ExpectedTensor> expected_;
   ExpectedSamples expected_samples_;

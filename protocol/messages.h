@@ -107,6 +107,14 @@ struct ValueAddress {
   bool operator==(const ValueAddress&) const = default;
 };
 
+/// Chunks [first, end) of opened value `value` (TensorChunk.value and .chunk numbering).
+struct ChunkRange {
+  uint32_t value = 0;
+  uint32_t first = 0;
+  uint32_t end = 0;
+  bool operator==(const ChunkRange&) const = default;
+};
+
 /// referee → provider. `round` numbers the referee's questions in one dispute; every answer repeats
 /// it, so a stale or replayed answer is refused.
 struct Query {
@@ -122,6 +130,9 @@ struct Query {
   /// plus this question's allowance (docs/protocol.md, "Clocks"). Informational: the referee's clock
   /// decides. On the wire: u64 milliseconds.
   std::chrono::milliseconds clock{0};
+  /// OpenInputs and OpenLog asked again (docs/protocol.md, "Lost frames"): only these chunks are
+  /// wanted, and the samples only when `indices` is not empty. Empty: the whole opening.
+  std::vector<ChunkRange> chunks;
 };
 
 /// provider → referee: the children of node [lo, hi), in answer to a QueryKind::Children query. A

@@ -110,7 +110,8 @@ void check_dispute_cost(const DisputeCost& cost, const DisputeLimits& limits) {
 }
 
 std::vector<uint8_t> RefereeDispute::seal_next(const Body& body) {
-  ++sequence_;
+  sequence_ = ((sequence_ >> kReaskSequenceBits) + 1) << kReaskSequenceBits;
+  reask_sub_ = 0;
   // A replayed query was sent by the lost process; resume() re-issues what is still open.
   if (replaying_ && std::holds_alternative<Query>(body)) return {};
   return seal(key_, dispute_id_, sequence_, body);
@@ -195,6 +196,10 @@ std::unique_ptr<RefereeDispute> RefereeDispute::replay(const KeyPair& referee_ke
         if (!d->done()) throw diverged("the tick decides nothing");
         break;
       case DisputeInput::Kind::Resume: d->resume(in.at); break;
+      case DisputeInput::Kind::Asked:
+        if (in.party < 0 || in.party > 1) throw diverged("party out of range");
+        if (!d->game_->on_question_written(in.party, in.at)) throw diverged("the question was not open");
+        break;
       default: throw diverged("unknown input kind");
     }
   }
@@ -214,7 +219,12 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::on_envelope(int party, con
   if (party < 0 || party > 1) return refuse("not a party of this dispute");
   if (env.sender != party_keys_[static_cast<size_t>(party)]) return refuse("not signed by the party's claim key");
   if (env.context != dispute_id_) return refuse("for another dispute");
-  if (env.sequence <= last_sequence_[static_cast<size_t>(party)]) return refuse("stale sequence number (replay)");
+  // Opened pieces are taken by their index, once: a replayed one is redundant, and one that comes
+  // after a later envelope of the party (reordered, or the answer to a re-ask) is still wanted
+  // (docs/protocol.md, "Lost frames"). Every other answer must be newer than the last one accepted.
+  const bool piece = std::holds_alternative<TensorChunk>(env.body) || std::holds_alternative<Samples>(env.body);
+  if (!piece && env.sequence <= last_sequence_[static_cast<size_t>(party)])
+    return refuse("stale sequence number (replay)");
   bool authenticated = env.signature_checked;
   auto actions = game_->on_message(party, env.body, now, authenticated);
   if (is_refusal(actions) && std::get<Rejected>(actions.front()).needs_signature) {
@@ -230,7 +240,8 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::on_envelope(int party, con
   }
   // Only the party's own signature moves its sequence on: an unsigned copy of its chunk (from
   // anyone on the path) must not make the party's next envelopes look stale.
-  if (authenticated) last_sequence_[static_cast<size_t>(party)] = env.sequence;
+  if (authenticated)
+    last_sequence_[static_cast<size_t>(party)] = std::max(last_sequence_[static_cast<size_t>(party)], env.sequence);
   const bool redundant = is_refusal(actions) && std::get<Rejected>(actions.front()).redundant;
   refused_by_game_ = is_refusal(actions) && !redundant;
   if (redundant) return {};  // the other party's opening came first: nothing to record or report
@@ -254,10 +265,36 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::on_envelope(int party, con
 std::vector<RefereeDispute::Outgoing> RefereeDispute::on_tick(GameTime now) {
   if (done()) return {};
   auto actions = game_->on_tick(now);
-  if (actions.empty()) return {};
+  if (actions.empty()) {
+    std::vector<Outgoing> out;
+    if (replaying_) return out;
+    for (SendQuery& q : game_->reask(now)) {
+      if (reask_sub_ + 1 >= (uint64_t{1} << kReaskSequenceBits)) break;  // asked enough: the clock decides
+      const uint64_t sequence = (sequence_ & ~((uint64_t{1} << kReaskSequenceBits) - 1)) | ++reask_sub_;
+      out.push_back({q.party, seal(key_, dispute_id_, sequence, q.query)});
+    }
+    return out;
+  }
   auto out = handle(std::move(actions), now);
   record({DisputeInput::Kind::Tick, 0, {}, now});
   return out;
+}
+
+void RefereeDispute::on_written(int party, uint64_t question, GameTime at) {
+  if (done() || party < 0 || party > 1 || question == 0 || question != question_sequence_[static_cast<size_t>(party)])
+    return;
+  if (game_->on_question_written(party, at)) record({DisputeInput::Kind::Asked, party, {}, at});
+}
+
+std::optional<GameTime> RefereeDispute::next_wakeup() const {
+  if (done()) return std::nullopt;
+  std::optional<GameTime> next = game_->next_reask();
+  for (int p = 0; p < 2; ++p)
+    if (game_->awaiting(p)) {
+      const GameTime d = game_->deadline(p) + std::chrono::milliseconds(1);
+      next = next ? std::min(*next, d) : d;
+    }
+  return next;
 }
 
 std::vector<Action> RefereeDispute::reexecute(const Reexecute& rx, GameTime now) {
@@ -311,8 +348,9 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::handle(std::vector<Action>
           last_logged_round_ = q->query.round;
           emit(describe(q->query));
         }
-        out.push_back({q->party, seal_next(q->query)});
+        out.push_back({q->party, seal_next(q->query), sequence_});
         last_query_[static_cast<size_t>(q->party)] = out.back().envelope;
+        question_sequence_[static_cast<size_t>(q->party)] = sequence_;
         if (replaying_) out.pop_back();
       } else if (auto* rx = std::get_if<Reexecute>(&a)) {
         emit(fmt::format("re-executing node {} ({}) of step {} {}", rx->node, op_label(rx->spec.op), rx->step,

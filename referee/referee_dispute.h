@@ -64,6 +64,10 @@ struct DisputeOptions {
   std::optional<DisputeLimits> limits;
 };
 
+/// Low bits of the referee's sequence numbers that count the re-asks of one question: the k-th
+/// message the referee signs for recorded inputs has sequence k · 2^12, its re-asks k · 2^12 + 1, ….
+inline constexpr int kReaskSequenceBits = 12;
+
 /// Re-execution attempts before a dispute ends undecided with VerdictReason::RefereeFault.
 inline constexpr int kReexecuteAttempts = 3;
 
@@ -75,6 +79,7 @@ struct DisputeInput {
     Envelope = 2,  ///< an envelope from `party` (0 or 1) that the game accepted
     Tick = 3,      ///< a clock check at `at` that changed the game (someone forfeited)
     Resume = 4,    ///< the referee resumed the dispute at `at` (Game::on_resume)
+    Asked = 5,     ///< the open question was written to `party`'s connection at `at` (Game::on_question_written)
   };
   Kind kind = Kind::Open;
   int party = 0;
@@ -102,6 +107,9 @@ class RefereeDispute {
   struct Outgoing {
     int party;
     std::vector<uint8_t> envelope;
+    /// Non-zero for a question sent the first time: its sequence number, to report to on_written()
+    /// once the envelope has been written to the party's connection.
+    uint64_t question = 0;
   };
 
   /// The first questions; also the DisputeOpen forwarded to both providers, so they know the job.
@@ -115,8 +123,20 @@ class RefereeDispute {
   /// Reports an Envelope input when the game accepted it.
   std::vector<Outgoing> on_envelope(int party, const Envelope& env, GameTime now, std::string* refused = nullptr);
 
-  /// Checks deadlines; reports a Tick input when a party forfeited.
+  /// Checks deadlines; reports a Tick input when a party forfeited. Otherwise asks again what a
+  /// party owes and is due for (Game::reask; docs/protocol.md, "Lost frames"): not an input, nothing
+  /// is reported. The re-asks are numbered between the question's sequence number and the next one's
+  /// (kReaskSequenceBits), so the sequence numbers of every recorded input's messages stay a function
+  /// of the record.
   std::vector<Outgoing> on_tick(GameTime now);
+
+  /// The question with sequence `question` (an Outgoing's) was written to `party`'s connection at
+  /// `at`: the party's clock starts then (Game::on_question_written). Reports an Asked input when it
+  /// changed the game.
+  void on_written(int party, uint64_t question, GameTime at);
+
+  /// When on_tick() has something to do next: the earliest deadline (plus 1 ms) or re-ask.
+  std::optional<GameTime> next_wakeup() const;
 
   /// Resumes the dispute after a restart: re-issues the open questions with fresh (higher) sequence
   /// numbers and clocks restarted from `now` (Game::on_resume). Reports a Resume input.
@@ -156,7 +176,7 @@ class RefereeDispute {
   const JobOracle& oracle() const { return *oracle_; }
   /// What this dispute can cost the referee, derived from its job text (engine/cost.h; no graph is built).
   const DisputeCost& cost() const { return cost_; }
-  /// The last sequence number the referee signed in this dispute.
+  /// The last sequence number the referee signed in this dispute (re-asks aside: see on_tick).
   uint64_t sequence() const { return sequence_; }
   /// The client's DisputeOpen envelope.
   const std::vector<uint8_t>& open_envelope_bytes() const { return open_bytes_; }
@@ -168,6 +188,8 @@ class RefereeDispute {
   std::vector<Outgoing> handle(std::vector<Action> actions, GameTime now);
   std::vector<Action> reexecute(const Reexecute& rx, GameTime now);
   std::vector<uint8_t> seal_next(const Body& body);
+  uint64_t reask_sub_ = 0;                              // re-asks sealed since the last seal_next
+  std::array<uint64_t, 2> question_sequence_{};         // the open question's sequence, per party
   void emit(std::string text);
   void record(DisputeInput input);
 

@@ -602,3 +602,123 @@ TEST_CASE("rounding log: on resume during OpenLog only a party whose log is inco
   CHECK(rx.logs[0] == std::vector<uint8_t>{0});
   CHECK(rx.logs[1] == std::vector<uint8_t>{2});
 }
+
+// Lost frames (docs/protocol.md, "Lost frames"): the honest party's answer to round `r`, or the
+// question of round `r` to it, never arrives once; the referee asks again after the party's silence,
+// and the honest party still wins, whichever round it was and whichever seat it has.
+TEST_CASE("lost frames: a dropped question or answer of any round is asked again and the honest party wins") {
+  for (int honest_seat = 0; honest_seat < 2; ++honest_seat)
+    for (uint32_t lost_round = 1; lost_round <= 12; ++lost_round)
+      for (const bool lose_question : {false, true}) {
+        CAPTURE(honest_seat);
+        CAPTURE(lost_round);
+        CAPTURE(lose_question);
+        CounterOracle oracle(3);
+        const CounterProvider honest{6, 2, 3}, liar{6, 2, 3, Fault{{}, 3, 2}};
+        const CounterProvider* providers[2] = {honest_seat == 0 ? &honest : &liar, honest_seat == 0 ? &liar : &honest};
+        GameParams params;
+        params.steps = 6;
+        params.stride = 2;
+        params.claims = {providers[0]->claim(params.job_id), providers[1]->claim(params.job_id)};
+        Game game(params, oracle);
+        GameTime now{};
+        bool lost = false, reasked = false;
+        QueryKind lost_kind = QueryKind::Children;
+        Verdict verdict;
+        std::vector<Action> pending = game.start(now);
+        for (int guard = 0; guard < 1000 && !game.done(); ++guard) {
+          if (pending.empty()) {
+            // Nothing to deliver: time passes to the next re-ask (or deadline).
+            REQUIRE(game.next_reask());
+            now = std::max(now, *game.next_reask());
+            for (const SendQuery& q : game.reask(now)) {
+              reasked = true;
+              CHECK(q.query.round == game.rounds());
+              pending.push_back(q);
+            }
+            if (pending.empty()) pending = game.on_tick(now);
+            continue;
+          }
+          std::vector<Action> next;
+          for (const Action& a : pending) {
+            if (const auto* q = std::get_if<SendQuery>(&a)) {
+              const bool drop = !lost && q->party == honest_seat && q->query.round == lost_round;
+              if (drop) lost_kind = q->query.kind;
+              if (drop && lose_question) {
+                lost = true;
+                continue;
+              }
+              for (const Body& b : providers[q->party]->answer(q->query)) {
+                if (drop) {
+                  lost = true;  // the answer's first frame never arrives
+                  continue;
+                }
+                if (!game.awaiting(q->party)) break;
+                auto more = game.on_message(q->party, b, now);
+                if (is_refusal(more)) {
+                  CHECK(std::get<Rejected>(more.front()).redundant);
+                  continue;
+                }
+                next.insert(next.end(), more.begin(), more.end());
+              }
+            } else if (const auto* rx = std::get_if<Reexecute>(&a)) {
+              auto more = game.on_reexecuted(std::vector<Digest>{scalar_leaf(rx->inputs[0][0] + 1.0f)}, now);
+              next.insert(next.end(), more.begin(), more.end());
+            } else if (const auto* f = std::get_if<Finished>(&a)) {
+              verdict = f->verdict;
+            }
+          }
+          pending = std::move(next);
+        }
+        for (const Action& a : pending)
+          if (const auto* f = std::get_if<Finished>(&a)) verdict = f->verdict;
+        REQUIRE(game.done());
+        if (lost_round > game.rounds()) continue;  // the dispute ended before that round
+        CHECK(lost);
+        // A lost piece of an opening may come from the other party instead: then nothing is asked again.
+        CHECK((reasked || lost_kind == QueryKind::OpenInputs));
+        CHECK(verdict.reason == VerdictReason::WrongOutput);
+        CHECK(verdict.winners == std::vector<uint8_t>{static_cast<uint8_t>(honest_seat)});
+        CHECK(verdict.clocks[static_cast<size_t>(honest_seat)] > std::chrono::milliseconds{0});
+      }
+}
+
+TEST_CASE("clocks: a question's clock starts when it is written to the party, not when it was decided") {
+  const OpeningDispute d;
+  Game game(d.params, d.oracle);
+  const GameTime t0 = at(1000);
+  game.start(t0);
+  const GameTime asked = game.deadline(0);
+  CHECK(asked == t0 + d.params.terms.base);
+  // The referee was slow to write party 0's question (its queues, a store commit): 4 s later.
+  CHECK(game.on_question_written(0, t0 + std::chrono::milliseconds{4000}));
+  CHECK(game.deadline(0) == asked + std::chrono::milliseconds{4000});
+  CHECK(game.deadline(1) == asked);
+  CHECK_FALSE(game.on_question_written(0, t0 + std::chrono::milliseconds{3000}));  // never earlier
+  // The party answers 9 s after the question was written: within its 10 s, so it is not charged for the
+  // referee's 4 s (judged from the decision, it would have been 13 s: a timeout).
+  const auto answers = d.providers[0]->answer(game.current_query());
+  const auto more = game.on_message(0, answers.at(0), t0 + std::chrono::milliseconds{13000});
+  CHECK_FALSE(is_refusal(more));
+  CHECK(game.on_tick(t0 + std::chrono::milliseconds{13000}).empty() == false);  // party 1 never answered: it loses on time
+}
+
+TEST_CASE("re-asks: a silent party is asked again after the question's work and a quarter of the base, doubling") {
+  const OpeningDispute d;
+  Game game(d.params, d.oracle);
+  const GameTime t0 = at(0);
+  game.start(t0);
+  const auto base = d.params.terms.base;  // 10 s
+  REQUIRE(game.next_reask() == t0 + base / 4);
+  CHECK(game.reask(t0 + base / 4 - std::chrono::milliseconds{1}).empty());
+  auto re = game.reask(t0 + base / 4);
+  REQUIRE(re.size() == 2);  // both silent
+  CHECK(re[0].query.round == 1);
+  CHECK(re[0].query.clock == base - base / 4);  // what is left of the clock
+  CHECK(game.next_reask() == t0 + base / 4 + base / 2);  // doubled
+  // An answer from party 0: its re-asks stop; party 1's go on.
+  game.on_message(0, d.providers[0]->answer(game.current_query()).at(0), t0 + std::chrono::milliseconds{3000});
+  re = game.reask(t0 + base / 4 + base / 2);
+  REQUIRE(re.size() == 1);
+  CHECK(re[0].party == 1);
+}

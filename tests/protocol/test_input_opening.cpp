@@ -1,9 +1,11 @@
-// The referee's reassembly of opened inputs (protocol/input_opening.h; docs/protocol.md, "The game"):
-// chunk order (a chunk already received, from either party, is redundant), the graph's shape checked
+// The referee's reassembly of opened inputs (protocol/input_opening.h; docs/protocol.md, "The game",
+// "Lost frames"): chunks by index in any order (a chunk already received, from either party, is
+// redundant; a gap is missing, never evidence), the graph's shape checked
 // at chunk 0 before any byte is kept, the element limit, per-chunk proofs against the committed tensor
 // hash, samples against the data set, completion.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <span>
 #include <vector>
@@ -55,6 +57,7 @@ std::string refusal(InputOpening& o, const M& m) {
   switch (o.accept(m, why)) {
     case Acceptance::Taken: return "";
     case Acceptance::Redundant: return "redundant";
+    case Acceptance::Ignored: return "ignored: " + why;
     case Acceptance::Refused: break;
   }
   return why.empty() ? "refused without a reason" : why;
@@ -75,7 +78,7 @@ TEST_CASE("input opening: a multi-chunk tensor in order reassembles bit for bit;
   CHECK(o.bytes_held() == 120000);
   TensorChunk extra = t.chunks[1];
   extra.chunk = 2;
-  CHECK(refusal(o, extra) == "tensor chunk 2 does not match its tensor's chunk root");
+  CHECK(refusal(o, extra) == "tensor chunk 2 of a tensor of 2 chunks");
 
   OpenedInputs in = o.take();
   REQUIRE(in.tensors.size() == 1);
@@ -86,32 +89,60 @@ TEST_CASE("input opening: a multi-chunk tensor in order reassembles bit for bit;
   CHECK(o.bytes_held() == 0);  // the data moved out
 }
 
-TEST_CASE("input opening: chunks out of order or of an unknown value are refused; received ones are redundant") {
+TEST_CASE("input opening: chunks reassemble by index in any order; a gap is missing, not evidence") {
   const Streamed t = stream({2, 20000});  // 160000 bytes: 3 chunks
   REQUIRE(t.chunks.size() == 3);
   InputOpening o = expecting({&t});
-  CHECK(refusal(o, t.chunks[1]) == "tensor chunk out of order");
-  CHECK(o.bytes_held() == 0);
+  CHECK(o.missing(16) == std::vector<ChunkRange>{{0, 0, 3}});
+  // Chunk 0 lost on the way: chunk 1 is taken all the same, and chunk 0 is what is missing before it.
+  CHECK(refusal(o, t.chunks[1]) == "");
+  CHECK(o.bytes_held() == kTensorChunkBytes);
+  CHECK(o.missing_before(0, 1));
+  CHECK_FALSE(o.missing_before(0, 0));
+  CHECK(o.missing(16) == std::vector<ChunkRange>{{0, 0, 1}, {0, 2, 3}});
+  CHECK(o.missing(16, 0, 2) == std::vector<ChunkRange>{{0, 0, 1}});  // before the stream's position only
+  CHECK(o.missing(1) == std::vector<ChunkRange>{{0, 0, 1}});
   TensorChunk other_value = t.chunks[0];
   other_value.value = 1;
-  CHECK(refusal(o, other_value) == "tensor chunk out of order");
-  CHECK(refusal(o, t.chunks[0]) == "");
-  CHECK(refusal(o, t.chunks[0]) == "redundant");  // chunk 0 again (from either party): ignored
-  CHECK(refusal(o, t.chunks[2]) == "tensor chunk out of order");  // skips chunk 1
-  CHECK(refusal(o, t.chunks[1]) == "");
-  // An earlier chunk with other bytes cannot be the committed one (that one is held): refused.
+  CHECK(refusal(o, other_value) == "ignored: tensor chunk of value 1, the question asks for 1");
+  CHECK(refusal(o, t.chunks[1]) == "redundant");  // chunk 1 again (from either party, or duplicated): ignored
+  CHECK(refusal(o, t.chunks[2]) == "");
+  CHECK_FALSE(o.complete());
+  CHECK(refusal(o, t.chunks[0]) == "");  // asked again: the gap closes, the held chunks move in place
+  CHECK(o.complete());
+  CHECK(o.missing(16).empty());
+  // A chunk with other bytes than the ones held fails its own proof: refused (evidence).
   TensorChunk garbled = t.chunks[1];
   garbled.bytes[0] ^= 1;
   CHECK(refusal(o, garbled) == "tensor chunk 1 does not match its tensor's chunk root");
   TensorChunk rerooted = t.chunks[0];
   rerooted.chunk_root[3] ^= 1;
-  CHECK(refusal(o, rerooted) == "tensor chunk 0 does not match its tensor's chunk root");
-  CHECK(refusal(o, t.chunks[1]) == "redundant");
-  CHECK(refusal(o, t.chunks[2]) == "");
-  CHECK(o.complete());
+  CHECK(refusal(o, rerooted) == "tensor header does not match the committed tensor hash");
+  TensorChunk extra = t.chunks[2];
+  extra.chunk = 3;
+  CHECK(refusal(o, extra) == "tensor chunk 3 of a tensor of 3 chunks");
   const OpenedInputs in = o.take();
   REQUIRE(in.tensors.size() == 1);
   CHECK(std::memcmp(in.tensors[0].values.data(), t.values.data(), t.values.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("input opening: every arrival order of a tensor's chunks reassembles the same bits") {
+  const Streamed t = stream({4, 20000});  // 320000 bytes: 5 chunks
+  REQUIRE(t.chunks.size() == 5);
+  std::vector<size_t> order{0, 1, 2, 3, 4};
+  int orders = 0;
+  do {
+    InputOpening o = expecting({&t});
+    for (size_t k = 0; k < order.size(); ++k) {
+      REQUIRE(refusal(o, t.chunks[order[k]]) == "");
+      CHECK(o.complete() == (k + 1 == order.size()));
+    }
+    const OpenedInputs in = o.take();
+    REQUIRE(in.tensors[0].values.size() == t.values.size());
+    CHECK(std::memcmp(in.tensors[0].values.data(), t.values.data(), t.values.size() * sizeof(float)) == 0);
+    ++orders;
+  } while (std::next_permutation(order.begin(), order.end()));
+  CHECK(orders == 120);
 }
 
 TEST_CASE("input opening: a shape other than the graph's is refused at chunk 0, before any byte is kept") {
@@ -131,10 +162,10 @@ TEST_CASE("input opening: a shape other than the graph's is refused at chunk 0, 
   REQUIRE(refusal(o, big.chunks[0]) == "");
   TensorChunk reshaped = big.chunks[1];
   reshaped.shape = {20000, 2};
-  CHECK(refusal(o, reshaped) == "tensor chunk header changed");
+  CHECK(refusal(o, reshaped) == "tensor shape is not the shape of the value in the job's graph");
   TensorChunk rerooted = big.chunks[1];
   rerooted.chunk_root[0] ^= 1;
-  CHECK(refusal(o, rerooted) == "tensor chunk header changed");
+  CHECK(refusal(o, rerooted) == "tensor header does not match the committed tensor hash");
   CHECK(o.bytes_held() == kTensorChunkBytes);
 }
 

@@ -290,7 +290,8 @@ TEST_CASE("wire: known-answer encoding of a Query body") {
   q.indices = {1, 0x0203};
   q.values = {ValueAddress{ValueOrigin::NodeOutput, 9, 2}};  // origin 2
   q.clock = std::chrono::milliseconds(30000);                // 0x7530
-  // Fields in declaration order, little-endian (83 bytes):
+  q.chunks = {ChunkRange{1, 2, 5}};                          // a re-ask: chunks [2, 5) of value 1
+  // Fields in declaration order, little-endian (99 bytes):
   const std::string expected = std::string("07000000")  // round u32 = 7
                                + "05"                   // kind u8 = OpenInputs
                                + "03"                   // level u8 = Nodes
@@ -305,9 +306,13 @@ TEST_CASE("wire: known-answer encoding of a Query body") {
                                + "02"                   //   values[0].origin u8 = NodeOutput
                                + "0900000000000000"     //   values[0].index u64 = 9
                                + "02000000"             //   values[0].slot u32 = 2
-                               + "3075000000000000";    // clock u64 ms = 30000 = 0x7530
+                               + "3075000000000000"     // clock u64 ms = 30000 = 0x7530
+                               + "01000000"             // chunks: u32 count = 1
+                               + "01000000"             //   chunks[0].value u32 = 1
+                               + "02000000"             //   chunks[0].first u32 = 2
+                               + "05000000";            //   chunks[0].end u32 = 5
   const Bytes enc = encode_body(q);
-  CHECK(enc.size() == 83);
+  CHECK(enc.size() == 99);
   CHECK(to_hex(enc) == expected);
 }
 
