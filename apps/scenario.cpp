@@ -1,6 +1,7 @@
 // `tribunal scenario run FILE... [--json]`: plays cheater scenario scripts over real loopback
 // WebSocket connections and checks each outcome against its expectation (docs/scenarios.md).
 // `tribunal scenario graph JOB.toml`: the node table of a job's step graph, to pick a `node = N`.
+// `tribunal scenario faults [--games N] [--seed S]`: the network-fault campaign (scenarios/fault_campaign.h).
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -13,6 +14,7 @@
 #include "engine/step.h"
 #include "net/error.h"
 #include "nodes/train_set.h"
+#include "scenarios/fault_campaign.h"
 #include "scenarios/runner.h"
 
 namespace tribunal::cli {
@@ -126,6 +128,45 @@ int run_scenarios(RunSettings& settings) {
   return passed == list.size() ? 0 : 1;
 }
 
+// `scenario faults`: prints one line per game, then a summary (or JSON); exit 1 unless every game's
+// honest provider won with its faults acting.
+int run_faults(scenarios::FaultCampaignOptions o, bool json) {
+  set_net_log_sink([](std::string_view) {});
+  FILE* human = json ? stderr : stdout;
+  o.progress = [human](const std::string& line) {
+    std::fprintf(human, "%s\n", line.c_str());
+    std::fflush(human);
+  };
+  const auto started = std::chrono::steady_clock::now();
+  const scenarios::FaultCampaignReport r = scenarios::run_fault_campaign(o);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  std::fprintf(human,
+               "%zu games (seed %llu, %d CPU hogs) in %.0f s: %zu honest losses, %zu cheater claims accepted, %zu "
+               "games whose faults never acted, %zu errors\n",
+               r.games.size(), static_cast<unsigned long long>(o.seed), o.cpu_hogs, seconds, r.honest_losses,
+               r.cheater_accepted, r.faults_idle, r.errors);
+  if (json) {
+    nlohmann::json games = nlohmann::json::array();
+    for (const auto& g : r.games)
+      games.push_back({{"game", g.index},       {"scenario", g.scenario}, {"schedule", g.schedule},
+                       {"winner", g.winner},     {"expected", g.expected}, {"reason", g.reason},
+                       {"faults_acted", g.faults_acted}, {"passed", g.passed}, {"error", g.error},
+                       {"seconds", g.seconds}});
+    std::printf("%s\n", nlohmann::json{{"games", r.games.size()},
+                                        {"seed", o.seed},
+                                        {"cpu_hogs", o.cpu_hogs},
+                                        {"seconds", seconds},
+                                        {"honest_losses", r.honest_losses},
+                                        {"cheater_accepted", r.cheater_accepted},
+                                        {"faults_idle", r.faults_idle},
+                                        {"errors", r.errors},
+                                        {"results", games}}
+                                .dump()
+                                .c_str());
+  }
+  return r.passed() ? 0 : 1;
+}
+
 }  // namespace
 
 Command add_scenario(CLI::App& root) {
@@ -148,10 +189,29 @@ Command add_scenario(CLI::App& root) {
   CLI::App* graph_app = app->add_subcommand(
       "graph", "the node table of a job's step graph (the `node = N` of a scenario script)");
   graph_app->add_option("job", *graph_job, "the job file")->type_name("JOB.toml");
-  return {app, [run_app, graph_app, run, graph_job] {
+  auto faults = std::make_shared<scenarios::FaultCampaignOptions>();
+  faults->work_dir = std::filesystem::temp_directory_path() / "tribunal-fault-campaign";
+  auto faults_json = std::make_shared<bool>(false);
+  CLI::App* faults_app = app->add_subcommand(
+      "faults",
+      "the network-fault campaign: the catalog's cheaters against an honest provider, each game through "
+      "on-path proxies that drop, delay, duplicate frames and cut connections; exit 1 unless the honest "
+      "provider wins every game");
+  add_integer(*faults_app, "--games", faults->games, 1, 1000000, "games to play", "N");
+  faults_app->add_option("--seed", faults->seed, "drives the choice of scenarios and faults")->default_val(1);
+  add_integer(*faults_app, "--hogs", faults->cpu_hogs, 0, 64, "busy threads beside the nodes in every game", "K");
+  faults_app->add_option("--suite", faults->suite, "the scenario catalog")->type_name("DIR")->default_str("scenarios/suite");
+  faults_app->add_option("--work", faults->work_dir, "the games' stores")
+      ->type_name("DIR")
+      ->default_str("$TMPDIR/tribunal-fault-campaign");
+  faults_app->add_flag("--json", *faults_json, "print one JSON report on stdout (the lines go to stderr)");
+  faults_app->add_option("--skip", faults->skip, "scripts whose name starts with PREFIX do not play (repeatable)")
+      ->type_name("PREFIX");
+  return {app, [run_app, graph_app, faults_app, run, graph_job, faults, faults_json] {
             if (run_app->parsed()) return run_scenarios(*run);
             if (graph_app->parsed()) return run_graph(*graph_job);
-            throw UsageError("give 'run FILE...' or 'graph JOB.toml'");
+            if (faults_app->parsed()) return run_faults(*faults, *faults_json);
+            throw UsageError("give 'run FILE...', 'faults' or 'graph JOB.toml'");
           }};
 }
 

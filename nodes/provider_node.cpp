@@ -519,9 +519,10 @@ void ProviderNode::forget(const Digest& dispute_id) {
 }
 
 // A Query: only a trusted referee's is served; the dispute's data is loaded on its first one.
-// Whether a question of a later round of the same dispute, signed by the same referee, already waits
-// in the connection's inbox: then `query` was asked again while its answer was on its way (a re-ask,
-// docs/protocol.md "Lost frames") and is superseded — answering it would only delay the later one.
+// Whether a question of the same dispute, signed by the same referee, of the same or a later round
+// already waits in the connection's inbox: then `query` was asked again (a re-ask, docs/protocol.md
+// "Lost frames") or moved past, and is superseded — only the last copy is answered, so re-asks that
+// piled up while the provider computed, or an old round's, never delay the answer the referee waits for.
 bool superseded(ProviderNode::Connection& c, const Envelope& query) {
   const uint32_t round = std::get<Query>(query.body).round;
   std::lock_guard lock(c.mu);
@@ -529,7 +530,7 @@ bool superseded(ProviderNode::Connection& c, const Envelope& query) {
     if (in.bytes.size() < 2 || in.bytes[1] != static_cast<uint8_t>(MessageKind::Query)) continue;
     try {
       const Envelope later = open_envelope(in.bytes);
-      if (later.sender == query.sender && later.context == query.context && std::get<Query>(later.body).round > round)
+      if (later.sender == query.sender && later.context == query.context && std::get<Query>(later.body).round >= round)
         return true;
     } catch (const std::exception&) {
       // Not a valid envelope: it supersedes nothing (it is refused when its turn comes).

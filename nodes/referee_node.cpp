@@ -713,10 +713,7 @@ void RefereeNode::on_provider_connected(const std::shared_ptr<Live>& live, int p
   if (live->connected_once[i]) ++live->stats.reconnects;
   live->connected_once[i] = true;
   // The DisputeOpen (the provider's new session learns the job) and the question it owes.
-  for (auto& o : live->dispute->reconnect(party)) {
-    live->stats.bytes_out += o.envelope.size();
-    s->send(std::move(o.envelope));
-  }
+  deliver(*live, live->dispute->reconnect(party));
   live->asked[i] = SteadyClock::now();  // the question it owes, if any, restarts from now
   arm(live);
 }

@@ -94,8 +94,7 @@ Level Game::level_of_phase() const {
 }
 
 // Puts `q` to both parties: each one's clock gains the question's allowance and runs from now.
-std::vector<Action> Game::ask_both(Query q, GameTime now, std::chrono::milliseconds allowance,
-                                   std::chrono::milliseconds work) {
+std::vector<Action> Game::ask_both(Query q, GameTime now, std::chrono::milliseconds allowance) {
   q.round = ++round_;
   current_ = q;
   std::vector<Action> out;
@@ -104,7 +103,6 @@ std::vector<Action> Game::ask_both(Query q, GameTime now, std::chrono::milliseco
     asked_[p] = true;
     asked_at_[p] = now;
     heard_at_[p] = now;
-    work_[p] = work;
     reasks_[p] = 0;
     gap_[p].reset();
     last_reask_[p].reset();
@@ -256,12 +254,13 @@ void Game::heard(int party, GameTime now, const Body& body) {
 std::optional<GameTime> Game::reask_due(int party) const {
   if (!awaiting(party) || phase_ == Phase::Reexecute) return std::nullopt;
   if (gap_[party]) return last_reask_[party] ? *last_reask_[party] + kReaskGapInterval : heard_at_[party];
-  // Silence: first after the question's computing time and a quarter of the base (at least
-  // kReaskSilence), then twice as long each time, at most the base.
+  // Silence: first after a quarter of the base (at least kReaskSilence), then twice as long each time,
+  // at most the base. A party still computing its answer gets the question again meanwhile: it answers
+  // the last copy only (a provider skips a question asked again behind it), from what it computed.
   const auto quarter = std::max(kReaskSilence, params_.terms.base / 4);
   const auto wait = std::min(quarter * (int64_t{1} << std::min<uint32_t>(reasks_[party], 16)),
                              std::max(quarter, params_.terms.base));
-  return heard_at_[party] + (reasks_[party] == 0 ? work_[party] : std::chrono::milliseconds{0}) + wait;
+  return heard_at_[party] + wait;
 }
 
 std::optional<GameTime> Game::next_reask() const {
@@ -525,8 +524,7 @@ std::vector<Action> Game::after_descent(GameTime now) {
     phase_ = Phase::IntervalCommit;
     // The party recomputes the interval from its checkpoint at the start.
     const uint64_t steps = checkpoints_[interval_] - checkpoints_[interval_ - 1];
-    return ask_both(query(QueryKind::CommitInterval, Level::Steps), now, allowance(params_.terms, steps, 0),
-                    params_.terms.step * static_cast<int64_t>(steps));
+    return ask_both(query(QueryKind::CommitInterval, Level::Steps), now, allowance(params_.terms, steps, 0));
   }
   if (phase_ == Phase::Steps) {
     // Leaf 0 is the agreed start, so lo_ ≥ 1: state lo_−1 agreed, state lo_ disputed.
@@ -535,8 +533,7 @@ std::vector<Action> Game::after_descent(GameTime now) {
     phase_ = Phase::StepCommit;
     // At worst from the interval's checkpoint to state t, then step t recording its nodes.
     const uint64_t steps = step_ - checkpoints_[interval_ - 1] + 1;
-    return ask_both(query(QueryKind::CommitStep, Level::Nodes), now, allowance(params_.terms, steps, 0),
-                    params_.terms.step * static_cast<int64_t>(steps));
+    return ask_both(query(QueryKind::CommitStep, Level::Nodes), now, allowance(params_.terms, steps, 0));
   }
   // Level 3: the first differing leaf is node lo_ (or the post state when lo_ == G).
   node_ = lo_;

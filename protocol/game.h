@@ -207,7 +207,7 @@ class Game {
 
   /// A lost frame is asked for again (docs/protocol.md, "Lost frames"): the open question re-sent to
   /// each party that owes an answer and is due for it — silent since its question was written for
-  /// longer than the question's work plus kReaskSilence (doubling per re-ask, at most the terms' base),
+  /// longer than a quarter of the terms' base, at least kReaskSilence (doubling per re-ask, at most the base),
   /// or whose opening stream skipped a piece. Openings ask only for the missing chunks (and the samples
   /// if they are missing). Same round, the party's clock keeps running; the game's decisions do not
   /// change, so nothing needs recording.
@@ -263,9 +263,7 @@ class Game {
   };
 
   Query query(QueryKind kind, Level level) const;  // a query about the current position
-  // `work`: the part of `allowance` the party spends computing before it can answer.
-  std::vector<Action> ask_both(Query q, GameTime now, std::chrono::milliseconds allowance,
-                               std::chrono::milliseconds work = {});
+  std::vector<Action> ask_both(Query q, GameTime now, std::chrono::milliseconds allowance);
   std::optional<GameTime> reask_due(int party) const;
   void heard(int party, GameTime now, const Body& body);  // a message of the open round came from `party`
   void stop_clock(int party, GameTime now);  // the referee no longer waits for `party`
@@ -307,14 +305,13 @@ class Game {
   std::optional<Reexecute> pending_;   // rounding-log jobs: the opened inputs, while the logs arrive
   // Asking again (reask): not part of any decision, so not recorded or replayed.
   std::array<GameTime, 2> heard_at_{};               // the question written, or the party's last message
-  std::array<std::chrono::milliseconds, 2> work_{};  // the open question's computing time
   std::array<uint32_t, 2> reasks_{};                 // re-asks of the open question since the party was heard
   std::array<std::optional<std::pair<uint32_t, uint32_t>>, 2> gap_{};  // a skipped piece before (value, chunk)
   std::array<std::optional<GameTime>, 2> last_reask_{};
 };
 
 /// The first re-ask of a silent party comes this long (or a quarter of the terms' base, if longer)
-/// after the question's computing time (docs/protocol.md, "Lost frames").
+/// after it was last heard (docs/protocol.md, "Lost frames").
 inline constexpr std::chrono::milliseconds kReaskSilence{250};
 /// Re-asks for a gap in an opening stream come at most this often per party.
 inline constexpr std::chrono::milliseconds kReaskGapInterval{100};

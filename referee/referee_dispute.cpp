@@ -152,8 +152,9 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::resume(GameTime now) {
 std::vector<RefereeDispute::Outgoing> RefereeDispute::reconnect(int party) const {
   if (done() || party < 0 || party > 1) return {};
   std::vector<Outgoing> out = {{party, open_bytes_}};
+  // A question not written yet (the party was not connected when it was asked) starts its clock now.
   if (game_->awaiting(party) && !last_query_[static_cast<size_t>(party)].empty())
-    out.push_back({party, last_query_[static_cast<size_t>(party)]});
+    out.push_back({party, last_query_[static_cast<size_t>(party)], question_sequence_[static_cast<size_t>(party)]});
   return out;
 }
 
@@ -198,7 +199,8 @@ std::unique_ptr<RefereeDispute> RefereeDispute::replay(const KeyPair& referee_ke
       case DisputeInput::Kind::Resume: d->resume(in.at); break;
       case DisputeInput::Kind::Asked:
         if (in.party < 0 || in.party > 1) throw diverged("party out of range");
-        if (!d->game_->on_question_written(in.party, in.at)) throw diverged("the question was not open");
+        if (!d->game_->awaiting(in.party)) throw diverged("the question was not open");
+        d->game_->on_question_written(in.party, in.at);
         break;
       default: throw diverged("unknown input kind");
     }
@@ -283,7 +285,14 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::on_tick(GameTime now) {
 void RefereeDispute::on_written(int party, uint64_t question, GameTime at) {
   if (done() || party < 0 || party > 1 || question == 0 || question != question_sequence_[static_cast<size_t>(party)])
     return;
-  if (game_->on_question_written(party, at)) record({DisputeInput::Kind::Asked, party, {}, at});
+  // Recorded whenever it reaches an open question, changed or not (the same millisecond): so the
+  // record of a dispute played without losses has the same inputs however fast its writes were.
+  // Only the first write of a question starts its clock: a party that drops its connection gets the
+  // question again on the next one (reconnect()) with its clock running on.
+  question_sequence_[static_cast<size_t>(party)] = 0;
+  if (!game_->awaiting(party)) return;
+  game_->on_question_written(party, at);
+  record({DisputeInput::Kind::Asked, party, {}, at});
 }
 
 std::optional<GameTime> RefereeDispute::next_wakeup() const {

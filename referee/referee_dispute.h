@@ -131,8 +131,8 @@ class RefereeDispute {
   std::vector<Outgoing> on_tick(GameTime now);
 
   /// The question with sequence `question` (an Outgoing's) was written to `party`'s connection at
-  /// `at`: the party's clock starts then (Game::on_question_written). Reports an Asked input when it
-  /// changed the game.
+  /// `at`: the party's clock starts then (Game::on_question_written). Reports an Asked input while the
+  /// party owes an answer to it.
   void on_written(int party, uint64_t question, GameTime at);
 
   /// When on_tick() has something to do next: the earliest deadline (plus 1 ms) or re-ask.

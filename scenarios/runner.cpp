@@ -32,6 +32,11 @@ class ProviderFleet {
       slot.state = std::make_shared<BehaviourState>(s.seed * 1000003u + i);
       slots_.push_back(std::move(slot));
     }
+    if (o.link_faults)
+      for (size_t i = 0; i < slots_.size(); ++i) {
+        slots_[i].proxy = std::make_unique<FaultProxy>(ctx, "", o.link_faults(i));
+        slots_[i].proxy_url = slots_[i].proxy->listen();
+      }
     for (size_t i = 0; i < slots_.size(); ++i) {
       const std::string& mirror = slots_[i].spec.answers.mirror;
       for (auto& other : slots_)
@@ -64,6 +69,12 @@ class ProviderFleet {
     return out;
   }
   const std::string& name(size_t i) const { return slots_[i].spec.name; }
+  std::vector<ProxyCounts> proxies() const {
+    std::vector<ProxyCounts> out;
+    for (auto& s : slots_)
+      if (s.proxy) out.push_back(s.proxy->counts());
+    return out;
+  }
   size_t crashes() {
     std::lock_guard lock(mu_);
     return crashes_;
@@ -85,6 +96,8 @@ class ProviderFleet {
     uint16_t port = 0;
     std::shared_ptr<BehaviourState> state;
     std::unique_ptr<nodes::ProviderNode> node;
+    std::unique_ptr<FaultProxy> proxy;  // RunOptions::link_faults: the referee's way to the node
+    std::string proxy_url;
   };
 
   void start(size_t i) {  // mu_ held
@@ -102,6 +115,7 @@ class ProviderFleet {
     config.referees = {referee_};
     config.fault = s.spec.work;
     config.server = server;
+    config.endpoint = s.proxy_url;  // empty without link faults: the node's own URL
     s.node = std::make_unique<nodes::ProviderNode>(ctx_, s.key, std::move(config), log);
     BehaviourSetup setup{s.key, s.spec.answers, s.spec.link, s.spec.slowdown, s.mirror_store, options_.threads,
                          [this, i](std::chrono::milliseconds down) {
@@ -111,6 +125,7 @@ class ProviderFleet {
                          }};
     s.node->reply_filter = make_reply_filter(setup, s.state);
     s.port = s.node->listen("127.0.0.1", s.port);
+    if (s.proxy) s.proxy->set_upstream(fmt::format("ws://127.0.0.1:{}/", s.port));
   }
 
   void restart_loop() {
@@ -259,6 +274,7 @@ ScenarioResult run_scenario(const Scenario& s, const RunOptions& o) {
       if (!out.verdicts.empty()) r.verdict = verify_verdict(out.verdicts.back(), referee_key.public_key);
       r.crashes = fleet.crashes();
       r.behaviours = fleet.behaviours();
+      r.proxies = fleet.proxies();
     }
     ctx.stop();
     ctx.join();

@@ -5,12 +5,14 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "nodes/log.h"
 #include "scenarios/behaviour.h"
+#include "scenarios/fault_proxy.h"
 #include "scenarios/scenario.h"
 
 namespace tribunal::scenarios {
@@ -19,6 +21,10 @@ struct RunOptions {
   int threads = 1;                  ///< training threads per provider
   std::filesystem::path work_dir;   ///< stores and verdicts go under work_dir/<scenario name>
   nodes::LogFn log;                   ///< every node's log lines (may be empty: quiet)
+  /// Set: each provider (by [[provider]] index) is reached by the referee through a FaultProxy with
+  /// this filter, the on-path attacker of plain ws:// (docs/protocol.md, "Lost frames"); the provider
+  /// signs the proxy's URL as its endpoint. The client reaches the providers directly.
+  std::function<FrameFilter(size_t provider)> link_faults;
 };
 
 /// What happened, and whether it is what the script expects.
@@ -37,6 +43,8 @@ struct ScenarioResult {
   uint64_t reconnects = 0;              ///< provider connections the referee re-established
   /// What each provider's behaviour did, in [[provider]] order (scenarios/behaviour.h).
   std::vector<BehaviourCounts> behaviours;
+  /// With RunOptions::link_faults: what each provider's proxy did, in [[provider]] order.
+  std::vector<ProxyCounts> proxies;
   double seconds = 0;
 };
 

@@ -703,7 +703,7 @@ TEST_CASE("clocks: a question's clock starts when it is written to the party, no
   CHECK(game.on_tick(t0 + std::chrono::milliseconds{13000}).empty() == false);  // party 1 never answered: it loses on time
 }
 
-TEST_CASE("re-asks: a silent party is asked again after the question's work and a quarter of the base, doubling") {
+TEST_CASE("re-asks: a silent party is asked again a quarter of the base after it was last heard, doubling") {
   const OpeningDispute d;
   Game game(d.params, d.oracle);
   const GameTime t0 = at(0);
