@@ -169,6 +169,9 @@ struct RefereeNode::Live {
   std::mutex pending_mu;  // pending and pending_bytes: the network threads add, the strand removes
   std::array<size_t, 2> pending{};
   std::array<size_t, 2> pending_bytes{};
+  // A question handed to the party's connection whose write has not completed: its clock has not
+  // started, so no timeout is decided for the party until it has (or the connection is lost).
+  std::array<bool, 2> writing{};
   std::weak_ptr<Live> self;  // for callbacks that come back to the strand
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   bool finished = false;  // decided (verdict sent) or dropped; no longer in live_
@@ -335,7 +338,9 @@ void RefereeNode::on_timer(const std::shared_ptr<Live>& live) {
   {
     std::lock_guard pending_lock(live->pending_mu);
     for (int p = 0; p < 2; ++p)
-      if (game.awaiting(p) && t > game.deadline(p) && live->pending[static_cast<size_t>(p)] != 0) return;
+      if (game.awaiting(p) && t > game.deadline(p) &&
+          (live->pending[static_cast<size_t>(p)] != 0 || live->writing[static_cast<size_t>(p)]))
+        return;
   }
   const double c0 = thread_cpu_seconds();
   try {
@@ -758,6 +763,7 @@ void RefereeNode::provider_lost(Live& live, int party, const std::string& why) {
   const auto i = static_cast<size_t>(party);
   live.backoff[i] = live.backoff[i] == std::chrono::milliseconds{0} ? kFirstBackoff : std::min(live.backoff[i] * 2, kMaxBackoff);
   live.retry_at[i] = now() + live.backoff[i];
+  live.writing[i] = false;  // a question on the lost connection will not be written
   log_(fmt::format("referee: dispute {}: provider {} {}; reconnecting in {} ms", live.tag, party, why, live.backoff[i].count()));
 }
 
@@ -781,6 +787,7 @@ void RefereeNode::deliver(Live& live, std::vector<RefereeDispute::Outgoing> out)
       asio::post(l->strand, [this, l, party, question, at] {
         std::lock_guard lock(l->mu);
         if (l->finished) return;
+        l->writing[static_cast<size_t>(party)] = false;
         try {
           l->dispute->on_written(party, question, at);
         } catch (const StoreError& e) {
@@ -790,8 +797,9 @@ void RefereeNode::deliver(Live& live, std::vector<RefereeDispute::Outgoing> out)
         arm(l);
       });
     };
-    if (s->send_and_notify(std::move(o.envelope), std::move(written)))
-      live.asked[static_cast<size_t>(o.party)] = SteadyClock::now();
+    const bool queued = s->send_and_notify(std::move(o.envelope), std::move(written));
+    live.writing[static_cast<size_t>(o.party)] = queued;
+    if (queued) live.asked[static_cast<size_t>(o.party)] = SteadyClock::now();
   }
 }
 
