@@ -45,9 +45,7 @@ ProxyCounts honest_wins_through(const FrameFilter& filter,
   const std::string cheater_url = "ws://127.0.0.1:" + std::to_string(cheater->listen("127.0.0.1", 0)) + "/";
   net.providers.push_back(std::move(cheater));
 
-  if (std::getenv("FAULT_DEBUG")) set_net_log_sink([](std::string_view l) { fprintf(stderr, "%.*s\n", (int)l.size(), l.data()); });
   const nodes::DelegateOutcome out = net.delegate({honest_url, cheater_url});
-  if (std::getenv("FAULT_DEBUG")) { auto c = proxy.counts(); fprintf(stderr, "proxy: conn %lu fwd %lu drop %lu\n", c.connections, c.forwarded, c.dropped); }
   REQUIRE(out.verdicts.size() == 1);
   const Verdict v = net.verify(out.verdicts[0]);
   CAPTURE(v.detail);
