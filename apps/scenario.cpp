@@ -141,20 +141,22 @@ int run_faults(scenarios::FaultCampaignOptions o, bool json) {
   const scenarios::FaultCampaignReport r = scenarios::run_fault_campaign(o);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   std::fprintf(human,
-               "%zu games (seed %llu, %d CPU hogs) in %.0f s: %zu honest losses, %zu cheater claims accepted, %zu "
-               "games whose faults never acted, %zu errors\n",
-               r.games.size(), static_cast<unsigned long long>(o.seed), o.cpu_hogs, seconds, r.honest_losses,
+               "%zu games (seed %llu, %d CPU hogs, %zu flooding connections per node) in %.0f s: %zu honest losses, "
+               "%zu cheater claims accepted, %zu games whose faults never acted, %zu errors\n",
+               r.games.size(), static_cast<unsigned long long>(o.seed), o.cpu_hogs, o.flood_connections, seconds,
+               r.honest_losses,
                r.cheater_accepted, r.faults_idle, r.errors);
   if (json) {
     nlohmann::json games = nlohmann::json::array();
     for (const auto& g : r.games)
       games.push_back({{"game", g.index},       {"scenario", g.scenario}, {"schedule", g.schedule},
                        {"winner", g.winner},     {"expected", g.expected}, {"reason", g.reason},
-                       {"faults_acted", g.faults_acted}, {"passed", g.passed}, {"error", g.error},
+                       {"faults_acted", g.faults_acted}, {"flood_accepted", g.flood_accepted}, {"passed", g.passed}, {"error", g.error},
                        {"seconds", g.seconds}});
     std::printf("%s\n", nlohmann::json{{"games", r.games.size()},
                                         {"seed", o.seed},
                                         {"cpu_hogs", o.cpu_hogs},
+                                        {"flood_connections", o.flood_connections},
                                         {"seconds", seconds},
                                         {"honest_losses", r.honest_losses},
                                         {"cheater_accepted", r.cheater_accepted},
@@ -200,6 +202,8 @@ Command add_scenario(CLI::App& root) {
   add_integer(*faults_app, "--games", faults->games, 1, 1000000, "games to play", "N");
   faults_app->add_option("--seed", faults->seed, "drives the choice of scenarios and faults")->default_val(1);
   add_integer(*faults_app, "--hogs", faults->cpu_hogs, 0, 64, "busy threads beside the nodes in every game", "K");
+  add_integer(*faults_app, "--flood", faults->flood_connections, 0, 100000,
+              "a stranger's idle connections from 127.0.0.2 to the referee and to each provider, in every game", "N");
   faults_app->add_option("--suite", faults->suite, "the scenario catalog")->type_name("DIR")->default_str("scenarios/suite");
   faults_app->add_option("--work", faults->work_dir, "the games' stores")
       ->type_name("DIR")

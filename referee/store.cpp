@@ -41,17 +41,9 @@ CREATE TABLE IF NOT EXISTS inputs (
   now_ms INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS inputs_by_dispute ON inputs (dispute, n);
-CREATE TABLE IF NOT EXISTS events (
-  dispute BLOB NOT NULL REFERENCES disputes (id),
-  n INTEGER NOT NULL,
-  phase INTEGER NOT NULL,
-  round INTEGER NOT NULL,
-  text TEXT NOT NULL,
-  PRIMARY KEY (dispute, n)
-);
 )sql";
 
-// Version 4's addition, for upgrading a store of versions 1 to 3.
+// Version 4's addition: part of a new store's schema, and the upgrade of a store of versions 1 to 3.
 constexpr const char* kEventsTable = R"sql(
 CREATE TABLE events (
   dispute BLOB NOT NULL REFERENCES disputes (id),
@@ -173,6 +165,7 @@ RefereeStore::RefereeStore(const std::filesystem::path& dir, const PublicKey& re
       }
       exec("BEGIN IMMEDIATE");
       exec(kSchema);
+      exec(kEventsTable);
       {
         Statement s(*this, "INSERT INTO meta (key, value) VALUES ('referee_key', ?1)");
         s.bind(1, std::span<const uint8_t>(referee.data(), referee.size()));

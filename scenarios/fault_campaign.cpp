@@ -137,6 +137,7 @@ FaultCampaignReport run_fault_campaign(const FaultCampaignOptions& o) {
     }
     RunOptions run;
     run.work_dir = o.work_dir;
+    run.flood_connections = o.flood_connections;
     run.link_faults = [&plans](size_t provider) { return filter_of(plans.at(provider)); };
     const ScenarioResult r = run_scenario(s, run);
 
@@ -150,15 +151,17 @@ FaultCampaignReport run_fault_campaign(const FaultCampaignOptions& o) {
     game.error = r.error;
     game.seconds = r.seconds;
     for (const auto& plan : plans) game.faults_acted += plan->acted;
+    game.flood_accepted = r.flood_accepted;
     game.passed = r.error.empty() && r.winner == s.expect.winner && game.faults_acted > 0;
     if (!r.error.empty()) ++report.errors;
     if (r.error.empty() && r.winner != s.expect.winner) ++report.honest_losses;
     if (r.error.empty() && r.winner != s.expect.winner && r.winner != "none") ++report.cheater_accepted;
     if (r.error.empty() && game.faults_acted == 0) ++report.faults_idle;
     if (o.progress)
-      o.progress(fmt::format("game {:4} {:<34} {} {:5.1f} s  {} wins ({})  faults: {}{}", g, s.name,
+      o.progress(fmt::format("game {:4} {:<34} {} {:5.1f} s  {} wins ({})  faults: {}{}{}", g, s.name,
                              game.passed ? "PASS" : "FAIL", game.seconds, game.winner,
                              game.reason.empty() ? "no dispute" : game.reason, schedule,
+                             o.flood_connections ? fmt::format("; flood: {} connections held", game.flood_accepted) : "",
                              game.error.empty() ? "" : "  error: " + game.error));
     report.games.push_back(std::move(game));
   }

@@ -2,7 +2,7 @@
 // scenario catalog's cheaters against an honest provider, each played through the real nodes with a
 // FaultProxy (scenarios/fault_proxy.h) on both providers' links that drops, delays (reorders),
 // duplicates frames and cuts connections at random positions in both directions, optionally with
-// busy threads beside the nodes. Each game must end with the honest provider's claim accepted, and
+// busy threads beside the nodes and a stranger flooding every node with idle connections. Each game must end with the honest provider's claim accepted, and
 // its scheduled faults must have acted.
 #pragma once
 
@@ -24,6 +24,7 @@ struct FaultCampaignOptions {
   std::filesystem::path suite = "scenarios/suite";
   int cpu_hogs = 0;                 ///< busy threads beside the nodes in every game (besides a script's own)
   std::vector<std::string> skip;    ///< scripts whose name starts with one of these do not play (e.g. "cnn/")
+  size_t flood_connections = 0;     ///< a flooding stranger's idle connections to each node, per game
   std::filesystem::path work_dir;   ///< the games' stores (each game replaces the previous one's)
   nodes::LogFn progress;            ///< one line per game (may be empty)
 };
@@ -37,6 +38,7 @@ struct FaultGame {
   std::string expected;   ///< the honest provider
   std::string reason;     ///< of the last verdict ("" without one)
   uint64_t faults_acted = 0;  ///< frames the proxies dropped, delayed, duplicated or cut at
+  size_t flood_accepted = 0;  ///< the flooding stranger's connections the nodes accepted
   bool passed = false;
   std::string error;
   double seconds = 0;

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "net/client.h"
 #include "nodes/delegate.h"
 #include "nodes/provider_node.h"
 #include "nodes/referee_node.h"
@@ -213,6 +214,42 @@ std::string located_op(const Verdict& v) {
   return op_name(static_cast<OpKind>(v.op));
 }
 
+// A stranger that opens idle connections from another loopback address (RunOptions::flood_connections)
+// and holds them: the nodes' connection limits must keep the honest flow going.
+class Flood {
+ public:
+  Flood(NetContext& ctx, const std::vector<std::string>& urls, size_t per_url)
+      : client_(ctx, [] {
+          ClientOptions o;
+          o.local_address = "127.0.0.2";
+          return o;
+        }()) {
+    for (const std::string& url : urls)
+      for (size_t i = 0; i < per_url; ++i)
+        client_.connect(url, [state = state_](std::shared_ptr<Session> s, const std::string&) {
+          if (!s) return;
+          std::lock_guard lock(state->mu);
+          state->sessions.push_back(std::move(s));
+        });
+  }
+  ~Flood() {
+    std::lock_guard lock(state_->mu);
+    for (auto& s : state_->sessions) s->close(CloseCode::GoingAway, "flood over");
+  }
+  size_t accepted() const {
+    std::lock_guard lock(state_->mu);
+    return state_->sessions.size();
+  }
+
+ private:
+  struct State {
+    mutable std::mutex mu;
+    std::vector<std::shared_ptr<Session>> sessions;
+  };
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+  Client client_;
+};
+
 // Busy threads beside the nodes for as long as the scenario runs ([load] cpu_hogs): a loaded machine.
 class CpuHogs {
  public:
@@ -265,6 +302,15 @@ ScenarioResult run_scenario(const Scenario& s, const RunOptions& o) {
       std::ofstream(request.job_file, std::ios::binary) << s.job_text;
       request.providers = fleet.urls();
       request.referee = referee_url;
+      std::vector<std::string> flooded = fleet.urls();
+      flooded.push_back(referee_url);
+      const Flood flood(ctx, flooded, o.flood_connections);
+      if (o.flood_connections != 0) {
+        // The stranger's connections are made (or refused) before the client comes.
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (flood.accepted() < flooded.size() * o.flood_connections / 2 && std::chrono::steady_clock::now() < until)
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
       request.referee_key = referee_key.public_key;
       request.out_dir = dir / "verdicts";
       request.client_key = generate_keypair();
@@ -275,6 +321,7 @@ ScenarioResult run_scenario(const Scenario& s, const RunOptions& o) {
       r.crashes = fleet.crashes();
       r.behaviours = fleet.behaviours();
       r.proxies = fleet.proxies();
+      r.flood_accepted = flood.accepted();
     }
     ctx.stop();
     ctx.join();

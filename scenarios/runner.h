@@ -25,6 +25,9 @@ struct RunOptions {
   /// this filter, the on-path attacker of plain ws:// (docs/protocol.md, "Lost frames"); the provider
   /// signs the proxy's URL as its endpoint. The client reaches the providers directly.
   std::function<FrameFilter(size_t provider)> link_faults;
+  /// A flooding stranger: before the job is delegated, this many idle WebSocket connections are
+  /// opened from 127.0.0.2 to the referee and to each provider, and held until the run ends.
+  size_t flood_connections = 0;
 };
 
 /// What happened, and whether it is what the script expects.
@@ -45,6 +48,8 @@ struct ScenarioResult {
   std::vector<BehaviourCounts> behaviours;
   /// With RunOptions::link_faults: what each provider's proxy did, in [[provider]] order.
   std::vector<ProxyCounts> proxies;
+  /// With RunOptions::flood_connections: the stranger's connections that were accepted.
+  size_t flood_accepted = 0;
   double seconds = 0;
 };
 
