@@ -19,13 +19,16 @@ struct FaultProxy::Link {
   std::array<uint64_t, 2> frames{};  // per Direction
   bool closed = false;
 
+  // Closes both sides once, and lets go of them: their handlers own the link, so holding them too
+  // would be a cycle that outlives a stopped NetContext.
   void close_both(CloseCode code, const std::string& why) {
     std::shared_ptr<Session> a, b;
     {
       std::lock_guard lock(mu);
       if (std::exchange(closed, true)) return;
-      a = downstream;
-      b = upstream;
+      a = std::move(downstream);
+      b = std::move(upstream);
+      early.clear();
     }
     if (a) a->close(code, why);
     if (b) b->close(code, why);
