@@ -47,7 +47,9 @@ JobSpec variant(const std::string& file, const std::vector<std::pair<std::string
   std::ostringstream text;
   text << in.rdbuf();
   std::string s = text.str();
-  for (const auto& [from, to] : edits) {
+  for (const auto& edit : edits) {  // (not a structured binding: clang 14 cannot capture one in CHECK)
+    const std::string& from = edit.first;
+    const std::string& to = edit.second;
     const size_t at = s.find(from);
     REQUIRE_MESSAGE(at != std::string::npos, file << " has no '" << from << "'");
     s.replace(at, from.size(), to);
@@ -136,7 +138,9 @@ TEST_CASE("the cost derived from the job text equals the cost measured on its bu
       {"short_gpt_rlog.toml", {{"batch_size = 4", "batch_size = 4\nshards = 2"}}},
       {"sharded_gpt.toml", {{"shards = 6", "shards = 3"}}},
   };
-  for (const auto& [file, edits] : variants) {
+  for (const auto& v : variants) {
+    const std::string& file = v.first;
+    const auto& edits = v.second;
     const JobSpec job = variant(file, edits);
     CAPTURE(file);
     CAPTURE(edits.front().second);
