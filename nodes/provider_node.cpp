@@ -523,7 +523,7 @@ void ProviderNode::forget(const Digest& dispute_id) {
 // already waits in the connection's inbox: then `query` was asked again (a re-ask, docs/protocol.md
 // "Lost frames") or moved past, and is superseded — only the last copy is answered, so re-asks that
 // piled up while the provider computed, or an old round's, never delay the answer the referee waits for.
-bool superseded(ProviderNode::Connection& c, const Envelope& query) {
+bool ProviderNode::superseded(Connection& c, const Envelope& query) {
   const uint32_t round = std::get<Query>(query.body).round;
   std::lock_guard lock(c.mu);
   for (const auto& in : c.inbox) {

@@ -145,7 +145,7 @@ class ProviderNode {
                   std::chrono::steady_clock::time_point arrived);
   void train(Connection& c, const Envelope& env);
   void answer(const std::shared_ptr<Connection>& c, const Envelope& env, std::chrono::steady_clock::time_point arrived);
-  friend bool superseded(Connection& c, const Envelope& query);
+  static bool superseded(Connection& c, const Envelope& query);
   std::shared_ptr<Dispute> dispute_for(const Connection& c, const PublicKey& referee);
   void forget(const Digest& dispute_id);
 

@@ -283,10 +283,9 @@ std::vector<SendQuery> Game::reask(GameTime now) {
       // way); silence for everything missing.
       const auto before = gap_[p].value_or(std::pair<uint32_t, uint32_t>{UINT32_MAX, 0});
       q.chunks = o.missing(kReaskMaxRanges, before.first, before.second);
-      if (phase_ == Phase::OpenInputs && !o.samples_missing()) q.indices.clear();
-      if (phase_ == Phase::OpenInputs && o.samples_missing() && gap_[p] &&
-          before.first < static_cast<uint32_t>(o.expected_values()))
-        q.indices.clear();  // the samples come last: not skipped yet
+      // The samples come last in a stream: wanted when missing and the stream has passed them.
+      const bool samples = o.samples_missing() && before.first >= static_cast<uint32_t>(o.expected_values());
+      if (phase_ == Phase::OpenInputs && !samples) q.indices.clear();
       if (q.chunks.empty() && (phase_ == Phase::OpenLog || q.indices.empty())) {
         gap_[p].reset();  // the other party filled the gap meanwhile
         continue;
