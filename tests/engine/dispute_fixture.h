@@ -11,17 +11,18 @@
 #include "engine/dispute.h"
 #include "protocol/game.h"
 #include "tests/temp_dir.h"
+#include "tests/source_dir.h"
 
 namespace tribunal::testing {
 
 inline JobSpec short_job() {
-  return load_job(std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs/short_mlp.toml");
+  return load_job(tribunal::testing::source_dir() / "scenarios/jobs/short_mlp.toml");
 }
 
 /// The short job in rounding-log mode (scenarios/jobs/short_mlp_rlog.toml): the same model, data
 /// and schedule.
 inline JobSpec short_rlog_job() {
-  return load_job(std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs/short_mlp_rlog.toml");
+  return load_job(tribunal::testing::source_dir() / "scenarios/jobs/short_mlp_rlog.toml");
 }
 
 inline const Dataset& train_set() {

@@ -13,6 +13,7 @@
 
 #include "engine/graph.h"
 #include "engine/trainer.h"
+#include "tests/source_dir.h"
 
 namespace tribunal::testing {
 
@@ -34,7 +35,7 @@ inline TrainResult train(const JobSpec& job, int threads, const std::filesystem:
 /// "scenarios/jobs/short_mlp.toml") in the fixture `roots_file` (tests/fixtures/golden_roots.txt or
 /// sharded_roots.txt, which scripts read too): lines "job file, root (hex)", '#' comments.
 inline std::string pinned_root(const std::string& roots_file, const std::string& job_file) {
-  std::ifstream in(std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "tests/fixtures" / roots_file);
+  std::ifstream in(tribunal::testing::source_dir() / "tests/fixtures" / roots_file);
   REQUIRE(in);
   for (std::string line; std::getline(in, line);) {
     std::istringstream fields(line);

@@ -16,6 +16,7 @@
 #include "engine/trainer.h"
 #include "tests/engine/engine_helpers.h"
 #include "tests/temp_dir.h"
+#include "tests/source_dir.h"
 
 using namespace tribunal;
 using testing::TempDir;
@@ -23,7 +24,7 @@ using testing::TempDir;
 namespace {
 
 JobSpec job_file(const char* name) {
-  return load_job(std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs" / name);
+  return load_job(tribunal::testing::source_dir() / "scenarios/jobs" / name);
 }
 
 const Dataset& gpt_train() {

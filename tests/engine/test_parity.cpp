@@ -49,6 +49,7 @@
 #include "engine/state.h"
 #include "engine/step.h"
 #include "engine/trainer.h"
+#include "tests/source_dir.h"
 
 using namespace tribunal;
 
@@ -59,7 +60,7 @@ constexpr double kParamTolerance = 1e-4;  // the same for the parameters after t
 constexpr double kZeroGradFloor = 1e-2;   // scale floor of a gradient, relative to the model's largest
 constexpr double kPerturbation = 1e-4;    // relative change of one op's outputs that must be caught
 
-std::filesystem::path source(const std::string& rel) { return std::filesystem::path(TRIBUNAL_SOURCE_DIR) / rel; }
+std::filesystem::path source(const std::string& rel) { return tribunal::testing::source_dir() / rel; }
 
 struct Fixture {
   std::map<std::string, Tensor> tensors;

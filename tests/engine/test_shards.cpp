@@ -19,13 +19,14 @@
 #include "tests/engine/job_text.h"
 #include "tests/engine/local_world.h"
 #include "tests/temp_dir.h"
+#include "tests/source_dir.h"
 
 using namespace tribunal;
 using testing::TempDir;
 
 namespace {
 
-const std::filesystem::path kSource(TRIBUNAL_SOURCE_DIR);
+const std::filesystem::path kSource = tribunal::testing::source_dir();
 
 JobSpec job_file(const std::string& name) { return load_job(kSource / "scenarios/jobs" / name); }
 

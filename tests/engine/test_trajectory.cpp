@@ -13,12 +13,13 @@
 #include "ops/simd.h"
 #include "tests/engine/engine_helpers.h"
 #include "tests/temp_dir.h"
+#include "tests/source_dir.h"
 
 using namespace tribunal;
 
 namespace {
 
-const std::filesystem::path kSource(TRIBUNAL_SOURCE_DIR);
+const std::filesystem::path kSource = tribunal::testing::source_dir();
 
 /// The golden trajectory root of a short job file (relative to the source tree), from
 /// tests/fixtures/golden_roots.txt, which scripts/check_roots.sh reads too.

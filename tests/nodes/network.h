@@ -18,10 +18,11 @@
 #include "nodes/train_set.h"
 #include "net/error.h"
 #include "tests/temp_dir.h"
+#include "tests/source_dir.h"
 
 namespace tribunal::testing {
 
-inline const std::filesystem::path kShortJob = std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs/short_mlp.toml";
+inline const std::filesystem::path kShortJob = tribunal::testing::source_dir() / "scenarios/jobs/short_mlp.toml";
 
 struct Network {
   TempDir dir{"nodes"};

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include "tests/source_dir.h"
 
 namespace tribunal::testing {
 
@@ -18,7 +19,7 @@ namespace tribunal::testing {
 inline const std::map<std::string, std::string>& commitment_kats() {
   static const std::map<std::string, std::string> kats = [] {
     const std::filesystem::path path =
-        std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "tests/fixtures/commitment_kat.txt";
+        tribunal::testing::source_dir() / "tests/fixtures/commitment_kat.txt";
     std::ifstream in(path);
     if (!in) throw std::runtime_error(path.string() + ": cannot open");
     std::map<std::string, std::string> out;

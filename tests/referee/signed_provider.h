@@ -9,6 +9,7 @@
 
 #include "protocol/wire.h"
 #include "tests/engine/dispute_fixture.h"
+#include "tests/source_dir.h"
 
 namespace tribunal::testing {
 
@@ -19,7 +20,7 @@ struct SignedProvider : Provider {
   /// Trains `job_file` (the short job unless given; it must use the short job's data set).
   explicit SignedProvider(const Fault& f, const std::string& endpoint = "ws://provider.invalid/",
                           const std::string& job = "scenarios/jobs/short_mlp.toml")
-      : Provider(f, load_job(std::filesystem::path(TRIBUNAL_SOURCE_DIR) / job)),
+      : Provider(f, load_job(tribunal::testing::source_dir() / job)),
         job_file(job),
         signed_claim(seal(key, result.job_id, 1, with_endpoint(claim(), endpoint))) {}
 
@@ -32,7 +33,7 @@ struct SignedProvider : Provider {
 
 /// The DisputeOpen body of `a`'s job between `a` (party 0) and `b` (party 1).
 inline DisputeOpen dispute_open_body(const SignedProvider& a, const SignedProvider& b) {
-  std::ifstream in(std::filesystem::path(TRIBUNAL_SOURCE_DIR) / a.job_file);
+  std::ifstream in(tribunal::testing::source_dir() / a.job_file);
   std::stringstream text;
   text << in.rdbuf();
   const DataShape shape = data_shape();

@@ -10,13 +10,14 @@
 #include "engine/error.h"
 #include "engine/step.h"
 #include "referee/referee_dispute.h"
+#include "tests/source_dir.h"
 
 using namespace tribunal;
 
 namespace {
 
 JobSpec job_of(const std::string& file) {
-  return load_job(std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs" / file);
+  return load_job(tribunal::testing::source_dir() / "scenarios/jobs" / file);
 }
 
 // Measured on the job's built step graph 0.
@@ -43,7 +44,7 @@ void check_equal(const DisputeCost& derived, const DisputeCost& built) {
 
 // A shipped job's text with `from` replaced by `to` (each pair in turn), parsed.
 JobSpec variant(const std::string& file, const std::vector<std::pair<std::string, std::string>>& edits) {
-  std::ifstream in(std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs" / file);
+  std::ifstream in(tribunal::testing::source_dir() / "scenarios/jobs" / file);
   std::ostringstream text;
   text << in.rdbuf();
   std::string s = text.str();
@@ -117,7 +118,7 @@ TEST_CASE("a job beyond the policy is refused, naming the term and the limit") {
 
 TEST_CASE("the cost derived from the job text equals the cost measured on its built step graph") {
   // Every shipped job (fast-mode ones too: the derivation does not depend on the mode but for the logs).
-  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs")) {
+  for (const auto& entry : std::filesystem::directory_iterator(tribunal::testing::source_dir() / "scenarios/jobs")) {
     const std::string file = entry.path().filename().string();
     CAPTURE(file);
     const JobSpec job = job_of(file);

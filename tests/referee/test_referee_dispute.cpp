@@ -13,12 +13,13 @@
 #include "referee/local_dispute.h"
 #include "referee/referee_dispute.h"
 #include "tests/referee/signed_provider.h"
+#include "tests/source_dir.h"
 
 using namespace tribunal;
 
 namespace {
 
-const std::filesystem::path kJobFile = std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs/short_mlp.toml";
+const std::filesystem::path kJobFile = tribunal::testing::source_dir() / "scenarios/jobs/short_mlp.toml";
 
 using testing::train_set;
 
@@ -41,7 +42,7 @@ class Parties {
   Parties(const KeyPair& referee_key, const Provider& a, const Provider& b)
       : referee_key_(referee_key),
         providers_{&a, &b},
-        job_(load_job(std::filesystem::path(TRIBUNAL_SOURCE_DIR) / a.job_file)) {}
+        job_(load_job(tribunal::testing::source_dir() / a.job_file)) {}
 
   /// Party p's signed answers to `env` (none to the DisputeOpen).
   std::vector<std::vector<uint8_t>> answer(int p, const Envelope& env) {

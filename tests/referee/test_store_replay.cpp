@@ -17,6 +17,7 @@
 #include "referee/referee_dispute.h"
 #include "referee/store.h"
 #include "tests/referee/signed_provider.h"
+#include "tests/source_dir.h"
 
 using namespace tribunal;
 
@@ -24,7 +25,7 @@ using tribunal::testing::at;
 
 namespace {
 
-const std::filesystem::path kJobFile = std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs/short_mlp.toml";
+const std::filesystem::path kJobFile = tribunal::testing::source_dir() / "scenarios/jobs/short_mlp.toml";
 
 using testing::train_set;
 

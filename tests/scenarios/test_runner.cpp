@@ -7,13 +7,14 @@
 
 #include "scenarios/runner.h"
 #include "tests/temp_dir.h"
+#include "tests/source_dir.h"
 
 using namespace tribunal;
 using namespace tribunal::scenarios;
 
 namespace {
 
-const std::filesystem::path kSuite = std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/suite";
+const std::filesystem::path kSuite = tribunal::testing::source_dir() / "scenarios/suite";
 
 // A suite script with `from` replaced by `to`, written beside a copy of its jobs directory's path.
 Scenario edited(const std::string& file, const std::string& from, const std::string& to, const testing::TempDir& dir) {

@@ -7,11 +7,12 @@
 #include "engine/dataset.h"
 #include "engine/job.h"
 #include "engine/trainer.h"
+#include "tests/source_dir.h"
 
 namespace tribunal::testing {
 
 inline JobSpec verifier_job(const std::string& file) {
-  return load_job(std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs" / file);
+  return load_job(tribunal::testing::source_dir() / "scenarios/jobs" / file);
 }
 
 /// The Fashion-MNIST training set of the short MLP jobs.
