@@ -3,8 +3,8 @@
 #include <charconv>
 
 #include "engine/error.h"
-#include "ops/tensor.h"
 #include "ops/simd.h"
+#include "ops/tensor.h"
 #include "protocol/hash.h"
 #ifdef TRIBUNAL_HAVE_MPI
 #include "mpi/mpi_world.h"
@@ -100,7 +100,8 @@ CLI::Option* add_device(CLI::App& app, Device& device) {
             }
           },
           "where the training steps run: cpu, cuda (a GPU; a -DTRIBUNAL_CUDA=ON build) or cuda-emulated (the "
-          "same CUDA kernels in a host SIMT emulation, slow); the results are bitwise the same on every device")
+          "same CUDA kernels in a host SIMT emulation, slow); the results are bitwise the same on every "
+          "device")
       ->type_name("DEVICE")
       ->default_str("cpu");
 }

@@ -12,12 +12,12 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/cli.h"
+#include "engine/error.h"
+#include "net/error.h"
 #include "nodes/delegate.h"
 #include "nodes/provider_node.h"
 #include "nodes/referee_node.h"
 #include "nodes/train_set.h"
-#include "engine/error.h"
-#include "net/error.h"
 
 namespace tribunal::cli {
 
@@ -30,15 +30,19 @@ std::filesystem::path default_job() {
   return std::filesystem::path(TRIBUNAL_SOURCE_DIR) / local;
 }
 
-uint64_t ceil_log2(uint64_t n) { return n <= 1 ? 0 : std::bit_width(n - 1); }
+uint64_t ceil_log2(uint64_t n) {
+  return n <= 1 ? 0 : std::bit_width(n - 1);
+}
 
 std::string describe_model(const ModelSpec& m) {
   switch (m.kind) {
-    case ModelKind::Mlp: return fmt::format("MLP {}", fmt::join(m.widths, "-"));
+    case ModelKind::Mlp:
+      return fmt::format("MLP {}", fmt::join(m.widths, "-"));
     case ModelKind::Gpt:
-      return fmt::format("GPT {} layers × {} heads, d_model {}, context {}, vocab {}", m.layers, m.heads, m.d_model,
-                         m.context, m.vocab);
-    case ModelKind::Cnn: return fmt::format("CNN channels [{}], kernel {}", fmt::join(m.channels, ", "), m.kernel);
+      return fmt::format("GPT {} layers × {} heads, d_model {}, context {}, vocab {}", m.layers, m.heads,
+                         m.d_model, m.context, m.vocab);
+    case ModelKind::Cnn:
+      return fmt::format("CNN channels [{}], kernel {}", fmt::join(m.channels, ", "), m.kernel);
   }
   return "model";
 }
@@ -87,12 +91,14 @@ int run_demo(DemoSettings& s) {
   const bool tls = !s.tls.cert.empty();
   const std::string scheme = tls ? "wss" : "ws";
   const JobSpec job = load_job(job_path);
-  if (out_dir.empty()) out_dir = std::filesystem::temp_directory_path() / fmt::format("tribunal-demo-{}", seed);
+  if (out_dir.empty())
+    out_dir = std::filesystem::temp_directory_path() / fmt::format("tribunal-demo-{}", seed);
   std::filesystem::remove_all(out_dir);
 
   // The cheat: one node output at a random step, every element shifted (corruptible_nodes).
   const DataShape shape = expected_data_shape(job);
-  const StepGraph g = build_step_graph(job, shape, 0, std::vector<int64_t>(static_cast<size_t>(job.batch_size), 0));
+  const StepGraph g =
+      build_step_graph(job, shape, 0, std::vector<int64_t>(static_cast<size_t>(job.batch_size), 0));
   std::mt19937_64 rng(seed);
   Fault fault;
   fault.step = static_cast<int64_t>(rng() % static_cast<uint64_t>(job.steps));
@@ -103,8 +109,9 @@ int run_demo(DemoSettings& s) {
   const OpKind injected_op = g.nodes[static_cast<size_t>(fault.node)].op;
   say(fmt::format("tribunal demo: job {} — {}, {} steps, batch {}, stride {}", job_path.filename().string(),
                   describe_model(job.model), job.steps, job.batch_size, job.stride));
-  say(fmt::format("the cheater will add {} to every element of node {} ({}, '{}') at step {}", fault.delta, fault.node,
-                  op_name(injected_op), g.values[g.nodes[static_cast<size_t>(fault.node)].outputs[0]].name, fault.step));
+  say(fmt::format("the cheater will add {} to every element of node {} ({}, '{}') at step {}", fault.delta,
+                  fault.node, op_name(injected_op),
+                  g.values[g.nodes[static_cast<size_t>(fault.node)].outputs[0]].name, fault.step));
 
   // Connection-level lines (opens, closes) would drown the narrowing; keep only the dispute's story.
   set_net_log_sink([](std::string_view) {});
@@ -131,7 +138,8 @@ int run_demo(DemoSettings& s) {
   const std::string referee_url = fmt::format("{}://127.0.0.1:{}/", scheme, referee_port);
   const std::vector<std::string> providers = {fmt::format("{}://127.0.0.1:{}/", scheme, honest_port),
                                               fmt::format("{}://127.0.0.1:{}/", scheme, cheater_port)};
-  say(fmt::format("referee {}, honest provider {}, cheating provider {}", referee_url, providers[0], providers[1]));
+  say(fmt::format("referee {}, honest provider {}, cheating provider {}", referee_url, providers[0],
+                  providers[1]));
 
   // Every round is logged by the referee; a person watching wants the narrowing: show the hand-offs,
   // the re-execution and the verdict, and count the rest.
@@ -162,14 +170,15 @@ int run_demo(DemoSettings& s) {
   ctx.stop();
   ctx.join();
 
-  nlohmann::json result = {{"seed", seed},
-                           {"job", job_path.filename().string()},
-                           {"referee", referee_url},
-                           {"referee_key", to_hex(Digest(referee_key.public_key))},
-                           {"stores", {(out_dir / "honest").string(), (out_dir / "cheater").string()}},
-                           {"providers", providers},
-                           {"injected", {{"step", fault.step}, {"node", fault.node}, {"op", op_name(injected_op)}}},
-                           {"train_step_seconds", honest.last_step_seconds()}};
+  nlohmann::json result = {
+      {"seed", seed},
+      {"job", job_path.filename().string()},
+      {"referee", referee_url},
+      {"referee_key", to_hex(Digest(referee_key.public_key))},
+      {"stores", {(out_dir / "honest").string(), (out_dir / "cheater").string()}},
+      {"providers", providers},
+      {"injected", {{"step", fault.step}, {"node", fault.node}, {"op", op_name(injected_op)}}},
+      {"train_step_seconds", honest.last_step_seconds()}};
   if (o.verdicts.empty()) {
     say("the corruption did not change the trajectory: both claims agree, nothing to dispute");
     result["verdict"] = nullptr;
@@ -201,12 +210,13 @@ int run_demo(DemoSettings& s) {
                         v.node == static_cast<uint64_t>(fault.node);
     result["caught"] = caught;
     say(fmt::format("{}: the cheater {} at step {}, node {}; the honest claim stands. Verdict in {}",
-                    caught ? "CAUGHT" : "UNEXPECTED", caught ? "lost" : "did not lose as injected", v.step, v.node,
-                    o.verdict_files.back().string()));
-    say(fmt::format("referee: {} rounds (bound {}), {} bytes in, {} bytes out, {:.4f} s CPU, dispute {:.2f} s; "
-                    "one training step {:.4f} s",
-                    rounds, bound, stats.bytes_in, stats.bytes_out, stats.cpu_seconds, stats.seconds,
-                    honest.last_step_seconds()));
+                    caught ? "CAUGHT" : "UNEXPECTED", caught ? "lost" : "did not lose as injected", v.step,
+                    v.node, o.verdict_files.back().string()));
+    say(fmt::format(
+        "referee: {} rounds (bound {}), {} bytes in, {} bytes out, {:.4f} s CPU, dispute {:.2f} s; "
+        "one training step {:.4f} s",
+        rounds, bound, stats.bytes_in, stats.bytes_out, stats.cpu_seconds, stats.seconds,
+        honest.last_step_seconds()));
   }
   if (json) {
     std::printf("%s\n", result.dump().c_str());

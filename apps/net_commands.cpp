@@ -11,15 +11,15 @@
 #include <fmt/ranges.h>
 
 #include "apps/cli.h"
-#include "nodes/delegate.h"
-#include "ops/registry.h"
-#include "nodes/provider_node.h"
-#include "nodes/training_ranks.h"
-#include "nodes/referee_node.h"
-#include "nodes/train_set.h"
 #include "engine/error.h"
 #include "net/error.h"
+#include "nodes/delegate.h"
 #include "nodes/key_file.h"
+#include "nodes/provider_node.h"
+#include "nodes/referee_node.h"
+#include "nodes/train_set.h"
+#include "nodes/training_ranks.h"
+#include "ops/registry.h"
 
 namespace tribunal::cli {
 
@@ -69,8 +69,9 @@ Fault parse_corrupt(const std::string& s) {
 
 // --metrics HOST:PORT of a node: a separate address for /metrics and /healthz.
 void add_metrics_address(CLI::App& app, std::string& metrics) {
-  app.add_option("--metrics", metrics,
-                 "also serve /metrics and /healthz on this HTTP-only address (they are always on --listen too)")
+  app.add_option(
+         "--metrics", metrics,
+         "also serve /metrics and /healthz on this HTTP-only address (they are always on --listen too)")
       ->type_name("HOST:PORT");
 }
 
@@ -125,20 +126,22 @@ int run_verify(const VerifySettings& s) {
   for (size_t i = 0; i < v.opening.claims.size(); ++i) {
     const Envelope c = open_envelope(v.opening.claims[i]);
     const Claim& claim = std::get<Claim>(c.body);
-    fmt::print("claim {}: provider {} at {}, trajectory_root {}\n", i, to_hex(Digest(c.sender)), claim.endpoint,
-               to_hex(claim.trajectory_root));
+    fmt::print("claim {}: provider {} at {}, trajectory_root {}\n", i, to_hex(Digest(c.sender)),
+               claim.endpoint, to_hex(claim.trajectory_root));
   }
   fmt::print("outcome: {} ({})\n",
              is_undecided(v.reason) ? std::string("undecided, no one convicted")
-             : v.winners.empty()                     ? std::string("no valid claim")
-                                                     : fmt::format("claim {} stands", v.winners[0]),
+             : v.winners.empty()    ? std::string("no valid claim")
+                                    : fmt::format("claim {} stands", v.winners[0]),
              reason_name(v.reason));
-  const std::string op = v.op < kOpKindCount ? op_name(static_cast<OpKind>(v.op)) : "op " + std::to_string(v.op);
-  fmt::print("located: level {}, step {}, node {} ({}); {} rounds\n", static_cast<int>(v.level), v.step, v.node, op,
-             v.rounds);
+  const std::string op =
+      v.op < kOpKindCount ? op_name(static_cast<OpKind>(v.op)) : "op " + std::to_string(v.op);
+  fmt::print("located: level {}, step {}, node {} ({}); {} rounds\n", static_cast<int>(v.level), v.step,
+             v.node, op, v.rounds);
   // What each party had left on its clock (docs/protocol.md, "Clocks"); checked above for a timeout.
   const auto seconds = [](std::chrono::milliseconds ms) { return std::chrono::duration<double>(ms).count(); };
-  fmt::print("clocks: claim 0 {:.3f} s left, claim 1 {:.3f} s left\n", seconds(v.clocks[0]), seconds(v.clocks[1]));
+  fmt::print("clocks: claim 0 {:.3f} s left, claim 1 {:.3f} s left\n", seconds(v.clocks[0]),
+             seconds(v.clocks[1]));
   fmt::print("{}\n", v.detail);
   return 0;
 }
@@ -162,13 +165,15 @@ int run_referee(RefereeSettings& s) {
   std::vector<IpNetwork>& allowed = s.allowed;
   check_tls_usage(options.tls);
   const auto [host, port] = host_port(listen);
-  const auto metrics = s.metrics.empty() ? std::pair<std::string, uint16_t>{} : host_port(s.metrics, "--metrics");
+  const auto metrics =
+      s.metrics.empty() ? std::pair<std::string, uint16_t>{} : host_port(s.metrics, "--metrics");
   raise_fd_limit();  // a client connection per live dispute, two provider connections
   NetContext ctx(1);
   RefereeNode node(ctx, load_keypair(key), options, log_line, AddressPolicy::public_only(std::move(allowed)));
   const uint16_t bound = node.listen(host, port);
-  log_line(fmt::format("referee: listening on {}:{} (store {}; {}; /metrics, /healthz and /disputes on that port)", host,
-                       bound, (options.data_dir / "referee.sqlite").string(), options.tls.cert.empty() ? "ws://" : "wss://"));
+  log_line(fmt::format(
+      "referee: listening on {}:{} (store {}; {}; /metrics, /healthz and /disputes on that port)", host,
+      bound, (options.data_dir / "referee.sqlite").string(), options.tls.cert.empty() ? "ws://" : "wss://"));
   if (!s.metrics.empty())
     log_line(fmt::format("referee: metrics on http://{}:{}/metrics", metrics.first,
                          node.listen_metrics(metrics.first, metrics.second)));
@@ -200,7 +205,8 @@ int run_provider(ProviderSettings& s) {
   const std::string& listen = s.listen;
   const std::string& key = s.key;
   const auto [host, port] = host_port(listen);
-  const auto metrics = s.metrics.empty() ? std::pair<std::string, uint16_t>{} : host_port(s.metrics, "--metrics");
+  const auto metrics =
+      s.metrics.empty() ? std::pair<std::string, uint16_t>{} : host_port(s.metrics, "--metrics");
   // Under mpirun: rank 0 is the node, the other ranks train each job with it (nodes/training_ranks.h).
   const std::unique_ptr<World> world = launched_world_or_solo();
   std::optional<TrainingRanks> ranks;
@@ -215,8 +221,9 @@ int run_provider(ProviderSettings& s) {
   NetContext ctx(1);
   ProviderNode node(ctx, load_keypair(key), config, log_line);
   const uint16_t bound = node.listen(host, port);
-  log_line(fmt::format("provider: listening on {}:{}, claims name {}; data sets: {}; {} training rank(s)", host, bound,
-                       node.endpoint(), fmt::join(config.datasets.names(), ", "), world->size()));
+  log_line(fmt::format("provider: listening on {}:{}, claims name {}; data sets: {}; {} training rank(s)",
+                       host, bound, node.endpoint(), fmt::join(config.datasets.names(), ", "),
+                       world->size()));
   if (!s.metrics.empty())
     log_line(fmt::format("provider: metrics on http://{}:{}/metrics", metrics.first,
                          node.listen_metrics(metrics.first, metrics.second)));
@@ -249,12 +256,13 @@ int run_delegate(DelegateSettings& s) {
   ctx.join();
   const auto& providers = request.providers;
   if (!o.undecided.empty()) {
-    fmt::print("undecided: the referee could not decide a dispute ({}); no claim was convicted\n", o.undecided);
+    fmt::print("undecided: the referee could not decide a dispute ({}); no claim was convicted\n",
+               o.undecided);
     return 4;
   }
   if (o.accepted)
-    fmt::print("accepted: the claim of {} (trajectory_root {}) stands after {} dispute(s)\n", providers[o.winner],
-               to_hex(o.claim.trajectory_root), o.verdicts.size());
+    fmt::print("accepted: the claim of {} (trajectory_root {}) stands after {} dispute(s)\n",
+               providers[o.winner], to_hex(o.claim.trajectory_root), o.verdicts.size());
   else
     fmt::print("no valid claim: every claim lost a dispute\n");
   return o.accepted ? 0 : 3;
@@ -325,7 +333,8 @@ Command add_referee(CLI::App& root) {
               "nodes of a disputed job's step graph at most (derived from the job text before it is built)");
   add_duration<std::chrono::milliseconds>(
       *app, "--opening-cpu-ms", o.opening_cpu.burst, 0, 3600000,
-      "CPU time the openings of one client network (/24, /48) or trusted key may use at once (0: no budget)", "MS");
+      "CPU time the openings of one client network (/24, /48) or trusted key may use at once (0: no budget)",
+      "MS");
   app->add_option("--opening-cpu-rate", o.opening_cpu.refill_per_second,
                   "CPU-seconds per second given back to each source's opening budget")
       ->type_name("FRACTION")
@@ -356,7 +365,8 @@ Command add_provider(CLI::App& root) {
       ->required();
   add_public_keys(*app, "--referee-key", c.referees,
                   "required: a referee it answers (public key, 64 hex digits)");
-  app->add_option("--advertise", c.endpoint, "the ws:// or wss:// URL its claims name (where referees reach it)")
+  app->add_option("--advertise", c.endpoint,
+                  "the ws:// or wss:// URL its claims name (where referees reach it)")
       ->type_name("URL")
       ->default_str("ws://HOST:PORT/ of --listen, wss:// with --tls-cert");
   add_public_keys(*app, "--client-key", c.clients,
@@ -371,9 +381,10 @@ Command add_provider(CLI::App& root) {
               "a job's estimated work per step at most (multiply-adds; docs/running.md, \"Job admission\")");
   add_integer(*app, "--max-total-work", c.limits.max_total_work, 1, int64_t{1} << 62,
               "a job's estimated work per step × steps at most");
-  add_integer(*app, "--max-memory-bytes", c.limits.max_memory_bytes, 1, int64_t{1} << 50,
-              "a job's estimated training memory at most (one step's values, activations included, and its states)",
-              "BYTES");
+  add_integer(
+      *app, "--max-memory-bytes", c.limits.max_memory_bytes, 1, int64_t{1} << 50,
+      "a job's estimated training memory at most (one step's values, activations included, and its states)",
+      "BYTES");
   add_integer(*app, "--max-graph-nodes", c.limits.max_graph_nodes, 1, int64_t{1} << 40,
               "nodes of a job's step graph at most (train.shards copies of the forward and backward)");
   add_integer(*app, "--max-concurrent-jobs", c.limits.max_concurrent_jobs, 1, 1024, "jobs trained at once");
@@ -383,12 +394,14 @@ Command add_provider(CLI::App& root) {
   c.terms.base = std::chrono::seconds(1);
   c.terms.step = std::chrono::milliseconds(100);
   add_seconds(*app, "--min-base-seconds", c.terms.base, "a job's [dispute] base_seconds at least");
-  add_seconds(*app, "--min-step-seconds", c.terms.step,
-              "a job's [dispute] step_seconds at least (and at least its measured step time × --step-safety-factor)");
+  add_seconds(
+      *app, "--min-step-seconds", c.terms.step,
+      "a job's [dispute] step_seconds at least (and at least its measured step time × --step-safety-factor)");
   add_integer(*app, "--link-bytes-per-second", c.terms.link_bytes_per_second, 1, int64_t{1} << 40,
               "the rate it can stream answers at: a job's [dispute] min_bytes_per_second at most", "BYTES");
   app->add_option("--step-safety-factor", c.terms.safety_factor,
-                  "a job's step_seconds at least its measured step time (same model kind, scaled by work) × this; 0: off")
+                  "a job's step_seconds at least its measured step time (same model kind, scaled by work) × "
+                  "this; 0: off")
       ->check(CLI::Range(0.0, 1000.0))
       ->default_str(fmt::format("{:g}", c.terms.safety_factor));
   app->add_option_function<std::string>(
@@ -403,7 +416,8 @@ Command add_provider(CLI::App& root) {
   add_integer(*app, "--max-connections-per-address", c.server.max_connections_per_address, 1, 1 << 20,
               "open connections of strangers from one address (proven referees do not count)");
   add_duration<std::chrono::seconds>(*app, "--stranger-idle-seconds", c.stranger_idle, 1, 86400,
-                                     "an unproven connection without a message this long is closed", "SECONDS");
+                                     "an unproven connection without a message this long is closed",
+                                     "SECONDS");
   add_integer(*app, "--threads", c.threads, 1, 256, "training threads", "K");
   add_metrics_address(*app, s->metrics);
   add_tls(*app, c.tls, true);

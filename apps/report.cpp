@@ -42,8 +42,9 @@ int run_report(const ReportSettings& s) {
     in.events = store.events(v.dispute_id);
     in.record = store.inputs(v.dispute_id);
     if (in.record.empty() && in.events.empty())
-      throw ProtocolError(fmt::format("{}: no record of dispute {} (unknown, or pruned after its retention period)",
-                                      store.file().string(), to_hex(v.dispute_id).substr(0, 16)));
+      throw ProtocolError(
+          fmt::format("{}: no record of dispute {} (unknown, or pruned after its retention period)",
+                      store.file().string(), to_hex(v.dispute_id).substr(0, 16)));
     if (in.events.empty()) in.events = dispute_events(in.record);
   }
   if (!s.dispute_log.empty()) {
@@ -62,8 +63,9 @@ int run_report(const ReportSettings& s) {
   const std::string html = dispute_report_html(in);
   std::ofstream out(s.out, std::ios::binary);
   if (!(out << html)) throw ProtocolError(s.out.string() + ": cannot write");
-  fmt::print("{}: dispute {} ({}), {} rounds shown, {} loss curve(s)\n", s.out.string(), to_hex(v.dispute_id).substr(0, 16),
-             reason_name(v.reason), in.events.size(), !in.losses[0].empty() + !in.losses[1].empty());
+  fmt::print("{}: dispute {} ({}), {} rounds shown, {} loss curve(s)\n", s.out.string(),
+             to_hex(v.dispute_id).substr(0, 16), reason_name(v.reason), in.events.size(),
+             !in.losses[0].empty() + !in.losses[1].empty());
   return 0;
 }
 
@@ -74,7 +76,8 @@ Command add_report(CLI::App& root) {
   CLI::App* app = root.add_subcommand(
       "report", "write a dispute's verdict, narrowing, graph and losses as one self-contained HTML page");
   app->add_option("verdict", s->verdict, "the verdict file (verdict-<dispute id>.bin)")->type_name("VERDICT");
-  app->add_option("--referee-key", s->referee_key, "check the signature against this referee key (64 hex digits)")
+  app->add_option("--referee-key", s->referee_key,
+                  "check the signature against this referee key (64 hex digits)")
       ->type_name("HEX");
   app->add_option("--store", s->store, "the referee's data directory: the dispute's rounds from its record")
       ->type_name("DIR");
@@ -83,7 +86,8 @@ Command add_report(CLI::App& root) {
       ->type_name("FILE");
   add_repeatable(
       *app, "--checkpoints", "DIR", [s](const std::string& v) { s->checkpoints.emplace_back(v); },
-      "a claim's checkpoints (a provider's --store, or its <job id> directory), claim 0 first: the loss curves");
+      "a claim's checkpoints (a provider's --store, or its <job id> directory), claim 0 first: the loss "
+      "curves");
   app->add_option("--out", s->out, "the HTML file to write")->type_name("FILE")->default_str("report.html");
   return {app, [s] { return run_report(*s); }};
 }

@@ -27,11 +27,13 @@ nlohmann::json to_json(const scenarios::Scenario& s, const scenarios::ScenarioRe
   if (s.expect.step) expected["step"] = *s.expect.step;
   if (s.expect.node) expected["node"] = *s.expect.node;
   if (s.expect.op) expected["op"] = *s.expect.op;
-  for (auto [key, value] : {std::pair{"disputes", s.expect.disputes}, std::pair{"crashes", s.expect.crashes},
-                            std::pair{"refused", s.expect.refused}, std::pair{"reconnects", s.expect.reconnects}})
+  for (auto [key, value] :
+       {std::pair{"disputes", s.expect.disputes}, std::pair{"crashes", s.expect.crashes},
+        std::pair{"refused", s.expect.refused}, std::pair{"reconnects", s.expect.reconnects}})
     if (value) expected[key] = *value;
-  nlohmann::json actual = {{"winner", r.winner},   {"disputes", r.disputes},     {"crashes", r.crashes},
-                           {"refused", r.refused}, {"reconnects", r.reconnects}, {"behaviours", nlohmann::json::array()}};
+  nlohmann::json actual = {{"winner", r.winner},         {"disputes", r.disputes},
+                           {"crashes", r.crashes},       {"refused", r.refused},
+                           {"reconnects", r.reconnects}, {"behaviours", nlohmann::json::array()}};
   for (size_t i = 0; i < r.behaviours.size() && i < s.providers.size(); ++i) {
     const scenarios::BehaviourCounts& c = r.behaviours[i];
     actual["behaviours"].push_back({{"provider", s.providers[i].name},
@@ -62,7 +64,8 @@ int run_graph(const std::filesystem::path& job_path) {
   if (job_path.empty()) throw UsageError("give a job file");
   const JobSpec job = load_job(job_path);
   const DataShape shape = expected_data_shape(job);
-  const StepGraph g = build_step_graph(job, shape, 0, std::vector<int64_t>(static_cast<size_t>(job.batch_size), 0));
+  const StepGraph g =
+      build_step_graph(job, shape, 0, std::vector<int64_t>(static_cast<size_t>(job.batch_size), 0));
   std::printf("node  op                              first output\n");
   for (size_t i = 0; i < g.nodes.size(); ++i)
     std::printf("%4zu  %-30s  %s\n", i, op_name(g.nodes[i].op), g.values[g.nodes[i].outputs[0]].name.c_str());
@@ -115,7 +118,8 @@ int run_scenarios(RunSettings& settings) {
       const std::string at = v.level == Level::Nodes   ? fmt::format("step {} node {}", v.step, v.node)
                              : v.level == Level::Steps ? fmt::format("level 2, step {}", v.step)
                                                        : std::string("level 1");
-      what = fmt::format("{} {}: {} at {}", r.winner, r.winner == "none" ? "stands" : "wins", reason_name(v.reason), at);
+      what = fmt::format("{} {}: {} at {}", r.winner, r.winner == "none" ? "stands" : "wins",
+                         reason_name(v.reason), at);
     }
     std::fprintf(human, "%s  %5.1f s  %s\n", r.passed ? "PASS" : "FAIL", r.seconds, what.c_str());
     for (const auto& m : r.mismatches) std::fprintf(human, "    mismatch: %s\n", m.c_str());
@@ -124,7 +128,10 @@ int run_scenarios(RunSettings& settings) {
     report.push_back(to_json(s, r));
   }
   std::fprintf(human, "%zu of %zu scenarios passed\n", passed, list.size());
-  if (json) std::printf("%s\n", nlohmann::json{{"passed", passed}, {"total", list.size()}, {"scenarios", report}}.dump().c_str());
+  if (json)
+    std::printf(
+        "%s\n",
+        nlohmann::json{{"passed", passed}, {"total", list.size()}, {"scenarios", report}}.dump().c_str());
   return passed == list.size() ? 0 : 1;
 }
 
@@ -140,31 +147,38 @@ int run_faults(scenarios::FaultCampaignOptions o, bool json) {
   const auto started = std::chrono::steady_clock::now();
   const scenarios::FaultCampaignReport r = scenarios::run_fault_campaign(o);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  std::fprintf(human,
-               "%zu games (seed %llu, %d CPU hogs, %zu flooding connections per node) in %.0f s: %zu honest losses, "
-               "%zu cheater claims accepted, %zu games whose faults never acted, %zu errors\n",
-               r.games.size(), static_cast<unsigned long long>(o.seed), o.cpu_hogs, o.flood_connections, seconds,
-               r.honest_losses,
-               r.cheater_accepted, r.faults_idle, r.errors);
+  std::fprintf(
+      human,
+      "%zu games (seed %llu, %d CPU hogs, %zu flooding connections per node) in %.0f s: %zu honest losses, "
+      "%zu cheater claims accepted, %zu games whose faults never acted, %zu errors\n",
+      r.games.size(), static_cast<unsigned long long>(o.seed), o.cpu_hogs, o.flood_connections, seconds,
+      r.honest_losses, r.cheater_accepted, r.faults_idle, r.errors);
   if (json) {
     nlohmann::json games = nlohmann::json::array();
     for (const auto& g : r.games)
-      games.push_back({{"game", g.index},       {"scenario", g.scenario}, {"schedule", g.schedule},
-                       {"winner", g.winner},     {"expected", g.expected}, {"reason", g.reason},
-                       {"faults_acted", g.faults_acted}, {"flood_accepted", g.flood_accepted}, {"passed", g.passed}, {"error", g.error},
+      games.push_back({{"game", g.index},
+                       {"scenario", g.scenario},
+                       {"schedule", g.schedule},
+                       {"winner", g.winner},
+                       {"expected", g.expected},
+                       {"reason", g.reason},
+                       {"faults_acted", g.faults_acted},
+                       {"flood_accepted", g.flood_accepted},
+                       {"passed", g.passed},
+                       {"error", g.error},
                        {"seconds", g.seconds}});
     std::printf("%s\n", nlohmann::json{{"games", r.games.size()},
-                                        {"seed", o.seed},
-                                        {"cpu_hogs", o.cpu_hogs},
-                                        {"flood_connections", o.flood_connections},
-                                        {"seconds", seconds},
-                                        {"honest_losses", r.honest_losses},
-                                        {"cheater_accepted", r.cheater_accepted},
-                                        {"faults_idle", r.faults_idle},
-                                        {"errors", r.errors},
-                                        {"results", games}}
-                                .dump()
-                                .c_str());
+                                       {"seed", o.seed},
+                                       {"cpu_hogs", o.cpu_hogs},
+                                       {"flood_connections", o.flood_connections},
+                                       {"seconds", seconds},
+                                       {"honest_losses", r.honest_losses},
+                                       {"cheater_accepted", r.cheater_accepted},
+                                       {"faults_idle", r.faults_idle},
+                                       {"errors", r.errors},
+                                       {"results", games}}
+                            .dump()
+                            .c_str());
   }
   return r.passed() ? 0 : 1;
 }
@@ -201,15 +215,20 @@ Command add_scenario(CLI::App& root) {
       "provider wins every game");
   add_integer(*faults_app, "--games", faults->games, 1, 1000000, "games to play", "N");
   faults_app->add_option("--seed", faults->seed, "drives the choice of scenarios and faults")->default_val(1);
-  add_integer(*faults_app, "--hogs", faults->cpu_hogs, 0, 64, "busy threads beside the nodes in every game", "K");
-  add_integer(*faults_app, "--flood", faults->flood_connections, 0, 100000,
-              "a stranger's idle connections from 127.0.0.2 to the referee and to each provider, in every game", "N");
-  faults_app->add_option("--suite", faults->suite, "the scenario catalog")->type_name("DIR")->default_str("scenarios/suite");
+  add_integer(*faults_app, "--hogs", faults->cpu_hogs, 0, 64, "busy threads beside the nodes in every game",
+              "K");
+  add_integer(
+      *faults_app, "--flood", faults->flood_connections, 0, 100000,
+      "a stranger's idle connections from 127.0.0.2 to the referee and to each provider, in every game", "N");
+  faults_app->add_option("--suite", faults->suite, "the scenario catalog")
+      ->type_name("DIR")
+      ->default_str("scenarios/suite");
   faults_app->add_option("--work", faults->work_dir, "the games' stores")
       ->type_name("DIR")
       ->default_str("$TMPDIR/tribunal-fault-campaign");
   faults_app->add_flag("--json", *faults_json, "print one JSON report on stdout (the lines go to stderr)");
-  faults_app->add_option("--skip", faults->skip, "scripts whose name starts with PREFIX do not play (repeatable)")
+  faults_app
+      ->add_option("--skip", faults->skip, "scripts whose name starts with PREFIX do not play (repeatable)")
       ->type_name("PREFIX");
   return {app, [run_app, graph_app, faults_app, run, graph_job, faults, faults_json] {
             if (run_app->parsed()) return run_scenarios(*run);

@@ -24,7 +24,8 @@ class ProgressBar {
     if (step != total && now - last_ < std::chrono::milliseconds(50)) return;
     last_ = now;
     const int width = 40, filled = static_cast<int>(width * step / std::max<int64_t>(total, 1));
-    std::fprintf(stderr, "\r[%s%s] step %lld/%lld  loss %.4f", std::string(static_cast<size_t>(filled), '#').c_str(),
+    std::fprintf(stderr, "\r[%s%s] step %lld/%lld  loss %.4f",
+                 std::string(static_cast<size_t>(filled), '#').c_str(),
                  std::string(static_cast<size_t>(width - filled), ' ').c_str(), static_cast<long long>(step),
                  static_cast<long long>(total), static_cast<double>(loss));
     if (step == total) std::fputc('\n', stderr);
@@ -59,7 +60,8 @@ int run_train(TrainSettings& s) {
     if (e.rank() == world->rank())
       std::fprintf(stderr, "tribunal: error: %s\n", e.what());
     else
-      std::fprintf(stderr, "tribunal: error: rank %d of %d stopped: %s\n", world->rank(), world->size(), e.what());
+      std::fprintf(stderr, "tribunal: error: rank %d of %d stopped: %s\n", world->rank(), world->size(),
+                   e.what());
     std::fflush(stderr);
     return 1;
   }
@@ -127,8 +129,8 @@ int train_on(TrainSettings& s, World& world) {
   } else {
     fmt::print("job_id           {}\n", to_hex(r.job_id));
     fmt::print("dataset_root     {}\n", to_hex(r.dataset_root));
-    fmt::print("steps            {} (stride {}, {} checkpoints in {})\n", r.steps, r.stride, r.checkpoint_hashes.size(),
-               options.out_dir.string());
+    fmt::print("steps            {} (stride {}, {} checkpoints in {})\n", r.steps, r.stride,
+               r.checkpoint_hashes.size(), options.out_dir.string());
     fmt::print("loss             {:.4f} -> {:.4f}\n", r.loss_first, r.loss_last);
     if (job.model.kind == ModelKind::Gpt) {
       if (r.validation_loss >= 0)
@@ -140,21 +142,29 @@ int train_on(TrainSettings& s, World& world) {
       fmt::print("test accuracy    {:.4f}\n", r.test_accuracy);
     }
     if (job.numerics.mode == NumericsMode::RoundingLog)
-      fmt::print("rounding log     {} of {} values logged ({:.4f} %), {} B packed, {} B in files; float64 GEMM {}{}\n",
-                 r.logged_decisions, r.rounded_values,
-                 r.rounded_values ? 100.0 * static_cast<double>(r.logged_decisions) / static_cast<double>(r.rounded_values) : 0.0,
-                 r.rounding_log_packed_bytes, r.rounding_log_file_bytes, float64_gemm_name(options.rounding.gemm),
-                 options.rounding.replay_dir.empty() ? "" : ", replaying the logs of " + options.rounding.replay_dir.string());
+      fmt::print(
+          "rounding log     {} of {} values logged ({:.4f} %), {} B packed, {} B in files; float64 GEMM "
+          "{}{}\n",
+          r.logged_decisions, r.rounded_values,
+          r.rounded_values
+              ? 100.0 * static_cast<double>(r.logged_decisions) / static_cast<double>(r.rounded_values)
+              : 0.0,
+          r.rounding_log_packed_bytes, r.rounding_log_file_bytes, float64_gemm_name(options.rounding.gemm),
+          options.rounding.replay_dir.empty()
+              ? ""
+              : ", replaying the logs of " + options.rounding.replay_dir.string());
     if (job.numerics.mode == NumericsMode::Fast)
-      fmt::print("numerics         fast: float32 GEMM {} (OpenBLAS threads {}); not reproducible across GEMMs\n",
-                 float32_gemm_name(options.fast.gemm),
-                 options.fast.blas_threads > 0 ? std::to_string(options.fast.blas_threads) : std::string("default"));
+      fmt::print(
+          "numerics         fast: float32 GEMM {} (OpenBLAS threads {}); not reproducible across GEMMs\n",
+          float32_gemm_name(options.fast.gemm),
+          options.fast.blas_threads > 0 ? std::to_string(options.fast.blas_threads) : std::string("default"));
     fmt::print("final_state_hash {}\n", to_hex(r.final_state_hash));
     fmt::print("trajectory_root  {}\n", to_hex(r.trajectory_root));
-    fmt::print("time             {:.2f} s training ({:.4f} s/step) on {} × {} rank(s) × {} thread(s), {:.2f} s "
-               "loading data, {:.2f} s evaluating\n",
-               r.seconds, steps_run > 0 ? r.seconds / static_cast<double>(steps_run) : 0.0, device_name(r.device),
-               r.ranks, r.threads, r.load_seconds, r.eval_seconds);
+    fmt::print(
+        "time             {:.2f} s training ({:.4f} s/step) on {} × {} rank(s) × {} thread(s), {:.2f} s "
+        "loading data, {:.2f} s evaluating\n",
+        r.seconds, steps_run > 0 ? r.seconds / static_cast<double>(steps_run) : 0.0, device_name(r.device),
+        r.ranks, r.threads, r.load_seconds, r.eval_seconds);
   }
   return 0;
 }
@@ -166,7 +176,8 @@ Command add_train(CLI::App& root) {
   CLI::App* app = root.add_subcommand(
       "train",
       "train a job with RepOps, write stride checkpoints to DIR, evaluate on the test set (a job names its "
-      "data set; --dataset registers where a name's files are); under mpirun -np K, data parallel over K ranks "
+      "data set; --dataset registers where a name's files are); under mpirun -np K, data parallel over K "
+      "ranks "
       "(K must divide the job's train.shards; the trajectory does not depend on K)");
   app->add_option("job", s->job_path, "the job file (TOML, scenarios/jobs/)")->type_name("JOB.toml");
   add_integer(*app, "--steps", s->options.stop_at, 0, kMaxSteps,
@@ -180,27 +191,33 @@ Command add_train(CLI::App& root) {
       ->default_str("runs/<job file stem>");
   app->add_flag("--resume", s->options.resume, "continue from the last checkpoint in DIR (verified first)");
   app->add_flag("--json", s->json, "print one JSON object instead of the summary");
-  app->add_flag("--no-eval", s->no_eval,
-                "skip the evaluation on the test set or held-out text (the trajectory does not depend on it)");
+  app->add_flag(
+      "--no-eval", s->no_eval,
+      "skip the evaluation on the test set or held-out text (the trajectory does not depend on it)");
   app->add_option_function<std::string>(
-         "--float64-gemm", [s](const std::string& name) { s->options.rounding.gemm = parse_float64_gemm(name); },
-         "rounding-log jobs: the float64 GEMM, openblas (its core type and threads from OPENBLAS_CORETYPE and "
+         "--float64-gemm",
+         [s](const std::string& name) { s->options.rounding.gemm = parse_float64_gemm(name); },
+         "rounding-log jobs: the float64 GEMM, openblas (its core type and threads from OPENBLAS_CORETYPE "
+         "and "
          "OPENBLAS_NUM_THREADS) or naive (a plain loop)")
-      ->check(CLI::IsMember({float64_gemm_name(Float64Gemm::OpenBlas), float64_gemm_name(Float64Gemm::Naive)}))
+      ->check(
+          CLI::IsMember({float64_gemm_name(Float64Gemm::OpenBlas), float64_gemm_name(Float64Gemm::Naive)}))
       ->type_name("NAME")
       ->default_str(float64_gemm_name(default_float64_gemm()));
   app->add_option_function<std::string>(
          "--float32-gemm", [s](const std::string& name) { s->options.fast.gemm = parse_float32_gemm(name); },
-         "fast-mode jobs: the float32 GEMM of Linear and Matmul, openblas (SGEMM), naive, blocked (split-K) or "
+         "fast-mode jobs: the float32 GEMM of Linear and Matmul, openblas (SGEMM), naive, blocked (split-K) "
+         "or "
          "reversed (k descending)")
       ->check(CLI::IsMember({"openblas", "naive", "blocked", "reversed"}))
       ->type_name("NAME")
       ->default_str("openblas");
   add_integer(*app, "--blas-threads", s->options.fast.blas_threads, 0, 256,
               "fast-mode jobs: OpenBLAS threads (0: as OPENBLAS_NUM_THREADS says)", "K");
-  app->add_option("--replay-logs", s->options.rounding.replay_dir,
-                  "rounding-log jobs: round by the logs another run wrote in DIR (its --out) instead of logging; "
-                  "the trajectory is then that run's, whatever this machine's float64 kernels")
+  app->add_option(
+         "--replay-logs", s->options.rounding.replay_dir,
+         "rounding-log jobs: round by the logs another run wrote in DIR (its --out) instead of logging; "
+         "the trajectory is then that run's, whatever this machine's float64 kernels")
       ->type_name("DIR");
   add_simd(*app);
   add_datasets(*app, s->datasets);

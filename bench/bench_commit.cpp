@@ -18,7 +18,8 @@
 using namespace tribunal;
 
 int main(int argc, char** argv) {
-  std::filesystem::path job_path = std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs/fashion_mlp.toml";
+  std::filesystem::path job_path =
+      std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs/fashion_mlp.toml";
   int threads = 1, repeats = 3;
   CLI::App app(
       "Checkpoint commitment overhead: a job trained with and without commitments; prints one JSON object.",

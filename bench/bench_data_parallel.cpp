@@ -70,11 +70,13 @@ void barrier(World& world) {
 int main(int argc, char** argv) {
   CLI::App app{"data-parallel training over MPI against one process (run under mpirun -np K)",
                "bench_data_parallel"};
-  std::filesystem::path job_path = std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs/gpt_chars.toml";
+  std::filesystem::path job_path =
+      std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs/gpt_chars.toml";
   int64_t shards = 8;
   int warmup = 2, repeats = 8;
   app.add_option("--job", job_path, "the job file")->type_name("FILE");
-  app.add_option("--shards", shards, "train.shards of the sharded runs (must divide the batch)")->check(CLI::Range(1, 4096));
+  app.add_option("--shards", shards, "train.shards of the sharded runs (must divide the batch)")
+      ->check(CLI::Range(1, 4096));
   app.add_option("--warmup", warmup, "untimed steps first")->check(CLI::Range(0, 1000));
   app.add_option("--repeats", repeats, "timed steps (the median counts)")->check(CLI::Range(1, 1000));
   bench::parse_command_line(app, argc, argv);
@@ -89,8 +91,12 @@ int main(int argc, char** argv) {
     ThreadPool one(1), many(ranks);
     const Dataset data = load_dataset(sharded, Split::Train, one);
 
-    nlohmann::json out = {{"bench", "data_parallel"}, {"job", job_path.filename().string()}, {"shards", shards},
-                          {"ranks", ranks}, {"warmup", warmup}, {"repeats", repeats},
+    nlohmann::json out = {{"bench", "data_parallel"},
+                          {"job", job_path.filename().string()},
+                          {"shards", shards},
+                          {"ranks", ranks},
+                          {"warmup", warmup},
+                          {"repeats", repeats},
                           {"loadavg_before", bench::loadavg()}};
     Digest alone{};
     if (world->rank() == 0) {

@@ -63,7 +63,9 @@ const std::filesystem::path kDefaultJob =
 /// Issue 14's target: the referee's CPU per dispute at most this fraction of one training step.
 constexpr double kCpuTarget = 0.01;
 
-uint64_t ceil_log2(uint64_t n) { return n <= 1 ? 0 : std::bit_width(n - 1); }
+uint64_t ceil_log2(uint64_t n) {
+  return n <= 1 ? 0 : std::bit_width(n - 1);
+}
 
 double cpu_seconds(clockid_t clock) {
   timespec ts{};
@@ -366,10 +368,9 @@ int main(int argc, char** argv) {
           if (env.kind != MessageKind::DisputeOpen) {
             answers = sessions[p]->on_envelope(env);
           } else {
-            sessions[p] = std::make_unique<ProviderDisputeSession>(providers[p]->key, env, job, data,
-                                                                   providers[p]->store, pool,
-                                                                   std::vector<PublicKey>{referee_key.public_key},
-                                                                   providers[p]->fault);
+            sessions[p] = std::make_unique<ProviderDisputeSession>(
+                providers[p]->key, env, job, data, providers[p]->store, pool,
+                std::vector<PublicKey>{referee_key.public_key}, providers[p]->fault);
           }
           for (const auto& a : answers) {
             answer_bytes += a.size();
@@ -399,9 +400,12 @@ int main(int argc, char** argv) {
       const std::string where = "T = " + std::to_string(steps) + ", node " + std::to_string(node) + ": ";
       if (!caught) problems.push_back(where + "the cheater was not caught at the injected step and node");
       if (v.rounds > bound) problems.push_back(where + "more rounds than the bound");
-      if (bytes_in > input_bytes + 65536) problems.push_back(where + "bytes in beyond the op's inputs + 64 KiB");
-      if (!bytes_accounted) problems.push_back(where + "the bytes in are not the opening's plus every answer's");
-      if (!run.refused.empty()) problems.push_back(where + "the referee refused an envelope: " + run.refused.front());
+      if (bytes_in > input_bytes + 65536)
+        problems.push_back(where + "bytes in beyond the op's inputs + 64 KiB");
+      if (!bytes_accounted)
+        problems.push_back(where + "the bytes in are not the opening's plus every answer's");
+      if (!run.refused.empty())
+        problems.push_back(where + "the referee refused an envelope: " + run.refused.front());
       const Node& injected = g.nodes[static_cast<size_t>(node)];
       const double rest = referee_cpu - breakdown.opening - breakdown.envelopes - breakdown.input_proofs -
                           breakdown.reexecution;

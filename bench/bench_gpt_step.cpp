@@ -50,18 +50,20 @@ using Clock = std::chrono::steady_clock;
 using bench::loadavg;
 using bench::median;
 
-double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
 
 bool is_optimizer_op(OpKind k) {
-  return k == OpKind::AdamW || k == OpKind::SgdMomentum || k == OpKind::SumSquares || k == OpKind::ClipCoefficient ||
-         k == OpKind::Scale;
+  return k == OpKind::AdamW || k == OpKind::SgdMomentum || k == OpKind::SumSquares ||
+         k == OpKind::ClipCoefficient || k == OpKind::Scale;
 }
 
 /// Our step at one thread count.
 struct OurTiming {
   int threads = 0;
   std::vector<double> step_s, build_s, exec_s;
-  std::map<std::string, double> per_op_s;   // mean seconds per step, by op name (profiled steps)
+  std::map<std::string, double> per_op_s;  // mean seconds per step, by op name (profiled steps)
   std::map<std::string, int64_t> per_op_nodes;
   double forward_s = 0, backward_s = 0, optimizer_s = 0;  // mean of the profiled steps
   float loss0 = 0;
@@ -125,9 +127,12 @@ OurTiming time_ours(const JobSpec& job, const Dataset& train, int threads, int w
       const OpKind k = next.nodes[n].op;
       r.per_op_s[op_name(k)] += node_s[n] / profiled;
       if (i == 0) r.per_op_nodes[op_name(k)] += 1;
-      if (is_optimizer_op(k)) r.optimizer_s += node_s[n] / profiled;
-      else if (n <= loss_node) r.forward_s += node_s[n] / profiled;
-      else r.backward_s += node_s[n] / profiled;
+      if (is_optimizer_op(k))
+        r.optimizer_s += node_s[n] / profiled;
+      else if (n <= loss_node)
+        r.forward_s += node_s[n] / profiled;
+      else
+        r.backward_s += node_s[n] / profiled;
     }
   }
   return r;
@@ -160,21 +165,28 @@ nlohmann::json ours_json(const OurTiming& r) {
   std::sort(sorted.rbegin(), sorted.rend());
   nlohmann::json ops = nlohmann::json::array();
   for (const auto& [s, name] : sorted)
-    ops.push_back({{"op", name}, {"ms", s * 1e3}, {"share", total > 0 ? s / total : 0}, {"nodes", r.per_op_nodes.at(name)}});
+    ops.push_back({{"op", name},
+                   {"ms", s * 1e3},
+                   {"share", total > 0 ? s / total : 0},
+                   {"nodes", r.per_op_nodes.at(name)}});
   return {{"threads", r.threads},
           {"median_s", median(r.step_s)},
           {"min_s", *std::min_element(r.step_s.begin(), r.step_s.end())},
           {"graph_build_s", median(r.build_s)},
           {"execute_s", median(r.exec_s)},
-          {"profiled", {{"forward_s", r.forward_s}, {"backward_s", r.backward_s}, {"optimizer_s", r.optimizer_s},
-                        {"per_op", ops}}},
+          {"profiled",
+           {{"forward_s", r.forward_s},
+            {"backward_s", r.backward_s},
+            {"optimizer_s", r.optimizer_s},
+            {"per_op", ops}}},
           {"samples_s", r.step_s}};
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::filesystem::path job_path = std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs/gpt_chars.toml";
+  std::filesystem::path job_path =
+      std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs/gpt_chars.toml";
   std::string python = "/usr/bin/python3";
   int warmup = 2, repeats = 7, rounds = 2;
   bool torch = true;
@@ -223,7 +235,8 @@ int main(int argc, char** argv) {
     std::filesystem::path export_path;
     const bool have_python = torch && access(python.c_str(), X_OK) == 0;
     if (have_python) {
-      export_path = std::filesystem::temp_directory_path() / ("bench_gpt_step_" + std::to_string(getpid()) + ".safetensors");
+      export_path = std::filesystem::temp_directory_path() /
+                    ("bench_gpt_step_" + std::to_string(getpid()) + ".safetensors");
       ThreadPool pool(1);
       Trainer trainer(job, train, pool);
       parity::write_parity_export(export_path, trainer, train, 1);
@@ -246,18 +259,20 @@ int main(int argc, char** argv) {
       } else {
         const std::string script = std::string(TRIBUNAL_SOURCE_DIR) + "/tools/torch_gpt_step.py";
         int status = 0;
-        const std::string out = run_command(python + " " + script + " " + export_path.string() + " --threads 1,2" +
-                                                " --warmup " + std::to_string(warmup) + " --repeats " +
-                                                std::to_string(repeats) + (round == 0 ? " --profile" : "") + " 2>&1",
-                                            status);
+        const std::string out =
+            run_command(python + " " + script + " " + export_path.string() + " --threads 1,2" + " --warmup " +
+                            std::to_string(warmup) + " --repeats " + std::to_string(repeats) +
+                            (round == 0 ? " --profile" : "") + " 2>&1",
+                        status);
         const size_t brace = out.rfind("\n{");
         nlohmann::json parsed =
             nlohmann::json::parse(brace == std::string::npos ? out : out.substr(brace + 1), nullptr, false);
         if (status != 0 || parsed.is_discarded() || !parsed.is_object() || parsed.contains("error")) {
-          torch_json = {{"available", false},
-                        {"reason", parsed.is_object() && parsed.contains("error") ? parsed["error"].get<std::string>()
-                                                                                  : "tools/torch_gpt_step.py failed"},
-                        {"output", out.substr(0, 2000)}};
+          torch_json = {
+              {"available", false},
+              {"reason", parsed.is_object() && parsed.contains("error") ? parsed["error"].get<std::string>()
+                                                                        : "tools/torch_gpt_step.py failed"},
+              {"output", out.substr(0, 2000)}};
         } else {
           for (const auto& t : parsed["threads"]) rj["torch_median_s"].push_back(t["median_s"]);
           if (!torch_json.is_object() || !torch_json.value("available", false)) {
@@ -265,7 +280,8 @@ int main(int argc, char** argv) {
             torch_json["available"] = true;
           } else {  // keep the better round per thread count, and the first round's profile
             for (size_t i = 0; i < parsed["threads"].size(); ++i)
-              if (parsed["threads"][i]["median_s"].get<double>() < torch_json["threads"][i]["median_s"].get<double>())
+              if (parsed["threads"][i]["median_s"].get<double>() <
+                  torch_json["threads"][i]["median_s"].get<double>())
                 torch_json["threads"][i] = parsed["threads"][i];
           }
         }
@@ -277,26 +293,31 @@ int main(int argc, char** argv) {
 
     double ours_best = 1e30;
     for (const OurTiming& r : ours) ours_best = std::min(ours_best, median(r.step_s));
-    nlohmann::json out = {
-        {"bench", "gpt_step"},
-        {"job", job_path.string()},
-        {"config",
-         {{"layers", job.model.layers}, {"heads", job.model.heads}, {"d_model", job.model.d_model},
-          {"context", job.model.context}, {"vocab", job.model.vocab}, {"batch", job.batch_size},
-          {"dropout", job.model.dropout}, {"clip_norm", job.optimizer.clip_norm}}},
-        {"warmup", warmup},
-        {"repeats", repeats},
-        {"rounds", rounds_json},
-        {"loadavg_before", loadavg_before},
-        {"loadavg_after", loadavg()},
-        {"hardware_threads", std::thread::hardware_concurrency()},
-        {"loss_step0", ours[0].loss0},
-        {"tribunal", nlohmann::json::array({ours_json(ours[0]), ours_json(ours[1])})},
-        {"tribunal_best_s", ours_best},
-        {"torch", torch_json}};
+    nlohmann::json out = {{"bench", "gpt_step"},
+                          {"job", job_path.string()},
+                          {"config",
+                           {{"layers", job.model.layers},
+                            {"heads", job.model.heads},
+                            {"d_model", job.model.d_model},
+                            {"context", job.model.context},
+                            {"vocab", job.model.vocab},
+                            {"batch", job.batch_size},
+                            {"dropout", job.model.dropout},
+                            {"clip_norm", job.optimizer.clip_norm}}},
+                          {"warmup", warmup},
+                          {"repeats", repeats},
+                          {"rounds", rounds_json},
+                          {"loadavg_before", loadavg_before},
+                          {"loadavg_after", loadavg()},
+                          {"hardware_threads", std::thread::hardware_concurrency()},
+                          {"loss_step0", ours[0].loss0},
+                          {"tribunal", nlohmann::json::array({ours_json(ours[0]), ours_json(ours[1])})},
+                          {"tribunal_best_s", ours_best},
+                          {"torch", torch_json}};
     if (torch_json.value("available", false)) {
       double torch_best = 1e30;
-      for (const auto& t : torch_json["threads"]) torch_best = std::min(torch_best, t["median_s"].get<double>());
+      for (const auto& t : torch_json["threads"])
+        torch_best = std::min(torch_best, t["median_s"].get<double>());
       out["torch_best_s"] = torch_best;
       out["ratio_tribunal_over_torch"] = ours_best / torch_best;
       out["target_ratio"] = 1.5;

@@ -48,13 +48,13 @@ struct Shape {
 const Shape kShapes[] = {
     {"square_512", 512, 512, 512, false, false, false, 1},
     {"square_1024", 1024, 1024, 1024, false, false, false, 1},
-    {"mlp_fc1_forward", 64, 256, 784, false, false, true, 1},      // x[64,784]·W1[784,256] + b1
-    {"mlp_fc2_forward", 64, 10, 256, false, false, true, 1},       // h[64,256]·W2[256,10] + b2
-    {"mlp_fc1_grad_input", 64, 784, 256, false, true, false, 1},   // dY1[64,256]·W1[784,256]ᵀ
-    {"mlp_fc1_grad_weight", 784, 256, 64, true, false, false, 1},  // X[64,784]ᵀ·dY1[64,256]
-    {"mlp_fc2_grad_input", 64, 256, 10, false, true, false, 1},    // dY2[64,10]·W2[256,10]ᵀ
-    {"mlp_fc2_grad_weight", 256, 10, 64, true, false, false, 1},   // H[64,256]ᵀ·dY2[64,10]
-    {"gpt_attn_linear_forward", 2048, 128, 128, false, false, true, 1},      // q, k, v, proj: x·W[128,128] + b
+    {"mlp_fc1_forward", 64, 256, 784, false, false, true, 1},            // x[64,784]·W1[784,256] + b1
+    {"mlp_fc2_forward", 64, 10, 256, false, false, true, 1},             // h[64,256]·W2[256,10] + b2
+    {"mlp_fc1_grad_input", 64, 784, 256, false, true, false, 1},         // dY1[64,256]·W1[784,256]ᵀ
+    {"mlp_fc1_grad_weight", 784, 256, 64, true, false, false, 1},        // X[64,784]ᵀ·dY1[64,256]
+    {"mlp_fc2_grad_input", 64, 256, 10, false, true, false, 1},          // dY2[64,10]·W2[256,10]ᵀ
+    {"mlp_fc2_grad_weight", 256, 10, 64, true, false, false, 1},         // H[64,256]ᵀ·dY2[64,10]
+    {"gpt_attn_linear_forward", 2048, 128, 128, false, false, true, 1},  // q, k, v, proj: x·W[128,128] + b
     {"gpt_attn_linear_grad_input", 2048, 128, 128, false, true, false, 1},   // dY·Wᵀ
     {"gpt_attn_linear_grad_weight", 128, 128, 2048, true, false, false, 1},  // Xᵀ·dY
     {"gpt_fc_forward", 2048, 512, 128, false, false, true, 1},               // LN2(x)·W_fc[128,512] + b
@@ -66,8 +66,10 @@ const Shape kShapes[] = {
     {"gpt_head_forward", 2048, 256, 128, false, false, true, 1},             // LN_f(x)·W_head[128,256] + b
     {"gpt_head_grad_input", 2048, 128, 256, false, true, false, 1},          // dlogits·W_headᵀ
     {"gpt_head_grad_weight", 128, 256, 2048, true, false, false, 1},         // Xᵀ·dlogits
-    {"gpt_attn_scores", 128, 128, 32, false, true, false, 64},  // q[64,128,32]·k[64,128,32]ᵀ (also dp = do·vᵀ)
-    {"gpt_attn_values", 128, 32, 128, false, false, false, 64},  // p[64,128,128]·v[64,128,32] (also dq = ds·k)
+    {"gpt_attn_scores", 128, 128, 32, false, true, false,
+     64},  // q[64,128,32]·k[64,128,32]ᵀ (also dp = do·vᵀ)
+    {"gpt_attn_values", 128, 32, 128, false, false, false,
+     64},  // p[64,128,128]·v[64,128,32] (also dq = ds·k)
     {"gpt_attn_grad_kv", 128, 32, 128, true, false, false, 64},  // dk = dsᵀ·q, dv = pᵀ·do
 };
 
@@ -133,14 +135,17 @@ void openblas_matmul(const Shape& s, Operands& o) {
   const int lda = static_cast<int>(s.trans_a ? s.m : s.k), ldb = static_cast<int>(s.trans_b ? s.k : s.n);
   for (int64_t e = 0; e < s.batch; ++e)  // a batch: one sgemm per product, as a framework's bmm loop does
     cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans,
-                static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k), 1.0f, o.a.data() + e * s.m * s.k,
-                lda, o.b.data() + e * s.k * s.n, ldb, beta, o.c.data() + e * s.m * s.n, static_cast<int>(s.n));
+                static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k), 1.0f,
+                o.a.data() + e * s.m * s.k, lda, o.b.data() + e * s.k * s.n, ldb, beta,
+                o.c.data() + e * s.m * s.n, static_cast<int>(s.n));
 }
 
 /// Our kernel on the operands: matmul, or matmul_batched for a batch of products.
 void our_matmul(const Shape& s, const Operands& o, ThreadPool& pool, SimdPath path) {
-  if (s.batch > 1) tribunal::matmul_batched(o.args, s.batch, pool, path);
-  else tribunal::matmul(o.args, pool, path);
+  if (s.batch > 1)
+    tribunal::matmul_batched(o.args, s.batch, pool, path);
+  else
+    tribunal::matmul(o.args, pool, path);
 }
 
 double gflops(const Shape& s, double seconds) {

@@ -16,11 +16,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <limits>
-#include <map>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -63,7 +63,8 @@ OpKind op_named(const std::string& name) {
 // The float32 spacing (gap between the two float32 neighbours) at x.
 double spacing(double x) {
   const float f = std::fabs(static_cast<float>(x));
-  return static_cast<double>(std::nextafter(f, std::numeric_limits<float>::infinity())) - static_cast<double>(f);
+  return static_cast<double>(std::nextafter(f, std::numeric_limits<float>::infinity())) -
+         static_cast<double>(f);
 }
 
 // How far the two float64 GEMMs' results lie apart on step 0 of a rounding-log job, per op kind: each
@@ -85,7 +86,8 @@ nlohmann::json compare_gemms(const JobSpec& job, const Dataset& train, ThreadPoo
   const StepGraph& g = tr.graph;
   struct Tally {
     uint64_t values = 0, differing = 0, straddles = 0, coarsened = 0, coarsened_beyond_float32 = 0;
-    double max_spacings = 0, expected_straddles = 0, max_steps = 0, max_over_quantum = 0, max_coarsened_relative = 0;
+    double max_spacings = 0, expected_straddles = 0, max_steps = 0, max_over_quantum = 0,
+           max_coarsened_relative = 0;
   };
   std::map<std::string, Tally> tally;
   for (const Node& node : g.nodes) {
@@ -135,9 +137,14 @@ nlohmann::json compare_gemms(const JobSpec& job, const Dataset& train, ThreadPoo
   }
   nlohmann::json out = nlohmann::json::object();
   for (const auto& [op, t] : tally)
-    out[op] = {{"values", t.values}, {"differing", t.differing}, {"max_spacings", t.max_spacings},
-               {"straddles", t.straddles}, {"expected_straddles", t.expected_straddles}, {"max_steps", t.max_steps},
-               {"max_over_quantum", t.max_over_quantum}, {"coarsened", t.coarsened},
+    out[op] = {{"values", t.values},
+               {"differing", t.differing},
+               {"max_spacings", t.max_spacings},
+               {"straddles", t.straddles},
+               {"expected_straddles", t.expected_straddles},
+               {"max_steps", t.max_steps},
+               {"max_over_quantum", t.max_over_quantum},
+               {"coarsened", t.coarsened},
                {"max_coarsened_relative", t.max_coarsened_relative},
                {"coarsened_beyond_float32", t.coarsened_beyond_float32}};
   return out;
@@ -187,9 +194,10 @@ int main(int argc, char** argv) {
                                    TRIBUNAL_SOURCE_DIR "/scenarios/jobs/fashion_cnn.toml",
                                    TRIBUNAL_SOURCE_DIR "/scenarios/jobs/gpt_chars.toml"};
   int steps = 3, threads = 1;
-  CLI::App app("Rounding-log mode against RepOps in the same run: logged fraction, log bytes, step time, and "
-               "replays across float64 GEMMs; prints one JSON object",
-               "bench_rounding_log");
+  CLI::App app(
+      "Rounding-log mode against RepOps in the same run: logged fraction, log bytes, step time, and "
+      "replays across float64 GEMMs; prints one JSON object",
+      "bench_rounding_log");
   app.add_option("--job", jobs, "job files (repeatable)")->type_name("FILE");
   app.add_option("--steps", steps, "steps per run (from the initial state)")->check(CLI::Range(1, 1000));
   app.add_option("--threads", threads, "RepOps training threads (OpenBLAS's come from OPENBLAS_NUM_THREADS)")
@@ -205,7 +213,8 @@ int main(int argc, char** argv) {
     const Dataset train = load_dataset(job, Split::Train, pool);
     uint64_t param_bytes = 0;
     const StateLayout layout = state_layout(job);
-    for (size_t p = 0; p < layout.num_params; ++p) param_bytes += 4 * static_cast<uint64_t>(layout.shapes[p].numel());
+    for (size_t p = 0; p < layout.num_params; ++p)
+      param_bytes += 4 * static_cast<uint64_t>(layout.shapes[p].numel());
 
     const Run repops = run(job, train, pool, steps, {});
     JobSpec rlog = job;
@@ -218,9 +227,11 @@ int main(int argc, char** argv) {
     std::filesystem::remove_all(dir);
     nlohmann::json by_op = nlohmann::json::object();
     for (const auto& [op, counts] : trainer.by_op)
-      by_op[op] = {{"values_per_step", static_cast<double>(counts.first) / steps},
-                   {"logged_fraction", counts.first ? static_cast<double>(counts.second) / static_cast<double>(counts.first) : 0.0},
-                   {"tau", rlog.numerics.tau_of(op_named(op))}};
+      by_op[op] = {
+          {"values_per_step", static_cast<double>(counts.first) / steps},
+          {"logged_fraction",
+           counts.first ? static_cast<double>(counts.second) / static_cast<double>(counts.first) : 0.0},
+          {"tau", rlog.numerics.tau_of(op_named(op))}};
 
     const double per_step = 1.0 / steps;
     results.push_back({
@@ -232,8 +243,10 @@ int main(int argc, char** argv) {
         {"logged_per_step", static_cast<double>(trainer.logged) * per_step},
         {"log_packed_bytes_per_step", static_cast<double>(trainer.packed_bytes) * per_step},
         {"log_gzip_bytes_per_step", static_cast<double>(trainer.file_bytes) * per_step},
-        {"log_packed_over_parameters", static_cast<double>(trainer.packed_bytes) * per_step / static_cast<double>(param_bytes)},
-        {"log_gzip_over_parameters", static_cast<double>(trainer.file_bytes) * per_step / static_cast<double>(param_bytes)},
+        {"log_packed_over_parameters",
+         static_cast<double>(trainer.packed_bytes) * per_step / static_cast<double>(param_bytes)},
+        {"log_gzip_over_parameters",
+         static_cast<double>(trainer.file_bytes) * per_step / static_cast<double>(param_bytes)},
         {"repops_step_s", repops.step_s},
         {"rounding_log_openblas_step_s", trainer.step_s},
         {"rounding_log_naive_step_s", own.step_s},

@@ -51,7 +51,8 @@ namespace {
 const std::filesystem::path kJobs = std::filesystem::path(TRIBUNAL_SOURCE_DIR) / "scenarios/jobs";
 
 std::filesystem::path scratch(const std::string& name) {
-  return std::filesystem::temp_directory_path() / ("tribunal-bench-verifiers-" + std::to_string(getpid()) + "-" + name);
+  return std::filesystem::temp_directory_path() /
+         ("tribunal-bench-verifiers-" + std::to_string(getpid()) + "-" + name);
 }
 
 uint64_t dir_bytes(const std::filesystem::path& dir) {
@@ -82,7 +83,8 @@ int64_t optimizer_node(const JobSpec& job, const DataShape& shape, int64_t t, si
 std::vector<Cheater> cheaters(const JobSpec& job, const DataShape& shape) {
   const int64_t mid = job.steps / 2, s = job.stride;
   std::vector<Cheater> out;
-  out.push_back({"shortcut_extrapolate", std::nullopt, ShortcutPlan{0.5, SkipMode::Extrapolate, false, 7}, false});
+  out.push_back(
+      {"shortcut_extrapolate", std::nullopt, ShortcutPlan{0.5, SkipMode::Extrapolate, false, 7}, false});
   out.push_back({"shortcut_idle", std::nullopt, ShortcutPlan{1.0, SkipMode::Unchanged, false, 7}, false});
   out.push_back({"loss_forger", std::nullopt, ShortcutPlan{1.0, SkipMode::Unchanged, true, 7}, false});
   out.push_back({"hide_in_noise", std::nullopt, std::nullopt, true});
@@ -112,8 +114,8 @@ struct Provider {
   Digest root{};
 };
 
-Provider provide(const JobSpec& job, const Dataset& data, const Fault& fault, const std::string& name, int threads,
-                 const std::filesystem::path& replay = {}) {
+Provider provide(const JobSpec& job, const Dataset& data, const Fault& fault, const std::string& name,
+                 int threads, const std::filesystem::path& replay = {}) {
   Provider p;
   p.fault = fault;
   p.store = scratch(name);
@@ -141,8 +143,8 @@ struct DisputeOutcome {
   uint64_t bytes = 0;  // sent to the referee: the opening and every answer
 };
 
-DisputeOutcome dispute(const std::string& job_text, const JobSpec& job, const Dataset& data, const Provider& honest,
-                       const Provider& other) {
+DisputeOutcome dispute(const std::string& job_text, const JobSpec& job, const Dataset& data,
+                       const Provider& honest, const Provider& other) {
   DisputeOutcome out;
   if (honest.root == other.root) return out;  // equal claims: accepted, no dispute
   out.disputed = true;
@@ -157,9 +159,9 @@ DisputeOutcome dispute(const std::string& job_text, const JobSpec& job, const Da
   for (int p = 0; p < 2; ++p)
     parties[static_cast<size_t>(p)] = [&, p](const Envelope& env) -> std::vector<std::vector<uint8_t>> {
       if (env.kind != MessageKind::DisputeOpen) return sessions[p]->on_envelope(env);
-      sessions[p] = std::make_unique<ProviderDisputeSession>(providers[p]->key, env, job, data, providers[p]->store,
-                                                             pool, std::vector<PublicKey>{referee_key.public_key},
-                                                             providers[p]->fault);
+      sessions[p] = std::make_unique<ProviderDisputeSession>(
+          providers[p]->key, env, job, data, providers[p]->store, pool,
+          std::vector<PublicKey>{referee_key.public_key}, providers[p]->fault);
       return {};
     };
   const LocalRun run = play_local(referee, parties);
@@ -176,10 +178,14 @@ struct Tally {
   double cpu = 0;
   double stored = 0, sent = 0;
   std::map<std::string, int> failed_checks;  // audits: how often each check failed
-  void add(bool ok, double c, double st, double se) { ++runs, accepted += ok, cpu += c, stored += st, sent += se; }
+  void add(bool ok, double c, double st, double se) {
+    ++runs, accepted += ok, cpu += c, stored += st, sent += se;
+  }
   nlohmann::json json(bool honest) const {
     const double n = runs > 0 ? runs : 1;
-    nlohmann::json j = {{"runs", runs}, {"verifier_cpu_seconds", cpu / n}, {"evidence_bytes_stored", stored / n},
+    nlohmann::json j = {{"runs", runs},
+                        {"verifier_cpu_seconds", cpu / n},
+                        {"evidence_bytes_stored", stored / n},
                         {"evidence_bytes_sent", sent / n}};
     if (!failed_checks.empty()) j["failed_checks"] = failed_checks;
     if (honest)
@@ -204,7 +210,8 @@ JobSpec load(const std::string& file, const std::string& text) {
 }
 
 nlohmann::json bench_job(const std::string& stem, int seeds, double sample_fraction) {
-  const std::string repops_text = read_file(kJobs / (stem + ".toml")), rlog_text = read_file(kJobs / (stem + "_rlog.toml")),
+  const std::string repops_text = read_file(kJobs / (stem + ".toml")),
+                    rlog_text = read_file(kJobs / (stem + "_rlog.toml")),
                     fast_text = read_file(kJobs / (stem + "_fast.toml"));
   const JobSpec repops = load(stem + ".toml", repops_text), rlog = load(stem + "_rlog.toml", rlog_text),
                 fast = load(stem + "_fast.toml", fast_text);
@@ -221,29 +228,33 @@ nlohmann::json bench_job(const std::string& stem, int seeds, double sample_fract
   const int64_t target = 3;
   double noise_shift = 0, rate_honest = 0, rate_attacked = 0;
 
-  const std::vector<FastOptions> honest_kernels = {{Float32Gemm::Blocked, 0}, {Float32Gemm::Reversed, 0},
-                                                   {Float32Gemm::OpenBlas, 2}};
+  const std::vector<FastOptions> honest_kernels = {
+      {Float32Gemm::Blocked, 0}, {Float32Gemm::Reversed, 0}, {Float32Gemm::OpenBlas, 2}};
   for (int seed = 0; seed < seeds; ++seed) {
     const int threads = 1 + seed % 2;
     // Exact and rounding-log disputes: an honest reference provider against each other provider.
     for (const auto& [name, job, text] :
          {std::tuple<std::string, const JobSpec&, const std::string&>{"exact_dispute", repops, repops_text},
-          std::tuple<std::string, const JobSpec&, const std::string&>{"rounding_log_dispute", rlog, rlog_text}}) {
+          std::tuple<std::string, const JobSpec&, const std::string&>{"rounding_log_dispute", rlog,
+                                                                      rlog_text}}) {
       const Provider ref = provide(job, data, Fault{}, name + "-ref", 1);
       const uint64_t stored = dir_bytes(ref.store);
-      const Provider twin = provide(job, data, Fault{}, name + "-twin", threads,
-                                    job.numerics.mode == NumericsMode::RoundingLog ? ref.store : std::filesystem::path{});
+      const Provider twin =
+          provide(job, data, Fault{}, name + "-twin", threads,
+                  job.numerics.mode == NumericsMode::RoundingLog ? ref.store : std::filesystem::path{});
       const DisputeOutcome h = dispute(text, job, data, ref, twin);
       tally[name]["honest"].add(!h.honest_lost && !h.cheater_lost, h.referee_cpu, static_cast<double>(stored),
                                 static_cast<double>(h.bytes));
       for (const Cheater& c : list) {
         Fault f = c.fault ? *c.fault : Fault{};
         if (c.shortcut) f = shortcut_fault(job, *c.shortcut);
-        if (c.noise) f.step = job.stride - 1, f.node = optimizer_node(job, shape, job.stride - 1, bias),
-                     f.element = target, f.delta = static_cast<float>(budget);
+        if (c.noise)
+          f.step = job.stride - 1, f.node = optimizer_node(job, shape, job.stride - 1, bias),
+          f.element = target, f.delta = static_cast<float>(budget);
         const Provider bad = provide(job, data, f, name + "-" + c.name, 1);
         const DisputeOutcome o = dispute(text, job, data, ref, bad);
-        tally[name][c.name].add(!o.cheater_lost, o.referee_cpu, static_cast<double>(stored), static_cast<double>(o.bytes));
+        tally[name][c.name].add(!o.cheater_lost, o.referee_cpu, static_cast<double>(stored),
+                                static_cast<double>(o.bytes));
         std::filesystem::remove_all(bad.store);
       }
       std::filesystem::remove_all(ref.store);
@@ -260,7 +271,8 @@ nlohmann::json bench_job(const std::string& stem, int seeds, double sample_fract
     const auto audit_run = [&](const std::string& who, const std::filesystem::path& dir) {
       const AuditReport r = run_audit(repops, dir, ao, &data);
       Tally& x = tally["audits"][who];
-      x.add(r.passed(), r.cpu_seconds, static_cast<double>(r.evidence_bytes), static_cast<double>(r.read_bytes));
+      x.add(r.passed(), r.cpu_seconds, static_cast<double>(r.evidence_bytes),
+            static_cast<double>(r.read_bytes));
       for (const CheckResult& c : r.checks)
         if (!c.passed) ++x.failed_checks[c.name];
     };
@@ -272,7 +284,8 @@ nlohmann::json bench_job(const std::string& stem, int seeds, double sample_fract
                                   static_cast<double>(r.sent_bytes));
       // Every interval opened: whether the boundary itself catches the cheat, sampling aside.
       const ToleranceReport all = check_tolerance(fast, dir, cal, every, &data);
-      tally["tolerance_all_intervals"][who].add(all.passed, all.cpu_seconds, static_cast<double>(all.evidence_bytes),
+      tally["tolerance_all_intervals"][who].add(all.passed, all.cpu_seconds,
+                                                static_cast<double>(all.evidence_bytes),
                                                 static_cast<double>(all.sent_bytes));
     };
     const std::filesystem::path a = scratch("audit"), t = scratch("tolerance");
@@ -305,13 +318,15 @@ nlohmann::json bench_job(const std::string& stem, int seeds, double sample_fract
         train_shortcut(fast, data, t, *c.shortcut, {Float32Gemm::OpenBlas, 1});
       } else {
         train_hide_in_noise(repops, data, a, {budget, target});
-        const AttackRun run = train_hide_in_noise(fast, data, t, {budget, target}, {Float32Gemm::OpenBlas, 1});
+        const AttackRun run =
+            train_hide_in_noise(fast, data, t, {budget, target}, {Float32Gemm::OpenBlas, 1});
         if (seed == 0) {
           // What the change does: the rate of predictions of the target class against an honest run's.
           noise_shift = run.shift;
           const Digest id = job_id(fast, data);
           const State attacked = load_checkpoint(checkpoint_path(t, fast.steps), fast, id, pool);
-          const State honest = replay(fast, data, pool, initial_state(fast), fast.steps, {Float32Gemm::OpenBlas, 1});
+          const State honest =
+              replay(fast, data, pool, initial_state(fast), fast.steps, {Float32Gemm::OpenBlas, 1});
           rate_attacked = prediction_rate(fast, attacked, data, target, 2000, pool);
           rate_honest = prediction_rate(fast, honest, data, target, 2000, pool);
         }
@@ -333,22 +348,31 @@ nlohmann::json bench_job(const std::string& stem, int seeds, double sample_fract
           {"stride", repops.stride},
           {"seeds", seeds},
           {"calibration",
-           {{"kernels", cal.kernels}, {"intervals", cal.intervals}, {"max_distance", cal.max_distance},
-            {"margin", cal.margin}, {"boundary", cal.boundary}, {"cpu_seconds", cal.cpu_seconds}}},
+           {{"kernels", cal.kernels},
+            {"intervals", cal.intervals},
+            {"max_distance", cal.max_distance},
+            {"margin", cal.margin},
+            {"boundary", cal.boundary},
+            {"cpu_seconds", cal.cpu_seconds}}},
           {"hide_in_noise",
-           {{"budget_per_interval", budget}, {"target", target}, {"total_bias_shift", noise_shift},
-            {"target_prediction_rate_honest", rate_honest}, {"target_prediction_rate_attacked", rate_attacked}}},
+           {{"budget_per_interval", budget},
+            {"target", target},
+            {"total_bias_shift", noise_shift},
+            {"target_prediction_rate_honest", rate_honest},
+            {"target_prediction_rate_attacked", rate_attacked}}},
           {"verifiers", verifiers}};
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app("bench_verifiers: every verifier against every cheater and honest providers (docs/verifiers.md)");
+  CLI::App app(
+      "bench_verifiers: every verifier against every cheater and honest providers (docs/verifiers.md)");
   std::vector<std::string> jobs = {"mlp", "gpt"};
   int seeds = 3;
   double sample_fraction = 0.25;
-  app.add_option("--jobs", jobs, "short jobs: mlp, gpt (scenarios/jobs/short_<job>{,_rlog,_fast}.toml)")->delimiter(',');
+  app.add_option("--jobs", jobs, "short jobs: mlp, gpt (scenarios/jobs/short_<job>{,_rlog,_fast}.toml)")
+      ->delimiter(',');
   app.add_option("--seeds", seeds, "seeds per job")->check(CLI::Range(1, 100));
   app.add_option("--sample-fraction", sample_fraction, "tolerance verifier: fraction of intervals opened")
       ->check(CLI::Range(0.0, 1.0));

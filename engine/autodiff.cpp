@@ -28,7 +28,8 @@ size_t first_node_of(const StepGraph& g, ValueId loss) {
 
 }  // namespace
 
-std::vector<ValueId> append_backward(GraphBuilder& builder, ValueId loss, std::span<const ValueId> wrt, float seed) {
+std::vector<ValueId> append_backward(GraphBuilder& builder, ValueId loss, std::span<const ValueId> wrt,
+                                     float seed) {
   StepGraph& g = builder.graph();
   if (g.values.at(loss).shape.rank() != 0) throw OpError("autodiff: the loss must be a scalar");
   const size_t forward_nodes = g.nodes.size();
@@ -68,7 +69,8 @@ std::vector<ValueId> append_backward(GraphBuilder& builder, ValueId loss, std::s
     std::vector<ValueRef> out_grads;
     for (ValueId out : node.outputs) {
       const auto it = grad.find(out);
-      if (it == grad.end()) throw OpError(std::string("autodiff: op '") + info.name + "' needs the gradient of every output");
+      if (it == grad.end())
+        throw OpError(std::string("autodiff: op '") + info.name + "' needs the gradient of every output");
       out_grads.push_back(it->second);
     }
     std::unique_ptr<bool[]> need_flags(new bool[needs.size()]);

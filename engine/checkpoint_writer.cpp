@@ -4,7 +4,9 @@ namespace tribunal {
 
 CheckpointWriter::CheckpointWriter(const JobSpec& job, const Digest& job_id, std::filesystem::path out_dir,
                                    size_t max_pending)
-    : job_(job), job_id_(job_id), out_dir_(std::move(out_dir)), max_pending_(max_pending), worker_([this] { run(); }) {}
+    : job_(job), job_id_(job_id), out_dir_(std::move(out_dir)), max_pending_(max_pending), worker_([this] {
+        run();
+      }) {}
 
 CheckpointWriter::~CheckpointWriter() {
   {
@@ -45,7 +47,8 @@ void CheckpointWriter::run() {
     cv_.notify_all();
     try {
       const Digest h = state_hash(state, pool);
-      if (!out_dir_.empty()) save_checkpoint(checkpoint_path(out_dir_, state.step()), job_, state, job_id_, h);
+      if (!out_dir_.empty())
+        save_checkpoint(checkpoint_path(out_dir_, state.step()), job_, state, job_id_, h);
       std::lock_guard lock(mu_);
       hashes_[state.step()] = h;
     } catch (...) {

@@ -20,7 +20,8 @@ class CheckpointWriter {
  public:
   /// `out_dir` empty: hash only, write no files. At most `max_pending` snapshots wait at once
   /// (submit blocks beyond that), bounding memory to (max_pending + 1) copies of the state.
-  CheckpointWriter(const JobSpec& job, const Digest& job_id, std::filesystem::path out_dir, size_t max_pending = 2);
+  CheckpointWriter(const JobSpec& job, const Digest& job_id, std::filesystem::path out_dir,
+                   size_t max_pending = 2);
   ~CheckpointWriter();  ///< waits for pending work; errors are only reported by finish()
 
   /// Queues the state for hashing and writing as the checkpoint of its step. Rethrows an earlier

@@ -20,9 +20,13 @@ uint64_t saturating_mul(uint64_t a, uint64_t b) {
   return a * b;
 }
 
-uint64_t saturating_add(uint64_t a, uint64_t b) { return b > kMax - a ? kMax : a + b; }
+uint64_t saturating_add(uint64_t a, uint64_t b) {
+  return b > kMax - a ? kMax : a + b;
+}
 
-uint64_t elements(const Shape& s) { return static_cast<uint64_t>(s.numel()); }
+uint64_t elements(const Shape& s) {
+  return static_cast<uint64_t>(s.numel());
+}
 
 // One node as its cost sees it: its op and its values' shapes.
 struct NodeShapes {
@@ -52,12 +56,15 @@ uint64_t output_elements(const NodeShapes& n) {
 
 // What a node reads of input i: a data-set table only at the gathered rows (the referee rebuilds it
 // from the proven samples, as many elements as the gather's output), anything else whole.
-uint64_t read_elements(const NodeShapes& n, size_t i) { return n.gathers ? output_elements(n) : elements(n.in.at(i)); }
+uint64_t read_elements(const NodeShapes& n, size_t i) {
+  return n.gathers ? output_elements(n) : elements(n.in.at(i));
+}
 
 // The length of each output element's fma chain of a contraction; 0 for every other op.
 uint64_t chain_length(const NodeShapes& n) {
   switch (n.op) {
-    case OpKind::Linear: return static_cast<uint64_t>(n.in.at(1).dims().front());  // w[K,N]
+    case OpKind::Linear:
+      return static_cast<uint64_t>(n.in.at(1).dims().front());  // w[K,N]
     case OpKind::Matmul: {
       const auto& a = n.in.at(0).dims();
       return static_cast<uint64_t>(n.trans_a ? a[a.size() - 2] : a.back());
@@ -74,7 +81,8 @@ uint64_t chain_length(const NodeShapes& n) {
       const auto& dy = n.in.at(1).dims();
       return static_cast<uint64_t>(dy[0] * dy[2] * dy[3]);
     }
-    default: return 0;
+    default:
+      return 0;
   }
 }
 
@@ -88,7 +96,8 @@ uint64_t work_of(const NodeShapes& n) {
 
 uint64_t input_bytes_of(const NodeShapes& n) {
   uint64_t bytes = 0;
-  for (size_t i = 0; i < n.in.size(); ++i) bytes = saturating_add(bytes, saturating_mul(read_elements(n, i), 4));
+  for (size_t i = 0; i < n.in.size(); ++i)
+    bytes = saturating_add(bytes, saturating_mul(read_elements(n, i), 4));
   return bytes;
 }
 
@@ -110,7 +119,8 @@ class Tally {
       c_.heaviest_node = fmt::format("{} '{}'", op_name(n.op), name);
     }
     uint64_t opened = input_bytes_of(n);
-    if (rounding_log_) opened = saturating_add(opened, saturating_mul(2, log_bytes_of(n)));  // both parties' logs
+    if (rounding_log_)
+      opened = saturating_add(opened, saturating_mul(2, log_bytes_of(n)));  // both parties' logs
     c_.max_opened_bytes = std::max(c_.max_opened_bytes, opened);
   }
 
@@ -125,7 +135,8 @@ class Tally {
 // (ops/kernels/*.cpp), node for node; tests/referee/test_dispute_cost.cpp holds it equal to them.
 class Sketch {
  public:
-  Sketch(Tally& tally, std::string prefix, uint64_t times) : tally_(tally), prefix_(std::move(prefix)), times_(times) {}
+  Sketch(Tally& tally, std::string prefix, uint64_t times)
+      : tally_(tally), prefix_(std::move(prefix)), times_(times) {}
 
   /// Adds a node; returns its output shapes.
   std::vector<Shape> node(OpKind op, const Attrs& attrs, std::vector<Shape> in, const std::string& name) {
@@ -149,7 +160,9 @@ class Sketch {
     return n.out.front();
   }
   /// The same sketch with another multiplicity and name prefix.
-  Sketch times(uint64_t t, const std::string& prefix = "") const { return Sketch(tally_, prefix_ + prefix, times_ * t); }
+  Sketch times(uint64_t t, const std::string& prefix = "") const {
+    return Sketch(tally_, prefix_ + prefix, times_ * t);
+  }
 
   /// Backward of linear(x, w, b) → y: dx (when x has a gradient), dw, db; returns dx's shape.
   void linear_backward(const Shape& x, const Shape& w, const Shape& y, bool dx, const std::string& x_name,
@@ -167,7 +180,9 @@ class Sketch {
   uint64_t times_;
 };
 
-std::string indexed(const char* prefix, int64_t index) { return prefix + std::to_string(index); }
+std::string indexed(const char* prefix, int64_t index) {
+  return prefix + std::to_string(index);
+}
 
 // One parameter tensor (or `count` tensors of one shape, e.g. a weight of every GPT layer), in the
 // state's canonical order.
@@ -189,7 +204,8 @@ std::vector<ParamGroup> param_groups(const ModelSpec& m) {
     case ModelKind::Cnn: {
       int64_t in = m.image_channels, h = m.image_height, w = m.image_width;
       for (size_t i = 0; i < m.channels.size(); ++i, h /= 2, w /= 2) {
-        p.push_back({indexed("conv", static_cast<int64_t>(i)) + ".weight", Shape{m.channels[i], in, m.kernel, m.kernel}});
+        p.push_back({indexed("conv", static_cast<int64_t>(i)) + ".weight",
+                     Shape{m.channels[i], in, m.kernel, m.kernel}});
         p.push_back({indexed("conv", static_cast<int64_t>(i)) + ".bias", Shape{m.channels[i]}});
         in = m.channels[i];
       }
@@ -237,7 +253,8 @@ void sketch_mlp(Sketch& s, const ModelSpec& m, const Shape& table_x, const Shape
   const Shape labels = s.gather(table_y, rows, "batch.labels");
   for (size_t l = 0; l < layers; ++l) {
     const std::string p = indexed("l", static_cast<int64_t>(l));
-    y.push_back(s.one(OpKind::Linear, {}, {x[l], Shape{m.widths[l], m.widths[l + 1]}, Shape{m.widths[l + 1]}}, p + ".out"));
+    y.push_back(s.one(OpKind::Linear, {}, {x[l], Shape{m.widths[l], m.widths[l + 1]}, Shape{m.widths[l + 1]}},
+                      p + ".out"));
     if (l + 1 < layers) x.push_back(s.one(OpKind::Relu, {}, {y[l]}, p + ".relu"));
   }
   const std::string logits = indexed("l", static_cast<int64_t>(layers - 1)) + ".out";
@@ -246,22 +263,26 @@ void sketch_mlp(Sketch& s, const ModelSpec& m, const Shape& table_x, const Shape
   for (size_t l = layers; l-- > 0;) {
     const std::string p = indexed("l", static_cast<int64_t>(l));
     const std::string x_name = l > 0 ? indexed("l", static_cast<int64_t>(l - 1)) + ".relu" : "batch.inputs";
-    s.linear_backward(x[l], Shape{m.widths[l], m.widths[l + 1]}, y[l], l > 0, x_name, p + ".weight", p + ".bias");
-    if (l > 0) s.one(OpKind::ReluBackward, {}, {y[l - 1], y[l - 1]}, "grad/" + indexed("l", static_cast<int64_t>(l - 1)) + ".out");
+    s.linear_backward(x[l], Shape{m.widths[l], m.widths[l + 1]}, y[l], l > 0, x_name, p + ".weight",
+                      p + ".bias");
+    if (l > 0)
+      s.one(OpKind::ReluBackward, {}, {y[l - 1], y[l - 1]},
+            "grad/" + indexed("l", static_cast<int64_t>(l - 1)) + ".out");
   }
 }
 
 void sketch_cnn(Sketch& s, const ModelSpec& m, const Shape& table_x, const Shape& table_y, int64_t rows) {
   const Shape x = s.gather(table_x, rows, "batch.inputs");
   const Shape labels = s.gather(table_y, rows, "batch.labels");
-  std::vector<Shape> in{s.one(OpKind::Reshape, {{rows, m.image_channels, m.image_height, m.image_width}, {}}, {x},
-                              "input.image")};  // in[i]: block i's input
+  std::vector<Shape> in{s.one(OpKind::Reshape, {{rows, m.image_channels, m.image_height, m.image_width}, {}},
+                              {x}, "input.image")};  // in[i]: block i's input
   std::vector<Shape> weight, conv, pooled;
   const int64_t pad = m.kernel / 2;
   for (size_t i = 0; i < m.channels.size(); ++i) {
     const std::string c = indexed("conv", static_cast<int64_t>(i));
     weight.push_back(Shape{m.channels[i], in[i][1], m.kernel, m.kernel});
-    conv.push_back(s.one(OpKind::Conv2d, {{1, pad}, {}}, {in[i], weight[i], Shape{m.channels[i]}}, c + ".out"));
+    conv.push_back(
+        s.one(OpKind::Conv2d, {{1, pad}, {}}, {in[i], weight[i], Shape{m.channels[i]}}, c + ".out"));
     const Shape relu = s.one(OpKind::Relu, {}, {conv[i]}, c + ".relu");
     in.push_back(s.one(OpKind::MaxPool2d, {}, {relu}, c + ".pool"));
   }
@@ -280,8 +301,11 @@ void sketch_cnn(Sketch& s, const ModelSpec& m, const Shape& table_x, const Shape
     s.one(OpKind::MaxPool2dBackward, {}, {conv[i], in[i + 1]}, "grad/" + c + ".relu");
     s.one(OpKind::ReluBackward, {}, {conv[i], conv[i]}, "grad/" + c + ".out");
     const std::string x_name = i > 0 ? indexed("conv", static_cast<int64_t>(i - 1)) + ".pool" : "input.image";
-    if (i > 0) s.one(OpKind::Conv2dBackwardInput, {{1, pad, in[i][2], in[i][3]}, {}}, {weight[i], conv[i]}, "grad/" + x_name);
-    s.one(OpKind::Conv2dBackwardWeight, {{1, pad, m.kernel, m.kernel}, {}}, {in[i], conv[i]}, "grad/" + c + ".weight");
+    if (i > 0)
+      s.one(OpKind::Conv2dBackwardInput, {{1, pad, in[i][2], in[i][3]}, {}}, {weight[i], conv[i]},
+            "grad/" + x_name);
+    s.one(OpKind::Conv2dBackwardWeight, {{1, pad, m.kernel, m.kernel}, {}}, {in[i], conv[i]},
+          "grad/" + c + ".weight");
     s.one(OpKind::Conv2dBackwardBias, {}, {conv[i]}, "grad/" + c + ".bias");
   }
 }
@@ -301,7 +325,8 @@ void sketch_gpt(Sketch& s, const ModelSpec& m, const Shape& table_x, const Shape
     Sketch l = s.times(static_cast<uint64_t>(m.layers));
     l.one(OpKind::LayerNorm, ln, {h, d, d}, "h0.ln1");
     for (const char* n : {"h0.attn.q", "h0.attn.k", "h0.attn.v"}) l.one(OpKind::Linear, {}, {h, dd, d}, n);
-    for (const char* n : {"h0.attn.q.heads", "h0.attn.k.heads", "h0.attn.v.heads"}) l.one(OpKind::SplitHeads, heads, {h}, n);
+    for (const char* n : {"h0.attn.q.heads", "h0.attn.k.heads", "h0.attn.v.heads"})
+      l.one(OpKind::SplitHeads, heads, {h}, n);
     l.one(OpKind::Matmul, {{0, 1}, {}}, {per_head, per_head}, "h0.attn.scores");
     l.one(OpKind::Softmax, {{1}, {scale}}, {scores}, "h0.attn.softmax");
     l.one(OpKind::Matmul, {{0, 0}, {}}, {scores, per_head}, "h0.attn.context");
@@ -329,7 +354,8 @@ void sketch_gpt(Sketch& s, const ModelSpec& m, const Shape& table_x, const Shape
     const Shape fc{M, 4 * D};
     // h.out = residual + mlp: both gradients pass through (no node).
     if (dropout) l.one(OpKind::DropoutBackward, drop, {h}, "grad/" + p + ".mlp.proj");
-    l.linear_backward(fc, Shape{4 * D, D}, h, true, p + ".mlp.gelu", p + ".mlp.proj.weight", p + ".mlp.proj.bias");
+    l.linear_backward(fc, Shape{4 * D, D}, h, true, p + ".mlp.gelu", p + ".mlp.proj.weight",
+                      p + ".mlp.proj.bias");
     l.one(OpKind::GeluBackward, {}, {fc, fc}, "grad/" + p + ".mlp.fc");
     l.linear_backward(h, Shape{D, 4 * D}, fc, true, p + ".ln2", p + ".mlp.fc.weight", p + ".mlp.fc.bias");
     l.node(OpKind::LayerNormBackward, ln, {h, d, h}, "grad/" + p + ".attn.residual");
@@ -338,19 +364,24 @@ void sketch_gpt(Sketch& s, const ModelSpec& m, const Shape& table_x, const Shape
     if (dropout) l.one(OpKind::DropoutBackward, drop, {h}, "grad/" + p + ".attn.proj");
     l.linear_backward(h, dd, h, true, p + ".attn.merge", p + ".attn.proj.weight", p + ".attn.proj.bias");
     l.one(OpKind::SplitHeads, heads, {h}, "grad/" + p + ".attn.context");
-    l.one(OpKind::Matmul, {{0, 1}, {}}, {per_head, per_head}, "grad/" + p + ".attn.softmax");  // d probs = dc·vᵀ
-    l.one(OpKind::Matmul, {{1, 0}, {}}, {scores, per_head}, "grad/" + p + ".attn.v.heads");    // d v = probsᵀ·dc
+    l.one(OpKind::Matmul, {{0, 1}, {}}, {per_head, per_head},
+          "grad/" + p + ".attn.softmax");  // d probs = dc·vᵀ
+    l.one(OpKind::Matmul, {{1, 0}, {}}, {scores, per_head},
+          "grad/" + p + ".attn.v.heads");  // d v = probsᵀ·dc
     l.one(OpKind::SoftmaxBackward, {{1}, {scale}}, {scores, scores}, "grad/" + p + ".attn.scores");
-    l.one(OpKind::Matmul, {{0, 0}, {}}, {scores, per_head}, "grad/" + p + ".attn.q.heads");   // d q = ds·k
-    l.one(OpKind::Matmul, {{1, 0}, {}}, {scores, per_head}, "grad/" + p + ".attn.k.heads");   // d k = dsᵀ·q
-    for (const char* n : {".attn.v", ".attn.k", ".attn.q"}) l.one(OpKind::MergeHeads, heads, {per_head}, "grad/" + p + n);
+    l.one(OpKind::Matmul, {{0, 0}, {}}, {scores, per_head}, "grad/" + p + ".attn.q.heads");  // d q = ds·k
+    l.one(OpKind::Matmul, {{1, 0}, {}}, {scores, per_head}, "grad/" + p + ".attn.k.heads");  // d k = dsᵀ·q
+    for (const char* n : {".attn.v", ".attn.k", ".attn.q"})
+      l.one(OpKind::MergeHeads, heads, {per_head}, "grad/" + p + n);
     l.linear_backward(h, dd, h, true, p + ".ln1", p + ".attn.v.weight", p + ".attn.v.bias");
     l.linear_backward(h, dd, h, true, p + ".ln1", p + ".attn.k.weight", p + ".attn.k.bias");
     l.accumulate(h, p + ".ln1");  // ln1's output feeds q, k and v
     l.linear_backward(h, dd, h, true, p + ".ln1", p + ".attn.q.weight", p + ".attn.q.bias");
     l.accumulate(h, p + ".ln1");
     // ln1's input: the previous layer's output (or the embedding), which also feeds attn.residual.
-    const std::string in = m.layers > 1 ? indexed("h", m.layers - 2) + ".out" : dropout ? "embed.dropout" : "embed";
+    const std::string in = m.layers > 1 ? indexed("h", m.layers - 2) + ".out"
+                           : dropout    ? "embed.dropout"
+                                        : "embed";
     l.node(OpKind::LayerNormBackward, ln, {h, d, h}, "grad/" + in);
     l.accumulate(h, in);
   }
@@ -364,20 +395,26 @@ void sketch_gpt(Sketch& s, const ModelSpec& m, const Shape& table_x, const Shape
 
 }  // namespace
 
-uint64_t node_work(const StepGraph& g, const Node& n) { return work_of(shapes_of(g, n)); }
+uint64_t node_work(const StepGraph& g, const Node& n) {
+  return work_of(shapes_of(g, n));
+}
 
-uint64_t node_input_bytes(const StepGraph& g, const Node& n) { return input_bytes_of(shapes_of(g, n)); }
+uint64_t node_input_bytes(const StepGraph& g, const Node& n) {
+  return input_bytes_of(shapes_of(g, n));
+}
 
-uint64_t node_log_bytes(const StepGraph& g, const Node& n) { return log_bytes_of(shapes_of(g, n)); }
+uint64_t node_log_bytes(const StepGraph& g, const Node& n) {
+  return log_bytes_of(shapes_of(g, n));
+}
 
 DisputeCost dispute_cost(const JobSpec& job, const DataShape& data) {
   const int64_t need = job.model.kind == ModelKind::Gpt ? job.model.context : 0;
   if (data.label_width != need)
-    throw EngineError(fmt::format("{}: the data shape's label_width {} does not fit the model (it needs {})", job.source,
-                                  data.label_width, need));
+    throw EngineError(fmt::format("{}: the data shape's label_width {} does not fit the model (it needs {})",
+                                  job.source, data.label_width, need));
   if (job.shards < 1 || job.batch_size % job.shards != 0)
-    throw EngineError(fmt::format("{}: train.shards {} does not divide the batch of {} rows", job.source, job.shards,
-                                  job.batch_size));
+    throw EngineError(fmt::format("{}: train.shards {} does not divide the batch of {} rows", job.source,
+                                  job.shards, job.batch_size));
   DisputeCost c;
   c.shards = job.shards;
   c.batch = job.batch_size;
@@ -397,9 +434,15 @@ DisputeCost dispute_cost(const JobSpec& job, const DataShape& data) {
   const Shape table_y = data.label_width > 0 ? Shape{data.samples, data.label_width} : Shape{data.samples};
   Sketch shard(tally, S > 1 ? "shard0/" : "", S);  // every shard's nodes: the same shapes
   switch (job.model.kind) {
-    case ModelKind::Mlp: sketch_mlp(shard, job.model, table_x, table_y, rows); break;
-    case ModelKind::Cnn: sketch_cnn(shard, job.model, table_x, table_y, rows); break;
-    case ModelKind::Gpt: sketch_gpt(shard, job.model, table_x, table_y, rows); break;
+    case ModelKind::Mlp:
+      sketch_mlp(shard, job.model, table_x, table_y, rows);
+      break;
+    case ModelKind::Cnn:
+      sketch_cnn(shard, job.model, table_x, table_y, rows);
+      break;
+    case ModelKind::Gpt:
+      sketch_gpt(shard, job.model, table_x, table_y, rows);
+      break;
   }
   Sketch once(tally, "", 1);
   if (S > 1) {  // the fixed trees (engine/tree_sum.h): S − 1 adds per parameter and for the loss
@@ -412,7 +455,8 @@ DisputeCost dispute_cost(const JobSpec& job, const DataShape& data) {
   }
   const OptimizerSpec& o = job.optimizer;
   if (o.clip_norm > 0.0f) {  // one sum of squares and one scale per parameter, one coefficient
-    for (const ParamGroup& p : params) once.times(p.count).one(OpKind::SumSquares, {}, {p.shape}, "clip.sumsq/" + p.name);
+    for (const ParamGroup& p : params)
+      once.times(p.count).one(OpKind::SumSquares, {}, {p.shape}, "clip.sumsq/" + p.name);
     once.one(OpKind::ClipCoefficient, {{}, {o.clip_norm}}, std::vector<Shape>(tensors, Shape{}), "clip.coef");
     for (const ParamGroup& p : params)
       once.times(p.count).one(OpKind::Scale, {}, {p.shape, Shape{}}, "clip.grad/" + p.name);
@@ -422,8 +466,8 @@ DisputeCost dispute_cost(const JobSpec& job, const DataShape& data) {
       once.times(p.count).node(OpKind::AdamW, {{1}, {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay}},
                                {p.shape, p.shape, p.shape, p.shape}, "next/" + p.name + "#0");
     else
-      once.times(p.count).node(OpKind::SgdMomentum, {{}, {o.lr, o.momentum, o.weight_decay}}, {p.shape, p.shape, p.shape},
-                               "next/" + p.name + "#0");
+      once.times(p.count).node(OpKind::SgdMomentum, {{}, {o.lr, o.momentum, o.weight_decay}},
+                               {p.shape, p.shape, p.shape}, "next/" + p.name + "#0");
   }
   return c;
 }

@@ -28,16 +28,16 @@ uint64_t node_log_bytes(const StepGraph& g, const Node& n);
 /// The most a dispute about the job can make the referee hold and compute. Every term saturates at
 /// its type's maximum.
 struct DisputeCost {
-  int64_t parameters = 0;          ///< the model's parameter count (the referee derives state_hash(0))
-  uint64_t max_node_work = 0;      ///< node_work of the step graph's heaviest node
-  std::string heaviest_node;       ///< its op and output, e.g. "conv2d 'conv0.out'" (the first of equals)
+  int64_t parameters = 0;      ///< the model's parameter count (the referee derives state_hash(0))
+  uint64_t max_node_work = 0;  ///< node_work of the step graph's heaviest node
+  std::string heaviest_node;   ///< its op and output, e.g. "conv2d 'conv0.out'" (the first of equals)
   /// The most one located node makes the referee receive: node_input_bytes, plus in a rounding-log
   /// job both parties' node_log_bytes (docs/protocol.md "Rounding-log jobs").
   uint64_t max_opened_bytes = 0;
-  uint64_t nodes = 0;              ///< nodes of one step graph (the level-3 bisection domain; what building it costs)
-  int64_t shards = 1;              ///< train.shards: per-shard copies of the forward and backward nodes
-  int64_t batch = 0;               ///< batch rows: the sampler's and the gathers' indices per step
-  int64_t context = 0;             ///< a GPT's context T (its attention is T×T per head); 0 for the others
+  uint64_t nodes = 0;   ///< nodes of one step graph (the level-3 bisection domain; what building it costs)
+  int64_t shards = 1;   ///< train.shards: per-shard copies of the forward and backward nodes
+  int64_t batch = 0;    ///< batch rows: the sampler's and the gathers' indices per step
+  int64_t context = 0;  ///< a GPT's context T (its attention is T×T per head); 0 for the others
 };
 
 /// The cost of a dispute about `job` on a data set of shape `data`, derived from the job text's

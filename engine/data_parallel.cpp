@@ -13,9 +13,10 @@ namespace tribunal {
 ShardRun shards_of_rank(const JobSpec& job, int rank, int ranks) {
   if (ranks <= 1) return {};
   if (job.shards % ranks != 0)
-    throw EngineError(fmt::format("{}: {} ranks cannot share train.shards = {} (the rank count must divide the "
-                                  "shard count)",
-                                  job.source, ranks, job.shards));
+    throw EngineError(
+        fmt::format("{}: {} ranks cannot share train.shards = {} (the rank count must divide the "
+                    "shard count)",
+                    job.source, ranks, job.shards));
   const int64_t per_rank = job.shards / ranks;
   return ShardRun{rank * per_rank, per_rank, {}};
 }
@@ -36,7 +37,9 @@ std::vector<ValueId> block_outputs(const StepGraph& g, const ShardRun& block) {
 }
 
 size_t exchange_partials(const StepGraph& g, Executor& executor, World& world, const ShardRun& mine) {
-  const auto bytes_of = [&](ValueId v) { return static_cast<size_t>(g.values[v].shape.numel()) * sizeof(float); };
+  const auto bytes_of = [&](ValueId v) {
+    return static_cast<size_t>(g.values[v].shape.numel()) * sizeof(float);
+  };
   // Every rank's list, derived from the graph alone: the layout of the allgather needs no messages.
   std::vector<std::vector<ValueId>> blocks;
   size_t slot = 0;
@@ -71,9 +74,10 @@ void check_same_job(World& world, const Digest& job_id) {
   world.allgather(std::as_bytes(std::span(job_id)), all);
   for (int r = 1; r < world.size(); ++r)
     if (std::memcmp(all.data() + static_cast<size_t>(r) * job_id.size(), all.data(), job_id.size()) != 0)
-      throw EngineError(fmt::format("rank {} trains another job than rank 0 (job ids differ: the ranks must load "
-                                    "the same job file and data set)",
-                                    r));
+      throw EngineError(
+          fmt::format("rank {} trains another job than rank 0 (job ids differ: the ranks must load "
+                      "the same job file and data set)",
+                      r));
 }
 
 void broadcast_state(World& world, State& state) {

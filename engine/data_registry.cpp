@@ -14,9 +14,11 @@ DataRegistry DataRegistry::debian() {
 }
 
 void DataRegistry::add(const std::string& name, const std::filesystem::path& path) {
-  const bool valid = !name.empty() && name.size() <= 64 && name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789._-") == std::string::npos;
+  const bool valid = !name.empty() && name.size() <= 64 &&
+                     name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789._-") == std::string::npos;
   if (!valid)
-    throw EngineError(fmt::format("data set name '{}': use 1 to 64 characters of a-z, 0-9, '.', '_', '-'", name));
+    throw EngineError(
+        fmt::format("data set name '{}': use 1 to 64 characters of a-z, 0-9, '.', '_', '-'", name));
   if (path.empty()) throw EngineError(fmt::format("data set '{}': empty path", name));
   paths_[name] = std::filesystem::absolute(path);
 }
@@ -31,9 +33,10 @@ void DataRegistry::add(std::string_view spec) {
 const std::filesystem::path& DataRegistry::path(const std::string& name, const std::string& source) const {
   const auto it = paths_.find(name);
   if (it == paths_.end())
-    throw EngineError(fmt::format("{}: data set '{}' is not registered at this node (its operator registers data sets "
-                                  "with --dataset NAME=PATH)",
-                                  source, name));
+    throw EngineError(
+        fmt::format("{}: data set '{}' is not registered at this node (its operator registers data sets "
+                    "with --dataset NAME=PATH)",
+                    source, name));
   return it->second;
 }
 

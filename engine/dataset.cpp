@@ -134,9 +134,10 @@ Digest sample_hash(const Dataset& data, int64_t i) {
   const int64_t d = data.inputs.shape()[1];
   const int64_t width = data.label_width();
   const size_t label_count = static_cast<size_t>(width == 0 ? 1 : width);
-  return sample_leaf(std::span<const float>(data.inputs.data() + i * d, static_cast<size_t>(d)),
-                     std::span<const float>(data.labels.data() + static_cast<size_t>(i) * label_count, label_count),
-                     static_cast<uint64_t>(width));
+  return sample_leaf(
+      std::span<const float>(data.inputs.data() + i * d, static_cast<size_t>(d)),
+      std::span<const float>(data.labels.data() + static_cast<size_t>(i) * label_count, label_count),
+      static_cast<uint64_t>(width));
 }
 
 Digest dataset_root(const Dataset& data, ThreadPool& pool) {
@@ -203,8 +204,8 @@ Dataset load_fashion_mnist(const fs::path& dir, Split split) {
 namespace {
 const fs::path& located(const JobSpec& job) {
   if (job.data_path.empty())
-    throw EngineError(fmt::format("{}: data set '{}' has not been located in this node's registry", job.source,
-                                  job.data_name));
+    throw EngineError(fmt::format("{}: data set '{}' has not been located in this node's registry",
+                                  job.source, job.data_name));
   return job.data_path;
 }
 }  // namespace
@@ -220,26 +221,29 @@ void check_job_against_dataset(const JobSpec& job, const Dataset& data) {
   const ModelSpec& m = job.model;
   const int64_t width = m.kind == ModelKind::Gpt ? m.context : 0;
   if (data.label_width() != width)
-    throw EngineError(fmt::format("{}: the {} model needs {} but {} has {}", job.source,
-                                  m.kind == ModelKind::Gpt ? "gpt" : "classifier",
-                                  width ? fmt::format("label sequences of {}", width) : std::string("class-id labels"),
-                                  job.dataset,
-                                  data.label_width() ? fmt::format("label sequences of {}", data.label_width())
-                                                     : std::string("class-id labels")));
+    throw EngineError(fmt::format(
+        "{}: the {} model needs {} but {} has {}", job.source,
+        m.kind == ModelKind::Gpt ? "gpt" : "classifier",
+        width ? fmt::format("label sequences of {}", width) : std::string("class-id labels"), job.dataset,
+        data.label_width() ? fmt::format("label sequences of {}", data.label_width())
+                           : std::string("class-id labels")));
   if (m.kind == ModelKind::Cnn && (data.rows != m.image_height || data.cols != m.image_width))
-    throw EngineError(fmt::format("{}: the cnn reads {}x{} images but {} has {}x{}", job.source, m.image_height,
-                                  m.image_width, job.dataset, data.rows, data.cols));
+    throw EngineError(fmt::format("{}: the cnn reads {}x{} images but {} has {}x{}", job.source,
+                                  m.image_height, m.image_width, job.dataset, data.rows, data.cols));
 }
 
 DataShape data_shape_of(const Dataset& data) {
   return {data.samples(), data.inputs.shape()[1], data.classes, data.label_width()};
 }
 
-Digest job_id(const JobSpec& job, const Dataset& data) { return job_id(job, data.root, data_shape_of(data)); }
+Digest job_id(const JobSpec& job, const Dataset& data) {
+  return job_id(job, data.root, data_shape_of(data));
+}
 
 DataShape expected_data_shape(const JobSpec& job) {
   if (job.dataset == "text") {
-    const TextWindows w = text_windows(text_corpus_size(located(job)), job.model.context, job.validation, job.data_path);
+    const TextWindows w =
+        text_windows(text_corpus_size(located(job)), job.model.context, job.validation, job.data_path);
     return {w.train, job.model.context, 256, job.model.context};
   }
   if (job.dataset != "fashion-mnist")
@@ -249,7 +253,8 @@ DataShape expected_data_shape(const JobSpec& job) {
     uint8_t h[16];
     const size_t want = 4 + 4 * static_cast<size_t>(ndims);
     if (gz.read(h, want) < want) fail(path, fmt::format("truncated: expected {} header bytes", want));
-    if (load_be32(h) != magic) fail(path, fmt::format("wrong IDX magic 0x{:08x}, expected 0x{:08x}", load_be32(h), magic));
+    if (load_be32(h) != magic)
+      fail(path, fmt::format("wrong IDX magic 0x{:08x}, expected 0x{:08x}", load_be32(h), magic));
     std::vector<int64_t> dims;
     for (int d = 0; d < ndims; ++d) dims.push_back(load_be32(h + 4 + 4 * d));
     return dims;

@@ -31,7 +31,7 @@ struct Dataset {
   int64_t classes = 0;  ///< number of classes (10 for Fashion-MNIST; 256 byte values for text)
   double unigram_entropy = -1;  ///< text: entropy in nats of the byte distribution of the training
                                 ///< targets (a unigram model's loss); −1 otherwise
-  Digest root{};        ///< dataset_root (see below), computed by the loader
+  Digest root{};                ///< dataset_root (see below), computed by the loader
 
   int64_t samples() const { return inputs.shape()[0]; }
   /// 0 for class-id labels ([N]), L for label sequences ([N, L]).

@@ -14,7 +14,9 @@
 namespace tribunal {
 namespace {
 
-Digest leaf_of(const Tensor& t) { return tensor_leaf(DType::F32, t.shape().dims(), t.bytes()); }
+Digest leaf_of(const Tensor& t) {
+  return tensor_leaf(DType::F32, t.shape().dims(), t.bytes());
+}
 
 // The level-3 tree of a step: its node records, then state_hash(t+1).
 std::vector<Digest> step_leaves(const StepTrace& tr) {
@@ -34,8 +36,8 @@ bool wanted(const Query& q, uint32_t v, uint64_t c) {
 
 // Appends the TensorChunk stream of one opened tensor (value `v` of query `q`) to `out`: every chunk,
 // or the ones a re-ask lists.
-void append_chunks(std::vector<Body>& out, const Query& q, uint32_t v, DType dtype, std::vector<int64_t> shape,
-                   std::span<const std::byte> bytes) {
+void append_chunks(std::vector<Body>& out, const Query& q, uint32_t v, DType dtype,
+                   std::vector<int64_t> shape, std::span<const std::byte> bytes) {
   const uint32_t round = q.round;
   const MerkleTree chunks(tensor_chunk_hashes(dtype, bytes));
   for (uint64_t c = 0; c < chunks.size(); ++c) {
@@ -52,10 +54,14 @@ InputSpec input_spec_of(const StepGraph& g, ValueId v) {
   const auto dims = val.shape.dims();
   const std::vector<int64_t> shape(dims.begin(), dims.end());
   switch (val.source) {
-    case ValueSource::State: return {InputSpec::Source::State, val.index, 0, {}, shape};
-    case ValueSource::Data: return {InputSpec::Source::Data, val.index, 0, {}, {}};
-    case ValueSource::Constant: return {InputSpec::Source::Constant, val.index, 0, leaf_of(g.constants[val.index]), {}};
-    case ValueSource::Node: return {InputSpec::Source::Node, val.index, val.slot, {}, shape};
+    case ValueSource::State:
+      return {InputSpec::Source::State, val.index, 0, {}, shape};
+    case ValueSource::Data:
+      return {InputSpec::Source::Data, val.index, 0, {}, {}};
+    case ValueSource::Constant:
+      return {InputSpec::Source::Constant, val.index, 0, leaf_of(g.constants[val.index]), {}};
+    case ValueSource::Node:
+      return {InputSpec::Source::Node, val.index, val.slot, {}, shape};
   }
   return {};
 }
@@ -148,7 +154,8 @@ std::array<PartyReexecution, 2> JobOracle::reexecute(const Reexecute& rx) const 
         Tensor table(Shape{rows, data_.features});
         for (int64_t r = 0; r < rows; ++r) {
           const auto& x = rx.sample_inputs.at(static_cast<size_t>(r));
-          if (static_cast<int64_t>(x.size()) != data_.features) throw OpError("re-execution: a sample has the wrong size");
+          if (static_cast<int64_t>(x.size()) != data_.features)
+            throw OpError("re-execution: a sample has the wrong size");
           std::memcpy(table.data() + r * data_.features, x.data(), x.size() * sizeof(float));
         }
         owned.push_back(std::move(table));
@@ -167,8 +174,10 @@ std::array<PartyReexecution, 2> JobOracle::reexecute(const Reexecute& rx) const 
       in.push_back(&owned.back());
       continue;
     }
-    owned.emplace_back(Shape(std::span<const int64_t>(rx.shapes.at(i))), std::span<const float>(rx.inputs.at(i)));
-    if (owned.back().shape() != val.shape) throw OpError("re-execution: input " + std::to_string(i) + " has the wrong shape");
+    owned.emplace_back(Shape(std::span<const int64_t>(rx.shapes.at(i))),
+                       std::span<const float>(rx.inputs.at(i)));
+    if (owned.back().shape() != val.shape)
+      throw OpError("re-execution: input " + std::to_string(i) + " has the wrong shape");
     in.push_back(&owned.back());
   }
   std::vector<Tensor> outputs;
@@ -220,10 +229,14 @@ std::array<PartyReexecution, 2> JobOracle::reexecute(const Reexecute& rx) const 
     const Rounding d = unpack_trits(log.packed, count)[*bad];
     const double x = wide[i][k];
     result[p].bad_log = fmt::format(
-        "decision {} (output {} element {}) is {}, not allowed for the referee's float64 value {:.17g} ({:.4g} "
+        "decision {} (output {} element {}) is {}, not allowed for the referee's float64 value {:.17g} "
+        "({:.4g} "
         "spacings from a rounding boundary, tau {:.4g})",
-        *bad, i, k, d == Rounding::Nearest ? "nearest" : d == Rounding::Down ? "down" : "up", x,
-        boundary_distance(x, quantum_at(quanta, i, k)), tau);
+        *bad, i, k,
+        d == Rounding::Nearest ? "nearest"
+        : d == Rounding::Down  ? "down"
+                               : "up",
+        x, boundary_distance(x, quantum_at(quanta, i, k)), tau);
   }
   return result;
 }
@@ -236,7 +249,8 @@ DisputeResponder::DisputeResponder(const JobSpec& job, const Dataset& train, std
       pool_(pool),
       // A rounding-log provider replays its own logs (written beside the checkpoints), so its answers
       // are the steps it trained even if its float64 kernels changed since.
-      trainer_(job, train, pool, fault, nullptr, Device::Cpu, RoundingOptions{default_float64_gemm(), store_}),
+      trainer_(job, train, pool, fault, nullptr, Device::Cpu,
+               RoundingOptions{default_float64_gemm(), store_}),
       checkpoints_(checkpoint_steps(static_cast<uint64_t>(job.steps), static_cast<uint64_t>(job.stride))) {
   require_disputable(job.numerics, "dispute responder");
 }
@@ -255,9 +269,11 @@ const std::vector<Digest>& DisputeResponder::trajectory_leaves() {
 
 void DisputeResponder::seek(uint64_t step) {
   if (trainer_.state().step() == static_cast<int64_t>(step)) return;
-  if (trainer_.state().step() > static_cast<int64_t>(step) || step - static_cast<uint64_t>(trainer_.state().step()) > static_cast<uint64_t>(job_.stride)) {
+  if (trainer_.state().step() > static_cast<int64_t>(step) ||
+      step - static_cast<uint64_t>(trainer_.state().step()) > static_cast<uint64_t>(job_.stride)) {
     const uint64_t from = step / static_cast<uint64_t>(job_.stride) * static_cast<uint64_t>(job_.stride);
-    trainer_.set_state(load_checkpoint(checkpoint_path(store_, static_cast<int64_t>(from)), job_, trainer_.job_id(), pool_));
+    trainer_.set_state(
+        load_checkpoint(checkpoint_path(store_, static_cast<int64_t>(from)), job_, trainer_.job_id(), pool_));
   }
   while (trainer_.state().step() < static_cast<int64_t>(step)) trainer_.step();
 }
@@ -286,9 +302,12 @@ const StepTrace& DisputeResponder::trace(uint64_t step) {
 const MerkleTree& DisputeResponder::dataset_tree() {
   if (!dataset_tree_) {
     std::vector<Digest> leaves(static_cast<size_t>(train_.labels.shape()[0]));
-    pool_.parallel_for(static_cast<int64_t>(leaves.size()), [&](int64_t a, int64_t b) {
-      for (int64_t i = a; i < b; ++i) leaves[static_cast<size_t>(i)] = sample_hash(train_, i);
-    }, 256);
+    pool_.parallel_for(
+        static_cast<int64_t>(leaves.size()),
+        [&](int64_t a, int64_t b) {
+          for (int64_t i = a; i < b; ++i) leaves[static_cast<size_t>(i)] = sample_hash(train_, i);
+        },
+        256);
     dataset_tree_ = std::make_unique<MerkleTree>(std::move(leaves));
   }
   return *dataset_tree_;
@@ -300,7 +319,8 @@ std::vector<Body> DisputeResponder::answer(const Query& q) {
     if (!ok) throw EngineError(fmt::format("query of round {}: {}", q.round, what));
   };
   const bool interval_ok = q.interval >= 1 && q.interval < n1;
-  const bool step_ok = interval_ok && q.step >= checkpoints_[q.interval - 1] && q.step < checkpoints_[q.interval];
+  const bool step_ok =
+      interval_ok && q.step >= checkpoints_[q.interval - 1] && q.step < checkpoints_[q.interval];
   switch (q.kind) {
     case QueryKind::Children: {
       std::vector<Digest> level3;
@@ -326,8 +346,8 @@ std::vector<Body> DisputeResponder::answer(const Query& q) {
       check(interval_ok, "no such interval");
       const std::vector<Digest> l2 = interval_leaves(q.interval);
       const MerkleTree t1(trajectory_leaves()), t2(l2);
-      return {IntervalCommit{q.round, t2.root(), trajectory_leaves()[q.interval - 1], t1.prove(q.interval - 1),
-                             t2.prove(0), t2.prove(l2.size() - 1)}};
+      return {IntervalCommit{q.round, t2.root(), trajectory_leaves()[q.interval - 1],
+                             t1.prove(q.interval - 1), t2.prove(0), t2.prove(l2.size() - 1)}};
     }
     case QueryKind::CommitStep: {
       check(step_ok, "no such step");
@@ -369,12 +389,13 @@ std::vector<Body> DisputeResponder::answer(const Query& q) {
           check(a.index < tr.graph.state_inputs.size(), "no such state tensor");
           id = tr.graph.state_inputs[a.index];
         } else {
-          check(a.index < tr.graph.nodes.size() && a.slot < tr.graph.nodes[a.index].outputs.size(), "no such node output");
+          check(a.index < tr.graph.nodes.size() && a.slot < tr.graph.nodes[a.index].outputs.size(),
+                "no such node output");
           id = tr.graph.nodes[a.index].outputs[a.slot];
         }
         const Tensor& t = tr.values[id];
-        append_chunks(out, q, v, DType::F32, std::vector<int64_t>(t.shape().dims().begin(), t.shape().dims().end()),
-                      t.bytes());
+        append_chunks(out, q, v, DType::F32,
+                      std::vector<int64_t>(t.shape().dims().begin(), t.shape().dims().end()), t.bytes());
       }
       if (!q.indices.empty()) {
         const int64_t d = train_.inputs.shape()[1];

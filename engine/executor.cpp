@@ -6,25 +6,33 @@
 
 namespace tribunal {
 
-void Executor::run(const StepGraph& g, std::span<const Tensor* const> state, std::span<const Tensor* const> data,
-                   const NodeHook& after_node, const ShardRun& shards) {
+void Executor::run(const StepGraph& g, std::span<const Tensor* const> state,
+                   std::span<const Tensor* const> data, const NodeHook& after_node, const ShardRun& shards) {
   assert(state.size() == g.state_inputs.size() && data.size() == g.data_inputs.size());
   slots_.resize(g.values.size());
   bound_.assign(g.values.size(), nullptr);
   for (size_t v = 0; v < g.values.size(); ++v) {
     const Value& val = g.values[v];
     switch (val.source) {
-      case ValueSource::State: bound_[v] = state[val.index]; break;
-      case ValueSource::Data: bound_[v] = data[val.index]; break;
-      case ValueSource::Constant: bound_[v] = &g.constants[val.index]; break;
+      case ValueSource::State:
+        bound_[v] = state[val.index];
+        break;
+      case ValueSource::Data:
+        bound_[v] = data[val.index];
+        break;
+      case ValueSource::Constant:
+        bound_[v] = &g.constants[val.index];
+        break;
       case ValueSource::Node:
-        if (slots_[v].shape() != val.shape || slots_[v].values().size() != static_cast<size_t>(val.shape.numel()))
+        if (slots_[v].shape() != val.shape ||
+            slots_[v].values().size() != static_cast<size_t>(val.shape.numel()))
           slots_[v].reshape_storage(val.shape);
         bound_[v] = &slots_[v];
         break;
     }
   }
-  const auto run_node = [&](size_t n, ThreadPool& pool, std::vector<const Tensor*>& in, std::vector<Tensor*>& out) {
+  const auto run_node = [&](size_t n, ThreadPool& pool, std::vector<const Tensor*>& in,
+                            std::vector<Tensor*>& out) {
     const Node& node = g.nodes[n];
     in.clear();
     out.clear();
@@ -42,8 +50,8 @@ void Executor::run(const StepGraph& g, std::span<const Tensor* const> state, std
   };
   if (rounding_ && rounding_->record) rounding_->record->nodes.assign(g.nodes.size(), RoundingLog{});
   if (rounding_ && rounding_->replay && rounding_->replay->nodes.size() != g.nodes.size())
-    throw EngineError(fmt::format("rounding log of step {} has {} nodes, the step graph {}", rounding_->replay->step,
-                                  rounding_->replay->nodes.size(), g.nodes.size()));
+    throw EngineError(fmt::format("rounding log of step {} has {} nodes, the step graph {}",
+                                  rounding_->replay->step, rounding_->replay->nodes.size(), g.nodes.size()));
   std::vector<const Tensor*> in;
   std::vector<Tensor*> out;
   if (g.partials.empty()) {  // not a sharded step graph (a lone tree sum's spans name no shards)
@@ -84,7 +92,8 @@ void Executor::run(const StepGraph& g, std::span<const Tensor* const> state, std
     if (!block.within_a_block(g.node_shards[n])) run_node(n, pool_, in, out);
 }
 
-void Executor::run_rounded(size_t n, const Node& node, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
+void Executor::run_rounded(size_t n, const Node& node, std::span<const Tensor* const> in,
+                           std::span<Tensor* const> out) {
   // Per thread (shards may run side by side) and kept: a GPT step rounds ~80 M values, so fresh
   // buffers per node would fault in their pages every step.
   thread_local std::vector<std::vector<double>> wide, quanta;
@@ -107,10 +116,13 @@ void Executor::run_rounded(size_t n, const Node& node, std::span<const Tensor* c
     const double x = wide[i][k];
     throw RoundingLogRefused(
         n, *bad,
-        fmt::format("step {} node {} ({}): the rounding log's decision for output {} element {} is not allowed for this "
-                    "trainer's float64 value {:.17g} ({:.4g} spacings from a rounding boundary, tau {:.4g}): the log "
-                    "was not made from these inputs, or the two trainers' kernels differ by more than tau/2",
-                    rounding_->replay->step, n, op_info(node.op).name, i, k, x, boundary_distance(x, quantum_at(quanta, i, k)), tau));
+        fmt::format(
+            "step {} node {} ({}): the rounding log's decision for output {} element {} is not allowed for "
+            "this "
+            "trainer's float64 value {:.17g} ({:.4g} spacings from a rounding boundary, tau {:.4g}): the log "
+            "was not made from these inputs, or the two trainers' kernels differ by more than tau/2",
+            rounding_->replay->step, n, op_info(node.op).name, i, k, x,
+            boundary_distance(x, quantum_at(quanta, i, k)), tau));
   }
   if (rounding_->record) rounding_->record->nodes[n] = log;
 }

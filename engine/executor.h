@@ -5,8 +5,8 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <string>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "engine/device.h"
@@ -47,10 +47,10 @@ struct ShardRun {
 /// for its contractions, ops/float64/float64.h) and rounds its outputs to float32 with its op's τ,
 /// logging the decisions near a boundary (ops/rounding_log.h).
 struct RoundingRun {
-  const NumericsSpec* numerics = nullptr;     ///< τ per op kind; must outlive the run
+  const NumericsSpec* numerics = nullptr;  ///< τ per op kind; must outlive the run
   Float64Gemm gemm = Float64Gemm::Naive;
-  const StepRoundingLog* replay = nullptr;    ///< round by these logs (another trainer's) instead
-  StepRoundingLog* record = nullptr;          ///< receives every node's log (the replayed ones when replaying)
+  const StepRoundingLog* replay = nullptr;  ///< round by these logs (another trainer's) instead
+  StepRoundingLog* record = nullptr;        ///< receives every node's log (the replayed ones when replaying)
   /// Not replaying: called after node `n` is rounded with its float64 outputs, its log and its float32
   /// outputs, which it may rewrite (a cheater's rounding faults, engine/fault.h), with the op's τ and
   /// the node's rounding quanta.
@@ -63,7 +63,8 @@ struct RoundingRun {
 /// is not the step's — a cheat, or two trainers' kernels differing by more than τ/2.
 class RoundingLogRefused : public EngineError {
  public:
-  RoundingLogRefused(size_t node, uint64_t value, const std::string& what) : EngineError(what), node(node), value(value) {}
+  RoundingLogRefused(size_t node, uint64_t value, const std::string& what)
+      : EngineError(what), node(node), value(value) {}
   size_t node;     ///< the node of the step graph
   uint64_t value;  ///< the index of the decision in the node's log
 };
@@ -104,15 +105,16 @@ class Executor {
   void take_next_state(const StepGraph& g, std::span<Tensor* const> state);
 
  private:
-  void run_rounded(size_t n, const Node& node, std::span<const Tensor* const> in, std::span<Tensor* const> out);
+  void run_rounded(size_t n, const Node& node, std::span<const Tensor* const> in,
+                   std::span<Tensor* const> out);
 
   ThreadPool& pool_;
   bool reference_;
   Device device_;
   std::optional<RoundingRun> rounding_;
   std::optional<Float32Gemm> fast_;
-  std::vector<Tensor> slots_;          // storage of node outputs, by value id
-  std::vector<const Tensor*> bound_;   // every value's tensor, by value id
+  std::vector<Tensor> slots_;                             // storage of node outputs, by value id
+  std::vector<const Tensor*> bound_;                      // every value's tensor, by value id
   std::vector<std::unique_ptr<ThreadPool>> shard_pools_;  // one-thread pools of shards run side by side
 };
 

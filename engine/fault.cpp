@@ -17,29 +17,33 @@ std::string describe(const Fault& f) {
   std::vector<std::string> parts;
   if (f.init_delta != 0.0f) parts.push_back(fmt::format("initial weights {:+g}", f.init_delta));
   if (f.step >= 0)
-    parts.push_back(fmt::format("corrupt step {} node {} output {} element {} by {:+g}", f.step, f.node, f.slot,
-                                f.element < 0 ? std::string("all") : std::to_string(f.element), f.delta));
+    parts.push_back(fmt::format("corrupt step {} node {} output {} element {} by {:+g}", f.step, f.node,
+                                f.slot, f.element < 0 ? std::string("all") : std::to_string(f.element),
+                                f.delta));
   if (f.swap_step >= 0)
-    parts.push_back(fmt::format("swap step {} position {} -> row {}", f.swap_step, f.swap_position, f.swap_row));
+    parts.push_back(
+        fmt::format("swap step {} position {} -> row {}", f.swap_step, f.swap_position, f.swap_row));
   if (f.relabel_step >= 0)
     parts.push_back(fmt::format("relabel step {} position {} -> label {}", f.relabel_step, f.relabel_position,
                                 f.relabel_label));
-  if (f.reorder_step >= 0) parts.push_back(fmt::format("reorder batches of steps {} and {}", f.reorder_step, f.reorder_with));
+  if (f.reorder_step >= 0)
+    parts.push_back(fmt::format("reorder batches of steps {} and {}", f.reorder_step, f.reorder_with));
   if (f.skip_from >= 0)
     parts.push_back(fmt::format("skip steps {}..{} ({})", f.skip_from, f.skip_from + f.skip_count - 1,
                                 f.skip_mode == SkipMode::Unchanged ? "unchanged" : "extrapolated"));
   if (f.hparam_from >= 0 && (f.lr_scale != 1.0f || f.wd_scale != 1.0f))
-    parts.push_back(fmt::format("lr x{:g} weight_decay x{:g} from step {}{}", f.lr_scale, f.wd_scale, f.hparam_from,
-                                f.hparam_hidden ? " (records claim the job's)" : ""));
+    parts.push_back(fmt::format("lr x{:g} weight_decay x{:g} from step {}{}", f.lr_scale, f.wd_scale,
+                                f.hparam_from, f.hparam_hidden ? " (records claim the job's)" : ""));
   if (f.bf16_from >= 0) parts.push_back(fmt::format("bf16 {} from step {}", op_name(f.bf16_op), f.bf16_from));
   if (f.claim_steps >= 0) parts.push_back(fmt::format("claim {} steps", f.claim_steps));
   if (f.rounding != RoundingFault::None && f.rounding_step >= 0) {
     if (f.rounding == RoundingFault::Bloat)
       parts.push_back(fmt::format("rounding log bloated at step {}", f.rounding_step));
     else
-      parts.push_back(fmt::format("rounding log {} at step {} node {}{}", f.rounding == RoundingFault::Forge ? "forged" : "omitted",
-                                  f.rounding_step, f.rounding_node,
-                                  f.rounding == RoundingFault::Forge ? fmt::format(" from element {}", f.rounding_element) : ""));
+      parts.push_back(fmt::format(
+          "rounding log {} at step {} node {}{}", f.rounding == RoundingFault::Forge ? "forged" : "omitted",
+          f.rounding_step, f.rounding_node,
+          f.rounding == RoundingFault::Forge ? fmt::format(" from element {}", f.rounding_element) : ""));
   }
   if (parts.empty()) return "honest";
   std::string out = parts[0];
@@ -50,21 +54,25 @@ std::string describe(const Fault& f) {
 void check_fault(const Fault& f, const JobSpec& job, const DataShape& data) {
   const auto fail = [](const std::string& what) { throw EngineError("fault: " + what); };
   const auto position = [&](int64_t p, const char* name) {
-    if (p < 0 || p >= job.batch_size) fail(fmt::format("{} {} is not a batch position (batch {})", name, p, job.batch_size));
+    if (p < 0 || p >= job.batch_size)
+      fail(fmt::format("{} {} is not a batch position (batch {})", name, p, job.batch_size));
   };
   if (f.step >= 0) {
-    const StepGraph g = build_step_graph(job, data, f.step, std::vector<int64_t>(static_cast<size_t>(job.batch_size), 0));
+    const StepGraph g =
+        build_step_graph(job, data, f.step, std::vector<int64_t>(static_cast<size_t>(job.batch_size), 0));
     if (f.node < 0 || f.node >= static_cast<int64_t>(g.nodes.size()))
       fail(fmt::format("node {} does not exist (a step has {} nodes)", f.node, g.nodes.size()));
     const Node& node = g.nodes[static_cast<size_t>(f.node)];
     if (f.slot >= node.outputs.size()) fail(fmt::format("node {} has no output {}", f.node, f.slot));
     const int64_t numel = g.values[node.outputs[f.slot]].shape.numel();
     if (f.element < -1 || f.element >= numel)
-      fail(fmt::format("element {} out of range (output {} of node {} has {})", f.element, f.slot, f.node, numel));
+      fail(fmt::format("element {} out of range (output {} of node {} has {})", f.element, f.slot, f.node,
+                       numel));
   }
   if (f.swap_step >= 0) {
     position(f.swap_position, "swap_position");
-    if (f.swap_row < 0 || f.swap_row >= data.samples) fail(fmt::format("swap_row {} is not a sample", f.swap_row));
+    if (f.swap_row < 0 || f.swap_row >= data.samples)
+      fail(fmt::format("swap_row {} is not a sample", f.swap_row));
   }
   if (f.relabel_step >= 0) {
     position(f.relabel_position, "relabel_position");
@@ -80,10 +88,12 @@ void check_fault(const Fault& f, const JobSpec& job, const DataShape& data) {
     fail(fmt::format("claim_steps {} out of range (1..{})", f.claim_steps, kMaxSteps));
   if (f.rounding != RoundingFault::None && f.rounding_step >= 0) {
     if (job.numerics.mode != NumericsMode::RoundingLog) fail("rounding-log faults need a rounding-log job");
-    const StepGraph g =
-        build_step_graph(job, data, f.rounding_step, std::vector<int64_t>(static_cast<size_t>(job.batch_size), 0));
-    if (f.rounding != RoundingFault::Bloat && (f.rounding_node < 0 || f.rounding_node >= static_cast<int64_t>(g.nodes.size())))
-      fail(fmt::format("rounding_node {} does not exist (a step has {} nodes)", f.rounding_node, g.nodes.size()));
+    const StepGraph g = build_step_graph(job, data, f.rounding_step,
+                                         std::vector<int64_t>(static_cast<size_t>(job.batch_size), 0));
+    if (f.rounding != RoundingFault::Bloat &&
+        (f.rounding_node < 0 || f.rounding_node >= static_cast<int64_t>(g.nodes.size())))
+      fail(fmt::format("rounding_node {} does not exist (a step has {} nodes)", f.rounding_node,
+                       g.nodes.size()));
     if (f.rounding_element < 0) fail("rounding_element must be ≥ 0");
   }
 }
@@ -125,8 +135,11 @@ void tamper_rounding(const Fault& f, int64_t step, size_t node, std::span<const 
             done = true;
           }
           break;
-        case RoundingFault::Bloat: d[k] = nearest_direction(x, quantum); break;
-        case RoundingFault::None: break;
+        case RoundingFault::Bloat:
+          d[k] = nearest_direction(x, quantum);
+          break;
+        case RoundingFault::None:
+          break;
       }
     }
   }

@@ -123,8 +123,8 @@ struct Fault {
   /// True when any behaviour is switched on (false for the honest default).
   bool any() const {
     return step >= 0 || swap_step >= 0 || init_delta != 0.0f || skip_from >= 0 || relabel_step >= 0 ||
-           reorder_step >= 0 || (hparam_from >= 0 && (lr_scale != 1.0f || wd_scale != 1.0f)) || bf16_from >= 0 ||
-           claim_steps >= 0 || (rounding != RoundingFault::None && rounding_step >= 0);
+           reorder_step >= 0 || (hparam_from >= 0 && (lr_scale != 1.0f || wd_scale != 1.0f)) ||
+           bf16_from >= 0 || claim_steps >= 0 || (rounding != RoundingFault::None && rounding_step >= 0);
   }
 };
 

@@ -38,8 +38,8 @@ std::vector<ValueId> GraphBuilder::add_node(OpKind op, Attrs attrs, std::vector<
   Node node{op, std::move(attrs), std::move(inputs), {}};
   for (size_t i = 0; i < out_shapes.size(); ++i) {
     std::string vname = out_shapes.size() == 1 ? name : name + "#" + std::to_string(i);
-    node.outputs.push_back(add_value({std::move(vname), out_shapes[i], ValueSource::Node, node_index,
-                                      static_cast<uint32_t>(i)}));
+    node.outputs.push_back(add_value(
+        {std::move(vname), out_shapes[i], ValueSource::Node, node_index, static_cast<uint32_t>(i)}));
   }
   g_.nodes.push_back(std::move(node));
   return g_.nodes.back().outputs;

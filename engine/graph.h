@@ -1,7 +1,8 @@
-// The step graph: one training step as a flat, topologically ordered list of nodes (docs/architecture.md "One training step", docs/protocol.md).
-// The node list is the bisection domain of the dispute game's level 3; node i's record will be
-// H(op kind ‖ attributes ‖ input hashes ‖ output hashes). A graph is a pure function of the job spec
-// and the step index, so every party (the referee included) builds the same one without training.
+// The step graph: one training step as a flat, topologically ordered list of nodes (docs/architecture.md "One
+// training step", docs/protocol.md). The node list is the bisection domain of the dispute game's level 3;
+// node i's record will be H(op kind ‖ attributes ‖ input hashes ‖ output hashes). A graph is a pure function
+// of the job spec and the step index, so every party (the referee included) builds the same one without
+// training.
 #pragma once
 
 #include <cstdint>
@@ -47,12 +48,12 @@ struct ShardSpan {
 
 struct StepGraph {
   std::vector<Value> values;
-  std::vector<Node> nodes;                 ///< topological order: inputs are produced before use
+  std::vector<Node> nodes;  ///< topological order: inputs are produced before use
   std::vector<Tensor> constants;
-  std::vector<ValueId> state_inputs;       ///< value of each state tensor, canonical state order
-  std::vector<ValueId> state_outputs;      ///< the next state, same order
-  std::vector<ValueId> data_inputs;        ///< the data-set tables
-  ValueId loss = 0;                        ///< the training loss of this step (a scalar)
+  std::vector<ValueId> state_inputs;   ///< value of each state tensor, canonical state order
+  std::vector<ValueId> state_outputs;  ///< the next state, same order
+  std::vector<ValueId> data_inputs;    ///< the data-set tables
+  ValueId loss = 0;                    ///< the training loss of this step (a scalar)
   /// Sharded step graphs only (job.shards = S > 1, docs/numerics.md "Sharded batch reductions"):
   /// node_shards[n] is the block of shards node n's outputs depend on alone — {s, 1} for a node of
   /// shard s, {first, count} for a tree-combine node summing those shards' partials, {-1, 0} for a

@@ -46,8 +46,9 @@ NumericsSpec parse_numerics(const toml::table& root, const std::string& source) 
     return spec;
   }
   if (mode != "rounding-log")
-    throw EngineError(fmt::format("{}: numerics.mode '{}' is not supported (supported: repops, rounding-log, fast)",
-                                  numerics.location("mode"), mode));
+    throw EngineError(
+        fmt::format("{}: numerics.mode '{}' is not supported (supported: repops, rounding-log, fast)",
+                    numerics.location("mode"), mode));
   numerics.allow_only({"mode", "tau", "quantum_bits"});
   spec.mode = NumericsMode::RoundingLog;
   spec.quantum_bits = static_cast<int>(numerics.integer("quantum_bits", kDefaultRoundingQuantumBits, false,
@@ -62,15 +63,18 @@ NumericsSpec parse_numerics(const toml::table& root, const std::string& source) 
     throw EngineError(fmt::format("{}: numerics.tau must be a number or a table of op names",
                                   toml_where(source, tau->source())));
   TableReader per_op(tau->as_table(), "numerics.tau", source);
-  const auto read = [&](const char* key, double fallback) { return per_op.real(key, fallback, 0.0, kMaxRoundingTau); };
+  const auto read = [&](const char* key, double fallback) {
+    return per_op.real(key, fallback, 0.0, kMaxRoundingTau);
+  };
   if (per_op.table()->get("default")) spec.tau.fill(read("default", 0.0));
   for (auto&& [key, value] : *per_op.table()) {
     if (key.str() == "default") continue;
     size_t k = 0;
     while (k < kOpKindCount && key.str() != op_info(static_cast<OpKind>(k)).name) ++k;
     if (k == kOpKindCount)
-      throw EngineError(fmt::format("{}: numerics.tau: '{}' is not an op name (ops/registry.h, e.g. matmul, linear)",
-                                    toml_where(source, value.source()), key.str()));
+      throw EngineError(
+          fmt::format("{}: numerics.tau: '{}' is not an op name (ops/registry.h, e.g. matmul, linear)",
+                      toml_where(source, value.source()), key.str()));
     const std::string name(key.str());
     spec.tau[k] = read(name.c_str(), 0.0);
   }
@@ -84,9 +88,10 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
   for (auto&& [key, value] : root)
     if (key != "model" && key != "data" && key != "train" && key != "optimizer" && key != "dispute" &&
         key != "numerics")
-      throw EngineError(fmt::format("{}: unknown table or key '{}' (expected [model], [data], [train], [optimizer], [dispute], "
-                                    "[numerics])",
-                                    toml_where(source, value.source()), key.str()));
+      throw EngineError(fmt::format(
+          "{}: unknown table or key '{}' (expected [model], [data], [train], [optimizer], [dispute], "
+          "[numerics])",
+          toml_where(source, value.source()), key.str()));
 
   JobSpec job;
   job.source = source;
@@ -98,10 +103,12 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
     m.kind = ModelKind::Mlp;
     m.widths = model.integers("widths", m.widths);
     if (m.widths.size() < 2)
-      throw EngineError(fmt::format("{}: model.widths needs at least an input and an output width", model.location("widths")));
+      throw EngineError(fmt::format("{}: model.widths needs at least an input and an output width",
+                                    model.location("widths")));
     for (int64_t w : m.widths)
       if (w < 1 || w > (int64_t{1} << 20))
-        throw EngineError(fmt::format("{}: model.widths entry {} is out of range [1, 1048576]", model.location("widths"), w));
+        throw EngineError(fmt::format("{}: model.widths entry {} is out of range [1, 1048576]",
+                                      model.location("widths"), w));
   } else if (kind == "gpt") {
     model.allow_only({"kind", "vocab", "context", "layers", "heads", "d_model", "dropout"});
     m.kind = ModelKind::Gpt;
@@ -119,13 +126,16 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
     model.allow_only({"kind", "channels", "kernel"});
     m.kind = ModelKind::Cnn;
     m.widths.clear();
-    if (!model.table()->get("channels")) throw EngineError(fmt::format("{}: missing key model.channels", source));
+    if (!model.table()->get("channels"))
+      throw EngineError(fmt::format("{}: missing key model.channels", source));
     m.channels = model.integers("channels", {});
     if (m.channels.empty())
-      throw EngineError(fmt::format("{}: model.channels needs at least one conv block", model.location("channels")));
+      throw EngineError(
+          fmt::format("{}: model.channels needs at least one conv block", model.location("channels")));
     for (int64_t c : m.channels)
       if (c < 1 || c > 4096)
-        throw EngineError(fmt::format("{}: model.channels entry {} is out of range [1, 4096]", model.location("channels"), c));
+        throw EngineError(fmt::format("{}: model.channels entry {} is out of range [1, 4096]",
+                                      model.location("channels"), c));
     m.kernel = model.integer("kernel", 0, true, 1, 31);
     if (m.kernel % 2 == 0)
       throw EngineError(fmt::format("{}: model.kernel = {} must be odd (\"same\" padding kernel/2)",
@@ -138,9 +148,10 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
   TableReader data(root, "data", source, false);
   for (const char* key : {"dir", "path"})
     if (data.table() && data.table()->get(key))
-      throw EngineError(fmt::format("{}: data.{}: a job names its data set (data.name), never a path; each node's "
-                                    "operator registers where a name's files are (--dataset NAME=PATH)",
-                                    data.location(key), key));
+      throw EngineError(
+          fmt::format("{}: data.{}: a job names its data set (data.name), never a path; each node's "
+                      "operator registers where a name's files are (--dataset NAME=PATH)",
+                      data.location(key), key));
   job.dataset = data.string("dataset", m.kind == ModelKind::Gpt ? "text" : "fashion-mnist");
   if (job.dataset == "fashion-mnist") {
     if (m.kind == ModelKind::Gpt)
@@ -156,13 +167,15 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
       int64_t h = m.image_height, w = m.image_width;
       for (size_t i = 0; i < m.channels.size(); ++i, h /= 2, w /= 2)
         if (h % 2 != 0 || w % 2 != 0)
-          throw EngineError(fmt::format("{}: model.channels has {} blocks, but block {} would max-pool a {}x{} image "
-                                        "(2x2 pooling needs even sizes; {} allows {})",
-                                        model.location("channels"), m.channels.size(), i, h, w, job.dataset, i));
+          throw EngineError(
+              fmt::format("{}: model.channels has {} blocks, but block {} would max-pool a {}x{} image "
+                          "(2x2 pooling needs even sizes; {} allows {})",
+                          model.location("channels"), m.channels.size(), i, h, w, job.dataset, i));
     }
   } else if (job.dataset == "text") {
     if (m.kind != ModelKind::Gpt)
-      throw EngineError(fmt::format("{}: data.dataset = \"text\" needs model.kind = \"gpt\"", data.location("dataset")));
+      throw EngineError(
+          fmt::format("{}: data.dataset = \"text\" needs model.kind = \"gpt\"", data.location("dataset")));
     data.allow_only({"dataset", "name", "validation"});
     job.data_name = data.string("name", "fortunes");
     job.validation = data.real("validation", job.validation, 0.0, 1.0);
@@ -186,9 +199,10 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
   job.stride = train.integer("stride", 0, true, 1, kMaxSteps);
   job.shards = train.integer("shards", 1, false, 1, job.batch_size);
   if (job.batch_size % job.shards != 0)
-    throw EngineError(fmt::format("{}: train.shards {} does not divide train.batch_size {} (every shard takes "
-                                  "batch_size / shards rows)",
-                                  train.location("shards"), job.shards, job.batch_size));
+    throw EngineError(
+        fmt::format("{}: train.shards {} does not divide train.batch_size {} (every shard takes "
+                    "batch_size / shards rows)",
+                    train.location("shards"), job.shards, job.batch_size));
 
   TableReader opt(root, "optimizer", source, true);
   OptimizerSpec& o = job.optimizer;
@@ -196,19 +210,22 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
   const std::string schedule = opt.string("schedule", "constant");
   const bool cosine = schedule == "cosine";
   if (schedule != "constant" && !cosine)
-    throw EngineError(fmt::format("{}: optimizer.schedule '{}' is not supported (supported: constant, cosine)",
-                                  opt.location("schedule"), schedule));
+    throw EngineError(
+        fmt::format("{}: optimizer.schedule '{}' is not supported (supported: constant, cosine)",
+                    opt.location("schedule"), schedule));
   // Keys every optimizer kind reads, plus the cosine schedule's own.
   const auto allow = [&](std::initializer_list<std::string_view> own) {
     std::vector<std::string_view> keys(own);
-    for (std::string_view k : {"kind", "lr", "weight_decay", "schedule", "clip_norm", "decay"}) keys.push_back(k);
+    for (std::string_view k : {"kind", "lr", "weight_decay", "schedule", "clip_norm", "decay"})
+      keys.push_back(k);
     if (cosine)
       for (std::string_view k : {"warmup_steps", "min_lr"}) keys.push_back(k);
     for (auto&& [key, value] : *opt.table())
       if (std::find(keys.begin(), keys.end(), key.str()) == keys.end()) {
         const bool cosine_only = key.str() == "warmup_steps" || key.str() == "min_lr";
-        throw EngineError(fmt::format("{}: unknown key '{}' in [optimizer]{}", toml_where(source, value.source()),
-                                      key.str(), cosine_only ? " (only with schedule = \"cosine\")" : ""));
+        throw EngineError(fmt::format("{}: unknown key '{}' in [optimizer]{}",
+                                      toml_where(source, value.source()), key.str(),
+                                      cosine_only ? " (only with schedule = \"cosine\")" : ""));
       }
   };
   if (okind == "adamw") {
@@ -232,8 +249,8 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
     o.warmup_steps = opt.integer("warmup_steps", 0, false, 0, job.steps);
     o.min_lr = opt.number("min_lr", 0.0f, 0.0, 10.0, true);
     if (o.min_lr > o.lr)
-      throw EngineError(fmt::format("{}: optimizer.min_lr = {} exceeds optimizer.lr = {}", opt.location("min_lr"),
-                                    o.min_lr, o.lr));
+      throw EngineError(fmt::format("{}: optimizer.min_lr = {} exceeds optimizer.lr = {}",
+                                    opt.location("min_lr"), o.min_lr, o.lr));
   }
   o.clip_norm = opt.number("clip_norm", 0.0f, 0.0, 1e6, true);
   const std::string decay = opt.string("decay", "all");
@@ -250,7 +267,9 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
   TableReader dispute(root, "dispute", source, false);
   dispute.allow_only({"base_seconds", "step_seconds", "min_bytes_per_second"});
   DisputeTerms& t = job.dispute;
-  const auto millis = [](double seconds) { return std::chrono::milliseconds(std::llround(seconds * 1000.0)); };
+  const auto millis = [](double seconds) {
+    return std::chrono::milliseconds(std::llround(seconds * 1000.0));
+  };
   t.base = millis(dispute.real("base_seconds", 1e-3 * static_cast<double>(t.base.count()), 0.05, 3600.0));
   t.step = millis(dispute.real("step_seconds", 1e-3 * static_cast<double>(t.step.count()), 0.001, 3600.0));
   t.min_bytes_per_second = static_cast<uint64_t>(dispute.integer(
@@ -265,7 +284,8 @@ void locate_data(JobSpec& job, const DataRegistry& registry) {
 
 JobSpec load_job(const std::filesystem::path& path, const DataRegistry& registry) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw EngineError(fmt::format("{}: cannot open job file: {}", path.string(), std::strerror(errno)));
+  if (!in)
+    throw EngineError(fmt::format("{}: cannot open job file: {}", path.string(), std::strerror(errno)));
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) throw EngineError(fmt::format("{}: cannot read job file", path.string()));
@@ -280,19 +300,19 @@ void check_job_against_data(const JobSpec& job, int64_t samples, int64_t feature
     case ModelKind::Mlp: {
       const auto& w = m.widths;
       if (w.front() != features)
-        throw EngineError(fmt::format("{}: model.widths starts with {} but {} samples have {} features", job.source,
-                                      w.front(), job.dataset, features));
+        throw EngineError(fmt::format("{}: model.widths starts with {} but {} samples have {} features",
+                                      job.source, w.front(), job.dataset, features));
       if (w.back() != classes)
-        throw EngineError(fmt::format("{}: model.widths ends with {} but {} has {} classes", job.source, w.back(),
-                                      job.dataset, classes));
+        throw EngineError(fmt::format("{}: model.widths ends with {} but {} has {} classes", job.source,
+                                      w.back(), job.dataset, classes));
       break;
     }
     case ModelKind::Cnn: {
       const int64_t pixels = m.image_channels * m.image_height * m.image_width;
       if (pixels != features)
-        throw EngineError(fmt::format("{}: the cnn reads {}x{}x{} images ({} values) but {} samples have {} features",
-                                      job.source, m.image_channels, m.image_height, m.image_width, pixels,
-                                      job.dataset, features));
+        throw EngineError(fmt::format(
+            "{}: the cnn reads {}x{}x{} images ({} values) but {} samples have {} features", job.source,
+            m.image_channels, m.image_height, m.image_width, pixels, job.dataset, features));
       if (m.classes != classes)
         throw EngineError(fmt::format("{}: the cnn predicts {} classes but {} has {}", job.source, m.classes,
                                       job.dataset, classes));
@@ -315,7 +335,8 @@ void check_job_against_data(const JobSpec& job, int64_t samples, int64_t feature
 namespace {
 
 // The fields of the job that existed before sharding (see canonical_job_encoding in job.h).
-std::vector<uint8_t> canonical_model_encoding(const JobSpec& job, const Digest& dataset_root, const DataShape& shape) {
+std::vector<uint8_t> canonical_model_encoding(const JobSpec& job, const Digest& dataset_root,
+                                              const DataShape& shape) {
   std::vector<uint8_t> out;
   put_u64(out, kRepOpsContractVersion);
   out.push_back(static_cast<uint8_t>(job.model.kind));
@@ -323,7 +344,8 @@ std::vector<uint8_t> canonical_model_encoding(const JobSpec& job, const Digest& 
   for (int64_t w : job.model.widths) put_u64(out, static_cast<uint64_t>(w));
   put_string(out, job.dataset);
   out.insert(out.end(), dataset_root.begin(), dataset_root.end());
-  for (int64_t v : {shape.samples, shape.features, shape.classes, shape.label_width}) put_u64(out, static_cast<uint64_t>(v));
+  for (int64_t v : {shape.samples, shape.features, shape.classes, shape.label_width})
+    put_u64(out, static_cast<uint64_t>(v));
   put_u64(out, job.seed);
   put_u64(out, static_cast<uint64_t>(job.steps));
   put_u64(out, static_cast<uint64_t>(job.batch_size));
@@ -343,11 +365,13 @@ std::vector<uint8_t> canonical_model_encoding(const JobSpec& job, const Digest& 
   // The extension (see job.h): absent for the jobs that existed before it, so their ids stand.
   const ModelSpec& m = job.model;
   const bool extended = m.kind != ModelKind::Mlp || job.dataset != "fashion-mnist" ||
-                        o.schedule != LrSchedule::Constant || o.clip_norm != 0.0f || o.decay != DecayScope::All;
+                        o.schedule != LrSchedule::Constant || o.clip_norm != 0.0f ||
+                        o.decay != DecayScope::All;
   if (!extended) return out;
   out.push_back(1);
   if (m.kind == ModelKind::Gpt) {
-    for (int64_t v : {m.vocab, m.context, m.layers, m.heads, m.d_model}) put_u64(out, static_cast<uint64_t>(v));
+    for (int64_t v : {m.vocab, m.context, m.layers, m.heads, m.d_model})
+      put_u64(out, static_cast<uint64_t>(v));
     put_f32(out, m.dropout);
   } else if (m.kind == ModelKind::Cnn) {
     put_u64(out, m.channels.size());
@@ -370,7 +394,8 @@ std::vector<uint8_t> canonical_model_encoding(const JobSpec& job, const Digest& 
 
 // Everything of the job that shapes the trajectory: the base fields with their extension, then the
 // shard count only when it is not 1, so the ids (and golden roots) of unsharded jobs stand.
-std::vector<uint8_t> canonical_training_encoding(const JobSpec& job, const Digest& dataset_root, const DataShape& shape) {
+std::vector<uint8_t> canonical_training_encoding(const JobSpec& job, const Digest& dataset_root,
+                                                 const DataShape& shape) {
   std::vector<uint8_t> out = canonical_model_encoding(job, dataset_root, shape);
   if (job.shards != 1) {
     out.push_back(3);
@@ -381,7 +406,8 @@ std::vector<uint8_t> canonical_training_encoding(const JobSpec& job, const Diges
 
 }  // namespace
 
-std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& dataset_root, const DataShape& shape) {
+std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& dataset_root,
+                                            const DataShape& shape) {
   std::vector<uint8_t> out = canonical_training_encoding(job, dataset_root, shape);
   // The dispute terms, only when they are not the defaults, so the ids of jobs without them stand.
   if (job.dispute != DisputeTerms{}) {
@@ -399,7 +425,8 @@ std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& da
       std::memcpy(&bits, &tau, 8);
       put_u64(out, bits);
     }
-    if (job.numerics.mode == NumericsMode::RoundingLog) put_u64(out, static_cast<uint64_t>(job.numerics.quantum_bits));
+    if (job.numerics.mode == NumericsMode::RoundingLog)
+      put_u64(out, static_cast<uint64_t>(job.numerics.quantum_bits));
   }
   return out;
 }

@@ -1,6 +1,6 @@
-// The training job: what a client hands to every provider (docs/commitments.md "Job id and dispute id"). Parsed from TOML;
-// its identity `job_id` is the hash of a canonical binary encoding, so two parties agree on a job
-// exactly when they agree on every field that influences the trajectory.
+// The training job: what a client hands to every provider (docs/commitments.md "Job id and dispute id").
+// Parsed from TOML; its identity `job_id` is the hash of a canonical binary encoding, so two parties agree on
+// a job exactly when they agree on every field that influences the trajectory.
 #pragma once
 
 #include <cstdint>
@@ -42,17 +42,17 @@ struct ModelSpec {
   ModelKind kind = ModelKind::Mlp;
   std::vector<int64_t> widths{784, 256, 10};  ///< mlp only (empty for the other kinds)
   // gpt
-  int64_t vocab = 256;    ///< token ids 0..vocab−1 (256: bytes)
-  int64_t context = 0;    ///< T, tokens per window
-  int64_t layers = 0;     ///< transformer blocks
-  int64_t heads = 0;      ///< attention heads H, d_model = H·E
-  int64_t d_model = 0;    ///< D, the residual stream width
-  float dropout = 0.0f;   ///< p ∈ [0, 1): after the embedding, the attention and the MLP projections
+  int64_t vocab = 256;   ///< token ids 0..vocab−1 (256: bytes)
+  int64_t context = 0;   ///< T, tokens per window
+  int64_t layers = 0;    ///< transformer blocks
+  int64_t heads = 0;     ///< attention heads H, d_model = H·E
+  int64_t d_model = 0;   ///< D, the residual stream width
+  float dropout = 0.0f;  ///< p ∈ [0, 1): after the embedding, the attention and the MLP projections
   // cnn
   std::vector<int64_t> channels;  ///< output channels of each conv block
   int64_t kernel = 0;             ///< odd kernel size k (padding k/2 keeps the image size)
   int64_t image_channels = 0, image_height = 0, image_width = 0;  ///< from the data set
-  int64_t classes = 0;                                             ///< from the data set
+  int64_t classes = 0;                                            ///< from the data set
 };
 
 struct OptimizerSpec {
@@ -100,8 +100,8 @@ struct JobSpec {
   /// unsharded step graph. Data-parallel training runs on any number of ranks dividing S.
   int64_t shards = 1;
   OptimizerSpec optimizer;
-  NumericsSpec numerics;  ///< [numerics]: RepOps (default) or rounding-log mode, with its τ per op kind
-  DisputeTerms dispute;  ///< [dispute]: what each question of a dispute about this job may take
+  NumericsSpec numerics;       ///< [numerics]: RepOps (default) or rounding-log mode, with its τ per op kind
+  DisputeTerms dispute;        ///< [dispute]: what each question of a dispute about this job may take
   std::string source = "job";  ///< where the job came from (its file), for error messages; not part of job_id
 };
 
@@ -155,7 +155,8 @@ void check_job_against_data(const JobSpec& job, int64_t samples, int64_t feature
 /// then, only in rounding-log mode, 0x04 ‖ mode u8 ‖ τ of every op kind in OpKind order (f64 bits).
 /// The shape is in the id so that no one but the providers who signed the job_id can state it: the
 /// referee derives the batches from the sample count (docs/protocol.md, "Threat model").
-std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& dataset_root, const DataShape& shape);
+std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& dataset_root,
+                                            const DataShape& shape);
 
 /// job_id = BLAKE2b-256(Job tag ‖ canonical_job_encoding).
 Digest job_id(const JobSpec& job, const Digest& dataset_root, const DataShape& shape);

@@ -93,11 +93,13 @@ ValueId mlp_forward(GraphBuilder& b, const ModelSpec& model, std::span<const Val
 ValueId cnn_forward(GraphBuilder& b, const ModelSpec& m, std::span<const ValueId> params, ValueId x) {
   const int64_t batch = b.graph().values.at(x).shape[0];
   ValueId h = b.add_node(OpKind::Reshape, {{batch, m.image_channels, m.image_height, m.image_width}, {}}, {x},
-                         "input.image").front();
+                         "input.image")
+                  .front();
   const int64_t pad = m.kernel / 2;
   for (size_t i = 0; i < m.channels.size(); ++i) {
     const std::string conv = indexed("conv", i);
-    h = b.add_node(OpKind::Conv2d, {{1, pad}, {}}, {h, params[2 * i], params[2 * i + 1]}, conv + ".out").front();
+    h = b.add_node(OpKind::Conv2d, {{1, pad}, {}}, {h, params[2 * i], params[2 * i + 1]}, conv + ".out")
+            .front();
     h = b.add_node(OpKind::Relu, {}, {h}, conv + ".relu").front();
     h = b.add_node(OpKind::MaxPool2d, {}, {h}, conv + ".pool").front();
   }
@@ -117,8 +119,9 @@ ValueId gpt_forward(GraphBuilder& b, const ModelSpec& m, std::span<const ValueId
   // Dropout(v) in training with p > 0; v itself otherwise (no node).
   const auto drop = [&](ValueId v, const std::string& name) {
     if (!dropout) return v;
-    const Attrs attrs{{static_cast<int64_t>(options.seed), options.step, site++ * options.shards + options.shard},
-                      {m.dropout}};
+    const Attrs attrs{
+        {static_cast<int64_t>(options.seed), options.step, site++ * options.shards + options.shard},
+        {m.dropout}};
     return b.add_node(OpKind::Dropout, attrs, {v}, name).front();
   };
   const auto linear = [&](ValueId in, size_t p, const std::string& name) {
@@ -162,9 +165,12 @@ ValueId gpt_forward(GraphBuilder& b, const ModelSpec& m, std::span<const ValueId
 
 std::vector<ParamSpec> model_params(const ModelSpec& model) {
   switch (model.kind) {
-    case ModelKind::Gpt: return gpt_params(model);
-    case ModelKind::Cnn: return cnn_params(model);
-    case ModelKind::Mlp: break;
+    case ModelKind::Gpt:
+      return gpt_params(model);
+    case ModelKind::Cnn:
+      return cnn_params(model);
+    case ModelKind::Mlp:
+      break;
   }
   return mlp_params(model);
 }
@@ -178,7 +184,8 @@ void init_param(uint64_t seed, uint32_t param_index, const ParamSpec& spec, Tens
   const float bound = spec.init == InitRule::Embedding ? 0.034641016f  // 0.02·√3: standard deviation 0.02
                                                        : 1.0f / std::sqrt(static_cast<float>(spec.fan_in));
   for (int64_t i = 0; i < out.numel(); ++i) {
-    const float u = uniform_from_bits(philox_random(seed, RandomPurpose::Init, param_index, static_cast<uint64_t>(i))[0]);
+    const float u =
+        uniform_from_bits(philox_random(seed, RandomPurpose::Init, param_index, static_cast<uint64_t>(i))[0]);
     out[i] = (u * 2.0f - 1.0f) * bound;  // 2u − 1 is exact for u = k·2⁻²⁴
   }
 }
@@ -186,9 +193,12 @@ void init_param(uint64_t seed, uint32_t param_index, const ParamSpec& spec, Tens
 ValueId build_forward(GraphBuilder& b, const ModelSpec& model, std::span<const ValueId> params, ValueId x,
                       const ForwardOptions& options) {
   switch (model.kind) {
-    case ModelKind::Gpt: return gpt_forward(b, model, params, x, options);
-    case ModelKind::Cnn: return cnn_forward(b, model, params, x);
-    case ModelKind::Mlp: break;
+    case ModelKind::Gpt:
+      return gpt_forward(b, model, params, x, options);
+    case ModelKind::Cnn:
+      return cnn_forward(b, model, params, x);
+    case ModelKind::Mlp:
+      break;
   }
   return mlp_forward(b, model, params, x);
 }

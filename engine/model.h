@@ -28,7 +28,7 @@ enum class InitRule : uint8_t {
 struct ParamSpec {
   std::string name;  ///< e.g. "l0.weight", "h1.attn.q.weight", "conv0.bias"
   Shape shape;
-  int64_t fan_in;    ///< inputs per output unit, sets the FanIn bound (0 for the other rules)
+  int64_t fan_in;  ///< inputs per output unit, sets the FanIn bound (0 for the other rules)
   InitRule init = InitRule::FanIn;
 };
 
@@ -76,14 +76,14 @@ inline constexpr float kLayerNormEps = 1e-5f;
 ///    x += Dropout(mlp.proj(GELU(mlp.fc(LN2(x))))) with causal softmax attention scaled by
 ///    1/√E per head (E = D/H), then LN_f and the head. With options.training and dropout p > 0, each
 ///    Dropout node has ints {seed, step, site} (site: its index among the forward's dropout nodes, in
-///    forward order; sharded: see ForwardOptions::shard) and floats {p}; otherwise no dropout nodes are emitted. Value names, in order:
-///    "embed" [B·T,D], "embed.dropout"; per layer "h<l>.ln1", "h<l>.attn.{q,k,v}" [B·T,D],
-///    "h<l>.attn.{q,k,v}.heads" [B·H,T,E], "h<l>.attn.scores" and "h<l>.attn.softmax" [B·H,T,T],
-///    "h<l>.attn.context" [B·H,T,E], "h<l>.attn.merge", "h<l>.attn.proj", "h<l>.attn.dropout",
-///    "h<l>.attn.residual", "h<l>.ln2", "h<l>.mlp.fc" and "h<l>.mlp.gelu" [B·T,4D], "h<l>.mlp.proj",
-///    "h<l>.mlp.dropout", "h<l>.out" [B·T,D]; then "ln_f" and "logits" [B·T,V]. The autodiff names
-///    each gradient "grad/<value>" (e.g. "grad/logits", "grad/h0.attn.q.weight").
-///    CNN names: "input.image", "conv<i>.out", "conv<i>.relu", "conv<i>.pool", "flatten", "logits".
+///    forward order; sharded: see ForwardOptions::shard) and floats {p}; otherwise no dropout nodes are
+///    emitted. Value names, in order: "embed" [B·T,D], "embed.dropout"; per layer "h<l>.ln1",
+///    "h<l>.attn.{q,k,v}" [B·T,D], "h<l>.attn.{q,k,v}.heads" [B·H,T,E], "h<l>.attn.scores" and
+///    "h<l>.attn.softmax" [B·H,T,T], "h<l>.attn.context" [B·H,T,E], "h<l>.attn.merge", "h<l>.attn.proj",
+///    "h<l>.attn.dropout", "h<l>.attn.residual", "h<l>.ln2", "h<l>.mlp.fc" and "h<l>.mlp.gelu" [B·T,4D],
+///    "h<l>.mlp.proj", "h<l>.mlp.dropout", "h<l>.out" [B·T,D]; then "ln_f" and "logits" [B·T,V]. The autodiff
+///    names each gradient "grad/<value>" (e.g. "grad/logits", "grad/h0.attn.q.weight"). CNN names:
+///    "input.image", "conv<i>.out", "conv<i>.relu", "conv<i>.pool", "flatten", "logits".
 /// Throws OpError when a shape does not fit.
 ValueId build_forward(GraphBuilder& b, const ModelSpec& model, std::span<const ValueId> params, ValueId x,
                       const ForwardOptions& options = {});

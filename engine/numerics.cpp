@@ -6,9 +6,12 @@ namespace tribunal {
 
 const char* numerics_mode_name(NumericsMode mode) {
   switch (mode) {
-    case NumericsMode::RoundingLog: return "rounding-log";
-    case NumericsMode::Fast: return "fast";
-    default: return "repops";
+    case NumericsMode::RoundingLog:
+      return "rounding-log";
+    case NumericsMode::Fast:
+      return "fast";
+    default:
+      return "repops";
   }
 }
 
@@ -58,9 +61,11 @@ NumericsSpec::NumericsSpec() {
 
 void require_disputable(const NumericsSpec& numerics, const std::string& where) {
   if (numerics.mode == NumericsMode::Fast)
-    throw EngineError(where + ": the job is in fast numerics mode, whose float32 kernels may differ between machines: "
-                      "its steps cannot be re-executed exactly, so no referee can settle a dispute over it "
-                      "(docs/verifiers.md: the tolerance verifier checks such runs)");
+    throw EngineError(
+        where +
+        ": the job is in fast numerics mode, whose float32 kernels may differ between machines: "
+        "its steps cannot be re-executed exactly, so no referee can settle a dispute over it "
+        "(docs/verifiers.md: the tolerance verifier checks such runs)");
 }
 
 }  // namespace tribunal

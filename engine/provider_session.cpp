@@ -23,12 +23,13 @@ int own_party(const KeyPair& key, const DisputeOpen& d, const Digest& job_id) {
 }  // namespace
 
 ProviderDisputeSession::ProviderDisputeSession(const KeyPair& key, const Envelope& open, const JobSpec& job,
-                                               const Dataset& train, std::filesystem::path store, ThreadPool& pool,
-                                               std::vector<PublicKey> referees, Fault fault)
+                                               const Dataset& train, std::filesystem::path store,
+                                               ThreadPool& pool, std::vector<PublicKey> referees, Fault fault)
     : key_(key),
       dispute_id_(open.context),
-      party_(open.kind == MessageKind::DisputeOpen ? own_party(key, std::get<DisputeOpen>(open.body), job_id(job, train))
-                                                   : throw ProtocolError("expected a DisputeOpen message")),
+      party_(open.kind == MessageKind::DisputeOpen
+                 ? own_party(key, std::get<DisputeOpen>(open.body), job_id(job, train))
+                 : throw ProtocolError("expected a DisputeOpen message")),
       referees_(std::move(referees)),
       responder_(job, train, std::move(store), pool, fault) {
   if (tribunal::dispute_id(std::get<DisputeOpen>(open.body)) != dispute_id_)
@@ -37,9 +38,9 @@ ProviderDisputeSession::ProviderDisputeSession(const KeyPair& key, const Envelop
 
 uint64_t ProviderDisputeSession::answer_sequence(uint64_t query_sequence, uint64_t k) {
   if (query_sequence >= (uint64_t{1} << (64 - kAnswerSequenceBits)))
-    throw ProtocolError("query sequence number " + std::to_string(query_sequence) + " is too large to answer");
-  if (k >= (uint64_t{1} << kAnswerSequenceBits))
-    throw ProtocolError("an answer of more than 2^20 envelopes");
+    throw ProtocolError("query sequence number " + std::to_string(query_sequence) +
+                        " is too large to answer");
+  if (k >= (uint64_t{1} << kAnswerSequenceBits)) throw ProtocolError("an answer of more than 2^20 envelopes");
   return (query_sequence << kAnswerSequenceBits) | k;
 }
 
@@ -58,10 +59,12 @@ std::vector<std::vector<uint8_t>> ProviderDisputeSession::on_envelope(const Enve
   referee_known_ = true;
   last_sequence_ = env.sequence;
   const std::vector<Body> bodies = responder_.answer(std::get<Query>(env.body));
-  if (!bodies.empty()) answer_sequence(env.sequence, bodies.size() - 1);  // the count bound, before signing any
+  if (!bodies.empty())
+    answer_sequence(env.sequence, bodies.size() - 1);  // the count bound, before signing any
   std::vector<std::vector<uint8_t>> out;
   out.reserve(bodies.size());
-  for (size_t k = 0; k < bodies.size(); ++k) out.push_back(seal(key_, dispute_id_, answer_sequence(env.sequence, k), bodies[k]));
+  for (size_t k = 0; k < bodies.size(); ++k)
+    out.push_back(seal(key_, dispute_id_, answer_sequence(env.sequence, k), bodies[k]));
   return out;
 }
 

@@ -39,14 +39,17 @@ std::filesystem::path rounding_log_path(const std::filesystem::path& dir, int64_
 uint64_t write_rounding_log(const std::filesystem::path& path, const StepRoundingLog& log) {
   std::error_code ec;
   std::filesystem::create_directories(path.parent_path(), ec);
-  if (ec) throw EngineError(fmt::format("{}: cannot create directory: {}", path.parent_path().string(), ec.message()));
+  if (ec)
+    throw EngineError(
+        fmt::format("{}: cannot create directory: {}", path.parent_path().string(), ec.message()));
   std::vector<uint8_t> head(kMagic.begin(), kMagic.end());
   put_u64(head, static_cast<uint64_t>(log.step));
   put_u64(head, log.nodes.size());
   const std::filesystem::path tmp = path.string() + ".tmp";
   {
     Gz gz(gzopen(tmp.c_str(), "wb6"));
-    if (!gz) throw EngineError(fmt::format("{}: cannot write rounding log: {}", tmp.string(), std::strerror(errno)));
+    if (!gz)
+      throw EngineError(fmt::format("{}: cannot write rounding log: {}", tmp.string(), std::strerror(errno)));
     const auto write = [&](const void* p, size_t n) {
       if (n > 0 && gzwrite(gz.get(), p, static_cast<unsigned>(n)) != static_cast<int>(n))
         throw EngineError(fmt::format("{}: cannot write rounding log", tmp.string()));
@@ -58,21 +61,25 @@ uint64_t write_rounding_log(const std::filesystem::path& path, const StepRoundin
       write(count.data(), count.size());
       write(node.packed.data(), node.packed.size());  // one node's log is far below 2^31 bytes
     }
-    if (gzclose(gz.release()) != Z_OK) throw EngineError(fmt::format("{}: cannot finish rounding log", tmp.string()));
+    if (gzclose(gz.release()) != Z_OK)
+      throw EngineError(fmt::format("{}: cannot finish rounding log", tmp.string()));
   }
   std::filesystem::rename(tmp, path, ec);
   if (ec) throw EngineError(fmt::format("{}: cannot rename rounding log: {}", path.string(), ec.message()));
   return std::filesystem::file_size(path);
 }
 
-StepRoundingLog read_rounding_log(const std::filesystem::path& path, int64_t step, std::span<const uint64_t> counts) {
+StepRoundingLog read_rounding_log(const std::filesystem::path& path, int64_t step,
+                                  std::span<const uint64_t> counts) {
   const size_t nodes = counts.size();
   Gz gz(gzopen(path.c_str(), "rb"));
-  if (!gz) throw EngineError(fmt::format("{}: cannot open rounding log: {}", path.string(), std::strerror(errno)));
+  if (!gz)
+    throw EngineError(fmt::format("{}: cannot open rounding log: {}", path.string(), std::strerror(errno)));
   const auto read = [&](void* p, size_t n, const char* what) {
     if (n == 0) return;
     if (gzread(gz.get(), p, static_cast<unsigned>(n)) != static_cast<int>(n))
-      throw EngineError(fmt::format("{}: rounding log truncated or corrupt (reading {})", path.string(), what));
+      throw EngineError(
+          fmt::format("{}: rounding log truncated or corrupt (reading {})", path.string(), what));
   };
   const auto read_u64 = [&](const char* what) {
     uint8_t b[8];
@@ -87,24 +94,26 @@ StepRoundingLog read_rounding_log(const std::filesystem::path& path, int64_t ste
   StepRoundingLog log;
   log.step = static_cast<int64_t>(read_u64("the step"));
   if (log.step != step)
-    throw EngineError(fmt::format("{}: rounding log of step {}, expected step {}", path.string(), log.step, step));
+    throw EngineError(
+        fmt::format("{}: rounding log of step {}, expected step {}", path.string(), log.step, step));
   const uint64_t count = read_u64("the node count");
   if (count != nodes)
-    throw EngineError(fmt::format("{}: rounding log of {} nodes, but step {}'s graph has {}", path.string(), count,
-                                  step, nodes));
+    throw EngineError(fmt::format("{}: rounding log of {} nodes, but step {}'s graph has {}", path.string(),
+                                  count, step, nodes));
   log.nodes.resize(nodes);
   for (size_t n = 0; n < nodes; ++n) {
     RoundingLog& node = log.nodes[n];
     node.count = read_u64("a node's decision count");
     if (node.count != counts[n])
-      throw EngineError(fmt::format("{}: node {} logs {} decisions, but its outputs hold {} values", path.string(), n,
-                                    node.count, counts[n]));
+      throw EngineError(fmt::format("{}: node {} logs {} decisions, but its outputs hold {} values",
+                                    path.string(), n, node.count, counts[n]));
     node.packed.resize((node.count + 4) / 5);
     read(node.packed.data(), node.packed.size(), "a node's decisions");
   }
   char extra;
   if (gzread(gz.get(), &extra, 1) != 0)
-    throw EngineError(fmt::format("{}: trailing bytes after the rounding log of {} nodes", path.string(), nodes));
+    throw EngineError(
+        fmt::format("{}: trailing bytes after the rounding log of {} nodes", path.string(), nodes));
   return log;
 }
 

@@ -38,6 +38,7 @@ uint64_t write_rounding_log(const std::filesystem::path& path, const StepRoundin
 /// EngineError naming the file and what is wrong (missing, not a rounding log, another step, node
 /// count or decision count, truncated, trailing bytes); the trits themselves are checked when replayed
 /// (round_outputs_replayed).
-StepRoundingLog read_rounding_log(const std::filesystem::path& path, int64_t step, std::span<const uint64_t> counts);
+StepRoundingLog read_rounding_log(const std::filesystem::path& path, int64_t step,
+                                  std::span<const uint64_t> counts);
 
 }  // namespace tribunal

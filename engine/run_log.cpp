@@ -26,7 +26,8 @@ void write_atomically(const std::filesystem::path& path, const std::string& text
   if (std::fclose(f) != 0 || !ok) throw EngineError(fmt::format("{}: write failed", tmp.string()));
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  if (ec) throw EngineError(fmt::format("{}: cannot rename to {}: {}", tmp.string(), path.string(), ec.message()));
+  if (ec)
+    throw EngineError(fmt::format("{}: cannot rename to {}: {}", tmp.string(), path.string(), ec.message()));
 }
 
 // The data lines of a CSV file (header `header` checked and skipped), each split at commas; empty
@@ -48,8 +49,8 @@ std::vector<std::vector<std::string>> read_csv(const std::filesystem::path& path
     std::stringstream ss(line);
     for (std::string cell; std::getline(ss, cell, ',');) cells.push_back(cell);
     if (cells.size() != columns)
-      throw EngineError(fmt::format("{}:{}: expected {} comma-separated values, got {}", path.string(), n, columns,
-                                    cells.size()));
+      throw EngineError(fmt::format("{}:{}: expected {} comma-separated values, got {}", path.string(), n,
+                                    columns, cells.size()));
     rows.push_back(std::move(cells));
   }
   return rows;
@@ -72,8 +73,12 @@ T parse_number(const std::string& text, const std::filesystem::path& path, size_
 
 }  // namespace
 
-std::filesystem::path loss_log_path(const std::filesystem::path& dir) { return dir / "losses.csv"; }
-std::filesystem::path resource_log_path(const std::filesystem::path& dir) { return dir / "resources.csv"; }
+std::filesystem::path loss_log_path(const std::filesystem::path& dir) {
+  return dir / "losses.csv";
+}
+std::filesystem::path resource_log_path(const std::filesystem::path& dir) {
+  return dir / "resources.csv";
+}
 
 void write_loss_log(const std::filesystem::path& path, const std::vector<LossRecord>& records) {
   std::string text = "step,loss\n";
@@ -92,7 +97,8 @@ std::vector<LossRecord> read_loss_log(const std::filesystem::path& path) {
   std::vector<LossRecord> out;
   size_t line = 2;
   for (const auto& cells : read_csv(path, "step,loss", 2))
-    out.push_back({parse_number<int64_t>(cells[0], path, line), parse_number<float>(cells[1], path, line)}), ++line;
+    out.push_back({parse_number<int64_t>(cells[0], path, line), parse_number<float>(cells[1], path, line)}),
+        ++line;
   return out;
 }
 
@@ -120,7 +126,8 @@ std::chrono::duration<double> process_cpu_time() {
 ResourceSample StepMeter::done(int threads) const {
   ResourceSample s{step_, std::chrono::steady_clock::now() - wall0_, process_cpu_time() - cpu0_, 0.0};
   // Capped at 1: the checkpoint writer's thread may add CPU time to a step beyond its training threads'.
-  if (s.wall.count() > 0) s.utilisation = std::min(1.0, s.cpu.count() / (s.wall.count() * static_cast<double>(threads)));
+  if (s.wall.count() > 0)
+    s.utilisation = std::min(1.0, s.cpu.count() / (s.wall.count() * static_cast<double>(threads)));
   return s;
 }
 

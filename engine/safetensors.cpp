@@ -31,7 +31,9 @@ constexpr const char* kMetadataKey = "__metadata__";
   throw EngineError(fmt::format("{}: {}", path.string(), what));
 }
 
-std::string errno_text() { return std::strerror(errno); }
+std::string errno_text() {
+  return std::strerror(errno);
+}
 
 // An owned POSIX file descriptor.
 class Fd {

@@ -11,7 +11,8 @@ namespace tribunal {
 std::array<uint32_t, kShuffleRounds> shuffle_pivots(uint64_t seed, uint32_t epoch, int64_t samples) {
   std::array<uint32_t, kShuffleRounds> pivots{};
   for (uint32_t r = 0; r < kShuffleRounds; ++r)
-    pivots[r] = bounded_from_bits(philox_random(seed, RandomPurpose::Shuffle, epoch, r)[0], static_cast<uint32_t>(samples));
+    pivots[r] = bounded_from_bits(philox_random(seed, RandomPurpose::Shuffle, epoch, r)[0],
+                                  static_cast<uint32_t>(samples));
   return pivots;
 }
 
@@ -44,7 +45,8 @@ std::vector<int64_t> BatchSampler::indices(int64_t step) {
   }
   std::vector<int64_t> out(static_cast<size_t>(batch_));
   for (int64_t j = 0; j < batch_; ++j)
-    out[static_cast<size_t>(j)] = shuffled_index(seed_, static_cast<uint32_t>(epoch), samples_, pos * batch_ + j, pivots_);
+    out[static_cast<size_t>(j)] =
+        shuffled_index(seed_, static_cast<uint32_t>(epoch), samples_, pos * batch_ + j, pivots_);
   return out;
 }
 

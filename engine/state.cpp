@@ -16,14 +16,17 @@ std::vector<Tensor*> State::pointers() {
   return p;
 }
 
-int64_t State::step() const { return static_cast<int64_t>(tensors.at(tensors.size() - 2)[0]); }
+int64_t State::step() const {
+  return static_cast<int64_t>(tensors.at(tensors.size() - 2)[0]);
+}
 
 State initial_state(const JobSpec& job) {
   const StateLayout layout = state_layout(job);
   const std::vector<ParamSpec> params = model_params(job.model);
   State s;
   for (const Shape& shape : layout.shapes) s.tensors.emplace_back(shape);
-  for (size_t p = 0; p < params.size(); ++p) init_param(job.seed, static_cast<uint32_t>(p), params[p], s.tensors[p]);
+  for (size_t p = 0; p < params.size(); ++p)
+    init_param(job.seed, static_cast<uint32_t>(p), params[p], s.tensors[p]);
   return s;
 }
 
@@ -52,14 +55,16 @@ Digest state_hash(const State& state, ThreadPool& pool) {
   return merkle_root(leaves);
 }
 
-Digest trajectory_root(std::span<const Digest> checkpoint_hashes) { return merkle_root(checkpoint_hashes); }
+Digest trajectory_root(std::span<const Digest> checkpoint_hashes) {
+  return merkle_root(checkpoint_hashes);
+}
 
 std::filesystem::path checkpoint_path(const std::filesystem::path& dir, int64_t step) {
   return dir / fmt::format("step_{:09d}.safetensors", step);
 }
 
-void save_checkpoint(const std::filesystem::path& path, const JobSpec& job, const State& state, const Digest& id,
-                     const Digest& hash) {
+void save_checkpoint(const std::filesystem::path& path, const JobSpec& job, const State& state,
+                     const Digest& id, const Digest& hash) {
   const StateLayout layout = state_layout(job);
   std::vector<NamedTensor> named;
   for (size_t i = 0; i < state.tensors.size(); ++i) named.push_back({layout.names[i], &state.tensors[i]});
@@ -74,11 +79,13 @@ CheckpointHeader read_checkpoint_header(const std::filesystem::path& path) {
   const auto meta = read_safetensors_metadata(path);
   auto field = [&](const char* key) -> const std::string& {
     auto it = meta.find(key);
-    if (it == meta.end()) throw EngineError(fmt::format("{}: checkpoint metadata lacks '{}'", path.string(), key));
+    if (it == meta.end())
+      throw EngineError(fmt::format("{}: checkpoint metadata lacks '{}'", path.string(), key));
     return it->second;
   };
   if (field("format") != "tribunal-checkpoint-1")
-    throw EngineError(fmt::format("{}: not a tribunal checkpoint (format '{}')", path.string(), field("format")));
+    throw EngineError(
+        fmt::format("{}: not a tribunal checkpoint (format '{}')", path.string(), field("format")));
   CheckpointHeader h;
   try {
     size_t used = 0;
@@ -95,11 +102,12 @@ CheckpointHeader read_checkpoint_header(const std::filesystem::path& path) {
   return h;
 }
 
-State load_checkpoint(const std::filesystem::path& path, const JobSpec& job, const Digest& id, ThreadPool& pool) {
+State load_checkpoint(const std::filesystem::path& path, const JobSpec& job, const Digest& id,
+                      ThreadPool& pool) {
   const CheckpointHeader header = read_checkpoint_header(path);
   if (header.job_id != id)
-    throw EngineError(fmt::format("{}: checkpoint belongs to job {}, not {}", path.string(), to_hex(header.job_id),
-                                  to_hex(id)));
+    throw EngineError(fmt::format("{}: checkpoint belongs to job {}, not {}", path.string(),
+                                  to_hex(header.job_id), to_hex(id)));
   SafetensorsFile file = read_safetensors(path);
   const StateLayout layout = state_layout(job);
   if (file.tensors.size() != layout.names.size())
@@ -114,7 +122,8 @@ State load_checkpoint(const std::filesystem::path& path, const JobSpec& job, con
     s.tensors.push_back(std::move(tensor));
   }
   if (s.step() != header.step)
-    throw EngineError(fmt::format("{}: step tensor says {}, metadata says {}", path.string(), s.step(), header.step));
+    throw EngineError(
+        fmt::format("{}: step tensor says {}, metadata says {}", path.string(), s.step(), header.step));
   if (state_hash(s, pool) != header.state_hash)
     throw EngineError(fmt::format("{}: tensors do not match the recorded state_hash", path.string()));
   return s;

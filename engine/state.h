@@ -1,4 +1,5 @@
-// Training state, its commitment state_hash, stride checkpoints and the trajectory root (docs/architecture.md "State and commitments").
+// Training state, its commitment state_hash, stride checkpoints and the trajectory root (docs/architecture.md
+// "State and commitments").
 #pragma once
 
 #include <cstdint>
@@ -65,6 +66,7 @@ CheckpointHeader read_checkpoint_header(const std::filesystem::path& path);
 
 /// Loads a checkpoint of `job`: checks job_id, that names and shapes match the job's state layout,
 /// and that the recomputed state hash equals the recorded one. Throws EngineError otherwise.
-State load_checkpoint(const std::filesystem::path& path, const JobSpec& job, const Digest& job_id, ThreadPool& pool);
+State load_checkpoint(const std::filesystem::path& path, const JobSpec& job, const Digest& job_id,
+                      ThreadPool& pool);
 
 }  // namespace tribunal

@@ -26,11 +26,12 @@ Tensor scalar(float v) {
 void check_label_width(const JobSpec& job, const DataShape& data) {
   const int64_t need = job.model.kind == ModelKind::Gpt ? job.model.context : 0;
   if (data.label_width != need)
-    throw EngineError(fmt::format("{}: the {} model's step graph needs {}, but the data shape has label_width {}",
-                                  job.source, job.model.kind == ModelKind::Gpt ? "gpt" : "classifier",
-                                  need ? fmt::format("label sequences (label_width {})", need)
-                                       : std::string("class-id labels (label_width 0)"),
-                                  data.label_width));
+    throw EngineError(
+        fmt::format("{}: the {} model's step graph needs {}, but the data shape has label_width {}",
+                    job.source, job.model.kind == ModelKind::Gpt ? "gpt" : "classifier",
+                    need ? fmt::format("label sequences (label_width {})", need)
+                         : std::string("class-id labels (label_width 0)"),
+                    data.label_width));
 }
 
 // The shards of a sharded step graph (docs/numerics.md "Sharded batch reductions"): shard s takes
@@ -104,12 +105,13 @@ StepGraph build_step_graph(const JobSpec& job, const DataShape& data, int64_t st
   GraphBuilder b(g);
   const StateLayout layout = state_layout(job);
   std::vector<ValueId> state;
-  for (size_t i = 0; i < layout.names.size(); ++i) state.push_back(b.add_state(layout.names[i], layout.shapes[i]));
+  for (size_t i = 0; i < layout.names.size(); ++i)
+    state.push_back(b.add_state(layout.names[i], layout.shapes[i]));
   const std::span<const ValueId> params(state.data(), layout.num_params);
 
   const ValueId table_x = b.add_data("data.inputs", Shape{data.samples, data.features});
-  const ValueId table_y = b.add_data("data.labels", data.label_width > 0 ? Shape{data.samples, data.label_width}
-                                                                          : Shape{data.samples});
+  const ValueId table_y = b.add_data(
+      "data.labels", data.label_width > 0 ? Shape{data.samples, data.label_width} : Shape{data.samples});
   // The loss of some batch rows and its graph: gather ×2 → forward → [labels flattened] → loss.
   const auto append_loss = [&](std::span<const int64_t> rows, const ForwardOptions& forward) {
     const Attrs gather{{rows.begin(), rows.end()}, {}};
@@ -135,8 +137,10 @@ StepGraph build_step_graph(const JobSpec& job, const DataShape& data, int64_t st
   if (o.clip_norm > 0.0f) {
     std::vector<ValueId> squares;
     for (size_t p = 0; p < layout.num_params; ++p)
-      squares.push_back(b.add_node(OpKind::SumSquares, {}, {grads[p]}, "clip.sumsq/" + layout.names[p]).front());
-    const ValueId coef = b.add_node(OpKind::ClipCoefficient, {{}, {o.clip_norm}}, squares, "clip.coef").front();
+      squares.push_back(
+          b.add_node(OpKind::SumSquares, {}, {grads[p]}, "clip.sumsq/" + layout.names[p]).front());
+    const ValueId coef =
+        b.add_node(OpKind::ClipCoefficient, {{}, {o.clip_norm}}, squares, "clip.coef").front();
     for (size_t p = 0; p < layout.num_params; ++p)
       grads[p] = b.add_node(OpKind::Scale, {}, {grads[p], coef}, "clip.grad/" + layout.names[p]).front();
   }
@@ -153,8 +157,8 @@ StepGraph build_step_graph(const JobSpec& job, const DataShape& data, int64_t st
       outs = b.add_node(OpKind::AdamW, {{step + 1}, {lr, o.beta1, o.beta2, o.eps, wd}},
                         {params[p], grads[p], state[slot0], state[slot0 + 1]}, "next/" + layout.names[p]);
     } else {
-      outs = b.add_node(OpKind::SgdMomentum, {{}, {lr, o.momentum, wd}},
-                        {params[p], grads[p], state[slot0]}, "next/" + layout.names[p]);
+      outs = b.add_node(OpKind::SgdMomentum, {{}, {lr, o.momentum, wd}}, {params[p], grads[p], state[slot0]},
+                        "next/" + layout.names[p]);
     }
     next[p] = outs[0];
     for (size_t s = 0; s < slots; ++s) next[slot0 + s] = outs[1 + s];
@@ -185,7 +189,8 @@ StepGraph build_eval_loss_graph(const JobSpec& job, const DataShape& data, int64
   const ValueId x = b.add_data("eval.inputs", Shape{rows, data.features});
   ValueId y = b.add_data("eval.labels", data.label_width > 0 ? Shape{rows, data.label_width} : Shape{rows});
   const ValueId logits = build_forward(b, job.model, params, x);
-  if (data.label_width > 0) y = b.add_node(OpKind::Reshape, {{rows * data.label_width}, {}}, {y}, "eval.labels.flat").front();
+  if (data.label_width > 0)
+    y = b.add_node(OpKind::Reshape, {{rows * data.label_width}, {}}, {y}, "eval.labels.flat").front();
   g.loss = b.add_node(OpKind::SoftmaxCrossEntropy, {}, {logits, y}, "loss").front();
   return g;
 }

@@ -1,4 +1,5 @@
-// The training state's layout and the step graph of a job (docs/architecture.md "State and commitments", docs/protocol.md "The game" level 3).
+// The training state's layout and the step graph of a job (docs/architecture.md "State and commitments",
+// docs/protocol.md "The game" level 3).
 #pragma once
 
 #include <cstdint>
@@ -36,8 +37,8 @@ StateLayout state_layout(const JobSpec& job);
 /// combined ones "loss" and "grad/<p>" as in the unsharded graph.
 /// A pure function of (job, data shape, t, batch indices); the batch comes from BatchSampler.
 /// Throws EngineError when data.label_width is not the model's (gpt: the context; others: 0) or S does
-/// not divide the batch, and OpError when another shape does not fit. An MLP job with a constant rate, no clipping and decay "all" has exactly the graph it had before
-/// schedules, clipping and decay scopes existed.
+/// not divide the batch, and OpError when another shape does not fit. An MLP job with a constant rate, no
+/// clipping and decay "all" has exactly the graph it had before schedules, clipping and decay scopes existed.
 StepGraph build_step_graph(const JobSpec& job, const DataShape& data, int64_t step,
                            std::span<const int64_t> batch_indices);
 

@@ -26,7 +26,8 @@ namespace fs = std::filesystem;
 std::vector<fs::path> corpus_files(const fs::path& path) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
-  if (ec || !fs::exists(st)) fail(path, fmt::format("cannot open text corpus: {}", ec ? ec.message() : "no such file or directory"));
+  if (ec || !fs::exists(st))
+    fail(path, fmt::format("cannot open text corpus: {}", ec ? ec.message() : "no such file or directory"));
   if (fs::is_regular_file(st)) return {path};
   if (!fs::is_directory(st)) fail(path, "text corpus is neither a regular file nor a directory");
   std::vector<fs::path> files;
@@ -38,9 +39,11 @@ std::vector<fs::path> corpus_files(const fs::path& path) {
     if (fs::is_symlink(own) || !fs::is_regular_file(own) || entry.path().extension() == ".dat") continue;
     files.push_back(entry.path());
   }
-  std::sort(files.begin(), files.end(),
-            [](const fs::path& a, const fs::path& b) { return a.filename().string() < b.filename().string(); });
-  if (files.empty()) fail(path, "text corpus directory has no regular files (symbolic links and *.dat are skipped)");
+  std::sort(files.begin(), files.end(), [](const fs::path& a, const fs::path& b) {
+    return a.filename().string() < b.filename().string();
+  });
+  if (files.empty())
+    fail(path, "text corpus directory has no regular files (symbolic links and *.dat are skipped)");
   return files;
 }
 
@@ -77,8 +80,10 @@ TextWindows text_windows(int64_t bytes, int64_t context, double validation, cons
   w.held_out = static_cast<int64_t>(std::ceil(validation * static_cast<double>(w.windows)));
   w.train = w.windows - w.held_out;
   if (w.windows < 1)
-    fail(path, fmt::format("text corpus too short: {} bytes make no window of {} inputs and {} labels (needs {} bytes)",
-                           bytes, context, context, context + 1));
+    fail(path,
+         fmt::format(
+             "text corpus too short: {} bytes make no window of {} inputs and {} labels (needs {} bytes)",
+             bytes, context, context, context + 1));
   if (w.train < 1)
     fail(path, fmt::format("text corpus too short: all {} windows of {} bytes are held out for validation {}",
                            w.windows, context, validation));

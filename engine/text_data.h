@@ -34,7 +34,8 @@ struct TextWindows {
 
 /// The split above; throws EngineError naming `path` when not even one training window fits
 /// (N < T + 1, or a validation fraction that holds out every window).
-TextWindows text_windows(int64_t bytes, int64_t context, double validation, const std::filesystem::path& path);
+TextWindows text_windows(int64_t bytes, int64_t context, double validation,
+                         const std::filesystem::path& path);
 
 /// Loads one split of a text corpus as a Dataset: inputs [S', T] and labels [S', T], both float32
 /// holding byte values 0..255, classes = 256, rows = 1, cols = T; `root` = dataset_root over the

@@ -29,7 +29,8 @@ TableReader::TableReader(const toml::table& root, std::string name, std::string 
     return;
   }
   table_ = node->as_table();
-  if (!table_) throw EngineError(fmt::format("{}: '{}' must be a table", toml_where(source_, node->source()), name_));
+  if (!table_)
+    throw EngineError(fmt::format("{}: '{}' must be a table", toml_where(source_, node->source()), name_));
 }
 
 TableReader::TableReader(const toml::table* table, std::string name, std::string source)
@@ -40,7 +41,8 @@ void TableReader::allow_only(std::initializer_list<std::string_view> allowed) co
   std::set<std::string_view> ok(allowed);
   for (auto&& [key, value] : *table_)
     if (!ok.count(key.str()))
-      throw EngineError(fmt::format("{}: unknown key '{}' in [{}]", toml_where(source_, value.source()), key.str(), name_));
+      throw EngineError(
+          fmt::format("{}: unknown key '{}' in [{}]", toml_where(source_, value.source()), key.str(), name_));
 }
 
 int64_t TableReader::integer(const char* key, int64_t fallback, bool required, int64_t lo, int64_t hi) const {
@@ -49,8 +51,8 @@ int64_t TableReader::integer(const char* key, int64_t fallback, bool required, i
   auto v = n->value<int64_t>();
   if (!n->is_integer() || !v) bad(n, key, "an integer");
   if (*v < lo || *v > hi)
-    throw EngineError(fmt::format("{}: {}.{} = {} is out of range [{}, {}]", toml_where(source_, n->source()), name_,
-                                  key, *v, lo, hi));
+    throw EngineError(fmt::format("{}: {}.{} = {} is out of range [{}, {}]", toml_where(source_, n->source()),
+                                  name_, key, *v, lo, hi));
   return *v;
 }
 
@@ -61,8 +63,9 @@ float TableReader::number(const char* key, float fallback, double lo, double hi,
   if (!(n->is_floating_point() || n->is_integer()) || !v) bad(n, key, "a number");
   const bool ok = std::isfinite(*v) && *v >= lo && (hi_inclusive ? *v <= hi : *v < hi);
   if (!ok)
-    throw EngineError(fmt::format("{}: {}.{} = {} is out of range [{}, {}{}", toml_where(source_, n->source()), name_,
-                                  key, *v, lo, hi, hi_inclusive ? "]" : ")"));
+    throw EngineError(fmt::format("{}: {}.{} = {} is out of range [{}, {}{}",
+                                  toml_where(source_, n->source()), name_, key, *v, lo, hi,
+                                  hi_inclusive ? "]" : ")"));
   return static_cast<float>(*v);
 }
 
@@ -72,8 +75,8 @@ double TableReader::real(const char* key, double fallback, double lo, double hi)
   auto v = n->value<double>();
   if (!(n->is_floating_point() || n->is_integer()) || !v) bad(n, key, "a number");
   if (!std::isfinite(*v) || *v < lo || *v > hi)
-    throw EngineError(fmt::format("{}: {}.{} = {} is out of range [{}, {}]", toml_where(source_, n->source()), name_,
-                                  key, *v, lo, hi));
+    throw EngineError(fmt::format("{}: {}.{} = {} is out of range [{}, {}]", toml_where(source_, n->source()),
+                                  name_, key, *v, lo, hi));
   return *v;
 }
 
@@ -119,7 +122,8 @@ const toml::node* TableReader::find(const char* key, bool required) const {
 }
 
 void TableReader::bad(const toml::node* n, const char* key, const char* expected) const {
-  throw EngineError(fmt::format("{}: {}.{} must be {}", toml_where(source_, n->source()), name_, key, expected));
+  throw EngineError(
+      fmt::format("{}: {}.{} must be {}", toml_where(source_, n->source()), name_, key, expected));
 }
 
 }  // namespace tribunal

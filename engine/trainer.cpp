@@ -18,16 +18,21 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 // Checks that the output directory exists (creating it) and is writable, before any training.
 void prepare_out_dir(const std::filesystem::path& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) throw EngineError(fmt::format("{}: cannot create output directory: {}", dir.string(), ec.message()));
+  if (ec)
+    throw EngineError(fmt::format("{}: cannot create output directory: {}", dir.string(), ec.message()));
   const auto probe = dir / ".tribunal-write-test";
   FILE* f = std::fopen(probe.c_str(), "wb");
-  if (!f) throw EngineError(fmt::format("{}: output directory is not writable: {}", dir.string(), std::strerror(errno)));
+  if (!f)
+    throw EngineError(
+        fmt::format("{}: output directory is not writable: {}", dir.string(), std::strerror(errno)));
   std::fclose(f);
   std::filesystem::remove(probe, ec);
 }
@@ -81,13 +86,18 @@ Trainer::Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fau
   check_job_against_dataset(job, train);
   if (job_.numerics.mode == NumericsMode::RoundingLog) {
     if (device != Device::Cpu)
-      throw EngineError(fmt::format("{}: a rounding-log job computes in float64 on the CPU; --device {} is for RepOps "
-                                    "jobs", job_.source, device_name(device)));
+      throw EngineError(
+          fmt::format("{}: a rounding-log job computes in float64 on the CPU; --device {} is for RepOps "
+                      "jobs",
+                      job_.source, device_name(device)));
     if (world && world->size() > 1)
-      throw EngineError(fmt::format("{}: a rounding-log job trains on one rank (each rank would hold only its "
-                                    "shards' logs); run it without mpirun", job_.source));
+      throw EngineError(
+          fmt::format("{}: a rounding-log job trains on one rank (each rank would hold only its "
+                      "shards' logs); run it without mpirun",
+                      job_.source));
     if (!float64_gemm_built(rounding_.gemm))
-      throw EngineError(fmt::format("this build has no {} float64 GEMM (built: naive)", float64_gemm_name(rounding_.gemm)));
+      throw EngineError(
+          fmt::format("this build has no {} float64 GEMM (built: naive)", float64_gemm_name(rounding_.gemm)));
     executor_.set_rounding(RoundingRun{&job_.numerics, rounding_.gemm, nullptr, &rounding_log_, {}});
   }
   if (job_.numerics.mode == NumericsMode::Fast) {
@@ -193,7 +203,8 @@ float Trainer::run_step(const StepGraph& g, Inspect before_swap, const ShardRun&
       // A cheater's tampered step is logged afresh with the same tampering, even when replaying its
       // own logs: its float64 values would refuse the tampered log (engine/fault.h).
       run.tamper = [this, t](size_t n, std::span<const std::vector<double>> wide, RoundingLog& log,
-                             std::span<Tensor* const> out, double tau, std::span<const std::vector<double>> quanta) {
+                             std::span<Tensor* const> out, double tau,
+                             std::span<const std::vector<double>> quanta) {
         tamper_rounding(fault_, t, n, wide, log, out, tau, quanta);
       };
     } else if (!rounding_.replay_dir.empty()) {
@@ -248,7 +259,8 @@ float Trainer::step() {
     exchanged_bytes_ += exchange_partials(g, ex, *world_, run);
     exchange_seconds_ += since(t0);
   };
-  return run_step(g, [](const Executor&) {}, run);
+  return run_step(
+      g, [](const Executor&) {}, run);
 }
 
 StepTrace Trainer::traced_step() {
@@ -293,7 +305,8 @@ StepTrace Trainer::traced_step() {
   if (const StepRoundingLog* log = rounding_log()) tr.rounding_log = *log;
   for (ValueId v : g.state_inputs) tr.pre_state.push_back(tr.value_hashes[v]);
   if (skipped(t)) {  // the claimed next state is not made of the node outputs
-    for (const Tensor& x : state_.tensors) tr.post_state.push_back(tensor_leaf(DType::F32, x.shape().dims(), x.bytes()));
+    for (const Tensor& x : state_.tensors)
+      tr.post_state.push_back(tensor_leaf(DType::F32, x.shape().dims(), x.bytes()));
   } else {
     for (ValueId v : g.state_outputs) tr.post_state.push_back(tr.value_hashes[v]);
   }
@@ -311,8 +324,8 @@ double evaluate_accuracy(const JobSpec& job, const State& state, const Dataset& 
   for (int64_t r0 = 0; r0 < shape.samples; r0 += chunk) {
     const int64_t rows = std::min(chunk, shape.samples - r0);
     const StepGraph g = build_eval_graph(job, shape, rows);
-    Tensor x(Shape{rows, shape.features},
-             std::span<const float>(test.inputs.data() + r0 * shape.features, static_cast<size_t>(rows * shape.features)));
+    Tensor x(Shape{rows, shape.features}, std::span<const float>(test.inputs.data() + r0 * shape.features,
+                                                                 static_cast<size_t>(rows * shape.features)));
     const Tensor* data[] = {&x};
     executor.run(g, params, data);
     const Tensor& logits = executor.value(g.loss);
@@ -328,7 +341,8 @@ double evaluate_accuracy(const JobSpec& job, const State& state, const Dataset& 
 
 double evaluate_loss(const JobSpec& job, const State& state, const Dataset& data, ThreadPool& pool) {
   const DataShape shape = data_shape_of(data);
-  if (shape.samples == 0) throw EngineError(fmt::format("{}: no samples to evaluate the loss on", job.source));
+  if (shape.samples == 0)
+    throw EngineError(fmt::format("{}: no samples to evaluate the loss on", job.source));
   // About 8192 predictions per chunk: the attention scores of a chunk stay a few MiB.
   const int64_t per_row = std::max<int64_t>(shape.label_width, 1);
   const int64_t chunk = std::max<int64_t>(1, 8192 / per_row);
@@ -342,10 +356,11 @@ double evaluate_loss(const JobSpec& job, const State& state, const Dataset& data
     const int64_t rows = std::min(chunk, shape.samples - r0);
     if (!graph || graph->values.at(graph->data_inputs[0]).shape[0] != rows)
       graph = build_eval_loss_graph(job, shape, rows);
-    Tensor x(Shape{rows, shape.features},
-             std::span<const float>(data.inputs.data() + r0 * shape.features, static_cast<size_t>(rows * shape.features)));
+    Tensor x(Shape{rows, shape.features}, std::span<const float>(data.inputs.data() + r0 * shape.features,
+                                                                 static_cast<size_t>(rows * shape.features)));
     const Shape label_shape = shape.label_width > 0 ? Shape{rows, shape.label_width} : Shape{rows};
-    Tensor y(label_shape, std::span<const float>(data.labels.data() + r0 * per_row, static_cast<size_t>(rows * per_row)));
+    Tensor y(label_shape,
+             std::span<const float>(data.labels.data() + r0 * per_row, static_cast<size_t>(rows * per_row)));
     const Tensor* inputs[] = {&x, &y};
     executor.run(*graph, params, inputs);
     total += static_cast<double>(executor.value(graph->loss)[0]) * static_cast<double>(rows);
@@ -406,7 +421,8 @@ TrainResult train_job(const JobSpec& job, const TrainOptions& options) {
       const auto earlier = checkpoint_path(options.out_dir, c);
       const CheckpointHeader h = read_checkpoint_header(earlier);
       if (h.job_id != trainer.job_id() || h.step != c)
-        throw EngineError(fmt::format("{}: cannot resume: checkpoint of another job or step", earlier.string()));
+        throw EngineError(
+            fmt::format("{}: cannot resume: checkpoint of another job or step", earlier.string()));
       committed[c] = h.state_hash;
     }
   }

@@ -24,9 +24,9 @@ namespace tribunal {
 /// One step as a dispute sees it.
 struct StepTrace {
   StepGraph graph;
-  std::vector<Digest> value_hashes;   ///< by value id: tensor leaf (dataset_root for data tables)
-  std::vector<Tensor> values;         ///< by value id: state inputs and node outputs (data left empty)
-  std::vector<NodeRecord> records;    ///< one per node
+  std::vector<Digest> value_hashes;  ///< by value id: tensor leaf (dataset_root for data tables)
+  std::vector<Tensor> values;        ///< by value id: state inputs and node outputs (data left empty)
+  std::vector<NodeRecord> records;   ///< one per node
   std::vector<Digest> pre_state, post_state;  ///< tensor leaves of states t and t+1
   /// Rounding-log jobs: every node's log (the last output hash of its record is its leaf), which a
   /// provider opens in a dispute (QueryKind::OpenLog); empty (step −1) for a RepOps job.
@@ -60,8 +60,9 @@ class Trainer {
   /// divide the job's shards. The step graphs' nodes run on `device` (engine/device.h).
   /// A rounding-log job trains on one rank on the CPU (EngineError otherwise) with `rounding`; a
   /// fast-mode job likewise, with `fast` (EngineError when its GEMM is not built).
-  Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fault fault = {}, World* world = nullptr,
-          Device device = Device::Cpu, RoundingOptions rounding = {}, FastOptions fast = {});
+  Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fault fault = {},
+          World* world = nullptr, Device device = Device::Cpu, RoundingOptions rounding = {},
+          FastOptions fast = {});
 
   const JobSpec& job() const { return job_; }
   const Digest& job_id() const { return job_id_; }
@@ -80,8 +81,8 @@ class Trainer {
   float step();
 
   /// Runs one step like step() and also returns everything a dispute about it needs: the graph,
-  /// every value's hash and tensor, and the node records (docs/protocol.md "The game", level 3). post_state is the state
-  /// the trainer claims (for a skipped step not the outputs of its nodes).
+  /// every value's hash and tensor, and the node records (docs/protocol.md "The game", level 3). post_state
+  /// is the state the trainer claims (for a skipped step not the outputs of its nodes).
   StepTrace traced_step();
 
   /// Rounding-log mode: the logs of the last step run (each node's, replayed or its own); nullptr for
@@ -100,8 +101,8 @@ class Trainer {
   template <class Inspect>
   float run_step(const StepGraph& g, Inspect before_swap, const ShardRun& shards = {});
   std::vector<int64_t> batch_of(int64_t t);  // step t's batch rows, as the fault alters them
-  bool skipped(int64_t t) const;     // step t is one of the fault's skipped steps
-  void learn_skip_delta();           // replays from step 0 to state skip_from (Extrapolate only)
+  bool skipped(int64_t t) const;             // step t is one of the fault's skipped steps
+  void learn_skip_delta();                   // replays from step 0 to state skip_from (Extrapolate only)
 
   JobSpec job_;
   const Dataset& train_;
@@ -118,8 +119,8 @@ class Trainer {
   size_t exchanged_bytes_ = 0;
   double exchange_seconds_ = 0;
   RoundingOptions rounding_;
-  StepRoundingLog rounding_log_;   // the last step's (rounding-log mode)
-  StepRoundingLog replayed_log_;   // the log being replayed (rounding_.replay_dir set)
+  StepRoundingLog rounding_log_;  // the last step's (rounding-log mode)
+  StepRoundingLog replayed_log_;  // the log being replayed (rounding_.replay_dir set)
 };
 
 /// Mean softmax cross-entropy (nats) of the state's parameters over every sample of `data` (GPT:
@@ -134,20 +135,20 @@ double evaluate_accuracy(const JobSpec& job, const State& state, const Dataset& 
 
 struct TrainOptions {
   int threads = 1;
-  Device device = Device::Cpu;        ///< where the training steps run (engine/device.h); evaluation
-                                      ///< always runs on the CPU kernels (same bits, much faster than
-                                      ///< the emulation)
-  int64_t stop_at = -1;               ///< stop when the state reaches this step (-1: the job's T)
-  std::filesystem::path out_dir;      ///< checkpoint directory; empty: write no files
-  bool commit = true;                 ///< compute state hashes and the trajectory root
-  bool resume = false;                ///< continue from the latest checkpoint in out_dir
-  bool evaluate = true;               ///< at the end: test accuracy (mlp, cnn) or validation loss (gpt)
-  RoundingOptions rounding;           ///< rounding-log jobs: the float64 GEMM, or logs to replay
-  FastOptions fast;                   ///< fast-mode jobs: the float32 GEMM and its threads
-  Fault fault;                        ///< train as a cheater (engine/fault.h); default honest. Its
-                                      ///< claim_steps replaces the job's T as the default stop_at
+  Device device = Device::Cpu;    ///< where the training steps run (engine/device.h); evaluation
+                                  ///< always runs on the CPU kernels (same bits, much faster than
+                                  ///< the emulation)
+  int64_t stop_at = -1;           ///< stop when the state reaches this step (-1: the job's T)
+  std::filesystem::path out_dir;  ///< checkpoint directory; empty: write no files
+  bool commit = true;             ///< compute state hashes and the trajectory root
+  bool resume = false;            ///< continue from the latest checkpoint in out_dir
+  bool evaluate = true;           ///< at the end: test accuracy (mlp, cnn) or validation loss (gpt)
+  RoundingOptions rounding;       ///< rounding-log jobs: the float64 GEMM, or logs to replay
+  FastOptions fast;               ///< fast-mode jobs: the float32 GEMM and its threads
+  Fault fault;                    ///< train as a cheater (engine/fault.h); default honest. Its
+                                  ///< claim_steps replaces the job's T as the default stop_at
   std::function<void(int64_t step, int64_t total, float loss)> on_step;  ///< after each step
-  const Dataset* train = nullptr;     ///< the job's training set if already loaded (else loaded here)
+  const Dataset* train = nullptr;  ///< the job's training set if already loaded (else loaded here)
   /// Data parallel (engine/data_parallel.h): the ranks training together, or nullptr for this
   /// process alone. Every rank calls run_training with the same job; rank 0 alone writes checkpoints,
   /// resumes from them (sending the state to the others), calls on_step and evaluates.
@@ -170,30 +171,31 @@ class TrainingStopped : public EngineError {
 struct TrainResult {
   Digest job_id{};
   Digest dataset_root{};
-  Digest trajectory_root{};            ///< over checkpoint_steps(steps, stride)
+  Digest trajectory_root{};  ///< over checkpoint_steps(steps, stride)
   Digest final_state_hash{};
-  int64_t steps = 0;                   ///< step of the final state (a fault's claim_steps if set)
-  int64_t resumed_from = 0;            ///< step of the state this run started from
+  int64_t steps = 0;         ///< step of the final state (a fault's claim_steps if set)
+  int64_t resumed_from = 0;  ///< step of the state this run started from
   int64_t stride = 0;
-  float loss_first = 0, loss_last = 0; ///< losses of the first and last step run by this call
-  double test_accuracy = -1;           ///< mlp, cnn: test-set accuracy; -1 when not evaluated
-  double validation_loss = -1;         ///< gpt: mean cross-entropy (nats) on the held-out windows; -1 when
-                                       ///< not evaluated or there are none
-  double unigram_entropy = -1;         ///< gpt: entropy (nats) of the training targets' byte frequencies,
-                                       ///< the loss of the best unigram model; -1 when not evaluated
-  double eval_seconds = 0;             ///< wall time of loading the test split and evaluating
-  double seconds = 0;                  ///< wall time of the training loop (commitments included)
-  double load_seconds = 0;             ///< wall time to read and hash the data sets
+  float loss_first = 0, loss_last = 0;  ///< losses of the first and last step run by this call
+  double test_accuracy = -1;            ///< mlp, cnn: test-set accuracy; -1 when not evaluated
+  double validation_loss = -1;          ///< gpt: mean cross-entropy (nats) on the held-out windows; -1 when
+                                        ///< not evaluated or there are none
+  double unigram_entropy = -1;          ///< gpt: entropy (nats) of the training targets' byte frequencies,
+                                        ///< the loss of the best unigram model; -1 when not evaluated
+  double eval_seconds = 0;              ///< wall time of loading the test split and evaluating
+  double seconds = 0;                   ///< wall time of the training loop (commitments included)
+  double load_seconds = 0;              ///< wall time to read and hash the data sets
   int threads = 1;
   Device device = Device::Cpu;
-  int ranks = 1;                       ///< data-parallel ranks (world size)
-  double exchange_bytes_per_step = 0;  ///< bytes this rank sent per step in the partials' exchange
-  double exchange_seconds = 0;         ///< wall time this rank spent in the exchange (of `seconds`)
+  int ranks = 1;                          ///< data-parallel ranks (world size)
+  double exchange_bytes_per_step = 0;     ///< bytes this rank sent per step in the partials' exchange
+  double exchange_seconds = 0;            ///< wall time this rank spent in the exchange (of `seconds`)
   std::vector<Digest> checkpoint_hashes;  ///< state hashes at checkpoint_steps(steps, stride)
   /// Rounding-log jobs, over the steps this call ran: output values rounded, decisions logged (not
   /// "nearest"), the logs' packed bytes (5 decisions per byte) and their gzip files' bytes (0 when no
   /// out_dir). Without rounding-log mode all 0.
-  uint64_t rounded_values = 0, logged_decisions = 0, rounding_log_packed_bytes = 0, rounding_log_file_bytes = 0;
+  uint64_t rounded_values = 0, logged_decisions = 0, rounding_log_packed_bytes = 0,
+           rounding_log_file_bytes = 0;
   /// The loss and a resource sample of every step this call ran (engine/run_log.h); with an out_dir
   /// they are also in its losses.csv and resources.csv (with a resumed run's earlier steps).
   std::vector<LossRecord> losses;

@@ -13,17 +13,24 @@ namespace {
 
 constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
 
-uint64_t mul(uint64_t a, uint64_t b) { return a != 0 && b > kMax / a ? kMax : a * b; }
-uint64_t add(uint64_t a, uint64_t b) { return b > kMax - a ? kMax : a + b; }
+uint64_t mul(uint64_t a, uint64_t b) {
+  return a != 0 && b > kMax / a ? kMax : a * b;
+}
+uint64_t add(uint64_t a, uint64_t b) {
+  return b > kMax - a ? kMax : a + b;
+}
 
 // The training set's shape as the model sees it: what a data set the job fits must have (the sample
 // count only sizes the data tables, which the estimate leaves out).
 DataShape model_shape(const JobSpec& job, int64_t rows) {
   const ModelSpec& m = job.model;
   switch (m.kind) {
-    case ModelKind::Mlp: return {rows, m.widths.front(), m.widths.back(), 0};
-    case ModelKind::Cnn: return {rows, m.image_channels * m.image_height * m.image_width, m.classes, 0};
-    case ModelKind::Gpt: return {rows, m.context, m.vocab, m.context};
+    case ModelKind::Mlp:
+      return {rows, m.widths.front(), m.widths.back(), 0};
+    case ModelKind::Cnn:
+      return {rows, m.image_channels * m.image_height * m.image_width, m.classes, 0};
+    case ModelKind::Gpt:
+      return {rows, m.context, m.vocab, m.context};
   }
   return {rows, 0, 0, 0};
 }
@@ -43,7 +50,8 @@ TrainingCost training_cost(const JobSpec& job) {
   uint64_t work = 0, bytes = 0;
   for (const Node& n : g.nodes) {
     work = add(work, node_work(g, n));
-    for (ValueId v : n.outputs) bytes = add(bytes, mul(4, static_cast<uint64_t>(g.values.at(v).shape.numel())));
+    for (ValueId v : n.outputs)
+      bytes = add(bytes, mul(4, static_cast<uint64_t>(g.values.at(v).shape.numel())));
   }
   const JobFootprint footprint = job_footprint(job);
   const auto shards = static_cast<uint64_t>(std::max<int64_t>(job.shards, 1));

@@ -15,7 +15,8 @@ ValueId append_tree_sum(GraphBuilder& builder, std::span<const ValueId> partials
     std::vector<ValueId> up;
     std::vector<ShardSpan> up_spans;
     for (size_t i = 0; i + 1 < level.size(); i += 2) {
-      const std::string node = last_level ? name : name + "/tree" + std::to_string(depth) + "." + std::to_string(i / 2);
+      const std::string node =
+          last_level ? name : name + "/tree" + std::to_string(depth) + "." + std::to_string(i / 2);
       up.push_back(builder.add_node(OpKind::Add, {}, {level[i], level[i + 1]}, node).front());
       up_spans.push_back({spans[i].first, spans[i].count + spans[i + 1].count});
       g.node_shards.resize(g.nodes.size());

@@ -15,7 +15,8 @@ constexpr size_t kMessageBytes = 1024;
 }  // namespace
 
 RankFailure::RankFailure(int rank, int size, const std::string& what)
-    : EngineError("rank " + std::to_string(rank) + " of " + std::to_string(size) + " failed: " + what), rank_(rank) {}
+    : EngineError("rank " + std::to_string(rank) + " of " + std::to_string(size) + " failed: " + what),
+      rank_(rank) {}
 
 // Collective. Round 1: every rank's flag (failed or not). Only when one is set, round 2, which every
 // rank then knows to make: every rank's message, in rank order. A failed agreement leaves the ranks
@@ -50,7 +51,9 @@ void World::broadcast(std::span<std::byte> bytes) {
   broadcast_from_root(bytes);
 }
 
-void World::check() { agree(nullptr); }
+void World::check() {
+  agree(nullptr);
+}
 
 void World::fail(const std::string& what) {
   agree(&what);

@@ -19,7 +19,8 @@ void check_call(int code, const char* what) {
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
   MPI_Error_string(code, text, &length);
-  throw EngineError(std::string("MPI ") + what + " failed: " + std::string(text, static_cast<size_t>(length)));
+  throw EngineError(std::string("MPI ") + what +
+                    " failed: " + std::string(text, static_cast<size_t>(length)));
 }
 
 // A collective that failed in the transport leaves the ranks out of step (some may have completed it):
@@ -29,8 +30,8 @@ void check_collective(int code, const char* what, int rank, int size) {
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
   MPI_Error_string(code, text, &length);
-  std::fprintf(stderr, "tribunal: error: rank %d of %d: MPI %s failed: %.*s; aborting every rank\n", rank, size, what,
-               length, text);
+  std::fprintf(stderr, "tribunal: error: rank %d of %d: MPI %s failed: %.*s; aborting every rank\n", rank,
+               size, what, length, text);
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 1);
   std::abort();  // MPI_Abort does not return
@@ -70,14 +71,15 @@ class MpiWorld final : public World {
 
  protected:
   void gather(std::span<const std::byte> mine, std::span<std::byte> all) override {
-    if (all.size() != mine.size() * static_cast<size_t>(size_)) throw EngineError("MPI allgather: wrong buffer size");
-    check_collective(MPI_Allgather(mine.data(), count_of(mine.size()), MPI_BYTE, all.data(), count_of(mine.size()),
-                                   MPI_BYTE, MPI_COMM_WORLD),
+    if (all.size() != mine.size() * static_cast<size_t>(size_))
+      throw EngineError("MPI allgather: wrong buffer size");
+    check_collective(MPI_Allgather(mine.data(), count_of(mine.size()), MPI_BYTE, all.data(),
+                                   count_of(mine.size()), MPI_BYTE, MPI_COMM_WORLD),
                      "MPI_Allgather", rank_, size_);
   }
   void broadcast_from_root(std::span<std::byte> bytes) override {
-    check_collective(MPI_Bcast(bytes.data(), count_of(bytes.size()), MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast", rank_,
-                     size_);
+    check_collective(MPI_Bcast(bytes.data(), count_of(bytes.size()), MPI_BYTE, 0, MPI_COMM_WORLD),
+                     "MPI_Bcast", rank_, size_);
   }
 
  private:

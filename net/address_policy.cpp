@@ -13,7 +13,8 @@ namespace {
 // The address as 16 bytes (IPv4 in the first 4) and its family; an IPv4-mapped IPv6 address as IPv4.
 IpNetwork host_of(const boost::asio::ip::address& a) {
   IpNetwork n;
-  if (a.is_v6() && a.to_v6().is_v4_mapped()) return host_of(boost::asio::ip::make_address_v4(boost::asio::ip::v4_mapped, a.to_v6()));
+  if (a.is_v6() && a.to_v6().is_v4_mapped())
+    return host_of(boost::asio::ip::make_address_v4(boost::asio::ip::v4_mapped, a.to_v6()));
   if (a.is_v4()) {
     const auto b = a.to_v4().to_bytes();
     std::copy(b.begin(), b.end(), n.bytes.begin());
@@ -40,11 +41,20 @@ struct Range {
   const char* why;
 };
 constexpr Range kRefused[] = {
-    {"0.0.0.0/8", "unspecified"},       {"127.0.0.0/8", "loopback"},       {"10.0.0.0/8", "private"},
-    {"172.16.0.0/12", "private"},       {"192.168.0.0/16", "private"},     {"100.64.0.0/10", "shared address space"},
-    {"169.254.0.0/16", "link-local"},   {"224.0.0.0/4", "multicast"},      {"240.0.0.0/4", "reserved or broadcast"},
-    {"::/128", "unspecified"},          {"::1/128", "loopback"},           {"fc00::/7", "private"},
-    {"fe80::/10", "link-local"},        {"ff00::/8", "multicast"},
+    {"0.0.0.0/8", "unspecified"},
+    {"127.0.0.0/8", "loopback"},
+    {"10.0.0.0/8", "private"},
+    {"172.16.0.0/12", "private"},
+    {"192.168.0.0/16", "private"},
+    {"100.64.0.0/10", "shared address space"},
+    {"169.254.0.0/16", "link-local"},
+    {"224.0.0.0/4", "multicast"},
+    {"240.0.0.0/4", "reserved or broadcast"},
+    {"::/128", "unspecified"},
+    {"::1/128", "loopback"},
+    {"fc00::/7", "private"},
+    {"fe80::/10", "link-local"},
+    {"ff00::/8", "multicast"},
 };
 
 boost::asio::ip::address parse_address(std::string_view text, std::string_view what) {
@@ -65,7 +75,8 @@ IpNetwork parse_cidr(std::string_view text) {
   const auto [end, ec] = std::from_chars(bits.data(), bits.data() + bits.size(), prefix);
   const int max = n.v6 ? 128 : 32;
   if (ec != std::errc() || end != bits.data() + bits.size() || prefix < 0 || prefix > max)
-    throw NetError("network \"" + std::string(text) + "\": the prefix length must be 0 to " + std::to_string(max));
+    throw NetError("network \"" + std::string(text) + "\": the prefix length must be 0 to " +
+                   std::to_string(max));
   n.prefix = prefix;
   return n;
 }
@@ -77,7 +88,9 @@ std::string client_network(std::string_view address) {
   return fmt::format("{:x}:{:x}:{:x}::/48", b[0] << 8 | b[1], b[2] << 8 | b[3], b[4] << 8 | b[5]);
 }
 
-AddressPolicy AddressPolicy::any() { return AddressPolicy{}; }
+AddressPolicy AddressPolicy::any() {
+  return AddressPolicy{};
+}
 
 AddressPolicy AddressPolicy::public_only(std::vector<IpNetwork> allowed) {
   AddressPolicy p;

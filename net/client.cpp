@@ -72,7 +72,8 @@ Client::Client(NetContext& ctx, ClientOptions options) : ctx_(ctx), options_(std
 
 void Client::connect(std::string_view url, ConnectCallback done) {
   const WsUrl parsed = parse_ws_url(url);
-  if (parsed.tls && !options_.tls) throw NetError("cannot connect to " + std::string(url) + ": " + system_tls_error_);
+  if (parsed.tls && !options_.tls)
+    throw NetError("cannot connect to " + std::string(url) + ": " + system_tls_error_);
   net_detail::open_connection(ctx_, parsed, options_, std::move(done));
 }
 

@@ -18,10 +18,10 @@ class NetContext;
 
 /// A parsed "ws://host[:port][/path]" or "wss://host[:port][/path]" URL.
 struct WsUrl {
-  std::string host;  ///< without brackets for IPv6
-  uint16_t port = 80;  ///< default 80 for ws://, 443 for wss://
+  std::string host;          ///< without brackets for IPv6
+  uint16_t port = 80;        ///< default 80 for ws://, 443 for wss://
   std::string target = "/";  ///< path and query
-  bool tls = false;  ///< wss://
+  bool tls = false;          ///< wss://
 };
 
 /// Parses a ws:// or wss:// URL (IPv6 hosts in brackets). Throws NetError saying what is wrong.

@@ -1,11 +1,11 @@
 #include "net/context.h"
 
+#include <sys/resource.h>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
-#include <sys/resource.h>
 
 #include <csignal>
 #include <map>
@@ -101,7 +101,9 @@ NetContext::~NetContext() {
   join();
 }
 
-asio::io_context& NetContext::io() { return impl_->io; }
+asio::io_context& NetContext::io() {
+  return impl_->io;
+}
 
 void NetContext::run() {
   std::vector<std::thread> helpers;
@@ -158,7 +160,9 @@ void NetContext::shutdown() {
   });
 }
 
-void NetContext::stop() { impl_->io.stop(); }
+void NetContext::stop() {
+  impl_->io.stop();
+}
 
 bool NetContext::shutting_down() const {
   std::lock_guard lock(impl_->mutex);

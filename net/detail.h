@@ -28,9 +28,10 @@ std::string endpoint_string(const boost::asio::ip::tcp::endpoint& endpoint);
 /// open session (reading starts when it returns). `on_end` runs exactly once when the connection ends,
 /// refused or not, handshake or not. Returns the session (not yet handshaken): Server keeps it to
 /// close a stranger's connection it evicts (Session::close works during the handshake too).
-std::shared_ptr<Session> serve_connection(NetContext& ctx, boost::asio::ip::tcp::socket socket, const ServerOptions& options,
-                      unsigned refuse_status, std::function<void(std::shared_ptr<Session>)> on_ready,
-                      std::function<void()> on_end);
+std::shared_ptr<Session> serve_connection(NetContext& ctx, boost::asio::ip::tcp::socket socket,
+                                          const ServerOptions& options, unsigned refuse_status,
+                                          std::function<void(std::shared_ptr<Session>)> on_ready,
+                                          std::function<void()> on_end);
 
 /// Resolves, connects and handshakes to `url`; calls `done` exactly once.
 void open_connection(NetContext& ctx, const WsUrl& url, const ClientOptions& options,

@@ -1,10 +1,10 @@
 #include "net/server.h"
 
+#include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
-#include <atomic>
 #include <map>
 #include <mutex>
 
@@ -22,14 +22,19 @@ using boost::system::error_code;
 // is pending is safe.
 struct Server::Impl : std::enable_shared_from_this<Impl> {
   Impl(NetContext& context, SessionCallback callback, ServerOptions opts)
-      : ctx(context), on_session(std::move(callback)), options(guard_http(std::move(opts), gone)),
-        strand(asio::make_strand(ctx.io())), acceptor(strand), retry_timer(strand) {}
+      : ctx(context),
+        on_session(std::move(callback)),
+        options(guard_http(std::move(opts), gone)),
+        strand(asio::make_strand(ctx.io())),
+        acceptor(strand),
+        retry_timer(strand) {}
 
   // After ~Server the HTTP handler may capture what no longer exists: a request still being read
   // then gets 503.
   static ServerOptions guard_http(ServerOptions o, const std::shared_ptr<std::atomic<bool>>& gone) {
     if (o.http)
-      o.http = [gone, http = std::move(o.http)](const HttpRequest& r, std::function<void(HttpResponse)> respond) {
+      o.http = [gone, http = std::move(o.http)](const HttpRequest& r,
+                                                std::function<void(HttpResponse)> respond) {
         if (gone->load()) return respond({503, "text/plain; charset=utf-8", "server stopped\n"});
         http(r, std::move(respond));
       };
@@ -57,7 +62,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     uint64_t session_id = 0;
     bool trusted = false, kept = false;
   };
-  std::mutex per_address_mutex;  // guards the three maps and next_order
+  std::mutex per_address_mutex;                     // guards the three maps and next_order
   std::map<asio::ip::address, size_t> per_address;  // admitted strangers per peer address
   std::map<uint64_t, Entry> entries;                // by accept order: the oldest first
   std::map<uint64_t, uint64_t> by_session;          // session id → accept order
@@ -131,8 +136,8 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
         error_code ignored;
         socket.close(ignored);
         if (!refusal_logged.exchange(true))
-          net_log("server " + where + ": refusing connections unanswered (" + std::to_string(options.max_refusing) +
-                  " refusals in progress)");
+          net_log("server " + where + ": refusing connections unanswered (" +
+                  std::to_string(options.max_refusing) + " refusals in progress)");
         return do_accept();
       }
       refusal_logged = false;
@@ -253,7 +258,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     });
   }
 
-  bool acceptor_started = false;  // on the strand
+  bool acceptor_started = false;            // on the strand
   std::atomic<bool> refusal_logged{false};  // one log line per burst of unanswered refusals
 };
 
@@ -307,20 +312,36 @@ uint16_t Server::listen(const std::string& host, uint16_t port) {
   return bound;
 }
 
-uint16_t Server::port() const { return impl_->port; }
+uint16_t Server::port() const {
+  return impl_->port;
+}
 
-void Server::stop() { impl_->stop(); }
+void Server::stop() {
+  impl_->stop();
+}
 
-bool Server::trust(const Session& session) { return impl_->trust(session); }
+bool Server::trust(const Session& session) {
+  return impl_->trust(session);
+}
 
-void Server::keep(const Session& session) { impl_->keep(session); }
+void Server::keep(const Session& session) {
+  impl_->keep(session);
+}
 
-size_t Server::connection_count() const { return impl_->connections + impl_->trusted; }
+size_t Server::connection_count() const {
+  return impl_->connections + impl_->trusted;
+}
 
-size_t Server::trusted_count() const { return impl_->trusted; }
+size_t Server::trusted_count() const {
+  return impl_->trusted;
+}
 
-size_t Server::evicted_count() const { return impl_->evicted; }
+size_t Server::evicted_count() const {
+  return impl_->evicted;
+}
 
-size_t Server::refused_count() const { return impl_->refused; }
+size_t Server::refused_count() const {
+  return impl_->refused;
+}
 
 }  // namespace tribunal

@@ -5,6 +5,8 @@
 // Concurrency: the socket, both timers and every field below the "strand only" mark are touched only
 // on the session's strand (the socket's executor). send() and close() may come from any thread: they
 // check/update atomics and post to the strand, so the posted messages and the close keep their order.
+#include <array>
+#include <atomic>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -15,11 +17,9 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
-#include <array>
-#include <atomic>
 #include <condition_variable>
-#include <mutex>
 #include <deque>
+#include <mutex>
 #include <optional>
 #include <utility>
 
@@ -77,7 +77,9 @@ bool is_sendable(CloseCode code) {
   return (c >= 1000 && c <= 1003) || (c >= 1007 && c <= 1014) || (c >= 3000 && c <= 4999);
 }
 
-std::string ms_string(std::chrono::milliseconds ms) { return std::to_string(ms.count()) + " ms"; }
+std::string ms_string(std::chrono::milliseconds ms) {
+  return std::to_string(ms.count()) + " ms";
+}
 
 // kTls: the WebSocket runs over an SSL stream (wss://); the TLS handshake comes first on both sides.
 template <bool kTls>
@@ -87,15 +89,26 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
   using Stream = std::conditional_t<kTls, beast::ssl_stream<beast::tcp_stream>, beast::tcp_stream>;
 
   // Server side: an accepted socket (already on its own strand); `tls` is the TlsContext (kTls only).
-  WsSession(NetContext& ctx, tcp::socket socket, const SessionOptions& options, std::shared_ptr<TlsContext> tls)
-      : ctx_(ctx), options_(options), role_(Role::Server), tls_(std::move(tls)), ws_(make_stream(std::move(socket))),
-        resolver_(ws_.get_executor()), watchdog_(ws_.get_executor()),
+  WsSession(NetContext& ctx, tcp::socket socket, const SessionOptions& options,
+            std::shared_ptr<TlsContext> tls)
+      : ctx_(ctx),
+        options_(options),
+        role_(Role::Server),
+        tls_(std::move(tls)),
+        ws_(make_stream(std::move(socket))),
+        resolver_(ws_.get_executor()),
+        watchdog_(ws_.get_executor()),
         deadline_timer_(ws_.get_executor()) {}
 
   // Client side: a new socket on a new strand.
   WsSession(NetContext& ctx, const SessionOptions& options, std::shared_ptr<TlsContext> tls)
-      : ctx_(ctx), options_(options), role_(Role::Client), tls_(std::move(tls)),
-        ws_(make_stream(asio::make_strand(ctx.io()))), resolver_(ws_.get_executor()), watchdog_(ws_.get_executor()),
+      : ctx_(ctx),
+        options_(options),
+        role_(Role::Client),
+        tls_(std::move(tls)),
+        ws_(make_stream(asio::make_strand(ctx.io()))),
+        resolver_(ws_.get_executor()),
+        watchdog_(ws_.get_executor()),
         deadline_timer_(ws_.get_executor()) {}
 
   // ---- Session interface (any thread) ----
@@ -134,9 +147,8 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
       return false;
     }
     asio::post(ws_.get_executor(),
-               [self = this->shared_from_this(), m = std::move(message), w = std::move(on_written)]() mutable {
-                 self->enqueue(std::move(m), std::move(w));
-               });
+               [self = this->shared_from_this(), m = std::move(message),
+                w = std::move(on_written)]() mutable { self->enqueue(std::move(m), std::move(w)); });
     return true;
   }
 
@@ -144,7 +156,8 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
     std::unique_lock lock(room_mu_);
     while (accepting_.load()) {
       const size_t messages = queued_messages_.load(), queued = queued_bytes_.load();
-      if (messages == 0 || (messages + 1 <= options_.max_queued_messages && queued + bytes <= options_.max_queued_bytes))
+      if (messages == 0 ||
+          (messages + 1 <= options_.max_queued_messages && queued + bytes <= options_.max_queued_bytes))
         return true;
       // Woken by release(); the timed wait also notices a close, which releases nothing.
       room_cv_.wait_for(lock, std::chrono::milliseconds(20));
@@ -198,10 +211,12 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
                                            : std::chrono::duration_cast<Clock::duration>(kRefusalTimeout);
     beast::get_lowest_layer(ws_).expires_after(limit);
     if constexpr (kTls) {
-      ws_.next_layer().async_handshake(ssl::stream_base::server, [self = this->shared_from_this()](error_code ec) {
-        if (ec) return self->handshake_failed("TLS handshake: " + ec.message());
-        self->read_request();
-      });
+      ws_.next_layer().async_handshake(ssl::stream_base::server,
+                                       [self = this->shared_from_this()](error_code ec) {
+                                         if (ec)
+                                           return self->handshake_failed("TLS handshake: " + ec.message());
+                                         self->read_request();
+                                       });
     } else {
       read_request();
     }
@@ -229,10 +244,11 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
       if (ec || self->state_ != State::Handshake) return;
       self->abort_handshake("timed out after " + ms_string(timeout));
     });
-    resolver_.async_resolve(url.host, std::to_string(url.port),
-                            [self = this->shared_from_this()](error_code ec, tcp::resolver::results_type results) {
-                              self->on_resolve(ec, std::move(results));
-                            });
+    resolver_.async_resolve(
+        url.host, std::to_string(url.port),
+        [self = this->shared_from_this()](error_code ec, tcp::resolver::results_type results) {
+          self->on_resolve(ec, std::move(results));
+        });
   }
 
  private:
@@ -334,7 +350,8 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
     reply_.keep_alive(false);
     reply_.body() = request_.method() == http::verb::head ? std::string() : std::move(body);
     reply_.prepare_payload();
-    http::async_write(ws_.next_layer(), reply_, [self = this->shared_from_this()](error_code, size_t) { self->end_reply(); });
+    http::async_write(ws_.next_layer(), reply_,
+                      [self = this->shared_from_this()](error_code, size_t) { self->end_reply(); });
   }
 
   void end_reply() {
@@ -364,8 +381,8 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
       if (!local || a.is_v4() == local->is_v4()) endpoints_.push_back(entry.endpoint());
     }
     if (endpoints_.empty() && !refused.empty())
-      return handshake_failed(url_.host + " resolves only to addresses the address policy refuses (" + refused +
-                              "); allow them with --allow-network CIDR");
+      return handshake_failed(url_.host + " resolves only to addresses the address policy refuses (" +
+                              refused + "); allow them with --allow-network CIDR");
     if (endpoints_.empty())
       return handshake_failed("no address of " + url_.host + " in the family of " + local_address_);
     local_ = local;
@@ -387,12 +404,13 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
     if (!ec) socket.set_option(asio::socket_base::reuse_address(true), ec);
     if (!ec && local_) socket.bind(tcp::endpoint(*local_, 0), ec);
     if (ec) return handshake_failed("connect: " + ec.message());
-    beast::get_lowest_layer(ws_).async_connect(endpoint, [self = this->shared_from_this(), endpoint, i](error_code ec) {
-      if (ec && ec != asio::error::operation_aborted && self->abort_reason_.empty() &&
-          i + 1 < self->endpoints_.size())
-        return self->connect_next(i + 1, ec);
-      self->on_connect(ec, endpoint);
-    });
+    beast::get_lowest_layer(ws_).async_connect(
+        endpoint, [self = this->shared_from_this(), endpoint, i](error_code ec) {
+          if (ec && ec != asio::error::operation_aborted && self->abort_reason_.empty() &&
+              i + 1 < self->endpoints_.size())
+            return self->connect_next(i + 1, ec);
+          self->on_connect(ec, endpoint);
+        });
   }
 
   void on_connect(error_code ec, const tcp::endpoint& endpoint) {
@@ -428,16 +446,16 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
     ws_.set_option(websocket::stream_base::decorator(
         [](websocket::request_type& req) { req.set(http::field::user_agent, kAgent); }));
     upgrading_ = true;
-    ws_.async_handshake(handshake_response_, url_.host + ":" + std::to_string(url_.port), url_.target,
-                        [self = this->shared_from_this()](error_code ec) {
-                          if (!ec) return self->open();
-                          if (ec == websocket::error::upgrade_declined)
-                            return self->handshake_failed(
-                                "server declined the upgrade: HTTP " +
-                                std::to_string(self->handshake_response_.result_int()) + " " +
-                                std::string(self->handshake_response_.reason()));
-                          self->handshake_failed("handshake: " + ec.message());
-                        });
+    ws_.async_handshake(
+        handshake_response_, url_.host + ":" + std::to_string(url_.port), url_.target,
+        [self = this->shared_from_this()](error_code ec) {
+          if (!ec) return self->open();
+          if (ec == websocket::error::upgrade_declined)
+            return self->handshake_failed("server declined the upgrade: HTTP " +
+                                          std::to_string(self->handshake_response_.result_int()) + " " +
+                                          std::string(self->handshake_response_.reason()));
+          self->handshake_failed("handshake: " + ec.message());
+        });
   }
 
   // Ends the handshake early (timeout, shutdown): the pending step then fails and reports `why`.
@@ -455,8 +473,8 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
     beast::get_lowest_layer(ws_).close();
     if (closer_id_) ctx_.remove_closer(closer_id_);
     if (role_ == Role::Client) {
-      net_log(std::string("connect to ") + (kTls ? "wss://" : "ws://") + url_.host + ":" + std::to_string(url_.port) + url_.target +
-              " failed: " + why);
+      net_log(std::string("connect to ") + (kTls ? "wss://" : "ws://") + url_.host + ":" +
+              std::to_string(url_.port) + url_.target + " failed: " + why);
       auto done = std::move(connect_done_);
       try {
         done(nullptr, why);
@@ -508,7 +526,8 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
   // into buffer_, which Beast bounds by max_message_bytes. The next read starts only once the
   // handler has returned: a peer sending faster than we handle is held back by TCP, nothing queues.
   void do_read() {
-    ws_.async_read_some(buffer_, 0, [self = this->shared_from_this()](error_code ec, size_t) { self->on_read(ec); });
+    ws_.async_read_some(buffer_, 0,
+                        [self = this->shared_from_this()](error_code ec, size_t) { self->on_read(ec); });
   }
 
   void on_read(error_code ec) {
@@ -571,7 +590,8 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
     if (options_.idle_timeout.count() > 0) consider(last_received_ + options_.idle_timeout);
     if (options_.first_message_timeout.count() > 0 && !received_any_)
       consider(opened_ + options_.first_message_timeout);
-    if (options_.message_timeout.count() > 0 && message_started_) consider(*message_started_ + options_.message_timeout);
+    if (options_.message_timeout.count() > 0 && message_started_)
+      consider(*message_started_ + options_.message_timeout);
     return next;
   }
 
@@ -597,7 +617,8 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
       last_received_ = now;
       return arm_watchdog();
     }
-    if (options_.message_timeout.count() > 0 && message_started_ && now - *message_started_ >= options_.message_timeout) {
+    if (options_.message_timeout.count() > 0 && message_started_ &&
+        now - *message_started_ >= options_.message_timeout) {
       log("message not complete after " + ms_string(options_.message_timeout) + " (" +
           std::to_string(buffer_.size()) + " bytes so far): closing 1008");
       begin_close(CloseCode::PolicyViolation, "message too slow", /*flush=*/false);
@@ -792,13 +813,13 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
   const std::shared_ptr<TlsContext> tls_;  // kept alive while the stream uses its context
   websocket::stream<Stream> ws_;
   tcp::resolver resolver_;
-  asio::steady_timer watchdog_;  // receive limits: idle, first message, message
+  asio::steady_timer watchdog_;        // receive limits: idle, first message, message
   asio::steady_timer deadline_timer_;  // client handshake, then our close handshake
 
   std::atomic<bool> accepting_{false};  // send() takes messages
   std::atomic<size_t> queued_messages_{0};
   std::atomic<size_t> queued_bytes_{0};
-  std::mutex room_mu_;                  // wait_for_room() waits here for release()
+  std::mutex room_mu_;  // wait_for_room() waits here for release()
   std::condition_variable room_cv_;
 
   // ---- strand only ----
@@ -832,8 +853,8 @@ class WsSession final : public Session, public std::enable_shared_from_this<WsSe
   Clock::time_point opened_;
   Clock::time_point last_received_;
   bool received_any_ = false;
-  bool reading_ = true;       // set_reading
-  bool read_parked_ = false;  // no read pending because reading is paused
+  bool reading_ = true;                               // set_reading
+  bool read_parked_ = false;                          // no read pending because reading is paused
   std::optional<Clock::time_point> message_started_;  // a message is partly received
   bool watchdog_armed_ = false;
   Clock::time_point watchdog_at_;
@@ -860,28 +881,31 @@ std::string endpoint_string(const tcp::endpoint& endpoint) {
 }
 
 std::shared_ptr<Session> serve_connection(NetContext& ctx, tcp::socket socket, const ServerOptions& options,
-                                          unsigned refuse_status, std::function<void(std::shared_ptr<Session>)> on_ready,
+                                          unsigned refuse_status,
+                                          std::function<void(std::shared_ptr<Session>)> on_ready,
                                           std::function<void()> on_end) {
   const auto start = [&](auto session) -> std::shared_ptr<Session> {
     // Start on the session's strand: nothing of it may run elsewhere.
-    asio::post(session->executor(), [session, refuse_status, timeout = options.handshake_timeout, http = options.http,
-                                     websocket = options.websocket, r = std::move(on_ready),
-                                     e = std::move(on_end)]() mutable {
+    asio::post(session->executor(), [session, refuse_status, timeout = options.handshake_timeout,
+                                     http = options.http, websocket = options.websocket,
+                                     r = std::move(on_ready), e = std::move(on_end)]() mutable {
       session->start_server(refuse_status, timeout, std::move(http), websocket, std::move(r), std::move(e));
     });
     return session;
   };
-  if (options.tls) return start(std::make_shared<WsSession<true>>(ctx, std::move(socket), options.session, options.tls));
+  if (options.tls)
+    return start(std::make_shared<WsSession<true>>(ctx, std::move(socket), options.session, options.tls));
   return start(std::make_shared<WsSession<false>>(ctx, std::move(socket), options.session, nullptr));
 }
 
 void open_connection(NetContext& ctx, const WsUrl& url, const ClientOptions& options,
                      Client::ConnectCallback done) {
   const auto start = [&](auto session) {
-    asio::post(session->executor(), [session, url, timeout = options.connect_timeout, local = options.local_address,
-                                     policy = options.address_policy, d = std::move(done)]() mutable {
-      session->start_client(url, timeout, std::move(local), std::move(policy), std::move(d));
-    });
+    asio::post(session->executor(),
+               [session, url, timeout = options.connect_timeout, local = options.local_address,
+                policy = options.address_policy, d = std::move(done)]() mutable {
+                 session->start_client(url, timeout, std::move(local), std::move(policy), std::move(d));
+               });
   };
   if (url.tls)  // the caller (Client::connect) supplies a context for every wss:// URL
     start(std::make_shared<WsSession<true>>(ctx, options.session, options.tls));

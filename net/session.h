@@ -27,9 +27,9 @@ inline constexpr CloseCode kCloseAbnormal = static_cast<CloseCode>(1006);
 /// How a session ended. `code` may hold any value a peer sent, not only the named enumerators.
 struct CloseInfo {
   CloseCode code = kCloseAbnormal;
-  std::string reason;  ///< the close frame's reason text (≤ 123 bytes)
+  std::string reason;    ///< the close frame's reason text (≤ 123 bytes)
   bool by_peer = false;  ///< the peer sent the first close frame
-  std::string error;  ///< the transport error, empty after a clean close handshake
+  std::string error;     ///< the transport error, empty after a clean close handshake
 };
 
 /// One line for logs, e.g. "1009 (message too big) by us: message too big".

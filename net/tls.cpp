@@ -22,7 +22,8 @@ struct TlsContext::Impl {
 namespace {
 
 // "what PATH: OpenSSL's reason", for a file the operator named.
-[[noreturn]] void fail(const std::string& what, const std::filesystem::path& path, const boost::system::error_code& ec) {
+[[noreturn]] void fail(const std::string& what, const std::filesystem::path& path,
+                       const boost::system::error_code& ec) {
   std::string reason = ec.message();
   if (!std::filesystem::exists(path)) reason = "no such file";
   throw NetError("TLS: " + what + " " + path.string() + ": " + reason);
@@ -33,10 +34,13 @@ namespace {
 TlsContext::TlsContext() = default;
 TlsContext::~TlsContext() = default;
 
-ssl::context& TlsContext::native() { return impl_->context; }
+ssl::context& TlsContext::native() {
+  return impl_->context;
+}
 
 std::shared_ptr<TlsContext> TlsContext::server(const TlsFiles& files) {
-  if (files.cert.empty() || files.key.empty()) throw NetError("TLS: a server needs a certificate and its key");
+  if (files.cert.empty() || files.key.empty())
+    throw NetError("TLS: a server needs a certificate and its key");
   std::shared_ptr<TlsContext> t(new TlsContext());
   t->impl_ = std::make_unique<Impl>(ssl::context::tls_server);
   boost::system::error_code ec;
@@ -45,7 +49,8 @@ std::shared_ptr<TlsContext> TlsContext::server(const TlsFiles& files) {
   t->impl_->context.use_private_key_file(files.key.string(), ssl::context::pem, ec);
   if (ec) fail("private key", files.key, ec);
   if (SSL_CTX_check_private_key(t->impl_->context.native_handle()) != 1)
-    throw NetError("TLS: private key " + files.key.string() + " does not match certificate " + files.cert.string());
+    throw NetError("TLS: private key " + files.key.string() + " does not match certificate " +
+                   files.cert.string());
   return t;
 }
 

@@ -7,13 +7,16 @@
 namespace tribunal::nodes {
 namespace {
 
-double seconds(std::chrono::nanoseconds d) { return std::chrono::duration<double>(d).count(); }
+double seconds(std::chrono::nanoseconds d) {
+  return std::chrono::duration<double>(d).count();
+}
 
 }  // namespace
 
 CpuBudget::CpuBudget(CpuBudgetOptions options) : options_(options) {
   if (!(options_.refill_per_second > 0.0) || !std::isfinite(options_.refill_per_second))
-    throw std::invalid_argument("CPU budget: the refill rate must be a positive number of CPU-seconds per second");
+    throw std::invalid_argument(
+        "CPU budget: the refill rate must be a positive number of CPU-seconds per second");
   if (options_.burst.count() < 0) throw std::invalid_argument("CPU budget: the burst must not be negative");
 }
 

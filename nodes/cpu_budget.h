@@ -34,7 +34,8 @@ class CpuBudget {
   explicit CpuBudget(CpuBudgetOptions options);
 
   /// nullopt when `source` may spend now; else how long until its balance is positive again (≥ 1 ms).
-  std::optional<std::chrono::milliseconds> wait(const std::string& source, Clock::time_point now = Clock::now());
+  std::optional<std::chrono::milliseconds> wait(const std::string& source,
+                                                Clock::time_point now = Clock::now());
 
   /// Charges `used` CPU time to `source`.
   void charge(const std::string& source, std::chrono::nanoseconds used, Clock::time_point now = Clock::now());

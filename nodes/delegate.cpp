@@ -9,12 +9,12 @@
 
 #include "nodes/delegate.h"
 
-#include "net/client.h"
-#include "referee/referee_dispute.h"
-#include "nodes/train_set.h"
 #include "engine/error.h"
 #include "engine/trainer.h"
+#include "net/client.h"
 #include "net/error.h"
+#include "nodes/train_set.h"
+#include "referee/referee_dispute.h"
 
 namespace tribunal::nodes {
 namespace {
@@ -107,9 +107,10 @@ Envelope await_verdict(NetContext& ctx, const std::string& referee, const Public
       session->close(CloseCode::Normal, "verdict received");
       // Over ws:// anyone on the path could hand us a verdict: only the pinned referee's counts.
       if (env.sender != referee_key)
-        throw ProtocolError(fmt::format("{}: the verdict is signed by {}, not by the referee's key {}", referee,
-                                        to_hex(Digest(env.sender)), to_hex(Digest(referee_key))));
-      if (env.context != dispute) throw ProtocolError(fmt::format("{}: the verdict is for another dispute", referee));
+        throw ProtocolError(fmt::format("{}: the verdict is signed by {}, not by the referee's key {}",
+                                        referee, to_hex(Digest(env.sender)), to_hex(Digest(referee_key))));
+      if (env.context != dispute)
+        throw ProtocolError(fmt::format("{}: the verdict is for another dispute", referee));
       return env;
     } catch (const ConnectionLost& e) {
       if (++drops > kMaxDrops || clock::now() >= give_up) throw;
@@ -117,7 +118,8 @@ Envelope await_verdict(NetContext& ctx, const std::string& referee, const Public
     } catch (const NetError& e) {
       if (!reached) throw;
       if (clock::now() >= give_up)
-        throw EngineError(fmt::format("{}: unreachable for {} s: {}", referee, kReconnectWindow.count(), e.what()));
+        throw EngineError(
+            fmt::format("{}: unreachable for {} s: {}", referee, kReconnectWindow.count(), e.what()));
       log(fmt::format("delegate: {}; retrying", e.what()));
     }
     std::this_thread::sleep_for(backoff);
@@ -136,8 +138,8 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
   const Dataset& data = *train;
   check_job_against_dataset(job, data);
   const Digest id = job_id(job, data);
-  log(fmt::format("delegate: job {} ({} steps, stride {}) to {} providers", to_hex(id).substr(0, 16), job.steps,
-                  job.stride, providers.size()));
+  log(fmt::format("delegate: job {} ({} steps, stride {}) to {} providers", to_hex(id).substr(0, 16),
+                  job.steps, job.stride, providers.size()));
 
   const std::shared_ptr<TlsContext> tls = TlsContext::client(request.tls);
   ClientOptions client_options;
@@ -203,8 +205,9 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
     if (v.dispute_id != dispute || v.opening != d)
       throw EngineError(fmt::format("{}: the verdict is about another opening than ours", referee));
     const auto file = request.out_dir / ("verdict-" + to_hex(dispute).substr(0, 16) + ".bin");
-    std::ofstream(file, std::ios::binary).write(reinterpret_cast<const char*>(env.bytes.data()),
-                                                 static_cast<std::streamsize>(env.bytes.size()));
+    std::ofstream(file, std::ios::binary)
+        .write(reinterpret_cast<const char*>(env.bytes.data()),
+               static_cast<std::streamsize>(env.bytes.size()));
     out.verdicts.push_back(env.bytes);
     out.verdict_files.push_back(file);
     log(fmt::format("delegate: verdict {} → {}", reason_name(v.reason), file.string()));

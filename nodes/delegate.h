@@ -17,11 +17,11 @@ namespace tribunal::nodes {
 
 /// The outcome of `tribunal delegate`.
 struct DelegateOutcome {
-  bool accepted = false;                 ///< some claim stands
-  size_t winner = 0;                     ///< index into the providers of the standing claim
-  Claim claim;                           ///< the standing claim
-  std::vector<Claim> claims;             ///< every provider's claim, in order
-  std::vector<std::string> refusals;     ///< per provider: why its claim was refused (empty: valid)
+  bool accepted = false;                       ///< some claim stands
+  size_t winner = 0;                           ///< index into the providers of the standing claim
+  Claim claim;                                 ///< the standing claim
+  std::vector<Claim> claims;                   ///< every provider's claim, in order
+  std::vector<std::string> refusals;           ///< per provider: why its claim was refused (empty: valid)
   std::vector<std::vector<uint8_t>> verdicts;  ///< signed verdict envelopes, in dispute order
   std::vector<std::filesystem::path> verdict_files;
   /// Non-empty when the referee could not decide a dispute (a RefereeFault verdict: no one was
@@ -32,11 +32,11 @@ struct DelegateOutcome {
 /// What `tribunal delegate` is asked to do.
 struct DelegateRequest {
   std::filesystem::path job_file;
-  std::vector<std::string> providers;  ///< provider URLs (at least two)
-  std::string referee;                 ///< the referee's URL
-  PublicKey referee_key{};             ///< the only key whose verdicts are accepted
-  std::filesystem::path out_dir = "verdicts";  ///< verdict-<dispute id>.bin files
-  KeyPair client_key;                  ///< signs the JobSubmits and DisputeOpens
+  std::vector<std::string> providers;              ///< provider URLs (at least two)
+  std::string referee;                             ///< the referee's URL
+  PublicKey referee_key{};                         ///< the only key whose verdicts are accepted
+  std::filesystem::path out_dir = "verdicts";      ///< verdict-<dispute id>.bin files
+  KeyPair client_key;                              ///< signs the JobSubmits and DisputeOpens
   DataRegistry datasets = DataRegistry::debian();  ///< where the job's data set is, to compute its id
   /// For wss:// URLs: `tls.ca` is what the referee's and providers' certificates must chain to
   /// (empty: the system's CAs); cert and key are not used.
@@ -53,7 +53,8 @@ struct DelegateRequest {
 /// `ctx` must be running on other threads (NetContext::start).
 /// `tls`: the CAs for a wss:// referee URL (null: the system's).
 Envelope await_verdict(NetContext& ctx, const std::string& referee, const PublicKey& referee_key,
-                       const std::vector<uint8_t>& open, const LogFn& log, std::shared_ptr<TlsContext> tls = nullptr);
+                       const std::vector<uint8_t>& open, const LogFn& log,
+                       std::shared_ptr<TlsContext> tls = nullptr);
 
 /// `tribunal delegate`: sends the job to every provider, collects signed claims, and disputes
 /// differing claims at the referee until one stands, none does, or one is undecided. Every verdict

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include <boost/asio/post.hpp>
 #include <fmt/format.h>
+#include <boost/asio/post.hpp>
 
 #include "referee/report.h"
 
@@ -22,15 +22,18 @@ constexpr const char* kNoStoredRounds =
 
 }  // namespace
 
-DisputePages::DisputePages(RefereeStore& store, PublicKey referee, LogFn log, MetricsRegistry& metrics, PageLimits limits)
+DisputePages::DisputePages(RefereeStore& store, PublicKey referee, LogFn log, MetricsRegistry& metrics,
+                           PageLimits limits)
     : store_(store),
       referee_(referee),
       log_(std::move(log)),
       limits_(limits),
-      rendered_(metrics.counter("tribunal_referee_pages_rendered_total",
-                                "Dispute pages rendered from the store (a page kept rendered is not counted again).")),
+      rendered_(metrics.counter(
+          "tribunal_referee_pages_rendered_total",
+          "Dispute pages rendered from the store (a page kept rendered is not counted again).")),
       skipped_(metrics.counter("tribunal_referee_pages_skipped_total",
-                               "Dispute page requests whose client had gone before the page was rendered.")) {}
+                               "Dispute page requests whose client had gone before the page was rendered.")) {
+}
 
 DisputePages::~DisputePages() {
   thread_.stop();  // requests not started are dropped (their connections close unanswered)
@@ -58,7 +61,8 @@ void DisputePages::keep(const Digest& id, std::shared_ptr<const std::string> htm
 HttpResponse DisputePages::page(const Digest& id, const HttpRequest& request) {
   if (auto html = cached(id)) return {200, kHtml, *html};
   auto verdict = store_.verdict(id);
-  if (!verdict) return {404, kText, store_.contains(id) ? "the dispute is not decided yet\n" : "no such dispute\n"};
+  if (!verdict)
+    return {404, kText, store_.contains(id) ? "the dispute is not decided yet\n" : "no such dispute\n"};
   ReportInput in;
   in.verdict = std::move(*verdict);
   in.referee_key = referee_;
@@ -92,7 +96,9 @@ bool DisputePages::route(const HttpRequest& r, const std::function<void(HttpResp
   }
   if (queued_.fetch_add(1) >= limits_.max_queued) {
     queued_.fetch_sub(1);
-    respond({503, kText, fmt::format("{} dispute pages are being rendered; retry in a second\n", limits_.max_queued),
+    respond({503,
+             kText,
+             fmt::format("{} dispute pages are being rendered; retry in a second\n", limits_.max_queued),
              {{"Retry-After", "1"}}});
     return true;
   }

@@ -26,8 +26,8 @@ namespace tribunal::nodes {
 
 /// How much page work the referee takes on.
 struct PageLimits {
-  size_t max_queued = 16;           ///< page requests waiting or rendering; beyond, 503 with Retry-After
-  size_t cached_pages = 16;         ///< decided disputes' pages kept rendered (least recently used out)
+  size_t max_queued = 16;             ///< page requests waiting or rendering; beyond, 503 with Retry-After
+  size_t cached_pages = 16;           ///< decided disputes' pages kept rendered (least recently used out)
   size_t max_cached_bytes = 4 << 20;  ///< a larger page is rendered each time, not kept
 };
 
@@ -36,7 +36,8 @@ class DisputePages {
  public:
   /// `store` must outlive this object. `referee` is the key the pages check verdicts against.
   /// Registers tribunal_referee_pages_rendered_total and tribunal_referee_pages_skipped_total in `metrics`.
-  DisputePages(RefereeStore& store, PublicKey referee, LogFn log, MetricsRegistry& metrics, PageLimits limits = {});
+  DisputePages(RefereeStore& store, PublicKey referee, LogFn log, MetricsRegistry& metrics,
+               PageLimits limits = {});
   /// Drops the requests not yet started and waits for the one rendering.
   ~DisputePages();
   DisputePages(const DisputePages&) = delete;

@@ -15,7 +15,8 @@ HttpHandler node_http_handler(const MetricsRegistry& metrics, ExtraRoutes extra,
                                                        std::function<void(HttpResponse)> respond) {
     if (const auto wait = limiter->take(source_address(request.remote))) {
       const auto seconds = std::chrono::ceil<std::chrono::seconds>(*wait).count();
-      return respond({429, "text/plain; charset=utf-8",
+      return respond({429,
+                      "text/plain; charset=utf-8",
                       fmt::format("too many requests from your address; retry in {} s\n", seconds),
                       {{"Retry-After", std::to_string(seconds)}}});
     }
@@ -34,22 +35,25 @@ HttpHandler node_http_handler(const MetricsRegistry& metrics, ExtraRoutes extra,
 void add_server_metrics(MetricsRegistry& metrics, const Server& server) {
   metrics.gauge("tribunal_connections_open", "Connections admitted and not yet ended (WebSocket and HTTP).",
                 [&server] { return static_cast<double>(server.connection_count()); });
-  metrics.counter_fn("tribunal_connections_refused_total",
-                     "Connections refused by the connection limits (HTTP 503, HTTP 429, or closed unanswered).",
-                     [&server] { return static_cast<double>(server.refused_count()); });
-  metrics.counter_fn("process_cpu_seconds_total", "Total user and system CPU time of the process in seconds.", [] {
-    timespec ts{};
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-  });
+  metrics.counter_fn(
+      "tribunal_connections_refused_total",
+      "Connections refused by the connection limits (HTTP 503, HTTP 429, or closed unanswered).",
+      [&server] { return static_cast<double>(server.refused_count()); });
+  metrics.counter_fn("process_cpu_seconds_total", "Total user and system CPU time of the process in seconds.",
+                     [] {
+                       timespec ts{};
+                       clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+                       return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+                     });
 }
 
-std::unique_ptr<Server> listen_http(NetContext& ctx, HttpHandler handler, const std::string& host, uint16_t port) {
+std::unique_ptr<Server> listen_http(NetContext& ctx, HttpHandler handler, const std::string& host,
+                                    uint16_t port) {
   ServerOptions options;
   options.http = std::move(handler);
   options.websocket = false;
-  auto server = std::make_unique<Server>(ctx, [](std::shared_ptr<Session> s) { s->close(CloseCode::PolicyViolation); },
-                                         std::move(options));
+  auto server = std::make_unique<Server>(
+      ctx, [](std::shared_ptr<Session> s) { s->close(CloseCode::PolicyViolation); }, std::move(options));
   server->listen(host, port);
   return server;
 }

@@ -31,6 +31,7 @@ void add_server_metrics(MetricsRegistry& metrics, const Server& server);
 
 /// A separate HTTP-only address (`--metrics HOST:PORT`): a Server that answers `handler` and refuses
 /// WebSocket upgrades (404). Returns it listening; its bound port is server->port(). Throws NetError.
-std::unique_ptr<Server> listen_http(NetContext& ctx, HttpHandler handler, const std::string& host, uint16_t port);
+std::unique_ptr<Server> listen_http(NetContext& ctx, HttpHandler handler, const std::string& host,
+                                    uint16_t port);
 
 }  // namespace tribunal::nodes

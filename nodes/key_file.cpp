@@ -37,12 +37,15 @@ struct Wipe {
   throw ProtocolError(std::string(fn) + ": " + path.string() + ": " + what);
 }
 
-std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+std::string errno_text(const char* what) {
+  return std::string(what) + ": " + std::strerror(errno);
+}
 
 }  // namespace
 
 void save_keypair(const std::filesystem::path& path, const KeyPair& keys) {
-  if (!keys.halves_agree()) key_file_error("save_keypair", path, "public key is not the secret key's public half");
+  if (!keys.halves_agree())
+    key_file_error("save_keypair", path, "public key is not the secret key's public half");
   std::string hex = to_hex(keys.secret_key);
   const Wipe wipe_hex{hex};
   std::string text;
@@ -105,7 +108,8 @@ KeyPair load_keypair(const std::filesystem::path& path) {
   std::array<uint8_t, crypto_sign_SECRETKEYBYTES> derived_sk{};
   crypto_sign_ed25519_sk_to_seed(seed.data(), keys.secret_key.data());
   const int rc = crypto_sign_seed_keypair(keys.public_key.data(), derived_sk.data(), seed.data());
-  const bool same = rc == 0 && sodium_memcmp(derived_sk.data(), keys.secret_key.data(), derived_sk.size()) == 0;
+  const bool same =
+      rc == 0 && sodium_memcmp(derived_sk.data(), keys.secret_key.data(), derived_sk.size()) == 0;
   sodium_memzero(seed.data(), seed.size());
   sodium_memzero(derived_sk.data(), derived_sk.size());
   if (!same) {

@@ -23,10 +23,14 @@ bool valid_name(const std::string& name) {
 std::string escape(const std::string& s, bool quote) {
   std::string out;
   for (const char c : s) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else if (c == '"' && quote) out += "\\\"";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '"' && quote)
+      out += "\\\"";
+    else
+      out += c;
   }
   return out;
 }
@@ -38,7 +42,8 @@ std::string number(double v) {
   return fmt::format("{}", v);
 }
 
-std::string label_text(const MetricLabels& labels, const std::string& extra_name = {}, const std::string& extra = {}) {
+std::string label_text(const MetricLabels& labels, const std::string& extra_name = {},
+                       const std::string& extra = {}) {
   std::string out;
   for (const auto& [k, v] : labels) out += (out.empty() ? "" : ",") + k + "=\"" + escape(v, true) + "\"";
   if (!extra_name.empty()) out += (out.empty() ? "" : ",") + extra_name + "=\"" + extra + "\"";
@@ -47,7 +52,8 @@ std::string label_text(const MetricLabels& labels, const std::string& extra_name
 
 }  // namespace
 
-Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {
+Histogram::Histogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {
   if (!std::is_sorted(bounds_.begin(), bounds_.end()) ||
       std::adjacent_find(bounds_.begin(), bounds_.end()) != bounds_.end())
     throw std::invalid_argument("histogram bounds must be strictly ascending");
@@ -55,7 +61,8 @@ Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), c
 
 void Histogram::observe(double value) {
   // Bucket `le` counts values ≤ its bound.
-  const auto i = static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
+  const auto i =
+      static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
   std::lock_guard lock(mu_);
   ++counts_[i];
   sum_ += value;
@@ -86,11 +93,12 @@ struct MetricsRegistry::Series {
 MetricsRegistry::MetricsRegistry() = default;
 MetricsRegistry::~MetricsRegistry() = default;
 
-MetricsRegistry::Series& MetricsRegistry::add(const std::string& name, const std::string& help, const char* type,
-                                              MetricLabels labels) {
+MetricsRegistry::Series& MetricsRegistry::add(const std::string& name, const std::string& help,
+                                              const char* type, MetricLabels labels) {
   if (!valid_name(name)) throw std::invalid_argument("invalid metric name '" + name + "'");
   for (const auto& [k, v] : labels)
-    if (!valid_name(k) || k.find(':') != std::string::npos) throw std::invalid_argument("invalid label name '" + k + "'");
+    if (!valid_name(k) || k.find(':') != std::string::npos)
+      throw std::invalid_argument("invalid label name '" + k + "'");
   std::lock_guard lock(mu_);
   for (const auto& s : series_)
     if (s->name == name && s->type != type)
@@ -109,8 +117,8 @@ Counter& MetricsRegistry::counter(const std::string& name, const std::string& he
   return *s.counter;
 }
 
-Histogram& MetricsRegistry::histogram(const std::string& name, const std::string& help, std::vector<double> bounds,
-                                      MetricLabels labels) {
+Histogram& MetricsRegistry::histogram(const std::string& name, const std::string& help,
+                                      std::vector<double> bounds, MetricLabels labels) {
   Series& s = add(name, help, "histogram", std::move(labels));
   s.histogram = std::make_unique<Histogram>(std::move(bounds));
   return *s.histogram;
@@ -122,8 +130,8 @@ void MetricsRegistry::gauge(const std::string& name, const std::string& help, st
   s.gauge = std::move(read);
 }
 
-void MetricsRegistry::counter_fn(const std::string& name, const std::string& help, std::function<double()> read,
-                                 MetricLabels labels) {
+void MetricsRegistry::counter_fn(const std::string& name, const std::string& help,
+                                 std::function<double()> read, MetricLabels labels) {
   Series& s = add(name, help, "counter", std::move(labels));
   s.gauge = std::move(read);
 }
@@ -135,7 +143,8 @@ std::string MetricsRegistry::render() const {
   for (size_t i = 0; i < series_.size(); ++i) {
     if (done[i]) continue;
     const Series& first = *series_[i];
-    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", first.name, escape(first.help, false), first.name, first.type);
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", first.name, escape(first.help, false), first.name,
+                       first.type);
     for (size_t j = i; j < series_.size(); ++j) {
       const Series& s = *series_[j];
       if (s.name != first.name) continue;
@@ -145,8 +154,9 @@ std::string MetricsRegistry::render() const {
       if (s.histogram) {
         const Histogram::Snapshot h = s.histogram->snapshot();
         for (size_t b = 0; b <= h.bounds.size(); ++b)
-          out += s.name + "_bucket" + label_text(s.labels, "le", b < h.bounds.size() ? number(h.bounds[b]) : "+Inf") +
-                 " " + std::to_string(h.cumulative[b]) + "\n";
+          out += s.name + "_bucket" +
+                 label_text(s.labels, "le", b < h.bounds.size() ? number(h.bounds[b]) : "+Inf") + " " +
+                 std::to_string(h.cumulative[b]) + "\n";
         out += s.name + "_sum" + label_text(s.labels) + " " + number(h.sum) + "\n";
         out += s.name + "_count" + label_text(s.labels) + " " + std::to_string(h.cumulative.back()) + "\n";
       }

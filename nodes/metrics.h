@@ -69,7 +69,8 @@ class MetricsRegistry {
   Histogram& histogram(const std::string& name, const std::string& help, std::vector<double> bounds,
                        MetricLabels labels = {});
   /// A value read when scraped (e.g. disputes open now).
-  void gauge(const std::string& name, const std::string& help, std::function<double()> read, MetricLabels labels = {});
+  void gauge(const std::string& name, const std::string& help, std::function<double()> read,
+             MetricLabels labels = {});
   /// A counter kept elsewhere (e.g. net/server.h refused_count), read when scraped.
   void counter_fn(const std::string& name, const std::string& help, std::function<double()> read,
                   MetricLabels labels = {});

@@ -7,14 +7,14 @@
 
 #include <fmt/format.h>
 
-#include "nodes/provider_node.h"
-#include "nodes/http_routes.h"
-#include "nodes/train_set.h"
-#include "nodes/training_ranks.h"
 #include "engine/error.h"
 #include "engine/provider_session.h"
 #include "engine/training_cost.h"
 #include "net/error.h"
+#include "nodes/http_routes.h"
+#include "nodes/provider_node.h"
+#include "nodes/train_set.h"
+#include "nodes/training_ranks.h"
 
 namespace tribunal::nodes {
 ServerOptions provider_server_options() {
@@ -24,7 +24,6 @@ ServerOptions provider_server_options() {
   o.max_trusted_connections = 1024;
   return o;
 }
-
 
 namespace {
 
@@ -69,20 +68,27 @@ struct ProviderNode::Dispute {
 // The provider's series in its MetricsRegistry (docs/running.md, "Monitoring").
 struct ProviderNode::Meters {
   explicit Meters(MetricsRegistry& m)
-      : claims(m.counter("tribunal_provider_jobs_total", "Submitted jobs, by outcome.", {{"outcome", "claimed"}})),
-        jobs_refused(m.counter("tribunal_provider_jobs_total", "Submitted jobs, by outcome.", {{"outcome", "refused"}})),
-        training(m.histogram("tribunal_provider_training_seconds", "Wall time of each job trained to its claim.",
+      : claims(m.counter("tribunal_provider_jobs_total", "Submitted jobs, by outcome.",
+                         {{"outcome", "claimed"}})),
+        jobs_refused(m.counter("tribunal_provider_jobs_total", "Submitted jobs, by outcome.",
+                               {{"outcome", "refused"}})),
+        training(m.histogram("tribunal_provider_training_seconds",
+                             "Wall time of each job trained to its claim.",
                              {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600})),
         queries(m.counter("tribunal_provider_queries_total", "Referee queries answered.")),
-        answer_latency(m.histogram("tribunal_provider_answer_seconds",
-                                   "From a query taken up to its answer computed (recomputing an interval or a "
-                                   "step included).",
-                                   latency_buckets())),
-        answer_bytes(m.counter("tribunal_provider_answer_bytes_total", "Envelope bytes of the answers sent.")),
-        frames_refused(m.counter("tribunal_provider_frames_refused_total",
-                                 "Frames refused: undecodable, badly signed, untrusted referee, out of order.")),
-        errors(m.counter("tribunal_provider_errors_total", "Messages answered with an ErrorMessage (refused jobs "
-                                                           "and failed answers).")) {}
+        answer_latency(
+            m.histogram("tribunal_provider_answer_seconds",
+                        "From a query taken up to its answer computed (recomputing an interval or a "
+                        "step included).",
+                        latency_buckets())),
+        answer_bytes(
+            m.counter("tribunal_provider_answer_bytes_total", "Envelope bytes of the answers sent.")),
+        frames_refused(
+            m.counter("tribunal_provider_frames_refused_total",
+                      "Frames refused: undecodable, badly signed, untrusted referee, out of order.")),
+        errors(m.counter("tribunal_provider_errors_total",
+                         "Messages answered with an ErrorMessage (refused jobs "
+                         "and failed answers).")) {}
   Counter& claims;
   Counter& jobs_refused;
   Histogram& training;
@@ -99,12 +105,12 @@ struct ProviderNode::JobRun {
   explicit JobRun(bool stop_when_left) : stop_when_left(stop_when_left) {}
   std::mutex mu;
   std::condition_variable cv;
-  int clients = 1;  // connections waiting for it
+  int clients = 1;            // connections waiting for it
   const bool stop_when_left;  // ClientLeaves::Stop
   bool done = false;
   std::optional<TrainResult> result;
-  std::string error;  // when done without a result
-  std::string why_stopped;  // for the log: shutting down, or its clients left
+  std::string error;              // when done without a result
+  std::string why_stopped;        // for the log: shutting down, or its clients left
   std::atomic<bool> stop{false};  // checked by the trainer between steps
 
   // A submitting connection closed (its session's strand): the last one gone stops it if the
@@ -153,7 +159,7 @@ struct ProviderNode::Connection {
   std::optional<Envelope> open;
   JobSpec job;
   std::shared_ptr<ProviderNode::Dispute> dispute;
-  bool trusted = false;  // a trusted referee's Query verified on it (answer())
+  bool trusted = false;         // a trusted referee's Query verified on it (answer())
   std::shared_ptr<JobRun> run;  // the job it submitted, while it waits for its claim
 };
 
@@ -163,68 +169,75 @@ ProviderNode::ProviderNode(NetContext& ctx, KeyPair key, ProviderConfig config, 
       config_(std::move(config)),
       log_(std::move(log)),
       meters_(std::make_unique<Meters>(metrics_)),
-      server_(ctx, [this](std::shared_ptr<Session> s) {
-        auto c = std::make_shared<Connection>();
-        c->session = s;
-        s->set_handlers({[c](Session& session, std::vector<uint8_t> bytes) {
-                           std::lock_guard lock(c->mu);
-                           c->inbox.push_back({std::move(bytes), std::chrono::steady_clock::now()});
-                           // A peer that sends faster than the worker serves is held back by TCP.
-                           if (c->inbox.size() >= kInboxHigh) session.set_reading(false);
-                           c->cv.notify_one();
-                         },
-                         [c](Session&, const CloseInfo&) {
-                           std::shared_ptr<JobRun> run;
-                           {
-                             std::lock_guard lock(c->mu);
-                             c->closed = true;
-                             run = std::move(c->run);
-                             c->cv.notify_one();
-                           }
-                           if (run) run->leave();
-                         }});
-        std::lock_guard lock(mu_);
-        // Reap the workers of connections that have ended, so a long-running node keeps no dead threads.
-        std::erase_if(workers_, [](Worker& w) {
-          std::lock_guard clock(w.connection->mu);
-          if (!w.connection->finished) return false;
-          w.thread.join();
-          return true;
-        });
-        workers_.push_back({std::thread([this, c] {
-                              for (;;) {
-                                Connection::Inbound in;
-                                {
-                                  std::unique_lock lock(c->mu);
-                                  // An unproven peer that stays silent is closed, so it holds no slot.
-                                  if (!c->cv.wait_for(lock, config_.stranger_idle,
-                                                      [&] { return c->closed || !c->inbox.empty(); })) {
-                                    if (!c->trusted && c->session)
-                                      c->session->close(CloseCode::PolicyViolation, "idle: no message in time");
-                                    continue;
+      server_(
+          ctx,
+          [this](std::shared_ptr<Session> s) {
+            auto c = std::make_shared<Connection>();
+            c->session = s;
+            s->set_handlers({[c](Session& session, std::vector<uint8_t> bytes) {
+                               std::lock_guard lock(c->mu);
+                               c->inbox.push_back({std::move(bytes), std::chrono::steady_clock::now()});
+                               // A peer that sends faster than the worker serves is held back by TCP.
+                               if (c->inbox.size() >= kInboxHigh) session.set_reading(false);
+                               c->cv.notify_one();
+                             },
+                             [c](Session&, const CloseInfo&) {
+                               std::shared_ptr<JobRun> run;
+                               {
+                                 std::lock_guard lock(c->mu);
+                                 c->closed = true;
+                                 run = std::move(c->run);
+                                 c->cv.notify_one();
+                               }
+                               if (run) run->leave();
+                             }});
+            std::lock_guard lock(mu_);
+            // Reap the workers of connections that have ended, so a long-running node keeps no dead threads.
+            std::erase_if(workers_, [](Worker& w) {
+              std::lock_guard clock(w.connection->mu);
+              if (!w.connection->finished) return false;
+              w.thread.join();
+              return true;
+            });
+            workers_.push_back({std::thread([this, c] {
+                                  for (;;) {
+                                    Connection::Inbound in;
+                                    {
+                                      std::unique_lock lock(c->mu);
+                                      // An unproven peer that stays silent is closed, so it holds no slot.
+                                      if (!c->cv.wait_for(lock, config_.stranger_idle,
+                                                          [&] { return c->closed || !c->inbox.empty(); })) {
+                                        if (!c->trusted && c->session)
+                                          c->session->close(CloseCode::PolicyViolation,
+                                                            "idle: no message in time");
+                                        continue;
+                                      }
+                                      if (c->inbox.empty()) break;
+                                      in = std::move(c->inbox.front());
+                                      c->inbox.pop_front();
+                                      if (c->inbox.size() + 1 == kInboxHigh / 2 && c->session)
+                                        c->session->set_reading(true);
+                                    }
+                                    on_message(c, std::move(in.bytes), in.arrived);
                                   }
-                                  if (c->inbox.empty()) break;
-                                  in = std::move(c->inbox.front());
-                                  c->inbox.pop_front();
-                                  if (c->inbox.size() + 1 == kInboxHigh / 2 && c->session) c->session->set_reading(true);
-                                }
-                                on_message(c, std::move(in.bytes), in.arrived);
-                              }
-                              std::lock_guard lock(c->mu);
-                              c->session.reset();
-                              c->finished = true;
-                            }),
-                            c});
-      }, [&] {
-        ServerOptions o = config_.server;
-        o.http = node_http_handler(metrics_);
-        if (!config_.tls.cert.empty() || !config_.tls.key.empty()) o.tls = TlsContext::server(config_.tls);
-        return o;
-      }()) {
-  metrics_.gauge("tribunal_provider_disputes_open", "Disputes whose recomputed state the provider keeps now.", [this] {
-    std::lock_guard lock(mu_);
-    return static_cast<double>(disputes_.size());
-  });
+                                  std::lock_guard lock(c->mu);
+                                  c->session.reset();
+                                  c->finished = true;
+                                }),
+                                c});
+          },
+          [&] {
+            ServerOptions o = config_.server;
+            o.http = node_http_handler(metrics_);
+            if (!config_.tls.cert.empty() || !config_.tls.key.empty())
+              o.tls = TlsContext::server(config_.tls);
+            return o;
+          }()) {
+  metrics_.gauge("tribunal_provider_disputes_open", "Disputes whose recomputed state the provider keeps now.",
+                 [this] {
+                   std::lock_guard lock(mu_);
+                   return static_cast<double>(disputes_.size());
+                 });
   metrics_.gauge("tribunal_provider_step_seconds", "Seconds per training step of the last job trained.",
                  [this] { return last_step_seconds_.load(); });
   add_server_metrics(metrics_, server_);
@@ -271,7 +284,8 @@ ProviderNode::~ProviderNode() {
 
 uint16_t ProviderNode::listen(const std::string& host, uint16_t port) {
   if (config_.endpoint.empty() && (host == "0.0.0.0" || host == "::" || host.empty()))
-    throw NetError("provider: listening on '" + host + "' needs the URL referees reach it at (--advertise ws://HOST:PORT/)");
+    throw NetError("provider: listening on '" + host +
+                   "' needs the URL referees reach it at (--advertise ws://HOST:PORT/)");
   const uint16_t bound = server_.listen(host, port);
   const char* scheme = config_.tls.cert.empty() ? "ws" : "wss";
   if (config_.endpoint.empty())
@@ -282,7 +296,9 @@ uint16_t ProviderNode::listen(const std::string& host, uint16_t port) {
 
 namespace {
 
-std::string seconds_text(std::chrono::duration<double> d) { return fmt::format("{:g} s", d.count()); }
+std::string seconds_text(std::chrono::duration<double> d) {
+  return fmt::format("{:g} s", d.count());
+}
 
 // Refuses a cost term above its limit, naming the term, the job's value and the limit.
 void check_limit(const char* what, uint64_t value, uint64_t limit, const char* flag) {
@@ -299,25 +315,31 @@ void ProviderNode::check_terms(const JobSpec& job, uint64_t step_work) const {
   const DisputeTerms& t = job.dispute;
   const TermFloors& floors = config_.terms;
   if (t.base < floors.base)
-    throw ProtocolError(fmt::format("[dispute] base_seconds = {} is below this provider's minimum of {} (--min-base-seconds)",
-                                    seconds_text(t.base), seconds_text(floors.base)));
+    throw ProtocolError(
+        fmt::format("[dispute] base_seconds = {} is below this provider's minimum of {} (--min-base-seconds)",
+                    seconds_text(t.base), seconds_text(floors.base)));
   if (t.step < floors.step)
-    throw ProtocolError(fmt::format("[dispute] step_seconds = {} is below this provider's minimum of {} (--min-step-seconds)",
-                                    seconds_text(t.step), seconds_text(floors.step)));
+    throw ProtocolError(
+        fmt::format("[dispute] step_seconds = {} is below this provider's minimum of {} (--min-step-seconds)",
+                    seconds_text(t.step), seconds_text(floors.step)));
   if (t.min_bytes_per_second > floors.link_bytes_per_second)
-    throw ProtocolError(fmt::format("[dispute] min_bytes_per_second = {} is above the {} bytes/s this provider can stream "
-                                    "(--link-bytes-per-second)",
-                                    t.min_bytes_per_second, floors.link_bytes_per_second));
+    throw ProtocolError(
+        fmt::format("[dispute] min_bytes_per_second = {} is above the {} bytes/s this provider can stream "
+                    "(--link-bytes-per-second)",
+                    t.min_bytes_per_second, floors.link_bytes_per_second));
   double per_work = 0;
   {
     std::lock_guard lock(const_cast<std::mutex&>(mu_));
-    if (auto it = seconds_per_work_.find(job.model.kind); it != seconds_per_work_.end()) per_work = it->second;
+    if (auto it = seconds_per_work_.find(job.model.kind); it != seconds_per_work_.end())
+      per_work = it->second;
   }
-  const std::chrono::duration<double> measured(per_work * static_cast<double>(step_work) * floors.safety_factor);
+  const std::chrono::duration<double> measured(per_work * static_cast<double>(step_work) *
+                                               floors.safety_factor);
   if (floors.safety_factor > 0 && t.step < measured)
-    throw ProtocolError(fmt::format("[dispute] step_seconds = {} is below this provider's minimum of {} for this job "
-                                    "(its measured step time × safety factor {:g})",
-                                    seconds_text(t.step), seconds_text(measured), floors.safety_factor));
+    throw ProtocolError(
+        fmt::format("[dispute] step_seconds = {} is below this provider's minimum of {} for this job "
+                    "(its measured step time × safety factor {:g})",
+                    seconds_text(t.step), seconds_text(measured), floors.safety_factor));
 }
 
 // A JobSubmit: checked against the operator's policy before any data is loaded, then queued and
@@ -332,11 +354,12 @@ void ProviderNode::train(Connection& c, const Envelope& env) {
   require_disputable(job.numerics, "submitted job");  // a claim no referee could check is worth nothing
   const JobLimits& limits = config_.limits;
   if (job.steps > limits.max_steps)
-    throw ProtocolError(fmt::format("the job has {} steps; this provider trains at most {}", job.steps, limits.max_steps));
+    throw ProtocolError(
+        fmt::format("the job has {} steps; this provider trains at most {}", job.steps, limits.max_steps));
   const JobFootprint footprint = job_footprint(job);
   if (footprint.parameters > limits.max_parameters)
-    throw ProtocolError(fmt::format("the model has {} parameters; this provider trains at most {}", footprint.parameters,
-                                    limits.max_parameters));
+    throw ProtocolError(fmt::format("the model has {} parameters; this provider trains at most {}",
+                                    footprint.parameters, limits.max_parameters));
   if (footprint.checkpoint_bytes > limits.max_checkpoint_bytes)
     throw ProtocolError(fmt::format("the job's checkpoints take {} bytes; this provider stores at most {}",
                                     footprint.checkpoint_bytes, limits.max_checkpoint_bytes));
@@ -345,8 +368,10 @@ void ProviderNode::train(Connection& c, const Envelope& env) {
   check_limit("step graph (nodes, train.shards copies of the forward and backward)", cost.nodes,
               limits.max_graph_nodes, "--max-graph-nodes");
   check_limit("work per step (multiply-adds)", cost.step_work, limits.max_step_work, "--max-step-work");
-  check_limit("memory for training (bytes)", cost.memory_bytes, limits.max_memory_bytes, "--max-memory-bytes");
-  check_limit("total work (work per step × steps)", cost.total_work, limits.max_total_work, "--max-total-work");
+  check_limit("memory for training (bytes)", cost.memory_bytes, limits.max_memory_bytes,
+              "--max-memory-bytes");
+  check_limit("total work (work per step × steps)", cost.total_work, limits.max_total_work,
+              "--max-total-work");
   check_terms(job, cost.step_work);
   locate_data(job, config_.datasets);  // a registered name, or an error: never a path from the peer
   ThreadPool pool(config_.threads);
@@ -363,7 +388,8 @@ void ProviderNode::train(Connection& c, const Envelope& env) {
     std::lock_guard lock(mu_);
     seconds_per_work_[job.model.kind] = per_work;
   }
-  const Claim claim{r.job_id, static_cast<uint64_t>(r.steps), r.trajectory_root, r.final_state_hash, config_.endpoint};
+  const Claim claim{r.job_id, static_cast<uint64_t>(r.steps), r.trajectory_root, r.final_state_hash,
+                    config_.endpoint};
   c.session->send(seal(key_, r.job_id, ++c.sequence, claim));
   log_(fmt::format("provider {}: claim trajectory_root {}", me, to_hex(r.trajectory_root).substr(0, 16)));
 }
@@ -386,10 +412,12 @@ TrainResult ProviderNode::run_job(Connection& c, const JobSpec& job, const Diges
       std::lock_guard run_lock(run->mu);
       ++run->clients;
     } else {
-      if (training_ >= limits.max_concurrent_jobs && queue_.size() >= static_cast<size_t>(limits.max_queued_jobs))
-        throw ProtocolError(fmt::format("this provider is busy: {} job(s) training and {} waiting (at most {} and {}); "
-                                        "submit the job later",
-                                        training_, queue_.size(), limits.max_concurrent_jobs, limits.max_queued_jobs));
+      if (training_ >= limits.max_concurrent_jobs &&
+          queue_.size() >= static_cast<size_t>(limits.max_queued_jobs))
+        throw ProtocolError(
+            fmt::format("this provider is busy: {} job(s) training and {} waiting (at most {} and {}); "
+                        "submit the job later",
+                        training_, queue_.size(), limits.max_concurrent_jobs, limits.max_queued_jobs));
       run = std::make_shared<JobRun>(config_.if_client_leaves == ClientLeaves::Stop);
       runs_.emplace(id, run);
       queue_.push_back(run);
@@ -406,7 +434,8 @@ TrainResult ProviderNode::run_job(Connection& c, const JobSpec& job, const Diges
   }
   server_.keep(*c.session);  // training for this peer: no flood may evict its connection
   if (!mine) {
-    log_(fmt::format("provider {}: job {} submitted again while it waits or trains: sharing its run", me, job_hex));
+    log_(fmt::format("provider {}: job {} submitted again while it waits or trains: sharing its run", me,
+                     job_hex));
   } else {
     // FIFO: the oldest waiting job takes a free slot; a stop (shutdown, clients gone) ends the wait.
     bool go = false;
@@ -429,7 +458,8 @@ TrainResult ProviderNode::run_job(Connection& c, const JobSpec& job, const Diges
     std::string error;
     if (!go) {
       std::lock_guard lock(run->mu);
-      error = "the job was not trained: " + (run->why_stopped.empty() ? "the provider is shutting down" : run->why_stopped);
+      error = "the job was not trained: " +
+              (run->why_stopped.empty() ? "the provider is shutting down" : run->why_stopped);
     } else {
       ++trainings_started_;
       log_(fmt::format("provider {}: training job {} ({} steps){}", me, job_hex, job.steps,
@@ -444,12 +474,15 @@ TrainResult ProviderNode::run_job(Connection& c, const JobSpec& job, const Diges
       o.stop = &run->stop;
       TrainingRanks* ranks = config_.ranks && config_.ranks->shares(job) ? config_.ranks : nullptr;
       if (config_.ranks && !ranks)
-        log_(fmt::format("provider {}: train.shards {} cannot be shared by {} ranks: training on rank 0 alone", me,
-                         job.shards, config_.ranks->world().size()));
+        log_(
+            fmt::format("provider {}: train.shards {} cannot be shared by {} ranks: training on rank 0 alone",
+                        me, job.shards, config_.ranks->world().size()));
       const auto started = std::chrono::steady_clock::now();
       try {
-        result = locally(log_, "training", [&] { return ranks ? ranks->lead(toml, job, o) : run_training(job, o); });
-        meters_->training.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+        result = locally(log_, "training",
+                         [&] { return ranks ? ranks->lead(toml, job, o) : run_training(job, o); });
+        meters_->training.observe(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
         meters_->claims.inc();
         last_step_seconds_ = result->seconds / static_cast<double>(std::max<int64_t>(result->steps, 1));
       } catch (const TrainingStopped& e) {
@@ -458,9 +491,10 @@ TrainResult ProviderNode::run_job(Connection& c, const JobSpec& job, const Diges
           std::lock_guard lock(run->mu);
           why = run->why_stopped;
         }
-        log_(fmt::format("provider {}: training of job {} stopped at step {} of {} ({}); {} keeps its complete "
-                         "checkpoints",
-                         me, job_hex, e.step, job.steps, why, (o.out_dir).string()));
+        log_(fmt::format(
+            "provider {}: training of job {} stopped at step {} of {} ({}); {} keeps its complete "
+            "checkpoints",
+            me, job_hex, e.step, job.steps, why, (o.out_dir).string()));
         error = fmt::format("the job's training stopped at step {}: {}", e.step, why);
       } catch (const std::exception& e) {  // LocalFailure (details logged) or a ProtocolError
         error = e.what();
@@ -482,7 +516,8 @@ TrainResult ProviderNode::run_job(Connection& c, const JobSpec& job, const Diges
 
 // The dispute of the connection's DisputeOpen as answered for `referee`: the one kept from an earlier
 // connection, or a new one (its data loaded now).
-std::shared_ptr<ProviderNode::Dispute> ProviderNode::dispute_for(const Connection& c, const PublicKey& referee) {
+std::shared_ptr<ProviderNode::Dispute> ProviderNode::dispute_for(const Connection& c,
+                                                                 const PublicKey& referee) {
   const auto key = std::make_pair(c.open->context, referee);
   {
     std::lock_guard lock(mu_);
@@ -496,8 +531,9 @@ std::shared_ptr<ProviderNode::Dispute> ProviderNode::dispute_for(const Connectio
     d->pool = std::make_unique<ThreadPool>(config_.threads);
     d->data = shared_train_set(c.job, *d->pool);
     const Digest id = job_id(c.job, *d->data);
-    d->session = std::make_unique<ProviderDisputeSession>(key_, *c.open, c.job, *d->data, config_.store / to_hex(id),
-                                                          *d->pool, config_.referees, config_.fault);
+    d->session =
+        std::make_unique<ProviderDisputeSession>(key_, *c.open, c.job, *d->data, config_.store / to_hex(id),
+                                                 *d->pool, config_.referees, config_.fault);
   });
   d->used = std::chrono::steady_clock::now();
   log_(fmt::format("provider {}: answering dispute {} as party {}", to_hex(key_.public_key).substr(0, 8),
@@ -505,8 +541,9 @@ std::shared_ptr<ProviderNode::Dispute> ProviderNode::dispute_for(const Connectio
   std::lock_guard lock(mu_);
   auto [it, inserted] = disputes_.emplace(key, d);  // a concurrent connection may have made it first
   while (disputes_.size() > kRetainedDisputes) {
-    auto oldest = std::min_element(disputes_.begin(), disputes_.end(),
-                                   [](const auto& a, const auto& b) { return a.second->used < b.second->used; });
+    auto oldest = std::min_element(disputes_.begin(), disputes_.end(), [](const auto& a, const auto& b) {
+      return a.second->used < b.second->used;
+    });
     disputes_.erase(oldest);
   }
   return it->second;
@@ -530,7 +567,8 @@ bool ProviderNode::superseded(Connection& c, const Envelope& query) {
     if (in.bytes.size() < 2 || in.bytes[1] != static_cast<uint8_t>(MessageKind::Query)) continue;
     try {
       const Envelope later = open_envelope(in.bytes);
-      if (later.sender == query.sender && later.context == query.context && std::get<Query>(later.body).round >= round)
+      if (later.sender == query.sender && later.context == query.context &&
+          std::get<Query>(later.body).round >= round)
         return true;
     } catch (const std::exception&) {
       // Not a valid envelope: it supersedes nothing (it is refused when its turn comes).
@@ -581,7 +619,8 @@ void ProviderNode::answer(const std::shared_ptr<Connection>& c, const Envelope& 
     const auto start = std::chrono::steady_clock::now();
     uint64_t sent = 0;
     for (auto& frame : frames) {
-      if (bytes_per_second != 0) {  // a throttled link (scenarios): frame k leaves once the bytes before it have
+      if (bytes_per_second !=
+          0) {  // a throttled link (scenarios): frame k leaves once the bytes before it have
         const auto due = start + std::chrono::microseconds(sent * 1'000'000 / bytes_per_second);
         if (!wait_until(due)) return;
       }
@@ -606,13 +645,16 @@ void ProviderNode::on_message(const std::shared_ptr<Connection>& c, std::vector<
     const Envelope env = open_envelope(bytes);
     env_kind = env.kind;
     switch (env.kind) {
-      case MessageKind::JobSubmit: train(*c, env); return;
+      case MessageKind::JobSubmit:
+        train(*c, env);
+        return;
       case MessageKind::DisputeOpen: {
         // Cheap checks only: the opening is forwarded by whoever connects; a trusted referee's first
         // query makes it a dispute (answer()).
         if (c->open) throw WireError(CloseCode::PolicyViolation, "a second DisputeOpen on one connection");
         const DisputeOpen& d = std::get<DisputeOpen>(env.body);
-        if (dispute_id(d) != env.context) throw ProtocolError("the DisputeOpen is not addressed to its dispute id");
+        if (dispute_id(d) != env.context)
+          throw ProtocolError("the DisputeOpen is not addressed to its dispute id");
         bool ours = false;
         for (const auto& claim : d.claims) ours = ours || open_envelope(claim).sender == key_.public_key;
         if (!ours) throw ProtocolError("none of the disputed claims is this provider's");
@@ -622,7 +664,9 @@ void ProviderNode::on_message(const std::shared_ptr<Connection>& c, std::vector<
         c->open = env;
         return;
       }
-      case MessageKind::Query: answer(c, env, arrived); return;
+      case MessageKind::Query:
+        answer(c, env, arrived);
+        return;
       case MessageKind::Verdict: {
         const Verdict& v = std::get<Verdict>(env.body);
         log_(fmt::format("provider {}: verdict received: {}", to_hex(key_.public_key).substr(0, 8),
@@ -633,7 +677,8 @@ void ProviderNode::on_message(const std::shared_ptr<Connection>& c, std::vector<
           forget(env.context);
         return;
       }
-      default: throw WireError(CloseCode::PolicyViolation, "unexpected message");
+      default:
+        throw WireError(CloseCode::PolicyViolation, "unexpected message");
     }
   } catch (const WireError& e) {
     log_(fmt::format("provider: refused a frame from {}: {}", session.remote_endpoint(), e.what()));

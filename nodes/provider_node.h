@@ -4,10 +4,10 @@
 
 #include <atomic>
 #include <chrono>
-#include <deque>
-#include <map>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -36,15 +36,19 @@ ServerOptions provider_server_options();
 /// Caps on a submitted job: a provider refuses (ErrorMessage) what its operator did not agree to
 /// train, before loading any data. The work and memory terms are engine/training_cost.h's estimates.
 struct JobLimits {
-  int64_t max_steps = int64_t{1} << 20;           ///< train.steps
-  int64_t max_parameters = int64_t{1} << 27;      ///< the model's parameter count (caps widths, d_model, channels)
+  int64_t max_steps = int64_t{1} << 20;  ///< train.steps
+  int64_t max_parameters = int64_t{1}
+                           << 27;  ///< the model's parameter count (caps widths, d_model, channels)
   uint64_t max_checkpoint_bytes = uint64_t{1} << 36;  ///< the job's stride checkpoints on disk (64 GiB)
-  uint64_t max_step_work = uint64_t{1} << 36;     ///< TrainingCost::step_work: multiply-adds (or elements) per step
-  uint64_t max_total_work = uint64_t{1} << 50;    ///< TrainingCost::total_work: step_work × steps
-  uint64_t max_memory_bytes = uint64_t{16} << 30; ///< TrainingCost::memory_bytes: one step's values and the states
-  uint64_t max_graph_nodes = uint64_t{1} << 15;   ///< TrainingCost::nodes of one step graph (grows with train.shards)
-  int max_concurrent_jobs = 1;  ///< jobs trained at once; further ones wait
-  int max_queued_jobs = 4;      ///< jobs waiting for a training slot; beyond them a submission is refused
+  uint64_t max_step_work = uint64_t{1}
+                           << 36;  ///< TrainingCost::step_work: multiply-adds (or elements) per step
+  uint64_t max_total_work = uint64_t{1} << 50;  ///< TrainingCost::total_work: step_work × steps
+  uint64_t max_memory_bytes = uint64_t{16}
+                              << 30;  ///< TrainingCost::memory_bytes: one step's values and the states
+  uint64_t max_graph_nodes = uint64_t{1}
+                             << 15;  ///< TrainingCost::nodes of one step graph (grows with train.shards)
+  int max_concurrent_jobs = 1;       ///< jobs trained at once; further ones wait
+  int max_queued_jobs = 4;  ///< jobs waiting for a training slot; beyond them a submission is refused
 };
 
 /// The [dispute] terms a provider can meet (docs/protocol.md, "Clocks"): a JobSubmit whose terms ask
@@ -70,9 +74,9 @@ class TrainingRanks;
 
 /// What a provider's operator decides (the options of `tribunal provider`).
 struct ProviderConfig {
-  std::filesystem::path store;   ///< checkpoints of each job: STORE/<job_id>/
+  std::filesystem::path store;  ///< checkpoints of each job: STORE/<job_id>/
   int threads = 1;
-  Device device = Device::Cpu;   ///< where it trains (engine/device.h); disputes re-run nodes on the CPU
+  Device device = Device::Cpu;  ///< where it trains (engine/device.h); disputes re-run nodes on the CPU
   /// The data sets it serves, by name (a job never names a path).
   DataRegistry datasets = DataRegistry::debian();
   /// Referee keys whose queries it answers; a query signed by any other key is refused before
@@ -81,7 +85,7 @@ struct ProviderConfig {
   /// Client keys whose JobSubmit it accepts; empty: any client, within `limits`.
   std::vector<PublicKey> clients;
   JobLimits limits;
-  TermFloors terms;                             ///< the [dispute] terms it accepts
+  TermFloors terms;  ///< the [dispute] terms it accepts
   ClientLeaves if_client_leaves = ClientLeaves::Stop;
   /// A connection that has not proven a trusted referee key and has no job of its own in training is
   /// closed after this long without a message (1008 "idle"), so idle strangers do not hold slots.
@@ -138,13 +142,14 @@ class ProviderNode {
   struct Dispute;
   struct Meters;
   struct JobRun;
-  TrainResult run_job(Connection& c, const JobSpec& job, const Digest& id, const std::shared_ptr<const Dataset>& data,
-                      const std::string& toml);
+  TrainResult run_job(Connection& c, const JobSpec& job, const Digest& id,
+                      const std::shared_ptr<const Dataset>& data, const std::string& toml);
   void check_terms(const JobSpec& job, uint64_t step_work) const;
   void on_message(const std::shared_ptr<Connection>& c, std::vector<uint8_t> bytes,
                   std::chrono::steady_clock::time_point arrived);
   void train(Connection& c, const Envelope& env);
-  void answer(const std::shared_ptr<Connection>& c, const Envelope& env, std::chrono::steady_clock::time_point arrived);
+  void answer(const std::shared_ptr<Connection>& c, const Envelope& env,
+              std::chrono::steady_clock::time_point arrived);
   static bool superseded(Connection& c, const Envelope& query);
   std::shared_ptr<Dispute> dispute_for(const Connection& c, const PublicKey& referee);
   void forget(const Digest& dispute_id);

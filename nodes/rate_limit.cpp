@@ -20,7 +20,8 @@ RateLimiter::RateLimiter(RateLimit limit) : limit_(limit) {
 
 void RateLimiter::refill(Bucket& b, Clock::time_point now) const {
   if (now <= b.updated) return;
-  const double gained = std::chrono::duration<double>(now - b.updated) / std::chrono::duration<double>(limit_.refill);
+  const double gained =
+      std::chrono::duration<double>(now - b.updated) / std::chrono::duration<double>(limit_.refill);
   b.tokens = std::min(static_cast<double>(limit_.burst), b.tokens + gained);
   b.updated = now;
 }

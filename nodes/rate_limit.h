@@ -13,9 +13,9 @@ namespace tribunal::nodes {
 
 /// The bucket each source gets: `burst` requests at once, then one more per `refill`.
 struct RateLimit {
-  size_t burst = 30;                               ///< requests a source may make at once (bucket size)
-  std::chrono::milliseconds refill{200};           ///< one request's token comes back after this (5/s)
-  size_t max_sources = 65536;                      ///< sources tracked; beyond, the rest share one bucket
+  size_t burst = 30;                      ///< requests a source may make at once (bucket size)
+  std::chrono::milliseconds refill{200};  ///< one request's token comes back after this (5/s)
+  size_t max_sources = 65536;             ///< sources tracked; beyond, the rest share one bucket
 };
 
 /// Token buckets by source address. Thread-safe. A source's bucket is forgotten once full again, so
@@ -29,7 +29,8 @@ class RateLimiter {
 
   /// Takes one token of `source` (an address, without port) at `now`: nullopt when granted, else how
   /// long until its next token (≥ 1 ms), for the refusal's Retry-After.
-  std::optional<std::chrono::milliseconds> take(const std::string& source, Clock::time_point now = Clock::now());
+  std::optional<std::chrono::milliseconds> take(const std::string& source,
+                                                Clock::time_point now = Clock::now());
 
   /// Sources whose bucket is not full now (tracked).
   size_t tracked();

@@ -6,26 +6,30 @@
 #include <chrono>
 #include <optional>
 
+#include <fmt/format.h>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
-#include <fmt/format.h>
 
-#include "nodes/referee_node.h"
+#include "net/error.h"
 #include "nodes/dispute_pages.h"
 #include "nodes/http_routes.h"
+#include "nodes/referee_node.h"
 #include "referee/report.h"
-#include "net/error.h"
 
 namespace tribunal::nodes {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-GameTime now() { return std::chrono::time_point_cast<std::chrono::milliseconds>(SteadyClock::now()); }
+GameTime now() {
+  return std::chrono::time_point_cast<std::chrono::milliseconds>(SteadyClock::now());
+}
 
-double seconds_since(SteadyClock::time_point t) { return std::chrono::duration<double>(SteadyClock::now() - t).count(); }
+double seconds_since(SteadyClock::time_point t) {
+  return std::chrono::duration<double>(SteadyClock::now() - t).count();
+}
 
 // CPU time of the calling thread, to charge each dispute only for its own handling.
 double thread_cpu_seconds() {
@@ -86,7 +90,8 @@ namespace asio = boost::asio;
 
 // The pool that plays the disputes, off the network threads.
 struct RefereeNode::Workers {
-  explicit Workers(int n) : pool(static_cast<size_t>(n > 0 ? n : std::max(2u, std::thread::hardware_concurrency()))) {}
+  explicit Workers(int n)
+      : pool(static_cast<size_t>(n > 0 ? n : std::max(2u, std::thread::hardware_concurrency()))) {}
   asio::thread_pool pool;
   asio::steady_timer prune_timer{pool};
 };
@@ -104,30 +109,34 @@ struct RefereeNode::Meters {
         cpu(m.histogram("tribunal_referee_dispute_cpu_seconds",
                         "CPU time the referee spent on each decided dispute (its worker threads).",
                         {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10})),
-        duration(m.histogram("tribunal_referee_dispute_seconds", "Wall time from opening to verdict of each decided dispute.",
+        duration(m.histogram("tribunal_referee_dispute_seconds",
+                             "Wall time from opening to verdict of each decided dispute.",
                              latency_buckets())),
         bytes_in(m.counter("tribunal_referee_bytes_received_total",
                            "Envelope bytes received from providers and clients by decided disputes.")),
         bytes_out(m.counter("tribunal_referee_bytes_sent_total",
                             "Envelope bytes sent to providers and clients by decided disputes.")),
-        frames_refused(m.counter("tribunal_referee_frames_refused_total",
-                                 "Provider frames refused (undecodable, badly signed, stale, refused by the game) by "
-                                 "decided disputes.")),
+        frames_refused(
+            m.counter("tribunal_referee_frames_refused_total",
+                      "Provider frames refused (undecodable, badly signed, stale, refused by the game) by "
+                      "decided disputes.")),
         reconnects(m.counter("tribunal_referee_provider_reconnects_total",
                              "Provider connections re-established during disputes.")),
-        answer_latency(m.histogram("tribunal_referee_answer_latency_seconds",
-                                   "From a question sent to a provider to the arrival of the first message of its "
-                                   "accepted answer.",
-                                   latency_buckets())),
-        commit_latency(m.histogram("tribunal_referee_store_commit_seconds",
-                                   "Duration of each durable store commit (one dispute input, written ahead).",
-                                   latency_buckets())) {
-    for (const VerdictReason r : {VerdictReason::WrongOutput, VerdictReason::InconsistentInput, VerdictReason::BadProof,
-                                  VerdictReason::Timeout, VerdictReason::Equivocation, VerdictReason::WrongInitialState,
-                                  VerdictReason::WrongPostState, VerdictReason::RefereeFault,
-                                  VerdictReason::BadRoundingLog, VerdictReason::BothValid})
-      decided[r] = &m.counter("tribunal_referee_disputes_decided_total", "Disputes decided, by the verdict's reason.",
-                              {{"reason", reason_name(r)}});
+        answer_latency(
+            m.histogram("tribunal_referee_answer_latency_seconds",
+                        "From a question sent to a provider to the arrival of the first message of its "
+                        "accepted answer.",
+                        latency_buckets())),
+        commit_latency(m.histogram(
+            "tribunal_referee_store_commit_seconds",
+            "Duration of each durable store commit (one dispute input, written ahead).", latency_buckets())) {
+    for (const VerdictReason r :
+         {VerdictReason::WrongOutput, VerdictReason::InconsistentInput, VerdictReason::BadProof,
+          VerdictReason::Timeout, VerdictReason::Equivocation, VerdictReason::WrongInitialState,
+          VerdictReason::WrongPostState, VerdictReason::RefereeFault, VerdictReason::BadRoundingLog,
+          VerdictReason::BothValid})
+      decided[r] = &m.counter("tribunal_referee_disputes_decided_total",
+                              "Disputes decided, by the verdict's reason.", {{"reason", reason_name(r)}});
   }
   Counter& opened;
   Counter& refused;
@@ -160,10 +169,11 @@ struct RefereeNode::Live {
   std::array<bool, 2> connecting{};
   std::array<std::optional<GameTime>, 2> retry_at{};  // when to reconnect, if scheduled
   std::array<std::chrono::milliseconds, 2> backoff{};
-  std::array<bool, 2> connected_once{};               // a first connection was made (later ones are reconnects)
+  std::array<bool, 2> connected_once{};  // a first connection was made (later ones are reconnects)
   DisputeStats stats;
   std::vector<DisputeEvent> events;  // its rounds as played (replayed when resumed): stored with the verdict
-  std::array<std::optional<SteadyClock::time_point>, 2> asked{};  // a question to the party is unanswered since
+  std::array<std::optional<SteadyClock::time_point>, 2>
+      asked{};  // a question to the party is unanswered since
   // Provider frames received (stamped) but not yet handled, per party, and their bytes: a timeout is
   // decided only once every frame that arrived before the deadline has been handled.
   std::mutex pending_mu;  // pending and pending_bytes: the network threads add, the strand removes
@@ -177,9 +187,12 @@ struct RefereeNode::Live {
   bool finished = false;  // decided (verdict sent) or dropped; no longer in live_
 };
 
-AddressPolicy loopback_policy() { return AddressPolicy::public_only({parse_cidr("127.0.0.0/8"), parse_cidr("::1")}); }
+AddressPolicy loopback_policy() {
+  return AddressPolicy::public_only({parse_cidr("127.0.0.0/8"), parse_cidr("::1")});
+}
 
-RefereeNode::RefereeNode(NetContext& ctx, KeyPair key, RefereeNodeOptions options, LogFn log, AddressPolicy providers)
+RefereeNode::RefereeNode(NetContext& ctx, KeyPair key, RefereeNodeOptions options, LogFn log,
+                         AddressPolicy providers)
     : ctx_(ctx),
       key_(key),
       options_(std::move(options)),
@@ -224,7 +237,8 @@ HttpHandler RefereeNode::http_handler() {
       [this](const HttpRequest& r, const std::function<void(HttpResponse)>& respond) {
         if (pages_) return pages_->route(r, respond);
         if (r.target != "/disputes" && r.target.rfind("/disputes/", 0) != 0) return false;
-        respond({404, "text/plain; charset=utf-8", "this referee keeps no store (--data), so no dispute pages\n"});
+        respond({404, "text/plain; charset=utf-8",
+                 "this referee keeps no store (--data), so no dispute pages\n"});
         return true;
       },
       options_.http_rate);
@@ -269,14 +283,16 @@ void RefereeNode::handle_opening(const std::shared_ptr<Session>& client, const s
   Envelope env;
   try {
     env = open_envelope(bytes);
-    if (env.kind != MessageKind::DisputeOpen) throw WireError(CloseCode::PolicyViolation, "expected a DisputeOpen");
+    if (env.kind != MessageKind::DisputeOpen)
+      throw WireError(CloseCode::PolicyViolation, "expected a DisputeOpen");
   } catch (const WireError& e) {  // not even a signed opening: no answer
     log_(fmt::format("referee: refused client {}: {}", client->remote_endpoint(), e.what()));
     meters_->refused.inc();
     client->close(e.code(), e.what());
     return;
   }
-  const std::string group = admission_group(trusted(env.sender), env.sender, address_of(client->remote_endpoint()));
+  const std::string group =
+      admission_group(trusted(env.sender), env.sender, address_of(client->remote_endpoint()));
   const auto charge = [&] {
     const auto used = std::chrono::duration<double>(thread_cpu_seconds()) - c0;
     opening_cpu_.charge(group, std::chrono::duration_cast<std::chrono::nanoseconds>(used));
@@ -285,11 +301,12 @@ void RefereeNode::handle_opening(const std::shared_ptr<Session>& client, const s
   try {
     if (const auto wait = opening_cpu_.wait(group)) {
       const CpuBudgetOptions& b = opening_cpu_.options();
-      throw ProtocolError(fmt::format(
-          "the openings from {} have used their CPU budget at this referee ({:.3g} CPU-s at once, refilled at {:.3g} "
-          "CPU-s per second); retry in {:.3f} s",
-          group, std::chrono::duration<double>(b.burst).count(), b.refill_per_second,
-          std::chrono::duration<double>(*wait).count()));
+      throw ProtocolError(
+          fmt::format("the openings from {} have used their CPU budget at this referee ({:.3g} CPU-s at "
+                      "once, refilled at {:.3g} "
+                      "CPU-s per second); retry in {:.3f} s",
+                      group, std::chrono::duration<double>(b.burst).count(), b.refill_per_second,
+                      std::chrono::duration<double>(*wait).count()));
     }
     open(client, env);
     charge();
@@ -401,8 +418,8 @@ uint16_t RefereeNode::listen(const std::string& host, uint16_t port) {
   return server_.listen(host, port);
 }
 
-std::shared_ptr<RefereeNode::Live> RefereeNode::make_live(std::unique_ptr<RefereeDispute> dispute, std::string group,
-                                                          bool trusted) {
+std::shared_ptr<RefereeNode::Live> RefereeNode::make_live(std::unique_ptr<RefereeDispute> dispute,
+                                                          std::string group, bool trusted) {
   auto live = std::make_shared<Live>(workers_->pool);
   live->self = live;
   live->dispute = std::move(dispute);
@@ -426,8 +443,9 @@ void RefereeNode::prune_store() {
   try {
     const size_t n = store_->prune(std::chrono::system_clock::now() - options_.retention);
     if (n != 0)
-      log_(fmt::format("referee: store {}: pruned the records of {} dispute(s) decided over {} s ago (verdicts kept)",
-                       store_->file().string(), n, options_.retention.count()));
+      log_(fmt::format(
+          "referee: store {}: pruned the records of {} dispute(s) decided over {} s ago (verdicts kept)",
+          store_->file().string(), n, options_.retention.count()));
   } catch (const StoreError& e) {
     log_(fmt::format("referee: {}", e.what()));  // the next interval tries again
   }
@@ -460,13 +478,15 @@ bool RefereeNode::trusted(const PublicKey& client) const {
 void RefereeNode::admit(const std::shared_ptr<Live>& shared) {
   const Live& live = *shared;
   if (live_.size() >= options_.max_live_disputes)
-    throw ProtocolError(fmt::format("the referee holds {} live disputes, its limit; try again later", live_.size()));
+    throw ProtocolError(
+        fmt::format("the referee holds {} live disputes, its limit; try again later", live_.size()));
   const size_t reserved = options_.trusted_clients.empty() ? 0 : options_.reserved_disputes;
   const size_t strangers = live_.size() - trusted_live_;
   if (!live.trusted && strangers + reserved >= options_.max_live_disputes)
-    throw ProtocolError(fmt::format("the referee holds {} live disputes of clients it does not know, its limit for them "
-                                    "({} more are kept for its trusted clients); try again later",
-                                    strangers, reserved));
+    throw ProtocolError(
+        fmt::format("the referee holds {} live disputes of clients it does not know, its limit for them "
+                    "({} more are kept for its trusted clients); try again later",
+                    strangers, reserved));
   const size_t mine = per_client_[live.group];
   if (mine >= options_.max_disputes_per_client)
     throw ProtocolError(fmt::format("{} has {} live disputes, the limit per client", live.group, mine));
@@ -492,7 +512,8 @@ void RefereeNode::open(std::shared_ptr<Session> client, const Envelope& env) {
   const auto attach = [&](const std::shared_ptr<Live>& live) {
     std::lock_guard lock(live->mu);
     if (live->finished) {
-      if (!live->dispute->done()) throw ProtocolError("the dispute was suspended by a store failure; open it again");
+      if (!live->dispute->done())
+        throw ProtocolError("the dispute was suspended by a store failure; open it again");
       client->send(live->dispute->verdict_envelope());
       client->close(CloseCode::Normal, "verdict");
       return;
@@ -506,7 +527,8 @@ void RefereeNode::open(std::shared_ptr<Session> client, const Envelope& env) {
       throw ProtocolError(fmt::format("{} connections from {} already wait for this dispute's verdict",
                                       kMaxWaitingPerAddress, address));
     live->clients.push_back(client);
-    log_(fmt::format("referee: dispute {}: client {} attached; it gets the verdict", live->tag, client->remote_endpoint()));
+    log_(fmt::format("referee: dispute {}: client {} attached; it gets the verdict", live->tag,
+                     client->remote_endpoint()));
   };
 
   std::shared_ptr<Live> existing;
@@ -517,7 +539,8 @@ void RefereeNode::open(std::shared_ptr<Session> client, const Envelope& env) {
   if (existing) {
     // The same opening again (a client that reconnected) attaches at once; a different envelope
     // for the same dispute (another client) must be a valid opening of it.
-    if (existing->dispute->open_envelope_bytes() != env.bytes) RefereeDispute check(key_, env, opening_options());
+    if (existing->dispute->open_envelope_bytes() != env.bytes)
+      RefereeDispute check(key_, env, opening_options());
     attach(existing);
     return;
   }
@@ -540,8 +563,8 @@ void RefereeNode::open(std::shared_ptr<Session> client, const Envelope& env) {
   const Digest id = dispute->dispute_id();
   if (store_) {
     if (auto verdict = store_->verdict(id)) {
-      log_(fmt::format("referee: dispute {} is decided; sending its stored verdict to {}", to_hex(id).substr(0, 12),
-                       client->remote_endpoint()));
+      log_(fmt::format("referee: dispute {} is decided; sending its stored verdict to {}",
+                       to_hex(id).substr(0, 12), client->remote_endpoint()));
       client->send(std::move(*verdict));
       client->close(CloseCode::Normal, "verdict");
       return;
@@ -601,12 +624,12 @@ void RefereeNode::open(std::shared_ptr<Session> client, const Envelope& env) {
 }
 
 void RefereeNode::resume_stored(const StoredDispute& stored) {
-  // The rounds played before the restart come back with the replay, so the verdict is stored with all of them.
+  // The rounds played before the restart come back with the replay, so the verdict is stored with all of
+  // them.
   std::vector<DisputeEvent> events;
-  auto dispute =
-      RefereeDispute::replay(key_, stored.inputs, options_.dispute, [&](const DisputeEvent& e) { events.push_back(e); });
-  if (dispute->done())
-    throw ProtocolError("its record replays to a verdict the store does not hold");
+  auto dispute = RefereeDispute::replay(key_, stored.inputs, options_.dispute,
+                                        [&](const DisputeEvent& e) { events.push_back(e); });
+  if (dispute->done()) throw ProtocolError("its record replays to a verdict the store does not hold");
   if (dispute->dispute_id() != stored.id) throw ProtocolError("its record replays to another dispute id");
   const PublicKey opener = open_envelope(stored.inputs.front().envelope).sender;
   auto live = make_live(std::move(dispute), stored.client, trusted(opener));
@@ -639,7 +662,8 @@ void RefereeNode::connect_provider(const std::shared_ptr<Live>& live, int party)
   live->connecting[i] = true;
   live->retry_at[i].reset();
   std::weak_ptr<Live> weak = live;
-  client_.connect(live->dispute->providers()[i], [this, weak, party](std::shared_ptr<Session> s, const std::string& error) {
+  client_.connect(live->dispute->providers()[i], [this, weak, party](std::shared_ptr<Session> s,
+                                                                     const std::string& error) {
     auto live = weak.lock();
     if (!live) {
       if (s) s->close(CloseCode::Normal, "dispute over");
@@ -654,7 +678,8 @@ void RefereeNode::connect_provider(const std::shared_ptr<Live>& live, int party)
       std::weak_ptr<Session> session = s;
       s->set_handlers({[this, weak, party, session](Session& current, std::vector<uint8_t> bytes) {
                          const auto received = SteadyClock::now();
-                         const GameTime arrived = std::chrono::time_point_cast<std::chrono::milliseconds>(received);
+                         const GameTime arrived =
+                             std::chrono::time_point_cast<std::chrono::milliseconds>(received);
                          auto live = weak.lock();
                          auto self = session.lock();
                          if (!live || !self) return;
@@ -666,8 +691,8 @@ void RefereeNode::connect_provider(const std::shared_ptr<Live>& live, int party)
                            live->pending_bytes[i] += size;
                            if (live->pending_bytes[i] >= kMaxPendingBytes) current.set_reading(false);
                          }
-                         asio::post(live->strand, [this, live, party, self, size, bytes = std::move(bytes), arrived,
-                                                   received]() mutable {
+                         asio::post(live->strand, [this, live, party, self, size, bytes = std::move(bytes),
+                                                   arrived, received]() mutable {
                            {
                              std::lock_guard lock(live->pending_mu);
                              const auto i = static_cast<size_t>(party);
@@ -688,18 +713,21 @@ void RefereeNode::connect_provider(const std::shared_ptr<Live>& live, int party)
                            auto& current = live->providers[static_cast<size_t>(party)];
                            if (!current || current != self) return;
                            current.reset();
-                           if (!live->finished) provider_lost(*live, party, "connection lost: " + to_string(info));
+                           if (!live->finished)
+                             provider_lost(*live, party, "connection lost: " + to_string(info));
                            arm(live);
                          });
                        }});
     }
-    asio::post(live->strand, [this, live, party, s = std::move(s), error] { on_provider_connected(live, party, s, error); });
+    asio::post(live->strand, [this, live, party, s = std::move(s), error] {
+      on_provider_connected(live, party, s, error);
+    });
   });
 }
 
 // A connection to a provider was made or failed (on the dispute's strand).
-void RefereeNode::on_provider_connected(const std::shared_ptr<Live>& live, int party, std::shared_ptr<Session> s,
-                                        const std::string& error) {
+void RefereeNode::on_provider_connected(const std::shared_ptr<Live>& live, int party,
+                                        std::shared_ptr<Session> s, const std::string& error) {
   const auto i = static_cast<size_t>(party);
   std::lock_guard lock(live->mu);
   live->connecting[i] = false;
@@ -708,8 +736,9 @@ void RefereeNode::on_provider_connected(const std::shared_ptr<Live>& live, int p
     return;
   }
   if (!s || !s->is_open()) {
-    provider_lost(*live, party, "cannot reach it at " + live->dispute->providers()[i] + ": " +
-                                    (s ? std::string("connection closed") : error));
+    provider_lost(*live, party,
+                  "cannot reach it at " + live->dispute->providers()[i] + ": " +
+                      (s ? std::string("connection closed") : error));
     arm(live);
     return;
   }
@@ -724,9 +753,9 @@ void RefereeNode::on_provider_connected(const std::shared_ptr<Live>& live, int p
 }
 
 // A provider's message (on the dispute's strand), judged as of its arrival.
-void RefereeNode::on_provider_message(const std::shared_ptr<Live>& live, int party, const std::shared_ptr<Session>& session,
-                                      std::vector<uint8_t> bytes, GameTime arrived,
-                                      std::chrono::steady_clock::time_point received) {
+void RefereeNode::on_provider_message(const std::shared_ptr<Live>& live, int party,
+                                      const std::shared_ptr<Session>& session, std::vector<uint8_t> bytes,
+                                      GameTime arrived, std::chrono::steady_clock::time_point received) {
   std::lock_guard lock(live->mu);
   live->stats.bytes_in += bytes.size();
   if (live->finished || live->providers[static_cast<size_t>(party)] != session) return;
@@ -737,7 +766,8 @@ void RefereeNode::on_provider_message(const std::shared_ptr<Live>& live, int par
     const Envelope env = open_envelope(bytes, SignatureCheck::DeferTensorChunks);
     std::string refused;
     auto out = live->dispute->on_envelope(party, env, arrived, &refused);
-    if (!refused.empty()) log_(fmt::format("referee: refused a message from provider {}: {}", party, refused));
+    if (!refused.empty())
+      log_(fmt::format("referee: refused a message from provider {}: {}", party, refused));
     if (!refused.empty() || live->dispute->refused_last()) {
       ++live->stats.refused;
     } else if (auto& asked = live->asked[static_cast<size_t>(party)]) {
@@ -761,10 +791,13 @@ void RefereeNode::on_provider_message(const std::shared_ptr<Live>& live, int par
 // Called with live.mu held.
 void RefereeNode::provider_lost(Live& live, int party, const std::string& why) {
   const auto i = static_cast<size_t>(party);
-  live.backoff[i] = live.backoff[i] == std::chrono::milliseconds{0} ? kFirstBackoff : std::min(live.backoff[i] * 2, kMaxBackoff);
+  live.backoff[i] = live.backoff[i] == std::chrono::milliseconds{0}
+                        ? kFirstBackoff
+                        : std::min(live.backoff[i] * 2, kMaxBackoff);
   live.retry_at[i] = now() + live.backoff[i];
   live.writing[i] = false;  // a question on the lost connection will not be written
-  log_(fmt::format("referee: dispute {}: provider {} {}; reconnecting in {} ms", live.tag, party, why, live.backoff[i].count()));
+  log_(fmt::format("referee: dispute {}: provider {} {}; reconnecting in {} ms", live.tag, party, why,
+                   live.backoff[i].count()));
 }
 
 // Called with live.mu held. A provider that is not connected misses nothing: on (re)connection it

@@ -9,8 +9,8 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -82,12 +82,13 @@ struct RefereeNodeOptions {
 
 /// What one dispute cost the referee.
 struct DisputeStats {
-  uint64_t bytes_in = 0;     ///< envelopes received from the providers
-  uint64_t bytes_out = 0;    ///< envelopes sent to the providers and the client
-  double cpu_seconds = 0;    ///< CPU time of the referee's dispute handling (thread CPU clock)
-  double seconds = 0;        ///< wall time from opening to verdict
-  uint64_t refused = 0;      ///< provider frames refused: undecodable, badly signed, stale, or refused by the game
-  uint64_t reconnects = 0;   ///< provider connections re-established after the first one
+  uint64_t bytes_in = 0;   ///< envelopes received from the providers
+  uint64_t bytes_out = 0;  ///< envelopes sent to the providers and the client
+  double cpu_seconds = 0;  ///< CPU time of the referee's dispute handling (thread CPU clock)
+  double seconds = 0;      ///< wall time from opening to verdict
+  uint64_t refused =
+      0;  ///< provider frames refused: undecodable, badly signed, stale, or refused by the game
+  uint64_t reconnects = 0;  ///< provider connections re-established after the first one
 };
 
 /// `tribunal referee`: accepts DisputeOpen from clients, connects to both providers, plays the game,
@@ -138,8 +139,9 @@ class RefereeNode {
   struct Workers;
   struct Meters;
   void on_client_message(const std::shared_ptr<Session>& client, std::vector<uint8_t> bytes);
-  void on_provider_message(const std::shared_ptr<Live>& live, int party, const std::shared_ptr<Session>& session,
-                           std::vector<uint8_t> bytes, GameTime arrived, std::chrono::steady_clock::time_point received);
+  void on_provider_message(const std::shared_ptr<Live>& live, int party,
+                           const std::shared_ptr<Session>& session, std::vector<uint8_t> bytes,
+                           GameTime arrived, std::chrono::steady_clock::time_point received);
   void on_provider_connected(const std::shared_ptr<Live>& live, int party, std::shared_ptr<Session> s,
                              const std::string& error);
   void on_timer(const std::shared_ptr<Live>& live);
@@ -181,9 +183,10 @@ class RefereeNode {
   Client client_;
   std::mutex mu_;
   std::map<Digest, std::shared_ptr<Live>> live_;
-  std::map<std::string, size_t> per_client_;  // live disputes per admission group (client network or trusted key)
-  size_t trusted_live_ = 0;                   // live disputes opened by trusted clients
-  std::atomic<uint64_t> events_{0};           // inputs committed by this process (crash hook)
+  std::map<std::string, size_t>
+      per_client_;                   // live disputes per admission group (client network or trusted key)
+  size_t trusted_live_ = 0;          // live disputes opened by trusted clients
+  std::atomic<uint64_t> events_{0};  // inputs committed by this process (crash hook)
   std::atomic<bool> resumed_{false};
 };
 

@@ -15,7 +15,7 @@ std::shared_ptr<const Dataset> shared_train_set(const JobSpec& job, ThreadPool& 
   // and each dispute is a new connection.
   static std::shared_ptr<const Dataset> recent;
   const std::string key = job.dataset == "text" ? fmt::format("text\n{}\n{}\n{}", job.data_path.string(),
-                                                                job.model.context, job.validation)
+                                                              job.model.context, job.validation)
                                                 : fmt::format("{}\n{}", job.dataset, job.data_path.string());
   std::lock_guard lock(mu);
   if (auto data = cache[key].lock()) return recent = data;

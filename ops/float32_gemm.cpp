@@ -62,10 +62,12 @@ void gemm32(const Gemm32& g, Float32Gemm kind) {
   if (g.m == 0 || g.n == 0) return;
 #if defined(TRIBUNAL_HAVE_OPENBLAS)
   if (kind == Float32Gemm::OpenBlas) {
-    if (g.m > INT_MAX || g.n > INT_MAX || g.k > INT_MAX) throw OpError("float32 gemm: a dimension exceeds INT_MAX");
+    if (g.m > INT_MAX || g.n > INT_MAX || g.k > INT_MAX)
+      throw OpError("float32 gemm: a dimension exceeds INT_MAX");
     cblas_sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans, g.trans_b ? CblasTrans : CblasNoTrans,
-                static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k), 1.0f, g.a, static_cast<int>(g.lda),
-                g.b, static_cast<int>(g.ldb), g.accumulate ? 1.0f : 0.0f, g.c, static_cast<int>(g.ldc));
+                static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k), 1.0f, g.a,
+                static_cast<int>(g.lda), g.b, static_cast<int>(g.ldb), g.accumulate ? 1.0f : 0.0f, g.c,
+                static_cast<int>(g.ldc));
     return;
   }
 #endif
@@ -76,10 +78,14 @@ void gemm32(const Gemm32& g, Float32Gemm kind) {
 
 const char* float32_gemm_name(Float32Gemm gemm) {
   switch (gemm) {
-    case Float32Gemm::OpenBlas: return "openblas";
-    case Float32Gemm::Naive: return "naive";
-    case Float32Gemm::Blocked: return "blocked";
-    case Float32Gemm::Reversed: return "reversed";
+    case Float32Gemm::OpenBlas:
+      return "openblas";
+    case Float32Gemm::Naive:
+      return "naive";
+    case Float32Gemm::Blocked:
+      return "blocked";
+    case Float32Gemm::Reversed:
+      return "reversed";
   }
   return "unknown";
 }
@@ -87,7 +93,8 @@ const char* float32_gemm_name(Float32Gemm gemm) {
 Float32Gemm parse_float32_gemm(std::string_view name) {
   for (Float32Gemm g : kFloat32Gemms)
     if (name == float32_gemm_name(g)) return g;
-  throw OpError("float32 gemm: unknown name '" + std::string(name) + "' (accepted: openblas, naive, blocked, reversed)");
+  throw OpError("float32 gemm: unknown name '" + std::string(name) +
+                "' (accepted: openblas, naive, blocked, reversed)");
 }
 
 bool float32_gemm_built(Float32Gemm gemm) {
@@ -128,8 +135,8 @@ bool run_float32_gemm_op(OpKind kind, const Attrs& attrs, std::span<const Tensor
     const int64_t m = cs[r], n = cs[r + 1], k = ta ? as[r] : as[r + 1];
     const int64_t lda = as[r + 1], ldb = bs[r + 1];
     for (int64_t e = 0; e < batch; ++e)
-      gemm32({in[0]->data() + e * m * k, in[1]->data() + e * k * n, out[0]->data() + e * m * n, m, n, k, lda, ldb, n,
-              ta, tb, false},
+      gemm32({in[0]->data() + e * m * k, in[1]->data() + e * k * n, out[0]->data() + e * m * n, m, n, k, lda,
+              ldb, n, ta, tb, false},
              gemm);
     return true;
   }

@@ -23,8 +23,8 @@ namespace tribunal {
 ///    added to C in order (a split-K kernel);
 ///  - Reversed: acc = fma(a, b, acc) for k = K−1 down to 0.
 enum class Float32Gemm : uint8_t { OpenBlas, Naive, Blocked, Reversed };
-inline constexpr Float32Gemm kFloat32Gemms[] = {Float32Gemm::OpenBlas, Float32Gemm::Naive, Float32Gemm::Blocked,
-                                                Float32Gemm::Reversed};
+inline constexpr Float32Gemm kFloat32Gemms[] = {Float32Gemm::OpenBlas, Float32Gemm::Naive,
+                                                Float32Gemm::Blocked, Float32Gemm::Reversed};
 
 /// "openblas", "naive", "blocked", "reversed" / parse (OpError naming the string and the accepted ones).
 const char* float32_gemm_name(Float32Gemm gemm);

@@ -46,7 +46,9 @@ TRIBUNAL_HD float fma32(float a, float b, float c) {
 }
 
 /// 2^n as a float for n in [-126, 127] (exact, built from the exponent bits).
-TRIBUNAL_HD float pow2i(int n) { return float_from_bits(static_cast<uint32_t>(n + 127) << 23); }
+TRIBUNAL_HD float pow2i(int n) {
+  return float_from_bits(static_cast<uint32_t>(n + 127) << 23);
+}
 
 /// e^x, max error about 1 ulp. Cody–Waite range reduction x = n·ln2 + r, |r| ≤ ln2/2, then the
 /// degree-7 Taylor polynomial of e^r in Horner form with fma, then scaling by 2^n (split in two
@@ -57,17 +59,17 @@ TRIBUNAL_HD float exp32(float x) {
   if (x > 88.72283935546875f) return INFINITY;
   if (x < -103.97820281982421875f) return 0.0f;
   constexpr float kLog2e = 1.44269502162933349609375f;
-  constexpr float kLn2Hi = 0.693145751953125f;             // 0x3F317200: few mantissa bits, n·hi exact
-  constexpr float kLn2Lo = 1.428606765330187045e-06f;      // ln2 − kLn2Hi
-  constexpr float kRound = 12582912.0f;                    // 1.5·2^23: adding it rounds to an integer
-  const float n = (x * kLog2e + kRound) - kRound;          // nearest integer to x·log2(e)
+  constexpr float kLn2Hi = 0.693145751953125f;         // 0x3F317200: few mantissa bits, n·hi exact
+  constexpr float kLn2Lo = 1.428606765330187045e-06f;  // ln2 − kLn2Hi
+  constexpr float kRound = 12582912.0f;                // 1.5·2^23: adding it rounds to an integer
+  const float n = (x * kLog2e + kRound) - kRound;      // nearest integer to x·log2(e)
   float r = fma32(-n, kLn2Hi, x);
   r = fma32(-n, kLn2Lo, r);
-  float p = 1.9841270113e-04f;                             // 1/5040
-  p = fma32(p, r, 1.3888889225e-03f);                      // 1/720
-  p = fma32(p, r, 8.3333337680e-03f);                      // 1/120
-  p = fma32(p, r, 4.1666667908e-02f);                      // 1/24
-  p = fma32(p, r, 1.6666667163e-01f);                      // 1/6
+  float p = 1.9841270113e-04f;         // 1/5040
+  p = fma32(p, r, 1.3888889225e-03f);  // 1/720
+  p = fma32(p, r, 8.3333337680e-03f);  // 1/120
+  p = fma32(p, r, 4.1666667908e-02f);  // 1/24
+  p = fma32(p, r, 1.6666667163e-01f);  // 1/6
   p = fma32(p, r, 0.5f);
   p = fma32(p, r, 1.0f);
   p = fma32(p, r, 1.0f);
@@ -88,13 +90,13 @@ TRIBUNAL_HD float log32(float x) {
   if (x == INFINITY) return x;
   int e = 0;
   uint32_t bits = float_bits(x);
-  if (bits < 0x00800000u) {  // subnormal: scale into the normal range first (exact)
+  if (bits < 0x00800000u) {             // subnormal: scale into the normal range first (exact)
     bits = float_bits(x * 8388608.0f);  // 2^23
     e = -23;
   }
   e += static_cast<int>(bits >> 23) - 127;
   float m = float_from_bits((bits & 0x007FFFFFu) | 0x3F800000u);  // [1, 2)
-  if (m > 1.41421353816986083984375f) {  // √2 rounded down
+  if (m > 1.41421353816986083984375f) {                           // √2 rounded down
     m = m * 0.5f;
     e += 1;
   }
@@ -103,8 +105,8 @@ TRIBUNAL_HD float log32(float x) {
   const float z = s * s;
   const float w = z * z;
   const float t1 = w * fma32(w, fma32(w, 1.5313838422e-01f, 2.2222198546e-01f), 4.0000000596e-01f);
-  const float t2 =
-      z * fma32(w, fma32(w, fma32(w, 1.4798198640e-01f, 1.8183572590e-01f), 2.8571429849e-01f), 6.6666668653e-01f);
+  const float t2 = z * fma32(w, fma32(w, fma32(w, 1.4798198640e-01f, 1.8183572590e-01f), 2.8571429849e-01f),
+                             6.6666668653e-01f);
   const float r = t2 + t1;
   const float hfsq = 0.5f * f * f;
   const float fe = static_cast<float>(e);

@@ -36,7 +36,8 @@ enum class RandomPurpose : uint32_t { Init = 1, Shuffle = 2, Dropout = 3, Shuffl
 
 /// The tribunal keying (docs/numerics.md): key = seed, counter = (element lo, element hi, step, purpose).
 /// Returns 4 independent 32-bit words for that element.
-TRIBUNAL_HD PhiloxCounter philox_random(uint64_t seed, RandomPurpose purpose, uint32_t step, uint64_t element) {
+TRIBUNAL_HD PhiloxCounter philox_random(uint64_t seed, RandomPurpose purpose, uint32_t step,
+                                        uint64_t element) {
   return philox4x32_10({static_cast<uint32_t>(element), static_cast<uint32_t>(element >> 32), step,
                         static_cast<uint32_t>(purpose)},
                        {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});

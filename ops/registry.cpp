@@ -10,17 +10,38 @@ namespace {
 
 // Indexed by OpKind; the static_assert keeps it closed over the enum.
 const OpInfo* const kTable[] = {
-    &kGatherOp,  &kLinearOp,       &kMatmulOp,
-    &kSumRowsOp, &kAddOp,          &kReluOp,
-    &kReluBackwardOp, &kSoftmaxCrossEntropyOp, &kSoftmaxCrossEntropyBackwardOp,
-    &kSgdMomentumOp, &kAdamWOp,
-    &kReshapeOp, &kEmbeddingOp, &kEmbeddingBackwardOp,
-    &kLayerNormOp, &kLayerNormBackwardOp, &kGeluOp,
-    &kGeluBackwardOp, &kSoftmaxOp, &kSoftmaxBackwardOp,
-    &kSplitHeadsOp, &kMergeHeadsOp, &kDropoutOp,
-    &kDropoutBackwardOp, &kConv2dOp, &kConv2dBackwardInputOp,
-    &kConv2dBackwardWeightOp, &kConv2dBackwardBiasOp, &kMaxPool2dOp,
-    &kMaxPool2dBackwardOp, &kSumSquaresOp, &kClipCoefficientOp,
+    &kGatherOp,
+    &kLinearOp,
+    &kMatmulOp,
+    &kSumRowsOp,
+    &kAddOp,
+    &kReluOp,
+    &kReluBackwardOp,
+    &kSoftmaxCrossEntropyOp,
+    &kSoftmaxCrossEntropyBackwardOp,
+    &kSgdMomentumOp,
+    &kAdamWOp,
+    &kReshapeOp,
+    &kEmbeddingOp,
+    &kEmbeddingBackwardOp,
+    &kLayerNormOp,
+    &kLayerNormBackwardOp,
+    &kGeluOp,
+    &kGeluBackwardOp,
+    &kSoftmaxOp,
+    &kSoftmaxBackwardOp,
+    &kSplitHeadsOp,
+    &kMergeHeadsOp,
+    &kDropoutOp,
+    &kDropoutBackwardOp,
+    &kConv2dOp,
+    &kConv2dBackwardInputOp,
+    &kConv2dBackwardWeightOp,
+    &kConv2dBackwardBiasOp,
+    &kMaxPool2dOp,
+    &kMaxPool2dBackwardOp,
+    &kSumSquaresOp,
+    &kClipCoefficientOp,
     &kScaleOp,
 };
 static_assert(sizeof(kTable) / sizeof(kTable[0]) == kOpKindCount, "every OpKind needs a registry entry");
@@ -66,7 +87,9 @@ const OpInfo& op_info(OpKind kind) {
   return *kTable[static_cast<size_t>(kind)];
 }
 
-const char* op_name(OpKind kind) { return op_info(kind).name; }
+const char* op_name(OpKind kind) {
+  return op_info(kind).name;
+}
 
 std::vector<Shape> infer_shapes(OpKind kind, const Attrs& attrs, std::span<const Shape> inputs) {
   const OpInfo& info = op_info(kind);
@@ -80,14 +103,15 @@ std::vector<Shape> infer_shapes(OpKind kind, const Attrs& attrs, std::span<const
   return info.infer(attrs, inputs);
 }
 
-void run_reference(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
+void run_reference(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in,
+                   std::span<Tensor* const> out) {
   const OpInfo& info = op_info(kind);
   check_arity(info, in.size(), out.size());
   info.reference(attrs, in, out);
 }
 
-void run_fast(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in, std::span<Tensor* const> out,
-              ThreadPool& pool) {
+void run_fast(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in,
+              std::span<Tensor* const> out, ThreadPool& pool) {
   const OpInfo& info = op_info(kind);
   check_arity(info, in.size(), out.size());
   info.fast(attrs, in, out, pool);

@@ -29,25 +29,25 @@ enum class OpKind : uint8_t {
   AdamW,                        ///< p, g, m, v; floats = {lr, β1, β2, ε, wd}, ints = {t} → p', m', v'
   // Transformer and CNN ops. Appended, so the op bytes above and existing jobs' trajectories are unchanged.
   // Exact operation orders: docs/numerics.md, one section per op.
-  Reshape,               ///< x; ints = the new shape (same element count) → a copy of x with that shape
-  Embedding,             ///< tok[V,D], pos[T,D], ids[B,T] (integral floats < V) → y[B·T, D],
-                         ///< y[b·T+t, :] = tok[ids[b,t], :] + pos[t, :]
-  EmbeddingBackward,     ///< ids[B,T], dy[B·T,D]; ints = {V} → dtok[V,D]: row v = the rows p of dy with
-                         ///< ids[p] = v added one by one in increasing p, starting from +0
-  LayerNorm,             ///< x[M,D], γ[D], β[D]; floats = {ε} → y[M,D] (Ba et al. 2016), biased variance
-  LayerNormBackward,     ///< x[M,D], γ[D], dy[M,D]; floats = {ε} → dx[M,D], dγ[D], dβ[D]
-  Gelu,                  ///< x → 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) (Hendrycks & Gimpel, tanh form)
-  GeluBackward,          ///< x, dy → dy · d gelu(x)/dx
-  Softmax,               ///< x[…, R, N]; ints = {causal}; floats = {scale} → softmax of scale·x over the last
-                         ///< axis; causal: in row r of each R×N block, entries n > r are masked (output +0)
-  SoftmaxBackward,       ///< y, dy (y = Softmax's output); same attrs → dx = scale·y·(dy − Σₙ y·dy)
-  SplitHeads,            ///< x[B·T, H·E]; ints = {B, T, H} → y[B·H, T, E], y[b·H+h, t, e] = x[b·T+t, h·E+e]
-  MergeHeads,            ///< x[B·H, T, E]; ints = {B, T, H} → y[B·T, H·E], the inverse of SplitHeads
-  Dropout,               ///< x; ints = {seed, step, site}; floats = {p} → keepᵢ ? xᵢ·(1/(1−p)) : +0, keepᵢ from
-                         ///< Philox (seed, Dropout, step, element site·2³² + i) (Srivastava et al. 2014)
-  DropoutBackward,       ///< dy; the same attrs as the forward node → keepᵢ ? dyᵢ·(1/(1−p)) : +0
-  Conv2d,                ///< x[N,C,H,W], w[O,C,KH,KW], b[O]; ints = {stride, pad} → y[N,O,OH,OW],
-                         ///< OH = (H + 2·pad − KH)/stride + 1; one fma chain per output in (c, kh, kw) order
+  Reshape,            ///< x; ints = the new shape (same element count) → a copy of x with that shape
+  Embedding,          ///< tok[V,D], pos[T,D], ids[B,T] (integral floats < V) → y[B·T, D],
+                      ///< y[b·T+t, :] = tok[ids[b,t], :] + pos[t, :]
+  EmbeddingBackward,  ///< ids[B,T], dy[B·T,D]; ints = {V} → dtok[V,D]: row v = the rows p of dy with
+                      ///< ids[p] = v added one by one in increasing p, starting from +0
+  LayerNorm,          ///< x[M,D], γ[D], β[D]; floats = {ε} → y[M,D] (Ba et al. 2016), biased variance
+  LayerNormBackward,  ///< x[M,D], γ[D], dy[M,D]; floats = {ε} → dx[M,D], dγ[D], dβ[D]
+  Gelu,          ///< x → 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) (Hendrycks & Gimpel, tanh form)
+  GeluBackward,  ///< x, dy → dy · d gelu(x)/dx
+  Softmax,       ///< x[…, R, N]; ints = {causal}; floats = {scale} → softmax of scale·x over the last
+                 ///< axis; causal: in row r of each R×N block, entries n > r are masked (output +0)
+  SoftmaxBackward,  ///< y, dy (y = Softmax's output); same attrs → dx = scale·y·(dy − Σₙ y·dy)
+  SplitHeads,  ///< x[B·T, H·E]; ints = {B, T, H} → y[B·H, T, E], y[b·H+h, t, e] = x[b·T+t, h·E+e]
+  MergeHeads,  ///< x[B·H, T, E]; ints = {B, T, H} → y[B·T, H·E], the inverse of SplitHeads
+  Dropout,  ///< x; ints = {seed, step, site}; floats = {p} → keepᵢ ? xᵢ·(1/(1−p)) : +0, keepᵢ from
+            ///< Philox (seed, Dropout, step, element site·2³² + i) (Srivastava et al. 2014)
+  DropoutBackward,  ///< dy; the same attrs as the forward node → keepᵢ ? dyᵢ·(1/(1−p)) : +0
+  Conv2d,           ///< x[N,C,H,W], w[O,C,KH,KW], b[O]; ints = {stride, pad} → y[N,O,OH,OW],
+                    ///< OH = (H + 2·pad − KH)/stride + 1; one fma chain per output in (c, kh, kw) order
   Conv2dBackwardInput,   ///< w[O,C,KH,KW], dy[N,O,OH,OW]; ints = {stride, pad, H, W} → dx[N,C,H,W]
   Conv2dBackwardWeight,  ///< x[N,C,H,W], dy[N,O,OH,OW]; ints = {stride, pad, KH, KW} → dw[O,C,KH,KW]
   Conv2dBackwardBias,    ///< dy[N,O,OH,OW] → db[O], canonical sum over (n, oh, ow)
@@ -106,15 +106,15 @@ using VjpFn = void (*)(VjpBuilder&, const VjpArgs&, std::span<ValueRef> in_grads
 
 /// Everything the system knows about one op kind.
 struct OpInfo {
-  const char* name;      ///< stable snake_case name (logs, docs, verdicts)
-  int num_inputs;        ///< exact count, or -1 for "one or more" (ClipCoefficient)
+  const char* name;  ///< stable snake_case name (logs, docs, verdicts)
+  int num_inputs;    ///< exact count, or -1 for "one or more" (ClipCoefficient)
   int num_outputs;
-  int num_ints;          ///< exact count, or -1 for "any" (Gather's indices)
+  int num_ints;  ///< exact count, or -1 for "any" (Gather's indices)
   int num_floats;
-  ShapeFn infer;         ///< validates input shapes and attrs, returns output shapes; throws OpError
-  KernelFn reference;    ///< scalar reference: the contract
-  FastKernelFn fast;     ///< fast kernel, bitwise identical to `reference`
-  VjpFn vjp;             ///< reverse-mode rule; nullptr if the op is not differentiable
+  ShapeFn infer;       ///< validates input shapes and attrs, returns output shapes; throws OpError
+  KernelFn reference;  ///< scalar reference: the contract
+  FastKernelFn fast;   ///< fast kernel, bitwise identical to `reference`
+  VjpFn vjp;           ///< reverse-mode rule; nullptr if the op is not differentiable
 };
 
 /// The registry entry of `kind`. Asserts kind < Count.
@@ -128,8 +128,9 @@ const char* op_name(OpKind kind);
 std::vector<Shape> infer_shapes(OpKind kind, const Attrs& attrs, std::span<const Shape> inputs);
 
 /// Runs the reference (or the fast) kernel; outputs must already have the inferred shapes.
-void run_reference(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in, std::span<Tensor* const> out);
-void run_fast(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in, std::span<Tensor* const> out,
-              ThreadPool& pool);
+void run_reference(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in,
+                   std::span<Tensor* const> out);
+void run_fast(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in,
+              std::span<Tensor* const> out, ThreadPool& pool);
 
 }  // namespace tribunal

@@ -38,7 +38,9 @@ Neighbours float32_neighbours(double x) {
 
 /// Below 2^23·q the grid is the multiples of q (docs/numerics.md, "Rounding-log mode"); above, every
 /// float32 is one (their spacing there is at least q, both powers of two).
-bool below_quantum(double x, double quantum) { return quantum > 0 && std::fabs(x) < 0x1p23 * quantum; }
+bool below_quantum(double x, double quantum) {
+  return quantum > 0 && std::fabs(x) < 0x1p23 * quantum;
+}
 
 /// x's neighbours on the rounding grid: the float32 values that are multiples of `quantum` (every
 /// float32 when it is 0). Below 2^23·quantum they are multiples m·quantum with |m| ≤ 2^23, all float32
@@ -61,7 +63,8 @@ float nearest(double x, double quantum) {
 void check_quantum(double quantum) {
   int e = 0;
   if (!(quantum == 0 || (quantum >= 0x1p-149 && quantum <= 0x1p104 && std::frexp(quantum, &e) == 0.5)))
-    throw OpError("rounding log: quantum " + std::to_string(quantum) + " is not 0 or a power of two in [2^-149, 2^104]");
+    throw OpError("rounding log: quantum " + std::to_string(quantum) +
+                  " is not 0 or a power of two in [2^-149, 2^104]");
 }
 
 /// `quanta` is empty or one (possibly empty) vector per output, each empty or one quantum per value.
@@ -72,16 +75,16 @@ void check_quanta(std::span<const std::vector<double>> values, std::span<const s
                   std::to_string(values.size()));
   for (size_t i = 0; i < quanta.size(); ++i) {
     if (!quanta[i].empty() && quanta[i].size() != values[i].size())
-      throw OpError("rounding log: " + std::to_string(quanta[i].size()) + " quanta for output " + std::to_string(i) +
-                    "'s " + std::to_string(values[i].size()) + " values");
+      throw OpError("rounding log: " + std::to_string(quanta[i].size()) + " quanta for output " +
+                    std::to_string(i) + "'s " + std::to_string(values[i].size()) + " values");
     for (double q : quanta[i]) check_quantum(q);
   }
 }
 
 void check_tau(double tau) {
   if (!(tau >= 0 && tau <= kMaxRoundingTau))
-    throw OpError("rounding log: tau " + std::to_string(tau) + " is outside [0, " + std::to_string(kMaxRoundingTau) +
-                  "] (a fraction of the float32 spacing)");
+    throw OpError("rounding log: tau " + std::to_string(tau) + " is outside [0, " +
+                  std::to_string(kMaxRoundingTau) + "] (a fraction of the float32 spacing)");
 }
 
 // The per-value rules, unchecked: the public functions check tau and the quantum first, the per-node
@@ -113,9 +116,11 @@ float replayed_unchecked(double x, Rounding decision, double quantum) {
 bool allowed_unchecked(double x, Rounding decision, double tau, double quantum) {
   const double distance = distance_unchecked(x, quantum);
   switch (decision) {
-    case Rounding::Nearest: return distance >= tau / 2;
+    case Rounding::Nearest:
+      return distance >= tau / 2;
     case Rounding::Down:
-    case Rounding::Up: return distance < 1.5 * tau;
+    case Rounding::Up:
+      return distance < 1.5 * tau;
   }
   return false;
 }
@@ -165,14 +170,16 @@ std::vector<Rounding> unpack_trits(std::span<const uint8_t> packed, size_t count
   out.reserve(count);
   for (size_t j = 0; j < packed.size(); ++j) {
     unsigned byte = packed[j];
-    if (byte > 242) throw OpError("rounding log: byte " + std::to_string(j) + " is " + std::to_string(byte) + " (at most 242)");
+    if (byte > 242)
+      throw OpError("rounding log: byte " + std::to_string(j) + " is " + std::to_string(byte) +
+                    " (at most 242)");
     for (size_t k = 0; k < 5; ++k, byte /= 3) {
       const size_t i = 5 * j + k;
       if (i < count) {
         out.push_back(static_cast<Rounding>(byte % 3));
       } else if (byte % 3 != 0) {
-        throw OpError("rounding log: byte " + std::to_string(j) + " has a decision past the " + std::to_string(count) +
-                      " logged");
+        throw OpError("rounding log: byte " + std::to_string(j) + " has a decision past the " +
+                      std::to_string(count) + " logged");
       }
     }
   }
@@ -192,8 +199,8 @@ uint64_t count_logged(const RoundingLog& log) {
   return n;
 }
 
-RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, std::span<Tensor* const> out, double tau,
-                                 std::span<const std::vector<double>> quanta) {
+RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, std::span<Tensor* const> out,
+                                 double tau, std::span<const std::vector<double>> quanta) {
   check_tau(tau);
   check_quanta(values, quanta);
   size_t count = 0;
@@ -217,9 +224,9 @@ RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, st
   return RoundingLog{count, pack_trits(decisions)};
 }
 
-std::optional<uint64_t> round_outputs_replayed(std::span<const std::vector<double>> values, const RoundingLog& log,
-                                               std::span<Tensor* const> out, double tau,
-                                               std::span<const std::vector<double>> quanta) {
+std::optional<uint64_t> round_outputs_replayed(std::span<const std::vector<double>> values,
+                                               const RoundingLog& log, std::span<Tensor* const> out,
+                                               double tau, std::span<const std::vector<double>> quanta) {
   check_tau(tau);
   check_quanta(values, quanta);
   size_t count = 0;

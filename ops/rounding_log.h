@@ -11,8 +11,8 @@
 // Distances are measured in units of the float32 spacing at the value (the gap between its two float32
 // neighbours), so τ is a fraction of one float32 ulp: 0 ≤ τ ≤ 1/4. A value may also have a rounding
 // quantum q (a power of two; ops/float64/float64.h rounding_quanta): it is then rounded to
-// the float32 values that are multiples of q — every float32 above 2^23·q, coarser below, zero as +0 — so that a
-// sum that cancels to near zero keeps a step larger than the kernels' absolute error instead of a
+// the float32 values that are multiples of q — every float32 above 2^23·q, coarser below, zero as +0 — so
+// that a sum that cancels to near zero keeps a step larger than the kernels' absolute error instead of a
 // float32 spacing that shrinks with the value (docs/numerics.md, "Rounding-log mode"). q = 0: the
 // float32 grid. τ = 0 is for ops whose float64
 // result is the same on every IEEE-754 machine (copies, one correctly rounded operation per value):
@@ -83,8 +83,8 @@ std::vector<Rounding> unpack_trits(std::span<const uint8_t> packed, size_t count
 /// One node's rounding log: a decision for every value of its outputs, in output order then element
 /// order, packed (pack_trits). What the node record commits to in rounding-log mode.
 struct RoundingLog {
-  uint64_t count = 0;            ///< decisions (the node's output elements)
-  std::vector<uint8_t> packed;   ///< ⌈count / 5⌉ bytes
+  uint64_t count = 0;           ///< decisions (the node's output elements)
+  std::vector<uint8_t> packed;  ///< ⌈count / 5⌉ bytes
   bool operator==(const RoundingLog&) const = default;
 };
 
@@ -100,16 +100,16 @@ inline double quantum_at(std::span<const std::vector<double>> quanta, size_t i, 
 /// to nearest on its grid by round_logged, and the log of its decisions. `quanta` is empty (the float32
 /// grid) or holds each value's quantum, shaped like `values` (the node's rounding_quanta; an empty
 /// quanta[i] for output i: none). Requires 0 ≤ tau ≤ kMaxRoundingTau and valid quanta (OpError).
-RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, std::span<Tensor* const> out, double tau,
-                                 std::span<const std::vector<double>> quanta);
+RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, std::span<Tensor* const> out,
+                                 double tau, std::span<const std::vector<double>> quanta);
 
 /// A replayer's rounding of one node by another trainer's `log`: out[i] := round_replayed of each
 /// value by its logged decision. Returns the index (in log order) of the first decision that
 /// rounding_allowed refuses for this replayer's value — the log is then not this node's (a cheat, or
 /// kernels that differ by more than τ/2) and `out` is left partly written — or nullopt. Throws
 /// OpError if the log's count is not the outputs' element count or its bytes do not unpack.
-std::optional<uint64_t> round_outputs_replayed(std::span<const std::vector<double>> values, const RoundingLog& log,
-                                               std::span<Tensor* const> out, double tau,
-                                               std::span<const std::vector<double>> quanta);
+std::optional<uint64_t> round_outputs_replayed(std::span<const std::vector<double>> values,
+                                               const RoundingLog& log, std::span<Tensor* const> out,
+                                               double tau, std::span<const std::vector<double>> quanta);
 
 }  // namespace tribunal

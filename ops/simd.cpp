@@ -11,7 +11,8 @@
 namespace tribunal {
 namespace {
 
-constexpr std::array<SimdPath, 4> kAllPaths{SimdPath::Scalar, SimdPath::Avx2, SimdPath::Avx512, SimdPath::Neon};
+constexpr std::array<SimdPath, 4> kAllPaths{SimdPath::Scalar, SimdPath::Avx2, SimdPath::Avx512,
+                                            SimdPath::Neon};
 
 struct CpuPaths {
   std::array<SimdPath, kAllPaths.size()> paths{};
@@ -33,10 +34,13 @@ constexpr bool kX86Kernels = false, kArmKernels = false;
 /// True if this build has kernels for `path` (the kernels behind it exist only on their architecture).
 bool compiled_in(SimdPath path) {
   switch (path) {
-    case SimdPath::Scalar: return true;
+    case SimdPath::Scalar:
+      return true;
     case SimdPath::Avx2:
-    case SimdPath::Avx512: return kX86Kernels;
-    case SimdPath::Neon: return kArmKernels;
+    case SimdPath::Avx512:
+      return kX86Kernels;
+    case SimdPath::Neon:
+      return kArmKernels;
   }
   return false;
 }
@@ -88,10 +92,14 @@ std::atomic<int> g_override{kNoOverride};
 
 const char* simd_path_name(SimdPath path) {
   switch (path) {
-    case SimdPath::Scalar: return "scalar";
-    case SimdPath::Avx2: return "avx2";
-    case SimdPath::Avx512: return "avx512";
-    case SimdPath::Neon: return "neon";
+    case SimdPath::Scalar:
+      return "scalar";
+    case SimdPath::Avx2:
+      return "avx2";
+    case SimdPath::Avx512:
+      return "avx512";
+    case SimdPath::Neon:
+      return "neon";
   }
   return "unknown";
 }
@@ -120,10 +128,11 @@ bool simd_path_available(SimdPath path) {
 void require_simd_path(SimdPath path, std::string_view context) {
   if (simd_path_available(path)) return;
   const std::string name = simd_path_name(path);
-  const std::string why = compiled_in(path) ? "SIMD path '" + name + "' is not supported by this CPU"
-                                            : "this " + std::string(kBuildArch) + " build has no SIMD path '" + name + "'";
-  throw OpError((context.empty() ? "" : std::string(context) + ": ") + why + " (available here: " + available_list() +
-                ")");
+  const std::string why = compiled_in(path)
+                              ? "SIMD path '" + name + "' is not supported by this CPU"
+                              : "this " + std::string(kBuildArch) + " build has no SIMD path '" + name + "'";
+  throw OpError((context.empty() ? "" : std::string(context) + ": ") + why +
+                " (available here: " + available_list() + ")");
 }
 
 SimdPath active_simd_path() {
@@ -145,6 +154,8 @@ ScopedSimdPath::ScopedSimdPath(SimdPath path) {
   previous_ = g_override.exchange(static_cast<int>(path));
 }
 
-ScopedSimdPath::~ScopedSimdPath() { g_override.store(previous_); }
+ScopedSimdPath::~ScopedSimdPath() {
+  g_override.store(previous_);
+}
 
 }  // namespace tribunal

@@ -4,7 +4,8 @@
 
 namespace tribunal {
 
-Shape::Shape(std::initializer_list<int64_t> dims) : Shape(std::span<const int64_t>(dims.begin(), dims.size())) {}
+Shape::Shape(std::initializer_list<int64_t> dims)
+    : Shape(std::span<const int64_t>(dims.begin(), dims.size())) {}
 
 Shape::Shape(std::span<const int64_t> dims) {
   if (dims.size() > static_cast<size_t>(kMaxRank))

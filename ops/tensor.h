@@ -53,12 +53,12 @@ struct AlignedAllocator {
   AlignedAllocator() = default;
   template <class U>
   AlignedAllocator(const AlignedAllocator<U>&) {}
-  T* allocate(size_t n) {
-    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64}));
-  }
-  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{64}); }
+  T* allocate(size_t n) { return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64})); }
+  void deallocate(T* p, size_t) { ::operator delete (p, std::align_val_t{64}); }
   template <class U>
-  bool operator==(const AlignedAllocator<U>&) const { return true; }
+  bool operator==(const AlignedAllocator<U>&) const {
+    return true;
+  }
 };
 
 /// Owning float32 tensor, zero-initialized on construction.

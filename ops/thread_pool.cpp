@@ -61,7 +61,9 @@ void ThreadPool::run_part(int index) {
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    auto ready = [&] { return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen; };
+    auto ready = [&] {
+      return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen;
+    };
     if (!spin_until(ready)) {
       std::unique_lock lock(mu_);
       cv_start_.wait(lock, ready);
@@ -78,7 +80,8 @@ void ThreadPool::worker_loop(int index) {
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain) {
   if (n <= 0) return;
-  const int parts = static_cast<int>(std::min<int64_t>(size(), std::max<int64_t>(1, n / std::max<int64_t>(grain, 1))));
+  const int parts =
+      static_cast<int>(std::min<int64_t>(size(), std::max<int64_t>(1, n / std::max<int64_t>(grain, 1))));
   if (parts <= 1 || workers_.empty()) {
     fn(0, n);
     return;

@@ -30,7 +30,8 @@ struct Refusal {
 };
 std::optional<Refusal> bounds_refusal(const char* noun, uint64_t n, Bounds b) {
   const std::string head = std::string(noun) + " " + std::to_string(n);
-  if (b.min == b.max && n != b.min) return Refusal{CloseCode::InvalidPayload, head + " is not " + std::to_string(b.min)};
+  if (b.min == b.max && n != b.min)
+    return Refusal{CloseCode::InvalidPayload, head + " is not " + std::to_string(b.min)};
   if (n > b.max) return Refusal{CloseCode::TooBig, head + " exceeds " + std::to_string(b.max)};
   if (n < b.min) return Refusal{CloseCode::InvalidPayload, head + " is below " + std::to_string(b.min)};
   return std::nullopt;
@@ -76,7 +77,8 @@ size_t ByteReader::length(const FieldName& field, const char* noun, Bounds bound
   if (uint64_t{n} * min_item_bytes > remaining()) {
     fail(CloseCode::InvalidPayload, field, at,
          std::string(noun) + " " + std::to_string(n) + " needs at least " +
-             std::to_string(uint64_t{n} * min_item_bytes) + " bytes, " + std::to_string(remaining()) + " left");
+             std::to_string(uint64_t{n} * min_item_bytes) + " bytes, " + std::to_string(remaining()) +
+             " left");
   }
   return n;
 }
@@ -99,7 +101,8 @@ constexpr Bounds kProofPath{0, kMaxProofLength};
 constexpr Bounds kClaimIndices{0, 2};
 
 template <class T>
-inline constexpr bool kIsByteString = std::is_same_v<T, std::string> || std::is_same_v<T, std::vector<uint8_t>>;
+inline constexpr bool kIsByteString =
+    std::is_same_v<T, std::string> || std::is_same_v<T, std::vector<uint8_t>>;
 template <class T>
 inline constexpr bool kIsDuration = std::is_same_v<T, std::chrono::milliseconds>;
 template <class T>
@@ -135,14 +138,15 @@ struct ClaimIndexSet {};
 /// "DisputeOpen.…"); a struct that is not a message continues the name of the field holding it
 /// ("Query.values.origin").
 constexpr std::array<std::string_view, 12> kMessageNames = {
-    "JobSubmit",  "Claim",      "DisputeOpen", "Query",   "Children", "IntervalCommit",
-    "StepCommit", "Records",    "TensorChunk", "Samples", "Verdict",  "ErrorMessage"};
+    "JobSubmit",  "Claim",   "DisputeOpen", "Query",   "Children", "IntervalCommit",
+    "StepCommit", "Records", "TensorChunk", "Samples", "Verdict",  "ErrorMessage"};
 static_assert(kMessageNames.size() == std::variant_size_v<Body>);
 
 /// The index of T among the Body alternatives; kMessageNames.size() when T is no message.
 template <class T, size_t... I>
 constexpr size_t body_index(std::index_sequence<I...>) {
-  constexpr std::array<bool, sizeof...(I)> is_alternative{std::is_same_v<T, std::variant_alternative_t<I, Body>>...};
+  constexpr std::array<bool, sizeof...(I)> is_alternative{
+      std::is_same_v<T, std::variant_alternative_t<I, Body>>...};
   for (size_t i = 0; i < is_alternative.size(); ++i)
     if (is_alternative[i]) return i;
   return is_alternative.size();
@@ -227,9 +231,10 @@ void fields(S& s, Is<Samples> auto& m) {
 }
 template <class S>
 void fields(S& s, Is<Verdict> auto& m) {
-  s("job_id", m.job_id)("dispute_id", m.dispute_id)("opening", m.opening)("winners", m.winners, ClaimIndexSet{})(
-      "losers", m.losers, ClaimIndexSet{})("reason", m.reason)("level", m.level)("step", m.step)("node", m.node)(
-      "op", m.op)("rounds", m.rounds)("detail", m.detail)("clocks", m.clocks, Rule{kExactlyTwo});
+  s("job_id", m.job_id)("dispute_id", m.dispute_id)("opening", m.opening)(
+      "winners", m.winners, ClaimIndexSet{})("losers", m.losers, ClaimIndexSet{})("reason", m.reason)(
+      "level", m.level)("step", m.step)("node", m.node)("op", m.op)("rounds", m.rounds)("detail", m.detail)(
+      "clocks", m.clocks, Rule{kExactlyTwo});
 }
 template <class S>
 void fields(S& s, Is<ErrorMessage> auto& m) {
@@ -285,7 +290,8 @@ class Writer : public ByteWriter, public FieldStream<Writer> {
     if constexpr (std::is_enum_v<T>) {
       const auto raw_value = static_cast<uint8_t>(v);
       if (!enum_valid<T>(raw_value))
-        refuse(CloseCode::InvalidPayload, f, "value " + std::to_string(raw_value) + " is not a declared value");
+        refuse(CloseCode::InvalidPayload, f,
+               "value " + std::to_string(raw_value) + " is not a declared value");
       u8(raw_value);
     } else if constexpr (kIsDuration<T>) {
       if (v.count() < 0) refuse(CloseCode::InvalidPayload, f, "a negative duration");
@@ -347,7 +353,8 @@ class Reader : public ByteReader, public FieldStream<Reader> {
     } else if constexpr (kIsDuration<T>) {
       const size_t at = offset();
       const uint64_t ms = uint_le(f, 8);
-      if (ms > static_cast<uint64_t>(INT64_MAX)) fail(CloseCode::InvalidPayload, f, at, "a duration beyond 2^63 − 1 ms");
+      if (ms > static_cast<uint64_t>(INT64_MAX))
+        fail(CloseCode::InvalidPayload, f, at, "a duration beyond 2^63 − 1 ms");
       v = std::chrono::milliseconds(static_cast<int64_t>(ms));
     } else if constexpr (std::is_same_v<T, float>) {
       v = std::bit_cast<float>(u32(f));
@@ -421,10 +428,12 @@ size_t min_bytes() {
 
 // kind_of and decode_body map MessageKind k to Body alternative k − 1; keep the two lists in step.
 template <MessageKind K, class T>
-inline constexpr bool kKindIs = std::is_same_v<std::variant_alternative_t<static_cast<size_t>(K) - 1, Body>, T>;
+inline constexpr bool kKindIs =
+    std::is_same_v<std::variant_alternative_t<static_cast<size_t>(K) - 1, Body>, T>;
 static_assert(kKindIs<MessageKind::JobSubmit, JobSubmit> && kKindIs<MessageKind::Claim, Claim> &&
               kKindIs<MessageKind::DisputeOpen, DisputeOpen> && kKindIs<MessageKind::Query, Query> &&
-              kKindIs<MessageKind::Children, Children> && kKindIs<MessageKind::IntervalCommit, IntervalCommit> &&
+              kKindIs<MessageKind::Children, Children> &&
+              kKindIs<MessageKind::IntervalCommit, IntervalCommit> &&
               kKindIs<MessageKind::StepCommit, StepCommit> && kKindIs<MessageKind::Records, Records> &&
               kKindIs<MessageKind::TensorChunk, TensorChunk> && kKindIs<MessageKind::Samples, Samples> &&
               kKindIs<MessageKind::Verdict, Verdict> && kKindIs<MessageKind::Error, ErrorMessage> &&
@@ -464,7 +473,8 @@ std::vector<uint8_t> encode_body(const Body& body) {
 Body decode_body(MessageKind kind, std::span<const uint8_t> bytes, size_t offset_base) {
   const auto k = static_cast<uint8_t>(kind);
   if (!codec::enum_valid<MessageKind>(k)) {
-    throw WireError(CloseCode::InvalidPayload, "decode_body: message kind " + std::to_string(k) + " is not declared");
+    throw WireError(CloseCode::InvalidPayload,
+                    "decode_body: message kind " + std::to_string(k) + " is not declared");
   }
   if (bytes.size() > kMaxBodyBytes) {
     throw WireError(CloseCode::TooBig, codec::kind_name(kind) + ": body of " + std::to_string(bytes.size()) +

@@ -27,7 +27,7 @@ inline constexpr size_t kMaxStringBytes = size_t{1} << 16;   ///< job TOML, URLs
 inline constexpr size_t kMaxListItems = 4096;                ///< indices, records, hashes, samples
 inline constexpr size_t kMaxProofLength = 64;                ///< Merkle path (trees ≤ 2^64 leaves)
 inline constexpr size_t kMaxChunkBytes = 65536;              ///< TensorChunk payload (= kTensorChunkBytes)
-inline constexpr size_t kMaxClaimEnvelopeBytes = 2048;       ///< a Claim envelope inside DisputeOpen / Verdict
+inline constexpr size_t kMaxClaimEnvelopeBytes = 2048;  ///< a Claim envelope inside DisputeOpen / Verdict
 /// The largest body: one envelope less its 46-byte header and 96-byte trailer (envelope.h).
 inline constexpr size_t kMaxBodyBytes = kMaxMessageBytes - 46 - 96;
 
@@ -36,8 +36,8 @@ enum class CloseCode : uint16_t {
   Normal = 1000,
   GoingAway = 1001,
   ProtocolError = 1002,
-  InvalidPayload = 1007,  ///< undecodable or non-canonical message
-  PolicyViolation = 1008, ///< bad signature, wrong sender, replay, out of turn
+  InvalidPayload = 1007,   ///< undecodable or non-canonical message
+  PolicyViolation = 1008,  ///< bad signature, wrong sender, replay, out of turn
   TooBig = 1009,
   InternalError = 1011,
 };

@@ -22,7 +22,9 @@ namespace tribunal::codec {
 struct FieldName {
   std::string_view segment;
   const FieldName* parent = nullptr;
-  std::string str() const { return parent ? parent->str() + "." + std::string(segment) : std::string(segment); }
+  std::string str() const {
+    return parent ? parent->str() + "." + std::string(segment) : std::string(segment);
+  }
 };
 
 /// An allowed count or length. Above `max` is TooBig (a size limit); below `min` or off an exact
@@ -31,7 +33,9 @@ struct Bounds {
   size_t min = 0;
   size_t max = 0;
 };
-constexpr Bounds up_to(size_t max) { return {0, max}; }
+constexpr Bounds up_to(size_t max) {
+  return {0, max};
+}
 
 /// The last declared value of each protocol enum; each is numbered 1..last, so validity is a range
 /// check, less a retired value (kEnumRetired) that is never given out again.
@@ -107,7 +111,8 @@ class ByteReader {
   E enumeration(const FieldName& field) {
     const size_t at = pos_;
     const uint8_t v = u8(field);
-    if (!enum_valid<E>(v)) fail(CloseCode::InvalidPayload, field, at, "value " + std::to_string(v) + " is not a declared value");
+    if (!enum_valid<E>(v))
+      fail(CloseCode::InvalidPayload, field, at, "value " + std::to_string(v) + " is not a declared value");
     return static_cast<E>(v);
   }
 

@@ -32,7 +32,8 @@ bool signature_verifies(std::span<const uint8_t> bytes, const PublicKey& sender)
 }  // namespace
 
 bool KeyPair::halves_agree() const {
-  return std::equal(public_key.begin(), public_key.end(), secret_key.begin() + (secret_key.size() - public_key.size()));
+  return std::equal(public_key.begin(), public_key.end(),
+                    secret_key.begin() + (secret_key.size() - public_key.size()));
 }
 
 KeyPair generate_keypair() {
@@ -77,8 +78,8 @@ Envelope open_envelope(std::span<const uint8_t> bytes, SignatureCheck check) {
   const FieldName envelope{"Envelope"};
   const FieldName version_field{"version", &envelope}, kind_field{"kind", &envelope},
       context_field{"context", &envelope}, sequence_field{"sequence", &envelope},
-      length_field{"body_length", &envelope}, body_field{"body", &envelope}, sender_field{"sender", &envelope},
-      signature_field{"signature", &envelope};
+      length_field{"body_length", &envelope}, body_field{"body", &envelope},
+      sender_field{"sender", &envelope}, signature_field{"signature", &envelope};
 
   codec::ByteReader r(bytes);
   Envelope env;
@@ -107,7 +108,8 @@ Envelope open_envelope(std::span<const uint8_t> bytes, SignatureCheck check) {
 
   // The signature first: a body is only parsed once it is known to come from the named sender —
   // except a TensorChunk whose check the caller defers (SignatureCheck): its body proves itself.
-  env.signature_checked = !(check == SignatureCheck::DeferTensorChunks && env.kind == MessageKind::TensorChunk);
+  env.signature_checked =
+      !(check == SignatureCheck::DeferTensorChunks && env.kind == MessageKind::TensorChunk);
   if (env.signature_checked && !signature_verifies(bytes, env.sender)) {
     r.fail(CloseCode::PolicyViolation, signature_field, signature_at, "does not verify under the sender key");
   }
@@ -117,9 +119,11 @@ Envelope open_envelope(std::span<const uint8_t> bytes, SignatureCheck check) {
 }
 
 void check_envelope_signature(const Envelope& env) {
-  if (env.bytes.size() < kEnvelopeHeaderBytes + kEnvelopeTrailerBytes || !signature_verifies(env.bytes, env.sender))
-    throw WireError(CloseCode::PolicyViolation, "Envelope.signature: does not verify under the sender key at offset " +
-                                                    std::to_string(env.bytes.size() - crypto_sign_BYTES));
+  if (env.bytes.size() < kEnvelopeHeaderBytes + kEnvelopeTrailerBytes ||
+      !signature_verifies(env.bytes, env.sender))
+    throw WireError(CloseCode::PolicyViolation,
+                    "Envelope.signature: does not verify under the sender key at offset " +
+                        std::to_string(env.bytes.size() - crypto_sign_BYTES));
 }
 
 Digest dispute_id(const DisputeOpen& opening) {

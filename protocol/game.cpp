@@ -13,22 +13,36 @@ namespace tribunal {
 namespace {
 
 // RFC 6962 split of a range of n > 1 leaves: the largest power of two < n.
-uint64_t split_of(uint64_t n) { return std::bit_floor(n - 1); }
+uint64_t split_of(uint64_t n) {
+  return std::bit_floor(n - 1);
+}
 
-bool proof_is(const InclusionProof& p, uint64_t index, uint64_t size) { return p.index == index && p.size == size; }
+bool proof_is(const InclusionProof& p, uint64_t index, uint64_t size) {
+  return p.index == index && p.size == size;
+}
 
 const char* phase_name(Phase p) {
   switch (p) {
-    case Phase::Checkpoints: return "checkpoints";
-    case Phase::IntervalCommit: return "interval commit";
-    case Phase::Steps: return "steps";
-    case Phase::StepCommit: return "step commit";
-    case Phase::Nodes: return "nodes";
-    case Phase::OpenRecords: return "open records";
-    case Phase::OpenInputs: return "open inputs";
-    case Phase::OpenLog: return "open logs";
-    case Phase::Reexecute: return "re-execution";
-    case Phase::Done: return "done";
+    case Phase::Checkpoints:
+      return "checkpoints";
+    case Phase::IntervalCommit:
+      return "interval commit";
+    case Phase::Steps:
+      return "steps";
+    case Phase::StepCommit:
+      return "step commit";
+    case Phase::Nodes:
+      return "nodes";
+    case Phase::OpenRecords:
+      return "open records";
+    case Phase::OpenInputs:
+      return "open inputs";
+    case Phase::OpenLog:
+      return "open logs";
+    case Phase::Reexecute:
+      return "re-execution";
+    case Phase::Done:
+      return "done";
   }
   return "?";
 }
@@ -38,13 +52,20 @@ bool answers_phase(Phase phase, const Body& body) {
   switch (phase) {
     case Phase::Checkpoints:
     case Phase::Steps:
-    case Phase::Nodes: return std::holds_alternative<Children>(body);
-    case Phase::IntervalCommit: return std::holds_alternative<IntervalCommit>(body);
-    case Phase::StepCommit: return std::holds_alternative<StepCommit>(body);
-    case Phase::OpenRecords: return std::holds_alternative<Records>(body);
-    case Phase::OpenInputs: return std::holds_alternative<TensorChunk>(body) || std::holds_alternative<Samples>(body);
-    case Phase::OpenLog: return std::holds_alternative<TensorChunk>(body);
-    default: return false;
+    case Phase::Nodes:
+      return std::holds_alternative<Children>(body);
+    case Phase::IntervalCommit:
+      return std::holds_alternative<IntervalCommit>(body);
+    case Phase::StepCommit:
+      return std::holds_alternative<StepCommit>(body);
+    case Phase::OpenRecords:
+      return std::holds_alternative<Records>(body);
+    case Phase::OpenInputs:
+      return std::holds_alternative<TensorChunk>(body) || std::holds_alternative<Samples>(body);
+    case Phase::OpenLog:
+      return std::holds_alternative<TensorChunk>(body);
+    default:
+      return false;
   }
 }
 
@@ -77,19 +98,26 @@ Game::Game(GameParams params, const StepOracle& oracle) : params_(std::move(para
 
 uint64_t Game::leaves_at_level() const {
   switch (phase_) {
-    case Phase::Checkpoints: return checkpoints_.size();
-    case Phase::Steps: return checkpoints_[interval_] - checkpoints_[interval_ - 1] + 1;
-    case Phase::Nodes: return spec_->nodes.size() + 1;
-    default: return 0;
+    case Phase::Checkpoints:
+      return checkpoints_.size();
+    case Phase::Steps:
+      return checkpoints_[interval_] - checkpoints_[interval_ - 1] + 1;
+    case Phase::Nodes:
+      return spec_->nodes.size() + 1;
+    default:
+      return 0;
   }
 }
 
 Level Game::level_of_phase() const {
   switch (phase_) {
-    case Phase::Checkpoints: return Level::Checkpoints;
+    case Phase::Checkpoints:
+      return Level::Checkpoints;
     case Phase::IntervalCommit:
-    case Phase::Steps: return Level::Steps;
-    default: return Level::Nodes;
+    case Phase::Steps:
+      return Level::Steps;
+    default:
+      return Level::Nodes;
   }
 }
 
@@ -175,7 +203,8 @@ std::vector<Action> Game::finish(VerdictReason reason, std::string detail) {
   for (int p = 0; p < 2; ++p) {
     if (asked_[p] && !party_[p].answer) stop_clock(p, now_);
     asked_[p] = false;
-    if (party_[p].lost && party_[p].reason == VerdictReason::Timeout) clock_[p] = std::chrono::milliseconds{0};
+    if (party_[p].lost && party_[p].reason == VerdictReason::Timeout)
+      clock_[p] = std::chrono::milliseconds{0};
   }
   Verdict v;
   v.clocks = {clock_[0], clock_[1]};
@@ -190,7 +219,8 @@ std::vector<Action> Game::finish(VerdictReason reason, std::string detail) {
   v.rounds = round_;
   std::string d = detail;
   for (int p = 0; p < 2; ++p)
-    if (party_[p].lost) d += (d.empty() ? "" : "; ") + std::string("party ") + char('0' + p) + ": " + party_[p].detail;
+    if (party_[p].lost)
+      d += (d.empty() ? "" : "; ") + std::string("party ") + char('0' + p) + ": " + party_[p].detail;
   v.detail = d;
   phase_ = Phase::Done;
   return {Finished{std::move(v)}};
@@ -201,8 +231,9 @@ std::vector<Action> Game::on_tick(GameTime now) {
   now_ = std::max(now_, now);
   for (int p = 0; p < 2; ++p)
     if (asked_[p] && !party_[p].answer && now > deadline(p))
-      lose(p, VerdictReason::Timeout, std::string("no valid answer in ") + phase_name(phase_) + " round " +
-                                          std::to_string(round_) + " before the deadline");
+      lose(p, VerdictReason::Timeout,
+           std::string("no valid answer in ") + phase_name(phase_) + " round " + std::to_string(round_) +
+               " before the deadline");
   return finish_if_lost();
 }
 
@@ -210,8 +241,7 @@ std::vector<Action> Game::on_resume(GameTime now) {
   if (done()) return {};
   now_ = std::max(now_, now);
   // The question is re-issued, so the party sends its whole stream again: start over.
-  if (phase_ == Phase::OpenInputs)
-    opening_.restart();
+  if (phase_ == Phase::OpenInputs) opening_.restart();
   if (phase_ == Phase::OpenLog)
     for (int p = 0; p < 2; ++p)
       if (awaiting(p)) logs_[p].restart();  // a complete log is an accepted answer: it stands
@@ -245,9 +275,9 @@ void Game::heard(int party, GameTime now, const Body& body) {
   // without waiting for the party to fall silent.
   std::pair<uint32_t, uint32_t> at{static_cast<uint32_t>(opening_.expected_values()), 0};
   if (const auto* c = std::get_if<TensorChunk>(&body)) at = {c->value, c->chunk};
-  const bool gap = phase_ == Phase::OpenInputs  ? opening_.missing_before(at.first, at.second)
-                   : phase_ == Phase::OpenLog ? logs_[party].missing_before(at.first, at.second)
-                                              : false;
+  const bool gap = phase_ == Phase::OpenInputs ? opening_.missing_before(at.first, at.second)
+                   : phase_ == Phase::OpenLog  ? logs_[party].missing_before(at.first, at.second)
+                                               : false;
   if (gap && (!gap_[party] || *gap_[party] < at)) gap_[party] = at;
 }
 
@@ -276,7 +306,8 @@ std::vector<SendQuery> Game::reask(GameTime now) {
     const auto due = reask_due(p);
     if (!due || now < *due) continue;
     Query q = current_;
-    q.clock = std::max(clock_[p] - std::max(now - asked_at_[p], std::chrono::milliseconds{0}), std::chrono::milliseconds{0});
+    q.clock = std::max(clock_[p] - std::max(now - asked_at_[p], std::chrono::milliseconds{0}),
+                       std::chrono::milliseconds{0});
     if (phase_ == Phase::OpenInputs || phase_ == Phase::OpenLog) {
       const InputOpening& o = phase_ == Phase::OpenInputs ? opening_ : logs_[p];
       // A gap asks for what is missing before the party's stream position (the rest may still be on its
@@ -318,9 +349,11 @@ std::vector<Action> Game::on_message(int party, const Body& body, GameTime now, 
   if (phase_ == Phase::OpenLog && round_of(body) + 1 == round_ &&
       (std::holds_alternative<TensorChunk>(body) || std::holds_alternative<Samples>(body)))
     return {Rejected{party, "already opened", false, true}};
-  if (!answers_phase(phase_, body)) return {Rejected{party, std::string("unexpected message in ") + phase_name(phase_)}};
-  if (round_of(body) != round_) return {Rejected{party, "answer for round " + std::to_string(round_of(body)) +
-                                                            ", the open round is " + std::to_string(round_)}};
+  if (!answers_phase(phase_, body))
+    return {Rejected{party, std::string("unexpected message in ") + phase_name(phase_)}};
+  if (round_of(body) != round_)
+    return {Rejected{party, "answer for round " + std::to_string(round_of(body)) + ", the open round is " +
+                                std::to_string(round_)}};
   now_ = std::max(now_, now);
   if (signed_by_sender && !std::holds_alternative<TensorChunk>(body)) heard(party, now, body);
   if (now > deadline(party)) {
@@ -333,22 +366,29 @@ std::vector<Action> Game::on_message(int party, const Body& body, GameTime now, 
   PartyState& ps = party_[party];
   if (ps.answer) {
     // One answer per question: the same bytes again are a replay, different bytes equivocation.
-    if (phase_ == Phase::OpenInputs || phase_ == Phase::OpenLog) return {Rejected{party, "duplicate opening"}};
+    if (phase_ == Phase::OpenInputs || phase_ == Phase::OpenLog)
+      return {Rejected{party, "duplicate opening"}};
     // (An answer to a question asked again, or a duplicated frame: nothing to record.)
-    if (encode_body(*ps.answer) == encode_body(body)) return {Rejected{party, "replayed answer", false, true}};
-    lose(party, VerdictReason::Equivocation, "two different signed answers in round " + std::to_string(round_));
+    if (encode_body(*ps.answer) == encode_body(body))
+      return {Rejected{party, "replayed answer", false, true}};
+    lose(party, VerdictReason::Equivocation,
+         "two different signed answers in round " + std::to_string(round_));
     return finish_if_lost();
   }
 
   std::string why;
   if (phase_ == Phase::OpenInputs) {
     const auto* samples = std::get_if<Samples>(&body);
-    const Acceptance a = samples ? opening_.accept(*samples, why) : opening_.accept(std::get<TensorChunk>(body), why);
+    const Acceptance a =
+        samples ? opening_.accept(*samples, why) : opening_.accept(std::get<TensorChunk>(body), why);
     if (a == Acceptance::Taken || a == Acceptance::Redundant) heard(party, now, body);
     switch (a) {
-      case Acceptance::Taken: return collect_inputs(now);
-      case Acceptance::Redundant: return {Rejected{party, "already opened", false, true}};
-      case Acceptance::Ignored: return {Rejected{party, why}};
+      case Acceptance::Taken:
+        return collect_inputs(now);
+      case Acceptance::Redundant:
+        return {Rejected{party, "already opened", false, true}};
+      case Acceptance::Ignored:
+        return {Rejected{party, why}};
       case Acceptance::Refused:
         if (!signed_by_sender) return needs_signature(why);  // the opening is unchanged
         lose(party, VerdictReason::BadProof, why);
@@ -360,9 +400,12 @@ std::vector<Action> Game::on_message(int party, const Body& body, GameTime now, 
     const Acceptance a = logs_[party].accept(std::get<TensorChunk>(body), why);
     if (a == Acceptance::Taken || a == Acceptance::Redundant) heard(party, now, body);
     switch (a) {
-      case Acceptance::Taken: return collect_log(party, now);
-      case Acceptance::Redundant: return {Rejected{party, "already opened", false, true}};
-      case Acceptance::Ignored: return {Rejected{party, "rounding log: " + why}};
+      case Acceptance::Taken:
+        return collect_log(party, now);
+      case Acceptance::Redundant:
+        return {Rejected{party, "already opened", false, true}};
+      case Acceptance::Ignored:
+        return {Rejected{party, "rounding log: " + why}};
       case Acceptance::Refused:
         if (!signed_by_sender) return needs_signature(why);
         lose(party, VerdictReason::BadProof, "rounding log: " + why);
@@ -392,7 +435,8 @@ bool Game::accept(int party, const Body& body, std::string& why) {
       const Digest l = mid - lo_ == 1 ? merkle_leaf_hash(a.left) : a.left;
       const Digest r = hi_ - mid == 1 ? merkle_leaf_hash(a.right) : a.right;
       if (merkle_node_hash(l, r) != ps.node) {
-        why = "children of [" + std::to_string(lo_) + ", " + std::to_string(hi_) + ") do not hash to the committed node";
+        why = "children of [" + std::to_string(lo_) + ", " + std::to_string(hi_) +
+              ") do not hash to the committed node";
         return false;
       }
       return true;
@@ -402,7 +446,8 @@ bool Game::accept(int party, const Body& body, std::string& why) {
       const uint64_t n = checkpoints_[interval_] - checkpoints_[interval_ - 1] + 1;
       if (!proof_is(c.start_in_level1, interval_ - 1, checkpoints_.size()) ||
           !verify_inclusion(c.start_value, c.start_in_level1, ps.root)) {
-        why = "the interval's start state is not leaf " + std::to_string(interval_ - 1) + " of the trajectory";
+        why =
+            "the interval's start state is not leaf " + std::to_string(interval_ - 1) + " of the trajectory";
         return false;
       }
       if (!proof_is(c.first, 0, n) || !verify_inclusion(c.start_value, c.first, c.root) ||
@@ -421,7 +466,8 @@ bool Game::accept(int party, const Body& body, std::string& why) {
         why = "the step commitment lists the wrong number of state tensors";
         return false;
       }
-      if (!proof_is(c.pre_in_level2, j - 1, n2) || !verify_inclusion(merkle_root(c.pre_state), c.pre_in_level2, ps.root)) {
+      if (!proof_is(c.pre_in_level2, j - 1, n2) ||
+          !verify_inclusion(merkle_root(c.pre_state), c.pre_in_level2, ps.root)) {
         why = "the step's input state is not the agreed state_hash(t)";
         return false;
       }
@@ -434,7 +480,8 @@ bool Game::accept(int party, const Body& body, std::string& why) {
     }
     case Phase::OpenRecords: {
       const auto& r = std::get<Records>(body);
-      if (r.indices != record_indices_ || r.records.size() != r.indices.size() || r.proofs.size() != r.indices.size()) {
+      if (r.indices != record_indices_ || r.records.size() != r.indices.size() ||
+          r.proofs.size() != r.indices.size()) {
         why = "the opened records are not the ones asked for";
         return false;
       }
@@ -442,13 +489,16 @@ bool Game::accept(int party, const Body& body, std::string& why) {
       for (size_t i = 0; i < r.indices.size(); ++i)
         if (!proof_is(r.proofs[i], r.indices[i], n3) ||
             !verify_inclusion(node_record_hash(r.records[i]), r.proofs[i], ps.root)) {
-          why = "record " + std::to_string(r.indices[i]) + " does not open against the party's step commitment";
+          why =
+              "record " + std::to_string(r.indices[i]) + " does not open against the party's step commitment";
           return false;
         }
       return true;
     }
-    case Phase::OpenInputs: return false;  // openings go to the InputOpening, in on_message
-    default: return false;
+    case Phase::OpenInputs:
+      return false;  // openings go to the InputOpening, in on_message
+    default:
+      return false;
   }
 }
 
@@ -476,7 +526,8 @@ std::vector<Action> Game::advance(GameTime now) {
         hi_ = mid;
       else
         lo_ = mid;
-      if (hi_ - lo_ > 1) return ask_both(query(QueryKind::Children, current_.level), now, allowance(params_.terms, 0, 0));
+      if (hi_ - lo_ > 1)
+        return ask_both(query(QueryKind::Children, current_.level), now, allowance(params_.terms, 0, 0));
       for (int p = 0; p < 2; ++p) {
         if (phase_ == Phase::Checkpoints) party_[p].level1_value = leaf_value[p];
         if (phase_ == Phase::Steps) party_[p].level2_value = leaf_value[p];
@@ -485,7 +536,8 @@ std::vector<Action> Game::advance(GameTime now) {
     }
     case Phase::IntervalCommit: {
       phase_ = Phase::Steps;
-      for (int p = 0; p < 2; ++p) party_[p].root = party_[p].node = std::get<IntervalCommit>(*party_[p].answer).root;
+      for (int p = 0; p < 2; ++p)
+        party_[p].root = party_[p].node = std::get<IntervalCommit>(*party_[p].answer).root;
       lo_ = 0;
       hi_ = leaves_at_level();
       return ask_both(query(QueryKind::Children, Level::Steps), now, allowance(params_.terms, 0, 0));
@@ -505,7 +557,8 @@ std::vector<Action> Game::advance(GameTime now) {
     case Phase::OpenRecords:
       for (int p = 0; p < 2; ++p) party_[p].records = std::get<Records>(*party_[p].answer).records;
       return check_records(now);
-    default: return {};
+    default:
+      return {};
   }
 }
 
@@ -568,9 +621,12 @@ std::vector<Action> Game::check_records(GameTime now) {
   const auto expected = [&](int p, const InputSpec& in) -> std::optional<Digest> {
     switch (in.source) {
       case InputSpec::Source::State:
-        return in.index < party_[p].pre_state.size() ? std::optional(party_[p].pre_state[in.index]) : std::nullopt;
-      case InputSpec::Source::Data: return params_.dataset_root;
-      case InputSpec::Source::Constant: return in.constant_hash;
+        return in.index < party_[p].pre_state.size() ? std::optional(party_[p].pre_state[in.index])
+                                                     : std::nullopt;
+      case InputSpec::Source::Data:
+        return params_.dataset_root;
+      case InputSpec::Source::Constant:
+        return in.constant_hash;
       case InputSpec::Source::Node: {
         const NodeRecord& r = record_of(p, in.index);
         return in.slot < r.outputs.size() ? std::optional(r.outputs[in.slot]) : std::nullopt;
@@ -584,7 +640,8 @@ std::vector<Action> Game::check_records(GameTime now) {
       for (size_t o = 0; o < spec_->state_outputs.size(); ++o)
         if (expected(p, spec_->state_outputs[o]) != party_[p].post_state[o]) {
           lose(p, VerdictReason::WrongPostState,
-               "state tensor " + std::to_string(o) + " of state_hash(t+1) is not the output of its producing node");
+               "state tensor " + std::to_string(o) +
+                   " of state_hash(t+1) is not the output of its producing node");
           break;
         }
     return finish_if_lost();
@@ -602,7 +659,8 @@ std::vector<Action> Game::check_records(GameTime now) {
     for (size_t i = 0; i < node.inputs.size(); ++i)
       if (expected(p, node.inputs[i]) != r.inputs[i]) {
         lose(p, VerdictReason::InconsistentInput,
-             "input " + std::to_string(i) + " of node " + std::to_string(node_) + " is not its agreed producer's output");
+             "input " + std::to_string(i) + " of node " + std::to_string(node_) +
+                 " is not its agreed producer's output");
         break;
       }
   }
@@ -626,8 +684,9 @@ std::vector<Action> Game::check_records(GameTime now) {
       continue;
     tensors.push_back({in.shape, r.inputs[i]});
   }
-  const bool needs_samples = std::any_of(node.inputs.begin(), node.inputs.end(),
-                                         [](const InputSpec& in) { return in.source == InputSpec::Source::Data; });
+  const bool needs_samples = std::any_of(node.inputs.begin(), node.inputs.end(), [](const InputSpec& in) {
+    return in.source == InputSpec::Source::Data;
+  });
   if (needs_samples) q.indices = node.data_rows;
   const ExpectedSamples samples{needs_samples, node.data_rows, params_.dataset_root, params_.dataset_samples,
                                 params_.label_width};
@@ -687,7 +746,8 @@ std::vector<Action> Game::collect_inputs(GameTime now) {
   q.indices = {node_};
   constexpr uint64_t kPerChunk = 2048;  // as in opening_bytes
   const uint64_t log_bytes = tensor_byte_length(DType::Trits, node.log_values);
-  return ask_both(q, now, allowance(params_.terms, 0, log_bytes + (log_bytes / kTensorChunkBytes + 1) * kPerChunk));
+  return ask_both(q, now,
+                  allowance(params_.terms, 0, log_bytes + (log_bytes / kTensorChunkBytes + 1) * kPerChunk));
 }
 
 // A chunk of `party`'s log was taken: once its log is complete its clock stops; once both are, the
@@ -707,8 +767,8 @@ std::vector<Action> Game::collect_log(int party, GameTime now) {
 }
 
 std::vector<Action> Game::on_reexecuted(const std::vector<Digest>& outputs, GameTime now) {
-  return on_reexecuted(std::array<PartyReexecution, 2>{PartyReexecution{outputs, {}}, PartyReexecution{outputs, {}}},
-                       now);
+  return on_reexecuted(
+      std::array<PartyReexecution, 2>{PartyReexecution{outputs, {}}, PartyReexecution{outputs, {}}}, now);
 }
 
 std::vector<Action> Game::on_reexecuted(const std::array<PartyReexecution, 2>& parties, GameTime now) {
@@ -718,7 +778,8 @@ std::vector<Action> Game::on_reexecuted(const std::array<PartyReexecution, 2>& p
   const std::string where = "node " + std::to_string(node_) + " of step " + std::to_string(step_);
   for (int p = 0; p < 2; ++p) {
     if (!parties[p].bad_log.empty()) {
-      lose(p, VerdictReason::BadRoundingLog, "the rounding log of " + where + " is refused: " + parties[p].bad_log);
+      lose(p, VerdictReason::BadRoundingLog,
+           "the rounding log of " + where + " is refused: " + parties[p].bad_log);
       continue;
     }
     std::vector<Digest> committed = located_record(p).outputs;
@@ -730,10 +791,11 @@ std::vector<Action> Game::on_reexecuted(const std::array<PartyReexecution, 2>& p
   }
   if (!party_[0].lost && !party_[1].lost) {
     if (logged)
-      return undecided(VerdictReason::BothValid,
-                       "undecided: both parties' rounding logs of " + where +
-                           " are allowed for the referee's float64 values and each replays to the party's own "
-                           "outputs (they differ only in decisions on values near a rounding boundary)");
+      return undecided(
+          VerdictReason::BothValid,
+          "undecided: both parties' rounding logs of " + where +
+              " are allowed for the referee's float64 values and each replays to the party's own "
+              "outputs (they differ only in decisions on values near a rounding boundary)");
     return finish(VerdictReason::WrongOutput, "re-execution matches both parties (records differ elsewhere)");
   }
   return finish_if_lost();
@@ -752,8 +814,8 @@ std::vector<Action> Game::on_reexecution_failed(const std::string& why, GameTime
   if (phase_ != Phase::Reexecute) return {};
   now_ = std::max(now_, now);
   return undecided(VerdictReason::RefereeFault, "undecided: the referee could not re-execute node " +
-                                                   std::to_string(node_) + " of step " + std::to_string(step_) + ": " +
-                                                   why);
+                                                    std::to_string(node_) + " of step " +
+                                                    std::to_string(step_) + ": " + why);
 }
 
 }  // namespace tribunal

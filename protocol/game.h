@@ -35,9 +35,9 @@ namespace tribunal {
 struct InputSpec {
   enum class Source : uint8_t { State, Data, Constant, Node };
   Source source = Source::Node;
-  uint64_t index = 0;        ///< state tensor index, data table index, or producer node index
-  uint32_t slot = 0;         ///< producer output slot
-  Digest constant_hash{};    ///< Constant: the tensor leaf of the constant
+  uint64_t index = 0;      ///< state tensor index, data table index, or producer node index
+  uint32_t slot = 0;       ///< producer output slot
+  Digest constant_hash{};  ///< Constant: the tensor leaf of the constant
   /// State and Node: the value's shape in the job's graph (empty: a scalar). An opened tensor must
   /// have exactly this shape, checked at its first chunk before any byte of it is kept.
   std::vector<int64_t> shape;
@@ -46,17 +46,17 @@ struct InputSpec {
 /// One node of step t's graph: what its record must say.
 struct NodeSpec {
   uint8_t op = 0;
-  std::vector<uint8_t> attrs;         ///< canonical attribute bytes
+  std::vector<uint8_t> attrs;  ///< canonical attribute bytes
   std::vector<InputSpec> inputs;
   /// Output hashes of the record: the node's outputs, plus its rounding log's leaf as the last one
   /// when `rounding_log` is set (no input ever refers to that slot).
   uint32_t outputs = 0;
-  std::vector<uint64_t> data_rows;    ///< data-set rows a node with a Data input reads (gather indices)
+  std::vector<uint64_t> data_rows;  ///< data-set rows a node with a Data input reads (gather indices)
   /// A rounding-log job's node (docs/protocol.md, "Rounding-log jobs"): its record's last output hash
   /// is the tensor leaf of its rounding log, DType::Trits of shape [log_values], which each party
   /// opens (QueryKind::OpenLog) before re-execution.
   bool rounding_log = false;
-  uint64_t log_values = 0;            ///< decisions in the log: the node's output elements
+  uint64_t log_values = 0;  ///< decisions in the log: the node's output elements
 };
 
 /// The graph of step t as the referee derives it from the job (no training needed).
@@ -85,14 +85,14 @@ using GameTime = std::chrono::time_point<std::chrono::steady_clock, std::chrono:
 struct GameParams {
   Digest job_id{};
   Digest dispute_id{};
-  uint64_t steps = 0;               ///< T
-  uint64_t stride = 0;              ///< s
+  uint64_t steps = 0;   ///< T
+  uint64_t stride = 0;  ///< s
   Digest dataset_root{};
-  uint64_t dataset_samples = 0;     ///< N, the size of the tree under dataset_root
-  uint64_t label_width = 0;         ///< 0: class-id labels; L: label sequences of L values
-  uint64_t features = 0;            ///< values per sample (sizes an opening of samples)
+  uint64_t dataset_samples = 0;  ///< N, the size of the tree under dataset_root
+  uint64_t label_width = 0;      ///< 0: class-id labels; L: label sequences of L values
+  uint64_t features = 0;         ///< values per sample (sizes an opening of samples)
   std::array<Claim, 2> claims{};
-  DisputeTerms terms;               ///< what each question may take (the job's [dispute] table)
+  DisputeTerms terms;  ///< what each question may take (the job's [dispute] table)
 };
 
 /// A question to send to one party; it must answer before `deadline`: the time it was asked plus
@@ -160,14 +160,14 @@ inline bool is_refusal(const std::vector<Action>& actions) {
 
 /// What the game is doing now (for logs and demos).
 enum class Phase : uint8_t {
-  Checkpoints,   ///< level 1 descent
+  Checkpoints,  ///< level 1 descent
   IntervalCommit,
-  Steps,         ///< level 2 descent
+  Steps,  ///< level 2 descent
   StepCommit,
-  Nodes,         ///< level 3 descent
+  Nodes,  ///< level 3 descent
   OpenRecords,
   OpenInputs,
-  OpenLog,       ///< rounding-log jobs: each party opens its own log of the located node
+  OpenLog,  ///< rounding-log jobs: each party opens its own log of the located node
   Reexecute,
   Done,
 };
@@ -193,9 +193,10 @@ class Game {
 
   /// The referee restarted (or otherwise resumes the game) at `now`: re-issues the open round's
   /// question to every party that still owes an answer, its clock restarted from `now` with the
-  /// time it had when asked, so no party forfeits (or is charged) because the referee was down. A partly received OpenInputs stream is
-  /// discarded (the party re-sends it whole in answer to the re-issued question). The round number
-  /// stays the same; answers already accepted stand. No action once the game is done.
+  /// time it had when asked, so no party forfeits (or is charged) because the referee was down. A partly
+  /// received OpenInputs stream is discarded (the party re-sends it whole in answer to the re-issued
+  /// question). The round number stays the same; answers already accepted stand. No action once the game is
+  /// done.
   std::vector<Action> on_resume(GameTime now);
 
   /// The open question was written to `party`'s connection at `at` (docs/protocol.md, "Clocks"): its
@@ -207,9 +208,9 @@ class Game {
 
   /// A lost frame is asked for again (docs/protocol.md, "Lost frames"): the open question re-sent to
   /// each party that owes an answer and is due for it — silent since its question was written for
-  /// longer than a quarter of the terms' base, at least kReaskSilence (doubling per re-ask, at most the base),
-  /// or whose opening stream skipped a piece. Openings ask only for the missing chunks (and the samples
-  /// if they are missing). Same round, the party's clock keeps running; the game's decisions do not
+  /// longer than a quarter of the terms' base, at least kReaskSilence (doubling per re-ask, at most the
+  /// base), or whose opening stream skipped a piece. Openings ask only for the missing chunks (and the
+  /// samples if they are missing). Same round, the party's clock keeps running; the game's decisions do not
   /// change, so nothing needs recording.
   std::vector<SendQuery> reask(GameTime now);
   /// When reask() has something to send next; nullopt when nothing is owed.
@@ -250,24 +251,24 @@ class Game {
 
  private:
   struct PartyState {
-    Digest root{};                   // root of the current level's tree
-    Digest node{};                   // hash of the current descent node
-    std::optional<Body> answer;      // accepted answer to the current round
+    Digest root{};               // root of the current level's tree
+    Digest node{};               // hash of the current descent node
+    std::optional<Body> answer;  // accepted answer to the current round
     bool lost = false;
     VerdictReason reason = VerdictReason::Timeout;
     std::string detail;
-    Digest level1_value{};           // value at the located checkpoint (end of the interval)
-    Digest level2_value{};           // value at the located step's end (state_hash(t+1))
+    Digest level1_value{};  // value at the located checkpoint (end of the interval)
+    Digest level2_value{};  // value at the located step's end (state_hash(t+1))
     std::vector<Digest> pre_state, post_state;
-    std::vector<NodeRecord> records; // opened records, by position in record_indices_
+    std::vector<NodeRecord> records;  // opened records, by position in record_indices_
   };
 
   Query query(QueryKind kind, Level level) const;  // a query about the current position
   std::vector<Action> ask_both(Query q, GameTime now, std::chrono::milliseconds allowance);
   std::optional<GameTime> reask_due(int party) const;
   void heard(int party, GameTime now, const Body& body);  // a message of the open round came from `party`
-  void stop_clock(int party, GameTime now);  // the referee no longer waits for `party`
-  uint64_t opening_bytes() const;               // the wire size of the OpenInputs answer, about
+  void stop_clock(int party, GameTime now);               // the referee no longer waits for `party`
+  uint64_t opening_bytes() const;                         // the wire size of the OpenInputs answer, about
   std::vector<Action> advance(GameTime now);
   std::vector<Action> after_descent(GameTime now);
   std::vector<Action> check_records(GameTime now);
@@ -290,23 +291,24 @@ class Game {
   uint32_t round_ = 0;
   Query current_{};
   std::array<bool, 2> asked_{};
-  std::array<GameTime, 2> asked_at_{};                  // when the open question was put to each party
-  std::array<std::chrono::milliseconds, 2> clock_{};    // time left on each party's clock
-  GameTime now_{};                                      // the time of the input being handled
+  std::array<GameTime, 2> asked_at_{};                // when the open question was put to each party
+  std::array<std::chrono::milliseconds, 2> clock_{};  // time left on each party's clock
+  GameTime now_{};                                    // the time of the input being handled
   std::array<PartyState, 2> party_;
-  uint64_t lo_ = 0, hi_ = 0;           // current descent range
-  uint64_t interval_ = 0;              // level 1 leaf k (interval [c_{k−1}, c_k])
-  uint64_t step_ = 0;                  // located step t
-  uint64_t node_ = 0;                  // located node (or G for the post state)
-  std::optional<StepSpec> spec_;       // step t's graph, once located
+  uint64_t lo_ = 0, hi_ = 0;              // current descent range
+  uint64_t interval_ = 0;                 // level 1 leaf k (interval [c_{k−1}, c_k])
+  uint64_t step_ = 0;                     // located step t
+  uint64_t node_ = 0;                     // located node (or G for the post state)
+  std::optional<StepSpec> spec_;          // step t's graph, once located
   std::vector<uint64_t> record_indices_;  // records opened in OpenRecords
-  InputOpening opening_;               // the OpenInputs round, both parties': what is expected, what has arrived
-  std::array<InputOpening, 2> logs_;   // the OpenLog round: each party's own log of node_
-  std::optional<Reexecute> pending_;   // rounding-log jobs: the opened inputs, while the logs arrive
+  InputOpening opening_;  // the OpenInputs round, both parties': what is expected, what has arrived
+  std::array<InputOpening, 2> logs_;  // the OpenLog round: each party's own log of node_
+  std::optional<Reexecute> pending_;  // rounding-log jobs: the opened inputs, while the logs arrive
   // Asking again (reask): not part of any decision, so not recorded or replayed.
-  std::array<GameTime, 2> heard_at_{};               // the question written, or the party's last message
-  std::array<uint32_t, 2> reasks_{};                 // re-asks of the open question since the party was heard
-  std::array<std::optional<std::pair<uint32_t, uint32_t>>, 2> gap_{};  // a skipped piece before (value, chunk)
+  std::array<GameTime, 2> heard_at_{};  // the question written, or the party's last message
+  std::array<uint32_t, 2> reasks_{};    // re-asks of the open question since the party was heard
+  std::array<std::optional<std::pair<uint32_t, uint32_t>>, 2>
+      gap_{};  // a skipped piece before (value, chunk)
   std::array<std::optional<GameTime>, 2> last_reask_{};
 };
 

@@ -46,9 +46,13 @@ Hasher& Hasher::update(std::span<const std::byte> bytes) {
   return *this;
 }
 
-Hasher& Hasher::update(std::span<const uint8_t> bytes) { return update(std::as_bytes(bytes)); }
+Hasher& Hasher::update(std::span<const uint8_t> bytes) {
+  return update(std::as_bytes(bytes));
+}
 
-Hasher& Hasher::update_u8(uint8_t v) { return update(std::span<const uint8_t>(&v, 1)); }
+Hasher& Hasher::update_u8(uint8_t v) {
+  return update(std::span<const uint8_t>(&v, 1));
+}
 
 Hasher& Hasher::update_u64(uint64_t v) {
   uint8_t le[8];

@@ -26,10 +26,12 @@ std::optional<uint64_t> byte_length(DType dtype, std::span<const int64_t> shape)
 /// True if `a` and `b` hold the same rows with bit-identical values (the proofs aside: the rows held
 /// were proven).
 bool same_samples(const Samples& a, const Samples& b) {
-  const auto same_bits = [](const std::vector<std::vector<float>>& x, const std::vector<std::vector<float>>& y) {
+  const auto same_bits = [](const std::vector<std::vector<float>>& x,
+                            const std::vector<std::vector<float>>& y) {
     if (x.size() != y.size()) return false;
     for (size_t i = 0; i < x.size(); ++i)
-      if (x[i].size() != y[i].size() || (!x[i].empty() && std::memcmp(x[i].data(), y[i].data(), x[i].size() * 4) != 0))
+      if (x[i].size() != y[i].size() ||
+          (!x[i].empty() && std::memcmp(x[i].data(), y[i].data(), x[i].size() * 4) != 0))
         return false;
     return true;
   };
@@ -69,7 +71,8 @@ Acceptance InputOpening::accept(const TensorChunk& c, std::string& why) {
   }
   const uint64_t chunks = chunk_count(*total);
   const bool known_header = got.header && c.chunk_root == got.chunk_root;
-  if (c.chunks != chunks || (!known_header && tensor_leaf_from_chunk_root(want.dtype, c.shape, *total, c.chunk_root) != want.hash)) {
+  if (c.chunks != chunks || (!known_header && tensor_leaf_from_chunk_root(want.dtype, c.shape, *total,
+                                                                          c.chunk_root) != want.hash)) {
     why = "tensor header does not match the committed tensor hash";
     return Acceptance::Refused;
   }
@@ -90,7 +93,8 @@ Acceptance InputOpening::accept(const TensorChunk& c, std::string& why) {
       return Acceptance::Redundant;
   }
   if (c.bytes.size() != expect || c.proof.index != c.chunk || c.proof.size != chunks ||
-      !verify_inclusion(tensor_chunk_hash(want.dtype, std::as_bytes(std::span(c.bytes))), c.proof, c.chunk_root) ||
+      !verify_inclusion(tensor_chunk_hash(want.dtype, std::as_bytes(std::span(c.bytes))), c.proof,
+                        c.chunk_root) ||
       (got.header && got.taken[c.chunk])) {
     why = "tensor chunk " + std::to_string(c.chunk) + " does not match its tensor's chunk root";
     return Acceptance::Refused;
@@ -121,7 +125,8 @@ Acceptance InputOpening::accept(const TensorChunk& c, std::string& why) {
 void InputOpening::append(const ExpectedTensor& want, Received& got, const std::vector<uint8_t>& bytes) {
   const bool f32 = want.dtype == DType::F32;
   const uint64_t offset = uint64_t{got.prefix} * kTensorChunkBytes;
-  f32 ? got.values.resize(got.values.size() + bytes.size() / 4) : got.raw.resize(got.raw.size() + bytes.size());
+  f32 ? got.values.resize(got.values.size() + bytes.size() / 4)
+      : got.raw.resize(got.raw.size() + bytes.size());
   if (!bytes.empty()) std::memcpy(got.data(f32) + offset, bytes.data(), bytes.size());
   ++got.prefix;
 }
@@ -133,8 +138,8 @@ Acceptance InputOpening::accept(const Samples& s, std::string& why) {
     why = "the opened samples are not the ones asked for";
     return Acceptance::Refused;
   }
-  if (s.indices != want.rows || s.inputs.size() != s.indices.size() ||
-      s.labels.size() != s.indices.size() || s.proofs.size() != s.indices.size()) {
+  if (s.indices != want.rows || s.inputs.size() != s.indices.size() || s.labels.size() != s.indices.size() ||
+      s.proofs.size() != s.indices.size()) {
     why = "the opened samples are not the ones asked for";
     return Acceptance::Refused;
   }
@@ -147,7 +152,8 @@ Acceptance InputOpening::accept(const Samples& s, std::string& why) {
     }
   for (size_t i = 0; i < s.indices.size(); ++i)
     if (s.proofs[i].index != s.indices[i] || s.proofs[i].size != want.dataset_samples ||
-        !verify_inclusion(sample_leaf(s.inputs[i], s.labels[i], want.label_width), s.proofs[i], want.dataset_root)) {
+        !verify_inclusion(sample_leaf(s.inputs[i], s.labels[i], want.label_width), s.proofs[i],
+                          want.dataset_root)) {
       why = "sample " + std::to_string(s.indices[i]) + " is not in the job's data set";
       return Acceptance::Refused;
     }
@@ -162,11 +168,13 @@ bool InputOpening::complete() const {
   return true;
 }
 
-std::vector<ChunkRange> InputOpening::missing(size_t max_ranges, uint32_t before_value, uint32_t before_chunk) const {
+std::vector<ChunkRange> InputOpening::missing(size_t max_ranges, uint32_t before_value,
+                                              uint32_t before_chunk) const {
   std::vector<ChunkRange> out;
   for (uint32_t v = 0; v < expected_.size() && v <= before_value && out.size() < max_ranges; ++v) {
     const Received& r = received_[v];
-    const uint32_t chunks = static_cast<uint32_t>(chunk_count(*byte_length(expected_[v].dtype, expected_[v].shape)));
+    const uint32_t chunks =
+        static_cast<uint32_t>(chunk_count(*byte_length(expected_[v].dtype, expected_[v].shape)));
     const uint32_t stop = v < before_value ? chunks : std::min(chunks, before_chunk);
     for (uint32_t c = r.header ? r.prefix : 0; c < stop && out.size() < max_ranges;) {
       if (r.header && r.taken[c]) {
@@ -182,7 +190,9 @@ std::vector<ChunkRange> InputOpening::missing(size_t max_ranges, uint32_t before
   return out;
 }
 
-bool InputOpening::missing_before(uint32_t value, uint32_t chunk) const { return !missing(1, value, chunk).empty(); }
+bool InputOpening::missing_before(uint32_t value, uint32_t chunk) const {
+  return !missing(1, value, chunk).empty();
+}
 
 void InputOpening::restart() {
   received_.assign(expected_.size(), {});

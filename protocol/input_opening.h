@@ -46,8 +46,8 @@ struct ExpectedTensor {
 
 /// The data-set rows a node reads, and the data set they must be proven against.
 struct ExpectedSamples {
-  bool needed = false;           ///< the node has a Data input: the opening is complete only with them
-  std::vector<uint64_t> rows;    ///< the node's gather indices (NodeSpec.data_rows), in order
+  bool needed = false;         ///< the node has a Data input: the opening is complete only with them
+  std::vector<uint64_t> rows;  ///< the node's gather indices (NodeSpec.data_rows), in order
   Digest dataset_root{};
   uint64_t dataset_samples = 0;  ///< N, the size of the tree under dataset_root
   uint64_t label_width = 0;      ///< 0: one class id per sample; L: L label values per sample
@@ -116,16 +116,19 @@ class InputOpening {
 
  private:
   struct Received {
-    bool header = false;         // a chunk was accepted: chunk_root and `taken` are set
-    Digest chunk_root{};         // of the committed tensor (its header hashes to the tensor leaf)
-    std::vector<bool> taken;     // per chunk
-    uint32_t prefix = 0;         // chunks [0, prefix) are in place in values/raw
-    uint64_t bytes = 0;          // bytes accepted so far (in place and pending)
-    std::vector<float> values;   // F32: reserved at the first chunk from the checked shape, filled in order
-    std::vector<uint8_t> raw;    // Trits: the same, as bytes
-    std::map<uint32_t, std::vector<uint8_t>> pending;  // accepted chunks beyond the prefix, until it reaches them
+    bool header = false;        // a chunk was accepted: chunk_root and `taken` are set
+    Digest chunk_root{};        // of the committed tensor (its header hashes to the tensor leaf)
+    std::vector<bool> taken;    // per chunk
+    uint32_t prefix = 0;        // chunks [0, prefix) are in place in values/raw
+    uint64_t bytes = 0;         // bytes accepted so far (in place and pending)
+    std::vector<float> values;  // F32: reserved at the first chunk from the checked shape, filled in order
+    std::vector<uint8_t> raw;   // Trits: the same, as bytes
+    std::map<uint32_t, std::vector<uint8_t>>
+        pending;  // accepted chunks beyond the prefix, until it reaches them
     uint8_t* data(bool f32) { return f32 ? reinterpret_cast<uint8_t*>(values.data()) : raw.data(); }
-    const uint8_t* data(bool f32) const { return f32 ? reinterpret_cast<const uint8_t*>(values.data()) : raw.data(); }
+    const uint8_t* data(bool f32) const {
+      return f32 ? reinterpret_cast<const uint8_t*>(values.data()) : raw.data();
+    }
   };
   void append(const ExpectedTensor& want, Received& got, const std::vector<uint8_t>& bytes);
 

@@ -6,7 +6,9 @@
 
 namespace tribunal {
 
-Digest merkle_leaf_hash(const Digest& value) { return Hasher(HashTag::MerkleLeaf).update(value).final(); }
+Digest merkle_leaf_hash(const Digest& value) {
+  return Hasher(HashTag::MerkleLeaf).update(value).final();
+}
 
 Digest merkle_node_hash(const Digest& left, const Digest& right) {
   return Hasher(HashTag::MerkleNode).update(left).update(right).final();

@@ -36,16 +36,26 @@ Digest node_record_hash(const NodeRecord& record) {
 
 const char* reason_name(VerdictReason reason) {
   switch (reason) {
-    case VerdictReason::WrongOutput: return "wrong_output";
-    case VerdictReason::InconsistentInput: return "inconsistent_input";
-    case VerdictReason::BadProof: return "bad_proof";
-    case VerdictReason::Timeout: return "timeout";
-    case VerdictReason::Equivocation: return "equivocation";
-    case VerdictReason::WrongInitialState: return "wrong_initial_state";
-    case VerdictReason::WrongPostState: return "wrong_post_state";
-    case VerdictReason::RefereeFault: return "referee_fault";
-    case VerdictReason::BadRoundingLog: return "bad_rounding_log";
-    case VerdictReason::BothValid: return "both_valid";
+    case VerdictReason::WrongOutput:
+      return "wrong_output";
+    case VerdictReason::InconsistentInput:
+      return "inconsistent_input";
+    case VerdictReason::BadProof:
+      return "bad_proof";
+    case VerdictReason::Timeout:
+      return "timeout";
+    case VerdictReason::Equivocation:
+      return "equivocation";
+    case VerdictReason::WrongInitialState:
+      return "wrong_initial_state";
+    case VerdictReason::WrongPostState:
+      return "wrong_post_state";
+    case VerdictReason::RefereeFault:
+      return "referee_fault";
+    case VerdictReason::BadRoundingLog:
+      return "bad_rounding_log";
+    case VerdictReason::BothValid:
+      return "both_valid";
   }
   return "unknown";
 }

@@ -20,18 +20,18 @@ namespace tribunal {
 inline constexpr uint8_t kWireVersion = 2;
 
 enum class MessageKind : uint8_t {
-  JobSubmit = 1,      ///< client → provider
-  Claim = 2,          ///< provider → client
-  DisputeOpen = 3,    ///< client → referee
-  Query = 4,          ///< referee → provider
-  Children = 5,       ///< provider → referee: the children of a tree node
-  IntervalCommit = 6, ///< provider → referee: level-2 commitment
-  StepCommit = 7,     ///< provider → referee: level-3 (node-record) commitment
-  Records = 8,        ///< provider → referee: opened node records
-  TensorChunk = 9,    ///< provider → referee: one chunk of an opened tensor
-  Samples = 10,       ///< provider → referee: opened data-set samples
-  Verdict = 11,       ///< referee → everyone
-  Error = 12,         ///< anyone → anyone: why a message was refused or a session ends
+  JobSubmit = 1,       ///< client → provider
+  Claim = 2,           ///< provider → client
+  DisputeOpen = 3,     ///< client → referee
+  Query = 4,           ///< referee → provider
+  Children = 5,        ///< provider → referee: the children of a tree node
+  IntervalCommit = 6,  ///< provider → referee: level-2 commitment
+  StepCommit = 7,      ///< provider → referee: level-3 (node-record) commitment
+  Records = 8,         ///< provider → referee: opened node records
+  TensorChunk = 9,     ///< provider → referee: one chunk of an opened tensor
+  Samples = 10,        ///< provider → referee: opened data-set samples
+  Verdict = 11,        ///< referee → everyone
+  Error = 12,          ///< anyone → anyone: why a message was refused or a session ends
 };
 
 /// The dispute levels (docs/protocol.md, "The game").
@@ -69,23 +69,23 @@ inline constexpr size_t kMaxEndpointBytes = 1024;
 /// hash is derived from the job. The dispute id is the hash of this whole body (dispute_id()).
 struct DisputeOpen {
   std::string job_toml;
-  Digest dataset_root{};        ///< the training set's root (part of the job_id the claims sign)
-  uint64_t dataset_samples = 0; ///< its size N and sample shape (part of the job_id too), so the
-  uint64_t features = 0;        ///< referee needs no data
+  Digest dataset_root{};         ///< the training set's root (part of the job_id the claims sign)
+  uint64_t dataset_samples = 0;  ///< its size N and sample shape (part of the job_id too), so the
+  uint64_t features = 0;         ///< referee needs no data
   uint64_t classes = 0;
-  uint64_t label_width = 0;     ///< 0: a class id per sample; L: a label sequence of L values per sample
+  uint64_t label_width = 0;  ///< 0: a class id per sample; L: a label sequence of L values per sample
   std::vector<std::vector<uint8_t>> claims;  ///< exactly two signed Claim envelopes
   bool operator==(const DisputeOpen&) const = default;
 };
 
 /// What a Query asks for.
 enum class QueryKind : uint8_t {
-  Children = 1,       ///< the two children of tree node [lo, hi) of `level` (step/interval as set)
-  CommitInterval = 2, ///< recompute checkpoint interval `interval` and commit (→ IntervalCommit)
-  CommitStep = 3,     ///< run step `step` recording node records and commit (→ StepCommit)
-  OpenRecords = 4,    ///< open node records `indices` of step `step` (→ Records)
-  OpenInputs = 5,     ///< open `values` of step `step` (→ TensorChunk… per value, in order) and
-                      ///< data-set samples `indices` (→ Samples), as one round
+  Children = 1,        ///< the two children of tree node [lo, hi) of `level` (step/interval as set)
+  CommitInterval = 2,  ///< recompute checkpoint interval `interval` and commit (→ IntervalCommit)
+  CommitStep = 3,      ///< run step `step` recording node records and commit (→ StepCommit)
+  OpenRecords = 4,     ///< open node records `indices` of step `step` (→ Records)
+  OpenInputs = 5,      ///< open `values` of step `step` (→ TensorChunk… per value, in order) and
+                       ///< data-set samples `indices` (→ Samples), as one round
   /// Rounding-log jobs only: open the party's own rounding log of node `indices[0]` of step `step`
   /// (→ TensorChunk… of value 0: the log as a DType::Trits tensor [count], proven against the last
   /// output hash of the party's record; docs/protocol.md, "Rounding-log jobs"). Asked of both parties
@@ -121,11 +121,11 @@ struct Query {
   uint32_t round = 0;
   QueryKind kind = QueryKind::Children;
   Level level = Level::Checkpoints;
-  uint64_t interval = 0;  ///< level 2: index of the checkpoint interval (its end leaf in level 1)
-  uint64_t step = 0;      ///< level 3 and openings: the step t
-  uint64_t lo = 0, hi = 0;  ///< Children: the tree node's leaf range
-  std::vector<uint64_t> indices;      ///< OpenRecords: node indices; OpenInputs: sample rows
-  std::vector<ValueAddress> values;   ///< OpenInputs: tensors to open
+  uint64_t interval = 0;             ///< level 2: index of the checkpoint interval (its end leaf in level 1)
+  uint64_t step = 0;                 ///< level 3 and openings: the step t
+  uint64_t lo = 0, hi = 0;           ///< Children: the tree node's leaf range
+  std::vector<uint64_t> indices;     ///< OpenRecords: node indices; OpenInputs: sample rows
+  std::vector<ValueAddress> values;  ///< OpenInputs: tensors to open
   /// The time the asked party has to answer: its clock, i.e. what it saved on earlier questions
   /// plus this question's allowance (docs/protocol.md, "Clocks"). Informational: the referee's clock
   /// decides. On the wire: u64 milliseconds.
@@ -151,10 +151,10 @@ struct Children {
 struct IntervalCommit {
   uint32_t round = 0;
   Digest root{};
-  Digest start_value{};          ///< state_hash(c_{k−1})
+  Digest start_value{};            ///< state_hash(c_{k−1})
   InclusionProof start_in_level1;  ///< start_value is leaf k−1 of the party's trajectory tree
-  InclusionProof first;          ///< start_value is leaf 0 of `root`
-  InclusionProof last;           ///< the party's level-1 value at c_k is the last leaf of `root`
+  InclusionProof first;            ///< start_value is leaf 0 of `root`
+  InclusionProof last;             ///< the party's level-1 value at c_k is the last leaf of `root`
 };
 
 /// provider → referee, level 3: the Merkle root over G + 1 leaves — the G node records of step t's
@@ -252,16 +252,16 @@ const char* reason_name(VerdictReason reason);
 struct Verdict {
   Digest job_id{};
   Digest dispute_id{};
-  DisputeOpen opening;    ///< the disputed opening (job, data set, both signed Claim envelopes)
+  DisputeOpen opening;  ///< the disputed opening (job, data set, both signed Claim envelopes)
   std::vector<uint8_t> winners;
   std::vector<uint8_t> losers;
   VerdictReason reason = VerdictReason::WrongOutput;
   Level level = Level::Checkpoints;  ///< the level at which it ended
-  uint64_t step = 0;      ///< the located step t (when level ≥ Steps)
-  uint64_t node = 0;      ///< the located node index (when level = Nodes)
-  uint8_t op = 0;         ///< its OpKind
-  uint32_t rounds = 0;    ///< questions asked
-  std::string detail;     ///< one human-readable line
+  uint64_t step = 0;                 ///< the located step t (when level ≥ Steps)
+  uint64_t node = 0;                 ///< the located node index (when level = Nodes)
+  uint8_t op = 0;                    ///< its OpKind
+  uint32_t rounds = 0;               ///< questions asked
+  std::string detail;                ///< one human-readable line
   /// The time left on each party's clock when the dispute ended (docs/protocol.md, "Clocks"): a
   /// party loses on time only with its clock at zero. Exactly two; on the wire u64 milliseconds.
   std::vector<std::chrono::milliseconds> clocks{std::chrono::milliseconds{0}, std::chrono::milliseconds{0}};

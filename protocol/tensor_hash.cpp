@@ -18,7 +18,9 @@ static_assert(std::endian::native == std::endian::little, "tensor bytes are hash
 constexpr uint32_t kCanonicalNaN = 0x7FC00000u;
 constexpr size_t kBlockBytes = 4096;  // canonicalization buffer, on the stack
 
-bool is_nan_bits(uint32_t bits) { return (bits & 0x7fffffffu) > 0x7f800000u; }
+bool is_nan_bits(uint32_t bits) {
+  return (bits & 0x7fffffffu) > 0x7f800000u;
+}
 
 // True iff any float32 in `p[0..n)` is a NaN. Branch-free so the compiler vectorizes it; on x86-64 the
 // AVX2 clone (picked at load time) halves the scan's cost, about 2% of the hash time. Other
@@ -108,11 +110,12 @@ Digest tensor_leaf(DType dtype, std::span<const int64_t> shape, std::span<const 
   }
   if (bytes.size() != tensor_byte_length(dtype, numel)) {
     throw ProtocolError("tensor_leaf: " + std::to_string(bytes.size()) + " bytes given, shape needs " +
-                        std::to_string(tensor_byte_length(dtype, numel)) + " bytes (" + std::to_string(numel) +
-                        " elements)");
+                        std::to_string(tensor_byte_length(dtype, numel)) + " bytes (" +
+                        std::to_string(numel) + " elements)");
   }
 
-  return tensor_leaf_from_chunk_root(dtype, shape, bytes.size(), merkle_root(tensor_chunk_hashes(dtype, bytes)));
+  return tensor_leaf_from_chunk_root(dtype, shape, bytes.size(),
+                                     merkle_root(tensor_chunk_hashes(dtype, bytes)));
 }
 
 std::vector<Digest> tensor_chunk_hashes(DType dtype, std::span<const std::byte> bytes) {
@@ -137,12 +140,13 @@ Digest tensor_leaf_from_chunk_root(DType dtype, std::span<const int64_t> shape, 
 
 Digest sample_leaf(std::span<const float> input, std::span<const float> label, uint64_t label_width) {
   if (label.size() != (label_width == 0 ? 1 : label_width))
-    throw std::invalid_argument("sample_leaf: " + std::to_string(label.size()) + " label values for label width " +
-                                std::to_string(label_width));
+    throw std::invalid_argument("sample_leaf: " + std::to_string(label.size()) +
+                                " label values for label width " + std::to_string(label_width));
   const int64_t input_shape[1] = {static_cast<int64_t>(input.size())};
   const Digest input_leaf = tensor_leaf(DType::F32, input_shape, std::as_bytes(input));
   const int64_t label_shape[1] = {static_cast<int64_t>(label_width)};
-  const std::span<const int64_t> shape = label_width == 0 ? std::span<const int64_t>() : std::span(label_shape);
+  const std::span<const int64_t> shape =
+      label_width == 0 ? std::span<const int64_t>() : std::span(label_shape);
   const Digest label_leaf = tensor_leaf(DType::F32, shape, std::as_bytes(label));
   return Hasher(HashTag::Sample).update(input_leaf).update(label_leaf).final();
 }

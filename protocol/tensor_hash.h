@@ -24,7 +24,7 @@ inline constexpr size_t kTensorChunkBytes = 65536;
 
 /// Element type codes in the leaf encoding.
 enum class DType : uint8_t {
-  F32 = 1,    ///< float32, 4 bytes per element
+  F32 = 1,  ///< float32, 4 bytes per element
   /// Rounding decisions (ops/rounding_log.h), packed five trits per byte: a tensor of shape [count]
   /// holds ⌈count / 5⌉ bytes (tensor_byte_length). A node's rounding log is committed as such a
   /// tensor leaf (docs/protocol.md, "Rounding-log jobs"), so it streams in TensorChunks like any tensor.

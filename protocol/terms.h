@@ -13,9 +13,9 @@ namespace tribunal {
 /// How long a question may take a party that meets its budgets: base + steps × step +
 /// bytes ÷ min_bytes_per_second (allowance()).
 struct DisputeTerms {
-  std::chrono::milliseconds base{10'000};  ///< every question: the link's latency, loading, signing
-  std::chrono::milliseconds step{30'000};  ///< each training step a question makes the party recompute
-  uint64_t min_bytes_per_second = 262'144; ///< the slowest link an answer must stream over (256 KiB/s)
+  std::chrono::milliseconds base{10'000};   ///< every question: the link's latency, loading, signing
+  std::chrono::milliseconds step{30'000};   ///< each training step a question makes the party recompute
+  uint64_t min_bytes_per_second = 262'144;  ///< the slowest link an answer must stream over (256 KiB/s)
   bool operator==(const DisputeTerms&) const = default;
 };
 

@@ -1,4 +1,5 @@
-// Which states a trajectory commits (docs/architecture.md "State and commitments"): the checkpoint steps of a job.
+// Which states a trajectory commits (docs/architecture.md "State and commitments"): the checkpoint steps of a
+// job.
 #pragma once
 
 #include <cstdint>

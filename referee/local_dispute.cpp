@@ -35,7 +35,8 @@ LocalRun play_local(RefereeDispute& referee, const std::array<LocalParty, 2>& pa
     // Likewise a question of a round already over (an input opening, once the logs of a rounding-log
     // node are asked for).
     if (env.kind == MessageKind::Query &&
-        (!referee.game().awaiting(o.party) || std::get<Query>(env.body).round != referee.game().current_query().round))
+        (!referee.game().awaiting(o.party) ||
+         std::get<Query>(env.body).round != referee.game().current_query().round))
       continue;
     for (const std::vector<uint8_t>& answer : parties[static_cast<size_t>(o.party)](env)) {
       run.bytes_in += answer.size();
@@ -44,7 +45,8 @@ LocalRun play_local(RefereeDispute& referee, const std::array<LocalParty, 2>& pa
       // The referee decodes and checks every byte it receives: that is part of its cost.
       // It opens them as the referee node does (nodes/referee_node.cpp).
       const Envelope env = open_envelope(answer, SignatureCheck::DeferTensorChunks);
-      for (auto& next : referee.on_envelope(o.party, env, GameTime{}, &refused)) queue.push_back(std::move(next));
+      for (auto& next : referee.on_envelope(o.party, env, GameTime{}, &refused))
+        queue.push_back(std::move(next));
       run.referee_cpu_seconds += thread_cpu_seconds() - t0;
       if (!refused.empty()) run.refused.push_back(refused);
     }

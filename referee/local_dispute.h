@@ -17,11 +17,11 @@ namespace tribunal {
 using LocalParty = std::function<std::vector<std::vector<uint8_t>>(const Envelope&)>;
 
 struct LocalRun {
-  std::vector<uint8_t> verdict;        ///< the signed verdict envelope
-  uint64_t bytes_in = 0;               ///< envelope bytes the referee received from the parties
-  uint64_t bytes_out = 0;              ///< envelope bytes the referee sent
-  double referee_cpu_seconds = 0;      ///< thread CPU time inside the referee's calls only
-  std::vector<std::string> refused;    ///< envelopes the referee refused, with reasons
+  std::vector<uint8_t> verdict;      ///< the signed verdict envelope
+  uint64_t bytes_in = 0;             ///< envelope bytes the referee received from the parties
+  uint64_t bytes_out = 0;            ///< envelope bytes the referee sent
+  double referee_cpu_seconds = 0;    ///< thread CPU time inside the referee's calls only
+  std::vector<std::string> refused;  ///< envelopes the referee refused, with reasons
 };
 
 /// Runs the dispute to its verdict (time stands still: no deadline expires).

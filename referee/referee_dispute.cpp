@@ -11,9 +11,11 @@ namespace {
 
 Claim open_claim(const std::vector<uint8_t>& bytes, const char* which) {
   const Envelope env = open_envelope(bytes);
-  if (env.kind != MessageKind::Claim) throw ProtocolError(fmt::format("dispute: {} is not a Claim envelope", which));
+  if (env.kind != MessageKind::Claim)
+    throw ProtocolError(fmt::format("dispute: {} is not a Claim envelope", which));
   const Claim& c = std::get<Claim>(env.body);
-  if (env.context != c.job_id) throw ProtocolError(fmt::format("dispute: {} is signed for another job", which));
+  if (env.context != c.job_id)
+    throw ProtocolError(fmt::format("dispute: {} is signed for another job", which));
   return c;
 }
 
@@ -25,14 +27,20 @@ std::string op_label(uint8_t op) {
 std::string describe(const Query& q) {
   switch (q.kind) {
     case QueryKind::Children:
-      return fmt::format("level {}: open the children of leaves [{}, {})", static_cast<int>(q.level), q.lo, q.hi);
-    case QueryKind::CommitInterval: return fmt::format("level 2: commit to every step of interval {}", q.interval);
-    case QueryKind::CommitStep: return fmt::format("level 3: commit to the node records of step {}", q.step);
-    case QueryKind::OpenRecords: return fmt::format("open {} node record(s) of step {}", q.indices.size(), q.step);
+      return fmt::format("level {}: open the children of leaves [{}, {})", static_cast<int>(q.level), q.lo,
+                         q.hi);
+    case QueryKind::CommitInterval:
+      return fmt::format("level 2: commit to every step of interval {}", q.interval);
+    case QueryKind::CommitStep:
+      return fmt::format("level 3: commit to the node records of step {}", q.step);
+    case QueryKind::OpenRecords:
+      return fmt::format("open {} node record(s) of step {}", q.indices.size(), q.step);
     case QueryKind::OpenInputs:
-      return fmt::format("open the located node's inputs: {} tensor(s), {} sample(s)", q.values.size(), q.indices.size());
-    case QueryKind::OpenLog: return fmt::format("open each party's rounding log of node {} of step {}",
-                                                q.indices.empty() ? 0 : q.indices[0], q.step);
+      return fmt::format("open the located node's inputs: {} tensor(s), {} sample(s)", q.values.size(),
+                         q.indices.size());
+    case QueryKind::OpenLog:
+      return fmt::format("open each party's rounding log of node {} of step {}",
+                         q.indices.empty() ? 0 : q.indices[0], q.step);
   }
   return "?";
 }
@@ -52,15 +60,17 @@ RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open,
   job_ = parse_job(d.job_toml, "dispute job");
   require_disputable(job_.numerics, "dispute job");
   if (static_cast<uint64_t>(job_.steps / job_.stride) > kMaxDisputeCheckpoints)
-    throw ProtocolError("dispute: the job has more than " + std::to_string(kMaxDisputeCheckpoints) + " checkpoints");
+    throw ProtocolError("dispute: the job has more than " + std::to_string(kMaxDisputeCheckpoints) +
+                        " checkpoints");
   const DataShape shape{static_cast<int64_t>(d.dataset_samples), static_cast<int64_t>(d.features),
                         static_cast<int64_t>(d.classes), static_cast<int64_t>(d.label_width)};
   check_job_against_data(job_, shape.samples, shape.features, shape.classes);
   // A GPT's samples carry a next-token label per position; every other model one class id.
-  const uint64_t label_width = job_.model.kind == ModelKind::Gpt ? static_cast<uint64_t>(job_.model.context) : 0;
+  const uint64_t label_width =
+      job_.model.kind == ModelKind::Gpt ? static_cast<uint64_t>(job_.model.context) : 0;
   if (d.label_width != label_width)
-    throw ProtocolError("dispute: the data set's label width " + std::to_string(d.label_width) + " does not fit the job (" +
-                        std::to_string(label_width) + ")");
+    throw ProtocolError("dispute: the data set's label width " + std::to_string(d.label_width) +
+                        " does not fit the job (" + std::to_string(label_width) + ")");
   // Cost before work: derived from the job's numbers alone, in time linear in the opening, and
   // checked before the claims' signatures, the job id, the oracle or any graph (engine/cost.h).
   cost_ = dispute_cost(job_, shape);
@@ -82,14 +92,18 @@ RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open,
     params.claims[i] = open_claim(d.claims[i], p == 0 ? "claim 0" : "claim 1");
     party_keys_[i] = open_envelope(d.claims[i]).sender;
     if (params.claims[i].job_id != job_id_)
-      throw ProtocolError(fmt::format("dispute: claim {} is not for the job and data set the opening describes", p));
+      throw ProtocolError(
+          fmt::format("dispute: claim {} is not for the job and data set the opening describes", p));
     // Each provider is reached only at the endpoint it signed in its own claim.
-    if (params.claims[i].endpoint.empty()) throw ProtocolError(fmt::format("dispute: claim {} names no endpoint", p));
+    if (params.claims[i].endpoint.empty())
+      throw ProtocolError(fmt::format("dispute: claim {} names no endpoint", p));
     providers_.push_back(params.claims[i].endpoint);
   }
-  if (party_keys_[0] == party_keys_[1]) throw ProtocolError("dispute: both claims are signed by the same key");
+  if (party_keys_[0] == party_keys_[1])
+    throw ProtocolError("dispute: both claims are signed by the same key");
   dispute_id_ = tribunal::dispute_id(d);
-  if (open.context != dispute_id_) throw ProtocolError("dispute: the opening is not addressed to its dispute id");
+  if (open.context != dispute_id_)
+    throw ProtocolError("dispute: the opening is not addressed to its dispute id");
   params.dispute_id = dispute_id_;
   oracle_ = std::make_unique<JobOracle>(job_, shape);
   game_ = std::make_unique<Game>(params, *oracle_);
@@ -97,16 +111,19 @@ RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open,
 
 void check_dispute_cost(const DisputeCost& cost, const DisputeLimits& limits) {
   const auto refuse = [](const std::string& what, uint64_t value, uint64_t limit) {
-    throw ProtocolError(fmt::format("dispute: the job's {} is {}, beyond this referee's limit of {}", what, value, limit));
+    throw ProtocolError(
+        fmt::format("dispute: the job's {} is {}, beyond this referee's limit of {}", what, value, limit));
   };
   if (cost.parameters > limits.max_parameters)
-    refuse("parameter count", static_cast<uint64_t>(cost.parameters), static_cast<uint64_t>(limits.max_parameters));
+    refuse("parameter count", static_cast<uint64_t>(cost.parameters),
+           static_cast<uint64_t>(limits.max_parameters));
   if (cost.max_node_work > limits.max_reexecution_work)
     refuse("re-execution work (" + cost.heaviest_node + ", multiply-adds or elements)", cost.max_node_work,
            limits.max_reexecution_work);
   if (cost.max_opened_bytes > limits.max_opened_bytes)
     refuse("largest opening (input bytes of one node)", cost.max_opened_bytes, limits.max_opened_bytes);
-  if (cost.nodes > limits.max_graph_nodes) refuse("step graph node count", cost.nodes, limits.max_graph_nodes);
+  if (cost.nodes > limits.max_graph_nodes)
+    refuse("step graph node count", cost.nodes, limits.max_graph_nodes);
 }
 
 std::vector<uint8_t> RefereeDispute::seal_next(const Body& body) {
@@ -118,7 +135,8 @@ std::vector<uint8_t> RefereeDispute::seal_next(const Body& body) {
 }
 
 void RefereeDispute::emit(std::string text) {
-  if (on_event && (!replaying_ || events_while_replaying_)) on_event({game_->phase(), game_->rounds(), std::move(text)});
+  if (on_event && (!replaying_ || events_while_replaying_))
+    on_event({game_->phase(), game_->rounds(), std::move(text)});
 }
 
 void RefereeDispute::record(DisputeInput input) {
@@ -130,9 +148,10 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::start(GameTime now) {
   if (started_) throw ProtocolError("dispute: start() called twice");
   started_ = true;
   std::vector<Outgoing> out = {{0, open_bytes_}, {1, open_bytes_}};
-  emit(fmt::format("dispute {} opened: job {}, {} steps, stride {}, {} checkpoints", to_hex(dispute_id_).substr(0, 16),
-                   to_hex(job_id_).substr(0, 16), job_.steps, job_.stride,
-                   checkpoint_steps(static_cast<uint64_t>(job_.steps), static_cast<uint64_t>(job_.stride)).size()));
+  emit(fmt::format(
+      "dispute {} opened: job {}, {} steps, stride {}, {} checkpoints", to_hex(dispute_id_).substr(0, 16),
+      to_hex(job_id_).substr(0, 16), job_.steps, job_.stride,
+      checkpoint_steps(static_cast<uint64_t>(job_.steps), static_cast<uint64_t>(job_.stride)).size()));
   auto more = handle(game_->start(now), now);
   out.insert(out.end(), more.begin(), more.end());
   record({DisputeInput::Kind::Open, 0, open_bytes_, now});
@@ -154,11 +173,13 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::reconnect(int party) const
   std::vector<Outgoing> out = {{party, open_bytes_}};
   // A question not written yet (the party was not connected when it was asked) starts its clock now.
   if (game_->awaiting(party) && !last_query_[static_cast<size_t>(party)].empty())
-    out.push_back({party, last_query_[static_cast<size_t>(party)], question_sequence_[static_cast<size_t>(party)]});
+    out.push_back(
+        {party, last_query_[static_cast<size_t>(party)], question_sequence_[static_cast<size_t>(party)]});
   return out;
 }
 
-std::unique_ptr<RefereeDispute> RefereeDispute::replay(const KeyPair& referee_key, std::span<const DisputeInput> inputs,
+std::unique_ptr<RefereeDispute> RefereeDispute::replay(const KeyPair& referee_key,
+                                                       std::span<const DisputeInput> inputs,
                                                        DisputeOptions options,
                                                        std::function<void(const DisputeEvent&)> events) {
   if (inputs.empty() || inputs[0].kind != DisputeInput::Kind::Open)
@@ -172,12 +193,13 @@ std::unique_ptr<RefereeDispute> RefereeDispute::replay(const KeyPair& referee_ke
   for (size_t i = 1; i < inputs.size(); ++i) {
     const DisputeInput& in = inputs[i];
     const auto diverged = [&](const std::string& why) {
-      return ProtocolError(fmt::format("dispute replay {}: input {} does not replay: {}", to_hex(d->dispute_id_).substr(0, 16),
-                                       i, why));
+      return ProtocolError(fmt::format("dispute replay {}: input {} does not replay: {}",
+                                       to_hex(d->dispute_id_).substr(0, 16), i, why));
     };
     if (d->done()) throw diverged("the dispute was already decided");
     switch (in.kind) {
-      case DisputeInput::Kind::Open: throw diverged("a second opening");
+      case DisputeInput::Kind::Open:
+        throw diverged("a second opening");
       case DisputeInput::Kind::Envelope: {
         if (in.party < 0 || in.party > 1) throw diverged("party out of range");
         std::string refused;
@@ -196,13 +218,16 @@ std::unique_ptr<RefereeDispute> RefereeDispute::replay(const KeyPair& referee_ke
         d->on_tick(in.at);
         if (!d->done()) throw diverged("the tick decides nothing");
         break;
-      case DisputeInput::Kind::Resume: d->resume(in.at); break;
+      case DisputeInput::Kind::Resume:
+        d->resume(in.at);
+        break;
       case DisputeInput::Kind::Asked:
         if (in.party < 0 || in.party > 1) throw diverged("party out of range");
         if (!d->game_->awaiting(in.party)) throw diverged("the question was not open");
         d->game_->on_question_written(in.party, in.at);
         break;
-      default: throw diverged("unknown input kind");
+      default:
+        throw diverged("unknown input kind");
     }
   }
   d->replaying_ = false;
@@ -211,20 +236,22 @@ std::unique_ptr<RefereeDispute> RefereeDispute::replay(const KeyPair& referee_ke
   return d;
 }
 
-std::vector<RefereeDispute::Outgoing> RefereeDispute::on_envelope(int party, const Envelope& env, GameTime now,
-                                                                  std::string* refused) {
+std::vector<RefereeDispute::Outgoing> RefereeDispute::on_envelope(int party, const Envelope& env,
+                                                                  GameTime now, std::string* refused) {
   const auto refuse = [&](std::string why) {
     if (refused) *refused = std::move(why);
     return std::vector<Outgoing>{};
   };
   if (done()) return refuse("the dispute is over");
   if (party < 0 || party > 1) return refuse("not a party of this dispute");
-  if (env.sender != party_keys_[static_cast<size_t>(party)]) return refuse("not signed by the party's claim key");
+  if (env.sender != party_keys_[static_cast<size_t>(party)])
+    return refuse("not signed by the party's claim key");
   if (env.context != dispute_id_) return refuse("for another dispute");
   // Opened pieces are taken by their index, once: a replayed one is redundant, and one that comes
   // after a later envelope of the party (reordered, or the answer to a re-ask) is still wanted
   // (docs/protocol.md, "Lost frames"). Every other answer must be newer than the last one accepted.
-  const bool piece = std::holds_alternative<TensorChunk>(env.body) || std::holds_alternative<Samples>(env.body);
+  const bool piece =
+      std::holds_alternative<TensorChunk>(env.body) || std::holds_alternative<Samples>(env.body);
   if (!piece && env.sequence <= last_sequence_[static_cast<size_t>(party)])
     return refuse("stale sequence number (replay)");
   bool authenticated = env.signature_checked;
@@ -243,7 +270,8 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::on_envelope(int party, con
   // Only the party's own signature moves its sequence on: an unsigned copy of its chunk (from
   // anyone on the path) must not make the party's next envelopes look stale.
   if (authenticated)
-    last_sequence_[static_cast<size_t>(party)] = std::max(last_sequence_[static_cast<size_t>(party)], env.sequence);
+    last_sequence_[static_cast<size_t>(party)] =
+        std::max(last_sequence_[static_cast<size_t>(party)], env.sequence);
   const bool redundant = is_refusal(actions) && std::get<Rejected>(actions.front()).redundant;
   refused_by_game_ = is_refusal(actions) && !redundant;
   if (redundant) return {};  // the other party's opening came first: nothing to record or report
@@ -283,7 +311,8 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::on_tick(GameTime now) {
 }
 
 void RefereeDispute::on_written(int party, uint64_t question, GameTime at) {
-  if (done() || party < 0 || party > 1 || question == 0 || question != question_sequence_[static_cast<size_t>(party)])
+  if (done() || party < 0 || party > 1 || question == 0 ||
+      question != question_sequence_[static_cast<size_t>(party)])
     return;
   // Recorded whenever it reaches an open question, changed or not (the same millisecond): so the
   // record of a dispute played without losses has the same inputs however fast its writes were.
@@ -336,13 +365,16 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::handle(std::vector<Action>
         if (phase != last_phase_) {
           // Report each narrowing once, when the game moves on to the next level.
           if (phase == Phase::IntervalCommit) {
-            const auto cps = checkpoint_steps(static_cast<uint64_t>(job_.steps), static_cast<uint64_t>(job_.stride));
+            const auto cps =
+                checkpoint_steps(static_cast<uint64_t>(job_.steps), static_cast<uint64_t>(job_.stride));
             const uint64_t k = game_->located_interval();
             emit(fmt::format("level 1: trajectories first differ at checkpoint {} → interval [{}, {}]", k,
                              cps[k - 1], cps[k]));
           } else if (phase == Phase::StepCommit) {
-            emit(fmt::format("level 2: step {} is the first whose next state differs", game_->located_step()));
-          } else if (phase == Phase::OpenRecords || (phase == Phase::OpenInputs && last_phase_ != Phase::OpenRecords)) {
+            emit(
+                fmt::format("level 2: step {} is the first whose next state differs", game_->located_step()));
+          } else if (phase == Phase::OpenRecords ||
+                     (phase == Phase::OpenInputs && last_phase_ != Phase::OpenRecords)) {
             const uint64_t n = game_->located_node();
             const StepGraph& g = oracle_->graph(game_->located_step());
             if (n < g.nodes.size())
@@ -362,8 +394,9 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::handle(std::vector<Action>
         question_sequence_[static_cast<size_t>(q->party)] = sequence_;
         if (replaying_) out.pop_back();
       } else if (auto* rx = std::get_if<Reexecute>(&a)) {
-        emit(fmt::format("re-executing node {} ({}) of step {} {}", rx->node, op_label(rx->spec.op), rx->step,
-                         rx->spec.rounding_log ? "in float64 with each party's rounding log" : "with RepOps"));
+        emit(
+            fmt::format("re-executing node {} ({}) of step {} {}", rx->node, op_label(rx->spec.op), rx->step,
+                        rx->spec.rounding_log ? "in float64 with each party's rounding log" : "with RepOps"));
         auto more = reexecute(*rx, now);
         next.insert(next.end(), more.begin(), more.end());
       } else if (auto* f = std::get_if<Finished>(&a)) {
@@ -371,11 +404,12 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::handle(std::vector<Action>
         verdict_.opening = std::get<DisputeOpen>(open_envelope(open_bytes_).body);
         verdict_envelope_ = seal_next(verdict_);
         std::string who = is_undecided(verdict_.reason) ? "undecided"
-                          : verdict_.winners.empty()                     ? "no valid claim"
-                                                                         : fmt::format("provider {} wins", verdict_.winners[0]);
-        emit(fmt::format("verdict: {} ({}) at level {}, step {}, node {}{}; {} rounds", who, reason_name(verdict_.reason),
-                         static_cast<int>(verdict_.level), verdict_.step, verdict_.node,
-                         verdict_.level == Level::Nodes ? " (" + op_label(verdict_.op) + ")" : "", verdict_.rounds));
+                          : verdict_.winners.empty()    ? "no valid claim"
+                                                     : fmt::format("provider {} wins", verdict_.winners[0]);
+        emit(fmt::format(
+            "verdict: {} ({}) at level {}, step {}, node {}{}; {} rounds", who, reason_name(verdict_.reason),
+            static_cast<int>(verdict_.level), verdict_.step, verdict_.node,
+            verdict_.level == Level::Nodes ? " (" + op_label(verdict_.op) + ")" : "", verdict_.rounds));
         out.push_back({0, *verdict_envelope_});
         out.push_back({1, *verdict_envelope_});
       } else if (auto* r = std::get_if<Rejected>(&a)) {
@@ -393,7 +427,8 @@ Verdict verify_verdict(std::span<const uint8_t> bytes, const PublicKey& referee)
   if (env.sender != referee) throw ProtocolError("the verdict is signed by another key than the referee's");
   const Verdict& v = std::get<Verdict>(env.body);
   if (env.context != v.dispute_id) throw ProtocolError("the verdict is signed for another dispute");
-  if (dispute_id(v.opening) != v.dispute_id) throw ProtocolError("the verdict's dispute id is not the hash of its opening");
+  if (dispute_id(v.opening) != v.dispute_id)
+    throw ProtocolError("the verdict's dispute id is not the hash of its opening");
   // The job and data set the opening describes are the ones both providers signed.
   const DisputeOpen& d = v.opening;
   const JobSpec job = parse_job(d.job_toml, "the verdict's job");

@@ -4,22 +4,22 @@
 // the verdict. Transport-agnostic: it takes envelopes and returns envelopes (nodes/referee_node.cpp
 // moves them over WebSocket).
 //
-// Event sourcing (docs/protocol.md "Resuming"): every input that changes the dispute — the opening, each envelope the
-// game accepted (a party's opening of inputs once it completes or decides something), each tick that
-// decided something, each resume — is reported through `on_input`
-// before the messages it causes are returned, so a durable referee commits it first (referee/store.h)
-// and can rebuild the dispute with replay() after a crash. The referee's own sequence numbers are a
-// function of those inputs, so a replayed dispute continues them where the lost process left off.
+// Event sourcing (docs/protocol.md "Resuming"): every input that changes the dispute — the opening, each
+// envelope the game accepted (a party's opening of inputs once it completes or decides something), each tick
+// that decided something, each resume — is reported through `on_input` before the messages it causes are
+// returned, so a durable referee commits it first (referee/store.h) and can rebuild the dispute with replay()
+// after a crash. The referee's own sequence numbers are a function of those inputs, so a replayed dispute
+// continues them where the lost process left off.
 #pragma once
 
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <span>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -39,9 +39,10 @@ inline constexpr uint64_t kMaxDisputeCheckpoints = uint64_t{1} << 20;
 /// The referee operator's policy on what one dispute may cost (docs/protocol.md, "Bounds on a
 /// dispute's cost"), checked against the job's derived DisputeCost when a dispute is opened.
 struct DisputeLimits {
-  int64_t max_parameters = int64_t{1} << 27;        ///< the model's parameters (state_hash(0) is derived from them)
-  uint64_t max_reexecution_work = uint64_t{1} << 34; ///< node_work of the heaviest node (multiply-adds or elements)
-  uint64_t max_opened_bytes = uint64_t{1} << 30;     ///< input bytes of the node with the largest inputs (1 GiB)
+  int64_t max_parameters = int64_t{1} << 27;  ///< the model's parameters (state_hash(0) is derived from them)
+  uint64_t max_reexecution_work = uint64_t{1}
+                                  << 34;  ///< node_work of the heaviest node (multiply-adds or elements)
+  uint64_t max_opened_bytes = uint64_t{1} << 30;  ///< input bytes of the node with the largest inputs (1 GiB)
   /// Nodes of one step graph: what building it (O(nodes)) and holding it cost, and the level-3
   /// bisection domain. 65536 is far above the shipped jobs (at most a few hundred, sharded ones
   /// about 1000) and far below a many-shard graph (16384 shards of a tiny MLP: 163840).
@@ -79,7 +80,7 @@ struct DisputeInput {
     Envelope = 2,  ///< an envelope from `party` (0 or 1) that the game accepted
     Tick = 3,      ///< a clock check at `at` that changed the game (someone forfeited)
     Resume = 4,    ///< the referee resumed the dispute at `at` (Game::on_resume)
-    Asked = 5,     ///< the open question was written to `party`'s connection at `at` (Game::on_question_written)
+    Asked = 5,  ///< the open question was written to `party`'s connection at `at` (Game::on_question_written)
   };
   Kind kind = Kind::Open;
   int party = 0;
@@ -121,7 +122,8 @@ class RefereeDispute {
   /// `refused`). An envelope opened with SignatureCheck::DeferTensorChunks whose chunk the game would
   /// hold against the party has its signature checked first, and is refused if it does not verify.
   /// Reports an Envelope input when the game accepted it.
-  std::vector<Outgoing> on_envelope(int party, const Envelope& env, GameTime now, std::string* refused = nullptr);
+  std::vector<Outgoing> on_envelope(int party, const Envelope& env, GameTime now,
+                                    std::string* refused = nullptr);
 
   /// Checks deadlines; reports a Tick input when a party forfeited. Otherwise asks again what a
   /// party owes and is due for (Game::reask; docs/protocol.md, "Lost frames"): not an input, nothing
@@ -152,7 +154,8 @@ class RefereeDispute {
   /// no event emitted while replaying. Throws ProtocolError naming the input if the record does not
   /// replay (an envelope the game now refuses, an Open that is not first). With `events`, the events
   /// the dispute emitted when it was played are emitted again to it (a report's rounds).
-  static std::unique_ptr<RefereeDispute> replay(const KeyPair& referee_key, std::span<const DisputeInput> inputs,
+  static std::unique_ptr<RefereeDispute> replay(const KeyPair& referee_key,
+                                                std::span<const DisputeInput> inputs,
                                                 DisputeOptions options = {},
                                                 std::function<void(const DisputeEvent&)> events = {});
 
@@ -188,8 +191,8 @@ class RefereeDispute {
   std::vector<Outgoing> handle(std::vector<Action> actions, GameTime now);
   std::vector<Action> reexecute(const Reexecute& rx, GameTime now);
   std::vector<uint8_t> seal_next(const Body& body);
-  uint64_t reask_sub_ = 0;                              // re-asks sealed since the last seal_next
-  std::array<uint64_t, 2> question_sequence_{};         // the open question's sequence, per party
+  uint64_t reask_sub_ = 0;                       // re-asks sealed since the last seal_next
+  std::array<uint64_t, 2> question_sequence_{};  // the open question's sequence, per party
   void emit(std::string text);
   void record(DisputeInput input);
 
@@ -206,11 +209,11 @@ class RefereeDispute {
   std::unique_ptr<Game> game_;
   uint64_t sequence_ = 0;
   bool started_ = false;
-  bool replaying_ = false;                              // replay(): no signing of queries, no reports
-  bool events_while_replaying_ = false;                 // replay() with events
-  bool refused_by_game_ = false;                        // the last on_envelope was refused by the game
-  std::array<std::vector<uint8_t>, 2> last_query_;      // the last question sent to each party
-  std::vector<DisputeInput> opening_;                   // OpenInputs envelopes taken, not yet recorded
+  bool replaying_ = false;                          // replay(): no signing of queries, no reports
+  bool events_while_replaying_ = false;             // replay() with events
+  bool refused_by_game_ = false;                    // the last on_envelope was refused by the game
+  std::array<std::vector<uint8_t>, 2> last_query_;  // the last question sent to each party
+  std::vector<DisputeInput> opening_;               // OpenInputs envelopes taken, not yet recorded
   Verdict verdict_;
   std::optional<std::vector<uint8_t>> verdict_envelope_;
   Phase last_phase_ = Phase::Checkpoints;

@@ -45,7 +45,9 @@ ol.rounds{font-size:14px;padding-left:28px}ol.rounds li.narrow{color:#c62828;fon
 .absent{color:#78909c;font-style:italic}
 )css";
 
-std::string hex16(const Digest& d) { return to_hex(d).substr(0, 16); }
+std::string hex16(const Digest& d) {
+  return to_hex(d).substr(0, 16);
+}
 
 std::string page(const std::string& title, const std::string& body) {
   return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + escape(title) +
@@ -57,10 +59,13 @@ std::string page(const std::string& title, const std::string& body) {
 int level_of(Phase p) {
   switch (p) {
     case Phase::Checkpoints:
-    case Phase::IntervalCommit: return 1;
+    case Phase::IntervalCommit:
+      return 1;
     case Phase::Steps:
-    case Phase::StepCommit: return 2;
-    default: return 3;
+    case Phase::StepCommit:
+      return 2;
+    default:
+      return 3;
   }
 }
 
@@ -98,7 +103,9 @@ LocatedEvidence located_evidence(std::span<const DisputeInput> record, uint64_t 
   return out;
 }
 
-std::string seconds(std::chrono::milliseconds ms) { return fmt::format("{:.3f} s", std::chrono::duration<double>(ms).count()); }
+std::string seconds(std::chrono::milliseconds ms) {
+  return fmt::format("{:.3f} s", std::chrono::duration<double>(ms).count());
+}
 
 }  // namespace
 
@@ -110,7 +117,8 @@ std::vector<DisputeEvent> dispute_events(std::span<const DisputeInput> inputs) {
 }
 
 std::vector<DisputeEvent> parse_dispute_log(std::istream& log) {
-  static const std::regex referee(R"(round (\d+): (.*)$)"), demo(R"(\[round +(\d+)\] (.*)$)"), level(R"(^level (\d))");
+  static const std::regex referee(R"(round (\d+): (.*)$)"), demo(R"(\[round +(\d+)\] (.*)$)"),
+      level(R"(^level (\d))");
   std::vector<DisputeEvent> events;
   std::string line;
   int current = 1;
@@ -141,8 +149,10 @@ std::vector<LossPoint> read_checkpoint_losses(const std::filesystem::path& dir) 
   std::vector<LossPoint> out;
   for (const auto& [step, path] : files) {
     const SafetensorsFile f = read_safetensors(path);
-    const auto it = std::find_if(f.tensors.begin(), f.tensors.end(), [](const auto& t) { return t.first == "loss"; });
-    if (it == f.tensors.end() || it->second.numel() != 1) throw EngineError(path.string() + ": no scalar 'loss' tensor");
+    const auto it =
+        std::find_if(f.tensors.begin(), f.tensors.end(), [](const auto& t) { return t.first == "loss"; });
+    if (it == f.tensors.end() || it->second.numel() != 1)
+      throw EngineError(path.string() + ": no scalar 'loss' tensor");
     out.emplace_back(step, static_cast<double>(it->second.data()[0]));
   }
   return out;
@@ -150,28 +160,34 @@ std::vector<LossPoint> read_checkpoint_losses(const std::filesystem::path& dir) 
 
 std::string dispute_report_html(const ReportInput& in) {
   const Envelope env = open_envelope(in.verdict);  // throws on a malformed or badly signed envelope
-  if (env.kind != MessageKind::Verdict) throw ProtocolError("the file is a signed message, but not a verdict");
+  if (env.kind != MessageKind::Verdict)
+    throw ProtocolError("the file is a signed message, but not a verdict");
   const Verdict& v = std::get<Verdict>(env.body);
 
   std::string signature;
   if (in.referee_key) {
     try {
       verify_verdict(in.verdict, *in.referee_key);
-      signature = fmt::format(R"(<span class="ok">valid</span>: signed by the trusted referee key <span class="mono">{}</span>; its dispute id is the hash of the opening it carries and both claims are validly signed for its job)",
-                              to_hex(Digest(*in.referee_key)));
+      signature = fmt::format(
+          R"(<span class="ok">valid</span>: signed by the trusted referee key <span class="mono">{}</span>; its dispute id is the hash of the opening it carries and both claims are validly signed for its job)",
+          to_hex(Digest(*in.referee_key)));
     } catch (const std::exception& e) {
-      signature = fmt::format(R"(<span class="bad">FAILED</span> against the referee key <span class="mono">{}</span>: {})",
-                              to_hex(Digest(*in.referee_key)), escape(e.what()));
+      signature = fmt::format(
+          R"(<span class="bad">FAILED</span> against the referee key <span class="mono">{}</span>: {})",
+          to_hex(Digest(*in.referee_key)), escape(e.what()));
     }
   } else {
-    signature = fmt::format(R"(<span class="warn">not checked against a trusted key</span> (give the referee's key); the envelope is signed by <span class="mono">{}</span>)",
-                            to_hex(Digest(env.sender)));
+    signature = fmt::format(
+        R"(<span class="warn">not checked against a trusted key</span> (give the referee's key); the envelope is signed by <span class="mono">{}</span>)",
+        to_hex(Digest(env.sender)));
   }
 
   const JobSpec job = parse_job(v.opening.job_toml, "the verdict's job");
-  const DataShape shape{static_cast<int64_t>(v.opening.dataset_samples), static_cast<int64_t>(v.opening.features),
-                        static_cast<int64_t>(v.opening.classes), static_cast<int64_t>(v.opening.label_width)};
-  const std::vector<uint64_t> cps = checkpoint_steps(static_cast<uint64_t>(job.steps), static_cast<uint64_t>(job.stride));
+  const DataShape shape{static_cast<int64_t>(v.opening.dataset_samples),
+                        static_cast<int64_t>(v.opening.features), static_cast<int64_t>(v.opening.classes),
+                        static_cast<int64_t>(v.opening.label_width)};
+  const std::vector<uint64_t> cps =
+      checkpoint_steps(static_cast<uint64_t>(job.steps), static_cast<uint64_t>(job.stride));
   const int level = static_cast<int>(v.level);
 
   std::vector<std::string> claim_rows;
@@ -181,16 +197,21 @@ std::string dispute_report_html(const ReportInput& in) {
     const bool won = std::find(v.winners.begin(), v.winners.end(), i) != v.winners.end();
     const bool lost = std::find(v.losers.begin(), v.losers.end(), i) != v.losers.end();
     claim_rows.push_back(fmt::format(
-        R"(<tr><td>claim {}</td><td>{}</td><td class="mono">{}</td><td class="mono">{}</td><td class="mono">{}</td><td>{}</td></tr>)", i,
-        won ? R"(<span class="badge won">stands</span>)" : lost ? R"(<span class="badge lost">lost</span>)" : "—",
+        R"(<tr><td>claim {}</td><td>{}</td><td class="mono">{}</td><td class="mono">{}</td><td class="mono">{}</td><td>{}</td></tr>)",
+        i,
+        won    ? R"(<span class="badge won">stands</span>)"
+        : lost ? R"(<span class="badge lost">lost</span>)"
+               : "—",
         hex16(Digest(c.sender)), escape(claim.endpoint), hex16(claim.trajectory_root),
         i < v.clocks.size() ? seconds(v.clocks[i]) : "?"));
   }
   const bool undecided = is_undecided(v.reason);
-  const std::string outcome = undecided                ? R"(<span class="badge undecided">undecided</span>)"
-                              : v.winners.empty()      ? R"(<span class="badge lost">no valid claim</span>)"
-                                                       : fmt::format(R"(<span class="badge won">claim {} stands</span>)", v.winners[0]);
-  const std::string op = v.op < kOpKindCount ? op_name(static_cast<OpKind>(v.op)) : "op " + std::to_string(v.op);
+  const std::string outcome =
+      undecided           ? R"(<span class="badge undecided">undecided</span>)"
+      : v.winners.empty() ? R"(<span class="badge lost">no valid claim</span>)"
+                          : fmt::format(R"(<span class="badge won">claim {} stands</span>)", v.winners[0]);
+  const std::string op =
+      v.op < kOpKindCount ? op_name(static_cast<OpKind>(v.op)) : "op " + std::to_string(v.op);
 
   // The located interval: the checkpoint k with cps[k-1] ≤ t < cps[k].
   uint64_t interval = 0;
@@ -198,7 +219,9 @@ std::string dispute_report_html(const ReportInput& in) {
     for (size_t k = 1; k < cps.size(); ++k)
       if (cps[k - 1] <= v.step && v.step < cps[k]) interval = k;
   StepGraph g;
-  if (level >= 3) g = build_step_graph(job, shape, static_cast<int64_t>(v.step), std::vector<int64_t>(static_cast<size_t>(job.batch_size), 0));
+  if (level >= 3)
+    g = build_step_graph(job, shape, static_cast<int64_t>(v.step),
+                         std::vector<int64_t>(static_cast<size_t>(job.batch_size), 0));
 
   report_svg::Narrowing n;
   n.checkpoints = cps;
@@ -208,27 +231,33 @@ std::string dispute_report_html(const ReportInput& in) {
   n.nodes = g.nodes.size();
   n.node = v.node;
   std::array<std::set<uint32_t>, 3> rounds_at;
-  for (const DisputeEvent& e : in.events) rounds_at[static_cast<size_t>(level_of(e.phase) - 1)].insert(e.round);
+  for (const DisputeEvent& e : in.events)
+    rounds_at[static_cast<size_t>(level_of(e.phase) - 1)].insert(e.round);
   for (size_t i = 0; i < 3; ++i) n.rounds[i] = static_cast<uint32_t>(rounds_at[i].size());
 
   std::string b;
-  b += fmt::format(R"(<h1>Dispute {} {}</h1><div class="id">dispute {}<br>job {}</div>)", hex16(v.dispute_id), outcome,
-                   to_hex(v.dispute_id), to_hex(v.job_id));
+  b += fmt::format(R"(<h1>Dispute {} {}</h1><div class="id">dispute {}<br>job {}</div>)", hex16(v.dispute_id),
+                   outcome, to_hex(v.dispute_id), to_hex(v.job_id));
   b += "<h2>Verdict</h2><dl>";
-  b += fmt::format(R"(<dt>outcome</dt><dd id="outcome">{}</dd>)", undecided ? "undecided, no one convicted"
-                                                               : v.winners.empty() ? "no valid claim"
-                                                                                   : fmt::format("claim {} stands", v.winners[0]));
+  b += fmt::format(R"(<dt>outcome</dt><dd id="outcome">{}</dd>)",
+                   undecided           ? "undecided, no one convicted"
+                   : v.winners.empty() ? "no valid claim"
+                                       : fmt::format("claim {} stands", v.winners[0]));
   b += fmt::format(R"(<dt>reason</dt><dd id="reason">{}</dd>)", reason_name(v.reason));
-  b += fmt::format(R"(<dt>located at</dt><dd>level {}{}{}</dd>)", level,
-                   level >= 2 ? fmt::format(R"(, step <b id="located-step">{}</b>)", v.step) : "",
-                   level >= 3 ? fmt::format(R"(, node <b id="located-node">{}</b> (<b id="located-op">{}</b>))", v.node, op) : "");
+  b += fmt::format(
+      R"(<dt>located at</dt><dd>level {}{}{}</dd>)", level,
+      level >= 2 ? fmt::format(R"(, step <b id="located-step">{}</b>)", v.step) : "",
+      level >= 3
+          ? fmt::format(R"(, node <b id="located-node">{}</b> (<b id="located-op">{}</b>))", v.node, op)
+          : "");
   b += fmt::format(R"(<dt>rounds</dt><dd id="rounds">{}</dd>)", v.rounds);
   b += fmt::format(R"(<dt>detail</dt><dd>{}</dd>)", escape(v.detail));
   b += fmt::format(R"(<dt>signature</dt><dd id="signature">{}</dd>)", signature);
-  b += fmt::format(R"(<dt>job</dt><dd>{} steps, batch {}, stride {} ({} checkpoints), seed {}</dd>)", job.steps, job.batch_size,
-                   job.stride, cps.size(), job.seed);
+  b += fmt::format(R"(<dt>job</dt><dd>{} steps, batch {}, stride {} ({} checkpoints), seed {}</dd>)",
+                   job.steps, job.batch_size, job.stride, cps.size(), job.seed);
   b += "</dl>";
-  b += R"(<table><tr><th></th><th>outcome</th><th>provider key</th><th>endpoint</th><th>trajectory root</th><th>clock left</th></tr>)";
+  b +=
+      R"(<table><tr><th></th><th>outcome</th><th>provider key</th><th>endpoint</th><th>trajectory root</th><th>clock left</th></tr>)";
   for (const auto& r : claim_rows) b += r;
   b += "</table>";
 
@@ -239,9 +268,10 @@ std::string dispute_report_html(const ReportInput& in) {
   } else {
     b += R"(<ol class="rounds">)";
     for (const DisputeEvent& e : in.events) {
-      const bool narrow = e.text.find("first differ") != std::string::npos || e.text.find("is the first") != std::string::npos ||
-                          e.text.rfind("verdict", 0) == 0;
-      b += fmt::format(R"(<li{} value="{}">{}</li>)", narrow ? R"( class="narrow")" : "", e.round, escape(e.text));
+      const bool narrow = e.text.find("first differ") != std::string::npos ||
+                          e.text.find("is the first") != std::string::npos || e.text.rfind("verdict", 0) == 0;
+      b += fmt::format(R"(<li{} value="{}">{}</li>)", narrow ? R"( class="narrow")" : "", e.round,
+                       escape(e.text));
     }
     b += "</ol>";
   }
@@ -249,23 +279,29 @@ std::string dispute_report_html(const ReportInput& in) {
   b += "<h2>The located step's graph</h2>";
   if (level >= 3 && v.node < g.nodes.size()) {
     const std::vector<size_t> shown = report_svg::graph_nodes_shown(g, v.node);
-    b += fmt::format(R"(<p>Step {}: {} nodes in topological order, column by column{}; node {} ({}) in red, the nodes producing its inputs outlined orange, those using its outputs blue.</p>)",
-                     v.step, g.nodes.size(),
-                     shown.size() < g.nodes.size()
-                         ? fmt::format(" (here {} of them: its neighbours in that order and the nodes it is connected to)", shown.size())
-                         : "",
-                     v.node, op);
+    b += fmt::format(
+        R"(<p>Step {}: {} nodes in topological order, column by column{}; node {} ({}) in red, the nodes producing its inputs outlined orange, those using its outputs blue.</p>)",
+        v.step, g.nodes.size(),
+        shown.size() < g.nodes.size()
+            ? fmt::format(" (here {} of them: its neighbours in that order and the nodes it is connected to)",
+                          shown.size())
+            : "",
+        v.node, op);
     b += R"(<div class="scroll">)" + report_svg::graph(g, v.node, shown) + "</div>";
     const Node& node = g.nodes[v.node];
     b += "<h2>The located op</h2>";
-    b += fmt::format(R"(<p><b>{}</b>, node {} of step {}. The referee opened its inputs (checked against the agreed records and state), re-executed it with RepOps and compared output hashes: {}</p>)",
-                     op, v.node, v.step, escape(v.detail));
-    b += R"(<table id="op-table"><tr><th></th><th>value</th><th>shape</th><th>elements</th><th>from</th></tr>)";
+    b += fmt::format(
+        R"(<p><b>{}</b>, node {} of step {}. The referee opened its inputs (checked against the agreed records and state), re-executed it with RepOps and compared output hashes: {}</p>)",
+        op, v.node, v.step, escape(v.detail));
+    b +=
+        R"(<table id="op-table"><tr><th></th><th>value</th><th>shape</th><th>elements</th><th>from</th></tr>)";
     const auto value_row = [&](const char* role, ValueId id) {
       const Value& val = g.values[id];
       std::string from = "node output";
       if (val.source != ValueSource::Node) {
-        const auto in_list = [&](const std::vector<ValueId>& l) { return std::find(l.begin(), l.end(), id) != l.end(); };
+        const auto in_list = [&](const std::vector<ValueId>& l) {
+          return std::find(l.begin(), l.end(), id) != l.end();
+        };
         from = in_list(g.state_inputs) ? "state(t)" : in_list(g.data_inputs) ? "data set" : "constant";
       } else {
         for (size_t p = 0; p < g.nodes.size(); ++p)
@@ -273,18 +309,21 @@ std::string dispute_report_html(const ReportInput& in) {
             if (o == id) from = fmt::format("node {} ({})", p, op_name(g.nodes[p].op));
       }
       if (std::string(role) == "output") from = "this node";
-      b += fmt::format(R"(<tr><td>{}</td><td class="mono">{}</td><td class="mono">{}</td><td>{}</td><td>{}</td></tr>)", role,
-                       escape(val.name), val.shape.str(), val.shape.numel(), escape(from));
+      b += fmt::format(
+          R"(<tr><td>{}</td><td class="mono">{}</td><td class="mono">{}</td><td>{}</td><td>{}</td></tr>)",
+          role, escape(val.name), val.shape.str(), val.shape.numel(), escape(from));
     };
     for (ValueId id : node.inputs) value_row("input", id);
     for (ValueId id : node.outputs) value_row("output", id);
     b += "</table>";
     if (in.record.empty()) {
-      b += R"(<p class="absent">The hashes each party committed for this node are in the dispute's record (the referee's store), not given here.</p>)";
+      b +=
+          R"(<p class="absent">The hashes each party committed for this node are in the dispute's record (the referee's store), not given here.</p>)";
     } else {
       const LocatedEvidence ev = located_evidence(in.record, v.node);
       // Each party's committed hashes of the node's inputs and outputs; a hash the parties differ on in red.
-      b += R"(<h3>Committed hashes (each party's opened node record)</h3><table id="hashes"><tr><th></th><th>claim 0</th><th>claim 1</th></tr>)";
+      b +=
+          R"(<h3>Committed hashes (each party's opened node record)</h3><table id="hashes"><tr><th></th><th>claim 0</th><th>claim 1</th></tr>)";
       const auto rows = [&](const char* role, auto member) {
         size_t n = 0;
         for (const auto& r : ev.records)
@@ -292,39 +331,45 @@ std::string dispute_report_html(const ReportInput& in) {
         for (size_t i = 0; i < n; ++i) {
           std::array<std::string, 2> h;
           for (size_t p = 0; p < 2; ++p)
-            if (ev.records[p] && i < ((*ev.records[p]).*member).size()) h[p] = to_hex(((*ev.records[p]).*member)[i]);
+            if (ev.records[p] && i < ((*ev.records[p]).*member).size())
+              h[p] = to_hex(((*ev.records[p]).*member)[i]);
           const bool differ = !h[0].empty() && !h[1].empty() && h[0] != h[1];
-          b += fmt::format(R"(<tr><td>{} {}</td><td class="mono{}">{}</td><td class="mono{}">{}</td></tr>)", role, i,
-                           differ ? " bad" : "", h[0].empty() ? "—" : h[0].substr(0, 32), differ ? " bad" : "",
-                           h[1].empty() ? "—" : h[1].substr(0, 32));
+          b += fmt::format(R"(<tr><td>{} {}</td><td class="mono{}">{}</td><td class="mono{}">{}</td></tr>)",
+                           role, i, differ ? " bad" : "", h[0].empty() ? "—" : h[0].substr(0, 32),
+                           differ ? " bad" : "", h[1].empty() ? "—" : h[1].substr(0, 32));
         }
       };
       rows("input", &NodeRecord::inputs);
       rows("output", &NodeRecord::outputs);
       b += "</table>";
       if (!ev.opened.empty()) {
-        b += R"(<h3>Tensors opened for the re-execution (first elements)</h3><table id="opened"><tr><th>by</th><th>opened value</th><th>shape</th><th>first elements</th></tr>)";
+        b +=
+            R"(<h3>Tensors opened for the re-execution (first elements)</h3><table id="opened"><tr><th>by</th><th>opened value</th><th>shape</th><th>first elements</th></tr>)";
         for (const auto& o : ev.opened) {
           std::string first;
           for (const float f : o.first) first += fmt::format("{}{:.6g}", first.empty() ? "" : ", ", f);
-          b += fmt::format(R"(<tr><td>claim {}</td><td>#{}</td><td class="mono">[{}]</td><td class="mono">{}, …</td></tr>)", o.party,
-                           o.value, fmt::join(o.shape, ", "), first);
+          b += fmt::format(
+              R"(<tr><td>claim {}</td><td>#{}</td><td class="mono">[{}]</td><td class="mono">{}, …</td></tr>)",
+              o.party, o.value, fmt::join(o.shape, ", "), first);
         }
         b += "</table>";
       }
     }
   } else {
-    b += fmt::format(R"(<p class="absent">The dispute ended at level {}, before a node was located.</p>)", level);
+    b += fmt::format(R"(<p class="absent">The dispute ended at level {}, before a node was located.</p>)",
+                     level);
   }
 
   b += "<h2>Losses</h2>";
   const int64_t first_differing = interval > 0 ? static_cast<int64_t>(cps[interval]) : level == 1 ? 0 : -1;
   const std::string chart = report_svg::losses(in.losses, first_differing);
   if (chart.empty()) {
-    b += R"(<p class="absent">No losses: give each party's checkpoint directory (a provider's STORE/&lt;job id&gt;/); the referee never sees them.</p>)";
+    b +=
+        R"(<p class="absent">No losses: give each party's checkpoint directory (a provider's STORE/&lt;job id&gt;/); the referee never sees them.</p>)";
   } else {
-    b += fmt::format(R"(<p>Each claim's training loss at its checkpoints (the loss is part of the committed state). The trajectories first differ at the checkpoint of step {}.</p>)",
-                     first_differing);
+    b += fmt::format(
+        R"(<p>Each claim's training loss at its checkpoints (the loss is part of the committed state). The trajectories first differ at the checkpoint of step {}.</p>)",
+        first_differing);
     b += R"(<div class="scroll">)" + chart + "</div>";
   }
   return page(fmt::format("Dispute {} — {}", hex16(v.dispute_id), reason_name(v.reason)), b);
@@ -336,9 +381,11 @@ std::string dispute_list_html(std::span<const DisputeListing> disputes) {
   b += R"(<table><tr><th>dispute</th><th>state</th><th>decided at (UTC)</th><th>recorded inputs</th></tr>)";
   for (const DisputeListing& d : disputes) {
     std::string when;
-    if (d.decided_at) when = fmt::format("{:%Y-%m-%d %H:%M:%S}", std::chrono::floor<std::chrono::seconds>(*d.decided_at));
-    b += fmt::format(R"(<tr><td class="mono"><a href="/disputes/{}">{}</a></td><td>{}</td><td>{}</td><td>{}</td></tr>)",
-                     to_hex(d.id), hex16(d.id), d.decided ? "decided" : "open", when, d.inputs);
+    if (d.decided_at)
+      when = fmt::format("{:%Y-%m-%d %H:%M:%S}", std::chrono::floor<std::chrono::seconds>(*d.decided_at));
+    b += fmt::format(
+        R"(<tr><td class="mono"><a href="/disputes/{}">{}</a></td><td>{}</td><td>{}</td><td>{}</td></tr>)",
+        to_hex(d.id), hex16(d.id), d.decided ? "decided" : "open", when, d.inputs);
   }
   return page("Disputes", b + "</table>");
 }

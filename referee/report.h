@@ -30,7 +30,8 @@ struct ReportInput {
   /// The referee key the signature is checked against; unset: the envelope's own signer is shown,
   /// marked as not checked against a trusted key.
   std::optional<PublicKey> referee_key;
-  std::vector<DisputeEvent> events;  ///< the rounds: the store's (RefereeStore::events), dispute_events() or parse_dispute_log()
+  std::vector<DisputeEvent>
+      events;  ///< the rounds: the store's (RefereeStore::events), dispute_events() or parse_dispute_log()
   /// Shown in place of the rounds when `events` is empty: why there are none and what would supply them.
   std::string no_rounds = "No rounds: give the dispute's record (the referee's store) or its log.";
   /// The dispute's recorded inputs (the referee's store), when kept: each party's opened record of the

@@ -20,7 +20,9 @@ constexpr const char* kOrange = "#ef6c00";
 struct Row {
   double x0, x1, y;
   double first, last;  // the values at x0 and x1
-  double x(double v) const { return last == first ? (x0 + x1) / 2 : x0 + (v - first) / (last - first) * (x1 - x0); }
+  double x(double v) const {
+    return last == first ? (x0 + x1) / 2 : x0 + (v - first) / (last - first) * (x1 - x0);
+  }
 };
 
 }  // namespace
@@ -29,12 +31,23 @@ std::string escape(const std::string& text) {
   std::string out;
   for (const char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -42,12 +55,16 @@ std::string escape(const std::string& text) {
 
 std::string narrowing(const Narrowing& n) {
   constexpr double W = 980, left = 170, right = 950;
-  std::string s = fmt::format(R"(<svg class="narrowing" role="img" aria-label="narrowing" viewBox="0 0 {} 330" width="{}" height="330">)", W, W);
+  std::string s = fmt::format(
+      R"(<svg class="narrowing" role="img" aria-label="narrowing" viewBox="0 0 {} 330" width="{}" height="330">)",
+      W, W);
   const auto label = [&](double y, const std::string& title, const std::string& sub) {
-    s += fmt::format(R"(<text x="8" y="{}" class="lvl">{}</text><text x="8" y="{}" class="sub">{}</text>)", y - 4,
-                     escape(title), y + 12, escape(sub));
+    s += fmt::format(R"(<text x="8" y="{}" class="lvl">{}</text><text x="8" y="{}" class="sub">{}</text>)",
+                     y - 4, escape(title), y + 12, escape(sub));
   };
-  const auto rounds = [&](int level) { return fmt::format("{} round{}", n.rounds[level - 1], n.rounds[level - 1] == 1 ? "" : "s"); };
+  const auto rounds = [&](int level) {
+    return fmt::format("{} round{}", n.rounds[level - 1], n.rounds[level - 1] == 1 ? "" : "s");
+  };
 
   // Level 1: the trajectory, its checkpoints; the located interval in red.
   const uint64_t T = n.checkpoints.empty() ? 0 : n.checkpoints.back();
@@ -56,42 +73,52 @@ std::string narrowing(const Narrowing& n) {
   s += fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" class="axis"/>)", r1.x0, r1.y, r1.x1, r1.y);
   for (size_t i = 0; i < n.checkpoints.size(); ++i) {
     const double x = r1.x(static_cast<double>(n.checkpoints[i]));
-    s += fmt::format(R"(<line x1="{:.1f}" y1="{}" x2="{:.1f}" y2="{}" class="tick"/>)", x, r1.y - 7, x, r1.y + 7);
+    s += fmt::format(R"(<line x1="{:.1f}" y1="{}" x2="{:.1f}" y2="{}" class="tick"/>)", x, r1.y - 7, x,
+                     r1.y + 7);
   }
-  s += fmt::format(R"(<text x="{}" y="{}" class="sub">step 0</text><text x="{}" y="{}" class="sub" text-anchor="end">step {}</text>)",
-                   r1.x0, r1.y + 24, r1.x1, r1.y + 24, T);
+  s += fmt::format(
+      R"(<text x="{}" y="{}" class="sub">step 0</text><text x="{}" y="{}" class="sub" text-anchor="end">step {}</text>)",
+      r1.x0, r1.y + 24, r1.x1, r1.y + 24, T);
   if (n.level < 2 || n.interval == 0 || n.interval >= n.checkpoints.size()) {
-    s += fmt::format(R"(<text x="{}" y="{}" class="note">decided at level 1 (the trajectory's first checkpoints)</text></svg>)", left,
-                     r1.y + 60);
+    s += fmt::format(
+        R"(<text x="{}" y="{}" class="note">decided at level 1 (the trajectory's first checkpoints)</text></svg>)",
+        left, r1.y + 60);
     return s;
   }
   const uint64_t a = n.checkpoints[n.interval - 1], b = n.checkpoints[n.interval];
-  s += fmt::format(R"(<rect x="{:.1f}" y="{}" width="{:.1f}" height="14" fill="{}" opacity="0.85"/>)", r1.x(static_cast<double>(a)),
-                   r1.y - 7, std::max(2.0, r1.x(static_cast<double>(b)) - r1.x(static_cast<double>(a))), kRed);
-  s += fmt::format(R"(<text x="{:.1f}" y="{}" class="hl" text-anchor="middle">checkpoints {}–{}: steps [{}, {}]</text>)",
-                   std::clamp(r1.x((a + b) / 2.0), left + 80, right - 80), r1.y - 12, n.interval - 1, n.interval, a, b);
+  s += fmt::format(R"(<rect x="{:.1f}" y="{}" width="{:.1f}" height="14" fill="{}" opacity="0.85"/>)",
+                   r1.x(static_cast<double>(a)), r1.y - 7,
+                   std::max(2.0, r1.x(static_cast<double>(b)) - r1.x(static_cast<double>(a))), kRed);
+  s += fmt::format(
+      R"(<text x="{:.1f}" y="{}" class="hl" text-anchor="middle">checkpoints {}–{}: steps [{}, {}]</text>)",
+      std::clamp(r1.x((a + b) / 2.0), left + 80, right - 80), r1.y - 12, n.interval - 1, n.interval, a, b);
 
   // Level 2: the interval's steps; the located step in red.
   const Row r2{left, right, 150, static_cast<double>(a), static_cast<double>(b)};
-  s += fmt::format(R"(<polygon points="{:.1f},{} {:.1f},{} {},{} {},{}" class="zoom"/>)", r1.x(static_cast<double>(a)), r1.y + 8,
-                   r1.x(static_cast<double>(b)), r1.y + 8, r2.x1, r2.y - 8, r2.x0, r2.y - 8);
+  s += fmt::format(R"(<polygon points="{:.1f},{} {:.1f},{} {},{} {},{}" class="zoom"/>)",
+                   r1.x(static_cast<double>(a)), r1.y + 8, r1.x(static_cast<double>(b)), r1.y + 8, r2.x1,
+                   r2.y - 8, r2.x0, r2.y - 8);
   label(r2.y, "interval", fmt::format("level 2 · {}", rounds(2)));
   s += fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" class="axis"/>)", r2.x0, r2.y, r2.x1, r2.y);
   const uint64_t every = std::max<uint64_t>(1, (b - a) / 50);
   for (uint64_t t = a; t <= b; t += every) {
     const double x = r2.x(static_cast<double>(t));
-    s += fmt::format(R"(<line x1="{:.1f}" y1="{}" x2="{:.1f}" y2="{}" class="tick"/>)", x, r2.y - 5, x, r2.y + 5);
+    s += fmt::format(R"(<line x1="{:.1f}" y1="{}" x2="{:.1f}" y2="{}" class="tick"/>)", x, r2.y - 5, x,
+                     r2.y + 5);
   }
-  s += fmt::format(R"(<text x="{}" y="{}" class="sub">step {}</text><text x="{}" y="{}" class="sub" text-anchor="end">step {}</text>)",
-                   r2.x0, r2.y + 24, a, r2.x1, r2.y + 24, b);
+  s += fmt::format(
+      R"(<text x="{}" y="{}" class="sub">step {}</text><text x="{}" y="{}" class="sub" text-anchor="end">step {}</text>)",
+      r2.x0, r2.y + 24, a, r2.x1, r2.y + 24, b);
   if (n.level < 3 && n.level != 2) return s + "</svg>";
   // The step t → t+1 is the located one: its segment.
   const double sx0 = r2.x(static_cast<double>(n.step)), sx1 = r2.x(static_cast<double>(n.step + 1));
-  s += fmt::format(R"(<rect x="{:.1f}" y="{}" width="{:.1f}" height="14" fill="{}"/>)", sx0, r2.y - 7, std::max(3.0, sx1 - sx0), kRed);
-  s += fmt::format(R"(<text x="{:.1f}" y="{}" class="hl" text-anchor="middle">step {}</text>)", std::clamp((sx0 + sx1) / 2, left + 30, right - 30),
-                   r2.y - 12, n.step);
+  s += fmt::format(R"(<rect x="{:.1f}" y="{}" width="{:.1f}" height="14" fill="{}"/>)", sx0, r2.y - 7,
+                   std::max(3.0, sx1 - sx0), kRed);
+  s += fmt::format(R"(<text x="{:.1f}" y="{}" class="hl" text-anchor="middle">step {}</text>)",
+                   std::clamp((sx0 + sx1) / 2, left + 30, right - 30), r2.y - 12, n.step);
   if (n.level < 3 || n.nodes == 0) {
-    s += fmt::format(R"(<text x="{}" y="{}" class="note">decided at level 2 (step {})</text></svg>)", left, r2.y + 60, n.step);
+    s += fmt::format(R"(<text x="{}" y="{}" class="note">decided at level 2 (step {})</text></svg>)", left,
+                     r2.y + 60, n.step);
     return s;
   }
 
@@ -102,15 +129,17 @@ std::string narrowing(const Narrowing& n) {
   label(y3, "step graph", fmt::format("level 3 · {}", rounds(3)));
   for (uint64_t i = 0; i < n.nodes; ++i) {
     const bool hit = i == n.node;
-    s += fmt::format(R"(<rect x="{:.2f}" y="{}" width="{:.2f}" height="20" fill="{}" stroke="#fff" stroke-width="{}"/>)",
-                     left + cell * static_cast<double>(i), y3 - 10, std::max(cell, 1.0), hit ? kRed : "#b0bec5",
-                     cell > 4 ? 1 : 0);
+    s += fmt::format(
+        R"(<rect x="{:.2f}" y="{}" width="{:.2f}" height="20" fill="{}" stroke="#fff" stroke-width="{}"/>)",
+        left + cell * static_cast<double>(i), y3 - 10, std::max(cell, 1.0), hit ? kRed : "#b0bec5",
+        cell > 4 ? 1 : 0);
   }
   const double nx = left + cell * (static_cast<double>(n.node) + 0.5);
-  s += fmt::format(R"(<text x="{:.1f}" y="{}" class="hl" text-anchor="middle">node {}</text>)", std::clamp(nx, left + 30, right - 30),
-                   y3 + 30, n.node);
-  s += fmt::format(R"(<text x="{}" y="{}" class="sub">node 0</text><text x="{}" y="{}" class="sub" text-anchor="end">node {}</text>)",
-                   left, y3 + 48, right, y3 + 48, n.nodes - 1);
+  s += fmt::format(R"(<text x="{:.1f}" y="{}" class="hl" text-anchor="middle">node {}</text>)",
+                   std::clamp(nx, left + 30, right - 30), y3 + 30, n.node);
+  s += fmt::format(
+      R"(<text x="{}" y="{}" class="sub">node 0</text><text x="{}" y="{}" class="sub" text-anchor="end">node {}</text>)",
+      left, y3 + 48, right, y3 + 48, n.nodes - 1);
   return s + "</svg>";
 }
 
@@ -131,7 +160,8 @@ std::vector<size_t> graph_nodes_shown(const StepGraph& g, uint64_t located) {
     for (size_t i = 0; i < N; ++i) shown.insert(i);
   } else {
     const std::vector<int64_t> producer = producers(g);
-    for (size_t i = located >= 12 ? located - 12 : 0; i <= std::min<size_t>(N - 1, located + 12); ++i) shown.insert(i);
+    for (size_t i = located >= 12 ? located - 12 : 0; i <= std::min<size_t>(N - 1, located + 12); ++i)
+      shown.insert(i);
     for (ValueId v : g.nodes[located].inputs)
       if (producer[v] >= 0) shown.insert(static_cast<size_t>(producer[v]));
     for (size_t i = 0; i < N; ++i)
@@ -155,16 +185,20 @@ std::string graph(const StepGraph& g, uint64_t located, const std::vector<size_t
         if (producer[v] == static_cast<int64_t>(located)) consumers_of.insert(i);
   }
   const size_t M = shown.size();
-  const size_t rows = std::max<size_t>(8, static_cast<size_t>(std::ceil(std::sqrt(static_cast<double>(M) * 1.5))));
+  const size_t rows =
+      std::max<size_t>(8, static_cast<size_t>(std::ceil(std::sqrt(static_cast<double>(M) * 1.5))));
   const size_t cols = (M + rows - 1) / rows;
   constexpr double bw = 168, bh = 20, gx = 40, gy = 8, pad = 10;
-  const double W = pad * 2 + static_cast<double>(cols) * (bw + gx), H = pad * 2 + static_cast<double>(rows) * (bh + gy);
+  const double W = pad * 2 + static_cast<double>(cols) * (bw + gx),
+               H = pad * 2 + static_cast<double>(rows) * (bh + gy);
   const auto pos = [&](size_t node) {
     const auto i = static_cast<size_t>(slot[node]);
-    return std::pair<double, double>{pad + static_cast<double>(i / rows) * (bw + gx), pad + static_cast<double>(i % rows) * (bh + gy)};
+    return std::pair<double, double>{pad + static_cast<double>(i / rows) * (bw + gx),
+                                     pad + static_cast<double>(i % rows) * (bh + gy)};
   };
-  std::string s = fmt::format(R"(<svg class="graph" role="img" aria-label="step graph" viewBox="0 0 {:.0f} {:.0f}" width="{:.0f}" height="{:.0f}">)",
-                              W, H, W, H);
+  std::string s = fmt::format(
+      R"(<svg class="graph" role="img" aria-label="step graph" viewBox="0 0 {:.0f} {:.0f}" width="{:.0f}" height="{:.0f}">)",
+      W, H, W, H);
   // Edges: all of them for a small graph, else only those touching the located node.
   const bool all_edges = M <= 48;
   std::string edges, bold;
@@ -177,12 +211,14 @@ std::string graph(const StepGraph& g, uint64_t located, const std::vector<size_t
       const auto [x0, y0] = pos(p);
       const auto [x1, y1] = pos(i);
       const double ax = x0 + bw, ay = y0 + bh / 2, bx = x1, by = y1 + bh / 2;
-      const std::string path = static_cast<size_t>(slot[p]) / rows == static_cast<size_t>(slot[i]) / rows
-                                   ? fmt::format("M{:.0f},{:.0f} C{:.0f},{:.0f} {:.0f},{:.0f} {:.0f},{:.0f}", ax, ay, ax + 18, ay,
-                                                 ax + 18, y1 + bh / 2, x1 + bw, y1 + bh / 2)
-                                   : fmt::format("M{:.0f},{:.0f} C{:.0f},{:.0f} {:.0f},{:.0f} {:.0f},{:.0f}", ax, ay, ax + gx / 2, ay,
-                                                 bx - gx / 2, by, bx, by);
-      (touches ? bold : edges) += fmt::format(R"(<path d="{}" class="{}"/>)", path, touches ? "edge hot" : "edge");
+      const std::string path =
+          static_cast<size_t>(slot[p]) / rows == static_cast<size_t>(slot[i]) / rows
+              ? fmt::format("M{:.0f},{:.0f} C{:.0f},{:.0f} {:.0f},{:.0f} {:.0f},{:.0f}", ax, ay, ax + 18, ay,
+                            ax + 18, y1 + bh / 2, x1 + bw, y1 + bh / 2)
+              : fmt::format("M{:.0f},{:.0f} C{:.0f},{:.0f} {:.0f},{:.0f} {:.0f},{:.0f}", ax, ay, ax + gx / 2,
+                            ay, bx - gx / 2, by, bx, by);
+      (touches ? bold : edges) +=
+          fmt::format(R"(<path d="{}" class="{}"/>)", path, touches ? "edge hot" : "edge");
     }
   s += edges + bold;
   for (size_t i : shown) {
@@ -190,15 +226,19 @@ std::string graph(const StepGraph& g, uint64_t located, const std::vector<size_t
     const Node& node = g.nodes[i];
     const std::string out = node.outputs.empty() ? "" : g.values[node.outputs[0]].name;
     const char* fill = i == located ? kRed : "#eceff1";
-    const char* stroke = i == located ? kRed : inputs_of.count(i) ? kOrange : consumers_of.count(i) ? kBlue : "#b0bec5";
-    s += fmt::format(R"(<g{}><title>node {}: {} → {}</title><rect x="{:.0f}" y="{:.0f}" width="{}" height="{}" rx="3" fill="{}" stroke="{}" stroke-width="{}"/>)",
-                     i == located ? R"( id="located-box")" : "", i, op_name(node.op), escape(out), x, y, bw, bh, fill, stroke,
-                     i == located || inputs_of.count(i) || consumers_of.count(i) ? 2 : 1);
+    const char* stroke = i == located            ? kRed
+                         : inputs_of.count(i)    ? kOrange
+                         : consumers_of.count(i) ? kBlue
+                                                 : "#b0bec5";
+    s += fmt::format(
+        R"(<g{}><title>node {}: {} → {}</title><rect x="{:.0f}" y="{:.0f}" width="{}" height="{}" rx="3" fill="{}" stroke="{}" stroke-width="{}"/>)",
+        i == located ? R"( id="located-box")" : "", i, op_name(node.op), escape(out), x, y, bw, bh, fill,
+        stroke, i == located || inputs_of.count(i) || consumers_of.count(i) ? 2 : 1);
     std::string text = fmt::format("{} {}", i, op_name(node.op));
     if (text.size() < 24 && !out.empty()) text += " · " + out;
     if (text.size() > 27) text = text.substr(0, 26) + "…";
-    s += fmt::format(R"(<text x="{:.0f}" y="{:.0f}" class="{}">{}</text></g>)", x + 5, y + 14, i == located ? "node hot" : "node",
-                     escape(text));
+    s += fmt::format(R"(<text x="{:.0f}" y="{:.0f}" class="{}">{}</text></g>)", x + 5, y + 14,
+                     i == located ? "node hot" : "node", escape(text));
   }
   return s + "</svg>";
 }
@@ -221,20 +261,28 @@ std::string losses(const std::array<std::vector<LossPoint>, 2>& series, int64_t 
   if (y_hi == y_lo) y_hi = y_lo + 1;
   const auto X = [&](double v) { return l + (v - x_lo) / (x_hi - x_lo) * (r - l); };
   const auto Y = [&](double v) { return b - (v - y_lo) / (y_hi - y_lo) * (b - t); };
-  std::string s = fmt::format(R"(<svg class="losses" role="img" aria-label="losses" viewBox="0 0 {} {}" width="{}" height="{}">)", W, H, W, H);
-  s += fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" class="axis"/><line x1="{}" y1="{}" x2="{}" y2="{}" class="axis"/>)", l, b, r,
-                   b, l, t, l, b);
+  std::string s = fmt::format(
+      R"(<svg class="losses" role="img" aria-label="losses" viewBox="0 0 {} {}" width="{}" height="{}">)", W,
+      H, W, H);
+  s += fmt::format(
+      R"(<line x1="{}" y1="{}" x2="{}" y2="{}" class="axis"/><line x1="{}" y1="{}" x2="{}" y2="{}" class="axis"/>)",
+      l, b, r, b, l, t, l, b);
   for (int i = 0; i <= 4; ++i) {
     const double v = y_lo + (y_hi - y_lo) * i / 4;
-    s += fmt::format(R"(<text x="{}" y="{:.1f}" class="sub" text-anchor="end">{:.3g}</text>)", l - 6, Y(v) + 4, v);
+    s += fmt::format(R"(<text x="{}" y="{:.1f}" class="sub" text-anchor="end">{:.3g}</text>)", l - 6,
+                     Y(v) + 4, v);
   }
-  s += fmt::format(R"(<text x="{}" y="{}" class="sub">step {:.0f}</text><text x="{}" y="{}" class="sub" text-anchor="end">step {:.0f}</text>)",
-                   l, b + 18, x_lo, r, b + 18, x_hi);
+  s += fmt::format(
+      R"(<text x="{}" y="{}" class="sub">step {:.0f}</text><text x="{}" y="{}" class="sub" text-anchor="end">step {:.0f}</text>)",
+      l, b + 18, x_lo, r, b + 18, x_hi);
   if (first_differing >= 0) {
     const double x = X(static_cast<double>(first_differing));
-    s += fmt::format(R"(<line x1="{:.1f}" y1="{}" x2="{:.1f}" y2="{}" stroke="{}" stroke-dasharray="6 4" stroke-width="2"/>)", x, t, x, b, kRed);
-    s += fmt::format(R"(<text x="{:.1f}" y="{}" class="hl" text-anchor="{}">first differing checkpoint: step {}</text>)", x + (x > W / 2 ? -6 : 6),
-                     t + 14, x > W / 2 ? "end" : "start", first_differing);
+    s += fmt::format(
+        R"(<line x1="{:.1f}" y1="{}" x2="{:.1f}" y2="{}" stroke="{}" stroke-dasharray="6 4" stroke-width="2"/>)",
+        x, t, x, b, kRed);
+    s += fmt::format(
+        R"(<text x="{:.1f}" y="{}" class="hl" text-anchor="{}">first differing checkpoint: step {}</text>)",
+        x + (x > W / 2 ? -6 : 6), t + 14, x > W / 2 ? "end" : "start", first_differing);
   }
   const char* colours[2] = {kBlue, kOrange};
   for (size_t p = 0; p < 2; ++p) {
@@ -242,14 +290,15 @@ std::string losses(const std::array<std::vector<LossPoint>, 2>& series, int64_t 
     for (const auto& [step, loss] : series[p])
       if (drawn({step, loss})) points += fmt::format("{:.1f},{:.1f} ", X(static_cast<double>(step)), Y(loss));
     if (points.empty()) continue;
-    s += fmt::format(R"(<polyline points="{}" fill="none" stroke="{}" stroke-width="{}" {}/>)", points, colours[p], p == 0 ? 3 : 2,
-                     p == 1 ? R"(stroke-dasharray="5 3")" : "");
+    s += fmt::format(R"(<polyline points="{}" fill="none" stroke="{}" stroke-width="{}" {}/>)", points,
+                     colours[p], p == 0 ? 3 : 2, p == 1 ? R"(stroke-dasharray="5 3")" : "");
     for (const auto& [step, loss] : series[p])
       if (drawn({step, loss}))
-        s += fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="3" fill="{}"><title>claim {}: step {}, loss {}</title></circle>)",
-                         X(static_cast<double>(step)), Y(loss), colours[p], p, step, loss);
-    s += fmt::format(R"(<text x="{}" y="{}" fill="{}" class="sub">— claim {}</text>)", r - 160 + 80.0 * static_cast<double>(p), b + 36,
-                     colours[p], p);
+        s += fmt::format(
+            R"(<circle cx="{:.1f}" cy="{:.1f}" r="3" fill="{}"><title>claim {}: step {}, loss {}</title></circle>)",
+            X(static_cast<double>(step)), Y(loss), colours[p], p, step, loss);
+    s += fmt::format(R"(<text x="{}" y="{}" fill="{}" class="sub">— claim {}</text>)",
+                     r - 160 + 80.0 * static_cast<double>(p), b + 36, colours[p], p);
   }
   return s + "</svg>";
 }

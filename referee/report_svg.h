@@ -35,8 +35,8 @@ std::vector<size_t> graph_nodes_shown(const StepGraph& g, uint64_t located);
 /// column, `located` in red, its producers and consumers outlined, the edges that touch it drawn bold.
 std::string graph(const StepGraph& g, uint64_t located, const std::vector<size_t>& shown);
 
-/// Both parties' losses at their checkpoints (step 0's, produced by no step, left out), a dashed mark at `first_differing` (a step; none when
-/// negative).
+/// Both parties' losses at their checkpoints (step 0's, produced by no step, left out), a dashed mark at
+/// `first_differing` (a step; none when negative).
 std::string losses(const std::array<std::vector<LossPoint>, 2>& losses, int64_t first_differing);
 
 }  // namespace tribunal::report_svg

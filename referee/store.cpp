@@ -66,7 +66,8 @@ struct RefereeStore::Statement {
   const RefereeStore& store;
   sqlite3_stmt* stmt = nullptr;
   Statement(const RefereeStore& s, const char* sql) : store(s) {
-    if (sqlite3_prepare_v2(s.db_, sql, -1, &stmt, nullptr) != SQLITE_OK) s.fail(std::string("cannot run '") + sql + "'");
+    if (sqlite3_prepare_v2(s.db_, sql, -1, &stmt, nullptr) != SQLITE_OK)
+      s.fail(std::string("cannot run '") + sql + "'");
   }
   ~Statement() { sqlite3_finalize(stmt); }
   Statement(const Statement&) = delete;
@@ -74,7 +75,8 @@ struct RefereeStore::Statement {
 
   void bind(int i, std::span<const uint8_t> bytes) {
     const int rc = bytes.empty() ? sqlite3_bind_zeroblob(stmt, i, 0)
-                                 : sqlite3_bind_blob(stmt, i, bytes.data(), static_cast<int>(bytes.size()), SQLITE_TRANSIENT);
+                                 : sqlite3_bind_blob(stmt, i, bytes.data(), static_cast<int>(bytes.size()),
+                                                     SQLITE_TRANSIENT);
     if (rc != SQLITE_OK) store.fail("cannot bind a value");
   }
   void bind(int i, const Digest& d) { bind(i, std::span<const uint8_t>(d.data(), d.size())); }
@@ -106,7 +108,8 @@ struct RefereeStore::Statement {
 };
 
 void RefereeStore::fail(const std::string& what) const {
-  throw StoreError(fmt::format("referee store {}: {}: {}", file_.string(), what, db_ ? sqlite3_errmsg(db_) : "no database"));
+  throw StoreError(fmt::format("referee store {}: {}: {}", file_.string(), what,
+                               db_ ? sqlite3_errmsg(db_) : "no database"));
 }
 
 void RefereeStore::exec(const char* sql) {
@@ -118,12 +121,15 @@ void RefereeStore::exec(const char* sql) {
   }
 }
 
-RefereeStore::RefereeStore(const std::filesystem::path& dir, const PublicKey& referee) : file_(dir / "referee.sqlite") {
+RefereeStore::RefereeStore(const std::filesystem::path& dir, const PublicKey& referee)
+    : file_(dir / "referee.sqlite") {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) throw StoreError(fmt::format("referee store {}: cannot create the directory: {}", dir.string(), ec.message()));
-  if (sqlite3_open_v2(file_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr) !=
-      SQLITE_OK) {
+  if (ec)
+    throw StoreError(
+        fmt::format("referee store {}: cannot create the directory: {}", dir.string(), ec.message()));
+  if (sqlite3_open_v2(file_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                      nullptr) != SQLITE_OK) {
     const std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close(db_);
     db_ = nullptr;
@@ -149,7 +155,8 @@ RefereeStore::RefereeStore(const std::filesystem::path& dir, const PublicKey& re
       while (s.step())
         if (s.text(0) != "ok") problems += (problems.empty() ? "" : "; ") + s.text(0);
       if (!problems.empty())
-        throw StoreError(fmt::format("referee store {}: the database is corrupt: {}", file_.string(), problems));
+        throw StoreError(
+            fmt::format("referee store {}: the database is corrupt: {}", file_.string(), problems));
     }
     int version = 0;
     {
@@ -160,8 +167,8 @@ RefereeStore::RefereeStore(const std::filesystem::path& dir, const PublicKey& re
       {
         Statement s(*this, "SELECT count(*) FROM sqlite_schema");
         if (s.step() && s.integer(0) != 0)
-          throw StoreError(fmt::format("referee store {}: not a tribunal referee store (it holds other tables)",
-                                       file_.string()));
+          throw StoreError(fmt::format(
+              "referee store {}: not a tribunal referee store (it holds other tables)", file_.string()));
       }
       exec("BEGIN IMMEDIATE");
       exec(kSchema);
@@ -179,7 +186,8 @@ RefereeStore::RefereeStore(const std::filesystem::path& dir, const PublicKey& re
         // Version 1's decided disputes get the time of this upgrade as their decision time.
         exec("ALTER TABLE disputes ADD COLUMN decided_at INTEGER");
         exec(fmt::format("UPDATE disputes SET decided_at = {} WHERE verdict IS NOT NULL",
-                         unix_seconds(std::chrono::system_clock::now())).c_str());
+                         unix_seconds(std::chrono::system_clock::now()))
+                 .c_str());
       }
       if (version <= 2) {
         exec("ALTER TABLE disputes DROP COLUMN answer_timeout_ms");
@@ -189,15 +197,16 @@ RefereeStore::RefereeStore(const std::filesystem::path& dir, const PublicKey& re
       exec(fmt::format("PRAGMA user_version={}", kSchemaVersion).c_str());
       exec("COMMIT");
     } else if (version != kSchemaVersion) {
-      throw StoreError(fmt::format("referee store {}: schema version {}, this referee reads version {}", file_.string(),
-                                   version, kSchemaVersion));
+      throw StoreError(fmt::format("referee store {}: schema version {}, this referee reads version {}",
+                                   file_.string(), version, kSchemaVersion));
     }
     Statement s(*this, "SELECT value FROM meta WHERE key = 'referee_key'");
     if (!s.step()) fail("the referee key is missing");
     const std::vector<uint8_t> key = s.blob(0);
     if (key.size() != referee.size() || !std::equal(key.begin(), key.end(), referee.begin()))
-      throw StoreError(fmt::format("referee store {}: it belongs to referee key {}, not to this referee's key {}",
-                                   file_.string(), to_hex(key), to_hex(Digest(referee))));
+      throw StoreError(
+          fmt::format("referee store {}: it belongs to referee key {}, not to this referee's key {}",
+                      file_.string(), to_hex(key), to_hex(Digest(referee))));
   } catch (...) {
     sqlite3_close(db_);
     db_ = nullptr;
@@ -205,17 +214,22 @@ RefereeStore::RefereeStore(const std::filesystem::path& dir, const PublicKey& re
   }
 }
 
-RefereeStore::~RefereeStore() { sqlite3_close(db_); }
+RefereeStore::~RefereeStore() {
+  sqlite3_close(db_);
+}
 
 void RefereeStore::open_dispute(const Digest& id, const DisputeInput& open, const std::string& client) {
-  if (open.kind != DisputeInput::Kind::Open) throw StoreError("referee store: a dispute's first input must be its opening");
+  if (open.kind != DisputeInput::Kind::Open)
+    throw StoreError("referee store: a dispute's first input must be its opening");
   std::lock_guard lock(mu_);
   exec("BEGIN IMMEDIATE");
   try {
     {
       Statement s(*this, "SELECT 1 FROM disputes WHERE id = ?1");
       s.bind(1, id);
-      if (s.step()) throw StoreError(fmt::format("referee store {}: dispute {} is already recorded", file_.string(), to_hex(id)));
+      if (s.step())
+        throw StoreError(
+            fmt::format("referee store {}: dispute {} is already recorded", file_.string(), to_hex(id)));
     }
     {
       Statement s(*this, "INSERT INTO disputes (id, client) VALUES (?1, ?2)");
@@ -224,7 +238,8 @@ void RefereeStore::open_dispute(const Digest& id, const DisputeInput& open, cons
       s.step();
     }
     {
-      Statement s(*this, "INSERT INTO inputs (dispute, kind, party, envelope, now_ms) VALUES (?1, ?2, 0, ?3, ?4)");
+      Statement s(*this,
+                  "INSERT INTO inputs (dispute, kind, party, envelope, now_ms) VALUES (?1, ?2, 0, ?3, ?4)");
       s.bind(1, id);
       s.bind(2, static_cast<int64_t>(open.kind));
       s.bind(3, open.envelope);
@@ -248,12 +263,15 @@ void RefereeStore::append(const Digest& id, const DisputeInput& input, const std
     {
       Statement s(*this, "SELECT verdict IS NULL FROM disputes WHERE id = ?1");
       s.bind(1, id);
-      if (!s.step()) throw StoreError(fmt::format("referee store {}: no dispute {}", file_.string(), to_hex(id)));
+      if (!s.step())
+        throw StoreError(fmt::format("referee store {}: no dispute {}", file_.string(), to_hex(id)));
       if (s.integer(0) == 0)
-        throw StoreError(fmt::format("referee store {}: dispute {} is already decided", file_.string(), to_hex(id)));
+        throw StoreError(
+            fmt::format("referee store {}: dispute {} is already decided", file_.string(), to_hex(id)));
     }
     {
-      Statement s(*this, "INSERT INTO inputs (dispute, kind, party, envelope, now_ms) VALUES (?1, ?2, ?3, ?4, ?5)");
+      Statement s(*this,
+                  "INSERT INTO inputs (dispute, kind, party, envelope, now_ms) VALUES (?1, ?2, ?3, ?4, ?5)");
       s.bind(1, id);
       s.bind(2, static_cast<int64_t>(input.kind));
       s.bind(3, static_cast<int64_t>(input.party));
@@ -271,7 +289,8 @@ void RefereeStore::append(const Digest& id, const DisputeInput& input, const std
       const size_t kept = std::min(events.size(), kMaxStoredEvents);
       for (size_t i = 0; i < kept; ++i) {
         const DisputeEvent& e = i + 1 == kept && kept < events.size() ? events.back() : events[i];
-        Statement ev(*this, "INSERT INTO events (dispute, n, phase, round, text) VALUES (?1, ?2, ?3, ?4, ?5)");
+        Statement ev(*this,
+                     "INSERT INTO events (dispute, n, phase, round, text) VALUES (?1, ?2, ?3, ?4, ?5)");
         ev.bind(1, id);
         ev.bind(2, static_cast<int64_t>(i));
         ev.bind(3, static_cast<int64_t>(e.phase));
@@ -302,7 +321,8 @@ size_t RefereeStore::prune(std::chrono::system_clock::time_point decided_before)
     }
     {
       Statement s(*this,
-                  "DELETE FROM inputs WHERE dispute IN (SELECT id FROM disputes WHERE verdict IS NOT NULL AND decided_at < ?1)");
+                  "DELETE FROM inputs WHERE dispute IN (SELECT id FROM disputes WHERE verdict IS NOT NULL "
+                  "AND decided_at < ?1)");
       s.bind(1, unix_seconds(decided_before));
       s.step();
     }
@@ -337,8 +357,8 @@ std::vector<DisputeEvent> RefereeStore::events(const Digest& id) {
   while (s.step()) {
     const int64_t phase = s.integer(0), round = s.integer(1);
     if (phase < 0 || phase > UINT8_MAX || round < 0 || round > UINT32_MAX)
-      throw StoreError(fmt::format("referee store {}: dispute {} event {}: phase or round out of range", file_.string(),
-                                   to_hex(id), out.size()));
+      throw StoreError(fmt::format("referee store {}: dispute {} event {}: phase or round out of range",
+                                   file_.string(), to_hex(id), out.size()));
     out.push_back({static_cast<Phase>(phase), static_cast<uint32_t>(round), s.text(2)});
   }
   return out;
@@ -361,9 +381,11 @@ StoredDispute RefereeStore::read_dispute(const Digest& id, std::string client) {
     const int64_t kind = s.integer(0), party = s.integer(1), now = s.integer(3);
     const size_t i = d.inputs.size();
     const auto bad = [&](const std::string& why) {
-      return StoreError(fmt::format("referee store {}: dispute {} input {}: {}", file_.string(), to_hex(id), i, why));
+      return StoreError(
+          fmt::format("referee store {}: dispute {} input {}: {}", file_.string(), to_hex(id), i, why));
     };
-    if (kind < 1 || kind > static_cast<int64_t>(DisputeInput::Kind::Asked)) throw bad("unknown kind " + std::to_string(kind));
+    if (kind < 1 || kind > static_cast<int64_t>(DisputeInput::Kind::Asked))
+      throw bad("unknown kind " + std::to_string(kind));
     if (party < 0 || party > 1) throw bad("party out of range");
     if (now < 0) throw bad("negative time");
     DisputeInput in;
@@ -371,13 +393,16 @@ StoredDispute RefereeStore::read_dispute(const Digest& id, std::string client) {
     in.party = static_cast<int>(party);
     in.envelope = s.blob(2);
     in.at = GameTime(std::chrono::milliseconds(now));
-    if ((in.kind == DisputeInput::Kind::Open) != (i == 0)) throw bad("the opening must be the first input, and only it");
+    if ((in.kind == DisputeInput::Kind::Open) != (i == 0))
+      throw bad("the opening must be the first input, and only it");
     const bool has_envelope = in.kind == DisputeInput::Kind::Open || in.kind == DisputeInput::Kind::Envelope;
-    if (has_envelope == in.envelope.empty()) throw bad(has_envelope ? "missing envelope" : "unexpected envelope");
+    if (has_envelope == in.envelope.empty())
+      throw bad(has_envelope ? "missing envelope" : "unexpected envelope");
     d.inputs.push_back(std::move(in));
   }
   if (d.inputs.empty())
-    throw StoreError(fmt::format("referee store {}: dispute {} has no recorded opening", file_.string(), to_hex(id)));
+    throw StoreError(
+        fmt::format("referee store {}: dispute {} has no recorded opening", file_.string(), to_hex(id)));
   return d;
 }
 
@@ -405,13 +430,15 @@ std::vector<DisputeInput> RefereeStore::inputs(const Digest& id) {
 std::vector<DisputeListing> RefereeStore::list(size_t limit) {
   std::lock_guard lock(mu_);
   std::vector<DisputeListing> out;
-  Statement s(*this,
-              "SELECT id, verdict IS NOT NULL, decided_at, (SELECT count(*) FROM inputs WHERE dispute = disputes.id) "
-              "FROM disputes ORDER BY rowid DESC LIMIT ?1");
+  Statement s(
+      *this,
+      "SELECT id, verdict IS NOT NULL, decided_at, (SELECT count(*) FROM inputs WHERE dispute = disputes.id) "
+      "FROM disputes ORDER BY rowid DESC LIMIT ?1");
   s.bind(1, static_cast<int64_t>(std::min<size_t>(limit, INT64_MAX)));
   while (s.step()) {
     const std::vector<uint8_t> id = s.blob(0);
-    if (id.size() != 32) throw StoreError(fmt::format("referee store {}: a dispute id is not 32 bytes", file_.string()));
+    if (id.size() != 32)
+      throw StoreError(fmt::format("referee store {}: a dispute id is not 32 bytes", file_.string()));
     DisputeListing d;
     std::copy(id.begin(), id.end(), d.id.begin());
     d.decided = s.integer(1) != 0;
@@ -429,7 +456,8 @@ std::vector<StoredDispute> RefereeStore::load_open() {
   Statement s(*this, "SELECT id, client FROM disputes WHERE verdict IS NULL ORDER BY rowid");
   while (s.step()) {
     const std::vector<uint8_t> id = s.blob(0);
-    if (id.size() != 32) throw StoreError(fmt::format("referee store {}: a dispute id is not 32 bytes", file_.string()));
+    if (id.size() != 32)
+      throw StoreError(fmt::format("referee store {}: a dispute id is not 32 bytes", file_.string()));
     Digest d{};
     std::copy(id.begin(), id.end(), d.begin());
     out.push_back(read_dispute(d, s.text(1)));

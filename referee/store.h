@@ -39,8 +39,8 @@ class StoreError : public std::runtime_error {
 /// One undecided dispute as recorded.
 struct StoredDispute {
   Digest id{};
-  std::string client;                 ///< the opening client's address (IP), for per-client limits
-  std::vector<DisputeInput> inputs;   ///< in order; the first is the Open
+  std::string client;                ///< the opening client's address (IP), for per-client limits
+  std::vector<DisputeInput> inputs;  ///< in order; the first is the Open
 };
 
 /// One recorded dispute as listed (the referee's /disputes page).
@@ -48,7 +48,7 @@ struct DisputeListing {
   Digest id{};
   bool decided = false;
   std::optional<std::chrono::system_clock::time_point> decided_at;  ///< when decided
-  size_t inputs = 0;  ///< recorded inputs (0 once pruned)
+  size_t inputs = 0;                                                ///< recorded inputs (0 once pruned)
 };
 
 /// Events kept per decided dispute: beyond it, the first kMaxStoredEvents − 1 and the last (the

@@ -75,11 +75,13 @@ bool lie_in(AnswerKind kind, Body& body, std::mt19937_64& rng) {
       }
       return false;
     case AnswerKind::AlwaysDisagree:
-      if (auto* a = std::get_if<Children>(&body)) return a->left = random_digest(rng), a->right = random_digest(rng), true;
+      if (auto* a = std::get_if<Children>(&body))
+        return a->left = random_digest(rng), a->right = random_digest(rng), true;
       return false;
     case AnswerKind::BadHandoff:
       if (auto* c = std::get_if<IntervalCommit>(&body)) return c->start_value = flipped(c->start_value), true;
-      if (auto* c = std::get_if<StepCommit>(&body)) return !c->pre_state.empty() && (c->pre_state[0] = flipped(c->pre_state[0]), true);
+      if (auto* c = std::get_if<StepCommit>(&body))
+        return !c->pre_state.empty() && (c->pre_state[0] = flipped(c->pre_state[0]), true);
       return false;
     case AnswerKind::ForgedBytes:
       if (auto* t = std::get_if<TensorChunk>(&body)) return !t->bytes.empty() && (t->bytes[0] ^= 0x01, true);
@@ -88,7 +90,8 @@ bool lie_in(AnswerKind kind, Body& body, std::mt19937_64& rng) {
       if (auto* t = std::get_if<TensorChunk>(&body)) {
         // Quiet NaN, +inf, −inf, signalling NaN, repeated: what a broken accelerator might emit.
         static constexpr uint32_t kPattern[] = {0x7FC00000u, 0x7F800000u, 0xFF800000u, 0x7F800001u};
-        for (size_t i = 0; i + 4 <= t->bytes.size(); i += 4) std::memcpy(&t->bytes[i], &kPattern[(i / 4) % 4], 4);
+        for (size_t i = 0; i + 4 <= t->bytes.size(); i += 4)
+          std::memcpy(&t->bytes[i], &kPattern[(i / 4) % 4], 4);
         return !t->bytes.empty();
       }
       return false;
@@ -136,7 +139,8 @@ std::vector<uint8_t> malformed(AnswerKind kind, const Envelope& own, const KeyPa
   }
 }
 
-std::vector<std::vector<uint8_t>> mirror_answers(const BehaviourSetup& setup, BehaviourState& st, const nodes::QueryContext& q,
+std::vector<std::vector<uint8_t>> mirror_answers(const BehaviourSetup& setup, BehaviourState& st,
+                                                 const nodes::QueryContext& q,
                                                  const std::vector<Envelope>& own) {
   auto& m = st.mirrors[q.open.context];
   if (!m) {
@@ -155,7 +159,8 @@ std::vector<std::vector<uint8_t>> mirror_answers(const BehaviourSetup& setup, Be
   std::vector<std::vector<uint8_t>> out;
   const uint64_t first = own.empty() ? 1 : own.front().sequence;
   uint64_t i = 0;
-  for (auto& bytes : m->session->on_envelope(q.query)) out.push_back(seal(setup.key, q.open.context, first + i++, open_envelope(bytes).body));
+  for (auto& bytes : m->session->on_envelope(q.query))
+    out.push_back(seal(setup.key, q.open.context, first + i++, open_envelope(bytes).body));
   return out;
 }
 
@@ -252,9 +257,11 @@ nodes::ReplyFilter make_reply_filter(BehaviourSetup setup, std::shared_ptr<Behav
     // The link: added latency on every reply, its bandwidth; a dropped reply takes the connection with it.
     reply.delay += setup.link.latency;
     reply.bytes_per_second = setup.link.bytes_per_second;
-    if (setup.link.latency > std::chrono::milliseconds{0} || (setup.link.bytes_per_second != 0 && !reply.frames.empty()))
+    if (setup.link.latency > std::chrono::milliseconds{0} ||
+        (setup.link.bytes_per_second != 0 && !reply.frames.empty()))
       ++st.counts.link_delayed;
-    if (setup.link.drop_rate > 0 && std::uniform_real_distribution<double>(0, 1)(st.rng) < setup.link.drop_rate) {
+    if (setup.link.drop_rate > 0 &&
+        std::uniform_real_distribution<double>(0, 1)(st.rng) < setup.link.drop_rate) {
       reply.frames.clear();
       reply.disconnect = true;
       ++st.counts.link_dropped;

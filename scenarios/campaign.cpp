@@ -6,8 +6,8 @@
 #include <random>
 
 #include "protocol/game.h"
-#include "protocol/wire.h"
 #include "protocol/testing/counter.h"
+#include "protocol/wire.h"
 
 namespace tribunal {
 namespace {
@@ -19,15 +19,24 @@ enum class Lie { None, FlipBit, Equivocate, Silent, Late, Garbage, CopyHonest, R
 
 const char* lie_name(Lie l) {
   switch (l) {
-    case Lie::None: return "wrong_trace_only";
-    case Lie::FlipBit: return "answer_fails_its_proof";
-    case Lie::Equivocate: return "two_answers_one_question";
-    case Lie::Silent: return "falls_silent";
-    case Lie::Late: return "answers_after_deadline";
-    case Lie::Garbage: return "wrong_kind_and_stale_messages";
-    case Lie::CopyHonest: return "copies_the_honest_answer";
-    case Lie::Replay: return "replays_an_old_answer";
-    case Lie::Count: break;
+    case Lie::None:
+      return "wrong_trace_only";
+    case Lie::FlipBit:
+      return "answer_fails_its_proof";
+    case Lie::Equivocate:
+      return "two_answers_one_question";
+    case Lie::Silent:
+      return "falls_silent";
+    case Lie::Late:
+      return "answers_after_deadline";
+    case Lie::Garbage:
+      return "wrong_kind_and_stale_messages";
+    case Lie::CopyHonest:
+      return "copies_the_honest_answer";
+    case Lie::Replay:
+      return "replays_an_old_answer";
+    case Lie::Count:
+      break;
   }
   return "?";
 }
@@ -38,11 +47,16 @@ void flip_bit(Body& body, uint32_t which) {
   std::visit(
       [&](auto& m) {
         using M = std::decay_t<decltype(m)>;
-        if constexpr (std::is_same_v<M, Children>) (which & 8 ? m.left : m.right)[which % 32] ^= mask;
-        else if constexpr (std::is_same_v<M, IntervalCommit>) m.start_value[which % 32] ^= mask;
-        else if constexpr (std::is_same_v<M, StepCommit>) m.post_state.at(0)[which % 32] ^= mask;
-        else if constexpr (std::is_same_v<M, Records>) m.records.at(0).outputs.at(0)[which % 32] ^= mask;
-        else if constexpr (std::is_same_v<M, TensorChunk>) m.bytes.at(which % m.bytes.size()) ^= mask;
+        if constexpr (std::is_same_v<M, Children>)
+          (which & 8 ? m.left : m.right)[which % 32] ^= mask;
+        else if constexpr (std::is_same_v<M, IntervalCommit>)
+          m.start_value[which % 32] ^= mask;
+        else if constexpr (std::is_same_v<M, StepCommit>)
+          m.post_state.at(0)[which % 32] ^= mask;
+        else if constexpr (std::is_same_v<M, Records>)
+          m.records.at(0).outputs.at(0)[which % 32] ^= mask;
+        else if constexpr (std::is_same_v<M, TensorChunk>)
+          m.bytes.at(which % m.bytes.size()) ^= mask;
       },
       body);
 }
@@ -53,7 +67,7 @@ struct Game1 {
   bool lie_fired = false;  // the drawn lie was told (its round came and it changed an answer)
   bool loserless = false;  // the verdict convicted no one
   std::string reason;
-  std::string misplaced;   // why the verdict names another place than the fault, if it does
+  std::string misplaced;  // why the verdict names another place than the fault, if it does
 };
 
 }  // namespace
@@ -64,15 +78,19 @@ std::string misplacement(const Verdict& v, const toy::Fault& fault) {
       return fault.initial ? "" : "wrong_initial_state for a fault at a step";
     case VerdictReason::WrongPostState:
       if (!fault.lie_post_state) return "wrong_post_state for a fault that is not a lying next state";
-      return v.step == static_cast<uint64_t>(fault.step) ? "" : "wrong_post_state at step " + std::to_string(v.step) +
-                                                                    ", the fault is at step " + std::to_string(fault.step);
+      return v.step == static_cast<uint64_t>(fault.step)
+                 ? ""
+                 : "wrong_post_state at step " + std::to_string(v.step) + ", the fault is at step " +
+                       std::to_string(fault.step);
     case VerdictReason::WrongOutput:
-      if (fault.node < 0 || fault.lie_post_state) return "wrong_output for a fault that is not a wrong node output";
+      if (fault.node < 0 || fault.lie_post_state)
+        return "wrong_output for a fault that is not a wrong node output";
       if (v.step != static_cast<uint64_t>(fault.step) || v.node != static_cast<uint64_t>(fault.node))
         return "wrong_output at step " + std::to_string(v.step) + " node " + std::to_string(v.node) +
                ", the fault is at step " + std::to_string(fault.step) + " node " + std::to_string(fault.node);
       return "";
-    default: return "";  // timeout, bad_proof, equivocation: about the answers, not the work
+    default:
+      return "";  // timeout, bad_proof, equivocation: about the answers, not the work
   }
 }
 
@@ -86,9 +104,17 @@ Game1 play_one(uint64_t seed, Lie& lie_out) {
   const int cheater = static_cast<int>(pick(2));
   Fault fault;
   switch (pick(4)) {
-    case 0: fault.initial = 0.25f; break;
-    case 1: fault.step = static_cast<int64_t>(pick(steps)); fault.lie_post_state = true; break;
-    default: fault.step = static_cast<int64_t>(pick(steps)); fault.node = static_cast<int64_t>(pick(nodes)); break;
+    case 0:
+      fault.initial = 0.25f;
+      break;
+    case 1:
+      fault.step = static_cast<int64_t>(pick(steps));
+      fault.lie_post_state = true;
+      break;
+    default:
+      fault.step = static_cast<int64_t>(pick(steps));
+      fault.node = static_cast<int64_t>(pick(nodes));
+      break;
   }
   const Lie lie = static_cast<Lie>(pick(static_cast<uint64_t>(Lie::Count)));
   lie_out = lie;
@@ -157,9 +183,12 @@ Game1 play_one(uint64_t seed, Lie& lie_out) {
               result.lie_fired = true;
             }
             break;
-          case Lie::Silent: answers.clear(), result.lie_fired = true; break;
+          case Lie::Silent:
+            answers.clear(), result.lie_fired = true;
+            break;
           case Lie::Late:
-            if (now_round) now = std::max(now, q->deadline + std::chrono::milliseconds(1)), result.lie_fired = true;
+            if (now_round)
+              now = std::max(now, q->deadline + std::chrono::milliseconds(1)), result.lie_fired = true;
             break;
           case Lie::Garbage:
             if (now_round) {
@@ -174,7 +203,8 @@ Game1 play_one(uint64_t seed, Lie& lie_out) {
           case Lie::Replay:
             if (now_round && previous) answers.insert(answers.begin(), *previous), result.lie_fired = true;
             break;
-          default: break;
+          default:
+            break;
         }
       }
       if (q->party == cheater && !answers.empty()) previous = answers.back();

@@ -15,17 +15,17 @@ namespace tribunal {
 
 struct CampaignResult {
   uint64_t games = 0;
-  uint64_t honest_losses = 0;                  ///< must be 0
-  uint64_t cheater_caught = 0;                 ///< games the cheater lost
-  uint64_t misplaced = 0;                      ///< must be 0: a verdict about the work that names
-                                               ///< another step, node or kind than the injected fault
-  uint64_t loserless = 0;                      ///< must be 0: a finished dispute that convicted no one
-  std::map<std::string, uint64_t> reasons;     ///< verdict reason → games
-  std::map<std::string, uint64_t> strategies;  ///< lie strategy → games that drew it
+  uint64_t honest_losses = 0;                        ///< must be 0
+  uint64_t cheater_caught = 0;                       ///< games the cheater lost
+  uint64_t misplaced = 0;                            ///< must be 0: a verdict about the work that names
+                                                     ///< another step, node or kind than the injected fault
+  uint64_t loserless = 0;                            ///< must be 0: a finished dispute that convicted no one
+  std::map<std::string, uint64_t> reasons;           ///< verdict reason → games
+  std::map<std::string, uint64_t> strategies;        ///< lie strategy → games that drew it
   std::map<std::string, uint64_t> strategies_fired;  ///< lie strategy → games in which the lie was told
-                                               ///< (one drawn for a round after the game ended is not)
+                                                     ///< (one drawn for a round after the game ended is not)
   double seconds = 0;
-  std::string first_failure;                   ///< a reproducible description of the first failed game
+  std::string first_failure;  ///< a reproducible description of the first failed game
   /// Whether every game met the campaign's checks (no honest loss, no misplaced verdict, no
   /// loserless verdict, no unfinished game).
   bool ok() const { return honest_losses == 0 && misplaced == 0 && loserless == 0; }

@@ -27,10 +27,14 @@ struct ScheduledFault {
 
 const char* kind_name(FrameFault::Kind k) {
   switch (k) {
-    case FrameFault::Kind::Forward: return "delay";
-    case FrameFault::Kind::Drop: return "drop";
-    case FrameFault::Kind::Duplicate: return "duplicate";
-    case FrameFault::Kind::Cut: return "cut";
+    case FrameFault::Kind::Forward:
+      return "delay";
+    case FrameFault::Kind::Drop:
+      return "drop";
+    case FrameFault::Kind::Duplicate:
+      return "duplicate";
+    case FrameFault::Kind::Cut:
+      return "cut";
   }
   return "?";
 }
@@ -58,13 +62,14 @@ FrameFilter filter_of(std::shared_ptr<LinkPlan> plan) {
 // Whether `s` is a game of an honest provider against a cheater: its expected winner answers, links
 // and computes as an honest node does (its clock then has the whole allowance for the faults).
 bool playable(const Scenario& s) {
-  if (s.expect.winner == "none" || (s.expect.dispute && !*s.expect.dispute) || s.network.latency.count() != 0 || s.network.drop_rate != 0 ||
-      s.network.bytes_per_second != 0)
+  if (s.expect.winner == "none" || (s.expect.dispute && !*s.expect.dispute) ||
+      s.network.latency.count() != 0 || s.network.drop_rate != 0 || s.network.bytes_per_second != 0)
     return false;
   for (const ProviderSpec& p : s.providers)
     if (p.name == s.expect.winner)
       return p.work_kind == "honest" && p.answers.kind == AnswerKind::Honest && p.link.latency.count() == 0 &&
-             p.link.drop_rate == 0 && p.link.bytes_per_second == 0 && p.slowdown == 1 && p.device == Device::Cpu;
+             p.link.drop_rate == 0 && p.link.bytes_per_second == 0 && p.slowdown == 1 &&
+             p.device == Device::Cpu;
   return false;
 }
 
@@ -88,7 +93,8 @@ FaultCampaignReport run_fault_campaign(const FaultCampaignOptions& o) {
                                      [&](const std::string& prefix) { return s.name.rfind(prefix, 0) == 0; });
     if (playable(s) && !skipped) catalog.push_back(std::move(s));
   }
-  if (catalog.empty()) throw EngineError("fault campaign: no scenario of " + o.suite.string() + " has an honest winner to play");
+  if (catalog.empty())
+    throw EngineError("fault campaign: no scenario of " + o.suite.string() + " has an honest winner to play");
 
   // Every node of every game shares one copy of each training set (nodes/train_set.h).
   std::vector<std::shared_ptr<const Dataset>> keep;
@@ -122,7 +128,8 @@ FaultCampaignReport run_fault_campaign(const FaultCampaignOptions& o) {
       } else if (roll < 60) {
         // Held back (the frames behind it pass: reordered), at most half the base allowance.
         f.fault.kind = FrameFault::Kind::Forward;
-        f.fault.delay = std::chrono::milliseconds(20 + static_cast<int64_t>(rng() % static_cast<uint64_t>(std::max<int64_t>(1, base.count() / 2))));
+        f.fault.delay = std::chrono::milliseconds(
+            20 + static_cast<int64_t>(rng() % static_cast<uint64_t>(std::max<int64_t>(1, base.count() / 2))));
       } else if (roll < 80) {
         f.fault.kind = FrameFault::Kind::Duplicate;
         f.fault.delay = std::chrono::milliseconds(rng() % 200);
@@ -158,11 +165,12 @@ FaultCampaignReport run_fault_campaign(const FaultCampaignOptions& o) {
     if (r.error.empty() && r.winner != s.expect.winner && r.winner != "none") ++report.cheater_accepted;
     if (r.error.empty() && game.faults_acted == 0) ++report.faults_idle;
     if (o.progress)
-      o.progress(fmt::format("game {:4} {:<34} {} {:5.1f} s  {} wins ({})  faults: {}{}{}", g, s.name,
-                             game.passed ? "PASS" : "FAIL", game.seconds, game.winner,
-                             game.reason.empty() ? "no dispute" : game.reason, schedule,
-                             o.flood_connections ? fmt::format("; flood: {} connections held", game.flood_accepted) : "",
-                             game.error.empty() ? "" : "  error: " + game.error));
+      o.progress(fmt::format(
+          "game {:4} {:<34} {} {:5.1f} s  {} wins ({})  faults: {}{}{}", g, s.name,
+          game.passed ? "PASS" : "FAIL", game.seconds, game.winner,
+          game.reason.empty() ? "no dispute" : game.reason, schedule,
+          o.flood_connections ? fmt::format("; flood: {} connections held", game.flood_accepted) : "",
+          game.error.empty() ? "" : "  error: " + game.error));
     report.games.push_back(std::move(game));
   }
   return report;

@@ -39,12 +39,13 @@ FaultProxy::FaultProxy(NetContext& ctx, std::string upstream, FrameFilter filter
     : ctx_(ctx),
       upstream_(std::move(upstream)),
       filter_(std::move(filter)),
-      server_(ctx, [this](std::shared_ptr<Session> s) { on_session(std::move(s)); },
-              [] {
-                ServerOptions o;
-                o.session.first_message_timeout = std::chrono::milliseconds{0};  // the referee may wait
-                return o;
-              }()),
+      server_(
+          ctx, [this](std::shared_ptr<Session> s) { on_session(std::move(s)); },
+          [] {
+            ServerOptions o;
+            o.session.first_message_timeout = std::chrono::milliseconds{0};  // the referee may wait
+            return o;
+          }()),
       client_(ctx) {}
 
 FaultProxy::~FaultProxy() {
@@ -62,7 +63,9 @@ void FaultProxy::set_upstream(std::string upstream) {
   upstream_ = std::move(upstream);
 }
 
-std::string FaultProxy::listen() { return "ws://127.0.0.1:" + std::to_string(server_.listen("127.0.0.1", 0)) + "/"; }
+std::string FaultProxy::listen() {
+  return "ws://127.0.0.1:" + std::to_string(server_.listen("127.0.0.1", 0)) + "/";
+}
 
 ProxyCounts FaultProxy::counts() const {
   std::lock_guard lock(mu_);
@@ -109,7 +112,9 @@ void FaultProxy::on_session(std::shared_ptr<Session> downstream) {
         count(f.delay > std::chrono::milliseconds{0} ? &ProxyCounts::delayed : &ProxyCounts::forwarded);
         deliver_after(f.delay, std::move(frame));
         break;
-      case FrameFault::Kind::Drop: count(&ProxyCounts::dropped); break;
+      case FrameFault::Kind::Drop:
+        count(&ProxyCounts::dropped);
+        break;
       case FrameFault::Kind::Duplicate:
         count(&ProxyCounts::duplicated);
         deliver_after(std::chrono::milliseconds{0}, frame);
@@ -136,7 +141,9 @@ void FaultProxy::on_session(std::shared_ptr<Session> downstream) {
                               }
                               route(Direction::ToProvider, std::move(bytes), up);
                             },
-                            [link](Session&, const CloseInfo&) { link->close_both(CloseCode::GoingAway, "referee side closed"); }});
+                            [link](Session&, const CloseInfo&) {
+                              link->close_both(CloseCode::GoingAway, "referee side closed");
+                            }});
   std::string upstream;
   {
     std::lock_guard lock(mu_);
@@ -157,8 +164,11 @@ void FaultProxy::on_session(std::shared_ptr<Session> downstream) {
       std::lock_guard lock(l->mu);
       down = l->downstream;
     }
-    up->set_handlers({[l, route, down](Session&, std::vector<uint8_t> bytes) { route(Direction::ToReferee, std::move(bytes), down); },
-                      [l](Session&, const CloseInfo&) { l->close_both(CloseCode::GoingAway, "provider side closed"); }});
+    up->set_handlers(
+        {[l, route, down](Session&, std::vector<uint8_t> bytes) {
+           route(Direction::ToReferee, std::move(bytes), down);
+         },
+         [l](Session&, const CloseInfo&) { l->close_both(CloseCode::GoingAway, "provider side closed"); }});
     // The referee's frames that came first go first; the link opens once none is left.
     for (;;) {
       std::vector<std::vector<uint8_t>> early;

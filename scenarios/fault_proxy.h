@@ -42,8 +42,8 @@ struct FrameFault {
 
 /// Decides the fate of each frame: `connection` counts the proxy's connections from 0, `index` the
 /// frames of that connection in `direction` from 0. Called on a network thread; must not block.
-using FrameFilter =
-    std::function<FrameFault(Direction direction, uint64_t connection, uint64_t index, const std::vector<uint8_t>& frame)>;
+using FrameFilter = std::function<FrameFault(Direction direction, uint64_t connection, uint64_t index,
+                                             const std::vector<uint8_t>& frame)>;
 
 /// What the proxy did (counters, for assertions that the scheduled faults acted).
 struct ProxyCounts {

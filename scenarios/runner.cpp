@@ -107,8 +107,9 @@ class ProviderFleet {
     // A node that sends oversized frames must be allowed to: the limit it tests is the referee's.
     if (s.spec.answers.kind == AnswerKind::Oversized) server.session.max_message_bytes = 2 * kMaxMessageBytes;
     const std::string tag = s.spec.name;
-    nodes::LogFn log = options_.log ? nodes::LogFn([this, tag](const std::string& line) { options_.log(tag + ": " + line); })
-                                  : nodes::LogFn([](const std::string&) {});
+    nodes::LogFn log =
+        options_.log ? nodes::LogFn([this, tag](const std::string& line) { options_.log(tag + ": " + line); })
+                     : nodes::LogFn([](const std::string&) {});
     nodes::ProviderConfig config;
     config.store = s.store;
     config.threads = options_.threads;
@@ -118,7 +119,12 @@ class ProviderFleet {
     config.server = server;
     config.endpoint = s.proxy_url;  // empty without link faults: the node's own URL
     s.node = std::make_unique<nodes::ProviderNode>(ctx_, s.key, std::move(config), log);
-    BehaviourSetup setup{s.key, s.spec.answers, s.spec.link, s.spec.slowdown, s.mirror_store, options_.threads,
+    BehaviourSetup setup{s.key,
+                         s.spec.answers,
+                         s.spec.link,
+                         s.spec.slowdown,
+                         s.mirror_store,
+                         options_.threads,
                          [this, i](std::chrono::milliseconds down) {
                            std::lock_guard lock(mu_);
                            crashes_requested_.push_back({i, down});
@@ -136,7 +142,8 @@ class ProviderFleet {
       if (stop_) return;
       const auto [i, down] = crashes_requested_.front();
       crashes_requested_.pop_front();
-      if (options_.log) options_.log(fmt::format("{}: CRASH (down for {} ms)", slots_[i].spec.name, down.count()));
+      if (options_.log)
+        options_.log(fmt::format("{}: CRASH (down for {} ms)", slots_[i].spec.name, down.count()));
       std::unique_ptr<nodes::ProviderNode> dead = std::move(slots_[i].node);
       lock.unlock();
       dead.reset();  // joins its workers, closes its connections: everything in memory is lost
@@ -167,10 +174,13 @@ void check_acted(const Scenario& s, ScenarioResult& r) {
     const ProviderSpec& p = s.providers[i];
     const BehaviourCounts& c = r.behaviours[i];
     if (p.answers.kind != AnswerKind::Honest && c.acts == 0)
-      r.mismatches.push_back(fmt::format("provider {}: its answers behaviour '{}' never acted (round {} was never reached?)",
-                                         p.name, answer_kind_name(p.answers.kind), p.answers.round));
-    if ((p.link.latency > std::chrono::milliseconds{0} || p.link.bytes_per_second != 0) && c.link_delayed == 0)
-      r.mismatches.push_back(fmt::format("provider {}: its link's latency or bandwidth never delayed a reply", p.name));
+      r.mismatches.push_back(
+          fmt::format("provider {}: its answers behaviour '{}' never acted (round {} was never reached?)",
+                      p.name, answer_kind_name(p.answers.kind), p.answers.round));
+    if ((p.link.latency > std::chrono::milliseconds{0} || p.link.bytes_per_second != 0) &&
+        c.link_delayed == 0)
+      r.mismatches.push_back(
+          fmt::format("provider {}: its link's latency or bandwidth never delayed a reply", p.name));
     if (p.slowdown > 1 && c.slowed == 0)
       r.mismatches.push_back(fmt::format("provider {}: its slowdown never held back a reply", p.name));
     if (p.link.drop_rate > 0 && c.link_dropped == 0)
@@ -191,7 +201,8 @@ void compare(const Scenario& s, ScenarioResult& r) {
   count("reconnects", e.reconnects, r.reconnects);
   if (r.winner != e.winner) m.push_back(fmt::format("winner: expected {}, got {}", e.winner, r.winner));
   if (e.dispute && *e.dispute != (r.disputes > 0))
-    m.push_back(fmt::format("dispute: expected {}, got {}", *e.dispute ? "one" : "none", r.disputes ? "one" : "none"));
+    m.push_back(fmt::format("dispute: expected {}, got {}", *e.dispute ? "one" : "none",
+                            r.disputes ? "one" : "none"));
   const bool wants_verdict = e.reason || e.step || e.node || e.op;
   if (wants_verdict && !r.verdict) {
     m.push_back("expected a verdict, but no dispute was played");
@@ -210,7 +221,8 @@ void compare(const Scenario& s, ScenarioResult& r) {
 }  // namespace
 
 std::string located_op(const Verdict& v) {
-  if (v.level != Level::Nodes || v.reason == VerdictReason::WrongPostState || v.op >= kOpKindCount) return "none";
+  if (v.level != Level::Nodes || v.reason == VerdictReason::WrongPostState || v.op >= kOpKindCount)
+    return "none";
   return op_name(static_cast<OpKind>(v.op));
 }
 
@@ -285,8 +297,9 @@ ScenarioResult run_scenario(const Scenario& s, const RunOptions& o) {
     nodes::RefereeNodeOptions ro;
     ro.data_dir = dir / "referee";  // the referee of a scenario is durable, as `tribunal referee` is
     const KeyPair referee_key = generate_keypair();
-    nodes::RefereeNode referee(ctx, referee_key, ro, [&](const std::string& line) { log("referee: " + line); },
-                             nodes::loopback_policy());
+    nodes::RefereeNode referee(
+        ctx, referee_key, ro, [&](const std::string& line) { log("referee: " + line); },
+        nodes::loopback_policy());
     referee.on_finished = [&](const RefereeDispute& d, const nodes::DisputeStats& stats) {
       r.rounds = d.game().rounds();
       r.refused += stats.refused;
@@ -308,13 +321,15 @@ ScenarioResult run_scenario(const Scenario& s, const RunOptions& o) {
       if (o.flood_connections != 0) {
         // The stranger's connections are made (or refused) before the client comes.
         const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-        while (flood.accepted() < flooded.size() * o.flood_connections / 2 && std::chrono::steady_clock::now() < until)
+        while (flood.accepted() < flooded.size() * o.flood_connections / 2 &&
+               std::chrono::steady_clock::now() < until)
           std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
       request.referee_key = referee_key.public_key;
       request.out_dir = dir / "verdicts";
       request.client_key = generate_keypair();
-      const nodes::DelegateOutcome out = nodes::delegate_job(ctx, request, [&](const std::string& line) { log(line); });
+      const nodes::DelegateOutcome out =
+          nodes::delegate_job(ctx, request, [&](const std::string& line) { log(line); });
       r.winner = out.accepted ? fleet.name(out.winner) : "none";
       r.disputes = out.verdicts.size();
       if (!out.verdicts.empty()) r.verdict = verify_verdict(out.verdicts.back(), referee_key.public_key);

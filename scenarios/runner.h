@@ -18,9 +18,9 @@
 namespace tribunal::scenarios {
 
 struct RunOptions {
-  int threads = 1;                  ///< training threads per provider
-  std::filesystem::path work_dir;   ///< stores and verdicts go under work_dir/<scenario name>
-  nodes::LogFn log;                   ///< every node's log lines (may be empty: quiet)
+  int threads = 1;                 ///< training threads per provider
+  std::filesystem::path work_dir;  ///< stores and verdicts go under work_dir/<scenario name>
+  nodes::LogFn log;                ///< every node's log lines (may be empty: quiet)
   /// Set: each provider (by [[provider]] index) is reached by the referee through a FaultProxy with
   /// this filter, the on-path attacker of plain ws:// (docs/protocol.md, "Lost frames"); the provider
   /// signs the proxy's URL as its endpoint. The client reaches the providers directly.
@@ -39,11 +39,11 @@ struct ScenarioResult {
   std::string error;                    ///< the run itself failed (exception text)
   std::string winner = "none";          ///< the standing claim's provider, or "none"
   size_t disputes = 0;
-  std::optional<Verdict> verdict;       ///< the last verdict (verified with the referee's key)
-  uint32_t rounds = 0;                  ///< of the last dispute
-  size_t crashes = 0;                   ///< provider crash-restarts that happened
-  uint64_t refused = 0;                 ///< provider frames the referee refused, over all disputes
-  uint64_t reconnects = 0;              ///< provider connections the referee re-established
+  std::optional<Verdict> verdict;  ///< the last verdict (verified with the referee's key)
+  uint32_t rounds = 0;             ///< of the last dispute
+  size_t crashes = 0;              ///< provider crash-restarts that happened
+  uint64_t refused = 0;            ///< provider frames the referee refused, over all disputes
+  uint64_t reconnects = 0;         ///< provider connections the referee re-established
   /// What each provider's behaviour did, in [[provider]] order (scenarios/behaviour.h).
   std::vector<BehaviourCounts> behaviours;
   /// With RunOptions::link_faults: what each provider's proxy did, in [[provider]] order.

@@ -45,9 +45,9 @@ constexpr std::array<std::pair<AnswerKind, const char*>, 25> kAnswerKinds = {{
 }};
 
 constexpr std::array<VerdictReason, 10> kReasons = {
-    VerdictReason::WrongOutput, VerdictReason::InconsistentInput, VerdictReason::BadProof,
-    VerdictReason::Timeout,     VerdictReason::RefereeFault,      VerdictReason::Equivocation,
-    VerdictReason::WrongInitialState, VerdictReason::WrongPostState, VerdictReason::BadRoundingLog,
+    VerdictReason::WrongOutput,       VerdictReason::InconsistentInput, VerdictReason::BadProof,
+    VerdictReason::Timeout,           VerdictReason::RefereeFault,      VerdictReason::Equivocation,
+    VerdictReason::WrongInitialState, VerdictReason::WrongPostState,    VerdictReason::BadRoundingLog,
     VerdictReason::BothValid};
 
 std::string names_of_answer_kinds() {
@@ -86,7 +86,9 @@ Fault read_work(const TableReader& w, std::string& kind, const JobSpec& job, con
     const toml::node* d = w.table()->get("delta");
     if (d) {
       auto v = d->value<double>();
-      if (!v) throw EngineError(fmt::format("{}: work.delta must be a number (nan and inf allowed)", w.location("delta")));
+      if (!v)
+        throw EngineError(
+            fmt::format("{}: work.delta must be a number (nan and inf allowed)", w.location("delta")));
       f.delta = static_cast<float>(*v);
     }
   } else if (kind == "skip_steps") {
@@ -94,9 +96,13 @@ Fault read_work(const TableReader& w, std::string& kind, const JobSpec& job, con
     f.skip_from = step("from");
     f.skip_count = w.integer("count", 1, false, 1, steps);
     const std::string mode = w.string("mode", "unchanged");
-    if (mode == "unchanged") f.skip_mode = SkipMode::Unchanged;
-    else if (mode == "extrapolate") f.skip_mode = SkipMode::Extrapolate;
-    else throw EngineError(fmt::format("{}: work.mode '{}' is not one of unchanged, extrapolate", w.location("mode"), mode));
+    if (mode == "unchanged")
+      f.skip_mode = SkipMode::Unchanged;
+    else if (mode == "extrapolate")
+      f.skip_mode = SkipMode::Extrapolate;
+    else
+      throw EngineError(
+          fmt::format("{}: work.mode '{}' is not one of unchanged, extrapolate", w.location("mode"), mode));
   } else if (kind == "swap_sample") {
     w.allow_only({"kind", "step", "position", "row"});
     f.swap_step = step("step");
@@ -122,7 +128,9 @@ Fault read_work(const TableReader& w, std::string& kind, const JobSpec& job, con
     f.bf16_from = step("from");
     const std::string op = w.string("op", "linear");
     const auto k = op_of_name(op);
-    if (!k) throw EngineError(fmt::format("{}: work.op '{}' is not an op kind ({})", w.location("op"), op, op_names()));
+    if (!k)
+      throw EngineError(
+          fmt::format("{}: work.op '{}' is not an op kind ({})", w.location("op"), op, op_names()));
     f.bf16_op = *k;
   } else if (kind == "wrong_init") {
     w.allow_only({"kind", "delta"});
@@ -156,10 +164,11 @@ Fault read_work(const TableReader& w, std::string& kind, const JobSpec& job, con
       f.delta = w.number("delta", 1e-3f, -1e6, 1e6);
     }
   } else {
-    throw EngineError(fmt::format("{}: work.kind '{}' is not one of honest, corrupt_node, skip_steps, swap_sample, "
-                                  "relabel, reorder_batches, hyperparameter, bf16, wrong_init, trajectory_length, "
-                                  "rounding_forge, rounding_omit, rounding_bloat",
-                                  w.location("kind"), kind));
+    throw EngineError(
+        fmt::format("{}: work.kind '{}' is not one of honest, corrupt_node, skip_steps, swap_sample, "
+                    "relabel, reorder_batches, hyperparameter, bf16, wrong_init, trajectory_length, "
+                    "rounding_forge, rounding_omit, rounding_bloat",
+                    w.location("kind"), kind));
   }
   const DataShape shape = expected_data_shape(job);
   try {
@@ -177,7 +186,8 @@ AnswerBehaviour read_answers(const TableReader& a) {
   for (auto& [k, n] : kAnswerKinds)
     if (kind == n) b.kind = k, found = true;
   if (!found)
-    throw EngineError(fmt::format("{}: answers.kind '{}' is not one of {}", a.location("kind"), kind, names_of_answer_kinds()));
+    throw EngineError(fmt::format("{}: answers.kind '{}' is not one of {}", a.location("kind"), kind,
+                                  names_of_answer_kinds()));
   a.allow_only({"kind", "round", "count", "instead", "down_ms", "mirror"});
   b.round = static_cast<uint32_t>(a.integer("round", 1, false, 1, 1 << 20));
   b.count = static_cast<uint32_t>(a.integer("count", 1, false, 1, 1 << 20));
@@ -244,17 +254,22 @@ Scenario load_scenario(const std::filesystem::path& file) {
   const toml::node* providers = root.get("provider");
   const toml::array* list = providers ? providers->as_array() : nullptr;
   if (!list || list->size() < 2 || list->size() > 8)
-    throw EngineError(fmt::format("{}: a scenario needs 2 to 8 [[provider]] tables", providers ? toml_where(source, providers->source()) : source));
+    throw EngineError(fmt::format("{}: a scenario needs 2 to 8 [[provider]] tables",
+                                  providers ? toml_where(source, providers->source()) : source));
   std::set<std::string> names;
   for (const toml::node& n : *list) {
     const toml::table* t = n.as_table();
-    if (!t) throw EngineError(fmt::format("{}: [[provider]] entries must be tables", toml_where(source, n.source())));
+    if (!t)
+      throw EngineError(
+          fmt::format("{}: [[provider]] entries must be tables", toml_where(source, n.source())));
     TableReader p(t, "provider", source);
-    p.allow_only({"name", "latency_ms", "drop_rate", "bytes_per_second", "slowdown", "device", "work", "answers"});
+    p.allow_only(
+        {"name", "latency_ms", "drop_rate", "bytes_per_second", "slowdown", "device", "work", "answers"});
     ProviderSpec spec;
     spec.name = p.string("name", "", true);
     if (spec.name.empty() || spec.name == "none" || !names.insert(spec.name).second)
-      throw EngineError(fmt::format("{}: provider.name '{}' must be unique, non-empty and not 'none'", p.location("name"), spec.name));
+      throw EngineError(fmt::format("{}: provider.name '{}' must be unique, non-empty and not 'none'",
+                                    p.location("name"), spec.name));
     spec.link = read_link(p, s.network);
     spec.slowdown = p.real("slowdown", 1.0, 1.0, 1000.0);
     try {
@@ -269,36 +284,47 @@ Scenario load_scenario(const std::filesystem::path& file) {
     s.providers.push_back(std::move(spec));
   }
   for (auto& p : s.providers) {
-    const bool parrots = p.answers.kind == AnswerKind::ChangeRoot || p.answers.kind == AnswerKind::AlwaysAgree ||
+    const bool parrots = p.answers.kind == AnswerKind::ChangeRoot ||
+                         p.answers.kind == AnswerKind::AlwaysAgree ||
                          p.answers.kind == AnswerKind::AgreeThenDisagree;
     if (!parrots) continue;
     if (p.answers.mirror.empty())
       for (auto& q : s.providers)
         if (&q != &p && !q.work.any()) p.answers.mirror = q.name;
     if (!names.count(p.answers.mirror) || p.answers.mirror == p.name)
-      throw EngineError(fmt::format("{}: provider '{}': answers.mirror must name another provider", source, p.name));
+      throw EngineError(
+          fmt::format("{}: provider '{}': answers.mirror must name another provider", source, p.name));
   }
 
   TableReader expect(root, "expect", source, true);
-  expect.allow_only({"winner", "dispute", "reason", "step", "node", "op", "disputes", "crashes", "refused", "reconnects"});
+  expect.allow_only(
+      {"winner", "dispute", "reason", "step", "node", "op", "disputes", "crashes", "refused", "reconnects"});
   s.expect.winner = expect.string("winner", "", true);
   if (s.expect.winner != "none" && !names.count(s.expect.winner))
-    throw EngineError(fmt::format("{}: expect.winner '{}' is not a provider name or 'none'", expect.location("winner"), s.expect.winner));
+    throw EngineError(fmt::format("{}: expect.winner '{}' is not a provider name or 'none'",
+                                  expect.location("winner"), s.expect.winner));
   if (expect.table()->get("dispute")) s.expect.dispute = expect.boolean("dispute", true);
   if (expect.table()->get("reason")) {
     const std::string r = expect.string("reason", "");
     for (VerdictReason v : kReasons)
       if (r == reason_name(v)) s.expect.reason = v;
-    if (!s.expect.reason) throw EngineError(fmt::format("{}: expect.reason '{}' is not a verdict reason", expect.location("reason"), r));
+    if (!s.expect.reason)
+      throw EngineError(
+          fmt::format("{}: expect.reason '{}' is not a verdict reason", expect.location("reason"), r));
   }
-  if (expect.table()->get("step")) s.expect.step = static_cast<uint64_t>(expect.integer("step", 0, true, 0, job.steps - 1));
-  if (expect.table()->get("node")) s.expect.node = static_cast<uint64_t>(expect.integer("node", 0, true, 0, INT32_MAX));
-  for (auto [key, field] : {std::pair{"disputes", &s.expect.disputes}, std::pair{"crashes", &s.expect.crashes},
-                            std::pair{"refused", &s.expect.refused}, std::pair{"reconnects", &s.expect.reconnects}})
+  if (expect.table()->get("step"))
+    s.expect.step = static_cast<uint64_t>(expect.integer("step", 0, true, 0, job.steps - 1));
+  if (expect.table()->get("node"))
+    s.expect.node = static_cast<uint64_t>(expect.integer("node", 0, true, 0, INT32_MAX));
+  for (auto [key, field] :
+       {std::pair{"disputes", &s.expect.disputes}, std::pair{"crashes", &s.expect.crashes},
+        std::pair{"refused", &s.expect.refused}, std::pair{"reconnects", &s.expect.reconnects}})
     if (expect.table()->get(key)) *field = static_cast<uint64_t>(expect.integer(key, 0, true, 0, 1000000));
   if (expect.table()->get("op")) {
     s.expect.op = expect.string("op", "");
-    if (!op_of_name(*s.expect.op)) throw EngineError(fmt::format("{}: expect.op '{}' is not an op kind ({})", expect.location("op"), *s.expect.op, op_names()));
+    if (!op_of_name(*s.expect.op))
+      throw EngineError(fmt::format("{}: expect.op '{}' is not an op kind ({})", expect.location("op"),
+                                    *s.expect.op, op_names()));
   }
   return s;
 }

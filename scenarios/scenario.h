@@ -29,25 +29,25 @@ enum class AnswerKind : uint8_t {
   AlwaysDisagree,     ///< random children every round
   BadHandoff,         ///< a level commitment that does not open to the agreed state
   // final-step fraud
-  ForgedBytes,        ///< opened tensor bytes that are not the committed tensor
-  BadRecord,          ///< an opened node record whose input is not its producer's output
+  ForgedBytes,  ///< opened tensor bytes that are not the committed tensor
+  BadRecord,    ///< an opened node record whose input is not its producer's output
   // liveness
-  Silent,             ///< from `round` on, never answers
-  Late,               ///< from `round` on, answers 500 ms after its clock ran out
-  LastMoment,         ///< answers every question just before its clock runs out
-  WithholdOpenings,   ///< answers everything but the opening of the located node's inputs
-  Disconnect,         ///< at `round`, drops the connection instead of answering (once)
-  CrashRestart,       ///< at `round`, the whole node crashes; it restarts from its store after down_ms
+  Silent,            ///< from `round` on, never answers
+  Late,              ///< from `round` on, answers 500 ms after its clock ran out
+  LastMoment,        ///< answers every question just before its clock runs out
+  WithholdOpenings,  ///< answers everything but the opening of the located node's inputs
+  Disconnect,        ///< at `round`, drops the connection instead of answering (once)
+  CrashRestart,      ///< at `round`, the whole node crashes; it restarts from its store after down_ms
   // malformed frames (sent before the real answer, or instead of it)
   Truncated,
   Oversized,
   BadSignature,
   ForeignKey,
-  ReplayRound,        ///< its own answer of the previous round again
-  ReplayDispute,      ///< its answer signed for another dispute
-  WrongRound,         ///< a signed answer naming another round
-  NanBytes,           ///< NaN/Inf in place of an opened tensor's bytes
-  ZeroHashes,         ///< all-zero digests in place of the answer's hashes
+  ReplayRound,    ///< its own answer of the previous round again
+  ReplayDispute,  ///< its answer signed for another dispute
+  WrongRound,     ///< a signed answer naming another round
+  NanBytes,       ///< NaN/Inf in place of an opened tensor's bytes
+  ZeroHashes,     ///< all-zero digests in place of the answer's hashes
 };
 
 /// The scenario-file name of a kind ("bad_proof", …).
@@ -55,24 +55,24 @@ const char* answer_kind_name(AnswerKind kind);
 
 struct AnswerBehaviour {
   AnswerKind kind = AnswerKind::Honest;
-  uint32_t round = 1;        ///< first round it acts in
-  uint32_t count = 1;        ///< malformed kinds: answers it sends a bad frame with (a question
-                             ///< re-asked after a reconnect is another answer)
-  bool instead = false;      ///< malformed kinds: the bad frame replaces the answer (else precedes it)
+  uint32_t round = 1;    ///< first round it acts in
+  uint32_t count = 1;    ///< malformed kinds: answers it sends a bad frame with (a question
+                         ///< re-asked after a reconnect is another answer)
+  bool instead = false;  ///< malformed kinds: the bad frame replaces the answer (else precedes it)
   std::chrono::milliseconds down{500};  ///< crash_restart: time the node stays down
-  std::string mirror;        ///< change_root/agree*/always_agree: whose trajectory it parrots
+  std::string mirror;                   ///< change_root/agree*/always_agree: whose trajectory it parrots
 };
 
 /// The link between a provider and the rest of the network.
 struct LinkConditions {
   std::chrono::milliseconds latency{0};  ///< added to every reply
-  double drop_rate = 0;     ///< probability a reply is lost with the connection (the referee reconnects)
+  double drop_rate = 0;  ///< probability a reply is lost with the connection (the referee reconnects)
   uint64_t bytes_per_second = 0;  ///< the link's bandwidth for replies (0: unlimited)
 };
 
 struct ProviderSpec {
   std::string name;
-  Fault work;               ///< wrong work (engine/fault.h); default honest
+  Fault work;  ///< wrong work (engine/fault.h); default honest
   std::string work_kind = "honest";
   AnswerBehaviour answers;
   LinkConditions link;
@@ -91,12 +91,12 @@ struct Expectation {
   std::optional<VerdictReason> reason;  ///< of the last verdict
   std::optional<uint64_t> step;
   std::optional<uint64_t> node;
-  std::optional<std::string> op;        ///< op kind name of the located node
+  std::optional<std::string> op;  ///< op kind name of the located node
   // Counts of what happened (exact): each makes a scenario fail when its behaviour did not happen.
-  std::optional<uint64_t> disputes;     ///< disputes played
-  std::optional<uint64_t> crashes;      ///< provider crash-restarts
-  std::optional<uint64_t> refused;      ///< provider frames the referee refused (all disputes)
-  std::optional<uint64_t> reconnects;   ///< provider connections the referee re-established
+  std::optional<uint64_t> disputes;    ///< disputes played
+  std::optional<uint64_t> crashes;     ///< provider crash-restarts
+  std::optional<uint64_t> refused;     ///< provider frames the referee refused (all disputes)
+  std::optional<uint64_t> reconnects;  ///< provider connections the referee re-established
 };
 
 struct Scenario {
@@ -106,9 +106,9 @@ struct Scenario {
   std::filesystem::path job;  ///< resolved against the scenario file's directory
   /// The job file's text, with the scenario's [dispute] table (the time terms) appended if it has one.
   std::string job_text;
-  uint64_t seed = 1;          ///< drives drops and random lies
-  LinkConditions network;     ///< default link of every provider
-  int cpu_hogs = 0;           ///< [load] busy threads spinning beside the nodes while the scenario runs
+  uint64_t seed = 1;       ///< drives drops and random lies
+  LinkConditions network;  ///< default link of every provider
+  int cpu_hogs = 0;        ///< [load] busy threads spinning beside the nodes while the scenario runs
   std::vector<ProviderSpec> providers;
   Expectation expect;
 };

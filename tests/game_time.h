@@ -8,6 +8,8 @@
 
 namespace tribunal::testing {
 
-inline GameTime at(int64_t ms) { return GameTime(std::chrono::milliseconds(ms)); }
+inline GameTime at(int64_t ms) {
+  return GameTime(std::chrono::milliseconds(ms));
+}
 
 }  // namespace tribunal::testing

@@ -15,8 +15,8 @@
 namespace tribunal::testing {
 
 struct HttpReply {
-  int status = 0;            ///< 0: no status line came back (connection closed or refused)
-  std::string headers;       ///< the header block, as received
+  int status = 0;       ///< 0: no status line came back (connection closed or refused)
+  std::string headers;  ///< the header block, as received
   std::string body;
 };
 
@@ -46,7 +46,8 @@ inline HttpReply http_get(uint16_t port, const std::string& target, const std::s
     ::close(fd);
     return reply;
   }
-  const std::string request = method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  const std::string request =
+      method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
   if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) {
     ::close(fd);
     return reply;

@@ -4,5 +4,7 @@
 #include "tests/source_dir.h"
 
 namespace tribunal::testing {
-std::filesystem::path source_dir() { return TRIBUNAL_SOURCE_DIR; }
+std::filesystem::path source_dir() {
+  return TRIBUNAL_SOURCE_DIR;
+}
 }  // namespace tribunal::testing

@@ -16,8 +16,12 @@ nlohmann::json parity_config(const JobSpec& job, int64_t steps) {
   const ModelSpec& m = job.model;
   nlohmann::json model;
   if (m.kind == ModelKind::Gpt) {
-    model = {{"kind", "gpt"},   {"vocab", m.vocab},   {"context", m.context},
-             {"layers", m.layers}, {"heads", m.heads}, {"d_model", m.d_model},
+    model = {{"kind", "gpt"},
+             {"vocab", m.vocab},
+             {"context", m.context},
+             {"layers", m.layers},
+             {"heads", m.heads},
+             {"d_model", m.d_model},
              {"dropout", static_cast<double>(m.dropout)}};
   } else if (m.kind == ModelKind::Cnn) {
     model = {{"kind", "cnn"},
@@ -33,19 +37,18 @@ nlohmann::json parity_config(const JobSpec& job, int64_t steps) {
   const OptimizerSpec& o = job.optimizer;
   if (o.kind != OptimizerKind::AdamW)
     throw EngineError(fmt::format("{}: the parity export covers the adamw optimizer only", job.source));
-  const nlohmann::json optimizer = {
-      {"kind", "adamw"},
-      {"lr", static_cast<double>(o.lr)},
-      {"beta1", static_cast<double>(o.beta1)},
-      {"beta2", static_cast<double>(o.beta2)},
-      {"eps", static_cast<double>(o.eps)},
-      {"weight_decay", static_cast<double>(o.weight_decay)},
-      {"decay", o.decay == DecayScope::Matrices ? "matrices" : "all"},
-      {"clip_norm", static_cast<double>(o.clip_norm)},
-      {"schedule", o.schedule == LrSchedule::Cosine ? "cosine" : "constant"},
-      {"warmup_steps", o.warmup_steps},
-      {"min_lr", static_cast<double>(o.min_lr)},
-      {"total_steps", job.steps}};
+  const nlohmann::json optimizer = {{"kind", "adamw"},
+                                    {"lr", static_cast<double>(o.lr)},
+                                    {"beta1", static_cast<double>(o.beta1)},
+                                    {"beta2", static_cast<double>(o.beta2)},
+                                    {"eps", static_cast<double>(o.eps)},
+                                    {"weight_decay", static_cast<double>(o.weight_decay)},
+                                    {"decay", o.decay == DecayScope::Matrices ? "matrices" : "all"},
+                                    {"clip_norm", static_cast<double>(o.clip_norm)},
+                                    {"schedule", o.schedule == LrSchedule::Cosine ? "cosine" : "constant"},
+                                    {"warmup_steps", o.warmup_steps},
+                                    {"min_lr", static_cast<double>(o.min_lr)},
+                                    {"total_steps", job.steps}};
   return {{"model", model}, {"optimizer", optimizer}, {"steps", steps}, {"batch_size", job.batch_size}};
 }
 
@@ -66,11 +69,13 @@ std::pair<Tensor, Tensor> step_batch(Trainer& trainer, const Dataset& train, int
     }
   }
   if (!found[0] || !found[1])
-    throw EngineError(fmt::format("{}: step {}'s graph has no gather node of the inputs or the labels", trainer.job().source, t));
+    throw EngineError(fmt::format("{}: step {}'s graph has no gather node of the inputs or the labels",
+                                  trainer.job().source, t));
   return {std::move(out[0]), std::move(out[1])};
 }
 
-void write_parity_export(const std::filesystem::path& path, Trainer& trainer, const Dataset& train, int64_t steps) {
+void write_parity_export(const std::filesystem::path& path, Trainer& trainer, const Dataset& train,
+                         int64_t steps) {
   const JobSpec& job = trainer.job();
   const StateLayout layout = state_layout(job);
   std::vector<std::pair<std::string, Tensor>> owned;

@@ -31,6 +31,7 @@ std::pair<Tensor, Tensor> step_batch(Trainer& trainer, const Dataset& train, int
 
 /// Writes the export of the first `steps` steps of the trainer's job (its current state must be state 0)
 /// to `path`. Throws EngineError when the file cannot be written.
-void write_parity_export(const std::filesystem::path& path, Trainer& trainer, const Dataset& train, int64_t steps);
+void write_parity_export(const std::filesystem::path& path, Trainer& trainer, const Dataset& train,
+                         int64_t steps);
 
 }  // namespace tribunal::parity

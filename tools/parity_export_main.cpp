@@ -21,7 +21,8 @@ int main(int argc, char** argv) {
     const Dataset train = load_dataset(job, Split::Train, pool);
     Trainer trainer(job, train, pool);
     parity::write_parity_export(argv[2], trainer, train, steps);
-    std::printf("%s: %lld steps of job %s\n", argv[2], static_cast<long long>(steps), to_hex(trainer.job_id()).c_str());
+    std::printf("%s: %lld steps of job %s\n", argv[2], static_cast<long long>(steps),
+                to_hex(trainer.job_id()).c_str());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "parity_export: error: %s\n", e.what());

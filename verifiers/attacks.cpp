@@ -23,8 +23,8 @@ std::filesystem::path fresh_dir(const std::filesystem::path& dir) {
 }
 
 int64_t skipped_per_interval(const JobSpec& job, const ShortcutPlan& plan) {
-  return std::clamp<int64_t>(static_cast<int64_t>(std::ceil(plan.skip_fraction * static_cast<double>(job.stride))), 0,
-                             job.stride);
+  return std::clamp<int64_t>(
+      static_cast<int64_t>(std::ceil(plan.skip_fraction * static_cast<double>(job.stride))), 0, job.stride);
 }
 
 }  // namespace
@@ -82,7 +82,8 @@ AttackRun train_shortcut(const JobSpec& job, const Dataset& train, const std::fi
       for (size_t i = 0; i < s.tensors.size(); ++i) {
         if (i == step_index) continue;
         if (plan.mode == SkipMode::Extrapolate && !last_change.empty())
-          for (size_t e = 0; e < s.tensors[i].values().size(); ++e) s.tensors[i].values()[e] += last_change[i].values()[e];
+          for (size_t e = 0; e < s.tensors[i].values().size(); ++e)
+            s.tensors[i].values()[e] += last_change[i].values()[e];
       }
       s.tensors[step_index][0] = static_cast<float>(t + 1);
       losses.push_back({t, s.tensors.back()[0]});
@@ -106,7 +107,8 @@ AttackRun train_shortcut(const JobSpec& job, const Dataset& train, const std::fi
     const Digest id = trainer.job_id();
     for (uint64_t c : checkpoint_steps(static_cast<uint64_t>(job.steps), static_cast<uint64_t>(job.stride)))
       at[static_cast<int64_t>(c)] =
-          loss_on_rows(job, load_checkpoint(checkpoint_path(out_dir, static_cast<int64_t>(c)), job, id, pool), train, rows, pool);
+          loss_on_rows(job, load_checkpoint(checkpoint_path(out_dir, static_cast<int64_t>(c)), job, id, pool),
+                       train, rows, pool);
     double noise = 0;
     int64_t n = 0;
     for (size_t i = 1; i < losses.size(); ++i)
@@ -118,7 +120,8 @@ AttackRun train_shortcut(const JobSpec& job, const Dataset& train, const std::fi
       const auto hi = at.upper_bound(r.step);
       const auto lo = std::prev(hi);
       const double w = hi == at.end() ? 0.0
-                                      : static_cast<double>(r.step - lo->first) / static_cast<double>(hi->first - lo->first);
+                                      : static_cast<double>(r.step - lo->first) /
+                                            static_cast<double>(hi->first - lo->first);
       const double line = hi == at.end() ? lo->second : (1 - w) * lo->second + w * hi->second;
       r.loss = static_cast<float>(std::max(0.0, line + gauss(rng)));
     }
@@ -186,15 +189,16 @@ AttackRun train_hide_in_noise(const JobSpec& job, const Dataset& train, const st
   return run;
 }
 
-double prediction_rate(const JobSpec& job, const State& state, const Dataset& data, int64_t cls, int64_t max_rows,
-                       ThreadPool& pool) {
+double prediction_rate(const JobSpec& job, const State& state, const Dataset& data, int64_t cls,
+                       int64_t max_rows, ThreadPool& pool) {
   const DataShape shape = data_shape_of(data);
   const int64_t rows = std::min(max_rows, shape.samples);
   const StepGraph g = build_eval_graph(job, shape, rows);
   Executor executor(pool);
   std::vector<const Tensor*> params;
   for (size_t p = 0; p < state_layout(job).num_params; ++p) params.push_back(&state.tensors[p]);
-  Tensor x(Shape{rows, shape.features}, std::span<const float>(data.inputs.data(), static_cast<size_t>(rows * shape.features)));
+  Tensor x(Shape{rows, shape.features},
+           std::span<const float>(data.inputs.data(), static_cast<size_t>(rows * shape.features)));
   const Tensor* inputs[] = {&x};
   executor.run(g, params, inputs);
   const Tensor& logits = executor.value(g.loss);

@@ -33,15 +33,16 @@ struct ShortcutPlan {
 /// What an attack did.
 struct AttackRun {
   int64_t computed_steps = 0, skipped_steps = 0;
-  double cpu_seconds = 0;       ///< process CPU time of the attack's training
-  double shift = 0;             ///< hide-in-the-noise: the total change made to the target parameter
-  double budget = 0;            ///< hide-in-the-noise: the L2 change per interval
+  double cpu_seconds = 0;  ///< process CPU time of the attack's training
+  double shift = 0;        ///< hide-in-the-noise: the total change made to the target parameter
+  double budget = 0;       ///< hide-in-the-noise: the L2 change per interval
 };
 
 /// The steps the plan skips: t is skipped when t ≥ s and t mod s ≥ s − ceil(skip_fraction × s).
 bool shortcut_skips(const JobSpec& job, const ShortcutPlan& plan, int64_t t);
 
-/// Trains `job` as the shortcut trainer (or loss forger) into `out_dir` (created; `fast` for a fast-mode job).
+/// Trains `job` as the shortcut trainer (or loss forger) into `out_dir` (created; `fast` for a fast-mode
+/// job).
 AttackRun train_shortcut(const JobSpec& job, const Dataset& train, const std::filesystem::path& out_dir,
                          const ShortcutPlan& plan, const FastOptions& fast = {});
 
@@ -50,8 +51,8 @@ AttackRun train_shortcut(const JobSpec& job, const Dataset& train, const std::fi
 Fault shortcut_fault(const JobSpec& job, const ShortcutPlan& plan);
 
 struct NoisePlan {
-  double budget = 0;          ///< L2 change added after each interval (take boundary − honest max distance)
-  int64_t target_class = 0;   ///< the output bias element (class; GPT: byte) raised
+  double budget = 0;         ///< L2 change added after each interval (take boundary − honest max distance)
+  int64_t target_class = 0;  ///< the output bias element (class; GPT: byte) raised
 };
 
 /// The index of the output layer's bias in the state (the last parameter of shape [classes]).
@@ -65,7 +66,7 @@ AttackRun train_hide_in_noise(const JobSpec& job, const Dataset& train, const st
 
 /// The fraction of predictions (argmax of the logits, first maximum on ties) equal to `cls` over the
 /// first `max_rows` rows of `data` (GPT: every position of those windows).
-double prediction_rate(const JobSpec& job, const State& state, const Dataset& data, int64_t cls, int64_t max_rows,
-                       ThreadPool& pool);
+double prediction_rate(const JobSpec& job, const State& state, const Dataset& data, int64_t cls,
+                       int64_t max_rows, ThreadPool& pool);
 
 }  // namespace tribunal::verifiers

@@ -37,8 +37,9 @@ CheckResult loss_count(const JobSpec& job, const RunEvidence& run, int64_t sampl
                {"missing", static_cast<double>(missing)},
                {"duplicates", static_cast<double>(duplicates)},
                {"out_of_range", static_cast<double>(out_of_range)}};
-  c.detail = fmt::format("{} losses logged, N = E x I = {} expected ({} missing, {} duplicated, {} out of range)",
-                         run.losses.size(), job.steps, missing, duplicates, out_of_range);
+  c.detail =
+      fmt::format("{} losses logged, N = E x I = {} expected ({} missing, {} duplicated, {} out of range)",
+                  run.losses.size(), job.steps, missing, duplicates, out_of_range);
   return c;
 }
 
@@ -52,15 +53,18 @@ CheckResult resource_utilisation(const JobSpec& job, const RunEvidence& run, dou
   for (const ResourceSample& s : run.resources) above += s.utilisation > mean;
   const double fraction = n > 0 ? above / n : 0;
   c.passed = n > 0 && static_cast<int64_t>(n) == job.steps && fraction >= alpha;
-  c.figures = {{"samples", n}, {"mean_utilisation", mean}, {"fraction_above_mean", fraction}, {"alpha", alpha}};
-  c.detail = fmt::format("{} samples (one per step: {}), mean utilisation {:.3f}, {:.3f} of them above it (needs >= {})",
-                         run.resources.size(), job.steps, mean, fraction, alpha);
+  c.figures = {
+      {"samples", n}, {"mean_utilisation", mean}, {"fraction_above_mean", fraction}, {"alpha", alpha}};
+  c.detail = fmt::format(
+      "{} samples (one per step: {}), mean utilisation {:.3f}, {:.3f} of them above it (needs >= {})",
+      run.resources.size(), job.steps, mean, fraction, alpha);
   return c;
 }
 
 // The auditor's random training rows for checkpoint c: pev_percent % of them, at least one.
 std::vector<int64_t> pev_rows(int64_t samples, double percent, uint64_t seed, int64_t c) {
-  const auto n = std::max<int64_t>(1, static_cast<int64_t>(std::llround(static_cast<double>(samples) * percent / 100.0)));
+  const auto n = std::max<int64_t>(
+      1, static_cast<int64_t>(std::llround(static_cast<double>(samples) * percent / 100.0)));
   std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(c));
   std::vector<int64_t> rows;
   rows.reserve(static_cast<size_t>(n));
@@ -125,7 +129,8 @@ AuditReport run_audit(const JobSpec& job, const std::filesystem::path& run_dir, 
         continue;
       }
       const int64_t lo = std::max<int64_t>(0, cp - options.pev_window / 2);
-      const int64_t hi = std::min<int64_t>(job.steps, std::max<int64_t>(lo + 1, cp + (options.pev_window + 1) / 2));
+      const int64_t hi =
+          std::min<int64_t>(job.steps, std::max<int64_t>(lo + 1, cp + (options.pev_window + 1) / 2));
       double sum = 0;
       int64_t count = 0;
       for (int64_t t = lo; t < hi; ++t)
@@ -139,15 +144,17 @@ AuditReport run_audit(const JobSpec& job, const std::filesystem::path& run_dir, 
       if (!(rel <= options.pev_tolerance)) c.passed = false;
       if (!(rel <= worst) || worst_step < 0) worst = rel, worst_step = cp;
     }
-    c.figures = {{"checkpoints", static_cast<double>(checked)},
-                 {"rows_per_checkpoint", checked ? static_cast<double>(rows_total) / static_cast<double>(checked) : 0},
-                 {"worst_relative_difference", worst},
-                 {"worst_step", static_cast<double>(worst_step)},
-                 {"tolerance", options.pev_tolerance}};
-    c.detail = fmt::format("{} of {} checkpoints' losses recomputed on {} % of the data; worst |recomputed - logged| / "
-                           "logged {:.4f} at step {} (tolerance {}){}",
-                           checked, steps.size(), options.pev_percent, worst, worst_step, options.pev_tolerance,
-                           missing.empty() ? "" : "; " + missing);
+    c.figures = {
+        {"checkpoints", static_cast<double>(checked)},
+        {"rows_per_checkpoint", checked ? static_cast<double>(rows_total) / static_cast<double>(checked) : 0},
+        {"worst_relative_difference", worst},
+        {"worst_step", static_cast<double>(worst_step)},
+        {"tolerance", options.pev_tolerance}};
+    c.detail = fmt::format(
+        "{} of {} checkpoints' losses recomputed on {} % of the data; worst |recomputed - logged| / "
+        "logged {:.4f} at step {} (tolerance {}){}",
+        checked, steps.size(), options.pev_percent, worst, worst_step, options.pev_tolerance,
+        missing.empty() ? "" : "; " + missing);
     report.checks.push_back(std::move(c));
   }
 
@@ -157,7 +164,8 @@ AuditReport run_audit(const JobSpec& job, const std::filesystem::path& run_dir, 
     const int64_t per_epoch = (train.samples() + job.batch_size - 1) / job.batch_size;
     std::map<int64_t, std::vector<std::pair<double, size_t>>> by_epoch;  // epoch → (change, interval index)
     for (size_t i = 0; i + 1 < steps.size(); ++i) {
-      const State *a = state_at(static_cast<int64_t>(steps[i])), *b = state_at(static_cast<int64_t>(steps[i + 1]));
+      const State *a = state_at(static_cast<int64_t>(steps[i])),
+                  *b = state_at(static_cast<int64_t>(steps[i + 1]));
       if (!a || !b) {
         c.passed = false;
         continue;
@@ -167,7 +175,8 @@ AuditReport run_audit(const JobSpec& job, const std::filesystem::path& run_dir, 
     double worst = 0;
     int64_t replayed = 0, replayed_steps = 0, worst_step = -1;
     for (auto& [epoch, intervals] : by_epoch) {
-      std::sort(intervals.begin(), intervals.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+      std::sort(intervals.begin(), intervals.end(),
+                [](const auto& x, const auto& y) { return x.first > y.first; });
       for (size_t j = 0; j < intervals.size() && static_cast<int64_t>(j) < options.top_k; ++j) {
         const size_t i = intervals[j].second;
         const auto from = static_cast<int64_t>(steps[i]), to = static_cast<int64_t>(steps[i + 1]);
@@ -184,10 +193,11 @@ AuditReport run_audit(const JobSpec& job, const std::filesystem::path& run_dir, 
                  {"worst_distance", worst},
                  {"worst_interval_start", static_cast<double>(worst_step)},
                  {"delta", options.vmo_delta}};
-    c.detail = fmt::format("{} interval(s) of largest weight change replayed ({} steps of {}); worst L2 distance {:.6g} "
-                           "from the checkpoint, interval from step {} (delta {}){}",
-                           replayed, replayed_steps, job.steps, worst, worst_step, options.vmo_delta,
-                           missing.empty() ? "" : "; " + missing);
+    c.detail = fmt::format(
+        "{} interval(s) of largest weight change replayed ({} steps of {}); worst L2 distance {:.6g} "
+        "from the checkpoint, interval from step {} (delta {}){}",
+        replayed, replayed_steps, job.steps, worst, worst_step, options.vmo_delta,
+        missing.empty() ? "" : "; " + missing);
     report.checks.push_back(std::move(c));
   }
   report.cpu_seconds = (process_cpu_time() - cpu0).count();

@@ -17,20 +17,20 @@
 namespace tribunal::verifiers {
 
 struct AuditOptions {
-  double alpha = 0.4;           ///< resource check: the fraction of samples above their mean needed
-  double pev_percent = 1.0;     ///< PEV: % of the training samples the loss is recomputed on, per checkpoint
-  double pev_tolerance = 0.3;   ///< PEV: allowed |recomputed − logged| / logged
-  int64_t pev_window = 8;       ///< PEV: the logged losses averaged around a checkpoint (steps)
-  int64_t top_k = 1;            ///< VMO: intervals replayed per epoch (those of largest weight change)
-  double vmo_delta = 0.0;       ///< VMO: allowed L2 distance of a replay from the checkpoint (0: bitwise)
-  uint64_t seed = 1;            ///< the auditor's sampling seed (the provider must not know it)
+  double alpha = 0.4;          ///< resource check: the fraction of samples above their mean needed
+  double pev_percent = 1.0;    ///< PEV: % of the training samples the loss is recomputed on, per checkpoint
+  double pev_tolerance = 0.3;  ///< PEV: allowed |recomputed − logged| / logged
+  int64_t pev_window = 8;      ///< PEV: the logged losses averaged around a checkpoint (steps)
+  int64_t top_k = 1;           ///< VMO: intervals replayed per epoch (those of largest weight change)
+  double vmo_delta = 0.0;      ///< VMO: allowed L2 distance of a replay from the checkpoint (0: bitwise)
+  uint64_t seed = 1;           ///< the auditor's sampling seed (the provider must not know it)
   int threads = 1;
-  FastOptions fast;             ///< the auditor's kernels when replaying a fast-mode job
+  FastOptions fast;  ///< the auditor's kernels when replaying a fast-mode job
 };
 
 /// One check's outcome with its figures (name → value, in the units the name says).
 struct CheckResult {
-  std::string name;    ///< "loss_count", "resource_utilisation", "pev", "vmo"
+  std::string name;  ///< "loss_count", "resource_utilisation", "pev", "vmo"
   bool passed = false;
   std::string detail;  ///< one line: what was compared, what failed
   std::vector<std::pair<std::string, double>> figures;
@@ -38,9 +38,9 @@ struct CheckResult {
 
 struct AuditReport {
   std::vector<CheckResult> checks;
-  double cpu_seconds = 0;        ///< process CPU time of the audit (loading the data set included)
-  uint64_t evidence_bytes = 0;   ///< bytes the provider stores for it (checkpoints and logs)
-  uint64_t read_bytes = 0;       ///< bytes the audit read of them (logs and the checkpoints it opened)
+  double cpu_seconds = 0;       ///< process CPU time of the audit (loading the data set included)
+  uint64_t evidence_bytes = 0;  ///< bytes the provider stores for it (checkpoints and logs)
+  uint64_t read_bytes = 0;      ///< bytes the audit read of them (logs and the checkpoints it opened)
   bool passed() const;
 };
 

@@ -36,7 +36,8 @@ RunEvidence read_run(const std::filesystem::path& dir, const Digest& job_id) {
   return run;
 }
 
-State load_step(const RunEvidence& run, int64_t step, const JobSpec& job, const Digest& job_id, ThreadPool& pool) {
+State load_step(const RunEvidence& run, int64_t step, const JobSpec& job, const Digest& job_id,
+                ThreadPool& pool) {
   const auto it = run.checkpoints.find(step);
   if (it == run.checkpoints.end())
     throw EngineError(fmt::format("{}: no checkpoint of step {}", run.dir.string(), step));
@@ -75,8 +76,8 @@ double weight_change(const JobSpec& job, const State& a, const State& b) {
   return state_distance(job, a, b).params_l2;
 }
 
-double loss_on_rows(const JobSpec& job, const State& state, const Dataset& train, std::span<const int64_t> rows,
-                    ThreadPool& pool) {
+double loss_on_rows(const JobSpec& job, const State& state, const Dataset& train,
+                    std::span<const int64_t> rows, ThreadPool& pool) {
   const int64_t features = train.inputs.shape()[1];
   const int64_t per_row = std::max<int64_t>(train.label_width(), 1);
   const auto n = static_cast<int64_t>(rows.size());

@@ -5,8 +5,8 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <optional>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "engine/dataset.h"
@@ -34,7 +34,8 @@ uint64_t file_bytes(const std::filesystem::path& path);
 
 /// Loads the checkpoint of `step` (checks its job, layout and state hash: load_checkpoint). Throws
 /// EngineError when the run has no checkpoint of that step.
-State load_step(const RunEvidence& run, int64_t step, const JobSpec& job, const Digest& job_id, ThreadPool& pool);
+State load_step(const RunEvidence& run, int64_t step, const JobSpec& job, const Digest& job_id,
+                ThreadPool& pool);
 
 /// `given` when it is not null, else the job's training set, loaded into `loaded` (the command line's
 /// path; tests and benches pass the set they already hold).
@@ -61,7 +62,7 @@ double weight_change(const JobSpec& job, const State& a, const State& b);
 
 /// The mean softmax cross-entropy of the state's parameters on `rows` of the training set (the
 /// forward graph without dropout, engine/trainer.h evaluate_loss on those rows).
-double loss_on_rows(const JobSpec& job, const State& state, const Dataset& train, std::span<const int64_t> rows,
-                    ThreadPool& pool);
+double loss_on_rows(const JobSpec& job, const State& state, const Dataset& train,
+                    std::span<const int64_t> rows, ThreadPool& pool);
 
 }  // namespace tribunal::verifiers

@@ -16,7 +16,8 @@ namespace tribunal::verifiers {
 
 std::vector<FastOptions> default_calibration_kernels() {
   std::vector<FastOptions> k;
-  if (float32_gemm_built(Float32Gemm::OpenBlas)) k.push_back({Float32Gemm::OpenBlas, 1}), k.push_back({Float32Gemm::OpenBlas, 2});
+  if (float32_gemm_built(Float32Gemm::OpenBlas))
+    k.push_back({Float32Gemm::OpenBlas, 1}), k.push_back({Float32Gemm::OpenBlas, 2});
   for (Float32Gemm g : {Float32Gemm::Naive, Float32Gemm::Blocked, Float32Gemm::Reversed}) k.push_back({g, 0});
   return k;
 }
@@ -32,15 +33,16 @@ FastOptions parse_kernel(const std::string& name) {
     k.gemm = parse_float32_gemm(name.substr(0, slash));
     if (slash != std::string::npos) k.blas_threads = std::stoi(name.substr(slash + 1));
   } catch (const std::exception& e) {
-    throw EngineError(fmt::format("kernel '{}': expected GEMM[/THREADS], e.g. openblas/2 ({})", name, e.what()));
+    throw EngineError(
+        fmt::format("kernel '{}': expected GEMM[/THREADS], e.g. openblas/2 ({})", name, e.what()));
   }
   return k;
 }
 
 Calibration calibrate(const JobSpec& job, const Dataset& train, const CalibrationOptions& options) {
   if (job.numerics.mode != NumericsMode::Fast)
-    throw EngineError(fmt::format("{}: the tolerance verifier calibrates a fast-mode job ([numerics] mode = \"fast\")",
-                                  job.source));
+    throw EngineError(fmt::format(
+        "{}: the tolerance verifier calibrates a fast-mode job ([numerics] mode = \"fast\")", job.source));
   if (options.kernels.size() < 2) throw EngineError("calibration needs at least two kernels");
   const auto cpu0 = process_cpu_time();
   ThreadPool pool(options.threads);
@@ -53,7 +55,8 @@ Calibration calibrate(const JobSpec& job, const Dataset& train, const Calibratio
   for (int64_t i = 0; i < options.intervals && reference.step() < job.steps; ++i) {
     const int64_t steps = std::min(job.stride, job.steps - reference.step());
     std::vector<State> ends;
-    for (const FastOptions& k : options.kernels) ends.push_back(replay(job, train, pool, reference, steps, k));
+    for (const FastOptions& k : options.kernels)
+      ends.push_back(replay(job, train, pool, reference, steps, k));
     for (size_t a = 0; a < ends.size(); ++a)
       for (size_t b = a + 1; b < ends.size(); ++b) {
         const double d = state_distance(job, ends[a], ends[b]).l2;
@@ -69,10 +72,10 @@ Calibration calibrate(const JobSpec& job, const Dataset& train, const Calibratio
 }
 
 void write_calibration(const std::filesystem::path& path, const Calibration& c) {
-  const nlohmann::json j = {{"job_id", c.job_id},       {"stride", c.stride},   {"intervals", c.intervals},
-                            {"kernels", c.kernels},     {"distances", c.distances},
-                            {"max_distance", c.max_distance}, {"margin", c.margin}, {"boundary", c.boundary},
-                            {"cpu_seconds", c.cpu_seconds}};
+  const nlohmann::json j = {
+      {"job_id", c.job_id},   {"stride", c.stride},       {"intervals", c.intervals},
+      {"kernels", c.kernels}, {"distances", c.distances}, {"max_distance", c.max_distance},
+      {"margin", c.margin},   {"boundary", c.boundary},   {"cpu_seconds", c.cpu_seconds}};
   std::ofstream out(path);
   out << j.dump(2) << "\n";
   if (!out) throw EngineError(fmt::format("{}: cannot write the calibration", path.string()));
@@ -97,7 +100,8 @@ Calibration read_calibration(const std::filesystem::path& path, const Digest& jo
     throw EngineError(fmt::format("{}: not a calibration file: {}", path.string(), e.what()));
   }
   if (c.job_id != to_hex(job_id))
-    throw EngineError(fmt::format("{}: the calibration of job {}, not of {}", path.string(), c.job_id, to_hex(job_id)));
+    throw EngineError(
+        fmt::format("{}: the calibration of job {}, not of {}", path.string(), c.job_id, to_hex(job_id)));
   if (!(c.boundary >= 0) || !std::isfinite(c.boundary))
     throw EngineError(fmt::format("{}: boundary {} is not a finite distance", path.string(), c.boundary));
   return c;
@@ -112,7 +116,8 @@ ToleranceReport check_tolerance(const JobSpec& job, const std::filesystem::path&
   const Dataset& train = training_set(job, train_in, loaded, pool);
   const Digest id = job_id(job, train);
   if (calibration.job_id != to_hex(id))
-    throw EngineError(fmt::format("the calibration is of job {}, the run's job is {}", calibration.job_id, to_hex(id)));
+    throw EngineError(
+        fmt::format("the calibration is of job {}, the run's job is {}", calibration.job_id, to_hex(id)));
   const RunEvidence run = read_run(run_dir, id);
   ToleranceReport r;
   r.boundary = calibration.boundary;
@@ -130,7 +135,8 @@ ToleranceReport check_tolerance(const JobSpec& job, const std::filesystem::path&
   }
   // Optimistic sampling: round(fraction × intervals) of them, at least one, drawn with the seed.
   const auto n = static_cast<size_t>(r.intervals);
-  const size_t opened = std::clamp<size_t>(static_cast<size_t>(std::llround(options.sample_fraction * static_cast<double>(n))), 1, n);
+  const size_t opened = std::clamp<size_t>(
+      static_cast<size_t>(std::llround(options.sample_fraction * static_cast<double>(n))), 1, n);
   std::vector<size_t> order(n);
   for (size_t i = 0; i < n; ++i) order[i] = i;
   std::mt19937_64 rng(options.seed);
@@ -145,7 +151,8 @@ ToleranceReport check_tolerance(const JobSpec& job, const std::filesystem::path&
     o.to = static_cast<int64_t>(steps[i + 1]);
     const State start = load_step(run, o.from, job, id, pool), claimed = load_step(run, o.to, job, id, pool);
     for (int64_t s : {o.from, o.to})
-      if (std::find(sent.begin(), sent.end(), s) == sent.end()) sent.push_back(s), r.sent_bytes += file_bytes(run.checkpoints.at(s));
+      if (std::find(sent.begin(), sent.end(), s) == sent.end())
+        sent.push_back(s), r.sent_bytes += file_bytes(run.checkpoints.at(s));
     const State again = replay(job, train, pool, start, o.to - o.from, options.kernel);
     o.distance = state_distance(job, again, claimed).l2;
     o.passed = o.distance <= calibration.boundary;
@@ -153,9 +160,10 @@ ToleranceReport check_tolerance(const JobSpec& job, const std::filesystem::path&
     r.opened.push_back(o);
   }
   double worst = 0;
-  for (const OpenedInterval& o : r.opened) worst = std::isnan(o.distance) ? INFINITY : std::max(worst, o.distance);
-  r.detail = fmt::format("{} of {} intervals opened; largest distance {:.6g}, boundary {:.6g}", r.opened.size(),
-                         r.intervals, worst, r.boundary);
+  for (const OpenedInterval& o : r.opened)
+    worst = std::isnan(o.distance) ? INFINITY : std::max(worst, o.distance);
+  r.detail = fmt::format("{} of {} intervals opened; largest distance {:.6g}, boundary {:.6g}",
+                         r.opened.size(), r.intervals, worst, r.boundary);
   r.cpu_seconds = (process_cpu_time() - cpu0).count();
   return r;
 }

@@ -27,23 +27,23 @@ FastOptions parse_kernel(const std::string& name);
 
 struct CalibrationOptions {
   std::vector<FastOptions> kernels = default_calibration_kernels();  ///< at least 2
-  int64_t intervals = 2;   ///< the first intervals of the job calibrated on (each replayed by every kernel)
-  double margin = 2.0;     ///< boundary = margin × the largest honest distance observed
+  int64_t intervals = 2;  ///< the first intervals of the job calibrated on (each replayed by every kernel)
+  double margin = 2.0;    ///< boundary = margin × the largest honest distance observed
   int threads = 1;
 };
 
 /// The calibration and the boundary it sets (written out by write_calibration).
 struct Calibration {
-  std::string job_id;                ///< hex
+  std::string job_id;  ///< hex
   int64_t stride = 0, intervals = 0;
   std::vector<std::string> kernels;  ///< kernel_name of each
   /// Every pairwise L2 distance (state_distance, every tensor but "step") between two kernels' states
   /// at the end of a calibrated interval started from the same state, in order (interval, pair).
   std::vector<double> distances;
-  double max_distance = 0;           ///< the largest of them
+  double max_distance = 0;  ///< the largest of them
   double margin = 0;
-  double boundary = 0;               ///< margin × max_distance: the distance an opened interval may show
-  double cpu_seconds = 0;            ///< process CPU time of the calibration
+  double boundary = 0;     ///< margin × max_distance: the distance an opened interval may show
+  double cpu_seconds = 0;  ///< process CPU time of the calibration
 };
 
 /// Calibrates on `job` (a fast-mode job: EngineError otherwise): the first kernel trains the
@@ -71,14 +71,14 @@ struct OpenedInterval {
 };
 
 struct ToleranceReport {
-  int64_t intervals = 0;                ///< in the trajectory
-  std::vector<OpenedInterval> opened;   ///< in step order
+  int64_t intervals = 0;               ///< in the trajectory
+  std::vector<OpenedInterval> opened;  ///< in step order
   double boundary = 0;
-  bool passed = false;                  ///< every checkpoint there and every opened interval within the boundary
+  bool passed = false;  ///< every checkpoint there and every opened interval within the boundary
   std::string detail;
-  double cpu_seconds = 0;               ///< the check's process CPU time (not the calibration's)
-  uint64_t evidence_bytes = 0;          ///< what the provider stores: its checkpoints and logs
-  uint64_t sent_bytes = 0;              ///< what it sends: the opened intervals' endpoint checkpoints
+  double cpu_seconds = 0;       ///< the check's process CPU time (not the calibration's)
+  uint64_t evidence_bytes = 0;  ///< what the provider stores: its checkpoints and logs
+  uint64_t sent_bytes = 0;      ///< what it sends: the opened intervals' endpoint checkpoints
 };
 
 /// Checks the provider's run directory against the boundary of `calibration`.

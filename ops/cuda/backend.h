@@ -35,7 +35,8 @@ std::string cuda_device_name(int device = 0);
 /// runs the op's kernel(s), copies the outputs back into `out` (which must already have the inferred
 /// shapes) and synchronizes. Throws OpError for bad input, CudaError for a CUDA failure.
 /// Intended per-element operation order: exactly the reference kernel's (docs/cuda.md).
-void run_cuda(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in, std::span<Tensor* const> out);
+void run_cuda(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in,
+              std::span<Tensor* const> out);
 
 /// run_cuda on the SIMT emulation of the same kernel source (docs/cuda.md; built with
 /// TRIBUNAL_CUDA_EMULATE, no GPU or nvcc needed): the same validation and dispatch, the same kernels

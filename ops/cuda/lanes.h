@@ -68,9 +68,13 @@ TRIBUNAL_HD MaxPick combine_max_pick(MaxPick a, MaxPick b) {
 
 /// The CPU's sequential maximum of a row (n ≥ 1) from its first element and the best candidate over all
 /// of it.
-TRIBUNAL_HD float row_max_of(float first, MaxPick best) { return first != first ? first : best.value; }
+TRIBUNAL_HD float row_max_of(float first, MaxPick best) {
+  return first != first ? first : best.value;
+}
 
 /// row_max_of for the row x[0..n).
-TRIBUNAL_HD float row_max(const float* x, MaxPick best) { return row_max_of(x[0], best); }
+TRIBUNAL_HD float row_max(const float* x, MaxPick best) {
+  return row_max_of(x[0], best);
+}
 
 }  // namespace tribunal::lanes

@@ -1,4 +1,5 @@
-// Float64 convolution (NCHW, weights [O, C, KH, KW], square stride, symmetric zero padding). The three contractions are im2col + the float64 GEMM, one image at a time:
+// Float64 convolution (NCHW, weights [O, C, KH, KW], square stride, symmetric zero padding). The three
+// contractions are im2col + the float64 GEMM, one image at a time:
 //   conv2d:           y[n] (O×P)  = b (every column) + W (O×K) · cols[n] (K×P)
 //   backward_input:   dcol (K×P)  = Wᵀ · dy[n] (O×P), then col2im adds dcol into dx (taps in the image)
 //   backward_weight:  dW (O×K)   += dy[n] (O×P) · cols[n]ᵀ, for n = 0..N−1 (the naive chain runs over
@@ -28,7 +29,8 @@ void im2col(const float* x, const ConvGeom& g, int64_t n, double* cols) {
         double* row = cols + ((c * g.kh + i) * g.kw + j) * p;
         for (int64_t oh = 0; oh < g.oh; ++oh)
           for (int64_t ow = 0; ow < g.ow; ++ow)
-            row[oh * g.ow + ow] = conv_padded(x, g, n, c, oh * g.stride + i - g.pad, ow * g.stride + j - g.pad);
+            row[oh * g.ow + ow] =
+                conv_padded(x, g, n, c, oh * g.stride + i - g.pad, ow * g.stride + j - g.pad);
       }
 }
 
@@ -86,7 +88,8 @@ void conv2d_backward_weight(const Call& c) {
   std::vector<double> cols(static_cast<size_t>(k * p));
   for (int64_t n = 0; n < g.n; ++n) {
     im2col(c.in[0]->data(), g, n, cols.data());
-    gemm(c.gemm, {dy.data() + n * g.o * p, cols.data(), c.out[0].data(), g.o, k, p, p, p, k, false, true, true});
+    gemm(c.gemm,
+         {dy.data() + n * g.o * p, cols.data(), c.out[0].data(), g.o, k, p, p, p, k, false, true, true});
   }
 }
 

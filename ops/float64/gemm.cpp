@@ -24,8 +24,10 @@ namespace tribunal {
 
 const char* float64_gemm_name(Float64Gemm gemm) {
   switch (gemm) {
-    case Float64Gemm::OpenBlas: return "openblas";
-    case Float64Gemm::Naive: return "naive";
+    case Float64Gemm::OpenBlas:
+      return "openblas";
+    case Float64Gemm::Naive:
+      return "naive";
   }
   return "unknown";
 }
@@ -99,7 +101,8 @@ void naive(const GemmArgs& x) {
 
 #if defined(TRIBUNAL_HAVE_OPENBLAS)
 blasint blas_int(int64_t v) {
-  if (v > INT_MAX) throw OpError("float64 gemm: openblas: size " + std::to_string(v) + " exceeds its 32-bit integers");
+  if (v > INT_MAX)
+    throw OpError("float64 gemm: openblas: size " + std::to_string(v) + " exceeds its 32-bit integers");
   return static_cast<blasint>(v);
 }
 
@@ -123,10 +126,12 @@ void openblas(const GemmArgs& x) {
 
 void gemm(Float64Gemm g, const GemmArgs& args) {
   if (args.m < 0 || args.n < 0 || args.k < 0)
-    throw OpError("float64 gemm: negative shape m=" + std::to_string(args.m) + " n=" + std::to_string(args.n) +
-                  " k=" + std::to_string(args.k));
+    throw OpError("float64 gemm: negative shape m=" + std::to_string(args.m) +
+                  " n=" + std::to_string(args.n) + " k=" + std::to_string(args.k));
   switch (g) {
-    case Float64Gemm::Naive: naive(args); return;
+    case Float64Gemm::Naive:
+      naive(args);
+      return;
     case Float64Gemm::OpenBlas:
 #if defined(TRIBUNAL_HAVE_OPENBLAS)
       openblas(args);
@@ -138,7 +143,9 @@ void gemm(Float64Gemm g, const GemmArgs& args) {
   throw OpError("float64 gemm: unknown variant " + std::to_string(static_cast<int>(g)));
 }
 
-std::vector<double> widen(const Tensor& x) { return {x.values().begin(), x.values().end()}; }
+std::vector<double> widen(const Tensor& x) {
+  return {x.values().begin(), x.values().end()};
+}
 
 }  // namespace f64
 }  // namespace tribunal

@@ -29,8 +29,8 @@ void matmul(const Call& c) {
   const std::vector<double> ad = widen(*c.in[0]), bd = widen(*c.in[1]);
   std::vector<double>& out = c.out[0];
   for (int64_t e = 0; e < batch; ++e)
-    gemm(c.gemm, {ad.data() + e * m * k, bd.data() + e * k * n, out.data() + e * m * n, m, n, k, lda, ldb, n, ta,
-                  tb, false});
+    gemm(c.gemm, {ad.data() + e * m * k, bd.data() + e * k * n, out.data() + e * m * n, m, n, k, lda, ldb, n,
+                  ta, tb, false});
 }
 
 /// y[j] = Σ_i x[i,j], in increasing i.

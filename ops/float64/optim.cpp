@@ -38,8 +38,8 @@ double powi(double b, int64_t t) {
 /// floats {lr, β1, β2, ε, wd}, ints {t}: bc1 = 1 − β1^t, bc2 = 1 − β2^t, step = lr/bc1, decay = 1 − lr·wd;
 /// m′ = β1·m + (1−β1)·g; v′ = β2·v + (1−β2)·g²; p′ = p·decay − step·m′/(sqrt(v′)/sqrt(bc2) + ε).
 void adamw(const Call& c) {
-  const double lr = c.attrs.floats[0], b1 = c.attrs.floats[1], b2 = c.attrs.floats[2], eps = c.attrs.floats[3],
-               wd = c.attrs.floats[4];
+  const double lr = c.attrs.floats[0], b1 = c.attrs.floats[1], b2 = c.attrs.floats[2],
+               eps = c.attrs.floats[3], wd = c.attrs.floats[4];
   const int64_t t = c.attrs.ints[0];
   const double bc1 = 1.0 - powi(b1, t), bc2 = 1.0 - powi(b2, t);
   const double step = lr / bc1, sbc2 = std::sqrt(bc2), decay = 1.0 - lr * wd;

@@ -13,8 +13,8 @@ namespace {
 /// magnitudes depends on no order, and the exponent is an integer.
 struct Magnitude {
   int e = 0;
-  bool zero = true;     ///< every value is ±0: its products contribute exactly nothing
-  bool finite = true;   ///< no NaN or infinity: there is a bound
+  bool zero = true;    ///< every value is ±0: its products contribute exactly nothing
+  bool finite = true;  ///< no NaN or infinity: there is a bound
 
   void add(float v) {
     if (!std::isfinite(v)) {
@@ -28,7 +28,9 @@ struct Magnitude {
 };
 
 /// ⌈log2 k⌉ for k ≥ 1.
-int ceil_log2(int64_t k) { return k <= 1 ? 0 : std::bit_width(static_cast<uint64_t>(k - 1)); }
+int ceil_log2(int64_t k) {
+  return k <= 1 ? 0 : std::bit_width(static_cast<uint64_t>(k - 1));
+}
 
 /// The quantum of a sum of k products with |a| < 2^a.e and |b| < 2^b.e, added to a start value (bias)
 /// bounded by `start` (a zero Magnitude: none). Every partial sum stays below 2^(a.e + b.e + ⌈log2 k⌉)
@@ -87,58 +89,79 @@ bool rounding_quanta(OpKind kind, const Attrs& attrs, std::span<const Tensor* co
   if (quanta.empty()) throw OpError("rounding_quanta: no output to fill");
   if (bits < kMinRoundingQuantumBits || bits > kMaxRoundingQuantumBits)
     throw OpError("rounding_quanta: quantum_bits " + std::to_string(bits) + " is outside [" +
-                  std::to_string(kMinRoundingQuantumBits) + ", " + std::to_string(kMaxRoundingQuantumBits) + "]");
+                  std::to_string(kMinRoundingQuantumBits) + ", " + std::to_string(kMaxRoundingQuantumBits) +
+                  "]");
   std::vector<double>& q = quanta[0];
   switch (kind) {
     case OpKind::Linear: {  // y[M,N] = x[M,K]·w[K,N] + b[N]: rows of x, columns of w, b per column
       const Shape &xs = in[0]->shape(), &ws = in[1]->shape();
       const int64_t m = xs[0], k = xs[1], n = ws[1];
-      const auto mx = magnitudes(*in[0], static_cast<size_t>(m), [&](size_t i) { return i / static_cast<size_t>(k); });
-      const auto mw = magnitudes(*in[1], static_cast<size_t>(n), [&](size_t i) { return i % static_cast<size_t>(n); });
+      const auto mx =
+          magnitudes(*in[0], static_cast<size_t>(m), [&](size_t i) { return i / static_cast<size_t>(k); });
+      const auto mw =
+          magnitudes(*in[1], static_cast<size_t>(n), [&](size_t i) { return i % static_cast<size_t>(n); });
       const auto mbias = magnitudes(*in[2], static_cast<size_t>(n), [](size_t i) { return i; });
       q.resize(static_cast<size_t>(m * n));
       for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j) q[static_cast<size_t>(i * n + j)] = quantum(bits, mx[i], mw[j], ceil_log2(k), mbias[j]);
+        for (int64_t j = 0; j < n; ++j)
+          q[static_cast<size_t>(i * n + j)] = quantum(bits, mx[i], mw[j], ceil_log2(k), mbias[j]);
       return true;
     }
-    case OpKind::Matmul: matmul_quanta(attrs, in, q, bits); return true;
+    case OpKind::Matmul:
+      matmul_quanta(attrs, in, q, bits);
+      return true;
     case OpKind::Conv2d: {  // y[n,o,·] = b[o] + Σ over C·KH·KW taps of w[o,…]·x[n,…]: per image, per filter
       const Shape &xs = in[0]->shape(), &ws = in[1]->shape();
       const int64_t n = xs[0], o = ws[0], taps = ws[1] * ws[2] * ws[3];
       const std::vector<Shape> shapes{xs, ws, in[2]->shape()};
       const int64_t p = infer_shapes(kind, attrs, shapes)[0].numel() / (n * o);
-      const auto mx = magnitudes(*in[0], static_cast<size_t>(n), [&](size_t i) { return i / static_cast<size_t>(xs[1] * xs[2] * xs[3]); });
-      const auto mw = magnitudes(*in[1], static_cast<size_t>(o), [&](size_t i) { return i / static_cast<size_t>(taps); });
+      const auto mx = magnitudes(*in[0], static_cast<size_t>(n),
+                                 [&](size_t i) { return i / static_cast<size_t>(xs[1] * xs[2] * xs[3]); });
+      const auto mw =
+          magnitudes(*in[1], static_cast<size_t>(o), [&](size_t i) { return i / static_cast<size_t>(taps); });
       const auto mbias = magnitudes(*in[2], static_cast<size_t>(o), [](size_t i) { return i; });
       q.resize(static_cast<size_t>(n * o * p));
       for (int64_t ni = 0; ni < n; ++ni)
         for (int64_t oi = 0; oi < o; ++oi)
-          std::fill_n(q.begin() + (ni * o + oi) * p, p, quantum(bits, mx[ni], mw[oi], ceil_log2(taps), mbias[oi]));
+          std::fill_n(q.begin() + (ni * o + oi) * p, p,
+                      quantum(bits, mx[ni], mw[oi], ceil_log2(taps), mbias[oi]));
       return true;
     }
-    case OpKind::Conv2dBackwardInput: {  // dx[n,c,·] = Σ over O·KH·KW of w[·,c,…]·dy[n,…]: per image, per channel
+    case OpKind::Conv2dBackwardInput: {  // dx[n,c,·] = Σ over O·KH·KW of w[·,c,…]·dy[n,…]: per image, per
+                                         // channel
       const Shape &ws = in[0]->shape(), &dys = in[1]->shape();
       const int64_t o = ws[0], c = ws[1], n = dys[0], hw = attrs.ints[2] * attrs.ints[3];
-      const auto mw = magnitudes(*in[0], static_cast<size_t>(c), [&](size_t i) { return i / static_cast<size_t>(ws[2] * ws[3]) % static_cast<size_t>(c); });
-      const auto mdy = magnitudes(*in[1], static_cast<size_t>(n), [&](size_t i) { return i / static_cast<size_t>(o * dys[2] * dys[3]); });
+      const auto mw = magnitudes(*in[0], static_cast<size_t>(c), [&](size_t i) {
+        return i / static_cast<size_t>(ws[2] * ws[3]) % static_cast<size_t>(c);
+      });
+      const auto mdy = magnitudes(*in[1], static_cast<size_t>(n),
+                                  [&](size_t i) { return i / static_cast<size_t>(o * dys[2] * dys[3]); });
       q.resize(static_cast<size_t>(n * c * hw));
       for (int64_t ni = 0; ni < n; ++ni)
         for (int64_t ci = 0; ci < c; ++ci)
-          std::fill_n(q.begin() + (ni * c + ci) * hw, hw, quantum(bits, mw[ci], mdy[ni], ceil_log2(o * ws[2] * ws[3])));
+          std::fill_n(q.begin() + (ni * c + ci) * hw, hw,
+                      quantum(bits, mw[ci], mdy[ni], ceil_log2(o * ws[2] * ws[3])));
       return true;
     }
-    case OpKind::Conv2dBackwardWeight: {  // dw[o,c,·] = Σ over N·OH·OW of dy[·,o,…]·x[·,c,…]: per filter, per channel
+    case OpKind::Conv2dBackwardWeight: {  // dw[o,c,·] = Σ over N·OH·OW of dy[·,o,…]·x[·,c,…]: per filter, per
+                                          // channel
       const Shape &xs = in[0]->shape(), &dys = in[1]->shape();
       const int64_t n = xs[0], c = xs[1], o = dys[1], taps = attrs.ints[2] * attrs.ints[3];
-      const auto mx = magnitudes(*in[0], static_cast<size_t>(c), [&](size_t i) { return i / static_cast<size_t>(xs[2] * xs[3]) % static_cast<size_t>(c); });
-      const auto mdy = magnitudes(*in[1], static_cast<size_t>(o), [&](size_t i) { return i / static_cast<size_t>(dys[2] * dys[3]) % static_cast<size_t>(o); });
+      const auto mx = magnitudes(*in[0], static_cast<size_t>(c), [&](size_t i) {
+        return i / static_cast<size_t>(xs[2] * xs[3]) % static_cast<size_t>(c);
+      });
+      const auto mdy = magnitudes(*in[1], static_cast<size_t>(o), [&](size_t i) {
+        return i / static_cast<size_t>(dys[2] * dys[3]) % static_cast<size_t>(o);
+      });
       q.resize(static_cast<size_t>(o * c * taps));
       for (int64_t oi = 0; oi < o; ++oi)
         for (int64_t ci = 0; ci < c; ++ci)
-          std::fill_n(q.begin() + (oi * c + ci) * taps, taps, quantum(bits, mdy[oi], mx[ci], ceil_log2(n * dys[2] * dys[3])));
+          std::fill_n(q.begin() + (oi * c + ci) * taps, taps,
+                      quantum(bits, mdy[oi], mx[ci], ceil_log2(n * dys[2] * dys[3])));
       return true;
     }
-    default: return false;  // every other op is this library's own fixed-order float64 code
+    default:
+      return false;  // every other op is this library's own fixed-order float64 code
   }
 }
 

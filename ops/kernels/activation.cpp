@@ -27,8 +27,12 @@ namespace tribunal {
 namespace {
 
 /// gelu(x) and dy·gelu'(x): ops/pointwise.h, shared with the CUDA kernels.
-inline float gelu_one(float x) { return gelu32(x); }
-inline float gelu_grad_one(float x, float dy) { return gelu_grad32(x, dy); }
+inline float gelu_one(float x) {
+  return gelu32(x);
+}
+inline float gelu_grad_one(float x, float dy) {
+  return gelu_grad32(x, dy);
+}
 
 void gelu_scalar(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = gelu_one(x[i]);
@@ -41,18 +45,18 @@ void gelu_grad_scalar(const float* x, const float* dy, float* dx, int64_t n) {
 #define TRIBUNAL_GELU_KERNELS(NS, TARGET, V)                                                         \
   namespace NS {                                                                                     \
   TARGET inline V::vf gelu_v(V::vf x) {                                                              \
-    const V::vf u = V::mul(V::set1(kGeluC), V::fma(V::set1(kGeluK), V::mul(V::mul(x, x), x), x));   \
+    const V::vf u = V::mul(V::set1(kGeluC), V::fma(V::set1(kGeluK), V::mul(V::mul(x, x), x), x));    \
     const V::vf t = V::tanh(u);                                                                      \
     const V::vf h = V::mul(V::set1(0.5f), x);                                                        \
     return V::fma(h, t, h);                                                                          \
   }                                                                                                  \
   TARGET inline V::vf gelu_grad_v(V::vf x, V::vf dy) {                                               \
     const V::vf x2 = V::mul(x, x);                                                                   \
-    const V::vf u = V::mul(V::set1(kGeluC), V::fma(V::set1(kGeluK), V::mul(x2, x), x));             \
+    const V::vf u = V::mul(V::set1(kGeluC), V::fma(V::set1(kGeluK), V::mul(x2, x), x));              \
     const V::vf t = V::tanh(u);                                                                      \
-    const V::vf left = V::fma(V::set1(0.5f), t, V::set1(0.5f));                                     \
-    const V::vf sech2 = V::fma(V::neg(t), t, V::set1(1.0f));                                          \
-    const V::vf du = V::mul(V::set1(kGeluC), V::fma(V::set1(kGeluK3), x2, V::set1(1.0f)));          \
+    const V::vf left = V::fma(V::set1(0.5f), t, V::set1(0.5f));                                      \
+    const V::vf sech2 = V::fma(V::neg(t), t, V::set1(1.0f));                                         \
+    const V::vf du = V::mul(V::set1(kGeluC), V::fma(V::set1(kGeluK3), x2, V::set1(1.0f)));           \
     const V::vf full = V::fma(V::mul(V::mul(V::set1(0.5f), x), sech2), du, left);                    \
     return V::mul(dy, V::select_pos(sech2, full, left));                                             \
   }                                                                                                  \
@@ -79,11 +83,13 @@ TRIBUNAL_SIMD_KERNELS(TRIBUNAL_GELU_KERNELS)
 /// Elements per thread at least: one element costs ~1 ns scalar, a chunk should outweigh a wake-up.
 constexpr int64_t kGrain = 4096;
 
-std::vector<Shape> gelu_infer(const Attrs&, std::span<const Shape> in) { return {in[0]}; }
+std::vector<Shape> gelu_infer(const Attrs&, std::span<const Shape> in) {
+  return {in[0]};
+}
 
 std::vector<Shape> gelu_backward_infer(const Attrs&, std::span<const Shape> in) {
-  op_require(in[0] == in[1], "gelu_backward", "x and dy must have equal shapes, got " + in[0].str() + " and " +
-                                                  in[1].str());
+  op_require(in[0] == in[1], "gelu_backward",
+             "x and dy must have equal shapes, got " + in[0].str() + " and " + in[1].str());
   return {in[0]};
 }
 
@@ -91,16 +97,22 @@ void gelu_reference(const Attrs&, std::span<const Tensor* const> in, std::span<T
   gelu_scalar(in[0]->data(), out[0]->data(), in[0]->numel());
 }
 
-void gelu_fast(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out, ThreadPool& pool) {
+void gelu_fast(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out,
+               ThreadPool& pool) {
   const SimdPath path = active_simd_path();
   const float* x = in[0]->data();
   float* y = out[0]->data();
-  pool.parallel_for(in[0]->numel(), [&](int64_t i0, int64_t i1) {
-    switch (path) {
-      TRIBUNAL_SIMD_CASES(isa::gelu(x + i0, y + i0, i1 - i0))
-      case SimdPath::Scalar: gelu_scalar(x + i0, y + i0, i1 - i0); break;
-    }
-  }, kGrain);
+  pool.parallel_for(
+      in[0]->numel(),
+      [&](int64_t i0, int64_t i1) {
+        switch (path) {
+          TRIBUNAL_SIMD_CASES(isa::gelu(x + i0, y + i0, i1 - i0))
+          case SimdPath::Scalar:
+            gelu_scalar(x + i0, y + i0, i1 - i0);
+            break;
+        }
+      },
+      kGrain);
 }
 
 void gelu_backward_reference(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
@@ -112,12 +124,17 @@ void gelu_backward_fast(const Attrs&, std::span<const Tensor* const> in, std::sp
   const SimdPath path = active_simd_path();
   const float *x = in[0]->data(), *dy = in[1]->data();
   float* dx = out[0]->data();
-  pool.parallel_for(in[0]->numel(), [&](int64_t i0, int64_t i1) {
-    switch (path) {
-      TRIBUNAL_SIMD_CASES(isa::gelu_grad(x + i0, dy + i0, dx + i0, i1 - i0))
-      case SimdPath::Scalar: gelu_grad_scalar(x + i0, dy + i0, dx + i0, i1 - i0); break;
-    }
-  }, kGrain);
+  pool.parallel_for(
+      in[0]->numel(),
+      [&](int64_t i0, int64_t i1) {
+        switch (path) {
+          TRIBUNAL_SIMD_CASES(isa::gelu_grad(x + i0, dy + i0, dx + i0, i1 - i0))
+          case SimdPath::Scalar:
+            gelu_grad_scalar(x + i0, dy + i0, dx + i0, i1 - i0);
+            break;
+        }
+      },
+      kGrain);
 }
 
 void gelu_vjp(VjpBuilder& g, const VjpArgs& a, std::span<ValueRef> in_grads) {
@@ -129,7 +146,7 @@ void gelu_vjp(VjpBuilder& g, const VjpArgs& a, std::span<ValueRef> in_grads) {
 /// Gelu: x (any shape) → y = gelu(x), tanh form (Hendrycks & Gimpel 2016). No attributes.
 const OpInfo kGeluOp{"gelu", 1, 1, 0, 0, gelu_infer, gelu_reference, gelu_fast, gelu_vjp};
 /// GeluBackward: x, dy (equal shapes; OpError otherwise) → dx = dy·gelu'(x).
-const OpInfo kGeluBackwardOp{"gelu_backward", 2, 1, 0, 0, gelu_backward_infer, gelu_backward_reference,
-                             gelu_backward_fast, nullptr};
+const OpInfo kGeluBackwardOp{
+    "gelu_backward", 2, 1, 0, 0, gelu_backward_infer, gelu_backward_reference, gelu_backward_fast, nullptr};
 
 }  // namespace tribunal

@@ -19,7 +19,9 @@ namespace {
 
 // ---- SumSquares ------------------------------------------------------------------------------------
 
-std::vector<Shape> sum_squares_infer(const Attrs&, std::span<const Shape>) { return {Shape{}}; }
+std::vector<Shape> sum_squares_infer(const Attrs&, std::span<const Shape>) {
+  return {Shape{}};
+}
 
 void sum_squares_reference(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
   const Tensor& x = *in[0];
@@ -32,7 +34,8 @@ void sum_squares_reference(const Attrs&, std::span<const Tensor* const> in, std:
 /// with element 32r + j (lane-wise, so the compiler may vectorize it without reassociating), then the
 /// tail, then the fixed tree. One thread: the tensors are parameter gradients (≤ ~10⁵ elements here,
 /// tens of microseconds), and splitting the 32 lanes over threads would cost more than it saves.
-void sum_squares_fast(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out, ThreadPool&) {
+void sum_squares_fast(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out,
+                      ThreadPool&) {
   const float* x = in[0]->data();
   const int64_t n = in[0]->numel();
   float lane[kReduceLanes] = {};
@@ -87,9 +90,11 @@ void scale_range(const Attrs&, std::span<const Tensor* const> in, std::span<Tens
 
 }  // namespace
 
-const OpInfo kSumSquaresOp{"sum_squares", 1, 1, 0, 0, sum_squares_infer, sum_squares_reference, sum_squares_fast,
-                           nullptr};
-const OpInfo kClipCoefficientOp{"clip_coefficient", -1, 1, 0, 1, clip_infer, clip_reference, clip_fast, nullptr};
-const OpInfo kScaleOp{"scale", 2, 1, 0, 0, scale_infer, whole_range<scale_range>, split_range<scale_range>, nullptr};
+const OpInfo kSumSquaresOp{"sum_squares",    1,      1, 0, 0, sum_squares_infer, sum_squares_reference,
+                           sum_squares_fast, nullptr};
+const OpInfo kClipCoefficientOp{"clip_coefficient", -1,        1,      0, 1, clip_infer,
+                                clip_reference,     clip_fast, nullptr};
+const OpInfo kScaleOp{"scale", 2, 1, 0, 0, scale_infer, whole_range<scale_range>, split_range<scale_range>,
+                      nullptr};
 
 }  // namespace tribunal

@@ -8,8 +8,8 @@
 //
 // Contracts (the reference kernels below run them literally, one element at a time, with the per-element
 // chains of ops/conv_elements.h, which the CUDA kernels share):
-//   conv2d:           y[n,o,q]  = one fma chain: acc = b[o]; for t = 0..K−1: acc = fma(xp(tap t of q), w[o,t], acc)
-//   backward_input:   dcol[n,t,q] = +0 then for o = 0..O−1: acc = fma(w[o,t], dy[n,o,q], acc);
+//   conv2d:           y[n,o,q]  = one fma chain: acc = b[o]; for t = 0..K−1: acc = fma(xp(tap t of q),
+//   w[o,t], acc) backward_input:   dcol[n,t,q] = +0 then for o = 0..O−1: acc = fma(w[o,t], dy[n,o,q], acc);
 //                     dx[n,c,h,w] = +0, then for (kh, kw) row-major, if some (oh, ow) has its tap (c,kh,kw)
 //                     at (h, w) (at most one does), dx += dcol[n, (c,kh,kw), (oh,ow)] (one add each)
 //   backward_weight:  dw[o,t] = +0 then for (n, q) in order: acc = fma(dy[n,o,q], xp(n, tap t of q), acc)
@@ -89,7 +89,8 @@ int64_t out_size(const char* op, const char* axis, int64_t in, int64_t k, int64_
 /// Checks stride, pad and the kernel size against each other. pad < kernel keeps every window
 /// overlapping the image (a window of padding only would be a constant the graph should not compute).
 void check_window(const char* op, int64_t stride, int64_t pad, int64_t kh, int64_t kw) {
-  op_require(stride >= 1 && stride <= kMaxAttr, op, "stride must be in [1, 2^24], got " + std::to_string(stride));
+  op_require(stride >= 1 && stride <= kMaxAttr, op,
+             "stride must be in [1, 2^24], got " + std::to_string(stride));
   op_require(pad >= 0 && pad < kh && pad < kw, op,
              "pad must be ≥ 0 and smaller than the kernel " + std::to_string(kh) + "×" + std::to_string(kw) +
                  ", got " + std::to_string(pad));
@@ -106,7 +107,8 @@ Geom conv_geom(const Attrs& a, const Shape& x, const Shape& w, const Shape& b) {
   const char* op = "conv2d";
   op_require(x.rank() == 4 && w.rank() == 4 && b.rank() == 1, op,
              "needs x[N,C,H,W], w[O,C,KH,KW], b[O]; got " + x.str() + ", " + w.str() + ", " + b.str());
-  op_require(all_positive(x) && all_positive(w), op, "sizes must be ≥ 1, got x " + x.str() + ", w " + w.str());
+  op_require(all_positive(x) && all_positive(w), op,
+             "sizes must be ≥ 1, got x " + x.str() + ", w " + w.str());
   op_require(x[1] == w[1], op, "channels disagree: x " + x.str() + ", w " + w.str());
   op_require(b[0] == w[0], op, "bias " + b.str() + " does not match O of w " + w.str());
   check_window(op, a.ints[0], a.ints[1], w[2], w[3]);
@@ -119,8 +121,10 @@ Geom conv_geom(const Attrs& a, const Shape& x, const Shape& w, const Shape& b) {
 /// Geometry of conv2d_backward_input: w[O,C,KH,KW], dy[N,O,OH,OW]; ints {stride, pad, H, W}.
 Geom backward_input_geom(const Attrs& a, const Shape& w, const Shape& dy) {
   const char* op = "conv2d_backward_input";
-  op_require(w.rank() == 4 && dy.rank() == 4, op, "needs w[O,C,KH,KW], dy[N,O,OH,OW]; got " + w.str() + ", " + dy.str());
-  op_require(all_positive(w) && all_positive(dy), op, "sizes must be ≥ 1, got w " + w.str() + ", dy " + dy.str());
+  op_require(w.rank() == 4 && dy.rank() == 4, op,
+             "needs w[O,C,KH,KW], dy[N,O,OH,OW]; got " + w.str() + ", " + dy.str());
+  op_require(all_positive(w) && all_positive(dy), op,
+             "sizes must be ≥ 1, got w " + w.str() + ", dy " + dy.str());
   op_require(dy[1] == w[0], op, "output channels disagree: w " + w.str() + ", dy " + dy.str());
   check_window(op, a.ints[0], a.ints[1], w[2], w[3]);
   const int64_t h = a.ints[2], wd = a.ints[3];
@@ -130,16 +134,18 @@ Geom backward_input_geom(const Attrs& a, const Shape& w, const Shape& dy) {
   g.oh = out_size(op, "height", g.h, g.kh, g.stride, g.pad);
   g.ow = out_size(op, "width", g.w, g.kw, g.stride, g.pad);
   op_require(g.oh == dy[2] && g.ow == dy[3], op,
-             "dy " + dy.str() + " is not the output size " + std::to_string(g.oh) + "×" + std::to_string(g.ow) +
-                 " of a " + std::to_string(h) + "×" + std::to_string(wd) + " input");
+             "dy " + dy.str() + " is not the output size " + std::to_string(g.oh) + "×" +
+                 std::to_string(g.ow) + " of a " + std::to_string(h) + "×" + std::to_string(wd) + " input");
   return g;
 }
 
 /// Geometry of conv2d_backward_weight: x[N,C,H,W], dy[N,O,OH,OW]; ints {stride, pad, KH, KW}.
 Geom backward_weight_geom(const Attrs& a, const Shape& x, const Shape& dy) {
   const char* op = "conv2d_backward_weight";
-  op_require(x.rank() == 4 && dy.rank() == 4, op, "needs x[N,C,H,W], dy[N,O,OH,OW]; got " + x.str() + ", " + dy.str());
-  op_require(all_positive(x) && all_positive(dy), op, "sizes must be ≥ 1, got x " + x.str() + ", dy " + dy.str());
+  op_require(x.rank() == 4 && dy.rank() == 4, op,
+             "needs x[N,C,H,W], dy[N,O,OH,OW]; got " + x.str() + ", " + dy.str());
+  op_require(all_positive(x) && all_positive(dy), op,
+             "sizes must be ≥ 1, got x " + x.str() + ", dy " + dy.str());
   op_require(dy[0] == x[0], op, "batch sizes disagree: x " + x.str() + ", dy " + dy.str());
   const int64_t kh = a.ints[2], kw = a.ints[3];
   op_require(kh >= 1 && kw >= 1 && kh <= kMaxAttr && kw <= kMaxAttr, op,
@@ -149,8 +155,9 @@ Geom backward_weight_geom(const Attrs& a, const Shape& x, const Shape& dy) {
   g.oh = out_size(op, "height", g.h, g.kh, g.stride, g.pad);
   g.ow = out_size(op, "width", g.w, g.kw, g.stride, g.pad);
   op_require(g.oh == dy[2] && g.ow == dy[3], op,
-             "dy " + dy.str() + " is not the output size " + std::to_string(g.oh) + "×" + std::to_string(g.ow) +
-                 " of x " + x.str() + " with a " + std::to_string(kh) + "×" + std::to_string(kw) + " kernel");
+             "dy " + dy.str() + " is not the output size " + std::to_string(g.oh) + "×" +
+                 std::to_string(g.ow) + " of x " + x.str() + " with a " + std::to_string(kh) + "×" +
+                 std::to_string(kw) + " kernel");
   return g;
 }
 
@@ -202,9 +209,12 @@ void for_each_image(const Geom& g, ThreadPool& pool, Fn fn) {
     for (int64_t n = 0; n < g.n; ++n) fn(n, pool);
     return;
   }
-  pool.parallel_for(g.n, [&](int64_t n0, int64_t n1) {
-    for (int64_t n = n0; n < n1; ++n) fn(n, serial_pool());
-  }, image_grain(g));
+  pool.parallel_for(
+      g.n,
+      [&](int64_t n0, int64_t n1) {
+        for (int64_t n = n0; n < n1; ++n) fn(n, serial_pool());
+      },
+      image_grain(g));
 }
 
 // ---- Conv2d ----------------------------------------------------------------------------------------
@@ -225,7 +235,8 @@ void conv_reference(const Attrs& a, std::span<const Tensor* const> in, std::span
           y[((n * g.o + o) * g.oh + oh) * g.ow + ow] = conv2d_output(x, w, b, g, n, o, oh, ow);
 }
 
-void conv_fast(const Attrs& a, std::span<const Tensor* const> in, std::span<Tensor* const> out, ThreadPool& pool) {
+void conv_fast(const Attrs& a, std::span<const Tensor* const> in, std::span<Tensor* const> out,
+               ThreadPool& pool) {
   const Geom g = conv_geom(a, in[0]->shape(), in[1]->shape(), in[2]->shape());
   const float *x = in[0]->data(), *w = in[1]->data(), *b = in[2]->data();
   float* y = out[0]->data();
@@ -265,7 +276,8 @@ std::vector<Shape> backward_input_infer(const Attrs& a, std::span<const Shape> i
   return {Shape{g.n, g.c, g.h, g.w}};
 }
 
-void backward_input_reference(const Attrs& a, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
+void backward_input_reference(const Attrs& a, std::span<const Tensor* const> in,
+                              std::span<Tensor* const> out) {
   const Geom g = backward_input_geom(a, in[0]->shape(), in[1]->shape());
   const float *w = in[0]->data(), *dy = in[1]->data();
   float* dx = out[0]->data();
@@ -301,7 +313,8 @@ void col2im(const float* dcol, const Geom& g, float* dxn) {
         }
       }
     for (int64_t hh = 0; hh < g.h; ++hh)
-      std::memcpy(dxn + (c * g.h + hh) * g.w, dpad + (hh + g.pad) * wp + g.pad, sizeof(float) * static_cast<size_t>(g.w));
+      std::memcpy(dxn + (c * g.h + hh) * g.w, dpad + (hh + g.pad) * wp + g.pad,
+                  sizeof(float) * static_cast<size_t>(g.w));
   }
 }
 
@@ -327,7 +340,8 @@ std::vector<Shape> backward_weight_infer(const Attrs& a, std::span<const Shape> 
   return {Shape{g.o, g.c, g.kh, g.kw}};
 }
 
-void backward_weight_reference(const Attrs& a, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
+void backward_weight_reference(const Attrs& a, std::span<const Tensor* const> in,
+                               std::span<Tensor* const> out) {
   const Geom g = backward_weight_geom(a, in[0]->shape(), in[1]->shape());
   const float *x = in[0]->data(), *dy = in[1]->data();
   float* dw = out[0]->data();
@@ -347,13 +361,16 @@ void backward_weight_fast(const Attrs& a, std::span<const Tensor* const> in, std
   float* cols = scratch(cols_buf, k * np);  // [K, N·P], column n·P + q
   float* dyr = scratch(dyr_buf, g.o * np);  // [O, N·P]
   const int64_t copy_grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, (k + g.o) * p));
-  pool.parallel_for(g.n, [&](int64_t n0, int64_t n1) {
-    for (int64_t n = n0; n < n1; ++n) {
-      im2col(x, g, n, cols, np, n * p);
-      for (int64_t o = 0; o < g.o; ++o)
-        std::memcpy(dyr + o * np + n * p, dy + (n * g.o + o) * p, sizeof(float) * static_cast<size_t>(p));
-    }
-  }, copy_grain);
+  pool.parallel_for(
+      g.n,
+      [&](int64_t n0, int64_t n1) {
+        for (int64_t n = n0; n < n1; ++n) {
+          im2col(x, g, n, cols, np, n * p);
+          for (int64_t o = 0; o < g.o; ++o)
+            std::memcpy(dyr + o * np + n * p, dy + (n * g.o + o) * p, sizeof(float) * static_cast<size_t>(p));
+        }
+      },
+      copy_grain);
   // dwᵀ[t, o] = Σ_{p = n·P + q} cols[t, p]·dyr[o, p] from +0 (A = cols, B = dyrᵀ via trans_b): the chain
   // over p in order, with the factors of each product swapped (exact). This orientation packs the
   // small dyr instead of transposing the whole batch's cols: 2.5× faster than dw = dyr·colsᵀ.
@@ -390,34 +407,41 @@ void backward_bias_fast(const Attrs&, std::span<const Tensor* const> in, std::sp
   const int64_t n = s[0], o = s[1], p = s[2] * s[3];
   const float* dy = in[0]->data();
   float* db = out[0]->data();
-  pool.parallel_for(o, [&](int64_t o0, int64_t o1) {
-    for (int64_t oc = o0; oc < o1; ++oc) {
-      // ops/reduce.h's canonical sum, fed without gathering: element i of the sequence goes to lane i mod 32.
-      float lane[kReduceLanes] = {};
-      int l = 0;
-      for (int64_t b = 0; b < n; ++b) {
-        const float* src = dy + (b * o + oc) * p;
-        int64_t q = 0;
-        for (; q < p && l != 0; ++q, l = (l + 1) % kReduceLanes) lane[l] = lane[l] + src[q];
-        for (; q + kReduceLanes <= p; q += kReduceLanes)  // whole lane rounds: lane j += src[q + j]
-          for (int j = 0; j < kReduceLanes; ++j) lane[j] = lane[j] + src[q + j];
-        for (; q < p; ++q, l = (l + 1) % kReduceLanes) lane[l] = lane[l] + src[q];
-      }
-      for (int wdt = kReduceLanes / 2; wdt >= 1; wdt /= 2)
-        for (int j = 0; j < wdt; ++j) lane[j] = lane[j] + lane[j + wdt];
-      db[oc] = lane[0];
-    }
-  }, std::max<int64_t>(1, (int64_t{1} << 18) / std::max<int64_t>(1, n * p)));  // ≥ 2^18 adds per thread
+  pool.parallel_for(
+      o,
+      [&](int64_t o0, int64_t o1) {
+        for (int64_t oc = o0; oc < o1; ++oc) {
+          // ops/reduce.h's canonical sum, fed without gathering: element i of the sequence goes to lane i
+          // mod 32.
+          float lane[kReduceLanes] = {};
+          int l = 0;
+          for (int64_t b = 0; b < n; ++b) {
+            const float* src = dy + (b * o + oc) * p;
+            int64_t q = 0;
+            for (; q < p && l != 0; ++q, l = (l + 1) % kReduceLanes) lane[l] = lane[l] + src[q];
+            for (; q + kReduceLanes <= p; q += kReduceLanes)  // whole lane rounds: lane j += src[q + j]
+              for (int j = 0; j < kReduceLanes; ++j) lane[j] = lane[j] + src[q + j];
+            for (; q < p; ++q, l = (l + 1) % kReduceLanes) lane[l] = lane[l] + src[q];
+          }
+          for (int wdt = kReduceLanes / 2; wdt >= 1; wdt /= 2)
+            for (int j = 0; j < wdt; ++j) lane[j] = lane[j] + lane[j + wdt];
+          db[oc] = lane[0];
+        }
+      },
+      std::max<int64_t>(1, (int64_t{1} << 18) / std::max<int64_t>(1, n * p)));  // ≥ 2^18 adds per thread
 }
 
 }  // namespace
 
 const OpInfo kConv2dOp{"conv2d", 3, 1, 2, 0, conv_infer, conv_reference, conv_fast, conv_vjp};
-const OpInfo kConv2dBackwardInputOp{"conv2d_backward_input", 2, 1, 4, 0, backward_input_infer,
-                                    backward_input_reference, backward_input_fast, nullptr};
-const OpInfo kConv2dBackwardWeightOp{"conv2d_backward_weight", 2, 1, 4, 0, backward_weight_infer,
-                                     backward_weight_reference, backward_weight_fast, nullptr};
-const OpInfo kConv2dBackwardBiasOp{"conv2d_backward_bias", 1, 1, 0, 0, backward_bias_infer, backward_bias_reference,
-                                   backward_bias_fast, nullptr};
+const OpInfo kConv2dBackwardInputOp{
+    "conv2d_backward_input", 2,      1, 4, 0, backward_input_infer, backward_input_reference,
+    backward_input_fast,     nullptr};
+const OpInfo kConv2dBackwardWeightOp{
+    "conv2d_backward_weight", 2,      1, 4, 0, backward_weight_infer, backward_weight_reference,
+    backward_weight_fast,     nullptr};
+const OpInfo kConv2dBackwardBiasOp{
+    "conv2d_backward_bias", 1,      1, 0, 0, backward_bias_infer, backward_bias_reference,
+    backward_bias_fast,     nullptr};
 
 }  // namespace tribunal

@@ -27,14 +27,16 @@ struct DropoutAttrs {
   uint32_t step;
   uint32_t site;  ///< high word of the Philox element counter
   float p;
-  float scale;    ///< 1.0f / (1.0f − p), rounded once
+  float scale;  ///< 1.0f / (1.0f − p), rounded once
 };
 
 DropoutAttrs dropout_attrs(const char* op, const Attrs& attrs) {
   const int64_t step = attrs.ints[1], site = attrs.ints[2];
   const float p = attrs.floats[0];
-  op_require(step >= 0 && step < (int64_t{1} << 32), op, "step must be in [0, 2^32), got " + std::to_string(step));
-  op_require(site >= 0 && site < (int64_t{1} << 31), op, "site must be in [0, 2^31), got " + std::to_string(site));
+  op_require(step >= 0 && step < (int64_t{1} << 32), op,
+             "step must be in [0, 2^32), got " + std::to_string(step));
+  op_require(site >= 0 && site < (int64_t{1} << 31), op,
+             "site must be in [0, 2^31), got " + std::to_string(site));
   op_require(p >= 0.0f && p < 1.0f, op, "p must be in [0, 1), got " + std::to_string(p));  // also refuses NaN
   return {static_cast<uint64_t>(attrs.ints[0]), static_cast<uint32_t>(step), static_cast<uint32_t>(site), p,
           1.0f / (1.0f - p)};
@@ -55,7 +57,9 @@ std::vector<Shape> dropout_backward_infer(const Attrs& a, std::span<const Shape>
 }
 
 /// keepᵢ of the contract.
-inline bool keep(const DropoutAttrs& d, int64_t i) { return dropout_keep(d.seed, d.step, d.site, d.p, i); }
+inline bool keep(const DropoutAttrs& d, int64_t i) {
+  return dropout_keep(d.seed, d.step, d.site, d.p, i);
+}
 
 /// The contract, element by element, over [i0, i1).
 void dropout_scalar(const DropoutAttrs& d, const float* x, float* y, int64_t i0, int64_t i1) {
@@ -65,7 +69,8 @@ void dropout_scalar(const DropoutAttrs& d, const float* x, float* y, int64_t i0,
 // ---- SIMD Philox4x32-10: lanes are consecutive elements i (counter word 0); words 1..3 and the key
 // are the same in every lane. mulhi/mullo of 32-bit words are exact integer operations.
 
-[[maybe_unused]] constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+[[maybe_unused]] constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u,
+                                    kW1 = 0xBB67AE85u;
 [[maybe_unused]] constexpr float kTwoM24 = 5.9604644775390625e-8f;  // 2^-24, as in uniform_from_bits
 
 #if defined(__x86_64__)
@@ -122,7 +127,7 @@ __attribute__((target("avx512f"))) inline __m512i mulhi_avx512(__m512i a, __m512
 }
 
 __attribute__((target("avx512f"))) void dropout(const DropoutAttrs& d, const float* x, float* y, int64_t i0,
-                                                  int64_t i1) {
+                                                int64_t i1) {
   constexpr int W = 16;
   const __m512i m0 = _mm512_set1_epi32(static_cast<int>(kM0)), m1 = _mm512_set1_epi32(static_cast<int>(kM1));
   const __m512 p = _mm512_set1_ps(d.p), scale = _mm512_set1_ps(d.scale), two_m24 = _mm512_set1_ps(kTwoM24);
@@ -221,7 +226,9 @@ void dropout_fast(const Attrs& attrs, std::span<const Tensor* const> in, std::sp
       [&](int64_t i0, int64_t i1) {
         switch (path) {
           TRIBUNAL_SIMD_CASES(isa::dropout(d, x, y, i0, i1))
-          case SimdPath::Scalar: dropout_scalar(d, x, y, i0, i1); return;
+          case SimdPath::Scalar:
+            dropout_scalar(d, x, y, i0, i1);
+            return;
         }
       },
       kDropoutGrain);
@@ -237,8 +244,9 @@ constexpr char kDropoutBackwardName[] = "dropout_backward";
 
 }  // namespace
 
-const OpInfo kDropoutOp{kDropoutName, 1, 1, 3, 1, dropout_infer, dropout_reference<kDropoutName>,
-                        dropout_fast<kDropoutName>, dropout_vjp};
+const OpInfo kDropoutOp{
+    kDropoutName, 1, 1, 3, 1, dropout_infer, dropout_reference<kDropoutName>, dropout_fast<kDropoutName>,
+    dropout_vjp};
 const OpInfo kDropoutBackwardOp{kDropoutBackwardName,
                                 1,
                                 1,

@@ -12,29 +12,35 @@ std::vector<Shape> same_shape_infer(const char* op, std::span<const Shape> in) {
 }
 
 // Add: y = a + b.
-void add_range(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out, int64_t i0, int64_t i1) {
+void add_range(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out, int64_t i0,
+               int64_t i1) {
   const float *a = in[0]->data(), *b = in[1]->data();
   float* y = out[0]->data();
   for (int64_t i = i0; i < i1; ++i) y[i] = a[i] + b[i];
 }
 
 // Relu: y = x > 0 ? x : +0 (so NaN → +0 and −0 → +0).
-void relu_range(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out, int64_t i0, int64_t i1) {
+void relu_range(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out, int64_t i0,
+                int64_t i1) {
   const float* x = in[0]->data();
   float* y = out[0]->data();
   for (int64_t i = i0; i < i1; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
 // ReluBackward: dx = x > 0 ? dy : +0.
-void relu_backward_range(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out, int64_t i0,
-                         int64_t i1) {
+void relu_backward_range(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out,
+                         int64_t i0, int64_t i1) {
   const float *x = in[0]->data(), *dy = in[1]->data();
   float* dx = out[0]->data();
   for (int64_t i = i0; i < i1; ++i) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
 }
 
-std::vector<Shape> add_infer(const Attrs&, std::span<const Shape> in) { return same_shape_infer("add", in); }
-std::vector<Shape> relu_infer(const Attrs&, std::span<const Shape> in) { return same_shape_infer("relu", in); }
+std::vector<Shape> add_infer(const Attrs&, std::span<const Shape> in) {
+  return same_shape_infer("add", in);
+}
+std::vector<Shape> relu_infer(const Attrs&, std::span<const Shape> in) {
+  return same_shape_infer("relu", in);
+}
 std::vector<Shape> relu_backward_infer(const Attrs&, std::span<const Shape> in) {
   return same_shape_infer("relu_backward", in);
 }
@@ -51,8 +57,16 @@ void relu_vjp(VjpBuilder& g, const VjpArgs& a, std::span<ValueRef> in_grads) {
 }  // namespace
 
 const OpInfo kAddOp{"add", 2, 1, 0, 0, add_infer, whole_range<add_range>, split_range<add_range>, add_vjp};
-const OpInfo kReluOp{"relu", 1, 1, 0, 0, relu_infer, whole_range<relu_range>, split_range<relu_range>, relu_vjp};
-const OpInfo kReluBackwardOp{"relu_backward", 2, 1, 0, 0, relu_backward_infer, whole_range<relu_backward_range>,
-                             split_range<relu_backward_range>, nullptr};
+const OpInfo kReluOp{"relu",  1, 1, 0, 0, relu_infer, whole_range<relu_range>, split_range<relu_range>,
+                     relu_vjp};
+const OpInfo kReluBackwardOp{"relu_backward",
+                             2,
+                             1,
+                             0,
+                             0,
+                             relu_backward_infer,
+                             whole_range<relu_backward_range>,
+                             split_range<relu_backward_range>,
+                             nullptr};
 
 }  // namespace tribunal

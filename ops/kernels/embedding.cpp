@@ -52,7 +52,8 @@ void embedding_reference(const Attrs&, std::span<const Tensor* const> in, std::s
   embedding_rows(in, *out[0], 0, out[0]->shape()[0]);
 }
 
-void embedding_fast(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out, ThreadPool& pool) {
+void embedding_fast(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out,
+                    ThreadPool& pool) {
   const int64_t rows = out[0]->shape()[0], d = out[0]->shape()[1];
   pool.parallel_for(
       rows, [&](int64_t p0, int64_t p1) { embedding_rows(in, *out[0], p0, p1); },
@@ -86,7 +87,8 @@ std::vector<Shape> embedding_backward_infer(const Attrs& attrs, std::span<const 
   return {Shape{vocab, dy[1]}};
 }
 
-void embedding_backward_reference(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
+void embedding_backward_reference(const Attrs&, std::span<const Tensor* const> in,
+                                  std::span<Tensor* const> out) {
   const Tensor &ids = *in[0], &dy = *in[1];
   Tensor& dtok = *out[0];
   const int64_t vocab = dtok.shape()[0], d = dtok.shape()[1], rows = dy.shape()[0];
@@ -151,9 +153,10 @@ void embedding_backward_fast(const Attrs&, std::span<const Tensor* const> in, st
 
 }  // namespace
 
-const OpInfo kEmbeddingOp{"embedding", 3, 1, 0, 0, embedding_infer, embedding_reference, embedding_fast,
+const OpInfo kEmbeddingOp{"embedding",  3, 1, 0, 0, embedding_infer, embedding_reference, embedding_fast,
                           embedding_vjp};
-const OpInfo kEmbeddingBackwardOp{"embedding_backward",         2, 1, 1, 0, embedding_backward_infer,
-                                  embedding_backward_reference, embedding_backward_fast, nullptr};
+const OpInfo kEmbeddingBackwardOp{
+    "embedding_backward",    2,      1, 1, 0, embedding_backward_infer, embedding_backward_reference,
+    embedding_backward_fast, nullptr};
 
 }  // namespace tribunal

@@ -18,15 +18,19 @@ std::vector<Shape> gather_infer(const Attrs& attrs, std::span<const Shape> in) {
   return {Shape(std::span<const int64_t>(d))};
 }
 
-int64_t row_size(const Tensor& t) { return t.shape()[0] == 0 ? 0 : t.numel() / t.shape()[0]; }
+int64_t row_size(const Tensor& t) {
+  return t.shape()[0] == 0 ? 0 : t.numel() / t.shape()[0];
+}
 
 void gather_reference(const Attrs& attrs, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
   const int64_t row = row_size(*in[0]);
   for (size_t b = 0; b < attrs.ints.size(); ++b)
-    for (int64_t j = 0; j < row; ++j) (*out[0])[static_cast<int64_t>(b) * row + j] = (*in[0])[attrs.ints[b] * row + j];
+    for (int64_t j = 0; j < row; ++j)
+      (*out[0])[static_cast<int64_t>(b) * row + j] = (*in[0])[attrs.ints[b] * row + j];
 }
 
-void gather_fast(const Attrs& attrs, std::span<const Tensor* const> in, std::span<Tensor* const> out, ThreadPool&) {
+void gather_fast(const Attrs& attrs, std::span<const Tensor* const> in, std::span<Tensor* const> out,
+                 ThreadPool&) {
   const int64_t row = row_size(*in[0]);
   for (size_t b = 0; b < attrs.ints.size(); ++b)
     std::memcpy(out[0]->data() + static_cast<int64_t>(b) * row, in[0]->data() + attrs.ints[b] * row,

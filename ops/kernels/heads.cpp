@@ -15,7 +15,9 @@ namespace {
 constexpr int64_t kCopyGrain = int64_t{1} << 14;
 
 /// Rows of `row_len` floats per thread: about kCopyGrain elements, at least one row.
-int64_t row_grain(int64_t row_len) { return std::max<int64_t>(1, kCopyGrain / std::max<int64_t>(1, row_len)); }
+int64_t row_grain(int64_t row_len) {
+  return std::max<int64_t>(1, kCopyGrain / std::max<int64_t>(1, row_len));
+}
 
 // ---- Reshape: y = x with the shape given by ints (same element count), a copy.
 
@@ -30,8 +32,9 @@ std::vector<Shape> reshape_infer(const Attrs& attrs, std::span<const Shape> in) 
     overflow = overflow || __builtin_mul_overflow(n, d, &n);
   }
   const Shape out(std::span<const int64_t>(attrs.ints));
-  op_require(!overflow && n == in[0].numel(), "reshape",
-             "cannot reshape " + in[0].str() + " (" + std::to_string(in[0].numel()) + " elements) to " + out.str());
+  op_require(
+      !overflow && n == in[0].numel(), "reshape",
+      "cannot reshape " + in[0].str() + " (" + std::to_string(in[0].numel()) + " elements) to " + out.str());
   return {out};
 }
 
@@ -41,12 +44,15 @@ void reshape_reference(const Attrs&, std::span<const Tensor* const> in, std::spa
   for (int64_t i = 0; i < in[0]->numel(); ++i) y[i] = x[i];
 }
 
-void reshape_fast(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out, ThreadPool& pool) {
+void reshape_fast(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out,
+                  ThreadPool& pool) {
   const float* x = in[0]->data();
   float* y = out[0]->data();
   pool.parallel_for(
       in[0]->numel(),
-      [&](int64_t i0, int64_t i1) { std::memcpy(y + i0, x + i0, static_cast<size_t>(i1 - i0) * sizeof(float)); },
+      [&](int64_t i0, int64_t i1) {
+        std::memcpy(y + i0, x + i0, static_cast<size_t>(i1 - i0) * sizeof(float));
+      },
       kCopyGrain);
 }
 
@@ -78,7 +84,8 @@ std::vector<Shape> split_heads_infer(const Attrs& attrs, std::span<const Shape> 
   Heads d = head_attrs("split_heads", attrs);
   const Shape& x = in[0];
   op_require(x.rank() == 2 && x[0] == d.b * d.t && x[1] % d.h == 0, "split_heads",
-             "needs x[B·T, H·E] = [" + std::to_string(d.b * d.t) + ", " + std::to_string(d.h) + "·E], got " + x.str());
+             "needs x[B·T, H·E] = [" + std::to_string(d.b * d.t) + ", " + std::to_string(d.h) + "·E], got " +
+                 x.str());
   d.e = x[1] / d.h;
   return {Shape{d.b * d.h, d.t, d.e}};
 }
@@ -87,8 +94,8 @@ std::vector<Shape> merge_heads_infer(const Attrs& attrs, std::span<const Shape> 
   const Heads d = head_attrs("merge_heads", attrs);
   const Shape& x = in[0];
   op_require(x.rank() == 3 && x[0] == d.b * d.h && x[1] == d.t, "merge_heads",
-             "needs x[B·H, T, E] = [" + std::to_string(d.b * d.h) + ", " + std::to_string(d.t) + ", E], got " +
-                 x.str());
+             "needs x[B·H, T, E] = [" + std::to_string(d.b * d.h) + ", " + std::to_string(d.t) +
+                 ", E], got " + x.str());
   op_require(x[2] < kMaxHeadDim, "merge_heads", "E must be below 2^31, got " + std::to_string(x[2]));
   return {Shape{d.b * d.t, d.h * x[2]}};
 }
@@ -98,7 +105,8 @@ Heads split_dims(const Attrs& attrs, const Tensor& heads_major) {
   return {attrs.ints[0], attrs.ints[1], attrs.ints[2], heads_major.shape()[2]};
 }
 
-void split_heads_reference(const Attrs& attrs, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
+void split_heads_reference(const Attrs& attrs, std::span<const Tensor* const> in,
+                           std::span<Tensor* const> out) {
   const Heads d = split_dims(attrs, *out[0]);
   const float* x = in[0]->data();
   float* y = out[0]->data();
@@ -120,13 +128,15 @@ void split_heads_fast(const Attrs& attrs, std::span<const Tensor* const> in, std
       [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
           const int64_t t = r % d.t, bh = r / d.t, h = bh % d.h, b = bh / d.h;
-          std::memcpy(y + r * d.e, x + (b * d.t + t) * d.h * d.e + h * d.e, static_cast<size_t>(d.e) * sizeof(float));
+          std::memcpy(y + r * d.e, x + (b * d.t + t) * d.h * d.e + h * d.e,
+                      static_cast<size_t>(d.e) * sizeof(float));
         }
       },
       row_grain(d.e));
 }
 
-void merge_heads_reference(const Attrs& attrs, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
+void merge_heads_reference(const Attrs& attrs, std::span<const Tensor* const> in,
+                           std::span<Tensor* const> out) {
   const Heads d = split_dims(attrs, *in[0]);
   const float* x = in[0]->data();
   float* y = out[0]->data();
@@ -168,9 +178,9 @@ void merge_heads_vjp(VjpBuilder& g, const VjpArgs& a, std::span<ValueRef> in_gra
 }  // namespace
 
 const OpInfo kReshapeOp{"reshape", 1, 1, -1, 0, reshape_infer, reshape_reference, reshape_fast, reshape_vjp};
-const OpInfo kSplitHeadsOp{"split_heads",       1, 1, 3, 0, split_heads_infer, split_heads_reference,
-                           split_heads_fast,    split_heads_vjp};
-const OpInfo kMergeHeadsOp{"merge_heads",       1, 1, 3, 0, merge_heads_infer, merge_heads_reference,
-                           merge_heads_fast,    merge_heads_vjp};
+const OpInfo kSplitHeadsOp{
+    "split_heads", 1, 1, 3, 0, split_heads_infer, split_heads_reference, split_heads_fast, split_heads_vjp};
+const OpInfo kMergeHeadsOp{
+    "merge_heads", 1, 1, 3, 0, merge_heads_infer, merge_heads_reference, merge_heads_fast, merge_heads_vjp};
 
 }  // namespace tribunal

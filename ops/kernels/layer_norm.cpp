@@ -38,7 +38,9 @@ struct RowStats {
 };
 
 /// rstd from the canonical sum of d·d, shared by every path: 1 / sqrt(sum/Df + ε).
-inline float rstd_of(float sum_sq, float df, float eps) { return 1.0f / std::sqrt(sum_sq / df + eps); }
+inline float rstd_of(float sum_sq, float df, float eps) {
+  return 1.0f / std::sqrt(sum_sq / df + eps);
+}
 
 // ---- Scalar: the contract, literally ------------------------------------------------------------
 
@@ -60,8 +62,8 @@ void norm_row_scalar(const float* x, const float* gamma, const float* beta, floa
 }
 
 /// dx of one row; returns its statistics (for the column sums). `tmp` holds at least 2·d floats.
-RowStats norm_grad_row_scalar(const float* x, const float* gamma, const float* dy, float* dx, int64_t d, float eps,
-                              float* tmp) {
+RowStats norm_grad_row_scalar(const float* x, const float* gamma, const float* dy, float* dx, int64_t d,
+                              float eps, float* tmp) {
   const RowStats s = stats_scalar(x, d, eps, tmp);
   const float df = static_cast<float>(d);
   float *g = tmp, *gx = tmp + d;
@@ -86,91 +88,93 @@ void columns_scalar(const float* x, const float* dy, const RowStats* st, int64_t
 
 // ---- SIMD ---------------------------------------------------------------------------------------
 
-#define TRIBUNAL_LAYER_NORM_KERNELS(NS, TARGET, V)                                                     \
-  namespace NS {                                                                                       \
-  /* The first n (1..W) floats at p as a vector, +0 past them. */                                      \
-  TARGET inline V::vf ld(const float* p, int n) { return n == V::W ? V::load(p) : V::loadn(p, n); }    \
-  TARGET inline void st(float* p, V::vf v, int n) {                                                    \
-    if (n == V::W)                                                                                     \
-      V::store(p, v);                                                                                  \
-    else                                                                                               \
-      V::storen(p, v, n);                                                                              \
-  }                                                                                                    \
-  TARGET RowStats stats(const float* x, int64_t d, float eps) {                                        \
-    const float df = static_cast<float>(d);                                                            \
-    V::Acc32 acc = V::acc_zero();                                                                      \
-    for (int64_t j = 0; j < d; j += kReduceLanes)                                                      \
-      for (int p = 0; p < V::Acc32::kParts && j + p * V::W < d; ++p) {                                 \
-        const int c = static_cast<int>(std::min<int64_t>(V::W, d - j - p * V::W));                     \
-        V::acc_add(acc, p, ld(x + j + p * V::W, c), c);                                                \
-      }                                                                                                \
-    const float mean = V::acc_fold(acc) / df;                                                          \
-    const V::vf vm = V::set1(mean);                                                                    \
-    acc = V::acc_zero();                                                                               \
-    for (int64_t j = 0; j < d; j += kReduceLanes)                                                      \
-      for (int p = 0; p < V::Acc32::kParts && j + p * V::W < d; ++p) {                                 \
-        const int c = static_cast<int>(std::min<int64_t>(V::W, d - j - p * V::W));                     \
-        const V::vf di = V::sub(ld(x + j + p * V::W, c), vm);                                          \
-        V::acc_add(acc, p, V::mul(di, di), c);                                                         \
-      }                                                                                                \
-    return {mean, rstd_of(V::acc_fold(acc), df, eps)};                                                 \
-  }                                                                                                    \
-  TARGET void norm_row(const float* x, const float* gamma, const float* beta, float* y, int64_t d,      \
-                       float eps) {                                                                    \
-    const RowStats s = stats(x, d, eps);                                                               \
-    const V::vf vm = V::set1(s.mean), vr = V::set1(s.rstd);                                            \
-    for (int64_t j = 0; j < d; j += V::W) {                                                            \
-      const int c = static_cast<int>(std::min<int64_t>(V::W, d - j));                                  \
-      st(y + j, V::fma(V::mul(V::sub(ld(x + j, c), vm), vr), ld(gamma + j, c), ld(beta + j, c)), c);   \
-    }                                                                                                  \
-  }                                                                                                    \
-  TARGET RowStats norm_grad_row(const float* x, const float* gamma, const float* dy, float* dx, int64_t d, \
-                                float eps) {                                                           \
-    const RowStats s = stats(x, d, eps);                                                               \
-    const float df = static_cast<float>(d);                                                            \
-    const V::vf vm = V::set1(s.mean), vr = V::set1(s.rstd);                                            \
-    V::Acc32 acc_g = V::acc_zero(), acc_gx = V::acc_zero();                                            \
-    for (int64_t j = 0; j < d; j += kReduceLanes)                                                      \
-      for (int p = 0; p < V::Acc32::kParts && j + p * V::W < d; ++p) {                                 \
-        const int64_t o = j + p * V::W;                                                                \
-        const int c = static_cast<int>(std::min<int64_t>(V::W, d - o));                                \
-        const V::vf g = V::mul(ld(dy + o, c), ld(gamma + o, c));                                       \
-        const V::vf xh = V::mul(V::sub(ld(x + o, c), vm), vr);                                         \
-        V::acc_add(acc_g, p, g, c);                                                                    \
-        V::acc_add(acc_gx, p, V::mul(g, xh), c);                                                       \
-      }                                                                                                \
-    const V::vf va = V::set1(V::acc_fold(acc_g) / df), vb = V::set1(V::acc_fold(acc_gx) / df);         \
-    for (int64_t j = 0; j < d; j += V::W) {                                                            \
-      const int c = static_cast<int>(std::min<int64_t>(V::W, d - j));                                  \
-      const V::vf g = V::mul(ld(dy + j, c), ld(gamma + j, c));                                         \
-      const V::vf xh = V::mul(V::sub(ld(x + j, c), vm), vr);                                           \
-      st(dx + j, V::mul(vr, V::sub(V::sub(g, va), V::mul(xh, vb))), c);                                \
-    }                                                                                                  \
-    return s;                                                                                          \
-  }                                                                                                    \
-  /* Columns [j0, j1), W at a time: lane l of acc[k] is lane k of column j + l's canonical sum. */      \
-  TARGET void columns(const float* x, const float* dy, const RowStats* rs, int64_t m, int64_t d,        \
-                      int64_t j0, int64_t j1, float* dgamma, float* dbeta) {                           \
-    for (int64_t j = j0; j < j1; j += V::W) {                                                          \
-      const int c = static_cast<int>(std::min<int64_t>(V::W, j1 - j));                                 \
-      V::vf ag[kReduceLanes], ab[kReduceLanes];                                                        \
-      for (int k = 0; k < kReduceLanes; ++k) ag[k] = ab[k] = V::zero();                                \
-      for (int64_t r = 0; r < m; ++r) {                                                                \
-        const V::vf vdy = ld(dy + r * d + j, c);                                                       \
-        const V::vf xh = V::mul(V::sub(ld(x + r * d + j, c), V::set1(rs[r].mean)), V::set1(rs[r].rstd)); \
-        const int k = static_cast<int>(r % kReduceLanes);                                              \
-        ag[k] = V::add(ag[k], V::mul(vdy, xh));                                                        \
-        ab[k] = V::add(ab[k], vdy);                                                                    \
-      }                                                                                                \
-      for (int w = kReduceLanes / 2; w >= 1; w /= 2)                                                   \
-        for (int k = 0; k < w; ++k) {                                                                  \
-          ag[k] = V::add(ag[k], ag[k + w]);                                                            \
-          ab[k] = V::add(ab[k], ab[k + w]);                                                            \
-        }                                                                                              \
-      st(dgamma + j, ag[0], c);                                                                        \
-      st(dbeta + j, ab[0], c);                                                                         \
-    }                                                                                                  \
-  }                                                                                                    \
+#define TRIBUNAL_LAYER_NORM_KERNELS(NS, TARGET, V)                                                           \
+  namespace NS {                                                                                             \
+  /* The first n (1..W) floats at p as a vector, +0 past them. */                                            \
+  TARGET inline V::vf ld(const float* p, int n) {                                                            \
+    return n == V::W ? V::load(p) : V::loadn(p, n);                                                          \
+  }                                                                                                          \
+  TARGET inline void st(float* p, V::vf v, int n) {                                                          \
+    if (n == V::W)                                                                                           \
+      V::store(p, v);                                                                                        \
+    else                                                                                                     \
+      V::storen(p, v, n);                                                                                    \
+  }                                                                                                          \
+  TARGET RowStats stats(const float* x, int64_t d, float eps) {                                              \
+    const float df = static_cast<float>(d);                                                                  \
+    V::Acc32 acc = V::acc_zero();                                                                            \
+    for (int64_t j = 0; j < d; j += kReduceLanes)                                                            \
+      for (int p = 0; p < V::Acc32::kParts && j + p * V::W < d; ++p) {                                       \
+        const int c = static_cast<int>(std::min<int64_t>(V::W, d - j - p * V::W));                           \
+        V::acc_add(acc, p, ld(x + j + p * V::W, c), c);                                                      \
+      }                                                                                                      \
+    const float mean = V::acc_fold(acc) / df;                                                                \
+    const V::vf vm = V::set1(mean);                                                                          \
+    acc = V::acc_zero();                                                                                     \
+    for (int64_t j = 0; j < d; j += kReduceLanes)                                                            \
+      for (int p = 0; p < V::Acc32::kParts && j + p * V::W < d; ++p) {                                       \
+        const int c = static_cast<int>(std::min<int64_t>(V::W, d - j - p * V::W));                           \
+        const V::vf di = V::sub(ld(x + j + p * V::W, c), vm);                                                \
+        V::acc_add(acc, p, V::mul(di, di), c);                                                               \
+      }                                                                                                      \
+    return {mean, rstd_of(V::acc_fold(acc), df, eps)};                                                       \
+  }                                                                                                          \
+  TARGET void norm_row(const float* x, const float* gamma, const float* beta, float* y, int64_t d,           \
+                       float eps) {                                                                          \
+    const RowStats s = stats(x, d, eps);                                                                     \
+    const V::vf vm = V::set1(s.mean), vr = V::set1(s.rstd);                                                  \
+    for (int64_t j = 0; j < d; j += V::W) {                                                                  \
+      const int c = static_cast<int>(std::min<int64_t>(V::W, d - j));                                        \
+      st(y + j, V::fma(V::mul(V::sub(ld(x + j, c), vm), vr), ld(gamma + j, c), ld(beta + j, c)), c);         \
+    }                                                                                                        \
+  }                                                                                                          \
+  TARGET RowStats norm_grad_row(const float* x, const float* gamma, const float* dy, float* dx, int64_t d,   \
+                                float eps) {                                                                 \
+    const RowStats s = stats(x, d, eps);                                                                     \
+    const float df = static_cast<float>(d);                                                                  \
+    const V::vf vm = V::set1(s.mean), vr = V::set1(s.rstd);                                                  \
+    V::Acc32 acc_g = V::acc_zero(), acc_gx = V::acc_zero();                                                  \
+    for (int64_t j = 0; j < d; j += kReduceLanes)                                                            \
+      for (int p = 0; p < V::Acc32::kParts && j + p * V::W < d; ++p) {                                       \
+        const int64_t o = j + p * V::W;                                                                      \
+        const int c = static_cast<int>(std::min<int64_t>(V::W, d - o));                                      \
+        const V::vf g = V::mul(ld(dy + o, c), ld(gamma + o, c));                                             \
+        const V::vf xh = V::mul(V::sub(ld(x + o, c), vm), vr);                                               \
+        V::acc_add(acc_g, p, g, c);                                                                          \
+        V::acc_add(acc_gx, p, V::mul(g, xh), c);                                                             \
+      }                                                                                                      \
+    const V::vf va = V::set1(V::acc_fold(acc_g) / df), vb = V::set1(V::acc_fold(acc_gx) / df);               \
+    for (int64_t j = 0; j < d; j += V::W) {                                                                  \
+      const int c = static_cast<int>(std::min<int64_t>(V::W, d - j));                                        \
+      const V::vf g = V::mul(ld(dy + j, c), ld(gamma + j, c));                                               \
+      const V::vf xh = V::mul(V::sub(ld(x + j, c), vm), vr);                                                 \
+      st(dx + j, V::mul(vr, V::sub(V::sub(g, va), V::mul(xh, vb))), c);                                      \
+    }                                                                                                        \
+    return s;                                                                                                \
+  }                                                                                                          \
+  /* Columns [j0, j1), W at a time: lane l of acc[k] is lane k of column j + l's canonical sum. */           \
+  TARGET void columns(const float* x, const float* dy, const RowStats* rs, int64_t m, int64_t d, int64_t j0, \
+                      int64_t j1, float* dgamma, float* dbeta) {                                             \
+    for (int64_t j = j0; j < j1; j += V::W) {                                                                \
+      const int c = static_cast<int>(std::min<int64_t>(V::W, j1 - j));                                       \
+      V::vf ag[kReduceLanes], ab[kReduceLanes];                                                              \
+      for (int k = 0; k < kReduceLanes; ++k) ag[k] = ab[k] = V::zero();                                      \
+      for (int64_t r = 0; r < m; ++r) {                                                                      \
+        const V::vf vdy = ld(dy + r * d + j, c);                                                             \
+        const V::vf xh = V::mul(V::sub(ld(x + r * d + j, c), V::set1(rs[r].mean)), V::set1(rs[r].rstd));     \
+        const int k = static_cast<int>(r % kReduceLanes);                                                    \
+        ag[k] = V::add(ag[k], V::mul(vdy, xh));                                                              \
+        ab[k] = V::add(ab[k], vdy);                                                                          \
+      }                                                                                                      \
+      for (int w = kReduceLanes / 2; w >= 1; w /= 2)                                                         \
+        for (int k = 0; k < w; ++k) {                                                                        \
+          ag[k] = V::add(ag[k], ag[k + w]);                                                                  \
+          ab[k] = V::add(ab[k], ab[k + w]);                                                                  \
+        }                                                                                                    \
+      st(dgamma + j, ag[0], c);                                                                              \
+      st(dbeta + j, ab[0], c);                                                                               \
+    }                                                                                                        \
+  }                                                                                                          \
   }
 TRIBUNAL_SIMD_KERNELS(TRIBUNAL_LAYER_NORM_KERNELS)
 #undef TRIBUNAL_LAYER_NORM_KERNELS
@@ -189,24 +193,28 @@ void check_common(const char* op, const Attrs& a, std::span<const Shape> in) {
 
 std::vector<Shape> layer_norm_infer(const Attrs& a, std::span<const Shape> in) {
   check_common("layer_norm", a, in);
-  op_require(in[2] == in[1], "layer_norm", "β must be [" + std::to_string(in[0][1]) + "], got " + in[2].str());
+  op_require(in[2] == in[1], "layer_norm",
+             "β must be [" + std::to_string(in[0][1]) + "], got " + in[2].str());
   return {in[0]};
 }
 
 std::vector<Shape> layer_norm_backward_infer(const Attrs& a, std::span<const Shape> in) {
   check_common("layer_norm_backward", a, in);
-  op_require(in[2] == in[0], "layer_norm_backward", "dy must have x's shape " + in[0].str() + ", got " + in[2].str());
+  op_require(in[2] == in[0], "layer_norm_backward",
+             "dy must have x's shape " + in[0].str() + ", got " + in[2].str());
   return {in[0], in[1], in[1]};
 }
 
-int64_t grain_for(int64_t len) { return std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, len)); }
+int64_t grain_for(int64_t len) {
+  return std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, len));
+}
 
 void layer_norm_reference(const Attrs& a, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
   const int64_t m = in[0]->shape()[0], d = in[0]->shape()[1];
   std::vector<float> tmp(static_cast<size_t>(d));
   for (int64_t r = 0; r < m; ++r)
-    norm_row_scalar(in[0]->data() + r * d, in[1]->data(), in[2]->data(), out[0]->data() + r * d, d, a.floats[0],
-                    tmp.data());
+    norm_row_scalar(in[0]->data() + r * d, in[1]->data(), in[2]->data(), out[0]->data() + r * d, d,
+                    a.floats[0], tmp.data());
 }
 
 void layer_norm_fast(const Attrs& a, std::span<const Tensor* const> in, std::span<Tensor* const> out,
@@ -216,18 +224,24 @@ void layer_norm_fast(const Attrs& a, std::span<const Tensor* const> in, std::spa
   const SimdPath path = active_simd_path();
   const float *x = in[0]->data(), *gamma = in[1]->data(), *beta = in[2]->data();
   float* y = out[0]->data();
-  pool.parallel_for(m, [&](int64_t r0, int64_t r1) {
-    std::vector<float> tmp(path == SimdPath::Scalar ? static_cast<size_t>(d) : 0);
-    for (int64_t r = r0; r < r1; ++r) {
-      switch (path) {
-        TRIBUNAL_SIMD_CASES(isa::norm_row(x + r * d, gamma, beta, y + r * d, d, eps))
-        case SimdPath::Scalar: norm_row_scalar(x + r * d, gamma, beta, y + r * d, d, eps, tmp.data()); break;
-      }
-    }
-  }, grain_for(d));
+  pool.parallel_for(
+      m,
+      [&](int64_t r0, int64_t r1) {
+        std::vector<float> tmp(path == SimdPath::Scalar ? static_cast<size_t>(d) : 0);
+        for (int64_t r = r0; r < r1; ++r) {
+          switch (path) {
+            TRIBUNAL_SIMD_CASES(isa::norm_row(x + r * d, gamma, beta, y + r * d, d, eps))
+            case SimdPath::Scalar:
+              norm_row_scalar(x + r * d, gamma, beta, y + r * d, d, eps, tmp.data());
+              break;
+          }
+        }
+      },
+      grain_for(d));
 }
 
-void layer_norm_backward_reference(const Attrs& a, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
+void layer_norm_backward_reference(const Attrs& a, std::span<const Tensor* const> in,
+                                   std::span<Tensor* const> out) {
   const int64_t m = in[0]->shape()[0], d = in[0]->shape()[1];
   const float *x = in[0]->data(), *dy = in[2]->data();
   std::vector<float> tmp(static_cast<size_t>(std::max(2 * d, m)));
@@ -246,27 +260,35 @@ void layer_norm_backward_fast(const Attrs& a, std::span<const Tensor* const> in,
   const float *x = in[0]->data(), *gamma = in[1]->data(), *dy = in[2]->data();
   float *dx = out[0]->data(), *dgamma = out[1]->data(), *dbeta = out[2]->data();
   std::vector<RowStats> stats(static_cast<size_t>(m));
-  pool.parallel_for(m, [&](int64_t r0, int64_t r1) {
-    std::vector<float> tmp(path == SimdPath::Scalar ? static_cast<size_t>(2 * d) : 0);
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t o = r * d;
-      RowStats& s = stats[static_cast<size_t>(r)];
-      switch (path) {
-        TRIBUNAL_SIMD_CASES(s = isa::norm_grad_row(x + o, gamma, dy + o, dx + o, d, eps))
-        case SimdPath::Scalar: s = norm_grad_row_scalar(x + o, gamma, dy + o, dx + o, d, eps, tmp.data()); break;
-      }
-    }
-  }, grain_for(d));
-  pool.parallel_for(d, [&](int64_t j0, int64_t j1) {
-    switch (path) {
-      TRIBUNAL_SIMD_CASES(isa::columns(x, dy, stats.data(), m, d, j0, j1, dgamma, dbeta))
-      case SimdPath::Scalar: {
-        std::vector<float> tmp(static_cast<size_t>(m));
-        columns_scalar(x, dy, stats.data(), m, d, j0, j1, dgamma, dbeta, tmp.data());
-        break;
-      }
-    }
-  }, grain_for(m));
+  pool.parallel_for(
+      m,
+      [&](int64_t r0, int64_t r1) {
+        std::vector<float> tmp(path == SimdPath::Scalar ? static_cast<size_t>(2 * d) : 0);
+        for (int64_t r = r0; r < r1; ++r) {
+          const int64_t o = r * d;
+          RowStats& s = stats[static_cast<size_t>(r)];
+          switch (path) {
+            TRIBUNAL_SIMD_CASES(s = isa::norm_grad_row(x + o, gamma, dy + o, dx + o, d, eps))
+            case SimdPath::Scalar:
+              s = norm_grad_row_scalar(x + o, gamma, dy + o, dx + o, d, eps, tmp.data());
+              break;
+          }
+        }
+      },
+      grain_for(d));
+  pool.parallel_for(
+      d,
+      [&](int64_t j0, int64_t j1) {
+        switch (path) {
+          TRIBUNAL_SIMD_CASES(isa::columns(x, dy, stats.data(), m, d, j0, j1, dgamma, dbeta))
+          case SimdPath::Scalar: {
+            std::vector<float> tmp(static_cast<size_t>(m));
+            columns_scalar(x, dy, stats.data(), m, d, j0, j1, dgamma, dbeta, tmp.data());
+            break;
+          }
+        }
+      },
+      grain_for(m));
 }
 
 void layer_norm_vjp(VjpBuilder& g, const VjpArgs& a, std::span<ValueRef> in_grads) {
@@ -281,10 +303,11 @@ void layer_norm_vjp(VjpBuilder& g, const VjpArgs& a, std::span<ValueRef> in_grad
 
 /// LayerNorm: x[M ≥ 1, D ≥ 1], γ[D], β[D]; floats {ε ≥ 0, finite} → y[M, D] (Ba et al. 2016, biased
 /// variance). OpError on mismatched shapes or a bad ε.
-const OpInfo kLayerNormOp{"layer_norm", 3, 1, 0, 1, layer_norm_infer, layer_norm_reference, layer_norm_fast,
+const OpInfo kLayerNormOp{"layer_norm",  3, 1, 0, 1, layer_norm_infer, layer_norm_reference, layer_norm_fast,
                           layer_norm_vjp};
 /// LayerNormBackward: x[M, D], γ[D], dy[M, D]; floats {ε} → dx[M, D], dγ[D], dβ[D].
-const OpInfo kLayerNormBackwardOp{"layer_norm_backward", 3, 3, 0, 1, layer_norm_backward_infer,
-                                  layer_norm_backward_reference, layer_norm_backward_fast, nullptr};
+const OpInfo kLayerNormBackwardOp{
+    "layer_norm_backward",    3,      3, 0, 1, layer_norm_backward_infer, layer_norm_backward_reference,
+    layer_norm_backward_fast, nullptr};
 
 }  // namespace tribunal

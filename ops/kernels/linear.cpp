@@ -14,7 +14,9 @@
 namespace tribunal {
 namespace {
 
-std::string dims(const Shape& s) { return s.str(); }
+std::string dims(const Shape& s) {
+  return s.str();
+}
 
 // ---- Linear: y[M,N] = x[M,K]·w[K,N] + b[N], each y[i,j] one fma chain over k starting at b[j].
 
@@ -29,14 +31,16 @@ std::vector<Shape> linear_infer(const Attrs&, std::span<const Shape> in) {
 
 MatmulArgs linear_args(std::span<const Tensor* const> in, std::span<Tensor* const> out) {
   const Tensor &x = *in[0], &w = *in[1], &b = *in[2];
-  return {x.data(), w.data(), b.data(), out[0]->data(), x.shape()[0], w.shape()[1], x.shape()[1], false, false};
+  return {x.data(),     w.data(),     b.data(), out[0]->data(), x.shape()[0],
+          w.shape()[1], x.shape()[1], false,    false};
 }
 
 void linear_reference(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
   matmul_reference(linear_args(in, out));
 }
 
-void linear_fast(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out, ThreadPool& pool) {
+void linear_fast(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out,
+                 ThreadPool& pool) {
   matmul(linear_args(in, out), pool);
 }
 
@@ -61,7 +65,8 @@ std::vector<Shape> matmul_infer(const Attrs& attrs, std::span<const Shape> in) {
   const bool ta = attrs.ints[0], tb = attrs.ints[1];
   const int64_t m = ta ? a[r + 1] : a[r], ka = ta ? a[r] : a[r + 1];
   const int64_t kb = tb ? b[r + 1] : b[r], n = tb ? b[r] : b[r + 1];
-  op_require(ka == kb, "matmul", "inner sizes disagree: " + dims(a) + (ta ? "ᵀ" : "") + " · " + dims(b) + (tb ? "ᵀ" : ""));
+  op_require(ka == kb, "matmul",
+             "inner sizes disagree: " + dims(a) + (ta ? "ᵀ" : "") + " · " + dims(b) + (tb ? "ᵀ" : ""));
   if (r == 0) return {Shape{m, n}};
   return {Shape{a[0], m, n}};
 }
@@ -73,11 +78,13 @@ std::pair<MatmulArgs, int64_t> matmul_args(const Attrs& attrs, std::span<const T
   const Shape &a = in[0]->shape(), &c = out[0]->shape();
   const int r = a.rank() - 2;
   const int64_t batch = r == 0 ? 1 : a[0];
-  return {{in[0]->data(), in[1]->data(), nullptr, out[0]->data(), c[r], c[r + 1], ta ? a[r] : a[r + 1], ta, tb},
-          batch};
+  return {
+      {in[0]->data(), in[1]->data(), nullptr, out[0]->data(), c[r], c[r + 1], ta ? a[r] : a[r + 1], ta, tb},
+      batch};
 }
 
-void matmul_op_reference(const Attrs& attrs, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
+void matmul_op_reference(const Attrs& attrs, std::span<const Tensor* const> in,
+                         std::span<Tensor* const> out) {
   const auto [args, batch] = matmul_args(attrs, in, out);
   matmul_batched_reference(args, batch);
 }
@@ -98,11 +105,11 @@ void matmul_vjp(VjpBuilder& g, const VjpArgs& args, std::span<ValueRef> in_grads
   const int64_t ta = args.attrs.ints[0], tb = args.attrs.ints[1];
   const ValueRef a = args.inputs[0], b = args.inputs[1], dc = args.out_grads[0];
   if (args.needs_grad[0]) {
-    in_grads[0] = ta ? g.emit(OpKind::Matmul, {{tb, 1}, {}}, {b, dc})    // aᵀ: da = op(b)·dcᵀ
+    in_grads[0] = ta ? g.emit(OpKind::Matmul, {{tb, 1}, {}}, {b, dc})       // aᵀ: da = op(b)·dcᵀ
                      : g.emit(OpKind::Matmul, {{0, 1 - tb}, {}}, {dc, b});  // da = dc·op(b)ᵀ
   }
   if (args.needs_grad[1]) {
-    in_grads[1] = tb ? g.emit(OpKind::Matmul, {{1, ta}, {}}, {dc, a})     // bᵀ: db = dcᵀ·op(a)
+    in_grads[1] = tb ? g.emit(OpKind::Matmul, {{1, ta}, {}}, {dc, a})       // bᵀ: db = dcᵀ·op(a)
                      : g.emit(OpKind::Matmul, {{1 - ta, 0}, {}}, {a, dc});  // db = op(a)ᵀ·dc
   }
 }
@@ -135,7 +142,8 @@ constexpr int64_t kSumCols = 128;
 constexpr int64_t kSumGroup = 16;
 
 /// The scalar path: plain per-column adds the compiler may vectorize (lane-wise, so still exact).
-void sum_rows_block_scalar(const float* x, int64_t m, int64_t n, int64_t j0, int64_t nc, float* acc, float* y) {
+void sum_rows_block_scalar(const float* x, int64_t m, int64_t n, int64_t j0, int64_t nc, float* acc,
+                           float* y) {
   std::fill(acc, acc + kReduceLanes * kSumCols, 0.0f);
   for (int64_t i = 0; i < m; ++i) {
     float* a = acc + (i % kReduceLanes) * kSumCols;
@@ -144,38 +152,40 @@ void sum_rows_block_scalar(const float* x, int64_t m, int64_t n, int64_t j0, int
   }
   for (int w = kReduceLanes / 2; w >= 1; w /= 2)
     for (int k = 0; k < w; ++k)
-      for (int64_t j = 0; j < nc; ++j) acc[k * kSumCols + j] = acc[k * kSumCols + j] + acc[(k + w) * kSumCols + j];
+      for (int64_t j = 0; j < nc; ++j)
+        acc[k * kSumCols + j] = acc[k * kSumCols + j] + acc[(k + w) * kSumCols + j];
   std::copy(acc, acc + nc, y + j0);
 }
 
 // The SIMD form of the same block: columns in lanes; a partial last vector loads +0 past the block's
 // end (loadn), which only feeds padding lanes of acc that are never stored to y.
-#define TRIBUNAL_SUM_ROWS_KERNELS(NS, TARGET, V)                                                       \
-  namespace NS {                                                                                       \
-  TARGET void sum_rows_block(const float* x, int64_t m, int64_t n, int64_t j0, int64_t nc, float* acc, \
-                             float* y) {                                                               \
-    for (int64_t t = 0; t < kReduceLanes * kSumCols; t += V::W) V::store(acc + t, V::zero());          \
-    const int64_t full = nc / V::W * V::W;                                                             \
-    const int tail = static_cast<int>(nc - full);                                                      \
-    for (int64_t i = 0; i < m; ++i) {                                                                  \
-      float* a = acc + (i % kReduceLanes) * kSumCols;                                                  \
-      const float* xr = x + i * n + j0;                                                                \
+#define TRIBUNAL_SUM_ROWS_KERNELS(NS, TARGET, V)                                                         \
+  namespace NS {                                                                                         \
+  TARGET void sum_rows_block(const float* x, int64_t m, int64_t n, int64_t j0, int64_t nc, float* acc,   \
+                             float* y) {                                                                 \
+    for (int64_t t = 0; t < kReduceLanes * kSumCols; t += V::W) V::store(acc + t, V::zero());            \
+    const int64_t full = nc / V::W * V::W;                                                               \
+    const int tail = static_cast<int>(nc - full);                                                        \
+    for (int64_t i = 0; i < m; ++i) {                                                                    \
+      float* a = acc + (i % kReduceLanes) * kSumCols;                                                    \
+      const float* xr = x + i * n + j0;                                                                  \
       for (int64_t j = 0; j < full; j += V::W) V::store(a + j, V::add(V::load(a + j), V::load(xr + j))); \
-      if (tail) V::store(a + full, V::add(V::load(a + full), V::loadn(xr + full, tail)));              \
-    }                                                                                                  \
-    for (int w = kReduceLanes / 2; w >= 1; w /= 2)                                                     \
-      for (int k = 0; k < w; ++k)                                                                      \
-        for (int64_t j = 0; j < nc; j += V::W)                                                         \
-          V::store(acc + k * kSumCols + j,                                                             \
-                   V::add(V::load(acc + k * kSumCols + j), V::load(acc + (k + w) * kSumCols + j)));    \
-    for (int64_t j = 0; j < full; j += V::W) V::store(y + j0 + j, V::load(acc + j));                   \
-    if (tail) V::storen(y + j0 + full, V::load(acc + full), tail);                                     \
-  }                                                                                                    \
+      if (tail) V::store(a + full, V::add(V::load(a + full), V::loadn(xr + full, tail)));                \
+    }                                                                                                    \
+    for (int w = kReduceLanes / 2; w >= 1; w /= 2)                                                       \
+      for (int k = 0; k < w; ++k)                                                                        \
+        for (int64_t j = 0; j < nc; j += V::W)                                                           \
+          V::store(acc + k * kSumCols + j,                                                               \
+                   V::add(V::load(acc + k * kSumCols + j), V::load(acc + (k + w) * kSumCols + j)));      \
+    for (int64_t j = 0; j < full; j += V::W) V::store(y + j0 + j, V::load(acc + j));                     \
+    if (tail) V::storen(y + j0 + full, V::load(acc + full), tail);                                       \
+  }                                                                                                      \
   }
 TRIBUNAL_SIMD_KERNELS(TRIBUNAL_SUM_ROWS_KERNELS)
 #undef TRIBUNAL_SUM_ROWS_KERNELS
 
-void sum_rows_fast(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out, ThreadPool& pool) {
+void sum_rows_fast(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out,
+                   ThreadPool& pool) {
   const int64_t m = in[0]->shape()[0], n = in[0]->shape()[1];
   const SimdPath path = active_simd_path();
   const float* x = in[0]->data();
@@ -183,17 +193,22 @@ void sum_rows_fast(const Attrs&, std::span<const Tensor* const> in, std::span<Te
   const int64_t groups = (n + kSumGroup - 1) / kSumGroup;
   // A range should carry about 16K adds to be worth a thread.
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, m * kSumGroup));
-  pool.parallel_for(groups, [&](int64_t g0, int64_t g1) {
-    std::vector<float> acc(static_cast<size_t>(kReduceLanes * kSumCols));
-    const int64_t end = std::min(n, g1 * kSumGroup);
-    for (int64_t j0 = g0 * kSumGroup; j0 < end; j0 += kSumCols) {
-      const int64_t nc = std::min(kSumCols, end - j0);
-      switch (path) {
-        TRIBUNAL_SIMD_CASES(isa::sum_rows_block(x, m, n, j0, nc, acc.data(), y))
-        case SimdPath::Scalar: sum_rows_block_scalar(x, m, n, j0, nc, acc.data(), y); break;
-      }
-    }
-  }, grain);
+  pool.parallel_for(
+      groups,
+      [&](int64_t g0, int64_t g1) {
+        std::vector<float> acc(static_cast<size_t>(kReduceLanes * kSumCols));
+        const int64_t end = std::min(n, g1 * kSumGroup);
+        for (int64_t j0 = g0 * kSumGroup; j0 < end; j0 += kSumCols) {
+          const int64_t nc = std::min(kSumCols, end - j0);
+          switch (path) {
+            TRIBUNAL_SIMD_CASES(isa::sum_rows_block(x, m, n, j0, nc, acc.data(), y))
+            case SimdPath::Scalar:
+              sum_rows_block_scalar(x, m, n, j0, nc, acc.data(), y);
+              break;
+          }
+        }
+      },
+      grain);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// Matrix multiply under the RepOps dot-product contract (docs/numerics.md): a packed, register-blocked GEMM in
-// the BLIS/GotoBLAS layout whose micro-kernels keep every output element ONE fma chain over k = 0..K-1.
+// Matrix multiply under the RepOps dot-product contract (docs/numerics.md): a packed, register-blocked GEMM
+// in the BLIS/GotoBLAS layout whose micro-kernels keep every output element ONE fma chain over k = 0..K-1.
 //
 // Why it is bitwise identical to matmul_reference on every path and thread count:
 //  * a register tile holds one accumulator lane per output element; lane (i, j) only ever sees
@@ -92,9 +92,10 @@ struct TileArgs {
 
 using TileKernel = void (*)(const TileArgs&);
 
-// One kernel template per ISA of the build's architecture, instantiated for every row count 1..MR (edge rows of C get an exact-size
-// kernel instead of padding) and 1..NV vectors (a narrow N uses one vector). kMasked: the last vector
-// is partial (n is not a multiple of W); masked loads never touch memory past the valid lanes.
+// One kernel template per ISA of the build's architecture, instantiated for every row count 1..MR (edge rows
+// of C get an exact-size kernel instead of padding) and 1..NV vectors (a narrow N uses one vector). kMasked:
+// the last vector is partial (n is not a multiple of W); masked loads never touch memory past the valid
+// lanes.
 
 #if defined(__x86_64__)
 __attribute__((target("avx2,fma"), always_inline)) inline __m256 load_avx2(const float* p, __m256i mask,
@@ -338,12 +339,16 @@ const KernelSet kNeonSet{kNeonMr, 4, 2, &KernelTable<NeonKernel, kNeonMr>::selec
 const KernelSet* kernel_set(SimdPath path) {
   switch (path) {
 #if defined(__x86_64__)
-    case SimdPath::Avx2: return &kAvx2Set;
-    case SimdPath::Avx512: return &kAvx512Set;
+    case SimdPath::Avx2:
+      return &kAvx2Set;
+    case SimdPath::Avx512:
+      return &kAvx512Set;
 #elif defined(__aarch64__)
-    case SimdPath::Neon: return &kNeonSet;
+    case SimdPath::Neon:
+      return &kNeonSet;
 #endif
-    default: return nullptr;
+    default:
+      return nullptr;
   }
 }
 
@@ -569,7 +574,9 @@ void matmul(const MatmulArgs& args, ThreadPool& pool) {
 
 namespace {
 
-void check_path(SimdPath path) { require_simd_path(path, "matmul"); }
+void check_path(SimdPath path) {
+  require_simd_path(path, "matmul");
+}
 
 /// The degenerate shapes every path handles alike. Returns true if C is complete.
 bool matmul_trivial(const MatmulArgs& x) {

@@ -11,11 +11,12 @@ extern const OpInfo kGatherOp, kLinearOp, kMatmulOp, kSumRowsOp, kAddOp, kReluOp
     kSoftmaxCrossEntropyOp, kSoftmaxCrossEntropyBackwardOp, kSgdMomentumOp, kAdamWOp;
 // Transformer ops (ops/kernels/embedding.cpp, layer_norm.cpp, activation.cpp, softmax.cpp, heads.cpp,
 // dropout.cpp).
-extern const OpInfo kReshapeOp, kEmbeddingOp, kEmbeddingBackwardOp, kLayerNormOp, kLayerNormBackwardOp, kGeluOp,
-    kGeluBackwardOp, kSoftmaxOp, kSoftmaxBackwardOp, kSplitHeadsOp, kMergeHeadsOp, kDropoutOp, kDropoutBackwardOp;
+extern const OpInfo kReshapeOp, kEmbeddingOp, kEmbeddingBackwardOp, kLayerNormOp, kLayerNormBackwardOp,
+    kGeluOp, kGeluBackwardOp, kSoftmaxOp, kSoftmaxBackwardOp, kSplitHeadsOp, kMergeHeadsOp, kDropoutOp,
+    kDropoutBackwardOp;
 // CNN and gradient-clipping ops (ops/kernels/conv.cpp, pool.cpp, clip.cpp).
-extern const OpInfo kConv2dOp, kConv2dBackwardInputOp, kConv2dBackwardWeightOp, kConv2dBackwardBiasOp, kMaxPool2dOp,
-    kMaxPool2dBackwardOp, kSumSquaresOp, kClipCoefficientOp, kScaleOp;
+extern const OpInfo kConv2dOp, kConv2dBackwardInputOp, kConv2dBackwardWeightOp, kConv2dBackwardBiasOp,
+    kMaxPool2dOp, kMaxPool2dBackwardOp, kSumSquaresOp, kClipCoefficientOp, kScaleOp;
 
 /// Throws OpError("<op>: <what>") unless cond holds. Used by shape rules and kernels.
 inline void op_require(bool cond, const char* op, const std::string& what) {
@@ -23,8 +24,8 @@ inline void op_require(bool cond, const char* op, const std::string& what) {
 }
 
 /// An elementwise kernel over elements [i0, i1) of its first input's numel.
-using RangeKernel = void (*)(const Attrs&, std::span<const Tensor* const>, std::span<Tensor* const>, int64_t i0,
-                             int64_t i1);
+using RangeKernel = void (*)(const Attrs&, std::span<const Tensor* const>, std::span<Tensor* const>,
+                             int64_t i0, int64_t i1);
 
 /// Reference form of a range kernel: one pass over all elements.
 template <RangeKernel Range>
@@ -34,8 +35,10 @@ void whole_range(const Attrs& a, std::span<const Tensor* const> in, std::span<Te
 
 /// Fast form: the same per-element code over a static partition (bitwise equal by construction).
 template <RangeKernel Range>
-void split_range(const Attrs& a, std::span<const Tensor* const> in, std::span<Tensor* const> out, ThreadPool& pool) {
-  pool.parallel_for(in[0]->numel(), [&](int64_t i0, int64_t i1) { Range(a, in, out, i0, i1); }, int64_t{1} << 14);
+void split_range(const Attrs& a, std::span<const Tensor* const> in, std::span<Tensor* const> out,
+                 ThreadPool& pool) {
+  pool.parallel_for(
+      in[0]->numel(), [&](int64_t i0, int64_t i1) { Range(a, in, out, i0, i1); }, int64_t{1} << 14);
 }
 
 }  // namespace tribunal

@@ -19,15 +19,19 @@ namespace {
 
 std::vector<Shape> update_infer(const char* op, std::span<const Shape> in, int outputs) {
   for (const Shape& s : in)
-    op_require(s == in[0], op, "parameter, gradient and state must have equal shapes, got " + in[0].str() +
-                                   " and " + s.str());
+    op_require(
+        s == in[0], op,
+        "parameter, gradient and state must have equal shapes, got " + in[0].str() + " and " + s.str());
   return std::vector<Shape>(static_cast<size_t>(outputs), in[0]);
 }
 
-std::vector<Shape> sgd_infer(const Attrs&, std::span<const Shape> in) { return update_infer("sgd_momentum", in, 2); }
+std::vector<Shape> sgd_infer(const Attrs&, std::span<const Shape> in) {
+  return update_infer("sgd_momentum", in, 2);
+}
 
 std::vector<Shape> adamw_infer(const Attrs& attrs, std::span<const Shape> in) {
-  op_require(attrs.ints[0] >= 1, "adamw", "the update count t must be ≥ 1, got " + std::to_string(attrs.ints[0]));
+  op_require(attrs.ints[0] >= 1, "adamw",
+             "the update count t must be ≥ 1, got " + std::to_string(attrs.ints[0]));
   return update_infer("adamw", in, 3);
 }
 
@@ -75,8 +79,9 @@ void adamw_range(const Attrs& a, std::span<const Tensor* const> in, std::span<Te
 
 }  // namespace
 
-const OpInfo kSgdMomentumOp{"sgd_momentum", 3, 2, 0, 3, sgd_infer, whole_range<sgd_range>, split_range<sgd_range>,
-                            nullptr};
-const OpInfo kAdamWOp{"adamw", 4, 3, 1, 5, adamw_infer, whole_range<adamw_range>, split_range<adamw_range>, nullptr};
+const OpInfo kSgdMomentumOp{"sgd_momentum",         3,      2, 0, 3, sgd_infer, whole_range<sgd_range>,
+                            split_range<sgd_range>, nullptr};
+const OpInfo kAdamWOp{"adamw", 4, 3, 1, 5, adamw_infer, whole_range<adamw_range>, split_range<adamw_range>,
+                      nullptr};
 
 }  // namespace tribunal

@@ -26,10 +26,14 @@ void check_pool_input(const char* op, const Shape& x) {
 }
 
 /// The chosen element of a window: pool_choice (ops/pointwise.h, shared with the CUDA kernels).
-inline int chosen(const float v[4]) { return pool_choice(v); }
+inline int chosen(const float v[4]) {
+  return pool_choice(v);
+}
 
 /// The window of output (r, s): pool_window (ops/pointwise.h, shared with the CUDA kernels).
-inline void window(const float* plane, int64_t w, int64_t r, int64_t s, float v[4]) { pool_window(plane, w, r, s, v); }
+inline void window(const float* plane, int64_t w, int64_t r, int64_t s, float v[4]) {
+  pool_window(plane, w, r, s, v);
+}
 
 std::vector<Shape> pool_infer(const Attrs&, std::span<const Shape> in) {
   check_pool_input("max_pool2d", in[0]);
@@ -57,12 +61,15 @@ void pool_reference(const Attrs&, std::span<const Tensor* const> in, std::span<T
 
 /// Planes per thread: at least 2^16 input elements (~100 µs), more than a parallel_for round trip
 /// costs (25-55 µs, see matmul.cpp), so a small pooling stays on the caller.
-int64_t plane_grain(const Shape& x) { return std::max<int64_t>(1, (int64_t{1} << 16) / (x[2] * x[3])); }
+int64_t plane_grain(const Shape& x) {
+  return std::max<int64_t>(1, (int64_t{1} << 16) / (x[2] * x[3]));
+}
 
-void pool_fast(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out, ThreadPool& pool) {
+void pool_fast(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out,
+               ThreadPool& pool) {
   const Shape& s = in[0]->shape();
-  pool.parallel_for(s[0] * s[1], [&](int64_t p0, int64_t p1) { pool_planes(*in[0], *out[0], p0, p1); },
-                    plane_grain(s));
+  pool.parallel_for(
+      s[0] * s[1], [&](int64_t p0, int64_t p1) { pool_planes(*in[0], *out[0], p0, p1); }, plane_grain(s));
 }
 
 void pool_vjp(VjpBuilder& g, const VjpArgs& a, std::span<ValueRef> in_grads) {
@@ -113,7 +120,8 @@ void pool_backward_fast(const Attrs&, std::span<const Tensor* const> in, std::sp
 }  // namespace
 
 const OpInfo kMaxPool2dOp{"max_pool2d", 1, 1, 0, 0, pool_infer, pool_reference, pool_fast, pool_vjp};
-const OpInfo kMaxPool2dBackwardOp{"max_pool2d_backward", 2, 1, 0, 0, pool_backward_infer, pool_backward_reference,
-                                  pool_backward_fast, nullptr};
+const OpInfo kMaxPool2dBackwardOp{
+    "max_pool2d_backward", 2,      1, 0, 0, pool_backward_infer, pool_backward_reference,
+    pool_backward_fast,    nullptr};
 
 }  // namespace tribunal

@@ -60,65 +60,65 @@ void softmax_grad_row_scalar(const float* y, const float* dy, float* dx, int64_t
 
 // ---- SIMD: the same sequences, columns in lanes --------------------------------------------------
 
-#define TRIBUNAL_SOFTMAX_KERNELS(NS, TARGET, V)                                                       \
-  namespace NS {                                                                                      \
-  TARGET void softmax_row(const float* x, float* y, int64_t n, int64_t nv, float scale) {             \
-    const V::vf vs = V::set1(scale);                                                                  \
-    V::vf mv = V::set1(scale * x[0]);                                                                 \
-    for (int64_t j = 0; j < nv; j += V::W) {                                                          \
-      const int c = static_cast<int>(std::min<int64_t>(V::W, nv - j));                                \
-      mv = c == V::W ? V::max(V::mul(vs, V::load(x + j)), mv)                                         \
-                     : V::max_n(V::mul(vs, V::loadn(x + j, c)), mv, c);                               \
-    }                                                                                                 \
-    const V::vf vm = V::set1(V::hmax(mv));                                                            \
-    V::Acc32 acc = V::acc_zero();                                                                     \
-    for (int64_t j = 0; j < nv; j += kReduceLanes) {                                                  \
-      for (int p = 0; p < V::Acc32::kParts; ++p) {                                                    \
-        const int64_t o = j + p * V::W;                                                               \
-        if (o >= nv) break;                                                                           \
-        const int c = static_cast<int>(std::min<int64_t>(V::W, nv - o));                              \
-        const V::vf xv = c == V::W ? V::load(x + o) : V::loadn(x + o, c);                             \
-        const V::vf e = V::exp(V::sub(V::mul(vs, xv), vm));                                           \
-        if (c == V::W)                                                                                \
-          V::store(y + o, e);                                                                         \
-        else                                                                                          \
-          V::storen(y + o, e, c);                                                                     \
-        V::acc_add(acc, p, e, c);                                                                     \
-      }                                                                                               \
-    }                                                                                                 \
-    const V::vf vsum = V::set1(V::acc_fold(acc));                                                     \
-    for (int64_t j = 0; j < nv; j += V::W) {                                                          \
-      const int c = static_cast<int>(std::min<int64_t>(V::W, nv - j));                                \
-      if (c == V::W)                                                                                  \
-        V::store(y + j, V::div(V::load(y + j), vsum));                                                \
-      else                                                                                            \
-        V::storen(y + j, V::div(V::loadn(y + j, c), vsum), c);                                        \
-    }                                                                                                 \
-    if (nv < n) std::memset(y + nv, 0, static_cast<size_t>(n - nv) * sizeof(float));                  \
-  }                                                                                                   \
-  TARGET void softmax_grad_row(const float* y, const float* dy, float* dx, int64_t n, int64_t nv,     \
-                               float scale) {                                                         \
-    V::Acc32 acc = V::acc_zero();                                                                     \
-    for (int64_t j = 0; j < nv; j += kReduceLanes) {                                                  \
-      for (int p = 0; p < V::Acc32::kParts; ++p) {                                                    \
-        const int64_t o = j + p * V::W;                                                               \
-        if (o >= nv) break;                                                                           \
-        const int c = static_cast<int>(std::min<int64_t>(V::W, nv - o));                              \
-        const V::vf prod = c == V::W ? V::mul(V::load(y + o), V::load(dy + o))                        \
-                                     : V::mul(V::loadn(y + o, c), V::loadn(dy + o, c));               \
-        V::acc_add(acc, p, prod, c);                                                                  \
-      }                                                                                               \
-    }                                                                                                 \
-    const V::vf vd = V::set1(V::acc_fold(acc)), vs = V::set1(scale);                                  \
-    for (int64_t j = 0; j < nv; j += V::W) {                                                          \
-      const int c = static_cast<int>(std::min<int64_t>(V::W, nv - j));                                \
-      if (c == V::W)                                                                                  \
-        V::store(dx + j, V::mul(vs, V::mul(V::load(y + j), V::sub(V::load(dy + j), vd))));            \
-      else                                                                                            \
+#define TRIBUNAL_SOFTMAX_KERNELS(NS, TARGET, V)                                                        \
+  namespace NS {                                                                                       \
+  TARGET void softmax_row(const float* x, float* y, int64_t n, int64_t nv, float scale) {              \
+    const V::vf vs = V::set1(scale);                                                                   \
+    V::vf mv = V::set1(scale * x[0]);                                                                  \
+    for (int64_t j = 0; j < nv; j += V::W) {                                                           \
+      const int c = static_cast<int>(std::min<int64_t>(V::W, nv - j));                                 \
+      mv = c == V::W ? V::max(V::mul(vs, V::load(x + j)), mv)                                          \
+                     : V::max_n(V::mul(vs, V::loadn(x + j, c)), mv, c);                                \
+    }                                                                                                  \
+    const V::vf vm = V::set1(V::hmax(mv));                                                             \
+    V::Acc32 acc = V::acc_zero();                                                                      \
+    for (int64_t j = 0; j < nv; j += kReduceLanes) {                                                   \
+      for (int p = 0; p < V::Acc32::kParts; ++p) {                                                     \
+        const int64_t o = j + p * V::W;                                                                \
+        if (o >= nv) break;                                                                            \
+        const int c = static_cast<int>(std::min<int64_t>(V::W, nv - o));                               \
+        const V::vf xv = c == V::W ? V::load(x + o) : V::loadn(x + o, c);                              \
+        const V::vf e = V::exp(V::sub(V::mul(vs, xv), vm));                                            \
+        if (c == V::W)                                                                                 \
+          V::store(y + o, e);                                                                          \
+        else                                                                                           \
+          V::storen(y + o, e, c);                                                                      \
+        V::acc_add(acc, p, e, c);                                                                      \
+      }                                                                                                \
+    }                                                                                                  \
+    const V::vf vsum = V::set1(V::acc_fold(acc));                                                      \
+    for (int64_t j = 0; j < nv; j += V::W) {                                                           \
+      const int c = static_cast<int>(std::min<int64_t>(V::W, nv - j));                                 \
+      if (c == V::W)                                                                                   \
+        V::store(y + j, V::div(V::load(y + j), vsum));                                                 \
+      else                                                                                             \
+        V::storen(y + j, V::div(V::loadn(y + j, c), vsum), c);                                         \
+    }                                                                                                  \
+    if (nv < n) std::memset(y + nv, 0, static_cast<size_t>(n - nv) * sizeof(float));                   \
+  }                                                                                                    \
+  TARGET void softmax_grad_row(const float* y, const float* dy, float* dx, int64_t n, int64_t nv,      \
+                               float scale) {                                                          \
+    V::Acc32 acc = V::acc_zero();                                                                      \
+    for (int64_t j = 0; j < nv; j += kReduceLanes) {                                                   \
+      for (int p = 0; p < V::Acc32::kParts; ++p) {                                                     \
+        const int64_t o = j + p * V::W;                                                                \
+        if (o >= nv) break;                                                                            \
+        const int c = static_cast<int>(std::min<int64_t>(V::W, nv - o));                               \
+        const V::vf prod = c == V::W ? V::mul(V::load(y + o), V::load(dy + o))                         \
+                                     : V::mul(V::loadn(y + o, c), V::loadn(dy + o, c));                \
+        V::acc_add(acc, p, prod, c);                                                                   \
+      }                                                                                                \
+    }                                                                                                  \
+    const V::vf vd = V::set1(V::acc_fold(acc)), vs = V::set1(scale);                                   \
+    for (int64_t j = 0; j < nv; j += V::W) {                                                           \
+      const int c = static_cast<int>(std::min<int64_t>(V::W, nv - j));                                 \
+      if (c == V::W)                                                                                   \
+        V::store(dx + j, V::mul(vs, V::mul(V::load(y + j), V::sub(V::load(dy + j), vd))));             \
+      else                                                                                             \
         V::storen(dx + j, V::mul(vs, V::mul(V::loadn(y + j, c), V::sub(V::loadn(dy + j, c), vd))), c); \
-    }                                                                                                 \
-    if (nv < n) std::memset(dx + nv, 0, static_cast<size_t>(n - nv) * sizeof(float));                \
-  }                                                                                                   \
+    }                                                                                                  \
+    if (nv < n) std::memset(dx + nv, 0, static_cast<size_t>(n - nv) * sizeof(float));                  \
+  }                                                                                                    \
   }
 TRIBUNAL_SIMD_KERNELS(TRIBUNAL_SOFTMAX_KERNELS)
 #undef TRIBUNAL_SOFTMAX_KERNELS
@@ -157,33 +157,43 @@ std::vector<Shape> softmax_backward_infer(const Attrs& a, std::span<const Shape>
   return {in[0]};
 }
 
-int64_t row_grain(const Rows& r) { return std::max<int64_t>(1, kGrainElements / r.n); }
+int64_t row_grain(const Rows& r) {
+  return std::max<int64_t>(1, kGrainElements / r.n);
+}
 
 void softmax_reference(const Attrs& a, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
   const Rows r = rows_of(a, in[0]->shape());
   const float* x = in[0]->data();
   float* y = out[0]->data();
-  for (int64_t i = 0; i < r.count; ++i) softmax_row_scalar(x + i * r.n, y + i * r.n, r.n, r.valid(i), r.scale);
+  for (int64_t i = 0; i < r.count; ++i)
+    softmax_row_scalar(x + i * r.n, y + i * r.n, r.n, r.valid(i), r.scale);
 }
 
-void softmax_fast(const Attrs& a, std::span<const Tensor* const> in, std::span<Tensor* const> out, ThreadPool& pool) {
+void softmax_fast(const Attrs& a, std::span<const Tensor* const> in, std::span<Tensor* const> out,
+                  ThreadPool& pool) {
   const Rows r = rows_of(a, in[0]->shape());
   const SimdPath path = active_simd_path();
   const float* x = in[0]->data();
   float* y = out[0]->data();
-  pool.parallel_for(r.count, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const float* xr = x + i * r.n;
-      float* yr = y + i * r.n;
-      switch (path) {
-        TRIBUNAL_SIMD_CASES(isa::softmax_row(xr, yr, r.n, r.valid(i), r.scale))
-        case SimdPath::Scalar: softmax_row_scalar(xr, yr, r.n, r.valid(i), r.scale); break;
-      }
-    }
-  }, row_grain(r));
+  pool.parallel_for(
+      r.count,
+      [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          const float* xr = x + i * r.n;
+          float* yr = y + i * r.n;
+          switch (path) {
+            TRIBUNAL_SIMD_CASES(isa::softmax_row(xr, yr, r.n, r.valid(i), r.scale))
+            case SimdPath::Scalar:
+              softmax_row_scalar(xr, yr, r.n, r.valid(i), r.scale);
+              break;
+          }
+        }
+      },
+      row_grain(r));
 }
 
-void softmax_backward_reference(const Attrs& a, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
+void softmax_backward_reference(const Attrs& a, std::span<const Tensor* const> in,
+                                std::span<Tensor* const> out) {
   const Rows r = rows_of(a, in[0]->shape());
   const float *y = in[0]->data(), *dy = in[1]->data();
   float* dx = out[0]->data();
@@ -198,23 +208,25 @@ void softmax_backward_fast(const Attrs& a, std::span<const Tensor* const> in, st
   const SimdPath path = active_simd_path();
   const float *y = in[0]->data(), *dy = in[1]->data();
   float* dx = out[0]->data();
-  pool.parallel_for(r.count, [&](int64_t i0, int64_t i1) {
-    std::vector<float> tmp(path == SimdPath::Scalar ? static_cast<size_t>(r.n) : 0);
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t o = i * r.n;
-      switch (path) {
-        TRIBUNAL_SIMD_CASES(isa::softmax_grad_row(y + o, dy + o, dx + o, r.n, r.valid(i), r.scale))
-        case SimdPath::Scalar:
-          softmax_grad_row_scalar(y + o, dy + o, dx + o, r.n, r.valid(i), r.scale, tmp.data());
-          break;
-      }
-    }
-  }, row_grain(r));
+  pool.parallel_for(
+      r.count,
+      [&](int64_t i0, int64_t i1) {
+        std::vector<float> tmp(path == SimdPath::Scalar ? static_cast<size_t>(r.n) : 0);
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t o = i * r.n;
+          switch (path) {
+            TRIBUNAL_SIMD_CASES(isa::softmax_grad_row(y + o, dy + o, dx + o, r.n, r.valid(i), r.scale))
+            case SimdPath::Scalar:
+              softmax_grad_row_scalar(y + o, dy + o, dx + o, r.n, r.valid(i), r.scale, tmp.data());
+              break;
+          }
+        }
+      },
+      row_grain(r));
 }
 
 void softmax_vjp(VjpBuilder& g, const VjpArgs& a, std::span<ValueRef> in_grads) {
-  if (a.needs_grad[0])
-    in_grads[0] = g.emit(OpKind::SoftmaxBackward, a.attrs, {a.outputs[0], a.out_grads[0]});
+  if (a.needs_grad[0]) in_grads[0] = g.emit(OpKind::SoftmaxBackward, a.attrs, {a.outputs[0], a.out_grads[0]});
 }
 
 }  // namespace
@@ -223,7 +235,8 @@ void softmax_vjp(VjpBuilder& g, const VjpArgs& a, std::span<ValueRef> in_grads) 
 /// OpError on a bad rank, an empty last axis or bad attributes.
 const OpInfo kSoftmaxOp{"softmax", 1, 1, 1, 1, softmax_infer, softmax_reference, softmax_fast, softmax_vjp};
 /// SoftmaxBackward: y (Softmax's output), dy (same shape); the forward's attrs → dx.
-const OpInfo kSoftmaxBackwardOp{"softmax_backward", 2, 1, 1, 1, softmax_backward_infer, softmax_backward_reference,
-                                softmax_backward_fast, nullptr};
+const OpInfo kSoftmaxBackwardOp{
+    "softmax_backward",    2,      1, 1, 1, softmax_backward_infer, softmax_backward_reference,
+    softmax_backward_fast, nullptr};
 
 }  // namespace tribunal

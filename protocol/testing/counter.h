@@ -11,11 +11,11 @@
 #include <optional>
 #include <vector>
 
+#include "ops/registry.h"
 #include "protocol/game.h"
 #include "protocol/merkle.h"
 #include "protocol/tensor_hash.h"
 #include "protocol/trajectory.h"
-#include "ops/registry.h"
 
 namespace tribunal::toy {
 
@@ -24,7 +24,9 @@ constexpr uint8_t kAddOp = static_cast<uint8_t>(OpKind::Add);
 inline Digest scalar_leaf(float x) {
   return tensor_leaf(DType::F32, {}, std::as_bytes(std::span<const float>(&x, 1)));
 }
-inline Digest state_hash(float x) { return merkle_root(std::vector<Digest>{scalar_leaf(x)}); }
+inline Digest state_hash(float x) {
+  return merkle_root(std::vector<Digest>{scalar_leaf(x)});
+}
 
 /// A node's rounding log in the counter's rounding-log variant: one decision (a trit, 0 to 2) packed in
 /// one byte, committed as a DType::Trits tensor leaf of shape [1].
@@ -37,7 +39,8 @@ inline Digest trit_leaf(uint8_t trit) {
 class CounterOracle : public StepOracle {
  public:
   /// `rounding_log`: the rounding-log variant, every record one more output (its log's leaf).
-  explicit CounterOracle(uint32_t nodes, bool rounding_log = false) : nodes_(nodes), rounding_log_(rounding_log) {}
+  explicit CounterOracle(uint32_t nodes, bool rounding_log = false)
+      : nodes_(nodes), rounding_log_(rounding_log) {}
   Digest initial_state_hash() const override { return state_hash(0.0f); }
   StepSpec step_spec(uint64_t) const override {
     StepSpec s;
@@ -46,7 +49,8 @@ class CounterOracle : public StepOracle {
       NodeSpec node;
       node.op = kAddOp;
       node.outputs = 1;
-      InputSpec prev{n == 0 ? InputSpec::Source::State : InputSpec::Source::Node, n == 0 ? 0u : n - 1u, 0, {}, {}};
+      InputSpec prev{
+          n == 0 ? InputSpec::Source::State : InputSpec::Source::Node, n == 0 ? 0u : n - 1u, 0, {}, {}};
       node.inputs = {prev, InputSpec{InputSpec::Source::Constant, 0, 0, scalar_leaf(1.0f), {}}};
       if (rounding_log_) {
         node.rounding_log = true;
@@ -66,10 +70,10 @@ class CounterOracle : public StepOracle {
 
 /// How a provider deviates from the honest computation.
 struct Fault {
-  std::optional<float> initial;      ///< start from this instead of 0
-  int64_t step = -1, node = -1;      ///< corrupt this node's output …
-  float delta = 0.5f;                ///< … by adding this
-  bool lie_post_state = false;       ///< honest records, but claim the corrupted value as the next state
+  std::optional<float> initial;  ///< start from this instead of 0
+  int64_t step = -1, node = -1;  ///< corrupt this node's output …
+  float delta = 0.5f;            ///< … by adding this
+  bool lie_post_state = false;   ///< honest records, but claim the corrupted value as the next state
   /// Rounding-log variant: the log of node `log_node` of step `log_step` holds `log_trit` (honest: 0,
   /// Nearest); 2 (Up) also rounds that node's output up by one float32 ulp, as if its float64 sum had
   /// been just below a rounding boundary. `bad_log_proof` opens its log with a chunk that does not
@@ -84,7 +88,8 @@ struct Fault {
 class CounterProvider {
  public:
   /// `rounding_log`: the rounding-log variant (records end in their log's leaf; QueryKind::OpenLog).
-  CounterProvider(uint64_t steps, uint64_t stride, uint32_t nodes, Fault fault = {}, bool rounding_log = false)
+  CounterProvider(uint64_t steps, uint64_t stride, uint32_t nodes, Fault fault = {},
+                  bool rounding_log = false)
       : steps_(steps), stride_(stride), nodes_(nodes), fault_(fault), rounding_log_(rounding_log) {
     states_.push_back(fault.initial.value_or(0.0f));
     for (uint64_t t = 0; t < steps; ++t) states_.push_back(run_step(t, states_.back()).back_state);
@@ -150,7 +155,13 @@ class CounterProvider {
           std::vector<uint8_t> bytes(4);
           std::memcpy(bytes.data(), &x, 4);
           const Digest chunk = tensor_chunk_hash(DType::F32, std::as_bytes(std::span(bytes)));
-          out.push_back(TensorChunk{q.round, v, {}, 0, 1, merkle_root(std::vector<Digest>{chunk}), bytes,
+          out.push_back(TensorChunk{q.round,
+                                    v,
+                                    {},
+                                    0,
+                                    1,
+                                    merkle_root(std::vector<Digest>{chunk}),
+                                    bytes,
                                     MerkleTree({chunk}).prove(0)});
         }
         return out;
@@ -159,7 +170,13 @@ class CounterProvider {
         std::vector<uint8_t> bytes{log_of(q.step, q.indices.at(0))};
         const Digest chunk = tensor_chunk_hash(DType::Trits, std::as_bytes(std::span(bytes)));
         if (fault_.bad_log_proof) bytes[0] ^= 1;
-        return {TensorChunk{q.round, 0, {1}, 0, 1, merkle_root(std::vector<Digest>{chunk}), bytes,
+        return {TensorChunk{q.round,
+                            0,
+                            {1},
+                            0,
+                            1,
+                            merkle_root(std::vector<Digest>{chunk}),
+                            bytes,
                             MerkleTree({chunk}).prove(0)}};
       }
     }
@@ -181,7 +198,8 @@ class CounterProvider {
     Digest in = scalar_leaf(x);
     for (uint32_t n = 0; n < nodes_; ++n) {
       v = v + 1.0f;
-      if (static_cast<int64_t>(t) == fault_.step && static_cast<int64_t>(n) == fault_.node && !fault_.lie_post_state)
+      if (static_cast<int64_t>(t) == fault_.step && static_cast<int64_t>(n) == fault_.node &&
+          !fault_.lie_post_state)
         v += fault_.delta;
       if (rounding_log_ && log_of(t, n) == 2) v = std::nextafter(v, INFINITY);
       tr.outputs.push_back(v);
@@ -196,7 +214,9 @@ class CounterProvider {
   }
 
   uint8_t log_of(uint64_t t, uint64_t n) const {
-    return static_cast<int64_t>(t) == fault_.log_step && static_cast<int64_t>(n) == fault_.log_node ? fault_.log_trit : 0;
+    return static_cast<int64_t>(t) == fault_.log_step && static_cast<int64_t>(n) == fault_.log_node
+               ? fault_.log_trit
+               : 0;
   }
 
   std::vector<Digest> interval_leaves(uint64_t a, uint64_t b) const {

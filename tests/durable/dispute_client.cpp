@@ -37,9 +37,11 @@ int main(int argc, char** argv) {
     NetContext ctx(1, false);
     ctx.start();
     if (mode == "open" && argc == 6) {
-      const Envelope verdict = nodes::await_verdict(ctx, argv[2], digest_from_hex(argv[3]), read_file(argv[4]), log_line);
+      const Envelope verdict =
+          nodes::await_verdict(ctx, argv[2], digest_from_hex(argv[3]), read_file(argv[4]), log_line);
       std::ofstream(argv[5], std::ios::binary)
-          .write(reinterpret_cast<const char*>(verdict.bytes.data()), static_cast<std::streamsize>(verdict.bytes.size()));
+          .write(reinterpret_cast<const char*>(verdict.bytes.data()),
+                 static_cast<std::streamsize>(verdict.bytes.size()));
       ctx.stop();
       ctx.join();
       return 0;
@@ -49,10 +51,13 @@ int main(int argc, char** argv) {
       DisputeOpen d = std::get<DisputeOpen>(env.body);
       std::swap(d.claims[0], d.claims[1]);
       const std::vector<uint8_t> out = seal(generate_keypair(), dispute_id(d), 1, d);
-      std::ofstream(argv[3], std::ios::binary).write(reinterpret_cast<const char*>(out.data()), static_cast<std::streamsize>(out.size()));
+      std::ofstream(argv[3], std::ios::binary)
+          .write(reinterpret_cast<const char*>(out.data()), static_cast<std::streamsize>(out.size()));
       return 0;
     }
-    std::fprintf(stderr, "usage: dispute_client open REFEREE_URL REFEREE_KEY OPEN_FILE VERDICT_FILE | swap OPEN_FILE OUT_FILE\n");
+    std::fprintf(stderr,
+                 "usage: dispute_client open REFEREE_URL REFEREE_KEY OPEN_FILE VERDICT_FILE | swap OPEN_FILE "
+                 "OUT_FILE\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dispute_client: error: %s\n", e.what());

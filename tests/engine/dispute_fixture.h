@@ -10,8 +10,8 @@
 
 #include "engine/dispute.h"
 #include "protocol/game.h"
-#include "tests/temp_dir.h"
 #include "tests/source_dir.h"
+#include "tests/temp_dir.h"
 
 namespace tribunal::testing {
 
@@ -52,7 +52,8 @@ struct Provider {
     result = run_training(job, o);
   }
   Claim claim() const {
-    return {result.job_id, static_cast<uint64_t>(result.steps), result.trajectory_root, result.final_state_hash, ""};
+    return {result.job_id, static_cast<uint64_t>(result.steps), result.trajectory_root,
+            result.final_state_hash, ""};
   }
 };
 

@@ -19,8 +19,8 @@ namespace tribunal::testing {
 
 /// run_training of `job` on `threads` threads into `out`, without evaluation; stop_at, resume and an
 /// already loaded training set `data` as in TrainOptions.
-inline TrainResult train(const JobSpec& job, int threads, const std::filesystem::path& out, int64_t stop_at = -1,
-                         bool resume = false, const Dataset* data = nullptr) {
+inline TrainResult train(const JobSpec& job, int threads, const std::filesystem::path& out,
+                         int64_t stop_at = -1, bool resume = false, const Dataset* data = nullptr) {
   TrainOptions o;
   o.train = data;
   o.threads = threads;

@@ -15,9 +15,9 @@
 
 #include "engine/dataset.h"
 #include "engine/error.h"
-#include "tests/temp_dir.h"
 #include "protocol/merkle.h"
 #include "protocol/tensor_hash.h"
+#include "tests/temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace tribunal;
@@ -83,8 +83,12 @@ struct Synthetic {
   std::vector<uint8_t> labels_idx() const { return idx_bytes(0x801, {n}, labels); }
 };
 
-fs::path images_file(const fs::path& dir) { return dir / "train-images-idx3-ubyte.gz"; }
-fs::path labels_file(const fs::path& dir) { return dir / "train-labels-idx1-ubyte.gz"; }
+fs::path images_file(const fs::path& dir) {
+  return dir / "train-images-idx3-ubyte.gz";
+}
+fs::path labels_file(const fs::path& dir) {
+  return dir / "train-labels-idx1-ubyte.gz";
+}
 
 void write_valid(const fs::path& dir, const Synthetic& s) {
   write_gz(images_file(dir), s.images_idx());

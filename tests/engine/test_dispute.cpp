@@ -20,7 +20,9 @@ using testing::Provider;
 using testing::short_job;
 using testing::train_set;
 
-Outcome play(const Provider& a, const Provider& b) { return testing::play_direct(a, b); }
+Outcome play(const Provider& a, const Provider& b) {
+  return testing::play_direct(a, b);
+}
 
 Fault corrupt(int64_t step, int64_t node, float delta = 10.0f) {  // large enough to survive a ReLU
   Fault f;

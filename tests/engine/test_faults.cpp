@@ -21,8 +21,8 @@ using namespace tribunal;
 
 namespace {
 
-using testing::Provider;
 using testing::data_shape;
+using testing::Provider;
 using testing::short_job;
 using testing::train_set;
 
@@ -42,7 +42,9 @@ const Provider& honest() {
   return p;
 }
 
-Verdict play(const Provider& a, const Provider& b) { return testing::play_direct(a, b).verdict; }
+Verdict play(const Provider& a, const Provider& b) {
+  return testing::play_direct(a, b).verdict;
+}
 
 // The graph of step t as the job defines it (the referee's view).
 const StepGraph& job_graph(int64_t t) {
@@ -76,8 +78,8 @@ void expect_caught(const Fault& f, const Expect& e) {
   for (int seat = 0; seat < 2; ++seat) {
     CAPTURE(seat);
     const Verdict v = seat == 0 ? play(cheater, honest()) : play(honest(), cheater);
-    MESSAGE(describe(f) << ": " << std::string(reason_name(v.reason)) << " step " << v.step << " node " << v.node << " op "
-                        << static_cast<int>(v.op) << " — " << v.detail);
+    MESSAGE(describe(f) << ": " << std::string(reason_name(v.reason)) << " step " << v.step << " node "
+                        << v.node << " op " << static_cast<int>(v.op) << " — " << v.detail);
     CHECK(v.losers == std::vector<uint8_t>{static_cast<uint8_t>(seat)});
     CHECK(v.winners == std::vector<uint8_t>{static_cast<uint8_t>(1 - seat)});
     CHECK(v.reason == e.reason);
@@ -87,7 +89,9 @@ void expect_caught(const Fault& f, const Expect& e) {
   }
 }
 
-uint8_t op_byte(OpKind op) { return static_cast<uint8_t>(op); }
+uint8_t op_byte(OpKind op) {
+  return static_cast<uint8_t>(op);
+}
 
 }  // namespace
 
@@ -103,14 +107,26 @@ TEST_CASE("Fault::any and describe cover every behaviour") {
     return g;
   };
   const std::vector<Fault> each = {
-      with([](Fault& g) { g.step = 1; g.node = 2; }),
+      with([](Fault& g) {
+        g.step = 1;
+        g.node = 2;
+      }),
       with([](Fault& g) { g.swap_step = 1; }),
       with([](Fault& g) { g.init_delta = 0.5f; }),
       with([](Fault& g) { g.skip_from = 4; }),
       with([](Fault& g) { g.relabel_step = 2; }),
-      with([](Fault& g) { g.reorder_step = 2; g.reorder_with = 5; }),
-      with([](Fault& g) { g.hparam_from = 2; g.lr_scale = 2; }),
-      with([](Fault& g) { g.hparam_from = 2; g.wd_scale = 0; }),
+      with([](Fault& g) {
+        g.reorder_step = 2;
+        g.reorder_with = 5;
+      }),
+      with([](Fault& g) {
+        g.hparam_from = 2;
+        g.lr_scale = 2;
+      }),
+      with([](Fault& g) {
+        g.hparam_from = 2;
+        g.wd_scale = 0;
+      }),
       with([](Fault& g) { g.bf16_from = 0; }),
       with([](Fault& g) { g.claim_steps = 12; }),
   };
@@ -137,15 +153,44 @@ TEST_CASE("check_fault refuses parameters that do not fit the job") {
     set(f);
     CHECK_THROWS_AS(check_fault(f, job, shape), EngineError);
   };
-  refused([](Fault& f) { f.step = 1; f.node = 1000; });
-  refused([](Fault& f) { f.step = 1; f.node = 2; f.slot = 1; });
-  refused([](Fault& f) { f.step = 1; f.node = 2; f.element = 32 * 32; });
-  refused([](Fault& f) { f.swap_step = 1; f.swap_position = 32; });
-  refused([](Fault& f) { f.swap_step = 1; f.swap_row = 60000; });
-  refused([](Fault& f) { f.relabel_step = 1; f.relabel_label = 10; });
-  refused([](Fault& f) { f.reorder_step = 1; f.reorder_with = 1; });
-  refused([](Fault& f) { f.skip_from = 1; f.skip_count = 0; });
-  refused([](Fault& f) { f.hparam_from = 1; f.lr_scale = std::numeric_limits<float>::infinity(); });
+  refused([](Fault& f) {
+    f.step = 1;
+    f.node = 1000;
+  });
+  refused([](Fault& f) {
+    f.step = 1;
+    f.node = 2;
+    f.slot = 1;
+  });
+  refused([](Fault& f) {
+    f.step = 1;
+    f.node = 2;
+    f.element = 32 * 32;
+  });
+  refused([](Fault& f) {
+    f.swap_step = 1;
+    f.swap_position = 32;
+  });
+  refused([](Fault& f) {
+    f.swap_step = 1;
+    f.swap_row = 60000;
+  });
+  refused([](Fault& f) {
+    f.relabel_step = 1;
+    f.relabel_label = 10;
+  });
+  refused([](Fault& f) {
+    f.reorder_step = 1;
+    f.reorder_with = 1;
+  });
+  refused([](Fault& f) {
+    f.skip_from = 1;
+    f.skip_count = 0;
+  });
+  refused([](Fault& f) {
+    f.hparam_from = 1;
+    f.lr_scale = std::numeric_limits<float>::infinity();
+  });
   refused([](Fault& f) { f.claim_steps = 0; });
   // The trainer checks it too.
   Fault bad;
@@ -207,7 +252,8 @@ TEST_CASE("an extrapolating skipper claims x(t) + (x(t) − x(t−1)) with the s
   CHECK(lazy.state().step() == 7);
   const Tensor& w = lazy.state().tensors[0];
   const Tensor &w5 = states[5].tensors[0], &w4 = states[4].tensors[0];
-  for (int64_t e : {int64_t{0}, int64_t{100}, w.numel() - 1}) CHECK(w[e] == (w5[e] + (w5[e] - w4[e])) + (w5[e] - w4[e]));
+  for (int64_t e : {int64_t{0}, int64_t{100}, w.numel() - 1})
+    CHECK(w[e] == (w5[e] + (w5[e] - w4[e])) + (w5[e] - w4[e]));
   // A second trainer put straight at state 6 (as a dispute's responder loads a checkpoint) replays
   // from step 0 to learn the delta and claims the same state 7.
   Trainer resumed(job, train_set(), pool, f);
@@ -227,7 +273,8 @@ TEST_CASE("an extrapolating skipper claims x(t) + (x(t) − x(t−1)) with the s
   for (int t = 0; t < 7; ++t) stale.step();
   CHECK(stale.state().step() == 7);
   for (size_t i = 0; i < states[5].tensors.size(); ++i)
-    if (i != states[5].tensors.size() - 2) CHECK(stale.state().tensors[i].values()[0] == states[5].tensors[i].values()[0]);
+    if (i != states[5].tensors.size() - 2)
+      CHECK(stale.state().tensors[i].values()[0] == states[5].tensors[i].values()[0]);
 }
 
 TEST_CASE("poisoned data: a swapped sample and a changed label") {

@@ -11,8 +11,8 @@
 
 #include "engine/error.h"
 #include "engine/job.h"
-#include "tests/engine/job_text.h"
 #include "engine/schedule.h"
+#include "tests/engine/job_text.h"
 
 using namespace tribunal;
 
@@ -97,7 +97,8 @@ std::vector<uint8_t> mlp_only_encoding(const JobSpec& job, const Digest& root) {
   u64(job.dataset.size());
   out.insert(out.end(), job.dataset.begin(), job.dataset.end());
   out.insert(out.end(), root.begin(), root.end());
-  for (int64_t v : {kShape.samples, kShape.features, kShape.classes, kShape.label_width}) u64(static_cast<uint64_t>(v));
+  for (int64_t v : {kShape.samples, kShape.features, kShape.classes, kShape.label_width})
+    u64(static_cast<uint64_t>(v));
   u64(job.seed);
   u64(static_cast<uint64_t>(job.steps));
   u64(static_cast<uint64_t>(job.batch_size));
@@ -139,8 +140,9 @@ TEST_CASE("a gpt job is parsed field by field") {
   CHECK(o.decay == DecayScope::Matrices);
 
   // Defaults: vocab 256, no dropout, the text data set "fortunes" with 10% held out.
-  const std::string minimal = "[model]\nkind = \"gpt\"\ncontext = 8\nlayers = 1\nheads = 1\nd_model = 4\n"
-                              "[train]\nsteps = 1\nbatch_size = 1\nstride = 1\n[optimizer]\n";
+  const std::string minimal =
+      "[model]\nkind = \"gpt\"\ncontext = 8\nlayers = 1\nheads = 1\nd_model = 4\n"
+      "[train]\nsteps = 1\nbatch_size = 1\nstride = 1\n[optimizer]\n";
   const JobSpec d = parse_job(minimal, "job.toml");
   CHECK(d.model.vocab == 256);
   CHECK(d.model.dropout == 0.0f);
@@ -173,17 +175,23 @@ TEST_CASE("bad gpt and cnn job files are rejected with the place and the reason"
   };
   has(error_of(replace(kGpt, "d_model = 96", "d_model = 97")),
       "job.toml:7:11: model.d_model = 97 is not a multiple of model.heads = 4");
-  has(error_of(replace(kGpt, "dropout = 0.1", "dropout = 1.0")), "job.toml:8:11: model.dropout = 1 is out of range [0, 1)");
+  has(error_of(replace(kGpt, "dropout = 0.1", "dropout = 1.0")),
+      "job.toml:8:11: model.dropout = 1 is out of range [0, 1)");
   has(error_of(replace(kGpt, "layers = 3\n", "")), "job.toml: missing key model.layers");
-  has(error_of(replace(kGpt, "layers = 3", "layers = 3\nwidths = [1, 2]")), "job.toml:6:10: unknown key 'widths' in [model]");
+  has(error_of(replace(kGpt, "layers = 3", "layers = 3\nwidths = [1, 2]")),
+      "job.toml:6:10: unknown key 'widths' in [model]");
   has(error_of(replace(kGpt, "layers = 3", "layers = 3\nkernel = 3")), "unknown key 'kernel' in [model]");
   has(error_of(replace(kGpt, "context = 64", "context = 0")), "model.context = 0 is out of range");
   has(error_of(replace(kGpt, "dataset = \"text\"", "dataset = \"fashion-mnist\"")),
       "job.toml:10:11: a gpt model trains on data.dataset = \"text\"");
-  has(error_of(replace(kGpt, "validation = 0.2", "validation = 1.0")), "job.toml:12:14: data.validation = 1 must be below 1");
-  has(error_of(replace(kGpt, "validation = 0.2", "validation = -0.1")), "data.validation = -0.1 is out of range [0, 1]");
-  has(error_of(replace(kGpt, "name = \"corpus\"", "path = \"corpus\"")), "job.toml:11:8: data.path: a job names its data set");
-  has(error_of(replace(kGpt, "dataset = \"text\"", "dataset = \"wikitext\"")), "data.dataset 'wikitext' is not supported");
+  has(error_of(replace(kGpt, "validation = 0.2", "validation = 1.0")),
+      "job.toml:12:14: data.validation = 1 must be below 1");
+  has(error_of(replace(kGpt, "validation = 0.2", "validation = -0.1")),
+      "data.validation = -0.1 is out of range [0, 1]");
+  has(error_of(replace(kGpt, "name = \"corpus\"", "path = \"corpus\"")),
+      "job.toml:11:8: data.path: a job names its data set");
+  has(error_of(replace(kGpt, "dataset = \"text\"", "dataset = \"wikitext\"")),
+      "data.dataset 'wikitext' is not supported");
   has(error_of(replace(kCnn, "kernel = 5", "kernel = 4")), "job.toml:4:10: model.kernel = 4 must be odd");
   has(error_of(replace(kCnn, "[16, 32]", "[]")), "model.channels needs at least one conv block");
   has(error_of(replace(kCnn, "[16, 32]", "[16, 0]")), "model.channels entry 0 is out of range");
@@ -198,12 +206,16 @@ TEST_CASE("bad gpt and cnn job files are rejected with the place and the reason"
       "job.toml:22:12: optimizer.schedule 'linear' is not supported (supported: constant, cosine)");
   has(error_of(replace(kGpt, "schedule = \"cosine\"", "schedule = \"constant\"")),
       "job.toml:24:10: unknown key 'min_lr' in [optimizer] (only with schedule = \"cosine\")");
-  has(error_of(replace(kGpt, "warmup_steps = 10", "warmup_steps = 101")), "optimizer.warmup_steps = 101 is out of range [0, 100]");
-  has(error_of(replace(kGpt, "min_lr = 0.0003", "min_lr = 0.01")), "optimizer.min_lr = 0.01 exceeds optimizer.lr = 0.003");
-  has(error_of(replace(kGpt, "clip_norm = 1.0", "clip_norm = -1.0")), "optimizer.clip_norm = -1 is out of range");
+  has(error_of(replace(kGpt, "warmup_steps = 10", "warmup_steps = 101")),
+      "optimizer.warmup_steps = 101 is out of range [0, 100]");
+  has(error_of(replace(kGpt, "min_lr = 0.0003", "min_lr = 0.01")),
+      "optimizer.min_lr = 0.01 exceeds optimizer.lr = 0.003");
+  has(error_of(replace(kGpt, "clip_norm = 1.0", "clip_norm = -1.0")),
+      "optimizer.clip_norm = -1 is out of range");
   has(error_of(replace(kGpt, "decay = \"matrices\"", "decay = \"weights\"")),
       "job.toml:26:9: optimizer.decay 'weights' is not supported (supported: all, matrices)");
-  has(error_of(replace(kMlp, "weight_decay = 0.1", "weight_decay = 0.1\nmomentum = 0.9")), "unknown key 'momentum' in [optimizer]");
+  has(error_of(replace(kMlp, "weight_decay = 0.1", "weight_decay = 0.1\nmomentum = 0.9")),
+      "unknown key 'momentum' in [optimizer]");
 }
 
 TEST_CASE("gpt and cnn jobs are checked against their data sets") {
@@ -211,14 +223,15 @@ TEST_CASE("gpt and cnn jobs are checked against their data sets") {
   CHECK_NOTHROW(check_job_against_data(gpt, 1000, 64, 256));
   CHECK_THROWS_WITH_AS(check_job_against_data(gpt, 1000, 32, 256),
                        "job.toml: model.context is 64 but the text windows hold 32 tokens", EngineError);
-  CHECK_THROWS_WITH_AS(check_job_against_data(gpt, 1000, 64, 128), "job.toml: model.vocab is 256 but text has 128 symbols",
-                       EngineError);
+  CHECK_THROWS_WITH_AS(check_job_against_data(gpt, 1000, 64, 128),
+                       "job.toml: model.vocab is 256 but text has 128 symbols", EngineError);
   CHECK_THROWS_AS(check_job_against_data(gpt, 7, 64, 256), EngineError);  // batch 8 > 7 windows
   const JobSpec cnn = parse_job(kCnn, "job.toml");
   CHECK_NOTHROW(check_job_against_data(cnn, 60000, 784, 10));
-  CHECK_THROWS_WITH_AS(check_job_against_data(cnn, 60000, 100, 10),
-                       "job.toml: the cnn reads 1x28x28 images (784 values) but fashion-mnist samples have 100 features",
-                       EngineError);
+  CHECK_THROWS_WITH_AS(
+      check_job_against_data(cnn, 60000, 100, 10),
+      "job.toml: the cnn reads 1x28x28 images (784 values) but fashion-mnist samples have 100 features",
+      EngineError);
   CHECK_THROWS_AS(check_job_against_data(cnn, 60000, 784, 5), EngineError);
 }
 
@@ -229,17 +242,20 @@ TEST_CASE("an MLP job without the new options encodes exactly as before them") {
     const JobSpec job = parse_job(text, "job.toml");
     CHECK(canonical_job_encoding(job, root, kShape) == mlp_only_encoding(job, root));
     // Spelling out the defaults changes nothing.
-    const JobSpec spelled = parse_job(replace(text, "weight_decay = 0.1", "weight_decay = 0.1\nschedule = \"constant\"\n"
-                                                                           "clip_norm = 0\ndecay = \"all\""),
+    const JobSpec spelled = parse_job(replace(text, "weight_decay = 0.1",
+                                              "weight_decay = 0.1\nschedule = \"constant\"\n"
+                                              "clip_norm = 0\ndecay = \"all\""),
                                       "job.toml");
     CHECK(job_id(spelled, root, kShape) == job_id(job, root, kShape));
   }
   JobSpec sgd = parse_job(replace(kMlp, "kind = \"adamw\"", "kind = \"sgd\""), "job.toml");
   CHECK(canonical_job_encoding(sgd, root, kShape) == mlp_only_encoding(sgd, root));
   // Any new option appends the extension.
-  for (const auto& change : std::vector<std::string>{"schedule = \"cosine\"", "clip_norm = 0.5", "decay = \"matrices\""}) {
+  for (const auto& change :
+       std::vector<std::string>{"schedule = \"cosine\"", "clip_norm = 0.5", "decay = \"matrices\""}) {
     CAPTURE(change);
-    const JobSpec other = parse_job(replace(kMlp, "weight_decay = 0.1", "weight_decay = 0.1\n" + change), "job.toml");
+    const JobSpec other =
+        parse_job(replace(kMlp, "weight_decay = 0.1", "weight_decay = 0.1\n" + change), "job.toml");
     CHECK(canonical_job_encoding(other, root, kShape).size() > mlp_only_encoding(other, root).size());
     CHECK(job_id(other, root, kShape) != job_id(parse_job(kMlp, "job.toml"), root, kShape));
   }
@@ -249,13 +265,21 @@ TEST_CASE("job_id covers every gpt and cnn field, and not the data set's local n
   const Digest root{};
   const DataShape text{1000, 64, 256, 64};
   const Digest id = job_id(parse_job(kGpt, "job.toml"), root, text);
-  CHECK(job_id(parse_job(replace(kGpt, "name = \"corpus\"", "name = \"books\""), "job.toml"), root, text) == id);
+  CHECK(job_id(parse_job(replace(kGpt, "name = \"corpus\"", "name = \"books\""), "job.toml"), root, text) ==
+        id);
   for (const auto& change : std::vector<std::pair<std::string, std::string>>{
-           {"context = 64", "context = 65"}, {"layers = 3", "layers = 2"}, {"heads = 4", "heads = 2"},
-           {"d_model = 96", "d_model = 64"}, {"dropout = 0.1", "dropout = 0.2"}, {"vocab = 256", "vocab = 255"},
-           {"validation = 0.2", "validation = 0.3"}, {"warmup_steps = 10", "warmup_steps = 11"},
-           {"min_lr = 0.0003", "min_lr = 0.0004"}, {"clip_norm = 1.0", "clip_norm = 2.0"},
-           {"decay = \"matrices\"", "decay = \"all\""}, {"schedule = \"cosine\"\nwarmup_steps = 10\nmin_lr = 0.0003", "schedule = \"constant\""},
+           {"context = 64", "context = 65"},
+           {"layers = 3", "layers = 2"},
+           {"heads = 4", "heads = 2"},
+           {"d_model = 96", "d_model = 64"},
+           {"dropout = 0.1", "dropout = 0.2"},
+           {"vocab = 256", "vocab = 255"},
+           {"validation = 0.2", "validation = 0.3"},
+           {"warmup_steps = 10", "warmup_steps = 11"},
+           {"min_lr = 0.0003", "min_lr = 0.0004"},
+           {"clip_norm = 1.0", "clip_norm = 2.0"},
+           {"decay = \"matrices\"", "decay = \"all\""},
+           {"schedule = \"cosine\"\nwarmup_steps = 10\nmin_lr = 0.0003", "schedule = \"constant\""},
            {"lr = 0.003", "lr = 0.002"}}) {
     CAPTURE(change.second);
     CHECK(job_id(parse_job(replace(kGpt, change.first, change.second), "job.toml"), root, text) != id);
@@ -264,8 +288,9 @@ TEST_CASE("job_id covers every gpt and cnn field, and not the data set's local n
   CHECK(job_id(parse_job(replace(kCnn, "[16, 32]", "[16, 33]"), "job.toml"), root, kShape) != cnn_id);
   CHECK(job_id(parse_job(replace(kCnn, "[16, 32]", "[16]"), "job.toml"), root, kShape) != cnn_id);
   CHECK(job_id(parse_job(replace(kCnn, "kernel = 5", "kernel = 3"), "job.toml"), root, kShape) != cnn_id);
-  CHECK(job_id(parse_job(replace(kCnn, "dataset = \"fashion-mnist\"", "dataset = \"fashion-mnist\"\nname = \"fm\""),
-                         "job.toml"),
+  CHECK(job_id(parse_job(
+                   replace(kCnn, "dataset = \"fashion-mnist\"", "dataset = \"fashion-mnist\"\nname = \"fm\""),
+                   "job.toml"),
                root, kShape) == cnn_id);
 }
 
@@ -290,9 +315,10 @@ TEST_CASE("learning_rate: constant, linear warmup, cosine to min_lr") {
   CHECK(learning_rate(job, 0) == static_cast<float>(0.003f * 1.0 / 10.0));
   CHECK(learning_rate(job, 4) == static_cast<float>(static_cast<double>(0.003f) * 5.0 / 10.0));
   CHECK(learning_rate(job, 9) == 0.003f);
-  CHECK(learning_rate(job, 10) == 0.003f);  // cos(0) = 1
+  CHECK(learning_rate(job, 10) == 0.003f);     // cos(0) = 1
   const double lr = 0.003f, min_lr = 0.0003f;  // progress (55 − 10)/90 = 1/2 exactly
-  CHECK(learning_rate(job, 55) == static_cast<float>(min_lr + 0.5 * (lr - min_lr) * (1.0 + portable_cospi(0.5))));
+  CHECK(learning_rate(job, 55) ==
+        static_cast<float>(min_lr + 0.5 * (lr - min_lr) * (1.0 + portable_cospi(0.5))));
   CHECK(learning_rate(job, 55) == doctest::Approx(0.00165).epsilon(1e-6));
   float previous = 1;
   for (int64_t t = 10; t < 100; ++t) {

@@ -15,8 +15,8 @@
 #include "engine/step.h"
 #include "engine/trainer.h"
 #include "tests/engine/engine_helpers.h"
-#include "tests/temp_dir.h"
 #include "tests/source_dir.h"
+#include "tests/temp_dir.h"
 
 using namespace tribunal;
 using testing::TempDir;
@@ -47,7 +47,8 @@ const Node& producer(const StepGraph& g, ValueId v) {
 }
 
 size_t count_op(const StepGraph& g, OpKind op) {
-  return static_cast<size_t>(std::count_if(g.nodes.begin(), g.nodes.end(), [&](const Node& n) { return n.op == op; }));
+  return static_cast<size_t>(
+      std::count_if(g.nodes.begin(), g.nodes.end(), [&](const Node& n) { return n.op == op; }));
 }
 
 using testing::first_rows;
@@ -62,20 +63,33 @@ TrainResult train(const JobSpec& job, const Dataset& data, int threads, const st
 TEST_CASE("gpt parameters: canonical names, shapes and init rules") {
   const JobSpec job = job_file("short_gpt.toml");  // V 256, T 32, D 32, 2 layers
   const std::vector<ParamSpec> params = model_params(job.model);
-  std::vector<std::pair<std::string, Shape>> expected = {{"tok_emb", Shape{256, 32}}, {"pos_emb", Shape{32, 32}}};
+  std::vector<std::pair<std::string, Shape>> expected = {{"tok_emb", Shape{256, 32}},
+                                                         {"pos_emb", Shape{32, 32}}};
   for (int l = 0; l < 2; ++l) {
     const std::string h = std::string("h") + std::to_string(l);
-    for (const auto& [name, shape] : std::vector<std::pair<std::string, Shape>>{
-             {".ln1.weight", Shape{32}}, {".ln1.bias", Shape{32}}, {".attn.q.weight", Shape{32, 32}},
-             {".attn.q.bias", Shape{32}}, {".attn.k.weight", Shape{32, 32}}, {".attn.k.bias", Shape{32}},
-             {".attn.v.weight", Shape{32, 32}}, {".attn.v.bias", Shape{32}}, {".attn.proj.weight", Shape{32, 32}},
-             {".attn.proj.bias", Shape{32}}, {".ln2.weight", Shape{32}}, {".ln2.bias", Shape{32}},
-             {".mlp.fc.weight", Shape{32, 128}}, {".mlp.fc.bias", Shape{128}}, {".mlp.proj.weight", Shape{128, 32}},
-             {".mlp.proj.bias", Shape{32}}})
+    for (const auto& [name, shape] :
+         std::vector<std::pair<std::string, Shape>>{{".ln1.weight", Shape{32}},
+                                                    {".ln1.bias", Shape{32}},
+                                                    {".attn.q.weight", Shape{32, 32}},
+                                                    {".attn.q.bias", Shape{32}},
+                                                    {".attn.k.weight", Shape{32, 32}},
+                                                    {".attn.k.bias", Shape{32}},
+                                                    {".attn.v.weight", Shape{32, 32}},
+                                                    {".attn.v.bias", Shape{32}},
+                                                    {".attn.proj.weight", Shape{32, 32}},
+                                                    {".attn.proj.bias", Shape{32}},
+                                                    {".ln2.weight", Shape{32}},
+                                                    {".ln2.bias", Shape{32}},
+                                                    {".mlp.fc.weight", Shape{32, 128}},
+                                                    {".mlp.fc.bias", Shape{128}},
+                                                    {".mlp.proj.weight", Shape{128, 32}},
+                                                    {".mlp.proj.bias", Shape{32}}})
       expected.emplace_back(h + name, shape);
   }
-  for (const auto& e : std::vector<std::pair<std::string, Shape>>{
-           {"ln_f.weight", Shape{32}}, {"ln_f.bias", Shape{32}}, {"head.weight", Shape{32, 256}}, {"head.bias", Shape{256}}})
+  for (const auto& e : std::vector<std::pair<std::string, Shape>>{{"ln_f.weight", Shape{32}},
+                                                                  {"ln_f.bias", Shape{32}},
+                                                                  {"head.weight", Shape{32, 256}},
+                                                                  {"head.bias", Shape{256}}})
     expected.push_back(e);
   REQUIRE(params.size() == expected.size());
   for (size_t i = 0; i < params.size(); ++i) {
@@ -168,7 +182,8 @@ TEST_CASE("gpt step graph: documented shapes, readable names, dropout sites, cli
   REQUIRE(coef.inputs.size() == P);
   for (size_t p = 0; p < P; ++p) {
     CHECK(g.values[coef.inputs[p]].name == std::string("clip.sumsq/") + layout.names[p]);
-    CHECK(producer(g, coef.inputs[p]).inputs == std::vector<ValueId>{value_named(g, std::string("grad/") + layout.names[p])});
+    CHECK(producer(g, coef.inputs[p]).inputs ==
+          std::vector<ValueId>{value_named(g, std::string("grad/") + layout.names[p])});
   }
 
   // The optimizer: the scheduled rate, decay only on matrices, the clipped gradients.
@@ -202,10 +217,12 @@ TEST_CASE("gpt step graph: documented shapes, readable names, dropout sites, cli
   CHECK(unclipped.values[unclipped.nodes.back().inputs[1]].name == "grad/head.bias");
 
   // The labels' layout must be the model's.
-  CHECK_THROWS_WITH_AS(build_step_graph(job, DataShape{1000, 32, 256, 0}, t, first_rows(4)),
-                       (job.source + ": the gpt model's step graph needs label sequences (label_width 32), but the "
-                                     "data shape has label_width 0").c_str(),
-                       EngineError);
+  CHECK_THROWS_WITH_AS(
+      build_step_graph(job, DataShape{1000, 32, 256, 0}, t, first_rows(4)),
+      (job.source + ": the gpt model's step graph needs label sequences (label_width 32), but the "
+                    "data shape has label_width 0")
+          .c_str(),
+      EngineError);
   CHECK_THROWS_AS(build_eval_loss_graph(job, DataShape{1000, 32, 256, 16}, 3), EngineError);
 }
 
@@ -237,7 +254,8 @@ TEST_CASE("cnn parameters and step graph") {
   CHECK(shape_of("flatten") == Shape{16, 392});
   CHECK(shape_of("logits") == Shape{16, 10});
   CHECK(shape_of("grad/conv0.weight") == Shape{4, 1, 3, 3});
-  CHECK(producer(g, value_named(g, "conv1.out")).attrs.ints == std::vector<int64_t>{1, 1});  // stride 1, pad k/2
+  CHECK(producer(g, value_named(g, "conv1.out")).attrs.ints ==
+        std::vector<int64_t>{1, 1});            // stride 1, pad k/2
   CHECK(count_op(g, OpKind::SumSquares) == 0);  // no clipping in this job
   CHECK(count_op(g, OpKind::Dropout) == 0);
   CHECK(g.nodes.back().attrs.floats[0] == job.optimizer.lr);  // constant schedule
@@ -305,7 +323,8 @@ TEST_CASE("evaluate_loss: mean cross-entropy over every window, independent of c
   b.inputs = Tensor(Shape{44, 32}, std::span<const float>(part.inputs.data() + 256 * 32, 44 * 32));
   b.labels = Tensor(Shape{44, 32}, std::span<const float>(part.labels.data() + 256 * 32, 44 * 32));
   a.classes = b.classes = 256;
-  const double combined = (evaluate_loss(job, s0, a, pool) * 256 + evaluate_loss(job, s0, b, pool) * 44) / 300;
+  const double combined =
+      (evaluate_loss(job, s0, a, pool) * 256 + evaluate_loss(job, s0, b, pool) * 44) / 300;
   CHECK(loss == doctest::Approx(combined).epsilon(1e-12));
   Dataset empty;
   empty.inputs = Tensor(Shape{0, 32});

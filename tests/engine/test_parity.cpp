@@ -60,7 +60,9 @@ constexpr double kParamTolerance = 1e-4;  // the same for the parameters after t
 constexpr double kZeroGradFloor = 1e-2;   // scale floor of a gradient, relative to the model's largest
 constexpr double kPerturbation = 1e-4;    // relative change of one op's outputs that must be caught
 
-std::filesystem::path source(const std::string& rel) { return tribunal::testing::source_dir() / rel; }
+std::filesystem::path source(const std::string& rel) {
+  return tribunal::testing::source_dir() / rel;
+}
 
 struct Fixture {
   std::map<std::string, Tensor> tensors;
@@ -101,10 +103,10 @@ double max_abs(std::span<const float> x) {
 /// What one run of our step graphs yields for the comparison.
 struct OurRun {
   std::vector<float> losses;
-  Tensor logits;                          // step 0's
-  std::map<std::string, Tensor> grads;    // step 0's, before clipping, by parameter name
-  std::vector<Tensor> inputs, labels;     // each step's gathered batch
-  State state;                            // after the last step
+  Tensor logits;                        // step 0's
+  std::map<std::string, Tensor> grads;  // step 0's, before clipping, by parameter name
+  std::vector<Tensor> inputs, labels;   // each step's gathered batch
+  State state;                          // after the last step
 };
 
 /// Edits a step graph before it runs (to make a wrong op on purpose).
@@ -131,12 +133,15 @@ OurRun run_ours(const JobSpec& job, const Dataset& train, int64_t steps, ThreadP
       for (ValueId v : g.nodes[n].outputs) producer[v] = n;
     r.losses.push_back(executor.value(g.loss)[0]);
     for (const Node& n : g.nodes) {
-      if (n.op == OpKind::Gather && n.inputs[0] == g.data_inputs.at(0)) r.inputs.push_back(executor.value(n.outputs[0]));
-      if (n.op == OpKind::Gather && n.inputs[0] == g.data_inputs.at(1)) r.labels.push_back(executor.value(n.outputs[0]));
+      if (n.op == OpKind::Gather && n.inputs[0] == g.data_inputs.at(0))
+        r.inputs.push_back(executor.value(n.outputs[0]));
+      if (n.op == OpKind::Gather && n.inputs[0] == g.data_inputs.at(1))
+        r.labels.push_back(executor.value(n.outputs[0]));
       if (t != 0) continue;
       if (n.op == OpKind::SoftmaxCrossEntropy) r.logits = executor.value(n.inputs[0]);
       if (n.op == OpKind::AdamW) {
-        const auto p = std::find(g.state_inputs.begin(), g.state_inputs.end(), n.inputs[0]) - g.state_inputs.begin();
+        const auto p =
+            std::find(g.state_inputs.begin(), g.state_inputs.end(), n.inputs[0]) - g.state_inputs.begin();
         REQUIRE(static_cast<size_t>(p) < layout.num_params);
         ValueId grad = n.inputs[1];
         if (producer[grad] != SIZE_MAX && g.nodes[producer[grad]].op == OpKind::Scale)  // clip.grad/<p>
@@ -160,7 +165,9 @@ struct Errors {
   double loss = 0, logits = 0, grad = 0, param = 0;
   std::string worst_grad, worst_param;
   /// Every quantity within its tolerance.
-  bool within() const { return loss <= kTolerance && logits <= kTolerance && grad <= kTolerance && param <= kParamTolerance; }
+  bool within() const {
+    return loss <= kTolerance && logits <= kTolerance && grad <= kTolerance && param <= kParamTolerance;
+  }
 };
 
 Errors compare(const OurRun& ours, const Fixture& fx, const StateLayout& layout) {
@@ -172,7 +179,8 @@ Errors compare(const OurRun& ours, const Fixture& fx, const StateLayout& layout)
     largest_grad = std::max(largest_grad, max_abs(fx.at("grad/" + layout.names[p]).values()));
   for (size_t p = 0; p < layout.num_params; ++p) {
     const std::string& name = layout.names[p];
-    const double g = rel_err(ours.grads.at(name).values(), fx.at("grad/" + name).values(), kZeroGradFloor * largest_grad);
+    const double g =
+        rel_err(ours.grads.at(name).values(), fx.at("grad/" + name).values(), kZeroGradFloor * largest_grad);
     if (g >= e.grad) e.grad = g, e.worst_grad = name;
     const double w = rel_err(ours.state.tensors[p].values(), fx.at("param/" + name).values());
     if (std::getenv("TRIBUNAL_PARITY_VERBOSE")) MESSAGE(name << ": grad " << sci(g) << " param " << sci(w));
@@ -277,18 +285,19 @@ GraphEdit scale_float_attr(OpKind kind, size_t index, float factor) {
 }  // namespace
 
 TEST_CASE("GPT matches PyTorch: losses, logits, gradients and parameters after the steps") {
-  check_parity("gpt",
-               {OpKind::Embedding, OpKind::LayerNorm, OpKind::Linear, OpKind::Matmul, OpKind::Softmax, OpKind::Gelu,
-                OpKind::LayerNormBackward, OpKind::GeluBackward, OpKind::SoftmaxBackward, OpKind::EmbeddingBackward},
-               {{"layernorm eps 1e-6", set_float_attr(OpKind::LayerNorm, 0, 1e-6f)},
-                {"attention scale 1/E instead of 1/sqrt(E)",
-                 [](StepGraph& g) {
-                   for (Node& n : g.nodes)
-                     if (n.op == OpKind::Softmax || n.op == OpKind::SoftmaxBackward)
-                       n.attrs.floats.at(0) = n.attrs.floats.at(0) * n.attrs.floats.at(0);
-                 }},
-                {"no clipping", set_float_attr(OpKind::ClipCoefficient, 0, 1e30f)},
-                {"adamw lr × 1.01", scale_float_attr(OpKind::AdamW, 0, 1.01f)}});
+  check_parity(
+      "gpt",
+      {OpKind::Embedding, OpKind::LayerNorm, OpKind::Linear, OpKind::Matmul, OpKind::Softmax, OpKind::Gelu,
+       OpKind::LayerNormBackward, OpKind::GeluBackward, OpKind::SoftmaxBackward, OpKind::EmbeddingBackward},
+      {{"layernorm eps 1e-6", set_float_attr(OpKind::LayerNorm, 0, 1e-6f)},
+       {"attention scale 1/E instead of 1/sqrt(E)",
+        [](StepGraph& g) {
+          for (Node& n : g.nodes)
+            if (n.op == OpKind::Softmax || n.op == OpKind::SoftmaxBackward)
+              n.attrs.floats.at(0) = n.attrs.floats.at(0) * n.attrs.floats.at(0);
+        }},
+       {"no clipping", set_float_attr(OpKind::ClipCoefficient, 0, 1e30f)},
+       {"adamw lr × 1.01", scale_float_attr(OpKind::AdamW, 0, 1.01f)}});
 }
 
 TEST_CASE("CNN matches PyTorch: losses, logits, gradients and parameters after the steps") {

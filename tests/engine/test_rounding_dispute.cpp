@@ -27,7 +27,8 @@ const Provider& honest() {
 // A rounding fault; `also_corrupt` ≥ 0 also corrupts element 0 of that node of the same step, later in
 // the step: bloat and omit leave every output unchanged, so alone they change no claim (two equal
 // claims are never disputed); the game then stops at the first differing record, the tampered log.
-Fault rounding(RoundingFault kind, int64_t step, int64_t node = 0, int64_t element = 0, int64_t also_corrupt = -1) {
+Fault rounding(RoundingFault kind, int64_t step, int64_t node = 0, int64_t element = 0,
+               int64_t also_corrupt = -1) {
   Fault f;
   if (also_corrupt >= 0) {
     f.step = step;
@@ -55,7 +56,8 @@ Outcome both_seats(const Provider& cheater) {
 
 }  // namespace
 
-TEST_CASE("the responder opens its own rounding log of a node, proven against its record's last output hash") {
+TEST_CASE(
+    "the responder opens its own rounding log of a node, proven against its record's last output hash") {
   const JobSpec job = short_rlog_job();
   ThreadPool pool(2);
   DisputeResponder r(job, train_set(), honest().store.path, pool);
@@ -78,7 +80,8 @@ TEST_CASE("the responder opens its own rounding log of a node, proven against it
     const std::vector<Body> chunks = r.answer(q);
     REQUIRE(!chunks.empty());
     InputOpening opening({ExpectedTensor{{static_cast<int64_t>(spec.nodes[node].log_values)},
-                                         rec.records[0].outputs.back(), DType::Trits}},
+                                         rec.records[0].outputs.back(),
+                                         DType::Trits}},
                          {});
     for (const Body& b : chunks) {
       std::string why;
@@ -142,7 +145,8 @@ TEST_CASE("rounding-log disputes: a bloated log loses with bad_rounding_log at t
   CHECK(o.verdict.op == static_cast<uint8_t>(OpKind::Gather));
 }
 
-TEST_CASE("rounding-log disputes: an omitted decision is caught where it was owed, else both logs are valid") {
+TEST_CASE(
+    "rounding-log disputes: an omitted decision is caught where it was owed, else both logs are valid") {
   // Step 3, node 2: the first decision's value is within tau/2 of the boundary for the referee, so
   // "nearest" is refused there.
   const Outcome caught = both_seats(Provider(rounding(RoundingFault::Omit, 3, 2, 0, 16), short_rlog_job()));

@@ -70,20 +70,25 @@ TEST_CASE("[numerics] selects rounding-log mode and its tau per op kind") {
 
   const JobSpec all = parse_job(std::string(kJob) + "tau = 0.01\n", "job.toml");
   for (double tau : all.numerics.tau) CHECK(tau == 0.01);
-  const JobSpec table = parse_job(std::string(kJob) + "tau = { default = 0.001, matmul = 0.02 }\n", "job.toml");
+  const JobSpec table =
+      parse_job(std::string(kJob) + "tau = { default = 0.001, matmul = 0.02 }\n", "job.toml");
   CHECK(table.numerics.tau_of(OpKind::Matmul) == 0.02);
   CHECK(table.numerics.tau_of(OpKind::Linear) == 0.001);
   const JobSpec partial = parse_job(std::string(kJob) + "[numerics.tau]\nlinear = 0.125\n", "job.toml");
   CHECK(partial.numerics.tau_of(OpKind::Linear) == 0.125);
   CHECK(partial.numerics.tau_of(OpKind::Relu) == default_rounding_tau(OpKind::Relu));
 
-  CHECK(error_of(replace(kJob, "rounding-log", "float64")).find("numerics.mode 'float64' is not supported") != std::string::npos);
+  CHECK(error_of(replace(kJob, "rounding-log", "float64")).find("numerics.mode 'float64' is not supported") !=
+        std::string::npos);
   CHECK(error_of(std::string(kJob) + "tau = 0.3\n").find("job.toml:14:7: numerics.tau") == 0);
   CHECK(error_of(std::string(kJob) + "tau = -0.01\n").find("numerics.tau") != std::string::npos);
   CHECK(parse_job(std::string(kJob) + "tau = 0\n", "job.toml").numerics.tau_of(OpKind::Matmul) == 0.0);
-  CHECK(error_of(std::string(kJob) + "tau = { matmull = 0.01 }\n").find("'matmull' is not an op name") != std::string::npos);
-  CHECK(error_of(std::string(kJob) + "tau = \"big\"\n").find("numerics.tau must be a number or a table") != std::string::npos);
-  CHECK(error_of(replace(kJob, "mode = \"rounding-log\"", "tau = 0.01")).find("unknown key 'tau' in [numerics]") != std::string::npos);
+  CHECK(error_of(std::string(kJob) + "tau = { matmull = 0.01 }\n").find("'matmull' is not an op name") !=
+        std::string::npos);
+  CHECK(error_of(std::string(kJob) + "tau = \"big\"\n").find("numerics.tau must be a number or a table") !=
+        std::string::npos);
+  CHECK(error_of(replace(kJob, "mode = \"rounding-log\"", "tau = 0.01"))
+            .find("unknown key 'tau' in [numerics]") != std::string::npos);
 }
 
 TEST_CASE("job_id covers the numerics mode and every tau; RepOps ids stand") {
@@ -91,11 +96,13 @@ TEST_CASE("job_id covers the numerics mode and every tau; RepOps ids stand") {
   const DataShape shape{100, 6, 3, 0};
   const std::string repops_text = replace(kJob, "[numerics]\nmode = \"rounding-log\"\n", "");
   const Digest repops = job_id(parse_job(repops_text, "job.toml"), root, shape);
-  CHECK(job_id(parse_job(repops_text + "[numerics]\nmode = \"repops\"\n", "job.toml"), root, shape) == repops);
+  CHECK(job_id(parse_job(repops_text + "[numerics]\nmode = \"repops\"\n", "job.toml"), root, shape) ==
+        repops);
   const Digest rlog = job_id(parse_job(kJob, "job.toml"), root, shape);
   CHECK(rlog != repops);
   CHECK(job_id(parse_job(std::string(kJob) + "tau = { relu = 0.0001 }\n", "job.toml"), root, shape) != rlog);
-  CHECK(job_id(parse_job(std::string(kJob) + "quantum_bits = 38\n", "job.toml"), root, shape) == rlog);  // the default
+  CHECK(job_id(parse_job(std::string(kJob) + "quantum_bits = 38\n", "job.toml"), root, shape) ==
+        rlog);  // the default
   CHECK(job_id(parse_job(std::string(kJob) + "quantum_bits = 40\n", "job.toml"), root, shape) != rlog);
   CHECK_THROWS_WITH_AS(parse_job(std::string(kJob) + "quantum_bits = 20\n", "job.toml"),
                        doctest::Contains("quantum_bits"), EngineError);
@@ -126,8 +133,10 @@ TEST_CASE("a step's rounding logs round-trip through their file, and a wrong fil
   const uint64_t two[] = {7, 0};
   CHECK(error(path, 3, two).find("rounding log of 3 nodes, but step 3's graph has 2") != std::string::npos);
   const uint64_t other[] = {7, 0, 12};
-  CHECK(error(path, 3, other).find("node 2 logs 11 decisions, but its outputs hold 12 values") != std::string::npos);
-  CHECK(error(dir.path / "none.rlog.gz", 3, counts).find("none.rlog.gz: cannot open rounding log") != std::string::npos);
+  CHECK(error(path, 3, other).find("node 2 logs 11 decisions, but its outputs hold 12 values") !=
+        std::string::npos);
+  CHECK(error(dir.path / "none.rlog.gz", 3, counts).find("none.rlog.gz: cannot open rounding log") !=
+        std::string::npos);
   std::ofstream(dir.path / "text.rlog.gz") << "hello";
   CHECK(error(dir.path / "text.rlog.gz", 3, counts).find("truncated or corrupt") != std::string::npos);
   // A file cut short: the first 40 uncompressed bytes only.
@@ -202,7 +211,8 @@ TEST_CASE("a rounding-log step graph replays bit for bit with another GEMM and r
   } catch (const RoundingLogRefused& e) {
     CHECK(e.node == 0);
     CHECK(e.value == 0);
-    CHECK(std::string(e.what()).find("node 0 (gather): the rounding log's decision for output 0 element 0 is not allowed") !=
+    CHECK(std::string(e.what()).find(
+              "node 0 (gather): the rounding log's decision for output 0 element 0 is not allowed") !=
           std::string::npos);
   }
 }

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "engine/error.h"
-#include "tests/temp_dir.h"
 #include "engine/safetensors.h"
+#include "tests/temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace tribunal;
@@ -205,7 +205,9 @@ TEST_CASE("safetensors rejects corrupt and adversarial files") {
   const fs::path path = tmp.path / "bad.safetensors";
   const std::string a8 = R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
 
-  SUBCASE("missing file") { check_rejected(tmp.path / "missing.safetensors", "cannot open"); }
+  SUBCASE("missing file") {
+    check_rejected(tmp.path / "missing.safetensors", "cannot open");
+  }
   SUBCASE("shorter than the length field") {
     write_raw(path, {1, 0, 0});
     check_rejected(path, "truncated");
@@ -337,7 +339,9 @@ TEST_CASE("safetensors rejects corrupt and adversarial files") {
     write_crafted(path, "{\"__metadata__\":\"x\"," + a8 + "}", 8);
     check_rejected(path, "__metadata__ is not an object");
   }
-  SUBCASE("a directory") { check_rejected(tmp.path, "not a regular file"); }
+  SUBCASE("a directory") {
+    check_rejected(tmp.path, "not a regular file");
+  }
 }
 
 TEST_CASE("safetensors accepts a hand-written file in the reference layout") {

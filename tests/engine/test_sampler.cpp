@@ -44,7 +44,8 @@ TEST_CASE("step t's batch is positions [pB, (p+1)B) of its epoch's order") {
       const std::vector<int64_t> b = sampler.indices(epoch * 100 + p);
       REQUIRE(b.size() == 10);
       for (int64_t j = 0; j < batch; ++j)
-        REQUIRE(b[static_cast<size_t>(j)] == shuffled_index(9, static_cast<uint32_t>(epoch), n, p * batch + j, pivots));
+        REQUIRE(b[static_cast<size_t>(j)] ==
+                shuffled_index(9, static_cast<uint32_t>(epoch), n, p * batch + j, pivots));
       seen.insert(b.begin(), b.end());
     }
     CHECK(seen.size() == 1000);  // no sample twice in an epoch
@@ -53,7 +54,7 @@ TEST_CASE("step t's batch is positions [pB, (p+1)B) of its epoch's order") {
   BatchSampler other(9, n, batch);
   CHECK(other.indices(250) == sampler.indices(250));
   CHECK(other.indices(3) == sampler.indices(3));
-  CHECK(sampler.indices(0) != sampler.indices(100));  // epochs differ
+  CHECK(sampler.indices(0) != sampler.indices(100));                   // epochs differ
   CHECK(BatchSampler(10, n, batch).indices(0) != sampler.indices(0));  // seeds differ
 }
 
@@ -70,7 +71,8 @@ TEST_CASE("the first position is close to uniform over the data set") {
   // degrees of freedom stays below 27.9 with probability 0.999 for a uniform draw.
   constexpr int64_t n = 10, epochs = 20000;
   std::vector<double> count(n, 0);
-  for (uint32_t e = 0; e < epochs; ++e) count[static_cast<size_t>(shuffled_index(3, e, n, 0, shuffle_pivots(3, e, n)))] += 1;
+  for (uint32_t e = 0; e < epochs; ++e)
+    count[static_cast<size_t>(shuffled_index(3, e, n, 0, shuffle_pivots(3, e, n)))] += 1;
   double chi2 = 0;
   for (double c : count) chi2 += (c - 2000.0) * (c - 2000.0) / 2000.0;
   CAPTURE(chi2);

@@ -18,8 +18,8 @@
 #include "tests/engine/engine_helpers.h"
 #include "tests/engine/job_text.h"
 #include "tests/engine/local_world.h"
-#include "tests/temp_dir.h"
 #include "tests/source_dir.h"
+#include "tests/temp_dir.h"
 
 using namespace tribunal;
 using testing::TempDir;
@@ -28,7 +28,9 @@ namespace {
 
 const std::filesystem::path kSource = tribunal::testing::source_dir();
 
-JobSpec job_file(const std::string& name) { return load_job(kSource / "scenarios/jobs" / name); }
+JobSpec job_file(const std::string& name) {
+  return load_job(kSource / "scenarios/jobs" / name);
+}
 
 // The pinned root of a sharded job (tests/fixtures/sharded_roots.txt, read by tests/mpi_roots.sh too).
 std::string sharded_root(const std::string& job) {
@@ -60,13 +62,15 @@ TEST_CASE("train.shards divides the batch and enters the job id only when it is 
   CHECK(parse_job(jobtest::replace(kMlp, "stride = 5", "stride = 5\nshards = 4"), "job.toml").shards == 4);
   CHECK(jobtest::error_of(jobtest::replace(kMlp, "stride = 5", "stride = 5\nshards = 5"))
             .find("train.shards 5 does not divide train.batch_size 12") != std::string::npos);
-  CHECK(jobtest::error_of(jobtest::replace(kMlp, "stride = 5", "stride = 5\nshards = 0")).find("train.shards") !=
-        std::string::npos);
+  CHECK(jobtest::error_of(jobtest::replace(kMlp, "stride = 5", "stride = 5\nshards = 0"))
+            .find("train.shards") != std::string::npos);
   const Digest root{};
   const DataShape shape{60000, 784, 10, 0};
   const Digest id = job_id(parse_job(kMlp, "job.toml"), root, shape);
-  CHECK(job_id(parse_job(jobtest::replace(kMlp, "stride = 5", "stride = 5\nshards = 1"), "job.toml"), root, shape) == id);
-  CHECK(job_id(parse_job(jobtest::replace(kMlp, "stride = 5", "stride = 5\nshards = 3"), "job.toml"), root, shape) != id);
+  CHECK(job_id(parse_job(jobtest::replace(kMlp, "stride = 5", "stride = 5\nshards = 1"), "job.toml"), root,
+               shape) == id);
+  CHECK(job_id(parse_job(jobtest::replace(kMlp, "stride = 5", "stride = 5\nshards = 3"), "job.toml"), root,
+               shape) != id);
 }
 
 TEST_CASE("the fixed tree sums level by level, adjacent pairs first, and its order shows in the bits") {
@@ -122,8 +126,9 @@ TEST_CASE("a sharded step graph computes each shard's partials, then combines th
     CHECK(g.values[g.partials[s][1]].name == prefix + "grad/l0.weight");
     // Each shard gathers its own block of 4 batch rows.
     const Node& gather = g.nodes[g.values[value_named(g, prefix + "batch.inputs")].index];
-    CHECK(gather.attrs.ints == std::vector<int64_t>{static_cast<int64_t>(4 * s), static_cast<int64_t>(4 * s + 1),
-                                                    static_cast<int64_t>(4 * s + 2), static_cast<int64_t>(4 * s + 3)});
+    CHECK(gather.attrs.ints ==
+          std::vector<int64_t>{static_cast<int64_t>(4 * s), static_cast<int64_t>(4 * s + 1),
+                               static_cast<int64_t>(4 * s + 2), static_cast<int64_t>(4 * s + 3)});
   }
   // The combined gradient is the tree's root, an Add of (shard0 + shard1) and shard2.
   const Value& grad = g.values[value_named(g, "grad/l0.weight")];
@@ -175,8 +180,8 @@ TEST_CASE("the ranks of a sharded job take contiguous blocks of shards") {
   CHECK(shards_of_rank(job, 0, 1).count == -1);
   CHECK(shards_of_rank(job, 1, 3).first == 2);
   CHECK(shards_of_rank(job, 1, 3).count == 2);
-  CHECK_THROWS_WITH_AS(shards_of_rank(job, 0, 4),
-                       doctest::Contains("4 ranks cannot share train.shards = 6"), EngineError);
+  CHECK_THROWS_WITH_AS(shards_of_rank(job, 0, 4), doctest::Contains("4 ranks cannot share train.shards = 6"),
+                       EngineError);
 }
 
 TEST_CASE("a sharded job's root is pinned and the same on any thread count, resumed, and split over shards") {
@@ -258,12 +263,14 @@ TEST_CASE("a rank's failure ends the job on every rank with its error, and the r
   testing::run_ranks(2, [&](World& world) {
     try {
       if (world.rank() == 1) world.fail("data set 'x' is not registered here");
-      lockstep(world, [&] { return run_training(job, [&] {
-                              TrainOptions o;
-                              o.evaluate = false;
-                              o.world = &world;
-                              return o;
-                            }()); });
+      lockstep(world, [&] {
+        return run_training(job, [&] {
+          TrainOptions o;
+          o.evaluate = false;
+          o.world = &world;
+          return o;
+        }());
+      });
     } catch (const RankFailure& e) {
       told[static_cast<size_t>(world.rank())] = e.what();
     }

@@ -69,8 +69,10 @@ TEST_CASE("text windows: inputs, next-byte labels, the held-out split at the end
   CHECK(train.samples() == 9);
   for (int64_t i = 0; i < 9; ++i)
     for (int64_t t = 0; t < 8; ++t) {
-      CHECK(train.inputs[i * 8 + t] == static_cast<float>(static_cast<unsigned char>(text[static_cast<size_t>(i * 8 + t)])));
-      CHECK(train.labels[i * 8 + t] == static_cast<float>(static_cast<unsigned char>(text[static_cast<size_t>(i * 8 + t + 1)])));
+      CHECK(train.inputs[i * 8 + t] ==
+            static_cast<float>(static_cast<unsigned char>(text[static_cast<size_t>(i * 8 + t)])));
+      CHECK(train.labels[i * 8 + t] ==
+            static_cast<float>(static_cast<unsigned char>(text[static_cast<size_t>(i * 8 + t + 1)])));
     }
   // The held-out windows are windows 9, 10, 11 (bytes 72..96, labels up to byte 96).
   for (int64_t i = 0; i < 3; ++i)
@@ -117,7 +119,8 @@ TEST_CASE("a corpus directory: regular files in name order, symlinks and *.dat s
   fs::create_symlink(dir.path / "a", dir.path / "a.u8");
   fs::create_directory(dir.path / "sub");
   write_file(dir.path / "sub" / "z", "zzzz");
-  CHECK(read_text_corpus(dir.path) == std::vector<uint8_t>{'a', 'a', 'a', 'a', '\n', 'b', 'b', 'b', 'b', '\n', 'c', 'c', '\n'});
+  CHECK(read_text_corpus(dir.path) ==
+        std::vector<uint8_t>{'a', 'a', 'a', 'a', '\n', 'b', 'b', 'b', 'b', '\n', 'c', 'c', '\n'});
   CHECK(text_corpus_size(dir.path) == 13);
 
   // The same bytes in one file make the same data set.
@@ -158,11 +161,13 @@ TEST_CASE("text corpus errors name the path") {
         (dir.path / "short.txt").string() +
             ": text corpus too short: 8 bytes make no window of 8 inputs and 8 labels (needs 9 bytes)");
   write_file(dir.path / "two.txt", std::string(17, 'x'));  // 2 windows of 8, validation 0.9 holds out both
-  CHECK(error_of([&] { load_text(dir.path / "two.txt", 8, 0.9, Split::Train, pool); }).find("all 2 windows") !=
-        std::string::npos);
+  CHECK(error_of([&] {
+          load_text(dir.path / "two.txt", 8, 0.9, Split::Train, pool);
+        }).find("all 2 windows") != std::string::npos);
   TempDir empty_dir("textempty");
   fs::create_symlink("/etc/hostname", empty_dir.path / "link");
-  CHECK(error_of([&] { read_text_corpus(empty_dir.path); }).find("has no regular files") != std::string::npos);
+  CHECK(error_of([&] { read_text_corpus(empty_dir.path); }).find("has no regular files") !=
+        std::string::npos);
   CHECK(error_of([&] { text_corpus_size(missing); }).find(missing.string()) == 0);
 }
 
@@ -192,7 +197,8 @@ TEST_CASE("load_dataset and expected_data_shape dispatch on the job's data set")
   CHECK_THROWS_AS(check_job_against_dataset(job, train), EngineError);
 
   JobSpec fashion;  // the default job: Fashion-MNIST, located in its Debian directory
-  CHECK_THROWS_WITH_AS(expected_data_shape(fashion), "job: data set 'fashion-mnist' has not been located in this node's registry",
+  CHECK_THROWS_WITH_AS(expected_data_shape(fashion),
+                       "job: data set 'fashion-mnist' has not been located in this node's registry",
                        EngineError);
   locate_data(fashion, DataRegistry::debian());
   const DataShape f = expected_data_shape(fashion);

@@ -12,8 +12,8 @@
 #include "engine/trainer.h"
 #include "ops/simd.h"
 #include "tests/engine/engine_helpers.h"
-#include "tests/temp_dir.h"
 #include "tests/source_dir.h"
+#include "tests/temp_dir.h"
 
 using namespace tribunal;
 
@@ -23,7 +23,9 @@ const std::filesystem::path kSource = tribunal::testing::source_dir();
 
 /// The golden trajectory root of a short job file (relative to the source tree), from
 /// tests/fixtures/golden_roots.txt, which scripts/check_roots.sh reads too.
-std::string golden_root(const std::string& job_file) { return testing::pinned_root("golden_roots.txt", job_file); }
+std::string golden_root(const std::string& job_file) {
+  return testing::pinned_root("golden_roots.txt", job_file);
+}
 
 // The AdamW job is scenarios/jobs/short_mlp.toml (scripts/check_roots.sh runs the same file); the SGD
 // job differs only in its optimizer.
@@ -108,12 +110,13 @@ TEST_CASE("a tampered checkpoint is refused") {
   }
   ThreadPool pool(1);
   const Digest id = read_checkpoint_header(path).job_id;
-  CHECK_THROWS_WITH_AS(load_checkpoint(path, job, id, pool), doctest::Contains("do not match the recorded state_hash"),
-                       EngineError);
+  CHECK_THROWS_WITH_AS(load_checkpoint(path, job, id, pool),
+                       doctest::Contains("do not match the recorded state_hash"), EngineError);
   CHECK_THROWS_WITH_AS(train(job, 1, dir.path, -1, true), doctest::Contains("state_hash"), EngineError);
   Digest other = id;
   other[0] ^= 1;
-  CHECK_THROWS_WITH_AS(load_checkpoint(path, job, other, pool), doctest::Contains("belongs to job"), EngineError);
+  CHECK_THROWS_WITH_AS(load_checkpoint(path, job, other, pool), doctest::Contains("belongs to job"),
+                       EngineError);
 }
 
 // Golden roots of the short GPT and CNN jobs (every transformer and CNN op, dropout, clipping, the

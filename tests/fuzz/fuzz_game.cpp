@@ -14,8 +14,8 @@
 #include <cstdlib>
 
 #include "protocol/game.h"
-#include "protocol/wire.h"
 #include "protocol/testing/counter.h"
+#include "protocol/wire.h"
 
 using namespace tribunal;
 using namespace tribunal::toy;
@@ -46,7 +46,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   GameParams params;
   params.steps = steps;
   params.stride = stride;
-  params.claims = {liar == 0 ? cheater.claim({}) : honest.claim({}), liar == 0 ? honest.claim({}) : cheater.claim({})};
+  params.claims = {liar == 0 ? cheater.claim({}) : honest.claim({}),
+                   liar == 0 ? honest.claim({}) : cheater.claim({})};
   Game game(params, oracle);
   bool verdict = false;
   // A verdict must convict the liar alone (an honest party never loses; the claims differ, so

@@ -18,9 +18,12 @@ TEST_CASE("address policy: CIDR parsing") {
   CHECK(v4.bytes[1] == 1);
   CHECK(parse_cidr("::1").prefix == 128);
   CHECK(parse_cidr("192.0.2.7").prefix == 32);
-  CHECK_THROWS_WITH_AS(parse_cidr("10.0.0.0/33"), "network \"10.0.0.0/33\": the prefix length must be 0 to 32", NetError);
-  CHECK_THROWS_WITH_AS(parse_cidr("fe80::/129"), "network \"fe80::/129\": the prefix length must be 0 to 128", NetError);
-  CHECK_THROWS_WITH_AS(parse_cidr("10.0.0.0/x"), "network \"10.0.0.0/x\": the prefix length must be 0 to 32", NetError);
+  CHECK_THROWS_WITH_AS(parse_cidr("10.0.0.0/33"),
+                       "network \"10.0.0.0/33\": the prefix length must be 0 to 32", NetError);
+  CHECK_THROWS_WITH_AS(parse_cidr("fe80::/129"), "network \"fe80::/129\": the prefix length must be 0 to 128",
+                       NetError);
+  CHECK_THROWS_WITH_AS(parse_cidr("10.0.0.0/x"), "network \"10.0.0.0/x\": the prefix length must be 0 to 32",
+                       NetError);
   CHECK_THROWS_WITH_AS(parse_cidr("example.org/8"), "network \"example.org\": not an IP address", NetError);
 }
 
@@ -29,13 +32,25 @@ TEST_CASE("address policy: public addresses only, unless allowed") {
   CHECK(any.allows("127.0.0.1"));
   const AddressPolicy pub = AddressPolicy::public_only();
   // No structured binding: clang 14 cannot capture one in CAPTURE.
-  for (const auto& c : std::vector<std::pair<std::string, std::string>>{
-           {"0.0.0.0", "unspecified"}, {"127.0.0.1", "loopback"}, {"127.255.0.9", "loopback"}, {"10.2.3.4", "private"},
-           {"172.16.0.1", "private"}, {"172.31.255.255", "private"}, {"192.168.1.1", "private"},
-           {"100.64.0.1", "shared address space"}, {"169.254.169.254", "link-local"}, {"224.0.0.1", "multicast"},
-           {"255.255.255.255", "reserved or broadcast"}, {"::", "unspecified"}, {"::1", "loopback"},
-           {"fd00::1", "private"}, {"fe80::1", "link-local"}, {"ff02::1", "multicast"},
-           {"::ffff:127.0.0.1", "loopback"}, {"::ffff:10.0.0.1", "private"}}) {
+  for (const auto& c :
+       std::vector<std::pair<std::string, std::string>>{{"0.0.0.0", "unspecified"},
+                                                        {"127.0.0.1", "loopback"},
+                                                        {"127.255.0.9", "loopback"},
+                                                        {"10.2.3.4", "private"},
+                                                        {"172.16.0.1", "private"},
+                                                        {"172.31.255.255", "private"},
+                                                        {"192.168.1.1", "private"},
+                                                        {"100.64.0.1", "shared address space"},
+                                                        {"169.254.169.254", "link-local"},
+                                                        {"224.0.0.1", "multicast"},
+                                                        {"255.255.255.255", "reserved or broadcast"},
+                                                        {"::", "unspecified"},
+                                                        {"::1", "loopback"},
+                                                        {"fd00::1", "private"},
+                                                        {"fe80::1", "link-local"},
+                                                        {"ff02::1", "multicast"},
+                                                        {"::ffff:127.0.0.1", "loopback"},
+                                                        {"::ffff:10.0.0.1", "private"}}) {
     const std::string& address = c.first;
     CAPTURE(address);
     CHECK(pub.refusal(address) == c.second);
@@ -44,7 +59,8 @@ TEST_CASE("address policy: public addresses only, unless allowed") {
     CAPTURE(address);
     CHECK(pub.allows(address));
   }
-  const AddressPolicy lab = AddressPolicy::public_only({parse_cidr("127.0.0.0/8"), parse_cidr("10.9.0.0/16")});
+  const AddressPolicy lab =
+      AddressPolicy::public_only({parse_cidr("127.0.0.0/8"), parse_cidr("10.9.0.0/16")});
   CHECK(lab.allows("127.0.0.1"));
   CHECK(lab.allows("10.9.1.2"));
   CHECK(lab.refusal("10.8.1.2") == "private");
@@ -59,10 +75,11 @@ TEST_CASE("address policy: a client refuses every resolved address its policy re
   const std::string url = "ws://127.0.0.1:" + std::to_string(port) + "/";
   ClientOptions refusing;
   refusing.address_policy = AddressPolicy::public_only();
-  CHECK_THROWS_WITH_AS(Client(ctx, refusing).connect_sync(url),
-                       doctest::Contains("127.0.0.1 resolves only to addresses the address policy refuses (127.0.0.1: "
-                                         "loopback); allow them with --allow-network CIDR"),
-                       NetError);
+  CHECK_THROWS_WITH_AS(
+      Client(ctx, refusing).connect_sync(url),
+      doctest::Contains("127.0.0.1 resolves only to addresses the address policy refuses (127.0.0.1: "
+                        "loopback); allow them with --allow-network CIDR"),
+      NetError);
   // A name is judged by what it resolves to.
   CHECK_THROWS_WITH_AS(Client(ctx, refusing).connect_sync("ws://localhost:" + std::to_string(port) + "/"),
                        doctest::Contains("address policy refuses"), NetError);

@@ -111,27 +111,30 @@ struct EchoServer {
   Server server;
 
   explicit EchoServer(ServerOptions options = {})
-      : server(ctx, [ev = events](std::shared_ptr<Session> s) {
-          s->set_handlers(SessionHandlers{
-              .on_message =
-                  [](Session& session, std::vector<uint8_t> m) {
-                    if (m == kThrow) throw std::runtime_error("handler bug");
-                    if (m == kFlood) {
-                      for (int i = 0; i < 100; ++i) session.send(std::vector<uint8_t>(1000, 7));
-                      return;
-                    }
-                    session.send(std::move(m));
-                  },
-              .on_close =
-                  [ev](Session& session, const CloseInfo& info) {
-                    const bool sent = session.send({1, 2, 3});
-                    std::lock_guard lock(ev->mutex);
-                    ev->closes.push_back(info);
-                    ev->sent_after_close.push_back(sent);
-                    ev->cv.notify_all();
-                  },
-          });
-        }, options) {
+      : server(
+            ctx,
+            [ev = events](std::shared_ptr<Session> s) {
+              s->set_handlers(SessionHandlers{
+                  .on_message =
+                      [](Session& session, std::vector<uint8_t> m) {
+                        if (m == kThrow) throw std::runtime_error("handler bug");
+                        if (m == kFlood) {
+                          for (int i = 0; i < 100; ++i) session.send(std::vector<uint8_t>(1000, 7));
+                          return;
+                        }
+                        session.send(std::move(m));
+                      },
+                  .on_close =
+                      [ev](Session& session, const CloseInfo& info) {
+                        const bool sent = session.send({1, 2, 3});
+                        std::lock_guard lock(ev->mutex);
+                        ev->closes.push_back(info);
+                        ev->sent_after_close.push_back(sent);
+                        ev->cv.notify_all();
+                      },
+              });
+            },
+            options) {
     server.listen("127.0.0.1", 0);
     ctx.start();
   }
@@ -167,8 +170,8 @@ TEST_CASE("parse_ws_url") {
   CHECK(d.host == "example.org");
   CHECK(d.port == 443);
   CHECK(d.target == "/x");
-  for (const char* bad : {"http://x:1/", "ws://:1/", "ws://x:/", "ws://x:0/", "ws://x:65536/",
-                          "ws://x:12ab/", "ws://[::1/", "ws://u@x:1/", "ws://"}) {
+  for (const char* bad : {"http://x:1/", "ws://:1/", "ws://x:/", "ws://x:0/", "ws://x:65536/", "ws://x:12ab/",
+                          "ws://[::1/", "ws://u@x:1/", "ws://"}) {
     CAPTURE(bad);
     CHECK_THROWS_AS(parse_ws_url(bad), NetError);
   }
@@ -483,10 +486,10 @@ TEST_CASE("graceful shutdown closes every session with 1001 and run returns") {
   NetContext server_ctx(2, false);
   Server server(server_ctx, [events](std::shared_ptr<Session> s) {
     s->set_handlers({.on_message = {}, .on_close = [events](Session&, const CloseInfo& info) {
-      std::lock_guard lock(events->mutex);
-      events->closes.push_back(info);
-      events->cv.notify_all();
-    }});
+                       std::lock_guard lock(events->mutex);
+                       events->closes.push_back(info);
+                       events->cv.notify_all();
+                     }});
   });
   const uint16_t port = server.listen("127.0.0.1", 0);
   server_ctx.start();
@@ -583,7 +586,8 @@ TEST_CASE("per-address limit: a fourth connection from one address gets 429, ano
   client_ctx.start();
   Client client(client_ctx);
   std::vector<std::shared_ptr<Session>> held;
-  for (int i = 0; i < 3; ++i) held.push_back(client.connect_sync(echo.url(), Inbox::handlers(std::make_shared<Inbox>())));
+  for (int i = 0; i < 3; ++i)
+    held.push_back(client.connect_sync(echo.url(), Inbox::handlers(std::make_shared<Inbox>())));
   const std::string error = connect_error(client, echo.url());
   CHECK(error.find("429") != std::string::npos);
   CHECK(echo.server.refused_count() == 1);
@@ -629,7 +633,8 @@ TEST_CASE("refusals in progress are bounded: beyond max_refusing, excess connect
   }
   // The mute peer has gone, so its refusal slot is free again: the next one is answered with 503.
   std::string answered;
-  for (int i = 0; i < 100 && answered.find("503") == std::string::npos; ++i) answered = connect_error(client, echo.url());
+  for (int i = 0; i < 100 && answered.find("503") == std::string::npos; ++i)
+    answered = connect_error(client, echo.url());
   CHECK(answered.find("503") != std::string::npos);
   CHECK(echo.server.refused_count() >= 3);
 }
@@ -707,15 +712,17 @@ TEST_CASE("a flooding peer is held back by TCP while its handler is busy; other 
   bool in_order = true;
   NetContext server_ctx(2, false);
   Server server(server_ctx, [&](std::shared_ptr<Session> s) {
-    s->set_handlers({.on_message = [&](Session& session, std::vector<uint8_t> m) {
-                       if (m.size() < 100) return (void)session.send(std::move(m));
-                       std::unique_lock lock(mutex);
-                       // A handler stuck on the first flood message (tests only: handlers must not block).
-                       cv.wait(lock, [&] { return gate_open; });
-                       in_order = in_order && m[0] == static_cast<uint8_t>(received % 251);
-                       ++received;
-                       cv.notify_all();
-                     },
+    s->set_handlers({.on_message =
+                         [&](Session& session, std::vector<uint8_t> m) {
+                           if (m.size() < 100) return (void)session.send(std::move(m));
+                           std::unique_lock lock(mutex);
+                           // A handler stuck on the first flood message (tests only: handlers must not
+                           // block).
+                           cv.wait(lock, [&] { return gate_open; });
+                           in_order = in_order && m[0] == static_cast<uint8_t>(received % 251);
+                           ++received;
+                           cv.notify_all();
+                         },
                      .on_close = {}});
   });
   const uint16_t port = server.listen("127.0.0.1", 0);
@@ -738,7 +745,8 @@ TEST_CASE("a flooding peer is held back by TCP while its handler is busy; other 
   NetContext client_ctx(1, false);
   client_ctx.start();
   auto box = std::make_shared<Inbox>();
-  auto bystander = Client(client_ctx).connect_sync("ws://127.0.0.1:" + std::to_string(port) + "/", Inbox::handlers(box));
+  auto bystander =
+      Client(client_ctx).connect_sync("ws://127.0.0.1:" + std::to_string(port) + "/", Inbox::handlers(box));
   for (size_t i = 0; i < 20; ++i) {
     CHECK(bystander->send({static_cast<uint8_t>(i)}));
     REQUIRE(box->wait_messages(i + 1));
@@ -772,13 +780,14 @@ TEST_CASE("set_reading(false) holds a flooding peer back: a handler's queue neve
   NetContext server_ctx(2, false);
   Server server(server_ctx, [&](std::shared_ptr<Session> s) {
     std::weak_ptr<Session> weak = s;
-    s->set_handlers({.on_message = [&, weak](Session& session, std::vector<uint8_t> m) {
-                       session.set_reading(false);  // until the worker has taken it
-                       std::lock_guard lock(mutex);
-                       queue.emplace_back(weak.lock(), std::move(m));
-                       max_queued = std::max(max_queued, queue.size());
-                       cv.notify_all();
-                     },
+    s->set_handlers({.on_message =
+                         [&, weak](Session& session, std::vector<uint8_t> m) {
+                           session.set_reading(false);  // until the worker has taken it
+                           std::lock_guard lock(mutex);
+                           queue.emplace_back(weak.lock(), std::move(m));
+                           max_queued = std::max(max_queued, queue.size());
+                           cv.notify_all();
+                         },
                      .on_close = {}});
   });
   const uint16_t port = server.listen("127.0.0.1", 0);
@@ -800,7 +809,8 @@ TEST_CASE("set_reading(false) holds a flooding peer back: a handler's queue neve
   ClientOptions roomy;
   roomy.session.max_queued_messages = kMessages;
   auto flooder = Client(client_ctx, roomy).connect_sync("ws://127.0.0.1:" + std::to_string(port) + "/");
-  for (int i = 0; i < kMessages; ++i) CHECK(flooder->send(std::vector<uint8_t>(1000, static_cast<uint8_t>(i))));
+  for (int i = 0; i < kMessages; ++i)
+    CHECK(flooder->send(std::vector<uint8_t>(1000, static_cast<uint8_t>(i))));
   worker.join();
   CHECK(handled == kMessages);
   CHECK(in_order);
@@ -823,12 +833,13 @@ TEST_CASE("wait_for_room: a producer streaming far more than the write queue hol
     s->set_reading(false);  // the peer is slow: it reads nothing at first
     std::lock_guard lock(mutex);
     reader = s;
-    s->set_handlers({.on_message = [&](Session&, std::vector<uint8_t> m) {
-                       std::lock_guard lock(mutex);
-                       in_order = in_order && m.size() == 65536 && m[0] == static_cast<uint8_t>(received);
-                       ++received;
-                       cv.notify_all();
-                     },
+    s->set_handlers({.on_message =
+                         [&](Session&, std::vector<uint8_t> m) {
+                           std::lock_guard lock(mutex);
+                           in_order = in_order && m.size() == 65536 && m[0] == static_cast<uint8_t>(received);
+                           ++received;
+                           cv.notify_all();
+                         },
                      .on_close = {}});
     cv.notify_all();
   });
@@ -910,7 +921,9 @@ TEST_CASE("an HTTP-only server (websocket = false) answers upgrade requests with
   LogCapture log;
   ServerOptions options;
   options.websocket = false;
-  options.http = [](const HttpRequest&, std::function<void(HttpResponse)> respond) { respond({200, "text/plain", "ok\n"}); };
+  options.http = [](const HttpRequest&, std::function<void(HttpResponse)> respond) {
+    respond({200, "text/plain", "ok\n"});
+  };
   EchoServer echo(options);
   CHECK(testing::http_get(echo.server.port(), "/healthz").body == "ok\n");
   NetContext client_ctx(1, false);

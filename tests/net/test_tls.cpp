@@ -18,7 +18,8 @@ using namespace tribunal;
 
 namespace {
 
-TlsFiles files(const std::filesystem::path& cert, const std::filesystem::path& key, const std::filesystem::path& ca) {
+TlsFiles files(const std::filesystem::path& cert, const std::filesystem::path& key,
+               const std::filesystem::path& ca) {
   TlsFiles f;
   f.cert = cert;
   f.key = key;
@@ -37,16 +38,20 @@ struct TlsEcho {
   NetContext ctx{2, false};
   Server server;
   explicit TlsEcho(const TlsFiles& tls)
-      : server(ctx,
-               [](std::shared_ptr<Session> s) {
-                 s->set_handlers({[](Session& session, std::vector<uint8_t> m) { session.send(std::move(m)); }, {}});
-               },
-               [&] {
-                 ServerOptions o;
-                 o.tls = TlsContext::server(tls);
-                 o.http = [](const HttpRequest&, std::function<void(HttpResponse)> respond) { respond({200, "text/plain", "ok\n"}); };
-                 return o;
-               }()) {
+      : server(
+            ctx,
+            [](std::shared_ptr<Session> s) {
+              s->set_handlers(
+                  {[](Session& session, std::vector<uint8_t> m) { session.send(std::move(m)); }, {}});
+            },
+            [&] {
+              ServerOptions o;
+              o.tls = TlsContext::server(tls);
+              o.http = [](const HttpRequest&, std::function<void(HttpResponse)> respond) {
+                respond({200, "text/plain", "ok\n"});
+              };
+              return o;
+            }()) {
     server.listen("127.0.0.1", 0);
     ctx.start();
   }
@@ -86,7 +91,9 @@ std::string try_connect(const std::string& url, const std::filesystem::path& ca)
 
 }  // namespace
 
-TEST_CASE("wss: a client trusting the server's CA echoes; a wrong CA, a wrong host name and plain ws:// are refused") {
+TEST_CASE(
+    "wss: a client trusting the server's CA echoes; a wrong CA, a wrong host name and plain ws:// are "
+    "refused") {
   set_net_log_sink([](std::string_view) {});
   testing::TempDir dir("tls");
   const TlsFiles good = testing::self_signed(dir.path, "referee", "IP:127.0.0.1");
@@ -117,7 +124,9 @@ TEST_CASE("TLS settings: a missing file or a key of another certificate is a cle
   const TlsFiles b = testing::self_signed(dir.path, "b", "IP:127.0.0.1");
   CHECK_THROWS_WITH_AS(TlsContext::server(files(dir.path / "none.pem", a.key, {})),
                        doctest::Contains("none.pem: no such file"), NetError);
-  CHECK_THROWS_WITH_AS(TlsContext::server(files(a.cert, b.key, {})), doctest::Contains("b.key: key values mismatch"), NetError);
-  CHECK_THROWS_WITH_AS(TlsContext::client(files({}, {}, dir.path / "none.pem")), doctest::Contains("CA file"), NetError);
+  CHECK_THROWS_WITH_AS(TlsContext::server(files(a.cert, b.key, {})),
+                       doctest::Contains("b.key: key values mismatch"), NetError);
+  CHECK_THROWS_WITH_AS(TlsContext::client(files({}, {}, dir.path / "none.pem")), doctest::Contains("CA file"),
+                       NetError);
   CHECK_NOTHROW(TlsContext::server(a));
 }

@@ -8,21 +8,22 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <mutex>
 #include <optional>
+#include <sstream>
 
+#include "net/error.h"
 #include "nodes/delegate.h"
 #include "nodes/provider_node.h"
 #include "nodes/referee_node.h"
 #include "nodes/train_set.h"
-#include "net/error.h"
-#include "tests/temp_dir.h"
 #include "tests/source_dir.h"
+#include "tests/temp_dir.h"
 
 namespace tribunal::testing {
 
-inline const std::filesystem::path kShortJob = tribunal::testing::source_dir() / "scenarios/jobs/short_mlp.toml";
+inline const std::filesystem::path kShortJob =
+    tribunal::testing::source_dir() / "scenarios/jobs/short_mlp.toml";
 
 struct Network {
   TempDir dir{"nodes"};
@@ -35,7 +36,8 @@ struct Network {
   std::filesystem::path job_file = kShortJob;  ///< the job request() delegates
 
   explicit Network(nodes::RefereeNodeOptions options = {}, AddressPolicy policy = nodes::loopback_policy())
-      : referee(ctx, referee_key, std::move(options), [](const std::string&) {}, std::move(policy)) {
+      : referee(
+            ctx, referee_key, std::move(options), [](const std::string&) {}, std::move(policy)) {
     set_net_log_sink([](std::string_view) {});
     referee_url = "ws://127.0.0.1:" + std::to_string(referee.listen("127.0.0.1", 0)) + "/";
     ctx.start();
@@ -56,7 +58,8 @@ struct Network {
   /// Starts a provider; returns its URL.
   std::string provider(Fault fault) { return provider(config(fault)); }
   std::string provider(nodes::ProviderConfig c, KeyPair key = generate_keypair()) {
-    providers.push_back(std::make_unique<nodes::ProviderNode>(ctx, key, std::move(c), [](const std::string&) {}));
+    providers.push_back(
+        std::make_unique<nodes::ProviderNode>(ctx, key, std::move(c), [](const std::string&) {}));
     return "ws://127.0.0.1:" + std::to_string(providers.back()->listen("127.0.0.1", 0)) + "/";
   }
   nodes::DelegateRequest request(const std::vector<std::string>& urls) const {
@@ -72,7 +75,9 @@ struct Network {
   nodes::DelegateOutcome delegate(const std::vector<std::string>& urls) {
     return nodes::delegate_job(ctx, request(urls), [](const std::string&) {});
   }
-  Verdict verify(const std::vector<uint8_t>& verdict) const { return verify_verdict(verdict, referee_key.public_key); }
+  Verdict verify(const std::vector<uint8_t>& verdict) const {
+    return verify_verdict(verdict, referee_key.public_key);
+  }
   /// Makes request() delegate the short job with the [dispute] table `terms` (e.g. "base_seconds =
   /// 1.5"): a dispute whose clocks run out quickly.
   void use_terms(const std::string& terms) {
@@ -100,9 +105,7 @@ inline Fault corrupt(int64_t step, int64_t node) {
 /// A raw WebSocket peer: sends envelopes, collects every message it gets and how the session ended.
 class RawPeer {
  public:
-  RawPeer(NetContext& ctx, const std::string& url) {
-    session_ = Client(ctx).connect_sync(url, handlers());
-  }
+  RawPeer(NetContext& ctx, const std::string& url) { session_ = Client(ctx).connect_sync(url, handlers()); }
   void send(std::vector<uint8_t> bytes) { session_->send(std::move(bytes)); }
   /// Waits until the session ends (at most 30 s); returns every message received.
   std::vector<std::vector<uint8_t>> until_closed() {

@@ -15,11 +15,11 @@
 
 using namespace tribunal;
 using namespace tribunal::nodes;
+using testing::corrupt;
 using testing::Network;
 using testing::RawPeer;
 using testing::read_text;
 using testing::TempDir;
-using testing::corrupt;
 
 namespace {
 
@@ -38,7 +38,8 @@ bool contains(const std::vector<std::vector<uint8_t>>& messages, const std::stri
 
 // A small GPT job whose data set is given by `data_lines` (the issue's proof of concept).
 std::string gpt_job(const std::string& data_lines) {
-  return "[model]\nkind = \"gpt\"\ncontext = 8\nlayers = 1\nheads = 1\nd_model = 4\n[data]\ndataset = \"text\"\n" +
+  return "[model]\nkind = \"gpt\"\ncontext = 8\nlayers = 1\nheads = 1\nd_model = 4\n[data]\ndataset = "
+         "\"text\"\n" +
          data_lines + "\nvalidation = 0.0\n[train]\nsteps = 1\nbatch_size = 1\nstride = 1\n[optimizer]\n";
 }
 
@@ -65,8 +66,9 @@ ForgedOpening forged_opening(const std::string& job_text, uint8_t salt) {
     Digest root{};
     root[0] = salt;
     root[1] = p;
-    f.opening.claims.push_back(seal(generate_keypair(), jid, 1,
-                                    Claim{jid, static_cast<uint64_t>(job.steps), root, root, "ws://127.0.0.1:9/"}));
+    f.opening.claims.push_back(
+        seal(generate_keypair(), jid, 1,
+             Claim{jid, static_cast<uint64_t>(job.steps), root, root, "ws://127.0.0.1:9/"}));
   }
   f.id = dispute_id(f.opening);
   return f;
@@ -90,8 +92,8 @@ TEST_CASE("attack: a job that names the provider's key file reads nothing") {
   const KeyPair attacker = generate_keypair();
 
   // The job's data path pointing at the key, absolute or relative: refused before anything is read.
-  for (const std::string& data : {"path = \"" + key_file.string() + "\"", std::string("path = \"provider.key\""),
-                                  std::string("dir = \"/root\"")}) {
+  for (const std::string& data : {"path = \"" + key_file.string() + "\"",
+                                  std::string("path = \"provider.key\""), std::string("dir = \"/root\"")}) {
     CAPTURE(data);
     RawPeer peer(net.ctx, url);
     peer.send(seal(attacker, Digest{}, 1, JobSubmit{gpt_job(data)}));
@@ -102,8 +104,9 @@ TEST_CASE("attack: a job that names the provider's key file reads nothing") {
   // A name the operator did not register: refused without saying what is registered or where.
   RawPeer peer(net.ctx, url);
   peer.send(seal(attacker, Digest{}, 1, JobSubmit{gpt_job("name = \"provider.key\"")}));
-  CHECK(peer.error() == "submitted job: data set 'provider.key' is not registered at this node (its operator registers "
-                        "data sets with --dataset NAME=PATH)");
+  CHECK(peer.error() ==
+        "submitted job: data set 'provider.key' is not registered at this node (its operator registers "
+        "data sets with --dataset NAME=PATH)");
   CHECK_FALSE(contains(peer.until_closed(), secret_line));
 }
 
@@ -136,7 +139,8 @@ TEST_CASE("attack: a provider answers no query from a key it does not trust as a
   d.dataset_samples = static_cast<uint64_t>(shape.samples);
   d.features = static_cast<uint64_t>(shape.features);
   d.classes = static_cast<uint64_t>(shape.classes);
-  d.claims = {honest_claim, seal(attacker, id, 1, Claim{id, c.steps, Digest{}, Digest{}, "ws://attacker.invalid/"})};
+  d.claims = {honest_claim,
+              seal(attacker, id, 1, Claim{id, c.steps, Digest{}, Digest{}, "ws://attacker.invalid/"})};
   const Digest dispute = dispute_id(d);
   Query q;
   q.round = 1;
@@ -152,7 +156,9 @@ TEST_CASE("attack: a provider answers no query from a key it does not trust as a
   CHECK(peer.until_closed().empty());  // no Samples, no TensorChunk, nothing
 }
 
-TEST_CASE("attack: the opener cannot choose the initial state; a later opening of the same claims gets the same verdict") {
+TEST_CASE(
+    "attack: the opener cannot choose the initial state; a later opening of the same claims gets the same "
+    "verdict") {
   Network net;
   Fault fake_start;
   fake_start.init_delta = 0.05f;  // its trajectory's leaf 0 is its own state, not the job's
@@ -167,8 +173,9 @@ TEST_CASE("attack: the opener cannot choose the initial state; a later opening o
   CHECK(v.winners == std::vector<uint8_t>{1});
   // The honest client opens the same dispute later: it gets the same outcome, the right one (this
   // referee keeps no store, so the game is played again: only the clocks in the verdict differ).
-  const Envelope again = await_verdict(net.ctx, net.referee_url, net.referee_key.public_key,
-                                       seal(generate_keypair(), v.dispute_id, 1, v.opening), [](const std::string&) {});
+  const Envelope again =
+      await_verdict(net.ctx, net.referee_url, net.referee_key.public_key,
+                    seal(generate_keypair(), v.dispute_id, 1, v.opening), [](const std::string&) {});
   const Verdict w = std::get<Verdict>(again.body);
   CHECK(w.dispute_id == v.dispute_id);
   CHECK(w.reason == v.reason);
@@ -211,7 +218,8 @@ TEST_CASE("attack: a provider's endpoint cannot be redirected by the opener") {
 TEST_CASE("attack: a verdict signed by another key than the pinned referee's is refused") {
   Network net;
   net.use_terms("base_seconds = 0.5");
-  RefereeNode impostor(net.ctx, generate_keypair(), RefereeNodeOptions{}, [](const std::string&) {}, loopback_policy());
+  RefereeNode impostor(
+      net.ctx, generate_keypair(), RefereeNodeOptions{}, [](const std::string&) {}, loopback_policy());
   const std::string impostor_url = "ws://127.0.0.1:" + std::to_string(impostor.listen("127.0.0.1", 0)) + "/";
   DelegateRequest r = net.request({net.provider(corrupt(3, 2)), net.provider(Fault{})});
   r.referee = impostor_url;  // an on-path attacker answering for the referee
@@ -249,7 +257,8 @@ TEST_CASE("attack: a failure inside re-execution convicts no one") {
 TEST_CASE("attack: the referee connects to no address its policy refuses") {
   Network net(RefereeNodeOptions{}, AddressPolicy::public_only());
   CHECK_THROWS_WITH_AS(net.delegate({net.provider(corrupt(3, 2)), net.provider(Fault{})}),
-                       doctest::Contains("is a loopback address, which this referee does not connect to"), EngineError);
+                       doctest::Contains("is a loopback address, which this referee does not connect to"),
+                       EngineError);
 }
 
 TEST_CASE("attack: a provider trains only for allowed clients and within its operator's limits") {
@@ -263,14 +272,16 @@ TEST_CASE("attack: a provider trains only for allowed clients and within its ope
   {
     RawPeer stranger(net.ctx, url);
     stranger.send(seal(generate_keypair(), id, 1, JobSubmit{read_text(testing::kShortJob)}));
-    CHECK(stranger.error() == "this provider does not train jobs for the client key that signed the JobSubmit");
+    CHECK(stranger.error() ==
+          "this provider does not train jobs for the client key that signed the JobSubmit");
   }
   RawPeer allowed(net.ctx, url);
   allowed.send(seal(client, id, 1, JobSubmit{read_text(testing::kShortJob)}));
   CHECK(allowed.error() == "the job has 30 steps; this provider trains at most 10");
 }
 
-TEST_CASE("attack: a fast-mode job, which no referee can settle, is neither trained for a client nor disputed") {
+TEST_CASE(
+    "attack: a fast-mode job, which no referee can settle, is neither trained for a client nor disputed") {
   // Fast mode's float32 kernels may differ between machines (docs/verifiers.md): a claim over such a
   // job could not be checked, and a referee re-executing it would convict an honest provider whose
   // kernel differs from its own.
@@ -291,8 +302,9 @@ TEST_CASE("attack: a fast-mode job, which no referee can settle, is neither trai
 TEST_CASE("attack: an opening whose job would cost the referee too much is refused before anything is held") {
   Network net;
   // The issue's chosen CNN: one re-execution of its first convolution takes seconds per 32 samples.
-  const std::string heavy = "[model]\nkind = \"cnn\"\nchannels = [4096]\nkernel = 31\n[train]\nsteps = 1\n"
-                            "batch_size = 32\nstride = 1\n[optimizer]\n";
+  const std::string heavy =
+      "[model]\nkind = \"cnn\"\nchannels = [4096]\nkernel = 31\n[train]\nsteps = 1\n"
+      "batch_size = 32\nstride = 1\n[optimizer]\n";
   const ForgedOpening f = forged_opening(heavy, 1);
   RawPeer peer(net.ctx, net.referee_url);
   peer.send(seal(generate_keypair(), f.id, 1, f.opening));
@@ -322,13 +334,15 @@ TEST_CASE("attack: strangers who fill the referee cannot lock out a trusted clie
     strangers.push_back(std::make_unique<RawPeer>(net.ctx, net.referee_url));
     strangers.back()->send(seal(generate_keypair(), f.id, 1, f.opening));
   }
-  for (int i = 0; i < 100 && net.referee.live_disputes() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (int i = 0; i < 100 && net.referee.live_disputes() < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   REQUIRE(net.referee.live_disputes() == 2);
   const ForgedOpening third = forged_opening(job, 7);
   RawPeer refused(net.ctx, net.referee_url);
   refused.send(seal(generate_keypair(), third.id, 1, third.opening));
-  CHECK(refused.error().find("live disputes of clients it does not know, its limit for them (1 more are kept for its "
-                             "trusted clients)") != std::string::npos);
+  CHECK(refused.error().find(
+            "live disputes of clients it does not know, its limit for them (1 more are kept for its "
+            "trusted clients)") != std::string::npos);
   // The trusted client's dispute takes the reserved slot and is decided.
   DelegateRequest r = net.request({net.provider(corrupt(14, 2)), net.provider(Fault{})});
   r.client_key = client;
@@ -338,7 +352,8 @@ TEST_CASE("attack: strangers who fill the referee cannot lock out a trusted clie
   CHECK(out.accepted);
   CHECK(out.winner == 1);
   // The decided dispute leaves the live set just after its verdict went out; the strangers' stay.
-  for (int i = 0; i < 100 && net.referee.live_disputes() > 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (int i = 0; i < 100 && net.referee.live_disputes() > 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   CHECK(net.referee.live_disputes() == 2);
 }
 
@@ -363,8 +378,9 @@ TEST_CASE("a decided dispute's record is pruned after the retention period; its 
   REQUIRE(store.verdict(v.dispute_id).has_value());
   CHECK(*store.verdict(v.dispute_id) == out.verdicts[0]);
   // Opening it again gets the stored verdict, not a new dispute.
-  const Envelope again = await_verdict(net.ctx, net.referee_url, net.referee_key.public_key,
-                                       seal(generate_keypair(), v.dispute_id, 1, v.opening), [](const std::string&) {});
+  const Envelope again =
+      await_verdict(net.ctx, net.referee_url, net.referee_key.public_key,
+                    seal(generate_keypair(), v.dispute_id, 1, v.opening), [](const std::string&) {});
   CHECK(again.bytes == out.verdicts[0]);
   CHECK(net.referee.live_disputes() == 0);
 }

@@ -14,8 +14,8 @@
 
 using namespace tribunal;
 using namespace tribunal::nodes;
-using tribunal::testing::Network;
 using tribunal::testing::corrupt;
+using tribunal::testing::Network;
 
 namespace {
 
@@ -31,7 +31,9 @@ double sample(const std::string& text, const std::string& series) {
 
 }  // namespace
 
-TEST_CASE("dispute pages: rendered from the store, never re-executed per request; a burst beyond the rate limit gets 429") {
+TEST_CASE(
+    "dispute pages: rendered from the store, never re-executed per request; a burst beyond the rate limit "
+    "gets 429") {
   testing::TempDir store("pages");
   std::atomic<int> reexecutions{0};
   RefereeNodeOptions options;
@@ -80,7 +82,8 @@ TEST_CASE("dispute pages: rendered from the store, never re-executed per request
     if (r.status == 429) {
       ++limited;
       const size_t at = r.headers.find("Retry-After: ");
-      if (at != std::string::npos) retry_after = r.headers.substr(at + 13, r.headers.find("\r\n", at) - at - 13);
+      if (at != std::string::npos)
+        retry_after = r.headers.substr(at + 13, r.headers.find("\r\n", at) - at - 13);
     }
   }
   const auto refilled = (std::chrono::steady_clock::now() - first) / std::chrono::seconds(2);  // tokens back

@@ -15,8 +15,8 @@
 
 using namespace tribunal;
 using namespace tribunal::nodes;
-using tribunal::testing::Network;
 using tribunal::testing::corrupt;
+using tribunal::testing::Network;
 
 namespace {
 
@@ -61,7 +61,8 @@ TEST_CASE("metrics: counters, labelled series, gauges and histograms in the Prom
   CHECK_THROWS_AS(Histogram({1, 0.5}), std::invalid_argument);
 }
 
-TEST_CASE("metrics: /metrics of the referee and the providers, scraped while disputes run, match the verdicts") {
+TEST_CASE(
+    "metrics: /metrics of the referee and the providers, scraped while disputes run, match the verdicts") {
   testing::TempDir store("metrics");
   RefereeNodeOptions options;
   options.data_dir = store.path;  // store commits are measured
@@ -72,7 +73,8 @@ TEST_CASE("metrics: /metrics of the referee and the providers, scraped while dis
   std::atomic<bool> scraped{false};
   std::string during;
   net.referee.on_event = [&](const DisputeEvent& e) {
-    if (e.phase == Phase::Steps && !scraped.exchange(true)) during = testing::http_get(referee_port, "/metrics").body;
+    if (e.phase == Phase::Steps && !scraped.exchange(true))
+      during = testing::http_get(referee_port, "/metrics").body;
   };
 
   const std::string honest = net.provider(Fault{});
@@ -143,7 +145,8 @@ TEST_CASE("metrics: /metrics of the referee and the providers, scraped while dis
     CHECK(page.body.find(fmt::format(R"(id="located-step">{}<)", located[i].first)) != std::string::npos);
     CHECK(page.body.find(fmt::format(R"(id="located-node">{}<)", located[i].second)) != std::string::npos);
     CHECK(page.body.find(R"(<span class="ok">valid</span>)") != std::string::npos);
-    CHECK(page.body.find("level 2: step " + std::to_string(located[i].first) + " is the first") != std::string::npos);
+    CHECK(page.body.find("level 2: step " + std::to_string(located[i].first) + " is the first") !=
+          std::string::npos);
     CHECK(page.body.find(R"(id="located-box")") != std::string::npos);
   }
   CHECK(testing::http_get(referee_port, "/disputes/" + std::string(64, '0')).status == 404);
@@ -152,5 +155,6 @@ TEST_CASE("metrics: /metrics of the referee and the providers, scraped while dis
 
   // The same on a separate metrics address.
   const uint16_t metrics_port = net.referee.listen_metrics("127.0.0.1", 0);
-  CHECK(sample(testing::http_get(metrics_port, "/metrics").body, "tribunal_referee_disputes_opened_total") == 2);
+  CHECK(sample(testing::http_get(metrics_port, "/metrics").body, "tribunal_referee_disputes_opened_total") ==
+        2);
 }

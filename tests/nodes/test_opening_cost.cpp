@@ -21,8 +21,9 @@ namespace {
 // samples of 1 feature, 5 classes) with train.shards = 16384, its two claims signed by throwaway
 // keys. Nothing about it is checked against a real data set: the referee never loads one.
 std::vector<uint8_t> many_shard_opening(uint8_t salt) {
-  const std::string toml = "[model]\nkind = \"mlp\"\nwidths = [1, 5]\n[train]\nsteps = 30\nbatch_size = 16384\n"
-                           "shards = 16384\nstride = 8\n[optimizer]\n";
+  const std::string toml =
+      "[model]\nkind = \"mlp\"\nwidths = [1, 5]\n[train]\nsteps = 30\nbatch_size = 16384\n"
+      "shards = 16384\nstride = 8\n[optimizer]\n";
   const JobSpec job = parse_job(toml, "stranger's job");
   Digest root{};
   root[0] = salt;
@@ -37,8 +38,9 @@ std::vector<uint8_t> many_shard_opening(uint8_t salt) {
   for (uint8_t p = 0; p < 2; ++p) {
     Digest claimed{};
     claimed[0] = p;
-    d.claims.push_back(seal(generate_keypair(), jid, 1,
-                            Claim{jid, static_cast<uint64_t>(job.steps), claimed, claimed, "ws://127.0.0.1:9/"}));
+    d.claims.push_back(
+        seal(generate_keypair(), jid, 1,
+             Claim{jid, static_cast<uint64_t>(job.steps), claimed, claimed, "ws://127.0.0.1:9/"}));
   }
   return seal(generate_keypair(), dispute_id(d), 1, d);
 }
@@ -49,17 +51,21 @@ size_t errors_in(const std::vector<std::vector<uint8_t>>& messages) {
   return n;
 }
 
-constexpr const char* kNodeLimit = "the job's step graph node count is 163840, beyond this referee's limit of 65536";
+constexpr const char* kNodeLimit =
+    "the job's step graph node count is 163840, beyond this referee's limit of 65536";
 
 }  // namespace
 
-TEST_CASE("attack: a stranger's 16384-shard openings are refused from the job text and cannot stall a running dispute") {
+TEST_CASE(
+    "attack: a stranger's 16384-shard openings are refused from the job text and cannot stall a running "
+    "dispute") {
   Network net;
   net.use_terms("base_seconds = 3\nstep_seconds = 1");  // a dispute that a stalled referee would lose on time
   const std::vector<std::string> urls{net.provider(corrupt(12, 13)), net.provider(Fault{})};
   auto delegation = std::async(std::launch::async, [&] { return net.delegate(urls); });
   // The stranger strikes while the dispute runs.
-  for (int i = 0; i < 600 && net.referee.live_disputes() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (int i = 0; i < 600 && net.referee.live_disputes() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   REQUIRE(net.referee.live_disputes() == 1);
 
   const auto t0 = std::chrono::steady_clock::now();
@@ -97,7 +103,9 @@ TEST_CASE("attack: a stranger's 16384-shard openings are refused from the job te
   CHECK(out.winner == 1);
 }
 
-TEST_CASE("attack: a source past its CPU budget for openings is told when to retry; a trusted client keeps its own") {
+TEST_CASE(
+    "attack: a source past its CPU budget for openings is told when to retry; a trusted client keeps its "
+    "own") {
   const KeyPair client = generate_keypair();
   RefereeNodeOptions o;
   o.opening_cpu.burst = std::chrono::milliseconds(1);
@@ -111,8 +119,9 @@ TEST_CASE("attack: a source past its CPU budget for openings is told when to ret
     peer.send(many_shard_opening(i));
     refusal = peer.error();
   }
-  CHECK(refusal.find("the openings from 127.0.0.0/24 have used their CPU budget at this referee (0.001 CPU-s at once, "
-                     "refilled at 0.0001 CPU-s per second); retry in ") != std::string::npos);
+  CHECK(refusal.find(
+            "the openings from 127.0.0.0/24 have used their CPU budget at this referee (0.001 CPU-s at once, "
+            "refilled at 0.0001 CPU-s per second); retry in ") != std::string::npos);
   // The trusted client's opening is charged to its key, not to its network: its dispute is decided.
   DelegateRequest r = net.request({net.provider(corrupt(14, 2)), net.provider(Fault{})});
   r.client_key = client;

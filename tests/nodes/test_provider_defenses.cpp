@@ -42,7 +42,9 @@ std::string short_job_with_steps(int64_t steps) {
 }
 
 // A port's URL → the port.
-uint16_t port_of(const std::string& url) { return static_cast<uint16_t>(std::stoi(url.substr(url.rfind(':') + 1))); }
+uint16_t port_of(const std::string& url) {
+  return static_cast<uint16_t>(std::stoi(url.substr(url.rfind(':') + 1)));
+}
 
 // `n` TCP connections to 127.0.0.1:port that send nothing (the flood of issue 28, hole 3).
 struct IdleFlood {
@@ -71,10 +73,11 @@ struct LoggedProvider {
   std::unique_ptr<ProviderNode> node;
   std::string url;
   LoggedProvider(Network& net, ProviderConfig config) {
-    node = std::make_unique<ProviderNode>(net.ctx, generate_keypair(), std::move(config), [this](const std::string& l) {
-      std::lock_guard lock(mu);
-      lines.push_back(l);
-    });
+    node = std::make_unique<ProviderNode>(net.ctx, generate_keypair(), std::move(config),
+                                          [this](const std::string& l) {
+                                            std::lock_guard lock(mu);
+                                            lines.push_back(l);
+                                          });
     url = "ws://127.0.0.1:" + std::to_string(node->listen("127.0.0.1", 0)) + "/";
   }
   size_t count(const std::string& needle) {
@@ -124,15 +127,18 @@ TEST_CASE("attack: 1100 idle connections from the referee's address do not silen
   CHECK(net.providers[1]->evicted_connections() >= 1000);
 }
 
-TEST_CASE("attack: dispute terms the provider cannot meet are refused at submission, naming term, value and minimum") {
+TEST_CASE(
+    "attack: dispute terms the provider cannot meet are refused at submission, naming term, value and "
+    "minimum") {
   Network net;
   net.use_terms("base_seconds = 0.05\nstep_seconds = 0.001");
   const std::string cheater = net.provider(corrupt(14, 2));
   const std::string honest = net.provider(Fault{});
   // The delegation ends with the refusal: no claim of the honest provider can later lose on time.
-  CHECK_THROWS_WITH(net.delegate({cheater, honest}),
-                    doctest::Contains("refused: [dispute] base_seconds = 0.05 s is below this provider's minimum of "
-                                      "0.25 s (--min-base-seconds)"));
+  CHECK_THROWS_WITH(
+      net.delegate({cheater, honest}),
+      doctest::Contains("refused: [dispute] base_seconds = 0.05 s is below this provider's minimum of "
+                        "0.25 s (--min-base-seconds)"));
   CHECK(refusal_of(net, honest, Network::short_job_with_terms("base_seconds = 1\nstep_seconds = 0.001")) ==
         "[dispute] step_seconds = 0.001 s is below this provider's minimum of 0.01 s (--min-step-seconds)");
   CHECK(refusal_of(net, honest, Network::short_job_with_terms("min_bytes_per_second = 1000000000")) ==
@@ -140,7 +146,8 @@ TEST_CASE("attack: dispute terms the provider cannot meet are refused at submiss
         "(--link-bytes-per-second)");
 }
 
-TEST_CASE("a provider refuses a step time below its measured one × the safety factor, once it has measured it") {
+TEST_CASE(
+    "a provider refuses a step time below its measured one × the safety factor, once it has measured it") {
   Network net;
   ProviderConfig c = net.config();
   c.terms.step = std::chrono::milliseconds(0);
@@ -155,16 +162,20 @@ TEST_CASE("a provider refuses a step time below its measured one × the safety f
   CHECK(why.find("for this job (its measured step time × safety factor 1e+06)") != std::string::npos);
 }
 
-TEST_CASE("attack: jobs beyond the provider's work, memory and graph limits are refused before any data is loaded") {
+TEST_CASE(
+    "attack: jobs beyond the provider's work, memory and graph limits are refused before any data is "
+    "loaded") {
   Network net;
   // The issue's sharded MLP: 7,850 parameters, S = 4096 shards of one row each.
   const std::string sharded =
-      "[model]\nkind = \"mlp\"\nwidths = [784, 10]\n[train]\nsteps = 1000000\nbatch_size = 8192\nstride = 1000\n"
+      "[model]\nkind = \"mlp\"\nwidths = [784, 10]\n[train]\nsteps = 1000000\nbatch_size = 8192\nstride = "
+      "1000\n"
       "shards = 4096\n[optimizer]\nkind = \"adamw\"\n";
   const auto t0 = std::chrono::steady_clock::now();
   const TrainingCost cost = training_cost(parse_job(sharded, "sharded"));
-  MESSAGE("training_cost of S = 4096: " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
-                                        << " s, " << cost.nodes << " nodes");
+  MESSAGE("training_cost of S = 4096: "
+          << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s, "
+          << cost.nodes << " nodes");
   const std::string url = net.provider(Fault{});
   CHECK(refusal_of(net, url, sharded) ==
         "the job's step graph (nodes, train.shards copies of the forward and backward) is " +
@@ -179,16 +190,18 @@ TEST_CASE("attack: jobs beyond the provider's work, memory and graph limits are 
   c.limits.max_memory_bytes = uint64_t{256} << 20;
   c.limits.max_total_work = uint64_t{1} << 30;
   const std::string small = net.provider(c);
-  CHECK(refusal_of(net, small, gpt) == "the job's memory for training (bytes) is " + std::to_string(gpt_cost.memory_bytes) +
+  CHECK(refusal_of(net, small, gpt) == "the job's memory for training (bytes) is " +
+                                           std::to_string(gpt_cost.memory_bytes) +
                                            "; this provider takes at most 268435456 (--max-memory-bytes)");
   const std::string many_steps = short_job_with_steps(1000000);
   const TrainingCost long_cost = training_cost(parse_job(many_steps, "long"));
-  CHECK(refusal_of(net, small, many_steps) == "the job's total work (work per step × steps) is " +
-                                                  std::to_string(long_cost.total_work) +
-                                                  "; this provider takes at most 1073741824 (--max-total-work)");
+  CHECK(refusal_of(net, small, many_steps) ==
+        "the job's total work (work per step × steps) is " + std::to_string(long_cost.total_work) +
+            "; this provider takes at most 1073741824 (--max-total-work)");
 }
 
-TEST_CASE("attack: one job submitted twice while it trains is trained once; beyond the queue a job is refused") {
+TEST_CASE(
+    "attack: one job submitted twice while it trains is trained once; beyond the queue a job is refused") {
   Network net;
   ProviderConfig c = net.config();
   c.limits.max_queued_jobs = 0;
@@ -210,7 +223,9 @@ TEST_CASE("attack: one job submitted twice while it trains is trained once; beyo
   CHECK(p.count("submitted again while it waits or trains: sharing its run") == 1);
 }
 
-TEST_CASE("a job whose client has left stops between steps (--if-client-leaves stop), leaving only whole checkpoints") {
+TEST_CASE(
+    "a job whose client has left stops between steps (--if-client-leaves stop), leaving only whole "
+    "checkpoints") {
   Network net;
   ProviderConfig c = net.config();
   const std::filesystem::path store = c.store;

@@ -10,8 +10,8 @@
 
 using namespace tribunal;
 using namespace tribunal::nodes;
-using tribunal::testing::Network;
 using tribunal::testing::corrupt;
+using tribunal::testing::Network;
 
 namespace {
 
@@ -28,7 +28,8 @@ TEST_CASE("websocket: the honest provider wins against every kind of corrupted n
   const int64_t last = static_cast<int64_t>(graph_nodes()) - 1;
   // First, middle and last step; first (gather), middle (backward) and last (optimizer) node; a
   // forward linear node.
-  const std::vector<std::pair<int64_t, int64_t>> cases = {{0, 2}, {14, 2}, {29, 2}, {14, 0}, {14, last / 2}, {14, last}};
+  const std::vector<std::pair<int64_t, int64_t>> cases = {{0, 2},  {14, 2},        {29, 2},
+                                                          {14, 0}, {14, last / 2}, {14, last}};
   for (const auto& c : cases) {  // no structured binding: clang 14 cannot capture one in CAPTURE
     const int64_t step = c.first, node = c.second;
     CAPTURE(step);

@@ -19,7 +19,6 @@ ThreadPool& pool(int threads) {
   return threads == 1 ? p1 : threads == 2 ? p2 : p3;
 }
 
-
 // ---- Random inputs ------------------------------------------------------------------------------
 
 /// Uniform in [lo, hi); with `specials`, about one value in 32 is a random subnormal (either sign), so
@@ -117,8 +116,6 @@ std::vector<Tensor> run_case(const Case& c, ThreadPool* p) {
   return out;
 }
 
-
-
 int64_t mismatches(const Tensor& got, const Expected& e, std::string& first) {
   if (static_cast<size_t>(got.numel()) != e.want.size()) {
     first =
@@ -191,7 +188,9 @@ std::vector<ValueRef> EagerVjpBuilder::emit_all(OpKind kind, Attrs attrs, std::v
   return out;
 }
 
-std::vector<double> to_f64(const Tensor& t) { return {t.values().begin(), t.values().end()}; }
+std::vector<double> to_f64(const Tensor& t) {
+  return {t.values().begin(), t.values().end()};
+}
 
 namespace {
 std::map<OpKind, OpTests>& registry() {

@@ -63,7 +63,8 @@ int64_t ordered(float x) {
 }
 
 int64_t ulp_distance(float a, float b) {
-  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b) ? 0 : std::numeric_limits<int64_t>::max();
+  if (std::isnan(a) || std::isnan(b))
+    return std::isnan(a) && std::isnan(b) ? 0 : std::numeric_limits<int64_t>::max();
   const int64_t d = ordered(a) - ordered(b);
   return d < 0 ? -d : d;
 }
@@ -116,7 +117,8 @@ int64_t model_disagreements(const std::vector<double>& got, const Expected& e, s
     if (bad++ == 0) {
       std::ostringstream s;
       s.precision(17);
-      s << "element " << i << ": float64 " << got[i] << ", model " << e.want[i] << " ± " << kModelFraction * e.tol[i];
+      s << "element " << i << ": float64 " << got[i] << ", model " << e.want[i] << " ± "
+        << kModelFraction * e.tol[i];
       first = s.str();
     }
   }
@@ -175,7 +177,9 @@ Case linear_case(std::mt19937& rng, int64_t m, int64_t k, int64_t n) {
 
 }  // namespace
 
-TEST_CASE("float64: every op's result rounds to within a few float32 ulps (or the reference's error bound) of its RepOps reference") {
+TEST_CASE(
+    "float64: every op's result rounds to within a few float32 ulps (or the reference's error bound) of its "
+    "RepOps reference") {
   for_every_case(6, 64, [](const Case& c, Float64Gemm gemm) {
     const std::vector<std::vector<double>> got = run64(c, gemm);
     const std::vector<Tensor> ref = run_case(c, nullptr);
@@ -191,7 +195,9 @@ TEST_CASE("float64: every op's result rounds to within a few float32 ulps (or th
   });
 }
 
-TEST_CASE("float64: every op's result is float64-accurate (matches the float64 model far below float32 precision)") {
+TEST_CASE(
+    "float64: every op's result is float64-accurate (matches the float64 model far below float32 "
+    "precision)") {
   for_every_case(6, 65, [](const Case& c, Float64Gemm gemm) {
     const std::vector<std::vector<double>> got = run64(c, gemm);
     const std::optional<std::vector<Expected>> want = find_op_tests(c.kind)->expect(c);
@@ -302,7 +308,8 @@ TEST_CASE("float64: the naive and OpenBLAS gemms differ bitwise on a K >= 256 ma
     CHECK(chain_mismatches == 0);
 
     if (!blas_built) {
-      CHECK_THROWS_WITH_AS(run64(c, Float64Gemm::OpenBlas), doctest::Contains("this build has no OpenBLAS"), OpError);
+      CHECK_THROWS_WITH_AS(run64(c, Float64Gemm::OpenBlas), doctest::Contains("this build has no OpenBLAS"),
+                           OpError);
       continue;
     }
     const std::vector<double> blas = run64(c, Float64Gemm::OpenBlas)[0];
@@ -313,9 +320,11 @@ TEST_CASE("float64: the naive and OpenBLAS gemms differ bitwise on a K >= 256 ma
       if (std::memcmp(&naive[e], &blas[e], sizeof(double)) != 0) ++differ;
       worst = std::max(worst, std::fabs(naive[e] - blas[e]) / magnitude[e]);
     }
-    INFO(differ << " of " << naive.size() << " entries differ bitwise; worst difference " << worst << " of Σ|terms|");
-    if (flags == 0) MESSAGE("naive vs openblas, K = " << k << ": " << differ << " of " << naive.size()
-                            << " entries differ bitwise, worst by " << worst << " of Σ|terms|");
+    INFO(differ << " of " << naive.size() << " entries differ bitwise; worst difference " << worst
+                << " of Σ|terms|");
+    if (flags == 0)
+      MESSAGE("naive vs openblas, K = " << k << ": " << differ << " of " << naive.size()
+                                        << " entries differ bitwise, worst by " << worst << " of Σ|terms|");
     CHECK(differ > 0);
     CHECK(worst <= 1e-12);
   }
@@ -348,13 +357,13 @@ TEST_CASE("float64: bad input throws OpError") {
     run_float64(kind, attrs, in, out, Float64Gemm::Naive);
   };
   const Tensor a = random_tensor(Shape{2, 3}, rng, false), b = random_tensor(Shape{3, 2}, rng, false);
-  CHECK_THROWS_AS(run(OpKind::Add, {}, {&a, &b}, 1), OpError);                    // shapes differ
-  CHECK_THROWS_AS(run(OpKind::Linear, {}, {&a, &a, &a}, 1), OpError);             // inner sizes disagree
-  CHECK_THROWS_AS(run(OpKind::Matmul, {{0, 0}, {}}, {&a, &a}, 1), OpError);       // 3 ≠ 2
-  CHECK_THROWS_AS(run(OpKind::Add, {}, {&a}, 1), OpError);                        // one input short
-  CHECK_THROWS_AS(run(OpKind::Add, {}, {&a, &a}, 2), OpError);                    // one output too many
+  CHECK_THROWS_AS(run(OpKind::Add, {}, {&a, &b}, 1), OpError);                       // shapes differ
+  CHECK_THROWS_AS(run(OpKind::Linear, {}, {&a, &a, &a}, 1), OpError);                // inner sizes disagree
+  CHECK_THROWS_AS(run(OpKind::Matmul, {{0, 0}, {}}, {&a, &a}, 1), OpError);          // 3 ≠ 2
+  CHECK_THROWS_AS(run(OpKind::Add, {}, {&a}, 1), OpError);                           // one input short
+  CHECK_THROWS_AS(run(OpKind::Add, {}, {&a, &a}, 2), OpError);                       // one output too many
   CHECK_THROWS_AS(run(OpKind::AdamW, {{1}, {0.1f}}, {&a, &a, &a, &a}, 3), OpError);  // float count
-  CHECK_THROWS_AS(run(OpKind::Gather, {{0, 2}, {}}, {&a}, 1), OpError);           // row 2 of 2
+  CHECK_THROWS_AS(run(OpKind::Gather, {{0, 2}, {}}, {&a}, 1), OpError);              // row 2 of 2
   CHECK_THROWS_AS(run(OpKind::Count, {}, {&a}, 1), OpError);
 
   // Labels: out of range, fractional.
@@ -362,8 +371,8 @@ TEST_CASE("float64: bad input throws OpError") {
   Tensor labels(Shape{2});
   labels[0] = 1.0f;
   labels[1] = 3.0f;
-  CHECK_THROWS_WITH_AS(run(OpKind::SoftmaxCrossEntropy, {}, {&logits, &labels}, 1), doctest::Contains("label"),
-                       OpError);
+  CHECK_THROWS_WITH_AS(run(OpKind::SoftmaxCrossEntropy, {}, {&logits, &labels}, 1),
+                       doctest::Contains("label"), OpError);
   const Tensor dloss = scalar(1.0f);
   CHECK_THROWS_AS(run(OpKind::SoftmaxCrossEntropyBackward, {}, {&logits, &labels, &dloss}, 1), OpError);
   labels[1] = 0.5f;
@@ -374,7 +383,8 @@ TEST_CASE("float64: bad input throws OpError") {
   Tensor ids(Shape{1, 2});
   ids[0] = 1.0f;
   ids[1] = 4.0f;
-  CHECK_THROWS_WITH_AS(run(OpKind::Embedding, {}, {&tok, &pos, &ids}, 1), doctest::Contains("token id"), OpError);
+  CHECK_THROWS_WITH_AS(run(OpKind::Embedding, {}, {&tok, &pos, &ids}, 1), doctest::Contains("token id"),
+                       OpError);
   ids[1] = -1.0f;
   const Tensor dy = random_tensor(Shape{2, 3}, rng, false);
   CHECK_THROWS_AS(run(OpKind::EmbeddingBackward, {{4}, {}}, {&ids, &dy}, 1), OpError);

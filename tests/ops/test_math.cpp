@@ -29,7 +29,9 @@ int64_t ordered(float x) {
   return (u & 0x80000000u) ? -static_cast<int64_t>(u & 0x7FFFFFFFu) : static_cast<int64_t>(u);
 }
 
-int64_t ulp_distance(float a, float b) { return std::llabs(ordered(a) - ordered(b)); }
+int64_t ulp_distance(float a, float b) {
+  return std::llabs(ordered(a) - ordered(b));
+}
 
 /// Largest ulp error seen by a sweep, and where.
 struct ErrorStats {
@@ -68,7 +70,9 @@ struct ErrorStats {
 constexpr float kExpHi = 88.72283935546875f;
 constexpr float kExpLo = -103.97820281982421875f;
 
-bool in_exp_domain(float x) { return x >= kExpLo && x <= kExpHi; }
+bool in_exp_domain(float x) {
+  return x >= kExpLo && x <= kExpHi;
+}
 
 void sweep_exp_bits(uint32_t lo, uint32_t hi, uint32_t step, ErrorStats& s) {
   for (uint64_t u = lo; u <= hi; u += step) {
@@ -94,7 +98,9 @@ void sweep_log_bits(uint32_t lo, uint32_t hi, uint32_t step, ErrorStats& s) {
   }
 }
 
-bool is_nan(float x) { return x != x; }
+bool is_nan(float x) {
+  return x != x;
+}
 
 }  // namespace
 
@@ -318,13 +324,8 @@ TEST_CASE("tanh32 golden bits: any change to the polynomial, the split or the op
       {0.5f, 0x3EEC9A9Fu},          // polynomial, near the split
       {0.549999952f, 0x3F002217u},  // the last float of the polynomial branch
       {0.55f, 0x3F002218u},         // the first float of the exp branch
-      {1.0f, 0x3F42F7D6u},
-      {-2.0f, 0xBF76CA83u},
-      {3.5f, 0x3F7F8896u},
-      {8.0f, 0x3F7FFFFCu},
-      {0.001f, 0x3A83126Cu},
-      {-0.1f, 0xBDCC1EBCu},
-      {15.0f, 0x3F800000u},  // saturated
+      {1.0f, 0x3F42F7D6u},         {-2.0f, 0xBF76CA83u}, {3.5f, 0x3F7F8896u},  {8.0f, 0x3F7FFFFCu},
+      {0.001f, 0x3A83126Cu},       {-0.1f, 0xBDCC1EBCu}, {15.0f, 0x3F800000u},  // saturated
   };
   for (const Golden& g : golden) {
     const float got = tanh32(g.x);

@@ -1,7 +1,7 @@
-// The checks every OpKind must pass, run over the whole registry (docs/numerics.md "How the contract is checked": the proof of the
-// contract is tests"; issue "registry coverage"): each kind has a reference kernel, a fast kernel,
-// an attribute encoding, a float64 model of its definition, random cases and bad-input cases
-// registered by its family's test file (op_test_support.h). A kind without them fails here.
+// The checks every OpKind must pass, run over the whole registry (docs/numerics.md "How the contract is
+// checked": the proof of the contract is tests"; issue "registry coverage"): each kind has a reference
+// kernel, a fast kernel, an attribute encoding, a float64 model of its definition, random cases and bad-input
+// cases registered by its family's test file (op_test_support.h). A kind without them fails here.
 //  1. mathematics: the reference kernel against the float64 model within the per-op tolerance;
 //  2. reproducibility: run_fast on every SIMD path this CPU has × 1, 2 and 3 threads is bitwise
 //     equal (memcmp) to run_reference, on random shapes with 1, primes and odd sizes, including
@@ -23,7 +23,9 @@ using namespace tribunal::optest;
 
 namespace {
 
-OpKind kind_at(size_t i) { return static_cast<OpKind>(i); }
+OpKind kind_at(size_t i) {
+  return static_cast<OpKind>(i);
+}
 
 /// The tests registered for `kind`; a kind without them fails the calling test case.
 const OpTests& tests_of(OpKind kind) {
@@ -116,7 +118,8 @@ double f64_objective(const OpTests& tests, const Case& c, const std::vector<Tens
   REQUIRE(y.has_value());
   double l = 0;
   for (size_t o = 0; o < y->size(); ++o)
-    for (size_t e = 0; e < (*y)[o].want.size(); ++e) l += cotangents[o][static_cast<int64_t>(e)] * (*y)[o].want[e];
+    for (size_t e = 0; e < (*y)[o].want.size(); ++e)
+      l += cotangents[o][static_cast<int64_t>(e)] * (*y)[o].want[e];
   return l;
 }
 
@@ -154,8 +157,10 @@ TEST_CASE("every differentiable op's VJP rule matches float64 central difference
         std::unique_ptr<bool[]> needs(new bool[c.in.size()]());
         for (int i : tests.grad_inputs) needs[static_cast<size_t>(i)] = true;
         std::vector<ValueRef> in_grads(c.in.size(), 0);
-        info.vjp(b, VjpArgs{c.attrs, in_refs, out_refs, grad_refs, std::span<const bool>(needs.get(), c.in.size())},
-                 in_grads);
+        info.vjp(
+            b,
+            VjpArgs{c.attrs, in_refs, out_refs, grad_refs, std::span<const bool>(needs.get(), c.in.size())},
+            in_grads);
 
         for (int i : tests.grad_inputs) {
           const Tensor& grad = b.value(in_grads[static_cast<size_t>(i)]);

@@ -32,7 +32,9 @@ namespace {
 
 constexpr double kU = 0x1p-24;  // unit roundoff of binary32
 
-size_t at(int64_t i) { return static_cast<size_t>(i); }
+size_t at(int64_t i) {
+  return static_cast<size_t>(i);
+}
 
 // ---- Convolution geometry and float64 models --------------------------------------------------------
 
@@ -47,7 +49,8 @@ struct Geom {
 /// call that the fast kernels split it over 3 threads (conv.cpp's grain is 2^20 multiply-adds).
 Geom random_geom(std::mt19937& rng, bool big, int64_t stride) {
   if (big) return {12, 8, 20, 20, 16, 5, 5, stride, 2};
-  static constexpr int64_t kKernels[] = {1, 3, 5}, kSmall[] = {1, 2, 3, 5, 7}, kImage[] = {1, 2, 3, 5, 7, 11, 13};
+  static constexpr int64_t kKernels[] = {1, 3, 5}, kSmall[] = {1, 2, 3, 5, 7},
+                           kImage[] = {1, 2, 3, 5, 7, 11, 13};
   Geom g{};
   g.kh = kKernels[rng() % 3];
   g.kw = kKernels[rng() % 3];
@@ -139,7 +142,9 @@ Expected conv_dw64(const Geom& g, const Tensor& x, const Tensor& dy) {
 }
 
 /// Error bound factor of a canonical sum of n terms: ⌈n/32⌉ adds per lane, 5 tree levels.
-double canonical_bound(int64_t n) { return static_cast<double>((n + 31) / 32 + 6) * kU; }
+double canonical_bound(int64_t n) {
+  return static_cast<double>((n + 31) / 32 + 6) * kU;
+}
 
 /// db[o] = Σ dy[n, o, :, :] in float64.
 Expected conv_db64(const Tensor& dy) {
@@ -191,14 +196,17 @@ int64_t chosen64(const Tensor& x, int64_t e) {
   for (int k = 0; k < 4; ++k) {
     const int64_t idx = (pl * s[2] + 2 * r + (k >> 1)) * s[3] + 2 * c + (k & 1);
     if (best >= 0 && std::isnan(x[best])) break;
-    if (best < 0 || std::isnan(x[idx]) || static_cast<double>(x[idx]) > static_cast<double>(x[best])) best = idx;
+    if (best < 0 || std::isnan(x[idx]) || static_cast<double>(x[idx]) > static_cast<double>(x[best]))
+      best = idx;
   }
   return best;
 }
 
 // ---- Random cases -----------------------------------------------------------------------------------
 
-Tensor vals(Shape s, std::mt19937& rng, bool specials) { return random_tensor(s, rng, specials); }
+Tensor vals(Shape s, std::mt19937& rng, bool specials) {
+  return random_tensor(s, rng, specials);
+}
 
 std::optional<Case> make_case(OpKind kind, std::mt19937& rng, bool big, int variant, bool specials) {
   Case c;
@@ -208,36 +216,42 @@ std::optional<Case> make_case(OpKind kind, std::mt19937& rng, bool big, int vari
     case OpKind::Conv2d: {
       const Geom g = random_geom(rng, big, stride);
       c.attrs.ints = {g.stride, g.pad};
-      c.in = {vals(Shape{g.n, g.c, g.h, g.w}, rng, specials), vals(Shape{g.o, g.c, g.kh, g.kw}, rng, specials),
-              vals(Shape{g.o}, rng, specials)};
+      c.in = {vals(Shape{g.n, g.c, g.h, g.w}, rng, specials),
+              vals(Shape{g.o, g.c, g.kh, g.kw}, rng, specials), vals(Shape{g.o}, rng, specials)};
       return c;
     }
     case OpKind::Conv2dBackwardInput: {
       const Geom g = random_geom(rng, big, stride);
       c.attrs.ints = {g.stride, g.pad, g.h, g.w};
-      c.in = {vals(Shape{g.o, g.c, g.kh, g.kw}, rng, specials), vals(Shape{g.n, g.o, g.oh(), g.ow()}, rng, specials)};
+      c.in = {vals(Shape{g.o, g.c, g.kh, g.kw}, rng, specials),
+              vals(Shape{g.n, g.o, g.oh(), g.ow()}, rng, specials)};
       return c;
     }
     case OpKind::Conv2dBackwardWeight: {
       const Geom g = random_geom(rng, big, stride);
       c.attrs.ints = {g.stride, g.pad, g.kh, g.kw};
-      c.in = {vals(Shape{g.n, g.c, g.h, g.w}, rng, specials), vals(Shape{g.n, g.o, g.oh(), g.ow()}, rng, specials)};
+      c.in = {vals(Shape{g.n, g.c, g.h, g.w}, rng, specials),
+              vals(Shape{g.n, g.o, g.oh(), g.ow()}, rng, specials)};
       return c;
     }
     case OpKind::Conv2dBackwardBias: {
       // Big: 16 channels of 12·4884 elements, so the per-channel split reaches 3 threads; OH·OW not a
       // multiple of 32, so images start at every lane offset of the canonical sum.
-      const Shape s = big ? Shape{12, 16, 66, 74} : Shape{small_dim(rng), small_dim(rng), small_dim(rng), static_cast<int64_t>(1 + rng() % 7)};
+      const Shape s =
+          big ? Shape{12, 16, 66, 74}
+              : Shape{small_dim(rng), small_dim(rng), small_dim(rng), static_cast<int64_t>(1 + rng() % 7)};
       c.in = {vals(s, rng, specials)};
       return c;
     }
     case OpKind::MaxPool2d:
     case OpKind::MaxPool2dBackward: {
       static constexpr int64_t kEven[] = {2, 4, 6, 10, 14, 22, 32};
-      const Shape s = big ? Shape{16, 16, 32, 32}
-                          : Shape{small_dim(rng) % 8 + 1, small_dim(rng) % 8 + 1, kEven[rng() % 7], kEven[rng() % 7]};
+      const Shape s =
+          big ? Shape{16, 16, 32, 32}
+              : Shape{small_dim(rng) % 8 + 1, small_dim(rng) % 8 + 1, kEven[rng() % 7], kEven[rng() % 7]};
       c.in = {pool_input(s, rng, specials)};
-      if (kind == OpKind::MaxPool2dBackward) c.in.push_back(vals(Shape{s[0], s[1], s[2] / 2, s[3] / 2}, rng, specials));
+      if (kind == OpKind::MaxPool2dBackward)
+        c.in.push_back(vals(Shape{s[0], s[1], s[2] / 2, s[3] / 2}, rng, specials));
       return c;
     }
     case OpKind::SumSquares: {
@@ -249,7 +263,8 @@ std::optional<Case> make_case(OpKind kind, std::mt19937& rng, bool big, int vari
       const int64_t parts = 1 + static_cast<int64_t>(rng() % (big ? 40 : 7));
       const float max_norm = variant == 0 ? 10.0f : 0.5f;
       c.attrs.floats = {max_norm};
-      for (int64_t i = 0; i < parts; ++i) c.in.push_back(scalar(random_values(1, rng, 0.0f, 2.0f, specials)[0]));
+      for (int64_t i = 0; i < parts; ++i)
+        c.in.push_back(scalar(random_values(1, rng, 0.0f, 2.0f, specials)[0]));
       return c;
     }
     case OpKind::Scale: {
@@ -257,7 +272,8 @@ std::optional<Case> make_case(OpKind kind, std::mt19937& rng, bool big, int vari
               scalar(random_values(1, rng, -2.0f, 2.0f, specials)[0])};
       return c;
     }
-    default: break;
+    default:
+      break;
   }
   return std::nullopt;
 }
@@ -269,12 +285,14 @@ std::optional<std::vector<Expected>> expect(const Case& c) {
       return std::vector<Expected>{conv64(conv_geom_of(c), in[0], in[1], &in[2])};
     case OpKind::Conv2dBackwardInput: {
       const Shape &w = in[0].shape(), &dy = in[1].shape();
-      const Geom g{dy[0], w[1], c.attrs.ints[2], c.attrs.ints[3], w[0], w[2], w[3], c.attrs.ints[0], c.attrs.ints[1]};
+      const Geom g{dy[0], w[1], c.attrs.ints[2], c.attrs.ints[3], w[0],
+                   w[2],  w[3], c.attrs.ints[0], c.attrs.ints[1]};
       return std::vector<Expected>{conv_dx64(g, in[0], in[1])};
     }
     case OpKind::Conv2dBackwardWeight: {
       const Shape &x = in[0].shape(), &dy = in[1].shape();
-      const Geom g{x[0], x[1], x[2], x[3], dy[1], c.attrs.ints[2], c.attrs.ints[3], c.attrs.ints[0], c.attrs.ints[1]};
+      const Geom g{x[0],           x[1], x[2], x[3], dy[1], c.attrs.ints[2], c.attrs.ints[3], c.attrs.ints[0],
+                   c.attrs.ints[1]};
       return std::vector<Expected>{conv_dw64(g, in[0], in[1])};
     }
     case OpKind::Conv2dBackwardBias:
@@ -315,7 +333,8 @@ std::optional<std::vector<Expected>> expect(const Case& c) {
       }
       return std::vector<Expected>{e};
     }
-    default: break;
+    default:
+      break;
   }
   return std::nullopt;
 }
@@ -323,54 +342,80 @@ std::optional<std::vector<Expected>> expect(const Case& c) {
 const Attrs kConvAttrs{{1, 1}, {}};
 const Attrs kBackAttrs{{1, 1, 5, 5}, {}};
 
-const RegisterOpTests kConv2dTests(OpKind::Conv2d, {2, make_case, expect,
-    {{kConvAttrs, {Shape{1, 2, 5, 5}, Shape{3, 3, 3, 3}, Shape{3}}, "channels disagree"},
-     {kConvAttrs, {Shape{1, 2, 5, 5}, Shape{3, 2, 3, 3}, Shape{4}}, "bias length"},
-     {kConvAttrs, {Shape{2, 5, 5}, Shape{3, 2, 3, 3}, Shape{3}}, "rank-3 x"},
-     {{{0, 1}, {}}, {Shape{1, 2, 5, 5}, Shape{3, 2, 3, 3}, Shape{3}}, "stride 0"},
-     {{{1, -1}, {}}, {Shape{1, 2, 5, 5}, Shape{3, 2, 3, 3}, Shape{3}}, "negative pad"},
-     {{{1, 3}, {}}, {Shape{1, 2, 5, 5}, Shape{3, 2, 3, 3}, Shape{3}}, "pad as large as the kernel"},
-     {{{1, 0}, {}}, {Shape{1, 2, 2, 5}, Shape{3, 2, 3, 3}, Shape{3}}, "kernel taller than the image"},
-     {{{1, 0}, {}}, {Shape{0, 2, 5, 5}, Shape{3, 2, 3, 3}, Shape{3}}, "empty batch"},
-     {{{1}, {}}, {Shape{1, 2, 5, 5}, Shape{3, 2, 3, 3}, Shape{3}}, "one int"}},
-    {0, 1, 2}});
-const RegisterOpTests kConv2dBackwardInputTests(OpKind::Conv2dBackwardInput, {2, make_case, expect,
-    {{kBackAttrs, {Shape{3, 2, 3, 3}, Shape{1, 3, 4, 5}}, "dy height is not the output height of H"},
-     {kBackAttrs, {Shape{3, 2, 3, 3}, Shape{1, 4, 5, 5}}, "dy channels disagree with O"},
-     {{{1, 1, 0, 5}, {}}, {Shape{3, 2, 3, 3}, Shape{1, 3, 5, 5}}, "H = 0"},
-     {{{1, 1, 5}, {}}, {Shape{3, 2, 3, 3}, Shape{1, 3, 5, 5}}, "three ints"},
-     {kBackAttrs, {Shape{3, 2, 3}, Shape{1, 3, 5, 5}}, "rank-3 w"}}});
-const RegisterOpTests kConv2dBackwardWeightTests(OpKind::Conv2dBackwardWeight, {2, make_case, expect,
-    {{{{1, 1, 3, 3}, {}}, {Shape{2, 2, 5, 5}, Shape{1, 3, 5, 5}}, "batch sizes disagree"},
-     {{{1, 1, 3, 3}, {}}, {Shape{1, 2, 5, 5}, Shape{1, 3, 5, 4}}, "dy width is not the output width"},
-     {{{1, 1, 0, 3}, {}}, {Shape{1, 2, 5, 5}, Shape{1, 3, 5, 5}}, "KH = 0"},
-     {{{2, 3, 3, 3}, {}}, {Shape{1, 2, 5, 5}, Shape{1, 3, 4, 4}}, "pad as large as the kernel"}}});
-const RegisterOpTests kConv2dBackwardBiasTests(OpKind::Conv2dBackwardBias, {1, make_case, expect,
-    {{{}, {Shape{3, 4, 5}}, "rank-3 dy"}, {{}, {Shape{2, 0, 3, 3}}, "no channels"}}});
-const RegisterOpTests kMaxPool2dTests(OpKind::MaxPool2d, {1, make_case, expect,
-    {{{}, {Shape{1, 1, 3, 4}}, "odd height"},
-     {{}, {Shape{1, 1, 4, 5}}, "odd width"},
-     {{}, {Shape{4, 4}}, "rank 2"},
-     {{}, {Shape{1, 1, 0, 2}}, "empty image"}},
-    {0}});
-const RegisterOpTests kMaxPool2dBackwardTests(OpKind::MaxPool2dBackward, {1, make_case, expect,
-    {{{}, {Shape{1, 1, 4, 4}, Shape{1, 1, 2, 3}}, "dy shape"},
-     {{}, {Shape{1, 1, 3, 4}, Shape{1, 1, 1, 2}}, "odd height"},
-     {{}, {Shape{1, 1, 4, 4}}, "no dy"}}});
-const RegisterOpTests kSumSquaresTests(OpKind::SumSquares, {1, make_case, expect,
-    {{{}, {Shape{3}, Shape{3}}, "two inputs"}, {{{1}, {}}, {Shape{3}}, "an int"}}});
-const RegisterOpTests kClipCoefficientTests(OpKind::ClipCoefficient, {2, make_case, expect,
-    {{{{}, {1.0f}}, {Shape{}, Shape{2}}, "non-scalar input"},
-     {{{}, {0.0f}}, {Shape{}}, "max_norm 0"},
-     {{{}, {-1.0f}}, {Shape{}}, "negative max_norm"},
-     {{{}, {std::numeric_limits<float>::infinity()}}, {Shape{}}, "infinite max_norm"},
-     {{{}, {std::numeric_limits<float>::quiet_NaN()}}, {Shape{}}, "NaN max_norm"},
-     {{{}, {}}, {Shape{}}, "no max_norm"},
-     {{{}, {1.0f}}, {}, "no inputs"}}});
-const RegisterOpTests kScaleTests(OpKind::Scale, {1, make_case, expect,
-    {{{}, {Shape{3}, Shape{1}}, "rank-1 factor"}, {{}, {Shape{3}}, "no factor"}}});
+const RegisterOpTests kConv2dTests(
+    OpKind::Conv2d,
+    {2,
+     make_case,
+     expect,
+     {{kConvAttrs, {Shape{1, 2, 5, 5}, Shape{3, 3, 3, 3}, Shape{3}}, "channels disagree"},
+      {kConvAttrs, {Shape{1, 2, 5, 5}, Shape{3, 2, 3, 3}, Shape{4}}, "bias length"},
+      {kConvAttrs, {Shape{2, 5, 5}, Shape{3, 2, 3, 3}, Shape{3}}, "rank-3 x"},
+      {{{0, 1}, {}}, {Shape{1, 2, 5, 5}, Shape{3, 2, 3, 3}, Shape{3}}, "stride 0"},
+      {{{1, -1}, {}}, {Shape{1, 2, 5, 5}, Shape{3, 2, 3, 3}, Shape{3}}, "negative pad"},
+      {{{1, 3}, {}}, {Shape{1, 2, 5, 5}, Shape{3, 2, 3, 3}, Shape{3}}, "pad as large as the kernel"},
+      {{{1, 0}, {}}, {Shape{1, 2, 2, 5}, Shape{3, 2, 3, 3}, Shape{3}}, "kernel taller than the image"},
+      {{{1, 0}, {}}, {Shape{0, 2, 5, 5}, Shape{3, 2, 3, 3}, Shape{3}}, "empty batch"},
+      {{{1}, {}}, {Shape{1, 2, 5, 5}, Shape{3, 2, 3, 3}, Shape{3}}, "one int"}},
+     {0, 1, 2}});
+const RegisterOpTests kConv2dBackwardInputTests(
+    OpKind::Conv2dBackwardInput,
+    {2,
+     make_case,
+     expect,
+     {{kBackAttrs, {Shape{3, 2, 3, 3}, Shape{1, 3, 4, 5}}, "dy height is not the output height of H"},
+      {kBackAttrs, {Shape{3, 2, 3, 3}, Shape{1, 4, 5, 5}}, "dy channels disagree with O"},
+      {{{1, 1, 0, 5}, {}}, {Shape{3, 2, 3, 3}, Shape{1, 3, 5, 5}}, "H = 0"},
+      {{{1, 1, 5}, {}}, {Shape{3, 2, 3, 3}, Shape{1, 3, 5, 5}}, "three ints"},
+      {kBackAttrs, {Shape{3, 2, 3}, Shape{1, 3, 5, 5}}, "rank-3 w"}}});
+const RegisterOpTests kConv2dBackwardWeightTests(
+    OpKind::Conv2dBackwardWeight,
+    {2,
+     make_case,
+     expect,
+     {{{{1, 1, 3, 3}, {}}, {Shape{2, 2, 5, 5}, Shape{1, 3, 5, 5}}, "batch sizes disagree"},
+      {{{1, 1, 3, 3}, {}}, {Shape{1, 2, 5, 5}, Shape{1, 3, 5, 4}}, "dy width is not the output width"},
+      {{{1, 1, 0, 3}, {}}, {Shape{1, 2, 5, 5}, Shape{1, 3, 5, 5}}, "KH = 0"},
+      {{{2, 3, 3, 3}, {}}, {Shape{1, 2, 5, 5}, Shape{1, 3, 4, 4}}, "pad as large as the kernel"}}});
+const RegisterOpTests kConv2dBackwardBiasTests(
+    OpKind::Conv2dBackwardBias,
+    {1, make_case, expect, {{{}, {Shape{3, 4, 5}}, "rank-3 dy"}, {{}, {Shape{2, 0, 3, 3}}, "no channels"}}});
+const RegisterOpTests kMaxPool2dTests(OpKind::MaxPool2d, {1,
+                                                          make_case,
+                                                          expect,
+                                                          {{{}, {Shape{1, 1, 3, 4}}, "odd height"},
+                                                           {{}, {Shape{1, 1, 4, 5}}, "odd width"},
+                                                           {{}, {Shape{4, 4}}, "rank 2"},
+                                                           {{}, {Shape{1, 1, 0, 2}}, "empty image"}},
+                                                          {0}});
+const RegisterOpTests kMaxPool2dBackwardTests(OpKind::MaxPool2dBackward,
+                                              {1,
+                                               make_case,
+                                               expect,
+                                               {{{}, {Shape{1, 1, 4, 4}, Shape{1, 1, 2, 3}}, "dy shape"},
+                                                {{}, {Shape{1, 1, 3, 4}, Shape{1, 1, 1, 2}}, "odd height"},
+                                                {{}, {Shape{1, 1, 4, 4}}, "no dy"}}});
+const RegisterOpTests kSumSquaresTests(
+    OpKind::SumSquares,
+    {1, make_case, expect, {{{}, {Shape{3}, Shape{3}}, "two inputs"}, {{{1}, {}}, {Shape{3}}, "an int"}}});
+const RegisterOpTests kClipCoefficientTests(
+    OpKind::ClipCoefficient,
+    {2,
+     make_case,
+     expect,
+     {{{{}, {1.0f}}, {Shape{}, Shape{2}}, "non-scalar input"},
+      {{{}, {0.0f}}, {Shape{}}, "max_norm 0"},
+      {{{}, {-1.0f}}, {Shape{}}, "negative max_norm"},
+      {{{}, {std::numeric_limits<float>::infinity()}}, {Shape{}}, "infinite max_norm"},
+      {{{}, {std::numeric_limits<float>::quiet_NaN()}}, {Shape{}}, "NaN max_norm"},
+      {{{}, {}}, {Shape{}}, "no max_norm"},
+      {{{}, {1.0f}}, {}, "no inputs"}}});
+const RegisterOpTests kScaleTests(
+    OpKind::Scale,
+    {1, make_case, expect, {{{}, {Shape{3}, Shape{1}}, "rank-1 factor"}, {{}, {Shape{3}}, "no factor"}}});
 
-std::vector<float> values_of(const Tensor& t) { return {t.values().begin(), t.values().end()}; }
+std::vector<float> values_of(const Tensor& t) {
+  return {t.values().begin(), t.values().end()};
+}
 
 }  // namespace
 
@@ -379,9 +424,11 @@ TEST_CASE("conv2d and its gradients on a hand-computed 3×3 example") {
   const Tensor w(Shape{1, 1, 2, 2}, std::vector<float>{1, 2, 3, 4});
   const Tensor b(Shape{1}, std::vector<float>{0.5f});
   // Stride 1, no padding: y[oh, ow] = 0.5 + Σ w[i, j]·x[oh + i, ow + j].
-  CHECK(values_of(run_everywhere({OpKind::Conv2d, {{1, 0}, {}}, {x, w, b}})[0]) == std::vector<float>{37.5f, 47.5f, 67.5f, 77.5f});
+  CHECK(values_of(run_everywhere({OpKind::Conv2d, {{1, 0}, {}}, {x, w, b}})[0]) ==
+        std::vector<float>{37.5f, 47.5f, 67.5f, 77.5f});
   // Stride 2, pad 1: the windows start at rows/columns −1 and 1, so the first output sees only x[0,0]·w[1,1].
-  CHECK(values_of(run_everywhere({OpKind::Conv2d, {{2, 1}, {}}, {x, w, b}})[0]) == std::vector<float>{4.5f, 18.5f, 36.5f, 77.5f});
+  CHECK(values_of(run_everywhere({OpKind::Conv2d, {{2, 1}, {}}, {x, w, b}})[0]) ==
+        std::vector<float>{4.5f, 18.5f, 36.5f, 77.5f});
   // Gradients of Σ y (dy = 1): dx counts the kernel weights covering each pixel, dw sums each window,
   // db counts the outputs.
   const Tensor ones(Shape{1, 1, 2, 2}, std::vector<float>{1, 1, 1, 1});
@@ -407,10 +454,11 @@ TEST_CASE("conv2d: padded taps are +0 terms of the chain (signed zero and infini
                 Tensor(Shape{1}, std::vector<float>{-0.0f})}};
   CHECK(float_bits(run_everywhere(c)[0][0]) == 0u);
   // Without padding the same chain (centre tap only) keeps −0.
-  const Case unpadded{OpKind::Conv2d,
-                      {{1, 0}, {}},
-                      {Tensor(Shape{1, 1, 1, 1}, std::vector<float>{-0.0f}), Tensor(Shape{1, 1, 1, 1}, std::vector<float>{1.0f}),
-                       Tensor(Shape{1}, std::vector<float>{-0.0f})}};
+  const Case unpadded{
+      OpKind::Conv2d,
+      {{1, 0}, {}},
+      {Tensor(Shape{1, 1, 1, 1}, std::vector<float>{-0.0f}),
+       Tensor(Shape{1, 1, 1, 1}, std::vector<float>{1.0f}), Tensor(Shape{1}, std::vector<float>{-0.0f})}};
   CHECK(float_bits(run_everywhere(unpadded)[0][0]) == 0x80000000u);
   // An infinite weight on a tap that is padding for some output makes that output NaN (0·inf).
   Case inf = c;
@@ -483,8 +531,8 @@ TEST_CASE("clip_coefficient: exactly 1 at or below the threshold, max_norm/(norm
     for (float v : s) c.in.push_back(scalar(v));
     return run_everywhere(c)[0][0];
   };
-  CHECK(float_bits(coef({0.25f}, 1.0f)) == float_bits(1.0f));      // norm 0.5
-  CHECK(float_bits(coef({0.0f, 0.0f}, 1.0f)) == float_bits(1.0f)); // zero gradients
+  CHECK(float_bits(coef({0.25f}, 1.0f)) == float_bits(1.0f));       // norm 0.5
+  CHECK(float_bits(coef({0.0f, 0.0f}, 1.0f)) == float_bits(1.0f));  // zero gradients
   CHECK(float_bits(coef({0.5f, 0.49f}, 1.0f)) == float_bits(1.0f));
   // Above: Σ = 9 + 16 = 25, norm 5 (exact), coefficient = 1 / (5 + 1e-6f) in float.
   const float c = coef({9.0f, 16.0f}, 1.0f);
@@ -510,4 +558,3 @@ TEST_CASE("sum_squares: a scalar input and the lane order of the canonical sum")
   x[0] = 4096.0f;
   CHECK(run_everywhere({OpKind::SumSquares, {}, {x}})[0][0] == 16777216.0f + 30.0f);
 }
-

@@ -29,7 +29,9 @@ using namespace tribunal::optest;
 
 namespace {
 
-double f64(float x) { return static_cast<double>(x); }
+double f64(float x) {
+  return static_cast<double>(x);
+}
 
 /// A small dimension for ops whose tensors multiply four of them (keeps cases below ~10⁶ elements).
 int64_t tiny_dim(std::mt19937& rng) {
@@ -65,8 +67,8 @@ std::optional<Case> make_case(OpKind kind, std::mt19937& rng, bool big, int vari
       return c;
     }
     case OpKind::Embedding: {
-      const int64_t v = big ? 97 : small_dim(rng), d = big ? 67 : small_dim(rng), t = big ? 37 : small_dim(rng),
-                    b = big ? 23 : tiny_dim(rng);
+      const int64_t v = big ? 97 : small_dim(rng), d = big ? 67 : small_dim(rng),
+                    t = big ? 37 : small_dim(rng), b = big ? 23 : tiny_dim(rng);
       c.in.push_back(random_tensor(Shape{v, d}, rng, specials));
       c.in.push_back(random_tensor(Shape{t, d}, rng, specials));
       c.in.push_back(random_ids(b, t, v, rng));
@@ -75,7 +77,8 @@ std::optional<Case> make_case(OpKind kind, std::mt19937& rng, bool big, int vari
     case OpKind::EmbeddingBackward: {
       // Variant 0: narrow rows (the fast kernel splits the vocabulary); 1: wide rows (split columns).
       const int64_t d = big ? (variant ? 97 : 61) : (variant ? 64 + small_dim(rng) : small_dim(rng));
-      const int64_t v = big ? 97 : small_dim(rng), b = big ? 13 : tiny_dim(rng), t = big ? 67 : small_dim(rng);
+      const int64_t v = big ? 97 : small_dim(rng), b = big ? 13 : tiny_dim(rng),
+                    t = big ? 67 : small_dim(rng);
       c.attrs.ints = {v};
       c.in.push_back(random_ids(b, t, v, rng));
       c.in.push_back(random_tensor(Shape{b * t, d}, rng, specials));
@@ -97,7 +100,8 @@ std::optional<Case> make_case(OpKind kind, std::mt19937& rng, bool big, int vari
       c.in.push_back(random_tensor(s, rng, specials));
       return c;
     }
-    default: break;
+    default:
+      break;
   }
   return std::nullopt;
 }
@@ -119,7 +123,8 @@ Expected exact(std::vector<double> want) {
 std::optional<std::vector<Expected>> expect(const Case& c) {
   const std::vector<Tensor>& in = c.in;
   switch (c.kind) {
-    case OpKind::Reshape: return std::vector<Expected>{exact(to_f64(in[0]))};
+    case OpKind::Reshape:
+      return std::vector<Expected>{exact(to_f64(in[0]))};
     case OpKind::Embedding: {
       const int64_t d = in[0].shape()[1], t = in[1].shape()[0];
       Expected e;
@@ -159,8 +164,8 @@ std::optional<std::vector<Expected>> expect(const Case& c) {
         for (int64_t ti = 0; ti < t; ++ti)
           for (int64_t hi = 0; hi < h; ++hi)
             for (int64_t ei = 0; ei < e; ++ei) {
-              const int64_t row_major = (bi * t + ti) * h * e + hi * e + ei;   // x[b·T+t, h·E+e]
-              const int64_t head_major = ((bi * h + hi) * t + ti) * e + ei;  // y[b·H+h, t, e]
+              const int64_t row_major = (bi * t + ti) * h * e + hi * e + ei;  // x[b·T+t, h·E+e]
+              const int64_t head_major = ((bi * h + hi) * t + ti) * e + ei;   // y[b·H+h, t, e]
               if (c.kind == OpKind::SplitHeads)
                 want[static_cast<size_t>(head_major)] = in[0][row_major];
               else
@@ -179,67 +184,90 @@ std::optional<std::vector<Expected>> expect(const Case& c) {
       }
       return std::vector<Expected>{e};
     }
-    default: break;
+    default:
+      break;
   }
   return std::nullopt;
 }
 
 const Attrs kDrop{{1, 2, 3}, {0.5f}};
 
-const RegisterOpTests kReshapeTests(OpKind::Reshape, {1, make_case, expect,
-    {{{{5}, {}}, {Shape{2, 3}}, "element count differs"},
-     {{{-2, -3}, {}}, {Shape{2, 3}}, "negative dimensions"},
-     {{{1, 1, 1, 2, 3}, {}}, {Shape{2, 3}}, "rank 5"},
-     {{{std::numeric_limits<int64_t>::max(), 2}, {}}, {Shape{2, 3}}, "element count overflows"},
-     {{{6}, {1.0f}}, {Shape{2, 3}}, "a float attribute"},
-     {{{6}, {}}, {Shape{2, 3}, Shape{2, 3}}, "two inputs"}},
-    {0}});
-const RegisterOpTests kEmbeddingTests(OpKind::Embedding, {1, make_case, expect,
-    {{{}, {Shape{10}, Shape{4, 8}, Shape{2, 4}}, "rank-1 tok"},
-     {{}, {Shape{10, 8}, Shape{4, 7}, Shape{2, 4}}, "D differs"},
-     {{}, {Shape{10, 8}, Shape{4, 8}, Shape{2, 5}}, "ids longer than T"},
-     {{}, {Shape{10, 8}, Shape{4, 8}, Shape{8}}, "rank-1 ids"},
-     {{{1}, {}}, {Shape{10, 8}, Shape{4, 8}, Shape{2, 4}}, "an int attribute"},
-     {{}, {Shape{10, 8}, Shape{4, 8}}, "no ids"}},
-    {0, 1}});
-const RegisterOpTests kEmbeddingBackwardTests(OpKind::EmbeddingBackward, {2, make_case, expect,
-    {{{{-1}, {}}, {Shape{2, 4}, Shape{8, 3}}, "negative V"},
-     {{{10}, {}}, {Shape{2, 4}, Shape{7, 3}}, "dy rows ≠ B·T"},
-     {{{10}, {}}, {Shape{8}, Shape{8, 3}}, "rank-1 ids"},
-     {{{10}, {}}, {Shape{2, 4}, Shape{24}}, "rank-1 dy"},
-     {{{}, {}}, {Shape{2, 4}, Shape{8, 3}}, "no V"}}});
-const RegisterOpTests kSplitHeadsTests(OpKind::SplitHeads, {1, make_case, expect,
-    {{{{2, 3, 2}, {}}, {Shape{5, 8}}, "rows ≠ B·T"},
-     {{{2, 3, 3}, {}}, {Shape{6, 8}}, "H does not divide the width"},
-     {{{2, 3, 0}, {}}, {Shape{6, 8}}, "H = 0"},
-     {{{-2, -3, 2}, {}}, {Shape{6, 8}}, "negative B and T"},
-     {{{2, 3, 2}, {}}, {Shape{2, 3, 8}}, "rank-3 x"},
-     {{{2, 3}, {}}, {Shape{6, 8}}, "two ints"}},
-    {0}});
-const RegisterOpTests kMergeHeadsTests(OpKind::MergeHeads, {1, make_case, expect,
-    {{{{2, 3, 2}, {}}, {Shape{5, 3, 4}}, "rows ≠ B·H"},
-     {{{2, 3, 2}, {}}, {Shape{4, 2, 4}}, "T differs"},
-     {{{2, 3, 0}, {}}, {Shape{0, 3, 4}}, "H = 0"},
-     {{{2, 3, 2}, {}}, {Shape{4, 12}}, "rank-2 x"}},
-    {0}});
-const RegisterOpTests kDropoutTests(OpKind::Dropout, {1, make_case, expect,
-    {{{{1, 2, 3}, {1.0f}}, {Shape{4}}, "p = 1"},
-     {{{1, 2, 3}, {-0.1f}}, {Shape{4}}, "negative p"},
-     {{{1, 2, 3}, {std::numeric_limits<float>::quiet_NaN()}}, {Shape{4}}, "NaN p"},
-     {{{1, -1, 3}, {0.5f}}, {Shape{4}}, "negative step"},
-     {{{1, int64_t{1} << 32, 3}, {0.5f}}, {Shape{4}}, "step = 2^32"},
-     {{{1, 2, int64_t{1} << 31}, {0.5f}}, {Shape{4}}, "site = 2^31"},
-     {{{1, 2, -1}, {0.5f}}, {Shape{4}}, "negative site"},
-     {kDrop, {Shape{65536, 65536}}, "2^32 elements"},
-     {{{1, 2, 3}, {}}, {Shape{4}}, "no p"},
-     {{{1, 2}, {0.5f}}, {Shape{4}}, "two ints"}},
-    {0}});
-const RegisterOpTests kDropoutBackwardTests(OpKind::DropoutBackward, {1, make_case, expect,
-    {{{{1, 2, 3}, {1.0f}}, {Shape{4}}, "p = 1"},
-     {{{1, int64_t{1} << 32, 3}, {0.5f}}, {Shape{4}}, "step = 2^32"},
-     {{{1, 2, -1}, {0.5f}}, {Shape{4}}, "negative site"},
-     {kDrop, {Shape{65536, 65536}}, "2^32 elements"},
-     {kDrop, {Shape{4}, Shape{4}}, "two inputs"}}});
+const RegisterOpTests kReshapeTests(
+    OpKind::Reshape,
+    {1,
+     make_case,
+     expect,
+     {{{{5}, {}}, {Shape{2, 3}}, "element count differs"},
+      {{{-2, -3}, {}}, {Shape{2, 3}}, "negative dimensions"},
+      {{{1, 1, 1, 2, 3}, {}}, {Shape{2, 3}}, "rank 5"},
+      {{{std::numeric_limits<int64_t>::max(), 2}, {}}, {Shape{2, 3}}, "element count overflows"},
+      {{{6}, {1.0f}}, {Shape{2, 3}}, "a float attribute"},
+      {{{6}, {}}, {Shape{2, 3}, Shape{2, 3}}, "two inputs"}},
+     {0}});
+const RegisterOpTests kEmbeddingTests(
+    OpKind::Embedding, {1,
+                        make_case,
+                        expect,
+                        {{{}, {Shape{10}, Shape{4, 8}, Shape{2, 4}}, "rank-1 tok"},
+                         {{}, {Shape{10, 8}, Shape{4, 7}, Shape{2, 4}}, "D differs"},
+                         {{}, {Shape{10, 8}, Shape{4, 8}, Shape{2, 5}}, "ids longer than T"},
+                         {{}, {Shape{10, 8}, Shape{4, 8}, Shape{8}}, "rank-1 ids"},
+                         {{{1}, {}}, {Shape{10, 8}, Shape{4, 8}, Shape{2, 4}}, "an int attribute"},
+                         {{}, {Shape{10, 8}, Shape{4, 8}}, "no ids"}},
+                        {0, 1}});
+const RegisterOpTests kEmbeddingBackwardTests(OpKind::EmbeddingBackward,
+                                              {2,
+                                               make_case,
+                                               expect,
+                                               {{{{-1}, {}}, {Shape{2, 4}, Shape{8, 3}}, "negative V"},
+                                                {{{10}, {}}, {Shape{2, 4}, Shape{7, 3}}, "dy rows ≠ B·T"},
+                                                {{{10}, {}}, {Shape{8}, Shape{8, 3}}, "rank-1 ids"},
+                                                {{{10}, {}}, {Shape{2, 4}, Shape{24}}, "rank-1 dy"},
+                                                {{{}, {}}, {Shape{2, 4}, Shape{8, 3}}, "no V"}}});
+const RegisterOpTests kSplitHeadsTests(OpKind::SplitHeads,
+                                       {1,
+                                        make_case,
+                                        expect,
+                                        {{{{2, 3, 2}, {}}, {Shape{5, 8}}, "rows ≠ B·T"},
+                                         {{{2, 3, 3}, {}}, {Shape{6, 8}}, "H does not divide the width"},
+                                         {{{2, 3, 0}, {}}, {Shape{6, 8}}, "H = 0"},
+                                         {{{-2, -3, 2}, {}}, {Shape{6, 8}}, "negative B and T"},
+                                         {{{2, 3, 2}, {}}, {Shape{2, 3, 8}}, "rank-3 x"},
+                                         {{{2, 3}, {}}, {Shape{6, 8}}, "two ints"}},
+                                        {0}});
+const RegisterOpTests kMergeHeadsTests(OpKind::MergeHeads,
+                                       {1,
+                                        make_case,
+                                        expect,
+                                        {{{{2, 3, 2}, {}}, {Shape{5, 3, 4}}, "rows ≠ B·H"},
+                                         {{{2, 3, 2}, {}}, {Shape{4, 2, 4}}, "T differs"},
+                                         {{{2, 3, 0}, {}}, {Shape{0, 3, 4}}, "H = 0"},
+                                         {{{2, 3, 2}, {}}, {Shape{4, 12}}, "rank-2 x"}},
+                                        {0}});
+const RegisterOpTests kDropoutTests(
+    OpKind::Dropout, {1,
+                      make_case,
+                      expect,
+                      {{{{1, 2, 3}, {1.0f}}, {Shape{4}}, "p = 1"},
+                       {{{1, 2, 3}, {-0.1f}}, {Shape{4}}, "negative p"},
+                       {{{1, 2, 3}, {std::numeric_limits<float>::quiet_NaN()}}, {Shape{4}}, "NaN p"},
+                       {{{1, -1, 3}, {0.5f}}, {Shape{4}}, "negative step"},
+                       {{{1, int64_t{1} << 32, 3}, {0.5f}}, {Shape{4}}, "step = 2^32"},
+                       {{{1, 2, int64_t{1} << 31}, {0.5f}}, {Shape{4}}, "site = 2^31"},
+                       {{{1, 2, -1}, {0.5f}}, {Shape{4}}, "negative site"},
+                       {kDrop, {Shape{65536, 65536}}, "2^32 elements"},
+                       {{{1, 2, 3}, {}}, {Shape{4}}, "no p"},
+                       {{{1, 2}, {0.5f}}, {Shape{4}}, "two ints"}},
+                      {0}});
+const RegisterOpTests kDropoutBackwardTests(OpKind::DropoutBackward,
+                                            {1,
+                                             make_case,
+                                             expect,
+                                             {{{{1, 2, 3}, {1.0f}}, {Shape{4}}, "p = 1"},
+                                              {{{1, int64_t{1} << 32, 3}, {0.5f}}, {Shape{4}}, "step = 2^32"},
+                                              {{{1, 2, -1}, {0.5f}}, {Shape{4}}, "negative site"},
+                                              {kDrop, {Shape{65536, 65536}}, "2^32 elements"},
+                                              {kDrop, {Shape{4}, Shape{4}}, "two inputs"}}});
 
 /// Runs kind's VJP on forward inputs `in` and output gradient `dy`; returns d loss / d input i.
 std::vector<Tensor> vjp(OpKind kind, const Attrs& attrs, std::vector<Tensor> in, Tensor dy) {
@@ -270,8 +298,9 @@ TEST_CASE("embedding kernels throw OpError for ids that are not integers in [0, 
       CAPTURE(at);
       Tensor ids = random_ids(b, t, vocab, rng);
       ids[at] = bad;
-      Case fwd{OpKind::Embedding, {}, {random_tensor(Shape{vocab, d}, rng, false),
-                                       random_tensor(Shape{t, d}, rng, false), ids}};
+      Case fwd{OpKind::Embedding,
+               {},
+               {random_tensor(Shape{vocab, d}, rng, false), random_tensor(Shape{t, d}, rng, false), ids}};
       CHECK_THROWS_AS(run_case(fwd, nullptr), OpError);
       Case back{OpKind::EmbeddingBackward, {{vocab}, {}}, {ids, random_tensor(Shape{b * t, d}, rng, false)}};
       CHECK_THROWS_AS(run_case(back, nullptr), OpError);
@@ -286,7 +315,9 @@ TEST_CASE("embedding kernels throw OpError for ids that are not integers in [0, 
   ids[0] = 0.0f;
   ids[1] = -0.0f;
   ids[2] = static_cast<float>(vocab - 1);
-  Case ok{OpKind::Embedding, {}, {random_tensor(Shape{vocab, d}, rng, false), random_tensor(Shape{t, d}, rng, false), ids}};
+  Case ok{OpKind::Embedding,
+          {},
+          {random_tensor(Shape{vocab, d}, rng, false), random_tensor(Shape{t, d}, rng, false), ids}};
   const std::vector<Tensor> y = run_everywhere(ok);
   for (int64_t j = 0; j < d; ++j) CHECK(y[0][d + j] == ok.in[0][j] + ok.in[1][d + j]);
 }
@@ -312,8 +343,10 @@ TEST_CASE("dropout keeps about 1 − p of a large tensor, scaled by exactly 1/(1
     const float scale = 1.0f / (1.0f - p);
     int64_t kept = 0, other = 0;
     for (float v : y.values()) {
-      if (v == scale) ++kept;
-      else if (float_bits(v) != 0u) ++other;  // dropped elements are +0
+      if (v == scale)
+        ++kept;
+      else if (float_bits(v) != 0u)
+        ++other;  // dropped elements are +0
     }
     CHECK(other == 0);
     // Binomial(n, 1 − p): the standard deviation of the fraction is sqrt(p(1 − p)/n) < 5e-4.
@@ -338,15 +371,18 @@ TEST_CASE("dropout and dropout_backward drop the same elements; other steps and 
   for (int64_t i = 0; i < s.numel(); ++i) {
     CAPTURE(i);
     CHECK((y[i] == 0.0f) == (dx[i] == 0.0f));
-    if (y[i] == 0.0f) ++dropped;
-    else CHECK(float_bits(dx[i]) == float_bits(dy[i] * scale));
+    if (y[i] == 0.0f)
+      ++dropped;
+    else
+      CHECK(float_bits(dx[i]) == float_bits(dy[i] * scale));
   }
   CHECK(dropped > 0);
   // The VJP of dropout is dropout_backward with the same attributes.
   const std::vector<Tensor> g = vjp(OpKind::Dropout, attrs, {x}, dy);
   CHECK(bitwise_equal(g[0], dx));
   // Another step or site gives another mask.
-  for (const Attrs& other : {Attrs{{-5, 4, 9}, {0.3f}}, Attrs{{-5, 3, 10}, {0.3f}}, Attrs{{-4, 3, 9}, {0.3f}}}) {
+  for (const Attrs& other :
+       {Attrs{{-5, 4, 9}, {0.3f}}, Attrs{{-5, 3, 10}, {0.3f}}, Attrs{{-4, 3, 9}, {0.3f}}}) {
     const Tensor z = run_case({OpKind::Dropout, other, {x}}, nullptr)[0];
     CHECK_FALSE(bitwise_equal(z, y));
   }
@@ -382,17 +418,17 @@ TEST_CASE("reshape and embedding VJPs are exact") {
   const int64_t vocab = 7, b = 3, t = 5, d = 4;
   const Tensor tok = random_tensor(Shape{vocab, d}, rng, false), pos = random_tensor(Shape{t, d}, rng, false);
   const Tensor ids = random_ids(b, t, vocab, rng), dz = random_tensor(Shape{b * t, d}, rng, false);
-    const Tensor dx = vjp(OpKind::Reshape, {{12, 5}, {}}, {x}, dy)[0];
-    CHECK(dx.shape() == x.shape());
-    CHECK(bitwise_equal(Tensor(Shape{12, 5}, dx.values()), dy));
-    const std::vector<Tensor> g = vjp(OpKind::Embedding, {}, {tok, pos, ids}, dz);
-    CHECK(bitwise_equal(g[0], run_case({OpKind::EmbeddingBackward, {{vocab}, {}}, {ids, dz}}, nullptr)[0]));
-    REQUIRE(g[1].shape() == pos.shape());
-    for (int64_t i = 0; i < t * d; ++i) {
-      float want[3];
-      for (int64_t bi = 0; bi < b; ++bi) want[bi] = dz[bi * t * d + i];
-      CHECK(float_bits(g[1][i]) == float_bits(canonical_sum(want, b)));
-    }
+  const Tensor dx = vjp(OpKind::Reshape, {{12, 5}, {}}, {x}, dy)[0];
+  CHECK(dx.shape() == x.shape());
+  CHECK(bitwise_equal(Tensor(Shape{12, 5}, dx.values()), dy));
+  const std::vector<Tensor> g = vjp(OpKind::Embedding, {}, {tok, pos, ids}, dz);
+  CHECK(bitwise_equal(g[0], run_case({OpKind::EmbeddingBackward, {{vocab}, {}}, {ids, dz}}, nullptr)[0]));
+  REQUIRE(g[1].shape() == pos.shape());
+  for (int64_t i = 0; i < t * d; ++i) {
+    float want[3];
+    for (int64_t bi = 0; bi < b; ++bi) want[bi] = dz[bi * t * d + i];
+    CHECK(float_bits(g[1][i]) == float_bits(canonical_sum(want, b)));
+  }
 }
 
 TEST_CASE("batched matmul: attention shapes and edge cases, bitwise on every path and thread count") {
@@ -402,15 +438,19 @@ TEST_CASE("batched matmul: attention shapes and edge cases, bitwise on every pat
   for (int variant = 0; variant < 4; ++variant) {
     const int64_t ta = variant & 1, tb = variant >> 1, bt = 64, m = 128, n = 128, k = variant == 0 ? 128 : 32;
     CAPTURE(variant);
-    const Case c{OpKind::Matmul, {{ta, tb}, {}},
+    const Case c{OpKind::Matmul,
+                 {{ta, tb}, {}},
                  {random_tensor(ta ? Shape{bt, k, m} : Shape{bt, m, k}, rng, false),
                   random_tensor(tb ? Shape{bt, n, k} : Shape{bt, k, n}, rng, false)}};
     const Tensor ref = run_everywhere(c)[0];
     // Element 37 of the batch is exactly the rank-2 product of its slices.
     const int64_t e = 37;
-    const Case one{OpKind::Matmul, {{ta, tb}, {}},
-                   {Tensor(ta ? Shape{k, m} : Shape{m, k}, c.in[0].values().subspan(static_cast<size_t>(e * m * k), m * k)),
-                    Tensor(tb ? Shape{n, k} : Shape{k, n}, c.in[1].values().subspan(static_cast<size_t>(e * k * n), k * n))}};
+    const Case one{OpKind::Matmul,
+                   {{ta, tb}, {}},
+                   {Tensor(ta ? Shape{k, m} : Shape{m, k},
+                           c.in[0].values().subspan(static_cast<size_t>(e * m * k), m * k)),
+                    Tensor(tb ? Shape{n, k} : Shape{k, n},
+                           c.in[1].values().subspan(static_cast<size_t>(e * k * n), k * n))}};
     const Tensor y = run_case(one, &pool(2))[0];
     CHECK(bitwise_equal(Tensor(Shape{m, n}, ref.values().subspan(static_cast<size_t>(e * m * n), m * n)), y));
   }
@@ -421,7 +461,8 @@ TEST_CASE("batched matmul: attention shapes and edge cases, bitwise on every pat
     const int64_t bt = dims[0], m = dims[1], k = dims[2], n = dims[3];
     CAPTURE(bt);
     CAPTURE(k);
-    const Case c{OpKind::Matmul, {{0, 0}, {}},
+    const Case c{OpKind::Matmul,
+                 {{0, 0}, {}},
                  {random_tensor(Shape{bt, m, k}, rng, true), random_tensor(Shape{bt, k, n}, rng, true)}};
     const Tensor y = run_everywhere(c)[0];
     if (k == 0)
@@ -441,8 +482,12 @@ TEST_CASE("the matmul VJP rule differentiates batched products") {
     REQUIRE(g[0].shape() == a.shape());
     REQUIRE(g[1].shape() == b.shape());
     // d/dA(e, i, p) = Σ_j dc(e, i, j)·B(e, p, j);  d/dB(e, p, j) = Σ_i A(e, i, p)·dc(e, i, j).
-    auto at = [&](int64_t e, int64_t i, int64_t p) { return f64(ta ? a[(e * k + p) * m + i] : a[(e * m + i) * k + p]); };
-    auto bv = [&](int64_t e, int64_t p, int64_t j) { return f64(tb ? b[(e * n + j) * k + p] : b[(e * k + p) * n + j]); };
+    auto at = [&](int64_t e, int64_t i, int64_t p) {
+      return f64(ta ? a[(e * k + p) * m + i] : a[(e * m + i) * k + p]);
+    };
+    auto bv = [&](int64_t e, int64_t p, int64_t j) {
+      return f64(tb ? b[(e * n + j) * k + p] : b[(e * k + p) * n + j]);
+    };
     for (int64_t e = 0; e < bt; ++e)
       for (int64_t i = 0; i < m; ++i)
         for (int64_t p = 0; p < k; ++p) {

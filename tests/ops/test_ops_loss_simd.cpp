@@ -54,11 +54,14 @@ Case sce_case(bool backward, Tensor logits, Tensor labels, float dloss) {
 }
 
 // Class counts around 8, 16, 32 and 64 (partial vectors, partial 32-lane chunks) and wide rows.
-const int64_t kClasses[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 63, 64, 65, 97, 128, 255, 256, 257, 1000};
+const int64_t kClasses[] = {1,  2,  7,  8,  9,  15,  16,  17,  31,  32,  33,
+                            47, 63, 64, 65, 97, 128, 255, 256, 257, 1000};
 
 }  // namespace
 
-TEST_CASE("softmax_cross_entropy (+ backward) fast kernels are bitwise equal to the reference on wide and ragged rows") {
+TEST_CASE(
+    "softmax_cross_entropy (+ backward) fast kernels are bitwise equal to the reference on wide and ragged "
+    "rows") {
   std::mt19937 rng(2024);
   for (int64_t classes : kClasses) {
     for (int64_t batch : {int64_t{1}, int64_t{5}, int64_t{67}}) {
@@ -77,22 +80,23 @@ TEST_CASE("softmax_cross_entropy (+ backward) fast kernels are bitwise equal to 
   }
 }
 
-TEST_CASE("softmax_cross_entropy (+ backward) fast kernels match the reference on zero maxima, ±inf and NaN") {
+TEST_CASE(
+    "softmax_cross_entropy (+ backward) fast kernels match the reference on zero maxima, ±inf and NaN") {
   std::mt19937 rng(99);
   for (int64_t classes : {int64_t{1}, int64_t{3}, int64_t{17}, int64_t{40}, int64_t{100}}) {
     // Each row is one special pattern; the rest of the row is negative so the special decides the max.
     const int kPatterns = 9;
     Tensor z = random_tensor(Shape{kPatterns, classes}, rng, true, -9.0f, -1.0f);
     auto at = [&](int row, int64_t j) -> float& { return z[row * classes + std::min(j, classes - 1)]; };
-    at(0, 0) = -0.0f, at(0, classes / 2) = 0.0f;    // −0 first, then +0: the sequential max keeps −0
-    at(1, 0) = 0.0f, at(1, classes - 1) = -0.0f;    // +0 first, then −0
+    at(0, 0) = -0.0f, at(0, classes / 2) = 0.0f;  // −0 first, then +0: the sequential max keeps −0
+    at(1, 0) = 0.0f, at(1, classes - 1) = -0.0f;  // +0 first, then −0
     for (int64_t j = 0; j < classes; ++j) at(2, j) = (j % 2) ? 0.0f : -0.0f;  // all zeros
-    at(3, classes / 3) = kInf;                      // +inf: inf − inf makes the row NaN
-    for (int64_t j = 0; j < classes; ++j) at(4, j) = -kInf;                // −inf everywhere
-    at(5, classes - 1) = 88.0f;                     // near exp32's overflow bound
-    at(6, 0) = std::numeric_limits<float>::denorm_min();  // a subnormal maximum
-    at(7, 0) = kNaN;                                // NaN at z[0]: the sequential max is NaN
-    at(8, classes - 1) = kNaN;                      // NaN later: skipped by the max, NaN through e
+    at(3, classes / 3) = kInf;                               // +inf: inf − inf makes the row NaN
+    for (int64_t j = 0; j < classes; ++j) at(4, j) = -kInf;  // −inf everywhere
+    at(5, classes - 1) = 88.0f;                              // near exp32's overflow bound
+    at(6, 0) = std::numeric_limits<float>::denorm_min();     // a subnormal maximum
+    at(7, 0) = kNaN;                                         // NaN at z[0]: the sequential max is NaN
+    at(8, classes - 1) = kNaN;                               // NaN later: skipped by the max, NaN through e
     const Tensor y = random_labels(kPatterns, classes, rng);
     for (bool backward : {false, true}) {
       CAPTURE(classes);
@@ -119,7 +123,8 @@ TEST_CASE("softmax_cross_entropy (+ backward) fast kernels throw OpError for a b
         for (SimdPath path : available_simd_paths()) {
           const ScopedSimdPath forced(path);
           for (int threads : {1, 2, 3}) {
-            INFO(simd_path_name(path) << ", " << threads << " threads, bad label " << bad << " at row " << row);
+            INFO(simd_path_name(path)
+                 << ", " << threads << " threads, bad label " << bad << " at row " << row);
             CHECK_THROWS_AS(run_case(c, &pool(threads)), OpError);
           }
         }

@@ -32,7 +32,9 @@ constexpr double kGeluC = 0.79788456080286535588;  // √(2/π) in double, as Py
 constexpr double kGeluK = 0.044715;
 constexpr double kTiny = 0x1p-148;  // a few subnormal spacings: outputs that underflow
 
-double f64(float x) { return static_cast<double>(x); }
+double f64(float x) {
+  return static_cast<double>(x);
+}
 
 // ---- Cases ----------------------------------------------------------------------------------------
 
@@ -77,7 +79,8 @@ std::optional<Case> make_case(OpKind kind, std::mt19937& rng, bool big, int vari
       c.in.push_back(random_tensor(s, rng, specials));
       return c;
     }
-    default: break;
+    default:
+      break;
   }
   return std::nullopt;
 }
@@ -131,7 +134,8 @@ std::optional<std::vector<Expected>> expect(const Case& c) {
           const size_t k = static_cast<size_t>(r * s.d + i);
           const double g = in[1][i], b = in[2][i];
           y.want.push_back(s.xhat[k] * g + b);
-          y.tol.push_back(s.tol_xhat[k] * std::fabs(g) + kRel * (std::fabs(s.xhat[k] * g) + std::fabs(b)) + kTiny);
+          y.tol.push_back(s.tol_xhat[k] * std::fabs(g) + kRel * (std::fabs(s.xhat[k] * g) + std::fabs(b)) +
+                          kTiny);
         }
       return std::vector<Expected>{y};
     }
@@ -207,9 +211,9 @@ std::optional<std::vector<Expected>> expect(const Case& c) {
         const double left = 0.5 * (1.0 + t), right = 0.5 * x * (1.0 - t * t) * du;
         dx.want.push_back(dy * (left + right));
         const double t_err = 0x1p-22 + (1.0 - t * t) * std::fabs(u) * 0x1p-22;
-        dx.tol.push_back(std::fabs(dy) * (1e-6 * (std::fabs(left) + std::fabs(right)) +
-                                          t_err * (0.5 + std::fabs(x * t * du)) +
-                                          0x1p-23 * std::fabs(0.5 * x * du)) +
+        dx.tol.push_back(std::fabs(dy) *
+                             (1e-6 * (std::fabs(left) + std::fabs(right)) +
+                              t_err * (0.5 + std::fabs(x * t * du)) + 0x1p-23 * std::fabs(0.5 * x * du)) +
                          kTiny);
       }
       return std::vector<Expected>{dx};
@@ -255,7 +259,8 @@ std::optional<std::vector<Expected>> expect(const Case& c) {
       }
       return std::vector<Expected>{out};
     }
-    default: break;
+    default:
+      break;
   }
   return std::nullopt;
 }
@@ -276,14 +281,10 @@ const std::vector<BadCase> kLayerNormBackwardBad = {
     {{{}, {kEps}}, {Shape{3, 4}, Shape{4}}, "no dy"},
     {{{}, {}}, {Shape{3, 4}, Shape{4}, Shape{3, 4}}, "no ε"}};
 const std::vector<BadCase> kSoftmaxBad = {
-    {{{0}, {1.0f}}, {Shape{7}}, "rank 1"},
-    {{{0}, {1.0f}}, {Shape{3, 0}}, "empty last axis"},
-    {{{2}, {1.0f}}, {Shape{3, 3}}, "causal = 2"},
-    {{{-1}, {1.0f}}, {Shape{3, 3}}, "causal = -1"},
-    {{{0}, {NAN}}, {Shape{3, 3}}, "NaN scale"},
-    {{{0}, {INFINITY}}, {Shape{3, 3}}, "infinite scale"},
-    {{{}, {1.0f}}, {Shape{3, 3}}, "no causal flag"},
-    {{{0}, {}}, {Shape{3, 3}}, "no scale"}};
+    {{{0}, {1.0f}}, {Shape{7}}, "rank 1"},           {{{0}, {1.0f}}, {Shape{3, 0}}, "empty last axis"},
+    {{{2}, {1.0f}}, {Shape{3, 3}}, "causal = 2"},    {{{-1}, {1.0f}}, {Shape{3, 3}}, "causal = -1"},
+    {{{0}, {NAN}}, {Shape{3, 3}}, "NaN scale"},      {{{0}, {INFINITY}}, {Shape{3, 3}}, "infinite scale"},
+    {{{}, {1.0f}}, {Shape{3, 3}}, "no causal flag"}, {{{0}, {}}, {Shape{3, 3}}, "no scale"}};
 const std::vector<BadCase> kSoftmaxBackwardBad = {
     {{{0}, {1.0f}}, {Shape{3, 3}, Shape{3, 4}}, "y and dy differ"},
     {{{0}, {1.0f}}, {Shape{3}, Shape{3}}, "rank 1"},
@@ -293,44 +294,65 @@ const std::vector<BadCase> kSoftmaxBackwardBad = {
 const RegisterOpTests kLayerNormTests(OpKind::LayerNorm, {1, make_case, expect, kLayerNormBad, {0, 1, 2}});
 const RegisterOpTests kLayerNormBackwardTests(OpKind::LayerNormBackward,
                                               {1, make_case, expect, kLayerNormBackwardBad});
-const RegisterOpTests kGeluTests(OpKind::Gelu, {1, make_case, expect,
-    {{{}, {Shape{2}, Shape{2}}, "two inputs"},
-     {{{1}, {}}, {Shape{2}}, "an int attribute"},
-     {{{}, {0.5f}}, {Shape{2}}, "a float attribute"}},
-    {0}});
-const RegisterOpTests kGeluBackwardTests(OpKind::GeluBackward, {1, make_case, expect,
-    {{{}, {Shape{2, 3}, Shape{3, 2}}, "shapes differ"},
-     {{}, {Shape{2}}, "no dy"}}});
+const RegisterOpTests kGeluTests(OpKind::Gelu, {1,
+                                                make_case,
+                                                expect,
+                                                {{{}, {Shape{2}, Shape{2}}, "two inputs"},
+                                                 {{{1}, {}}, {Shape{2}}, "an int attribute"},
+                                                 {{{}, {0.5f}}, {Shape{2}}, "a float attribute"}},
+                                                {0}});
+const RegisterOpTests kGeluBackwardTests(
+    OpKind::GeluBackward,
+    {1, make_case, expect, {{{}, {Shape{2, 3}, Shape{3, 2}}, "shapes differ"}, {{}, {Shape{2}}, "no dy"}}});
 const RegisterOpTests kSoftmaxTests(OpKind::Softmax, {2, make_case, expect, kSoftmaxBad, {0}});
-const RegisterOpTests kSoftmaxBackwardTests(OpKind::SoftmaxBackward, {2, make_case, expect, kSoftmaxBackwardBad});
-
+const RegisterOpTests kSoftmaxBackwardTests(OpKind::SoftmaxBackward,
+                                            {2, make_case, expect, kSoftmaxBackwardBad});
 
 // Lane-wise exp32/tanh32 of vec_math.h over an array (tail lanes through the masked forms), once per
 // ISA of this architecture.
-#define TRIBUNAL_APPLY_KERNELS(NS, TARGET, V)                                    \
-  namespace NS {                                                               \
-  TARGET void apply(const float* x, float* y, int64_t n, bool is_tanh) {       \
-    for (int64_t i = 0; i < n; i += V::W) {                                    \
-      const int c = static_cast<int>(std::min<int64_t>(V::W, n - i));          \
-      const V::vf v = V::loadn(x + i, c);                                      \
-      V::storen(y + i, is_tanh ? V::tanh(v) : V::exp(v), c);                   \
-    }                                                                          \
-  }                                                                            \
+#define TRIBUNAL_APPLY_KERNELS(NS, TARGET, V)                            \
+  namespace NS {                                                         \
+  TARGET void apply(const float* x, float* y, int64_t n, bool is_tanh) { \
+    for (int64_t i = 0; i < n; i += V::W) {                              \
+      const int c = static_cast<int>(std::min<int64_t>(V::W, n - i));    \
+      const V::vf v = V::loadn(x + i, c);                                \
+      V::storen(y + i, is_tanh ? V::tanh(v) : V::exp(v), c);             \
+    }                                                                    \
+  }                                                                      \
   }
 TRIBUNAL_SIMD_KERNELS(TRIBUNAL_APPLY_KERNELS)
 #undef TRIBUNAL_APPLY_KERNELS
 
 }  // namespace
 
-TEST_CASE("vec_math: lane-wise exp32 and tanh32 are bitwise the scalar functions (subnormals, ±inf, bounds)") {
+TEST_CASE(
+    "vec_math: lane-wise exp32 and tanh32 are bitwise the scalar functions (subnormals, ±inf, bounds)") {
   std::vector<float> x;
   for (uint64_t u = 0; u <= 0xFFFFFFFFu; u += 65537) {
     const float v = float_from_bits(static_cast<uint32_t>(u));
     if (v == v) x.push_back(v);  // NaN payloads are not part of the contract
   }
-  for (float v : {0.0f, -0.0f, INFINITY, -INFINITY, FLT_MAX, -FLT_MAX, FLT_MIN, -FLT_MIN,
-                  std::numeric_limits<float>::denorm_min(), 88.72283935546875f, 88.7228317f, -103.97820281982421875f,
-                  -103.978210f, -87.5f, 0.55f, -0.55f, 0.549999952f, 9.02f, 44.4f, 1e-40f, -1e-40f})
+  for (float v : {0.0f,
+                  -0.0f,
+                  INFINITY,
+                  -INFINITY,
+                  FLT_MAX,
+                  -FLT_MAX,
+                  FLT_MIN,
+                  -FLT_MIN,
+                  std::numeric_limits<float>::denorm_min(),
+                  88.72283935546875f,
+                  88.7228317f,
+                  -103.97820281982421875f,
+                  -103.978210f,
+                  -87.5f,
+                  0.55f,
+                  -0.55f,
+                  0.549999952f,
+                  9.02f,
+                  44.4f,
+                  1e-40f,
+                  -1e-40f})
     x.push_back(v);
   for (float v = -110.0f; v < 95.0f; v += 0.0137f) x.push_back(v);
   for (bool is_tanh : {false, true}) {
@@ -343,7 +365,8 @@ TEST_CASE("vec_math: lane-wise exp32 and tanh32 are bitwise the scalar functions
       std::fill(got.begin(), got.end(), 0.0f);
       switch (path) {
         TRIBUNAL_SIMD_CASES(isa::apply(x.data(), got.data(), n, is_tanh))
-        case SimdPath::Scalar: break;
+        case SimdPath::Scalar:
+          break;
       }
       CHECK(std::memcmp(got.data(), want.data(), x.size() * sizeof(float)) == 0);
     }
@@ -353,10 +376,9 @@ TEST_CASE("vec_math: lane-wise exp32 and tanh32 are bitwise the scalar functions
 TEST_CASE("softmax of huge logits stays finite and sums to 1") {
   // exp of the raw logits would overflow (e^1e4) or underflow to all zeros (e^-1e4); the max subtraction
   // keeps every row finite. Row 1 spans float's range, row 2 is a tie at FLT_MAX, row 3 is all equal.
-  const std::vector<float> x{1e4f,  8e4f,    -3e4f,   7.9e4f, 0.0f,    -1e4f,
-                             1e38f, -1e38f,  3e38f,   -3e38f, 2e38f,   0.0f,
-                             FLT_MAX, FLT_MAX, -FLT_MAX, 1.0f, FLT_MAX, 0.5f,
-                             -5e4f, -5e4f,   -5e4f,   -5e4f,  -5e4f,   -5e4f};
+  const std::vector<float> x{1e4f,    8e4f,   -3e4f, 7.9e4f, 0.0f,    -1e4f,   1e38f,    -1e38f,
+                             3e38f,   -3e38f, 2e38f, 0.0f,   FLT_MAX, FLT_MAX, -FLT_MAX, 1.0f,
+                             FLT_MAX, 0.5f,   -5e4f, -5e4f,  -5e4f,   -5e4f,   -5e4f,    -5e4f};
   for (int64_t causal : {0, 1}) {
     Case c{OpKind::Softmax, {{causal}, {1.0f}}, {Tensor(Shape{4, 6}, x)}};
     const Tensor y = run_everywhere(c)[0];
@@ -369,9 +391,9 @@ TEST_CASE("softmax of huge logits stays finite and sums to 1") {
       CHECK(sum == doctest::Approx(1.0).epsilon(1e-6));
     }
     if (!causal) {
-      CHECK(y[1] == 1.0f);            // e^(8e4 − 8e4) / (1 + e^-1000 …)
-      CHECK(y[12] == 1.0f / 3.0f);    // three ties at FLT_MAX
-      CHECK(y[20] == 1.0f / 6.0f);    // all equal
+      CHECK(y[1] == 1.0f);          // e^(8e4 − 8e4) / (1 + e^-1000 …)
+      CHECK(y[12] == 1.0f / 3.0f);  // three ties at FLT_MAX
+      CHECK(y[20] == 1.0f / 6.0f);  // all equal
     }
   }
 }
@@ -412,7 +434,8 @@ TEST_CASE("gelu matches PyTorch's tanh formula (F.gelu(x, approximate='tanh')) e
   double worst_rel = 0.0, worst_abs = 0.0;
   std::vector<float> xs;
   for (float x = -12.0f; x <= 12.0f; x += 0.000731f) xs.push_back(x);
-  const Tensor y = run_everywhere({OpKind::Gelu, {}, {Tensor(Shape{static_cast<int64_t>(xs.size())}, xs)}})[0];
+  const Tensor y =
+      run_everywhere({OpKind::Gelu, {}, {Tensor(Shape{static_cast<int64_t>(xs.size())}, xs)}})[0];
   for (size_t i = 0; i < xs.size(); ++i) {
     const double xd = xs[i], want = 0.5 * xd * (1.0 + std::tanh(kGeluC * (xd + kGeluK * xd * xd * xd)));
     const double got = y[static_cast<int64_t>(i)];
@@ -435,7 +458,8 @@ TEST_CASE("gelu and gelu_backward special values") {
   CHECK(std::isnan(y[3]));  // −inf·(1 + (−1)), as in PyTorch
   CHECK(y[4] == 20.0f);     // saturated: x·(1 + 1)/2
   CHECK(float_bits(y[5]) == 0u);
-  Case back{OpKind::GeluBackward, {},
+  Case back{OpKind::GeluBackward,
+            {},
             {Tensor(Shape{5}, std::vector<float>{0.0f, inf, -inf, 1e20f, -1e20f}),
              Tensor(Shape{5}, std::vector<float>{2.0f, 3.0f, 3.0f, 3.0f, 3.0f})}};
   const Tensor dx = run_everywhere(back)[0];

@@ -35,10 +35,14 @@ namespace {
 /// How many attribute variants a kind's cases cycle through (transposes, weight decay on/off).
 int variants(OpKind kind) {
   switch (kind) {
-    case OpKind::Matmul: return 8;  // bits 0, 1: trans_a, trans_b; bit 2: rank 3 (a batch of products)
-    case OpKind::SgdMomentum: return 2;
-    case OpKind::AdamW: return 2;
-    default: return 1;
+    case OpKind::Matmul:
+      return 8;  // bits 0, 1: trans_a, trans_b; bit 2: rank 3 (a batch of products)
+    case OpKind::SgdMomentum:
+      return 2;
+    case OpKind::AdamW:
+      return 2;
+    default:
+      return 1;
   }
 }
 
@@ -115,13 +119,15 @@ std::optional<Case> make_case(OpKind kind, std::mt19937& rng, bool big, int vari
       c.in.push_back(random_tensor(s, rng, specials, 0.0f, 0.01f));  // v ≥ 0: a running mean of g²
       return c;
     }
-    default: break;  // the other op families register their own cases
+    default:
+      break;  // the other op families register their own cases
   }
   return std::nullopt;
 }
 
-double f64(float x) { return static_cast<double>(x); }
-
+double f64(float x) {
+  return static_cast<double>(x);
+}
 
 /// Row-major rows×cols matrix transposed (explicitly, so the product below never sees a flag).
 std::vector<double> transposed(const std::vector<double>& a, int64_t rows, int64_t cols) {
@@ -318,15 +324,17 @@ std::optional<std::vector<Expected>> expected_f64(const Case& c) {
       for (double vv : s.v) v2.tol.push_back(kRel * vv);
       return std::vector<Expected>{p2, m2, v2};
     }
-    default: break;  // the other op families register their own cases
+    default:
+      break;  // the other op families register their own cases
   }
   return std::nullopt;
 }
 
-
 // ---- Registration: the generic checks of test_op_coverage.cpp run these for the original ops.
 
-std::optional<std::vector<Expected>> expect_f64(const Case& c) { return expected_f64(c); }
+std::optional<std::vector<Expected>> expect_f64(const Case& c) {
+  return expected_f64(c);
+}
 
 void check_against_f64(const Case& c) {
   const std::optional<std::vector<Expected>> want = expected_f64(c);
@@ -334,60 +342,84 @@ void check_against_f64(const Case& c) {
   check_against(c, *want);
 }
 
-const RegisterOpTests kGatherTests(OpKind::Gather, {variants(OpKind::Gather), make_case, expect_f64,
-    {{{{5}, {}}, {Shape{5, 2}}, "index = rows"},
-     {{{-1}, {}}, {Shape{5, 2}}, "negative index"},
-     {{{0}, {}}, {Shape{}}, "rank-0 table"},
-     {{{0}, {1.0f}}, {Shape{5}}, "a float attribute"},
-     {{{0}, {}}, {Shape{5}, Shape{5}}, "two inputs"}}});
-const RegisterOpTests kLinearTests(OpKind::Linear, {variants(OpKind::Linear), make_case, expect_f64,
-    {{{}, {Shape{3, 4}, Shape{5, 2}, Shape{2}}, "x and w disagree on K"},
-     {{}, {Shape{3, 4}, Shape{4, 2}, Shape{3}}, "bias of the wrong length"},
-     {{}, {Shape{4}, Shape{4, 2}, Shape{2}}, "rank-1 x"},
-     {{{1}, {}}, {Shape{3, 4}, Shape{4, 2}, Shape{2}}, "an int attribute"}},
-    {0, 1, 2}});
-const RegisterOpTests kMatmulTests(OpKind::Matmul, {variants(OpKind::Matmul), make_case, expect_f64,
-    {{{{0}, {}}, {Shape{2, 3}, Shape{3, 4}}, "one transpose flag"},
-     {{{0, 2}, {}}, {Shape{2, 3}, Shape{3, 4}}, "flag 2"},
-     {{{0, 0}, {}}, {Shape{2, 3}, Shape{4, 3}}, "K mismatch"},
-     {{{1, 0}, {}}, {Shape{2, 3}, Shape{3, 4}}, "K mismatch with aᵀ"},
-     {{{0, 1}, {}}, {Shape{2, 3}, Shape{3, 4}}, "K mismatch with bᵀ"},
-     {{{0, 0}, {}}, {Shape{2, 3, 1}, Shape{3, 4}}, "rank-3 a with rank-2 b"},
-     {{{0, 0}, {}}, {Shape{3, 4}, Shape{2, 4, 5}}, "rank-2 a with rank-3 b"},
-     {{{0, 0}, {}}, {Shape{2, 3, 4}, Shape{3, 4, 5}}, "batch sizes differ"},
-     {{{0, 0}, {}}, {Shape{2, 3, 4}, Shape{2, 5, 6}}, "batched K mismatch"},
-     {{{1, 0}, {}}, {Shape{2, 3, 4}, Shape{2, 4, 5}}, "batched K mismatch with aᵀ"},
-     {{{0, 0}, {}}, {Shape{1, 2, 3, 4}, Shape{1, 2, 4, 5}}, "rank 4"},
-     {{{0, 0}, {}}, {Shape{4}, Shape{4}}, "rank 1"}},
-    {0, 1}});
-const RegisterOpTests kSumRowsTests(OpKind::SumRows, {variants(OpKind::SumRows), make_case, expect_f64,
-    {{{}, {Shape{5}}, "rank-1 input"}}});
-const RegisterOpTests kAddTests(OpKind::Add, {variants(OpKind::Add), make_case, expect_f64,
-    {{{}, {Shape{2, 3}, Shape{3, 2}}, "shapes differ"},
-     {{}, {Shape{2, 3}}, "one input"}},
-    {0, 1}});
-const RegisterOpTests kReluTests(OpKind::Relu, {variants(OpKind::Relu), make_case, expect_f64,
-    {{{}, {Shape{2}, Shape{2}}, "two inputs"}},
-    {0}});
-const RegisterOpTests kReluBackwardTests(OpKind::ReluBackward, {variants(OpKind::ReluBackward), make_case, expect_f64,
-    {{{}, {Shape{2}, Shape{3}}, "shapes differ"}}});
-const RegisterOpTests kSoftmaxCrossEntropyTests(OpKind::SoftmaxCrossEntropy, {variants(OpKind::SoftmaxCrossEntropy), make_case, expect_f64,
-    {{{}, {Shape{4, 3}, Shape{5}}, "labels longer than the batch"},
-     {{}, {Shape{12}, Shape{12}}, "rank-1 logits"},
-     {{}, {Shape{0, 3}, Shape{0}}, "empty batch"},
-     {{}, {Shape{4, 3}, Shape{4, 1}}, "rank-2 labels"}},
-    {0}});
-const RegisterOpTests kSoftmaxCrossEntropyBackwardTests(OpKind::SoftmaxCrossEntropyBackward, {variants(OpKind::SoftmaxCrossEntropyBackward), make_case, expect_f64,
-    {{{}, {Shape{4, 3}, Shape{4}, Shape{1}}, "non-scalar dloss"},
-     {{}, {Shape{4, 3}, Shape{4}}, "no dloss"}}});
-const RegisterOpTests kSgdMomentumTests(OpKind::SgdMomentum, {variants(OpKind::SgdMomentum), make_case, expect_f64,
-    {{{{}, {0.1f, 0.9f}}, {Shape{2}, Shape{2}, Shape{2}}, "two floats"},
-     {{{}, {0.1f, 0.9f, 0.0f}}, {Shape{2}, Shape{3}, Shape{2}}, "gradient shape"}}});
-const RegisterOpTests kAdamWTests(OpKind::AdamW, {variants(OpKind::AdamW), make_case, expect_f64,
-    {{{{0}, {0.1f, 0.9f, 0.99f, 1e-8f, 0.0f}}, {Shape{2}, Shape{2}, Shape{2}, Shape{2}}, "t = 0"},
-     {{{}, {0.1f, 0.9f, 0.99f, 1e-8f, 0.0f}}, {Shape{2}, Shape{2}, Shape{2}, Shape{2}}, "no t"},
-     {{{1}, {0.1f, 0.9f, 0.99f, 1e-8f}}, {Shape{2}, Shape{2}, Shape{2}, Shape{2}}, "4 floats"},
-     {{{1}, {0.1f, 0.9f, 0.99f, 1e-8f, 0.0f}}, {Shape{2}, Shape{2}, Shape{2}, Shape{1}}, "v shape"}}});
+const RegisterOpTests kGatherTests(OpKind::Gather, {variants(OpKind::Gather),
+                                                    make_case,
+                                                    expect_f64,
+                                                    {{{{5}, {}}, {Shape{5, 2}}, "index = rows"},
+                                                     {{{-1}, {}}, {Shape{5, 2}}, "negative index"},
+                                                     {{{0}, {}}, {Shape{}}, "rank-0 table"},
+                                                     {{{0}, {1.0f}}, {Shape{5}}, "a float attribute"},
+                                                     {{{0}, {}}, {Shape{5}, Shape{5}}, "two inputs"}}});
+const RegisterOpTests kLinearTests(OpKind::Linear,
+                                   {variants(OpKind::Linear),
+                                    make_case,
+                                    expect_f64,
+                                    {{{}, {Shape{3, 4}, Shape{5, 2}, Shape{2}}, "x and w disagree on K"},
+                                     {{}, {Shape{3, 4}, Shape{4, 2}, Shape{3}}, "bias of the wrong length"},
+                                     {{}, {Shape{4}, Shape{4, 2}, Shape{2}}, "rank-1 x"},
+                                     {{{1}, {}}, {Shape{3, 4}, Shape{4, 2}, Shape{2}}, "an int attribute"}},
+                                    {0, 1, 2}});
+const RegisterOpTests kMatmulTests(
+    OpKind::Matmul, {variants(OpKind::Matmul),
+                     make_case,
+                     expect_f64,
+                     {{{{0}, {}}, {Shape{2, 3}, Shape{3, 4}}, "one transpose flag"},
+                      {{{0, 2}, {}}, {Shape{2, 3}, Shape{3, 4}}, "flag 2"},
+                      {{{0, 0}, {}}, {Shape{2, 3}, Shape{4, 3}}, "K mismatch"},
+                      {{{1, 0}, {}}, {Shape{2, 3}, Shape{3, 4}}, "K mismatch with aᵀ"},
+                      {{{0, 1}, {}}, {Shape{2, 3}, Shape{3, 4}}, "K mismatch with bᵀ"},
+                      {{{0, 0}, {}}, {Shape{2, 3, 1}, Shape{3, 4}}, "rank-3 a with rank-2 b"},
+                      {{{0, 0}, {}}, {Shape{3, 4}, Shape{2, 4, 5}}, "rank-2 a with rank-3 b"},
+                      {{{0, 0}, {}}, {Shape{2, 3, 4}, Shape{3, 4, 5}}, "batch sizes differ"},
+                      {{{0, 0}, {}}, {Shape{2, 3, 4}, Shape{2, 5, 6}}, "batched K mismatch"},
+                      {{{1, 0}, {}}, {Shape{2, 3, 4}, Shape{2, 4, 5}}, "batched K mismatch with aᵀ"},
+                      {{{0, 0}, {}}, {Shape{1, 2, 3, 4}, Shape{1, 2, 4, 5}}, "rank 4"},
+                      {{{0, 0}, {}}, {Shape{4}, Shape{4}}, "rank 1"}},
+                     {0, 1}});
+const RegisterOpTests kSumRowsTests(
+    OpKind::SumRows, {variants(OpKind::SumRows), make_case, expect_f64, {{{}, {Shape{5}}, "rank-1 input"}}});
+const RegisterOpTests kAddTests(OpKind::Add, {variants(OpKind::Add),
+                                              make_case,
+                                              expect_f64,
+                                              {{{}, {Shape{2, 3}, Shape{3, 2}}, "shapes differ"},
+                                               {{}, {Shape{2, 3}}, "one input"}},
+                                              {0, 1}});
+const RegisterOpTests kReluTests(
+    OpKind::Relu,
+    {variants(OpKind::Relu), make_case, expect_f64, {{{}, {Shape{2}, Shape{2}}, "two inputs"}}, {0}});
+const RegisterOpTests kReluBackwardTests(
+    OpKind::ReluBackward,
+    {variants(OpKind::ReluBackward), make_case, expect_f64, {{{}, {Shape{2}, Shape{3}}, "shapes differ"}}});
+const RegisterOpTests kSoftmaxCrossEntropyTests(
+    OpKind::SoftmaxCrossEntropy, {variants(OpKind::SoftmaxCrossEntropy),
+                                  make_case,
+                                  expect_f64,
+                                  {{{}, {Shape{4, 3}, Shape{5}}, "labels longer than the batch"},
+                                   {{}, {Shape{12}, Shape{12}}, "rank-1 logits"},
+                                   {{}, {Shape{0, 3}, Shape{0}}, "empty batch"},
+                                   {{}, {Shape{4, 3}, Shape{4, 1}}, "rank-2 labels"}},
+                                  {0}});
+const RegisterOpTests kSoftmaxCrossEntropyBackwardTests(
+    OpKind::SoftmaxCrossEntropyBackward, {variants(OpKind::SoftmaxCrossEntropyBackward),
+                                          make_case,
+                                          expect_f64,
+                                          {{{}, {Shape{4, 3}, Shape{4}, Shape{1}}, "non-scalar dloss"},
+                                           {{}, {Shape{4, 3}, Shape{4}}, "no dloss"}}});
+const RegisterOpTests kSgdMomentumTests(
+    OpKind::SgdMomentum, {variants(OpKind::SgdMomentum),
+                          make_case,
+                          expect_f64,
+                          {{{{}, {0.1f, 0.9f}}, {Shape{2}, Shape{2}, Shape{2}}, "two floats"},
+                           {{{}, {0.1f, 0.9f, 0.0f}}, {Shape{2}, Shape{3}, Shape{2}}, "gradient shape"}}});
+const RegisterOpTests kAdamWTests(
+    OpKind::AdamW,
+    {variants(OpKind::AdamW),
+     make_case,
+     expect_f64,
+     {{{{0}, {0.1f, 0.9f, 0.99f, 1e-8f, 0.0f}}, {Shape{2}, Shape{2}, Shape{2}, Shape{2}}, "t = 0"},
+      {{{}, {0.1f, 0.9f, 0.99f, 1e-8f, 0.0f}}, {Shape{2}, Shape{2}, Shape{2}, Shape{2}}, "no t"},
+      {{{1}, {0.1f, 0.9f, 0.99f, 1e-8f}}, {Shape{2}, Shape{2}, Shape{2}, Shape{2}}, "4 floats"},
+      {{{1}, {0.1f, 0.9f, 0.99f, 1e-8f, 0.0f}}, {Shape{2}, Shape{2}, Shape{2}, Shape{1}}, "v shape"}}});
 
 }  // namespace
 
@@ -513,8 +545,10 @@ TEST_CASE("infer_shapes returns the documented output shapes") {
   CHECK(shapes(OpKind::Gather, {{1}, {}}, {Shape{3}}) == std::vector<Shape>{Shape{1}});
   CHECK(shapes(OpKind::Linear, {}, {Shape{2, 3}, Shape{3, 4}, Shape{4}}) == std::vector<Shape>{Shape{2, 4}});
   CHECK(shapes(OpKind::Matmul, {{1, 1}, {}}, {Shape{3, 2}, Shape{4, 3}}) == std::vector<Shape>{Shape{2, 4}});
-  CHECK(shapes(OpKind::Matmul, {{1, 1}, {}}, {Shape{5, 3, 2}, Shape{5, 4, 3}}) == std::vector<Shape>{Shape{5, 2, 4}});
-  CHECK(shapes(OpKind::Matmul, {{0, 0}, {}}, {Shape{0, 3, 2}, Shape{0, 2, 4}}) == std::vector<Shape>{Shape{0, 3, 4}});
+  CHECK(shapes(OpKind::Matmul, {{1, 1}, {}}, {Shape{5, 3, 2}, Shape{5, 4, 3}}) ==
+        std::vector<Shape>{Shape{5, 2, 4}});
+  CHECK(shapes(OpKind::Matmul, {{0, 0}, {}}, {Shape{0, 3, 2}, Shape{0, 2, 4}}) ==
+        std::vector<Shape>{Shape{0, 3, 4}});
   CHECK(shapes(OpKind::SumRows, {}, {Shape{5, 6}}) == std::vector<Shape>{Shape{6}});
   CHECK(shapes(OpKind::SoftmaxCrossEntropy, {}, {Shape{4, 3}, Shape{4}}) == std::vector<Shape>{Shape{}});
   CHECK(shapes(OpKind::SoftmaxCrossEntropyBackward, {}, {Shape{4, 3}, Shape{4}, Shape{}}) ==

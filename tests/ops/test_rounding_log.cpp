@@ -94,7 +94,8 @@ TEST_CASE("rounding log: the trainer logs the side of values near a boundary, an
   CHECK_THROWS_AS(rounding_allowed(1.0, Rounding::Nearest, -1.0), OpError);
 }
 
-TEST_CASE("rounding log: another kernel's float64 within τ/2 replays to the same float32 bits, only with the log") {
+TEST_CASE(
+    "rounding log: another kernel's float64 within τ/2 replays to the same float32 bits, only with the log") {
   // Two honest kernels: the trainer's value x and a replayer's x + δ with |δ| ≤ τ/2 spacings (the
   // contract between τ and the kernels). Values are drawn near boundaries on purpose, where the
   // kernels' float64 results straddle a midpoint, across binades, signs and subnormals.
@@ -104,7 +105,8 @@ TEST_CASE("rounding log: another kernel's float64 within τ/2 replays to the sam
   std::uniform_real_distribution<double> unit(-1.0, 1.0);
   int straddled = 0;
   for (int i = 0; i < 200000; ++i) {
-    const float base = static_cast<float>(std::ldexp(1.0 + std::fabs(unit(rng)), exponent(rng)) * (unit(rng) < 0 ? -1 : 1));
+    const float base =
+        static_cast<float>(std::ldexp(1.0 + std::fabs(unit(rng)), exponent(rng)) * (unit(rng) < 0 ? -1 : 1));
     const Gap g = gap_above(base);
     const double x = g.midpoint + unit(rng) * 2 * tau * g.spacing;  // within 2τ of a boundary
     const double x2 = x + unit(rng) * (tau / 2) * g.spacing;
@@ -125,9 +127,10 @@ TEST_CASE("rounding log: the referee refuses a decision its own float64 value do
   const Gap g = gap_above(-0.75f);
   const double far = g.midpoint + g.spacing / 4;  // distance 0.25 ≥ 3τ/2
   CHECK(rounding_allowed(far, Rounding::Nearest, tau));
-  CHECK_FALSE(rounding_allowed(far, Rounding::Down, tau));  // a forged decision: flips a value that is not near
+  CHECK_FALSE(
+      rounding_allowed(far, Rounding::Down, tau));  // a forged decision: flips a value that is not near
   CHECK_FALSE(rounding_allowed(far, Rounding::Up, tau));
-  const double near = g.midpoint + g.spacing * tau / 4;  // distance τ/4 < τ/2
+  const double near = g.midpoint + g.spacing * tau / 4;         // distance τ/4 < τ/2
   CHECK_FALSE(rounding_allowed(near, Rounding::Nearest, tau));  // an omitted decision
   CHECK(rounding_allowed(near, Rounding::Down, tau));           // either side: the scheme's one-ulp freedom
   CHECK(rounding_allowed(near, Rounding::Up, tau));
@@ -147,8 +150,9 @@ TEST_CASE("rounding log: five trits per byte, one encoding per log") {
   const std::vector<Rounding> all_up(5, Rounding::Up);
   CHECK(pack_trits(all_up) == std::vector<uint8_t>{242});
   CHECK(pack_trits(std::vector<Rounding>{Rounding::Down, Rounding::Up}) == std::vector<uint8_t>{1 + 2 * 3});
-  CHECK_THROWS_WITH_AS(unpack_trits(std::vector<uint8_t>{243}, 5), "rounding log: byte 0 is 243 (at most 242)", OpError);
+  CHECK_THROWS_WITH_AS(unpack_trits(std::vector<uint8_t>{243}, 5),
+                       "rounding log: byte 0 is 243 (at most 242)", OpError);
   CHECK_THROWS_AS(unpack_trits(std::vector<uint8_t>{0, 0}, 5), OpError);  // one byte too many
-  CHECK_THROWS_WITH_AS(unpack_trits(std::vector<uint8_t>{9}, 2), "rounding log: byte 0 has a decision past the 2 logged",
-                       OpError);
+  CHECK_THROWS_WITH_AS(unpack_trits(std::vector<uint8_t>{9}, 2),
+                       "rounding log: byte 0 has a decision past the 2 logged", OpError);
 }

@@ -18,7 +18,9 @@ using namespace tribunal;
 
 namespace {
 
-uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
+uint32_t bits(float f) {
+  return std::bit_cast<uint32_t>(f);
+}
 
 std::vector<std::vector<double>> quanta_of(OpKind kind, const Attrs& attrs, std::vector<const Tensor*> in) {
   std::vector<std::vector<double>> q(1);
@@ -28,7 +30,8 @@ std::vector<std::vector<double>> quanta_of(OpKind kind, const Attrs& attrs, std:
 
 }  // namespace
 
-TEST_CASE("rounding quanta: below 2^23·q values round to multiples of q; above, to float32 as without a quantum") {
+TEST_CASE(
+    "rounding quanta: below 2^23·q values round to multiples of q; above, to float32 as without a quantum") {
   const double q = 0x1p-20, tau = 1.0 / 32;
   const double x = 3.3 * q;  // between 3q and 4q, 0.2 steps from the midpoint 3.5q
   CHECK(boundary_distance(x, q) == doctest::Approx(0.2));
@@ -69,14 +72,16 @@ TEST_CASE("rounding quanta: below 2^23·q values round to multiples of q; above,
   CHECK_THROWS_AS(round_replayed(1.0, Rounding::Up, -0x1p-10), OpError);
 }
 
-TEST_CASE("rounding quanta: 2^(row magnitude + column magnitude + ⌈log2 K⌉ − 38), the same for every layout") {
+TEST_CASE(
+    "rounding quanta: 2^(row magnitude + column magnitude + ⌈log2 K⌉ − 38), the same for every layout") {
   REQUIRE(kDefaultRoundingQuantumBits == 38);
-  // a[2,3]: row 0 max 0.75 (< 2^0), row 1 all zeros; b[3,2]: column 0 max 3 (< 2^2), column 1 max 0.1 (< 2^-3).
+  // a[2,3]: row 0 max 0.75 (< 2^0), row 1 all zeros; b[3,2]: column 0 max 3 (< 2^2), column 1 max 0.1 (<
+  // 2^-3).
   const Tensor a(Shape{2, 3}, std::vector<float>{0.5f, -0.75f, 0.25f, 0, -0.0f, 0});
   const Tensor b(Shape{3, 2}, std::vector<float>{1, 0.1f, -3, 0, 2, -0.05f});
   const auto q = quanta_of(OpKind::Matmul, {{0, 0}, {}}, {&a, &b});
   REQUIRE(q[0].size() == 4);
-  CHECK(q[0][0] == std::ldexp(1.0, 0 + 2 + 2 - 38));   // K = 3: ⌈log2 3⌉ = 2
+  CHECK(q[0][0] == std::ldexp(1.0, 0 + 2 + 2 - 38));  // K = 3: ⌈log2 3⌉ = 2
   CHECK(q[0][1] == std::ldexp(1.0, 0 - 3 + 2 - 38));
   CHECK(q[0][2] == 0);  // a zero row: the sum is exactly +0
   CHECK(q[0][3] == 0);
@@ -104,8 +109,10 @@ TEST_CASE("rounding quanta: 2^(row magnitude + column magnitude + ⌈log2 K⌉ �
   std::vector<std::vector<double>> q40(1);
   REQUIRE(rounding_quanta(OpKind::Matmul, {{0, 0}, {}}, std::vector<const Tensor*>{&a, &b}, q40, 40));
   CHECK(q40[0][0] == q[0][0] / 4);
-  CHECK_THROWS_AS(rounding_quanta(OpKind::Matmul, {{0, 0}, {}}, std::vector<const Tensor*>{&a, &b}, q40, 23), OpError);
-  CHECK_THROWS_AS(rounding_quanta(OpKind::Matmul, {{0, 0}, {}}, std::vector<const Tensor*>{&a, &b}, q40, 65), OpError);
+  CHECK_THROWS_AS(rounding_quanta(OpKind::Matmul, {{0, 0}, {}}, std::vector<const Tensor*>{&a, &b}, q40, 23),
+                  OpError);
+  CHECK_THROWS_AS(rounding_quanta(OpKind::Matmul, {{0, 0}, {}}, std::vector<const Tensor*>{&a, &b}, q40, 65),
+                  OpError);
 }
 
 TEST_CASE("rounding quanta: a cancelling dot product summed in two orders replays only on the quantum grid") {
@@ -151,6 +158,7 @@ TEST_CASE("rounding quanta: a cancelling dot product summed in two orders replay
     refused_on_float32_grid += !rounding_allowed(reverse, plain.decision, tau) ||
                                bits(round_replayed(reverse, plain.decision)) != bits(plain.value);
   }
-  MESSAGE(refused_on_float32_grid << " of " << trials << " cancelling sums fail to replay on the float32 grid");
+  MESSAGE(refused_on_float32_grid << " of " << trials
+                                  << " cancelling sums fail to replay on the float32 grid");
   CHECK(refused_on_float32_grid > trials * 9 / 10);
 }

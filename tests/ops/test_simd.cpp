@@ -19,7 +19,8 @@ TEST_CASE("simd: parse_simd_path reads exactly the four names") {
   for (SimdPath p : kAll) CHECK(parse_simd_path(simd_path_name(p)) == p);
   for (const char* bad : {"", "AVX2", "sse", "avx", "neon ", "native"}) {
     CAPTURE(bad);
-    CHECK_THROWS_WITH_AS(parse_simd_path(bad), doctest::Contains("(expected scalar, avx2, avx512 or neon)"), OpError);
+    CHECK_THROWS_WITH_AS(parse_simd_path(bad), doctest::Contains("(expected scalar, avx2, avx512 or neon)"),
+                         OpError);
   }
 }
 
@@ -27,15 +28,16 @@ TEST_CASE("simd: this build has its architecture's paths; others are refused wit
   CHECK(simd_path_available(SimdPath::Scalar));
 #if defined(__x86_64__)
   CHECK(!simd_path_available(SimdPath::Neon));
-  CHECK_THROWS_WITH_AS(require_simd_path(SimdPath::Neon, "ctx"),
-                       doctest::Contains("ctx: this x86-64 build has no SIMD path 'neon' (available here: scalar"),
-                       OpError);
+  CHECK_THROWS_WITH_AS(
+      require_simd_path(SimdPath::Neon, "ctx"),
+      doctest::Contains("ctx: this x86-64 build has no SIMD path 'neon' (available here: scalar"), OpError);
 #elif defined(__aarch64__)
   CHECK(simd_path_available(SimdPath::Neon));  // Advanced SIMD is part of the base architecture
   CHECK(best_simd_path() == SimdPath::Neon);
   for (SimdPath p : {SimdPath::Avx2, SimdPath::Avx512}) {
     CHECK(!simd_path_available(p));
-    CHECK_THROWS_WITH_AS(require_simd_path(p), doctest::Contains("this aarch64 build has no SIMD path"), OpError);
+    CHECK_THROWS_WITH_AS(require_simd_path(p), doctest::Contains("this aarch64 build has no SIMD path"),
+                         OpError);
   }
 #endif
   for (SimdPath p : kAll) {

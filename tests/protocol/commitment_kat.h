@@ -18,8 +18,7 @@ namespace tribunal::testing {
 /// file is missing or a line is not "NAME HEX" (lines starting with '#' are comments).
 inline const std::map<std::string, std::string>& commitment_kats() {
   static const std::map<std::string, std::string> kats = [] {
-    const std::filesystem::path path =
-        tribunal::testing::source_dir() / "tests/fixtures/commitment_kat.txt";
+    const std::filesystem::path path = tribunal::testing::source_dir() / "tests/fixtures/commitment_kat.txt";
     std::ifstream in(path);
     if (!in) throw std::runtime_error(path.string() + ": cannot open");
     std::map<std::string, std::string> out;
@@ -29,7 +28,8 @@ inline const std::map<std::string, std::string>& commitment_kats() {
       std::istringstream fields(line);
       std::string name, hex, extra;
       if (!(fields >> name >> hex) || (fields >> extra) || hex.size() != 64 || !out.emplace(name, hex).second)
-        throw std::runtime_error(path.string() + ":" + std::to_string(number) + ": expected one 'NAME HEX' per name");
+        throw std::runtime_error(path.string() + ":" + std::to_string(number) +
+                                 ": expected one 'NAME HEX' per name");
     }
     return out;
   }();

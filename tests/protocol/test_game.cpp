@@ -22,7 +22,9 @@ struct Outcome {
   uint32_t rounds = 0;
 };
 
-uint64_t ceil_log2(uint64_t n) { return n <= 1 ? 0 : std::bit_width(n - 1); }
+uint64_t ceil_log2(uint64_t n) {
+  return n <= 1 ? 0 : std::bit_width(n - 1);
+}
 
 // Plays `game` to its end, delivering every query to the addressed provider at once; `silent(q)`
 // true: that party never answers q (its clock then runs out, unless a question asked again is
@@ -38,7 +40,8 @@ Verdict drive(Game& game, const CounterProvider* const (&providers)[2], GameTime
     if (pending.empty()) {
       std::optional<GameTime> next = game.next_reask();
       for (int p = 0; p < 2; ++p)
-        if (game.awaiting(p)) next = std::min(next.value_or(GameTime::max()), game.deadline(p) + std::chrono::milliseconds(1));
+        if (game.awaiting(p))
+          next = std::min(next.value_or(GameTime::max()), game.deadline(p) + std::chrono::milliseconds(1));
       REQUIRE(next);
       now = std::max(now, *next);
       pending = game.on_tick(now);
@@ -52,7 +55,8 @@ Verdict drive(Game& game, const CounterProvider* const (&providers)[2], GameTime
         for (const Body& b : providers[q->party]->answer(q->query)) {
           if (!game.awaiting(q->party)) break;
           auto more = game.on_message(q->party, b, now);
-          if (is_refusal(more) && std::get<Rejected>(more.front()).redundant) break;  // the other's opening came first
+          if (is_refusal(more) && std::get<Rejected>(more.front()).redundant)
+            break;  // the other's opening came first
           next.insert(next.end(), more.begin(), more.end());
         }
       } else if (const auto* rx = std::get_if<Reexecute>(&a)) {
@@ -73,8 +77,8 @@ Verdict drive(Game& game, const CounterProvider* const (&providers)[2], GameTime
 }
 
 // Plays one dispute to the end. `silent` makes a party never answer (the clock then runs out).
-Outcome play(uint64_t steps, uint64_t stride, uint32_t nodes, const CounterProvider& p0, const CounterProvider& p1,
-             int silent = -1) {
+Outcome play(uint64_t steps, uint64_t stride, uint32_t nodes, const CounterProvider& p0,
+             const CounterProvider& p1, int silent = -1) {
   CounterOracle oracle(nodes);
   GameParams params;
   params.job_id[0] = 7;
@@ -129,7 +133,8 @@ TEST_CASE("counter: a corrupted node at every step and node loses, located exact
               CAPTURE(cheater);
               const CounterProvider honest(steps, stride, nodes);
               const CounterProvider liar(steps, stride, nodes, Fault{{}, t, n});
-              const Outcome o = cheater == 0 ? play(steps, stride, nodes, liar, honest) : play(steps, stride, nodes, honest, liar);
+              const Outcome o = cheater == 0 ? play(steps, stride, nodes, liar, honest)
+                                             : play(steps, stride, nodes, honest, liar);
               REQUIRE(o.verdict.losers == std::vector<uint8_t>{static_cast<uint8_t>(cheater)});
               REQUIRE(o.verdict.winners == std::vector<uint8_t>{static_cast<uint8_t>(1 - cheater)});
               CHECK(o.verdict.reason == VerdictReason::WrongOutput);
@@ -320,7 +325,7 @@ TEST_CASE("clock: time saved on one question carries to the next; a party loses 
   const std::vector<Action> round1 = game.start(at(0));
   CHECK(clock_of(round1, 0) == std::chrono::milliseconds(1000));
   CHECK(clock_of(round1, 1) == std::chrono::milliseconds(1000));
-  CHECK(game.on_message(0, answer(honest, round1, 0), at(100)).empty());  // 900 ms saved
+  CHECK(game.on_message(0, answer(honest, round1, 0), at(100)).empty());                    // 900 ms saved
   const std::vector<Action> round2 = game.on_message(1, answer(liar, round1, 1), at(900));  // 100 ms saved
   // Round 2: each clock is what it saved plus the new allowance.
   CHECK(clock_of(round2, 0) == std::chrono::milliseconds(1900));
@@ -336,7 +341,8 @@ TEST_CASE("clock: time saved on one question carries to the next; a party loses 
   const Verdict& v = std::get<Finished>(end[0]).verdict;
   CHECK(v.reason == VerdictReason::Timeout);
   CHECK(v.losers == std::vector<uint8_t>{1});
-  CHECK(v.clocks == std::vector<std::chrono::milliseconds>{std::chrono::milliseconds(400), std::chrono::milliseconds(0)});
+  CHECK(v.clocks ==
+        std::vector<std::chrono::milliseconds>{std::chrono::milliseconds(400), std::chrono::milliseconds(0)});
 }
 
 TEST_CASE("clock: a recomputation's allowance counts its steps, an opening's its bytes") {
@@ -411,7 +417,8 @@ TEST_CASE("an opened chunk is taken without its signature only when it proves it
   // The same corrupted chunk, signed, is evidence: bad_proof.
   Game signed_game(d.params, d.oracle);
   pending = signed_game.start(now);
-  for (int guard = 0; guard < 1000 && !signed_game.done() && signed_game.phase() != Phase::OpenInputs; ++guard) {
+  for (int guard = 0; guard < 1000 && !signed_game.done() && signed_game.phase() != Phase::OpenInputs;
+       ++guard) {
     std::vector<Action> next;
     for (const Action& a : pending)
       if (const auto* q = std::get_if<SendQuery>(&a))
@@ -439,8 +446,8 @@ namespace {
 struct LoggedOutcome {
   Verdict verdict;
   uint32_t rounds = 0;
-  std::array<int, 2> log_queries{};             // OpenLog questions put to each party
-  std::array<std::vector<uint8_t>, 2> logs;     // the logs the re-execution received
+  std::array<int, 2> log_queries{};          // OpenLog questions put to each party
+  std::array<std::vector<uint8_t>, 2> logs;  // the logs the re-execution received
 };
 
 // Plays the counter's rounding-log variant. The referee replays each party's log on its value x + 1:
@@ -537,7 +544,8 @@ TEST_CASE("rounding log: a corrupted output with an honest log loses with wrong_
   CHECK(o.log_queries == std::array<int, 2>{1, 1});
 }
 
-TEST_CASE("rounding log: a log that does not open against the party's record is bad_proof; silence is timeout") {
+TEST_CASE(
+    "rounding log: a log that does not open against the party's record is bad_proof; silence is timeout") {
   Fault bad;
   bad.step = 1;
   bad.node = 1;
@@ -621,7 +629,8 @@ TEST_CASE("lost frames: a dropped question or answer of any round is asked again
       CAPTURE(lost_round);
       CounterOracle oracle(3);
       const CounterProvider honest{6, 2, 3}, liar{6, 2, 3, Fault{{}, 3, 2}};
-      const CounterProvider* providers[2] = {honest_seat == 0 ? &honest : &liar, honest_seat == 0 ? &liar : &honest};
+      const CounterProvider* providers[2] = {honest_seat == 0 ? &honest : &liar,
+                                             honest_seat == 0 ? &liar : &honest};
       GameParams params;
       params.steps = 6;
       params.stride = 2;
@@ -666,7 +675,8 @@ TEST_CASE("clocks: a question's clock starts when it is written to the party, no
   const auto answers = d.providers[0]->answer(game.current_query());
   const auto more = game.on_message(0, answers.at(0), t0 + std::chrono::milliseconds{13000});
   CHECK_FALSE(is_refusal(more));
-  CHECK(game.on_tick(t0 + std::chrono::milliseconds{13000}).empty() == false);  // party 1 never answered: it loses on time
+  CHECK(game.on_tick(t0 + std::chrono::milliseconds{13000}).empty() ==
+        false);  // party 1 never answered: it loses on time
 }
 
 TEST_CASE("re-asks: a silent party is asked again a quarter of the base after it was last heard, doubling") {
@@ -680,10 +690,11 @@ TEST_CASE("re-asks: a silent party is asked again a quarter of the base after it
   auto re = game.reask(t0 + base / 4);
   REQUIRE(re.size() == 2);  // both silent
   CHECK(re[0].query.round == 1);
-  CHECK(re[0].query.clock == base - base / 4);  // what is left of the clock
+  CHECK(re[0].query.clock == base - base / 4);           // what is left of the clock
   CHECK(game.next_reask() == t0 + base / 4 + base / 2);  // doubled
   // An answer from party 0: its re-asks stop; party 1's go on.
-  game.on_message(0, d.providers[0]->answer(game.current_query()).at(0), t0 + std::chrono::milliseconds{3000});
+  game.on_message(0, d.providers[0]->answer(game.current_query()).at(0),
+                  t0 + std::chrono::milliseconds{3000});
   re = game.reask(t0 + base / 4 + base / 2);
   REQUIRE(re.size() == 1);
   CHECK(re[0].party == 1);

@@ -25,9 +25,13 @@ std::span<const std::byte> str_bytes(std::string_view s) {
   return std::as_bytes(std::span(s.data(), s.size()));
 }
 
-std::span<const std::byte> f32_bytes(const std::vector<float>& v) { return std::as_bytes(std::span(v)); }
+std::span<const std::byte> f32_bytes(const std::vector<float>& v) {
+  return std::as_bytes(std::span(v));
+}
 
-float f32_from_bits(uint32_t bits) { return std::bit_cast<float>(bits); }
+float f32_from_bits(uint32_t bits) {
+  return std::bit_cast<float>(bits);
+}
 
 Digest leaf(std::vector<int64_t> shape, const std::vector<float>& v) {
   return tensor_leaf(DType::F32, shape, f32_bytes(v));
@@ -51,10 +55,15 @@ const std::pair<const char*, std::function<Digest()>> kHashKats[] = {
     {"tensor_leaf/rank0", [] { return leaf({}, {3.5f}); }},
     // rank 2, with -0.0, a NaN with payload 1 (hashed as 0x7FC00000) and +inf
     {"tensor_leaf/rank2_specials",
-     [] { return leaf({2, 3}, {1.0f, -0.0f, f32_from_bits(0x7FC00001u), 0.5f, INFINITY, -2.0f}); }},
+     [] {
+       return leaf({2, 3}, {1.0f, -0.0f, f32_from_bits(0x7FC00001u), 0.5f, INFINITY, -2.0f});
+     }},
     // empty tensors: one empty chunk; the shape still distinguishes them
     {"tensor_leaf/empty_0", [] { return leaf({0}, {}); }},
-    {"tensor_leaf/empty_2x0", [] { return leaf({2, 0}, {}); }},
+    {"tensor_leaf/empty_2x0",
+     [] {
+       return leaf({2, 0}, {});
+     }},
     // 160000 bytes: chunks of 65536, 65536, 28928
     {"tensor_leaf/ramp_40000", [] { return leaf({40000}, ramp(40000)); }},
 };

@@ -38,8 +38,9 @@ Streamed stream(std::vector<int64_t> shape, uint32_t value = 0) {
   for (uint64_t c = 0; c < tree.size(); ++c) {
     const size_t off = c * kTensorChunkBytes, len = std::min(kTensorChunkBytes, bytes.size() - off);
     const auto* p = reinterpret_cast<const uint8_t*>(bytes.data()) + off;
-    s.chunks.push_back(TensorChunk{7, value, s.shape, static_cast<uint32_t>(c), static_cast<uint32_t>(tree.size()),
-                                   tree.root(), std::vector<uint8_t>(p, p + len), tree.prove(c)});
+    s.chunks.push_back(TensorChunk{7, value, s.shape, static_cast<uint32_t>(c),
+                                   static_cast<uint32_t>(tree.size()), tree.root(),
+                                   std::vector<uint8_t>(p, p + len), tree.prove(c)});
   }
   return s;
 }
@@ -55,10 +56,14 @@ template <class M>
 std::string refusal(InputOpening& o, const M& m) {
   std::string why;
   switch (o.accept(m, why)) {
-    case Acceptance::Taken: return "";
-    case Acceptance::Redundant: return "redundant";
-    case Acceptance::Ignored: return "ignored: " + why;
-    case Acceptance::Refused: break;
+    case Acceptance::Taken:
+      return "";
+    case Acceptance::Redundant:
+      return "redundant";
+    case Acceptance::Ignored:
+      return "ignored: " + why;
+    case Acceptance::Refused:
+      break;
   }
   return why.empty() ? "refused without a reason" : why;
 }
@@ -148,7 +153,8 @@ TEST_CASE("input opening: every arrival order of a tensor's chunks reassembles t
 TEST_CASE("input opening: a shape other than the graph's is refused at chunk 0, before any byte is kept") {
   const Streamed want = stream({4, 5});
   // A sender signing a tensor of another shape, with a self-consistent header and proofs.
-  for (const std::vector<int64_t>& shape : std::vector<std::vector<int64_t>>{{5, 4}, {20}, {4, 5, 1}, {}, {400, 5}}) {
+  for (const std::vector<int64_t>& shape :
+       std::vector<std::vector<int64_t>>{{5, 4}, {20}, {4, 5, 1}, {}, {400, 5}}) {
     const Streamed sent = stream(shape);
     InputOpening o = expecting({&want});
     CAPTURE(shape.size());
@@ -291,7 +297,8 @@ TEST_CASE("input opening: completion needs every tensor and the samples; restart
   CHECK(InputOpening({}, ExpectedSamples{false, {}, {}, 0, 0}).complete());
 }
 
-TEST_CASE("a rounding log streams as a DType::Trits tensor: ceil(count / 5) bytes in 64 KiB chunks, each proven") {
+TEST_CASE(
+    "a rounding log streams as a DType::Trits tensor: ceil(count / 5) bytes in 64 KiB chunks, each proven") {
   // 400,003 decisions: 80,001 packed bytes, two chunks (the second 14,465 bytes).
   const uint64_t count = 400'003;
   std::vector<uint8_t> packed(tensor_byte_length(DType::Trits, count));
@@ -307,7 +314,8 @@ TEST_CASE("a rounding log streams as a DType::Trits tensor: ceil(count / 5) byte
   for (uint64_t c = 0; c < tree.size(); ++c) {
     const size_t off = c * kTensorChunkBytes, len = std::min(kTensorChunkBytes, bytes.size() - off);
     chunks.push_back(TensorChunk{3, 0, shape, static_cast<uint32_t>(c), 2, tree.root(),
-                                 std::vector<uint8_t>(packed.begin() + off, packed.begin() + off + len), tree.prove(c)});
+                                 std::vector<uint8_t>(packed.begin() + off, packed.begin() + off + len),
+                                 tree.prove(c)});
   }
   // The same leaf expected as float32 is another tensor: its header does not hash to it.
   InputOpening as_f32({ExpectedTensor{shape, leaf, DType::F32}}, {});

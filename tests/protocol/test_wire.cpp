@@ -57,7 +57,9 @@ bool same(const Claim& a, const Claim& b) {
   return a.job_id == b.job_id && a.steps == b.steps && a.trajectory_root == b.trajectory_root &&
          a.final_state_hash == b.final_state_hash && a.endpoint == b.endpoint;
 }
-bool same(const DisputeOpen& a, const DisputeOpen& b) { return a == b; }
+bool same(const DisputeOpen& a, const DisputeOpen& b) {
+  return a == b;
+}
 bool same(const Query& a, const Query& b) {
   return a.round == b.round && a.kind == b.kind && a.level == b.level && a.interval == b.interval &&
          a.step == b.step && a.lo == b.lo && a.hi == b.hi && a.indices == b.indices && a.values == b.values &&
@@ -89,8 +91,8 @@ bool same(const Samples& a, const Samples& b) {
 bool same(const Verdict& a, const Verdict& b) {
   return a.job_id == b.job_id && a.dispute_id == b.dispute_id && a.opening == b.opening &&
          a.winners == b.winners && a.losers == b.losers && a.reason == b.reason && a.level == b.level &&
-         a.step == b.step && a.node == b.node && a.op == b.op && a.rounds == b.rounds && a.detail == b.detail &&
-         a.clocks == b.clocks;
+         a.step == b.step && a.node == b.node && a.op == b.op && a.rounds == b.rounds &&
+         a.detail == b.detail && a.clocks == b.clocks;
 }
 bool same(const ErrorMessage& a, const ErrorMessage& b) {
   return a.code == b.code && a.reason == b.reason;
@@ -129,7 +131,9 @@ std::vector<Bytes> two_claims() {
           seal(key_b(), dg(1), 0, Claim{dg(1), 100, dg(4), dg(5), "ws://provider-b.example/x"})};
 }
 
-DisputeOpen sample_open() { return DisputeOpen{"[job]\n", dg(5), 60000, 784, 10, 0, two_claims()}; }
+DisputeOpen sample_open() {
+  return DisputeOpen{"[job]\n", dg(5), 60000, 784, 10, 0, two_claims()};
+}
 
 Query sample_query() {
   Query q;
@@ -325,10 +329,10 @@ TEST_CASE("wire: known-answer encoding of a Claim body") {
   c.endpoint = "ws://p/";
   // job_id (32 raw bytes) ‖ steps u64 LE ‖ trajectory_root (32) ‖ final_state_hash (32) ‖ endpoint
   // (u32 length ‖ bytes) = 115 bytes.
-  const std::string expected = std::string(64, 'a')     // job_id: 32 × aa
-                               + "e803000000000000"     // steps u64 = 1000
-                               + std::string(64, 'b')   // trajectory_root: 32 × bb
-                               + std::string(64, 'c')   // final_state_hash: 32 × cc
+  const std::string expected = std::string(64, 'a')              // job_id: 32 × aa
+                               + "e803000000000000"              // steps u64 = 1000
+                               + std::string(64, 'b')            // trajectory_root: 32 × bb
+                               + std::string(64, 'c')            // final_state_hash: 32 × cc
                                + "07000000" + "77733a2f2f702f";  // endpoint "ws://p/"
   const Bytes enc = encode_body(c);
   CHECK(enc.size() == 115);
@@ -691,7 +695,8 @@ TEST_CASE("wire: verdict reason 5 is retired and refused; the others around it a
   REQUIRE(at < enc.size());
   Bytes bad = enc;
   bad[at] = 5;
-  CHECK_THROWS_WITH_AS(decode_body(MessageKind::Verdict, bad), doctest::Contains("Verdict.reason"), WireError);
+  CHECK_THROWS_WITH_AS(decode_body(MessageKind::Verdict, bad), doctest::Contains("Verdict.reason"),
+                       WireError);
 }
 
 TEST_CASE("wire: an OpenLog query (kind 6) and the rounding-log reasons round-trip") {

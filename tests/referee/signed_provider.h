@@ -48,7 +48,8 @@ inline DisputeOpen dispute_open_body(const SignedProvider& a, const SignedProvid
 }
 
 /// That opening, signed by `client` and addressed to its dispute id.
-inline std::vector<uint8_t> dispute_opening(const KeyPair& client, const SignedProvider& a, const SignedProvider& b) {
+inline std::vector<uint8_t> dispute_opening(const KeyPair& client, const SignedProvider& a,
+                                            const SignedProvider& b) {
   const DisputeOpen d = dispute_open_body(a, b);
   return seal(client, dispute_id(d), 1, d);
 }

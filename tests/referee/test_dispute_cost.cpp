@@ -22,7 +22,8 @@ JobSpec job_of(const std::string& file) {
 
 // Measured on the job's built step graph 0.
 DisputeCost measured(const JobSpec& job, const DataShape& shape) {
-  const StepGraph g = build_step_graph(job, shape, 0, std::vector<int64_t>(static_cast<size_t>(job.batch_size), 0));
+  const StepGraph g =
+      build_step_graph(job, shape, 0, std::vector<int64_t>(static_cast<size_t>(job.batch_size), 0));
   return dispute_cost(job, g);
 }
 
@@ -70,8 +71,8 @@ TEST_CASE("node work counts a contraction's multiply-adds and other ops' element
   const ValueId bias = b.add_state("b", Shape({7}));
   const ValueId y = b.add_node(OpKind::Linear, {}, {x, w, bias}, "y")[0];
   b.add_node(OpKind::Relu, {}, {y}, "r");
-  CHECK(node_work(g, g.nodes[0]) == 6 * 7 * 5);          // [6,7] outputs, chains of 5
-  CHECK(node_work(g, g.nodes[1]) == 6 * 7 * 2);          // reads and writes 42 elements
+  CHECK(node_work(g, g.nodes[0]) == 6 * 7 * 5);  // [6,7] outputs, chains of 5
+  CHECK(node_work(g, g.nodes[1]) == 6 * 7 * 2);  // reads and writes 42 elements
   CHECK(node_input_bytes(g, g.nodes[0]) == 4 * (30 + 35 + 7));
   // A data-set table is read (and opened, as proven samples) only at the gathered rows.
   const ValueId table = b.add_data("table", Shape({100, 5}));
@@ -82,11 +83,13 @@ TEST_CASE("node work counts a contraction's multiply-adds and other ops' element
 
 TEST_CASE("the shipped jobs' disputes fit the referee's default limits") {
   const DisputeLimits defaults;
-  for (const char* file : {"short_mlp.toml", "short_gpt.toml", "short_cnn.toml", "gpt_chars.toml", "fashion_cnn.toml",
-                           "fashion_mlp.toml", "sharded_mlp.toml", "sharded_cnn.toml", "sharded_gpt.toml"}) {
+  for (const char* file :
+       {"short_mlp.toml", "short_gpt.toml", "short_cnn.toml", "gpt_chars.toml", "fashion_cnn.toml",
+        "fashion_mlp.toml", "sharded_mlp.toml", "sharded_cnn.toml", "sharded_gpt.toml"}) {
     const DisputeCost c = cost_of(file);
-    MESSAGE(std::string(file) << ": " << c.parameters << " parameters, heaviest node " << c.heaviest_node << " " << c.max_node_work
-                 << ", largest opening " << c.max_opened_bytes << " bytes, " << c.nodes << " nodes");
+    MESSAGE(std::string(file) << ": " << c.parameters << " parameters, heaviest node " << c.heaviest_node
+                              << " " << c.max_node_work << ", largest opening " << c.max_opened_bytes
+                              << " bytes, " << c.nodes << " nodes");
     CHECK(c.parameters > 0);
     CHECK(c.max_node_work > 0);
     CHECK_NOTHROW(check_dispute_cost(c, defaults));
@@ -101,8 +104,8 @@ TEST_CASE("a job beyond the policy is refused, naming the term and the limit") {
   const DisputeCost c = cost_of("short_cnn.toml");
   DisputeLimits tight;
   tight.max_reexecution_work = c.max_node_work - 1;
-  CHECK_THROWS_WITH_AS(check_dispute_cost(c, tight), doctest::Contains(("re-execution work (" + c.heaviest_node).c_str()),
-                       ProtocolError);
+  CHECK_THROWS_WITH_AS(check_dispute_cost(c, tight),
+                       doctest::Contains(("re-execution work (" + c.heaviest_node).c_str()), ProtocolError);
   tight = DisputeLimits{};
   tight.max_opened_bytes = c.max_opened_bytes - 1;
   CHECK_THROWS_WITH_AS(check_dispute_cost(c, tight), doctest::Contains("largest opening"), ProtocolError);
@@ -118,7 +121,8 @@ TEST_CASE("a job beyond the policy is refused, naming the term and the limit") {
 
 TEST_CASE("the cost derived from the job text equals the cost measured on its built step graph") {
   // Every shipped job (fast-mode ones too: the derivation does not depend on the mode but for the logs).
-  for (const auto& entry : std::filesystem::directory_iterator(tribunal::testing::source_dir() / "scenarios/jobs")) {
+  for (const auto& entry :
+       std::filesystem::directory_iterator(tribunal::testing::source_dir() / "scenarios/jobs")) {
     const std::string file = entry.path().filename().string();
     CAPTURE(file);
     const JobSpec job = job_of(file);
@@ -128,14 +132,24 @@ TEST_CASE("the cost derived from the job text equals the cost measured on its bu
   // Sharded, deeper, clipped, SGD, dropout-free and rounding-log variants of them.
   const std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>> variants{
       {"short_mlp.toml", {{"batch_size = 32", "batch_size = 32\nshards = 2"}}},
-      {"short_mlp.toml", {{"batch_size = 32", "batch_size = 32\nshards = 32"}, {"widths = [784, 32, 10]", "widths = [784, 7, 9, 10]"}}},
-      {"short_mlp.toml", {{"kind = \"adamw\"", "kind = \"sgd\"\nclip_norm = 0.5"}, {"batch_size = 32", "batch_size = 32\nshards = 8"}}},
+      {"short_mlp.toml",
+       {{"batch_size = 32", "batch_size = 32\nshards = 32"},
+        {"widths = [784, 32, 10]", "widths = [784, 7, 9, 10]"}}},
+      {"short_mlp.toml",
+       {{"kind = \"adamw\"", "kind = \"sgd\"\nclip_norm = 0.5"},
+        {"batch_size = 32", "batch_size = 32\nshards = 8"}}},
       {"short_mlp_rlog.toml", {{"batch_size = 32", "batch_size = 32\nshards = 4"}}},
       {"short_cnn.toml", {{"batch_size = 16", "batch_size = 16\nshards = 16"}}},
-      {"short_cnn.toml", {{"channels = [4, 8]", "channels = [3, 5]"}, {"kernel = 3", "kernel = 5"}, {"kind = \"adamw\"", "kind = \"sgd\"\nclip_norm = 2.0"}}},
+      {"short_cnn.toml",
+       {{"channels = [4, 8]", "channels = [3, 5]"},
+        {"kernel = 3", "kernel = 5"},
+        {"kind = \"adamw\"", "kind = \"sgd\"\nclip_norm = 2.0"}}},
       {"short_gpt.toml", {{"layers = 2", "layers = 3"}, {"batch_size = 4", "batch_size = 4\nshards = 4"}}},
       {"short_gpt.toml", {{"layers = 2", "layers = 1"}, {"dropout = 0.1", "dropout = 0.0"}}},
-      {"short_gpt.toml", {{"layers = 2", "layers = 5"}, {"dropout = 0.1", "dropout = 0.0"}, {"batch_size = 4", "batch_size = 4\nshards = 2"}}},
+      {"short_gpt.toml",
+       {{"layers = 2", "layers = 5"},
+        {"dropout = 0.1", "dropout = 0.0"},
+        {"batch_size = 4", "batch_size = 4\nshards = 2"}}},
       {"short_gpt_rlog.toml", {{"batch_size = 4", "batch_size = 4\nshards = 2"}}},
       {"sharded_gpt.toml", {{"shards = 6", "shards = 3"}}},
   };
@@ -153,36 +167,41 @@ TEST_CASE("the cost derived from the job text equals the cost measured on its bu
 TEST_CASE("the cost of a many-shard opening is derived in time linear in the job, not in its graph") {
   // The issue's opening: a 10-parameter MLP (widths [1, 5] on a declared data set of 1 feature and 5
   // classes) with train.shards = 16384. Its graph would hold 7 nodes per shard plus the trees.
-  const JobSpec job = parse_job("[model]\nkind = \"mlp\"\nwidths = [1, 5]\n[train]\nsteps = 30\nbatch_size = 16384\n"
-                                "shards = 16384\nstride = 8\n[optimizer]\n",
-                                "stranger");
+  const JobSpec job = parse_job(
+      "[model]\nkind = \"mlp\"\nwidths = [1, 5]\n[train]\nsteps = 30\nbatch_size = 16384\n"
+      "shards = 16384\nstride = 8\n[optimizer]\n",
+      "stranger");
   const DataShape shape{16384, 1, 5, 0};
   const auto t0 = std::chrono::steady_clock::now();
   const DisputeCost c = dispute_cost(job, shape);
   const auto took = std::chrono::steady_clock::now() - t0;
   CHECK(c.parameters == 10);
   CHECK(c.shards == 16384);
-  CHECK(c.nodes == 16384 * 7 + 16383 * 3 + 1 + 2);  // shards' nodes, trees (loss, weight, bias), loss scale, adamw ×2
+  CHECK(c.nodes ==
+        16384 * 7 + 16383 * 3 + 1 + 2);  // shards' nodes, trees (loss, weight, bias), loss scale, adamw ×2
   CHECK(took < std::chrono::milliseconds(100));
   DisputeLimits defaults;
-  CHECK_THROWS_WITH_AS(check_dispute_cost(c, defaults),
-                       "dispute: the job's step graph node count is 163840, beyond this referee's limit of 65536",
-                       ProtocolError);
+  CHECK_THROWS_WITH_AS(
+      check_dispute_cost(c, defaults),
+      "dispute: the job's step graph node count is 163840, beyond this referee's limit of 65536",
+      ProtocolError);
   // Its graph, built once the limit allows it, is linear in the shard count and agrees node for node.
   const auto t1 = std::chrono::steady_clock::now();
   const DisputeCost built = measured(job, shape);
   MESSAGE("16384 shards: " << built.nodes << " nodes built in "
-                           << std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count() << " s");
+                           << std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count()
+                           << " s");
   check_equal(c, built);
 }
 
 TEST_CASE("every term of the cost saturates instead of wrapping") {
   // A GPT at the parser's limits: the attention's work and the logits' bytes exceed 2^64 nowhere,
   // but the parameters and nodes are large; nothing is built or allocated for them.
-  const JobSpec job = parse_job("[model]\nkind = \"gpt\"\nvocab = 65536\ncontext = 65536\nlayers = 1024\nheads = 1\n"
-                                "d_model = 65536\n[data]\ndataset = \"text\"\n[train]\nsteps = 1\nbatch_size = 1048576\n"
-                                "stride = 1\nshards = 1048576\n[optimizer]\nclip_norm = 1.0\n",
-                                "huge");
+  const JobSpec job = parse_job(
+      "[model]\nkind = \"gpt\"\nvocab = 65536\ncontext = 65536\nlayers = 1024\nheads = 1\n"
+      "d_model = 65536\n[data]\ndataset = \"text\"\n[train]\nsteps = 1\nbatch_size = 1048576\n"
+      "stride = 1\nshards = 1048576\n[optimizer]\nclip_norm = 1.0\n",
+      "huge");
   const DisputeCost c = dispute_cost(job, DataShape{int64_t{1} << 26, 65536, 65536, 65536});
   CHECK(c.parameters > int64_t{1} << 40);
   CHECK(c.nodes > uint64_t{1} << 20);

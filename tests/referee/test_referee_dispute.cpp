@@ -49,8 +49,9 @@ class Parties {
     auto& session = sessions_[static_cast<size_t>(p)];
     if (env.kind != MessageKind::DisputeOpen) return session->on_envelope(env);
     const Provider& pr = *providers_[static_cast<size_t>(p)];
-    session = std::make_unique<ProviderDisputeSession>(pr.key, env, job_, train_set(), pr.store.path, pool_,
-                                                       std::vector<PublicKey>{referee_key_.public_key}, pr.fault);
+    session =
+        std::make_unique<ProviderDisputeSession>(pr.key, env, job_, train_set(), pr.store.path, pool_,
+                                                 std::vector<PublicKey>{referee_key_.public_key}, pr.fault);
     CHECK(session->party() == p);
     return {};
   }
@@ -135,8 +136,8 @@ TEST_CASE("referee: refuses envelopes from the wrong key, for another dispute, o
   const Envelope first_query = open_envelope(out[2].envelope);
   const Query q = std::get<Query>(first_query.body);
   ThreadPool pool(1);
-  ProviderDisputeSession session(honest.key, open_envelope(open), load_job(kJobFile), train_set(), honest.store.path,
-                                 pool, {referee_key.public_key});
+  ProviderDisputeSession session(honest.key, open_envelope(open), load_job(kJobFile), train_set(),
+                                 honest.store.path, pool, {referee_key.public_key});
   const std::vector<uint8_t> answer = session.on_envelope(first_query).at(0);
   std::string refused;
   // Signed by someone else.
@@ -146,8 +147,11 @@ TEST_CASE("referee: refuses envelopes from the wrong key, for another dispute, o
   // For another dispute.
   Digest other_dispute = referee.dispute_id();
   other_dispute[0] ^= 1;
-  CHECK(referee.on_envelope(out[2].party, open_envelope(seal(honest.key, other_dispute, 2, Children{q.round, {}, {}})), GameTime{},
-                            &refused).empty());
+  CHECK(referee
+            .on_envelope(out[2].party,
+                         open_envelope(seal(honest.key, other_dispute, 2, Children{q.round, {}, {}})),
+                         GameTime{}, &refused)
+            .empty());
   CHECK(refused == "for another dispute");
   // Accepted once; the same envelope again is a replay.
   refused.clear();
@@ -159,7 +163,9 @@ TEST_CASE("referee: refuses envelopes from the wrong key, for another dispute, o
   CHECK_THROWS_AS(session.on_envelope(first_query), ProtocolError);
 }
 
-TEST_CASE("referee: opened chunks are trusted by their proofs; one not signed by the party never counts against it") {
+TEST_CASE(
+    "referee: opened chunks are trusted by their proofs; one not signed by the party never counts against "
+    "it") {
   // The referee opens tensor chunks without checking their signatures (SignatureCheck::
   // DeferTensorChunks, as the referee node does). Someone on the honest provider's path injects, before
   // each of its chunks, a copy with a flipped data byte (its signature no longer verifies) or with a
@@ -214,7 +220,8 @@ TEST_CASE("referee: opened chunks are trusted by their proofs; one not signed by
   CHECK(v.node == 11);
 }
 
-TEST_CASE("referee: both parties' streams fill one opening, each chunk taken once from whoever sends it first") {
+TEST_CASE(
+    "referee: both parties' streams fill one opening, each chunk taken once from whoever sends it first") {
   // In the network both parties stream the located node's inputs at once. Here party 0 sends only its
   // first chunk and party 1 everything but its first: the opening completes only by combining them.
   // Party 0's first chunk, sent again, is redundant: nothing is refused.
@@ -230,7 +237,8 @@ TEST_CASE("referee: both parties' streams fill one opening, each chunk taken onc
   size_t refused = 0;
   const auto deliver = [&](int p, const std::vector<uint8_t>& answer) {
     std::string why;
-    for (auto& next : referee.on_envelope(p, open_envelope(answer, SignatureCheck::DeferTensorChunks), GameTime{}, &why))
+    for (auto& next :
+         referee.on_envelope(p, open_envelope(answer, SignatureCheck::DeferTensorChunks), GameTime{}, &why))
       queue.push_back(std::move(next));
     refused += !why.empty() || referee.refused_last();
   };
@@ -274,13 +282,14 @@ TEST_CASE("referee: refuses an opening whose claims do not match the job") {
   Provider twin(Fault{});
   twin.key = honest.key;
   twin.signed_claim = seal(honest.key, honest.result.job_id, 2,
-                           Claim{cheater.result.job_id, 30, cheater.result.trajectory_root, cheater.result.final_state_hash,
-                                 "ws://twin.invalid/"});
+                           Claim{cheater.result.job_id, 30, cheater.result.trajectory_root,
+                                 cheater.result.final_state_hash, "ws://twin.invalid/"});
   CHECK_THROWS_WITH_AS(RefereeDispute(referee_key, open_envelope(opening(client, honest, twin))),
                        "dispute: both claims are signed by the same key", ProtocolError);
 }
 
-TEST_CASE("referee: rounding-log disputes end in verifiable bad_rounding_log and both_valid verdicts that replay") {
+TEST_CASE(
+    "referee: rounding-log disputes end in verifiable bad_rounding_log and both_valid verdicts that replay") {
   const KeyPair referee_key = generate_keypair();
   const std::string job = "scenarios/jobs/short_mlp_rlog.toml";
   const auto fault = [](RoundingFault kind, int64_t step, int64_t node, int64_t also_corrupt) {

@@ -12,10 +12,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "tests/game_time.h"
 #include "engine/provider_session.h"
 #include "referee/referee_dispute.h"
 #include "referee/store.h"
+#include "tests/game_time.h"
 #include "tests/referee/signed_provider.h"
 #include "tests/source_dir.h"
 
@@ -43,10 +43,7 @@ struct Fixture {
   Provider honest{Fault{}};
   KeyPair referee = generate_keypair();
   std::vector<uint8_t> open;
-  Fixture() {
-    open = testing::dispute_opening(generate_keypair(), cheater, honest);
-  }
-
+  Fixture() { open = testing::dispute_opening(generate_keypair(), cheater, honest); }
 };
 
 Fixture& fixture() {
@@ -76,8 +73,8 @@ struct Parties {
 };
 
 // Plays the dispute to its end from `queue` (time stands still at `now`); returns the verdict envelope.
-std::vector<uint8_t> drive(RefereeDispute& d, Parties& parties, std::deque<RefereeDispute::Outgoing> queue, GameTime now,
-                           uint64_t* min_query_sequence = nullptr) {
+std::vector<uint8_t> drive(RefereeDispute& d, Parties& parties, std::deque<RefereeDispute::Outgoing> queue,
+                           GameTime now, uint64_t* min_query_sequence = nullptr) {
   std::vector<uint8_t> verdict;
   while (!queue.empty()) {
     auto o = std::move(queue.front());
@@ -90,14 +87,17 @@ std::vector<uint8_t> drive(RefereeDispute& d, Parties& parties, std::deque<Refer
       // Both parties open the located node's inputs; once one opening is complete the other is moot.
       if (env.kind == MessageKind::Query && !d.game().awaiting(o.party)) break;
       std::string refused;
-      for (auto& next : d.on_envelope(o.party, open_envelope(answer), now, &refused)) queue.push_back(std::move(next));
+      for (auto& next : d.on_envelope(o.party, open_envelope(answer), now, &refused))
+        queue.push_back(std::move(next));
       REQUIRE_MESSAGE(refused.empty(), refused);
     }
   }
   return verdict;
 }
 
-Verdict body_of(const std::vector<uint8_t>& envelope) { return std::get<Verdict>(open_envelope(envelope).body); }
+Verdict body_of(const std::vector<uint8_t>& envelope) {
+  return std::get<Verdict>(open_envelope(envelope).body);
+}
 
 // The uncrashed dispute: its inputs, the referee's sequence number after each, and its verdict.
 struct Reference {
@@ -163,11 +163,12 @@ TEST_CASE("store: inputs in order, verdicts, reopening; refuses duplicates, deci
     CHECK_THROWS_WITH_AS(store.append(other, answer), doctest::Contains("no dispute"), StoreError);
   }
   const KeyPair stranger = generate_keypair();
-  CHECK_THROWS_WITH_AS(RefereeStore(dir.path / "data", stranger.public_key), doctest::Contains("belongs to referee key"),
-                       StoreError);
+  CHECK_THROWS_WITH_AS(RefereeStore(dir.path / "data", stranger.public_key),
+                       doctest::Contains("belongs to referee key"), StoreError);
 }
 
-TEST_CASE("store: prune deletes decided disputes' records after the retention period and keeps their verdicts") {
+TEST_CASE(
+    "store: prune deletes decided disputes' records after the retention period and keeps their verdicts") {
   testing::TempDir dir("store-prune");
   const KeyPair key = generate_keypair();
   RefereeStore store(dir.path, key.public_key);
@@ -202,7 +203,8 @@ TEST_CASE("store: a file that is not a store, or is corrupt, is refused naming t
     std::ofstream out(file, std::ios::binary);
     for (int i = 0; i < 4096; ++i) out.put(static_cast<char>(i * 37));
   }
-  CHECK_THROWS_WITH_AS(RefereeStore(dir.path, key.public_key), doctest::Contains(file.string().c_str()), StoreError);
+  CHECK_THROWS_WITH_AS(RefereeStore(dir.path, key.public_key), doctest::Contains(file.string().c_str()),
+                       StoreError);
 
   // A valid store whose pages are then overwritten in the middle.
   std::filesystem::remove(file);
@@ -310,9 +312,11 @@ TEST_CASE("replay: a resumed dispute restarts the open deadlines; a record that 
   // Inputs that the game would not take again.
   std::vector<DisputeInput> bad(ref.inputs.begin(), ref.inputs.begin() + 3);
   bad[1].party ^= 1;  // an answer attributed to the other party: not signed by its key
-  CHECK_THROWS_WITH_AS(RefereeDispute::replay(fx.referee, bad), doctest::Contains("input 1 does not replay"), ProtocolError);
+  CHECK_THROWS_WITH_AS(RefereeDispute::replay(fx.referee, bad), doctest::Contains("input 1 does not replay"),
+                       ProtocolError);
   bad = {ref.inputs[0], ref.inputs[1], ref.inputs[1]};  // the same envelope twice
-  CHECK_THROWS_WITH_AS(RefereeDispute::replay(fx.referee, bad), doctest::Contains("stale sequence"), ProtocolError);
+  CHECK_THROWS_WITH_AS(RefereeDispute::replay(fx.referee, bad), doctest::Contains("stale sequence"),
+                       ProtocolError);
   bad = {ref.inputs[0], {DisputeInput::Kind::Tick, 0, {}, at(1)}};  // a tick that decides nothing
   CHECK_THROWS_AS(RefereeDispute::replay(fx.referee, bad), ProtocolError);
   bad = {ref.inputs[1]};  // no opening
@@ -329,9 +333,9 @@ TEST_CASE("provider: answer sequence numbers derive from the query's, so a resta
   const Provider& p = party == 0 ? fx.cheater : fx.honest;
   ThreadPool pool(1);
   const auto session = [&] {
-    return std::make_unique<ProviderDisputeSession>(p.key, open_envelope(fx.open), load_job(kJobFile), train_set(),
-                                                    p.store.path, pool, std::vector<PublicKey>{fx.referee.public_key},
-                                                    p.fault);
+    return std::make_unique<ProviderDisputeSession>(p.key, open_envelope(fx.open), load_job(kJobFile),
+                                                    train_set(), p.store.path, pool,
+                                                    std::vector<PublicKey>{fx.referee.public_key}, p.fault);
   };
   auto first = session();
   const auto answers = first->on_envelope(query);
@@ -354,7 +358,8 @@ TEST_CASE("provider: answer sequence numbers derive from the query's, so a resta
   std::string refused;
   d.on_envelope(party, open_envelope(answers[0]), at(0), &refused);
   CHECK(refused.empty());
-  d.on_envelope(party, open_envelope(again[0]), at(0), &refused);  // accepted envelope, same answer: ignored by the game
+  d.on_envelope(party, open_envelope(again[0]), at(0),
+                &refused);  // accepted envelope, same answer: ignored by the game
   CHECK(refused.empty());
 }
 
@@ -396,7 +401,9 @@ TEST_CASE("store: a decided dispute's rounds are stored with its verdict, kept a
   CHECK(capped.back().text == "verdict: last");
 }
 
-TEST_CASE("store: a version 3 store is upgraded; its decided disputes keep their verdicts and have no stored rounds") {
+TEST_CASE(
+    "store: a version 3 store is upgraded; its decided disputes keep their verdicts and have no stored "
+    "rounds") {
   testing::TempDir dir("store-v3");
   const KeyPair key = generate_keypair();
   Digest id{};
@@ -415,11 +422,13 @@ TEST_CASE("store: a version 3 store is upgraded; its decided disputes keep their
       PRAGMA user_version=3;)sql";
     REQUIRE(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_stmt* s = nullptr;
-    REQUIRE(sqlite3_prepare_v2(db, "INSERT INTO meta VALUES ('referee_key', ?1)", -1, &s, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_prepare_v2(db, "INSERT INTO meta VALUES ('referee_key', ?1)", -1, &s, nullptr) ==
+            SQLITE_OK);
     sqlite3_bind_blob(s, 1, key.public_key.data(), static_cast<int>(key.public_key.size()), SQLITE_TRANSIENT);
     CHECK(sqlite3_step(s) == SQLITE_DONE);
     sqlite3_finalize(s);
-    REQUIRE(sqlite3_prepare_v2(db, "INSERT INTO disputes VALUES (?1, 'a', x'090909', 1)", -1, &s, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_prepare_v2(db, "INSERT INTO disputes VALUES (?1, 'a', x'090909', 1)", -1, &s, nullptr) ==
+            SQLITE_OK);
     sqlite3_bind_blob(s, 1, id.data(), static_cast<int>(id.size()), SQLITE_TRANSIENT);
     CHECK(sqlite3_step(s) == SQLITE_DONE);
     sqlite3_finalize(s);
@@ -432,6 +441,7 @@ TEST_CASE("store: a version 3 store is upgraded; its decided disputes keep their
   next[0] = 8;
   const std::vector<uint8_t> verdict = {1};
   store.open_dispute(next, {DisputeInput::Kind::Open, 0, {1}, at(1)}, "b");
-  store.append(next, {DisputeInput::Kind::Tick, 0, {}, at(2)}, &verdict, std::vector<DisputeEvent>{{Phase::Done, 1, "v"}});
+  store.append(next, {DisputeInput::Kind::Tick, 0, {}, at(2)}, &verdict,
+               std::vector<DisputeEvent>{{Phase::Done, 1, "v"}});
   CHECK(store.events(next).size() == 1);
 }

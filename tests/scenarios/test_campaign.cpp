@@ -12,7 +12,7 @@ TEST_CASE("campaign: 10,000 random adversarial games, zero honest losses") {
   for (const auto& [reason, n] : r.reasons) MESSAGE(reason << ": " << n);
   CHECK(r.games == 10000);
   CHECK(r.honest_losses == 0);
-  CHECK(r.misplaced == 0);   // every verdict about the work names the injected fault's step and node
+  CHECK(r.misplaced == 0);  // every verdict about the work names the injected fault's step and node
   CHECK(r.loserless == 0);
   CHECK(r.ok());
   CHECK(r.first_failure == "");

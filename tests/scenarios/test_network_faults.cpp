@@ -25,18 +25,21 @@ bool is_kind(const std::vector<uint8_t>& frame, MessageKind kind) {
 // cheater waits `cheater_opening_delay` before it opens inputs (it does not hurry its own stream, so
 // the honest provider's stream is the one the referee takes). Returns the proxy's counts.
 ProxyCounts honest_wins_through(const FrameFilter& filter,
-                                std::chrono::milliseconds cheater_opening_delay = std::chrono::milliseconds{1500}) {
+                                std::chrono::milliseconds cheater_opening_delay = std::chrono::milliseconds{
+                                    1500}) {
   Network net;
   net.use_terms("base_seconds = 3\nstep_seconds = 1");
   FaultProxy proxy(net.ctx, "", filter);
   nodes::ProviderConfig honest = net.config();
-  honest.endpoint = proxy.listen();  // the URL the honest provider signs: the referee reaches it through the proxy
+  honest.endpoint =
+      proxy.listen();  // the URL the honest provider signs: the referee reaches it through the proxy
   const std::string honest_url = net.provider(honest);  // the client submits the job directly
   proxy.set_upstream(honest_url);
 
-  auto cheater = std::make_unique<nodes::ProviderNode>(net.ctx, generate_keypair(), net.config(testing::corrupt(12, 13)),
-                                                       [](const std::string&) {});
-  cheater->reply_filter = [cheater_opening_delay](const nodes::QueryContext& q, std::vector<std::vector<uint8_t>> answers) {
+  auto cheater = std::make_unique<nodes::ProviderNode>(
+      net.ctx, generate_keypair(), net.config(testing::corrupt(12, 13)), [](const std::string&) {});
+  cheater->reply_filter = [cheater_opening_delay](const nodes::QueryContext& q,
+                                                  std::vector<std::vector<uint8_t>> answers) {
     nodes::ProviderReply r;
     r.frames = std::move(answers);
     if (std::get<Query>(q.query.body).kind == QueryKind::OpenInputs) r.delay = cheater_opening_delay;
@@ -61,15 +64,17 @@ ProxyCounts honest_wins_through(const FrameFilter& filter,
 
 }  // namespace
 
-TEST_CASE("an on-path drop of the honest provider's first opened chunk does not convict it (issue 28, hole 1)") {
+TEST_CASE(
+    "an on-path drop of the honest provider's first opened chunk does not convict it (issue 28, hole 1)") {
   // Before: the next chunk was "out of order", taken as signed evidence: bad_proof against the honest
   // provider, and the delegate accepted the cheater's claim. Now the gap is asked for again.
   std::atomic<bool> dropped{false};
-  const ProxyCounts c = honest_wins_through([&](Direction d, uint64_t, uint64_t, const std::vector<uint8_t>& f) {
-    if (d == Direction::ToReferee && is_kind(f, MessageKind::TensorChunk) && !dropped.exchange(true))
-      return FrameFault{FrameFault::Kind::Drop};
-    return FrameFault{};
-  });
+  const ProxyCounts c =
+      honest_wins_through([&](Direction d, uint64_t, uint64_t, const std::vector<uint8_t>& f) {
+        if (d == Direction::ToReferee && is_kind(f, MessageKind::TensorChunk) && !dropped.exchange(true))
+          return FrameFault{FrameFault::Kind::Drop};
+        return FrameFault{};
+      });
   CHECK(c.dropped == 1);
 }
 
@@ -78,7 +83,8 @@ TEST_CASE("lost, late, duplicated frames and a cut connection on the honest prov
   // again what is lost, ignores what is repeated, reassembles what is reordered, reconnects what is cut.
   std::atomic<int> acted{0};
   const auto once = [&](Direction want_dir, uint64_t want_index, FrameFault fault) -> FrameFilter {
-    return [&, want_dir, want_index, fault](Direction d, uint64_t connection, uint64_t index, const std::vector<uint8_t>&) {
+    return [&, want_dir, want_index, fault](Direction d, uint64_t connection, uint64_t index,
+                                            const std::vector<uint8_t>&) {
       if (d == want_dir && connection == 0 && index == want_index) {
         ++acted;
         return fault;
@@ -105,7 +111,8 @@ TEST_CASE("lost, late, duplicated frames and a cut connection on the honest prov
   }
   SUBCASE("opened chunks reordered: every other one held back 300 ms") {
     c = honest_wins_through([&](Direction d, uint64_t, uint64_t index, const std::vector<uint8_t>& f) {
-      if (d != Direction::ToReferee || !is_kind(f, MessageKind::TensorChunk) || index % 2 == 1) return FrameFault{};
+      if (d != Direction::ToReferee || !is_kind(f, MessageKind::TensorChunk) || index % 2 == 1)
+        return FrameFault{};
       ++acted;
       return FrameFault{FrameFault::Kind::Forward, std::chrono::milliseconds{300}};
     });

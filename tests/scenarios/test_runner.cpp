@@ -6,8 +6,8 @@
 #include <sstream>
 
 #include "scenarios/runner.h"
-#include "tests/temp_dir.h"
 #include "tests/source_dir.h"
+#include "tests/temp_dir.h"
 
 using namespace tribunal;
 using namespace tribunal::scenarios;
@@ -17,7 +17,8 @@ namespace {
 const std::filesystem::path kSuite = tribunal::testing::source_dir() / "scenarios/suite";
 
 // A suite script with `from` replaced by `to`, written beside a copy of its jobs directory's path.
-Scenario edited(const std::string& file, const std::string& from, const std::string& to, const testing::TempDir& dir) {
+Scenario edited(const std::string& file, const std::string& from, const std::string& to,
+                const testing::TempDir& dir) {
   std::ifstream in(kSuite / file);
   std::stringstream text;
   text << in.rdbuf();
@@ -62,9 +63,10 @@ TEST_CASE("a crash that never happens fails its scenario, though the verdict is 
 
 TEST_CASE("a malformed frame that is never sent fails its scenario") {
   testing::TempDir dir("runner-malformed");
-  const ScenarioResult r = run(edited("mal_bad_signature.toml", "[provider.answers]\nkind = \"bad_signature\"\n",
-                                      "[provider.answers]\nkind = \"bad_signature\"\nround = 999\n", dir),
-                               dir);
+  const ScenarioResult r =
+      run(edited("mal_bad_signature.toml", "[provider.answers]\nkind = \"bad_signature\"\n",
+                 "[provider.answers]\nkind = \"bad_signature\"\nround = 999\n", dir),
+          dir);
   CHECK_FALSE(r.passed);
   CHECK(r.refused == 0);
   CHECK(has(r.mismatches, "its answers behaviour 'bad_signature' never acted"));

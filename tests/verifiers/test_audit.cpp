@@ -19,7 +19,8 @@ using testing::TempDir;
 namespace {
 
 const CheckResult& check(const AuditReport& r, const std::string& name) {
-  const auto it = std::find_if(r.checks.begin(), r.checks.end(), [&](const CheckResult& c) { return c.name == name; });
+  const auto it =
+      std::find_if(r.checks.begin(), r.checks.end(), [&](const CheckResult& c) { return c.name == name; });
   REQUIRE(it != r.checks.end());
   return *it;
 }

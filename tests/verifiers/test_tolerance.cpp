@@ -74,11 +74,13 @@ TEST_CASE("tolerance: the hide-in-the-noise change passes inside the boundary, f
   const JobSpec job = testing::verifier_job("short_mlp_fast.toml");
   const Calibration& c = calibration();
   TempDir inside("tol"), outside("tol");
-  const AttackRun in = train_hide_in_noise(job, mlp_train_set(), inside.path,
-                                           NoisePlan{c.boundary - c.max_distance, 3}, {Float32Gemm::OpenBlas, 1});
+  const AttackRun in =
+      train_hide_in_noise(job, mlp_train_set(), inside.path, NoisePlan{c.boundary - c.max_distance, 3},
+                          {Float32Gemm::OpenBlas, 1});
   CHECK(in.shift > 0);
   CHECK(check_all(job, inside.path).passed);
-  train_hide_in_noise(job, mlp_train_set(), outside.path, NoisePlan{10 * c.boundary, 3}, {Float32Gemm::OpenBlas, 1});
+  train_hide_in_noise(job, mlp_train_set(), outside.path, NoisePlan{10 * c.boundary, 3},
+                      {Float32Gemm::OpenBlas, 1});
   const ToleranceReport out = check_all(job, outside.path);
   CHECK_FALSE(out.passed);
   for (const OpenedInterval& o : out.opened) CHECK_FALSE(o.passed);
