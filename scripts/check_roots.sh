@@ -68,7 +68,7 @@ for config in "$@"; do
     dir=build/roots/$(echo "$config" | tr -c 'A-Za-z0-9+\n' '_')
     # Without the CUDA emulation (its roots are test_engine's, in the release build): less to build.
     cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_CXX_FLAGS="$flags" \
-      -DTRIBUNAL_BUILD_TESTS=OFF -DTRIBUNAL_BUILD_BENCH=OFF -DTRIBUNAL_CUDA_EMULATE=OFF >/dev/null
+      -DTRIBUNAL_WERROR=ON -DTRIBUNAL_BUILD_TESTS=OFF -DTRIBUNAL_BUILD_BENCH=OFF -DTRIBUNAL_CUDA_EMULATE=OFF >/dev/null
     cmake --build "$dir" --target tribunal -j "$(nproc)" >/dev/null
     emulator=()
   fi

@@ -4,17 +4,18 @@
 # is left in build/fuzz/artifacts/ (add it to the corpus as a regression input once fixed).
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]      targets: fuzz_decode fuzz_envelope fuzz_merkle fuzz_game
+#                                                       fuzz_parse_job
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_decode fuzz_envelope fuzz_merkle fuzz_game)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_decode fuzz_envelope fuzz_merkle fuzz_game fuzz_parse_job)
 
 scripts/bootstrap.sh
 cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
-  -DTRIBUNAL_FUZZ=ON -DTRIBUNAL_BUILD_TESTS=OFF -DTRIBUNAL_BUILD_BENCH=OFF \
+  -DTRIBUNAL_FUZZ=ON -DTRIBUNAL_WERROR=ON -DTRIBUNAL_BUILD_TESTS=OFF -DTRIBUNAL_BUILD_BENCH=OFF \
   -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined" >/dev/null
 cmake --build build/fuzz --target "${targets[@]}" -j "$(nproc)"
 
