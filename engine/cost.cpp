@@ -180,9 +180,8 @@ class Sketch {
   uint64_t times_;
 };
 
-std::string indexed(const char* prefix, int64_t index) {
-  return prefix + std::to_string(index);
-}
+// fmt rather than `prefix + std::to_string(index)`, which g++ 12 at -O3 warns about falsely (-Wrestrict).
+std::string indexed(const char* prefix, int64_t index) { return fmt::format("{}{}", prefix, index); }
 
 // One parameter tensor (or `count` tensors of one shape, e.g. a weight of every GPT layer), in the
 // state's canonical order.

@@ -1,6 +1,7 @@
 #include "engine/job.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -12,22 +13,10 @@
 #include "engine/error.h"
 #include "engine/toml_reader.h"
 #include "ops/rounding_log.h"
+#include "protocol/codec_stream.h"
 
 namespace tribunal {
 namespace {
-
-void put_u64(std::vector<uint8_t>& out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
-void put_f32(std::vector<uint8_t>& out, float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(bits >> (8 * i)));
-}
-void put_string(std::vector<uint8_t>& out, const std::string& s) {
-  put_u64(out, s.size());
-  out.insert(out.end(), s.begin(), s.end());
-}
 
 // [numerics]: mode = "repops" | "rounding-log" | "fast"; rounding-log also takes tau, either one number for
 // every op kind or a table of op names (ops/registry.h) with an optional `default` for the others, and
@@ -335,100 +324,94 @@ void check_job_against_data(const JobSpec& job, int64_t samples, int64_t feature
 namespace {
 
 // The fields of the job that existed before sharding (see canonical_job_encoding in job.h).
-std::vector<uint8_t> canonical_model_encoding(const JobSpec& job, const Digest& dataset_root,
-                                              const DataShape& shape) {
-  std::vector<uint8_t> out;
-  put_u64(out, kRepOpsContractVersion);
-  out.push_back(static_cast<uint8_t>(job.model.kind));
-  put_u64(out, job.model.widths.size());
-  for (int64_t w : job.model.widths) put_u64(out, static_cast<uint64_t>(w));
-  put_string(out, job.dataset);
-  out.insert(out.end(), dataset_root.begin(), dataset_root.end());
+void write_model_fields(codec::ByteWriter& out, const JobSpec& job, const Digest& dataset_root,
+                        const DataShape& shape) {
+  out.u64(kRepOpsContractVersion);
+  out.u8(static_cast<uint8_t>(job.model.kind));
+  out.u64(job.model.widths.size());
+  for (int64_t w : job.model.widths) out.u64(static_cast<uint64_t>(w));
+  out.u64(job.dataset.size());
+  out.raw(std::span(reinterpret_cast<const uint8_t*>(job.dataset.data()), job.dataset.size()));
+  out.raw(dataset_root);
   for (int64_t v : {shape.samples, shape.features, shape.classes, shape.label_width})
-    put_u64(out, static_cast<uint64_t>(v));
-  put_u64(out, job.seed);
-  put_u64(out, static_cast<uint64_t>(job.steps));
-  put_u64(out, static_cast<uint64_t>(job.batch_size));
-  put_u64(out, static_cast<uint64_t>(job.stride));
+    out.u64(static_cast<uint64_t>(v));
+  out.u64(job.seed);
+  out.u64(static_cast<uint64_t>(job.steps));
+  out.u64(static_cast<uint64_t>(job.batch_size));
+  out.u64(static_cast<uint64_t>(job.stride));
   const OptimizerSpec& o = job.optimizer;
-  out.push_back(static_cast<uint8_t>(o.kind));
-  put_f32(out, o.lr);
+  out.u8(static_cast<uint8_t>(o.kind));
+  out.u32(std::bit_cast<uint32_t>(o.lr));
   if (o.kind == OptimizerKind::Sgd) {
-    put_f32(out, o.momentum);
+    out.u32(std::bit_cast<uint32_t>(o.momentum));
   } else {
-    put_f32(out, o.beta1);
-    put_f32(out, o.beta2);
-    put_f32(out, o.eps);
+    out.u32(std::bit_cast<uint32_t>(o.beta1));
+    out.u32(std::bit_cast<uint32_t>(o.beta2));
+    out.u32(std::bit_cast<uint32_t>(o.eps));
   }
-  put_f32(out, o.weight_decay);
+  out.u32(std::bit_cast<uint32_t>(o.weight_decay));
 
   // The extension (see job.h): absent for the jobs that existed before it, so their ids stand.
   const ModelSpec& m = job.model;
   const bool extended = m.kind != ModelKind::Mlp || job.dataset != "fashion-mnist" ||
                         o.schedule != LrSchedule::Constant || o.clip_norm != 0.0f ||
                         o.decay != DecayScope::All;
-  if (!extended) return out;
-  out.push_back(1);
+  if (!extended) return;
+  out.u8(1);
   if (m.kind == ModelKind::Gpt) {
-    for (int64_t v : {m.vocab, m.context, m.layers, m.heads, m.d_model})
-      put_u64(out, static_cast<uint64_t>(v));
-    put_f32(out, m.dropout);
+    for (int64_t v : {m.vocab, m.context, m.layers, m.heads, m.d_model}) out.u64(static_cast<uint64_t>(v));
+    out.u32(std::bit_cast<uint32_t>(m.dropout));
   } else if (m.kind == ModelKind::Cnn) {
-    put_u64(out, m.channels.size());
-    for (int64_t c : m.channels) put_u64(out, static_cast<uint64_t>(c));
+    out.u64(m.channels.size());
+    for (int64_t c : m.channels) out.u64(static_cast<uint64_t>(c));
     for (int64_t v : {m.kernel, m.image_channels, m.image_height, m.image_width, m.classes})
-      put_u64(out, static_cast<uint64_t>(v));
+      out.u64(static_cast<uint64_t>(v));
   }
   if (job.dataset == "text") {
-    uint64_t bits;
-    std::memcpy(&bits, &job.validation, 8);
-    put_u64(out, bits);
+    out.u64(std::bit_cast<uint64_t>(job.validation));
   }
-  out.push_back(static_cast<uint8_t>(o.schedule));
-  put_u64(out, static_cast<uint64_t>(o.warmup_steps));
-  put_f32(out, o.min_lr);
-  put_f32(out, o.clip_norm);
-  out.push_back(static_cast<uint8_t>(o.decay));
-  return out;
+  out.u8(static_cast<uint8_t>(o.schedule));
+  out.u64(static_cast<uint64_t>(o.warmup_steps));
+  out.u32(std::bit_cast<uint32_t>(o.min_lr));
+  out.u32(std::bit_cast<uint32_t>(o.clip_norm));
+  out.u8(static_cast<uint8_t>(o.decay));
 }
 
 // Everything of the job that shapes the trajectory: the base fields with their extension, then the
 // shard count only when it is not 1, so the ids (and golden roots) of unsharded jobs stand.
-std::vector<uint8_t> canonical_training_encoding(const JobSpec& job, const Digest& dataset_root,
-                                                 const DataShape& shape) {
-  std::vector<uint8_t> out = canonical_model_encoding(job, dataset_root, shape);
+void write_training_fields(codec::ByteWriter& out, const JobSpec& job, const Digest& dataset_root,
+                           const DataShape& shape) {
+  write_model_fields(out, job, dataset_root, shape);
   if (job.shards != 1) {
-    out.push_back(3);
-    put_u64(out, static_cast<uint64_t>(job.shards));
+    out.u8(3);
+    out.u64(static_cast<uint64_t>(job.shards));
   }
-  return out;
 }
 
 }  // namespace
 
 std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& dataset_root,
                                             const DataShape& shape) {
-  std::vector<uint8_t> out = canonical_training_encoding(job, dataset_root, shape);
+  codec::ByteWriter out;
+  write_training_fields(out, job, dataset_root, shape);
   // The dispute terms, only when they are not the defaults, so the ids of jobs without them stand.
   if (job.dispute != DisputeTerms{}) {
-    out.push_back(2);
-    put_u64(out, static_cast<uint64_t>(job.dispute.base.count()));
-    put_u64(out, static_cast<uint64_t>(job.dispute.step.count()));
-    put_u64(out, job.dispute.min_bytes_per_second);
+    out.u8(2);
+    out.u64(static_cast<uint64_t>(job.dispute.base.count()));
+    out.u64(static_cast<uint64_t>(job.dispute.step.count()));
+    out.u64(job.dispute.min_bytes_per_second);
   }
   // The numerics mode, only when it is not RepOps, so the ids of RepOps jobs stand.
   if (job.numerics.mode != NumericsMode::RepOps) {
-    out.push_back(4);
-    out.push_back(static_cast<uint8_t>(job.numerics.mode));
+    out.u8(4);
+    out.u8(static_cast<uint8_t>(job.numerics.mode));
     for (double tau : job.numerics.tau) {
-      uint64_t bits;
-      std::memcpy(&bits, &tau, 8);
-      put_u64(out, bits);
+      out.u64(std::bit_cast<uint64_t>(tau));
     }
     if (job.numerics.mode == NumericsMode::RoundingLog)
-      put_u64(out, static_cast<uint64_t>(job.numerics.quantum_bits));
+      out.u64(static_cast<uint64_t>(job.numerics.quantum_bits));
   }
-  return out;
+  return out.take();
 }
 
 Digest job_id(const JobSpec& job, const Digest& dataset_root, const DataShape& shape) {

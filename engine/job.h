@@ -152,7 +152,8 @@ void check_job_against_data(const JobSpec& job, int64_t samples, int64_t feature
 /// (an MLP job on Fashion-MNIST with a constant rate, no clipping and decay "all" has no extension),
 /// then, only when train.shards is not 1, 0x03 ‖ shards,
 /// then, only when the [dispute] terms are not the defaults, 0x02 ‖ base ms ‖ step ms ‖ bytes per second,
-/// then, only in rounding-log mode, 0x04 ‖ mode u8 ‖ τ of every op kind in OpKind order (f64 bits).
+/// then, only when the numerics mode is not RepOps, 0x04 ‖ mode u8 ‖ τ of every op kind in OpKind
+/// order (f64 bits) ‖ (rounding-log mode: quantum bits). Written with protocol's codec::ByteWriter.
 /// The shape is in the id so that no one but the providers who signed the job_id can state it: the
 /// referee derives the batches from the sample count (docs/protocol.md, "Threat model").
 std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& dataset_root,

@@ -186,14 +186,17 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
   // Pairwise disputes: the standing claim meets each differing one; an honest claim never loses.
   std::error_code ec;
   std::filesystem::create_directories(request.out_dir, ec);
-  std::optional<size_t> standing;
+  // An index with `none` for no claim, not std::optional: g++ 12 at -O3 warns falsely
+  // (-Wmaybe-uninitialized).
+  constexpr size_t none = SIZE_MAX;
+  size_t standing = none;
   for (size_t p = 0; p < providers.size(); ++p) {
     if (!out.refusals[p].empty()) continue;
-    if (!standing) {
+    if (standing == none) {
       standing = p;
       continue;
     }
-    const size_t held = *standing;
+    const size_t held = standing;
     if (out.claims[p].trajectory_root == out.claims[held].trajectory_root) continue;
     const DisputeOpen d = dispute_open(toml, data, claim_envelopes[held], claim_envelopes[p]);
     const Digest dispute = dispute_id(d);
@@ -216,14 +219,14 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
       return out;
     }
     if (v.winners.empty())
-      standing.reset();
+      standing = none;
     else if (v.winners[0] == 1)
       standing = p;
   }
-  if (standing) {
+  if (standing != none) {
     out.accepted = true;
-    out.winner = *standing;
-    out.claim = out.claims[*standing];
+    out.winner = standing;
+    out.claim = out.claims[standing];
   }
   return out;
 }

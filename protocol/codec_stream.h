@@ -2,7 +2,8 @@
 // ByteWriter that appends little-endian fixed-width values and a strict ByteReader that consumes them,
 // checking every read against the input left and naming the field and offset of whatever it refuses.
 // The body codec (codec.cpp) drives them from each message's one field list; the envelope
-// (envelope.cpp) reads and writes its header with them. Internal to protocol/.
+// (envelope.cpp) reads and writes its header with them; engine/job.cpp writes the job id's canonical
+// encoding with the ByteWriter (docs/commitments.md, "Job id and dispute id").
 #pragma once
 
 #include <cstddef>

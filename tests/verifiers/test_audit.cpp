@@ -125,7 +125,9 @@ TEST_CASE("audit: shortcut trainers fail the resource check or the top-k replay"
   ShortcutPlan half{0.5, SkipMode::Extrapolate, false, 7};
   const AttackRun b = train_shortcut(job, mlp_train_set(), extrapolating.path, half);
   CHECK(b.skipped_steps == 10);  // 12-15, 20-23, 28-29
-  const AuditReport rb = run_audit(job, extrapolating.path, AuditOptions{.top_k = 2}, &mlp_train_set());
+  AuditOptions two_intervals;
+  two_intervals.top_k = 2;
+  const AuditReport rb = run_audit(job, extrapolating.path, two_intervals, &mlp_train_set());
   CHECK_FALSE(check(rb, "vmo").passed);
   CHECK(figure(check(rb, "vmo"), "worst_distance") > 0);
 }
