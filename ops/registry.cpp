@@ -98,8 +98,13 @@ struct Table {
     for (size_t k = 0; k < kOpKindCount; ++k) {
       const OpKind kind = static_cast<OpKind>(k);
       const OpInfo* info = entry_of(kind);
-      const std::string defect =
+      std::string defect =
           info ? op_info_defect(kind, *info) : "op kind " + std::to_string(k) + ": no registry entry";
+      // Names are what jobs (numerics.tau) and verdicts call ops by: one kind each.
+      for (size_t j = 0; j < k && defect.empty(); ++j)
+        if (std::strcmp(entries[j]->name, info->name) == 0)
+          defect = std::string("op '") + info->name + "' (kind " + std::to_string(k) + "): kind " +
+                   std::to_string(j) + " has the same name";
       if (!defect.empty()) {
         std::fprintf(stderr, "tribunal: the op registry is incomplete: %s\n", defect.c_str());
         std::abort();

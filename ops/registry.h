@@ -149,7 +149,7 @@ struct OpInfo {
 };
 
 /// The registry entry of `kind`. Asserts kind < Count. On first use checks every entry (its kind, a
-/// name, the shape rule, the reference, fast and float64 kernels, its Float64Spread, fma_chain and
+/// unique name, the shape rule, the reference, fast and float64 kernels, its Float64Spread, fma_chain and
 /// quanta both or neither) and aborts naming the first op whose entry is incomplete.
 const OpInfo& op_info(OpKind kind);
 
