@@ -162,7 +162,8 @@ class Sketch {
 };
 
 std::string indexed(const char* prefix, int64_t index) {
-  return prefix + std::to_string(index);
+  std::string s(prefix);  // not prefix + std::string: GCC 12 -O3 gives a false -Wrestrict on it
+  return s += std::to_string(index);
 }
 
 // One parameter tensor (or `count` tensors of one shape, e.g. a weight of every GPT layer), in the

@@ -230,10 +230,20 @@ std::vector<Tensor> outputs_of(OpKind kind, const Attrs& attrs, const std::vecto
 std::string describe(OpKind kind, const Attrs& attrs, const std::vector<Tensor>& in,
                      const std::string& label) {
   std::string s = std::string(op_name(kind)) + "(";
-  for (size_t i = 0; i < in.size(); ++i) s += (i ? ", " : "") + in[i].shape().str();
+  // Appended piece by piece: GCC 12 -O3 gives a false -Wrestrict on const char* + std::string.
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (i) s += ", ";
+    s += in[i].shape().str();
+  }
   s += ")";
-  for (int64_t v : attrs.ints) s += " " + std::to_string(v);
-  return s + " [" + label + "]";
+  for (int64_t v : attrs.ints) {
+    s += ' ';
+    s += std::to_string(v);
+  }
+  s += " [";
+  s += label;
+  s += ']';
+  return s;
 }
 
 /// NaN → 0x7FC00000 (the tensor hash's canonical NaN), then memcmp.
