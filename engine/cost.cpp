@@ -31,19 +31,26 @@ uint64_t elements(const Shape& s) {
 // One node as its cost sees it: its op and its values' shapes.
 struct NodeShapes {
   OpKind op = OpKind::Count;
-  bool trans_a = false;  // Matmul: ints[0], its first operand is transposed
+  uint64_t chain = 0;    // a contraction's fma chain per output element (OpInfo::fma_chain); else 0
   bool gathers = false;  // input 0 is a data-set table, read (and opened) only at the gathered rows
   std::vector<Shape> in, out;
 };
 
+// The length of each output element's fma chain of a contraction (its descriptor's fma_chain, on
+// attributes and shapes already valid for the op); 0 for every other op.
+uint64_t chain_length(OpKind op, const Attrs& attrs, std::span<const Shape> in) {
+  const FmaChainFn chain = op_info(op).fma_chain;
+  return chain == nullptr ? 0 : chain(attrs, in);
+}
+
 NodeShapes shapes_of(const StepGraph& g, const Node& n) {
   NodeShapes s;
   s.op = n.op;
-  s.trans_a = n.op == OpKind::Matmul && !n.attrs.ints.empty() && n.attrs.ints[0] != 0;
   for (ValueId v : n.inputs) {
     s.in.push_back(g.values.at(v).shape);
     s.gathers = s.gathers || g.values.at(v).source == ValueSource::Data;
   }
+  s.chain = chain_length(n.op, n.attrs, s.in);
   for (ValueId v : n.outputs) s.out.push_back(g.values.at(v).shape);
   return s;
 }
@@ -60,35 +67,9 @@ uint64_t read_elements(const NodeShapes& n, size_t i) {
   return n.gathers ? output_elements(n) : elements(n.in.at(i));
 }
 
-// The length of each output element's fma chain of a contraction; 0 for every other op.
-uint64_t chain_length(const NodeShapes& n) {
-  switch (n.op) {
-    case OpKind::Linear:
-      return static_cast<uint64_t>(n.in.at(1).dims().front());  // w[K,N]
-    case OpKind::Matmul: {
-      const auto& a = n.in.at(0).dims();
-      return static_cast<uint64_t>(n.trans_a ? a[a.size() - 2] : a.back());
-    }
-    case OpKind::Conv2d: {  // w[O,C,KH,KW]
-      const auto& w = n.in.at(1).dims();
-      return static_cast<uint64_t>(w[1] * w[2] * w[3]);
-    }
-    case OpKind::Conv2dBackwardInput: {  // w[O,C,KH,KW]: each dx element gathers ≤ O·KH·KW taps
-      const auto& w = n.in.at(0).dims();
-      return static_cast<uint64_t>(w[0] * w[2] * w[3]);
-    }
-    case OpKind::Conv2dBackwardWeight: {  // dy[N,O,OH,OW]: each dw element sums over N·OH·OW
-      const auto& dy = n.in.at(1).dims();
-      return static_cast<uint64_t>(dy[0] * dy[2] * dy[3]);
-    }
-    default:
-      return 0;
-  }
-}
-
 uint64_t work_of(const NodeShapes& n) {
   const uint64_t out = output_elements(n);
-  if (const uint64_t k = chain_length(n); k != 0) return saturating_mul(out, k);
+  if (n.chain != 0) return saturating_mul(out, n.chain);
   uint64_t work = out;
   for (size_t i = 0; i < n.in.size(); ++i) work = saturating_add(work, read_elements(n, i));
   return work;
@@ -142,8 +123,8 @@ class Sketch {
   std::vector<Shape> node(OpKind op, const Attrs& attrs, std::vector<Shape> in, const std::string& name) {
     NodeShapes n;
     n.op = op;
-    n.trans_a = op == OpKind::Matmul && attrs.ints.at(0) != 0;
     n.out = infer_shapes(op, attrs, in);
+    n.chain = chain_length(op, attrs, in);
     n.in = std::move(in);
     tally_.add(n, prefix_ + name, times_);
     return n.out;
@@ -155,7 +136,7 @@ class Sketch {
   Shape gather(const Shape& table, int64_t rows, const std::string& name) {
     std::vector<int64_t> dims(table.dims().begin(), table.dims().end());
     dims.front() = rows;
-    NodeShapes n{OpKind::Gather, false, true, {table}, {Shape(std::span<const int64_t>(dims))}};
+    NodeShapes n{OpKind::Gather, 0, true, {table}, {Shape(std::span<const int64_t>(dims))}};
     tally_.add(n, prefix_ + name, times_);
     return n.out.front();
   }

@@ -16,39 +16,20 @@ const char* numerics_mode_name(NumericsMode mode) {
 }
 
 double default_rounding_tau(OpKind kind) {
-  switch (kind) {
-    // Contractions and row sums: a vendor kernel may order (and block) the sum its own way.
-    case OpKind::Linear:
-    case OpKind::Matmul:
-    case OpKind::Conv2d:
-    case OpKind::Conv2dBackwardInput:
-    case OpKind::Conv2dBackwardWeight:
-    case OpKind::Conv2dBackwardBias:
-    case OpKind::SumRows:
-    case OpKind::EmbeddingBackward:
-    case OpKind::LayerNorm:
-    case OpKind::LayerNormBackward:
-    case OpKind::SoftmaxBackward:
+  // The op's descriptor says how its float64 may differ between honest kernels (OpInfo::float64_spread);
+  // τ per spread is this layer's policy. No default: a new Float64Spread fails to compile here.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic error "-Wswitch"
+  switch (op_info(kind).float64_spread) {
+    case Float64Spread::Sum:  // a vendor kernel may order (and block) the sum its own way
       return 0x1p-5;
-    // Copies and one correctly rounded IEEE-754 operation per value: the same float64 everywhere.
-    case OpKind::Gather:
-    case OpKind::Reshape:
-    case OpKind::Add:
-    case OpKind::Relu:
-    case OpKind::ReluBackward:
-    case OpKind::Embedding:
-    case OpKind::SplitHeads:
-    case OpKind::MergeHeads:
-    case OpKind::Dropout:
-    case OpKind::DropoutBackward:
-    case OpKind::MaxPool2d:
-    case OpKind::MaxPool2dBackward:
-    case OpKind::Scale:
+    case Float64Spread::Exact:  // copies and one correctly rounded operation per value: no freedom
       return 0.0;
-    // Fixed formulas with libm calls (exp, log, tanh, sqrt) or short positive sums.
-    default:
+    case Float64Spread::Libm:  // fixed formulas whose only freedom is libm's last bit
       return 0x1p-16;
   }
+#pragma GCC diagnostic pop
+  return 0x1p-16;  // unreachable: op_info checks every entry's spread
 }
 
 Float64Gemm default_float64_gemm() {

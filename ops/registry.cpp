@@ -1,6 +1,8 @@
 #include "ops/registry.h"
 
 #include <cassert>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "ops/kernels/op_table.h"
@@ -8,43 +10,109 @@
 namespace tribunal {
 namespace {
 
-// Indexed by OpKind; the static_assert keeps it closed over the enum.
-const OpInfo* const kTable[] = {
-    &kGatherOp,
-    &kLinearOp,
-    &kMatmulOp,
-    &kSumRowsOp,
-    &kAddOp,
-    &kReluOp,
-    &kReluBackwardOp,
-    &kSoftmaxCrossEntropyOp,
-    &kSoftmaxCrossEntropyBackwardOp,
-    &kSgdMomentumOp,
-    &kAdamWOp,
-    &kReshapeOp,
-    &kEmbeddingOp,
-    &kEmbeddingBackwardOp,
-    &kLayerNormOp,
-    &kLayerNormBackwardOp,
-    &kGeluOp,
-    &kGeluBackwardOp,
-    &kSoftmaxOp,
-    &kSoftmaxBackwardOp,
-    &kSplitHeadsOp,
-    &kMergeHeadsOp,
-    &kDropoutOp,
-    &kDropoutBackwardOp,
-    &kConv2dOp,
-    &kConv2dBackwardInputOp,
-    &kConv2dBackwardWeightOp,
-    &kConv2dBackwardBiasOp,
-    &kMaxPool2dOp,
-    &kMaxPool2dBackwardOp,
-    &kSumSquaresOp,
-    &kClipCoefficientOp,
-    &kScaleOp,
+// The one map from OpKind to descriptor. A switch with no default: a kind added to the enum without
+// a case here fails to compile (-Wswitch made an error for this function), so there is no list kept
+// in enum order to fall out of step.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic error "-Wswitch"
+const OpInfo* entry_of(OpKind kind) {
+  switch (kind) {
+    case OpKind::Gather:
+      return &kGatherOp;
+    case OpKind::Linear:
+      return &kLinearOp;
+    case OpKind::Matmul:
+      return &kMatmulOp;
+    case OpKind::SumRows:
+      return &kSumRowsOp;
+    case OpKind::Add:
+      return &kAddOp;
+    case OpKind::Relu:
+      return &kReluOp;
+    case OpKind::ReluBackward:
+      return &kReluBackwardOp;
+    case OpKind::SoftmaxCrossEntropy:
+      return &kSoftmaxCrossEntropyOp;
+    case OpKind::SoftmaxCrossEntropyBackward:
+      return &kSoftmaxCrossEntropyBackwardOp;
+    case OpKind::SgdMomentum:
+      return &kSgdMomentumOp;
+    case OpKind::AdamW:
+      return &kAdamWOp;
+    case OpKind::Reshape:
+      return &kReshapeOp;
+    case OpKind::Embedding:
+      return &kEmbeddingOp;
+    case OpKind::EmbeddingBackward:
+      return &kEmbeddingBackwardOp;
+    case OpKind::LayerNorm:
+      return &kLayerNormOp;
+    case OpKind::LayerNormBackward:
+      return &kLayerNormBackwardOp;
+    case OpKind::Gelu:
+      return &kGeluOp;
+    case OpKind::GeluBackward:
+      return &kGeluBackwardOp;
+    case OpKind::Softmax:
+      return &kSoftmaxOp;
+    case OpKind::SoftmaxBackward:
+      return &kSoftmaxBackwardOp;
+    case OpKind::SplitHeads:
+      return &kSplitHeadsOp;
+    case OpKind::MergeHeads:
+      return &kMergeHeadsOp;
+    case OpKind::Dropout:
+      return &kDropoutOp;
+    case OpKind::DropoutBackward:
+      return &kDropoutBackwardOp;
+    case OpKind::Conv2d:
+      return &kConv2dOp;
+    case OpKind::Conv2dBackwardInput:
+      return &kConv2dBackwardInputOp;
+    case OpKind::Conv2dBackwardWeight:
+      return &kConv2dBackwardWeightOp;
+    case OpKind::Conv2dBackwardBias:
+      return &kConv2dBackwardBiasOp;
+    case OpKind::MaxPool2d:
+      return &kMaxPool2dOp;
+    case OpKind::MaxPool2dBackward:
+      return &kMaxPool2dBackwardOp;
+    case OpKind::SumSquares:
+      return &kSumSquaresOp;
+    case OpKind::ClipCoefficient:
+      return &kClipCoefficientOp;
+    case OpKind::Scale:
+      return &kScaleOp;
+    case OpKind::Count:
+      return nullptr;
+  }
+  return nullptr;
+}
+#pragma GCC diagnostic pop
+
+// The entries by OpKind value, each checked once (op_info_defect); a defect aborts naming the op: a
+// registry with a gap is a build that must not run.
+struct Table {
+  const OpInfo* entries[kOpKindCount];
+  Table() {
+    for (size_t k = 0; k < kOpKindCount; ++k) {
+      const OpKind kind = static_cast<OpKind>(k);
+      const OpInfo* info = entry_of(kind);
+      std::string defect =
+          info ? op_info_defect(kind, *info) : "op kind " + std::to_string(k) + ": no registry entry";
+      // Names are what jobs (numerics.tau) and verdicts call ops by: one kind each.
+      for (size_t j = 0; j < k && defect.empty(); ++j)
+        if (std::strcmp(entries[j]->name, info->name) == 0)
+          defect = std::string("op '") + info->name + "' (kind " + std::to_string(k) + "): kind " +
+                   std::to_string(j) + " has the same name";
+      if (!defect.empty()) {
+        std::fprintf(stderr, "tribunal: the op registry is incomplete: %s\n", defect.c_str());
+        std::abort();
+      }
+      entries[k] = info;
+    }
+  }
 };
-static_assert(sizeof(kTable) / sizeof(kTable[0]) == kOpKindCount, "every OpKind needs a registry entry");
 
 void put_u32(std::vector<std::byte>& out, uint32_t v) {
   for (int i = 0; i < 4; ++i) out.push_back(static_cast<std::byte>(v >> (8 * i)));
@@ -82,9 +150,31 @@ std::vector<std::byte> encode_attrs(const Attrs& attrs) {
   return out;
 }
 
+std::string op_info_defect(OpKind kind, const OpInfo& info) {
+  const std::string op = std::string("op '") + (info.name ? info.name : "?") + "' (kind " +
+                         std::to_string(static_cast<int>(kind)) + ")";
+  if (info.kind != kind)
+    return op + ": its entry describes kind " + std::to_string(static_cast<int>(info.kind));
+  if (info.name == nullptr || *info.name == '\0') return op + ": no name";
+  if (info.num_inputs == 0 || info.num_inputs < -1) return op + ": no input count";
+  if (info.num_outputs < 1) return op + ": no output count";
+  if (info.infer == nullptr) return op + ": no shape rule";
+  if (info.reference == nullptr) return op + ": no reference kernel";
+  if (info.fast == nullptr) return op + ": no fast kernel";
+  if (info.float64 == nullptr) return op + ": no float64 kernel";
+  const auto spread = static_cast<uint8_t>(info.float64_spread);
+  if (spread < static_cast<uint8_t>(Float64Spread::Exact) ||
+      spread > static_cast<uint8_t>(Float64Spread::Libm))
+    return op + ": no float64 spread";
+  if ((info.fma_chain == nullptr) != (info.quanta == nullptr))
+    return op + ": a contraction needs both an fma chain and rounding quanta";
+  return "";
+}
+
 const OpInfo& op_info(OpKind kind) {
   assert(static_cast<size_t>(kind) < kOpKindCount);
-  return *kTable[static_cast<size_t>(kind)];
+  static const Table table;
+  return *table.entries[static_cast<size_t>(kind)];
 }
 
 const char* op_name(OpKind kind) {

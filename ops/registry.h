@@ -97,15 +97,40 @@ struct VjpArgs {
   std::span<const bool> needs_grad;     ///< which inputs want a gradient
 };
 
+struct Float64Call;  // one float64 invocation (ops/float64/internal.h)
+
 using ShapeFn = std::vector<Shape> (*)(const Attrs&, std::span<const Shape> inputs);
 using KernelFn = void (*)(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out);
 using FastKernelFn = void (*)(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out,
                               ThreadPool& pool);
 /// Writes d loss / d input i into `in_grads[i]` for each input that needs one.
 using VjpFn = void (*)(VjpBuilder&, const VjpArgs&, std::span<ValueRef> in_grads);
+/// The op in float64 for rounding-log mode (ops/float64/float64.h run_float64), on validated inputs.
+using Float64Fn = void (*)(const Float64Call&);
+/// The length of each output element's fma chain of a contraction, from its attributes and input
+/// shapes (already valid): what re-executing one output element costs (engine/cost.h node_work).
+using FmaChainFn = uint64_t (*)(const Attrs&, std::span<const Shape> in);
+/// Fills `quanta` with output 0's rounding quanta of a gemm op (ops/float64/float64.h rounding_quanta)
+/// on inputs already valid for the op; quantum_bits already checked.
+using QuantaFn = void (*)(const Attrs&, std::span<const Tensor* const> in, std::vector<double>& quanta,
+                          int quantum_bits);
 
-/// Everything the system knows about one op kind.
+/// How far two honest float64 executions of an op may differ before rounding (docs/numerics.md,
+/// "Rounding-log mode"): what the default τ of rounding-log mode is chosen by (engine/numerics.h).
+/// No enumerator is 0, so an entry that forgets it fails the registry's check.
+enum class Float64Spread : uint8_t {
+  Exact = 1,  ///< copies, selections and one correctly rounded IEEE-754 operation per value: none
+  Sum = 2,    ///< contractions and row sums: a vendor kernel may order (and block) the sum its own way
+  Libm = 3,   ///< fixed formulas with libm calls (exp, log, tanh, sqrt) or short positive sums
+};
+
+/// Everything the system knows about one op kind: its descriptor. Each op family's file
+/// (ops/kernels/<family>.cpp) defines its ops' entries; ops/registry.cpp maps every OpKind to its entry
+/// by a switch the compiler checks for completeness (-Werror=switch) and checks each entry's fields on
+/// first use, naming the op. Backends above ops/ that add a kernel per op keep one table of their own
+/// built the same way (ops/cuda/backend.cpp).
 struct OpInfo {
+  OpKind kind;       ///< the kind this entry describes (the registry checks op_info(k).kind == k)
   const char* name;  ///< stable snake_case name (logs, docs, verdicts)
   int num_inputs;    ///< exact count, or -1 for "one or more" (ClipCoefficient)
   int num_outputs;
@@ -115,10 +140,22 @@ struct OpInfo {
   KernelFn reference;  ///< scalar reference: the contract
   FastKernelFn fast;   ///< fast kernel, bitwise identical to `reference`
   VjpFn vjp;           ///< reverse-mode rule; nullptr if the op is not differentiable
+  Float64Fn float64;   ///< the op in float64 (rounding-log mode)
+  Float64Spread float64_spread;
+  /// Contractions (the gemm ops: linear, matmul, conv2d and its input and weight gradients) only, both
+  /// or neither: the fma chain length of the dispute cost and the rounding quanta of rounding-log mode.
+  FmaChainFn fma_chain = nullptr;
+  QuantaFn quanta = nullptr;
 };
 
-/// The registry entry of `kind`. Asserts kind < Count.
+/// The registry entry of `kind`. Asserts kind < Count. On first use checks every entry (its kind, a
+/// unique name, the shape rule, the reference, fast and float64 kernels, its Float64Spread, fma_chain and
+/// quanta both or neither) and aborts naming the first op whose entry is incomplete.
 const OpInfo& op_info(OpKind kind);
+
+/// What is wrong with `info` as the entry of `kind` ("" when nothing): e.g. "op 'relu': no float64
+/// kernel". The check op_info runs on every entry; exposed so tests can show it catches a gap.
+std::string op_info_defect(OpKind kind, const OpInfo& info);
 
 /// op_info(kind).name.
 const char* op_name(OpKind kind);

@@ -1,12 +1,28 @@
-// Internal to ops/float64: the float64 GEMM both gemm variants implement, and the per-op float64
-// kernels that dispatch.cpp indexes by OpKind. See ops/float64/float64.h for the contract.
+// Internal to ops/: the float64 GEMM both gemm variants implement, and the per-op float64 kernels and
+// rounding quanta that the ops' descriptors (OpInfo::float64, OpInfo::quanta in ops/kernels/*.cpp)
+// point to. See ops/float64/float64.h for the contract.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
 
 #include "ops/float64/float64.h"
+
+namespace tribunal {
+
+/// One op invocation, already validated by infer_shapes: `out[i]` has out_shapes[i].numel() elements,
+/// all +0. Named outside f64 so that ops/registry.h can declare it without the f64 namespace.
+struct Float64Call {
+  const Attrs& attrs;
+  std::span<const Tensor* const> in;
+  std::span<const Shape> out_shapes;
+  std::span<std::vector<double>> out;
+  Float64Gemm gemm;
+};
+
+}  // namespace tribunal
 
 namespace tribunal::f64 {
 
@@ -28,17 +44,24 @@ struct GemmArgs {
 /// OpenBLAS's 32-bit integers cannot hold.
 void gemm(Float64Gemm gemm, const GemmArgs& args);
 
-/// One op invocation, already validated by infer_shapes: `out[i]` has out_shapes[i].numel() elements,
-/// all +0.
-struct Call {
-  const Attrs& attrs;
-  std::span<const Tensor* const> in;
-  std::span<const Shape> out_shapes;
-  std::span<std::vector<double>> out;
-  Float64Gemm gemm;
-};
+using Call = Float64Call;
 
-using Kernel = void (*)(const Call&);
+/// The float64 kernel of an op whose every output value is one of its float32 inputs or +0 (copies,
+/// selections, masks): its float64 result is the RepOps reference's, widened, so the reference alone
+/// defines what it selects.
+template <OpKind K>
+void selected(const Call& c) {
+  std::vector<Tensor> y;
+  y.reserve(c.out_shapes.size());
+  for (const Shape& s : c.out_shapes) y.emplace_back(s);
+  std::vector<Tensor*> out;
+  for (Tensor& t : y) out.push_back(&t);
+  run_reference(K, c.attrs, c.in, out);
+  for (size_t i = 0; i < y.size(); ++i) {
+    const std::span<const float> v = y[i].values();
+    std::copy(v.begin(), v.end(), c.out[i].begin());
+  }
+}
 
 /// x converted to double, element by element (exact).
 std::vector<double> widen(const Tensor& x);
@@ -73,5 +96,14 @@ void conv2d(const Call&);
 void conv2d_backward_input(const Call&);
 void conv2d_backward_weight(const Call&);
 void conv2d_backward_bias(const Call&);
+
+// quantum.cpp: the rounding quanta of the gemm ops (OpInfo::quanta; float64.h rounding_quanta).
+void linear_quanta(const Attrs&, std::span<const Tensor* const> in, std::vector<double>& q, int bits);
+void matmul_quanta(const Attrs&, std::span<const Tensor* const> in, std::vector<double>& q, int bits);
+void conv2d_quanta(const Attrs&, std::span<const Tensor* const> in, std::vector<double>& q, int bits);
+void conv2d_backward_input_quanta(const Attrs&, std::span<const Tensor* const> in, std::vector<double>& q,
+                                  int bits);
+void conv2d_backward_weight_quanta(const Attrs&, std::span<const Tensor* const> in, std::vector<double>& q,
+                                   int bits);
 
 }  // namespace tribunal::f64

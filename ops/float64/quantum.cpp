@@ -54,6 +54,10 @@ std::vector<Magnitude> magnitudes(const Tensor& x, size_t groups, Group group) {
   return m;
 }
 
+}  // namespace
+
+namespace f64 {
+
 /// Output quanta of op(a)·op(b) per batch element: rows of op(a), columns of op(b).
 void matmul_quanta(const Attrs& attrs, std::span<const Tensor* const> in, std::vector<double>& q, int bits) {
   const bool ta = attrs.ints[0] != 0, tb = attrs.ints[1] != 0;
@@ -81,7 +85,75 @@ void matmul_quanta(const Attrs& attrs, std::span<const Tensor* const> in, std::v
         q[static_cast<size_t>((e * m + i) * n + j)] = quantum(bits, ma[e * m + i], mb[e * n + j], lk);
 }
 
-}  // namespace
+// y[M,N] = x[M,K]·w[K,N] + b[N]: rows of x, columns of w, b per column.
+void linear_quanta(const Attrs&, std::span<const Tensor* const> in, std::vector<double>& q, int bits) {
+  const Shape &xs = in[0]->shape(), &ws = in[1]->shape();
+  const int64_t m = xs[0], k = xs[1], n = ws[1];
+  const auto mx =
+      magnitudes(*in[0], static_cast<size_t>(m), [&](size_t i) { return i / static_cast<size_t>(k); });
+  const auto mw =
+      magnitudes(*in[1], static_cast<size_t>(n), [&](size_t i) { return i % static_cast<size_t>(n); });
+  const auto mbias = magnitudes(*in[2], static_cast<size_t>(n), [](size_t i) { return i; });
+  q.resize(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      q[static_cast<size_t>(i * n + j)] = quantum(bits, mx[i], mw[j], ceil_log2(k), mbias[j]);
+}
+
+// y[n,o,·] = b[o] + Σ over C·KH·KW taps of w[o,…]·x[n,…]: per image, per filter.
+void conv2d_quanta(const Attrs& attrs, std::span<const Tensor* const> in, std::vector<double>& q, int bits) {
+  const Shape &xs = in[0]->shape(), &ws = in[1]->shape();
+  const int64_t n = xs[0], o = ws[0], taps = ws[1] * ws[2] * ws[3];
+  const std::vector<Shape> shapes{xs, ws, in[2]->shape()};
+  const int64_t p = infer_shapes(OpKind::Conv2d, attrs, shapes)[0].numel() / (n * o);
+  const auto mx = magnitudes(*in[0], static_cast<size_t>(n),
+                             [&](size_t i) { return i / static_cast<size_t>(xs[1] * xs[2] * xs[3]); });
+  const auto mw =
+      magnitudes(*in[1], static_cast<size_t>(o), [&](size_t i) { return i / static_cast<size_t>(taps); });
+  const auto mbias = magnitudes(*in[2], static_cast<size_t>(o), [](size_t i) { return i; });
+  q.resize(static_cast<size_t>(n * o * p));
+  for (int64_t ni = 0; ni < n; ++ni)
+    for (int64_t oi = 0; oi < o; ++oi)
+      std::fill_n(q.begin() + (ni * o + oi) * p, p,
+                  quantum(bits, mx[ni], mw[oi], ceil_log2(taps), mbias[oi]));
+}
+
+// dx[n,c,·] = Σ over O·KH·KW of w[·,c,…]·dy[n,…]: per image, per channel.
+void conv2d_backward_input_quanta(const Attrs& attrs, std::span<const Tensor* const> in,
+                                  std::vector<double>& q, int bits) {
+  const Shape &ws = in[0]->shape(), &dys = in[1]->shape();
+  const int64_t o = ws[0], c = ws[1], n = dys[0], hw = attrs.ints[2] * attrs.ints[3];
+  const auto mw = magnitudes(*in[0], static_cast<size_t>(c), [&](size_t i) {
+    return i / static_cast<size_t>(ws[2] * ws[3]) % static_cast<size_t>(c);
+  });
+  const auto mdy = magnitudes(*in[1], static_cast<size_t>(n),
+                              [&](size_t i) { return i / static_cast<size_t>(o * dys[2] * dys[3]); });
+  q.resize(static_cast<size_t>(n * c * hw));
+  for (int64_t ni = 0; ni < n; ++ni)
+    for (int64_t ci = 0; ci < c; ++ci)
+      std::fill_n(q.begin() + (ni * c + ci) * hw, hw,
+                  quantum(bits, mw[ci], mdy[ni], ceil_log2(o * ws[2] * ws[3])));
+}
+
+// dw[o,c,·] = Σ over N·OH·OW of dy[·,o,…]·x[·,c,…]: per filter, per channel.
+void conv2d_backward_weight_quanta(const Attrs& attrs, std::span<const Tensor* const> in,
+                                   std::vector<double>& q, int bits) {
+  const Shape &xs = in[0]->shape(), &dys = in[1]->shape();
+  const int64_t n = xs[0], c = xs[1], o = dys[1], taps = attrs.ints[2] * attrs.ints[3];
+  const auto mx = magnitudes(*in[0], static_cast<size_t>(c), [&](size_t i) {
+    return i / static_cast<size_t>(xs[2] * xs[3]) % static_cast<size_t>(c);
+  });
+  const auto mdy = magnitudes(*in[1], static_cast<size_t>(o), [&](size_t i) {
+    return i / static_cast<size_t>(dys[2] * dys[3]) % static_cast<size_t>(o);
+  });
+  q.resize(static_cast<size_t>(o * c * taps));
+  for (int64_t oi = 0; oi < o; ++oi)
+    for (int64_t ci = 0; ci < c; ++ci)
+      std::fill_n(q.begin() + (oi * c + ci) * taps, taps,
+                  quantum(bits, mdy[oi], mx[ci], ceil_log2(n * dys[2] * dys[3])));
+}
+
+}  // namespace f64
 
 bool rounding_quanta(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in,
                      std::span<std::vector<double>> quanta, int bits) {
@@ -91,78 +163,13 @@ bool rounding_quanta(OpKind kind, const Attrs& attrs, std::span<const Tensor* co
     throw OpError("rounding_quanta: quantum_bits " + std::to_string(bits) + " is outside [" +
                   std::to_string(kMinRoundingQuantumBits) + ", " + std::to_string(kMaxRoundingQuantumBits) +
                   "]");
-  std::vector<double>& q = quanta[0];
-  switch (kind) {
-    case OpKind::Linear: {  // y[M,N] = x[M,K]·w[K,N] + b[N]: rows of x, columns of w, b per column
-      const Shape &xs = in[0]->shape(), &ws = in[1]->shape();
-      const int64_t m = xs[0], k = xs[1], n = ws[1];
-      const auto mx =
-          magnitudes(*in[0], static_cast<size_t>(m), [&](size_t i) { return i / static_cast<size_t>(k); });
-      const auto mw =
-          magnitudes(*in[1], static_cast<size_t>(n), [&](size_t i) { return i % static_cast<size_t>(n); });
-      const auto mbias = magnitudes(*in[2], static_cast<size_t>(n), [](size_t i) { return i; });
-      q.resize(static_cast<size_t>(m * n));
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j)
-          q[static_cast<size_t>(i * n + j)] = quantum(bits, mx[i], mw[j], ceil_log2(k), mbias[j]);
-      return true;
-    }
-    case OpKind::Matmul:
-      matmul_quanta(attrs, in, q, bits);
-      return true;
-    case OpKind::Conv2d: {  // y[n,o,·] = b[o] + Σ over C·KH·KW taps of w[o,…]·x[n,…]: per image, per filter
-      const Shape &xs = in[0]->shape(), &ws = in[1]->shape();
-      const int64_t n = xs[0], o = ws[0], taps = ws[1] * ws[2] * ws[3];
-      const std::vector<Shape> shapes{xs, ws, in[2]->shape()};
-      const int64_t p = infer_shapes(kind, attrs, shapes)[0].numel() / (n * o);
-      const auto mx = magnitudes(*in[0], static_cast<size_t>(n),
-                                 [&](size_t i) { return i / static_cast<size_t>(xs[1] * xs[2] * xs[3]); });
-      const auto mw =
-          magnitudes(*in[1], static_cast<size_t>(o), [&](size_t i) { return i / static_cast<size_t>(taps); });
-      const auto mbias = magnitudes(*in[2], static_cast<size_t>(o), [](size_t i) { return i; });
-      q.resize(static_cast<size_t>(n * o * p));
-      for (int64_t ni = 0; ni < n; ++ni)
-        for (int64_t oi = 0; oi < o; ++oi)
-          std::fill_n(q.begin() + (ni * o + oi) * p, p,
-                      quantum(bits, mx[ni], mw[oi], ceil_log2(taps), mbias[oi]));
-      return true;
-    }
-    case OpKind::Conv2dBackwardInput: {  // dx[n,c,·] = Σ over O·KH·KW of w[·,c,…]·dy[n,…]: per image, per
-                                         // channel
-      const Shape &ws = in[0]->shape(), &dys = in[1]->shape();
-      const int64_t o = ws[0], c = ws[1], n = dys[0], hw = attrs.ints[2] * attrs.ints[3];
-      const auto mw = magnitudes(*in[0], static_cast<size_t>(c), [&](size_t i) {
-        return i / static_cast<size_t>(ws[2] * ws[3]) % static_cast<size_t>(c);
-      });
-      const auto mdy = magnitudes(*in[1], static_cast<size_t>(n),
-                                  [&](size_t i) { return i / static_cast<size_t>(o * dys[2] * dys[3]); });
-      q.resize(static_cast<size_t>(n * c * hw));
-      for (int64_t ni = 0; ni < n; ++ni)
-        for (int64_t ci = 0; ci < c; ++ci)
-          std::fill_n(q.begin() + (ni * c + ci) * hw, hw,
-                      quantum(bits, mw[ci], mdy[ni], ceil_log2(o * ws[2] * ws[3])));
-      return true;
-    }
-    case OpKind::Conv2dBackwardWeight: {  // dw[o,c,·] = Σ over N·OH·OW of dy[·,o,…]·x[·,c,…]: per filter, per
-                                          // channel
-      const Shape &xs = in[0]->shape(), &dys = in[1]->shape();
-      const int64_t n = xs[0], c = xs[1], o = dys[1], taps = attrs.ints[2] * attrs.ints[3];
-      const auto mx = magnitudes(*in[0], static_cast<size_t>(c), [&](size_t i) {
-        return i / static_cast<size_t>(xs[2] * xs[3]) % static_cast<size_t>(c);
-      });
-      const auto mdy = magnitudes(*in[1], static_cast<size_t>(o), [&](size_t i) {
-        return i / static_cast<size_t>(dys[2] * dys[3]) % static_cast<size_t>(o);
-      });
-      q.resize(static_cast<size_t>(o * c * taps));
-      for (int64_t oi = 0; oi < o; ++oi)
-        for (int64_t ci = 0; ci < c; ++ci)
-          std::fill_n(q.begin() + (oi * c + ci) * taps, taps,
-                      quantum(bits, mdy[oi], mx[ci], ceil_log2(n * dys[2] * dys[3])));
-      return true;
-    }
-    default:
-      return false;  // every other op is this library's own fixed-order float64 code
-  }
+  // Only the gemm ops have quanta (their descriptors' OpInfo::quanta); every other op is this
+  // library's own fixed-order float64 code.
+  if (static_cast<size_t>(kind) >= kOpKindCount) return false;
+  const QuantaFn fill = op_info(kind).quanta;
+  if (fill == nullptr) return false;
+  fill(attrs, in, quanta[0], bits);
+  return true;
 }
 
 }  // namespace tribunal

@@ -144,9 +144,30 @@ void gelu_vjp(VjpBuilder& g, const VjpArgs& a, std::span<ValueRef> in_grads) {
 }  // namespace
 
 /// Gelu: x (any shape) → y = gelu(x), tanh form (Hendrycks & Gimpel 2016). No attributes.
-const OpInfo kGeluOp{"gelu", 1, 1, 0, 0, gelu_infer, gelu_reference, gelu_fast, gelu_vjp};
+const OpInfo kGeluOp{.kind = OpKind::Gelu,
+                     .name = "gelu",
+                     .num_inputs = 1,
+                     .num_outputs = 1,
+                     .num_ints = 0,
+                     .num_floats = 0,
+                     .infer = gelu_infer,
+                     .reference = gelu_reference,
+                     .fast = gelu_fast,
+                     .vjp = gelu_vjp,
+                     .float64 = f64::gelu,
+                     .float64_spread = Float64Spread::Libm};
 /// GeluBackward: x, dy (equal shapes; OpError otherwise) → dx = dy·gelu'(x).
-const OpInfo kGeluBackwardOp{
-    "gelu_backward", 2, 1, 0, 0, gelu_backward_infer, gelu_backward_reference, gelu_backward_fast, nullptr};
+const OpInfo kGeluBackwardOp{.kind = OpKind::GeluBackward,
+                             .name = "gelu_backward",
+                             .num_inputs = 2,
+                             .num_outputs = 1,
+                             .num_ints = 0,
+                             .num_floats = 0,
+                             .infer = gelu_backward_infer,
+                             .reference = gelu_backward_reference,
+                             .fast = gelu_backward_fast,
+                             .vjp = nullptr,
+                             .float64 = f64::gelu_backward,
+                             .float64_spread = Float64Spread::Libm};
 
 }  // namespace tribunal

@@ -90,11 +90,41 @@ void scale_range(const Attrs&, std::span<const Tensor* const> in, std::span<Tens
 
 }  // namespace
 
-const OpInfo kSumSquaresOp{"sum_squares",    1,      1, 0, 0, sum_squares_infer, sum_squares_reference,
-                           sum_squares_fast, nullptr};
-const OpInfo kClipCoefficientOp{"clip_coefficient", -1,        1,      0, 1, clip_infer,
-                                clip_reference,     clip_fast, nullptr};
-const OpInfo kScaleOp{"scale", 2, 1, 0, 0, scale_infer, whole_range<scale_range>, split_range<scale_range>,
-                      nullptr};
+const OpInfo kSumSquaresOp{.kind = OpKind::SumSquares,
+                           .name = "sum_squares",
+                           .num_inputs = 1,
+                           .num_outputs = 1,
+                           .num_ints = 0,
+                           .num_floats = 0,
+                           .infer = sum_squares_infer,
+                           .reference = sum_squares_reference,
+                           .fast = sum_squares_fast,
+                           .vjp = nullptr,
+                           .float64 = f64::sum_squares,
+                           .float64_spread = Float64Spread::Libm};
+const OpInfo kClipCoefficientOp{.kind = OpKind::ClipCoefficient,
+                                .name = "clip_coefficient",
+                                .num_inputs = -1,
+                                .num_outputs = 1,
+                                .num_ints = 0,
+                                .num_floats = 1,
+                                .infer = clip_infer,
+                                .reference = clip_reference,
+                                .fast = clip_fast,
+                                .vjp = nullptr,
+                                .float64 = f64::clip_coefficient,
+                                .float64_spread = Float64Spread::Libm};
+const OpInfo kScaleOp{.kind = OpKind::Scale,
+                      .name = "scale",
+                      .num_inputs = 2,
+                      .num_outputs = 1,
+                      .num_ints = 0,
+                      .num_floats = 0,
+                      .infer = scale_infer,
+                      .reference = whole_range<scale_range>,
+                      .fast = split_range<scale_range>,
+                      .vjp = nullptr,
+                      .float64 = f64::scale,
+                      .float64_spread = Float64Spread::Exact};
 
 }  // namespace tribunal

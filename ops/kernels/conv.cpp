@@ -431,17 +431,72 @@ void backward_bias_fast(const Attrs&, std::span<const Tensor* const> in, std::sp
       std::max<int64_t>(1, (int64_t{1} << 18) / std::max<int64_t>(1, n * p)));  // ≥ 2^18 adds per thread
 }
 
+// The dispute cost's fma chain per output element (OpInfo::fma_chain).
+uint64_t conv2d_fma_chain(const Attrs&, std::span<const Shape> in) {  // w[O,C,KH,KW]: C·KH·KW taps
+  return static_cast<uint64_t>(in[1][1] * in[1][2] * in[1][3]);
+}
+uint64_t backward_input_fma_chain(const Attrs&, std::span<const Shape> in) {  // ≤ O·KH·KW taps of w
+  return static_cast<uint64_t>(in[0][0] * in[0][2] * in[0][3]);
+}
+uint64_t backward_weight_fma_chain(const Attrs&, std::span<const Shape> in) {  // N·OH·OW of dy
+  return static_cast<uint64_t>(in[1][0] * in[1][2] * in[1][3]);
+}
+
 }  // namespace
 
-const OpInfo kConv2dOp{"conv2d", 3, 1, 2, 0, conv_infer, conv_reference, conv_fast, conv_vjp};
-const OpInfo kConv2dBackwardInputOp{
-    "conv2d_backward_input", 2,      1, 4, 0, backward_input_infer, backward_input_reference,
-    backward_input_fast,     nullptr};
-const OpInfo kConv2dBackwardWeightOp{
-    "conv2d_backward_weight", 2,      1, 4, 0, backward_weight_infer, backward_weight_reference,
-    backward_weight_fast,     nullptr};
-const OpInfo kConv2dBackwardBiasOp{
-    "conv2d_backward_bias", 1,      1, 0, 0, backward_bias_infer, backward_bias_reference,
-    backward_bias_fast,     nullptr};
+const OpInfo kConv2dOp{.kind = OpKind::Conv2d,
+                       .name = "conv2d",
+                       .num_inputs = 3,
+                       .num_outputs = 1,
+                       .num_ints = 2,
+                       .num_floats = 0,
+                       .infer = conv_infer,
+                       .reference = conv_reference,
+                       .fast = conv_fast,
+                       .vjp = conv_vjp,
+                       .float64 = f64::conv2d,
+                       .float64_spread = Float64Spread::Sum,
+                       .fma_chain = conv2d_fma_chain,
+                       .quanta = f64::conv2d_quanta};
+const OpInfo kConv2dBackwardInputOp{.kind = OpKind::Conv2dBackwardInput,
+                                    .name = "conv2d_backward_input",
+                                    .num_inputs = 2,
+                                    .num_outputs = 1,
+                                    .num_ints = 4,
+                                    .num_floats = 0,
+                                    .infer = backward_input_infer,
+                                    .reference = backward_input_reference,
+                                    .fast = backward_input_fast,
+                                    .vjp = nullptr,
+                                    .float64 = f64::conv2d_backward_input,
+                                    .float64_spread = Float64Spread::Sum,
+                                    .fma_chain = backward_input_fma_chain,
+                                    .quanta = f64::conv2d_backward_input_quanta};
+const OpInfo kConv2dBackwardWeightOp{.kind = OpKind::Conv2dBackwardWeight,
+                                     .name = "conv2d_backward_weight",
+                                     .num_inputs = 2,
+                                     .num_outputs = 1,
+                                     .num_ints = 4,
+                                     .num_floats = 0,
+                                     .infer = backward_weight_infer,
+                                     .reference = backward_weight_reference,
+                                     .fast = backward_weight_fast,
+                                     .vjp = nullptr,
+                                     .float64 = f64::conv2d_backward_weight,
+                                     .float64_spread = Float64Spread::Sum,
+                                     .fma_chain = backward_weight_fma_chain,
+                                     .quanta = f64::conv2d_backward_weight_quanta};
+const OpInfo kConv2dBackwardBiasOp{.kind = OpKind::Conv2dBackwardBias,
+                                   .name = "conv2d_backward_bias",
+                                   .num_inputs = 1,
+                                   .num_outputs = 1,
+                                   .num_ints = 0,
+                                   .num_floats = 0,
+                                   .infer = backward_bias_infer,
+                                   .reference = backward_bias_reference,
+                                   .fast = backward_bias_fast,
+                                   .vjp = nullptr,
+                                   .float64 = f64::conv2d_backward_bias,
+                                   .float64_spread = Float64Spread::Sum};
 
 }  // namespace tribunal

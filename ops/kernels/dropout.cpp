@@ -244,17 +244,29 @@ constexpr char kDropoutBackwardName[] = "dropout_backward";
 
 }  // namespace
 
-const OpInfo kDropoutOp{
-    kDropoutName, 1, 1, 3, 1, dropout_infer, dropout_reference<kDropoutName>, dropout_fast<kDropoutName>,
-    dropout_vjp};
-const OpInfo kDropoutBackwardOp{kDropoutBackwardName,
-                                1,
-                                1,
-                                3,
-                                1,
-                                dropout_backward_infer,
-                                dropout_reference<kDropoutBackwardName>,
-                                dropout_fast<kDropoutBackwardName>,
-                                nullptr};
+const OpInfo kDropoutOp{.kind = OpKind::Dropout,
+                        .name = kDropoutName,
+                        .num_inputs = 1,
+                        .num_outputs = 1,
+                        .num_ints = 3,
+                        .num_floats = 1,
+                        .infer = dropout_infer,
+                        .reference = dropout_reference<kDropoutName>,
+                        .fast = dropout_fast<kDropoutName>,
+                        .vjp = dropout_vjp,
+                        .float64 = f64::dropout,
+                        .float64_spread = Float64Spread::Exact};
+const OpInfo kDropoutBackwardOp{.kind = OpKind::DropoutBackward,
+                                .name = kDropoutBackwardName,
+                                .num_inputs = 1,
+                                .num_outputs = 1,
+                                .num_ints = 3,
+                                .num_floats = 1,
+                                .infer = dropout_backward_infer,
+                                .reference = dropout_reference<kDropoutBackwardName>,
+                                .fast = dropout_fast<kDropoutBackwardName>,
+                                .vjp = nullptr,
+                                .float64 = f64::dropout,
+                                .float64_spread = Float64Spread::Exact};
 
 }  // namespace tribunal

@@ -56,17 +56,41 @@ void relu_vjp(VjpBuilder& g, const VjpArgs& a, std::span<ValueRef> in_grads) {
 
 }  // namespace
 
-const OpInfo kAddOp{"add", 2, 1, 0, 0, add_infer, whole_range<add_range>, split_range<add_range>, add_vjp};
-const OpInfo kReluOp{"relu",  1, 1, 0, 0, relu_infer, whole_range<relu_range>, split_range<relu_range>,
-                     relu_vjp};
-const OpInfo kReluBackwardOp{"relu_backward",
-                             2,
-                             1,
-                             0,
-                             0,
-                             relu_backward_infer,
-                             whole_range<relu_backward_range>,
-                             split_range<relu_backward_range>,
-                             nullptr};
+const OpInfo kAddOp{.kind = OpKind::Add,
+                    .name = "add",
+                    .num_inputs = 2,
+                    .num_outputs = 1,
+                    .num_ints = 0,
+                    .num_floats = 0,
+                    .infer = add_infer,
+                    .reference = whole_range<add_range>,
+                    .fast = split_range<add_range>,
+                    .vjp = add_vjp,
+                    .float64 = f64::add,
+                    .float64_spread = Float64Spread::Exact};
+const OpInfo kReluOp{.kind = OpKind::Relu,
+                     .name = "relu",
+                     .num_inputs = 1,
+                     .num_outputs = 1,
+                     .num_ints = 0,
+                     .num_floats = 0,
+                     .infer = relu_infer,
+                     .reference = whole_range<relu_range>,
+                     .fast = split_range<relu_range>,
+                     .vjp = relu_vjp,
+                     .float64 = f64::selected<OpKind::Relu>,
+                     .float64_spread = Float64Spread::Exact};
+const OpInfo kReluBackwardOp{.kind = OpKind::ReluBackward,
+                             .name = "relu_backward",
+                             .num_inputs = 2,
+                             .num_outputs = 1,
+                             .num_ints = 0,
+                             .num_floats = 0,
+                             .infer = relu_backward_infer,
+                             .reference = whole_range<relu_backward_range>,
+                             .fast = split_range<relu_backward_range>,
+                             .vjp = nullptr,
+                             .float64 = f64::selected<OpKind::ReluBackward>,
+                             .float64_spread = Float64Spread::Exact};
 
 }  // namespace tribunal

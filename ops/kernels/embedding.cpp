@@ -153,10 +153,29 @@ void embedding_backward_fast(const Attrs&, std::span<const Tensor* const> in, st
 
 }  // namespace
 
-const OpInfo kEmbeddingOp{"embedding",  3, 1, 0, 0, embedding_infer, embedding_reference, embedding_fast,
-                          embedding_vjp};
-const OpInfo kEmbeddingBackwardOp{
-    "embedding_backward",    2,      1, 1, 0, embedding_backward_infer, embedding_backward_reference,
-    embedding_backward_fast, nullptr};
+const OpInfo kEmbeddingOp{.kind = OpKind::Embedding,
+                          .name = "embedding",
+                          .num_inputs = 3,
+                          .num_outputs = 1,
+                          .num_ints = 0,
+                          .num_floats = 0,
+                          .infer = embedding_infer,
+                          .reference = embedding_reference,
+                          .fast = embedding_fast,
+                          .vjp = embedding_vjp,
+                          .float64 = f64::embedding,
+                          .float64_spread = Float64Spread::Exact};
+const OpInfo kEmbeddingBackwardOp{.kind = OpKind::EmbeddingBackward,
+                                  .name = "embedding_backward",
+                                  .num_inputs = 2,
+                                  .num_outputs = 1,
+                                  .num_ints = 1,
+                                  .num_floats = 0,
+                                  .infer = embedding_backward_infer,
+                                  .reference = embedding_backward_reference,
+                                  .fast = embedding_backward_fast,
+                                  .vjp = nullptr,
+                                  .float64 = f64::embedding_backward,
+                                  .float64_spread = Float64Spread::Sum};
 
 }  // namespace tribunal

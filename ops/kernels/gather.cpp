@@ -39,6 +39,17 @@ void gather_fast(const Attrs& attrs, std::span<const Tensor* const> in, std::spa
 
 }  // namespace
 
-const OpInfo kGatherOp{"gather", 1, 1, -1, 0, gather_infer, gather_reference, gather_fast, nullptr};
+const OpInfo kGatherOp{.kind = OpKind::Gather,
+                       .name = "gather",
+                       .num_inputs = 1,
+                       .num_outputs = 1,
+                       .num_ints = -1,
+                       .num_floats = 0,
+                       .infer = gather_infer,
+                       .reference = gather_reference,
+                       .fast = gather_fast,
+                       .vjp = nullptr,
+                       .float64 = f64::selected<OpKind::Gather>,
+                       .float64_spread = Float64Spread::Exact};
 
 }  // namespace tribunal

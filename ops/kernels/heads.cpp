@@ -177,10 +177,41 @@ void merge_heads_vjp(VjpBuilder& g, const VjpArgs& a, std::span<ValueRef> in_gra
 
 }  // namespace
 
-const OpInfo kReshapeOp{"reshape", 1, 1, -1, 0, reshape_infer, reshape_reference, reshape_fast, reshape_vjp};
-const OpInfo kSplitHeadsOp{
-    "split_heads", 1, 1, 3, 0, split_heads_infer, split_heads_reference, split_heads_fast, split_heads_vjp};
-const OpInfo kMergeHeadsOp{
-    "merge_heads", 1, 1, 3, 0, merge_heads_infer, merge_heads_reference, merge_heads_fast, merge_heads_vjp};
+const OpInfo kReshapeOp{.kind = OpKind::Reshape,
+                        .name = "reshape",
+                        .num_inputs = 1,
+                        .num_outputs = 1,
+                        .num_ints = -1,
+                        .num_floats = 0,
+                        .infer = reshape_infer,
+                        .reference = reshape_reference,
+                        .fast = reshape_fast,
+                        .vjp = reshape_vjp,
+                        .float64 = f64::selected<OpKind::Reshape>,
+                        .float64_spread = Float64Spread::Exact};
+const OpInfo kSplitHeadsOp{.kind = OpKind::SplitHeads,
+                           .name = "split_heads",
+                           .num_inputs = 1,
+                           .num_outputs = 1,
+                           .num_ints = 3,
+                           .num_floats = 0,
+                           .infer = split_heads_infer,
+                           .reference = split_heads_reference,
+                           .fast = split_heads_fast,
+                           .vjp = split_heads_vjp,
+                           .float64 = f64::selected<OpKind::SplitHeads>,
+                           .float64_spread = Float64Spread::Exact};
+const OpInfo kMergeHeadsOp{.kind = OpKind::MergeHeads,
+                           .name = "merge_heads",
+                           .num_inputs = 1,
+                           .num_outputs = 1,
+                           .num_ints = 3,
+                           .num_floats = 0,
+                           .infer = merge_heads_infer,
+                           .reference = merge_heads_reference,
+                           .fast = merge_heads_fast,
+                           .vjp = merge_heads_vjp,
+                           .float64 = f64::selected<OpKind::MergeHeads>,
+                           .float64_spread = Float64Spread::Exact};
 
 }  // namespace tribunal

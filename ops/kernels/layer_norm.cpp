@@ -303,11 +303,30 @@ void layer_norm_vjp(VjpBuilder& g, const VjpArgs& a, std::span<ValueRef> in_grad
 
 /// LayerNorm: x[M ≥ 1, D ≥ 1], γ[D], β[D]; floats {ε ≥ 0, finite} → y[M, D] (Ba et al. 2016, biased
 /// variance). OpError on mismatched shapes or a bad ε.
-const OpInfo kLayerNormOp{"layer_norm",  3, 1, 0, 1, layer_norm_infer, layer_norm_reference, layer_norm_fast,
-                          layer_norm_vjp};
+const OpInfo kLayerNormOp{.kind = OpKind::LayerNorm,
+                          .name = "layer_norm",
+                          .num_inputs = 3,
+                          .num_outputs = 1,
+                          .num_ints = 0,
+                          .num_floats = 1,
+                          .infer = layer_norm_infer,
+                          .reference = layer_norm_reference,
+                          .fast = layer_norm_fast,
+                          .vjp = layer_norm_vjp,
+                          .float64 = f64::layer_norm,
+                          .float64_spread = Float64Spread::Sum};
 /// LayerNormBackward: x[M, D], γ[D], dy[M, D]; floats {ε} → dx[M, D], dγ[D], dβ[D].
-const OpInfo kLayerNormBackwardOp{
-    "layer_norm_backward",    3,      3, 0, 1, layer_norm_backward_infer, layer_norm_backward_reference,
-    layer_norm_backward_fast, nullptr};
+const OpInfo kLayerNormBackwardOp{.kind = OpKind::LayerNormBackward,
+                                  .name = "layer_norm_backward",
+                                  .num_inputs = 3,
+                                  .num_outputs = 3,
+                                  .num_ints = 0,
+                                  .num_floats = 1,
+                                  .infer = layer_norm_backward_infer,
+                                  .reference = layer_norm_backward_reference,
+                                  .fast = layer_norm_backward_fast,
+                                  .vjp = nullptr,
+                                  .float64 = f64::layer_norm_backward,
+                                  .float64_spread = Float64Spread::Sum};
 
 }  // namespace tribunal

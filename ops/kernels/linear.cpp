@@ -211,10 +211,56 @@ void sum_rows_fast(const Attrs&, std::span<const Tensor* const> in, std::span<Te
       grain);
 }
 
+// The dispute cost's fma chain per output element (OpInfo::fma_chain): K of w[K,N]; op(a)'s columns.
+uint64_t linear_fma_chain(const Attrs&, std::span<const Shape> in) {
+  return static_cast<uint64_t>(in[1][0]);
+}
+uint64_t matmul_fma_chain(const Attrs& attrs, std::span<const Shape> in) {
+  const Shape& a = in[0];
+  return static_cast<uint64_t>(attrs.ints[0] != 0 ? a[a.rank() - 2] : a[a.rank() - 1]);
+}
+
 }  // namespace
 
-const OpInfo kLinearOp{"linear", 3, 1, 0, 0, linear_infer, linear_reference, linear_fast, linear_vjp};
-const OpInfo kMatmulOp{"matmul", 2, 1, 2, 0, matmul_infer, matmul_op_reference, matmul_op_fast, matmul_vjp};
-const OpInfo kSumRowsOp{"sum_rows", 1, 1, 0, 0, sum_rows_infer, sum_rows_reference, sum_rows_fast, nullptr};
+const OpInfo kLinearOp{.kind = OpKind::Linear,
+                       .name = "linear",
+                       .num_inputs = 3,
+                       .num_outputs = 1,
+                       .num_ints = 0,
+                       .num_floats = 0,
+                       .infer = linear_infer,
+                       .reference = linear_reference,
+                       .fast = linear_fast,
+                       .vjp = linear_vjp,
+                       .float64 = f64::linear,
+                       .float64_spread = Float64Spread::Sum,
+                       .fma_chain = linear_fma_chain,
+                       .quanta = f64::linear_quanta};
+const OpInfo kMatmulOp{.kind = OpKind::Matmul,
+                       .name = "matmul",
+                       .num_inputs = 2,
+                       .num_outputs = 1,
+                       .num_ints = 2,
+                       .num_floats = 0,
+                       .infer = matmul_infer,
+                       .reference = matmul_op_reference,
+                       .fast = matmul_op_fast,
+                       .vjp = matmul_vjp,
+                       .float64 = f64::matmul,
+                       .float64_spread = Float64Spread::Sum,
+                       .fma_chain = matmul_fma_chain,
+                       .quanta = f64::matmul_quanta};
+const OpInfo kSumRowsOp{.kind = OpKind::SumRows,
+                        .name = "sum_rows",
+                        .num_inputs = 1,
+                        .num_outputs = 1,
+                        .num_ints = 0,
+                        .num_floats = 0,
+                        .infer = sum_rows_infer,
+                        .reference = sum_rows_reference,
+                        .fast = sum_rows_fast,
+                        .vjp = nullptr,
+                        .float64 = f64::sum_rows,
+                        .float64_spread = Float64Spread::Sum};
 
 }  // namespace tribunal

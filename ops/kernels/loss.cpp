@@ -267,16 +267,29 @@ void sce_vjp(VjpBuilder& g, const VjpArgs& a, std::span<ValueRef> in_grads) {
 
 }  // namespace
 
-const OpInfo kSoftmaxCrossEntropyOp{"softmax_cross_entropy", 2,        1,      0, 0, sce_infer,
-                                    sce_reference,           sce_fast, sce_vjp};
-const OpInfo kSoftmaxCrossEntropyBackwardOp{"softmax_cross_entropy_backward",
-                                            3,
-                                            1,
-                                            0,
-                                            0,
-                                            sce_backward_infer,
-                                            sce_backward_reference,
-                                            sce_backward_fast,
-                                            nullptr};
+const OpInfo kSoftmaxCrossEntropyOp{.kind = OpKind::SoftmaxCrossEntropy,
+                                    .name = "softmax_cross_entropy",
+                                    .num_inputs = 2,
+                                    .num_outputs = 1,
+                                    .num_ints = 0,
+                                    .num_floats = 0,
+                                    .infer = sce_infer,
+                                    .reference = sce_reference,
+                                    .fast = sce_fast,
+                                    .vjp = sce_vjp,
+                                    .float64 = f64::softmax_cross_entropy,
+                                    .float64_spread = Float64Spread::Libm};
+const OpInfo kSoftmaxCrossEntropyBackwardOp{.kind = OpKind::SoftmaxCrossEntropyBackward,
+                                            .name = "softmax_cross_entropy_backward",
+                                            .num_inputs = 3,
+                                            .num_outputs = 1,
+                                            .num_ints = 0,
+                                            .num_floats = 0,
+                                            .infer = sce_backward_infer,
+                                            .reference = sce_backward_reference,
+                                            .fast = sce_backward_fast,
+                                            .vjp = nullptr,
+                                            .float64 = f64::softmax_cross_entropy_backward,
+                                            .float64_spread = Float64Spread::Libm};
 
 }  // namespace tribunal

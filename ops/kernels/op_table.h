@@ -1,8 +1,10 @@
-// Internal: the OpInfo of each op, defined next to its kernels, collected by ops/registry.cpp.
+// Internal: the OpInfo (descriptor) of each op, defined next to its kernels, collected by
+// ops/registry.cpp; the float64 kernels and quanta they point to are ops/float64/internal.h's.
 #pragma once
 
 #include <string>
 
+#include "ops/float64/internal.h"
 #include "ops/registry.h"
 
 namespace tribunal {

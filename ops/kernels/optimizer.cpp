@@ -79,9 +79,29 @@ void adamw_range(const Attrs& a, std::span<const Tensor* const> in, std::span<Te
 
 }  // namespace
 
-const OpInfo kSgdMomentumOp{"sgd_momentum",         3,      2, 0, 3, sgd_infer, whole_range<sgd_range>,
-                            split_range<sgd_range>, nullptr};
-const OpInfo kAdamWOp{"adamw", 4, 3, 1, 5, adamw_infer, whole_range<adamw_range>, split_range<adamw_range>,
-                      nullptr};
+const OpInfo kSgdMomentumOp{.kind = OpKind::SgdMomentum,
+                            .name = "sgd_momentum",
+                            .num_inputs = 3,
+                            .num_outputs = 2,
+                            .num_ints = 0,
+                            .num_floats = 3,
+                            .infer = sgd_infer,
+                            .reference = whole_range<sgd_range>,
+                            .fast = split_range<sgd_range>,
+                            .vjp = nullptr,
+                            .float64 = f64::sgd_momentum,
+                            .float64_spread = Float64Spread::Libm};
+const OpInfo kAdamWOp{.kind = OpKind::AdamW,
+                      .name = "adamw",
+                      .num_inputs = 4,
+                      .num_outputs = 3,
+                      .num_ints = 1,
+                      .num_floats = 5,
+                      .infer = adamw_infer,
+                      .reference = whole_range<adamw_range>,
+                      .fast = split_range<adamw_range>,
+                      .vjp = nullptr,
+                      .float64 = f64::adamw,
+                      .float64_spread = Float64Spread::Libm};
 
 }  // namespace tribunal

@@ -119,9 +119,29 @@ void pool_backward_fast(const Attrs&, std::span<const Tensor* const> in, std::sp
 
 }  // namespace
 
-const OpInfo kMaxPool2dOp{"max_pool2d", 1, 1, 0, 0, pool_infer, pool_reference, pool_fast, pool_vjp};
-const OpInfo kMaxPool2dBackwardOp{
-    "max_pool2d_backward", 2,      1, 0, 0, pool_backward_infer, pool_backward_reference,
-    pool_backward_fast,    nullptr};
+const OpInfo kMaxPool2dOp{.kind = OpKind::MaxPool2d,
+                          .name = "max_pool2d",
+                          .num_inputs = 1,
+                          .num_outputs = 1,
+                          .num_ints = 0,
+                          .num_floats = 0,
+                          .infer = pool_infer,
+                          .reference = pool_reference,
+                          .fast = pool_fast,
+                          .vjp = pool_vjp,
+                          .float64 = f64::selected<OpKind::MaxPool2d>,
+                          .float64_spread = Float64Spread::Exact};
+const OpInfo kMaxPool2dBackwardOp{.kind = OpKind::MaxPool2dBackward,
+                                  .name = "max_pool2d_backward",
+                                  .num_inputs = 2,
+                                  .num_outputs = 1,
+                                  .num_ints = 0,
+                                  .num_floats = 0,
+                                  .infer = pool_backward_infer,
+                                  .reference = pool_backward_reference,
+                                  .fast = pool_backward_fast,
+                                  .vjp = nullptr,
+                                  .float64 = f64::selected<OpKind::MaxPool2dBackward>,
+                                  .float64_spread = Float64Spread::Exact};
 
 }  // namespace tribunal

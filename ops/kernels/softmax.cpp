@@ -233,10 +233,30 @@ void softmax_vjp(VjpBuilder& g, const VjpArgs& a, std::span<ValueRef> in_grads) 
 
 /// Softmax: x[…, R, N] (rank ≥ 2, N ≥ 1); ints {causal ∈ {0,1}}; floats {scale, finite} → y, same shape.
 /// OpError on a bad rank, an empty last axis or bad attributes.
-const OpInfo kSoftmaxOp{"softmax", 1, 1, 1, 1, softmax_infer, softmax_reference, softmax_fast, softmax_vjp};
+const OpInfo kSoftmaxOp{.kind = OpKind::Softmax,
+                        .name = "softmax",
+                        .num_inputs = 1,
+                        .num_outputs = 1,
+                        .num_ints = 1,
+                        .num_floats = 1,
+                        .infer = softmax_infer,
+                        .reference = softmax_reference,
+                        .fast = softmax_fast,
+                        .vjp = softmax_vjp,
+                        .float64 = f64::softmax,
+                        .float64_spread = Float64Spread::Libm};
 /// SoftmaxBackward: y (Softmax's output), dy (same shape); the forward's attrs → dx.
-const OpInfo kSoftmaxBackwardOp{
-    "softmax_backward",    2,      1, 1, 1, softmax_backward_infer, softmax_backward_reference,
-    softmax_backward_fast, nullptr};
+const OpInfo kSoftmaxBackwardOp{.kind = OpKind::SoftmaxBackward,
+                                .name = "softmax_backward",
+                                .num_inputs = 2,
+                                .num_outputs = 1,
+                                .num_ints = 1,
+                                .num_floats = 1,
+                                .infer = softmax_backward_infer,
+                                .reference = softmax_backward_reference,
+                                .fast = softmax_backward_fast,
+                                .vjp = nullptr,
+                                .float64 = f64::softmax_backward,
+                                .float64_spread = Float64Spread::Sum};
 
 }  // namespace tribunal

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include <zlib.h>
@@ -56,6 +57,34 @@ RoundingLog some_log(uint64_t count) {
 }
 
 }  // namespace
+
+// The default τ comes from each op's descriptor (OpInfo::float64_spread); these are the values of every
+// kind, as docs/numerics.md "Rounding-log mode" chose them, so a descriptor with the wrong spread fails.
+TEST_CASE("the default tau of every op kind") {
+  const std::set<OpKind> sums{OpKind::Linear,
+                              OpKind::Matmul,
+                              OpKind::Conv2d,
+                              OpKind::Conv2dBackwardInput,
+                              OpKind::Conv2dBackwardWeight,
+                              OpKind::Conv2dBackwardBias,
+                              OpKind::SumRows,
+                              OpKind::EmbeddingBackward,
+                              OpKind::LayerNorm,
+                              OpKind::LayerNormBackward,
+                              OpKind::SoftmaxBackward};
+  const std::set<OpKind> exact{
+      OpKind::Gather,       OpKind::Reshape,         OpKind::Add,        OpKind::Relu,
+      OpKind::ReluBackward, OpKind::Embedding,       OpKind::SplitHeads, OpKind::MergeHeads,
+      OpKind::Dropout,      OpKind::DropoutBackward, OpKind::MaxPool2d,  OpKind::MaxPool2dBackward,
+      OpKind::Scale};
+  for (size_t k = 0; k < kOpKindCount; ++k) {
+    const OpKind kind = static_cast<OpKind>(k);
+    CAPTURE(std::string(op_name(kind)));
+    const double want = sums.count(kind) ? 0x1p-5 : exact.count(kind) ? 0.0 : 0x1p-16;
+    CHECK(default_rounding_tau(kind) == want);
+    CHECK(NumericsSpec().tau_of(kind) == want);
+  }
+}
 
 TEST_CASE("[numerics] selects rounding-log mode and its tau per op kind") {
   const JobSpec repops = parse_job(replace(kJob, "mode = \"rounding-log\"", ""), "job.toml");
