@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/cli.h"
+#include "cheats/fault_policy.h"
 #include "engine/error.h"
 #include "net/error.h"
 #include "nodes/delegate.h"
@@ -100,7 +101,7 @@ int run_demo(DemoSettings& s) {
   const StepGraph g =
       build_step_graph(job, shape, 0, std::vector<int64_t>(static_cast<size_t>(job.batch_size), 0));
   std::mt19937_64 rng(seed);
-  Fault fault;
+  cheats::Fault fault;
   fault.step = static_cast<int64_t>(rng() % static_cast<uint64_t>(job.steps));
   const std::vector<int64_t> candidates = corruptible_nodes(g);
   fault.node = candidates[rng() % candidates.size()];
@@ -121,17 +122,18 @@ int run_demo(DemoSettings& s) {
   referee_options.tls = s.tls;
   referee_options.data_dir = out_dir / "referee";  // the record `tribunal report --store` reads
   RefereeNode referee(ctx, referee_key, referee_options, quiet, loopback_policy());
-  const auto provider_config = [&](const char* name, Fault f) {
+  const auto provider_config = [&](const char* name, StepPolicyPtr policy) {
     ProviderConfig c;
     c.store = out_dir / name;
     c.threads = threads;
     c.referees = {referee_key.public_key};
-    c.fault = f;
+    c.policy = std::move(policy);
     c.tls = s.tls;
     return c;
   };
-  ProviderNode honest(ctx, generate_keypair(), provider_config("honest", Fault{}), quiet);
-  ProviderNode cheater(ctx, generate_keypair(), provider_config("cheater", fault), quiet);
+  ProviderNode honest(ctx, generate_keypair(), provider_config("honest", nullptr), quiet);
+  ProviderNode cheater(ctx, generate_keypair(), provider_config("cheater", cheats::fault_policy(fault)),
+                       quiet);
   const uint16_t referee_port = referee.listen("127.0.0.1", 0);
   const uint16_t honest_port = honest.listen("127.0.0.1", 0);
   const uint16_t cheater_port = cheater.listen("127.0.0.1", 0);

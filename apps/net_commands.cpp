@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "apps/cli.h"
+#include "cheats/fault_policy.h"
 #include "engine/error.h"
 #include "net/error.h"
 #include "nodes/delegate.h"
@@ -48,8 +49,8 @@ std::pair<std::string, uint16_t> host_port(const std::string& s, const std::stri
 
 // "STEP:NODE" → a fault adding 0.5 to every element of that node's first output (a cheater, for
 // testing a network's referee).
-Fault parse_corrupt(const std::string& s) {
-  Fault f;
+cheats::Fault parse_corrupt(const std::string& s) {
+  cheats::Fault f;
   const size_t colon = s.find(':');
   try {
     if (colon == std::string::npos) throw std::invalid_argument("no colon");
@@ -424,7 +425,8 @@ Command add_provider(CLI::App& root) {
   add_device(*app, c.device);
   add_simd(*app);
   app->add_option_function<std::string>(
-         "--corrupt", [s](const std::string& v) { s->config.fault = parse_corrupt(v); },
+         "--corrupt",
+         [s](const std::string& v) { s->config.policy = cheats::fault_policy(parse_corrupt(v)); },
          "cheat: add 0.5 to every element of NODE's output at STEP (to test a referee)")
       ->type_name("STEP:NODE");
   return {app, [s] { return run_provider(*s); }};

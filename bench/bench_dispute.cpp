@@ -47,6 +47,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_cli.h"
+#include "cheats/fault_policy.h"
 #include "engine/cost.h"
 #include "engine/provider_session.h"
 #include "protocol/merkle.h"
@@ -54,6 +55,7 @@
 #include "referee/local_dispute.h"
 
 using namespace tribunal;
+using namespace tribunal::cheats;
 
 namespace {
 
@@ -147,7 +149,7 @@ Provider train(const JobSpec& job, const Dataset& data, const Fault& fault, cons
   TrainOptions o;
   o.out_dir = p.store;
   o.evaluate = false;
-  o.fault = fault;
+  o.policy = fault_policy(fault);
   o.train = &data;
   const double cpu0 = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID);
   p.result = run_training(job, o);
@@ -370,7 +372,7 @@ int main(int argc, char** argv) {
           } else {
             sessions[p] = std::make_unique<ProviderDisputeSession>(
                 providers[p]->key, env, job, data, providers[p]->store, pool,
-                std::vector<PublicKey>{referee_key.public_key}, providers[p]->fault);
+                std::vector<PublicKey>{referee_key.public_key}, fault_policy(providers[p]->fault));
           }
           for (const auto& a : answers) {
             answer_bytes += a.size();

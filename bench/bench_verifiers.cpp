@@ -15,7 +15,7 @@
 // every later step, idles instead), loss forger (the idle shortcut with forged logs), hide-in-the-noise
 // (raises one output bias by boundary − the largest honest distance after every interval), and engine
 // faults as scenarios/suite/ plays them (work_corrupt_forward, work_relabel, work_bf16_linear,
-// work_weight_decay_hidden, work_swap_sample). In the exact disputes a cheater outside engine/fault.h
+// work_weight_decay_hidden, work_swap_sample). In the exact disputes a cheater outside cheats/fault.h
 // plays its first deviation as a Fault (shortcut_fault; the bias raise as a corrupted optimizer
 // output), which is all the dispute sees; its logs play no part there.
 #include <unistd.h>
@@ -33,18 +33,20 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_cli.h"
+#include "cheats/attacks.h"
+#include "cheats/fault_policy.h"
 #include "engine/dispute.h"
 #include "engine/error.h"
 #include "engine/provider_session.h"
 #include "referee/local_dispute.h"
 #include "referee/referee_dispute.h"
-#include "verifiers/attacks.h"
 #include "verifiers/audit.h"
 #include "verifiers/evidence.h"
 #include "verifiers/tolerance.h"
 
 using namespace tribunal;
 using namespace tribunal::verifiers;
+using namespace tribunal::cheats;
 
 namespace {
 
@@ -61,7 +63,7 @@ uint64_t dir_bytes(const std::filesystem::path& dir) {
   return n;
 }
 
-// One cheater: how it trains (an engine fault, or an attack of verifiers/attacks.h) and the fault its
+// One cheater: how it trains (an engine fault, or an attack of cheats/attacks.h) and the fault its
 // exact dispute plays.
 struct Cheater {
   std::string name;
@@ -123,7 +125,7 @@ Provider provide(const JobSpec& job, const Dataset& data, const Fault& fault, co
   TrainOptions o;
   o.out_dir = p.store;
   o.evaluate = false;
-  o.fault = fault;
+  o.policy = fault_policy(fault);
   o.train = &data;
   o.threads = threads;
   if (job.numerics.mode == NumericsMode::RoundingLog && !replay.empty()) o.rounding.replay_dir = replay;
@@ -161,7 +163,7 @@ DisputeOutcome dispute(const std::string& job_text, const JobSpec& job, const Da
       if (env.kind != MessageKind::DisputeOpen) return sessions[p]->on_envelope(env);
       sessions[p] = std::make_unique<ProviderDisputeSession>(
           providers[p]->key, env, job, data, providers[p]->store, pool,
-          std::vector<PublicKey>{referee_key.public_key}, providers[p]->fault);
+          std::vector<PublicKey>{referee_key.public_key}, fault_policy(providers[p]->fault));
       return {};
     };
   const LocalRun run = play_local(referee, parties);
@@ -305,7 +307,7 @@ nlohmann::json bench_job(const std::string& stem, int seeds, double sample_fract
     for (const Cheater& c : list) {
       if (c.fault) {
         TrainOptions o;
-        o.evaluate = false, o.train = &data, o.fault = *c.fault;
+        o.evaluate = false, o.train = &data, o.policy = fault_policy(*c.fault);
         o.out_dir = a;
         std::filesystem::remove_all(a);
         run_training(repops, o);

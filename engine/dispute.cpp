@@ -242,14 +242,14 @@ std::array<PartyReexecution, 2> JobOracle::reexecute(const Reexecute& rx) const 
 }
 
 DisputeResponder::DisputeResponder(const JobSpec& job, const Dataset& train, std::filesystem::path store,
-                                   ThreadPool& pool, Fault fault)
+                                   ThreadPool& pool, StepPolicyPtr policy)
     : job_(job),
       train_(train),
       store_(std::move(store)),
       pool_(pool),
       // A rounding-log provider replays its own logs (written beside the checkpoints), so its answers
       // are the steps it trained even if its float64 kernels changed since.
-      trainer_(job, train, pool, fault, nullptr, Device::Cpu,
+      trainer_(job, train, pool, std::move(policy), nullptr, Device::Cpu,
                RoundingOptions{default_float64_gemm(), store_}),
       checkpoints_(checkpoint_steps(static_cast<uint64_t>(job.steps), static_cast<uint64_t>(job.stride))) {
   require_disputable(job.numerics, "dispute responder");

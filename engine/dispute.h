@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "engine/dataset.h"
-#include "engine/fault.h"
+#include "engine/step_policy.h"
 #include "engine/trainer.h"
 #include "protocol/game.h"
 
@@ -60,13 +60,13 @@ class JobOracle : public StepOracle {
 StepSpec step_spec_of(const StepGraph& g, bool rounding_log = false);
 
 /// A provider's answers in a dispute about its own trajectory. It recomputes what it needs from its
-/// stride checkpoints (store directory), with the same Fault it trained with.
+/// stride checkpoints (store directory), with the same step policy it trained with.
 class DisputeResponder {
  public:
   /// `train` and `pool` must outlive this. The store holds the job's checkpoints (state hashes of
   /// every checkpoint step; the tensors of the ones it recomputes from).
   DisputeResponder(const JobSpec& job, const Dataset& train, std::filesystem::path store, ThreadPool& pool,
-                   Fault fault = {});
+                   StepPolicyPtr policy = {});
 
   /// The answer(s) to a query: one body, or a stream of TensorChunk/Samples for OpenInputs.
   /// Throws EngineError if the store cannot support it (missing checkpoint) or the query is out of

@@ -52,7 +52,7 @@ struct RoundingRun {
   const StepRoundingLog* replay = nullptr;  ///< round by these logs (another trainer's) instead
   StepRoundingLog* record = nullptr;        ///< receives every node's log (the replayed ones when replaying)
   /// Not replaying: called after node `n` is rounded with its float64 outputs, its log and its float32
-  /// outputs, which it may rewrite (a cheater's rounding faults, engine/fault.h), with the op's τ and
+  /// outputs, which it may rewrite (a cheater's step policy, engine/step_policy.h), with the op's τ and
   /// the node's rounding quanta.
   std::function<void(size_t n, std::span<const std::vector<double>> wide, RoundingLog& log,
                      std::span<Tensor* const> out, double tau, std::span<const std::vector<double>> quanta)>

@@ -24,14 +24,15 @@ int own_party(const KeyPair& key, const DisputeOpen& d, const Digest& job_id) {
 
 ProviderDisputeSession::ProviderDisputeSession(const KeyPair& key, const Envelope& open, const JobSpec& job,
                                                const Dataset& train, std::filesystem::path store,
-                                               ThreadPool& pool, std::vector<PublicKey> referees, Fault fault)
+                                               ThreadPool& pool, std::vector<PublicKey> referees,
+                                               StepPolicyPtr policy)
     : key_(key),
       dispute_id_(open.context),
       party_(open.kind == MessageKind::DisputeOpen
                  ? own_party(key, std::get<DisputeOpen>(open.body), job_id(job, train))
                  : throw ProtocolError("expected a DisputeOpen message")),
       referees_(std::move(referees)),
-      responder_(job, train, std::move(store), pool, fault) {
+      responder_(job, train, std::move(store), pool, std::move(policy)) {
   if (tribunal::dispute_id(std::get<DisputeOpen>(open.body)) != dispute_id_)
     throw ProtocolError("dispute opening: it is not addressed to its dispute id");
 }

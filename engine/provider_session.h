@@ -21,7 +21,7 @@ class ProviderDisputeSession {
   /// `pool` must outlive this.
   ProviderDisputeSession(const KeyPair& key, const Envelope& open, const JobSpec& job, const Dataset& train,
                          std::filesystem::path store, ThreadPool& pool, std::vector<PublicKey> referees,
-                         Fault fault = {});
+                         StepPolicyPtr policy = {});
 
   /// A query from the referee → the answer envelopes. Queries not signed by a trusted referee key
   /// (or by another one than the first query's), for another dispute, not queries, or with a stale

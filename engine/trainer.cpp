@@ -69,8 +69,8 @@ void write_run_logs(const std::filesystem::path& dir, const TrainResult& r) {
 
 }  // namespace
 
-Trainer::Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fault fault, World* world,
-                 Device device, RoundingOptions rounding, FastOptions fast)
+Trainer::Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, StepPolicyPtr policy,
+                 World* world, Device device, RoundingOptions rounding, FastOptions fast)
     : job_(job),
       train_(train),
       pool_(pool),
@@ -78,7 +78,7 @@ Trainer::Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fau
       job_id_(tribunal::job_id(job, train)),
       sampler_(job.seed, shape_.samples, job.batch_size),
       executor_(pool, false, device),
-      fault_(fault),
+      policy_(policy ? policy->clone() : std::make_unique<HonestPolicy>()),
       state_(initial_state(job)),
       world_(world),
       shards_(world ? shards_of_rank(job, world->rank(), world->size()) : ShardRun{}),
@@ -108,47 +108,21 @@ Trainer::Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fau
     set_float32_gemm_threads(fast.blas_threads);
     executor_.set_fast(fast.gemm);
   }
-  check_fault(fault_, job_, shape_);
-  state_.tensors[0][0] += fault_.init_delta;
-}
-
-std::vector<int64_t> Trainer::batch_of(int64_t t) {
-  // Reorder: steps reorder_step and reorder_with exchange their batches.
-  int64_t source = t;
-  if (fault_.reorder_step >= 0 && t == fault_.reorder_step) source = fault_.reorder_with;
-  if (fault_.reorder_step >= 0 && t == fault_.reorder_with) source = fault_.reorder_step;
-  std::vector<int64_t> batch = sampler_.indices(source);
-  if (t == fault_.swap_step) batch.at(static_cast<size_t>(fault_.swap_position)) = fault_.swap_row;
-  return batch;
+  policy_->check(job_, shape_);
+  policy_->initial_state(state_);
 }
 
 StepGraph Trainer::step_graph(int64_t t) {
-  const std::vector<int64_t> batch = batch_of(t);
-  if (fault_.hparam_from >= 0 && t >= fault_.hparam_from) {
-    JobSpec scaled = job_;
-    scaled.optimizer.lr *= fault_.lr_scale;
-    scaled.optimizer.weight_decay *= fault_.wd_scale;
-    return build_step_graph(scaled, shape_, t, batch);
-  }
-  return build_step_graph(job_, shape_, t, batch);
+  const std::vector<int64_t> batch = policy_->batch(t, sampler_);
+  const GraphAttributes attrs = policy_->graph_attributes(t, job_);
+  return build_step_graph(attrs.job ? *attrs.job : job_, shape_, t, batch);
 }
 
-bool Trainer::skipped(int64_t t) const {
-  return fault_.skip_from >= 0 && t >= fault_.skip_from && t - fault_.skip_from < fault_.skip_count;
-}
-
-void Trainer::learn_skip_delta() {
-  if (fault_.skip_from == 0) {  // no step before: Δ = 0
-    skip_delta_.clear();
-    for (const Tensor& x : state_.tensors) skip_delta_.emplace_back(x.shape());
-    return;
-  }
-  // The delta is set by run_step when it runs step skip_from − 1; replay this trainer's own
-  // trajectory up to there (its steps before skip_from never skip, so nothing recurses).
+void Trainer::replay_to(int64_t s) {
   State saved = std::move(state_);
   state_ = initial_state(job_);
-  state_.tensors[0][0] += fault_.init_delta;
-  while (state_.step() < fault_.skip_from) step();
+  policy_->initial_state(state_);
+  while (state_.step() < s) step();
   state_ = std::move(saved);
 }
 
@@ -157,56 +131,20 @@ void Trainer::learn_skip_delta() {
 template <class Inspect>
 float Trainer::run_step(const StepGraph& g, Inspect before_swap, const ShardRun& shards) {
   const int64_t t = state_.step();
-  const bool skip = skipped(t);
-  const bool extrapolate = fault_.skip_from >= 0 && fault_.skip_mode == SkipMode::Extrapolate;
-  if (skip && extrapolate && skip_delta_.empty()) learn_skip_delta();
-  const bool learn_delta = extrapolate && t + 1 == fault_.skip_from && skip_delta_.empty();
+  // A policy that claims a state other than the nodes' outputs (or learns from them) sees the pre-state.
   std::optional<State> pre;
-  if (skip || learn_delta) pre = state_;
+  if (policy_->begin_step(t, [this](int64_t s) { replay_to(s); })) pre = state_;
 
   const std::vector<Tensor*> state = state_.pointers();
   const Tensor* data[] = {&train_.inputs, &train_.labels};
-  const bool corrupt = t == fault_.step;
-  const bool relabel = t == fault_.relabel_step;
-  const bool bf16 = fault_.bf16_from >= 0 && t >= fault_.bf16_from;
-  // The label gather holding batch position relabel_position (one per shard, B/S rows each).
-  size_t label_gather = g.nodes.size();
-  int64_t relabel_row = fault_.relabel_position;
-  for (size_t n = 0; n < g.nodes.size() && relabel; ++n) {
-    if (g.nodes[n].op != OpKind::Gather || g.nodes[n].inputs.at(0) != g.data_inputs.at(1)) continue;
-    const auto rows = static_cast<int64_t>(g.nodes[n].attrs.ints.size());
-    if (relabel_row < rows) {
-      label_gather = n;
-      break;
-    }
-    relabel_row -= rows;
-  }
-  Executor::NodeHook hook;
-  if (corrupt || relabel || bf16)
-    hook = [&](size_t n, std::span<Tensor* const> outputs) {
-      if (n == label_gather) (*outputs[0])[relabel_row] = static_cast<float>(fault_.relabel_label);
-      if (bf16 && g.nodes[n].op == fault_.bf16_op)
-        for (Tensor* out : outputs)
-          for (float& x : out->values()) x = round_to_bf16(x);
-      if (corrupt && static_cast<int64_t>(n) == fault_.node) {
-        Tensor& out = *outputs[fault_.slot];
-        if (fault_.element >= 0)
-          out[fault_.element] += fault_.delta;
-        else
-          for (float& x : out.values()) x += fault_.delta;
-      }
-    };
+  const Executor::NodeHook hook = policy_->node_hook(t, g);
   if (job_.numerics.mode == NumericsMode::RoundingLog) {
     rounding_log_.step = -1;
     RoundingRun run{&job_.numerics, rounding_.gemm, nullptr, &rounding_log_, {}};
-    if (fault_.rounding != RoundingFault::None && fault_.rounding_step == t) {
+    if (StepPolicy::RoundingTamper tamper = policy_->rounding_tamper(t)) {
       // A cheater's tampered step is logged afresh with the same tampering, even when replaying its
-      // own logs: its float64 values would refuse the tampered log (engine/fault.h).
-      run.tamper = [this, t](size_t n, std::span<const std::vector<double>> wide, RoundingLog& log,
-                             std::span<Tensor* const> out, double tau,
-                             std::span<const std::vector<double>> quanta) {
-        tamper_rounding(fault_, t, n, wide, log, out, tau, quanta);
-      };
+      // own logs: its float64 values would refuse the tampered log (engine/step_policy.h).
+      run.tamper = std::move(tamper);
     } else if (!rounding_.replay_dir.empty()) {
       std::vector<uint64_t> counts;
       for (const Node& node : g.nodes) {
@@ -225,28 +163,8 @@ float Trainer::run_step(const StepGraph& g, Inspect before_swap, const ShardRun&
   before_swap(executor_);
   executor_.take_next_state(g, state);
 
-  const size_t step_index = state_.tensors.size() - 2;  // "step", then "loss" (engine/step.h)
-  if (learn_delta) {
-    skip_delta_.clear();
-    for (size_t i = 0; i < state_.tensors.size(); ++i) {
-      Tensor d(state_.tensors[i].shape());
-      const std::span<const float> now = state_.tensors[i].values(), before = pre->tensors[i].values();
-      for (size_t e = 0; e < now.size(); ++e) d.values()[e] = now[e] - before[e];
-      skip_delta_.push_back(std::move(d));
-    }
-  }
-  if (skip) {  // claim the pre-state (or its extrapolation) with the step counter advanced
-    for (size_t i = 0; i < state_.tensors.size(); ++i) {
-      if (i == step_index) continue;
-      state_.tensors[i] = pre->tensors[i];
-      if (extrapolate) {
-        const std::span<float> x = state_.tensors[i].values();
-        const std::span<const float> d = skip_delta_[i].values();
-        for (size_t e = 0; e < x.size(); ++e) x[e] += d[e];
-      }
-    }
-    loss = state_.tensors.back()[0];
-  }
+  claimed_ = pre && policy_->claimed_state(t, *pre, state_);
+  if (claimed_) loss = state_.tensors.back()[0];  // "loss" is the state's last tensor (engine/step.h)
   return loss;
 }
 
@@ -284,11 +202,10 @@ StepTrace Trainer::traced_step() {
       }
     });
   });
-  // A hidden hyperparameter change: the records name the job's optimizer attributes.
+  // Records that name the job's attributes rather than those the step ran with (a hidden change).
   std::optional<StepGraph> claimed;
-  if (fault_.hparam_hidden && fault_.hparam_from >= 0 && t >= fault_.hparam_from) {
-    claimed.emplace(build_step_graph(job_, shape_, t, batch_of(t)));
-  }
+  if (policy_->graph_attributes(t, job_).records_name_job)
+    claimed.emplace(build_step_graph(job_, shape_, t, policy_->batch(t, sampler_)));
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     const Node& node = g.nodes[n];
     NodeRecord r;
@@ -304,7 +221,7 @@ StepTrace Trainer::traced_step() {
   }
   if (const StepRoundingLog* log = rounding_log()) tr.rounding_log = *log;
   for (ValueId v : g.state_inputs) tr.pre_state.push_back(tr.value_hashes[v]);
-  if (skipped(t)) {  // the claimed next state is not made of the node outputs
+  if (claimed_) {  // the claimed next state is not made of the node outputs
     for (const Tensor& x : state_.tensors)
       tr.post_state.push_back(tensor_leaf(DType::F32, x.shape().dims(), x.bytes()));
   } else {
@@ -375,8 +292,8 @@ namespace {
 
 // run_training on one rank; run_training makes it a lockstep region of the ranks.
 TrainResult train_job(const JobSpec& job, const TrainOptions& options) {
-  // A cheater claiming another trajectory length trains that many steps (engine/fault.h).
-  const int64_t claimed = options.fault.claim_steps >= 0 ? options.fault.claim_steps : job.steps;
+  // A cheater claiming another trajectory length trains that many steps (engine/step_policy.h).
+  const int64_t claimed = options.policy ? options.policy->claimed_steps(job) : job.steps;
   const int64_t target = options.stop_at < 0 ? claimed : options.stop_at;
   if (target > claimed)
     throw EngineError(fmt::format("--steps {} exceeds the job's {} steps", target, claimed));
@@ -399,7 +316,7 @@ TrainResult train_job(const JobSpec& job, const TrainOptions& options) {
   if (!options.train) loaded = load_dataset(job, Split::Train, pool);
   const Dataset& train = options.train ? *options.train : *loaded;
   result.load_seconds = since(t0);
-  Trainer trainer(job, train, pool, options.fault, &world, options.device, options.rounding, options.fast);
+  Trainer trainer(job, train, pool, options.policy, &world, options.device, options.rounding, options.fast);
   if (world.size() > 1) check_same_job(world, trainer.job_id());
   result.job_id = trainer.job_id();
   result.dataset_root = train.root;

@@ -10,12 +10,12 @@
 #include "engine/dataset.h"
 #include "engine/error.h"
 #include "engine/executor.h"
-#include "engine/fault.h"
 #include "engine/job.h"
 #include "engine/rounding_logs.h"
 #include "engine/run_log.h"
 #include "engine/sampler.h"
 #include "engine/state.h"
+#include "engine/step_policy.h"
 #include "engine/world.h"
 #include "protocol/messages.h"
 
@@ -53,14 +53,14 @@ struct FastOptions {
 class Trainer {
  public:
   /// `train` must be the job's training set (checked by check_job_against_data) and outlive this.
-  /// A `fault` makes this a cheating trainer (engine/fault.h); the default is honest. Throws
-  /// EngineError when the job does not fit the data or the fault's parameters do not fit the job
-  /// (check_fault). With a `world` of K > 1 ranks (outliving this), step() computes this rank's
-  /// shards only and exchanges the partials (engine/data_parallel.h); EngineError when K does not
-  /// divide the job's shards. The step graphs' nodes run on `device` (engine/device.h).
-  /// A rounding-log job trains on one rank on the CPU (EngineError otherwise) with `rounding`; a
-  /// fast-mode job likewise, with `fast` (EngineError when its GEMM is not built).
-  Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Fault fault = {},
+  /// A `policy` other than the honest default makes this a cheating trainer (engine/step_policy.h;
+  /// it runs its own clone). Throws EngineError when the job does not fit the data or the policy's
+  /// parameters do not fit the job (StepPolicy::check). With a `world` of K > 1 ranks (outliving this),
+  /// step() computes this rank's shards only and exchanges the partials (engine/data_parallel.h); EngineError
+  /// when K does not divide the job's shards. The step graphs' nodes run on `device` (engine/device.h). A
+  /// rounding-log job trains on one rank on the CPU (EngineError otherwise) with `rounding`; a fast-mode job
+  /// likewise, with `fast` (EngineError when its GEMM is not built).
+  Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, StepPolicyPtr policy = {},
           World* world = nullptr, Device device = Device::Cpu, RoundingOptions rounding = {},
           FastOptions fast = {});
 
@@ -72,17 +72,17 @@ class Trainer {
   /// Replaces the state (e.g. with a loaded checkpoint).
   void set_state(State state) { state_ = std::move(state); }
 
-  /// The graph of step t (what step() runs when state().step() == t): the job's, or the fault's
-  /// batch (swap, reorder) and optimizer attributes (hyperparameters) where it deviates.
+  /// The graph of step t (what step() runs when state().step() == t): the job's, or the policy's
+  /// batch and graph attributes where it deviates.
   StepGraph step_graph(int64_t t);
 
   /// Runs one step: state t → state t+1. Returns the loss the new state records (the step's training
-  /// loss; for a skipped step of a lazy fault, the claimed one).
+  /// loss; for a step whose state the policy claims otherwise, the claimed one).
   float step();
 
   /// Runs one step like step() and also returns everything a dispute about it needs: the graph,
   /// every value's hash and tensor, and the node records (docs/protocol.md "The game", level 3). post_state
-  /// is the state the trainer claims (for a skipped step not the outputs of its nodes).
+  /// is the state the trainer claims (which its policy may make other than the outputs of its nodes).
   StepTrace traced_step();
 
   /// Rounding-log mode: the logs of the last step run (each node's, replayed or its own); nullptr for
@@ -100,9 +100,7 @@ class Trainer {
  private:
   template <class Inspect>
   float run_step(const StepGraph& g, Inspect before_swap, const ShardRun& shards = {});
-  std::vector<int64_t> batch_of(int64_t t);  // step t's batch rows, as the fault alters them
-  bool skipped(int64_t t) const;             // step t is one of the fault's skipped steps
-  void learn_skip_delta();                   // replays from step 0 to state skip_from (Extrapolate only)
+  void replay_to(int64_t s);  // runs this trainer's trajectory from state 0 to s, then restores the state
 
   JobSpec job_;
   const Dataset& train_;
@@ -111,11 +109,11 @@ class Trainer {
   Digest job_id_;
   BatchSampler sampler_;
   Executor executor_;
-  Fault fault_;
+  std::unique_ptr<StepPolicy> policy_;  // this trainer's own clone
   State state_;
-  std::vector<Tensor> skip_delta_;  // Extrapolate: state(skip_from) − state(skip_from − 1), once known
-  World* world_;                    // nullptr: this process alone
-  ShardRun shards_;                 // the shards this rank computes (default: all)
+  bool claimed_ = false;  // the last step's claimed state is not its nodes' outputs
+  World* world_;          // nullptr: this process alone
+  ShardRun shards_;       // the shards this rank computes (default: all)
   size_t exchanged_bytes_ = 0;
   double exchange_seconds_ = 0;
   RoundingOptions rounding_;
@@ -145,8 +143,8 @@ struct TrainOptions {
   bool evaluate = true;           ///< at the end: test accuracy (mlp, cnn) or validation loss (gpt)
   RoundingOptions rounding;       ///< rounding-log jobs: the float64 GEMM, or logs to replay
   FastOptions fast;               ///< fast-mode jobs: the float32 GEMM and its threads
-  Fault fault;                    ///< train as a cheater (engine/fault.h); default honest. Its
-                                  ///< claim_steps replaces the job's T as the default stop_at
+  StepPolicyPtr policy;           ///< train as a cheater (engine/step_policy.h); default honest. Its
+                                  ///< claimed_steps replaces the job's T as the default stop_at
   std::function<void(int64_t step, int64_t total, float loss)> on_step;  ///< after each step
   const Dataset* train = nullptr;  ///< the job's training set if already loaded (else loaded here)
   /// Data parallel (engine/data_parallel.h): the ranks training together, or nullptr for this
@@ -173,7 +171,7 @@ struct TrainResult {
   Digest dataset_root{};
   Digest trajectory_root{};  ///< over checkpoint_steps(steps, stride)
   Digest final_state_hash{};
-  int64_t steps = 0;         ///< step of the final state (a fault's claim_steps if set)
+  int64_t steps = 0;         ///< step of the final state (the policy's claimed_steps by default)
   int64_t resumed_from = 0;  ///< step of the state this run started from
   int64_t stride = 0;
   float loss_first = 0, loss_last = 0;  ///< losses of the first and last step run by this call

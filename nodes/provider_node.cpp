@@ -463,14 +463,14 @@ TrainResult ProviderNode::run_job(Connection& c, const JobSpec& job, const Diges
     } else {
       ++trainings_started_;
       log_(fmt::format("provider {}: training job {} ({} steps){}", me, job_hex, job.steps,
-                       config_.fault.any() ? " [cheating]" : ""));
+                       is_honest(config_.policy) ? "" : " [cheating]"));
       TrainOptions o;
       o.train = data.get();
       o.threads = config_.threads;
       o.device = config_.device;
       o.out_dir = config_.store / to_hex(id);
       o.evaluate = false;
-      o.fault = config_.fault;
+      o.policy = config_.policy;
       o.stop = &run->stop;
       TrainingRanks* ranks = config_.ranks && config_.ranks->shares(job) ? config_.ranks : nullptr;
       if (config_.ranks && !ranks)
@@ -533,7 +533,7 @@ std::shared_ptr<ProviderNode::Dispute> ProviderNode::dispute_for(const Connectio
     const Digest id = job_id(c.job, *d->data);
     d->session =
         std::make_unique<ProviderDisputeSession>(key_, *c.open, c.job, *d->data, config_.store / to_hex(id),
-                                                 *d->pool, config_.referees, config_.fault);
+                                                 *d->pool, config_.referees, config_.policy);
   });
   d->used = std::chrono::steady_clock::now();
   log_(fmt::format("provider {}: answering dispute {} as party {}", to_hex(key_.public_key).substr(0, 8),

@@ -16,7 +16,7 @@
 
 #include "engine/data_registry.h"
 #include "engine/device.h"
-#include "engine/fault.h"
+#include "engine/step_policy.h"
 #include "engine/trainer.h"
 #include "net/context.h"
 #include "net/server.h"
@@ -94,7 +94,7 @@ struct ProviderConfig {
   /// "ws://HOST:PORT/" (wss:// with TLS) of listen(), which must then be a specific address, not
   /// 0.0.0.0 or ::.
   std::string endpoint;
-  Fault fault;  ///< a cheater (demo, tests, scenarios)
+  StepPolicyPtr policy;  ///< a cheater (demo, tests, scenarios: cheats/); empty: honest
   /// Under mpirun: the ranks that train each job with this node (rank 0) data parallel
   /// (nodes/training_ranks.h); nullptr: this process alone.
   TrainingRanks* ranks = nullptr;

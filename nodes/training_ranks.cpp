@@ -44,7 +44,7 @@ void TrainingRanks::follow(const ProviderConfig& config, const LogFn& log) {
       TrainOptions o;
       o.threads = config.threads;
       o.evaluate = false;
-      o.fault = config.fault;  // every rank runs the same program: a cheater's ranks share its fault
+      o.policy = config.policy;  // every rank runs the same program: a cheater's ranks share its policy
       o.world = &world_;
       run_training(job, o);  // no out_dir: rank 0 alone writes the checkpoints
     } catch (const RankFailure& e) {

@@ -153,7 +153,7 @@ std::vector<std::vector<uint8_t>> mirror_answers(const BehaviourSetup& setup, Be
     const Digest id = job_id(job, *m->data);
     m->session = std::make_unique<ProviderDisputeSession>(setup.key, q.open, job, *m->data,
                                                           setup.mirror_store / to_hex(id), *m->pool,
-                                                          std::vector<PublicKey>{q.query.sender}, Fault{});
+                                                          std::vector<PublicKey>{q.query.sender});
   }
   // Signed with our own sequence numbers, so they are fresh exactly where our own answers would be.
   std::vector<std::vector<uint8_t>> out;

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "cheats/fault_policy.h"
 #include "net/client.h"
 #include "nodes/delegate.h"
 #include "nodes/provider_node.h"
@@ -115,7 +116,7 @@ class ProviderFleet {
     config.threads = options_.threads;
     config.device = s.spec.device;
     config.referees = {referee_};
-    config.fault = s.spec.work;
+    config.policy = cheats::fault_policy(s.spec.work);
     config.server = server;
     config.endpoint = s.proxy_url;  // empty without link faults: the node's own URL
     s.node = std::make_unique<nodes::ProviderNode>(ctx_, s.key, std::move(config), log);

@@ -14,6 +14,11 @@
 #include "engine/toml_reader.h"
 
 namespace tribunal::scenarios {
+
+using cheats::Fault;
+using cheats::RoundingFault;
+using cheats::SkipMode;
+
 namespace {
 
 constexpr std::array<std::pair<AnswerKind, const char*>, 25> kAnswerKinds = {{
@@ -68,7 +73,7 @@ std::string op_names() {
   return s;
 }
 
-// [provider.work]: the wrong work a provider does (engine/fault.h).
+// [provider.work]: the wrong work a provider does (cheats/fault.h).
 Fault read_work(const TableReader& w, std::string& kind, const JobSpec& job, const std::string& where) {
   Fault f;
   kind = w.string("kind", "honest");
@@ -172,7 +177,7 @@ Fault read_work(const TableReader& w, std::string& kind, const JobSpec& job, con
   }
   const DataShape shape = expected_data_shape(job);
   try {
-    check_fault(f, job, shape);
+    cheats::check_fault(f, job, shape);
   } catch (const EngineError& e) {
     throw EngineError(fmt::format("{}: {}", where, e.what()));
   }

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "cheats/fault.h"
 #include "engine/device.h"
-#include "engine/fault.h"
 #include "protocol/messages.h"
 
 namespace tribunal::scenarios {
@@ -72,7 +72,7 @@ struct LinkConditions {
 
 struct ProviderSpec {
   std::string name;
-  Fault work;  ///< wrong work (engine/fault.h); default honest
+  cheats::Fault work;  ///< wrong work (cheats/fault.h); default honest
   std::string work_kind = "honest";
   AnswerBehaviour answers;
   LinkConditions link;

@@ -46,7 +46,7 @@ State load_step(const RunEvidence& run, int64_t step, const JobSpec& job, const 
 
 State replay(const JobSpec& job, const Dataset& train, ThreadPool& pool, const State& start, int64_t steps,
              const FastOptions& fast) {
-  Trainer trainer(job, train, pool, Fault{}, nullptr, Device::Cpu, RoundingOptions{}, fast);
+  Trainer trainer(job, train, pool, nullptr, nullptr, Device::Cpu, RoundingOptions{}, fast);
   trainer.set_state(start);
   for (int64_t i = 0; i < steps; ++i) trainer.step();
   return trainer.state();

@@ -50,11 +50,13 @@
 #include "bench/load/proc_sample.h"
 #include "bench/load/provider_host.h"
 #include "bench/load/referee_process.h"
+#include "cheats/fault_policy.h"
 #include "engine/trainer.h"
 #include "net/error.h"
 
 using namespace tribunal;
 using namespace tribunal::load_bench;
+using namespace tribunal::cheats;
 
 namespace {
 
@@ -142,7 +144,7 @@ int main(int argc, char** argv) {
     TrainOptions o;
     o.out_dir = t.store;
     o.evaluate = false;
-    o.fault = fault;
+    o.policy = fault_policy(fault);
     t.result = run_training(job, o);
     return t;
   };

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "cheats/fault_policy.h"
 #include "protocol/wire.h"
 
 namespace tribunal::load_bench {
@@ -20,8 +21,8 @@ ProviderHost::ProviderHost(NetContext& ctx, const JobSpec& job, const Digest& jo
       latency_(latency) {
   for (int role = 0; role < 2; ++role) {
     const Trained& run = role == 0 ? honest_ : cheater_;
-    responders_[role].responder =
-        std::make_unique<DisputeResponder>(job_, data_, run.store, responders_[role].pool, run.fault);
+    responders_[role].responder = std::make_unique<DisputeResponder>(
+        job_, data_, run.store, responders_[role].pool, cheats::fault_policy(run.fault));
   }
   ServerOptions options;
   options.max_connections = 100000;  // limited by the file descriptors; the referee is under test

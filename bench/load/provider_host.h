@@ -16,6 +16,7 @@
 
 #include "bench/load/latency.h"
 #include "bench/load/load.h"
+#include "cheats/fault.h"
 #include "engine/dispute.h"
 #include "engine/trainer.h"
 #include "net/server.h"
@@ -26,7 +27,7 @@ namespace tribunal::load_bench {
 struct Trained {
   TrainResult result;
   std::filesystem::path store;
-  Fault fault;
+  cheats::Fault fault;
 };
 
 /// bench_load's providers: two servers (honest, cheater). Each connection is one provider identity in one

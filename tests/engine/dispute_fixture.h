@@ -1,6 +1,6 @@
 // Shared by the engine's dispute tests: the short job of scenarios/jobs/short_mlp.toml, its training
 // set loaded once per test binary, providers trained into their own checkpoint stores (honest or with
-// a Fault), and the game played in process between their DisputeResponders with the referee's
+// a Fault, cheats/fault.h), and the game played in process between their DisputeResponders with the referee's
 // JobOracle, messages delivered directly (the signed-envelope path is tests/referee).
 #pragma once
 
@@ -8,6 +8,7 @@
 
 #include <filesystem>
 
+#include "cheats/fault_policy.h"
 #include "engine/dispute.h"
 #include "protocol/game.h"
 #include "tests/source_dir.h"
@@ -40,14 +41,14 @@ inline DataShape data_shape() {
 struct Provider {
   TempDir store{"dispute"};
   TrainResult result;
-  Fault fault;
+  cheats::Fault fault;
   JobSpec job;
-  explicit Provider(const Fault& f, JobSpec j = short_job()) : fault(f), job(std::move(j)) {
+  explicit Provider(const cheats::Fault& f, JobSpec j = short_job()) : fault(f), job(std::move(j)) {
     TrainOptions o;
     o.out_dir = store.path;
     o.evaluate = false;
     o.threads = 2;
-    o.fault = f;
+    o.policy = cheats::fault_policy(f);
     o.train = &train_set();
     result = run_training(job, o);
   }
@@ -76,7 +77,8 @@ inline Outcome play_direct(const Provider& a, const Provider& b) {
   params.dataset_root = data.root;
   params.dataset_samples = static_cast<uint64_t>(data.labels.numel());
   params.claims = {a.claim(), b.claim()};
-  DisputeResponder r0(job, data, a.store.path, pool, a.fault), r1(job, data, b.store.path, pool, b.fault);
+  DisputeResponder r0(job, data, a.store.path, pool, cheats::fault_policy(a.fault)),
+      r1(job, data, b.store.path, pool, cheats::fault_policy(b.fault));
   DisputeResponder* responders[2] = {&r0, &r1};
   Game game(params, oracle);
   std::vector<Action> pending = game.start(GameTime{});

@@ -12,6 +12,7 @@
 #include "tests/engine/dispute_fixture.h"
 
 using namespace tribunal;
+using namespace tribunal::cheats;
 
 namespace {
 

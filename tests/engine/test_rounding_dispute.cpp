@@ -11,6 +11,7 @@
 #include "tests/engine/dispute_fixture.h"
 
 using namespace tribunal;
+using namespace tribunal::cheats;
 
 namespace {
 

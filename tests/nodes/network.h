@@ -12,6 +12,7 @@
 #include <optional>
 #include <sstream>
 
+#include "cheats/fault_policy.h"
 #include "net/error.h"
 #include "nodes/delegate.h"
 #include "nodes/provider_node.h"
@@ -48,15 +49,15 @@ struct Network {
     set_net_log_sink({});
   }
   /// A provider's configuration: its own store, trusting this network's referee.
-  nodes::ProviderConfig config(Fault fault = {}) {
+  nodes::ProviderConfig config(const cheats::Fault& fault = {}) {
     nodes::ProviderConfig c;
     c.store = dir.path / ("store" + std::to_string(next_store++));
     c.referees = {referee_key.public_key};
-    c.fault = fault;
+    c.policy = cheats::fault_policy(fault);
     return c;
   }
   /// Starts a provider; returns its URL.
-  std::string provider(Fault fault) { return provider(config(fault)); }
+  std::string provider(const cheats::Fault& fault) { return provider(config(fault)); }
   std::string provider(nodes::ProviderConfig c, KeyPair key = generate_keypair()) {
     providers.push_back(
         std::make_unique<nodes::ProviderNode>(ctx, key, std::move(c), [](const std::string&) {}));
@@ -94,8 +95,8 @@ struct Network {
 };
 
 /// A cheater's fault: adds 10 to every element of `node`'s first output at `step`.
-inline Fault corrupt(int64_t step, int64_t node) {
-  Fault f;
+inline cheats::Fault corrupt(int64_t step, int64_t node) {
+  cheats::Fault f;
   f.step = step;
   f.node = node;
   f.delta = 10.0f;

@@ -10,6 +10,7 @@
 #include "tests/nodes/network.h"
 
 using namespace tribunal;
+using namespace tribunal::cheats;
 using namespace tribunal::nodes;
 using testing::corrupt;
 using testing::Network;

@@ -14,6 +14,7 @@
 #include "tests/nodes/network.h"
 
 using namespace tribunal;
+using namespace tribunal::cheats;
 using namespace tribunal::nodes;
 using testing::Network;
 

@@ -9,6 +9,7 @@
 #include "tests/nodes/network.h"
 
 using namespace tribunal;
+using namespace tribunal::cheats;
 using namespace tribunal::nodes;
 using tribunal::testing::corrupt;
 using tribunal::testing::Network;
@@ -119,7 +120,7 @@ TEST_CASE("websocket: an opening of more chunks than the write queue holds strea
   }
   REQUIRE(widest_bytes > 4 * kTensorChunkBytes);  // far more chunks than the queue holds
   Network net;
-  const auto small_queue = [&](Fault fault) {
+  const auto small_queue = [&](const Fault& fault) {
     ProviderConfig c = net.config(fault);
     c.server.session.max_queued_messages = 2;
     return net.provider(std::move(c));

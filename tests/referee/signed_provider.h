@@ -18,7 +18,7 @@ struct SignedProvider : Provider {
   std::string job_file;               ///< the job, relative to the source tree
   std::vector<uint8_t> signed_claim;  ///< the Claim envelope, signed by `key`, naming `endpoint`
   /// Trains `job_file` (the short job unless given; it must use the short job's data set).
-  explicit SignedProvider(const Fault& f, const std::string& endpoint = "ws://provider.invalid/",
+  explicit SignedProvider(const cheats::Fault& f, const std::string& endpoint = "ws://provider.invalid/",
                           const std::string& job = "scenarios/jobs/short_mlp.toml")
       : Provider(f, load_job(tribunal::testing::source_dir() / job)),
         job_file(job),

@@ -16,6 +16,7 @@
 #include "tests/source_dir.h"
 
 using namespace tribunal;
+using namespace tribunal::cheats;
 
 namespace {
 
@@ -49,9 +50,9 @@ class Parties {
     auto& session = sessions_[static_cast<size_t>(p)];
     if (env.kind != MessageKind::DisputeOpen) return session->on_envelope(env);
     const Provider& pr = *providers_[static_cast<size_t>(p)];
-    session =
-        std::make_unique<ProviderDisputeSession>(pr.key, env, job_, train_set(), pr.store.path, pool_,
-                                                 std::vector<PublicKey>{referee_key_.public_key}, pr.fault);
+    session = std::make_unique<ProviderDisputeSession>(pr.key, env, job_, train_set(), pr.store.path, pool_,
+                                                       std::vector<PublicKey>{referee_key_.public_key},
+                                                       fault_policy(pr.fault));
     CHECK(session->party() == p);
     return {};
   }

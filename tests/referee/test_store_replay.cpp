@@ -20,6 +20,7 @@
 #include "tests/source_dir.h"
 
 using namespace tribunal;
+using namespace tribunal::cheats;
 
 using tribunal::testing::at;
 
@@ -65,7 +66,7 @@ struct Parties {
     if (env.kind == MessageKind::DisputeOpen) {
       sessions[static_cast<size_t>(party)] = std::make_unique<ProviderDisputeSession>(
           p.key, env, load_job(kJobFile), train_set(), p.store.path, pool,
-          std::vector<PublicKey>{fx.referee.public_key}, p.fault);
+          std::vector<PublicKey>{fx.referee.public_key}, fault_policy(p.fault));
       return {};
     }
     return sessions[static_cast<size_t>(party)]->on_envelope(env);
@@ -333,9 +334,9 @@ TEST_CASE("provider: answer sequence numbers derive from the query's, so a resta
   const Provider& p = party == 0 ? fx.cheater : fx.honest;
   ThreadPool pool(1);
   const auto session = [&] {
-    return std::make_unique<ProviderDisputeSession>(p.key, open_envelope(fx.open), load_job(kJobFile),
-                                                    train_set(), p.store.path, pool,
-                                                    std::vector<PublicKey>{fx.referee.public_key}, p.fault);
+    return std::make_unique<ProviderDisputeSession>(
+        p.key, open_envelope(fx.open), load_job(kJobFile), train_set(), p.store.path, pool,
+        std::vector<PublicKey>{fx.referee.public_key}, fault_policy(p.fault));
   };
   auto first = session();
   const auto answers = first->on_envelope(query);

@@ -5,14 +5,15 @@
 
 #include <algorithm>
 
+#include "cheats/attacks.h"
 #include "engine/run_log.h"
 #include "tests/temp_dir.h"
 #include "tests/verifiers/verifier_fixture.h"
-#include "verifiers/attacks.h"
 #include "verifiers/audit.h"
 
 using namespace tribunal;
 using namespace tribunal::verifiers;
+using namespace tribunal::cheats;
 using testing::mlp_train_set;
 using testing::TempDir;
 

@@ -3,14 +3,15 @@
 // manipulator accepted while its change stays inside the boundary and refused beyond it.
 #include <doctest/doctest.h>
 
+#include "cheats/attacks.h"
 #include "engine/error.h"
 #include "tests/temp_dir.h"
 #include "tests/verifiers/verifier_fixture.h"
-#include "verifiers/attacks.h"
 #include "verifiers/tolerance.h"
 
 using namespace tribunal;
 using namespace tribunal::verifiers;
+using namespace tribunal::cheats;
 using testing::mlp_train_set;
 using testing::TempDir;
 

@@ -1,4 +1,4 @@
-// Wrong-work cheaters (engine/fault.h) on the real Fashion-MNIST MLP of scenarios/jobs/short_mlp.toml,
+// Wrong-work cheaters (cheats/fault.h) on the real Fashion-MNIST MLP of scenarios/jobs/short_mlp.toml,
 // each against the one shared honest run: lazy training (skipped steps, stale or extrapolated), a
 // poisoned sample or label, reordered batches, scaled hyperparameters (claimed or hidden), bf16
 // rounding of one op kind, wrong initial weights — each trajectory differs, and the dispute played in
@@ -18,6 +18,7 @@
 #include "tests/engine/dispute_fixture.h"
 
 using namespace tribunal;
+using namespace tribunal::cheats;
 
 namespace {
 
@@ -32,7 +33,7 @@ TrainResult run(const Fault& f, const std::filesystem::path& out) {
   o.out_dir = out;
   o.evaluate = false;
   o.threads = 2;
-  o.fault = f;
+  o.policy = fault_policy(f);
   return run_training(short_job(), o);
 }
 
@@ -197,7 +198,7 @@ TEST_CASE("check_fault refuses parameters that do not fit the job") {
   bad.relabel_step = 0;
   bad.relabel_position = -1;
   ThreadPool pool(1);
-  CHECK_THROWS_AS(Trainer(job, train_set(), pool, bad), EngineError);
+  CHECK_THROWS_AS(Trainer(job, train_set(), pool, fault_policy(bad)), EngineError);
 }
 
 TEST_CASE("round_to_bf16 rounds the float32 bits to nearest even") {
@@ -239,7 +240,7 @@ TEST_CASE("an extrapolating skipper claims x(t) + (x(t) − x(t−1)) with the s
   f.skip_from = 5;
   f.skip_count = 2;
   f.skip_mode = SkipMode::Extrapolate;
-  Trainer honest_trainer(job, train_set(), pool), lazy(job, train_set(), pool, f);
+  Trainer honest_trainer(job, train_set(), pool), lazy(job, train_set(), pool, fault_policy(f));
   std::vector<State> states{honest_trainer.state()};
   for (int t = 0; t < 5; ++t) {
     honest_trainer.step();
@@ -256,10 +257,10 @@ TEST_CASE("an extrapolating skipper claims x(t) + (x(t) − x(t−1)) with the s
     CHECK(w[e] == (w5[e] + (w5[e] - w4[e])) + (w5[e] - w4[e]));
   // A second trainer put straight at state 6 (as a dispute's responder loads a checkpoint) replays
   // from step 0 to learn the delta and claims the same state 7.
-  Trainer resumed(job, train_set(), pool, f);
+  Trainer resumed(job, train_set(), pool, fault_policy(f));
   State s6 = lazy.state();
   {
-    Trainer again(job, train_set(), pool, f);
+    Trainer again(job, train_set(), pool, fault_policy(f));
     for (int t = 0; t < 6; ++t) again.step();
     s6 = again.state();
   }
@@ -269,7 +270,7 @@ TEST_CASE("an extrapolating skipper claims x(t) + (x(t) − x(t−1)) with the s
   // The unchanged variant keeps every tensor but the step counter.
   Fault g = f;
   g.skip_mode = SkipMode::Unchanged;
-  Trainer stale(job, train_set(), pool, g);
+  Trainer stale(job, train_set(), pool, fault_policy(g));
   for (int t = 0; t < 7; ++t) stale.step();
   CHECK(stale.state().step() == 7);
   for (size_t i = 0; i < states[5].tensors.size(); ++i)
@@ -388,7 +389,7 @@ TEST_CASE("a different trajectory length: the claim covers claim_steps steps") {
     TrainOptions o;
     o.commit = false;
     o.evaluate = false;
-    o.fault = f;
+    o.policy = fault_policy(f);
     o.stop_at = 13;
     CHECK_THROWS_AS(run_training(short_job(), o), EngineError);
   }

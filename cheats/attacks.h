@@ -1,4 +1,4 @@
-// Cheaters that target the verifiers of this folder (docs/verifiers.md "Cheaters"). Each writes a
+// Cheaters that target the verifiers of verifiers/ (docs/verifiers.md "Cheaters"). Each writes a
 // run directory as `tribunal train --out` does (checkpoints, losses.csv, resources.csv), claiming to
 // have trained the job:
 //  - the shortcut trainer skips part of every interval (claims its state unchanged or extrapolated);
@@ -10,17 +10,17 @@
 #include <cstdint>
 #include <filesystem>
 
+#include "cheats/fault.h"
 #include "engine/dataset.h"
-#include "engine/fault.h"
 #include "engine/job.h"
 #include "engine/trainer.h"
 
-namespace tribunal::verifiers {
+namespace tribunal::cheats {
 
 struct ShortcutPlan {
   /// The last ceil(skip_fraction × s) steps of every interval but the first are not computed.
   double skip_fraction = 0.5;
-  SkipMode mode = SkipMode::Unchanged;  ///< what a skipped step claims (engine/fault.h)
+  SkipMode mode = SkipMode::Unchanged;  ///< what a skipped step claims (cheats/fault.h)
   /// Loss forger: instead of its real logs, a loss per step interpolated between its checkpoints' own
   /// losses (evaluated on 1 % of the training rows) with the noise of its real losses, and resource
   /// samples of skipped steps copied from its real steps. Without it, a skipped step logs the loss
@@ -69,4 +69,4 @@ AttackRun train_hide_in_noise(const JobSpec& job, const Dataset& train, const st
 double prediction_rate(const JobSpec& job, const State& state, const Dataset& data, int64_t cls,
                        int64_t max_rows, ThreadPool& pool);
 
-}  // namespace tribunal::verifiers
+}  // namespace tribunal::cheats

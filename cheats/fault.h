@@ -1,9 +1,10 @@
 // Deliberate deviations from the honest computation: how a cheating provider is simulated (demo,
-// tests, scenario scripts). A faulty trainer is the honest algorithm fed a wrong trace, so it answers
-// every dispute question consistently with its own (wrong) trajectory: the DisputeResponder recomputes
-// from its checkpoints with the same Fault. Every behaviour below is off by default and can be
-// combined with the others; docs/protocol.md ("Cheater behaviours in the engine") lists what the
-// dispute makes of each.
+// tests, scenario scripts). A faulty trainer is the honest algorithm fed a wrong trace through the
+// engine's one seam, its step policy (engine/step_policy.h; fault_policy(), cheats/fault_policy.h), so
+// it answers every dispute question consistently with its own (wrong) trajectory: the
+// DisputeResponder recomputes from its checkpoints with the same policy. Every behaviour below is off
+// by default and can be combined with the others; docs/protocol.md ("Cheater behaviours in the
+// engine") lists what the dispute makes of each.
 #pragma once
 
 #include <cstdint>
@@ -12,13 +13,11 @@
 #include <span>
 #include <vector>
 
+#include "engine/job.h"
 #include "ops/registry.h"
 #include "ops/rounding_log.h"
 
-namespace tribunal {
-
-struct JobSpec;
-struct DataShape;
+namespace tribunal::cheats {
 
 /// How a cheater on a rounding-log job tampers with its rounding logs (Fault::rounding).
 enum class RoundingFault : uint8_t {
@@ -142,11 +141,11 @@ std::string describe(const Fault& fault);
 /// Checks the fault's parameters against the job and its data (node, slot and element exist at that
 /// step; batch positions < batch size; rows < samples; labels < classes; steps ≥ 0; skip_count ≥ 1;
 /// scales finite; 1 ≤ claim_steps ≤ kMaxSteps). Throws EngineError naming the field. The Trainer
-/// calls it.
+/// calls it (through the fault's policy, StepPolicy::check).
 void check_fault(const Fault& fault, const JobSpec& job, const DataShape& data);
 
 /// The float32 value rounded to bfloat16 precision (its upper 16 bits), round-to-nearest-even on the
 /// bits as hardware converters do; NaN stays NaN (quiet), ±inf stays, overflow rounds to ±inf.
 float round_to_bf16(float x);
 
-}  // namespace tribunal
+}  // namespace tribunal::cheats

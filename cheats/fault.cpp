@@ -1,4 +1,4 @@
-#include "engine/fault.h"
+#include "cheats/fault.h"
 
 #include <bit>
 #include <cmath>
@@ -11,7 +11,7 @@
 #include "engine/step.h"
 #include "ops/rounding_log.h"
 
-namespace tribunal {
+namespace tribunal::cheats {
 
 std::string describe(const Fault& f) {
   std::vector<std::string> parts;
@@ -154,4 +154,4 @@ float round_to_bf16(float x) {
   return std::bit_cast<float>(bits & 0xFFFF0000u);
 }
 
-}  // namespace tribunal
+}  // namespace tribunal::cheats

@@ -1,4 +1,4 @@
-#include "verifiers/attacks.h"
+#include "cheats/attacks.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,7 +13,10 @@
 #include "engine/run_log.h"
 #include "verifiers/evidence.h"
 
-namespace tribunal::verifiers {
+namespace tribunal::cheats {
+
+using verifiers::loss_on_rows;
+
 namespace {
 
 std::filesystem::path fresh_dir(const std::filesystem::path& dir) {
@@ -52,7 +55,7 @@ AttackRun train_shortcut(const JobSpec& job, const Dataset& train, const std::fi
   const auto cpu0 = process_cpu_time();
   ThreadPool pool(1);
   fresh_dir(out_dir);
-  Trainer trainer(job, train, pool, Fault{}, nullptr, Device::Cpu, RoundingOptions{}, fast);
+  Trainer trainer(job, train, pool, nullptr, nullptr, Device::Cpu, RoundingOptions{}, fast);
   CheckpointWriter writer(job, trainer.job_id(), out_dir);
   writer.submit(trainer.state());
   const StateLayout layout = state_layout(job);
@@ -159,7 +162,7 @@ AttackRun train_hide_in_noise(const JobSpec& job, const Dataset& train, const st
   const auto cpu0 = process_cpu_time();
   ThreadPool pool(1);
   fresh_dir(out_dir);
-  Trainer trainer(job, train, pool, Fault{}, nullptr, Device::Cpu, RoundingOptions{}, fast);
+  Trainer trainer(job, train, pool, nullptr, nullptr, Device::Cpu, RoundingOptions{}, fast);
   const size_t bias = output_bias_index(job);
   if (plan.target_class < 0 || plan.target_class >= trainer.state().tensors[bias].shape()[0])
     throw EngineError(fmt::format("target class {} is not an output of the model", plan.target_class));
@@ -213,4 +216,4 @@ double prediction_rate(const JobSpec& job, const State& state, const Dataset& da
   return n > 0 ? static_cast<double>(hits) / static_cast<double>(n) : 0.0;
 }
 
-}  // namespace tribunal::verifiers
+}  // namespace tribunal::cheats
