@@ -3,8 +3,8 @@
 #include <charconv>
 #include <future>
 
+#include "net/client_connector.h"
 #include "net/context.h"
-#include "net/detail.h"
 #include "net/error.h"
 
 namespace tribunal {

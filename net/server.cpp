@@ -9,8 +9,9 @@
 #include <mutex>
 
 #include "net/context.h"
-#include "net/detail.h"
+#include "net/endpoint.h"
 #include "net/error.h"
+#include "net/server_handshake.h"
 
 namespace tribunal {
 
@@ -58,7 +59,8 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   // An admitted connection, until it ends (or is evicted: then it no longer counts).
   struct Entry {
     asio::ip::address address;
-    std::weak_ptr<Session> session;  // set right after the session is made
+    std::weak_ptr<net_detail::ServerConnection> connection;  // set right after the handshake starts
+    std::weak_ptr<Session> session;                          // set when the handshake hands it over
     uint64_t session_id = 0;
     bool trusted = false, kept = false;
   };
@@ -102,7 +104,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     const auto address = remote.address();
     unsigned refuse_status = 0;
     std::string why;
-    std::shared_ptr<Session> victim;  // an older stranger's connection evicted to make room
+    std::function<void()> victim;  // closes an older stranger's connection evicted to make room
     uint64_t order = 0;
     {
       std::lock_guard lock(per_address_mutex);
@@ -125,7 +127,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
         entries[order].address = address;
       }
     }
-    if (victim) victim->close(CloseCode::GoingAway, "evicted: newer connections need the room");
+    if (victim) victim();
     auto self = shared_from_this();
     if (refuse_status != 0) {
       ++refused;
@@ -145,15 +147,15 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
       net_detail::serve_connection(ctx, std::move(socket), options, refuse_status, nullptr,
                                    [self] { self->refusing.fetch_sub(1); });
     } else {
-      const std::shared_ptr<Session> session = net_detail::serve_connection(
+      const auto connection = net_detail::serve_connection(
           ctx, std::move(socket), options, 0,
-          [self](std::shared_ptr<Session> session) { self->hand_over(std::move(session)); },
+          [self, order](std::shared_ptr<Session> session) { self->hand_over(order, std::move(session)); },
           [self, order] { self->release(order); });
       std::lock_guard lock(per_address_mutex);
       if (auto it = entries.find(order); it != entries.end()) {  // not already ended or evicted
-        it->second.session = session;
-        it->second.session_id = session->id();
-        by_session[session->id()] = order;
+        it->second.connection = connection;
+        it->second.session_id = connection->id();
+        by_session[connection->id()] = order;
       }
     }
     do_accept();
@@ -173,20 +175,27 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   }
 
   // Under per_address_mutex: forgets the oldest stranger connection that is neither trusted nor kept
-  // (from `address` when given) and returns it to be closed; null when there is none.
-  std::shared_ptr<Session> evict_oldest(const asio::ip::address* address) {
+  // (from `address` when given) and returns what closes it (its session once handed over, else its
+  // handshake); empty when there is none.
+  std::function<void()> evict_oldest(const asio::ip::address* address) {
+    static constexpr const char* kWhy = "evicted: newer connections need the room";
     for (auto it = entries.begin(); it != entries.end(); ++it) {
       Entry& e = it->second;
       if (e.trusted || e.kept || (address && e.address != *address)) continue;
-      std::shared_ptr<Session> session = e.session.lock();
-      if (!session) continue;  // being made or already ending: its release() comes
+      std::function<void()> close;
+      if (auto session = e.session.lock())
+        close = [session] { session->close(CloseCode::GoingAway, kWhy); };
+      else if (auto connection = e.connection.lock())
+        close = [connection] { connection->close(CloseCode::GoingAway, kWhy); };
+      else
+        continue;  // being made or already ending: its release() comes
       uncount(e);
       by_session.erase(e.session_id);
       entries.erase(it);
       ++evicted;
-      return session;
+      return close;
     }
-    return nullptr;
+    return {};
   }
 
   // An admitted connection has ended (any thread).
@@ -228,7 +237,11 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   }
 
   // On the session's strand, right after its handshake.
-  void hand_over(std::shared_ptr<Session> session) {
+  void hand_over(uint64_t order, std::shared_ptr<Session> session) {
+    {
+      std::lock_guard lock(per_address_mutex);
+      if (auto it = entries.find(order); it != entries.end()) it->second.session = session;
+    }
     // After stop() a connection already accepted is still handed over (and NetContext::shutdown
     // then closes it with 1001); after ~Server there is nobody to hand it to.
     if (owner_gone) {

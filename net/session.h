@@ -119,7 +119,8 @@ class Session {
   virtual void set_reading(bool on) = 0;
 
  protected:
-  Session();
+  /// `id`: a fresh process-unique number (the handshake that makes the session takes it).
+  explicit Session(uint64_t id) : id_(id) {}
   std::string remote_;  ///< set before the session is handed out, constant afterwards
 
  private:
