@@ -1,5 +1,10 @@
 // The referee daemon: `tribunal referee` as a library, so `tribunal demo`, the scenario runner, the
 // tests and the load benchmark run the real node over loopback WebSockets.
+//
+// The node drives: each dispute's strand and timer, the store and the wiring. What it asks is
+// elsewhere: which openings it takes on (nodes/admission.h), each party's connection
+// (nodes/provider_link.h), its HTTP routes (nodes/referee_routes.h) and its series
+// (nodes/referee_meters.h).
 #pragma once
 
 #include <atomic>
@@ -19,10 +24,12 @@
 #include "net/client.h"
 #include "net/context.h"
 #include "net/server.h"
+#include "nodes/admission.h"
 #include "nodes/cpu_budget.h"
 #include "nodes/log.h"
 #include "nodes/metrics.h"
 #include "nodes/rate_limit.h"
+#include "nodes/referee_meters.h"
 #include "referee/referee_dispute.h"
 #include "referee/store.h"
 
@@ -80,17 +87,6 @@ struct RefereeNodeOptions {
   uint64_t crash_after_events = 0;
 };
 
-/// What one dispute cost the referee.
-struct DisputeStats {
-  uint64_t bytes_in = 0;   ///< envelopes received from the providers
-  uint64_t bytes_out = 0;  ///< envelopes sent to the providers and the client
-  double cpu_seconds = 0;  ///< CPU time of the referee's dispute handling (thread CPU clock)
-  double seconds = 0;      ///< wall time from opening to verdict
-  uint64_t refused =
-      0;  ///< provider frames refused: undecodable, badly signed, stale, or refused by the game
-  uint64_t reconnects = 0;  ///< provider connections re-established after the first one
-};
-
 /// `tribunal referee`: accepts DisputeOpen from clients, connects to both providers, plays the game,
 /// signs the verdict and sends it to everyone. Many disputes at once, each on its own strand of a
 /// worker pool with one timer armed at its next deadline: the network threads never wait for a
@@ -137,13 +133,14 @@ class RefereeNode {
  private:
   struct Live;
   struct Workers;
-  struct Meters;
   void on_client_message(const std::shared_ptr<Session>& client, std::vector<uint8_t> bytes);
   void on_provider_message(const std::shared_ptr<Live>& live, int party,
                            const std::shared_ptr<Session>& session, std::vector<uint8_t> bytes,
                            GameTime arrived, std::chrono::steady_clock::time_point received);
   void on_provider_connected(const std::shared_ptr<Live>& live, int party, std::shared_ptr<Session> s,
                              const std::string& error);
+  void on_provider_closed(const std::shared_ptr<Live>& live, int party, const std::shared_ptr<Session>& s,
+                          const CloseInfo& info);
   void on_timer(const std::shared_ptr<Live>& live);
   void arm(const std::shared_ptr<Live>& live);
   void arm_pruning();
@@ -151,7 +148,6 @@ class RefereeNode {
   void handle_opening(const std::shared_ptr<Session>& client, const std::vector<uint8_t>& bytes);
   DisputeOptions opening_options() const;
   std::shared_ptr<Live> make_live(std::unique_ptr<RefereeDispute> dispute, std::string group, bool trusted);
-  bool trusted(const PublicKey& client) const;
   void admit(const std::shared_ptr<Live>& live);
   void hold(const std::shared_ptr<Live>& live);
   void release(const Live& live);
@@ -163,8 +159,6 @@ class RefereeNode {
   void finish_if_done(Live& live);
   void drop(Live& live, const std::string& why);
   void commit(Live& live, const DisputeInput& input, const std::vector<uint8_t>* verdict);
-
-  void finished_metrics(const Live& live);
   HttpHandler http_handler();
 
   NetContext& ctx_;
@@ -172,21 +166,18 @@ class RefereeNode {
   RefereeNodeOptions options_;
   LogFn log_;
   MetricsRegistry metrics_;
-  std::unique_ptr<Meters> meters_;
+  RefereeMeters meters_{metrics_};
   std::unique_ptr<Workers> workers_;  // destroyed after live_, whose timers run on it
   std::unique_ptr<RefereeStore> store_;
   std::unique_ptr<DisputePages> pages_;  // with a store; outlives server_, whose requests it answers
   AddressPolicy policy_;
-  CpuBudget opening_cpu_;  // per admission group: what its openings may spend
+  Admission admission_;  // caps (under mu_) and each admission group's CPU budget for openings
   Server server_;
   std::unique_ptr<Server> metrics_server_;  // --metrics
   Client client_;
   std::mutex mu_;
-  std::map<Digest, std::shared_ptr<Live>> live_;
-  std::map<std::string, size_t>
-      per_client_;                   // live disputes per admission group (client network or trusted key)
-  size_t trusted_live_ = 0;          // live disputes opened by trusted clients
-  std::atomic<uint64_t> events_{0};  // inputs committed by this process (crash hook)
+  std::map<Digest, std::shared_ptr<Live>> live_;  // held disputes, as counted by admission_
+  std::atomic<uint64_t> events_{0};               // inputs committed by this process (crash hook)
   std::atomic<bool> resumed_{false};
 };
 

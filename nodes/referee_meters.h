@@ -1,0 +1,49 @@
+// The referee node's series in its MetricsRegistry (docs/running.md, "Monitoring"), and what one
+// dispute cost the referee.
+#pragma once
+
+#include <cstdint>
+#include <map>
+
+#include "nodes/metrics.h"
+#include "referee/referee_dispute.h"
+
+namespace tribunal::nodes {
+
+/// What one dispute cost the referee.
+struct DisputeStats {
+  uint64_t bytes_in = 0;   ///< envelopes received from the providers
+  uint64_t bytes_out = 0;  ///< envelopes sent to the providers and the client
+  double cpu_seconds = 0;  ///< CPU time of the referee's dispute handling (thread CPU clock)
+  double seconds = 0;      ///< wall time from opening to verdict
+  uint64_t refused =
+      0;  ///< provider frames refused: undecodable, badly signed, stale, or refused by the game
+  uint64_t reconnects = 0;  ///< provider connections re-established after the first one
+};
+
+/// The tribunal_referee_* series, registered in the registry given to the constructor (which must
+/// outlive it). Counters and histograms are thread-safe (nodes/metrics.h).
+struct RefereeMeters {
+  explicit RefereeMeters(MetricsRegistry& m);
+
+  /// Adds a decided dispute: its verdict's reason, rounds, and `stats` to the sums. Called once per
+  /// decided dispute, before anyone gets its verdict (so a scrape after a client has its verdict
+  /// counts it).
+  void decided(const RefereeDispute& dispute, const DisputeStats& stats);
+
+  Counter& opened;     ///< new openings admitted
+  Counter& refused;    ///< openings refused
+  Counter& suspended;  ///< disputes suspended by a store failure
+  std::map<VerdictReason, Counter*> decided_by;
+  Histogram& rounds;
+  Histogram& cpu;
+  Histogram& duration;
+  Counter& bytes_in;
+  Counter& bytes_out;
+  Counter& frames_refused;
+  Counter& reconnects;
+  Histogram& answer_latency;  ///< question sent → first message of its accepted answer (seconds)
+  Histogram& commit_latency;  ///< one durable store commit (seconds)
+};
+
+}  // namespace tribunal::nodes
