@@ -162,7 +162,9 @@ class Sketch {
 };
 
 // fmt rather than `prefix + std::to_string(index)`, which g++ 12 at -O3 warns about falsely (-Wrestrict).
-std::string indexed(const char* prefix, int64_t index) { return fmt::format("{}{}", prefix, index); }
+std::string indexed(const char* prefix, int64_t index) {
+  return fmt::format("{}{}", prefix, index);
+}
 
 // One parameter tensor (or `count` tensors of one shape, e.g. a weight of every GPT layer), in the
 // state's canonical order.
