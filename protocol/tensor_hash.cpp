@@ -24,8 +24,15 @@ bool is_nan_bits(uint32_t bits) {
 
 // True iff any float32 in `p[0..n)` is a NaN. Branch-free so the compiler vectorizes it; on x86-64 the
 // AVX2 clone (picked at load time) halves the scan's cost, about 2% of the hash time. Other
-// architectures have one version (AArch64's baseline Advanced SIMD vectorizes it already).
-#if defined(__x86_64__)
+// architectures have one version (AArch64's baseline Advanced SIMD vectorizes it already), and so has
+// a ThreadSanitizer build: the clones' resolver runs while the loader relocates, before the sanitizer's
+// runtime is up, and its instrumented entry crashes the process.
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TRIBUNAL_TSAN 1
+#endif
+#endif
+#if defined(__x86_64__) && !defined(TRIBUNAL_TSAN)
 #define TRIBUNAL_NAN_SCAN_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define TRIBUNAL_NAN_SCAN_CLONES
