@@ -14,6 +14,8 @@ namespace {
 // A session that records what it is asked to do; a question's write completes at once.
 class FakeSession : public Session {
  public:
+  FakeSession() : Session(next_id++) {}
+  static inline uint64_t next_id = 1;
   void set_handlers(SessionHandlers) override {}
   bool send(std::vector<uint8_t> message) override {
     sent.push_back(std::move(message));
