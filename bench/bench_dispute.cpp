@@ -48,8 +48,10 @@
 
 #include "bench/bench_cli.h"
 #include "cheats/fault_policy.h"
+#include "dispute/job_oracle.h"
+#include "dispute/opening.h"
+#include "dispute/provider_session.h"
 #include "engine/cost.h"
-#include "engine/provider_session.h"
 #include "protocol/merkle.h"
 #include "protocol/tensor_hash.h"
 #include "referee/local_dispute.h"

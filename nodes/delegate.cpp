@@ -9,6 +9,7 @@
 
 #include "nodes/delegate.h"
 
+#include "dispute/opening.h"
 #include "engine/error.h"
 #include "engine/trainer.h"
 #include "net/client.h"

@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "dispute/provider_session.h"
 #include "engine/error.h"
-#include "engine/provider_session.h"
 #include "engine/training_cost.h"
 #include "net/error.h"
 #include "nodes/http_routes.h"

@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "dispute/job_oracle.h"
 #include "engine/cost.h"
-#include "engine/dispute.h"
 #include "engine/job.h"
 #include "protocol/game.h"
 #include "protocol/wire.h"

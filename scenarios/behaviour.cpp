@@ -2,8 +2,8 @@
 
 #include <cstring>
 
+#include "dispute/provider_session.h"
 #include "engine/job.h"
-#include "engine/provider_session.h"
 #include "nodes/train_set.h"
 
 namespace tribunal::scenarios {

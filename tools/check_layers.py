@@ -17,11 +17,13 @@ import sys
 # protocol/testing/ and net/testing/) and are named where they may be included.
 _BELOW_ENGINE = {"engine", "protocol", "ops", "ops/cuda"}
 ALLOWED = {
-    "apps": {"scenarios", "protocol/testing", "nodes", "cheats", "verifiers", "mpi", "referee", "net"} | _BELOW_ENGINE,
-    "scenarios": {"nodes", "cheats", "verifiers", "referee", "net", "protocol/testing"} | _BELOW_ENGINE,
+    "apps": {"scenarios", "protocol/testing", "nodes", "cheats", "verifiers", "mpi", "referee", "dispute", "net"}
+    | _BELOW_ENGINE,
+    "scenarios": {"nodes", "cheats", "verifiers", "referee", "dispute", "net", "protocol/testing"} | _BELOW_ENGINE,
     "cheats": {"nodes", "verifiers", "referee", "net"} | _BELOW_ENGINE,
-    "nodes": {"referee", "net"} | _BELOW_ENGINE,
-    "referee": _BELOW_ENGINE,
+    "nodes": {"referee", "dispute", "net"} | _BELOW_ENGINE,
+    "referee": {"dispute"} | _BELOW_ENGINE,
+    "dispute": _BELOW_ENGINE,  # what both parties of a dispute compute from a job; engine/ never includes it
     "verifiers": _BELOW_ENGINE,
     "mpi": _BELOW_ENGINE,
     "net/testing": set(),

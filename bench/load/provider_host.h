@@ -17,7 +17,7 @@
 #include "bench/load/latency.h"
 #include "bench/load/load.h"
 #include "cheats/fault.h"
-#include "engine/dispute.h"
+#include "dispute/responder.h"
 #include "engine/trainer.h"
 #include "net/server.h"
 

@@ -7,7 +7,7 @@
 
 #include "cheats/fault_policy.h"
 #include "engine/trainer.h"
-#include "tests/engine/dispute_fixture.h"
+#include "tests/dispute/dispute_fixture.h"
 
 using namespace tribunal;
 using namespace tribunal::cheats;

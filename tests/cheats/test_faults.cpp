@@ -12,10 +12,10 @@
 #include <limits>
 #include <memory>
 
-#include "engine/dispute.h"
+#include "dispute/job_oracle.h"
 #include "engine/error.h"
 #include "protocol/game.h"
-#include "tests/engine/dispute_fixture.h"
+#include "tests/dispute/dispute_fixture.h"
 
 using namespace tribunal;
 using namespace tribunal::cheats;

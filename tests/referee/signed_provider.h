@@ -8,7 +8,7 @@
 #include <string>
 
 #include "protocol/wire.h"
-#include "tests/engine/dispute_fixture.h"
+#include "tests/dispute/dispute_fixture.h"
 #include "tests/source_dir.h"
 
 namespace tribunal::testing {

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/provider_session.h"
+#include "dispute/provider_session.h"
 #include "referee/local_dispute.h"
 #include "referee/referee_dispute.h"
 #include "tests/referee/signed_provider.h"

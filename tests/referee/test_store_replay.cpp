@@ -12,7 +12,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/provider_session.h"
+#include "dispute/provider_session.h"
 #include "referee/referee_dispute.h"
 #include "referee/store.h"
 #include "tests/game_time.h"

@@ -1,7 +1,8 @@
-// Shared by the engine's dispute tests: the short job of scenarios/jobs/short_mlp.toml, its training
-// set loaded once per test binary, providers trained into their own checkpoint stores (honest or with
-// a Fault, cheats/fault.h), and the game played in process between their DisputeResponders with the referee's
-// JobOracle, messages delivered directly (the signed-envelope path is tests/referee).
+// Shared by the dispute tests (tests/dispute, and tests/cheats, tests/referee): the short job of
+// scenarios/jobs/short_mlp.toml, its training set loaded once per test binary, providers trained into their
+// own checkpoint stores (honest or with a Fault, cheats/fault.h), and the game played in process between
+// their DisputeResponders with the referee's JobOracle, messages delivered directly (the signed-envelope path
+// is tests/referee).
 #pragma once
 
 #include <doctest/doctest.h>
@@ -9,7 +10,8 @@
 #include <filesystem>
 
 #include "cheats/fault_policy.h"
-#include "engine/dispute.h"
+#include "dispute/job_oracle.h"
+#include "dispute/responder.h"
 #include "protocol/game.h"
 #include "tests/source_dir.h"
 #include "tests/temp_dir.h"

@@ -1,4 +1,4 @@
-#include "engine/provider_session.h"
+#include "dispute/provider_session.h"
 
 #include <algorithm>
 

@@ -4,11 +4,12 @@
 // forged decision, a bloated log and an omitted decision end as the protocol says.
 #include <doctest/doctest.h>
 
-#include "engine/dispute.h"
+#include "dispute/job_oracle.h"
+#include "dispute/responder.h"
 #include "engine/error.h"
 #include "protocol/game.h"
 #include "protocol/input_opening.h"
-#include "tests/engine/dispute_fixture.h"
+#include "tests/dispute/dispute_fixture.h"
 
 using namespace tribunal;
 using namespace tribunal::cheats;

@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "engine/dispute.h"
+#include "dispute/responder.h"
 #include "protocol/wire.h"
 
 namespace tribunal {
