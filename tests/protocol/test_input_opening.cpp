@@ -18,7 +18,7 @@ using namespace tribunal;
 
 namespace {
 
-/// A tensor and the TensorChunk stream an honest party sends for it (as engine/dispute.cpp does).
+/// A tensor and the TensorChunk stream an honest party sends for it (as dispute/responder.cpp does).
 struct Streamed {
   std::vector<int64_t> shape;
   std::vector<float> values;

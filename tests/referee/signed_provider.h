@@ -1,4 +1,4 @@
-// A provider of the short job (tests/engine/dispute_fixture.h) with an Ed25519 key and its signed
+// A provider of the short job (tests/dispute/dispute_fixture.h) with an Ed25519 key and its signed
 // Claim envelope, for the referee's tests over signed envelopes.
 #pragma once
 
