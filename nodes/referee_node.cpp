@@ -82,8 +82,9 @@ struct RefereeNode::Live {
   std::vector<std::shared_ptr<Session>> clients;       // waiting for the verdict
   std::array<std::unique_ptr<ProviderLink>, 2> links;  // each party's connection (made by make_live)
   DisputeStats stats;
-  std::vector<DisputeEvent> events;  // its rounds as played (replayed when resumed): stored with the verdict
-  std::weak_ptr<Live> self;          // for callbacks that come back to the strand
+  // Events of Steps that committed nothing (refusals): stored with the next Step's inputs.
+  std::vector<DisputeEvent> unstored;
+  std::weak_ptr<Live> self;  // for callbacks that come back to the strand
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   bool finished = false;  // decided (verdict sent) or dropped; no longer in live_
 
@@ -218,7 +219,8 @@ void RefereeNode::arm(const std::shared_ptr<Live>& live) {
     live->timer.cancel();
     return;
   }
-  // The next deadline or re-ask (RefereeDispute::next_wakeup), or the next reconnection.
+  // The next deadline or re-ask (RefereeDispute::next_wakeup, from Game::next_deadline), or the next
+  // reconnection.
   std::optional<GameTime> next = live->dispute->next_wakeup();
   const auto earliest = [&](GameTime t) { next = next ? std::min(*next, t) : t; };
   for (int p = 0; p < 2; ++p)
@@ -245,12 +247,12 @@ void RefereeNode::on_timer(const std::shared_ptr<Live>& live) {
   // (docs/protocol.md, "Clocks"). Handling them re-arms the timer.
   const Game& game = live->dispute->game();
   for (int p = 0; p < 2; ++p)
-    if (game.awaiting(p) && t > game.deadline(p) && live->link(p).holds_timeout()) return;
+    if (game.overdue(p, t) && live->link(p).holds_timeout()) return;
   const double c0 = thread_cpu_seconds();
   try {
-    auto out = live->dispute->on_tick(t);
+    RefereeDispute::Step step = live->dispute->on_tick(t);
     live->stats.cpu_seconds += thread_cpu_seconds() - c0;
-    deliver(*live, std::move(out));
+    apply(*live, std::move(step));
   } catch (const StoreError& e) {
     drop(*live, e.what());
     return;
@@ -325,16 +327,6 @@ std::shared_ptr<RefereeNode::Live> RefereeNode::make_live(std::unique_ptr<Refere
                            [this, weak, p](const std::shared_ptr<Session>& s, const CloseInfo& info) {
                              if (auto l = weak.lock()) on_provider_closed(l, p, s, info);
                            }});
-  RefereeDispute& d = *live->dispute;
-  d.on_event = [this, l = live.get()](const DisputeEvent& e) {
-    log_(fmt::format("referee: dispute {} round {}: {}", l->tag, e.round, e.text));
-    l->events.push_back(e);  // on the dispute's strand, as every call into the dispute
-    if (on_event) on_event(e);
-  };
-  // Write-ahead: the input is committed before the dispute hands out the messages it caused.
-  d.on_input = [this, l = live.get()](const DisputeInput& input, const std::vector<uint8_t>* verdict) {
-    commit(*l, input, verdict);
-  };
   return live;
 }
 
@@ -350,20 +342,52 @@ void RefereeNode::prune_store() {
   }
 }
 
-void RefereeNode::commit(Live& live, const DisputeInput& input, const std::vector<uint8_t>* verdict) {
+// Called on the dispute's strand with live.mu held: what a RefereeDispute handler returned, in its
+// order. Write-ahead: the Step's inputs are committed before any message it caused is sent; a commit
+// that throws (StoreError) propagates, and nothing is sent. Then the messages, then the events.
+void RefereeNode::apply(Live& live, RefereeDispute::Step step) {
+  commit(live, step);
+  deliver(live, std::move(step.send));
+  for (const DisputeEvent& e : step.events) {
+    log_(fmt::format("referee: dispute {} round {}: {}", live.tag, e.round, e.text));
+    if (on_event) on_event(e);
+  }
+}
+
+// Commits the Step's inputs, one transaction each; its events (and those of earlier Steps that
+// committed nothing) go with its last input, the verdict too when it decided the dispute.
+void RefereeNode::commit(Live& live, RefereeDispute::Step& step) {
   if (!store_) return;
-  const RefereeDispute& d = *live.dispute;
-  const auto t0 = SteadyClock::now();
-  if (input.kind == DisputeInput::Kind::Open)
-    store_->open_dispute(d.dispute_id(), input, live.group);
-  else
-    store_->append(d.dispute_id(), input, verdict, live.events);  // the rounds for its page, with the verdict
-  meters_.commit_latency.observe(seconds_since(t0));
-  const uint64_t n = ++events_;
-  if (options_.crash_after_events != 0 && n == options_.crash_after_events) {
-    // Test hook (RefereeNodeOptions::crash_after_events): die as a power cut or OOM kill would.
-    log_(fmt::format("referee: crash hook: SIGKILL after event {}", n));
-    ::raise(SIGKILL);
+  if (step.commit.empty()) {
+    // A refusal changes nothing durable: its event waits for the next commit (at most
+    // kMaxStoredEvents of them, the latest in the last place, as the store keeps them).
+    for (const DisputeEvent& e : step.events)
+      if (live.unstored.size() < kMaxStoredEvents)
+        live.unstored.push_back(e);
+      else
+        live.unstored.back() = e;
+    return;
+  }
+  const Digest& id = live.dispute->dispute_id();
+  live.unstored.insert(live.unstored.end(), step.events.begin(), step.events.end());
+  for (size_t i = 0; i < step.commit.size(); ++i) {
+    const DisputeInput& input = step.commit[i];
+    const bool last = i + 1 == step.commit.size();
+    const std::span<const DisputeEvent> events =
+        last ? std::span(live.unstored) : std::span<const DisputeEvent>{};
+    const auto t0 = SteadyClock::now();
+    if (input.kind == DisputeInput::Kind::Open)
+      store_->open_dispute(id, input, live.group, events);
+    else
+      store_->append(id, input, last && step.verdict ? &*step.verdict : nullptr, events);
+    meters_.commit_latency.observe(seconds_since(t0));
+    if (last) live.unstored.clear();
+    const uint64_t n = ++events_;
+    if (options_.crash_after_events != 0 && n == options_.crash_after_events) {
+      // Test hook (RefereeNodeOptions::crash_after_events): die as a power cut or OOM kill would.
+      log_(fmt::format("referee: crash hook: SIGKILL after event {}", n));
+      ::raise(SIGKILL);
+    }
   }
 }
 
@@ -470,7 +494,7 @@ void RefereeNode::open(std::shared_ptr<Session> client, const Envelope& env) {
     live->stats.bytes_in += bytes;
     const double c1 = thread_cpu_seconds();
     try {
-      deliver(*live, live->dispute->start(now()));  // commits the opening first
+      apply(*live, live->dispute->start(now()));  // commits the opening first
     } catch (const std::exception& e) {
       live->finished = true;
       {
@@ -495,16 +519,16 @@ void RefereeNode::open(std::shared_ptr<Session> client, const Envelope& env) {
 }
 
 void RefereeNode::resume_stored(const StoredDispute& stored) {
-  // The rounds played before the restart come back with the replay, so the verdict is stored with all of
-  // them.
-  std::vector<DisputeEvent> events;
-  auto dispute = RefereeDispute::replay(key_, stored.inputs, options_.dispute,
-                                        [&](const DisputeEvent& e) { events.push_back(e); });
+  // The rounds played before the restart are in the store. A dispute of an older store that has
+  // none (StoredDispute::events) gets them back from the replay, stored before it goes on.
+  std::vector<DisputeEvent> replayed;
+  auto dispute =
+      RefereeDispute::replay(key_, stored.inputs, options_.dispute, stored.events ? nullptr : &replayed);
   if (dispute->done()) throw ProtocolError("its record replays to a verdict the store does not hold");
   if (dispute->dispute_id() != stored.id) throw ProtocolError("its record replays to another dispute id");
-  const PublicKey opener = open_envelope(stored.inputs.front().envelope).sender;
-  auto live = make_live(std::move(dispute), stored.client, admission_.trusted(opener));
-  live->events = std::move(events);
+  if (!stored.events) store_->restore_events(stored.id, replayed);
+  const bool trusted = admission_.trusted(dispute->opener());
+  auto live = make_live(std::move(dispute), stored.client, trusted);
   {
     // A stored dispute was admitted when it was opened: it is held again whatever the caps are now.
     std::lock_guard lock(mu_);
@@ -515,7 +539,7 @@ void RefereeNode::resume_stored(const StoredDispute& stored) {
     std::lock_guard lock(live->mu);
     try {
       // Fresh sequence numbers and restarted clocks for the open questions; committed before they are sent.
-      deliver(*live, live->dispute->resume(now()));
+      apply(*live, live->dispute->resume(now()));
     } catch (const StoreError& e) {
       drop(*live, e.what());
       return;
@@ -576,17 +600,17 @@ void RefereeNode::on_provider_message(const std::shared_ptr<Live>& live, int par
   try {
     // An opened tensor chunk proves itself; its signature is checked only if it would be held against
     // the party (RefereeDispute::on_envelope).
+    // The envelope is opened here, once: the dispute takes it as it is.
     const Envelope env = open_envelope(bytes, SignatureCheck::DeferTensorChunks);
-    std::string refused;
-    auto out = live->dispute->on_envelope(party, env, arrived, &refused);
-    if (!refused.empty())
-      log_(fmt::format("referee: refused a message from provider {}: {}", party, refused));
-    if (!refused.empty() || live->dispute->refused_last()) {
+    RefereeDispute::Step step = live->dispute->on_envelope(party, env, arrived);
+    if (!step.refused.empty())
+      log_(fmt::format("referee: refused a message from provider {}: {}", party, step.refused));
+    if (!step.refused.empty() || step.rejected) {
       ++live->stats.refused;
     } else if (const auto asked = live->link(party).answered()) {
       meters_.answer_latency.observe(std::chrono::duration<double>(received - *asked).count());
     }
-    deliver(*live, std::move(out));
+    apply(*live, std::move(step));
   } catch (const WireError& e) {
     // Undecodable or badly signed: refused without touching the game.
     ++live->stats.refused;
@@ -629,7 +653,7 @@ void RefereeNode::deliver(Live& live, std::vector<RefereeDispute::Outgoing> out)
         if (l->finished) return;
         l->link(party).written();
         try {
-          l->dispute->on_written(party, question, at);
+          apply(*l, l->dispute->on_written(party, question, at));
         } catch (const StoreError& e) {
           drop(*l, e.what());
           return;

@@ -158,7 +158,8 @@ class RefereeNode {
   void deliver(Live& live, std::vector<RefereeDispute::Outgoing> out);
   void finish_if_done(Live& live);
   void drop(Live& live, const std::string& why);
-  void commit(Live& live, const DisputeInput& input, const std::vector<uint8_t>* verdict);
+  void apply(Live& live, RefereeDispute::Step step);
+  void commit(Live& live, RefereeDispute::Step& step);
   HttpHandler http_handler();
 
   NetContext& ctx_;

@@ -125,6 +125,7 @@ Level Game::level_of_phase() const {
 std::vector<Action> Game::ask_both(Query q, GameTime now, std::chrono::milliseconds allowance) {
   q.round = ++round_;
   current_ = q;
+  events_.push_back({GameEvent::Kind::Round, q.level, 0, q});
   std::vector<Action> out;
   for (int p = 0; p < 2; ++p) {
     party_[p].answer.reset();
@@ -297,6 +298,23 @@ std::optional<GameTime> Game::next_reask() const {
   std::optional<GameTime> next;
   for (int p = 0; p < 2; ++p)
     if (const auto due = reask_due(p)) next = next ? std::min(*next, *due) : *due;
+  return next;
+}
+
+std::optional<GameEvent> Game::poll_event() {
+  if (events_.empty()) return std::nullopt;
+  GameEvent e = std::move(events_.front());
+  events_.pop_front();
+  return e;
+}
+
+std::optional<GameTime> Game::next_deadline() const {
+  std::optional<GameTime> next = next_reask();
+  for (int p = 0; p < 2; ++p)
+    if (awaiting(p)) {
+      const GameTime past = deadline(p) + std::chrono::milliseconds(1);
+      next = next ? std::min(*next, past) : past;
+    }
   return next;
 }
 
@@ -573,6 +591,7 @@ std::vector<Action> Game::after_descent(GameTime now) {
       return finish_if_lost();
     }
     interval_ = lo_;
+    events_.push_back({GameEvent::Kind::Located, Level::Checkpoints, interval_, {}});
     phase_ = Phase::IntervalCommit;
     // The party recomputes the interval from its checkpoint at the start.
     const uint64_t steps = checkpoints_[interval_] - checkpoints_[interval_ - 1];
@@ -582,6 +601,7 @@ std::vector<Action> Game::after_descent(GameTime now) {
     // Leaf 0 is the agreed start, so lo_ ≥ 1: state lo_−1 agreed, state lo_ disputed.
     step_ = checkpoints_[interval_ - 1] + lo_ - 1;
     spec_ = oracle_.step_spec(step_);
+    events_.push_back({GameEvent::Kind::Located, Level::Steps, step_, {}});
     phase_ = Phase::StepCommit;
     // At worst from the interval's checkpoint to state t, then step t recording its nodes.
     const uint64_t steps = step_ - checkpoints_[interval_ - 1] + 1;
@@ -589,6 +609,7 @@ std::vector<Action> Game::after_descent(GameTime now) {
   }
   // Level 3: the first differing leaf is node lo_ (or the post state when lo_ == G).
   node_ = lo_;
+  events_.push_back({GameEvent::Kind::Located, Level::Nodes, node_, {}});
   std::set<uint64_t> open;
   const auto add_producers = [&](const std::vector<InputSpec>& inputs) {
     for (const InputSpec& in : inputs)

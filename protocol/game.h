@@ -19,6 +19,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
 #include <variant>
@@ -158,6 +159,22 @@ inline bool is_refusal(const std::vector<Action>& actions) {
   return actions.size() == 1 && std::holds_alternative<Rejected>(actions.front());
 }
 
+/// Something the game did that logs and reports tell, in the order it did it (taken with
+/// Game::poll_event, as quinn-proto's Connection::poll). It asks nothing of the referee: the actions
+/// carry every duty.
+struct GameEvent {
+  enum class Kind : uint8_t {
+    Round,    ///< a new question round was put to both parties: `query` (its round number set)
+    Located,  ///< a level's descent ended at `index`: level 1 (Level::Checkpoints) the checkpoint
+              ///< interval k, level 2 (Level::Steps) the step t, level 3 (Level::Nodes) the node (the
+              ///< step's node count when every record agrees and the next states differ)
+  };
+  Kind kind = Kind::Round;
+  Level level = Level::Checkpoints;
+  uint64_t index = 0;
+  Query query;  ///< Round only
+};
+
 /// What the game is doing now (for logs and demos).
 enum class Phase : uint8_t {
   Checkpoints,  ///< level 1 descent
@@ -215,6 +232,17 @@ class Game {
   std::vector<SendQuery> reask(GameTime now);
   /// When reask() has something to send next; nullopt when nothing is owed.
   std::optional<GameTime> next_reask() const;
+
+  /// The next event the game made (GameEvent), oldest first; nullopt when none is left.
+  std::optional<GameEvent> poll_event();
+
+  /// When on_tick() or reask() has something to do next (docs/protocol.md, "Clocks", "Lost frames"):
+  /// the earliest of 1 ms past the deadline of each party the game awaits (on_tick decides a timeout
+  /// only past it) and the next re-ask. nullopt once done, or while no party owes an answer.
+  std::optional<GameTime> next_deadline() const;
+  /// Whether on_tick(now) would find that `party` ran out of time: it owes an answer and `now` is past
+  /// its deadline.
+  bool overdue(int party, GameTime now) const { return awaiting(party) && now > deadline(party); }
 
   /// True while `party` owes an answer to the open round (what on_resume would re-issue to it).
   bool awaiting(int party) const {
@@ -310,6 +338,7 @@ class Game {
   std::array<std::optional<std::pair<uint32_t, uint32_t>>, 2>
       gap_{};  // a skipped piece before (value, chunk)
   std::array<std::optional<GameTime>, 2> last_reask_{};
+  std::deque<GameEvent> events_;  // made, not yet polled
 };
 
 /// The first re-ask of a silent party comes this long (or a quarter of the terms' base, if longer)

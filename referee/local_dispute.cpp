@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <deque>
+#include <iterator>
 
 namespace tribunal {
 namespace {
@@ -18,9 +19,18 @@ double thread_cpu_seconds() {
 LocalRun play_local(RefereeDispute& referee, const std::array<LocalParty, 2>& parties) {
   LocalRun run;
   std::deque<RefereeDispute::Outgoing> queue;
+  const auto take = [&](RefereeDispute::Step step) {
+    run.inputs.insert(run.inputs.end(), std::make_move_iterator(step.commit.begin()),
+                      std::make_move_iterator(step.commit.end()));
+    for (auto& o : step.send) queue.push_back(std::move(o));
+    run.events.insert(run.events.end(), std::make_move_iterator(step.events.begin()),
+                      std::make_move_iterator(step.events.end()));
+    if (!step.refused.empty()) run.refused.push_back(std::move(step.refused));
+  };
   double t0 = thread_cpu_seconds();
-  for (auto& o : referee.start(GameTime{})) queue.push_back(std::move(o));
+  RefereeDispute::Step first = referee.start(GameTime{});
   run.referee_cpu_seconds += thread_cpu_seconds() - t0;
+  take(std::move(first));
   while (!queue.empty()) {
     RefereeDispute::Outgoing o = std::move(queue.front());
     queue.pop_front();
@@ -41,14 +51,12 @@ LocalRun play_local(RefereeDispute& referee, const std::array<LocalParty, 2>& pa
     for (const std::vector<uint8_t>& answer : parties[static_cast<size_t>(o.party)](env)) {
       run.bytes_in += answer.size();
       t0 = thread_cpu_seconds();
-      std::string refused;
       // The referee decodes and checks every byte it receives: that is part of its cost.
       // It opens them as the referee node does (nodes/referee_node.cpp).
       const Envelope env = open_envelope(answer, SignatureCheck::DeferTensorChunks);
-      for (auto& next : referee.on_envelope(o.party, env, GameTime{}, &refused))
-        queue.push_back(std::move(next));
+      RefereeDispute::Step step = referee.on_envelope(o.party, env, GameTime{});
       run.referee_cpu_seconds += thread_cpu_seconds() - t0;
-      if (!refused.empty()) run.refused.push_back(refused);
+      take(std::move(step));
     }
   }
   return run;

@@ -22,9 +22,12 @@ struct LocalRun {
   uint64_t bytes_out = 0;            ///< envelope bytes the referee sent
   double referee_cpu_seconds = 0;    ///< thread CPU time inside the referee's calls only
   std::vector<std::string> refused;  ///< envelopes the referee refused, with reasons
+  std::vector<DisputeInput> inputs;  ///< every Step's `commit`, in order: what a durable referee records
+  std::vector<DisputeEvent> events;  ///< every Step's `events`, in order
 };
 
-/// Runs the dispute to its verdict (time stands still: no deadline expires).
+/// Runs the dispute to its verdict (time stands still: no deadline expires). Each Step is taken as a
+/// referee node takes it: its inputs kept (no store), then its envelopes delivered.
 LocalRun play_local(RefereeDispute& referee, const std::array<LocalParty, 2>& parties);
 
 }  // namespace tribunal

@@ -9,14 +9,16 @@
 namespace tribunal {
 namespace {
 
-Claim open_claim(const std::vector<uint8_t>& bytes, const char* which) {
-  const Envelope env = open_envelope(bytes);
+// Opens one claim of an opening: decoded and its signature checked, once (the caller keeps both the
+// claim and its signer).
+Envelope open_claim(const std::vector<uint8_t>& bytes, const char* which) {
+  Envelope env = open_envelope(bytes);
   if (env.kind != MessageKind::Claim)
     throw ProtocolError(fmt::format("dispute: {} is not a Claim envelope", which));
   const Claim& c = std::get<Claim>(env.body);
   if (env.context != c.job_id)
     throw ProtocolError(fmt::format("dispute: {} is signed for another job", which));
-  return c;
+  return env;
 }
 
 std::string op_label(uint8_t op) {
@@ -48,7 +50,10 @@ std::string describe(const Query& q) {
 }  // namespace
 
 RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open, DisputeOptions options)
-    : key_(referee_key), reexecute_hook_(options.reexecute_hook), open_bytes_(open.bytes) {
+    : key_(referee_key),
+      reexecute_hook_(options.reexecute_hook),
+      open_bytes_(open.bytes),
+      opener_(open.sender) {
   if (open.kind != MessageKind::DisputeOpen) throw ProtocolError("dispute: expected a DisputeOpen message");
   const auto& d = std::get<DisputeOpen>(open.body);
   // The opening comes from a client over the network: bound what it can make the referee allocate
@@ -89,8 +94,9 @@ RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open,
   params.terms = job_.dispute;
   for (int p = 0; p < 2; ++p) {
     const auto i = static_cast<size_t>(p);
-    params.claims[i] = open_claim(d.claims[i], p == 0 ? "claim 0" : "claim 1");
-    party_keys_[i] = open_envelope(d.claims[i]).sender;
+    const Envelope claim = open_claim(d.claims[i], p == 0 ? "claim 0" : "claim 1");
+    params.claims[i] = std::get<Claim>(claim.body);
+    party_keys_[i] = claim.sender;
     if (params.claims[i].job_id != job_id_)
       throw ProtocolError(
           fmt::format("dispute: claim {} is not for the job and data set the opening describes", p));
@@ -107,6 +113,7 @@ RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open,
   params.dispute_id = dispute_id_;
   oracle_ = std::make_unique<JobOracle>(job_, shape);
   game_ = std::make_unique<Game>(params, *oracle_);
+  opening_msg_ = d;  // kept for the verdict, which carries it: never decoded again
 }
 
 void check_dispute_cost(const DisputeCost& cost, const DisputeLimits& limits) {
@@ -126,46 +133,110 @@ void check_dispute_cost(const DisputeCost& cost, const DisputeLimits& limits) {
     refuse("step graph node count", cost.nodes, limits.max_graph_nodes);
 }
 
-std::vector<uint8_t> RefereeDispute::seal_next(const Body& body) {
+uint64_t RefereeDispute::next_sequence() {
   sequence_ = ((sequence_ >> kReaskSequenceBits) + 1) << kReaskSequenceBits;
   reask_sub_ = 0;
-  // A replayed query was sent by the lost process; resume() re-issues what is still open.
-  if (replaying_ && std::holds_alternative<Query>(body)) return {};
-  return seal(key_, dispute_id_, sequence_, body);
+  return sequence_;
 }
 
-void RefereeDispute::emit(std::string text) {
-  if (on_event && (!replaying_ || events_while_replaying_))
-    on_event({game_->phase(), game_->rounds(), std::move(text)});
+void RefereeDispute::emit(Turn& turn, std::string text) const {
+  turn.events.push_back({game_->phase(), game_->rounds(), std::move(text)});
 }
 
-void RefereeDispute::record(DisputeInput input) {
-  if (replaying_ || !on_input) return;
-  on_input(input, done() ? &*verdict_envelope_ : nullptr);
+// The game's own events (Game::poll_event) in the log's words: each narrowing once, when the game
+// hands off to the next level, and each question round.
+void RefereeDispute::take_game_events(Turn& turn) {
+  while (const std::optional<GameEvent> e = game_->poll_event()) {
+    if (e->kind == GameEvent::Kind::Round) {
+      emit(turn, describe(e->query));
+      continue;
+    }
+    switch (e->level) {
+      case Level::Checkpoints: {
+        const auto cps =
+            checkpoint_steps(static_cast<uint64_t>(job_.steps), static_cast<uint64_t>(job_.stride));
+        const uint64_t k = e->index;
+        emit(turn, fmt::format("level 1: trajectories first differ at checkpoint {} → interval [{}, {}]", k,
+                               cps[k - 1], cps[k]));
+        break;
+      }
+      case Level::Steps:
+        emit(turn, fmt::format("level 2: step {} is the first whose next state differs", e->index));
+        break;
+      case Level::Nodes: {
+        const uint64_t n = e->index;
+        const StepGraph& g = oracle_->graph(game_->located_step());
+        if (n < g.nodes.size())
+          emit(turn, fmt::format("level 3: node records first differ at node {} ({}, output '{}')", n,
+                                 op_name(g.nodes[n].op), g.values[g.nodes[n].outputs[0]].name));
+        else
+          emit(turn, "level 3: every node record agrees; the next states differ");
+        break;
+      }
+    }
+  }
 }
 
-std::vector<RefereeDispute::Outgoing> RefereeDispute::start(GameTime now) {
+// Signs what a turn sends: its questions, numbered as the turn drafted them.
+RefereeDispute::Step RefereeDispute::sealed(Turn turn) {
+  Step step;
+  step.commit = std::move(turn.commit);
+  step.events = std::move(turn.events);
+  step.refused = std::move(turn.refused);
+  step.rejected = turn.rejected;
+  for (Draft& d : turn.send) {
+    if (!d.query) {
+      step.send.push_back({d.party, std::move(d.envelope)});
+      continue;
+    }
+    Outgoing o{d.party, seal(key_, dispute_id_, d.sequence, *d.query), d.question ? d.sequence : 0};
+    if (d.question) last_query_[static_cast<size_t>(d.party)] = o.envelope;
+    step.send.push_back(std::move(o));
+  }
+  if (turn.decided) step.verdict = *verdict_envelope_;
+  return step;
+}
+
+RefereeDispute::Step RefereeDispute::start(GameTime now) {
+  return sealed(start_turn(now));
+}
+RefereeDispute::Step RefereeDispute::on_envelope(int party, const Envelope& env, GameTime now) {
+  return sealed(envelope_turn(party, env, now));
+}
+RefereeDispute::Step RefereeDispute::on_tick(GameTime now) {
+  return sealed(tick_turn(now));
+}
+RefereeDispute::Step RefereeDispute::on_written(int party, uint64_t question, GameTime at) {
+  return sealed(written_turn(party, question, at));
+}
+RefereeDispute::Step RefereeDispute::resume(GameTime now) {
+  return sealed(resume_turn(now));
+}
+
+RefereeDispute::Turn RefereeDispute::start_turn(GameTime now) {
   if (started_) throw ProtocolError("dispute: start() called twice");
   started_ = true;
-  std::vector<Outgoing> out = {{0, open_bytes_}, {1, open_bytes_}};
-  emit(fmt::format(
-      "dispute {} opened: job {}, {} steps, stride {}, {} checkpoints", to_hex(dispute_id_).substr(0, 16),
-      to_hex(job_id_).substr(0, 16), job_.steps, job_.stride,
-      checkpoint_steps(static_cast<uint64_t>(job_.steps), static_cast<uint64_t>(job_.stride)).size()));
-  auto more = handle(game_->start(now), now);
-  out.insert(out.end(), more.begin(), more.end());
-  record({DisputeInput::Kind::Open, 0, open_bytes_, now});
-  return out;
+  Turn turn;
+  turn.send = {{0, 0, false, std::nullopt, open_bytes_}, {1, 0, false, std::nullopt, open_bytes_}};
+  emit(turn,
+       fmt::format(
+           "dispute {} opened: job {}, {} steps, stride {}, {} checkpoints",
+           to_hex(dispute_id_).substr(0, 16), to_hex(job_id_).substr(0, 16), job_.steps, job_.stride,
+           checkpoint_steps(static_cast<uint64_t>(job_.steps), static_cast<uint64_t>(job_.stride)).size()));
+  handle(turn, game_->start(now), now);
+  turn.commit.push_back({DisputeInput::Kind::Open, 0, open_bytes_, now});
+  return turn;
 }
 
-std::vector<RefereeDispute::Outgoing> RefereeDispute::resume(GameTime now) {
+RefereeDispute::Turn RefereeDispute::resume_turn(GameTime now) {
   if (!started_) throw ProtocolError("dispute: resume() before start()");
-  if (done()) return {};
-  emit("resumed: re-issuing the open questions with restarted clocks");
+  Turn turn;
+  if (done()) return turn;
+  emit(turn, "resumed: re-issuing the open questions with restarted clocks");
   opening_.clear();  // a partial opening is asked for again, whole
-  auto out = handle(game_->on_resume(now), now);
-  record({DisputeInput::Kind::Resume, 0, {}, now});
-  return out;
+  handle(turn, game_->on_resume(now), now);
+  turn.commit.push_back({DisputeInput::Kind::Resume, 0, {}, now});
+  return turn;
 }
 
 std::vector<RefereeDispute::Outgoing> RefereeDispute::reconnect(int party) const {
@@ -181,15 +252,19 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::reconnect(int party) const
 std::unique_ptr<RefereeDispute> RefereeDispute::replay(const KeyPair& referee_key,
                                                        std::span<const DisputeInput> inputs,
                                                        DisputeOptions options,
-                                                       std::function<void(const DisputeEvent&)> events) {
+                                                       std::vector<DisputeEvent>* events) {
   if (inputs.empty() || inputs[0].kind != DisputeInput::Kind::Open)
     throw ProtocolError("dispute replay: the record does not start with the dispute's opening");
   options.limits.reset();  // a recorded dispute was admitted when it was opened, whatever the limits are now
   auto d = std::make_unique<RefereeDispute>(referee_key, open_envelope(inputs[0].envelope), options);
-  d->replaying_ = true;
-  d->events_while_replaying_ = static_cast<bool>(events);
-  d->on_event = std::move(events);
-  d->start(inputs[0].at);
+  // What a turn would send was sent by the lost process (resume() re-issues what is still open) and
+  // its inputs are the record itself: only its events are kept, when asked for.
+  const auto keep = [&](Turn turn) {
+    if (events)
+      events->insert(events->end(), std::make_move_iterator(turn.events.begin()),
+                     std::make_move_iterator(turn.events.end()));
+  };
+  keep(d->start_turn(inputs[0].at));
   for (size_t i = 1; i < inputs.size(); ++i) {
     const DisputeInput& in = inputs[i];
     const auto diverged = [&](const std::string& why) {
@@ -202,45 +277,44 @@ std::unique_ptr<RefereeDispute> RefereeDispute::replay(const KeyPair& referee_ke
         throw diverged("a second opening");
       case DisputeInput::Kind::Envelope: {
         if (in.party < 0 || in.party > 1) throw diverged("party out of range");
-        std::string refused;
         Envelope env;
         try {
           env = open_envelope(in.envelope, SignatureCheck::DeferTensorChunks);  // as the node opened it
         } catch (const ProtocolError& e) {
           throw diverged(std::string("its envelope does not open: ") + e.what());
         }
-        d->on_envelope(in.party, env, in.at, &refused);
-        if (!refused.empty()) throw diverged(refused);
-        if (d->refused_by_game_) throw diverged("the game refuses the envelope");
+        Turn turn = d->envelope_turn(in.party, env, in.at);
+        if (!turn.refused.empty()) throw diverged(turn.refused);
+        if (turn.rejected) throw diverged("the game refuses the envelope");
+        keep(std::move(turn));
         break;
       }
       case DisputeInput::Kind::Tick:
-        d->on_tick(in.at);
+        keep(d->tick_turn(in.at));
         if (!d->done()) throw diverged("the tick decides nothing");
         break;
       case DisputeInput::Kind::Resume:
-        d->resume(in.at);
+        keep(d->resume_turn(in.at));
         break;
-      case DisputeInput::Kind::Asked:
+      case DisputeInput::Kind::Asked: {
         if (in.party < 0 || in.party > 1) throw diverged("party out of range");
-        if (!d->game_->awaiting(in.party)) throw diverged("the question was not open");
-        d->game_->on_question_written(in.party, in.at);
+        const uint64_t question = d->question_sequence_[static_cast<size_t>(in.party)];
+        if (!d->game_->awaiting(in.party) || question == 0) throw diverged("the question was not open");
+        keep(d->written_turn(in.party, question, in.at));
         break;
+      }
       default:
         throw diverged("unknown input kind");
     }
   }
-  d->replaying_ = false;
-  d->events_while_replaying_ = false;
-  d->on_event = nullptr;
   return d;
 }
 
-std::vector<RefereeDispute::Outgoing> RefereeDispute::on_envelope(int party, const Envelope& env,
-                                                                  GameTime now, std::string* refused) {
+RefereeDispute::Turn RefereeDispute::envelope_turn(int party, const Envelope& env, GameTime now) {
+  Turn turn;
   const auto refuse = [&](std::string why) {
-    if (refused) *refused = std::move(why);
-    return std::vector<Outgoing>{};
+    turn.refused = std::move(why);
+    return std::move(turn);
   };
   if (done()) return refuse("the dispute is over");
   if (party < 0 || party > 1) return refuse("not a party of this dispute");
@@ -273,9 +347,12 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::on_envelope(int party, con
     last_sequence_[static_cast<size_t>(party)] =
         std::max(last_sequence_[static_cast<size_t>(party)], env.sequence);
   const bool redundant = is_refusal(actions) && std::get<Rejected>(actions.front()).redundant;
-  refused_by_game_ = is_refusal(actions) && !redundant;
-  if (redundant) return {};  // the other party's opening came first: nothing to record or report
-  if (refused_by_game_) return handle(std::move(actions), now);
+  if (redundant) return turn;  // the other party's opening came first: nothing to record or report
+  if (is_refusal(actions)) {
+    turn.rejected = true;
+    handle(turn, std::move(actions), now);
+    return turn;
+  }
   DisputeInput input{DisputeInput::Kind::Envelope, party, env.bytes, now};
   if (actions.empty() && (game_->phase() == Phase::OpenInputs || game_->phase() == Phase::OpenLog)) {
     // An opening in progress changes nothing durable (a resumed game asks for it whole again): its
@@ -283,59 +360,54 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::on_envelope(int party, con
     // decides something. The logs of a rounding-log node likewise: a log one party completed before a
     // restart is not in the record, so the replayed game asks both parties again.
     opening_.push_back(std::move(input));
-    return {};
+    return turn;
   }
-  for (DisputeInput& earlier : opening_) record(std::move(earlier));  // before what this one causes
+  turn.commit = std::move(opening_);  // before what this one causes
   opening_.clear();
-  auto out = handle(std::move(actions), now);
-  record(std::move(input));
-  return out;
+  turn.commit.push_back(std::move(input));
+  handle(turn, std::move(actions), now);
+  return turn;
 }
 
-std::vector<RefereeDispute::Outgoing> RefereeDispute::on_tick(GameTime now) {
-  if (done()) return {};
+RefereeDispute::Turn RefereeDispute::tick_turn(GameTime now) {
+  Turn turn;
+  if (done()) return turn;
   auto actions = game_->on_tick(now);
   if (actions.empty()) {
-    std::vector<Outgoing> out;
-    if (replaying_) return out;
     for (SendQuery& q : game_->reask(now)) {
       if (reask_sub_ + 1 >= (uint64_t{1} << kReaskSequenceBits)) break;  // asked enough: the clock decides
       const uint64_t sequence = (sequence_ & ~((uint64_t{1} << kReaskSequenceBits) - 1)) | ++reask_sub_;
-      out.push_back({q.party, seal(key_, dispute_id_, sequence, q.query)});
+      turn.send.push_back({q.party, sequence, false, std::move(q.query), {}});
     }
-    return out;
+    return turn;
   }
-  auto out = handle(std::move(actions), now);
-  record({DisputeInput::Kind::Tick, 0, {}, now});
-  return out;
+  handle(turn, std::move(actions), now);
+  turn.commit.push_back({DisputeInput::Kind::Tick, 0, {}, now});
+  return turn;
 }
 
-void RefereeDispute::on_written(int party, uint64_t question, GameTime at) {
+RefereeDispute::Turn RefereeDispute::written_turn(int party, uint64_t question, GameTime at) {
+  Turn turn;
   if (done() || party < 0 || party > 1 || question == 0 ||
       question != question_sequence_[static_cast<size_t>(party)])
-    return;
+    return turn;
   // Recorded whenever it reaches an open question, changed or not (the same millisecond): so the
   // record of a dispute played without losses has the same inputs however fast its writes were.
   // Only the first write of a question starts its clock: a party that drops its connection gets the
   // question again on the next one (reconnect()) with its clock running on.
   question_sequence_[static_cast<size_t>(party)] = 0;
-  if (!game_->awaiting(party)) return;
+  if (!game_->awaiting(party)) return turn;
   game_->on_question_written(party, at);
-  record({DisputeInput::Kind::Asked, party, {}, at});
+  turn.commit.push_back({DisputeInput::Kind::Asked, party, {}, at});
+  return turn;
 }
 
 std::optional<GameTime> RefereeDispute::next_wakeup() const {
   if (done()) return std::nullopt;
-  std::optional<GameTime> next = game_->next_reask();
-  for (int p = 0; p < 2; ++p)
-    if (game_->awaiting(p)) {
-      const GameTime d = game_->deadline(p) + std::chrono::milliseconds(1);
-      next = next ? std::min(*next, d) : d;
-    }
-  return next;
+  return game_->next_deadline();
 }
 
-std::vector<Action> RefereeDispute::reexecute(const Reexecute& rx, GameTime now) {
+std::vector<Action> RefereeDispute::reexecute(Turn& turn, const Reexecute& rx, GameTime now) {
   std::string failure;
   for (int attempt = 1; attempt <= kReexecuteAttempts; ++attempt) {
     try {
@@ -344,81 +416,55 @@ std::vector<Action> RefereeDispute::reexecute(const Reexecute& rx, GameTime now)
     } catch (const OpError& e) {
       // The op refuses the inputs both parties committed to (e.g. a label out of range): a fault of
       // every party that committed to running them, so no outputs match.
-      emit(std::string("re-execution refuses the committed inputs: ") + e.what());
+      emit(turn, std::string("re-execution refuses the committed inputs: ") + e.what());
       return game_->on_reexecuted(std::vector<Digest>{}, now);
     } catch (const std::exception& e) {
       // Anything else (bad_alloc, an internal error) is the referee's failure, never a party's.
       failure = e.what();
-      emit(fmt::format("re-execution attempt {} of {} failed: {}", attempt, kReexecuteAttempts, failure));
+      emit(turn,
+           fmt::format("re-execution attempt {} of {} failed: {}", attempt, kReexecuteAttempts, failure));
     }
   }
   return game_->on_reexecution_failed(failure, now);
 }
 
-std::vector<RefereeDispute::Outgoing> RefereeDispute::handle(std::vector<Action> actions, GameTime now) {
-  std::vector<Outgoing> out;
-  while (!actions.empty()) {
+void RefereeDispute::handle(Turn& turn, std::vector<Action> actions, GameTime now) {
+  for (;;) {
+    take_game_events(turn);  // what the game did to make these actions comes first
+    if (actions.empty()) return;
     std::vector<Action> next;
     for (Action& a : actions) {
       if (auto* q = std::get_if<SendQuery>(&a)) {
-        const Phase phase = game_->phase();
-        if (phase != last_phase_) {
-          // Report each narrowing once, when the game moves on to the next level.
-          if (phase == Phase::IntervalCommit) {
-            const auto cps =
-                checkpoint_steps(static_cast<uint64_t>(job_.steps), static_cast<uint64_t>(job_.stride));
-            const uint64_t k = game_->located_interval();
-            emit(fmt::format("level 1: trajectories first differ at checkpoint {} → interval [{}, {}]", k,
-                             cps[k - 1], cps[k]));
-          } else if (phase == Phase::StepCommit) {
-            emit(
-                fmt::format("level 2: step {} is the first whose next state differs", game_->located_step()));
-          } else if (phase == Phase::OpenRecords ||
-                     (phase == Phase::OpenInputs && last_phase_ != Phase::OpenRecords)) {
-            const uint64_t n = game_->located_node();
-            const StepGraph& g = oracle_->graph(game_->located_step());
-            if (n < g.nodes.size())
-              emit(fmt::format("level 3: node records first differ at node {} ({}, output '{}')", n,
-                               op_name(g.nodes[n].op), g.values[g.nodes[n].outputs[0]].name));
-            else
-              emit("level 3: every node record agrees; the next states differ");
-          }
-          last_phase_ = phase;
-        }
-        if (q->query.round != last_logged_round_) {
-          last_logged_round_ = q->query.round;
-          emit(describe(q->query));
-        }
-        out.push_back({q->party, seal_next(q->query), sequence_});
-        last_query_[static_cast<size_t>(q->party)] = out.back().envelope;
-        question_sequence_[static_cast<size_t>(q->party)] = sequence_;
-        if (replaying_) out.pop_back();
+        const uint64_t sequence = next_sequence();
+        question_sequence_[static_cast<size_t>(q->party)] = sequence;
+        turn.send.push_back({q->party, sequence, true, std::move(q->query), {}});
       } else if (auto* rx = std::get_if<Reexecute>(&a)) {
-        emit(
-            fmt::format("re-executing node {} ({}) of step {} {}", rx->node, op_label(rx->spec.op), rx->step,
-                        rx->spec.rounding_log ? "in float64 with each party's rounding log" : "with RepOps"));
-        auto more = reexecute(*rx, now);
+        emit(turn, fmt::format(
+                       "re-executing node {} ({}) of step {} {}", rx->node, op_label(rx->spec.op), rx->step,
+                       rx->spec.rounding_log ? "in float64 with each party's rounding log" : "with RepOps"));
+        auto more = reexecute(turn, *rx, now);
         next.insert(next.end(), more.begin(), more.end());
       } else if (auto* f = std::get_if<Finished>(&a)) {
         verdict_ = f->verdict;
-        verdict_.opening = std::get<DisputeOpen>(open_envelope(open_bytes_).body);
-        verdict_envelope_ = seal_next(verdict_);
+        verdict_.opening = opening_msg_;
+        verdict_envelope_ = seal(key_, dispute_id_, next_sequence(), verdict_);
+        turn.decided = true;
         std::string who = is_undecided(verdict_.reason) ? "undecided"
                           : verdict_.winners.empty()    ? "no valid claim"
                                                      : fmt::format("provider {} wins", verdict_.winners[0]);
-        emit(fmt::format(
-            "verdict: {} ({}) at level {}, step {}, node {}{}; {} rounds", who, reason_name(verdict_.reason),
-            static_cast<int>(verdict_.level), verdict_.step, verdict_.node,
-            verdict_.level == Level::Nodes ? " (" + op_label(verdict_.op) + ")" : "", verdict_.rounds));
-        out.push_back({0, *verdict_envelope_});
-        out.push_back({1, *verdict_envelope_});
+        emit(turn, fmt::format("verdict: {} ({}) at level {}, step {}, node {}{}; {} rounds", who,
+                               reason_name(verdict_.reason), static_cast<int>(verdict_.level), verdict_.step,
+                               verdict_.node,
+                               verdict_.level == Level::Nodes ? " (" + op_label(verdict_.op) + ")" : "",
+                               verdict_.rounds));
+        turn.send.push_back({0, 0, false, std::nullopt, *verdict_envelope_});
+        turn.send.push_back({1, 0, false, std::nullopt, *verdict_envelope_});
       } else if (auto* r = std::get_if<Rejected>(&a)) {
-        emit(fmt::format("refused a message from provider {}: {}", r->party, r->reason));
+        emit(turn, fmt::format("refused a message from provider {}: {}", r->party, r->reason));
       }
     }
     actions = std::move(next);
   }
-  return out;
 }
 
 Verdict verify_verdict(std::span<const uint8_t> bytes, const PublicKey& referee) {
@@ -437,7 +483,7 @@ Verdict verify_verdict(std::span<const uint8_t> bytes, const PublicKey& referee)
   if (job_id(job, d.dataset_root, shape) != v.job_id)
     throw ProtocolError("the verdict's job id is not the id of the job and data set in its opening");
   for (size_t i = 0; i < d.claims.size(); ++i) {
-    const Claim c = open_claim(d.claims[i], i == 0 ? "claim 0" : "claim 1");
+    const Claim c = std::get<Claim>(open_claim(d.claims[i], i == 0 ? "claim 0" : "claim 1").body);
     if (c.job_id != v.job_id) throw ProtocolError("a claim in the verdict is for another job");
   }
   const bool undecided = is_undecided(v.reason);

@@ -1,14 +1,15 @@
 // One dispute as the referee plays it: checks the opening (two claims, signed by two different
 // providers, for the job the referee re-derives), drives the Game, checks every envelope's sender,
 // context and sequence before the game sees it, re-executes the located node with RepOps, and signs
-// the verdict. Transport-agnostic: it takes envelopes and returns envelopes (nodes/referee_node.cpp
-// moves them over WebSocket).
+// the verdict. Sans-I/O (docs/architecture.md), in quinn-proto's shape: every handler takes one input
+// and returns a RefereeDispute::Step — what to commit, what to send, what happened — and never calls
+// back; nodes/referee_node.cpp moves the envelopes over WebSocket and the inputs into the store.
 //
 // Event sourcing (docs/protocol.md "Resuming"): every input that changes the dispute — the opening, each
 // envelope the game accepted (a party's opening of inputs once it completes or decides something), each tick
-// that decided something, each resume — is reported through `on_input` before the messages it causes are
-// returned, so a durable referee commits it first (referee/store.h) and can rebuild the dispute with replay()
-// after a crash. The referee's own sequence numbers are a function of those inputs, so a replayed dispute
+// that decided something, each resume — is returned in its Step's `commit`, so a durable referee commits it
+// before it sends the Step's messages (referee/store.h) and can rebuild the dispute with replay() after a
+// crash. The referee's own sequence numbers are a function of those inputs, so a replayed dispute
 // continues them where the lost process left off.
 #pragma once
 
@@ -113,61 +114,76 @@ class RefereeDispute {
     uint64_t question = 0;
   };
 
+  /// What one handler call asks of its driver, in this order (write-ahead, docs/protocol.md
+  /// "Resuming"): commit `commit` to the durable store, in order, `verdict` with the last input; only
+  /// once that succeeded send `send` (if the commit throws, nothing is sent and the dispute stops);
+  /// then log or keep `events`.
+  struct Step {
+    /// The inputs that changed the dispute, in the order replay() needs them: the Open (start), the
+    /// accepted envelope (on_envelope; with it, first, the pieces of an opening it completed), the
+    /// deciding Tick, the Resume, the Asked (on_written). Empty when nothing durable changed.
+    std::vector<DisputeInput> commit;
+    std::vector<Outgoing> send;  ///< the envelopes to deliver, in order
+    std::vector<DisputeEvent>
+        events;  ///< what happened, in order (rounds, narrowings, refusals, the verdict)
+    /// The signed verdict envelope when this step decided the dispute (then `commit` is not empty).
+    std::optional<std::vector<uint8_t>> verdict;
+    /// on_envelope only: why the envelope was refused before the game saw it (wrong key, another
+    /// dispute, stale sequence, a deferred signature that does not verify); empty otherwise.
+    std::string refused;
+    /// on_envelope only: the game refused the envelope (a Rejected action; its reason is in `events`).
+    bool rejected = false;
+  };
+
   /// The first questions; also the DisputeOpen forwarded to both providers, so they know the job.
-  /// Reports an Open input.
-  std::vector<Outgoing> start(GameTime now);
+  /// Commits the Open input.
+  Step start(GameTime now);
 
-  /// An envelope received from a party's connection. Envelopes not signed by that party's claim key,
-  /// for another dispute, or with a stale sequence number are refused without effect (returned in
-  /// `refused`). An envelope opened with SignatureCheck::DeferTensorChunks whose chunk the game would
-  /// hold against the party has its signature checked first, and is refused if it does not verify.
-  /// Reports an Envelope input when the game accepted it.
-  std::vector<Outgoing> on_envelope(int party, const Envelope& env, GameTime now,
-                                    std::string* refused = nullptr);
+  /// An envelope received from a party's connection, opened (decoded, and signature-checked unless
+  /// deferred) once by the caller. Envelopes not signed by that party's claim key, for another
+  /// dispute, or with a stale sequence number are refused without effect (Step::refused). An envelope
+  /// opened with SignatureCheck::DeferTensorChunks whose chunk the game would hold against the party
+  /// has its signature checked here first — the only second look at an envelope — and is refused if
+  /// it does not verify. Commits an Envelope input when the game accepted it.
+  Step on_envelope(int party, const Envelope& env, GameTime now);
 
-  /// Checks deadlines; reports a Tick input when a party forfeited. Otherwise asks again what a
+  /// Checks deadlines; commits a Tick input when a party forfeited. Otherwise asks again what a
   /// party owes and is due for (Game::reask; docs/protocol.md, "Lost frames"): not an input, nothing
-  /// is reported. The re-asks are numbered between the question's sequence number and the next one's
+  /// to commit. The re-asks are numbered between the question's sequence number and the next one's
   /// (kReaskSequenceBits), so the sequence numbers of every recorded input's messages stay a function
   /// of the record.
-  std::vector<Outgoing> on_tick(GameTime now);
+  Step on_tick(GameTime now);
 
   /// The question with sequence `question` (an Outgoing's) was written to `party`'s connection at
-  /// `at`: the party's clock starts then (Game::on_question_written). Reports an Asked input while the
-  /// party owes an answer to it.
-  void on_written(int party, uint64_t question, GameTime at);
+  /// `at`: the party's clock starts then (Game::on_question_written). Commits an Asked input while the
+  /// party owes an answer to it; sends nothing.
+  Step on_written(int party, uint64_t question, GameTime at);
 
-  /// When on_tick() has something to do next: the earliest deadline (plus 1 ms) or re-ask.
+  /// When on_tick() has something to do next (Game::next_deadline); nullopt once done.
   std::optional<GameTime> next_wakeup() const;
 
   /// Resumes the dispute after a restart: re-issues the open questions with fresh (higher) sequence
-  /// numbers and clocks restarted from `now` (Game::on_resume). Reports a Resume input.
-  std::vector<Outgoing> resume(GameTime now);
+  /// numbers and clocks restarted from `now` (Game::on_resume). Commits a Resume input.
+  Step resume(GameTime now);
 
   /// What a (re)connected provider connection must receive: the DisputeOpen, then the question the
   /// party still owes an answer to, if any, as it was last sent (same bytes and sequence: the
   /// provider's new connection is a new session). Nothing once the dispute is done.
   std::vector<Outgoing> reconnect(int party) const;
 
-  /// Rebuilds a dispute from its recorded inputs (the first must be its Open): the same inputs give
-  /// the same game, the same referee sequence numbers and the same verdict. No input is reported and
-  /// no event emitted while replaying. Throws ProtocolError naming the input if the record does not
-  /// replay (an envelope the game now refuses, an Open that is not first). With `events`, the events
-  /// the dispute emitted when it was played are emitted again to it (a report's rounds).
+  /// Rebuilds a dispute from its recorded inputs (the first must be its Open): feeds them through the
+  /// same handlers and drops what they would send (the lost process sent it; resume() re-issues what is
+  /// still open), so the same inputs give the same game, the same referee sequence numbers and the
+  /// same verdict. Questions are not signed while replaying (nothing is sent). Throws ProtocolError
+  /// naming the input if the record does not replay (an envelope the game now refuses, an Open that is
+  /// not first). With `events`, the events the dispute made when it was played are appended to it
+  /// (refusals of envelopes that were never recorded aside).
   static std::unique_ptr<RefereeDispute> replay(const KeyPair& referee_key,
                                                 std::span<const DisputeInput> inputs,
                                                 DisputeOptions options = {},
-                                                std::function<void(const DisputeEvent&)> events = {});
-
-  /// Receives each input that changed the dispute, after the game took it and before its outgoing
-  /// messages are returned (write-ahead: a durable referee commits it here; if this throws, the
-  /// exception propagates and the messages must not be sent). `verdict` is the signed verdict
-  /// envelope when this input ended the dispute, else null.
-  std::function<void(const DisputeInput& input, const std::vector<uint8_t>* verdict)> on_input;
+                                                std::vector<DisputeEvent>* events = nullptr);
 
   bool done() const { return verdict_envelope_.has_value(); }
-  /// Whether the game refused the envelope of the last on_envelope call (a Rejected action).
-  bool refused_last() const { return refused_by_game_; }
   const Digest& dispute_id() const { return dispute_id_; }
   const Digest& job_id() const { return job_id_; }
   /// The signed verdict envelope, once done.
@@ -183,23 +199,49 @@ class RefereeDispute {
   uint64_t sequence() const { return sequence_; }
   /// The client's DisputeOpen envelope.
   const std::vector<uint8_t>& open_envelope_bytes() const { return open_bytes_; }
-
-  /// Receives every event (DisputeEvent).
-  std::function<void(const DisputeEvent&)> on_event;
+  /// Who signed the DisputeOpen (the opening client's key).
+  const PublicKey& opener() const { return opener_; }
 
  private:
-  std::vector<Outgoing> handle(std::vector<Action> actions, GameTime now);
-  std::vector<Action> reexecute(const Reexecute& rx, GameTime now);
-  std::vector<uint8_t> seal_next(const Body& body);
-  uint64_t reask_sub_ = 0;                       // re-asks sealed since the last seal_next
+  // A handler's result before its questions are signed: replay() drops it unsigned, the public
+  // handlers seal it (sealed()). A Draft with a query is a message numbered `sequence`: a question
+  // asked the first time (`question`) or a re-ask.
+  struct Draft {
+    int party = 0;
+    uint64_t sequence = 0;
+    bool question = false;
+    std::optional<Query> query;     // a message to sign
+    std::vector<uint8_t> envelope;  // else an envelope already sealed (the opening, the verdict)
+  };
+  struct Turn {
+    std::vector<DisputeInput> commit;
+    std::vector<Draft> send;
+    std::vector<DisputeEvent> events;
+    bool decided = false;
+    std::string refused;
+    bool rejected = false;
+  };
+  Turn start_turn(GameTime now);
+  Turn envelope_turn(int party, const Envelope& env, GameTime now);
+  Turn tick_turn(GameTime now);
+  Turn written_turn(int party, uint64_t question, GameTime at);
+  Turn resume_turn(GameTime now);
+  Step sealed(Turn turn);
+
+  void handle(Turn& turn, std::vector<Action> actions, GameTime now);
+  std::vector<Action> reexecute(Turn& turn, const Reexecute& rx, GameTime now);
+  uint64_t next_sequence();
+  void take_game_events(Turn& turn);
+  void emit(Turn& turn, std::string text) const;
+  uint64_t reask_sub_ = 0;                       // re-asks sealed since the last next_sequence
   std::array<uint64_t, 2> question_sequence_{};  // the open question's sequence, per party
-  void emit(std::string text);
-  void record(DisputeInput input);
 
   KeyPair key_;
   std::function<void(int)> reexecute_hook_;
   Digest job_id_{}, dispute_id_{};
   std::vector<uint8_t> open_bytes_;
+  DisputeOpen opening_msg_;  // the opening, decoded once (the verdict carries it)
+  PublicKey opener_{};
   std::array<PublicKey, 2> party_keys_{};
   std::array<uint64_t, 2> last_sequence_{};
   std::vector<std::string> providers_;
@@ -209,15 +251,10 @@ class RefereeDispute {
   std::unique_ptr<Game> game_;
   uint64_t sequence_ = 0;
   bool started_ = false;
-  bool replaying_ = false;                          // replay(): no signing of queries, no reports
-  bool events_while_replaying_ = false;             // replay() with events
-  bool refused_by_game_ = false;                    // the last on_envelope was refused by the game
   std::array<std::vector<uint8_t>, 2> last_query_;  // the last question sent to each party
   std::vector<DisputeInput> opening_;               // OpenInputs envelopes taken, not yet recorded
   Verdict verdict_;
   std::optional<std::vector<uint8_t>> verdict_envelope_;
-  Phase last_phase_ = Phase::Checkpoints;
-  uint32_t last_logged_round_ = 0;
 };
 
 /// Checks a verdict envelope offline: decodes it, verifies that `referee` signed it, that its dispute

@@ -111,8 +111,10 @@ std::string seconds(std::chrono::milliseconds ms) {
 
 std::vector<DisputeEvent> dispute_events(std::span<const DisputeInput> inputs) {
   std::vector<DisputeEvent> events;
-  // Any key: the replayed verdict is not kept, only what the game did.
-  RefereeDispute::replay(generate_keypair(), inputs, {}, [&](const DisputeEvent& e) { events.push_back(e); });
+  // Any key: the replayed verdict is not kept, only what the game did. Only for a record whose events
+  // the store does not hold (a dispute decided before schema version 4 kept them): the store's
+  // events are read otherwise (RefereeStore::events).
+  RefereeDispute::replay(generate_keypair(), inputs, {}, &events);
   return events;
 }
 

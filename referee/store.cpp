@@ -10,17 +10,20 @@
 namespace tribunal {
 namespace {
 
-constexpr int kSchemaVersion = 4;
+constexpr int kSchemaVersion = 5;
 
 // The schema. `inputs` is append-only while a dispute is undecided: rows are inserted, never updated;
 // `n` gives the order of the inputs of one dispute. A dispute is decided once its `verdict` is set,
 // at `decided_at` (Unix seconds); prune() deletes a decided dispute's inputs after the retention
-// period and keeps its row and verdict. `events` holds a decided dispute's rounds as it played them
-// (DisputeEvent), written with its verdict and kept with it: the dispute's page is rendered from them,
-// never by replaying the record (docs/running.md, "Dispute reports"). (Version 1 had no `decided_at`;
-// versions 1 and 2 kept the referee's deadlines per dispute, which the job's [dispute] terms replace;
-// versions 1 to 3 had no `events`: opening such a store upgrades it, and the disputes it decided keep
-// no rounds.)
+// period and keeps its row and verdict. `events` holds each dispute's rounds as it plays them
+// (DisputeEvent), written with the inputs that made them and kept with the verdict: the dispute's page
+// is rendered from them and a resumed dispute continues them, never by replaying the record
+// (docs/running.md, "Dispute reports"). `events_kept` is 0 for a dispute whose events before some point
+// are missing: it was undecided, or decided without rounds, when an older store was upgraded.
+// (Version 1 had no `decided_at`; versions 1 and 2 kept the referee's deadlines per dispute, which the
+// job's [dispute] terms replace; versions 1 to 3 had no `events`; version 4 wrote them only with the
+// verdict and had no `events_kept`. Opening such a store upgrades it: the disputes it decided without
+// rounds keep none, and the undecided ones get theirs back when they are resumed, by replay.)
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta (
   key TEXT PRIMARY KEY,
@@ -30,7 +33,8 @@ CREATE TABLE IF NOT EXISTS disputes (
   id BLOB PRIMARY KEY CHECK (length(id) = 32),
   client TEXT NOT NULL,
   verdict BLOB,
-  decided_at INTEGER
+  decided_at INTEGER,
+  events_kept INTEGER NOT NULL DEFAULT 1
 );
 CREATE TABLE IF NOT EXISTS inputs (
   n INTEGER PRIMARY KEY,
@@ -180,7 +184,7 @@ RefereeStore::RefereeStore(const std::filesystem::path& dir, const PublicKey& re
       }
       exec(fmt::format("PRAGMA user_version={}", kSchemaVersion).c_str());
       exec("COMMIT");
-    } else if (version >= 1 && version <= 3) {
+    } else if (version >= 1 && version <= 4) {
       exec("BEGIN IMMEDIATE");
       if (version == 1) {
         // Version 1's decided disputes get the time of this upgrade as their decision time.
@@ -193,7 +197,10 @@ RefereeStore::RefereeStore(const std::filesystem::path& dir, const PublicKey& re
         exec("ALTER TABLE disputes DROP COLUMN answer_timeout_ms");
         exec("ALTER TABLE disputes DROP COLUMN recompute_timeout_ms");
       }
-      exec(kEventsTable);
+      if (version <= 3) exec(kEventsTable);
+      // Version 5: events as they happen. Those of a dispute without rows were never written.
+      exec("ALTER TABLE disputes ADD COLUMN events_kept INTEGER NOT NULL DEFAULT 1");
+      exec("UPDATE disputes SET events_kept = 0 WHERE id NOT IN (SELECT DISTINCT dispute FROM events)");
       exec(fmt::format("PRAGMA user_version={}", kSchemaVersion).c_str());
       exec("COMMIT");
     } else if (version != kSchemaVersion) {
@@ -218,7 +225,8 @@ RefereeStore::~RefereeStore() {
   sqlite3_close(db_);
 }
 
-void RefereeStore::open_dispute(const Digest& id, const DisputeInput& open, const std::string& client) {
+void RefereeStore::open_dispute(const Digest& id, const DisputeInput& open, const std::string& client,
+                                std::span<const DisputeEvent> events) {
   if (open.kind != DisputeInput::Kind::Open)
     throw StoreError("referee store: a dispute's first input must be its opening");
   std::lock_guard lock(mu_);
@@ -246,6 +254,7 @@ void RefereeStore::open_dispute(const Digest& id, const DisputeInput& open, cons
       s.bind(4, static_cast<int64_t>(open.at.time_since_epoch().count()));
       s.step();
     }
+    insert_events(id, events);
     exec("COMMIT");
   } catch (...) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
@@ -285,26 +294,67 @@ void RefereeStore::append(const Digest& id, const DisputeInput& input, const std
       s.bind(2, *verdict);
       s.bind(3, unix_seconds(std::chrono::system_clock::now()));
       s.step();
-      // Its rounds, kept with the verdict for its page (at most kMaxStoredEvents).
-      const size_t kept = std::min(events.size(), kMaxStoredEvents);
-      for (size_t i = 0; i < kept; ++i) {
-        const DisputeEvent& e = i + 1 == kept && kept < events.size() ? events.back() : events[i];
-        Statement ev(*this,
-                     "INSERT INTO events (dispute, n, phase, round, text) VALUES (?1, ?2, ?3, ?4, ?5)");
-        ev.bind(1, id);
-        ev.bind(2, static_cast<int64_t>(i));
-        ev.bind(3, static_cast<int64_t>(e.phase));
-        ev.bind(4, static_cast<int64_t>(e.round));
-        ev.bind(5, e.text);
-        ev.step();
-      }
     }
+    insert_events(id, events);
     exec("COMMIT");
   } catch (...) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     throw;
   }
   ++committed_;
+}
+
+// Called with mu_ held, inside a transaction. Appends after the dispute's stored events: the first
+// kMaxStoredEvents − 1 keep their rows, and the last row holds the latest event from then on.
+void RefereeStore::insert_events(const Digest& id, std::span<const DisputeEvent> events) {
+  if (events.empty()) return;
+  int64_t n = 0;
+  {
+    Statement s(*this, "SELECT count(*) FROM events WHERE dispute = ?1");
+    s.bind(1, id);
+    if (s.step()) n = s.integer(0);
+  }
+  constexpr auto kLast = static_cast<int64_t>(kMaxStoredEvents) - 1;
+  for (const DisputeEvent& e : events) {
+    Statement ev(
+        *this, "INSERT OR REPLACE INTO events (dispute, n, phase, round, text) VALUES (?1, ?2, ?3, ?4, ?5)");
+    ev.bind(1, id);
+    ev.bind(2, std::min(n, kLast));
+    ev.bind(3, static_cast<int64_t>(e.phase));
+    ev.bind(4, static_cast<int64_t>(e.round));
+    ev.bind(5, e.text);
+    ev.step();
+    ++n;
+  }
+}
+
+void RefereeStore::restore_events(const Digest& id, std::span<const DisputeEvent> events) {
+  std::lock_guard lock(mu_);
+  exec("BEGIN IMMEDIATE");
+  try {
+    {
+      Statement s(*this, "SELECT 1 FROM disputes WHERE id = ?1 AND verdict IS NULL");
+      s.bind(1, id);
+      if (!s.step())
+        throw StoreError(
+            fmt::format("referee store {}: no undecided dispute {}", file_.string(), to_hex(id)));
+    }
+    {
+      Statement s(*this, "DELETE FROM events WHERE dispute = ?1");
+      s.bind(1, id);
+      s.step();
+    }
+    insert_events(id, events);
+    {
+      Statement s(*this, "UPDATE disputes SET events_kept = 1 WHERE id = ?1");
+      s.bind(1, id);
+      s.step();
+    }
+    exec("COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
 }
 
 size_t RefereeStore::prune(std::chrono::system_clock::time_point decided_before) {
@@ -351,6 +401,10 @@ std::optional<std::vector<uint8_t>> RefereeStore::verdict(const Digest& id) {
 
 std::vector<DisputeEvent> RefereeStore::events(const Digest& id) {
   std::lock_guard lock(mu_);
+  return read_events(id);
+}
+
+std::vector<DisputeEvent> RefereeStore::read_events(const Digest& id) {
   std::vector<DisputeEvent> out;
   Statement s(*this, "SELECT phase, round, text FROM events WHERE dispute = ?1 ORDER BY n");
   s.bind(1, id);
@@ -371,10 +425,11 @@ bool RefereeStore::contains(const Digest& id) {
   return s.step();
 }
 
-StoredDispute RefereeStore::read_dispute(const Digest& id, std::string client) {
+StoredDispute RefereeStore::read_dispute(const Digest& id, std::string client, bool events_kept) {
   StoredDispute d;
   d.id = id;
   d.client = std::move(client);
+  if (events_kept) d.events = read_events(id);
   Statement s(*this, "SELECT kind, party, envelope, now_ms FROM inputs WHERE dispute = ?1 ORDER BY n");
   s.bind(1, id);
   while (s.step()) {
@@ -408,10 +463,10 @@ StoredDispute RefereeStore::read_dispute(const Digest& id, std::string client) {
 
 std::optional<StoredDispute> RefereeStore::load(const Digest& id) {
   std::lock_guard lock(mu_);
-  Statement s(*this, "SELECT client FROM disputes WHERE id = ?1 AND verdict IS NULL");
+  Statement s(*this, "SELECT client, events_kept FROM disputes WHERE id = ?1 AND verdict IS NULL");
   s.bind(1, id);
   if (!s.step()) return std::nullopt;
-  return read_dispute(id, s.text(0));
+  return read_dispute(id, s.text(0), s.integer(1) != 0);
 }
 
 std::vector<DisputeInput> RefereeStore::inputs(const Digest& id) {
@@ -424,7 +479,7 @@ std::vector<DisputeInput> RefereeStore::inputs(const Digest& id) {
     n.bind(1, id);
     if (!n.step() || n.integer(0) == 0) return {};  // pruned
   }
-  return read_dispute(id, s.text(0)).inputs;
+  return read_dispute(id, s.text(0), false).inputs;
 }
 
 std::vector<DisputeListing> RefereeStore::list(size_t limit) {
@@ -453,14 +508,14 @@ std::vector<DisputeListing> RefereeStore::list(size_t limit) {
 std::vector<StoredDispute> RefereeStore::load_open() {
   std::lock_guard lock(mu_);
   std::vector<StoredDispute> out;
-  Statement s(*this, "SELECT id, client FROM disputes WHERE verdict IS NULL ORDER BY rowid");
+  Statement s(*this, "SELECT id, client, events_kept FROM disputes WHERE verdict IS NULL ORDER BY rowid");
   while (s.step()) {
     const std::vector<uint8_t> id = s.blob(0);
     if (id.size() != 32)
       throw StoreError(fmt::format("referee store {}: a dispute id is not 32 bytes", file_.string()));
     Digest d{};
     std::copy(id.begin(), id.end(), d.begin());
-    out.push_back(read_dispute(d, s.text(1)));
+    out.push_back(read_dispute(d, s.text(1), s.integer(2) != 0));
   }
   return out;
 }

@@ -77,9 +77,9 @@ Run play(const KeyPair& referee_key, const Provider& a, const Provider& b) {
   const KeyPair client = generate_keypair();
   RefereeDispute referee(referee_key, open_envelope(opening(client, a, b)));
   Run run;
-  referee.on_event = [&](const DisputeEvent& e) { run.events.push_back(e.text); };
   Parties sides(referee_key, a, b);
   const LocalRun local = play_local(referee, sides.local());
+  for (const DisputeEvent& e : local.events) run.events.push_back(e.text);
   CHECK(local.refused.empty());
   REQUIRE(referee.done());
   run.verdict = local.verdict;
@@ -133,33 +133,29 @@ TEST_CASE("referee: refuses envelopes from the wrong key, for another dispute, o
   const KeyPair client = generate_keypair();
   const std::vector<uint8_t> open = opening(client, honest, cheater);
   RefereeDispute referee(referee_key, open_envelope(open));
-  auto out = referee.start(GameTime{});
+  auto out = referee.start(GameTime{}).send;
   const Envelope first_query = open_envelope(out[2].envelope);
   const Query q = std::get<Query>(first_query.body);
   ThreadPool pool(1);
   ProviderDisputeSession session(honest.key, open_envelope(open), load_job(kJobFile), train_set(),
                                  honest.store.path, pool, {referee_key.public_key});
   const std::vector<uint8_t> answer = session.on_envelope(first_query).at(0);
-  std::string refused;
   // Signed by someone else.
   const std::vector<uint8_t> forged = seal(cheater.key, referee.dispute_id(), 1, open_envelope(answer).body);
-  CHECK(referee.on_envelope(out[2].party, open_envelope(forged), GameTime{}, &refused).empty());
-  CHECK(refused == "not signed by the party's claim key");
+  RefereeDispute::Step step = referee.on_envelope(out[2].party, open_envelope(forged), GameTime{});
+  CHECK(step.send.empty());
+  CHECK(step.refused == "not signed by the party's claim key");
   // For another dispute.
   Digest other_dispute = referee.dispute_id();
   other_dispute[0] ^= 1;
-  CHECK(referee
-            .on_envelope(out[2].party,
-                         open_envelope(seal(honest.key, other_dispute, 2, Children{q.round, {}, {}})),
-                         GameTime{}, &refused)
-            .empty());
-  CHECK(refused == "for another dispute");
+  step = referee.on_envelope(
+      out[2].party, open_envelope(seal(honest.key, other_dispute, 2, Children{q.round, {}, {}})), GameTime{});
+  CHECK(step.send.empty());
+  CHECK(step.refused == "for another dispute");
   // Accepted once; the same envelope again is a replay.
-  refused.clear();
-  referee.on_envelope(out[2].party, open_envelope(answer), GameTime{}, &refused);
-  CHECK(refused.empty());
-  referee.on_envelope(out[2].party, open_envelope(answer), GameTime{}, &refused);
-  CHECK(refused == "stale sequence number (replay)");
+  CHECK(referee.on_envelope(out[2].party, open_envelope(answer), GameTime{}).refused.empty());
+  CHECK(referee.on_envelope(out[2].party, open_envelope(answer), GameTime{}).refused ==
+        "stale sequence number (replay)");
   // The provider side refuses replays and other disputes too.
   CHECK_THROWS_AS(session.on_envelope(first_query), ProtocolError);
 }
@@ -232,16 +228,15 @@ TEST_CASE(
   RefereeDispute referee(referee_key, open_envelope(opening(client, honest, cheater)));
   Parties sides(referee_key, honest, cheater);
   std::deque<RefereeDispute::Outgoing> queue;
-  for (auto& o : referee.start(GameTime{})) queue.push_back(std::move(o));
+  for (auto& o : referee.start(GameTime{}).send) queue.push_back(std::move(o));
   std::array<std::vector<std::vector<uint8_t>>, 2> openings;  // each party's opening, held back
   std::optional<std::vector<uint8_t>> verdict;
   size_t refused = 0;
   const auto deliver = [&](int p, const std::vector<uint8_t>& answer) {
-    std::string why;
-    for (auto& next :
-         referee.on_envelope(p, open_envelope(answer, SignatureCheck::DeferTensorChunks), GameTime{}, &why))
-      queue.push_back(std::move(next));
-    refused += !why.empty() || referee.refused_last();
+    RefereeDispute::Step step =
+        referee.on_envelope(p, open_envelope(answer, SignatureCheck::DeferTensorChunks), GameTime{});
+    for (auto& next : step.send) queue.push_back(std::move(next));
+    refused += !step.refused.empty() || step.rejected;
   };
   while (!queue.empty()) {
     const RefereeDispute::Outgoing o = std::move(queue.front());
@@ -317,12 +312,11 @@ TEST_CASE(
     const Provider cheater(c.f, "ws://provider.invalid/", job);
     const KeyPair client = generate_keypair();
     RefereeDispute referee(referee_key, open_envelope(opening(client, honest, cheater)));
-    std::vector<DisputeInput> recorded;
-    referee.on_input = [&](const DisputeInput& in, const std::vector<uint8_t>*) { recorded.push_back(in); };
-    std::vector<std::string> events;
-    referee.on_event = [&](const DisputeEvent& e) { events.push_back(e.text); };
     Parties sides(referee_key, honest, cheater);
     const LocalRun local = play_local(referee, sides.local());
+    const std::vector<DisputeInput>& recorded = local.inputs;
+    std::vector<std::string> events;
+    for (const DisputeEvent& e : local.events) events.push_back(e.text);
     CHECK(local.refused.empty());
     REQUIRE(referee.done());
     const Verdict v = verify_verdict(local.verdict, referee_key.public_key);  // what `tribunal verify` checks

@@ -10,6 +10,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "dispute/provider_session.h"
@@ -74,8 +75,11 @@ struct Parties {
 };
 
 // Plays the dispute to its end from `queue` (time stands still at `now`); returns the verdict envelope.
+// `on_step` sees each Step, with the referee's sequence number before it.
+using StepSeen = std::function<void(const RefereeDispute::Step&, uint64_t sequence_before)>;
 std::vector<uint8_t> drive(RefereeDispute& d, Parties& parties, std::deque<RefereeDispute::Outgoing> queue,
-                           GameTime now, uint64_t* min_query_sequence = nullptr) {
+                           GameTime now, uint64_t* min_query_sequence = nullptr,
+                           const StepSeen& on_step = {}) {
   std::vector<uint8_t> verdict;
   while (!queue.empty()) {
     auto o = std::move(queue.front());
@@ -87,10 +91,11 @@ std::vector<uint8_t> drive(RefereeDispute& d, Parties& parties, std::deque<Refer
     for (const auto& answer : parties.deliver(o.party, o.envelope)) {
       // Both parties open the located node's inputs; once one opening is complete the other is moot.
       if (env.kind == MessageKind::Query && !d.game().awaiting(o.party)) break;
-      std::string refused;
-      for (auto& next : d.on_envelope(o.party, open_envelope(answer), now, &refused))
-        queue.push_back(std::move(next));
-      REQUIRE_MESSAGE(refused.empty(), refused);
+      const uint64_t sequence_before = d.sequence();
+      RefereeDispute::Step step = d.on_envelope(o.party, open_envelope(answer), now);
+      REQUIRE_MESSAGE(step.refused.empty(), step.refused);
+      if (on_step) on_step(step, sequence_before);
+      for (auto& next : step.send) queue.push_back(std::move(next));
     }
   }
   return verdict;
@@ -112,14 +117,19 @@ const Reference& reference() {
     Fixture& fx = fixture();
     Reference r;
     RefereeDispute d(fx.referee, open_envelope(fx.open));
-    d.on_input = [&](const DisputeInput& in, const std::vector<uint8_t>* verdict) {
-      r.inputs.push_back(in);
-      r.sequence_after.push_back(d.sequence());
-      CHECK((verdict != nullptr) == d.done());
+    // Each committed input with the referee's sequence number after it: the pieces of an opening that
+    // a Step commits before the envelope that completed it were taken before that envelope's messages.
+    const auto seen = [&](const RefereeDispute::Step& step, uint64_t sequence_before) {
+      for (size_t i = 0; i < step.commit.size(); ++i) {
+        r.inputs.push_back(step.commit[i]);
+        r.sequence_after.push_back(i + 1 == step.commit.size() ? d.sequence() : sequence_before);
+      }
+      CHECK(step.verdict.has_value() == (d.done() && !step.commit.empty()));
     };
     Parties parties(fx);
-    auto out = d.start(at(0));
-    r.verdict = drive(d, parties, {out.begin(), out.end()}, at(0));
+    RefereeDispute::Step first = d.start(at(0));
+    seen(first, 0);
+    r.verdict = drive(d, parties, {first.send.begin(), first.send.end()}, at(0), nullptr, seen);
     return r;
   }();
   return ref;
@@ -260,9 +270,11 @@ TEST_CASE("replay: from every prefix of its inputs, a resumed dispute reaches th
     }
     REQUIRE_FALSE(d->done());
     std::vector<DisputeInput> recorded(ref.inputs.begin(), ref.inputs.begin() + static_cast<long>(k));
-    d->on_input = [&](const DisputeInput& in, const std::vector<uint8_t>*) { recorded.push_back(in); };
+    const auto keep = [&](const RefereeDispute::Step& step, uint64_t) {
+      recorded.insert(recorded.end(), step.commit.begin(), step.commit.end());
+    };
     const uint64_t lost = d->sequence();
-    d->resume(at(5000));
+    keep(d->resume(at(5000)), 0);
     REQUIRE(recorded.size() == k + 1);
     CHECK(recorded.back().kind == DisputeInput::Kind::Resume);
     // Both providers reconnect: the DisputeOpen (a new session each) and the question still owed.
@@ -271,7 +283,7 @@ TEST_CASE("replay: from every prefix of its inputs, a resumed dispute reaches th
     for (int p = 0; p < 2; ++p)
       for (auto& o : d->reconnect(p)) queue.push_back(std::move(o));
     uint64_t min_query = UINT64_MAX;
-    const std::vector<uint8_t> verdict = drive(*d, parties, std::move(queue), at(5000), &min_query);
+    const std::vector<uint8_t> verdict = drive(*d, parties, std::move(queue), at(5000), &min_query, keep);
     REQUIRE(d->done());
     CHECK(min_query > lost);  // fresh sequence numbers only
     CHECK(encode_body(body_of(verdict)) == encode_body(expected));
@@ -327,7 +339,7 @@ TEST_CASE("replay: a resumed dispute restarts the open deadlines; a record that 
 TEST_CASE("provider: answer sequence numbers derive from the query's, so a restarted provider is not stale") {
   const Fixture& fx = fixture();
   RefereeDispute d(fx.referee, open_envelope(fx.open));
-  const auto out = d.start(at(0));
+  const auto out = d.start(at(0)).send;
   const Envelope query = open_envelope(out.at(2).envelope);  // open, open, then the first query
   REQUIRE(query.kind == MessageKind::Query);
   const int party = out.at(2).party;
@@ -356,15 +368,12 @@ TEST_CASE("provider: answer sequence numbers derive from the query's, so a resta
   // On a new connection the same session answers it again (its caches kept).
   first->new_connection();
   CHECK(first->on_envelope(open_envelope(resent)) == again);
-  std::string refused;
-  d.on_envelope(party, open_envelope(answers[0]), at(0), &refused);
-  CHECK(refused.empty());
-  d.on_envelope(party, open_envelope(again[0]), at(0),
-                &refused);  // accepted envelope, same answer: ignored by the game
-  CHECK(refused.empty());
+  CHECK(d.on_envelope(party, open_envelope(answers[0]), at(0)).refused.empty());
+  // accepted envelope, same answer: ignored by the game
+  CHECK(d.on_envelope(party, open_envelope(again[0]), at(0)).refused.empty());
 }
 
-TEST_CASE("store: a decided dispute's rounds are stored with its verdict, kept after pruning, and capped") {
+TEST_CASE("store: a dispute's rounds are stored as they happen, kept after pruning, and capped") {
   testing::TempDir dir("store-events");
   const KeyPair key = generate_keypair();
   RefereeStore store(dir.path, key.public_key);
@@ -377,10 +386,11 @@ TEST_CASE("store: a decided dispute's rounds are stored with its verdict, kept a
   const std::vector<DisputeEvent> events = {{Phase::Checkpoints, 1, "level 1: question"},
                                             {Phase::Steps, 4, "level 2: step 3 is the first"},
                                             {Phase::Done, 9, "verdict: provider 1 wins"}};
-  store.open_dispute(id, opening, "a");
-  store.append(id, answer, nullptr, events);  // no verdict: nothing stored yet
-  CHECK(store.events(id).empty());
-  store.append(id, answer, &verdict, events);
+  store.open_dispute(id, opening, "a", std::span(events).first(1));
+  CHECK(store.events(id).size() == 1);  // stored as they happen, with the inputs that made them
+  store.append(id, answer, nullptr, std::span(events).subspan(1, 1));
+  CHECK(store.events(id).size() == 2);
+  store.append(id, answer, &verdict, std::span(events).subspan(2));
   const std::vector<DisputeEvent> stored = store.events(id);
   REQUIRE(stored.size() == 3);
   for (size_t i = 0; i < 3; ++i) {
