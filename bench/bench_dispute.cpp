@@ -346,19 +346,18 @@ int main(int argc, char** argv) {
       // dispute's cost against its limits, as the referee node does before it starts a dispute.
       const int64_t open_faults0 = page_faults();
       const double open_cpu0 = thread_cpu_seconds();
-      RefereeDispute referee(referee_key, open_envelope(open));
+      // The re-execution, timed inside the referee: from its first attempt to the Step that carries the
+      // verdict.
+      double reexecute_cpu0 = -1;
+      DisputeOptions options;
+      options.reexecute_hook = [&](int attempt) {
+        if (attempt == 1) reexecute_cpu0 = thread_cpu_seconds();
+      };
+      RefereeDispute referee(referee_key, open_envelope(open), options);
       check_dispute_cost(referee.cost(), DisputeLimits{});
       const double opening_cpu = thread_cpu_seconds() - open_cpu0;
       int64_t referee_faults = page_faults() - open_faults0;
       breakdown.opening = opening_cpu;
-      // The re-execution, timed inside the referee: from its "re-executing" event to its verdict's.
-      double reexecute_cpu0 = -1;
-      referee.on_event = [&](const DisputeEvent& e) {
-        if (e.text.starts_with("re-executing"))
-          reexecute_cpu0 = thread_cpu_seconds();
-        else if (referee.done() && reexecute_cpu0 >= 0)
-          breakdown.reexecution = thread_cpu_seconds() - reexecute_cpu0;
-      };
       const Provider* providers[2] = {&honest, &cheater};
       std::unique_ptr<ProviderDisputeSession> sessions[2];
       std::array<LocalParty, 2> parties;
@@ -385,7 +384,10 @@ int main(int argc, char** argv) {
           return answers;
         };
       const int64_t play_faults0 = page_faults();
-      const LocalRun run = play_local(referee, parties);
+      const LocalRun run = play_local(referee, parties, [&](const RefereeDispute::Step& step) {
+        if (step.verdict && reexecute_cpu0 >= 0)
+          breakdown.reexecution = thread_cpu_seconds() - reexecute_cpu0;
+      });
       referee_faults += page_faults() - play_faults0 - party_faults;
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
       const double referee_cpu = opening_cpu + run.referee_cpu_seconds;

@@ -16,10 +16,12 @@ double thread_cpu_seconds() {
 
 }  // namespace
 
-LocalRun play_local(RefereeDispute& referee, const std::array<LocalParty, 2>& parties) {
+LocalRun play_local(RefereeDispute& referee, const std::array<LocalParty, 2>& parties,
+                    const std::function<void(const RefereeDispute::Step&)>& on_step) {
   LocalRun run;
   std::deque<RefereeDispute::Outgoing> queue;
   const auto take = [&](RefereeDispute::Step step) {
+    if (on_step) on_step(step);
     run.inputs.insert(run.inputs.end(), std::make_move_iterator(step.commit.begin()),
                       std::make_move_iterator(step.commit.end()));
     for (auto& o : step.send) queue.push_back(std::move(o));

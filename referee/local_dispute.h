@@ -27,7 +27,9 @@ struct LocalRun {
 };
 
 /// Runs the dispute to its verdict (time stands still: no deadline expires). Each Step is taken as a
-/// referee node takes it: its inputs kept (no store), then its envelopes delivered.
-LocalRun play_local(RefereeDispute& referee, const std::array<LocalParty, 2>& parties);
+/// referee node takes it: its inputs kept (no store), then its envelopes delivered. `on_step`, when
+/// set, sees each Step as soon as the referee returned it (before any party answers).
+LocalRun play_local(RefereeDispute& referee, const std::array<LocalParty, 2>& parties,
+                    const std::function<void(const RefereeDispute::Step&)>& on_step = {});
 
 }  // namespace tribunal

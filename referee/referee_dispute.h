@@ -96,6 +96,7 @@ struct DisputeEvent {
   Phase phase;
   uint32_t round = 0;
   std::string text;  ///< one line, e.g. "level 1: checkpoints [2, 3) differ"
+  bool operator==(const DisputeEvent&) const = default;
 };
 
 class RefereeDispute {

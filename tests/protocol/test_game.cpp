@@ -699,3 +699,79 @@ TEST_CASE("re-asks: a silent party is asked again a quarter of the base after it
   REQUIRE(re.size() == 1);
   CHECK(re[0].party == 1);
 }
+
+TEST_CASE("next_deadline: the earliest re-ask or 1 ms past an awaited party's deadline; none once done") {
+  const CounterProvider honest(8, 2, 3), liar(8, 2, 3, Fault{{}, 5, 1});
+  CounterOracle oracle(3);
+  GameParams params;
+  params.job_id[0] = 9;
+  params.steps = 8;
+  params.stride = 2;
+  params.claims = {honest.claim(params.job_id), liar.claim(params.job_id)};
+  params.terms = {std::chrono::milliseconds(1000), std::chrono::milliseconds(100), 1'000'000};
+  Game game(params, oracle);
+  CHECK_FALSE(game.next_deadline());  // nothing asked yet
+  game.start(at(0));
+  // Both asked at 0 with 1000 ms: the first re-ask (a quarter of the base, at least 250 ms) comes first.
+  CHECK(game.next_deadline() == at(250));
+  REQUIRE(game.reask(at(250)).size() == 2);
+  CHECK(game.next_deadline() == at(750));  // the re-ask wait doubles
+  REQUIRE(game.reask(at(750)).size() == 2);
+  CHECK(game.next_deadline() == at(1001));  // the next re-ask (1750) is past the deadline's tick
+  // Party 0 answers: only party 1 is awaited.
+  CHECK(game.on_message(0, honest.answer(game.current_query()).at(0), at(800)).empty());
+  CHECK_FALSE(game.awaiting(0));
+  CHECK(game.next_deadline() == at(1001));
+  CHECK_FALSE(game.overdue(0, at(5000)));  // answered: never overdue
+  CHECK_FALSE(game.overdue(1, at(1000)));
+  CHECK(game.overdue(1, at(1001)));
+  CHECK(game.on_tick(at(1000)).empty());
+  REQUIRE(game.on_tick(at(1001)).size() == 1);  // what next_deadline said: party 1 forfeits
+  CHECK(game.done());
+  CHECK_FALSE(game.next_deadline());
+  CHECK_FALSE(game.overdue(1, at(5000)));
+}
+
+TEST_CASE(
+    "poll_event: one Round per question round and one Located per level, in the order the game made them") {
+  const OpeningDispute d;
+  Game game(d.params, d.oracle);
+  CHECK_FALSE(game.poll_event());
+  GameTime now{};
+  const Verdict v = drive(
+      game, d.providers, now, [](const SendQuery&) { return false; },
+      [&](const Reexecute& rx) {
+        return game.on_reexecuted(std::vector<Digest>{scalar_leaf(rx.inputs[0][0] + 1.0f)}, now);
+      });
+  CHECK(v.losers == std::vector<uint8_t>{1});
+  std::vector<GameEvent> events;
+  while (auto e = game.poll_event()) events.push_back(std::move(*e));
+  CHECK_FALSE(game.poll_event());  // taken once
+  REQUIRE_FALSE(events.empty());
+  CHECK(events.front().kind == GameEvent::Kind::Round);
+  CHECK(events.front().query.kind == QueryKind::Children);
+  CHECK(events.front().query.level == Level::Checkpoints);
+  uint32_t rounds = 0;
+  std::vector<std::pair<Level, uint64_t>> located;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const GameEvent& e = events[i];
+    if (e.kind == GameEvent::Kind::Round) {
+      CHECK(e.query.round == ++rounds);
+      continue;
+    }
+    located.emplace_back(e.level, e.index);
+    // A hand-off is followed by the next level's first question.
+    REQUIRE(i + 1 < events.size());
+    const Query& next = events[i + 1].query;
+    CHECK(events[i + 1].kind == GameEvent::Kind::Round);
+    const QueryKind expected = e.level == Level::Checkpoints ? QueryKind::CommitInterval
+                               : e.level == Level::Steps     ? QueryKind::CommitStep
+                                                             : QueryKind::OpenRecords;
+    CHECK(next.kind == expected);
+  }
+  CHECK(rounds == game.rounds());
+  const std::vector<std::pair<Level, uint64_t>> expected = {
+      {Level::Checkpoints, game.located_interval()}, {Level::Steps, 3}, {Level::Nodes, 2}};
+  CHECK(located == expected);
+  CHECK(game.located_interval() == 2);  // step 3 lies in checkpoint interval [2, 4]
+}

@@ -456,3 +456,196 @@ TEST_CASE(
                std::vector<DisputeEvent>{{Phase::Done, 1, "v"}});
   CHECK(store.events(next).size() == 1);
 }
+
+TEST_CASE(
+    "steps: a handler returns the input to commit and what to send; a refused envelope changes nothing") {
+  const Fixture& fx = fixture();
+  RefereeDispute d(fx.referee, open_envelope(fx.open));
+  const RefereeDispute::Step first = d.start(at(0));
+  REQUIRE(first.commit.size() == 1);
+  CHECK(first.commit[0] == DisputeInput{DisputeInput::Kind::Open, 0, fx.open, at(0)});
+  REQUIRE(first.send.size() == 4);  // the opening to both, then the first question to each
+  CHECK(first.send[0].envelope == fx.open);
+  CHECK(first.send[1].envelope == fx.open);
+  for (size_t i = 2; i < 4; ++i) {
+    const Envelope q = open_envelope(first.send[i].envelope);
+    CHECK(q.kind == MessageKind::Query);
+    CHECK(first.send[i].question == q.sequence);  // to report to on_written
+    CHECK(q.sequence == (i - 1) << kReaskSequenceBits);
+  }
+  REQUIRE(first.events.size() == 2);
+  CHECK(first.events[0].text.starts_with("dispute "));
+  CHECK(first.events[1].text.starts_with("level 1: open the children of leaves [0, "));
+  CHECK_FALSE(first.verdict);
+  CHECK(first.refused.empty());
+
+  Parties parties(fx);
+  for (int p = 0; p < 2; ++p) parties.deliver(p, fx.open);
+  const int party = first.send[2].party;
+  const std::vector<std::vector<uint8_t>> answers = parties.deliver(party, first.send[2].envelope);
+  REQUIRE(answers.size() == 1);
+  const RefereeDispute::Step accepted = d.on_envelope(party, open_envelope(answers[0]), at(7));
+  REQUIRE(accepted.commit.size() == 1);
+  CHECK(accepted.commit[0] == DisputeInput{DisputeInput::Kind::Envelope, party, answers[0], at(7)});
+  CHECK(accepted.send.empty());  // the other party has not answered yet
+  CHECK(accepted.events.empty());
+  CHECK_FALSE(accepted.rejected);
+  // The commits are what replay() needs: the replayed dispute is where this one is.
+  const std::vector<DisputeInput> record = {first.commit[0], accepted.commit[0]};
+  const auto replayed = RefereeDispute::replay(fx.referee, record);
+  CHECK(replayed->sequence() == d.sequence());
+  CHECK_FALSE(replayed->game().awaiting(party));
+  CHECK(replayed->game().awaiting(1 - party));
+
+  // The same envelope again: refused before the game, nothing to commit, send or tell.
+  const RefereeDispute::Step stale = d.on_envelope(party, open_envelope(answers[0]), at(8));
+  CHECK(stale.refused == "stale sequence number (replay)");
+  CHECK(stale.commit.empty());
+  CHECK(stale.send.empty());
+  CHECK(stale.events.empty());
+  // Signed by the other party's key for this party: refused too.
+  const std::vector<uint8_t> forged =
+      seal(party == 0 ? fx.honest.key : fx.cheater.key, d.dispute_id(), 99, open_envelope(answers[0]).body);
+  const RefereeDispute::Step wrong_key = d.on_envelope(party, open_envelope(forged), at(8));
+  CHECK(wrong_key.refused == "not signed by the party's claim key");
+  CHECK(wrong_key.commit.empty());
+  CHECK(wrong_key.send.empty());
+
+  // The other party's answer ends the round: committed, and the next round's questions sent.
+  const int other = first.send[3].party;
+  const auto other_answers = parties.deliver(other, first.send[3].envelope);
+  REQUIRE(other_answers.size() == 1);
+  const RefereeDispute::Step next = d.on_envelope(other, open_envelope(other_answers[0]), at(9));
+  REQUIRE(next.commit.size() == 1);
+  CHECK(next.commit[0].envelope == other_answers[0]);
+  REQUIRE(next.send.size() == 2);
+  CHECK(open_envelope(next.send[0].envelope).sequence == next.send[0].question);
+  REQUIRE(next.events.size() == 1);
+  CHECK(next.events[0].round == 2);
+  // A question's write commits an Asked input once; a second report of the same write commits nothing.
+  const RefereeDispute::Step written = d.on_written(next.send[0].party, next.send[0].question, at(10));
+  CHECK(written.commit ==
+        std::vector<DisputeInput>{{DisputeInput::Kind::Asked, next.send[0].party, {}, at(10)}});
+  CHECK(written.send.empty());
+  CHECK(d.on_written(next.send[0].party, next.send[0].question, at(11)).commit.empty());
+}
+
+TEST_CASE(
+    "steps: the verdict's Step carries it; the store keeps the events the steps returned, across reopening") {
+  const Fixture& fx = fixture();
+  testing::TempDir dir("store-steps");
+  RefereeDispute d(fx.referee, open_envelope(fx.open));
+  const Digest id = d.dispute_id();
+  std::vector<DisputeEvent> returned;
+  std::optional<RefereeDispute::Step> decided;
+  std::vector<uint8_t> verdict;
+  {
+    RefereeStore store(dir.path, fx.referee.public_key);
+    // As RefereeNode commits a Step: its inputs, the events with the last one (and the verdict).
+    std::vector<DisputeEvent> unstored;
+    const auto take = [&](const RefereeDispute::Step& step, uint64_t) {
+      returned.insert(returned.end(), step.events.begin(), step.events.end());
+      unstored.insert(unstored.end(), step.events.begin(), step.events.end());
+      for (size_t i = 0; i < step.commit.size(); ++i) {
+        const bool last = i + 1 == step.commit.size();
+        const std::span<const DisputeEvent> events =
+            last ? std::span(unstored) : std::span<const DisputeEvent>{};
+        if (step.commit[i].kind == DisputeInput::Kind::Open)
+          store.open_dispute(id, step.commit[i], "a", events);
+        else
+          store.append(id, step.commit[i], last && step.verdict ? &*step.verdict : nullptr, events);
+      }
+      if (!step.commit.empty()) unstored.clear();
+      if (step.verdict) decided = step;
+    };
+    Parties parties(fx);
+    const RefereeDispute::Step first = d.start(at(0));
+    take(first, 0);
+    verdict = drive(d, parties, {first.send.begin(), first.send.end()}, at(0), nullptr, take);
+    CHECK(unstored.empty());
+  }
+  REQUIRE(decided);
+  CHECK(*decided->verdict == verdict);
+  CHECK(verdict == d.verdict_envelope());
+  CHECK(verdict == reference().verdict);
+  CHECK_FALSE(decided->commit.empty());
+  REQUIRE(decided->send.size() >= 2);  // the verdict to both parties, last
+  CHECK(decided->send.back().envelope == verdict);
+  CHECK(decided->send[decided->send.size() - 2].envelope == verdict);
+  CHECK(decided->send.back().party + decided->send[decided->send.size() - 2].party == 1);
+  REQUIRE_FALSE(decided->events.empty());
+  CHECK(decided->events.back().text.starts_with(
+      "verdict: provider 1 wins (wrong_output) at level 3, step 12, node 13"));
+
+  RefereeStore reopened(dir.path, fx.referee.public_key);
+  CHECK(reopened.verdict(id) == verdict);
+  REQUIRE(returned.size() > 10);
+  CHECK(reopened.events(id) == returned);
+  // Replay regenerates them from the record (an older store's fallback; no envelope was refused here).
+  std::vector<DisputeEvent> replayed;
+  const auto again = RefereeDispute::replay(fx.referee, reopened.inputs(id), {}, &replayed);
+  CHECK(again->verdict_envelope() == verdict);
+  CHECK(replayed == returned);
+}
+
+TEST_CASE("store: a version 4 store is upgraded; its undecided disputes have no events until restored") {
+  testing::TempDir dir("store-v4");
+  const KeyPair key = generate_keypair();
+  Digest open_id{}, decided_id{};
+  open_id[0] = 4;
+  decided_id[0] = 5;
+  {
+    // The version 4 schema (events written with the verdict only), one undecided and one decided dispute.
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open((dir.path / "referee.sqlite").c_str(), &db) == SQLITE_OK);
+    const std::string sql = R"sql(
+      CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+      CREATE TABLE disputes (id BLOB PRIMARY KEY CHECK (length(id) = 32), client TEXT NOT NULL, verdict BLOB,
+                             decided_at INTEGER);
+      CREATE TABLE inputs (n INTEGER PRIMARY KEY, dispute BLOB NOT NULL REFERENCES disputes (id), kind INTEGER NOT NULL,
+                           party INTEGER NOT NULL, envelope BLOB NOT NULL, now_ms INTEGER NOT NULL);
+      CREATE INDEX inputs_by_dispute ON inputs (dispute, n);
+      CREATE TABLE events (dispute BLOB NOT NULL REFERENCES disputes (id), n INTEGER NOT NULL, phase INTEGER NOT NULL,
+                           round INTEGER NOT NULL, text TEXT NOT NULL, PRIMARY KEY (dispute, n));
+      PRAGMA user_version=4;)sql";
+    REQUIRE(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
+    const auto run = [&](const char* statement, std::span<const uint8_t> blob) {
+      sqlite3_stmt* s = nullptr;
+      REQUIRE(sqlite3_prepare_v2(db, statement, -1, &s, nullptr) == SQLITE_OK);
+      sqlite3_bind_blob(s, 1, blob.data(), static_cast<int>(blob.size()), SQLITE_TRANSIENT);
+      CHECK(sqlite3_step(s) == SQLITE_DONE);
+      sqlite3_finalize(s);
+    };
+    run("INSERT INTO meta VALUES ('referee_key', ?1)", key.public_key);
+    run("INSERT INTO disputes VALUES (?1, 'a', NULL, NULL)", open_id);
+    run("INSERT INTO inputs (dispute, kind, party, envelope, now_ms) VALUES (?1, 1, 0, x'010203', 5)",
+        open_id);
+    run("INSERT INTO disputes VALUES (?1, 'b', x'090909', 1)", decided_id);
+    run("INSERT INTO events VALUES (?1, 0, 9, 3, 'verdict: kept')", decided_id);
+    sqlite3_close(db);
+  }
+  RefereeStore store(dir.path, key.public_key);
+  CHECK(store.events(decided_id) == std::vector<DisputeEvent>{{Phase::Done, 3, "verdict: kept"}});
+  const std::optional<StoredDispute> old = store.load(open_id);
+  REQUIRE(old);
+  CHECK_FALSE(old->events);  // not kept before the upgrade: the node replays for them
+  REQUIRE(store.load_open().size() == 1);
+  CHECK_FALSE(store.load_open()[0].events);
+  const std::vector<DisputeEvent> replayed = {{Phase::Checkpoints, 1, "dispute opened"},
+                                              {Phase::Checkpoints, 1, "level 1: question"}};
+  store.restore_events(open_id, replayed);
+  store.append(open_id, {DisputeInput::Kind::Resume, 0, {}, at(9)}, nullptr,
+               std::vector<DisputeEvent>{{Phase::Checkpoints, 1, "resumed"}});
+  const std::optional<StoredDispute> restored = store.load(open_id);
+  REQUIRE(restored);
+  REQUIRE(restored->events);
+  CHECK(restored->events->size() == 3);
+  CHECK(restored->events->back().text == "resumed");
+  CHECK_THROWS_AS(store.restore_events(decided_id, replayed), StoreError);  // decided: its events stand
+  // A dispute opened after the upgrade keeps its events from the start.
+  Digest fresh{};
+  fresh[0] = 6;
+  store.open_dispute(fresh, {DisputeInput::Kind::Open, 0, {1}, at(1)}, "c");
+  REQUIRE(store.load(fresh));
+  CHECK(store.load(fresh)->events == std::vector<DisputeEvent>{});
+}
