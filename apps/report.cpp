@@ -37,7 +37,7 @@ int run_report(const ReportSettings& s) {
     if (!std::filesystem::exists(s.store / "referee.sqlite"))
       throw UsageError("--store: no referee store in " + s.store.string() + " (expected referee.sqlite)");
     RefereeStore store(s.store, in.referee_key.value_or(env.sender));
-    // The rounds as played, stored with the verdict; a dispute decided before the store kept them
+    // The rounds as played, stored as they happened; a dispute decided before the store kept them
     // (schema version 4) has its record replayed here, offline, while the record is kept.
     in.events = store.events(v.dispute_id);
     in.record = store.inputs(v.dispute_id);
