@@ -125,8 +125,8 @@ class RefereeDispute {
     /// deciding Tick, the Resume, the Asked (on_written). Empty when nothing durable changed.
     std::vector<DisputeInput> commit;
     std::vector<Outgoing> send;  ///< the envelopes to deliver, in order
-    std::vector<DisputeEvent>
-        events;  ///< what happened, in order (rounds, narrowings, refusals, the verdict)
+    /// What happened, in order (rounds, narrowings, refusals, re-executions, the verdict).
+    std::vector<DisputeEvent> events;
     /// The signed verdict envelope when this step decided the dispute (then `commit` is not empty).
     std::optional<std::vector<uint8_t>> verdict;
     /// on_envelope only: why the envelope was refused before the game saw it (wrong key, another
@@ -196,7 +196,7 @@ class RefereeDispute {
   const JobOracle& oracle() const { return *oracle_; }
   /// What this dispute can cost the referee, derived from its job text (engine/cost.h; no graph is built).
   const DisputeCost& cost() const { return cost_; }
-  /// The last sequence number the referee signed in this dispute (re-asks aside: see on_tick).
+  /// The last sequence number the referee gave a message of this dispute (re-asks aside: see on_tick).
   uint64_t sequence() const { return sequence_; }
   /// The client's DisputeOpen envelope.
   const std::vector<uint8_t>& open_envelope_bytes() const { return open_bytes_; }
