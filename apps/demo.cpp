@@ -86,7 +86,6 @@ int run_demo(DemoSettings& s) {
     std::fprintf(human, "%s\n", line.c_str());
     std::fflush(human);
   };
-  const auto quiet = [](const std::string&) {};
 
   check_tls_usage(s.tls);
   const bool tls = !s.tls.cert.empty();
@@ -121,7 +120,7 @@ int run_demo(DemoSettings& s) {
   RefereeNodeOptions referee_options;
   referee_options.tls = s.tls;
   referee_options.data_dir = out_dir / "referee";  // the record `tribunal report --store` reads
-  RefereeNode referee(ctx, referee_key, referee_options, quiet, loopback_policy());
+  RefereeNode referee(ctx, referee_key, referee_options, quiet_logger("referee"), loopback_policy());
   const auto provider_config = [&](const char* name, StepPolicyPtr policy) {
     ProviderConfig c;
     c.store = out_dir / name;
@@ -131,9 +130,9 @@ int run_demo(DemoSettings& s) {
     c.tls = s.tls;
     return c;
   };
-  ProviderNode honest(ctx, generate_keypair(), provider_config("honest", nullptr), quiet);
+  ProviderNode honest(ctx, generate_keypair(), provider_config("honest", nullptr), quiet_logger("honest"));
   ProviderNode cheater(ctx, generate_keypair(), provider_config("cheater", cheats::fault_policy(fault)),
-                       quiet);
+                       quiet_logger("cheater"));
   const uint16_t referee_port = referee.listen("127.0.0.1", 0);
   const uint16_t honest_port = honest.listen("127.0.0.1", 0);
   const uint16_t cheater_port = cheater.listen("127.0.0.1", 0);
@@ -168,7 +167,7 @@ int run_demo(DemoSettings& s) {
   request.out_dir = out_dir / "verdicts";
   request.client_key = generate_keypair();
   request.tls = s.tls;
-  const DelegateOutcome o = delegate_job(ctx, request, [&](const std::string& line) { say(line); });
+  const DelegateOutcome o = delegate_job(ctx, request, line_logger("delegate", say));
   ctx.stop();
   ctx.join();
 

@@ -27,9 +27,32 @@ namespace tribunal::cli {
 using namespace tribunal::nodes;  // the roles this command line runs
 namespace {
 
-void log_line(const std::string& line) {
-  std::fprintf(stderr, "%s\n", line.c_str());
-  std::fflush(stderr);
+// --log-format and --log-level of a node command (docs/running.md, "Logs").
+struct LogSettings {
+  std::string format = "text", level = "info";
+};
+
+void add_log_options(CLI::App& app, LogSettings& s) {
+  app.add_option("--log-format", s.format,
+                 "log lines on stderr as text, or as json: one object per line with time (UTC), level, node "
+                 "and message")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->type_name("text|json")
+      ->capture_default_str();
+  app.add_option("--log-level", s.level,
+                 "the least level logged: debug (adds every dispute round), info (lifecycle), warning "
+                 "(refused peers and frames), error (failures), off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warning", "warn", "error", "critical", "off"}))
+      ->type_name("LEVEL")
+      ->capture_default_str();
+}
+
+// The logger of a node command on stderr; the transport's lines (net/error.h) go to it too.
+Logger command_logger(const LogSettings& s, const std::string& node) {
+  Logger log = stderr_logger(node, s.format == "json" ? LogFormat::Json : LogFormat::Text,
+                             spdlog::level::from_str(s.level));
+  set_net_log_sink([log](std::string_view line) { log->info("[net] {}", line); });
+  return log;
 }
 
 // "HOST:PORT" of `flag` → (host, port).
@@ -150,6 +173,7 @@ int run_verify(const VerifySettings& s) {
 // What `tribunal referee` is given.
 struct RefereeSettings {
   std::string listen, key, metrics;
+  LogSettings log;
   RefereeNodeOptions options;
   std::vector<IpNetwork> allowed;
   RefereeSettings() { options.data_dir = "referee-data"; }
@@ -170,14 +194,15 @@ int run_referee(RefereeSettings& s) {
       s.metrics.empty() ? std::pair<std::string, uint16_t>{} : host_port(s.metrics, "--metrics");
   raise_fd_limit();  // a client connection per live dispute, two provider connections
   NetContext ctx(1);
-  RefereeNode node(ctx, load_keypair(key), options, log_line, AddressPolicy::public_only(std::move(allowed)));
+  const Logger log = command_logger(s.log, "referee");
+  RefereeNode node(ctx, load_keypair(key), options, log, AddressPolicy::public_only(std::move(allowed)));
   const uint16_t bound = node.listen(host, port);
-  log_line(fmt::format(
+  log->info(fmt::format(
       "referee: listening on {}:{} (store {}; {}; /metrics, /healthz and /disputes on that port)", host,
       bound, (options.data_dir / "referee.sqlite").string(), options.tls.cert.empty() ? "ws://" : "wss://"));
   if (!s.metrics.empty())
-    log_line(fmt::format("referee: metrics on http://{}:{}/metrics", metrics.first,
-                         node.listen_metrics(metrics.first, metrics.second)));
+    log->info(fmt::format("referee: metrics on http://{}:{}/metrics", metrics.first,
+                          node.listen_metrics(metrics.first, metrics.second)));
   ctx.run();
   return 0;
 }
@@ -185,6 +210,7 @@ int run_referee(RefereeSettings& s) {
 // What `tribunal provider` is given.
 struct ProviderSettings {
   std::string listen, key, metrics;
+  LogSettings log;
   ProviderConfig config;
 };
 
@@ -210,33 +236,35 @@ int run_provider(ProviderSettings& s) {
       s.metrics.empty() ? std::pair<std::string, uint16_t>{} : host_port(s.metrics, "--metrics");
   // Under mpirun: rank 0 is the node, the other ranks train each job with it (nodes/training_ranks.h).
   const std::unique_ptr<World> world = launched_world_or_solo();
+  const Logger log = command_logger(s.log, "provider");
   std::optional<TrainingRanks> ranks;
   if (world->size() > 1) {
     ranks.emplace(*world);
     if (world->rank() != 0) {
-      ranks->follow(config, log_line);
+      ranks->follow(config, log);
       return 0;
     }
     config.ranks = &*ranks;
   }
   NetContext ctx(1);
-  ProviderNode node(ctx, load_keypair(key), config, log_line);
+  ProviderNode node(ctx, load_keypair(key), config, log);
   const uint16_t bound = node.listen(host, port);
-  log_line(fmt::format("provider: listening on {}:{}, claims name {}; data sets: {}; {} training rank(s)",
-                       host, bound, node.endpoint(), fmt::join(config.datasets.names(), ", "),
-                       world->size()));
+  log->info(fmt::format("provider: listening on {}:{}, claims name {}; data sets: {}; {} training rank(s)",
+                        host, bound, node.endpoint(), fmt::join(config.datasets.names(), ", "),
+                        world->size()));
   if (!s.metrics.empty())
-    log_line(fmt::format("provider: metrics on http://{}:{}/metrics", metrics.first,
-                         node.listen_metrics(metrics.first, metrics.second)));
+    log->info(fmt::format("provider: metrics on http://{}:{}/metrics", metrics.first,
+                          node.listen_metrics(metrics.first, metrics.second)));
   ctx.run();
   if (ranks) ranks->stop();
-  log_line("provider: shutting down");
+  log->info("provider: shutting down");
   return 0;
 }
 
 // What `tribunal delegate` is given.
 struct DelegateSettings {
   std::string key, referee_key;
+  LogSettings log;
   DelegateRequest request;
 };
 
@@ -252,7 +280,7 @@ int run_delegate(DelegateSettings& s) {
   NetContext ctx(1, false);
   ctx.start();
   request.client_key = key.empty() ? generate_keypair() : load_keypair(key);
-  const DelegateOutcome o = delegate_job(ctx, request, log_line);
+  const DelegateOutcome o = delegate_job(ctx, request, command_logger(s.log, "delegate"));
   ctx.stop();
   ctx.join();
   const auto& providers = request.providers;
@@ -346,6 +374,7 @@ Command add_referee(CLI::App& root) {
       "a decided dispute's record is pruned after this many days (its verdict is kept)", "DAYS");
   add_metrics_address(*app, s->metrics);
   add_tls(*app, o.tls, true);
+  add_log_options(*app, s->log);
   add_integer(*app, "--workers", o.workers, 0, 1024,
               "threads that play the disputes (0: one per hardware thread); the network has its own");
   // Test hook, not in --help: SIGKILL right after committing the N-th event (tests/referee_crash.sh).
@@ -422,6 +451,7 @@ Command add_provider(CLI::App& root) {
   add_integer(*app, "--threads", c.threads, 1, 256, "training threads", "K");
   add_metrics_address(*app, s->metrics);
   add_tls(*app, c.tls, true);
+  add_log_options(*app, s->log);
   add_device(*app, c.device);
   add_simd(*app);
   app->add_option_function<std::string>(
@@ -455,6 +485,7 @@ Command add_delegate(CLI::App& root) {
       ->default_str("a fresh key");
   add_datasets(*app, r.datasets);
   add_tls(*app, r.tls, false);
+  add_log_options(*app, s->log);
   return {app, [s] { return run_delegate(*s); }};
 }
 

@@ -85,7 +85,7 @@ constexpr int kMaxDrops = 100;
 }  // namespace
 
 Envelope await_verdict(NetContext& ctx, const std::string& referee, const PublicKey& referee_key,
-                       const std::vector<uint8_t>& open, const LogFn& log, std::shared_ptr<TlsContext> tls) {
+                       const std::vector<uint8_t>& open, const Logger& log, std::shared_ptr<TlsContext> tls) {
   const Digest dispute = open_envelope(open).context;
   ClientOptions options;
   options.tls = std::move(tls);
@@ -115,20 +115,20 @@ Envelope await_verdict(NetContext& ctx, const std::string& referee, const Public
       return env;
     } catch (const ConnectionLost& e) {
       if (++drops > kMaxDrops || clock::now() >= give_up) throw;
-      log(fmt::format("delegate: {}; reconnecting", e.what()));
+      log->warn(fmt::format("delegate: {}; reconnecting", e.what()));
     } catch (const NetError& e) {
       if (!reached) throw;
       if (clock::now() >= give_up)
         throw EngineError(
             fmt::format("{}: unreachable for {} s: {}", referee, kReconnectWindow.count(), e.what()));
-      log(fmt::format("delegate: {}; retrying", e.what()));
+      log->warn(fmt::format("delegate: {}; retrying", e.what()));
     }
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::duration_cast<std::chrono::milliseconds>(kMaxBackoff));
   }
 }
 
-DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, LogFn log) {
+DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Logger log) {
   const std::vector<std::string>& providers = request.providers;
   const std::string& referee = request.referee;
   if (providers.size() < 2) throw EngineError("delegate: give at least two providers");
@@ -139,8 +139,8 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
   const Dataset& data = *train;
   check_job_against_dataset(job, data);
   const Digest id = job_id(job, data);
-  log(fmt::format("delegate: job {} ({} steps, stride {}) to {} providers", to_hex(id).substr(0, 16),
-                  job.steps, job.stride, providers.size()));
+  log->info(fmt::format("delegate: job {} ({} steps, stride {}) to {} providers", to_hex(id).substr(0, 16),
+                        job.steps, job.stride, providers.size()));
 
   const std::shared_ptr<TlsContext> tls = TlsContext::client(request.tls);
   ClientOptions client_options;
@@ -178,10 +178,10 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
       }
     out.refusals.push_back(refusal);
     if (!refusal.empty())
-      log(fmt::format("delegate: refused the claim of {}: {}", providers[p], refusal));
+      log->warn(fmt::format("delegate: refused the claim of {}: {}", providers[p], refusal));
     else
-      log(fmt::format("delegate: claim from {}: trajectory_root {}, endpoint {}", providers[p],
-                      to_hex(c.trajectory_root).substr(0, 16), c.endpoint));
+      log->info(fmt::format("delegate: claim from {}: trajectory_root {}, endpoint {}", providers[p],
+                            to_hex(c.trajectory_root).substr(0, 16), c.endpoint));
   }
 
   // Pairwise disputes: the standing claim meets each differing one; an honest claim never loses.
@@ -201,8 +201,8 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
     if (out.claims[p].trajectory_root == out.claims[held].trajectory_root) continue;
     const DisputeOpen d = dispute_open(toml, data, claim_envelopes[held], claim_envelopes[p]);
     const Digest dispute = dispute_id(d);
-    log(fmt::format("delegate: claims of {} and {} differ: dispute {} at {}", providers[held], providers[p],
-                    to_hex(dispute).substr(0, 16), referee));
+    log->info(fmt::format("delegate: claims of {} and {} differ: dispute {} at {}", providers[held],
+                          providers[p], to_hex(dispute).substr(0, 16), referee));
     const Envelope env =
         await_verdict(ctx, referee, request.referee_key, seal(request.client_key, dispute, 1, d), log, tls);
     const Verdict v = verify_verdict(env.bytes, request.referee_key);
@@ -214,7 +214,7 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
                static_cast<std::streamsize>(env.bytes.size()));
     out.verdicts.push_back(env.bytes);
     out.verdict_files.push_back(file);
-    log(fmt::format("delegate: verdict {} → {}", reason_name(v.reason), file.string()));
+    log->info(fmt::format("delegate: verdict {} → {}", reason_name(v.reason), file.string()));
     if (is_undecided(v.reason)) {
       out.undecided = v.detail;
       return out;

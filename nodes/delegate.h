@@ -53,13 +53,13 @@ struct DelegateRequest {
 /// `ctx` must be running on other threads (NetContext::start).
 /// `tls`: the CAs for a wss:// referee URL (null: the system's).
 Envelope await_verdict(NetContext& ctx, const std::string& referee, const PublicKey& referee_key,
-                       const std::vector<uint8_t>& open, const LogFn& log,
+                       const std::vector<uint8_t>& open, const Logger& log,
                        std::shared_ptr<TlsContext> tls = nullptr);
 
 /// `tribunal delegate`: sends the job to every provider, collects signed claims, and disputes
 /// differing claims at the referee until one stands, none does, or one is undecided. Every verdict
 /// is checked with verify_verdict against the referee's key and written to
 /// out_dir/verdict-<dispute id>.bin. Throws on unreachable peers or invalid messages.
-DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, LogFn log);
+DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Logger log);
 
 }  // namespace tribunal::nodes

@@ -22,7 +22,7 @@ constexpr const char* kNoStoredRounds =
 
 }  // namespace
 
-DisputePages::DisputePages(RefereeStore& store, PublicKey referee, LogFn log, MetricsRegistry& metrics,
+DisputePages::DisputePages(RefereeStore& store, PublicKey referee, Logger log, MetricsRegistry& metrics,
                            PageLimits limits)
     : store_(store),
       referee_(referee),
@@ -112,7 +112,7 @@ bool DisputePages::route(const HttpRequest& r, const std::function<void(HttpResp
         answer = list ? HttpResponse{200, kHtml, dispute_list_html(store_.list(200))} : page(id, r);
       }
     } catch (const std::exception& e) {
-      log_(fmt::format("referee: a dispute page failed: {}", e.what()));
+      log_->error(fmt::format("referee: a dispute page failed: {}", e.what()));
       answer = {500, kText, "the page failed (details in the referee's log)\n"};
     }
     queued_.fetch_sub(1);

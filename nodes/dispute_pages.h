@@ -36,7 +36,7 @@ class DisputePages {
  public:
   /// `store` must outlive this object. `referee` is the key the pages check verdicts against.
   /// Registers tribunal_referee_pages_rendered_total and tribunal_referee_pages_skipped_total in `metrics`.
-  DisputePages(RefereeStore& store, PublicKey referee, LogFn log, MetricsRegistry& metrics,
+  DisputePages(RefereeStore& store, PublicKey referee, Logger log, MetricsRegistry& metrics,
                PageLimits limits = {});
   /// Drops the requests not yet started and waits for the one rendering.
   ~DisputePages();
@@ -57,7 +57,7 @@ class DisputePages {
 
   RefereeStore& store_;
   PublicKey referee_;
-  LogFn log_;
+  Logger log_;
   PageLimits limits_;
   Counter& rendered_;
   Counter& skipped_;

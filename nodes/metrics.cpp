@@ -1,168 +1,130 @@
 #include "nodes/metrics.h"
 
-#include <algorithm>
-#include <cmath>
-#include <stdexcept>
+#include <prometheus/check_names.h>
+#include <prometheus/counter.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
 
-#include <fmt/format.h>
+#include <algorithm>
+#include <map>
+#include <stdexcept>
 
 namespace tribunal::nodes {
 namespace {
 
-bool valid_name(const std::string& name) {
-  if (name.empty()) return false;
-  for (size_t i = 0; i < name.size(); ++i) {
-    const char c = name[i];
-    const bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':';
-    if (!letter && !(i > 0 && c >= '0' && c <= '9')) return false;
-  }
-  return true;
-}
-
-// Label values escape backslash, double quote and newline; HELP text backslash and newline.
-std::string escape(const std::string& s, bool quote) {
-  std::string out;
-  for (const char c : s) {
-    if (c == '\\')
-      out += "\\\\";
-    else if (c == '\n')
-      out += "\\n";
-    else if (c == '"' && quote)
-      out += "\\\"";
-    else
-      out += c;
+prometheus::Labels label_map(const MetricLabels& labels) {
+  prometheus::Labels out;
+  for (const auto& [k, v] : labels) {
+    if (!prometheus::CheckLabelName(k)) throw std::invalid_argument("invalid label name '" + k + "'");
+    if (!out.emplace(k, v).second) throw std::invalid_argument("label '" + k + "' given twice");
   }
   return out;
 }
 
-// A sample value: Go's float formatting as Prometheus parses it (+Inf, -Inf, NaN, else shortest round trip).
-std::string number(double v) {
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
-  return fmt::format("{}", v);
-}
-
-std::string label_text(const MetricLabels& labels, const std::string& extra_name = {},
-                       const std::string& extra = {}) {
-  std::string out;
-  for (const auto& [k, v] : labels) out += (out.empty() ? "" : ",") + k + "=\"" + escape(v, true) + "\"";
-  if (!extra_name.empty()) out += (out.empty() ? "" : ",") + extra_name + "=\"" + extra + "\"";
-  return out.empty() ? "" : "{" + out + "}";
-}
-
 }  // namespace
 
-Histogram::Histogram(std::vector<double> bounds)
-    : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {
-  if (!std::is_sorted(bounds_.begin(), bounds_.end()) ||
-      std::adjacent_find(bounds_.begin(), bounds_.end()) != bounds_.end())
-    throw std::invalid_argument("histogram bounds must be strictly ascending");
+void Counter::inc(double by) {
+  series_.Increment(by);
 }
-
+double Counter::value() const {
+  return series_.Value();
+}
 void Histogram::observe(double value) {
-  // Bucket `le` counts values ≤ its bound.
-  const auto i =
-      static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
-  std::lock_guard lock(mu_);
-  ++counts_[i];
-  sum_ += value;
-}
-
-Histogram::Snapshot Histogram::snapshot() const {
-  Snapshot s;
-  s.bounds = bounds_;
-  std::lock_guard lock(mu_);
-  uint64_t total = 0;
-  for (const uint64_t c : counts_) s.cumulative.push_back(total += c);
-  s.sum = sum_;
-  return s;
+  series_.Observe(value);
 }
 
 std::vector<double> latency_buckets() {
   return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
 }
 
-struct MetricsRegistry::Series {
-  std::string name, help, type;
-  MetricLabels labels;
-  std::unique_ptr<Counter> counter;
-  std::unique_ptr<Histogram> histogram;
-  std::function<double()> gauge;
+// A series read at scrape time (gauge or counter_fn): prometheus-cpp's metrics only hold values set
+// beforehand, so these are added to its collected families by render().
+struct MetricsRegistry::Read {
+  std::string name, help;
+  prometheus::MetricType type;
+  std::vector<prometheus::ClientMetric::Label> labels;
+  std::function<double()> read;
 };
 
-MetricsRegistry::MetricsRegistry() = default;
+MetricsRegistry::MetricsRegistry() : registry_(std::make_unique<prometheus::Registry>()) {}
 MetricsRegistry::~MetricsRegistry() = default;
 
-MetricsRegistry::Series& MetricsRegistry::add(const std::string& name, const std::string& help,
-                                              const char* type, MetricLabels labels) {
-  if (!valid_name(name)) throw std::invalid_argument("invalid metric name '" + name + "'");
-  for (const auto& [k, v] : labels)
-    if (!valid_name(k) || k.find(':') != std::string::npos)
-      throw std::invalid_argument("invalid label name '" + k + "'");
-  std::lock_guard lock(mu_);
-  for (const auto& s : series_)
-    if (s->name == name && s->type != type)
-      throw std::invalid_argument("metric '" + name + "' registered as " + s->type + " and " + type);
-  Series& s = *series_.emplace_back(std::make_unique<Series>());
-  s.name = name;
-  s.help = help;
-  s.type = type;
-  s.labels = std::move(labels);
-  return s;
+// One type per name across prometheus-cpp's families and the series read at scrape time (the registry
+// alone checks only its own families); HELP text is written unescaped by prometheus-cpp 1.0, so a
+// newline would break the exposition.
+void MetricsRegistry::check(const std::string& name, const std::string& help, const char* type) {
+  if (!prometheus::CheckMetricName(name)) throw std::invalid_argument("invalid metric name '" + name + "'");
+  if (help.find_first_of("\n\\") != std::string::npos)
+    throw std::invalid_argument("help text of '" + name + "' has a newline or backslash");
+  for (const auto& [n, t] : types_)
+    if (n == name) {
+      if (t != type) throw std::invalid_argument("metric '" + name + "' registered as " + t + " and " + type);
+      return;
+    }
+  types_.emplace_back(name, type);
 }
 
 Counter& MetricsRegistry::counter(const std::string& name, const std::string& help, MetricLabels labels) {
-  Series& s = add(name, help, "counter", std::move(labels));
-  s.counter = std::make_unique<Counter>();
-  return *s.counter;
+  std::lock_guard lock(mu_);
+  check(name, help, "counter");
+  auto& family = prometheus::BuildCounter().Name(name).Help(help).Register(*registry_);
+  return *counters_.emplace_back(std::make_unique<Counter>(family.Add(label_map(labels))));
 }
 
 Histogram& MetricsRegistry::histogram(const std::string& name, const std::string& help,
                                       std::vector<double> bounds, MetricLabels labels) {
-  Series& s = add(name, help, "histogram", std::move(labels));
-  s.histogram = std::make_unique<Histogram>(std::move(bounds));
-  return *s.histogram;
+  // prometheus-cpp refuses bounds out of order, not repeated ones.
+  if (std::adjacent_find(bounds.begin(), bounds.end(), std::greater_equal<>()) != bounds.end())
+    throw std::invalid_argument("histogram bounds must be strictly ascending");
+  std::lock_guard lock(mu_);
+  check(name, help, "histogram");
+  auto& family = prometheus::BuildHistogram().Name(name).Help(help).Register(*registry_);
+  return *histograms_.emplace_back(std::make_unique<Histogram>(family.Add(label_map(labels), bounds)));
 }
 
 void MetricsRegistry::gauge(const std::string& name, const std::string& help, std::function<double()> read,
                             MetricLabels labels) {
-  Series& s = add(name, help, "gauge", std::move(labels));
-  s.gauge = std::move(read);
+  std::vector<prometheus::ClientMetric::Label> pairs;
+  for (const auto& [k, v] : label_map(labels)) pairs.push_back({k, v});
+  std::lock_guard lock(mu_);
+  check(name, help, "gauge");
+  reads_.push_back({name, help, prometheus::MetricType::Gauge, std::move(pairs), std::move(read)});
 }
 
 void MetricsRegistry::counter_fn(const std::string& name, const std::string& help,
                                  std::function<double()> read, MetricLabels labels) {
-  Series& s = add(name, help, "counter", std::move(labels));
-  s.gauge = std::move(read);
+  std::vector<prometheus::ClientMetric::Label> pairs;
+  for (const auto& [k, v] : label_map(labels)) pairs.push_back({k, v});
+  std::lock_guard lock(mu_);
+  check(name, help, "counter");
+  reads_.push_back({name, help, prometheus::MetricType::Counter, std::move(pairs), std::move(read)});
 }
 
 std::string MetricsRegistry::render() const {
   std::lock_guard lock(mu_);
-  std::string out;
-  std::vector<bool> done(series_.size(), false);
-  for (size_t i = 0; i < series_.size(); ++i) {
-    if (done[i]) continue;
-    const Series& first = *series_[i];
-    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", first.name, escape(first.help, false), first.name,
-                       first.type);
-    for (size_t j = i; j < series_.size(); ++j) {
-      const Series& s = *series_[j];
-      if (s.name != first.name) continue;
-      done[j] = true;
-      if (s.counter) out += s.name + label_text(s.labels) + " " + number(s.counter->value()) + "\n";
-      if (s.gauge) out += s.name + label_text(s.labels) + " " + number(s.gauge()) + "\n";
-      if (s.histogram) {
-        const Histogram::Snapshot h = s.histogram->snapshot();
-        for (size_t b = 0; b <= h.bounds.size(); ++b)
-          out += s.name + "_bucket" +
-                 label_text(s.labels, "le", b < h.bounds.size() ? number(h.bounds[b]) : "+Inf") + " " +
-                 std::to_string(h.cumulative[b]) + "\n";
-        out += s.name + "_sum" + label_text(s.labels) + " " + number(h.sum) + "\n";
-        out += s.name + "_count" + label_text(s.labels) + " " + std::to_string(h.cumulative.back()) + "\n";
-      }
+  std::vector<prometheus::MetricFamily> families = registry_->Collect();
+  for (const Read& r : reads_) {
+    auto family = std::find_if(families.begin(), families.end(),
+                               [&](const prometheus::MetricFamily& f) { return f.name == r.name; });
+    if (family == families.end()) {
+      families.push_back({r.name, r.help, r.type, {}});
+      family = families.end() - 1;
     }
+    prometheus::ClientMetric& m = family->metric.emplace_back();
+    m.label = r.labels;
+    (r.type == prometheus::MetricType::Gauge ? m.gauge.value : m.counter.value) = r.read();
   }
-  return out;
+  // The registry groups its families by type and keeps a family's series in a hash map: order them
+  // (names as registered, series by labels) so that a scrape reads the same from one to the next.
+  std::map<std::string, size_t> rank;
+  for (const auto& [name, type] : types_) rank.emplace(name, rank.size());
+  std::sort(families.begin(), families.end(),
+            [&](const auto& a, const auto& b) { return rank.at(a.name) < rank.at(b.name); });
+  for (prometheus::MetricFamily& f : families)
+    std::sort(f.metric.begin(), f.metric.end(),
+              [](const auto& a, const auto& b) { return a.label < b.label; });
+  return prometheus::TextSerializer().Serialize(families);
 }
 
 }  // namespace tribunal::nodes

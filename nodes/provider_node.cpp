@@ -34,7 +34,7 @@ class LocalFailure : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 template <class F>
-auto locally(const LogFn& log, const char* what, F&& work) -> decltype(work()) {
+auto locally(const Logger& log, const char* what, F&& work) -> decltype(work()) {
   try {
     return work();
   } catch (const ProtocolError&) {
@@ -42,7 +42,7 @@ auto locally(const LogFn& log, const char* what, F&& work) -> decltype(work()) {
   } catch (const TrainingStopped&) {  // asked for (shutdown, client gone): no failure of the files
     throw;
   } catch (const std::exception& e) {
-    log(fmt::format("provider: {} failed: {}", what, e.what()));
+    log->error(fmt::format("provider: {} failed: {}", what, e.what()));
     throw LocalFailure(std::string(what) + " failed on the provider (details in its operator's log)");
   }
 }
@@ -163,7 +163,7 @@ struct ProviderNode::Connection {
   std::shared_ptr<JobRun> run;  // the job it submitted, while it waits for its claim
 };
 
-ProviderNode::ProviderNode(NetContext& ctx, KeyPair key, ProviderConfig config, LogFn log)
+ProviderNode::ProviderNode(NetContext& ctx, KeyPair key, ProviderConfig config, Logger log)
     : ctx_(ctx),
       key_(key),
       config_(std::move(config)),
@@ -391,7 +391,8 @@ void ProviderNode::train(Connection& c, const Envelope& env) {
   const Claim claim{r.job_id, static_cast<uint64_t>(r.steps), r.trajectory_root, r.final_state_hash,
                     config_.endpoint};
   c.session->send(seal(key_, r.job_id, ++c.sequence, claim));
-  log_(fmt::format("provider {}: claim trajectory_root {}", me, to_hex(r.trajectory_root).substr(0, 16)));
+  log_->info(
+      fmt::format("provider {}: claim trajectory_root {}", me, to_hex(r.trajectory_root).substr(0, 16)));
 }
 
 // Waits for a training slot (or joins the run of the same job), trains, and returns the result every
@@ -434,8 +435,8 @@ TrainResult ProviderNode::run_job(Connection& c, const JobSpec& job, const Diges
   }
   server_.keep(*c.session);  // training for this peer: no flood may evict its connection
   if (!mine) {
-    log_(fmt::format("provider {}: job {} submitted again while it waits or trains: sharing its run", me,
-                     job_hex));
+    log_->info(fmt::format("provider {}: job {} submitted again while it waits or trains: sharing its run",
+                           me, job_hex));
   } else {
     // FIFO: the oldest waiting job takes a free slot; a stop (shutdown, clients gone) ends the wait.
     bool go = false;
@@ -462,8 +463,8 @@ TrainResult ProviderNode::run_job(Connection& c, const JobSpec& job, const Diges
               (run->why_stopped.empty() ? "the provider is shutting down" : run->why_stopped);
     } else {
       ++trainings_started_;
-      log_(fmt::format("provider {}: training job {} ({} steps){}", me, job_hex, job.steps,
-                       is_honest(config_.policy) ? "" : " [cheating]"));
+      log_->info(fmt::format("provider {}: training job {} ({} steps){}", me, job_hex, job.steps,
+                             is_honest(config_.policy) ? "" : " [cheating]"));
       TrainOptions o;
       o.train = data.get();
       o.threads = config_.threads;
@@ -474,7 +475,7 @@ TrainResult ProviderNode::run_job(Connection& c, const JobSpec& job, const Diges
       o.stop = &run->stop;
       TrainingRanks* ranks = config_.ranks && config_.ranks->shares(job) ? config_.ranks : nullptr;
       if (config_.ranks && !ranks)
-        log_(
+        log_->warn(
             fmt::format("provider {}: train.shards {} cannot be shared by {} ranks: training on rank 0 alone",
                         me, job.shards, config_.ranks->world().size()));
       const auto started = std::chrono::steady_clock::now();
@@ -491,7 +492,7 @@ TrainResult ProviderNode::run_job(Connection& c, const JobSpec& job, const Diges
           std::lock_guard lock(run->mu);
           why = run->why_stopped;
         }
-        log_(fmt::format(
+        log_->warn(fmt::format(
             "provider {}: training of job {} stopped at step {} of {} ({}); {} keeps its complete "
             "checkpoints",
             me, job_hex, e.step, job.steps, why, (o.out_dir).string()));
@@ -536,8 +537,9 @@ std::shared_ptr<ProviderNode::Dispute> ProviderNode::dispute_for(const Connectio
                                                  *d->pool, config_.referees, config_.policy);
   });
   d->used = std::chrono::steady_clock::now();
-  log_(fmt::format("provider {}: answering dispute {} as party {}", to_hex(key_.public_key).substr(0, 8),
-                   to_hex(c.open->context).substr(0, 12), d->session->party()));
+  log_->info(fmt::format("provider {}: answering dispute {} as party {}",
+                         to_hex(key_.public_key).substr(0, 8), to_hex(c.open->context).substr(0, 12),
+                         d->session->party()));
   std::lock_guard lock(mu_);
   auto [it, inserted] = disputes_.emplace(key, d);  // a concurrent connection may have made it first
   while (disputes_.size() > kRetainedDisputes) {
@@ -607,6 +609,10 @@ void ProviderNode::answer(const std::shared_ptr<Connection>& c, const Envelope& 
   const auto computed = std::chrono::steady_clock::now();
   meters_->queries.inc();
   meters_->answer_latency.observe(std::chrono::duration<double>(computed - taken).count());
+  log_->debug(fmt::format("provider {}: query {} of dispute {} answered with {} frame(s) in {:.1f} ms",
+                          to_hex(key_.public_key).substr(0, 8), env.sequence,
+                          to_hex(env.context).substr(0, 12), answers.size(),
+                          std::chrono::duration<double, std::milli>(computed - taken).count()));
   // Waits on the connection's condition variable, so a closed connection ends the wait.
   const auto wait_until = [&](std::chrono::steady_clock::time_point t) {
     std::unique_lock lock(c->mu);
@@ -669,8 +675,8 @@ void ProviderNode::on_message(const std::shared_ptr<Connection>& c, std::vector<
         return;
       case MessageKind::Verdict: {
         const Verdict& v = std::get<Verdict>(env.body);
-        log_(fmt::format("provider {}: verdict received: {}", to_hex(key_.public_key).substr(0, 8),
-                         v.winners.empty() ? "no winner" : "winner " + std::to_string(v.winners[0])));
+        log_->info(fmt::format("provider {}: verdict received: {}", to_hex(key_.public_key).substr(0, 8),
+                               v.winners.empty() ? "no winner" : "winner " + std::to_string(v.winners[0])));
         // Only a verdict signed by a referee this dispute is answered for ends it.
         if (c->dispute && env.context == c->open->context &&
             std::find(config_.referees.begin(), config_.referees.end(), env.sender) != config_.referees.end())
@@ -681,11 +687,11 @@ void ProviderNode::on_message(const std::shared_ptr<Connection>& c, std::vector<
         throw WireError(CloseCode::PolicyViolation, "unexpected message");
     }
   } catch (const WireError& e) {
-    log_(fmt::format("provider: refused a frame from {}: {}", session.remote_endpoint(), e.what()));
+    log_->warn(fmt::format("provider: refused a frame from {}: {}", session.remote_endpoint(), e.what()));
     meters_->frames_refused.inc();
     session.close(e.code(), e.what());
   } catch (const std::exception& e) {
-    log_(fmt::format("provider: error serving {}: {}", session.remote_endpoint(), e.what()));
+    log_->error(fmt::format("provider: error serving {}: {}", session.remote_endpoint(), e.what()));
     meters_->errors.inc();
     if (env_kind == MessageKind::JobSubmit) meters_->jobs_refused.inc();
     session.send(seal(key_, {}, ++c->sequence, ErrorMessage{1011, e.what()}));

@@ -109,7 +109,7 @@ struct ProviderConfig {
 /// queries about them (docs/protocol.md, "Threat model").
 class ProviderNode {
  public:
-  ProviderNode(NetContext& ctx, KeyPair key, ProviderConfig config, LogFn log);
+  ProviderNode(NetContext& ctx, KeyPair key, ProviderConfig config, Logger log);
   /// Stops accepting and closes every open connection (going away); in-flight answers are dropped.
   ~ProviderNode();
   /// Binds and starts accepting; returns the bound port. Throws NetError when no endpoint was
@@ -157,7 +157,7 @@ class ProviderNode {
   NetContext& ctx_;
   KeyPair key_;
   ProviderConfig config_;
-  LogFn log_;
+  Logger log_;
   MetricsRegistry metrics_;
   std::unique_ptr<Meters> meters_;
   Server server_;

@@ -95,7 +95,7 @@ AddressPolicy loopback_policy() {
   return AddressPolicy::public_only({parse_cidr("127.0.0.0/8"), parse_cidr("::1")});
 }
 
-RefereeNode::RefereeNode(NetContext& ctx, KeyPair key, RefereeNodeOptions options, LogFn log,
+RefereeNode::RefereeNode(NetContext& ctx, KeyPair key, RefereeNodeOptions options, Logger log,
                          AddressPolicy providers)
     : ctx_(ctx),
       key_(key),
@@ -187,7 +187,7 @@ void RefereeNode::handle_opening(const std::shared_ptr<Session>& client, const s
     if (env.kind != MessageKind::DisputeOpen)
       throw WireError(CloseCode::PolicyViolation, "expected a DisputeOpen");
   } catch (const WireError& e) {  // not even a signed opening: no answer
-    log_(fmt::format("referee: refused client {}: {}", client->remote_endpoint(), e.what()));
+    log_->warn(fmt::format("referee: refused client {}: {}", client->remote_endpoint(), e.what()));
     meters_.refused.inc();
     client->close(e.code(), e.what());
     return;
@@ -205,7 +205,7 @@ void RefereeNode::handle_opening(const std::shared_ptr<Session>& client, const s
     charge();
   } catch (const std::exception& e) {
     charge();
-    log_(fmt::format("referee: refused dispute from {}: {}", client->remote_endpoint(), e.what()));
+    log_->warn(fmt::format("referee: refused dispute from {}: {}", client->remote_endpoint(), e.what()));
     meters_.refused.inc();
     client->send(seal(key_, {}, 1, ErrorMessage{1008, e.what()}));
     client->close(CloseCode::PolicyViolation, "dispute refused");
@@ -293,11 +293,12 @@ uint16_t RefereeNode::listen(const std::string& host, uint16_t port) {
       } catch (const StoreError&) {
         throw;
       } catch (const std::exception& e) {
-        log_(fmt::format("referee: cannot resume dispute {} from {}: {}", to_hex(stored.id).substr(0, 12),
-                         store_->file().string(), e.what()));
+        log_->error(fmt::format("referee: cannot resume dispute {} from {}: {}",
+                                to_hex(stored.id).substr(0, 12), store_->file().string(), e.what()));
       }
     }
-    log_(fmt::format("referee: store {}: {} undecided dispute(s) resumed", store_->file().string(), resumed));
+    log_->info(
+        fmt::format("referee: store {}: {} undecided dispute(s) resumed", store_->file().string(), resumed));
     prune_store();
     arm_pruning();
   }
@@ -334,11 +335,11 @@ void RefereeNode::prune_store() {
   try {
     const size_t n = store_->prune(std::chrono::system_clock::now() - options_.retention);
     if (n != 0)
-      log_(fmt::format(
+      log_->info(fmt::format(
           "referee: store {}: pruned the records of {} dispute(s) decided over {} s ago (verdicts kept)",
           store_->file().string(), n, options_.retention.count()));
   } catch (const StoreError& e) {
-    log_(fmt::format("referee: {}", e.what()));  // the next interval tries again
+    log_->error(fmt::format("referee: {}", e.what()));  // the next interval tries again
   }
 }
 
@@ -349,7 +350,7 @@ void RefereeNode::apply(Live& live, RefereeDispute::Step step) {
   commit(live, step);
   deliver(live, std::move(step.send));
   for (const DisputeEvent& e : step.events) {
-    log_(fmt::format("referee: dispute {} round {}: {}", live.tag, e.round, e.text));
+    log_->info(fmt::format("referee: dispute {} round {}: {}", live.tag, e.round, e.text));
     if (on_event) on_event(e);
   }
 }
@@ -385,7 +386,7 @@ void RefereeNode::commit(Live& live, RefereeDispute::Step& step) {
     const uint64_t n = ++events_;
     if (options_.crash_after_events != 0 && n == options_.crash_after_events) {
       // Test hook (RefereeNodeOptions::crash_after_events): die as a power cut or OOM kill would.
-      log_(fmt::format("referee: crash hook: SIGKILL after event {}", n));
+      log_->warn(fmt::format("referee: crash hook: SIGKILL after event {}", n));
       ::raise(SIGKILL);
     }
   }
@@ -430,8 +431,8 @@ void RefereeNode::open(std::shared_ptr<Session> client, const Envelope& env) {
         !d.admitted())
       throw ProtocolError(d.reason);
     live->clients.push_back(client);
-    log_(fmt::format("referee: dispute {}: client {} attached; it gets the verdict", live->tag,
-                     client->remote_endpoint()));
+    log_->info(fmt::format("referee: dispute {}: client {} attached; it gets the verdict", live->tag,
+                           client->remote_endpoint()));
   };
 
   std::shared_ptr<Live> existing;
@@ -456,8 +457,8 @@ void RefereeNode::open(std::shared_ptr<Session> client, const Envelope& env) {
   const Digest id = dispute->dispute_id();
   if (store_) {
     if (auto verdict = store_->verdict(id)) {
-      log_(fmt::format("referee: dispute {} is decided; sending its stored verdict to {}",
-                       to_hex(id).substr(0, 12), client->remote_endpoint()));
+      log_->info(fmt::format("referee: dispute {} is decided; sending its stored verdict to {}",
+                             to_hex(id).substr(0, 12), client->remote_endpoint()));
       client->send(std::move(*verdict));
       client->close(CloseCode::Normal, "verdict");
       return;
@@ -501,7 +502,7 @@ void RefereeNode::open(std::shared_ptr<Session> client, const Envelope& env) {
         std::lock_guard node_lock(mu_);
         release(*live);
       }
-      log_(fmt::format("referee: refused dispute from {}: {}", client->remote_endpoint(), e.what()));
+      log_->warn(fmt::format("referee: refused dispute from {}: {}", client->remote_endpoint(), e.what()));
       meters_.refused.inc();
       client->send(seal(key_, {}, 1, ErrorMessage{1011, e.what()}));
       client->close(CloseCode::InternalError, "dispute refused");
@@ -544,8 +545,8 @@ void RefereeNode::resume_stored(const StoredDispute& stored) {
       drop(*live, e.what());
       return;
     }
-    log_(fmt::format("referee: dispute {} resumed from the store ({} inputs, round {})", live->tag, inputs,
-                     live->dispute->game().rounds()));
+    log_->info(fmt::format("referee: dispute {} resumed from the store ({} inputs, round {})", live->tag,
+                           inputs, live->dispute->game().rounds()));
     for (int p = 0; p < 2; ++p) connect_provider(live, p);
     arm(live);
   });
@@ -604,7 +605,7 @@ void RefereeNode::on_provider_message(const std::shared_ptr<Live>& live, int par
     const Envelope env = open_envelope(bytes, SignatureCheck::DeferTensorChunks);
     RefereeDispute::Step step = live->dispute->on_envelope(party, env, arrived);
     if (!step.refused.empty())
-      log_(fmt::format("referee: refused a message from provider {}: {}", party, step.refused));
+      log_->warn(fmt::format("referee: refused a message from provider {}: {}", party, step.refused));
     if (!step.refused.empty() || step.rejected) {
       ++live->stats.refused;
     } else if (const auto asked = live->link(party).answered()) {
@@ -614,7 +615,7 @@ void RefereeNode::on_provider_message(const std::shared_ptr<Live>& live, int par
   } catch (const WireError& e) {
     // Undecodable or badly signed: refused without touching the game.
     ++live->stats.refused;
-    log_(fmt::format("referee: refused a frame from {}: {}", session->remote_endpoint(), e.what()));
+    log_->warn(fmt::format("referee: refused a frame from {}: {}", session->remote_endpoint(), e.what()));
   } catch (const StoreError& e) {
     drop(*live, e.what());
     return;
@@ -627,8 +628,8 @@ void RefereeNode::on_provider_message(const std::shared_ptr<Live>& live, int par
 // Called with live.mu held.
 void RefereeNode::provider_lost(Live& live, int party, const std::string& why) {
   const std::chrono::milliseconds backoff = live.link(party).lost(now());
-  log_(fmt::format("referee: dispute {}: provider {} {}; reconnecting in {} ms", live.tag, party, why,
-                   backoff.count()));
+  log_->warn(fmt::format("referee: dispute {}: provider {} {}; reconnecting in {} ms", live.tag, party, why,
+                         backoff.count()));
 }
 
 // Called with live.mu held. A provider that is not connected misses nothing: on (re)connection it
@@ -691,7 +692,7 @@ void RefereeNode::drop(Live& live, const std::string& why) {
   live.finished = true;
   live.timer.cancel();
   meters_.suspended.inc();
-  log_(fmt::format("referee: dispute {} suspended: {}", live.tag, why));
+  log_->error(fmt::format("referee: dispute {} suspended: {}", live.tag, why));
   // No ErrorMessage: a client that reconnects and opens the dispute again resumes it from the store.
   for (auto& c : live.clients) c->close(CloseCode::InternalError, "store failure");
   for (auto& link : live.links) link->close(CloseCode::GoingAway, "dispute suspended");

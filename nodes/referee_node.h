@@ -111,7 +111,7 @@ class RefereeNode {
   /// loopback_policy() for tests and demos on one machine): an opening whose endpoint is a literal
   /// address the policy refuses is refused, and a name that resolves only to refused addresses
   /// cannot be connected to.
-  RefereeNode(NetContext& ctx, KeyPair key, RefereeNodeOptions options, LogFn log,
+  RefereeNode(NetContext& ctx, KeyPair key, RefereeNodeOptions options, Logger log,
               AddressPolicy providers = AddressPolicy::public_only());
   ~RefereeNode();
   /// Binds and starts accepting; the first call first resumes the store's undecided disputes
@@ -165,7 +165,7 @@ class RefereeNode {
   NetContext& ctx_;
   KeyPair key_;
   RefereeNodeOptions options_;
-  LogFn log_;
+  Logger log_;
   MetricsRegistry metrics_;
   RefereeMeters meters_{metrics_};
   std::unique_ptr<Workers> workers_;  // destroyed after live_, whose timers run on it

@@ -31,7 +31,7 @@ TrainResult TrainingRanks::lead(const std::string& job_toml, const JobSpec& job,
   return run_training(job, options);
 }
 
-void TrainingRanks::follow(const ProviderConfig& config, const LogFn& log) {
+void TrainingRanks::follow(const ProviderConfig& config, const Logger& log) {
   for (std::string text = receive(); !text.empty(); text = receive()) {
     try {
       JobSpec job;
@@ -49,8 +49,8 @@ void TrainingRanks::follow(const ProviderConfig& config, const LogFn& log) {
       run_training(job, o);  // no out_dir: rank 0 alone writes the checkpoints
     } catch (const RankFailure& e) {
       // Every rank threw it from the same collective: they are in step for the next job.
-      log(fmt::format("provider rank {} of {}: the job failed on every rank: {}", world_.rank(),
-                      world_.size(), e.what()));
+      log->error(fmt::format("provider rank {} of {}: the job failed on every rank: {}", world_.rank(),
+                             world_.size(), e.what()));
     }
   }
 }

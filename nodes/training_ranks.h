@@ -35,7 +35,7 @@ class TrainingRanks {
   /// fault), until stop(). A job that fails on any rank (e.g. its data set is not registered on this
   /// rank's machine, or rank 0 cannot write a checkpoint) fails on every rank with that error
   /// (RankFailure, engine/world.h), which `log` reports here; the ranks then wait for the next job.
-  void follow(const ProviderConfig& config, const LogFn& log);
+  void follow(const ProviderConfig& config, const Logger& log);
 
   /// Rank 0: ends the other ranks' follow().
   void stop();

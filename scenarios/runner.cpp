@@ -108,9 +108,10 @@ class ProviderFleet {
     // A node that sends oversized frames must be allowed to: the limit it tests is the referee's.
     if (s.spec.answers.kind == AnswerKind::Oversized) server.session.max_message_bytes = 2 * kMaxMessageBytes;
     const std::string tag = s.spec.name;
-    nodes::LogFn log =
-        options_.log ? nodes::LogFn([this, tag](const std::string& line) { options_.log(tag + ": " + line); })
-                     : nodes::LogFn([](const std::string&) {});
+    const nodes::Logger log =
+        options_.log ? nodes::line_logger(
+                           tag, [this, tag](const std::string& line) { options_.log(tag + ": " + line); })
+                     : nodes::quiet_logger(tag);
     nodes::ProviderConfig config;
     config.store = s.store;
     config.threads = options_.threads;
@@ -299,7 +300,8 @@ ScenarioResult run_scenario(const Scenario& s, const RunOptions& o) {
     ro.data_dir = dir / "referee";  // the referee of a scenario is durable, as `tribunal referee` is
     const KeyPair referee_key = generate_keypair();
     nodes::RefereeNode referee(
-        ctx, referee_key, ro, [&](const std::string& line) { log("referee: " + line); },
+        ctx, referee_key, ro,
+        nodes::line_logger("referee", [&](const std::string& line) { log("referee: " + line); }),
         nodes::loopback_policy());
     referee.on_finished = [&](const RefereeDispute& d, const nodes::DisputeStats& stats) {
       r.rounds = d.game().rounds();
@@ -329,8 +331,8 @@ ScenarioResult run_scenario(const Scenario& s, const RunOptions& o) {
       request.referee_key = referee_key.public_key;
       request.out_dir = dir / "verdicts";
       request.client_key = generate_keypair();
-      const nodes::DelegateOutcome out =
-          nodes::delegate_job(ctx, request, [&](const std::string& line) { log(line); });
+      const nodes::DelegateOutcome out = nodes::delegate_job(
+          ctx, request, nodes::line_logger("delegate", [&](const std::string& line) { log(line); }));
       r.winner = out.accepted ? fleet.name(out.winner) : "none";
       r.disputes = out.verdicts.size();
       if (!out.verdicts.empty()) r.verdict = verify_verdict(out.verdicts.back(), referee_key.public_key);

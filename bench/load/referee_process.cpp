@@ -60,12 +60,9 @@ struct ChildStats {
     // The disputes' clients spread over kClientAddresses addresses; the flooder's silent connections
     // come from one address of their own and meet the per-address limit.
     options.max_connections_per_address = kMaxConnectionsPerAddress;
-    nodes::RefereeNode node(
-        ctx, key, options,
-        [verbose](const std::string& line) {
-          if (verbose) std::fprintf(stderr, "referee %s\n", line.c_str());
-        },
-        nodes::loopback_policy());
+    nodes::RefereeNode node(ctx, key, options,
+                            verbose ? nodes::stderr_logger("referee") : nodes::quiet_logger("referee"),
+                            nodes::loopback_policy());
     node.on_finished = [&](const RefereeDispute&, const nodes::DisputeStats& s) {
       ++stats.finished;
       std::lock_guard lock(cpu_mu);

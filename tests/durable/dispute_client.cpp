@@ -24,11 +24,6 @@ std::vector<uint8_t> read_file(const char* path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-void log_line(const std::string& line) {
-  std::fprintf(stderr, "%s\n", line.c_str());
-  std::fflush(stderr);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -37,8 +32,8 @@ int main(int argc, char** argv) {
     NetContext ctx(1, false);
     ctx.start();
     if (mode == "open" && argc == 6) {
-      const Envelope verdict =
-          nodes::await_verdict(ctx, argv[2], digest_from_hex(argv[3]), read_file(argv[4]), log_line);
+      const Envelope verdict = nodes::await_verdict(
+          ctx, argv[2], digest_from_hex(argv[3]), read_file(argv[4]), nodes::stderr_logger("dispute_client"));
       std::ofstream(argv[5], std::ios::binary)
           .write(reinterpret_cast<const char*>(verdict.bytes.data()),
                  static_cast<std::streamsize>(verdict.bytes.size()));

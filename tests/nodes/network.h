@@ -37,8 +37,7 @@ struct Network {
   std::filesystem::path job_file = kShortJob;  ///< the job request() delegates
 
   explicit Network(nodes::RefereeNodeOptions options = {}, AddressPolicy policy = nodes::loopback_policy())
-      : referee(
-            ctx, referee_key, std::move(options), [](const std::string&) {}, std::move(policy)) {
+      : referee(ctx, referee_key, std::move(options), nodes::quiet_logger(), std::move(policy)) {
     set_net_log_sink([](std::string_view) {});
     referee_url = "ws://127.0.0.1:" + std::to_string(referee.listen("127.0.0.1", 0)) + "/";
     ctx.start();
@@ -59,8 +58,7 @@ struct Network {
   /// Starts a provider; returns its URL.
   std::string provider(const cheats::Fault& fault) { return provider(config(fault)); }
   std::string provider(nodes::ProviderConfig c, KeyPair key = generate_keypair()) {
-    providers.push_back(
-        std::make_unique<nodes::ProviderNode>(ctx, key, std::move(c), [](const std::string&) {}));
+    providers.push_back(std::make_unique<nodes::ProviderNode>(ctx, key, std::move(c), nodes::quiet_logger()));
     return "ws://127.0.0.1:" + std::to_string(providers.back()->listen("127.0.0.1", 0)) + "/";
   }
   nodes::DelegateRequest request(const std::vector<std::string>& urls) const {
@@ -74,7 +72,7 @@ struct Network {
     return r;
   }
   nodes::DelegateOutcome delegate(const std::vector<std::string>& urls) {
-    return nodes::delegate_job(ctx, request(urls), [](const std::string&) {});
+    return nodes::delegate_job(ctx, request(urls), nodes::quiet_logger());
   }
   Verdict verify(const std::vector<uint8_t>& verdict) const {
     return verify_verdict(verdict, referee_key.public_key);

@@ -174,9 +174,8 @@ TEST_CASE(
   CHECK(v.winners == std::vector<uint8_t>{1});
   // The honest client opens the same dispute later: it gets the same outcome, the right one (this
   // referee keeps no store, so the game is played again: only the clocks in the verdict differ).
-  const Envelope again =
-      await_verdict(net.ctx, net.referee_url, net.referee_key.public_key,
-                    seal(generate_keypair(), v.dispute_id, 1, v.opening), [](const std::string&) {});
+  const Envelope again = await_verdict(net.ctx, net.referee_url, net.referee_key.public_key,
+                                       seal(generate_keypair(), v.dispute_id, 1, v.opening), quiet_logger());
   const Verdict w = std::get<Verdict>(again.body);
   CHECK(w.dispute_id == v.dispute_id);
   CHECK(w.reason == v.reason);
@@ -200,10 +199,10 @@ TEST_CASE("attack: a provider's endpoint cannot be redirected by the opener") {
   auto at = std::search(claim.begin(), claim.end(), needle.begin(), needle.end());
   REQUIRE(at != claim.end());
   *(at + 1) = *(at + 1) == '1' ? '2' : '1';
-  CHECK_THROWS_WITH_AS(await_verdict(net.ctx, net.referee_url, net.referee_key.public_key,
-                                     seal(generate_keypair(), dispute_id(redirected), 1, redirected),
-                                     [](const std::string&) {}),
-                       doctest::Contains("Envelope.signature: does not verify"), EngineError);
+  CHECK_THROWS_WITH_AS(
+      await_verdict(net.ctx, net.referee_url, net.referee_key.public_key,
+                    seal(generate_keypair(), dispute_id(redirected), 1, redirected), quiet_logger()),
+      doctest::Contains("Envelope.signature: does not verify"), EngineError);
   // An endpoint that never answers only hurts the provider that signed it.
   ProviderConfig silent = net.config(corrupt(14, 2));
   silent.endpoint = "ws://127.0.0.1:9/";
@@ -219,12 +218,11 @@ TEST_CASE("attack: a provider's endpoint cannot be redirected by the opener") {
 TEST_CASE("attack: a verdict signed by another key than the pinned referee's is refused") {
   Network net;
   net.use_terms("base_seconds = 0.5");
-  RefereeNode impostor(
-      net.ctx, generate_keypair(), RefereeNodeOptions{}, [](const std::string&) {}, loopback_policy());
+  RefereeNode impostor(net.ctx, generate_keypair(), RefereeNodeOptions{}, quiet_logger(), loopback_policy());
   const std::string impostor_url = "ws://127.0.0.1:" + std::to_string(impostor.listen("127.0.0.1", 0)) + "/";
   DelegateRequest r = net.request({net.provider(corrupt(3, 2)), net.provider(Fault{})});
   r.referee = impostor_url;  // an on-path attacker answering for the referee
-  CHECK_THROWS_WITH_AS(delegate_job(net.ctx, r, [](const std::string&) {}),
+  CHECK_THROWS_WITH_AS(delegate_job(net.ctx, r, quiet_logger()),
                        doctest::Contains("not by the referee's key"), ProtocolError);
 }
 
@@ -347,7 +345,7 @@ TEST_CASE("attack: strangers who fill the referee cannot lock out a trusted clie
   // The trusted client's dispute takes the reserved slot and is decided.
   DelegateRequest r = net.request({net.provider(corrupt(14, 2)), net.provider(Fault{})});
   r.client_key = client;
-  const DelegateOutcome out = delegate_job(net.ctx, r, [](const std::string&) {});
+  const DelegateOutcome out = delegate_job(net.ctx, r, quiet_logger());
   REQUIRE(out.verdicts.size() == 1);
   CHECK(net.verify(out.verdicts[0]).reason == VerdictReason::WrongOutput);
   CHECK(out.accepted);
@@ -379,9 +377,8 @@ TEST_CASE("a decided dispute's record is pruned after the retention period; its 
   REQUIRE(store.verdict(v.dispute_id).has_value());
   CHECK(*store.verdict(v.dispute_id) == out.verdicts[0]);
   // Opening it again gets the stored verdict, not a new dispute.
-  const Envelope again =
-      await_verdict(net.ctx, net.referee_url, net.referee_key.public_key,
-                    seal(generate_keypair(), v.dispute_id, 1, v.opening), [](const std::string&) {});
+  const Envelope again = await_verdict(net.ctx, net.referee_url, net.referee_key.public_key,
+                                       seal(generate_keypair(), v.dispute_id, 1, v.opening), quiet_logger());
   CHECK(again.bytes == out.verdicts[0]);
   CHECK(net.referee.live_disputes() == 0);
 }

@@ -37,6 +37,7 @@ uint16_t port_of(const std::string& url) {  // "ws://127.0.0.1:PORT/"
 
 }  // namespace
 
+// The text is prometheus-cpp's TextSerializer: a histogram's count and sum come before its buckets.
 TEST_CASE("metrics: counters, labelled series, gauges and histograms in the Prometheus text format") {
   MetricsRegistry m;
   Counter& a = m.counter("t_total", "Things.", {{"kind", "a"}});
@@ -54,12 +55,13 @@ TEST_CASE("metrics: counters, labelled series, gauges and histograms in the Prom
         "t_total{kind=\"a\"} 3.5\n"
         "t_total{kind=\"q\\\"uote\\\\back\\nline\"} 1\n"
         "# HELP t_seconds Durations.\n# TYPE t_seconds histogram\n"
+        "t_seconds_count 3\nt_seconds_sum 7.15\n"
         "t_seconds_bucket{le=\"0.1\"} 2\nt_seconds_bucket{le=\"1\"} 2\nt_seconds_bucket{le=\"+Inf\"} 3\n"
-        "t_seconds_sum 7.15\nt_seconds_count 3\n"
         "# HELP t_open Open now.\n# TYPE t_open gauge\nt_open 3\n");
   CHECK_THROWS_AS(m.counter("bad name", "x"), std::invalid_argument);
   CHECK_THROWS_AS(m.gauge("t_total", "x", [] { return 0.0; }), std::invalid_argument);  // a counter already
-  CHECK_THROWS_AS(Histogram({1, 0.5}), std::invalid_argument);
+  CHECK_THROWS_AS(m.histogram("t_bad_seconds", "x", {1, 0.5}), std::invalid_argument);
+  CHECK_THROWS_AS(m.histogram("t_bad_seconds", "x", {1, 1}), std::invalid_argument);
 }
 
 TEST_CASE(

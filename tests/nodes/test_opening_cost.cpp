@@ -126,7 +126,7 @@ TEST_CASE(
   // The trusted client's opening is charged to its key, not to its network: its dispute is decided.
   DelegateRequest r = net.request({net.provider(corrupt(14, 2)), net.provider(Fault{})});
   r.client_key = client;
-  const DelegateOutcome out = delegate_job(net.ctx, r, [](const std::string&) {});
+  const DelegateOutcome out = delegate_job(net.ctx, r, quiet_logger());
   REQUIRE(out.verdicts.size() == 1);
   CHECK(net.verify(out.verdicts[0]).reason == VerdictReason::WrongOutput);
   CHECK(out.winner == 1);

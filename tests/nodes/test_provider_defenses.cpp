@@ -75,10 +75,10 @@ struct LoggedProvider {
   std::string url;
   LoggedProvider(Network& net, ProviderConfig config) {
     node = std::make_unique<ProviderNode>(net.ctx, generate_keypair(), std::move(config),
-                                          [this](const std::string& l) {
+                                          line_logger("provider", [this](const std::string& l) {
                                             std::lock_guard lock(mu);
                                             lines.push_back(l);
-                                          });
+                                          }));
     url = "ws://127.0.0.1:" + std::to_string(node->listen("127.0.0.1", 0)) + "/";
   }
   size_t count(const std::string& needle) {

@@ -37,7 +37,7 @@ ProxyCounts honest_wins_through(const FrameFilter& filter,
   proxy.set_upstream(honest_url);
 
   auto cheater = std::make_unique<nodes::ProviderNode>(
-      net.ctx, generate_keypair(), net.config(testing::corrupt(12, 13)), [](const std::string&) {});
+      net.ctx, generate_keypair(), net.config(testing::corrupt(12, 13)), nodes::quiet_logger());
   cheater->reply_filter = [cheater_opening_delay](const nodes::QueryContext& q,
                                                   std::vector<std::vector<uint8_t>> answers) {
     nodes::ProviderReply r;
