@@ -609,9 +609,9 @@ void ProviderNode::answer(const std::shared_ptr<Connection>& c, const Envelope& 
   const auto computed = std::chrono::steady_clock::now();
   meters_->queries.inc();
   meters_->answer_latency.observe(std::chrono::duration<double>(computed - taken).count());
-  log_->debug(fmt::format("provider {}: query {} of dispute {} answered with {} frame(s) in {:.1f} ms",
-                          to_hex(key_.public_key).substr(0, 8), env.sequence,
-                          to_hex(env.context).substr(0, 12), answers.size(),
+  log_->debug(fmt::format("provider {}: a query of dispute {} answered with {} frame(s) in {:.1f} ms",
+                          to_hex(key_.public_key).substr(0, 8), to_hex(env.context).substr(0, 12),
+                          answers.size(),
                           std::chrono::duration<double, std::milli>(computed - taken).count()));
   // Waits on the connection's condition variable, so a closed connection ends the wait.
   const auto wait_until = [&](std::chrono::steady_clock::time_point t) {

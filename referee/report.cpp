@@ -8,6 +8,7 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "engine/dataset.h"
 #include "engine/error.h"
@@ -125,6 +126,12 @@ std::vector<DisputeEvent> parse_dispute_log(std::istream& log) {
   std::string line;
   int current = 1;
   while (std::getline(log, line)) {
+    // A node's JSON log line (nodes/log.h, `--log-format json`): its message is the text line.
+    if (line.starts_with('{')) {
+      const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_object() && j.contains("message") && j["message"].is_string())
+        line = j["message"].get<std::string>();
+    }
     std::smatch m;
     if (!std::regex_search(line, m, demo) && !std::regex_search(line, m, referee)) continue;
     DisputeEvent e;

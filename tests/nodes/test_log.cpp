@@ -11,6 +11,7 @@
 #include <spdlog/sinks/ostream_sink.h>
 
 #include "nodes/log.h"
+#include "referee/report.h"
 
 using namespace tribunal::nodes;
 
@@ -78,4 +79,33 @@ TEST_CASE("log: a line logger hands on the message alone, at its level or above;
   const Logger quiet = quiet_logger();
   CHECK_FALSE(quiet->should_log(spdlog::level::critical));
   CHECK(quiet->sinks().empty());
+}
+
+TEST_CASE("log: tribunal report reads a referee's rounds from its JSON log as from its text log") {
+  std::vector<std::string> messages;
+  const std::vector<std::string> json = written(LogFormat::Json, [&](spdlog::logger& l) {
+    for (const char* m :
+         {"referee: listening on 127.0.0.1:7000",
+          "referee: dispute 35a96603f6cc round 1: level 1: open the children of leaves [0, 5)",
+          "referee: dispute 35a96603f6cc round 9: level 2: step 12 is the first \"whose\" next "
+          "state differs"}) {
+      l.info(m);
+      messages.emplace_back(m);
+    }
+  });
+  std::string json_log, text_log;
+  for (const std::string& line : json) json_log += line + "\n";
+  for (const std::string& m : messages) text_log += m + "\n";
+  std::istringstream from_json(json_log), from_text(text_log);
+  const std::vector<tribunal::DisputeEvent> a = tribunal::parse_dispute_log(from_json),
+                                            b = tribunal::parse_dispute_log(from_text);
+  REQUIRE(a.size() == 2);
+  REQUIRE(b.size() == 2);
+  CHECK(a[1].round == 9);
+  CHECK(a[1].text == "level 2: step 12 is the first \"whose\" next state differs");
+  CHECK(a[1].phase == tribunal::Phase::Steps);
+  for (size_t i = 0; i < 2; ++i) {
+    CHECK(a[i].round == b[i].round);
+    CHECK(a[i].text == b[i].text);
+  }
 }
