@@ -36,7 +36,7 @@ Logger stderr_logger(const std::string& node, LogFormat format = LogFormat::Text
 
 /// A logger named `node` handing each message at `level` or above, its text only, to `line`.
 Logger line_logger(const std::string& node, LogFn line,
-                   spdlog::level::level_enum level = spdlog::level::debug);
+                   spdlog::level::level_enum level = spdlog::level::info);
 
 /// A logger that drops everything.
 Logger quiet_logger(const std::string& node = "quiet");

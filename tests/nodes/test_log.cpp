@@ -62,8 +62,7 @@ TEST_CASE("log: a text line per message: UTC timestamp, level, node, message") {
 
 TEST_CASE("log: a line logger hands on the message alone, at its level or above; a quiet one drops all") {
   std::vector<std::string> got;
-  const Logger log = line_logger(
-      "provider", [&](const std::string& l) { got.push_back(l); }, spdlog::level::info);
+  const Logger log = line_logger("provider", [&](const std::string& l) { got.push_back(l); });  // info
   log->debug("per-frame detail");
   log->info("provider: training job 1");
   log->warn("provider: refused a frame");
@@ -71,9 +70,10 @@ TEST_CASE("log: a line logger hands on the message alone, at its level or above;
   CHECK(log->name() == "provider");
 
   got.clear();
-  line_logger("provider", [&](const std::string& l) {
-    got.push_back(l);
-  })->debug("detail");  // debug by default
+  const Logger detailed = line_logger(
+      "provider", [&](const std::string& l) { got.push_back(l); }, spdlog::level::debug);
+  detailed->debug("detail");
+  detailed->trace("finer");
   CHECK(got == std::vector<std::string>{"detail"});
 
   const Logger quiet = quiet_logger();
