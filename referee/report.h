@@ -51,8 +51,8 @@ std::string dispute_report_html(const ReportInput& input);
 std::vector<DisputeEvent> dispute_events(std::span<const DisputeInput> inputs);
 
 /// The events in a referee's log or `tribunal demo`'s output: lines holding "round N: TEXT" (the
-/// referee's log, text or JSON lines: docs/running.md, "Logs") or "[round N] TEXT" (the demo). Other lines are skipped; the phase is not in a log
-/// and is set from the text's "level K".
+/// referee's log, text or JSON lines: docs/running.md, "Logs") or "[round N] TEXT" (the demo). Other lines
+/// are skipped; the phase is not in a log and is set from the text's "level K".
 std::vector<DisputeEvent> parse_dispute_log(std::istream& log);
 
 /// The loss tensor of every checkpoint in `dir` (a provider's STORE/<job_id>/), in step order. Throws
