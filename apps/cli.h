@@ -48,6 +48,7 @@ Command add_report(CLI::App& root);  ///< `report VERDICT`: the dispute as an HT
 Command add_campaign(CLI::App& root);
 Command add_scenario(CLI::App& root);  ///< `scenario run` and `scenario graph`
 Command add_audit(CLI::App& root);     ///< `audit`: the verifiers of verifiers/ (docs/verifiers.md)
+Command add_export(CLI::App& root);    ///< `export CHECKPOINT`: the PyTorch form (engine/pytorch_export.h)
 
 /// Parses `text` as a decimal integer in [lo, hi]; UsageError "FLAG expects an integer in [lo, hi],
 /// got 'TEXT'" otherwise.

@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
   const std::vector<Command> commands = {add_demo(app),     add_train(app),    add_referee(app),
                                          add_provider(app), add_delegate(app), add_campaign(app),
                                          add_scenario(app), add_keygen(app),   add_verify(app),
-                                         add_audit(app),    add_report(app)};
+                                         add_audit(app),    add_report(app),   add_export(app)};
   app.footer(
       "Run 'tribunal COMMAND --help' for a command's options, defaults and units.\n"
       "Exit codes: 0 done, 1 runtime error, 2 usage error; delegate: 3 no claim stands, 4 a dispute "

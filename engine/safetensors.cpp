@@ -264,6 +264,18 @@ int open_for_read(const fs::path& path) {
 
 void write_safetensors(const fs::path& path, std::span<const NamedTensor> tensors,
                        const std::map<std::string, std::string>& metadata) {
+  std::vector<RawTensor> raw;
+  raw.reserve(tensors.size());
+  for (const NamedTensor& t : tensors) {
+    if (t.tensor == nullptr) fail(path, fmt::format("tensor \"{}\" is null", t.name));
+    const auto dims = t.tensor->shape().dims();
+    raw.push_back({t.name, "F32", {dims.begin(), dims.end()}, t.tensor->bytes()});
+  }
+  write_safetensors_raw(path, raw, metadata);
+}
+
+void write_safetensors_raw(const fs::path& path, std::span<const RawTensor> tensors,
+                           const std::map<std::string, std::string>& metadata) {
   ordered_json header = ordered_json::object();
   if (!metadata.empty()) {
     ordered_json m = ordered_json::object();
@@ -271,15 +283,23 @@ void write_safetensors(const fs::path& path, std::span<const NamedTensor> tensor
     header[kMetadataKey] = std::move(m);
   }
   uint64_t offset = 0;
-  for (const NamedTensor& t : tensors) {
-    if (t.tensor == nullptr) fail(path, fmt::format("tensor \"{}\" is null", t.name));
+  for (const RawTensor& t : tensors) {
     if (t.name == kMetadataKey) fail(path, "tensor name \"__metadata__\" is reserved");
     if (header.contains(t.name)) fail(path, fmt::format("duplicate tensor name \"{}\"", t.name));
-    const uint64_t bytes = t.tensor->bytes().size();
+    if (t.dtype != "F32" && t.dtype != "I64")
+      fail(path, fmt::format("tensor \"{}\": dtype \"{}\" is not F32 or I64", t.name, t.dtype));
+    uint64_t numel = 1;
     ordered_json shape = ordered_json::array();
-    for (int64_t d : t.tensor->shape().dims()) shape.push_back(d);
+    for (int64_t d : t.shape) {
+      if (d < 0) fail(path, fmt::format("tensor \"{}\" has a negative dimension", t.name));
+      numel *= static_cast<uint64_t>(d);
+      shape.push_back(d);
+    }
+    const uint64_t bytes = t.data.size();
+    if (bytes != numel * (t.dtype == "F32" ? 4u : 8u))
+      fail(path, fmt::format("tensor \"{}\": {} bytes for {} {} elements", t.name, bytes, numel, t.dtype));
     header[t.name] = {
-        {"dtype", "F32"}, {"shape", std::move(shape)}, {"data_offsets", {offset, offset + bytes}}};
+        {"dtype", t.dtype}, {"shape", std::move(shape)}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   std::string text;
@@ -304,9 +324,8 @@ void write_safetensors(const fs::path& path, std::span<const NamedTensor> tensor
   };
   if (!write_all(fd.get(), len_bytes, 8) || !write_all(fd.get(), text.data(), text.size()))
     abandon("cannot write");
-  for (const NamedTensor& t : tensors) {
-    auto b = t.tensor->bytes();
-    if (!write_all(fd.get(), b.data(), b.size())) abandon("cannot write");
+  for (const RawTensor& t : tensors) {
+    if (!write_all(fd.get(), t.data.data(), t.data.size())) abandon("cannot write");
   }
   if (::fsync(fd.get()) != 0) abandon("cannot fsync");
   if (!fd.close()) {

@@ -1,4 +1,5 @@
-// The safetensors checkpoint format, F32 only.
+// The safetensors checkpoint format: F32 tensors (read and written); writing also takes I64 tensors
+// (write_safetensors_raw, for the PyTorch form's step count).
 //   u64 little-endian N ‖ N bytes of UTF-8 JSON header ‖ data buffer
 //   header = {"__metadata__": {str: str}, "<name>": {"dtype": "F32", "shape": [..],
 //             "data_offsets": [begin, end]}, ...}; offsets are relative to the buffer start and the
@@ -30,6 +31,20 @@ struct NamedTensor {
 /// name, or any I/O failure (missing or unwritable directory, disk full); the .tmp file is removed.
 void write_safetensors(const std::filesystem::path& path, std::span<const NamedTensor> tensors,
                        const std::map<std::string, std::string>& metadata);
+
+/// A tensor of another dtype to write: its name, dtype ("F32" or "I64"), shape and little-endian
+/// bytes (borrowed; numel × 4 or 8 of them).
+struct RawTensor {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> shape;
+  std::span<const std::byte> data;
+};
+
+/// As write_safetensors, for tensors of either dtype. Throws EngineError("<path>: <what>") also on an
+/// unknown dtype or a data size that is not the shape's.
+void write_safetensors_raw(const std::filesystem::path& path, std::span<const RawTensor> tensors,
+                           const std::map<std::string, std::string>& metadata);
 
 /// The contents of a safetensors file.
 struct SafetensorsFile {
