@@ -200,6 +200,38 @@ TEST_CASE("safetensors write errors name the path") {
   CHECK(write_error(tmp.path / "isdir.safetensors", {{"a", &a}}).find("rename") != std::string::npos);
 }
 
+TEST_CASE("safetensors raw writer: I64 tensors with their dtype; a wrong dtype or size is refused") {
+  TempDir tmp;
+  const int64_t step = 1234567890123;
+  const float w[3] = {1.5f, -2.0f, 0.25f};
+  const fs::path path = tmp.path / "raw.safetensors";
+  const RawTensor ok[] = {{"w", "F32", {3}, std::as_bytes(std::span<const float>(w))},
+                          {"step", "I64", {}, std::as_bytes(std::span<const int64_t>(&step, 1))}};
+  write_safetensors_raw(path, ok, {{"k", "v"}});
+  const std::vector<uint8_t> bytes = read_raw(path);
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  const auto header =
+      nlohmann::json::parse(std::string(bytes.begin() + 8, bytes.begin() + 8 + static_cast<long>(n)));
+  CHECK(header.at("w").at("dtype") == "F32");
+  CHECK(header.at("step").at("dtype") == "I64");
+  CHECK(header.at("step").at("shape").empty());
+  CHECK(header.at("step").at("data_offsets") == nlohmann::json::array({12, 20}));
+  int64_t stored = 0;
+  std::memcpy(&stored, bytes.data() + 8 + n + 12, 8);
+  CHECK(stored == step);
+  // The strict reader takes F32 only: an I64 tensor is refused, not misread.
+  CHECK_THROWS_WITH_AS(read_safetensors(path), doctest::Contains("I64"), EngineError);
+
+  const RawTensor f16[] = {{"w", "F16", {3}, std::as_bytes(std::span<const float>(w))}};
+  CHECK_THROWS_WITH_AS(write_safetensors_raw(tmp.path / "f16.safetensors", f16, {}),
+                       doctest::Contains("dtype \"F16\" is not F32 or I64"), EngineError);
+  const RawTensor short_data[] = {{"w", "F32", {4}, std::as_bytes(std::span<const float>(w))}};
+  CHECK_THROWS_WITH_AS(write_safetensors_raw(tmp.path / "short.safetensors", short_data, {}),
+                       doctest::Contains("12 bytes for 4 F32 elements"), EngineError);
+  CHECK_FALSE(fs::exists(tmp.path / "short.safetensors"));
+}
+
 TEST_CASE("safetensors rejects corrupt and adversarial files") {
   TempDir tmp;
   const fs::path path = tmp.path / "bad.safetensors";
