@@ -19,7 +19,7 @@ case "${1:-}" in
 esac
 
 packages=(
-  build-essential cmake ninja-build ccache pkg-config clang clang-format libclang-rt-14-dev python3
+  build-essential cmake ninja-build ccache pkg-config clang clang-format libclang-rt-14-dev python3 python3-numpy
   libboost1.81-dev libboost-context1.81-dev libsodium-dev libfmt-dev doctest-dev libtomlplusplus-dev zlib1g-dev
   libopenblas-dev nlohmann-json3-dev libsqlite3-dev libcli11-dev libspdlog-dev prometheus-cpp-dev
   libssl-dev openssl chromium
