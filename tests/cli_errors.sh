@@ -170,6 +170,12 @@ expect "bad --metrics" 2 "^tribunal: referee: --metrics expects HOST:PORT, got '
 expect "report without a verdict" 2 "^tribunal: report: give a verdict file$" -- report
 expect "report of a missing file" 1 "^tribunal: error: $tmp/none.bin: cannot open$" -- report "$tmp/none.bin"
 expect "report of a job file" 1 "^tribunal: error: " -- report "$tmp/ok.toml" --out "$tmp/r.html"
+expect "export without a checkpoint" 2 "^tribunal: export: give a checkpoint \\(a run's step_\\*.safetensors\\)$" -- export
+expect "export without --job" 2 "^tribunal: export: give the checkpoint's job with --job JOB.toml$" -- \
+  export "$tmp/none.safetensors" --out "$tmp/x"
+expect "export of a missing file" 1 "^tribunal: error: $tmp/none.safetensors: cannot open" -- \
+  export "$tmp/none.safetensors" --job "$tmp/ok.toml" --out "$tmp/x"
+expect "export of a job file" 1 "^tribunal: error: $tmp/ok.toml: " -- export "$tmp/ok.toml" --job "$tmp/ok.toml" --out "$tmp/x"
 
 # --help: exit 0, the text on stdout (nothing on stderr), and it lists the command's options with
 # their defaults. help NAME PATTERN... -- ARGS...: every PATTERN must be in `tribunal ARGS`'s stdout.
