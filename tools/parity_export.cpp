@@ -32,7 +32,7 @@ nlohmann::json parity_config(const JobSpec& job, int64_t steps) {
              {"image_width", m.image_width},
              {"classes", m.classes}};
   } else {
-    throw EngineError(fmt::format("{}: the parity export covers gpt and cnn models only", job.source));
+    model = {{"kind", "mlp"}, {"widths", m.widths}};
   }
   const OptimizerSpec& o = job.optimizer;
   if (o.kind != OptimizerKind::AdamW)

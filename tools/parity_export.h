@@ -19,10 +19,10 @@
 namespace tribunal::parity {
 
 /// The job as tools/parity_torch.py reads it: {"model": {kind, vocab, context, layers, heads, d_model,
-/// dropout | channels, kernel, image_channels, image_height, image_width, classes}, "optimizer": {kind,
-/// lr, beta1, beta2, eps, weight_decay, decay ("all" | "matrices"), clip_norm, schedule ("constant" |
+/// dropout | channels, kernel, image_channels, image_height, image_width, classes | widths}, "optimizer":
+/// {kind, lr, beta1, beta2, eps, weight_decay, decay ("all" | "matrices"), clip_norm, schedule ("constant" |
 /// "cosine"), warmup_steps, min_lr, total_steps}, "steps": exported steps, "batch_size"}. Floats are the
-/// job's float32 values exactly (as binary64). Throws EngineError for an MLP or SGD job (no torch twin).
+/// job's float32 values exactly (as binary64). Throws EngineError for an SGD job (no torch twin).
 nlohmann::json parity_config(const JobSpec& job, int64_t steps);
 
 /// The batch of step t as our step graph gathers it: {inputs [B, F], labels [B] or [B, L]}. Runs the

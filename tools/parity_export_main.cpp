@@ -1,4 +1,4 @@
-// parity_export JOB.toml OUT.safetensors [--steps N]: writes the parity export of a gpt or cnn job
+// parity_export JOB.toml OUT.safetensors [--steps N]: writes the parity export of a gpt, cnn or mlp job
 // (tools/parity_export.h) — its initial weights and the batches of its first N steps (default: all of
 // the job's steps) — for tools/torch_parity.py. Built with the benchmarks (bench/CMakeLists.txt).
 #include <cstdio>

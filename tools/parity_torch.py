@@ -1,6 +1,11 @@
-"""PyTorch twins of tribunal's models and optimizer, shared by tools/torch_parity.py (fixtures) and
-tools/torch_gpt_step.py (the GPT step benchmark). Run with Debian's python3-torch (/usr/bin/python3);
-not part of the build or CI.
+"""PyTorch twins of tribunal's models and optimizer, shared by tools/torch_parity.py (fixtures),
+tools/torch_gpt_step.py (the GPT step benchmark) and tools/torch_export_check.py (`tribunal export`
+loaded into them). Run with Debian's python3-torch (/usr/bin/python3); not part of the build or CI.
+
+These modules are the reference for the names of `tribunal export`'s model.safetensors
+(engine/pytorch_export.h): their state_dict names are its tensor names (e.g. "blocks.0.q.weight",
+"convs.1.bias", "2.weight" of the MLP's nn.Sequential), so renaming an attribute here renames the
+export — change engine/pytorch_export.cpp with it.
 
 Everything a run needs comes from a *parity export* written by the C++ side (`parity_export`, built from
 tools/parity_export.cpp): our initial weights by our parameter names, the batches our sampler chose for
@@ -26,7 +31,7 @@ import torch.nn.functional as F
 
 
 def read_safetensors(path):
-    """Returns (tensors: dict name -> float32 numpy array, metadata: dict str -> str). F32 only."""
+    """Returns (tensors: dict name -> numpy array (F32: float32, I64: int64), metadata: dict str -> str)."""
     with open(path, "rb") as f:
         blob = f.read()
     (n,) = struct.unpack_from("<Q", blob, 0)
@@ -35,11 +40,12 @@ def read_safetensors(path):
     base = 8 + n
     tensors = {}
     for name, info in header.items():
-        if info["dtype"] != "F32":
-            raise ValueError(f"{path}: tensor {name}: dtype {info['dtype']} is not F32")
+        dtype = {"F32": "<f4", "I64": "<i8"}.get(info["dtype"])
+        if dtype is None:
+            raise ValueError(f"{path}: tensor {name}: dtype {info['dtype']} is not F32 or I64")
         begin, end = info["data_offsets"]
-        arr = np.frombuffer(blob, dtype="<f4", count=(end - begin) // 4, offset=base + begin)
-        tensors[name] = arr.reshape(info["shape"]).astype(np.float32)
+        arr = np.frombuffer(blob, dtype=dtype, count=(end - begin) // np.dtype(dtype).itemsize, offset=base + begin)
+        tensors[name] = arr.reshape(info["shape"]).astype(np.float32 if info["dtype"] == "F32" else np.int64)
     return tensors, meta
 
 
@@ -176,9 +182,37 @@ class Cnn(nn.Module):
         return inputs, labels.long().reshape(-1)
 
 
+class Mlp(nn.Sequential):
+    """tribunal's MLP: Linear(widths[i] → widths[i+1]) with ReLU between, as nn.Sequential (so its
+    parameters are "0.weight", "0.bias", "2.weight", …)."""
+
+    def __init__(self, cfg):
+        w = cfg["widths"]
+        layers = []
+        for i in range(len(w) - 1):
+            if i:
+                layers.append(nn.ReLU())
+            layers.append(nn.Linear(w[i], w[i + 1]))
+        super().__init__(*layers)
+
+    def our_params(self):
+        linears = [m for m in self if isinstance(m, nn.Linear)]
+        out = []
+        for i, lin in enumerate(linears):
+            out += [(f"l{i}.weight", lin.weight, True), (f"l{i}.bias", lin.bias, False)]
+        return out
+
+    @staticmethod
+    def prepare(inputs, labels):
+        return inputs, labels.long().reshape(-1)
+
+
+MODELS = {"gpt": Gpt, "cnn": Cnn, "mlp": Mlp}
+
+
 def build_model(cfg, params, dtype=torch.float32):
-    """The model of `cfg` ("kind": "gpt" | "cnn") with our weights `params` (name -> numpy array)."""
-    model = {"gpt": Gpt, "cnn": Cnn}[cfg["kind"]](cfg).to(dtype)
+    """The model of `cfg` ("kind": "gpt" | "cnn" | "mlp") with our weights `params` (name -> numpy array)."""
+    model = MODELS[cfg["kind"]](cfg).to(dtype)
     with torch.no_grad():
         names = set()
         for name, p, transposed in model.our_params():
@@ -265,6 +299,34 @@ class Trainer:
 
     def params(self):
         return {n: (p.t() if tr else p).detach().double().numpy().copy() for n, p, tr in self.model.our_params()}
+
+
+def load_pytorch_export(cfg, model_path, dtype=torch.float32):
+    """The model of `cfg` with the weights of `tribunal export`'s model.safetensors, loaded by torch's own
+    names with load_state_dict(strict=True): every parameter present, none extra, shapes equal."""
+    model = MODELS[cfg["kind"]](cfg).to(dtype)
+    tensors, meta = read_safetensors(model_path)
+    if meta.get("format") != "tribunal-pytorch-model-1":
+        raise ValueError(f"{model_path}: not a tribunal PyTorch export (format {meta.get('format')!r})")
+    model.load_state_dict({k: torch.from_numpy(v).to(dtype) for k, v in tensors.items()}, strict=True)
+    return model, meta
+
+
+def load_pytorch_optimizer(model, opt, optimizer_path, dtype=torch.float32):
+    """Loads `tribunal export`'s optimizer.safetensors into the torch.optim.AdamW `opt` of `model`:
+    state[p] = {"step", "exp_avg", "exp_avg_sq"} by p's torch name. Returns the step."""
+    tensors, meta = read_safetensors(optimizer_path)
+    if meta.get("format") != "tribunal-pytorch-optimizer-1" or meta.get("optimizer") != "adamw":
+        raise ValueError(f"{optimizer_path}: not a tribunal AdamW optimizer export")
+    step = int(tensors["step"])
+    for name, p in model.named_parameters():
+        opt.state[p] = {"step": torch.tensor(float(step)),
+                        "exp_avg": torch.from_numpy(tensors["exp_avg/" + name]).to(dtype).clone(),
+                        "exp_avg_sq": torch.from_numpy(tensors["exp_avg_sq/" + name]).to(dtype).clone()}
+    used = {"step"} | {f"{k}/{n}" for n, _ in model.named_parameters() for k in ("exp_avg", "exp_avg_sq")}
+    if set(tensors) != used:
+        raise ValueError(f"{optimizer_path}: tensors not matched to the model: {sorted(set(tensors) ^ used)}")
+    return step
 
 
 def read_export(path):
