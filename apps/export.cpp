@@ -39,9 +39,8 @@ int run_export(const ExportSettings& s) {
   if (ec)
     throw EngineError(fmt::format("{}: cannot create the directory: {}", s.out_dir.string(), ec.message()));
   const auto model = s.out_dir / "model.safetensors", optimizer = s.out_dir / "optimizer.safetensors";
-  write_pytorch(model, optimizer, job, state, id, header.state_hash);
-
   const PytorchState form = to_pytorch(job, state);
+  write_pytorch(model, optimizer, job, form, id, header.state_hash);
   if (s.json) {
     // Each tensor's first element and float64 sum: what a reader of the files can check them by.
     nlohmann::json tensors = nlohmann::json::array();

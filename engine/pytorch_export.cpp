@@ -146,7 +146,12 @@ PytorchState to_pytorch(const JobSpec& job, const State& state) {
 
 void write_pytorch(const std::filesystem::path& model, const std::filesystem::path& optimizer,
                    const JobSpec& job, const State& state, const Digest& job_id, const Digest& state_hash) {
-  const PytorchState form = to_pytorch(job, state);
+  write_pytorch(model, optimizer, job, to_pytorch(job, state), job_id, state_hash);
+}
+
+void write_pytorch(const std::filesystem::path& model, const std::filesystem::path& optimizer,
+                   const JobSpec& job, const PytorchState& form, const Digest& job_id,
+                   const Digest& state_hash) {
   std::map<std::string, std::string> meta = {{"model", model_name(job.model.kind)},
                                              {"job_id", to_hex(job_id)},
                                              {"step", std::to_string(form.step)},

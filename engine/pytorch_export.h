@@ -68,4 +68,9 @@ PytorchState to_pytorch(const JobSpec& job, const State& state);
 void write_pytorch(const std::filesystem::path& model, const std::filesystem::path& optimizer,
                    const JobSpec& job, const State& state, const Digest& job_id, const Digest& state_hash);
 
+/// As above, from a state already converted by to_pytorch(job, state) (no second copy of the state).
+void write_pytorch(const std::filesystem::path& model, const std::filesystem::path& optimizer,
+                   const JobSpec& job, const PytorchState& form, const Digest& job_id,
+                   const Digest& state_hash);
+
 }  // namespace tribunal
