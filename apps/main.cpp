@@ -1,7 +1,7 @@
 // The `tribunal` executable: one binary, one subcommand per role, parsed with CLI11 (apps/cli.h).
 // `tribunal --help` lists the commands, `tribunal COMMAND --help` a command's options with their
 // defaults, ranges and units. Exit codes: 0 done, 1 a runtime error (`tribunal: error: …`), 2 a usage
-// error (one line `tribunal: COMMAND: …`); `delegate` also 3 and 4.
+// error (one line `tribunal: COMMAND: …`); `delegate` also 3, 4 and 5.
 #include <cstdio>
 #include <exception>
 #include <string>

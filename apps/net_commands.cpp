@@ -280,7 +280,15 @@ int run_delegate(DelegateSettings& s) {
   NetContext ctx(1, false);
   ctx.start();
   request.client_key = key.empty() ? generate_keypair() : load_keypair(key);
-  const DelegateOutcome o = delegate_job(ctx, request, command_logger(s.log, "delegate"));
+  DelegateOutcome o;
+  try {
+    o = delegate_job(ctx, request, command_logger(s.log, "delegate"));
+  } catch (const RefereeCheckError& e) {  // nothing trained, nothing to write to --out
+    ctx.stop();
+    ctx.join();
+    std::fprintf(stderr, "tribunal: error: %s\n", e.what());
+    return 5;
+  }
   ctx.stop();
   ctx.join();
   const auto& providers = request.providers;
@@ -301,13 +309,18 @@ int run_delegate(DelegateSettings& s) {
 
 Command add_keygen(CLI::App& root) {
   auto path = std::make_shared<std::string>();
+  auto force = std::make_shared<bool>(false);
   CLI::App* app =
       root.add_subcommand("keygen", "make an Ed25519 key file, mode 0600 (prints the public key in hex)");
-  app->add_option("keyfile", *path, "the key file to write")->type_name("KEYFILE");
-  return {app, [path] {
+  app->add_option("keyfile", *path, "the key file to write (an existing one is kept unless --force)")
+      ->type_name("KEYFILE");
+  app->add_flag("--force", *force,
+                "replace an existing key file (every --referee-key or --client-key given out for it stops "
+                "matching)");
+  return {app, [path, force] {
             if (path->empty()) throw UsageError("give the key file to write");
             const KeyPair keys = generate_keypair();
-            save_keypair(*path, keys);
+            save_keypair(*path, keys, *force ? KeyFileMode::Overwrite : KeyFileMode::Create);
             std::printf("%s\n", to_hex(Digest(keys.public_key)).c_str());
             return 0;
           }};
@@ -468,7 +481,7 @@ Command add_delegate(CLI::App& root) {
   CLI::App* app = root.add_subcommand(
       "delegate",
       "give a job to several providers, dispute differing claims, print the outcome (exit 3: no claim "
-      "stands, 4: a dispute undecided)");
+      "stands, 4: a dispute undecided, 5: the referee failed its check before any provider trained)");
   app->add_option("job", r.job_file, "the job file")->type_name("JOB.toml");
   add_repeatable(
       *app, "--provider", "URL", [s](const std::string& v) { s->request.providers.push_back(v); },

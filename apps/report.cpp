@@ -6,6 +6,7 @@
 
 #include "apps/cli.h"
 #include "engine/error.h"
+#include "engine/run_dir.h"
 #include "referee/report.h"
 
 namespace tribunal::cli {
@@ -57,6 +58,8 @@ int run_report(const ReportSettings& s) {
     // A provider's store (STORE/<job id>/ inside it) or the job's directory itself.
     std::filesystem::path dir = s.checkpoints[i];
     if (std::filesystem::is_directory(dir / to_hex(v.job_id))) dir /= to_hex(v.job_id);
+    // Another job's loss curve drawn in this dispute's report would mislead: refused, naming both.
+    require_run_of_job(dir, v.job_id, "report --checkpoints (of the disputed job)");
     in.losses[i] = read_checkpoint_losses(dir);
     if (in.losses[i].empty()) throw EngineError(dir.string() + ": no checkpoint (step_*.safetensors)");
   }

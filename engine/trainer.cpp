@@ -11,6 +11,7 @@
 #include "engine/checkpoint_writer.h"
 #include "engine/data_parallel.h"
 #include "engine/error.h"
+#include "engine/run_dir.h"
 #include "protocol/tensor_hash.h"
 
 namespace tribunal {
@@ -320,6 +321,9 @@ TrainResult train_job(const JobSpec& job, const TrainOptions& options) {
   if (world.size() > 1) check_same_job(world, trainer.job_id());
   result.job_id = trainer.job_id();
   result.dataset_root = train.root;
+  // A run directory holds one job's run: another job's checkpoints there would mix two runs (and
+  // their logs would be overwritten), so the run is refused before a step is taken.
+  if (lead && !options.out_dir.empty()) require_run_of_job(options.out_dir, trainer.job_id(), "train --out");
 
   // State hashes by step: every checkpoint written or read. The trajectory's leaves are picked from
   // here at the end, so a resumed run commits exactly what a straight run would.

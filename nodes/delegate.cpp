@@ -6,6 +6,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <sodium.h>
 
 #include "nodes/delegate.h"
 
@@ -84,6 +85,63 @@ constexpr int kMaxDrops = 100;
 
 }  // namespace
 
+void check_referee(NetContext& ctx, const std::string& referee, const PublicKey& referee_key,
+                   const std::vector<std::string>& providers, const Logger& log,
+                   std::shared_ptr<TlsContext> tls) {
+  const auto fail = [&](const std::string& what) {
+    return RefereeCheckError(
+        fmt::format("referee {} failed its check, so no provider was given the job: {}", referee, what));
+  };
+  if (providers.size() > kMaxCheckedEndpoints)
+    throw fail(fmt::format("at most {} providers can be checked at once", kMaxCheckedEndpoints));
+  RefereeCheck check;
+  randombytes_buf(check.nonce.data(), check.nonce.size());
+  check.endpoints = providers;
+  ClientOptions options;
+  options.tls = std::move(tls);
+  Client client(ctx, options);
+  auto inbox = std::make_shared<Inbox>();
+  std::shared_ptr<Session> session;
+  try {
+    session = client.connect_sync(referee, inbox->handlers());
+  } catch (const NetError& e) {
+    throw fail(fmt::format("cannot connect ({}){}", e.what(),
+                           parse_ws_url(referee).tls ? "; for wss:// its certificate must chain to --tls-ca "
+                                                       "or the system's CAs"
+                                                     : ""));
+  }
+  // A throwaway key signs the check: the referee learns nothing of the client's key from it.
+  session->send(seal(generate_keypair(), check.nonce, 1, check));
+  Envelope env;
+  try {
+    env = inbox->next(MessageKind::RefereeAnswer, std::chrono::seconds(30), referee);
+  } catch (const ConnectionLost& e) {
+    throw fail(
+        fmt::format("it closed the connection without answering the key check (a referee older "
+                    "than the RefereeCheck message?): {}",
+                    e.what()));
+  } catch (const std::exception& e) {
+    throw fail(e.what());
+  }
+  session->close(CloseCode::Normal, "referee checked");
+  // open_envelope checked the signature by env.sender; the nonce makes it fresh, the key ours.
+  if (env.sender != referee_key)
+    throw fail(fmt::format("it holds the key {}, not the --referee-key {}", to_hex(Digest(env.sender)),
+                           to_hex(Digest(referee_key))));
+  const RefereeAnswer& answer = std::get<RefereeAnswer>(env.body);
+  if (env.context != check.nonce || answer.nonce != check.nonce)
+    throw fail("its answer is not signed over this check's nonce");
+  if (answer.refusals.size() != providers.size())
+    throw fail(fmt::format("it judged {} provider endpoints, not the {} asked", answer.refusals.size(),
+                           providers.size()));
+  for (size_t i = 0; i < providers.size(); ++i)
+    if (!answer.refusals[i].empty())
+      throw fail(
+          fmt::format("it would refuse a dispute naming provider {}: {}", providers[i], answer.refusals[i]));
+  log->info(fmt::format("delegate: referee {} holds key {} and accepts the {} provider endpoints", referee,
+                        to_hex(Digest(referee_key)).substr(0, 16), providers.size()));
+}
+
 Envelope await_verdict(NetContext& ctx, const std::string& referee, const PublicKey& referee_key,
                        const std::vector<uint8_t>& open, const Logger& log, std::shared_ptr<TlsContext> tls) {
   const Digest dispute = open_envelope(open).context;
@@ -143,6 +201,8 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
                         job.steps, job.stride, providers.size()));
 
   const std::shared_ptr<TlsContext> tls = TlsContext::client(request.tls);
+  // A wrong referee URL, key or policy is found before any provider trains.
+  check_referee(ctx, referee, request.referee_key, providers, log, tls);
   ClientOptions client_options;
   client_options.tls = tls;
   Client client(ctx, client_options);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/data_registry.h"
+#include "engine/error.h"
 #include "net/context.h"
 #include "net/tls.h"
 #include "nodes/log.h"
@@ -43,6 +44,23 @@ struct DelegateRequest {
   TlsFiles tls;
 };
 
+/// The referee failed the check made before any provider is given the job (check_referee): the
+/// delegation stopped with nothing trained. `tribunal delegate` exits 5 on it (docs/running.md).
+class RefereeCheckError : public EngineError {
+ public:
+  using EngineError::EngineError;
+};
+
+/// Checks the referee at URL `referee` before any provider trains (docs/protocol.md, "Checking the
+/// referee"): it must be reachable (for wss://, with a certificate that chains to `tls`' CAs), prove
+/// with a RefereeAnswer signed under a fresh random nonce that it holds `referee_key`, and accept
+/// every URL of `providers` as a provider endpoint (its address policy: e.g. a private address
+/// without its `--allow-network`). Throws RefereeCheckError naming the referee and what failed.
+/// `ctx` must be running on other threads (NetContext::start).
+void check_referee(NetContext& ctx, const std::string& referee, const PublicKey& referee_key,
+                   const std::vector<std::string>& providers, const Logger& log,
+                   std::shared_ptr<TlsContext> tls = nullptr);
+
 /// Sends `open` (a signed DisputeOpen envelope) to the referee at URL `referee` and waits for its
 /// verdict envelope, which must be signed by `referee_key` for this dispute (a verdict signed by
 /// another key, e.g. forged by someone on the path, is refused with ProtocolError). Once the referee
@@ -56,7 +74,8 @@ Envelope await_verdict(NetContext& ctx, const std::string& referee, const Public
                        const std::vector<uint8_t>& open, const Logger& log,
                        std::shared_ptr<TlsContext> tls = nullptr);
 
-/// `tribunal delegate`: sends the job to every provider, collects signed claims, and disputes
+/// `tribunal delegate`: checks the referee (check_referee; RefereeCheckError before any provider is
+/// contacted), sends the job to every provider, collects signed claims, and disputes
 /// differing claims at the referee until one stands, none does, or one is undecided. Every verdict
 /// is checked with verify_verdict against the referee's key and written to
 /// out_dir/verdict-<dispute id>.bin. Throws on unreachable peers or invalid messages.

@@ -43,7 +43,7 @@ std::string errno_text(const char* what) {
 
 }  // namespace
 
-void save_keypair(const std::filesystem::path& path, const KeyPair& keys) {
+void save_keypair(const std::filesystem::path& path, const KeyPair& keys, KeyFileMode mode) {
   if (!keys.halves_agree())
     key_file_error("save_keypair", path, "public key is not the secret key's public half");
   std::string hex = to_hex(keys.secret_key);
@@ -54,7 +54,13 @@ void save_keypair(const std::filesystem::path& path, const KeyPair& keys) {
   text.append(kKeyFileHeader).append("\n").append(hex).append("\n");
 
   // open(2) with mode 0600 so the secret is never readable by others, not even between create and chmod.
-  Fd f{::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)};
+  // O_EXCL: an existing file (or a link to one) is never replaced, without a window between check and create.
+  const int flags = mode == KeyFileMode::Create ? O_EXCL : O_TRUNC;
+  Fd f{::open(path.c_str(), O_WRONLY | O_CREAT | flags | O_CLOEXEC, 0600)};
+  if (f.fd < 0 && errno == EEXIST && mode == KeyFileMode::Create)
+    key_file_error("save_keypair", path,
+                   "exists: replacing a key invalidates every copy of its public key handed out "
+                   "(--referee-key, --client-key); keygen --force replaces it");
   if (f.fd < 0) key_file_error("save_keypair", path, errno_text("cannot create"));
   if (::fchmod(f.fd, 0600) != 0)  // an existing file keeps its old mode under O_CREAT
     key_file_error("save_keypair", path, errno_text("cannot set mode 0600"));

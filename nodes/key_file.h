@@ -11,9 +11,16 @@
 
 namespace tribunal {
 
-/// Writes `keys` to `path` with mode 0600 (an existing file is narrowed to 0600 too), then fsyncs it.
-/// Throws ProtocolError naming the path if the halves of `keys` disagree or any write fails.
-void save_keypair(const std::filesystem::path& path, const KeyPair& keys);
+/// Whether save_keypair may replace an existing file.
+enum class KeyFileMode {
+  Overwrite,  ///< replace it (its mode narrowed to 0600 too)
+  Create,     ///< refuse an existing path: a replaced key invalidates every copy of its public key handed out
+};
+
+/// Writes `keys` to `path` with mode 0600, then fsyncs it. Throws ProtocolError naming the path if the
+/// halves of `keys` disagree, any write fails, or (KeyFileMode::Create) the path exists.
+void save_keypair(const std::filesystem::path& path, const KeyPair& keys,
+                  KeyFileMode mode = KeyFileMode::Overwrite);
 
 /// Reads a key file, parsing the secret key in constant time (hex_to_bytes) and checking that its
 /// public half is the one its seed derives. Throws ProtocolError naming the path and what is wrong

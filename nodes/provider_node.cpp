@@ -2,6 +2,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 
@@ -9,6 +11,7 @@
 
 #include "dispute/provider_session.h"
 #include "engine/error.h"
+#include "engine/state.h"
 #include "engine/training_cost.h"
 #include "net/error.h"
 #include "nodes/http_routes.h"
@@ -381,6 +384,14 @@ void ProviderNode::train(Connection& c, const Envelope& env) {
   const Digest id = job_id(job, *data);
   // Not echoed: the sender must know the id of the job it submits.
   if (id != env.context) throw ProtocolError("the submitted job's id is not the one it was sent under");
+  if (std::optional<Claim> held = held_claim(id, job)) {
+    held->endpoint = config_.endpoint;  // where it answers now
+    c.session->send(seal(key_, id, ++c.sequence, *held));
+    log_->info(
+        fmt::format("provider {}: job {} was trained before: answered with its claim (trajectory_root {})",
+                    me, to_hex(id).substr(0, 12), to_hex(held->trajectory_root).substr(0, 16)));
+    return;
+  }
   const TrainResult r = run_job(c, job, id, data, toml);
   if (r.steps > r.resumed_from) {
     const double per_work = r.seconds / (static_cast<double>(r.steps - r.resumed_from) *
@@ -390,9 +401,59 @@ void ProviderNode::train(Connection& c, const Envelope& env) {
   }
   const Claim claim{r.job_id, static_cast<uint64_t>(r.steps), r.trajectory_root, r.final_state_hash,
                     config_.endpoint};
-  c.session->send(seal(key_, r.job_id, ++c.sequence, claim));
+  std::vector<uint8_t> sealed = seal(key_, r.job_id, ++c.sequence, claim);
+  keep_claim(r.job_id, sealed);
+  c.session->send(std::move(sealed));
   log_->info(
       fmt::format("provider {}: claim trajectory_root {}", me, to_hex(r.trajectory_root).substr(0, 16)));
+}
+
+// Where a job's claim is kept, next to its checkpoints.
+static std::filesystem::path claim_file(const std::filesystem::path& store, const Digest& id) {
+  return store / to_hex(id) / "claim.bin";
+}
+
+// The claim this provider signed for job `id` after training it, when its store still holds it and
+// the final checkpoint it commits to (so a dispute about it can be answered): a resubmitted job is
+// answered with it instead of being trained again. A file that is not this provider's signed claim
+// of this job, or whose final checkpoint is gone or differs, is ignored (the job is trained).
+std::optional<Claim> ProviderNode::held_claim(const Digest& id, const JobSpec& job) const {
+  const std::filesystem::path file = claim_file(config_.store, id);
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file, ec)) return std::nullopt;
+  try {
+    std::ifstream in(file, std::ios::binary);
+    const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const Envelope env = open_envelope(bytes);
+    if (env.kind != MessageKind::Claim || env.sender != key_.public_key || env.context != id)
+      throw EngineError("not this provider's claim of this job");
+    const Claim& claim = std::get<Claim>(env.body);
+    if (claim.job_id != id || claim.steps != static_cast<uint64_t>(job.steps))
+      throw EngineError("a claim of another job or length");
+    const CheckpointHeader last = read_checkpoint_header(checkpoint_path(file.parent_path(), job.steps));
+    if (last.job_id != id || last.state_hash != claim.final_state_hash)
+      throw EngineError("its final checkpoint is not the one the claim commits to");
+    return claim;
+  } catch (const std::exception& e) {
+    log_->warn(fmt::format("provider: {}: not used ({}); training the job", file.string(), e.what()));
+    return std::nullopt;
+  }
+}
+
+// Keeps the signed claim of a trained job (atomically: temporary file, then rename) for held_claim.
+// A failure to keep it costs a retraining on resubmission, never the claim just made: it is logged.
+void ProviderNode::keep_claim(const Digest& id, const std::vector<uint8_t>& claim_envelope) const {
+  const std::filesystem::path file = claim_file(config_.store, id);
+  const std::filesystem::path temp = file.string() + ".tmp";
+  std::error_code ec;
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(claim_envelope.data()),
+              static_cast<std::streamsize>(claim_envelope.size()));
+    if (!out) ec = std::make_error_code(std::errc::io_error);
+  }
+  if (!ec) std::filesystem::rename(temp, file, ec);
+  if (ec) log_->warn(fmt::format("provider: cannot keep the claim in {}: {}", file.string(), ec.message()));
 }
 
 // Waits for a training slot (or joins the run of the same job), trains, and returns the result every
@@ -652,6 +713,7 @@ void ProviderNode::on_message(const std::shared_ptr<Connection>& c, std::vector<
     env_kind = env.kind;
     switch (env.kind) {
       case MessageKind::JobSubmit:
+        ++jobs_received_;
         train(*c, env);
         return;
       case MessageKind::DisputeOpen: {

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -120,8 +121,11 @@ class ProviderNode {
   const std::string& endpoint() const { return config_.endpoint; }
   /// Seconds per training step of the last job trained.
   double last_step_seconds() const { return last_step_seconds_; }
-  /// Training runs of submitted jobs started so far (a job submitted again while it trains shares its run).
+  /// Training runs of submitted jobs started so far (a job submitted again while it trains shares its
+  /// run; one submitted again after its claim was sent is answered with that claim, untrained).
   int64_t trainings_started() const { return trainings_started_; }
+  /// JobSubmit messages received so far (whatever became of them).
+  int64_t jobs_received() const { return jobs_received_; }
   /// Trusted connections (proven referees) and evicted stranger connections so far (net/server.h).
   size_t trusted_connections() const { return server_.trusted_count(); }
   size_t evicted_connections() const { return server_.evicted_count(); }
@@ -148,6 +152,8 @@ class ProviderNode {
   void on_message(const std::shared_ptr<Connection>& c, std::vector<uint8_t> bytes,
                   std::chrono::steady_clock::time_point arrived);
   void train(Connection& c, const Envelope& env);
+  std::optional<Claim> held_claim(const Digest& id, const JobSpec& job) const;
+  void keep_claim(const Digest& id, const std::vector<uint8_t>& claim_envelope) const;
   void answer(const std::shared_ptr<Connection>& c, const Envelope& env,
               std::chrono::steady_clock::time_point arrived);
   static bool superseded(Connection& c, const Envelope& query);
@@ -164,6 +170,7 @@ class ProviderNode {
   std::unique_ptr<Server> metrics_server_;  // --metrics
   std::atomic<double> last_step_seconds_{0};
   std::atomic<int64_t> trainings_started_{0};
+  std::atomic<int64_t> jobs_received_{0};
   uint64_t closer_id_ = 0;  // the NetContext's shutdown stops training (stop_training)
   std::mutex mu_;
   // Submitted jobs (guarded by mu_): by job id while waiting or training, so a second submission of

@@ -184,6 +184,10 @@ void RefereeNode::handle_opening(const std::shared_ptr<Session>& client, const s
   Envelope env;
   try {
     env = open_envelope(bytes);
+    if (env.kind == MessageKind::RefereeCheck) {
+      answer_check(client, env);
+      return;
+    }
     if (env.kind != MessageKind::DisputeOpen)
       throw WireError(CloseCode::PolicyViolation, "expected a DisputeOpen");
   } catch (const WireError& e) {  // not even a signed opening: no answer
@@ -210,6 +214,27 @@ void RefereeNode::handle_opening(const std::shared_ptr<Session>& client, const s
     client->send(seal(key_, {}, 1, ErrorMessage{1008, e.what()}));
     client->close(CloseCode::PolicyViolation, "dispute refused");
   }
+}
+
+// A RefereeCheck (docs/protocol.md, "Checking the referee"): signed proof of this referee's key
+// under the client's nonce, and for each provider endpoint what an opening naming it would be told.
+// Nothing is held; the answer costs one signature and a URL parse per endpoint.
+void RefereeNode::answer_check(const std::shared_ptr<Session>& client, const Envelope& env) {
+  const RefereeCheck& check = std::get<RefereeCheck>(env.body);
+  if (check.nonce != env.context)
+    throw WireError(CloseCode::PolicyViolation, "a RefereeCheck's nonce must be its envelope's context");
+  RefereeAnswer answer{check.nonce, {}};
+  for (const std::string& url : check.endpoints) {
+    std::string refusal;
+    try {
+      refusal = provider_endpoints({url}, policy_).reason;
+    } catch (const NetError& e) {
+      refusal = e.what();
+    }
+    answer.refusals.push_back(refusal.substr(0, kMaxRefusalBytes));
+  }
+  client->send(seal(key_, check.nonce, 1, answer));
+  client->close(CloseCode::Normal, "referee check answered");
 }
 
 // Arms the dispute's one timer at its next event: the earliest deadline of a party it waits for, or

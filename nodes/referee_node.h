@@ -146,6 +146,7 @@ class RefereeNode {
   void arm_pruning();
   void open(std::shared_ptr<Session> client, const Envelope& env);
   void handle_opening(const std::shared_ptr<Session>& client, const std::vector<uint8_t>& bytes);
+  void answer_check(const std::shared_ptr<Session>& client, const Envelope& env);
   DisputeOptions opening_options() const;
   std::shared_ptr<Live> make_live(std::unique_ptr<RefereeDispute> dispute, std::string group, bool trusted);
   void admit(const std::shared_ptr<Live>& live);

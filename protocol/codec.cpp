@@ -137,9 +137,9 @@ struct ClaimIndexSet {};
 /// alternative k − 1), also where one message is nested in another (Verdict.opening's fields are
 /// "DisputeOpen.…"); a struct that is not a message continues the name of the field holding it
 /// ("Query.values.origin").
-constexpr std::array<std::string_view, 12> kMessageNames = {
-    "JobSubmit",  "Claim",   "DisputeOpen", "Query",   "Children", "IntervalCommit",
-    "StepCommit", "Records", "TensorChunk", "Samples", "Verdict",  "ErrorMessage"};
+constexpr std::array<std::string_view, 14> kMessageNames = {
+    "JobSubmit", "Claim",       "DisputeOpen", "Query",   "Children",     "IntervalCommit", "StepCommit",
+    "Records",   "TensorChunk", "Samples",     "Verdict", "ErrorMessage", "RefereeCheck",   "RefereeAnswer"};
 static_assert(kMessageNames.size() == std::variant_size_v<Body>);
 
 /// The index of T among the Body alternatives; kMessageNames.size() when T is no message.
@@ -239,6 +239,16 @@ void fields(S& s, Is<Verdict> auto& m) {
 template <class S>
 void fields(S& s, Is<ErrorMessage> auto& m) {
   s("code", m.code)("reason", m.reason);
+}
+// Endpoints and refusals: at most kMaxCheckedEndpoints strings, an endpoint as long as a Claim's, a
+// refusal room for the endpoint it quotes and why.
+template <class S>
+void fields(S& s, Is<RefereeCheck> auto& m) {
+  s("nonce", m.nonce)("endpoints", m.endpoints, Rule{up_to(kMaxCheckedEndpoints), up_to(kMaxEndpointBytes)});
+}
+template <class S>
+void fields(S& s, Is<RefereeAnswer> auto& m) {
+  s("nonce", m.nonce)("refusals", m.refusals, Rule{up_to(kMaxCheckedEndpoints), up_to(kMaxRefusalBytes)});
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -437,6 +447,8 @@ static_assert(kKindIs<MessageKind::JobSubmit, JobSubmit> && kKindIs<MessageKind:
               kKindIs<MessageKind::StepCommit, StepCommit> && kKindIs<MessageKind::Records, Records> &&
               kKindIs<MessageKind::TensorChunk, TensorChunk> && kKindIs<MessageKind::Samples, Samples> &&
               kKindIs<MessageKind::Verdict, Verdict> && kKindIs<MessageKind::Error, ErrorMessage> &&
+              kKindIs<MessageKind::RefereeCheck, RefereeCheck> &&
+              kKindIs<MessageKind::RefereeAnswer, RefereeAnswer> &&
               std::variant_size_v<Body> == kEnumLast<MessageKind>);
 
 /// The message name of a declared kind.

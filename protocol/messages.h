@@ -32,6 +32,8 @@ enum class MessageKind : uint8_t {
   Samples = 10,        ///< provider → referee: opened data-set samples
   Verdict = 11,        ///< referee → everyone
   Error = 12,          ///< anyone → anyone: why a message was refused or a session ends
+  RefereeCheck = 13,   ///< client → referee: prove your key, judge these provider endpoints
+  RefereeAnswer = 14,  ///< referee → client: the signed answer to a RefereeCheck
 };
 
 /// The dispute levels (docs/protocol.md, "The game").
@@ -266,6 +268,28 @@ struct Verdict {
   /// party loses on time only with its clock at zero. Exactly two; on the wire u64 milliseconds.
   std::vector<std::chrono::milliseconds> clocks{std::chrono::milliseconds{0}, std::chrono::milliseconds{0}};
 };
+
+/// client → referee, before any provider trains (docs/protocol.md, "Checking the referee"): the
+/// referee is to prove that it holds the key the client pinned, and to say which of the providers'
+/// endpoints it would refuse to connect to. The envelope's context is `nonce`, fresh random bytes, so
+/// the signed answer cannot be an old one replayed.
+struct RefereeCheck {
+  Digest nonce{};
+  std::vector<std::string> endpoints;  ///< provider URLs, at most kMaxCheckedEndpoints
+};
+
+/// referee → client: the answer to a RefereeCheck, signed by the referee's key under the check's
+/// nonce as context. `refusals[i]` is why the referee would refuse an opening naming `endpoints[i]`
+/// (its address policy, nodes/admission.h provider_endpoints), or "" when it would connect to it.
+struct RefereeAnswer {
+  Digest nonce{};
+  std::vector<std::string> refusals;  ///< one per endpoint of the check, in order
+};
+
+/// Most provider endpoints one RefereeCheck may name.
+inline constexpr size_t kMaxCheckedEndpoints = 64;
+/// Longest RefereeAnswer refusal (bytes).
+inline constexpr size_t kMaxRefusalBytes = 2048;
 
 /// Anyone → anyone: a refusal. `code` is a WebSocket-style close code (docs/protocol.md).
 struct ErrorMessage {

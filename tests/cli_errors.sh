@@ -145,8 +145,47 @@ expect "provider: bad referee key" 2 "--referee-key expects a public key as 64 h
   provider --listen 127.0.0.1:0 --key "$tmp/node.key" --store "$tmp/store" --referee-key 1234
 expect "delegate without the referee's key" 2 "--referee-key HEX is required" -- \
   delegate "$tmp/ok.toml" --provider ws://127.0.0.1:1/ --provider ws://127.0.0.1:2/ --referee ws://127.0.0.1:3/
+# The delegate checks the referee before any provider is given the job: nothing listens at the
+# referee's URL, so it exits 5 naming the referee (its log lines may come before the error line).
+"$bin" delegate "$tmp/ok.toml" --provider ws://127.0.0.1:1/ --provider ws://127.0.0.1:2/ --referee ws://127.0.0.1:3/ \
+  --referee-key "$(printf 'ab%.0s' {1..32})" --out "$tmp/verdicts" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ "$rc" -ne 5 ] || ! tail -n1 "$tmp/err" | grep -qE "^tribunal: error: referee ws://127.0.0.1:3/ failed its check, so no provider was given the job: cannot connect"; then
+  echo "FAIL delegate with an unreachable referee: exit $rc (want 5), stderr:"; sed 's/^/    /' "$tmp/err"; fail=1
+else
+  echo "ok   delegate with an unreachable referee: $(tail -n1 "$tmp/err")"
+fi
 expect "referee: bad network" 2 "--allow-network: network \"10.0.0.0/33\"" -- \
   referee --listen 127.0.0.1:0 --key "$tmp/node.key" --allow-network 10.0.0.0/33
+
+# keygen keeps an existing key file (every copy of its public key handed out would stop matching);
+# --force replaces it.
+first_key=$("$bin" keygen "$tmp/kept.key")
+expect "keygen over an existing key" 1 "^tribunal: error: save_keypair: $tmp/kept.key: exists: replacing a key invalidates every copy of its public key handed out .*keygen --force replaces it$" -- \
+  keygen "$tmp/kept.key"
+if [ "$(head -n1 "$tmp/kept.key")" != tribunal-ed25519-secret-key-1 ] ||
+  [ "$(tail -c 65 "$tmp/kept.key" | head -c 64)" != "$first_key" ]; then
+  echo "FAIL keygen over an existing key: the file changed"; fail=1
+else
+  echo "ok   keygen over an existing key: the file still holds $first_key"
+fi
+forced_key=$("$bin" keygen --force "$tmp/kept.key")
+if [ $? -ne 0 ] || [ "$forced_key" = "$first_key" ] || [ "$(tail -c 65 "$tmp/kept.key" | head -c 64)" != "$forced_key" ]; then
+  echo "FAIL keygen --force: exit or key not replaced ($first_key → $forced_key)"; fail=1
+else
+  echo "ok   keygen --force: replaced by $forced_key"
+fi
+
+# train --out into the folder of another job's run: refused before a step, naming both job ids.
+job "$tmp/job_a.toml" "[784, 16, 10]"
+job "$tmp/job_b.toml" "[784, 8, 10]"
+id_a=$("$bin" train "$tmp/job_a.toml" --out "$tmp/run_a" --no-eval --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["job_id"])')
+id_b=$("$bin" train "$tmp/job_b.toml" --out "$tmp/run_b" --no-eval --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["job_id"])')
+[ ${#id_a} -eq 64 ] && [ ${#id_b} -eq 64 ] && [ "$id_a" != "$id_b" ] || setup_fail "job ids '$id_a' '$id_b'"
+cp "$tmp/run_a/losses.csv" "$tmp/losses_a.csv"
+expect "train --out another job's run" 1 "^tribunal: error: train --out: $tmp/run_a holds checkpoints of job $id_a \(step_000000000.safetensors\), not of job $id_b$" -- \
+  train "$tmp/job_b.toml" --out "$tmp/run_a" --no-eval
+cmp -s "$tmp/run_a/losses.csv" "$tmp/losses_a.csv" || { echo "FAIL train --out another job's run: its loss log was changed"; fail=1; }
 
 # Usage errors the parser finds name the flag or argument.
 expect "unknown option" 2 "^tribunal: demo: unknown option '--nope'$" -- demo --nope
@@ -202,7 +241,7 @@ help "referee" "--listen HOST:PORT REQUIRED" "--key KEYFILE REQUIRED" "--data DI
 help "provider" "--store DIR REQUIRED" "--referee-key HEX" "--advertise URL" "--max-steps N=1048576" "--corrupt STEP:NODE" \
   -- provider --help
 help "delegate" "--provider URL" "--referee URL" "--referee-key HEX" "--out DIR=verdicts" "--key KEYFILE" -- delegate --help
-help "keygen" "Usage: tribunal keygen" "KEYFILE" -- keygen --help
+help "keygen" "Usage: tribunal keygen" "KEYFILE" "--force" -- keygen --help
 help "verify" "VERDICT" "--referee-key HEX" -- verify --help
 help "campaign" "--games N=10000" "--seed S=1" -- campaign --help
 help "scenario" "run" "graph" -- scenario --help

@@ -25,7 +25,11 @@ RunEvidence read_run(const std::filesystem::path& dir, const Digest& job_id) {
     const std::string name = entry.path().filename().string();
     if (name.rfind("step_", 0) != 0 || entry.path().extension() != ".safetensors") continue;
     const CheckpointHeader h = read_checkpoint_header(entry.path());
-    if (h.job_id != job_id) continue;
+    // A checkpoint of another job means the directory is not (only) this job's run: refused, naming
+    // both jobs, rather than audited on whatever part of it happens to match.
+    if (h.job_id != job_id)
+      throw EngineError(fmt::format("audit: {} holds checkpoints of job {} ({}), not of job {}", dir.string(),
+                                    to_hex(h.job_id), entry.path().filename().string(), to_hex(job_id)));
     run.checkpoints[h.step] = entry.path();
     run.stored_bytes += file_bytes(entry.path());
   }

@@ -26,7 +26,8 @@ struct RunEvidence {
 };
 
 /// Lists the run's checkpoints of `job_id` (by their headers) and reads its logs. Throws EngineError
-/// when the directory cannot be read or a log does not parse.
+/// when the directory cannot be read, holds a checkpoint of another job (naming both job ids: it is not
+/// this job's run), or a log does not parse.
 RunEvidence read_run(const std::filesystem::path& dir, const Digest& job_id);
 
 /// Bytes of the file at `path` (0 when missing).

@@ -153,6 +153,7 @@ class RawPeer {
     return {[st](Session&, std::vector<uint8_t> bytes) {
               std::lock_guard lock(st->mu);
               st->messages.push_back(std::move(bytes));
+              st->cv.notify_all();  // first() waits for a message
             },
             [st](Session&, const CloseInfo& info) {
               std::lock_guard lock(st->mu);

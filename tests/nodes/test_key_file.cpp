@@ -97,3 +97,22 @@ TEST_CASE("key file: corrupted files are rejected, naming the path") {
   const std::string missing = load_error(dir.path / "missing.key");
   CHECK(missing.find((dir.path / "missing.key").string()) != std::string::npos);
 }
+
+TEST_CASE("key file: KeyFileMode::Create keeps an existing file (keygen without --force)") {
+  testing::TempDir dir("key-file-create");
+  const auto path = dir.path / "referee.key";
+  save_keypair(path, key_a(), KeyFileMode::Create);  // a new path is written
+  CHECK(load_keypair(path).public_key == key_a().public_key);
+  const KeyPair other = generate_keypair();
+  std::string what;
+  try {
+    save_keypair(path, other, KeyFileMode::Create);
+  } catch (const ProtocolError& e) {
+    what = e.what();
+  }
+  CHECK(what.find(path.string() + ": exists") != std::string::npos);
+  CHECK(what.find("keygen --force") != std::string::npos);
+  CHECK(load_keypair(path).public_key == key_a().public_key);  // untouched
+  save_keypair(path, other, KeyFileMode::Overwrite);
+  CHECK(load_keypair(path).public_key == other.public_key);
+}

@@ -97,6 +97,12 @@ bool same(const Verdict& a, const Verdict& b) {
 bool same(const ErrorMessage& a, const ErrorMessage& b) {
   return a.code == b.code && a.reason == b.reason;
 }
+bool same(const RefereeCheck& a, const RefereeCheck& b) {
+  return a.nonce == b.nonce && a.endpoints == b.endpoints;
+}
+bool same(const RefereeAnswer& a, const RefereeAnswer& b) {
+  return a.nonce == b.nonce && a.refusals == b.refusals;
+}
 
 bool same_body(const Body& a, const Body& b) {
   if (a.index() != b.index()) return false;
@@ -187,6 +193,8 @@ std::vector<Body> sample_bodies() {
                       33,
                       "party 0 signed two answers to round 12"});
   v.push_back(ErrorMessage{1008, "bad signature"});
+  v.push_back(RefereeCheck{dg(22), {"ws://10.0.0.5:9000/", "wss://provider.example/"}});
+  v.push_back(RefereeAnswer{dg(22), {"a provider's endpoint ws://10.0.0.5:9000/ is a private address", ""}});
   return v;
 }
 
@@ -468,10 +476,28 @@ TEST_CASE("wire: enums must hold a declared value") {
   CHECK(decode_error_code(MessageKind::Verdict, bad) == kInvalid);
   // Unknown message kinds, and invalid enums on the encoding side.
   CHECK(decode_error_code(static_cast<MessageKind>(0), good) == kInvalid);
-  CHECK(decode_error_code(static_cast<MessageKind>(13), good) == kInvalid);
+  CHECK(decode_error_code(static_cast<MessageKind>(15), good) == kInvalid);
   Query q = sample_query();
   q.kind = static_cast<QueryKind>(9);
   CHECK_THROWS_AS(encode_body(q), WireError);
+}
+
+TEST_CASE("wire: a RefereeCheck names at most 64 endpoints of at most 1024 bytes; refusals are bounded") {
+  RefereeCheck check{dg(1), std::vector<std::string>(kMaxCheckedEndpoints, "ws://p/")};
+  CHECK(decode_error_code(MessageKind::RefereeCheck, encode_body(check)) == 0);
+  check.endpoints.push_back("ws://p/");
+  CHECK_THROWS_AS(encode_body(check), WireError);
+  check.endpoints = {std::string(kMaxEndpointBytes + 1, 'x')};
+  CHECK_THROWS_AS(encode_body(check), WireError);
+  RefereeAnswer answer{dg(1), {std::string(kMaxRefusalBytes, 'r')}};
+  CHECK(decode_error_code(MessageKind::RefereeAnswer, encode_body(answer)) == 0);
+  answer.refusals[0].push_back('r');
+  CHECK_THROWS_AS(encode_body(answer), WireError);
+  // Hand-made: 65 endpoints is too big to decode.
+  Builder b;
+  b.digest(dg(1)).u32(kMaxCheckedEndpoints + 1);
+  for (size_t i = 0; i <= kMaxCheckedEndpoints; ++i) b.u32(0);
+  CHECK(decode_error_code(MessageKind::RefereeCheck, b.out) == kTooBig);
 }
 
 TEST_CASE("wire: DisputeOpen and Verdict carry exactly two claims; verdict sets are canonical") {
