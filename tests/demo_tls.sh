@@ -2,7 +2,7 @@
 # `tribunal demo --tls-cert --tls-key --tls-ca` on the short MLP job: the referee, both providers and
 # the client over wss:// on loopback, with a certificate made here by `openssl req` (no key is
 # committed); the cheater must lose at exactly the injected step and node. Then the referee alone over
-# TLS: a delegate that trusts another CA is refused in the TLS handshake.
+# TLS: a delegate that trusts another CA is refused in the TLS handshake (exit 5, nothing trained).
 #   Usage: demo_tls.sh TRIBUNAL SOURCE_DIR
 set -euo pipefail
 tribunal=$1
@@ -32,7 +32,8 @@ print("demo over TLS: caught at step", r["verdict"]["step"], "node", r["verdict"
       "referee", r["referee"])
 PY
 
-# A delegate trusting another CA: refused by the TLS handshake, exit 1 with the reason.
+# A delegate trusting another CA: refused by the TLS handshake of its check of the referee, before any
+# provider is given the job: exit 5 with the reason.
 "$tribunal" keygen "$work/referee.key" >"$work/referee.pub"
 : >"$work/referee.log"
 "$tribunal" referee --listen 127.0.0.1:0 --key "$work/referee.key" --data "$work/referee-data" \
@@ -51,5 +52,5 @@ set +e
 status=$?
 set -e
 grep -q "certificate verify failed" "$work/delegate.err" || { cat "$work/delegate.err"; exit 1; }
-[ "$status" -eq 1 ] || { echo "delegate exited $status, expected 1"; exit 1; }
+[ "$status" -eq 5 ] || { echo "delegate exited $status, expected 5"; exit 1; }
 echo "wrong CA: refused ($(grep -o 'TLS handshake[^;]*' "$work/delegate.err" | head -1))"

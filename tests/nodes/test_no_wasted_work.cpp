@@ -14,6 +14,7 @@
 using namespace tribunal;
 using namespace tribunal::cheats;
 using namespace tribunal::nodes;
+using testing::corrupt;
 using testing::Network;
 using testing::RawPeer;
 

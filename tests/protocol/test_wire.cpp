@@ -604,7 +604,7 @@ TEST_CASE("envelope: version, kind, body length and body are checked even under 
     CHECK(what == "Envelope.version: version " + std::to_string(version) + " is not 2 at offset 0");
   }
   Bytes bad = env;
-  bad[1] = 13;
+  bad[1] = 15;  // the first undeclared kind
   CHECK(open_error_code(resign(bad, key_a()), &what) == kInvalid);
   CHECK(what.find("Envelope.kind") == 0);
   // A valid Children body under kind Claim: a body of the wrong shape for its kind.
