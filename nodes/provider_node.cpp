@@ -387,6 +387,7 @@ void ProviderNode::train(Connection& c, const Envelope& env) {
   if (std::optional<Claim> held = held_claim(id, job)) {
     held->endpoint = config_.endpoint;  // where it answers now
     c.session->send(seal(key_, id, ++c.sequence, *held));
+    meters_->claims.inc();  // a submitted job answered with a claim, trained or held
     log_->info(
         fmt::format("provider {}: job {} was trained before: answered with its claim (trajectory_root {})",
                     me, to_hex(id).substr(0, 12), to_hex(held->trajectory_root).substr(0, 16)));

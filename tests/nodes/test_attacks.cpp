@@ -222,7 +222,19 @@ TEST_CASE("attack: a verdict signed by another key than the pinned referee's is 
   const std::string impostor_url = "ws://127.0.0.1:" + std::to_string(impostor.listen("127.0.0.1", 0)) + "/";
   DelegateRequest r = net.request({net.provider(corrupt(3, 2)), net.provider(Fault{})});
   r.referee = impostor_url;  // an on-path attacker answering for the referee
-  CHECK_THROWS_WITH_AS(delegate_job(net.ctx, r, quiet_logger()),
+  // The check before training finds it (nodes/delegate.h check_referee): it cannot sign the nonce
+  // with the referee's key.
+  const std::string pinned = "not the --referee-key " + to_hex(Digest(net.referee_key.public_key));
+  CHECK_THROWS_WITH_AS(delegate_job(net.ctx, r, quiet_logger()), doctest::Contains(pinned.c_str()),
+                       RefereeCheckError);
+  // An attacker on the path of plain ws:// who lets the check through to the real referee and answers
+  // the dispute itself: its verdict is refused too (await_verdict).
+  r.referee = net.referee_url;
+  const DelegateOutcome real = delegate_job(net.ctx, r, quiet_logger());
+  REQUIRE(real.verdicts.size() == 1);
+  const DisputeOpen opening = net.verify(real.verdicts[0]).opening;
+  CHECK_THROWS_WITH_AS(await_verdict(net.ctx, impostor_url, net.referee_key.public_key,
+                                     seal(r.client_key, dispute_id(opening), 1, opening), quiet_logger()),
                        doctest::Contains("not by the referee's key"), ProtocolError);
 }
 
