@@ -17,10 +17,11 @@ namespace tribunal::nodes {
 
 /// The outcome of `tribunal delegate`.
 struct DelegateOutcome {
-  bool accepted = false;                       ///< some claim stands
-  size_t winner = 0;                           ///< index into the providers of the standing claim
-  Claim claim;                                 ///< the standing claim
-  std::vector<Claim> claims;                   ///< every provider's claim, in order
+  bool accepted = false;                              ///< some claim stands
+  size_t winner = 0;                                  ///< index into the providers of the standing claim
+  Claim claim;                                        ///< the standing claim
+  std::vector<Claim> claims;                          ///< every provider's claim, in order
+  std::vector<std::vector<uint8_t>> claim_envelopes;  ///< the same, as the signed envelopes received
   std::vector<std::string> refusals;           ///< per provider: why its claim was refused (empty: valid)
   std::vector<std::vector<uint8_t>> verdicts;  ///< signed verdict envelopes, in dispute order
   std::vector<std::filesystem::path> verdict_files;

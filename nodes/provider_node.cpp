@@ -390,6 +390,7 @@ void ProviderNode::train(Connection& c, const Envelope& env) {
   }
   const Claim claim{r.job_id, static_cast<uint64_t>(r.steps), r.trajectory_root, r.final_state_hash,
                     config_.endpoint};
+  hold_claim(job, claim, r.checkpoint_hashes);
   c.session->send(seal(key_, r.job_id, ++c.sequence, claim));
   log_->info(
       fmt::format("provider {}: claim trajectory_root {}", me, to_hex(r.trajectory_root).substr(0, 16)));
@@ -643,6 +644,74 @@ void ProviderNode::answer(const std::shared_ptr<Connection>& c, const Envelope& 
   if (reply.disconnect) session.close(CloseCode::GoingAway, "provider disconnects");
 }
 
+// A claim this node signed: its final state may be asked for (deliver()).
+void ProviderNode::hold_claim(const JobSpec& job, const Claim& claim,
+                              const std::vector<Digest>& checkpoint_hashes) {
+  auto held = std::make_shared<const HeldClaim>(HeldClaim{job, claim, checkpoint_hashes});
+  std::lock_guard lock(mu_);
+  held_[claim.job_id] = std::move(held);
+}
+
+// Deliveries streaming at once: each holds one final state in memory; beyond them a client is told
+// to come back.
+constexpr int kMaxDeliveries = 2;
+
+// A StateRequest (docs/protocol.md, "Delivery"): the final state of a claim this node made, to a client
+// its operator trains for (the JobSubmit policy), as a StateHeader and then every tensor in chunks,
+// at the link's pace. The request names a job id and a trajectory root, never a path: only the final
+// checkpoint of a claim held in memory (hold_claim), read from STORE/<job_id>/, is served.
+void ProviderNode::deliver(Connection& c, const Envelope& env) {
+  const auto& clients = config_.clients;
+  if (!clients.empty() && std::find(clients.begin(), clients.end(), env.sender) == clients.end())
+    throw ProtocolError("this provider does not deliver to the client key that signed the StateRequest");
+  const StateRequest& request = std::get<StateRequest>(env.body);
+  if (request.job_id != env.context) throw ProtocolError("the StateRequest is not addressed to its job id");
+  std::shared_ptr<const HeldClaim> held;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = held_.find(request.job_id); it != held_.end()) held = it->second;
+    if (held && held->claim.trajectory_root == request.trajectory_root) {
+      if (delivering_ >= kMaxDeliveries)
+        throw ProtocolError(
+            fmt::format("this provider is busy delivering {} final states; ask again later", delivering_));
+      ++delivering_;
+    }
+  }
+  if (!held) throw ProtocolError("this provider holds no claim for job " + to_hex(request.job_id));
+  if (held->claim.trajectory_root != request.trajectory_root)
+    throw ProtocolError("this provider's claim for job " + to_hex(request.job_id).substr(0, 16) +
+                        " has another trajectory root");
+  struct Slot {
+    ProviderNode& node;
+    ~Slot() {
+      std::lock_guard lock(node.mu_);
+      --node.delivering_;
+    }
+  } slot{*this};
+  Session& session = *c.session;
+  server_.keep(session);  // streaming to this peer: no flood may evict its connection
+  ThreadPool pool(config_.threads);
+  const auto job_dir = config_.store / to_hex(request.job_id);
+  const StateSource source =
+      locally(log_, "loading the final checkpoint", [&] { return StateSource(*held, job_dir, pool); });
+  const std::string me = to_hex(key_.public_key).substr(0, 8);
+  log_->info(fmt::format("provider {}: delivering the final state of job {} ({} chunks) to {}", me,
+                         to_hex(request.job_id).substr(0, 12), source.chunk_count(),
+                         session.remote_endpoint()));
+  const auto send = [&](const Body& body) {
+    std::vector<uint8_t> frame = seal(key_, request.job_id, ++c.sequence, body);
+    // Waits for room in the write queue: the state streams at the link's pace, never all queued.
+    if (!session.wait_for_room(frame.size())) return false;
+    session.send(std::move(frame));
+    return true;
+  };
+  if (!send(source.header())) return;
+  source.stream([&](TensorChunk& chunk) {
+    if (delivery_filter) delivery_filter(chunk);
+    return send(chunk);
+  });
+}
+
 void ProviderNode::on_message(const std::shared_ptr<Connection>& c, std::vector<uint8_t> bytes,
                               std::chrono::steady_clock::time_point arrived) {
   Session& session = *c->session;
@@ -672,6 +741,9 @@ void ProviderNode::on_message(const std::shared_ptr<Connection>& c, std::vector<
       }
       case MessageKind::Query:
         answer(c, env, arrived);
+        return;
+      case MessageKind::StateRequest:
+        deliver(*c, env);
         return;
       case MessageKind::Verdict: {
         const Verdict& v = std::get<Verdict>(env.body);

@@ -23,6 +23,7 @@
 #include "nodes/log.h"
 #include "nodes/metrics.h"
 #include "nodes/reply_filter.h"
+#include "nodes/state_source.h"
 
 namespace tribunal::nodes {
 
@@ -136,6 +137,8 @@ class ProviderNode {
 
   /// Set before listen(): how the node's answers leave it (default: as they are, at once).
   ReplyFilter reply_filter;
+  /// Set before listen(): rewrites the chunks of a delivered final state (tests; default: none).
+  DeliveryFilter delivery_filter;
 
  private:
   struct Connection;
@@ -153,6 +156,8 @@ class ProviderNode {
   static bool superseded(Connection& c, const Envelope& query);
   std::shared_ptr<Dispute> dispute_for(const Connection& c, const PublicKey& referee);
   void forget(const Digest& dispute_id);
+  void hold_claim(const JobSpec& job, const Claim& claim, const std::vector<Digest>& checkpoint_hashes);
+  void deliver(Connection& c, const Envelope& env);
 
   NetContext& ctx_;
   KeyPair key_;
@@ -182,6 +187,10 @@ class ProviderNode {
   // The disputes it answers, by dispute id and referee key: kept across connections, so a referee
   // that reconnects finds the steps already recomputed (docs/protocol.md, "Clocks").
   std::map<std::pair<Digest, PublicKey>, std::shared_ptr<Dispute>> disputes_;
+  // The claims this node signed, by job id (guarded by mu_), so it can deliver their final states
+  // (StateRequest); how many deliveries stream now.
+  std::map<Digest, std::shared_ptr<const HeldClaim>> held_;
+  int delivering_ = 0;
 };
 
 }  // namespace tribunal::nodes

@@ -137,9 +137,9 @@ struct ClaimIndexSet {};
 /// alternative k − 1), also where one message is nested in another (Verdict.opening's fields are
 /// "DisputeOpen.…"); a struct that is not a message continues the name of the field holding it
 /// ("Query.values.origin").
-constexpr std::array<std::string_view, 12> kMessageNames = {
-    "JobSubmit",  "Claim",   "DisputeOpen", "Query",   "Children", "IntervalCommit",
-    "StepCommit", "Records", "TensorChunk", "Samples", "Verdict",  "ErrorMessage"};
+constexpr std::array<std::string_view, 14> kMessageNames = {
+    "JobSubmit", "Claim",       "DisputeOpen", "Query",   "Children",     "IntervalCommit", "StepCommit",
+    "Records",   "TensorChunk", "Samples",     "Verdict", "ErrorMessage", "StateRequest",   "StateHeader"};
 static_assert(kMessageNames.size() == std::variant_size_v<Body>);
 
 /// The index of T among the Body alternatives; kMessageNames.size() when T is no message.
@@ -239,6 +239,15 @@ void fields(S& s, Is<Verdict> auto& m) {
 template <class S>
 void fields(S& s, Is<ErrorMessage> auto& m) {
   s("code", m.code)("reason", m.reason);
+}
+template <class S>
+void fields(S& s, Is<StateRequest> auto& m) {
+  s("job_id", m.job_id)("trajectory_root", m.trajectory_root);
+}
+template <class S>
+void fields(S& s, Is<StateHeader> auto& m) {
+  s("job_id", m.job_id)("trajectory_root", m.trajectory_root)("step", m.step)("state_hash", m.state_hash)(
+      "in_trajectory", m.in_trajectory)("tensors", m.tensors);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -437,6 +446,8 @@ static_assert(kKindIs<MessageKind::JobSubmit, JobSubmit> && kKindIs<MessageKind:
               kKindIs<MessageKind::StepCommit, StepCommit> && kKindIs<MessageKind::Records, Records> &&
               kKindIs<MessageKind::TensorChunk, TensorChunk> && kKindIs<MessageKind::Samples, Samples> &&
               kKindIs<MessageKind::Verdict, Verdict> && kKindIs<MessageKind::Error, ErrorMessage> &&
+              kKindIs<MessageKind::StateRequest, StateRequest> &&
+              kKindIs<MessageKind::StateHeader, StateHeader> &&
               std::variant_size_v<Body> == kEnumLast<MessageKind>);
 
 /// The message name of a declared kind.

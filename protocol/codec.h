@@ -54,7 +54,7 @@ class WireError : public ProtocolError {
 
 /// A message body; alternative k − 1 is the body of MessageKind k.
 using Body = std::variant<JobSubmit, Claim, DisputeOpen, Query, Children, IntervalCommit, StepCommit, Records,
-                          TensorChunk, Samples, Verdict, ErrorMessage>;
+                          TensorChunk, Samples, Verdict, ErrorMessage, StateRequest, StateHeader>;
 
 /// The kind tag of a body.
 MessageKind kind_of(const Body& body);

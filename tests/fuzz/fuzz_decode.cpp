@@ -9,7 +9,7 @@ using namespace tribunal;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const auto kind = static_cast<MessageKind>(data[0] % 12 + 1);
+  const auto kind = static_cast<MessageKind>(data[0] % 14 + 1);
   const std::span<const uint8_t> body(data + 1, size - 1);
   try {
     const Body decoded = decode_body(kind, body);
