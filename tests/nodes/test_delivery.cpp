@@ -76,8 +76,18 @@ TEST_CASE("delivery: after the honest claim stands, OUT holds its final state, e
   const Delegation g = delegate(net, {cheater, honest});
   REQUIRE(g.outcome.accepted);
   REQUIRE(g.outcome.winner == 1);
-  const Delivery d = deliver(net.ctx, g.request, g.outcome, quiet_logger());
+  // Progress for any size, at most once an hour: exactly the final report, of every byte.
+  DeliveryOptions options;
+  options.progress_from_bytes = 0;
+  options.progress_every = std::chrono::hours(1);
+  std::vector<std::pair<uint64_t, uint64_t>> reports;
+  options.progress = [&](uint64_t received, uint64_t total, double) {
+    reports.emplace_back(received, total);
+  };
+  const Delivery d = deliver(net.ctx, g.request, g.outcome, quiet_logger(), options);
   const std::filesystem::path out = g.request.out_dir;
+  const uint64_t state_bytes = job_footprint(load_job(net.job_file)).state_bytes;
+  CHECK(reports == std::vector<std::pair<uint64_t, uint64_t>>{{state_bytes, state_bytes}});
   CHECK(d.state.provider == 1);
   CHECK(d.state.failures.empty());
   CHECK(d.state.trajectory_root == g.outcome.claim.trajectory_root);
