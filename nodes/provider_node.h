@@ -137,7 +137,8 @@ class ProviderNode {
 
   /// Set before listen(): how the node's answers leave it (default: as they are, at once).
   ReplyFilter reply_filter;
-  /// Set before listen(): rewrites the chunks of a delivered final state (tests; default: none).
+  /// Set before a delivery is asked for: rewrites the chunks of a delivered final state before they
+  /// are signed (tests: a provider serving altered bytes; default: none, the honest path).
   DeliveryFilter delivery_filter;
 
  private:
