@@ -15,6 +15,7 @@
 #include "engine/error.h"
 #include "net/error.h"
 #include "nodes/delegate.h"
+#include "nodes/delivery.h"
 #include "nodes/key_file.h"
 #include "nodes/provider_node.h"
 #include "nodes/referee_node.h"
@@ -268,6 +269,28 @@ struct DelegateSettings {
   DelegateRequest request;
 };
 
+// After a claim stood: the verified final state into --out (nodes/delivery.h), a progress line on
+// stderr for large models. Exit 6 when no holder of the accepted claim delivers it.
+int deliver_accepted(NetContext& ctx, const DelegateRequest& request, const DelegateOutcome& o,
+                     const Logger& log) {
+  DeliveryOptions options;
+  options.progress = [](uint64_t received, uint64_t total, double rate) {
+    constexpr double kMiB = 1024.0 * 1024.0;
+    fmt::print(stderr, "delegate: final state {:.1f} / {:.1f} MiB ({:.1f} MiB/s)\n", received / kMiB,
+               total / kMiB, rate / kMiB);
+  };
+  try {
+    const Delivery d = deliver(ctx, request, o, log, options);
+    fmt::print("delivered: {} and {} in {} (state_hash {}, from {}); {}\n", d.files.model.string(),
+               d.files.optimizer.string(), request.out_dir.string(), to_hex(d.state.state_hash),
+               request.providers[d.state.provider], d.result.string());
+    return 0;
+  } catch (const DeliveryFailed& e) {
+    fmt::print("not delivered: {}\n", e.what());
+    return 6;
+  }
+}
+
 int run_delegate(DelegateSettings& s) {
   DelegateRequest& request = s.request;
   const std::string& key = s.key;
@@ -280,29 +303,33 @@ int run_delegate(DelegateSettings& s) {
   NetContext ctx(1, false);
   ctx.start();
   request.client_key = key.empty() ? generate_keypair() : load_keypair(key);
-  DelegateOutcome o;
-  try {
-    o = delegate_job(ctx, request, command_logger(s.log, "delegate"));
-  } catch (const RefereeCheckError& e) {  // nothing trained, nothing to write to --out
-    ctx.stop();
-    ctx.join();
-    std::fprintf(stderr, "tribunal: error: %s\n", e.what());
-    return 5;
-  }
-  ctx.stop();
-  ctx.join();
-  const auto& providers = request.providers;
-  if (!o.undecided.empty()) {
-    fmt::print("undecided: the referee could not decide a dispute ({}); no claim was convicted\n",
-               o.undecided);
-    return 4;
-  }
-  if (o.accepted)
+  const Logger log = command_logger(s.log, "delegate");
+  const int code = [&] {
+    DelegateOutcome o;
+    try {
+      o = delegate_job(ctx, request, log);
+    } catch (const RefereeCheckError& e) {  // nothing trained, nothing to write to --out
+      std::fprintf(stderr, "tribunal: error: %s\n", e.what());
+      return 5;
+    }
+    const auto& providers = request.providers;
+    if (!o.undecided.empty()) {
+      fmt::print("undecided: the referee could not decide a dispute ({}); no claim was convicted\n",
+                 o.undecided);
+      return 4;
+    }
+    if (!o.accepted) {
+      fmt::print("no valid claim: every claim lost a dispute\n");
+      return 3;
+    }
     fmt::print("accepted: the claim of {} (trajectory_root {}) stands after {} dispute(s)\n",
                providers[o.winner], to_hex(o.claim.trajectory_root), o.verdicts.size());
-  else
-    fmt::print("no valid claim: every claim lost a dispute\n");
-  return o.accepted ? 0 : 3;
+    std::fflush(stdout);
+    return deliver_accepted(ctx, request, o, log);
+  }();
+  ctx.stop();
+  ctx.join();
+  return code;
 }
 
 }  // namespace
@@ -480,8 +507,9 @@ Command add_delegate(CLI::App& root) {
   DelegateRequest& r = s->request;
   CLI::App* app = root.add_subcommand(
       "delegate",
-      "give a job to several providers, dispute differing claims, print the outcome (exit 3: no claim "
-      "stands, 4: a dispute undecided, 5: the referee failed its check before any provider trained)");
+      "give a job to several providers, dispute differing claims, fetch and verify the accepted claim's "
+      "final state into --out (exit 3: no claim stands, 4: a dispute undecided, 5: the referee failed its "
+      "check before any provider trained, 6: no holder delivered the accepted final state)");
   app->add_option("job", r.job_file, "the job file")->type_name("JOB.toml");
   add_repeatable(
       *app, "--provider", "URL", [s](const std::string& v) { s->request.providers.push_back(v); },
@@ -490,7 +518,9 @@ Command add_delegate(CLI::App& root) {
   app->add_option("--referee-key", s->referee_key,
                   "required: the referee's public key (64 hex digits); only its signed verdicts are accepted")
       ->type_name("HEX");
-  app->add_option("--out", r.out_dir, "where verdict-<dispute id>.bin files go")
+  app->add_option(
+         "--out", r.out_dir,
+         "where verdict-<dispute id>.bin, model.safetensors, optimizer.safetensors and result.json go")
       ->type_name("DIR")
       ->default_str(r.out_dir.string());
   app->add_option("--key", s->key, "the client's key file, which signs its jobs and openings")

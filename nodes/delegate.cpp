@@ -219,6 +219,7 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
     const Envelope env = inboxes[p]->next(MessageKind::Claim, std::chrono::hours(24), providers[p]);
     const Claim& c = std::get<Claim>(env.body);
     out.claims.push_back(c);
+    out.claim_envelopes.push_back(env.bytes);
     claim_envelopes.push_back(env.bytes);
     sessions[p]->close(CloseCode::Normal, "claim received");
     // A claim that is not about this job, or that no referee could act on, cannot stand and needs no

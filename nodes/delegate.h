@@ -25,6 +25,8 @@ struct DelegateOutcome {
   std::vector<std::string> refusals;           ///< per provider: why its claim was refused (empty: valid)
   std::vector<std::vector<uint8_t>> verdicts;  ///< signed verdict envelopes, in dispute order
   std::vector<std::filesystem::path> verdict_files;
+  /// Every provider's claim as the signed envelope received, in order (result.json, nodes/delivery.h).
+  std::vector<std::vector<uint8_t>> claim_envelopes;
   /// Non-empty when the referee could not decide a dispute (a RefereeFault verdict: no one was
   /// convicted): why. The delegation then stops with no claim accepted.
   std::string undecided;

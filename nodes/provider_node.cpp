@@ -18,6 +18,7 @@
 #include "nodes/provider_node.h"
 #include "nodes/train_set.h"
 #include "nodes/training_ranks.h"
+#include "protocol/trajectory.h"
 
 namespace tribunal::nodes {
 ServerOptions provider_server_options() {
@@ -384,13 +385,14 @@ void ProviderNode::train(Connection& c, const Envelope& env) {
   const Digest id = job_id(job, *data);
   // Not echoed: the sender must know the id of the job it submits.
   if (id != env.context) throw ProtocolError("the submitted job's id is not the one it was sent under");
-  if (std::optional<Claim> held = held_claim(id, job)) {
-    held->endpoint = config_.endpoint;  // where it answers now
-    c.session->send(seal(key_, id, ++c.sequence, *held));
+  if (std::optional<HeldCheckpoints> held = held_claim(id, job)) {
+    held->claim.endpoint = config_.endpoint;                // where it answers now
+    hold_claim(job, held->claim, held->checkpoint_hashes);  // its final state may be asked for again
+    c.session->send(seal(key_, id, ++c.sequence, held->claim));
     meters_->claims.inc();  // a submitted job answered with a claim, trained or held
     log_->info(
         fmt::format("provider {}: job {} was trained before: answered with its claim (trajectory_root {})",
-                    me, to_hex(id).substr(0, 12), to_hex(held->trajectory_root).substr(0, 16)));
+                    me, to_hex(id).substr(0, 12), to_hex(held->claim.trajectory_root).substr(0, 16)));
     return;
   }
   const TrainResult r = run_job(c, job, id, data, toml);
@@ -402,6 +404,7 @@ void ProviderNode::train(Connection& c, const Envelope& env) {
   }
   const Claim claim{r.job_id, static_cast<uint64_t>(r.steps), r.trajectory_root, r.final_state_hash,
                     config_.endpoint};
+  hold_claim(job, claim, r.checkpoint_hashes);
   std::vector<uint8_t> sealed = seal(key_, r.job_id, ++c.sequence, claim);
   keep_claim(r.job_id, sealed);
   c.session->send(std::move(sealed));
@@ -418,7 +421,8 @@ static std::filesystem::path claim_file(const std::filesystem::path& store, cons
 // the final checkpoint it commits to (so a dispute about it can be answered): a resubmitted job is
 // answered with it instead of being trained again. A file that is not this provider's signed claim
 // of this job, or whose final checkpoint is gone or differs, is ignored (the job is trained).
-std::optional<Claim> ProviderNode::held_claim(const Digest& id, const JobSpec& job) const {
+std::optional<ProviderNode::HeldCheckpoints> ProviderNode::held_claim(const Digest& id,
+                                                                      const JobSpec& job) const {
   const std::filesystem::path file = claim_file(config_.store, id);
   std::error_code ec;
   if (!std::filesystem::is_regular_file(file, ec)) return std::nullopt;
@@ -434,7 +438,20 @@ std::optional<Claim> ProviderNode::held_claim(const Digest& id, const JobSpec& j
     const CheckpointHeader last = read_checkpoint_header(checkpoint_path(file.parent_path(), job.steps));
     if (last.job_id != id || last.state_hash != claim.final_state_hash)
       throw EngineError("its final checkpoint is not the one the claim commits to");
-    return claim;
+    // Its checkpoints' state hashes, for a delivery of its final state (hold_claim); the trajectory
+    // root they rebuild must be the claim's.
+    std::vector<Digest> hashes;
+    for (const uint64_t t :
+         checkpoint_steps(static_cast<uint64_t>(job.steps), static_cast<uint64_t>(job.stride))) {
+      const CheckpointHeader h =
+          read_checkpoint_header(checkpoint_path(file.parent_path(), static_cast<int64_t>(t)));
+      if (h.job_id != id)
+        throw EngineError("its checkpoint of step " + std::to_string(t) + " is of another job");
+      hashes.push_back(h.state_hash);
+    }
+    if (trajectory_root(hashes) != claim.trajectory_root)
+      throw EngineError("its checkpoints do not rebuild the claim's trajectory root");
+    return HeldCheckpoints{claim, std::move(hashes)};
   } catch (const std::exception& e) {
     log_->warn(fmt::format("provider: {}: not used ({}); training the job", file.string(), e.what()));
     return std::nullopt;
@@ -705,6 +722,74 @@ void ProviderNode::answer(const std::shared_ptr<Connection>& c, const Envelope& 
   if (reply.disconnect) session.close(CloseCode::GoingAway, "provider disconnects");
 }
 
+// A claim this node signed: its final state may be asked for (deliver()).
+void ProviderNode::hold_claim(const JobSpec& job, const Claim& claim,
+                              const std::vector<Digest>& checkpoint_hashes) {
+  auto held = std::make_shared<const HeldClaim>(HeldClaim{job, claim, checkpoint_hashes});
+  std::lock_guard lock(mu_);
+  held_[claim.job_id] = std::move(held);
+}
+
+// Deliveries streaming at once: each holds one final state in memory; beyond them a client is told
+// to come back.
+constexpr int kMaxDeliveries = 2;
+
+// A StateRequest (docs/protocol.md, "Delivery"): the final state of a claim this node made, to a client
+// its operator trains for (the JobSubmit policy), as a StateHeader and then every tensor in chunks,
+// at the link's pace. The request names a job id and a trajectory root, never a path: only the final
+// checkpoint of a claim held in memory (hold_claim), read from STORE/<job_id>/, is served.
+void ProviderNode::deliver(Connection& c, const Envelope& env) {
+  const auto& clients = config_.clients;
+  if (!clients.empty() && std::find(clients.begin(), clients.end(), env.sender) == clients.end())
+    throw ProtocolError("this provider does not deliver to the client key that signed the StateRequest");
+  const StateRequest& request = std::get<StateRequest>(env.body);
+  if (request.job_id != env.context) throw ProtocolError("the StateRequest is not addressed to its job id");
+  std::shared_ptr<const HeldClaim> held;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = held_.find(request.job_id); it != held_.end()) held = it->second;
+    if (held && held->claim.trajectory_root == request.trajectory_root) {
+      if (delivering_ >= kMaxDeliveries)
+        throw ProtocolError(
+            fmt::format("this provider is busy delivering {} final states; ask again later", delivering_));
+      ++delivering_;
+    }
+  }
+  if (!held) throw ProtocolError("this provider holds no claim for job " + to_hex(request.job_id));
+  if (held->claim.trajectory_root != request.trajectory_root)
+    throw ProtocolError("this provider's claim for job " + to_hex(request.job_id).substr(0, 16) +
+                        " has another trajectory root");
+  struct Slot {
+    ProviderNode& node;
+    ~Slot() {
+      std::lock_guard lock(node.mu_);
+      --node.delivering_;
+    }
+  } slot{*this};
+  Session& session = *c.session;
+  server_.keep(session);  // streaming to this peer: no flood may evict its connection
+  ThreadPool pool(config_.threads);
+  const auto job_dir = config_.store / to_hex(request.job_id);
+  const StateSource source =
+      locally(log_, "loading the final checkpoint", [&] { return StateSource(*held, job_dir, pool); });
+  const std::string me = to_hex(key_.public_key).substr(0, 8);
+  log_->info(fmt::format("provider {}: delivering the final state of job {} ({} chunks) to {}", me,
+                         to_hex(request.job_id).substr(0, 12), source.chunk_count(),
+                         session.remote_endpoint()));
+  const auto send = [&](const Body& body) {
+    std::vector<uint8_t> frame = seal(key_, request.job_id, ++c.sequence, body);
+    // Waits for room in the write queue: the state streams at the link's pace, never all queued.
+    if (!session.wait_for_room(frame.size())) return false;
+    session.send(std::move(frame));
+    return true;
+  };
+  if (!send(source.header())) return;
+  source.stream([&](TensorChunk& chunk) {
+    if (delivery_filter) delivery_filter(chunk);
+    return send(chunk);
+  });
+}
+
 void ProviderNode::on_message(const std::shared_ptr<Connection>& c, std::vector<uint8_t> bytes,
                               std::chrono::steady_clock::time_point arrived) {
   Session& session = *c->session;
@@ -735,6 +820,9 @@ void ProviderNode::on_message(const std::shared_ptr<Connection>& c, std::vector<
       }
       case MessageKind::Query:
         answer(c, env, arrived);
+        return;
+      case MessageKind::StateRequest:
+        deliver(*c, env);
         return;
       case MessageKind::Verdict: {
         const Verdict& v = std::get<Verdict>(env.body);

@@ -24,6 +24,7 @@
 #include "nodes/log.h"
 #include "nodes/metrics.h"
 #include "nodes/reply_filter.h"
+#include "nodes/state_source.h"
 
 namespace tribunal::nodes {
 
@@ -140,6 +141,9 @@ class ProviderNode {
 
   /// Set before listen(): how the node's answers leave it (default: as they are, at once).
   ReplyFilter reply_filter;
+  /// Set before a delivery is asked for: rewrites the chunks of a delivered final state before they
+  /// are signed (tests: a provider serving altered bytes; default: none, the honest path).
+  DeliveryFilter delivery_filter;
 
  private:
   struct Connection;
@@ -152,13 +156,20 @@ class ProviderNode {
   void on_message(const std::shared_ptr<Connection>& c, std::vector<uint8_t> bytes,
                   std::chrono::steady_clock::time_point arrived);
   void train(Connection& c, const Envelope& env);
-  std::optional<Claim> held_claim(const Digest& id, const JobSpec& job) const;
+  /// A claim kept in the store (claim.bin) with the state hashes of its checkpoints.
+  struct HeldCheckpoints {
+    Claim claim;
+    std::vector<Digest> checkpoint_hashes;
+  };
+  std::optional<HeldCheckpoints> held_claim(const Digest& id, const JobSpec& job) const;
   void keep_claim(const Digest& id, const std::vector<uint8_t>& claim_envelope) const;
   void answer(const std::shared_ptr<Connection>& c, const Envelope& env,
               std::chrono::steady_clock::time_point arrived);
   static bool superseded(Connection& c, const Envelope& query);
   std::shared_ptr<Dispute> dispute_for(const Connection& c, const PublicKey& referee);
   void forget(const Digest& dispute_id);
+  void hold_claim(const JobSpec& job, const Claim& claim, const std::vector<Digest>& checkpoint_hashes);
+  void deliver(Connection& c, const Envelope& env);
 
   NetContext& ctx_;
   KeyPair key_;
@@ -189,6 +200,10 @@ class ProviderNode {
   // The disputes it answers, by dispute id and referee key: kept across connections, so a referee
   // that reconnects finds the steps already recomputed (docs/protocol.md, "Clocks").
   std::map<std::pair<Digest, PublicKey>, std::shared_ptr<Dispute>> disputes_;
+  // The claims this node signed, by job id (guarded by mu_), so it can deliver their final states
+  // (StateRequest); how many deliveries stream now.
+  std::map<Digest, std::shared_ptr<const HeldClaim>> held_;
+  int delivering_ = 0;
 };
 
 }  // namespace tribunal::nodes

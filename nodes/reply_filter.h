@@ -32,4 +32,9 @@ struct QueryContext {
 using ReplyFilter =
     std::function<ProviderReply(const QueryContext&, std::vector<std::vector<uint8_t>> answers)>;
 
+/// Rewrites one chunk of a delivered final state before the node signs it (docs/protocol.md,
+/// "Delivery"): tests and scenarios make a provider serve other bytes than it committed to. The honest
+/// node has none.
+using DeliveryFilter = std::function<void(TensorChunk& chunk)>;
+
 }  // namespace tribunal::nodes

@@ -137,9 +137,10 @@ struct ClaimIndexSet {};
 /// alternative k − 1), also where one message is nested in another (Verdict.opening's fields are
 /// "DisputeOpen.…"); a struct that is not a message continues the name of the field holding it
 /// ("Query.values.origin").
-constexpr std::array<std::string_view, 14> kMessageNames = {
-    "JobSubmit", "Claim",       "DisputeOpen", "Query",   "Children",     "IntervalCommit", "StepCommit",
-    "Records",   "TensorChunk", "Samples",     "Verdict", "ErrorMessage", "RefereeCheck",   "RefereeAnswer"};
+constexpr std::array<std::string_view, 16> kMessageNames = {
+    "JobSubmit",    "Claim",         "DisputeOpen",  "Query",      "Children", "IntervalCommit",
+    "StepCommit",   "Records",       "TensorChunk",  "Samples",    "Verdict",  "ErrorMessage",
+    "RefereeCheck", "RefereeAnswer", "StateRequest", "StateHeader"};
 static_assert(kMessageNames.size() == std::variant_size_v<Body>);
 
 /// The index of T among the Body alternatives; kMessageNames.size() when T is no message.
@@ -249,6 +250,15 @@ void fields(S& s, Is<RefereeCheck> auto& m) {
 template <class S>
 void fields(S& s, Is<RefereeAnswer> auto& m) {
   s("nonce", m.nonce)("refusals", m.refusals, Rule{up_to(kMaxCheckedEndpoints), up_to(kMaxRefusalBytes)});
+}
+template <class S>
+void fields(S& s, Is<StateRequest> auto& m) {
+  s("job_id", m.job_id)("trajectory_root", m.trajectory_root);
+}
+template <class S>
+void fields(S& s, Is<StateHeader> auto& m) {
+  s("job_id", m.job_id)("trajectory_root", m.trajectory_root)("step", m.step)("state_hash", m.state_hash)(
+      "in_trajectory", m.in_trajectory)("tensors", m.tensors);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -449,6 +459,8 @@ static_assert(kKindIs<MessageKind::JobSubmit, JobSubmit> && kKindIs<MessageKind:
               kKindIs<MessageKind::Verdict, Verdict> && kKindIs<MessageKind::Error, ErrorMessage> &&
               kKindIs<MessageKind::RefereeCheck, RefereeCheck> &&
               kKindIs<MessageKind::RefereeAnswer, RefereeAnswer> &&
+              kKindIs<MessageKind::StateRequest, StateRequest> &&
+              kKindIs<MessageKind::StateHeader, StateHeader> &&
               std::variant_size_v<Body> == kEnumLast<MessageKind>);
 
 /// The message name of a declared kind.

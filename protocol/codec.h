@@ -54,7 +54,8 @@ class WireError : public ProtocolError {
 
 /// A message body; alternative k − 1 is the body of MessageKind k.
 using Body = std::variant<JobSubmit, Claim, DisputeOpen, Query, Children, IntervalCommit, StepCommit, Records,
-                          TensorChunk, Samples, Verdict, ErrorMessage, RefereeCheck, RefereeAnswer>;
+                          TensorChunk, Samples, Verdict, ErrorMessage, RefereeCheck, RefereeAnswer,
+                          StateRequest, StateHeader>;
 
 /// The kind tag of a body.
 MessageKind kind_of(const Body& body);

@@ -43,7 +43,7 @@ constexpr Bounds up_to(size_t max) {
 template <class E>
 inline constexpr uint8_t kEnumLast = 0;
 template <>
-inline constexpr uint8_t kEnumLast<MessageKind> = static_cast<uint8_t>(MessageKind::RefereeAnswer);
+inline constexpr uint8_t kEnumLast<MessageKind> = static_cast<uint8_t>(MessageKind::StateHeader);
 template <>
 inline constexpr uint8_t kEnumLast<Level> = static_cast<uint8_t>(Level::Nodes);
 template <>

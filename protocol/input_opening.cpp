@@ -12,17 +12,6 @@
 namespace tribunal {
 namespace {
 
-/// Byte length of a tensor of `dtype` and `shape`; nullopt if a dimension is negative or the tensor
-/// has more than kMaxOpenedElements elements.
-std::optional<uint64_t> byte_length(DType dtype, std::span<const int64_t> shape) {
-  uint64_t numel = 1;
-  for (int64_t d : shape) {
-    if (d < 0 || (d > 0 && numel > kMaxOpenedElements / static_cast<uint64_t>(d))) return std::nullopt;
-    numel *= static_cast<uint64_t>(d);
-  }
-  return tensor_byte_length(dtype, numel);
-}
-
 /// True if `a` and `b` hold the same rows with bit-identical values (the proofs aside: the rows held
 /// were proven).
 bool same_samples(const Samples& a, const Samples& b) {
@@ -36,11 +25,6 @@ bool same_samples(const Samples& a, const Samples& b) {
     return true;
   };
   return a.indices == b.indices && same_bits(a.inputs, b.inputs) && same_bits(a.labels, b.labels);
-}
-
-/// Chunks of a tensor of `bytes` bytes: at least one (an empty tensor has one empty chunk).
-uint64_t chunk_count(uint64_t bytes) {
-  return std::max<uint64_t>(1, (bytes + kTensorChunkBytes - 1) / kTensorChunkBytes);
 }
 
 }  // namespace
@@ -58,28 +42,12 @@ Acceptance InputOpening::accept(const TensorChunk& c, std::string& why) {
   Received& got = received_[c.value];
   const bool f32 = want.dtype == DType::F32;
   // The header: the job's graph fixes every value's shape, and (shape, byte length, chunk root) must
-  // hash to the committed tensor leaf. Once a chunk was accepted the header is known, and the same
-  // header needs no hashing.
-  if (c.shape != want.shape) {
-    why = "tensor shape is not the shape of the value in the job's graph";
-    return Acceptance::Refused;
-  }
-  const std::optional<uint64_t> total = byte_length(want.dtype, want.shape);
-  if (!total) {
-    why = "tensor shape out of range";
-    return Acceptance::Refused;
-  }
-  const uint64_t chunks = chunk_count(*total);
-  const bool known_header = got.header && c.chunk_root == got.chunk_root;
-  if (c.chunks != chunks || (!known_header && tensor_leaf_from_chunk_root(want.dtype, c.shape, *total,
-                                                                          c.chunk_root) != want.hash)) {
-    why = "tensor header does not match the committed tensor hash";
-    return Acceptance::Refused;
-  }
-  if (c.chunk >= chunks) {
-    why = "tensor chunk " + std::to_string(c.chunk) + " of a tensor of " + std::to_string(chunks) + " chunks";
-    return Acceptance::Refused;
-  }
+  // hash to the committed tensor leaf (chunk_check.h). Once a chunk was accepted the header is known,
+  // and the same header needs no hashing.
+  const std::optional<uint64_t> total =
+      check_chunk_header(want, c, got.header ? &got.chunk_root : nullptr, why);
+  if (!total) return Acceptance::Refused;
+  const uint64_t chunks = tensor_chunk_count(*total);
   const uint64_t offset = uint64_t{c.chunk} * kTensorChunkBytes;
   const uint64_t expect = std::min<uint64_t>(kTensorChunkBytes, *total - offset);
   if (got.header && got.taken[c.chunk]) {
@@ -92,10 +60,7 @@ Acceptance InputOpening::accept(const TensorChunk& c, std::string& why) {
     if (c.bytes.size() == expect && (expect == 0 || std::memcmp(held, c.bytes.data(), expect) == 0))
       return Acceptance::Redundant;
   }
-  if (c.bytes.size() != expect || c.proof.index != c.chunk || c.proof.size != chunks ||
-      !verify_inclusion(tensor_chunk_hash(want.dtype, std::as_bytes(std::span(c.bytes))), c.proof,
-                        c.chunk_root) ||
-      (got.header && got.taken[c.chunk])) {
+  if (!chunk_bytes_proven(want.dtype, c, *total) || (got.header && got.taken[c.chunk])) {
     why = "tensor chunk " + std::to_string(c.chunk) + " does not match its tensor's chunk root";
     return Acceptance::Refused;
   }
@@ -173,8 +138,8 @@ std::vector<ChunkRange> InputOpening::missing(size_t max_ranges, uint32_t before
   std::vector<ChunkRange> out;
   for (uint32_t v = 0; v < expected_.size() && v <= before_value && out.size() < max_ranges; ++v) {
     const Received& r = received_[v];
-    const uint32_t chunks =
-        static_cast<uint32_t>(chunk_count(*byte_length(expected_[v].dtype, expected_[v].shape)));
+    const uint32_t chunks = static_cast<uint32_t>(
+        tensor_chunk_count(*opened_byte_length(expected_[v].dtype, expected_[v].shape)));
     const uint32_t stop = v < before_value ? chunks : std::min(chunks, before_chunk);
     for (uint32_t c = r.header ? r.prefix : 0; c < stop && out.size() < max_ranges;) {
       if (r.header && r.taken[c]) {

@@ -25,24 +25,12 @@
 #include <string>
 #include <vector>
 
+#include "protocol/chunk_check.h"
 #include "protocol/hash.h"
 #include "protocol/messages.h"
 #include "protocol/tensor_hash.h"
 
 namespace tribunal {
-
-/// The most elements an opened tensor may have (2^40: 4 TiB of float32; the job's graph sets the
-/// actual size).
-inline constexpr uint64_t kMaxOpenedElements = uint64_t{1} << 40;
-
-/// One tensor the referee waits for: the value's shape in the job's graph ([] for a scalar) and the
-/// tensor leaf (tensor_hash.h) both parties' records give it. `dtype` Trits: a node's rounding log
-/// (shape [count], ⌈count / 5⌉ bytes), opened by one party only (docs/protocol.md, "Rounding-log jobs").
-struct ExpectedTensor {
-  std::vector<int64_t> shape;
-  Digest hash{};
-  DType dtype = DType::F32;
-};
 
 /// The data-set rows a node reads, and the data set they must be proven against.
 struct ExpectedSamples {

@@ -34,6 +34,8 @@ enum class MessageKind : uint8_t {
   Error = 12,          ///< anyone → anyone: why a message was refused or a session ends
   RefereeCheck = 13,   ///< client → referee: prove your key, judge these provider endpoints
   RefereeAnswer = 14,  ///< referee → client: the signed answer to a RefereeCheck
+  StateRequest = 15,   ///< client → provider: send the final state of a claim
+  StateHeader = 16,    ///< provider → client: its commitment, then TensorChunk… per tensor
 };
 
 /// The dispute levels (docs/protocol.md, "The game").
@@ -290,6 +292,31 @@ struct RefereeAnswer {
 inline constexpr size_t kMaxCheckedEndpoints = 64;
 /// Longest RefereeAnswer refusal (bytes).
 inline constexpr size_t kMaxRefusalBytes = 2048;
+
+/// client → provider, after a claim stood (docs/protocol.md, "Delivery"): send the final state of
+/// your claim for job `job_id` whose trajectory root is `trajectory_root`. The provider answers with a
+/// StateHeader and then every tensor of the state as TensorChunk messages (round 0, `value` the
+/// tensor's index in the state layout, chunks 0 to n − 1, tensors in layout order), or with an
+/// ErrorMessage. Names a job, never a path: only a job the provider holds a claim for is served.
+struct StateRequest {
+  Digest job_id{};
+  Digest trajectory_root{};
+};
+
+/// provider → client: the final state's commitment, proven against the claim's trajectory root.
+/// `state_hash` is the last leaf (index `checkpoints − 1` of a tree of `checkpoints`, the count of
+/// checkpoint_steps(steps, stride)) of the trajectory tree whose root is `trajectory_root`, and the
+/// Merkle root over `tensors`, the tensor leaves of the state in layout order. Each TensorChunk that
+/// follows is checked against its tensor leaf (the shape from the job, the chunk's inclusion proof
+/// under its chunk root) before a byte of it is kept.
+struct StateHeader {
+  Digest job_id{};
+  Digest trajectory_root{};
+  uint64_t step = 0;  ///< the state's step (the job's T)
+  Digest state_hash{};
+  InclusionProof in_trajectory;  ///< state_hash is the last leaf of the trajectory tree
+  std::vector<Digest> tensors;   ///< tensor leaves, layout order
+};
 
 /// Anyone → anyone: a refusal. `code` is a WebSocket-style close code (docs/protocol.md).
 struct ErrorMessage {

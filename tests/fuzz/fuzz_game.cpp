@@ -70,7 +70,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (q->party == liar && pos + 2 < size && data[pos] & 1) {
           const size_t len = std::min<size_t>(data[pos + 1], size - pos - 2);
           try {
-            const Body b = decode_body(static_cast<MessageKind>(data[pos] % 12 + 1),
+            const Body b = decode_body(static_cast<MessageKind>(data[pos] % 14 + 1),
                                        std::span<const uint8_t>(data + pos + 2, len));
             more = game.on_message(q->party, b, now);
           } catch (const WireError&) {

@@ -104,6 +104,14 @@ bool same(const RefereeAnswer& a, const RefereeAnswer& b) {
   return a.nonce == b.nonce && a.refusals == b.refusals;
 }
 
+bool same(const StateRequest& a, const StateRequest& b) {
+  return a.job_id == b.job_id && a.trajectory_root == b.trajectory_root;
+}
+bool same(const StateHeader& a, const StateHeader& b) {
+  return a.job_id == b.job_id && a.trajectory_root == b.trajectory_root && a.step == b.step &&
+         a.state_hash == b.state_hash && same(a.in_trajectory, b.in_trajectory) && a.tensors == b.tensors;
+}
+
 bool same_body(const Body& a, const Body& b) {
   if (a.index() != b.index()) return false;
   return std::visit([&](const auto& x) { return same(x, std::get<std::decay_t<decltype(x)>>(b)); }, a);
@@ -195,6 +203,8 @@ std::vector<Body> sample_bodies() {
   v.push_back(ErrorMessage{1008, "bad signature"});
   v.push_back(RefereeCheck{dg(22), {"ws://10.0.0.5:9000/", "wss://provider.example/"}});
   v.push_back(RefereeAnswer{dg(22), {"a provider's endpoint ws://10.0.0.5:9000/ is a private address", ""}});
+  v.push_back(StateRequest{dg(22), dg(23)});
+  v.push_back(StateHeader{dg(24), dg(25), 937, dg(26), proof(4, 5, 3, 120), {dg(27), dg(28), dg(29)}});
   return v;
 }
 
@@ -347,6 +357,33 @@ TEST_CASE("wire: known-answer encoding of a Claim body") {
   CHECK(to_hex(enc) == expected);
 }
 
+TEST_CASE("wire: known-answer encoding of StateRequest and StateHeader bodies (kinds 13 and 14)") {
+  StateRequest r;
+  r.job_id.fill(0xaa);
+  r.trajectory_root.fill(0xbb);
+  CHECK(to_hex(encode_body(r)) == std::string(64, 'a') + std::string(64, 'b'));
+  CHECK(kind_of(Body{r}) == static_cast<MessageKind>(13));
+  StateHeader h;
+  h.job_id.fill(0x11);
+  h.trajectory_root.fill(0x22);
+  h.step = 30;
+  h.state_hash.fill(0x33);
+  h.in_trajectory = InclusionProof{3, 4, {}};
+  h.in_trajectory.path.push_back({});
+  h.in_trajectory.path[0].fill(0x44);
+  h.tensors.resize(1);
+  h.tensors[0].fill(0x55);
+  // job_id ‖ trajectory_root ‖ step u64 ‖ state_hash ‖ proof (u64 index, u64 size, u32 count, digests)
+  // ‖ tensors (u32 count, digests) = 32 + 32 + 8 + 32 + 20 + 32 + 4 + 32 = 192 bytes.
+  const std::string expected = std::string(64, '1') + std::string(64, '2') + "1e00000000000000" +
+                               std::string(64, '3') + "0300000000000000" + "0400000000000000" + "01000000" +
+                               std::string(64, '4') + "01000000" + std::string(64, '5');
+  const Bytes enc = encode_body(h);
+  CHECK(enc.size() == 192);
+  CHECK(to_hex(enc) == expected);
+  CHECK(kind_of(Body{h}) == static_cast<MessageKind>(14));
+}
+
 TEST_CASE("wire: every proper prefix of every encoding is rejected, and so is one trailing byte") {
   for (const Body& body : sample_bodies()) {
     const MessageKind kind = kind_of(body);
@@ -476,7 +513,7 @@ TEST_CASE("wire: enums must hold a declared value") {
   CHECK(decode_error_code(MessageKind::Verdict, bad) == kInvalid);
   // Unknown message kinds, and invalid enums on the encoding side.
   CHECK(decode_error_code(static_cast<MessageKind>(0), good) == kInvalid);
-  CHECK(decode_error_code(static_cast<MessageKind>(15), good) == kInvalid);
+  CHECK(decode_error_code(static_cast<MessageKind>(17), good) == kInvalid);
   Query q = sample_query();
   q.kind = static_cast<QueryKind>(9);
   CHECK_THROWS_AS(encode_body(q), WireError);
@@ -604,7 +641,7 @@ TEST_CASE("envelope: version, kind, body length and body are checked even under 
     CHECK(what == "Envelope.version: version " + std::to_string(version) + " is not 2 at offset 0");
   }
   Bytes bad = env;
-  bad[1] = 15;  // the first undeclared kind
+  bad[1] = 17;  // the first undeclared kind
   CHECK(open_error_code(resign(bad, key_a()), &what) == kInvalid);
   CHECK(what.find("Envelope.kind") == 0);
   // A valid Children body under kind Claim: a body of the wrong shape for its kind.
