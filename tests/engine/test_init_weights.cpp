@@ -134,11 +134,10 @@ TEST_CASE("a node without the weights, or with a wrong file, refuses the job nam
   JobSpec job = short_mlp();
   job.model.init = "pretrained-v1";
   DataRegistry without = DataRegistry::debian();
-  CHECK_THROWS_WITH_AS(
-      locate_data(job, without),
-      "scenarios/jobs/short_mlp.toml: weights 'pretrained-v1' (model.init) are not registered at "
-      "this node (its operator registers weights with --weights NAME=PATH)",
-      EngineError);
+  const std::string expected = job.source +
+                               ": weights 'pretrained-v1' (model.init) are not registered at this node (its "
+                               "operator registers weights with --weights NAME=PATH)";
+  CHECK_THROWS_WITH_AS(locate_data(job, without), expected.c_str(), EngineError);
   DataRegistry missing = DataRegistry::debian();
   missing.add_weights("pretrained-v1", dir.path / "nowhere.safetensors");
   CHECK_THROWS_WITH_AS(locate_data(job, missing),
