@@ -320,3 +320,36 @@ TEST_CASE("an MLP and a CNN train on a user's .npy data set of 3x8x8 images and 
   CHECK_THROWS_WITH_AS(train_on(job_on(dir.path, other)), doctest::Contains("the cnn reads 4x16 images"),
                        EngineError);
 }
+
+TEST_CASE("a tensors job states its classes and a cnn's image shape, and nothing else") {
+  const auto error_of = [](std::string text, const std::string& from, const std::string& to) {
+    if (!from.empty()) text.replace(text.find(from), from.size(), to);
+    try {
+      parse_job(text, "user.toml");
+    } catch (const EngineError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error_of(kCnnJob, "", "").empty());
+  CHECK(error_of(kMlpJob, "", "").empty());
+  CHECK(error_of(kCnnJob, "name = \"mine\"\n", "") ==
+        "user.toml:7:11: data.dataset = \"tensors\" needs data.name (a registered data set)");
+  CHECK(error_of(kCnnJob, "classes = 4\n", "").find("classes") != std::string::npos);
+  CHECK(error_of(kCnnJob, "image = [3, 8, 8]\n", "") ==
+        "user.toml:7:11: a cnn on data.dataset = \"tensors\" needs data.image = [C, H, W]");
+  CHECK(error_of(kCnnJob, "[3, 8, 8]", "[8, 8]").find("data.image must be [C, H, W] (3 entries), got 2") !=
+        std::string::npos);
+  CHECK(error_of(kCnnJob, "[3, 8, 8]", "[3, 6, 6]").empty());
+  CHECK(error_of(kCnnJob, "channels = [4]", "channels = [4, 4, 4, 4]")
+            .find("block 3 would max-pool a 1x1 image") != std::string::npos);
+  CHECK(error_of(kMlpJob, "classes = 4", "classes = 4\nimage = [3, 8, 8]").find("unknown key") !=
+        std::string::npos);
+  CHECK(error_of(kMlpJob, "classes = 4", "classes = 1").find("out of range") != std::string::npos);
+  // The image shape and classes reach the model (and so the job id's cnn fields).
+  const JobSpec job = parse_job(kCnnJob, "user.toml");
+  CHECK(job.model.image_channels == 3);
+  CHECK(job.model.classes == 4);
+  CHECK(job.data_classes == 4);
+  CHECK(job.dataset == "tensors");
+}
