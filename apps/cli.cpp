@@ -44,7 +44,15 @@ CLI::Option* add_repeatable(CLI::App& app, const std::string& flag, const std::s
       ->allow_extra_args(false);  // one VALUE per occurrence: what follows is the next argument
 }
 
+CLI::Option* add_weights(CLI::App& app, DataRegistry& registry) {
+  return add_repeatable(
+      app, "--weights", "NAME=PATH",
+      [&registry](const std::string& spec) { registry.add_weights(std::string_view(spec)); },
+      "where this node keeps the initial weights NAME (a job's model.init: a safetensors file)");
+}
+
 CLI::Option* add_datasets(CLI::App& app, DataRegistry& registry) {
+  add_weights(app, registry);  // a job names its initial weights as it names its data set
   return add_repeatable(
       app, "--dataset", "NAME=PATH",
       [&registry](const std::string& spec) { registry.add(std::string_view(spec)); },

@@ -102,6 +102,11 @@ CLI::Option* add_simd(CLI::App& app);
 /// files (a job names its data set, never a path); a malformed spec is a UsageError.
 CLI::Option* add_datasets(CLI::App& app, DataRegistry& registry);
 
+/// `--weights NAME=PATH`, repeatable: registers in `registry` where this node keeps the initial
+/// weights NAME (a job's model.init; engine/init_weights.h); a malformed spec is a UsageError.
+/// add_datasets adds it too.
+CLI::Option* add_weights(CLI::App& app, DataRegistry& registry);
+
 /// `--device NAME`: where training runs (cpu, cuda, cuda-emulated; engine/device.h, docs/cuda.md), stored
 /// in `device`. A name this build or machine lacks is a UsageError, before any work.
 CLI::Option* add_device(CLI::App& app, Device& device);

@@ -133,6 +133,7 @@ CLI::Option* add_seconds(CLI::App& app, const std::string& flag, std::chrono::mi
 // What `tribunal verify` is given.
 struct VerifySettings {
   std::string file, key_hex;
+  DataRegistry weights;  // a job with model.init: its weights, to check the job id
 };
 
 int run_verify(const VerifySettings& s) {
@@ -145,7 +146,7 @@ int run_verify(const VerifySettings& s) {
   std::ifstream in(file, std::ios::binary);
   if (!in) throw ProtocolError(file + ": cannot open");
   const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const Verdict v = verify_verdict(bytes, referee);
+  const Verdict v = verify_verdict(bytes, referee, &s.weights);
   fmt::print("valid verdict signed by referee {}\n", to_hex(Digest(referee)));
   fmt::print("job {}\ndispute {}\n", to_hex(v.job_id), to_hex(v.dispute_id));
   for (size_t i = 0; i < v.opening.claims.size(); ++i) {
@@ -360,6 +361,7 @@ Command add_verify(CLI::App& root) {
   app->add_option("--referee-key", s->key_hex,
                   "required: the public key of the referee you trust (64 hex digits)")
       ->type_name("HEX");
+  add_weights(*app, s->weights);
   return {app, [s] { return run_verify(*s); }};
 }
 
@@ -371,6 +373,7 @@ Command add_referee(CLI::App& root) {
       "serve disputes: drive the bisection game, re-execute one op, sign verdicts; durable and resumed "
       "on restart");
   add_listen_and_key(*app, s->listen, s->key, "referee");
+  add_weights(*app, o.dispute.weights);  // a dispute's model.init: the referee derives state 0 from them
   app->add_option("--data", o.data_dir, "durable store: every dispute is kept in DIR/referee.sqlite")
       ->type_name("DIR")
       ->default_str(o.data_dir.string());

@@ -1,5 +1,6 @@
-// The data sets a node serves, by name. A job names its training set (`data.name`); only the node's
-// operator decides which local file or directory that name means. A job never carries a path, so a
+// The data sets and initial weights a node serves, by name. A job names its training set (`data.name`)
+// and, when it starts from pretrained weights, their file (`model.init`); only the node's operator
+// decides which local file or directory each name means. A job never carries a path, so a
 // peer that submits or disputes a job cannot make a provider read any other file than the data sets
 // its operator registered (docs/protocol.md, "Threat model").
 #pragma once
@@ -12,7 +13,7 @@
 
 namespace tribunal {
 
-/// Name → local path of each data set a node serves.
+/// Name → local path of each data set and each weights file a node serves (two separate name spaces).
 class DataRegistry {
  public:
   /// Debian's data sets: "fashion-mnist" → /usr/share/datasets/fashion-mnist (package
@@ -33,8 +34,20 @@ class DataRegistry {
   /// The registered names, sorted.
   std::vector<std::string> names() const;
 
+  /// Registers (or replaces) the weights file `name` → `path` (a safetensors file, engine/init_weights.h),
+  /// with the same name rules as a data set. Throws EngineError for a bad name or an empty path.
+  void add_weights(const std::string& name, const std::filesystem::path& path);
+
+  /// Parses one "NAME=PATH" (the --weights option) and adds it. Throws EngineError quoting `spec`.
+  void add_weights(std::string_view spec);
+
+  /// The path of the weights `name`. Throws EngineError("<source>: weights '<name>' (model.init) are not
+  /// registered at this node …") when the operator did not register them.
+  const std::filesystem::path& weights_path(const std::string& name, const std::string& source) const;
+
  private:
   std::map<std::string, std::filesystem::path> paths_;
+  std::map<std::string, std::filesystem::path> weights_;
 };
 
 }  // namespace tribunal

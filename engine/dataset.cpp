@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "engine/tensor_data.h"
 #include "engine/text_data.h"
 #include "protocol/merkle.h"
 #include "protocol/tensor_hash.h"
@@ -213,6 +214,7 @@ const fs::path& located(const JobSpec& job) {
 Dataset load_dataset(const JobSpec& job, Split split, ThreadPool& pool) {
   if (job.dataset == "text") return load_text(located(job), job.model.context, job.validation, split, pool);
   if (job.dataset == "fashion-mnist") return load_fashion_mnist(located(job), split, pool);
+  if (job.dataset == "tensors") return load_tensor_data(located(job), job.data_classes, split, pool);
   throw EngineError(fmt::format("{}: data set '{}' is not supported", job.source, job.dataset));
 }
 
@@ -246,6 +248,7 @@ DataShape expected_data_shape(const JobSpec& job) {
         text_windows(text_corpus_size(located(job)), job.model.context, job.validation, job.data_path);
     return {w.train, job.model.context, 256, job.model.context};
   }
+  if (job.dataset == "tensors") return tensor_data_shape(located(job), job.data_classes);
   if (job.dataset != "fashion-mnist")
     throw EngineError(fmt::format("{}: data set '{}' is not supported", job.source, job.dataset));
   const auto header = [](const fs::path& path, uint32_t magic, int ndims) {

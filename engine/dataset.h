@@ -59,9 +59,9 @@ Digest dataset_root(const Dataset& data);
 Digest dataset_root(const Dataset& data, ThreadPool& pool);
 
 /// Loads the split of the job's data set from job.data_path (set by locate_data): Fashion-MNIST
-/// (load_fashion_mnist) or the text windows of the corpus with the job's context and validation
-/// fraction (engine/text_data.h). Throws EngineError naming the file on any failure, or the job when
-/// its data set was never located.
+/// (load_fashion_mnist), the text windows of the corpus with the job's context and validation
+/// fraction (engine/text_data.h), or the user's .npy arrays with data.classes (engine/tensor_data.h). Throws
+/// EngineError naming the file on any failure, or the job when its data set was never located.
 Dataset load_dataset(const JobSpec& job, Split split, ThreadPool& pool);
 
 /// check_job_against_data on the data set's sizes, and also its label layout (class ids for mlp and
@@ -77,8 +77,8 @@ Digest job_id(const JobSpec& job, const Dataset& data);
 
 /// The training set's shape as the job implies it, without loading or hashing the data: Fashion-MNIST
 /// from the IDX headers of the training files (16 bytes of each gzip stream), text from the sizes of
-/// the corpus files. For tools that build step graphs without training (demo, scenario scripts).
-/// Throws EngineError like the loaders when the files are missing or malformed.
+/// the corpus files, tensors from the .npy headers. For tools that build step graphs without training (demo,
+/// scenario scripts). Throws EngineError like the loaders when the files are missing or malformed.
 DataShape expected_data_shape(const JobSpec& job);
 
 }  // namespace tribunal

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -70,6 +71,12 @@ NumericsSpec parse_numerics(const toml::table& root, const std::string& source) 
   return spec;
 }
 
+// A registered name: 1 to 64 characters of [a-z0-9._-] (engine/data_registry.h).
+bool valid_name(const std::string& name) {
+  return !name.empty() && name.size() <= 64 &&
+         name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789._-") == std::string::npos;
+}
+
 }  // namespace
 
 JobSpec parse_job(std::string_view toml_text, const std::string& source) {
@@ -88,7 +95,7 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
   TableReader model(root, "model", source, true);
   const std::string kind = model.string("kind", "mlp");
   if (kind == "mlp") {
-    model.allow_only({"kind", "widths"});
+    model.allow_only({"kind", "widths", "init"});
     m.kind = ModelKind::Mlp;
     m.widths = model.integers("widths", m.widths);
     if (m.widths.size() < 2)
@@ -99,7 +106,7 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
         throw EngineError(fmt::format("{}: model.widths entry {} is out of range [1, 1048576]",
                                       model.location("widths"), w));
   } else if (kind == "gpt") {
-    model.allow_only({"kind", "vocab", "context", "layers", "heads", "d_model", "dropout"});
+    model.allow_only({"kind", "vocab", "context", "layers", "heads", "d_model", "dropout", "init"});
     m.kind = ModelKind::Gpt;
     m.widths.clear();
     m.vocab = model.integer("vocab", 256, false, 2, int64_t{1} << 16);
@@ -112,7 +119,7 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
                                     model.location("d_model"), m.d_model, m.heads));
     m.dropout = model.number("dropout", 0.0f, 0.0, 1.0);
   } else if (kind == "cnn") {
-    model.allow_only({"kind", "channels", "kernel"});
+    model.allow_only({"kind", "channels", "kernel", "init"});
     m.kind = ModelKind::Cnn;
     m.widths.clear();
     if (!model.table()->get("channels"))
@@ -134,6 +141,15 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
                                   model.location("kind"), kind));
   }
 
+  if (model.table()->get("init")) {
+    m.init = model.string("init", "");
+    if (!valid_name(m.init))
+      throw EngineError(
+          fmt::format("{}: model.init must name registered weights: 1 to 64 characters of "
+                      "a-z, 0-9, '.', '_', '-'",
+                      model.location("init")));
+  }
+
   TableReader data(root, "data", source, false);
   for (const char* key : {"dir", "path"})
     if (data.table() && data.table()->get(key))
@@ -142,6 +158,16 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
                       "operator registers where a name's files are (--dataset NAME=PATH)",
                       data.location(key), key));
   job.dataset = data.string("dataset", m.kind == ModelKind::Gpt ? "text" : "fashion-mnist");
+  // 2×2 pooling halves the image once per conv block: every size it pools must be even.
+  const auto check_pooling = [&] {
+    int64_t h = m.image_height, w = m.image_width;
+    for (size_t i = 0; i < m.channels.size(); ++i, h /= 2, w /= 2)
+      if (h % 2 != 0 || w % 2 != 0)
+        throw EngineError(
+            fmt::format("{}: model.channels has {} blocks, but block {} would max-pool a {}x{} image "
+                        "(2x2 pooling needs even sizes; {} allows {})",
+                        model.location("channels"), m.channels.size(), i, h, w, job.dataset, i));
+  };
   if (job.dataset == "fashion-mnist") {
     if (m.kind == ModelKind::Gpt)
       throw EngineError(fmt::format("{}: a gpt model trains on data.dataset = \"text\", not '{}'",
@@ -153,13 +179,41 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
       m.image_height = 28;
       m.image_width = 28;
       m.classes = 10;
-      int64_t h = m.image_height, w = m.image_width;
-      for (size_t i = 0; i < m.channels.size(); ++i, h /= 2, w /= 2)
-        if (h % 2 != 0 || w % 2 != 0)
+      check_pooling();
+    }
+  } else if (job.dataset == "tensors") {
+    // The user's own arrays (engine/tensor_data.h). The referee holds no data: the class count and a
+    // cnn's image shape are stated here (in job_id through the shape and the cnn's fields) and the
+    // loader checks the files against them.
+    if (m.kind == ModelKind::Gpt)
+      throw EngineError(fmt::format("{}: a gpt model trains on data.dataset = \"text\", not '{}'",
+                                    data.location("dataset"), job.dataset));
+    if (m.kind == ModelKind::Cnn)
+      data.allow_only({"dataset", "name", "classes", "image"});
+    else
+      data.allow_only({"dataset", "name", "classes"});
+    if (!data.table()->get("name"))
+      throw EngineError(fmt::format("{}: data.dataset = \"tensors\" needs data.name (a registered data set)",
+                                    data.location("dataset")));
+    job.data_name = data.string("name", "");
+    job.data_classes = data.integer("classes", 0, true, 2, int64_t{1} << 16);
+    if (m.kind == ModelKind::Cnn) {
+      if (!data.table()->get("image"))
+        throw EngineError(fmt::format("{}: a cnn on data.dataset = \"tensors\" needs data.image = [C, H, W]",
+                                      data.location("dataset")));
+      const std::vector<int64_t> image = data.integers("image", {});
+      if (image.size() != 3)
+        throw EngineError(fmt::format("{}: data.image must be [C, H, W] (3 entries), got {}",
+                                      data.location("image"), image.size()));
+      for (int64_t v : image)
+        if (v < 1 || v > 4096)
           throw EngineError(
-              fmt::format("{}: model.channels has {} blocks, but block {} would max-pool a {}x{} image "
-                          "(2x2 pooling needs even sizes; {} allows {})",
-                          model.location("channels"), m.channels.size(), i, h, w, job.dataset, i));
+              fmt::format("{}: data.image entry {} is out of range [1, 4096]", data.location("image"), v));
+      m.image_channels = image[0];
+      m.image_height = image[1];
+      m.image_width = image[2];
+      m.classes = job.data_classes;
+      check_pooling();
     }
   } else if (job.dataset == "text") {
     if (m.kind != ModelKind::Gpt)
@@ -172,11 +226,11 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
       throw EngineError(fmt::format("{}: data.validation = {} must be below 1 (some windows must train)",
                                     data.location("validation"), job.validation));
   } else {
-    throw EngineError(fmt::format("{}: data.dataset '{}' is not supported (supported: fashion-mnist, text)",
-                                  data.location("dataset"), job.dataset));
+    throw EngineError(
+        fmt::format("{}: data.dataset '{}' is not supported (supported: fashion-mnist, text, tensors)",
+                    data.location("dataset"), job.dataset));
   }
-  if (job.data_name.empty() || job.data_name.size() > 64 ||
-      job.data_name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789._-") != std::string::npos)
+  if (!valid_name(job.data_name))
     throw EngineError(fmt::format("{}: data.name must be 1 to 64 characters of a-z, 0-9, '.', '_', '-'",
                                   data.location("name")));
 
@@ -269,6 +323,28 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
 
 void locate_data(JobSpec& job, const DataRegistry& registry) {
   job.data_path = registry.path(job.data_name, job.source);
+  locate_init(job, registry);
+}
+
+void locate_init(JobSpec& job, const DataRegistry& registry) {
+  if (job.model.init.empty()) return;
+  job.init_path = registry.weights_path(job.model.init, job.source);
+  job.init_hash = init_weights_hash(job.init_path);
+}
+
+Digest init_weights_hash(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw EngineError(fmt::format("{}: cannot open weights file: {}", path.string(), std::strerror(errno)));
+  Hasher h(HashTag::File);
+  std::vector<char> buffer(size_t{1} << 20);
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    const auto n = static_cast<size_t>(in.gcount());
+    h.update(std::span(reinterpret_cast<const uint8_t*>(buffer.data()), n));
+  }
+  if (in.bad()) throw EngineError(fmt::format("{}: cannot read weights file", path.string()));
+  return h.final();
 }
 
 JobSpec load_job(const std::filesystem::path& path, const DataRegistry& registry) {
@@ -410,6 +486,16 @@ std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& da
     }
     if (job.numerics.mode == NumericsMode::RoundingLog)
       out.u64(static_cast<uint64_t>(job.numerics.quantum_bits));
+  }
+  // The initial weights' file hash, only for a job with model.init, so the ids of other jobs stand.
+  if (!job.model.init.empty()) {
+    if (!job.init_hash)
+      throw EngineError(
+          fmt::format("{}: the weights '{}' (model.init) have not been located in this "
+                      "node's registry",
+                      job.source, job.model.init));
+    out.u8(5);
+    out.raw(*job.init_hash);
   }
   return out.take();
 }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,7 +38,8 @@ enum class DecayScope : uint8_t { All = 1, Matrices = 2 };
 ///    nanoGPT without weight tying): vocab, context, layers, heads, d_model, dropout;
 ///  - cnn: per entry of `channels` a block Conv2d(kernel×kernel, stride 1, "same" padding kernel/2) →
 ///    ReLU → MaxPool2d(2×2), then a Linear to the classes. The image shape and the class count are
-///    the data set's (Fashion-MNIST: 1×28×28, 10), filled in by parse_job from data.dataset.
+///    the data set's, filled in by parse_job from [data]: Fashion-MNIST 1×28×28 and 10; tensors
+///    data.image and data.classes (checked against the files by the loader).
 struct ModelSpec {
   ModelKind kind = ModelKind::Mlp;
   std::vector<int64_t> widths{784, 256, 10};  ///< mlp only (empty for the other kinds)
@@ -53,6 +55,9 @@ struct ModelSpec {
   int64_t kernel = 0;             ///< odd kernel size k (padding k/2 keeps the image size)
   int64_t image_channels = 0, image_height = 0, image_width = 0;  ///< from the data set
   int64_t classes = 0;                                            ///< from the data set
+  /// [model] init: the registered weights (DataRegistry::add_weights) the parameters of state 0 come
+  /// from instead of init_param; empty: init_param. The name is not in job_id; the file's hash is.
+  std::string init;
 };
 
 struct OptimizerSpec {
@@ -83,14 +88,20 @@ struct DataShape {
 
 struct JobSpec {
   ModelSpec model;
-  std::string dataset = "fashion-mnist";  ///< the data set's kind: "fashion-mnist" or "text"
+  std::string dataset = "fashion-mnist";  ///< the data set's kind: "fashion-mnist", "text" or "tensors"
   /// The data set's name in each node's DataRegistry ("fashion-mnist", "fortunes", or one the
   /// operator registered); not in job_id (the data set's root and shape are).
   std::string data_name = "fashion-mnist";
   /// Where this node keeps data_name: set by locate_data from the node's own registry, never parsed
   /// from a job. Empty until then (load_dataset refuses to load).
   std::filesystem::path data_path;
-  double validation = 0.1;  ///< text: the fraction of windows held out (the last ones), in [0, 1)
+  /// Where this node keeps model.init and BLAKE2b-256(File tag ‖ the file's bytes): set by locate_data
+  /// from the node's own registry when the job has model.init, never parsed from a job. The hash is in
+  /// job_id, so every party of the job holds the same bytes.
+  std::filesystem::path init_path;
+  std::optional<Digest> init_hash;
+  double validation = 0.1;   ///< text: the fraction of windows held out (the last ones), in [0, 1)
+  int64_t data_classes = 0;  ///< tensors: data.classes, the class count labels must be below
   uint64_t seed = 0;
   int64_t steps = 0;       ///< T, the number of optimizer steps
   int64_t batch_size = 0;  ///< B
@@ -109,11 +120,13 @@ struct JobSpec {
 /// types and out-of-range values throw EngineError("<source>:<line>:<col>: <what>"). The job names
 /// its data set and never a path: `data.dir` and `data.path` are refused, so a job received from a
 /// peer cannot point a node at a file (locate_data resolves the name). Tables and keys:
-///   [model]     kind = "mlp": widths | "gpt": vocab (256), context, layers, heads, d_model (a
+///   [model]     init: registered weights to start from (optional, any kind; engine/init_weights.h);
+///               kind = "mlp": widths | "gpt": vocab (256), context, layers, heads, d_model (a
 ///               multiple of heads), dropout (0) | "cnn": channels (one block per entry), kernel (odd)
-///   [data]      dataset = "fashion-mnist" | "text" (the kind; default text for gpt, fashion-mnist
-///               otherwise); name: the registered data set (default "fashion-mnist" for that kind,
-///               "fortunes" for text; 1–64 of [a-z0-9._-]); text: validation (0.1)
+///   [data]      dataset = "fashion-mnist" | "text" | "tensors" (the kind; default text for gpt,
+///               fashion-mnist otherwise); name: the registered data set (default "fashion-mnist" for
+///               that kind, "fortunes" for text, required for tensors; 1–64 of [a-z0-9._-]); text:
+///               validation (0.1); tensors (mlp, cnn): classes (2..65536), and for a cnn image = [C, H, W]
 ///   [train]     seed, steps, batch_size, stride, shards (1; must divide batch_size)
 ///   [optimizer] kind = "adamw": beta1, beta2, eps | "sgd": momentum; and lr, weight_decay,
 ///               schedule = "constant" | "cosine" (then warmup_steps ≤ steps, min_lr ≤ lr),
@@ -125,9 +138,18 @@ struct JobSpec {
 /// Each key is refused where its kind does not use it.
 JobSpec parse_job(std::string_view toml_text, const std::string& source);
 
-/// Sets job.data_path to where `registry` keeps job.data_name. Throws EngineError when the name is
-/// not registered.
+/// Sets job.data_path to where `registry` keeps job.data_name and, when the job has model.init,
+/// locate_init. Throws EngineError when a name is not registered (naming it) or the weights file
+/// cannot be read.
 void locate_data(JobSpec& job, const DataRegistry& registry);
+
+/// For a job with model.init: sets job.init_path to where `registry` keeps the weights and
+/// job.init_hash to the hash of the file's bytes (init_weights_hash). Does nothing for a job without
+/// model.init. For a node that needs no data set (the referee). Throws EngineError naming what is missing.
+void locate_init(JobSpec& job, const DataRegistry& registry);
+
+/// BLAKE2b-256(File tag 0x17 ‖ the file's bytes). Throws EngineError naming the file when it cannot be read.
+Digest init_weights_hash(const std::filesystem::path& path);
 
 /// Reads and parses a job file and locates its data set in `registry`; a missing or unreadable file
 /// throws EngineError.
@@ -153,7 +175,9 @@ void check_job_against_data(const JobSpec& job, int64_t samples, int64_t feature
 /// then, only when train.shards is not 1, 0x03 ‖ shards,
 /// then, only when the [dispute] terms are not the defaults, 0x02 ‖ base ms ‖ step ms ‖ bytes per second,
 /// then, only when the numerics mode is not RepOps, 0x04 ‖ mode u8 ‖ τ of every op kind in OpKind
-/// order (f64 bits) ‖ (rounding-log mode: quantum bits). Written with protocol's codec::ByteWriter.
+/// order (f64 bits) ‖ (rounding-log mode: quantum bits),
+/// then, only when the job has model.init, 0x05 ‖ init_hash (32 bytes). Written with protocol's
+/// codec::ByteWriter. Throws EngineError for a job with model.init whose weights were never located.
 /// The shape is in the id so that no one but the providers who signed the job_id can state it: the
 /// referee derives the batches from the sample count (docs/protocol.md, "Threat model").
 std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& dataset_root,

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "engine/error.h"
+#include "engine/init_weights.h"
 #include "engine/model.h"
 #include "engine/safetensors.h"
 #include "protocol/merkle.h"
@@ -25,6 +26,11 @@ State initial_state(const JobSpec& job) {
   const std::vector<ParamSpec> params = model_params(job.model);
   State s;
   for (const Shape& shape : layout.shapes) s.tensors.emplace_back(shape);
+  if (!job.model.init.empty()) {  // pretrained weights (engine/init_weights.h)
+    std::vector<Tensor> weights = load_init_weights(job, params);
+    for (size_t p = 0; p < params.size(); ++p) s.tensors[p] = std::move(weights[p]);
+    return s;
+  }
   for (size_t p = 0; p < params.size(); ++p)
     init_param(job.seed, static_cast<uint32_t>(p), params[p], s.tensors[p]);
   return s;

@@ -404,7 +404,7 @@ TrainResult train_job(const JobSpec& job, const TrainOptions& options) {
     if (job.model.kind == ModelKind::Gpt) {
       result.unigram_entropy = train.unigram_entropy;
       if (test.samples() > 0) result.validation_loss = evaluate_loss(job, trainer.state(), test, pool);
-    } else {
+    } else if (test.samples() > 0) {  // a tensors data set may have no test split
       result.test_accuracy = evaluate_accuracy(job, trainer.state(), test, pool);
     }
     result.eval_seconds = since(t_eval);

@@ -266,7 +266,7 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
                           providers[p], to_hex(dispute).substr(0, 16), referee));
     const Envelope env =
         await_verdict(ctx, referee, request.referee_key, seal(request.client_key, dispute, 1, d), log, tls);
-    const Verdict v = verify_verdict(env.bytes, request.referee_key);
+    const Verdict v = verify_verdict(env.bytes, request.referee_key, &request.datasets);
     if (v.dispute_id != dispute || v.opening != d)
       throw EngineError(fmt::format("{}: the verdict is about another opening than ours", referee));
     const auto file = request.out_dir / ("verdict-" + to_hex(dispute).substr(0, 16) + ".bin");

@@ -14,9 +14,10 @@ std::shared_ptr<const Dataset> shared_train_set(const JobSpec& job, ThreadPool& 
   // The most recently used set stays loaded: a provider is disputed about the job it just trained,
   // and each dispute is a new connection.
   static std::shared_ptr<const Dataset> recent;
-  const std::string key = job.dataset == "text" ? fmt::format("text\n{}\n{}\n{}", job.data_path.string(),
-                                                              job.model.context, job.validation)
-                                                : fmt::format("{}\n{}", job.dataset, job.data_path.string());
+  std::string key = job.dataset == "text" ? fmt::format("text\n{}\n{}\n{}", job.data_path.string(),
+                                                        job.model.context, job.validation)
+                                          : fmt::format("{}\n{}", job.dataset, job.data_path.string());
+  if (job.dataset == "tensors") key += fmt::format("\n{}", job.data_classes);  // the labels' check
   std::lock_guard lock(mu);
   if (auto data = cache[key].lock()) return recent = data;
   auto data = std::make_shared<const Dataset>(load_dataset(job, Split::Train, pool));

@@ -34,6 +34,7 @@ enum class HashTag : uint8_t {
   NodeRecord = 0x14,   ///< one node of a step graph: op, attributes, input and output hashes
   Dispute = 0x15,      ///< dispute id: the whole DisputeOpen body (wire.h dispute_id)
   Envelope = 0x16,     ///< the bytes an envelope signature covers
+  File = 0x17,         ///< a registered file's whole content (a job's initial weights, engine/job.h)
 };
 
 /// Incremental BLAKE2b-256 (no key, 32-byte output). Construct with a tag; update(); final() once.

@@ -82,6 +82,9 @@ RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open,
   if (options.limits) check_dispute_cost(cost_, *options.limits);
   // The data set's root and shape are part of the job_id that both providers signed: an opener who
   // changes them opens a dispute about a job neither claim is for, and is refused below.
+  // A job that starts from pretrained weights: state 0 and the id derive from the bytes this referee
+  // registered under the job's name for them; a referee without them refuses, naming them.
+  locate_init(job_, options.weights);
   job_id_ = tribunal::job_id(job_, d.dataset_root, shape);
   GameParams params;
   params.job_id = job_id_;
@@ -467,7 +470,8 @@ void RefereeDispute::handle(Turn& turn, std::vector<Action> actions, GameTime no
   }
 }
 
-Verdict verify_verdict(std::span<const uint8_t> bytes, const PublicKey& referee) {
+Verdict verify_verdict(std::span<const uint8_t> bytes, const PublicKey& referee,
+                       const DataRegistry* weights) {
   const Envelope env = open_envelope(bytes);
   if (env.kind != MessageKind::Verdict) throw ProtocolError("not a verdict envelope");
   if (env.sender != referee) throw ProtocolError("the verdict is signed by another key than the referee's");
@@ -477,7 +481,15 @@ Verdict verify_verdict(std::span<const uint8_t> bytes, const PublicKey& referee)
     throw ProtocolError("the verdict's dispute id is not the hash of its opening");
   // The job and data set the opening describes are the ones both providers signed.
   const DisputeOpen& d = v.opening;
-  const JobSpec job = parse_job(d.job_toml, "the verdict's job");
+  JobSpec job = parse_job(d.job_toml, "the verdict's job");
+  if (!job.model.init.empty()) {
+    if (weights == nullptr)
+      throw ProtocolError(
+          fmt::format("the verdict's job starts from the weights '{}' (model.init): their "
+                      "file is needed to check its job id (--weights NAME=PATH)",
+                      job.model.init));
+    locate_init(job, *weights);
+  }
   const DataShape shape{static_cast<int64_t>(d.dataset_samples), static_cast<int64_t>(d.features),
                         static_cast<int64_t>(d.classes), static_cast<int64_t>(d.label_width)};
   if (job_id(job, d.dataset_root, shape) != v.job_id)

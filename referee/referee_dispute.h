@@ -26,6 +26,7 @@
 
 #include "dispute/job_oracle.h"
 #include "engine/cost.h"
+#include "engine/data_registry.h"
 #include "engine/job.h"
 #include "protocol/game.h"
 #include "protocol/wire.h"
@@ -64,6 +65,10 @@ struct DisputeOptions {
   /// checks a signature, builds a graph or computes anything of the job (docs/protocol.md, "Bounds
   /// on a dispute's cost"). Unset for a replay: a recorded dispute was admitted when it was opened.
   std::optional<DisputeLimits> limits;
+  /// The initial weights this referee holds (DataRegistry::add_weights; its data sets are not used):
+  /// a dispute about a job with model.init is refused, naming the weights, unless they are
+  /// registered here, since state 0 and the job id derive from their bytes (engine/init_weights.h).
+  DataRegistry weights;
 };
 
 /// Low bits of the referee's sequence numbers that count the re-asks of one question: the k-th
@@ -262,7 +267,10 @@ class RefereeDispute {
 /// id is the hash of the opening it carries, that the opening's job and data set give its job id, and
 /// that the claims inside are validly signed Claims for that job. The referee's key is required: a
 /// signature by an unknown key proves nothing (anyone can sign a verdict). Throws ProtocolError (or
-/// EngineError for a job that does not parse) saying what is wrong; returns the verdict.
-Verdict verify_verdict(std::span<const uint8_t> envelope, const PublicKey& referee);
+/// EngineError for a job that does not parse) saying what is wrong; returns the verdict. A job with
+/// model.init needs its weights in `weights` (their hash is in the job id): without them, or with
+/// other bytes, the job id cannot be checked and ProtocolError says so.
+Verdict verify_verdict(std::span<const uint8_t> envelope, const PublicKey& referee,
+                       const DataRegistry* weights = nullptr);
 
 }  // namespace tribunal

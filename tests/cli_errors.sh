@@ -66,6 +66,13 @@ expect "truncated gz" 1 "/truncated/$images: truncated gzip stream" -- train "$t
 expect "unregistered data set" 1 "data set 'fm-local' is not registered at this node" -- train "$tmp/local.toml" --out "$tmp/o6"
 expect "bad --dataset" 2 "--dataset expects NAME=PATH" -- train "$tmp/local.toml" --dataset "fm-local"
 job "$tmp/plain.toml"
+# A job starting from pretrained weights (model.init): unregistered, a malformed option, a file that
+# does not fit the model (an empty safetensors file: no tensors).
+sed 's/^kind = "mlp"$/kind = "mlp"\ninit = "pre"/' "$tmp/plain.toml" >"$tmp/init.toml" || setup_fail "sed"
+printf '\x02\x00\x00\x00\x00\x00\x00\x00{}' >"$tmp/empty.safetensors" || setup_fail "printf"
+expect "unregistered weights" 1 "weights 'pre' \(model.init\) are not registered at this node" -- train "$tmp/init.toml" --out "$tmp/o7"
+expect "bad --weights" 2 "--weights expects NAME=PATH" -- train "$tmp/init.toml" --weights "pre"
+expect "weights of another model" 1 "empty.safetensors: weights 'pre' \(model.init\): no tensor \"l0.weight\"" -- train "$tmp/init.toml" --out "$tmp/o8" --weights "pre=$tmp/empty.safetensors"
 expect "replaying a RepOps job" 2 "--replay-logs replays a rounding-log job's logs, but .*plain.toml is a RepOps job" -- train "$tmp/plain.toml" --replay-logs "$tmp"
 expect "an unknown float64 GEMM" 2 "--float64-gemm: mkl not in [{]openblas,naive[}]" -- train "$tmp/plain.toml" --float64-gemm mkl
 printf '[model]\nwidths = [784, 16, 10]\n[data]\npath = "provider.key"\n[train]\nsteps = 1\nbatch_size = 1\nstride = 1\n[optimizer]\n' >"$tmp/path.toml"

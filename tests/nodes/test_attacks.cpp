@@ -111,6 +111,18 @@ TEST_CASE("attack: a job that names the provider's key file reads nothing") {
   CHECK_FALSE(contains(peer.until_closed(), secret_line));
 }
 
+TEST_CASE("a job starting from weights the provider does not hold is refused, naming them") {
+  Network net;
+  const std::string url = net.provider(Fault{});
+  std::string job = read_text(testing::kShortJob);
+  job.replace(job.find("kind = \"mlp\""), 12, "kind = \"mlp\"\ninit = \"pretrained-v1\"");
+  RawPeer peer(net.ctx, url);
+  peer.send(seal(generate_keypair(), Digest{}, 1, JobSubmit{job}));
+  CHECK(peer.error() ==
+        "submitted job: weights 'pretrained-v1' (model.init) are not registered at this node (its operator "
+        "registers weights with --weights NAME=PATH)");
+}
+
 TEST_CASE("attack: a wrong job id is refused without telling the real one") {
   Network net;
   const std::string url = net.provider(Fault{});
