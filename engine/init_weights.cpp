@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "engine/error.h"
+#include "engine/pytorch_export.h"
 #include "engine/safetensors.h"
 
 namespace tribunal {
@@ -29,20 +30,42 @@ std::vector<Tensor> load_init_weights(const JobSpec& job, std::span<const ParamS
   SafetensorsFile file = read_safetensors(path);
   std::map<std::string, Tensor*> by_name;
   for (auto& [name, tensor] : file.tensors) by_name[name] = &tensor;
+  // The file's form: the model's own names and layouts (engine/model.h), or those of the reference
+  // PyTorch modules (engine/pytorch_export.h) — what `tribunal export` and a delegate's
+  // model.safetensors hold, and what a torch module's state_dict saves. Decided by the first parameter.
+  const bool torch_form = !params.empty() && !by_name.contains(params[0].name);
+  std::vector<TorchParam> torch;
+  if (torch_form) torch = torch_params(job.model);
+  if (torch.size() != (torch_form ? params.size() : 0))
+    fail("the model's PyTorch names do not match its parameters");
+  const char* form =
+      torch_form ? "PyTorch layout, docs/parity.md \"Exported weights\"" : "engine/model.h layout";
   std::vector<Tensor> out;
   out.reserve(params.size());
-  for (const ParamSpec& p : params) {
-    const auto it = by_name.find(p.name);
-    if (it == by_name.end())
-      fail(fmt::format("no tensor \"{}\" (the model's parameter, shape {})", p.name, p.shape.str()));
+  for (size_t k = 0; k < params.size(); ++k) {
+    const ParamSpec& p = params[k];
+    const std::string& name = torch_form ? torch[k].name : p.name;
+    const Shape want = torch_form && torch[k].transposed ? Shape{p.shape[1], p.shape[0]} : p.shape;
+    const auto it = by_name.find(name);
+    if (it == by_name.end()) {
+      if (torch_form && k == 0)
+        fail(
+            fmt::format("neither \"{}\" (the model's parameter, shape {}) nor \"{}\" (its PyTorch name, "
+                        "shape {})",
+                        p.name, p.shape.str(), name, want.str()));
+      if (!torch_form)
+        fail(fmt::format("no tensor \"{}\" (the model's parameter, shape {})", name, want.str()));
+      fail(fmt::format("no tensor \"{}\" (the model's parameter {}, shape {}; {})", name, p.name, want.str(),
+                       form));
+    }
     Tensor& t = *it->second;
-    if (t.shape() != p.shape)
-      fail(fmt::format("tensor \"{}\" has shape {}, the model's parameter has {} (engine/model.h layout)",
-                       p.name, t.shape().str(), p.shape.str()));
+    if (t.shape() != want)
+      fail(fmt::format("tensor \"{}\" has shape {}, the model's parameter has {} ({})", name, t.shape().str(),
+                       want.str(), form));
     const float* x = t.data();
     for (int64_t i = 0; i < t.numel(); ++i)
-      if (!std::isfinite(x[i])) fail(fmt::format("tensor \"{}\" element {} is {}", p.name, i, x[i]));
-    out.push_back(std::move(t));
+      if (!std::isfinite(x[i])) fail(fmt::format("tensor \"{}\" element {} is {}", name, i, x[i]));
+    out.push_back(torch_form ? from_torch(torch[k], std::move(t)) : std::move(t));
     by_name.erase(it);
   }
   if (!by_name.empty())

@@ -14,13 +14,15 @@
 namespace tribunal {
 
 /// Reads the job's initial weights from job.init_path (set by locate_data or locate_init). The file
-/// holds exactly one F32 tensor per parameter of model_params(job.model), under its name and in its
-/// internal shape (engine/model.h: e.g. "l0.weight" [in, out]; a PyTorch-layout file is not accepted
-/// yet), in any order; other tensors and "__metadata__" entries other than strings are refused (a
-/// wrong file is likelier than an intent), metadata is ignored. Returns the tensors in `params`
-/// order. Throws EngineError("<file>: …") naming the tensor for: a hash that is not job.init_hash (the
-/// file changed since the job was located), a missing or extra tensor, a shape that differs, a dtype
-/// other than F32, a NaN or infinite element (with its index); and for a job never located.
+/// holds exactly one F32 tensor per parameter of model_params(job.model), either under its name and in
+/// its internal shape (engine/model.h: e.g. "l0.weight" [in, out]) or under the reference PyTorch
+/// module's name and layout (engine/pytorch_export.h: e.g. "0.weight" [out, in], as `tribunal export`,
+/// a delegate's model.safetensors or torch's state_dict write it), in any order; other tensors and
+/// "__metadata__" entries other than strings are refused (a wrong file is likelier than an intent), metadata
+/// is ignored. Returns the tensors in `params` order. Throws EngineError("<file>: …") naming the tensor for:
+/// a hash that is not job.init_hash (the file changed since the job was located), a missing or extra tensor,
+/// a shape that differs, a dtype other than F32, a NaN or infinite element (with its index); and for a job
+/// never located.
 std::vector<Tensor> load_init_weights(const JobSpec& job, std::span<const ParamSpec> params);
 
 }  // namespace tribunal

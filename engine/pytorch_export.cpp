@@ -184,4 +184,12 @@ void write_pytorch(const std::filesystem::path& model, const std::filesystem::pa
   write_safetensors_raw(optimizer, slots, meta);
 }
 
+Tensor from_torch(const TorchParam& param, Tensor value) {
+  if (!param.transposed) return value;
+  if (value.shape().rank() != 2)
+    throw EngineError(
+        fmt::format("{}: a Linear weight must be 2-D, it has shape {}", param.name, value.shape().str()));
+  return transposed(value);
+}
+
 }  // namespace tribunal

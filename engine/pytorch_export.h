@@ -40,6 +40,11 @@ struct TorchParam {
 /// Throws EngineError naming a parameter that has no torch counterpart.
 std::vector<TorchParam> torch_params(const ModelSpec& model);
 
+/// The internal form (engine/model.h) of a parameter given in its PyTorch form: `value` transposed
+/// back to [in, out] when `param.transposed`, else as is. What a model.init file in the PyTorch form
+/// needs (engine/init_weights.h).
+Tensor from_torch(const TorchParam& param, Tensor value);
+
 /// One tensor of the PyTorch form.
 struct TorchTensor {
   std::string name;

@@ -16,6 +16,7 @@
 #include "engine/error.h"
 #include "engine/init_weights.h"
 #include "engine/model.h"
+#include "engine/pytorch_export.h"
 #include "engine/safetensors.h"
 #include "engine/state.h"
 #include "tests/engine/engine_helpers.h"
@@ -127,6 +128,39 @@ TEST_CASE("a job started from a trained run's final weights has them as state 0"
   // A file that changes after the job was located is refused rather than trained from.
   testing::write_text(file, bytes);
   CHECK(error_of_initial_state(job).find("the file changed since the job was located") != std::string::npos);
+}
+
+TEST_CASE("model.init in the PyTorch form (tribunal export, a delegate's model.safetensors) loads the same") {
+  TempDir dir("init-torch");
+  const JobSpec base = short_mlp();
+  const TrainResult first = testing::train(base, 2, dir.path / "run");
+  ThreadPool pool(2);
+  const State trained =
+      load_checkpoint(checkpoint_path(dir.path / "run", first.steps), base, first.job_id, pool);
+  // The model file `tribunal export` writes: "0.weight" [32, 784], "0.bias", "2.weight" [10, 32], "2.bias".
+  const auto model = dir.path / "model.safetensors", optimizer = dir.path / "optimizer.safetensors";
+  write_pytorch(model, optimizer, base, trained, first.job_id, Digest{});
+  const JobSpec job = fine_tune(model);
+  const State s0 = initial_state(job);
+  const size_t params = model_params(job.model).size();
+  REQUIRE(params == 4);
+  for (size_t p = 0; p < params; ++p) {
+    CAPTURE(p);
+    REQUIRE(s0.tensors[p].shape() == trained.tensors[p].shape());  // back in [in, out]
+    CHECK(std::memcmp(s0.tensors[p].data(), trained.tensors[p].data(), trained.tensors[p].bytes().size()) ==
+          0);
+  }
+  // A torch-form file with one weight left in the internal layout is refused, naming it.
+  const PytorchState form = to_pytorch(base, trained);
+  std::vector<NamedTensor> named;
+  for (const TorchTensor& t : form.model)
+    named.push_back({t.name, t.name == "2.weight" ? &trained.tensors[2] : &t.value});
+  const auto mixed = dir.path / "mixed.safetensors";
+  write_safetensors(mixed, named, {});
+  CHECK(error_of_initial_state(fine_tune(mixed)) ==
+        mixed.string() +
+            ": weights 'pre' (model.init): tensor \"2.weight\" has shape [32, 10], the model's parameter "
+            "has [10, 32] (PyTorch layout, docs/parity.md \"Exported weights\")");
 }
 
 TEST_CASE("a node without the weights, or with a wrong file, refuses the job naming what is wrong") {
