@@ -9,6 +9,10 @@ source "$(dirname "$0")/daemons.sh"
 
 referee_pub=$("$bin" keygen "$tmp/referee.key") || fail "keygen"
 "$bin" keygen "$tmp/p.key" >/dev/null || fail "keygen"
+# A real referee: the delegate checks it before any provider is given the job (docs/protocol.md,
+# "Checking the referee"); no dispute is played here.
+rport=$(start_daemon referee "$bin" referee --listen 127.0.0.1:0 --key "$tmp/referee.key" --data "$tmp/referee-data" \
+  --allow-network 127.0.0.0/8) || exit 1
 # Started here, not by start_daemon (a subshell), so that `wait` gets its exit status.
 "$bin" provider --listen 127.0.0.1:0 --key "$tmp/p.key" --store "$tmp/store" --referee-key "$referee_pub" \
   >"$tmp/provider.out" 2>"$tmp/provider.log" &
@@ -25,7 +29,7 @@ sed 's/^steps = 30$/steps = 200000/' "$src/scenarios/jobs/short_mlp.toml" >"$tmp
 grep -q "^steps = 200000$" "$tmp/long.toml" || fail "cannot make the long job"
 # Both "providers" are this one: the second submission of the job shares the first's run.
 "$bin" delegate "$tmp/long.toml" --provider "ws://127.0.0.1:$port/" --provider "ws://127.0.0.1:$port/" \
-  --referee "ws://127.0.0.1:9/" --referee-key "$referee_pub" --out "$tmp/verdicts" >"$tmp/delegate.out" 2>"$tmp/delegate.log" &
+  --referee "ws://127.0.0.1:$rport/" --referee-key "$referee_pub" --out "$tmp/verdicts" >"$tmp/delegate.out" 2>"$tmp/delegate.log" &
 echo $! >"$tmp/delegate.pid"
 for _ in $(seq 300); do
   grep -q "training job" "$tmp/provider.log" && break

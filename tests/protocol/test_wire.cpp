@@ -357,12 +357,12 @@ TEST_CASE("wire: known-answer encoding of a Claim body") {
   CHECK(to_hex(enc) == expected);
 }
 
-TEST_CASE("wire: known-answer encoding of StateRequest and StateHeader bodies (kinds 13 and 14)") {
+TEST_CASE("wire: known-answer encoding of StateRequest and StateHeader bodies (kinds 15 and 16)") {
   StateRequest r;
   r.job_id.fill(0xaa);
   r.trajectory_root.fill(0xbb);
   CHECK(to_hex(encode_body(r)) == std::string(64, 'a') + std::string(64, 'b'));
-  CHECK(kind_of(Body{r}) == static_cast<MessageKind>(13));
+  CHECK(kind_of(Body{r}) == static_cast<MessageKind>(15));
   StateHeader h;
   h.job_id.fill(0x11);
   h.trajectory_root.fill(0x22);
@@ -381,7 +381,7 @@ TEST_CASE("wire: known-answer encoding of StateRequest and StateHeader bodies (k
   const Bytes enc = encode_body(h);
   CHECK(enc.size() == 192);
   CHECK(to_hex(enc) == expected);
-  CHECK(kind_of(Body{h}) == static_cast<MessageKind>(14));
+  CHECK(kind_of(Body{h}) == static_cast<MessageKind>(16));
 }
 
 TEST_CASE("wire: every proper prefix of every encoding is rejected, and so is one trailing byte") {
