@@ -83,9 +83,24 @@ bool write_all(int fd, const void* data, size_t n) {
   return true;
 }
 
+// Which dtypes a reader accepts: checkpoints hold F32 only; data files (read_safetensors_data) also
+// hold integer labels.
+enum class Dtypes { F32Only, Data };
+
+// The bytes per element of `dtype` among those `accepted`; 0 when not accepted.
+uint64_t itemsize_of(const std::string& dtype, Dtypes accepted) {
+  if (dtype == "F32") return 4;
+  if (accepted == Dtypes::F32Only) return 0;
+  if (dtype == "I64") return 8;
+  if (dtype == "I32") return 4;
+  if (dtype == "U8") return 1;
+  return 0;
+}
+
 // One tensor entry of a validated header.
 struct Entry {
   std::string name;
+  std::string dtype;
   std::vector<int64_t> shape;
   uint64_t begin = 0, end = 0;
 };
@@ -130,8 +145,8 @@ uint64_t get_unsigned(const fs::path& path, const std::string& name, const char*
   return v.get<uint64_t>();
 }
 
-Entry parse_entry(const fs::path& path, const std::string& name, const ordered_json& v,
-                  uint64_t buffer_bytes) {
+Entry parse_entry(const fs::path& path, const std::string& name, const ordered_json& v, uint64_t buffer_bytes,
+                  Dtypes accepted) {
   if (!v.is_object()) fail(path, fmt::format("tensor \"{}\": entry is not an object", name));
   for (const auto& [key, _] : v.items()) {
     if (key != "dtype" && key != "shape" && key != "data_offsets") {
@@ -143,20 +158,23 @@ Entry parse_entry(const fs::path& path, const std::string& name, const ordered_j
   }
   const auto& dtype = v["dtype"];
   if (!dtype.is_string()) fail(path, fmt::format("tensor \"{}\": dtype is not a string", name));
-  if (dtype.get<std::string>() != "F32") {
-    fail(path, fmt::format("tensor \"{}\": dtype \"{}\" is not supported (only F32)", name,
-                           dtype.get<std::string>()));
+  const uint64_t itemsize = itemsize_of(dtype.get<std::string>(), accepted);
+  if (itemsize == 0) {
+    fail(path,
+         fmt::format("tensor \"{}\": dtype \"{}\" is not supported ({})", name, dtype.get<std::string>(),
+                     accepted == Dtypes::F32Only ? "only F32" : "F32, I64, I32 or U8"));
   }
 
   Entry e;
   e.name = name;
+  e.dtype = dtype.get<std::string>();
   const auto& shape = v["shape"];
   if (!shape.is_array()) fail(path, fmt::format("tensor \"{}\": shape is not an array", name));
   if (shape.size() > static_cast<size_t>(kMaxRank)) {
     fail(path, fmt::format("tensor \"{}\": rank {} exceeds {}", name, shape.size(), kMaxRank));
   }
-  uint64_t bytes = sizeof(float);  // saturating: numel·4
-  uint64_t nonzero_product = 1;    // saturating product of the non-zero dims, keeps Shape::numel in range
+  uint64_t bytes = itemsize;     // saturating: numel·itemsize
+  uint64_t nonzero_product = 1;  // saturating product of the non-zero dims, keeps Shape::numel in range
   constexpr uint64_t kSaturated = ~uint64_t{0};
   for (const auto& d : shape) {
     uint64_t dim = get_unsigned(path, name, "shape", d);
@@ -200,7 +218,7 @@ std::map<std::string, std::string> parse_metadata(const fs::path& path, const or
 }
 
 // Reads and validates the length field and header; see read_safetensors in the header for the rules.
-Header read_header(const fs::path& path, int fd) {
+Header read_header(const fs::path& path, int fd, Dtypes accepted) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) fail(path, fmt::format("cannot stat: {}", errno_text()));
   if (!S_ISREG(st.st_mode)) fail(path, "not a regular file");
@@ -232,7 +250,7 @@ Header read_header(const fs::path& path, int fd) {
     if (key == kMetadataKey) {
       h.metadata = parse_metadata(path, value);
     } else {
-      h.entries.push_back(parse_entry(path, key, value, buffer_bytes));
+      h.entries.push_back(parse_entry(path, key, value, buffer_bytes, accepted));
     }
   }
   std::stable_sort(h.entries.begin(), h.entries.end(), [](const Entry& a, const Entry& b) {
@@ -348,7 +366,7 @@ void write_safetensors_raw(const fs::path& path, std::span<const RawTensor> tens
 
 SafetensorsFile read_safetensors(const fs::path& path) {
   Fd fd(open_for_read(path));
-  Header h = read_header(path, fd.get());
+  Header h = read_header(path, fd.get(), Dtypes::F32Only);
   SafetensorsFile out;
   out.metadata = std::move(h.metadata);
   out.tensors.reserve(h.entries.size());
@@ -364,7 +382,30 @@ SafetensorsFile read_safetensors(const fs::path& path) {
 
 std::map<std::string, std::string> read_safetensors_metadata(const fs::path& path) {
   Fd fd(open_for_read(path));
-  return read_header(path, fd.get()).metadata;
+  return read_header(path, fd.get(), Dtypes::F32Only).metadata;
+}
+
+std::vector<DataTensorInfo> read_safetensors_data_header(const fs::path& path) {
+  Fd fd(open_for_read(path));
+  const Header h = read_header(path, fd.get(), Dtypes::Data);
+  std::vector<DataTensorInfo> out;
+  out.reserve(h.entries.size());
+  for (const Entry& e : h.entries) out.push_back({e.name, e.dtype, e.shape});
+  return out;
+}
+
+std::vector<DataTensor> read_safetensors_data(const fs::path& path) {
+  Fd fd(open_for_read(path));
+  const Header h = read_header(path, fd.get(), Dtypes::Data);
+  std::vector<DataTensor> out;
+  out.reserve(h.entries.size());
+  for (const Entry& e : h.entries) {
+    DataTensor t{{e.name, e.dtype, e.shape}, std::vector<uint8_t>(e.end - e.begin)};
+    if (!pread_all(path, fd.get(), t.bytes.data(), t.bytes.size(), h.data_start + e.begin))
+      fail(path, fmt::format("truncated while reading tensor \"{}\"", e.name));
+    out.push_back(std::move(t));
+  }
+  return out;
 }
 
 }  // namespace tribunal

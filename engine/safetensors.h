@@ -1,5 +1,6 @@
 // The safetensors checkpoint format: F32 tensors (read and written); writing also takes I64 tensors
-// (write_safetensors_raw, for the PyTorch form's step count).
+// (write_safetensors_raw, for the PyTorch form's step count); data files (the user's classification
+// data, engine/tensor_data.h) are read with F32, I64, I32 and U8 tensors (read_safetensors_data).
 //   u64 little-endian N ‖ N bytes of UTF-8 JSON header ‖ data buffer
 //   header = {"__metadata__": {str: str}, "<name>": {"dtype": "F32", "shape": [..],
 //             "data_offsets": [begin, end]}, ...}; offsets are relative to the buffer start and the
@@ -8,6 +9,7 @@
 // Source: https://github.com/huggingface/safetensors (README "Format").
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <span>
@@ -61,5 +63,29 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path);
 
 /// Reads only the header (validated as above) and returns its "__metadata__". Does not read the data.
 std::map<std::string, std::string> read_safetensors_metadata(const std::filesystem::path& path);
+
+/// A tensor of a data file as its header states it: name, dtype ("F32", "I64", "I32" or "U8") and
+/// shape.
+struct DataTensorInfo {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> shape;
+};
+
+/// A data file's tensor and its elements' bytes (little-endian, as in the file).
+struct DataTensor {
+  DataTensorInfo info;
+  std::vector<uint8_t> bytes;
+};
+
+/// Reads a safetensors file of data (engine/tensor_data.h: features and integer labels), validated as
+/// read_safetensors does except that the dtypes "I64", "I32" and "U8" are accepted besides "F32" (each
+/// tensor's data_offsets then span numel × 8, 4 or 1 bytes). Returns the tensors in data-offset order.
+/// Checkpoints never go through this entry point: read_safetensors stays F32-only.
+/// Throws EngineError("<path>: <what>") on any violation or I/O failure.
+std::vector<DataTensor> read_safetensors_data(const std::filesystem::path& path);
+
+/// As read_safetensors_data, the header alone (no element read; the sizes are checked against the file).
+std::vector<DataTensorInfo> read_safetensors_data_header(const std::filesystem::path& path);
 
 }  // namespace tribunal

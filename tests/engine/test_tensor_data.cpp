@@ -1,6 +1,7 @@
-// The user's own data (data.dataset = "tensors", engine/tensor_data.h): .npy files written here, read
-// back, trained on by an MLP and a CNN of the data set's image shape and class count, and each kind of
-// bad data refused with the file and the first bad sample named.
+// The user's own data (data.dataset = "tensors", engine/tensor_data.h): .npy and safetensors files
+// written here, read back, trained on by an MLP and a CNN of the data set's image shape and class count
+// (a safetensors set exactly as its .npy twin), and each kind of bad data refused with the file and the
+// first bad sample named.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,7 @@
 #include "engine/dataset.h"
 #include "engine/error.h"
 #include "engine/npy.h"
+#include "engine/safetensors.h"
 #include "engine/tensor_data.h"
 #include "engine/trainer.h"
 #include "tests/temp_dir.h"
@@ -64,6 +67,16 @@ void write_labels(const std::filesystem::path& file, const std::vector<int64_t>&
 void write_set(const std::filesystem::path& dir, const Arrays& a) {
   write_features(dir / "features.npy", a.x, {kSamples, kChannels, kSide, kSide});
   write_labels(dir / "labels.npy", a.y);
+}
+
+// FILE: a safetensors data file of "features" (F32, `shape`) and "labels" (I64 [N]), then `extra`.
+void write_safetensors_set(const std::filesystem::path& file, const Arrays& a,
+                           const std::vector<int64_t>& shape, std::vector<RawTensor> extra = {}) {
+  std::vector<RawTensor> t = {
+      {"features", "F32", shape, std::as_bytes(std::span<const float>(a.x))},
+      {"labels", "I64", {static_cast<int64_t>(a.y.size())}, std::as_bytes(std::span<const int64_t>(a.y))}};
+  t.insert(t.end(), extra.begin(), extra.end());
+  write_safetensors_raw(file, t, {});
 }
 
 std::string error_loading(const std::filesystem::path& dir, int64_t classes = kClasses) {
@@ -273,6 +286,151 @@ TEST_CASE("bad user data is refused naming the file and the first bad sample") {
   SUBCASE("a missing file") {
     write_labels(dir.path / "labels.npy", good.y);
     CHECK(error_loading(dir.path).starts_with(features + ": cannot open"));
+  }
+}
+
+TEST_CASE("a data.safetensors set has the root, job id and trajectory of its .npy twin") {
+  const Arrays a = make_arrays();
+  TempDir npy("twin-npy"), st("twin-st");
+  write_set(npy.path, a);
+  write_features(npy.path / "test-features.npy", a.x, {kSamples, kChannels, kSide, kSide});
+  write_labels(npy.path / "test-labels.npy", a.y);
+  write_safetensors_set(st.path / "data.safetensors", a, {kSamples, kChannels, kSide, kSide});
+  write_safetensors_set(st.path / "test.safetensors", a, {kSamples, kChannels, kSide, kSide});
+
+  ThreadPool pool(2);
+  const Dataset dn = load_tensor_data(npy.path, kClasses, Split::Train, pool);
+  const Dataset ds = load_tensor_data(st.path, kClasses, Split::Train, pool);
+  CHECK(ds.root == dn.root);
+  CHECK(ds.rows == kSide);
+  CHECK(ds.cols == kSide);
+  CHECK(ds.inputs.shape() == Shape{kSamples, kFeatures});
+  CHECK(ds.labels[5] == static_cast<float>(a.y[5]));
+  CHECK(load_tensor_data(st.path, kClasses, Split::Test, pool).root ==
+        load_tensor_data(npy.path, kClasses, Split::Test, pool).root);
+  CHECK(tensor_data_shape(st.path, kClasses) == DataShape{kSamples, kFeatures, kClasses, 0});
+
+  // A few steps of the cnn: the same job id and trajectory root from either form.
+  std::string text = kCnnJob;
+  text.replace(text.find("steps = 40"), 10, "steps = 6");
+  text.replace(text.find("stride = 10"), 11, "stride = 3");
+  const TrainResult rn = train_on(job_on(npy.path, text));
+  const TrainResult rs = train_on(job_on(st.path, text));
+  CHECK(rs.steps == 6);
+  CHECK(rs.job_id == rn.job_id);
+  CHECK(rs.trajectory_root == rn.trajectory_root);
+  CHECK(rs.test_accuracy == rn.test_accuracy);
+
+  // [N, F] features and I32 labels (an F32 tensor of int32 bytes whose dtype is then patched): the
+  // same root again.
+  TempDir flat("twin-flat");
+  const std::vector<int32_t> y32(a.y.begin(), a.y.end());
+  const RawTensor t[] = {
+      {"features", "F32", {kSamples, kFeatures}, std::as_bytes(std::span<const float>(a.x))},
+      {"labels", "F32", {kSamples}, std::as_bytes(std::span<const int32_t>(y32))}};
+  write_safetensors_raw(flat.path / "data.safetensors", t, {});
+  std::string bytes = testing::read_text(flat.path / "data.safetensors");
+  bytes.replace(bytes.rfind("\"F32\""), 5, "\"I32\"");
+  testing::write_text(flat.path / "data.safetensors", bytes);
+  const Dataset d32 = load_tensor_data(flat.path, kClasses, Split::Train, pool);
+  CHECK(d32.root == dn.root);
+  CHECK(d32.rows == 1);
+  CHECK(d32.cols == kFeatures);
+  // The checkpoint reader stays F32-only on the same file.
+  CHECK_THROWS_WITH_AS(read_safetensors(flat.path / "data.safetensors"),
+                       ((flat.path / "data.safetensors").string() +
+                        ": tensor \"labels\": dtype \"I32\" is not supported (only F32)")
+                           .c_str(),
+                       EngineError);
+}
+
+TEST_CASE("bad safetensors data is refused naming the file, the tensor and the first bad sample") {
+  TempDir dir("badst");
+  const Arrays good = make_arrays();
+  const std::filesystem::path file = dir.path / "data.safetensors";
+  const std::string at = file.string() + ": ";
+  const std::vector<int64_t> image = {kSamples, kChannels, kSide, kSide};
+
+  SUBCASE("labels out of range") {
+    Arrays a = good;
+    a.y[13] = kClasses;
+    a.y[20] = -1;
+    write_safetensors_set(file, a, image);
+    CHECK(error_loading(dir.path) ==
+          at + "tensor \"labels\": sample 13: label 4 is not a class id 0..3 (data.classes = 4)");
+  }
+  SUBCASE("NaN and infinite features") {
+    Arrays a = good;
+    a.x[static_cast<size_t>(11 * kFeatures + 70)] = std::numeric_limits<float>::quiet_NaN();
+    a.x[static_cast<size_t>(30 * kFeatures)] = std::numeric_limits<float>::infinity();
+    write_safetensors_set(file, a, image);
+    CHECK(error_loading(dir.path) ==
+          at + "tensor \"features\": sample 11: feature 70 is nan (features must be finite)");
+  }
+  SUBCASE("mismatched sample counts") {
+    Arrays a = good;
+    a.y.pop_back();
+    write_safetensors_set(file, a, image);
+    CHECK(error_loading(dir.path) ==
+          at + "tensor \"labels\": 47 labels but tensor \"features\" has 48 samples");
+    CHECK_THROWS_WITH_AS(tensor_data_shape(dir.path, kClasses), error_loading(dir.path).c_str(), EngineError);
+  }
+  SUBCASE("a truncated file") {
+    write_safetensors_set(file, good, image);
+    std::filesystem::resize_file(file, std::filesystem::file_size(file) - 5);
+    CHECK(error_loading(dir.path) ==
+          at + "tensor \"labels\": data_offsets [36864, 37248] out of range of the 37243-byte data buffer");
+    std::filesystem::resize_file(file, 20);
+    CHECK(error_loading(dir.path).starts_with(at + "header length "));
+    CHECK(error_loading(dir.path).ends_with(" exceeds the 12 bytes after the length field (truncated?)"));
+  }
+  SUBCASE("wrong dtypes") {
+    const std::vector<float> fy(good.y.begin(), good.y.end());
+    const RawTensor float_labels[] = {
+        {"features", "F32", image, std::as_bytes(std::span<const float>(good.x))},
+        {"labels", "F32", {kSamples}, std::as_bytes(std::span<const float>(fy))}};
+    write_safetensors_raw(file, float_labels, {});
+    CHECK(error_loading(dir.path) ==
+          at + "tensor \"labels\": labels must be integers (I64, I32 or U8), not float32 (F32)");
+    const RawTensor int_features[] = {
+        {"features", "I64", {kSamples}, std::as_bytes(std::span<const int64_t>(good.y))},
+        {"labels", "I64", {kSamples}, std::as_bytes(std::span<const int64_t>(good.y))}};
+    write_safetensors_raw(file, int_features, {});
+    CHECK(error_loading(dir.path) ==
+          at + "tensor \"features\": features must be float32 (F32), not I64 (numpy: x.astype(np.float32))");
+    // A dtype no reader accepts (F64: the I64 labels' bytes, relabelled).
+    write_safetensors_set(file, good, image);
+    std::string bytes = testing::read_text(file);
+    bytes.replace(bytes.find("\"I64\""), 5, "\"F64\"");
+    testing::write_text(file, bytes);
+    CHECK(error_loading(dir.path) ==
+          at + "tensor \"labels\": dtype \"F64\" is not supported (F32, I64, I32 or U8)");
+  }
+  SUBCASE("a missing or an extra tensor") {
+    const RawTensor only_features[] = {
+        {"features", "F32", image, std::as_bytes(std::span<const float>(good.x))}};
+    write_safetensors_raw(file, only_features, {});
+    CHECK(error_loading(dir.path) ==
+          at + "no tensor \"labels\" (a data file holds exactly \"features\" and \"labels\")");
+    const float w[2] = {1, 2};
+    write_safetensors_set(file, good, image,
+                          {{"weights", "F32", {2}, std::as_bytes(std::span<const float>(w))}});
+    CHECK(error_loading(dir.path) ==
+          at + "unexpected tensor \"weights\" (a data file holds exactly \"features\" and \"labels\")");
+  }
+  SUBCASE("both forms in one directory") {
+    write_safetensors_set(file, good, image);
+    write_labels(dir.path / "test-labels.npy", good.y);
+    const std::string both =
+        dir.path.string() +
+        ": holds both test-labels.npy and data.safetensors: keep one form of the data set "
+        "(.npy or .safetensors)";
+    CHECK(error_loading(dir.path) == both);
+    CHECK_THROWS_WITH_AS(tensor_data_shape(dir.path, kClasses), both.c_str(), EngineError);
+  }
+  SUBCASE("a test.safetensors without data.safetensors") {
+    write_safetensors_set(dir.path / "test.safetensors", good, image);
+    CHECK(error_loading(dir.path).starts_with(at + "cannot open"));
   }
 }
 
