@@ -1,8 +1,8 @@
 // The CUDA backend of RepOps (docs/numerics.md; docs/cuda.md), in two executions of one kernel source:
-// run_cuda on a GPU (built with -DTRIBUNAL_CUDA=ON and nvcc; never run: no GPU was available, so its
-// bitwise equality with the CPU reference is UNVERIFIED) and run_cuda_emulated on the host's SIMT
-// emulation (-DTRIBUNAL_CUDA_EMULATE=ON; memcmp-equal to the CPU reference in test_backend_ops).
-// Every kernel performs the CPU reference's exact sequence of IEEE operations per output element.
+// run_cuda on a GPU (built with -DTRIBUNAL_CUDA=ON and nvcc; memcmp-equal to the CPU reference on every
+// op's cases on an H200, scripts/gpu_check.sh, docs/cuda.md "On a GPU") and run_cuda_emulated on the host's
+// SIMT emulation (-DTRIBUNAL_CUDA_EMULATE=ON; memcmp-equal to the CPU reference in test_backend_ops). Every
+// kernel performs the CPU reference's exact sequence of IEEE operations per output element.
 //
 // This header needs no CUDA headers: plain C++ code (tests, the engine) can call it.
 #pragma once

@@ -151,7 +151,7 @@ TEST_CASE("the short MLP job's trajectory root is golden on every SIMD path") {
 
 // The CUDA kernels (ops/cuda/kernels/) in their host SIMT emulation (docs/cuda.md): a run resumed
 // halfway on the emulated device from a checkpoint the CPU kernels wrote commits the golden root (the
-// straight runs of every short job: tests/cuda/emulated_roots.sh, through `tribunal train --device`).
+// straight runs of every short job: tests/cuda/device_roots.sh, through `tribunal train --device`).
 TEST_CASE("a short job resumed on the emulated CUDA device gives the golden root") {
   if (!device_built(Device::CudaEmulated)) {
     MESSAGE("this build has no CUDA emulation (TRIBUNAL_CUDA_EMULATE=OFF): not checked");
