@@ -22,6 +22,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config clang clang-format libclang-rt-14-dev python3 python3-numpy
   libboost1.81-dev libboost-context1.81-dev libsodium-dev libfmt-dev doctest-dev libtomlplusplus-dev zlib1g-dev
   libopenblas-dev nlohmann-json3-dev libsqlite3-dev libcli11-dev libspdlog-dev prometheus-cpp-dev
+  libonnx-dev libprotobuf-dev libonnx-testdata
   libssl-dev openssl chromium
   openmpi-bin libopenmpi-dev
   dataset-fashion-mnist fortunes
@@ -32,11 +33,13 @@ if [ "$cross" = aarch64 ]; then
   # ones above serve the cross build too. libc6:arm64 gives qemu-aarch64 the arm64 loader.
   # prometheus-cpp-dev:arm64 cannot sit beside the native one (its civetweb is not multiarch): the
   # cross build links the arm64 core library and uses the native package's headers (CMakeLists.txt).
+  # libonnx-dev:arm64 cannot either (both architectures ship /usr/lib/libonnxifi.so): the cross build
+  # links libonnx1:arm64 with the native headers (onnx/CMakeLists.txt).
   packages+=(
     g++-aarch64-linux-gnu qemu-user libc6:arm64
     libsodium-dev:arm64 libfmt-dev:arm64 libtomlplusplus-dev:arm64 zlib1g-dev:arm64
     libsqlite3-dev:arm64 libboost1.81-dev:arm64 libssl-dev:arm64
-    libspdlog-dev:arm64 libprometheus-cpp-core1.0:arm64
+    libspdlog-dev:arm64 libprometheus-cpp-core1.0:arm64 libonnx1:arm64 libprotobuf-dev:arm64
   )
 fi
 

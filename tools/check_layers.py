@@ -15,7 +15,7 @@ import sys
 # folder → the folders of ours it may include besides itself (docs/architecture.md, "Layers"). A
 # folder's sub-folders are layers of their own (ops/cuda/ above ops/, the test support in
 # protocol/testing/ and net/testing/) and are named where they may be included.
-_BELOW_ENGINE = {"engine", "protocol", "ops", "ops/cuda"}
+_BELOW_ENGINE = {"engine", "protocol", "onnx", "ops", "ops/cuda"}
 ALLOWED = {
     "apps": {"scenarios", "protocol/testing", "nodes", "cheats", "verifiers", "mpi", "referee", "dispute", "net"}
     | _BELOW_ENGINE,
@@ -28,7 +28,8 @@ ALLOWED = {
     "mpi": _BELOW_ENGINE,
     "net/testing": set(),
     "net": {"protocol"},
-    "engine": {"protocol", "ops", "ops/cuda"},
+    "engine": {"protocol", "onnx", "ops", "ops/cuda"},
+    "onnx": {"ops"},  # the ONNX importer: model files lowered onto RepOps ops
     "protocol/testing": {"protocol", "ops"},  # the counter program names ops' OpKind (test support)
     "protocol": set(),
     "ops/cuda": {"ops"},
