@@ -119,12 +119,13 @@ bool run_float32_gemm_op(OpKind kind, const Attrs& attrs, std::span<const Tensor
   if (kind == OpKind::Linear) {
     const Tensor &x = *in[0], &w = *in[1], &b = *in[2];
     Tensor& y = *out[0];
-    const int64_t m = x.shape()[0], k = x.shape()[1], n = w.shape()[1];
-    if (w.shape()[0] != k || b.shape()[0] != n || y.shape()[0] != m || y.shape()[1] != n)
+    const bool tb = !attrs.ints.empty() && attrs.ints.at(0) != 0;  // w[N,K] (linear's trans_b)
+    const int64_t m = x.shape()[0], k = x.shape()[1], n = w.shape()[tb ? 0 : 1];
+    if (w.shape()[tb ? 1 : 0] != k || b.shape()[0] != n || y.shape()[0] != m || y.shape()[1] != n)
       throw OpError("linear (float32 gemm): shapes disagree");
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) y[i * n + j] = b[j];
-    gemm32({x.data(), w.data(), y.data(), m, n, k, k, n, n, false, false, true}, gemm);
+    gemm32({x.data(), w.data(), y.data(), m, n, k, k, tb ? k : n, n, false, tb, true}, gemm);
     return true;
   }
   if (kind == OpKind::Matmul) {

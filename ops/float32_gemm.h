@@ -37,10 +37,10 @@ bool float32_gemm_built(Float32Gemm gemm);
 /// OPENBLAS_NUM_THREADS set it. No effect without OpenBLAS.
 void set_float32_gemm_threads(int threads);
 
-/// Runs a Linear (x[M,K]·w[K,N] + b[N]) or Matmul (op(a)·op(b), ints {trans_a, trans_b}, rank 2 or a
-/// batch of rank 3) node with `gemm` into `out` (already shaped by the registry's infer) and returns
-/// true; returns false for every other op kind (the caller runs its RepOps kernel). Throws OpError
-/// when `gemm` is not built or the shapes disagree.
+/// Runs a Linear (x[M,K]·w[K,N] + b[N], or x·wᵀ + b for w[N,K] with ints {1}) or Matmul (op(a)·op(b), ints
+/// {trans_a, trans_b}, rank 2 or a batch of rank 3) node with `gemm` into `out` (already shaped by the
+/// registry's infer) and returns true; returns false for every other op kind (the caller runs its RepOps
+/// kernel). Throws OpError when `gemm` is not built or the shapes disagree.
 bool run_float32_gemm_op(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in,
                          std::span<Tensor* const> out, Float32Gemm gemm);
 

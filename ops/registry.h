@@ -17,7 +17,8 @@ namespace tribunal {
 /// Every operator a step graph may contain. Closed: adding one means a new contract version.
 enum class OpKind : uint8_t {
   Gather,                       ///< table[N, …], ints = row indices → out[B, …]
-  Linear,                       ///< x[M,K], w[K,N], b[N] → y[M,N] = x·w + b
+  Linear,                       ///< x[M,K], w[K,N], b[N] → y[M,N] = x·w + b; ints = {} or {trans_b}:
+                                ///< trans_b = 1 takes w[N,K] (nn.Linear, ONNX Gemm transB) → x·wᵀ + b
   Matmul,                       ///< a, b, ints = {trans_a, trans_b} → c = op(a)·op(b)
   SumRows,                      ///< x[M,N] → y[N], y[j] = canonical_sum over i of x[i,j]
   Add,                          ///< a, b (same shape) → a + b
@@ -134,7 +135,7 @@ struct OpInfo {
   const char* name;  ///< stable snake_case name (logs, docs, verdicts)
   int num_inputs;    ///< exact count, or -1 for "one or more" (ClipCoefficient)
   int num_outputs;
-  int num_ints;  ///< exact count, or -1 for "any" (Gather's indices)
+  int num_ints;  ///< exact count, or -1: the shape rule checks it (Gather's indices, Linear's {trans_b})
   int num_floats;
   ShapeFn infer;       ///< validates input shapes and attrs, returns output shapes; throws OpError
   KernelFn reference;  ///< scalar reference: the contract

@@ -83,8 +83,10 @@ OpLauncher op_launcher(OpKind kind) {
       };
     case OpKind::Linear:
       return [](const OpLaunch& l) {
-        launch_matmul(l.I(0), l.I(1), l.I(2), l.O(0), l.shape(0)[0], l.shape(1)[1], l.shape(0)[1], false,
-                      false);
+        // ints {1} (trans_b): w is [N,K], read transposed; the same chain per element.
+        const bool tb = !l.attrs.ints.empty() && l.attrs.ints[0] != 0;
+        launch_matmul(l.I(0), l.I(1), l.I(2), l.O(0), l.shape(0)[0], l.shape(1)[tb ? 0 : 1], l.shape(0)[1],
+                      false, tb);
       };
     case OpKind::Matmul:
       return [](const OpLaunch& l) {

@@ -6,15 +6,17 @@
 
 namespace tribunal::f64 {
 
-/// y[M,N] = x[M,K]·w[K,N] + b[N]: y starts as b in every row, then the GEMM accumulates x·w into it.
+/// y[M,N] = x[M,K]·w[K,N] + b[N] (w[N,K] read transposed with ints {1}, trans_b): y starts as b in
+/// every row, then the GEMM accumulates x·op(w) into it.
 void linear(const Call& c) {
   const Tensor &x = *c.in[0], &w = *c.in[1], &b = *c.in[2];
-  const int64_t m = x.shape()[0], k = x.shape()[1], n = w.shape()[1];
+  const bool tb = !c.attrs.ints.empty() && c.attrs.ints[0] != 0;
+  const int64_t m = x.shape()[0], k = x.shape()[1], n = w.shape()[tb ? 0 : 1];
   std::vector<double>& y = c.out[0];
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) y[static_cast<size_t>(i * n + j)] = b[j];
   const std::vector<double> xd = widen(x), wd = widen(w);
-  gemm(c.gemm, {xd.data(), wd.data(), y.data(), m, n, k, k, n, n, false, false, true});
+  gemm(c.gemm, {xd.data(), wd.data(), y.data(), m, n, k, k, tb ? k : n, n, false, tb, true});
 }
 
 /// c = op(a)·op(b), ints {trans_a, trans_b}; rank 3: one GEMM per batch element (same batch on both

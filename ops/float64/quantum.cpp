@@ -85,14 +85,16 @@ void matmul_quanta(const Attrs& attrs, std::span<const Tensor* const> in, std::v
         q[static_cast<size_t>((e * m + i) * n + j)] = quantum(bits, ma[e * m + i], mb[e * n + j], lk);
 }
 
-// y[M,N] = x[M,K]·w[K,N] + b[N]: rows of x, columns of w, b per column.
-void linear_quanta(const Attrs&, std::span<const Tensor* const> in, std::vector<double>& q, int bits) {
+// y[M,N] = x[M,K]·w[K,N] + b[N]: rows of x, columns of w (rows of w[N,K] with trans_b), b per column.
+void linear_quanta(const Attrs& attrs, std::span<const Tensor* const> in, std::vector<double>& q, int bits) {
+  const bool tb = !attrs.ints.empty() && attrs.ints[0] != 0;
   const Shape &xs = in[0]->shape(), &ws = in[1]->shape();
-  const int64_t m = xs[0], k = xs[1], n = ws[1];
+  const int64_t m = xs[0], k = xs[1], n = ws[tb ? 0 : 1];
   const auto mx =
       magnitudes(*in[0], static_cast<size_t>(m), [&](size_t i) { return i / static_cast<size_t>(k); });
-  const auto mw =
-      magnitudes(*in[1], static_cast<size_t>(n), [&](size_t i) { return i % static_cast<size_t>(n); });
+  const auto mw = magnitudes(*in[1], static_cast<size_t>(n), [&](size_t i) {
+    return tb ? i / static_cast<size_t>(k) : i % static_cast<size_t>(n);
+  });
   const auto mbias = magnitudes(*in[2], static_cast<size_t>(n), [](size_t i) { return i; });
   q.resize(static_cast<size_t>(m * n));
   for (int64_t i = 0; i < m; ++i)

@@ -19,35 +19,56 @@ std::string dims(const Shape& s) {
 }
 
 // ---- Linear: y[M,N] = x[M,K]·w[K,N] + b[N], each y[i,j] one fma chain over k starting at b[j].
+// ints = {} or {trans_b}: trans_b = 1 takes w as [N,K] (PyTorch's nn.Linear weight, ONNX Gemm with
+// transB = 1) and reads it transposed, y = x·wᵀ + b, in the same order per element.
 
-std::vector<Shape> linear_infer(const Attrs&, std::span<const Shape> in) {
+/// Whether the node takes w as [N,K]. Attributes already validated (linear_infer).
+bool linear_trans_b(const Attrs& attrs) {
+  return !attrs.ints.empty() && attrs.ints[0] != 0;
+}
+
+std::vector<Shape> linear_infer(const Attrs& attrs, std::span<const Shape> in) {
+  op_require(attrs.ints.size() <= 1, "linear",
+             "expects no integer attribute or {trans_b}, got " + std::to_string(attrs.ints.size()));
+  if (!attrs.ints.empty())
+    op_require(attrs.ints[0] == 0 || attrs.ints[0] == 1, "linear",
+               "trans_b must be 0 or 1, got " + std::to_string(attrs.ints[0]));
+  const bool tb = linear_trans_b(attrs);
   const Shape &x = in[0], &w = in[1], &b = in[2];
+  const char* want = tb ? "needs x[M,K], w[N,K] (trans_b), b[N]; got " : "needs x[M,K], w[K,N], b[N]; got ";
   op_require(x.rank() == 2 && w.rank() == 2 && b.rank() == 1, "linear",
-             "needs x[M,K], w[K,N], b[N]; got " + dims(x) + ", " + dims(w) + ", " + dims(b));
-  op_require(x[1] == w[0] && w[1] == b[0], "linear",
-             "inner sizes disagree: x " + dims(x) + ", w " + dims(w) + ", b " + dims(b));
-  return {Shape{x[0], w[1]}};
+             want + dims(x) + ", " + dims(w) + ", " + dims(b));
+  const int64_t wk = tb ? w[1] : w[0], wn = tb ? w[0] : w[1];
+  op_require(x[1] == wk && wn == b[0], "linear",
+             "inner sizes disagree: x " + dims(x) + ", w " + dims(w) + (tb ? "ᵀ" : "") + ", b " + dims(b));
+  return {Shape{x[0], wn}};
 }
 
-MatmulArgs linear_args(std::span<const Tensor* const> in, std::span<Tensor* const> out) {
+MatmulArgs linear_args(const Attrs& attrs, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
   const Tensor &x = *in[0], &w = *in[1], &b = *in[2];
-  return {x.data(),     w.data(),     b.data(), out[0]->data(), x.shape()[0],
-          w.shape()[1], x.shape()[1], false,    false};
+  const bool tb = linear_trans_b(attrs);
+  return {x.data(),     w.data(), b.data(), out[0]->data(), x.shape()[0], w.shape()[tb ? 0 : 1],
+          x.shape()[1], false,    tb};
 }
 
-void linear_reference(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
-  matmul_reference(linear_args(in, out));
+void linear_reference(const Attrs& attrs, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
+  matmul_reference(linear_args(attrs, in, out));
 }
 
-void linear_fast(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out,
+void linear_fast(const Attrs& attrs, std::span<const Tensor* const> in, std::span<Tensor* const> out,
                  ThreadPool& pool) {
-  matmul(linear_args(in, out), pool);
+  matmul(linear_args(attrs, in, out), pool);
 }
 
+// w[K,N]: dx = dy·wᵀ, dw = xᵀ·dy. trans_b (w[N,K]): dx = dy·w, dw = dyᵀ·x, which is [N,K] like w and
+// holds the same fma chains as the first form's dw (operands swapped in each exact product).
 void linear_vjp(VjpBuilder& g, const VjpArgs& a, std::span<ValueRef> in_grads) {
   const ValueRef x = a.inputs[0], w = a.inputs[1], dy = a.out_grads[0];
-  if (a.needs_grad[0]) in_grads[0] = g.emit(OpKind::Matmul, {{0, 1}, {}}, {dy, w});  // dy·wᵀ
-  if (a.needs_grad[1]) in_grads[1] = g.emit(OpKind::Matmul, {{1, 0}, {}}, {x, dy});  // xᵀ·dy
+  const int64_t tb = linear_trans_b(a.attrs) ? 1 : 0;
+  if (a.needs_grad[0]) in_grads[0] = g.emit(OpKind::Matmul, {{0, 1 - tb}, {}}, {dy, w});
+  if (a.needs_grad[1])
+    in_grads[1] =
+        tb ? g.emit(OpKind::Matmul, {{1, 0}, {}}, {dy, x}) : g.emit(OpKind::Matmul, {{1, 0}, {}}, {x, dy});
   if (a.needs_grad[2]) in_grads[2] = g.emit(OpKind::SumRows, {}, {dy});
 }
 
@@ -211,9 +232,10 @@ void sum_rows_fast(const Attrs&, std::span<const Tensor* const> in, std::span<Te
       grain);
 }
 
-// The dispute cost's fma chain per output element (OpInfo::fma_chain): K of w[K,N]; op(a)'s columns.
-uint64_t linear_fma_chain(const Attrs&, std::span<const Shape> in) {
-  return static_cast<uint64_t>(in[1][0]);
+// The dispute cost's fma chain per output element (OpInfo::fma_chain): K of w[K,N] (w[N,K] with
+// trans_b); op(a)'s columns.
+uint64_t linear_fma_chain(const Attrs& attrs, std::span<const Shape> in) {
+  return static_cast<uint64_t>(in[1][linear_trans_b(attrs) ? 1 : 0]);
 }
 uint64_t matmul_fma_chain(const Attrs& attrs, std::span<const Shape> in) {
   const Shape& a = in[0];
@@ -226,7 +248,7 @@ const OpInfo kLinearOp{.kind = OpKind::Linear,
                        .name = "linear",
                        .num_inputs = 3,
                        .num_outputs = 1,
-                       .num_ints = 0,
+                       .num_ints = -1,  // {} or {trans_b}: linear_infer checks
                        .num_floats = 0,
                        .infer = linear_infer,
                        .reference = linear_reference,

@@ -129,6 +129,22 @@ std::vector<EdgeCase> edge_cases(OpKind kind, std::mt19937& rng) {
       add("big", {},
           {random_tensor(Shape{131, 257}, rng), random_tensor(Shape{257, 197}, rng),
            random_tensor(Shape{197}, rng)});
+      // trans_b (ints {1}): w[N,K], read transposed in the same chains.
+      for (int r = 0; r < 8; ++r) {
+        const int64_t m = dim(rng), k = r < 2 ? 2053 : r == 2 ? 0 : dim(rng), n = dim(rng);
+        add(r < 2    ? "trans_b large K"
+            : r == 2 ? "trans_b K = 0"
+                     : "trans_b random",
+            {{1}, {}},
+            {random_tensor(Shape{m, k}, rng), random_tensor(Shape{n, k}, rng), random_tensor(Shape{n}, rng)});
+      }
+      for (int64_t k : {1, 17})
+        add("trans_b -0 chain", {{1}, {}},
+            {filled(Shape{3, k}, -0.0f), random_tensor(Shape{5, k}, rng, 0.5f, 1.0f),
+             filled(Shape{5}, -0.0f)});
+      add("trans_b big", {{1}, {}},
+          {random_tensor(Shape{131, 257}, rng), random_tensor(Shape{197, 257}, rng),
+           random_tensor(Shape{197}, rng)});
       break;
     case OpKind::Matmul:
       for (int64_t ta : {0, 1})

@@ -74,7 +74,9 @@ struct F64Forward {
         case OpKind::Linear:
         case OpKind::Matmul: {
           const bool linear = node.op == OpKind::Linear;
-          const bool ta = !linear && node.attrs.ints[0], tb = !linear && node.attrs.ints[1];
+          // Linear's ints are {} or {trans_b}; Matmul's {trans_a, trans_b}.
+          const bool ta = !linear && node.attrs.ints[0];
+          const bool tb = linear ? !node.attrs.ints.empty() && node.attrs.ints[0] : node.attrs.ints[1] != 0;
           const int64_t m = ta ? shape(0)[1] : shape(0)[0], k = ta ? shape(0)[0] : shape(0)[1];
           const int64_t n_ = tb ? shape(1)[0] : shape(1)[1];
           out.assign(static_cast<size_t>(m * n_), 0.0);
@@ -279,6 +281,36 @@ TEST_CASE("autodiff accumulates the gradients of values used more than once") {
   for (size_t n = pb.forward_nodes; n < pb.g.nodes.size(); ++n)
     backward_adds += pb.g.nodes[n].op == OpKind::Add;
   CHECK(backward_adds == 6);
+}
+
+TEST_CASE("autodiff through linear with trans_b (nn.Linear's w[N,K]) matches float64 finite differences") {
+  // x[5,4] → linear{1}(w0[6,4]) → relu → linear{1}(w1[3,6]) → loss: the imported-Gemm layout, its
+  // gradients in w's own [N,K] layout; a third layer with trans_b = 0 spelled out mixes both forms.
+  GradProblem pb;
+  GraphBuilder b(pb.g);
+  std::mt19937 rng(31);
+  const int64_t batch = 5, in = 4, hid = 6, out = 3;
+  auto param = [&](const std::string& name, Shape s) {
+    pb.state.push_back(random_tensor(s, rng, -0.8f, 0.8f));
+    const ValueId v = b.add_state(name, s);
+    pb.wrt.push_back(v);
+    return v;
+  };
+  const ValueId w0 = param("w0", Shape{hid, in}), b0 = param("b0", Shape{hid});
+  const ValueId w1 = param("w1", Shape{out, hid}), b1 = param("b1", Shape{out});
+  const ValueId w2 = param("w2", Shape{out, out}), b2 = param("b2", Shape{out});
+  const ValueId x = b.add_data("x", Shape{batch, in});
+  const ValueId y = b.add_data("y", Shape{batch});
+  pb.data.push_back(random_tensor(Shape{batch, in}, rng));
+  pb.data.push_back(random_labels(batch, out, rng));
+  const ValueId h = b.add_node(OpKind::Linear, {{1}, {}}, {x, w0, b0}, "h").front();
+  const ValueId r = b.add_node(OpKind::Relu, {}, {h}, "r").front();
+  const ValueId z = b.add_node(OpKind::Linear, {{1}, {}}, {r, w1, b1}, "z").front();
+  const ValueId logits = b.add_node(OpKind::Linear, {{0}, {}}, {z, w2, b2}, "logits").front();
+  pb.loss = b.add_node(OpKind::SoftmaxCrossEntropy, {}, {logits, y}, "loss").front();
+  pb.g.loss = pb.loss;
+  pb.wrt.push_back(x);
+  check_gradients(pb);
 }
 
 TEST_CASE("append_backward rejects what it cannot differentiate") {

@@ -223,6 +223,14 @@ TEST_CASE("float64: the checks fail for a wrong function or a float32-precision 
     for (float& b : no_bias.in[2].values()) b = 0.0f;
     CHECK(reference_disagreements(run64(no_bias, gemm), lin) > 0);
 
+    // Linear with its trans_b flag dropped (a square w, so the shapes still agree).
+    Case lin_t = linear_case(rng, 5, 9, 9);
+    lin_t.attrs.ints = {1};
+    CHECK(reference_disagreements(run64(lin_t, gemm), lin_t) == 0);
+    Case dropped = lin_t;
+    dropped.attrs.ints = {};
+    CHECK(reference_disagreements(run64(dropped, gemm), lin_t) > 0);
+
     // Matmul with a's transpose flag flipped (a square a, so the shapes still agree).
     Case mm{OpKind::Matmul, {{0, 0}, {}}, {}};
     mm.in.push_back(random_tensor(Shape{9, 9}, rng, false));
@@ -269,6 +277,22 @@ TEST_CASE("float64: the checks fail for a wrong function or a float32-precision 
   std::string first;
   CHECK(model_disagreements(to_f64(run_case(big, nullptr)[0]), want[0], first) > 0);
   CHECK(model_disagreements(run64(big, Float64Gemm::Naive)[0], want[0], first) == 0);
+}
+
+// The naive gemm walks each element's k in order whichever way w is stored, so linear with trans_b on
+// wᵀ gives linear's float64 values bit for bit (and every gemm agrees to float64 accuracy, checked above).
+TEST_CASE("float64: linear with trans_b on wᵀ is bitwise linear on w (naive gemm)") {
+  std::mt19937 rng(31);
+  const Case lin = linear_case(rng, 7, 61, 11);
+  Case lin_t{OpKind::Linear, {{1}, {}}, {lin.in[0], Tensor(Shape{11, 61}), lin.in[2]}};
+  for (int64_t p = 0; p < 61; ++p)
+    for (int64_t j = 0; j < 11; ++j) lin_t.in[1][j * 61 + p] = lin.in[1][p * 11 + j];
+  const std::vector<double> y = run64(lin, Float64Gemm::Naive)[0], yt = run64(lin_t, Float64Gemm::Naive)[0];
+  REQUIRE(yt.size() == y.size());
+  CHECK(std::memcmp(y.data(), yt.data(), y.size() * sizeof(double)) == 0);
+  Case bad = lin_t;
+  bad.attrs.ints = {2};
+  CHECK_THROWS_AS(run64(bad, Float64Gemm::Naive), OpError);
 }
 
 // Float32 inputs make every product a·b exact in double, so an fma and a multiply-then-add give the

@@ -87,6 +87,7 @@ TEST_CASE("the fma chains of the contractions, from attributes and input shapes"
     return op_info(kind).fma_chain(attrs, in);
   };
   CHECK(chain(OpKind::Linear, {}, {Shape{2, 7}, Shape{7, 3}, Shape{3}}) == 7);
+  CHECK(chain(OpKind::Linear, {{1}, {}}, {Shape{2, 7}, Shape{3, 7}, Shape{3}}) == 7);  // w[N,K]
   CHECK(chain(OpKind::Matmul, {{0, 0}, {}}, {Shape{3, 5}, Shape{5, 4}}) == 5);
   CHECK(chain(OpKind::Matmul, {{1, 0}, {}}, {Shape{5, 3}, Shape{5, 4}}) == 5);
   CHECK(chain(OpKind::Matmul, {{1, 1}, {}}, {Shape{2, 6, 3}, Shape{2, 4, 6}}) == 6);

@@ -35,6 +35,8 @@ namespace {
 /// How many attribute variants a kind's cases cycle through (transposes, weight decay on/off).
 int variants(OpKind kind) {
   switch (kind) {
+    case OpKind::Linear:
+      return 3;  // ints {} (w[K,N]), {1} (trans_b: w[N,K]), {0} (w[K,N] with the flag spelled out)
     case OpKind::Matmul:
       return 8;  // bits 0, 1: trans_a, trans_b; bit 2: rank 3 (a batch of products)
     case OpKind::SgdMomentum:
@@ -66,8 +68,10 @@ std::optional<Case> make_case(OpKind kind, std::mt19937& rng, bool big, int vari
     case OpKind::Linear: {
       const int64_t m = big ? 67 : small_dim(rng), k = big ? 131 : small_dim(rng),
                     n = big ? 97 : small_dim(rng);
+      const bool trans_b = variant == 1;
+      if (variant > 0) c.attrs.ints = {trans_b ? 1 : 0};
       c.in.push_back(random_tensor(Shape{m, k}, rng, specials));
-      c.in.push_back(random_tensor(Shape{k, n}, rng, specials));
+      c.in.push_back(random_tensor(trans_b ? Shape{n, k} : Shape{k, n}, rng, specials));
       c.in.push_back(random_tensor(Shape{n}, rng, specials));
       return c;
     }
@@ -201,9 +205,11 @@ std::optional<std::vector<Expected>> expected_f64(const Case& c) {
       return std::vector<Expected>{e};
     }
     case OpKind::Linear: {
-      const int64_t m = in[0].shape()[0], k = in[0].shape()[1], n = in[1].shape()[1];
+      const bool trans_b = !c.attrs.ints.empty() && c.attrs.ints[0] != 0;
+      const int64_t m = in[0].shape()[0], k = in[0].shape()[1], n = in[2].shape()[0];
       const std::vector<double> bias = to_f64(in[2]);
-      return std::vector<Expected>{gemm64(to_f64(in[0]), to_f64(in[1]), &bias, m, k, n)};
+      const std::vector<double> w = trans_b ? transposed(to_f64(in[1]), n, k) : to_f64(in[1]);
+      return std::vector<Expected>{gemm64(to_f64(in[0]), w, &bias, m, k, n)};
     }
     case OpKind::Matmul: {
       // Rank 3: each batch element is an independent rank-2 product; the results are concatenated.
@@ -350,15 +356,20 @@ const RegisterOpTests kGatherTests(OpKind::Gather, {variants(OpKind::Gather),
                                                      {{{0}, {}}, {Shape{}}, "rank-0 table"},
                                                      {{{0}, {1.0f}}, {Shape{5}}, "a float attribute"},
                                                      {{{0}, {}}, {Shape{5}, Shape{5}}, "two inputs"}}});
-const RegisterOpTests kLinearTests(OpKind::Linear,
-                                   {variants(OpKind::Linear),
-                                    make_case,
-                                    expect_f64,
-                                    {{{}, {Shape{3, 4}, Shape{5, 2}, Shape{2}}, "x and w disagree on K"},
-                                     {{}, {Shape{3, 4}, Shape{4, 2}, Shape{3}}, "bias of the wrong length"},
-                                     {{}, {Shape{4}, Shape{4, 2}, Shape{2}}, "rank-1 x"},
-                                     {{{1}, {}}, {Shape{3, 4}, Shape{4, 2}, Shape{2}}, "an int attribute"}},
-                                    {0, 1, 2}});
+const RegisterOpTests kLinearTests(
+    OpKind::Linear, {variants(OpKind::Linear),
+                     make_case,
+                     expect_f64,
+                     {{{}, {Shape{3, 4}, Shape{5, 2}, Shape{2}}, "x and w disagree on K"},
+                      {{}, {Shape{3, 4}, Shape{4, 2}, Shape{3}}, "bias of the wrong length"},
+                      {{}, {Shape{4}, Shape{4, 2}, Shape{2}}, "rank-1 x"},
+                      {{{1}, {}}, {Shape{3, 4}, Shape{4, 2}, Shape{2}}, "trans_b with w[K,N]"},
+                      {{{2}, {}}, {Shape{3, 4}, Shape{4, 2}, Shape{2}}, "trans_b = 2"},
+                      {{{-1}, {}}, {Shape{3, 4}, Shape{4, 2}, Shape{2}}, "trans_b = -1"},
+                      {{{0, 0}, {}}, {Shape{3, 4}, Shape{4, 2}, Shape{2}}, "two int attributes"},
+                      {{{1}, {}}, {Shape{3, 4}, Shape{2, 4}, Shape{4}}, "trans_b, bias of K"},
+                      {{{0}, {1.0f}}, {Shape{3, 4}, Shape{4, 2}, Shape{2}}, "a float attribute"}},
+                     {0, 1, 2}});
 const RegisterOpTests kMatmulTests(
     OpKind::Matmul, {variants(OpKind::Matmul),
                      make_case,
@@ -422,6 +433,80 @@ const RegisterOpTests kAdamWTests(
       {{{1}, {0.1f, 0.9f, 0.99f, 1e-8f, 0.0f}}, {Shape{2}, Shape{2}, Shape{2}, Shape{1}}, "v shape"}}});
 
 }  // namespace
+
+/// w[rows, cols] stored transposed: [cols, rows].
+Tensor transposed_tensor(const Tensor& w) {
+  const int64_t rows = w.shape()[0], cols = w.shape()[1];
+  Tensor t(Shape{cols, rows});
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) t[j * rows + i] = w[i * cols + j];
+  return t;
+}
+
+// Linear's trans_b reads w[N,K] transposed in the same fma chain per element, so the form an imported
+// ONNX Gemm (transB = 1) keeps equals the original form on the transposed weight bit for bit — forward
+// (reference, and every SIMD path × 1, 2, 3 threads through run_everywhere) and the VJP rule's dx, dw
+// (transposed back) and db. Shapes m, k, n pairwise distinct so a swapped index reads out of place;
+// the big one splits over threads.
+TEST_CASE("linear: trans_b on wᵀ is bitwise linear on w, forward and gradients") {
+  std::mt19937 rng(31);
+  for (const auto& [m, k, n] : std::vector<std::array<int64_t, 3>>{{3, 5, 7}, {1, 33, 2}, {67, 131, 97}}) {
+    CAPTURE(m);
+    CAPTURE(k);
+    CAPTURE(n);
+    const Tensor x = random_tensor(Shape{m, k}, rng, true), w = random_tensor(Shape{k, n}, rng, true),
+                 b = random_tensor(Shape{n}, rng, true), dy = random_tensor(Shape{m, n}, rng, false);
+    const Tensor wt = transposed_tensor(w);
+    const Case plain{OpKind::Linear, {}, {x, w, b}};
+    const Case tb{OpKind::Linear, {{1}, {}}, {x, wt, b}};
+    const std::vector<Tensor> y = run_everywhere(plain), yt = run_everywhere(tb);
+    REQUIRE(yt[0].shape() == Shape{m, n});
+    CHECK(bitwise_equal(y[0], yt[0]));
+    // The rule's gradients of both forms.
+    auto grads = [&](const Case& c) {
+      EagerVjpBuilder g;
+      std::vector<ValueRef> in{g.add(c.in[0]), g.add(c.in[1]), g.add(c.in[2])};
+      const std::vector<ValueRef> out{g.add(run_case(c, nullptr)[0])}, dys{g.add(dy)};
+      const bool needs[3] = {true, true, true};
+      std::vector<ValueRef> d(3, 0);
+      op_info(OpKind::Linear).vjp(g, VjpArgs{c.attrs, in, out, dys, needs}, d);
+      return std::vector<Tensor>{g.value(d[0]), g.value(d[1]), g.value(d[2])};
+    };
+    const std::vector<Tensor> d = grads(plain), dt = grads(tb);
+    CHECK(dt[1].shape() == Shape{n, k});  // dw in w's [N,K] layout
+    CHECK(bitwise_equal(d[0], dt[0]));
+    CHECK(bitwise_equal(transposed_tensor(d[1]), dt[1]));
+    CHECK(bitwise_equal(d[2], dt[2]));
+  }
+  // A square w read as w and as wᵀ: different products (the flag is not ignored).
+  const Tensor x = random_tensor(Shape{4, 6}, rng, false), w = random_tensor(Shape{6, 6}, rng, false),
+               b = random_tensor(Shape{6}, rng, false);
+  CHECK_FALSE(bitwise_equal(run_everywhere({OpKind::Linear, {}, {x, w, b}})[0],
+                            run_everywhere({OpKind::Linear, {{1}, {}}, {x, w, b}})[0]));
+  CHECK(bitwise_equal(run_everywhere({OpKind::Linear, {}, {x, w, b}})[0],
+                      run_everywhere({OpKind::Linear, {{0}, {}}, {x, w, b}})[0]));
+}
+
+TEST_CASE("linear: trans_b other than 0 or 1, or more than one int, is refused naming the op and value") {
+  const std::vector<Shape> in{Shape{3, 4}, Shape{2, 4}, Shape{2}};
+  for (int64_t v : {2, -1, 7}) {
+    CAPTURE(v);
+    try {
+      infer_shapes(OpKind::Linear, {{v}, {}}, in);
+      FAIL("trans_b = " << v << " was accepted");
+    } catch (const OpError& e) {
+      const std::string what = e.what();
+      CHECK(what.find("linear") != std::string::npos);
+      CHECK(what.find("trans_b must be 0 or 1, got " + std::to_string(v)) != std::string::npos);
+    }
+  }
+  CHECK_THROWS_WITH_AS(infer_shapes(OpKind::Linear, {{1, 0}, {}}, in), doctest::Contains("linear"), OpError);
+  CHECK(infer_shapes(OpKind::Linear, {{1}, {}}, in) == std::vector<Shape>{Shape{3, 2}});
+  // The attributes are hashed into node records: {} keeps today's bytes, {0} and {1} differ from it.
+  CHECK(encode_attrs({}) == std::vector<std::byte>(8, std::byte{0}));
+  CHECK(encode_attrs({{0}, {}}) != encode_attrs({}));
+  CHECK(encode_attrs({{1}, {}}) != encode_attrs({{0}, {}}));
+}
 
 TEST_CASE("matmul: all four transpose combinations against float64") {
   // The generic loop already cycles the variants; this pins each combination on a fixed, non-square
@@ -544,6 +629,10 @@ TEST_CASE("infer_shapes returns the documented output shapes") {
   CHECK(shapes(OpKind::Gather, {{2, 0, 2}, {}}, {Shape{3, 4, 5}}) == std::vector<Shape>{Shape{3, 4, 5}});
   CHECK(shapes(OpKind::Gather, {{1}, {}}, {Shape{3}}) == std::vector<Shape>{Shape{1}});
   CHECK(shapes(OpKind::Linear, {}, {Shape{2, 3}, Shape{3, 4}, Shape{4}}) == std::vector<Shape>{Shape{2, 4}});
+  CHECK(shapes(OpKind::Linear, {{0}, {}}, {Shape{2, 3}, Shape{3, 4}, Shape{4}}) ==
+        std::vector<Shape>{Shape{2, 4}});
+  CHECK(shapes(OpKind::Linear, {{1}, {}}, {Shape{2, 3}, Shape{4, 3}, Shape{4}}) ==
+        std::vector<Shape>{Shape{2, 4}});
   CHECK(shapes(OpKind::Matmul, {{1, 1}, {}}, {Shape{3, 2}, Shape{4, 3}}) == std::vector<Shape>{Shape{2, 4}});
   CHECK(shapes(OpKind::Matmul, {{1, 1}, {}}, {Shape{5, 3, 2}, Shape{5, 4, 3}}) ==
         std::vector<Shape>{Shape{5, 2, 4}});

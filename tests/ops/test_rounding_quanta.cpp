@@ -95,6 +95,9 @@ TEST_CASE(
   CHECK(ql[0][0] == std::ldexp(1.0, 7 + 1 - 38));
   CHECK(ql[0][1] == q[0][1]);
   CHECK(ql[0][2] == 0);  // zero row: y = b exactly
+  // Linear with trans_b takes w as [N,K] (bt): w's rows are the output columns, the same quanta.
+  CHECK(quanta_of(OpKind::Linear, {{1}, {}}, {&a, &bt, &bias}) == ql);
+  CHECK(quanta_of(OpKind::Linear, {{0}, {}}, {&a, &b, &bias}) == ql);
   // A NaN leaves no bound: the float32 grid.
   const Tensor an(Shape{2, 3}, std::vector<float>{std::nanf(""), 1, 1, 1, 1, 1});
   const auto qn = quanta_of(OpKind::Matmul, {{0, 0}, {}}, {&an, &b});
