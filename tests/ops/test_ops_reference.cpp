@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/float32_gemm.h"
 #include "ops/math.h"
 #include "ops/registry.h"
 #include "ops/tensor.h"
@@ -485,6 +486,36 @@ TEST_CASE("linear: trans_b on wᵀ is bitwise linear on w, forward and gradients
                             run_everywhere({OpKind::Linear, {{1}, {}}, {x, w, b}})[0]));
   CHECK(bitwise_equal(run_everywhere({OpKind::Linear, {}, {x, w, b}})[0],
                       run_everywhere({OpKind::Linear, {{0}, {}}, {x, w, b}})[0]));
+}
+
+// Fast mode (ops/float32_gemm.h) runs Linear through a float32 GEMM the provider picks: trans_b must
+// reach it as a transposed read of w. The portable GEMMs read op(w) element by element, so there the
+// two forms agree bit for bit; every GEMM (OpenBLAS included) is within the float64 model's tolerance.
+TEST_CASE("linear: fast mode's float32 gemms take trans_b") {
+  std::mt19937 rng(37);
+  const int64_t m = 5, k = 131, n = 7;
+  const Tensor x = random_tensor(Shape{m, k}, rng, false), w = random_tensor(Shape{k, n}, rng, false),
+               b = random_tensor(Shape{n}, rng, false);
+  const Tensor wt = transposed_tensor(w);
+  const Case tb{OpKind::Linear, {{1}, {}}, {x, wt, b}};
+  const Expected want = (*expected_f64(tb))[0];
+  for (Float32Gemm gemm : kFloat32Gemms) {
+    if (!float32_gemm_built(gemm)) continue;
+    CAPTURE(float32_gemm_name(gemm));
+    Tensor y(Shape{m, n}), yt(Shape{m, n});
+    const std::vector<const Tensor*> in{&x, &w, &b}, in_t{&x, &wt, &b};
+    const std::vector<Tensor*> out{&y}, out_t{&yt};
+    REQUIRE(run_float32_gemm_op(OpKind::Linear, {}, in, out, gemm));
+    REQUIRE(run_float32_gemm_op(OpKind::Linear, {{1}, {}}, in_t, out_t, gemm));
+    std::string first;
+    CHECK_MESSAGE(mismatches(yt, want, first) == 0, first);
+    if (gemm != Float32Gemm::OpenBlas) CHECK(bitwise_equal(y, yt));
+  }
+  // w[K,N] given with trans_b: the shapes disagree.
+  Tensor y(Shape{m, n});
+  const std::vector<const Tensor*> wrong{&x, &w, &b};
+  const std::vector<Tensor*> out{&y};
+  CHECK_THROWS_AS(run_float32_gemm_op(OpKind::Linear, {{1}, {}}, wrong, out, Float32Gemm::Naive), OpError);
 }
 
 TEST_CASE("linear: trans_b other than 0 or 1, or more than one int, is refused naming the op and value") {
