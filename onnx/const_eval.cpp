@@ -100,6 +100,8 @@ class Walk {
 struct Fold {
   const OnnxNode& node;
   std::span<const OnnxConstant* const> inputs;
+  // Each op folded here has one definition across opsets 13–17; where an attribute came later (Reshape's
+  // allowzero, 14; Shape's start and end, 15) ONNX's checker has already refused it at an earlier opset.
   int64_t opset;
   const std::string& where;
   uint64_t max_elements;
