@@ -369,7 +369,8 @@ OnnxConstant constant(const Fold& f) {
   f.arity(0, 0);
   if (f.node.attributes.size() != 1)
     f.fail(fmt::format("has {} attributes, Constant takes exactly one value", f.node.attributes.size()));
-  const auto& [name, a] = *f.node.attributes.begin();
+  const std::string& name = f.node.attributes.begin()->first;  // not a structured binding: lambdas capture it
+  const OnnxAttribute& a = f.node.attributes.begin()->second;
   auto kind_must = [&](OnnxAttribute::Kind k) {
     if (a.kind != k) f.fail(fmt::format("attribute '{}' has the wrong kind", name));
   };
