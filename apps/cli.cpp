@@ -45,6 +45,10 @@ CLI::Option* add_repeatable(CLI::App& app, const std::string& flag, const std::s
 }
 
 CLI::Option* add_weights(CLI::App& app, DataRegistry& registry) {
+  add_repeatable(
+      app, "--model", "NAME=PATH",
+      [&registry](const std::string& spec) { registry.add_model(std::string_view(spec)); },
+      "where this node keeps the model file NAME (an onnx job's model.file: an ONNX file, docs/onnx.md)");
   return add_repeatable(
       app, "--weights", "NAME=PATH",
       [&registry](const std::string& spec) { registry.add_weights(std::string_view(spec)); },

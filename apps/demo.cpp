@@ -44,6 +44,8 @@ std::string describe_model(const ModelSpec& m) {
                          m.d_model, m.context, m.vocab);
     case ModelKind::Cnn:
       return fmt::format("CNN channels [{}], kernel {}", fmt::join(m.channels, ", "), m.kernel);
+    case ModelKind::Onnx:
+      return fmt::format("ONNX model '{}'", m.file);
   }
   return "model";
 }

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/autodiff.h"
 #include "engine/error.h"
 #include "engine/model.h"
 #include "engine/state.h"
@@ -140,6 +141,10 @@ class Sketch {
     tally_.add(n, prefix_ + name, times_);
     return n.out.front();
   }
+  /// A node of a graph already built (an imported model's, sketch_onnx).
+  void existing(const StepGraph& g, const Node& n) {
+    tally_.add(shapes_of(g, n), prefix_ + g.values.at(n.outputs.at(0)).name, times_);
+  }
   /// The same sketch with another multiplicity and name prefix.
   Sketch times(uint64_t t, const std::string& prefix = "") const {
     return Sketch(tally_, prefix_ + prefix, times_ * t);
@@ -195,6 +200,9 @@ std::vector<ParamGroup> param_groups(const ModelSpec& m) {
       p.push_back({"fc.bias", Shape{m.classes}});
       break;
     }
+    case ModelKind::Onnx:
+      for (const ParamSpec& s : model_params(m)) p.push_back({s.name, s.shape});
+      break;
     case ModelKind::Gpt: {
       const int64_t D = m.d_model;
       const auto L = static_cast<uint64_t>(m.layers);
@@ -251,6 +259,27 @@ void sketch_mlp(Sketch& s, const ModelSpec& m, const Shape& table_x, const Shape
       s.one(OpKind::ReluBackward, {}, {y[l - 1], y[l - 1]},
             "grad/" + indexed("l", static_cast<int64_t>(l - 1)) + ".out");
   }
+}
+
+// An imported model has no formula: one shard's forward, loss and backward are built from the
+// lowered graph (bounded by OnnxLimits: the file's nodes, each lowered to a few RepOps nodes) and
+// tallied S times, as the closed forms above are; the trees, clipping and optimizer follow as for
+// every model.
+void sketch_onnx(Sketch& s, const ModelSpec& m, const Shape& table_x, const Shape& table_y, int64_t rows) {
+  s.gather(table_x, rows, "batch.inputs");
+  s.gather(table_y, rows, "batch.labels");
+  StepGraph g;
+  GraphBuilder b(g);
+  std::vector<ValueId> params;
+  for (const ParamSpec& p : model_params(m)) params.push_back(b.add_state(p.name, p.shape));
+  const ValueId x = b.add_data("batch.inputs", Shape{rows, table_x[1]});
+  const ValueId labels = b.add_data("batch.labels", Shape{rows});
+  ForwardOptions options;
+  options.training = true;
+  const ValueId logits = build_forward(b, m, params, x, options);
+  const ValueId loss = b.add_node(OpKind::SoftmaxCrossEntropy, {}, {logits, labels}, "loss").front();
+  append_backward(b, loss, params);
+  for (const Node& n : g.nodes) s.existing(g, n);
 }
 
 void sketch_cnn(Sketch& s, const ModelSpec& m, const Shape& table_x, const Shape& table_y, int64_t rows) {
@@ -424,6 +453,9 @@ DisputeCost dispute_cost(const JobSpec& job, const DataShape& data) {
       break;
     case ModelKind::Gpt:
       sketch_gpt(shard, job.model, table_x, table_y, rows);
+      break;
+    case ModelKind::Onnx:
+      sketch_onnx(shard, job.model, table_x, table_y, rows);
       break;
   }
   Sketch once(tally, "", 1);

@@ -85,4 +85,24 @@ std::vector<std::string> DataRegistry::names() const {
   return out;
 }
 
+void DataRegistry::add_model(const std::string& name, const std::filesystem::path& path) {
+  add_entry(models_, "model file", name, path);
+}
+
+void DataRegistry::add_model(std::string_view spec) {
+  const auto [name, path] = split_spec(spec, "--model");
+  add_model(name, path);
+}
+
+const std::filesystem::path& DataRegistry::model_path(const std::string& name,
+                                                      const std::string& source) const {
+  const auto it = models_.find(name);
+  if (it == models_.end())
+    throw EngineError(
+        fmt::format("{}: model file '{}' (model.file) is not registered at this node (its operator registers "
+                    "model files with --model NAME=PATH)",
+                    source, name));
+  return it->second;
+}
+
 }  // namespace tribunal

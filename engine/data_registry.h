@@ -1,5 +1,6 @@
-// The data sets and initial weights a node serves, by name. A job names its training set (`data.name`)
-// and, when it starts from pretrained weights, their file (`model.init`); only the node's operator
+// The data sets, initial weights and model files a node serves, by name. A job names its training set
+// (`data.name`), when it starts from pretrained weights their file (`model.init`), and when it trains
+// an imported model its ONNX file (`model.file`); only the node's operator
 // decides which local file or directory each name means. A job never carries a path, so a
 // peer that submits or disputes a job cannot make a provider read any other file than the data sets
 // its operator registered (docs/protocol.md, "Threat model").
@@ -13,7 +14,8 @@
 
 namespace tribunal {
 
-/// Name → local path of each data set and each weights file a node serves (two separate name spaces).
+/// Name → local path of each data set, weights file and model file a node serves (three separate name
+/// spaces).
 class DataRegistry {
  public:
   /// Debian's data sets: "fashion-mnist" → /usr/share/datasets/fashion-mnist (package
@@ -45,9 +47,21 @@ class DataRegistry {
   /// registered at this node …") when the operator did not register them.
   const std::filesystem::path& weights_path(const std::string& name, const std::string& source) const;
 
+  /// Registers (or replaces) the ONNX model file `name` → `path` (docs/onnx.md), with the same name
+  /// rules as a data set. Throws EngineError for a bad name or an empty path.
+  void add_model(const std::string& name, const std::filesystem::path& path);
+
+  /// Parses one "NAME=PATH" (the --model option) and adds it. Throws EngineError quoting `spec`.
+  void add_model(std::string_view spec);
+
+  /// The path of the model file `name`. Throws EngineError("<source>: model file '<name>' (model.file)
+  /// is not registered at this node …") when the operator did not register it.
+  const std::filesystem::path& model_path(const std::string& name, const std::string& source) const;
+
  private:
   std::map<std::string, std::filesystem::path> paths_;
   std::map<std::string, std::filesystem::path> weights_;
+  std::map<std::string, std::filesystem::path> models_;
 };
 
 }  // namespace tribunal

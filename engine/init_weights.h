@@ -13,7 +13,7 @@
 
 namespace tribunal {
 
-/// Reads the job's initial weights from job.init_path (set by locate_data or locate_init). The file
+/// Reads the job's initial weights from job.init_path (set by locate_data or locate_model_files). The file
 /// holds exactly one F32 tensor per parameter of model_params(job.model), either under its name and in
 /// its internal shape (engine/model.h: e.g. "l0.weight" [in, out]) or under the reference PyTorch
 /// module's name and layout (engine/pytorch_export.h: e.g. "0.weight" [out, in], as `tribunal export`,

@@ -13,6 +13,7 @@
 
 #include "engine/error.h"
 #include "engine/toml_reader.h"
+#include "onnx/lower.h"
 #include "ops/rounding_log.h"
 #include "protocol/codec_stream.h"
 
@@ -136,8 +137,28 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
     if (m.kernel % 2 == 0)
       throw EngineError(fmt::format("{}: model.kernel = {} must be odd (\"same\" padding kernel/2)",
                                     model.location("kernel"), m.kernel));
+  } else if (kind == "onnx") {
+    // A user's model: its graph and initial weights come from the registered file (docs/onnx.md).
+    model.allow_only({"kind", "file", "input", "output"});
+    m.kind = ModelKind::Onnx;
+    m.widths.clear();
+    if (!model.table()->get("file"))
+      throw EngineError(
+          fmt::format("{}: model.kind = \"onnx\" needs model.file (a registered model file)", source));
+    m.file = model.string("file", "");
+    if (!valid_name(m.file))
+      throw EngineError(
+          fmt::format("{}: model.file must name a registered model file: 1 to 64 characters of "
+                      "a-z, 0-9, '.', '_', '-'",
+                      model.location("file")));
+    m.input = model.string("input", "");
+    m.output = model.string("output", "");
+    for (const auto& [key, value] : std::initializer_list<std::pair<const char*, const std::string*>>{
+             {"input", &m.input}, {"output", &m.output}})
+      if (value->size() > 256)
+        throw EngineError(fmt::format("{}: model.{} is longer than 256 bytes", model.location(key), key));
   } else {
-    throw EngineError(fmt::format("{}: model.kind '{}' is not supported (supported: mlp, gpt, cnn)",
+    throw EngineError(fmt::format("{}: model.kind '{}' is not supported (supported: mlp, gpt, cnn, onnx)",
                                   model.location("kind"), kind));
   }
 
@@ -174,6 +195,7 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
                                     data.location("dataset"), job.dataset));
     data.allow_only({"dataset", "name"});
     job.data_name = data.string("name", "fashion-mnist");
+    if (m.kind == ModelKind::Onnx) m.classes = 10;
     if (m.kind == ModelKind::Cnn) {  // 1×28×28 grey images, 10 classes (Xiao et al. 2017)
       m.image_channels = 1;
       m.image_height = 28;
@@ -197,6 +219,7 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
                                     data.location("dataset")));
     job.data_name = data.string("name", "");
     job.data_classes = data.integer("classes", 0, true, 2, int64_t{1} << 16);
+    if (m.kind == ModelKind::Onnx) m.classes = job.data_classes;
     if (m.kind == ModelKind::Cnn) {
       if (!data.table()->get("image"))
         throw EngineError(fmt::format("{}: a cnn on data.dataset = \"tensors\" needs data.image = [C, H, W]",
@@ -323,13 +346,38 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
 
 void locate_data(JobSpec& job, const DataRegistry& registry) {
   job.data_path = registry.path(job.data_name, job.source);
-  locate_init(job, registry);
+  locate_model_files(job, registry);
 }
 
-void locate_init(JobSpec& job, const DataRegistry& registry) {
-  if (job.model.init.empty()) return;
-  job.init_path = registry.weights_path(job.model.init, job.source);
-  job.init_hash = init_weights_hash(job.init_path);
+void locate_model_files(JobSpec& job, const DataRegistry& registry) {
+  if (!job.model.init.empty()) {
+    job.init_path = registry.weights_path(job.model.init, job.source);
+    job.init_hash = init_weights_hash(job.init_path);
+  }
+  if (job.model.kind == ModelKind::Onnx) {
+    job.model_path = registry.model_path(job.model.file, job.source);
+    // Read once: the bytes hashed into job_id are the bytes imported.
+    const OnnxLimits limits;
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(job.model_path, ec);
+    if (ec)
+      throw EngineError(fmt::format("{}: cannot read model file '{}': {}", job.model_path.string(),
+                                    job.model.file, ec.message()));
+    if (size > limits.max_file_bytes)
+      throw EngineError(fmt::format("{}: the model file holds {} bytes, more than the {} a model file may",
+                                    job.model_path.string(), size, limits.max_file_bytes));
+    std::ifstream in(job.model_path, std::ios::binary);
+    std::vector<std::byte> bytes(static_cast<size_t>(size));
+    if (!in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size)))
+      throw EngineError(
+          fmt::format("{}: cannot read model file: {}", job.model_path.string(), std::strerror(errno)));
+    job.model_hash = hash_tagged(HashTag::File, bytes);
+    try {
+      job.model.onnx = import_onnx(bytes, job.model_path.filename().string(), limits);
+    } catch (const OnnxError& e) {
+      throw EngineError(fmt::format("{} (model.file '{}'): {}", job.source, job.model.file, e.what()));
+    }
+  }
 }
 
 Digest init_weights_hash(const std::filesystem::path& path) {
@@ -383,6 +431,12 @@ void check_job_against_data(const JobSpec& job, int64_t samples, int64_t feature
                                       job.dataset, classes));
       break;
     }
+    case ModelKind::Onnx:
+      // The graph's own shapes are checked when the step graph is built (the output must be [B, classes]).
+      if (m.classes != classes)
+        throw EngineError(fmt::format("{}: the job states {} classes but {} has {}", job.source, m.classes,
+                                      job.dataset, classes));
+      break;
     case ModelKind::Gpt:
       if (m.context != features)
         throw EngineError(fmt::format("{}: model.context is {} but the {} windows hold {} tokens", job.source,
@@ -442,6 +496,16 @@ void write_model_fields(codec::ByteWriter& out, const JobSpec& job, const Digest
     for (int64_t c : m.channels) out.u64(static_cast<uint64_t>(c));
     for (int64_t v : {m.kernel, m.image_channels, m.image_height, m.image_width, m.classes})
       out.u64(static_cast<uint64_t>(v));
+  } else if (m.kind == ModelKind::Onnx) {
+    if (!job.model_hash)
+      throw EngineError(
+          fmt::format("{}: the model file '{}' (model.file) has not been located in this node's registry",
+                      job.source, m.file));
+    out.raw(*job.model_hash);
+    for (const std::string* s : {&m.input, &m.output}) {
+      out.u64(s->size());
+      out.raw(std::span(reinterpret_cast<const uint8_t*>(s->data()), s->size()));
+    }
   }
   if (job.dataset == "text") {
     out.u64(std::bit_cast<uint64_t>(job.validation));

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -12,6 +13,7 @@
 
 #include "engine/data_registry.h"
 #include "engine/numerics.h"
+#include "onnx/onnx_model.h"
 #include "protocol/hash.h"
 #include "protocol/terms.h"
 
@@ -24,7 +26,8 @@ inline constexpr uint32_t kRepOpsContractVersion = 2;  // 2: swap-or-not batch s
 inline constexpr int64_t kMaxSteps = int64_t{1} << 24;
 
 /// The model families (engine/model.h describes each one's parameters and forward graph).
-enum class ModelKind : uint8_t { Mlp = 1, Gpt = 2, Cnn = 3 };
+/// Onnx: a user's model, imported from an ONNX file (onnx/lower.h, docs/onnx.md).
+enum class ModelKind : uint8_t { Mlp = 1, Gpt = 2, Cnn = 3, Onnx = 4 };
 enum class OptimizerKind : uint8_t { Sgd = 1, AdamW = 2 };
 /// How the learning rate changes over the steps (engine/schedule.h).
 enum class LrSchedule : uint8_t { Constant = 1, Cosine = 2 };
@@ -58,6 +61,14 @@ struct ModelSpec {
   /// [model] init: the registered weights (DataRegistry::add_weights) the parameters of state 0 come
   /// from instead of init_param; empty: init_param. The name is not in job_id; the file's hash is.
   std::string init;
+  // onnx (docs/onnx.md)
+  std::string file;   ///< [model] file: the registered ONNX model file (DataRegistry::add_model); its hash is
+                      ///< in job_id
+  std::string input;  ///< [model] input: the graph input fed with the data ("" = the model's only input)
+  std::string
+      output;  ///< [model] output: the graph output holding the logits the loss reads ("" = the only output)
+  /// The imported model: set by locate_model_files from the node's registry, never parsed from a job.
+  std::shared_ptr<const OnnxModel> onnx;
 };
 
 struct OptimizerSpec {
@@ -100,6 +111,9 @@ struct JobSpec {
   /// job_id, so every party of the job holds the same bytes.
   std::filesystem::path init_path;
   std::optional<Digest> init_hash;
+  /// The same for an onnx job's model.file (set by locate_model_files, which also imports it).
+  std::filesystem::path model_path;
+  std::optional<Digest> model_hash;
   double validation = 0.1;   ///< text: the fraction of windows held out (the last ones), in [0, 1)
   int64_t data_classes = 0;  ///< tensors: data.classes, the class count labels must be below
   uint64_t seed = 0;
@@ -123,6 +137,8 @@ struct JobSpec {
 ///   [model]     init: registered weights to start from (optional, any kind; engine/init_weights.h);
 ///               kind = "mlp": widths | "gpt": vocab (256), context, layers, heads, d_model (a
 ///               multiple of heads), dropout (0) | "cnn": channels (one block per entry), kernel (odd)
+///               | "onnx": file (a registered ONNX model file, docs/onnx.md), input and output (graph
+///               value names; default: the only one); its initializers are state 0, so no init
 ///   [data]      dataset = "fashion-mnist" | "text" | "tensors" (the kind; default text for gpt,
 ///               fashion-mnist otherwise); name: the registered data set (default "fashion-mnist" for
 ///               that kind, "fortunes" for text, required for tensors; 1–64 of [a-z0-9._-]); text:
@@ -138,15 +154,16 @@ struct JobSpec {
 /// Each key is refused where its kind does not use it.
 JobSpec parse_job(std::string_view toml_text, const std::string& source);
 
-/// Sets job.data_path to where `registry` keeps job.data_name and, when the job has model.init,
-/// locate_init. Throws EngineError when a name is not registered (naming it) or the weights file
-/// cannot be read.
+/// Sets job.data_path to where `registry` keeps job.data_name, then locate_model_files. Throws
+/// EngineError when a name is not registered (naming it) or a file cannot be read or imported.
 void locate_data(JobSpec& job, const DataRegistry& registry);
 
 /// For a job with model.init: sets job.init_path to where `registry` keeps the weights and
-/// job.init_hash to the hash of the file's bytes (init_weights_hash). Does nothing for a job without
-/// model.init. For a node that needs no data set (the referee). Throws EngineError naming what is missing.
-void locate_init(JobSpec& job, const DataRegistry& registry);
+/// job.init_hash to the hash of the file's bytes (init_weights_hash). For an onnx job: sets
+/// job.model_path and job.model_hash the same way for model.file, and job.model.onnx to the imported
+/// model (onnx/lower.h import_onnx, under OnnxLimits). Does nothing for other jobs. For a node that
+/// needs no data set (the referee). Throws EngineError naming what is missing or refused.
+void locate_model_files(JobSpec& job, const DataRegistry& registry);
 
 /// BLAKE2b-256(File tag 0x17 ‖ the file's bytes). Throws EngineError naming the file when it cannot be read.
 Digest init_weights_hash(const std::filesystem::path& path);
@@ -169,7 +186,8 @@ void check_job_against_data(const JobSpec& job, int64_t samples, int64_t feature
 /// and, only when the job uses anything beyond that (a gpt/cnn model, text data, a cosine schedule,
 /// clipping, decay "matrices"), the extension
 ///   0x01 ‖ gpt: vocab ‖ context ‖ layers ‖ heads ‖ d_model ‖ dropout f32 | cnn: #channels ‖
-///   channels… ‖ kernel ‖ image C ‖ H ‖ W ‖ classes | mlp: nothing ‖ text: validation f64 bits ‖
+///   channels… ‖ kernel ‖ image C ‖ H ‖ W ‖ classes | onnx: model_hash (32 bytes) ‖ input ‖ output
+///   (length-prefixed) | mlp: nothing ‖ text: validation f64 bits ‖
 ///   schedule u8 ‖ warmup_steps ‖ min_lr f32 ‖ clip_norm f32 ‖ decay u8.
 /// (an MLP job on Fashion-MNIST with a constant rate, no clipping and decay "all" has no extension),
 /// then, only when train.shards is not 1, 0x03 ‖ shards,
@@ -177,7 +195,8 @@ void check_job_against_data(const JobSpec& job, int64_t samples, int64_t feature
 /// then, only when the numerics mode is not RepOps, 0x04 ‖ mode u8 ‖ τ of every op kind in OpKind
 /// order (f64 bits) ‖ (rounding-log mode: quantum bits),
 /// then, only when the job has model.init, 0x05 ‖ init_hash (32 bytes). Written with protocol's
-/// codec::ByteWriter. Throws EngineError for a job with model.init whose weights were never located.
+/// codec::ByteWriter. Throws EngineError for a job with model.init or model.file whose file was never
+/// located.
 /// The shape is in the id so that no one but the providers who signed the job_id can state it: the
 /// referee derives the batches from the sample count (docs/protocol.md, "Threat model").
 std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& dataset_root,

@@ -2,6 +2,10 @@
 
 #include <cmath>
 
+#include <fmt/format.h>
+
+#include "engine/error.h"
+#include "onnx/lower.h"
 #include "ops/philox.h"
 
 namespace tribunal {
@@ -161,6 +165,73 @@ ValueId gpt_forward(GraphBuilder& b, const ModelSpec& m, std::span<const ValueId
   return linear(h, p + 2, "logits");
 }
 
+const OnnxModel& imported(const ModelSpec& m) {
+  if (!m.onnx)
+    throw EngineError(
+        fmt::format("the onnx model '{}' has not been imported on this node (locate_model_files)", m.file));
+  return *m.onnx;
+}
+
+// The imported model's parameters: its float initializers read at run time, in file order, with the
+// file's names and layouts (state 0 holds their values: initial_state).
+std::vector<ParamSpec> onnx_params(const ModelSpec& m) {
+  const OnnxModel& model = imported(m);
+  std::vector<ParamSpec> out;
+  for (const std::string& name : model.params()) {
+    const auto& dims = model.initializers().at(name).dims;
+    out.push_back({name, Shape(std::span<const int64_t>(dims)), 0, InitRule::Zeros});
+  }
+  return out;
+}
+
+// The imported graph lowered for this batch (onnx/lower.h), appended node by node.
+ValueId onnx_forward(GraphBuilder& b, const ModelSpec& m, std::span<const ValueId> params, ValueId x,
+                     const ForwardOptions& options) {
+  const OnnxModel& model = imported(m);
+  LowerOptions lo;
+  lo.inputs.push_back({m.input, b.graph().values.at(x).shape});
+  if (!m.output.empty()) lo.outputs.push_back(m.output);
+  lo.training = options.training;
+  lo.seed = options.seed;
+  lo.step = options.step;
+  lo.shard = options.shard;
+  lo.shards = options.shards;
+  LoweredGraph g;
+  try {
+    g = lower_onnx(model, lo);
+  } catch (const OnnxError& e) {
+    throw EngineError(e.what());
+  }
+  if (g.outputs.size() != 1)
+    throw EngineError(
+        fmt::format("{}: the model has {} graph outputs; the job must name the one holding the logits "
+                    "(model.output)",
+                    model.source(), g.outputs.size()));
+  std::vector<ValueId> constants;
+  for (size_t i = 0; i < g.constants.size(); ++i)
+    constants.push_back(b.add_constant(fmt::format("onnx.constant{}", i), std::move(g.constants[i])));
+  std::vector<std::vector<ValueId>> outputs;
+  const auto resolve = [&](const LoweredRef& r) -> ValueId {
+    switch (r.kind) {
+      case LoweredRef::Kind::Input:
+        return x;
+      case LoweredRef::Kind::Param:
+        return params[r.index];
+      case LoweredRef::Kind::Constant:
+        return constants.at(r.index);
+      case LoweredRef::Kind::Node:
+        return outputs.at(r.index).at(r.slot);
+    }
+    return x;
+  };
+  for (const LoweredNode& n : g.nodes) {
+    std::vector<ValueId> in;
+    for (const LoweredRef& r : n.inputs) in.push_back(resolve(r));
+    outputs.push_back(b.add_node(n.op, n.attrs, std::move(in), n.name));
+  }
+  return resolve(g.outputs.front());
+}
+
 }  // namespace
 
 std::vector<ParamSpec> model_params(const ModelSpec& model) {
@@ -169,6 +240,8 @@ std::vector<ParamSpec> model_params(const ModelSpec& model) {
       return gpt_params(model);
     case ModelKind::Cnn:
       return cnn_params(model);
+    case ModelKind::Onnx:
+      return onnx_params(model);
     case ModelKind::Mlp:
       break;
   }
@@ -197,6 +270,8 @@ ValueId build_forward(GraphBuilder& b, const ModelSpec& model, std::span<const V
       return gpt_forward(b, model, params, x, options);
     case ModelKind::Cnn:
       return cnn_forward(b, model, params, x);
+    case ModelKind::Onnx:
+      return onnx_forward(b, model, params, x, options);
     case ModelKind::Mlp:
       break;
   }

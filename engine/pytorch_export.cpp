@@ -31,6 +31,9 @@ std::optional<std::pair<int64_t, std::string>> split_indexed(std::string_view na
 
 // The torch counterpart of our parameter `name` of a `kind` model; nullopt when it has none.
 std::optional<TorchParam> torch_param(ModelKind kind, const std::string& name) {
+  // An imported model's parameters are the ONNX initializers torch.onnx.export wrote: the module's
+  // own state_dict names, in torch's layouts.
+  if (kind == ModelKind::Onnx) return TorchParam{name, false};
   if (kind == ModelKind::Mlp) {
     // nn.Sequential(Linear, ReLU, Linear, …): Linear l is module 2l.
     const auto l = split_indexed(name, "l");
@@ -86,6 +89,8 @@ const char* model_name(ModelKind kind) {
       return "gpt";
     case ModelKind::Cnn:
       return "cnn";
+    case ModelKind::Onnx:
+      return "onnx";
   }
   return "?";
 }

@@ -6,6 +6,7 @@
 #include "engine/init_weights.h"
 #include "engine/model.h"
 #include "engine/safetensors.h"
+#include "onnx/lower.h"
 #include "protocol/merkle.h"
 #include "protocol/tensor_hash.h"
 
@@ -26,6 +27,13 @@ State initial_state(const JobSpec& job) {
   const std::vector<ParamSpec> params = model_params(job.model);
   State s;
   for (const Shape& shape : layout.shapes) s.tensors.emplace_back(shape);
+  if (job.model.kind == ModelKind::Onnx) {  // an imported model: its initializers (onnx/lower.h)
+    if (!job.model.onnx)
+      throw EngineError(fmt::format("{}: the onnx model has not been imported", job.source));
+    std::vector<Tensor> weights = onnx_param_tensors(*job.model.onnx);
+    for (size_t p = 0; p < params.size(); ++p) s.tensors[p] = std::move(weights[p]);
+    return s;
+  }
   if (!job.model.init.empty()) {  // pretrained weights (engine/init_weights.h)
     std::vector<Tensor> weights = load_init_weights(job, params);
     for (size_t p = 0; p < params.size(); ++p) s.tensors[p] = std::move(weights[p]);

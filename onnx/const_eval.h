@@ -32,6 +32,7 @@ OnnxConstant fold_shape(const OnnxNode& node, std::span<const int64_t> dims, con
 
 /// NumPy broadcasting of two shapes (ONNX "multidirectional broadcasting"). Throws OnnxError
 /// prefixed by `where` when they do not broadcast.
-std::vector<int64_t> broadcast_dims(std::span<const int64_t> a, std::span<const int64_t> b, const std::string& where);
+std::vector<int64_t> broadcast_dims(std::span<const int64_t> a, std::span<const int64_t> b,
+                                    const std::string& where);
 
 }  // namespace tribunal

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -19,7 +20,7 @@ namespace tribunal {
 /// Where a lowered node's input comes from.
 struct LoweredRef {
   enum class Kind : uint8_t {
-    Input,     ///< the data fed to the graph input (LowerOptions::input)
+    Input,     ///< run-time graph input `index` (LowerOptions::inputs[index])
     Param,     ///< trainable parameter `index` (OnnxModel::params() order)
     Constant,  ///< LoweredGraph::constants[index]: a folded or constant tensor the step only reads
     Node,      ///< output `slot` of LoweredGraph::nodes[index]
@@ -40,22 +41,30 @@ struct LoweredNode {
 
 struct LoweredGraph {
   std::vector<Tensor> constants;
-  std::vector<LoweredNode> nodes;  ///< topological order
-  LoweredRef output;               ///< the value the loss reads
-  Shape output_shape;
-  std::vector<uint32_t> params_used;  ///< indices of initializer_order() read at run time, increasing
+  std::vector<LoweredNode> nodes;   ///< topological order
+  std::vector<LoweredRef> outputs;  ///< LowerOptions::outputs' values, in that order
+  std::vector<Shape> output_shapes;
+  std::vector<uint32_t> params_used;  ///< indices into initializer_order() read at run time, increasing
+};
+
+/// A graph input fed at run time, with the shape it is given.
+struct LowerInput {
+  std::string name;  ///< "" = the model's only input
+  /// The data's shape, [B, …]. When the declared shape has fixed dimensions after the first and they
+  /// differ from these but hold as many elements (features [B, 784] for an image input [N, 1, 28, 28]),
+  /// a Reshape to [B, declared…] comes first.
+  Shape shape;
 };
 
 /// What a lowering is for.
 struct LowerOptions {
-  std::string input;   ///< the graph input fed with the data; "" = the model's only input
-  std::string output;  ///< the graph output the loss reads; "" = the model's only output
-  /// The data's shape, [B, …]: B replaces the input's first (batch) dimension. When the rest differs
-  /// from the declared shape but holds as many elements (features [B, 784] for an image input
-  /// [N, 1, 28, 28]), a Reshape to the declared shape comes first.
-  Shape input_shape;
-  /// A training step: Dropout nodes become RepOps Dropout with ints {seed, step, site}, site k·shards
-  /// + shard for the k-th dropout (engine/model.h ForwardOptions); otherwise they are identities.
+  std::vector<LowerInput> inputs;  ///< LoweredRef::Input index i is inputs[i]
+  /// Graph inputs given as constants instead (ONNX node tests feed a Reshape's shape this way).
+  std::map<std::string, OnnxConstant> constant_inputs;
+  std::vector<std::string> outputs;  ///< the graph outputs wanted; empty = every graph output
+  /// A training step: Dropout nodes in training mode become RepOps Dropout with ints {seed, step,
+  /// site}, site k·shards + shard for the k-th of them (engine/model.h ForwardOptions); otherwise they
+  /// are identities.
   bool training = false;
   uint64_t seed = 0;
   int64_t step = 0;

@@ -24,7 +24,9 @@ struct Reader {
   const OnnxLimits& limits;
   uint64_t elements = 0;  // all constants read so far
 
-  [[noreturn]] void fail(const std::string& what) const { throw OnnxError(fmt::format("{}: {}", source, what)); }
+  [[noreturn]] void fail(const std::string& what) const {
+    throw OnnxError(fmt::format("{}: {}", source, what));
+  }
 
   std::vector<int64_t> dims_of(const onnx::TensorProto& t, const std::string& what) {
     if (t.dims_size() > limits.max_rank)
@@ -51,7 +53,8 @@ struct Reader {
       const std::string& raw = t.raw_data();
       if (raw.size() != n * sizeof(T))
         fail(fmt::format("{}: raw_data holds {} bytes, its shape needs {}", what, raw.size(), n * sizeof(T)));
-      std::memcpy(out.data(), raw.data(), raw.size());  // ONNX raw_data is little-endian, as every target here
+      std::memcpy(out.data(), raw.data(),
+                  raw.size());  // ONNX raw_data is little-endian, as every target here
     } else {
       if (static_cast<size_t>(typed.size()) != n)
         fail(fmt::format("{}: holds {} values, its shape needs {}", what, typed.size(), n));
@@ -62,9 +65,10 @@ struct Reader {
 
   OnnxConstant tensor(const onnx::TensorProto& t, const std::string& what) {
     if (t.data_location() == onnx::TensorProto::EXTERNAL || t.external_data_size() > 0)
-      fail(fmt::format("{} keeps its data in an external file: a model file must hold all its data (a job never "
-                       "names a path)",
-                       what));
+      fail(fmt::format(
+          "{} keeps its data in an external file: a model file must hold all its data (a job never "
+          "names a path)",
+          what));
     OnnxConstant c;
     c.dims = dims_of(t, what);
     const auto n = static_cast<size_t>(c.elements());
@@ -87,7 +91,8 @@ struct Reader {
         if (t.has_raw_data()) {
           const size_t width = t.data_type() == kInt32 ? 4 : 1;
           if (t.raw_data().size() != n * width)
-            fail(fmt::format("{}: raw_data holds {} bytes, its shape needs {}", what, t.raw_data().size(), n * width));
+            fail(fmt::format("{}: raw_data holds {} bytes, its shape needs {}", what, t.raw_data().size(),
+                             n * width));
           for (size_t i = 0; i < n; ++i) {
             const char* p = t.raw_data().data() + i * width;
             if (width == 4) {
@@ -104,8 +109,9 @@ struct Reader {
         break;
       }
       default:
-        fail(fmt::format("{} has element type {}, the importer reads float, int64, int32, int8, uint8 and bool",
-                         what, onnx_type_name(t.data_type())));
+        fail(fmt::format(
+            "{} has element type {}, the importer reads float, int64, int32, int8, uint8 and bool", what,
+            onnx_type_name(t.data_type())));
     }
     return c;
   }
@@ -113,7 +119,8 @@ struct Reader {
   OnnxValueInfo value_info(const onnx::ValueInfoProto& v) {
     OnnxValueInfo info;
     info.name = v.name();
-    if (!v.type().has_tensor_type()) fail(fmt::format("graph input or output '{}' is not a tensor", v.name()));
+    if (!v.type().has_tensor_type())
+      fail(fmt::format("graph input or output '{}' is not a tensor", v.name()));
     const auto& tt = v.type().tensor_type();
     info.elem_type = tt.elem_type();
     if (tt.has_shape()) {
@@ -136,21 +143,36 @@ int64_t OnnxConstant::elements() const {
 
 const char* onnx_type_name(int32_t elem_type) {
   switch (elem_type) {
-    case 1: return "float";
-    case 2: return "uint8";
-    case 3: return "int8";
-    case 4: return "uint16";
-    case 5: return "int16";
-    case 6: return "int32";
-    case 7: return "int64";
-    case 8: return "string";
-    case 9: return "bool";
-    case 10: return "float16";
-    case 11: return "double";
-    case 12: return "uint32";
-    case 13: return "uint64";
-    case 16: return "bfloat16";
-    default: return "an unknown type";
+    case 1:
+      return "float";
+    case 2:
+      return "uint8";
+    case 3:
+      return "int8";
+    case 4:
+      return "uint16";
+    case 5:
+      return "int16";
+    case 6:
+      return "int32";
+    case 7:
+      return "int64";
+    case 8:
+      return "string";
+    case 9:
+      return "bool";
+    case 10:
+      return "float16";
+    case 11:
+      return "double";
+    case 12:
+      return "uint32";
+    case 13:
+      return "uint64";
+    case 16:
+      return "bfloat16";
+    default:
+      return "an unknown type";
   }
 }
 
@@ -158,7 +180,8 @@ std::string OnnxModel::where(const OnnxNode& node) const {
   return fmt::format("{}: node '{}' ({}, opset {}): ", source_, node.name, node.op_type, opset_);
 }
 
-OnnxModel OnnxModel::parse(std::span<const std::byte> bytes, const std::string& source, const OnnxLimits& limits) {
+OnnxModel OnnxModel::parse(std::span<const std::byte> bytes, const std::string& source,
+                           const OnnxLimits& limits) {
   Reader r{source, limits};
   if (bytes.size() > limits.max_file_bytes)
     r.fail(fmt::format("the file holds {} bytes, more than the {} a model file may", bytes.size(),
@@ -167,14 +190,16 @@ OnnxModel OnnxModel::parse(std::span<const std::byte> bytes, const std::string& 
   {
     google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
                                               static_cast<int>(bytes.size()));
-    in.SetTotalBytesLimit(static_cast<int>(std::min<uint64_t>(limits.max_file_bytes, std::numeric_limits<int>::max())));
+    in.SetTotalBytesLimit(
+        static_cast<int>(std::min<uint64_t>(limits.max_file_bytes, std::numeric_limits<int>::max())));
     in.SetRecursionLimit(limits.max_nesting);
     if (!proto.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
       r.fail("not an ONNX model: the protobuf message does not parse");
   }
   const onnx::GraphProto& g = proto.graph();
   if (g.node_size() > limits.max_nodes)
-    r.fail(fmt::format("the graph has {} nodes, more than the {} a model may", g.node_size(), limits.max_nodes));
+    r.fail(
+        fmt::format("the graph has {} nodes, more than the {} a model may", g.node_size(), limits.max_nodes));
   if (g.initializer_size() > limits.max_initializers)
     r.fail(fmt::format("the graph has {} initializers, more than the {} a model may", g.initializer_size(),
                        limits.max_initializers));
@@ -187,12 +212,13 @@ OnnxModel OnnxModel::parse(std::span<const std::byte> bytes, const std::string& 
     if (op.domain().empty() || op.domain() == "ai.onnx") {
       m.opset_ = op.version();
     } else if (op.domain() != "ai.onnx.ml" && op.domain() != "ai.onnx.preview.training") {
-      r.fail(fmt::format("operator domain '{}' is not supported (only the default domain ai.onnx)", op.domain()));
+      r.fail(fmt::format("operator domain '{}' is not supported (only the default domain ai.onnx)",
+                         op.domain()));
     }
   }
   if (m.opset_ < limits.min_opset || m.opset_ > limits.max_opset)
-    r.fail(fmt::format("the model's default-domain opset is {}; the importer supports opsets {} to {}", m.opset_,
-                       limits.min_opset, limits.max_opset));
+    r.fail(fmt::format("the model's default-domain opset is {}; the importer supports opsets {} to {}",
+                       m.opset_, limits.min_opset, limits.max_opset));
 
   // ONNX's own validation first: the checker (names defined before use, topological order, each
   // node against its schema), then strict shape inference (types and shapes agree).
@@ -206,7 +232,8 @@ OnnxModel OnnxModel::parse(std::span<const std::byte> bytes, const std::string& 
 
   std::set<std::string> initializer_names;
   for (const auto& t : g.initializer()) {
-    if (!initializer_names.insert(t.name()).second) r.fail(fmt::format("initializer '{}' is defined twice", t.name()));
+    if (!initializer_names.insert(t.name()).second)
+      r.fail(fmt::format("initializer '{}' is defined twice", t.name()));
     m.initializers_.emplace(t.name(), r.tensor(t, fmt::format("initializer '{}'", t.name())));
     m.initializer_order_.push_back(t.name());
   }
@@ -221,13 +248,14 @@ OnnxModel OnnxModel::parse(std::span<const std::byte> bytes, const std::string& 
     node.name = n.name().empty() ? fmt::format("#{}", i) : n.name();
     node.op_type = n.op_type();
     if (!n.domain().empty() && n.domain() != "ai.onnx")
-      r.fail(fmt::format("node '{}' ({}) is in operator domain '{}' (only the default domain ai.onnx)", node.name,
-                         node.op_type, n.domain()));
+      r.fail(fmt::format("node '{}' ({}) is in operator domain '{}' (only the default domain ai.onnx)",
+                         node.name, node.op_type, n.domain()));
     node.inputs.assign(n.input().begin(), n.input().end());
     node.outputs.assign(n.output().begin(), n.output().end());
     for (const auto& a : n.attribute()) {
       OnnxAttribute attr;
-      const std::string what = fmt::format("node '{}' ({}) attribute '{}'", node.name, node.op_type, a.name());
+      const std::string what =
+          fmt::format("node '{}' ({}) attribute '{}'", node.name, node.op_type, a.name());
       switch (a.type()) {
         case onnx::AttributeProto::INT:
           attr.kind = OnnxAttribute::Kind::Int;
@@ -254,8 +282,8 @@ OnnxModel OnnxModel::parse(std::span<const std::byte> bytes, const std::string& 
           attr.tensor = r.tensor(a.t(), what);
           break;
         default:
-          r.fail(fmt::format("{}: attributes of this kind (graphs, sparse tensors, strings lists) are not supported",
-                             what));
+          r.fail(fmt::format(
+              "{}: attributes of this kind (graphs, sparse tensors, strings lists) are not supported", what));
       }
       node.attributes.emplace(a.name(), std::move(attr));
     }

@@ -44,10 +44,10 @@ struct OnnxLimits {
 struct OnnxConstant {
   enum class Type : uint8_t { Float32, Int64 };
   Type type = Type::Float32;
-  std::vector<int64_t> dims;     ///< ONNX shape (rank 0: a scalar)
-  std::vector<float> floats;     ///< Float32: the values, row-major
-  std::vector<int64_t> ints;     ///< Int64: the values, row-major
-  int64_t elements() const;      ///< product of dims (1 for a scalar)
+  std::vector<int64_t> dims;  ///< ONNX shape (rank 0: a scalar)
+  std::vector<float> floats;  ///< Float32: the values, row-major
+  std::vector<int64_t> ints;  ///< Int64: the values, row-major
+  int64_t elements() const;   ///< product of dims (1 for a scalar)
 };
 
 /// One attribute of a node (ONNX AttributeProto) in the kinds the importer reads.
@@ -64,8 +64,8 @@ struct OnnxAttribute {
 
 /// One node of the graph, in the file's (topological, checked) order.
 struct OnnxNode {
-  std::string name;     ///< the node's name, or "#<index>" when the file gives none
-  std::string op_type;  ///< e.g. "Gemm"
+  std::string name;                  ///< the node's name, or "#<index>" when the file gives none
+  std::string op_type;               ///< e.g. "Gemm"
   std::vector<std::string> inputs;   ///< value names; "" for an omitted optional input
   std::vector<std::string> outputs;  ///< value names; "" for an omitted optional output
   std::map<std::string, OnnxAttribute> attributes;

@@ -84,7 +84,7 @@ RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open,
   // changes them opens a dispute about a job neither claim is for, and is refused below.
   // A job that starts from pretrained weights: state 0 and the id derive from the bytes this referee
   // registered under the job's name for them; a referee without them refuses, naming them.
-  locate_init(job_, options.weights);
+  locate_model_files(job_, options.weights);
   job_id_ = tribunal::job_id(job_, d.dataset_root, shape);
   GameParams params;
   params.job_id = job_id_;
@@ -488,7 +488,7 @@ Verdict verify_verdict(std::span<const uint8_t> bytes, const PublicKey& referee,
           fmt::format("the verdict's job starts from the weights '{}' (model.init): their "
                       "file is needed to check its job id (--weights NAME=PATH)",
                       job.model.init));
-    locate_init(job, *weights);
+    locate_model_files(job, *weights);
   }
   const DataShape shape{static_cast<int64_t>(d.dataset_samples), static_cast<int64_t>(d.features),
                         static_cast<int64_t>(d.classes), static_cast<int64_t>(d.label_width)};

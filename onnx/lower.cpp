@@ -1,0 +1,661 @@
+// Lowering an ONNX graph onto RepOps nodes (onnx/lower.h, docs/onnx.md). One pass over the nodes in
+// the file's order, keeping for every ONNX value either its constant (folded at import) or the
+// RepOps value that computes it at run time.
+#include "onnx/lower.h"
+
+#include <algorithm>
+#include <functional>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "onnx/const_eval.h"
+
+namespace tribunal {
+namespace {
+
+constexpr int32_t kOnnxFloat = 1;
+
+/// An ONNX value during lowering.
+struct Val {
+  bool is_const = false;
+  OnnxConstant c;                  ///< is_const: its value
+  bool float_initializer = false;  ///< is_const: a float initializer (a parameter when read at run time)
+  uint32_t initializer_index = 0;  ///< its position in initializer_order()
+  LoweredRef ref;                  ///< !is_const: the RepOps value
+  Shape shape;                     ///< !is_const: its shape
+};
+
+std::string dims_str(std::span<const int64_t> dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+class Lowerer {
+ public:
+  Lowerer(const OnnxModel& model, const LowerOptions& options, bool discover)
+      : m_(model), opt_(options), discover_(discover) {
+    for (size_t i = 0; i < model.params().size(); ++i)
+      param_index_[model.params()[i]] = static_cast<uint32_t>(i);
+  }
+
+  LoweredGraph run() {
+    bind_initializers();
+    bind_inputs();
+    for (const OnnxNode& node : m_.nodes()) lower_node(node);
+    std::vector<std::string> wanted = opt_.outputs;
+    if (wanted.empty())
+      for (const auto& o : m_.outputs()) wanted.push_back(o.name);
+    for (const std::string& name : wanted) {
+      if (std::none_of(m_.outputs().begin(), m_.outputs().end(),
+                       [&](const auto& o) { return o.name == name; }))
+        throw OnnxError(
+            fmt::format("{}: '{}' is not a graph output (outputs: {})", m_.source(), name, output_names()));
+      const Val& v = value(name, nullptr);
+      if (v.is_const && !v.float_initializer && v.c.type != OnnxConstant::Type::Float32)
+        throw OnnxError(
+            fmt::format("{}: graph output '{}' is an int64 constant, not a float tensor", m_.source(), name));
+      g_.outputs.push_back(runtime(name, nullptr));
+      g_.output_shapes.push_back(shape_of(name));
+    }
+    g_.params_used.assign(used_.begin(), used_.end());
+    return std::move(g_);
+  }
+
+ private:
+  using Mapper = void (Lowerer::*)(const OnnxNode&);
+
+  // ---- values ----
+
+  void bind_initializers() {
+    const auto& order = m_.initializer_order();
+    for (size_t i = 0; i < order.size(); ++i) {
+      Val v;
+      v.is_const = true;
+      v.c = m_.initializers().at(order[i]);
+      v.float_initializer = v.c.type == OnnxConstant::Type::Float32;
+      v.initializer_index = static_cast<uint32_t>(i);
+      vals_[order[i]] = std::move(v);
+    }
+  }
+
+  void bind_inputs() {
+    for (const auto& [name, c] : opt_.constant_inputs) {
+      if (!declared_input(name))
+        throw OnnxError(fmt::format("{}: '{}' is not a graph input", m_.source(), name));
+      Val v;
+      v.is_const = true;
+      v.c = c;
+      vals_[name] = std::move(v);
+    }
+    for (size_t i = 0; i < opt_.inputs.size(); ++i) {
+      std::string name = opt_.inputs[i].name;
+      if (name.empty()) {
+        if (m_.inputs().size() != 1)
+          throw OnnxError(
+              fmt::format("{}: the model has {} graph inputs; the job must name the one fed with the data "
+                          "(model.input)",
+                          m_.source(), m_.inputs().size()));
+        name = m_.inputs()[0].name;
+      }
+      const OnnxValueInfo* info = declared_input(name);
+      if (!info)
+        throw OnnxError(
+            fmt::format("{}: '{}' is not a graph input (inputs: {})", m_.source(), name, input_names()));
+      if (info->elem_type != kOnnxFloat)
+        throw OnnxError(fmt::format("{}: graph input '{}' holds {}; the importer feeds float tensors only",
+                                    m_.source(), name, onnx_type_name(info->elem_type)));
+      const Shape& given = opt_.inputs[i].shape;
+      Val v;
+      v.ref = {LoweredRef::Kind::Input, static_cast<uint32_t>(i), 0};
+      v.shape = given;
+      vals_[name] = v;
+      // The data set's rows against the declared per-sample shape: reshape when only the layout differs.
+      if (!info->dims.empty() && given.rank() >= 1) {
+        std::vector<int64_t> want{given[0]};
+        bool fixed = true;
+        for (size_t d = 1; d < info->dims.size(); ++d) {
+          fixed = fixed && info->dims[d] >= 0;
+          want.push_back(info->dims[d]);
+        }
+        const std::vector<int64_t> have(given.dims().begin(), given.dims().end());
+        if (fixed && want != have) {
+          int64_t n = 1;
+          for (int64_t d : want) n *= d;
+          if (n != given.numel())
+            throw OnnxError(fmt::format("{}: graph input '{}' is declared {} per batch, the data gives {}",
+                                        m_.source(), name, dims_str(info->dims), given.str()));
+          vals_[name] = emit_one(OpKind::Reshape, Attrs{want, {}}, {v.ref}, name + ".reshape", nullptr);
+        }
+      }
+    }
+  }
+
+  const OnnxValueInfo* declared_input(const std::string& name) const {
+    for (const auto& in : m_.inputs())
+      if (in.name == name) return &in;
+    return nullptr;
+  }
+
+  std::string input_names() const {
+    std::string s;
+    for (const auto& in : m_.inputs()) s += (s.empty() ? "" : ", ") + in.name;
+    return s;
+  }
+  std::string output_names() const {
+    std::string s;
+    for (const auto& o : m_.outputs()) s += (s.empty() ? "" : ", ") + o.name;
+    return s;
+  }
+
+  /// The value `name` (an error naming `node` when it is not defined).
+  const Val& value(const std::string& name, const OnnxNode* node) const {
+    auto it = vals_.find(name);
+    if (it == vals_.end()) {
+      const std::string where = node ? m_.where(*node) : m_.source() + ": ";
+      if (declared_input(name))
+        throw OnnxError(
+            fmt::format("{}reads graph input '{}', which the job does not feed (model.input names the "
+                        "one the data goes to)",
+                        where, name));
+      throw OnnxError(
+          fmt::format("{}reads '{}', which no supported node produced (an optional output the "
+                      "importer does not compute?)",
+                      where, name));
+    }
+    return it->second;
+  }
+
+  bool is_const(const std::string& name, const OnnxNode* node) const { return value(name, node).is_const; }
+
+  /// The constant value of input `name` (a Reshape's shape, a Dropout's ratio): refused when it is
+  /// computed at run time.
+  const OnnxConstant& constant(const std::string& name, const OnnxNode& node, const char* role) const {
+    const Val& v = value(name, &node);
+    if (!v.is_const)
+      throw OnnxError(fmt::format("{}its {} '{}' is computed at run time; the importer needs it constant",
+                                  m_.where(node), role, name));
+    return v.c;
+  }
+
+  /// The dims of a value, constant or not.
+  std::vector<int64_t> dims_of(const std::string& name, const OnnxNode* node) const {
+    const Val& v = value(name, node);
+    if (v.is_const) return v.c.dims;
+    return {v.shape.dims().begin(), v.shape.dims().end()};
+  }
+
+  Shape shape_of(const std::string& name) const {
+    const auto dims = dims_of(name, nullptr);
+    return Shape(std::span<const int64_t>(dims));
+  }
+
+  /// The RepOps value of input `name`: a run-time value, a parameter (a float initializer) or a
+  /// graph constant (a float constant the step only reads).
+  LoweredRef runtime(const std::string& name, const OnnxNode* node) {
+    value(name, node);  // throws, naming the node, when undefined
+    Val& v = vals_.at(name);
+    if (!v.is_const) return v.ref;
+    const std::string where = node ? m_.where(*node) : m_.source() + ": ";
+    if (v.c.dims.size() > static_cast<size_t>(kMaxRank))
+      throw OnnxError(fmt::format("{}'{}' has rank {}; RepOps tensors have rank ≤ {}", where, name,
+                                  v.c.dims.size(), kMaxRank));
+    if (v.c.type != OnnxConstant::Type::Float32)
+      throw OnnxError(
+          fmt::format("{}reads the int64 constant '{}' {} as a float tensor; the importer does not "
+                      "convert integer tensors",
+                      where, name, dims_str(v.c.dims)));
+    if (v.float_initializer) {
+      used_.insert(v.initializer_index);
+      if (discover_) return {LoweredRef::Kind::Param, v.initializer_index, 0};
+      auto it = param_index_.find(name);
+      if (it == param_index_.end())
+        throw OnnxError(fmt::format(
+            "{}reads initializer '{}' at run time, which is not among the model's parameters", where, name));
+      return {LoweredRef::Kind::Param, it->second, 0};
+    }
+    // A float constant (a Constant node, a folded value): one graph constant per name.
+    auto cached = constant_refs_.find(name);
+    if (cached != constant_refs_.end()) return cached->second;
+    const Shape shape(std::span<const int64_t>(v.c.dims));
+    g_.constants.emplace_back(shape, std::span<const float>(v.c.floats));
+    const LoweredRef ref{LoweredRef::Kind::Constant, static_cast<uint32_t>(g_.constants.size() - 1), 0};
+    constant_refs_[name] = ref;
+    return ref;
+  }
+
+  /// Appends a RepOps node; shapes come from the op registry. Returns its outputs as values.
+  std::vector<Val> emit(OpKind op, Attrs attrs, std::vector<LoweredRef> inputs, const std::string& name,
+                        const OnnxNode* node) {
+    std::vector<Shape> in_shapes;
+    for (const LoweredRef& r : inputs) in_shapes.push_back(ref_shape(r));
+    LoweredNode n;
+    n.op = op;
+    n.inputs = std::move(inputs);
+    n.name = name;
+    try {
+      n.outputs = infer_shapes(op, attrs, in_shapes);
+    } catch (const OpError& e) {
+      throw OnnxError(fmt::format("{}{}", node ? m_.where(*node) : m_.source() + ": ", e.what()));
+    }
+    n.attrs = std::move(attrs);
+    std::vector<Val> out;
+    for (size_t s = 0; s < n.outputs.size(); ++s) {
+      Val v;
+      v.ref = {LoweredRef::Kind::Node, static_cast<uint32_t>(g_.nodes.size()), static_cast<uint32_t>(s)};
+      v.shape = n.outputs[s];
+      out.push_back(v);
+    }
+    g_.nodes.push_back(std::move(n));
+    return out;
+  }
+
+  Val emit_one(OpKind op, Attrs attrs, std::vector<LoweredRef> inputs, const std::string& name,
+               const OnnxNode* node) {
+    return emit(op, std::move(attrs), std::move(inputs), name, node).front();
+  }
+
+  Shape ref_shape(const LoweredRef& r) const {
+    switch (r.kind) {
+      case LoweredRef::Kind::Input:
+        return opt_.inputs.at(r.index).shape;
+      case LoweredRef::Kind::Param: {
+        const std::string& name = discover_ ? m_.initializer_order().at(r.index) : m_.params().at(r.index);
+        const auto& dims = m_.initializers().at(name).dims;
+        return Shape(std::span<const int64_t>(dims));
+      }
+      case LoweredRef::Kind::Constant:
+        return g_.constants.at(r.index).shape();
+      case LoweredRef::Kind::Node:
+        return g_.nodes.at(r.index).outputs.at(r.slot);
+    }
+    return {};
+  }
+
+  void define(const OnnxNode& node, size_t slot, Val v) {
+    if (slot < node.outputs.size() && !node.outputs[slot].empty()) vals_[node.outputs[slot]] = std::move(v);
+  }
+
+  // ---- attributes ----
+
+  static const OnnxAttribute* attr(const OnnxNode& node, const char* name) {
+    auto it = node.attributes.find(name);
+    return it == node.attributes.end() ? nullptr : &it->second;
+  }
+  int64_t attr_int(const OnnxNode& node, const char* name, int64_t fallback) const {
+    const OnnxAttribute* a = attr(node, name);
+    if (!a) return fallback;
+    if (a->kind != OnnxAttribute::Kind::Int)
+      throw OnnxError(fmt::format("{}attribute {} is not an integer", m_.where(node), name));
+    return a->i;
+  }
+  float attr_float(const OnnxNode& node, const char* name, float fallback) const {
+    const OnnxAttribute* a = attr(node, name);
+    if (!a) return fallback;
+    if (a->kind != OnnxAttribute::Kind::Float)
+      throw OnnxError(fmt::format("{}attribute {} is not a float", m_.where(node), name));
+    return a->f;
+  }
+  std::vector<int64_t> attr_ints(const OnnxNode& node, const char* name,
+                                 std::vector<int64_t> fallback) const {
+    const OnnxAttribute* a = attr(node, name);
+    if (!a) return fallback;
+    if (a->kind != OnnxAttribute::Kind::Ints)
+      throw OnnxError(fmt::format("{}attribute {} is not a list of integers", m_.where(node), name));
+    return a->ints;
+  }
+  [[noreturn]] void unsupported(const OnnxNode& node, const std::string& what) const {
+    throw OnnxError(fmt::format("{}{} is not supported", m_.where(node), what));
+  }
+  /// Refuses every attribute of `node` outside `known`.
+  void only_attributes(const OnnxNode& node, std::initializer_list<const char*> known) const {
+    for (const auto& [name, a] : node.attributes)
+      if (std::none_of(known.begin(), known.end(), [&](const char* k) { return name == k; }))
+        unsupported(node, fmt::format("attribute '{}'", name));
+  }
+  const std::string& input(const OnnxNode& node, size_t i) const {
+    static const std::string none;
+    return i < node.inputs.size() ? node.inputs[i] : none;
+  }
+
+  // ---- the nodes ----
+
+  void lower_node(const OnnxNode& node) {
+    static const std::map<std::string, Mapper> mappers = {
+        {"Add", &Lowerer::map_add},         {"Conv", &Lowerer::map_conv},
+        {"Dropout", &Lowerer::map_dropout}, {"Flatten", &Lowerer::map_flatten},
+        {"Gemm", &Lowerer::map_gemm},       {"Identity", &Lowerer::map_identity},
+        {"MatMul", &Lowerer::map_matmul},   {"MaxPool", &Lowerer::map_maxpool},
+        {"Relu", &Lowerer::map_relu},       {"Reshape", &Lowerer::map_reshape},
+    };
+    if (node.op_type == "Shape") {  // every shape is static after import: Shape always folds
+      define(node, 0, const_val(fold_shape(node, dims_of(input(node, 0), &node), m_.where(node))));
+      return;
+    }
+    if (is_foldable(node.op_type) && all_inputs_foldable(node)) {
+      std::vector<const OnnxConstant*> in;
+      for (const std::string& name : node.inputs)
+        in.push_back(name.empty() ? nullptr : &value(name, &node).c);
+      auto out = fold_constant(node, in, m_.opset(), m_.where(node), uint64_t{1} << 29);
+      for (size_t s = 0; s < out.size(); ++s) define(node, s, const_val(std::move(out[s])));
+      return;
+    }
+    auto it = mappers.find(node.op_type);
+    if (it == mappers.end()) {
+      if (is_foldable(node.op_type))
+        throw OnnxError(
+            fmt::format("{}the op is supported only on constant inputs (folded at import), and input "
+                        "'{}' is computed at run time",
+                        m_.where(node), first_runtime_input(node)));
+      throw OnnxError(fmt::format("{}op type {} is not supported (supported: {})", m_.where(node),
+                                  node.op_type, fmt::join(onnx_supported_ops(), ", ")));
+    }
+    (this->*it->second)(node);
+  }
+
+  /// Every present input a constant that no parameter is among: float initializers are weights,
+  /// which stay run-time values even through a Reshape or an Identity, so training updates them.
+  bool all_inputs_foldable(const OnnxNode& node) const {
+    for (const std::string& name : node.inputs) {
+      if (name.empty()) continue;
+      const Val& v = value(name, &node);
+      if (!v.is_const || v.float_initializer) return false;
+    }
+    return true;
+  }
+  std::string first_runtime_input(const OnnxNode& node) const {
+    for (const std::string& name : node.inputs)
+      if (!name.empty() && !value(name, &node).is_const) return name;
+    for (const std::string& name : node.inputs)
+      if (!name.empty()) return name;
+    return "";
+  }
+
+  static Val const_val(OnnxConstant c) {
+    Val v;
+    v.is_const = true;
+    v.c = std::move(c);
+    return v;
+  }
+
+  void map_identity(const OnnxNode& node) { vals_[node.outputs.at(0)] = value(input(node, 0), &node); }
+
+  void map_relu(const OnnxNode& node) {
+    only_attributes(node, {});
+    define(node, 0, emit_one(OpKind::Relu, {}, {runtime(input(node, 0), &node)}, node.name, &node));
+  }
+
+  void map_add(const OnnxNode& node) {
+    only_attributes(node, {});
+    const auto a = dims_of(input(node, 0), &node), b = dims_of(input(node, 1), &node);
+    if (a != b)
+      unsupported(node,
+                  fmt::format("broadcasting {} + {} (Add of equal shapes only)", dims_str(a), dims_str(b)));
+    define(node, 0,
+           emit_one(OpKind::Add, {}, {runtime(input(node, 0), &node), runtime(input(node, 1), &node)},
+                    node.name, &node));
+  }
+
+  // Gemm: Y = alpha·op(A)·op(B) + beta·C. RepOps Linear computes x·w + b (w[K,N]) or, with ints {1},
+  // x·wᵀ + b (w[N,K], nn.Linear's layout), so alpha = beta = 1 and transA = 0 map exactly.
+  void map_gemm(const OnnxNode& node) {
+    only_attributes(node, {"alpha", "beta", "transA", "transB"});
+    if (attr_float(node, "alpha", 1.0f) != 1.0f) unsupported(node, "alpha ≠ 1");
+    if (attr_int(node, "transA", 0) != 0) unsupported(node, "transA = 1");
+    const int64_t trans_b = attr_int(node, "transB", 0);
+    const LoweredRef a = runtime(input(node, 0), &node), b = runtime(input(node, 1), &node);
+    const std::string& c_name = input(node, 2);
+    if (c_name.empty()) {
+      define(node, 0, emit_one(OpKind::Matmul, Attrs{{0, trans_b}, {}}, {a, b}, node.name, &node));
+      return;
+    }
+    if (attr_float(node, "beta", 1.0f) != 1.0f) unsupported(node, "beta ≠ 1");
+    const auto b_dims = dims_of(input(node, 1), &node);
+    const int64_t n = b_dims.size() == 2 ? b_dims[trans_b ? 0 : 1] : -1;
+    auto c_dims = dims_of(c_name, &node);
+    LoweredRef c = runtime(c_name, &node);
+    if (c_dims.size() == 2 && c_dims[0] == 1) {  // C[1, N]: the same bias as C[N]
+      c = emit_one(OpKind::Reshape, Attrs{{c_dims[1]}, {}}, {c}, node.name + ".bias", &node).ref;
+      c_dims = {c_dims[1]};
+    }
+    if (c_dims.size() != 1 || c_dims[0] != n)
+      unsupported(node, fmt::format("C of shape {} (a bias [N] or [1, N], N = {})", dims_str(c_dims), n));
+    const Attrs attrs = trans_b ? Attrs{{1}, {}} : Attrs{};
+    define(node, 0, emit_one(OpKind::Linear, attrs, {a, b, c}, node.name, &node));
+  }
+
+  // MatMul with NumPy semantics for the shapes RepOps runs: [M,K]·[K,N], [B,M,K]·[B,K,N], and a
+  // batch of rows times one matrix, [B,T,K]·[K,N] → Reshape [B·T,K] · [K,N] → Reshape [B,T,N].
+  void map_matmul(const OnnxNode& node) {
+    only_attributes(node, {});
+    const auto a = dims_of(input(node, 0), &node), b = dims_of(input(node, 1), &node);
+    const LoweredRef ra = runtime(input(node, 0), &node), rb = runtime(input(node, 1), &node);
+    const Attrs plain{{0, 0}, {}};
+    if ((a.size() == 2 && b.size() == 2) || (a.size() == 3 && b.size() == 3 && a[0] == b[0])) {
+      define(node, 0, emit_one(OpKind::Matmul, plain, {ra, rb}, node.name, &node));
+      return;
+    }
+    if (a.size() == 3 && b.size() == 2) {
+      const Val flat =
+          emit_one(OpKind::Reshape, Attrs{{a[0] * a[1], a[2]}, {}}, {ra}, node.name + ".rows", &node);
+      const Val prod = emit_one(OpKind::Matmul, plain, {flat.ref, rb}, node.name, &node);
+      define(node, 0,
+             emit_one(OpKind::Reshape, Attrs{{a[0], a[1], b[1]}, {}}, {prod.ref}, node.name + ".out", &node));
+      return;
+    }
+    unsupported(node,
+                fmt::format("MatMul of {} and {} (supported: [M,K]·[K,N], [B,M,K]·[B,K,N], [B,T,K]·[K,N])",
+                            dims_str(a), dims_str(b)));
+  }
+
+  // Conv → RepOps Conv2d: 2-D, one group, no dilation, one stride and one padding for both axes.
+  void map_conv(const OnnxNode& node) {
+    only_attributes(node, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
+    const OnnxAttribute* pad_mode = attr(node, "auto_pad");
+    if (pad_mode && pad_mode->s != "NOTSET") unsupported(node, fmt::format("auto_pad = {}", pad_mode->s));
+    const auto w = dims_of(input(node, 1), &node);
+    if (w.size() != 4) unsupported(node, fmt::format("a {}-D convolution (2-D only)", w.size() - 2));
+    if (attr_int(node, "group", 1) != 1)
+      unsupported(node, fmt::format("group = {}", attr_int(node, "group", 1)));
+    for (int64_t d : attr_ints(node, "dilations", {1, 1}))
+      if (d != 1) unsupported(node, "dilations ≠ 1");
+    const auto kernel = attr_ints(node, "kernel_shape", {w[2], w[3]});
+    if (kernel != std::vector<int64_t>{w[2], w[3]})
+      unsupported(node, fmt::format("kernel_shape {} differing from the weight's {}", dims_str(kernel),
+                                    dims_str(std::vector<int64_t>{w[2], w[3]})));
+    const auto strides = attr_ints(node, "strides", {1, 1});
+    const auto pads = attr_ints(node, "pads", {0, 0, 0, 0});
+    if (strides.size() != 2 || strides[0] != strides[1])
+      unsupported(node, fmt::format("strides {} (one stride for both axes)", dims_str(strides)));
+    if (pads.size() != 4 || std::any_of(pads.begin(), pads.end(), [&](int64_t p) { return p != pads[0]; }))
+      unsupported(node, fmt::format("pads {} (the same padding on every side)", dims_str(pads)));
+    LoweredRef bias;
+    if (input(node, 2).empty()) {  // no bias: a +0 bias adds nothing (x + 0 = x, and −0 + +0 = +0 as RepOps'
+                                   // chain starts)
+      bias = zero_constant(w[0]);
+    } else {
+      bias = runtime(input(node, 2), &node);
+    }
+    define(
+        node, 0,
+        emit_one(OpKind::Conv2d, Attrs{{strides[0], pads[0]}, {}},
+                 {runtime(input(node, 0), &node), runtime(input(node, 1), &node), bias}, node.name, &node));
+  }
+
+  LoweredRef zero_constant(int64_t n) {
+    g_.constants.emplace_back(Shape{n});
+    return {LoweredRef::Kind::Constant, static_cast<uint32_t>(g_.constants.size() - 1), 0};
+  }
+
+  // MaxPool → RepOps MaxPool2d, which is exactly the 2×2 window with stride 2 and no padding.
+  void map_maxpool(const OnnxNode& node) {
+    only_attributes(
+        node, {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"});
+    const OnnxAttribute* pad_mode = attr(node, "auto_pad");
+    if (pad_mode && pad_mode->s != "NOTSET") unsupported(node, fmt::format("auto_pad = {}", pad_mode->s));
+    // The Indices output is left undefined: a node reading it is refused there.
+    const auto kernel = attr_ints(node, "kernel_shape", {});
+    const auto strides = attr_ints(node, "strides", {1, 1});
+    const auto pads = attr_ints(node, "pads", {0, 0, 0, 0});
+    const auto dilations = attr_ints(node, "dilations", {1, 1});
+    if (kernel != std::vector<int64_t>{2, 2} || strides != std::vector<int64_t>{2, 2} ||
+        std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p != 0; }) ||
+        dilations != std::vector<int64_t>{1, 1} || attr_int(node, "ceil_mode", 0) != 0)
+      unsupported(
+          node, fmt::format("kernel_shape {}, strides {}, pads {} (only a 2×2 window, stride 2, no padding, "
+                            "floor mode)",
+                            dims_str(kernel), dims_str(strides), dims_str(pads)));
+    define(node, 0, emit_one(OpKind::MaxPool2d, {}, {runtime(input(node, 0), &node)}, node.name, &node));
+  }
+
+  void map_flatten(const OnnxNode& node) {
+    only_attributes(node, {"axis"});
+    const auto d = dims_of(input(node, 0), &node);
+    int64_t axis = attr_int(node, "axis", 1);
+    if (axis < 0) axis += static_cast<int64_t>(d.size());
+    if (axis < 0 || axis > static_cast<int64_t>(d.size()))
+      unsupported(node, fmt::format("axis {} for rank {}", attr_int(node, "axis", 1), d.size()));
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < static_cast<int64_t>(d.size()); ++i)
+      (i < axis ? outer : inner) *= d[static_cast<size_t>(i)];
+    reshape_to(node, {outer, inner});
+  }
+
+  void map_reshape(const OnnxNode& node) {
+    only_attributes(node, {"allowzero"});
+    const OnnxConstant& target = constant(input(node, 1), node, "shape");
+    if (target.type != OnnxConstant::Type::Int64 || target.dims.size() != 1)
+      unsupported(node, "a shape input that is not a 1-D int64 tensor");
+    const auto d = dims_of(input(node, 0), &node);
+    const bool allow_zero = attr_int(node, "allowzero", 0) != 0;
+    std::vector<int64_t> out;
+    int64_t known = 1, infer_at = -1, total = 1;
+    for (int64_t x : d) total *= x;
+    for (size_t i = 0; i < target.ints.size(); ++i) {
+      int64_t v = target.ints[i];
+      if (v == 0 && !allow_zero) {
+        if (i >= d.size())
+          unsupported(node,
+                      fmt::format("shape {} copying a dimension the input lacks", dims_str(target.ints)));
+        v = d[i];
+      }
+      if (v == -1) {
+        if (infer_at >= 0) unsupported(node, fmt::format("shape {} with two −1", dims_str(target.ints)));
+        infer_at = static_cast<int64_t>(i);
+        out.push_back(1);
+        continue;
+      }
+      if (v < 0) unsupported(node, fmt::format("shape {}", dims_str(target.ints)));
+      known *= v;
+      out.push_back(v);
+    }
+    if (infer_at >= 0) {
+      if (known == 0 || total % known != 0)
+        unsupported(node, fmt::format("shape {} for {} elements", dims_str(target.ints), total));
+      out[static_cast<size_t>(infer_at)] = total / known;
+    }
+    reshape_to(node, out);
+  }
+
+  void reshape_to(const OnnxNode& node, std::vector<int64_t> dims) {
+    if (dims.size() > static_cast<size_t>(kMaxRank))
+      unsupported(node,
+                  fmt::format("a result of rank {} (RepOps tensors have rank ≤ {})", dims.size(), kMaxRank));
+    define(node, 0,
+           emit_one(OpKind::Reshape, Attrs{std::move(dims), {}}, {runtime(input(node, 0), &node)}, node.name,
+                    &node));
+  }
+
+  // Dropout(data, ratio, training_mode): RepOps Dropout when the step trains and the node is in
+  // training mode with a ratio > 0; an identity otherwise (ONNX: inference mode passes data through).
+  void map_dropout(const OnnxNode& node) {
+    only_attributes(node, {"seed"});
+    // The mask output (torch always names it) is left undefined: a node reading it is refused there.
+    float ratio = 0.5f;
+    if (!input(node, 1).empty()) {
+      const OnnxConstant& r = constant(input(node, 1), node, "ratio");
+      if (r.type != OnnxConstant::Type::Float32 || r.elements() != 1)
+        unsupported(node, "a ratio that is not a float scalar");
+      ratio = r.floats[0];
+    }
+    bool training_mode = false;
+    if (!input(node, 2).empty()) {
+      const OnnxConstant& t = constant(input(node, 2), node, "training_mode");
+      training_mode =
+          t.elements() == 1 && (t.type == OnnxConstant::Type::Int64 ? t.ints[0] != 0 : t.floats[0] != 0.0f);
+    }
+    if (!(ratio >= 0.0f && ratio < 1.0f)) unsupported(node, fmt::format("ratio {} (outside [0, 1))", ratio));
+    if (!opt_.training || !training_mode || ratio == 0.0f) {
+      vals_[node.outputs.at(0)] = value(input(node, 0), &node);
+      return;
+    }
+    const Attrs attrs{
+        {static_cast<int64_t>(opt_.seed), opt_.step, dropout_site_++ * opt_.shards + opt_.shard}, {ratio}};
+    define(node, 0, emit_one(OpKind::Dropout, attrs, {runtime(input(node, 0), &node)}, node.name, &node));
+  }
+
+  const OnnxModel& m_;
+  const LowerOptions& opt_;
+  const bool discover_;
+  LoweredGraph g_;
+  std::map<std::string, Val> vals_;
+  std::map<std::string, uint32_t> param_index_;
+  std::map<std::string, LoweredRef> constant_refs_;
+  std::set<uint32_t> used_;
+  int64_t dropout_site_ = 0;
+};
+
+}  // namespace
+
+LoweredGraph lower_onnx(const OnnxModel& model, const LowerOptions& options) {
+  return Lowerer(model, options, false).run();
+}
+
+std::shared_ptr<const OnnxModel> import_onnx(std::span<const std::byte> bytes, const std::string& source,
+                                             const OnnxLimits& limits) {
+  auto model = std::make_shared<OnnxModel>(OnnxModel::parse(bytes, source, limits));
+  // Lower once at batch size 1 to see which float initializers are read at run time.
+  LowerOptions probe;
+  for (const auto& in : model->inputs()) {
+    if (in.elem_type != kOnnxFloat) continue;
+    std::vector<int64_t> dims = in.dims;
+    if (dims.empty()) continue;
+    for (int64_t& d : dims)
+      if (d < 0) d = 1;
+    if (dims.size() > static_cast<size_t>(kMaxRank))
+      throw OnnxError(fmt::format("{}: graph input '{}' has rank {}; RepOps tensors have rank ≤ {}", source,
+                                  in.name, dims.size(), kMaxRank));
+    probe.inputs.push_back({in.name, Shape(std::span<const int64_t>(dims))});
+  }
+  const LoweredGraph g = Lowerer(*model, probe, true).run();
+  std::vector<std::string> params;
+  for (uint32_t i : g.params_used) params.push_back(model->initializer_order().at(i));
+  model->set_params(std::move(params));
+  return model;
+}
+
+std::vector<Tensor> onnx_param_tensors(const OnnxModel& model) {
+  std::vector<Tensor> out;
+  for (const std::string& name : model.params()) {
+    const OnnxConstant& c = model.initializers().at(name);
+    out.emplace_back(Shape(std::span<const int64_t>(c.dims)), std::span<const float>(c.floats));
+  }
+  return out;
+}
+
+std::vector<std::string> onnx_supported_ops() {
+  std::vector<std::string> ops = {"Add",    "Conv",    "Dropout", "Flatten", "Gemm", "Identity",
+                                  "MatMul", "MaxPool", "Relu",    "Reshape", "Shape"};
+  for (const char* op : {"Cast",      "Concat",    "Constant", "ConstantOfShape",
+                         "Div",       "Equal",     "Expand",   "Gather",
+                         "Greater",   "Less",      "Max",      "Min",
+                         "Mul",       "Neg",       "Not",      "Range",
+                         "Slice",     "Sqrt",      "Squeeze",  "Sub",
+                         "Transpose", "Unsqueeze", "Where"})
+    if (is_foldable(op) && std::find(ops.begin(), ops.end(), op) == ops.end()) ops.push_back(op);
+  std::sort(ops.begin(), ops.end());
+  return ops;
+}
+
+}  // namespace tribunal
