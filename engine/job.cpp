@@ -350,11 +350,11 @@ void locate_data(JobSpec& job, const DataRegistry& registry) {
 }
 
 void locate_model_files(JobSpec& job, const DataRegistry& registry) {
-  if (!job.model.init.empty()) {
+  if (!job.model.init.empty() && !job.init_hash) {
     job.init_path = registry.weights_path(job.model.init, job.source);
     job.init_hash = init_weights_hash(job.init_path);
   }
-  if (job.model.kind == ModelKind::Onnx) {
+  if (job.model.kind == ModelKind::Onnx && !job.model.onnx) {
     job.model_path = registry.model_path(job.model.file, job.source);
     // Read once: the bytes hashed into job_id are the bytes imported.
     const OnnxLimits limits;

@@ -356,6 +356,8 @@ void ProviderNode::train(Connection& c, const Envelope& env) {
   const std::string& toml = std::get<JobSubmit>(env.body).job_toml;
   JobSpec job = parse_job(toml, "submitted job");
   require_disputable(job.numerics, "submitted job");  // a claim no referee could check is worth nothing
+  // An imported model's size and graph are in its file (the operator's, by the name the job gives).
+  locate_model_files(job, config_.datasets);
   const JobLimits& limits = config_.limits;
   if (job.steps > limits.max_steps)
     throw ProtocolError(

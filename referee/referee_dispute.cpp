@@ -76,15 +76,17 @@ RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open,
   if (d.label_width != label_width)
     throw ProtocolError("dispute: the data set's label width " + std::to_string(d.label_width) +
                         " does not fit the job (" + std::to_string(label_width) + ")");
-  // Cost before work: derived from the job's numbers alone, in time linear in the opening, and
-  // checked before the claims' signatures, the job id, the oracle or any graph (engine/cost.h).
+  // A job that starts from pretrained weights or trains an imported model: state 0, the graph and
+  // the id derive from the bytes this referee registered under the job's names for them; a referee
+  // without them refuses, naming them. An imported model's graph is in its file, so this comes first.
+  locate_model_files(job_, options.weights);
+  // Cost before work: derived from the job's numbers (an imported model's from its file, bounded by
+  // OnnxLimits), in time linear in the opening, and checked before the claims' signatures, the job
+  // id, the oracle or any step graph (engine/cost.h).
   cost_ = dispute_cost(job_, shape);
   if (options.limits) check_dispute_cost(cost_, *options.limits);
   // The data set's root and shape are part of the job_id that both providers signed: an opener who
   // changes them opens a dispute about a job neither claim is for, and is refused below.
-  // A job that starts from pretrained weights: state 0 and the id derive from the bytes this referee
-  // registered under the job's name for them; a referee without them refuses, naming them.
-  locate_model_files(job_, options.weights);
   job_id_ = tribunal::job_id(job_, d.dataset_root, shape);
   GameParams params;
   params.job_id = job_id_;
@@ -482,12 +484,15 @@ Verdict verify_verdict(std::span<const uint8_t> bytes, const PublicKey& referee,
   // The job and data set the opening describes are the ones both providers signed.
   const DisputeOpen& d = v.opening;
   JobSpec job = parse_job(d.job_toml, "the verdict's job");
-  if (!job.model.init.empty()) {
+  if (!job.model.init.empty() || job.model.kind == ModelKind::Onnx) {
     if (weights == nullptr)
-      throw ProtocolError(
-          fmt::format("the verdict's job starts from the weights '{}' (model.init): their "
-                      "file is needed to check its job id (--weights NAME=PATH)",
-                      job.model.init));
+      throw ProtocolError(job.model.init.empty()
+                              ? fmt::format("the verdict's job trains the model file '{}' (model.file): it is "
+                                            "needed to check its job id (--model NAME=PATH)",
+                                            job.model.file)
+                              : fmt::format("the verdict's job starts from the weights '{}' (model.init): their "
+                                            "file is needed to check its job id (--weights NAME=PATH)",
+                                            job.model.init));
     locate_model_files(job, *weights);
   }
   const DataShape shape{static_cast<int64_t>(d.dataset_samples), static_cast<int64_t>(d.features),

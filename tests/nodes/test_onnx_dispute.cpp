@@ -1,0 +1,99 @@
+// Disputes over an imported model through the real nodes (docs/onnx.md): the CNN that
+// tools/onnx_export.py exported from PyTorch (tests/fixtures/onnx/cnn.onnx), registered by name on the
+// referee, the providers and the delegate (--model cnn=…). A cheater corrupting any node of any step
+// is located at that step and node and convicted by the referee's re-execution of the imported op;
+// a provider that does not hold the model file refuses the job, naming it, before anything trains.
+#include <doctest/doctest.h>
+
+#include "engine/step.h"
+#include "tests/nodes/network.h"
+
+using namespace tribunal;
+using namespace tribunal::cheats;
+using namespace tribunal::nodes;
+using tribunal::testing::corrupt;
+using tribunal::testing::Network;
+
+namespace {
+
+const std::filesystem::path kJob = testing::source_dir() / "scenarios/jobs/short_onnx_cnn.toml";
+const std::filesystem::path kModel = testing::source_dir() / "tests/fixtures/onnx/cnn.onnx";
+
+nodes::RefereeNodeOptions referee_with_model() {
+  nodes::RefereeNodeOptions o;
+  o.dispute.weights.add_model("cnn", kModel);
+  return o;
+}
+
+// The imported job's step graph, as every party builds it.
+StepGraph graph() {
+  DataRegistry r = DataRegistry::debian();
+  r.add_model("cnn", kModel);
+  const JobSpec job = load_job(kJob, r);
+  return build_step_graph(job, {60000, 784, 10, 0}, 0, std::vector<int64_t>(16, 0));
+}
+
+}  // namespace
+
+TEST_CASE("an imported model's dispute: the honest provider wins against a corrupted node of any step") {
+  const StepGraph g = graph();
+  // The lowered graph holds the file's ops: a reshape of the data rows to [N, 1, 28, 28], the two
+  // convolutions and the classifier as a linear with the transposed (nn.Linear) weight.
+  int64_t conv = -1, linear = -1;
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    if (g.nodes[n].op == OpKind::Conv2d && conv < 0) conv = static_cast<int64_t>(n);
+    if (g.nodes[n].op == OpKind::Linear) {
+      linear = static_cast<int64_t>(n);
+      CHECK(g.nodes[n].attrs.ints == std::vector<int64_t>{1});
+    }
+  }
+  REQUIRE(conv >= 0);
+  REQUIRE(linear >= 0);
+  const int64_t last = static_cast<int64_t>(g.nodes.size()) - 1;
+
+  Network net(referee_with_model());
+  net.job_file = kJob;
+  const std::vector<std::pair<int64_t, int64_t>> cases = {{0, conv}, {5, linear}, {11, last / 2}, {7, last}};
+  for (const auto& c : cases) {
+    const int64_t step = c.first, node = c.second;
+    CAPTURE(step);
+    CAPTURE(node);
+    auto honest_config = net.config(Fault{});
+    honest_config.datasets.add_model("cnn", kModel);
+    auto cheater_config = net.config(corrupt(step, node));
+    cheater_config.datasets.add_model("cnn", kModel);
+    const std::string honest = net.provider(std::move(honest_config));
+    const std::string cheater = net.provider(std::move(cheater_config));
+    nodes::DelegateRequest r = net.request({cheater, honest});
+    r.datasets.add_model("cnn", kModel);
+    const DelegateOutcome o = nodes::delegate_job(net.ctx, r, nodes::quiet_logger());
+    REQUIRE(o.verdicts.size() == 1);
+    const Verdict v = verify_verdict(o.verdicts[0], net.referee_key.public_key, &r.datasets);
+    CHECK(v.losers == std::vector<uint8_t>{0});
+    CHECK(v.winners == std::vector<uint8_t>{1});
+    CHECK(v.reason == VerdictReason::WrongOutput);
+    CHECK(v.step == static_cast<uint64_t>(step));
+    CHECK(v.node == static_cast<uint64_t>(node));
+    CHECK(o.accepted);
+    CHECK(o.winner == 1);
+  }
+}
+
+TEST_CASE("an imported model's job is refused by a provider that does not hold the model file") {
+  Network net(referee_with_model());
+  net.job_file = kJob;
+  auto with_model = net.config(Fault{});
+  with_model.datasets.add_model("cnn", kModel);
+  const std::string holder = net.provider(std::move(with_model));
+  const std::string stranger = net.provider(Fault{});  // no --model cnn=…
+  nodes::DelegateRequest r = net.request({stranger, holder});
+  r.datasets.add_model("cnn", kModel);
+  std::string error;
+  try {
+    nodes::delegate_job(net.ctx, r, nodes::quiet_logger());
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  CHECK(error.find(stranger + ": refused: submitted job: model file 'cnn' (model.file) is not registered at this "
+                   "node (its operator registers model files with --model NAME=PATH)") != std::string::npos);
+}
