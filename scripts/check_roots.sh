@@ -9,7 +9,7 @@
 #     CONFIG = "compiler flags…", e.g. "clang++ -O0 -march=x86-64", built in build/roots/<name>;
 #           or "preset:NAME", a CMake preset's build of tribunal in build/NAME, run under the
 #           emulator its toolchain names (e.g. preset:aarch64: arm64 under qemu-aarch64)
-#   JOBS="a.toml b.toml" scripts/check_roots.sh …   (default: the short MLP, GPT and CNN jobs)
+#   JOBS="a.toml b.toml" scripts/check_roots.sh …   (default: the short MLP, GPT, CNN and imported CNN jobs)
 #   RUNS="2 threads,simd" scripts/check_roots.sh …  (default: "1 thread,2 threads,resumed,simd")
 #
 # With no CONFIG it checks the full matrix: {g++, clang++} × {-O0, -O3} × {-march=x86-64, -march=native}.
@@ -18,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-read -r -a jobs <<<"${JOBS:-scenarios/jobs/short_mlp.toml scenarios/jobs/short_gpt.toml scenarios/jobs/short_cnn.toml}"
+read -r -a jobs <<<"${JOBS:-scenarios/jobs/short_mlp.toml scenarios/jobs/short_gpt.toml scenarios/jobs/short_cnn.toml scenarios/jobs/short_onnx_cnn.toml}"
 IFS=, read -r -a runs <<<"${RUNS:-1 thread,2 threads,resumed,simd}"
 if [ $# -eq 0 ]; then
   set --
@@ -36,12 +36,16 @@ while read -r file root; do
   golden[$file]=$root
 done <tests/fixtures/golden_roots.txt
 
+# The imported models' jobs (model.kind = "onnx") name their files; every run registers the fixtures.
+models=()
+for f in tests/fixtures/onnx/*.onnx; do models+=(--model "$(basename "$f" .onnx)=$f"); done
+
 emulator=()
 root_of() {  # tribunal JOB OUT_DIR [train options…] → the trajectory root of the run (stderr: its errors)
   local bin=$1 job=$2 out=$3
   shift 3
   # --no-eval: the held-out evaluation does not touch the trajectory (and is most of a GPT run under qemu).
-  "${emulator[@]}" "$bin" train "$job" --out "$out" --json --no-eval "$@" | tail -n1 |
+  "${emulator[@]}" "$bin" train "$job" --out "$out" --json --no-eval "${models[@]}" "$@" | tail -n1 |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["trajectory_root"])'
 }
 

@@ -10,6 +10,8 @@ cd "$2"
 device=$3
 shift 3
 [ $# -gt 0 ] || set -- tests/fixtures/golden_roots.txt
+models=()  # the imported models' jobs name their files (tests/fixtures/onnx/)
+for f in tests/fixtures/onnx/*.onnx; do models+=(--model "$(basename "$f" .onnx)=$f"); done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 status=0
@@ -17,7 +19,7 @@ for roots in "$@"; do
   while read -r job golden; do
     case $job in '' | '#'*) continue ;; esac
     # shellcheck disable=SC2086  # TRAIN_FLAGS is a list of flags
-    root=$("$bin" train "$job" --device "$device" ${TRAIN_FLAGS:-} --out "$tmp/$(basename "$job" .toml)" --json \
+    root=$("$bin" train "$job" --device "$device" "${models[@]}" ${TRAIN_FLAGS:-} --out "$tmp/$(basename "$job" .toml)" --json \
       --no-eval | tail -n1 | python3 -c 'import json, sys; print(json.load(sys.stdin)["trajectory_root"])')
     if [ "$root" = "$golden" ]; then
       echo "ok   $job on $device: $root (pinned)"

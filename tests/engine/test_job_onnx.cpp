@@ -1,0 +1,145 @@
+// Jobs of an imported model (model.kind = "onnx", docs/onnx.md): the fields read and refused, the model
+// file located by name in the node's registry (never a path from the job), its bytes in job_id, and
+// the importer's refusal surfaced with the job and the name.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "engine/error.h"
+#include "engine/job.h"
+#include "engine/model.h"
+#include "engine/state.h"
+#include "engine/step.h"
+#include "tests/engine/job_text.h"
+#include "tests/source_dir.h"
+#include "tests/temp_dir.h"
+
+using namespace tribunal;
+using namespace tribunal::jobtest;
+using tribunal::testing::TempDir;
+
+namespace {
+
+const char* kOnnx = R"([model]
+kind = "onnx"
+file = "cnn"
+input = "x"
+output = "logits"
+[data]
+dataset = "fashion-mnist"
+[train]
+seed = 1
+steps = 4
+batch_size = 8
+stride = 2
+[optimizer]
+kind = "adamw"
+lr = 0.001
+)";
+
+const std::filesystem::path kCnn = testing::source_dir() / "tests/fixtures/onnx/cnn.onnx";
+const DataShape kShape{60000, 784, 10, 0};
+
+JobSpec located(const std::string& text, const std::filesystem::path& model) {
+  JobSpec job = parse_job(text, "job.toml");
+  DataRegistry r = DataRegistry::debian();
+  r.add_model("cnn", model);
+  locate_model_files(job, r);
+  return job;
+}
+
+std::vector<char> read(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+}  // namespace
+
+TEST_CASE("an onnx job names its model file, input and output") {
+  const JobSpec job = parse_job(kOnnx, "job.toml");
+  CHECK(job.model.kind == ModelKind::Onnx);
+  CHECK(job.model.file == "cnn");
+  CHECK(job.model.input == "x");
+  CHECK(job.model.output == "logits");
+  CHECK(job.model.classes == 10);
+  CHECK(job.model.onnx == nullptr);  // imported only by locate_model_files, from the node's own registry
+
+  CHECK(error_of(replace(kOnnx, "file = \"cnn\"\n", "")) ==
+        "job.toml: model.kind = \"onnx\" needs model.file (a registered model file)");
+  CHECK(error_of(replace(kOnnx, "file = \"cnn\"", "file = \"../etc/model.onnx\""))
+            .find("model.file must name a registered model file") != std::string::npos);
+  CHECK(error_of(replace(kOnnx, "file = \"cnn\"", "file = \"cnn\"\ninit = \"pre\"")).find("init") !=
+        std::string::npos);
+  CHECK(error_of(replace(kOnnx, "file = \"cnn\"", "file = \"cnn\"\nwidths = [784, 10]")).find("widths") !=
+        std::string::npos);
+  CHECK(error_of(replace(kOnnx, "dataset = \"fashion-mnist\"", "dataset = \"text\"")) ==
+        "job.toml:7:11: data.dataset = \"text\" needs model.kind = \"gpt\"");
+}
+
+TEST_CASE("an onnx job's model is located by name, imported, and its bytes are in job_id") {
+  TempDir dir("onnxjob");
+  const JobSpec job = located(kOnnx, kCnn);
+  REQUIRE(job.model.onnx);
+  const std::vector<ParamSpec> params = model_params(job.model);
+  REQUIRE(params.size() == 6);  // the torch module's state_dict, in the file's order and layouts
+  CHECK(params[0].name == "conv1.weight");
+  CHECK(params[0].shape == Shape{8, 1, 3, 3});
+  CHECK(params[4].name == "fc.weight");
+  CHECK(params[4].shape == Shape{10, 784});  // nn.Linear's [out, in], read by linear with trans_b
+  CHECK(job_footprint(job).parameters == 9098);
+  const State s0 = initial_state(job);  // state 0 holds the file's initializers
+  CHECK(s0.tensors[4][0] == job.model.onnx->initializers().at("fc.weight").floats[0]);
+
+  // The same bytes under another path and name: the same id (the name is the node's, not the job's).
+  const auto copy = dir.path / "renamed.onnx";
+  std::filesystem::copy_file(kCnn, copy);
+  CHECK(job_id(located(kOnnx, copy), Digest{}, kShape) == job_id(job, Digest{}, kShape));
+  // One byte of one weight changed: another job.
+  std::vector<char> bytes = read(kCnn);
+  const std::vector<char> pattern = [&] {
+    const float w = job.model.onnx->initializers().at("fc.bias").floats[0];
+    std::vector<char> p(4);
+    std::memcpy(p.data(), &w, 4);
+    return p;
+  }();
+  const auto at = std::search(bytes.begin(), bytes.end(), pattern.begin(), pattern.end());
+  REQUIRE(at != bytes.end());
+  *at ^= 1;
+  const auto changed = dir.path / "changed.onnx";
+  std::ofstream(changed, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  const JobSpec other = located(kOnnx, changed);
+  CHECK(job_id(other, Digest{}, kShape) != job_id(job, Digest{}, kShape));
+  // The input and output names are part of the job too.
+  CHECK(job_id(located(replace(kOnnx, "input = \"x\"\n", ""), kCnn), Digest{}, kShape) !=
+        job_id(job, Digest{}, kShape));
+}
+
+TEST_CASE("an onnx job's model file: unregistered, unreadable or refused by the importer") {
+  TempDir dir("onnxbad");
+  JobSpec job = parse_job(kOnnx, "job.toml");
+  CHECK_THROWS_WITH_AS(locate_model_files(job, DataRegistry::debian()),
+                       "job.toml: model file 'cnn' (model.file) is not registered at this node (its operator "
+                       "registers model files with --model NAME=PATH)",
+                       EngineError);
+  CHECK_THROWS_WITH_AS(
+      job_id(job, Digest{}, kShape),
+      "job.toml: the model file 'cnn' (model.file) has not been located in this node's registry",
+      EngineError);
+  const auto junk = dir.path / "junk.onnx";
+  std::ofstream(junk) << "not a model";
+  try {
+    located(kOnnx, junk);
+    FAIL("a file that is not ONNX was imported");
+  } catch (const EngineError& e) {
+    CHECK(std::string(e.what()) ==
+          "job.toml (model.file 'cnn'): junk.onnx: not an ONNX model: the protobuf message does not parse");
+  }
+  // A graph output that is not the logits' name.
+  const JobSpec wrong = located(replace(kOnnx, "output = \"logits\"", "output = \"probabilities\""), kCnn);
+  CHECK_THROWS_WITH_AS(build_step_graph(wrong, kShape, 0, std::vector<int64_t>(8, 0)),
+                       "cnn.onnx: 'probabilities' is not a graph output (outputs: logits)", EngineError);
+}
