@@ -292,33 +292,33 @@ void write_safetensors(const fs::path& path, std::span<const NamedTensor> tensor
   write_safetensors_raw(path, raw, metadata);
 }
 
-void write_safetensors_raw(const fs::path& path, std::span<const RawTensor> tensors,
-                           const std::map<std::string, std::string>& metadata) {
+EncodedHeader encode_safetensors_header(const fs::path& path, std::span<const HeaderEntry> tensors,
+                                        const std::map<std::string, std::string>& metadata) {
   ordered_json header = ordered_json::object();
   if (!metadata.empty()) {
     ordered_json m = ordered_json::object();
     for (const auto& [k, v] : metadata) m[k] = v;
     header[kMetadataKey] = std::move(m);
   }
-  uint64_t offset = 0;
-  for (const RawTensor& t : tensors) {
-    if (t.name == kMetadataKey) fail(path, "tensor name \"__metadata__\" is reserved");
-    if (header.contains(t.name)) fail(path, fmt::format("duplicate tensor name \"{}\"", t.name));
+  EncodedHeader out;
+  for (const HeaderEntry& t : tensors) {
+    const std::string name(t.name);
+    if (name == kMetadataKey) fail(path, "tensor name \"__metadata__\" is reserved");
+    if (header.contains(name)) fail(path, fmt::format("duplicate tensor name \"{}\"", name));
     if (t.dtype != "F32" && t.dtype != "I64")
-      fail(path, fmt::format("tensor \"{}\": dtype \"{}\" is not F32 or I64", t.name, t.dtype));
-    uint64_t numel = 1;
+      fail(path, fmt::format("tensor \"{}\": dtype \"{}\" is not F32 or I64", name, t.dtype));
+    uint64_t bytes = t.dtype == "F32" ? 4 : 8;
     ordered_json shape = ordered_json::array();
     for (int64_t d : t.shape) {
-      if (d < 0) fail(path, fmt::format("tensor \"{}\" has a negative dimension", t.name));
-      numel *= static_cast<uint64_t>(d);
+      if (d < 0) fail(path, fmt::format("tensor \"{}\" has a negative dimension", name));
+      bytes *= static_cast<uint64_t>(d);
       shape.push_back(d);
     }
-    const uint64_t bytes = t.data.size();
-    if (bytes != numel * (t.dtype == "F32" ? 4u : 8u))
-      fail(path, fmt::format("tensor \"{}\": {} bytes for {} {} elements", t.name, bytes, numel, t.dtype));
-    header[t.name] = {
-        {"dtype", t.dtype}, {"shape", std::move(shape)}, {"data_offsets", {offset, offset + bytes}}};
-    offset += bytes;
+    header[name] = {{"dtype", std::string(t.dtype)},
+                    {"shape", std::move(shape)},
+                    {"data_offsets", {out.data_bytes, out.data_bytes + bytes}}};
+    out.sizes.push_back(bytes);
+    out.data_bytes += bytes;
   }
   std::string text;
   try {
@@ -326,10 +326,24 @@ void write_safetensors_raw(const fs::path& path, std::span<const RawTensor> tens
   } catch (const ordered_json::exception& e) {
     fail(path, fmt::format("cannot encode header (names and metadata must be UTF-8): {}", e.what()));
   }
-  text.append((8 - text.size() % 8) % 8, ' ');
-  uint8_t len_bytes[8];
+  text.append((8 - text.size() % 8) % 8, ' ');  // the data buffer starts 8-aligned
+  out.bytes.resize(8);
   for (int i = 0; i < 8; ++i)
-    len_bytes[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
+    out.bytes[static_cast<size_t>(i)] = static_cast<char>(static_cast<uint64_t>(text.size()) >> (8 * i));
+  out.bytes += text;
+  return out;
+}
+
+void write_safetensors_raw(const fs::path& path, std::span<const RawTensor> tensors,
+                           const std::map<std::string, std::string>& metadata) {
+  std::vector<HeaderEntry> entries;
+  for (const RawTensor& t : tensors) entries.push_back({t.name, t.dtype, t.shape});
+  const EncodedHeader header = encode_safetensors_header(path, entries, metadata);
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (tensors[i].data.size() != header.sizes[i])
+      fail(path,
+           fmt::format("tensor \"{}\": {} bytes for {} {} elements", tensors[i].name, tensors[i].data.size(),
+                       header.sizes[i] / (tensors[i].dtype == "F32" ? 4u : 8u), tensors[i].dtype));
 
   const fs::path tmp = fs::path(path.string() + ".tmp");
   Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
@@ -340,8 +354,7 @@ void write_safetensors_raw(const fs::path& path, std::span<const RawTensor> tens
     ::unlink(tmp.c_str());
     fail(path, fmt::format("{} {}: {}", what, tmp.string(), err));
   };
-  if (!write_all(fd.get(), len_bytes, 8) || !write_all(fd.get(), text.data(), text.size()))
-    abandon("cannot write");
+  if (!write_all(fd.get(), header.bytes.data(), header.bytes.size())) abandon("cannot write");
   for (const RawTensor& t : tensors) {
     if (!write_all(fd.get(), t.data.data(), t.data.size())) abandon("cannot write");
   }

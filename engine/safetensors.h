@@ -14,6 +14,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -42,6 +43,31 @@ struct RawTensor {
   std::vector<int64_t> shape;
   std::span<const std::byte> data;
 };
+
+/// One tensor of a safetensors header: its name, dtype ("F32" or "I64") and shape.
+struct HeaderEntry {
+  std::string_view name;
+  std::string_view dtype;
+  std::span<const int64_t> shape;
+};
+
+/// A file's start, everything before the tensors' data: the 8-byte little-endian header length, then
+/// the JSON header (`__metadata__` first when there is any, then each tensor's dtype, shape and
+/// data_offsets in order), padded with spaces so the data starts 8-aligned (the safetensors format,
+/// https://github.com/huggingface/safetensors). `sizes[i]` is tensor i's byte count, `data_bytes` their sum.
+struct EncodedHeader {
+  std::string bytes;
+  std::vector<uint64_t> sizes;
+  uint64_t data_bytes = 0;
+};
+
+/// Encodes the header of `tensors` (written, in that order, by the caller after it). Throws
+/// EngineError("<path>: <what>") on a reserved ("__metadata__") or duplicate name, another dtype, a
+/// negative dimension, or names and metadata that are not UTF-8. Shared by write_safetensors_raw and
+/// the streaming SafetensorsWriter (safetensors_writer.h).
+EncodedHeader encode_safetensors_header(const std::filesystem::path& path,
+                                        std::span<const HeaderEntry> tensors,
+                                        const std::map<std::string, std::string>& metadata);
 
 /// As write_safetensors, for tensors of either dtype. Throws EngineError("<path>: <what>") also on an
 /// unknown dtype or a data size that is not the shape's.

@@ -8,9 +8,9 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
-#include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "engine/safetensors.h"
 
 namespace tribunal {
 namespace {
@@ -38,40 +38,13 @@ bool write_all(int fd, const void* data, size_t n) {
 SafetensorsWriter::SafetensorsWriter(std::filesystem::path path, std::span<const StreamedTensor> tensors,
                                      const std::map<std::string, std::string>& metadata)
     : path_(std::move(path)), tmp_(path_.string() + ".tmp") {
-  using ordered_json = nlohmann::ordered_json;
-  ordered_json header = ordered_json::object();
-  if (!metadata.empty()) {
-    ordered_json m = ordered_json::object();
-    for (const auto& [k, v] : metadata) m[k] = v;
-    header["__metadata__"] = std::move(m);
-  }
-  for (const StreamedTensor& t : tensors) {
-    if (t.name == "__metadata__") fail(path_, "tensor name \"__metadata__\" is reserved");
-    if (header.contains(t.name)) fail(path_, fmt::format("duplicate tensor name \"{}\"", t.name));
-    uint64_t bytes = 4;
-    ordered_json shape = ordered_json::array();
-    for (int64_t d : t.shape) {
-      if (d < 0) fail(path_, fmt::format("tensor \"{}\" has a negative dimension", t.name));
-      bytes *= static_cast<uint64_t>(d);
-      shape.push_back(d);
-    }
-    header[t.name] = {
-        {"dtype", "F32"}, {"shape", std::move(shape)}, {"data_offsets", {total_, total_ + bytes}}};
-    total_ += bytes;
-  }
-  std::string text;
-  try {
-    text = header.dump();
-  } catch (const ordered_json::exception& e) {
-    fail(path_, fmt::format("cannot encode header (names and metadata must be UTF-8): {}", e.what()));
-  }
-  text.append((8 - text.size() % 8) % 8, ' ');  // the data buffer starts 8-aligned
-  uint8_t len_bytes[8];
-  for (int i = 0; i < 8; ++i)
-    len_bytes[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
+  std::vector<HeaderEntry> entries;
+  for (const StreamedTensor& t : tensors) entries.push_back({t.name, "F32", t.shape});
+  const EncodedHeader header = encode_safetensors_header(path_, entries, metadata);
+  total_ = header.data_bytes;
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) fail(path_, fmt::format("cannot create {}: {}", tmp_.string(), std::strerror(errno)));
-  if (!write_all(fd_, len_bytes, 8) || !write_all(fd_, text.data(), text.size())) {
+  if (!write_all(fd_, header.bytes.data(), header.bytes.size())) {
     const std::string err = std::strerror(errno);
     ::close(fd_);
     fd_ = -1;

@@ -76,7 +76,7 @@ TEST_CASE("bad job files are rejected with the place and the reason") {
         std::string::npos);
   CHECK(error_of(replace(kJob, "[784, 64, 10]", "[784, -3, 10]")).find("out of range") != std::string::npos);
   CHECK(error_of(replace(kJob, "\"mlp\"", "\"rnn\""))
-            .find("model.kind 'rnn' is not supported (supported: mlp, gpt, cnn)") != std::string::npos);
+            .find("model.kind 'rnn' is not supported (supported: mlp, gpt, cnn, onnx)") != std::string::npos);
 }
 
 TEST_CASE("the job must fit the data set") {
