@@ -31,6 +31,13 @@ nlohmann::json parity_config(const JobSpec& job, int64_t steps) {
              {"image_height", m.image_height},
              {"image_width", m.image_width},
              {"classes", m.classes}};
+  } else if (m.kind == ModelKind::Onnx) {
+    if (!m.onnx) throw EngineError(fmt::format("{}: the onnx model has not been imported", job.source));
+    model = {{"kind", "onnx"},
+             {"file", m.file},
+             {"input", m.input},
+             {"output", m.output},
+             {"params", m.onnx->params()}};
   } else {
     model = {{"kind", "mlp"}, {"widths", m.widths}};
   }
@@ -74,6 +81,24 @@ std::pair<Tensor, Tensor> step_batch(Trainer& trainer, const Dataset& train, int
   return {std::move(out[0]), std::move(out[1])};
 }
 
+std::vector<Tensor> step_dropout_masks(Trainer& trainer, int64_t t, std::vector<float>* ratios) {
+  const StepGraph g = trainer.step_graph(t);
+  std::vector<Tensor> masks;
+  if (ratios) ratios->clear();
+  for (const Node& n : g.nodes) {
+    if (n.op != OpKind::Dropout) continue;
+    // Dropout of ones: keepᵢ ? 1/(1−p) : 0, the factor the node multiplies xᵢ by (ops/registry.h).
+    Tensor ones(g.values.at(n.inputs.at(0)).shape);
+    for (float& v : ones.values()) v = 1.0f;
+    masks.emplace_back(ones.shape());
+    const Tensor* in[] = {&ones};
+    Tensor* res[] = {&masks.back()};
+    run_reference(OpKind::Dropout, n.attrs, in, res);
+    if (ratios) ratios->push_back(n.attrs.floats.at(0));
+  }
+  return masks;
+}
+
 void write_parity_export(const std::filesystem::path& path, Trainer& trainer, const Dataset& train,
                          int64_t steps) {
   const JobSpec& job = trainer.job();
@@ -84,12 +109,23 @@ void write_parity_export(const std::filesystem::path& path, Trainer& trainer, co
     owned.emplace_back(fmt::format("batch{}/inputs", t), std::move(inputs));
     owned.emplace_back(fmt::format("batch{}/labels", t), std::move(labels));
   }
+  nlohmann::json config = parity_config(job, steps);
+  if (job.model.kind == ModelKind::Onnx) {
+    std::vector<float> ratios;
+    for (int64_t t = 0; t < steps; ++t) {
+      std::vector<Tensor> masks = step_dropout_masks(trainer, t, t == 0 ? &ratios : nullptr);
+      for (size_t k = 0; k < masks.size(); ++k)
+        owned.emplace_back(fmt::format("batch{}/dropout{}", t, k), std::move(masks[k]));
+    }
+    config["model"]["dropout"] = nlohmann::json::array();
+    for (float r : ratios) config["model"]["dropout"].push_back(static_cast<double>(r));
+  }
   std::vector<NamedTensor> tensors;
   for (size_t p = 0; p < layout.num_params; ++p)
     tensors.push_back({"param/" + layout.names[p], &trainer.state().tensors.at(p)});
   for (const auto& [name, tensor] : owned) tensors.push_back({name, &tensor});
   const std::map<std::string, std::string> metadata = {{"format", "tribunal-parity-export-1"},
-                                                       {"config", parity_config(job, steps).dump()},
+                                                       {"config", config.dump()},
                                                        {"job_id", to_hex(trainer.job_id())}};
   write_safetensors(path, tensors, metadata);
 }

@@ -210,6 +210,77 @@ class Mlp(nn.Sequential):
 MODELS = {"gpt": Gpt, "cnn": Cnn, "mlp": Mlp}
 
 
+class OnnxTwin(nn.Module):
+    """An imported (onnx) job's model in torch: the very module of tools/onnx_export.py the ONNX file was
+    exported from, its parameters set from the file's initializers (onnx.numpy_helper), so it starts
+    from the job's state 0. Parameter names and layouts are torch's on both sides (the importer keeps
+    them), so nothing is transposed.
+
+    Dropout: torch's RNG cannot draw our masks (Philox, ops/pointwise.h), so each nn.Dropout is put in
+    eval mode and a forward hook multiplies its input by our factor for this step (the export's
+    batch<t>/dropout<k>: keepᵢ ? 1/(1−p) : 0; the k-th nn.Dropout in module order is the k-th Dropout
+    node of our graph). In float64 the factor is recomputed as keepᵢ / (1 − p) from the same keep."""
+
+    def __init__(self, cfg, onnx_path, module_cls, dtype=torch.float32):
+        super().__init__()
+        import onnx
+        from onnx import numpy_helper
+
+        graph = onnx.load(str(onnx_path)).graph
+        self.inner = module_cls().to(dtype)
+        inits = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+        named = dict(self.inner.named_parameters())
+        if sorted(named) != sorted(cfg["params"]):
+            raise ValueError(f"{onnx_path}: the job's parameters {cfg['params']} are not the module's {sorted(named)}")
+        with torch.no_grad():
+            for name, p in named.items():
+                w = inits[name]
+                if tuple(w.shape) != tuple(p.shape):
+                    raise ValueError(f"{onnx_path}: initializer {name} has shape {w.shape}, the module {tuple(p.shape)}")
+                p.copy_(torch.from_numpy(np.array(w, dtype=np.float32)).to(dtype))
+        inputs = [i for i in graph.input if i.name not in inits]
+        name = cfg.get("input") or inputs[0].name
+        dims = next(i for i in inputs if i.name == name).type.tensor_type.shape.dim
+        self.sample_shape = tuple(d.dim_value for d in dims[1:])
+        self.dropouts = [m for m in self.inner.modules() if isinstance(m, nn.Dropout)]
+        ratios = cfg.get("dropout", [])
+        if len(ratios) != len(self.dropouts) or any(abs(m.p - r) > 1e-7 for m, r in zip(self.dropouts, ratios)):
+            raise ValueError(f"our graph's dropout ratios {ratios} are not the module's {[m.p for m in self.dropouts]}")
+        self.dtype = dtype
+        self.factors = None
+        for k, m in enumerate(self.dropouts):
+            m.eval()
+            m.register_forward_hook(lambda mod, inp, out, k=k: inp[0] * self.factors[k])
+
+    def set_masks(self, masks):
+        """Our dropout factors of this step (float32 numpy arrays, one per nn.Dropout)."""
+        self.factors = []
+        for m, f in zip(self.dropouts, masks):
+            f = torch.from_numpy(f)
+            if self.dtype == torch.float32:
+                self.factors.append(f)
+            else:
+                p = float(np.float32(m.p))
+                self.factors.append((f != 0).to(self.dtype) / (1.0 - p))
+
+    def forward(self, x):
+        """x [B, features] -> the module's output on x reshaped to [B, graph input's dims after the batch]."""
+        return self.inner(x.reshape(x.shape[0], *self.sample_shape))
+
+    def train(self, mode=True):
+        super().train(mode)
+        for m in getattr(self, "dropouts", []):
+            m.eval()  # our masks replace torch's
+        return self
+
+    def our_params(self):
+        return [(n, p, False) for n, p in self.inner.named_parameters()]
+
+    @staticmethod
+    def prepare(inputs, labels):
+        return inputs, labels.long().reshape(-1)
+
+
 def build_model(cfg, params, dtype=torch.float32):
     """The model of `cfg` ("kind": "gpt" | "cnn" | "mlp") with our weights `params` (name -> numpy array)."""
     model = MODELS[cfg["kind"]](cfg).to(dtype)
@@ -261,9 +332,10 @@ def make_optimizer(model, opt_cfg):
 class Trainer:
     """Runs the job's steps in torch: forward, mean cross-entropy, backward, clip_grad_norm_, AdamW."""
 
-    def __init__(self, export, dtype=torch.float32):
+    def __init__(self, export, dtype=torch.float32, model=None):
+        """`model`: the torch model to train (an OnnxTwin); default build_model from the export."""
         self.cfg = export["config"]
-        self.model = build_model(self.cfg["model"], export["params"], dtype)
+        self.model = model if model is not None else build_model(self.cfg["model"], export["params"], dtype)
         self.opt = make_optimizer(self.model, self.cfg["optimizer"])
         self.dtype = dtype
 
@@ -330,13 +402,16 @@ def load_pytorch_optimizer(model, opt, optimizer_path, dtype=torch.float32):
 
 
 def read_export(path):
-    """A parity export: {"config": dict, "params": name -> array, "batches": [(inputs, labels)], ...}."""
+    """A parity export: {"config": dict, "params": name -> array, "batches": [(inputs, labels)], "masks":
+    [[dropout factor per Dropout node] per step] (onnx jobs; empty lists otherwise), ...}."""
     tensors, meta = read_safetensors(path)
     if meta.get("format") != "tribunal-parity-export-1":
         raise ValueError(f"{path}: not a tribunal parity export (format {meta.get('format')!r})")
     cfg = json.loads(meta["config"])
     params = {k[len("param/"):]: v for k, v in tensors.items() if k.startswith("param/")}
-    batches = []
+    batches, masks = [], []
     for t in range(cfg["steps"]):
         batches.append((tensors[f"batch{t}/inputs"], tensors[f"batch{t}/labels"]))
-    return {"config": cfg, "params": params, "batches": batches, "meta": meta}
+        masks.append([tensors[f"batch{t}/dropout{k}"] for k in range(len(cfg["model"].get("dropout", [])))]
+                     if cfg["model"]["kind"] == "onnx" else [])
+    return {"config": cfg, "params": params, "batches": batches, "masks": masks, "meta": meta}

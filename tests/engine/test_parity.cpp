@@ -1,9 +1,12 @@
-// PyTorch parity: our GPT and CNN compute the ML the user expects. tools/torch_parity.py ran the same
-// models in PyTorch (torch.nn modules, F.cross_entropy, clip_grad_norm_, torch.optim.AdamW) from our
-// initial weights on the batches our sampler chose, for every step of scenarios/jobs/parity_{gpt,cnn}.toml,
-// and wrote tests/fixtures/parity/{gpt,cnn}.safetensors; here our step graphs run the same jobs and are
-// compared with those fixtures. Regenerate them with tools/regen_parity_fixtures.sh (needs python3-torch;
-// this test does not).
+// PyTorch parity: our GPT and CNN, and the imported ONNX MLP and CNN, compute the ML the user expects.
+// tools/torch_parity.py ran the same models in PyTorch (torch.nn modules, F.cross_entropy,
+// clip_grad_norm_, torch.optim.AdamW) from our initial weights on the batches our sampler chose, for
+// every step of scenarios/jobs/parity_{gpt,cnn,onnx_mlp,onnx_cnn}.toml, and wrote
+// tests/fixtures/parity/<job>.safetensors; here our step graphs run the same jobs and are compared with
+// those fixtures. For the onnx jobs torch runs the very modules tools/onnx_export.py exported to
+// tests/fixtures/onnx/ (their initializers, checked bitwise equal to our state 0), and the MLP's dropout
+// uses our masks on both sides: torch's RNG cannot draw Philox's (docs/parity.md). Regenerate the
+// fixtures with tools/regen_parity_fixtures.sh (needs python3-torch and python3-onnx; this test does not).
 //
 // Tolerance. RepOps and PyTorch are both float32 but order their operations differently (blocked
 // BLAS sums vs our sequential fma chains and 32-lane reductions, Sleef/libm vs our exp/log/tanh), so
@@ -22,7 +25,8 @@
 //    of tok_emb[107, 27] at step 1 is 2.3e-4 off its float64 value) moves by a rounding-dependent
 //    amount. Measured on the GPT: torch float32 ends 6e-6 from the float64 trajectory, ours 2.2e-5
 //    from it and 2.8e-5 from torch (tok_emb; every other tensor ≤ 7e-6); on the CNN ours is 2e-6 from
-//    torch. The later steps' losses, which depend on every parameter, still agree to 1e-7.
+//    torch. The later steps' losses, which depend on every parameter, still agree to 1e-7. The onnx
+//    jobs are well inside all four (docs/parity.md has the numbers).
 // Every tolerance still catches a wrong op: the cases below scale one op kind's outputs by 1 + 1e-4 at
 // every step (the smallest resulting error is a gradient error of ~1e-4 = 10× kTolerance), or run a
 // LayerNorm with ε = 1e-6, attention scaled by 1/E, no clipping, or a learning rate 1 % off, and
@@ -64,6 +68,15 @@ std::filesystem::path source(const std::string& rel) {
   return tribunal::testing::source_dir() / rel;
 }
 
+/// Debian's data sets and the ONNX files of tools/onnx_export.py, by the names the parity_onnx_* jobs
+/// use (as `--model mlp=tests/fixtures/onnx/mlp.onnx` registers them on a node).
+DataRegistry parity_registry() {
+  DataRegistry registry = DataRegistry::debian();
+  for (const char* family : {"mlp", "cnn"})
+    registry.add_model(family, source(std::string("tests/fixtures/onnx/") + family + ".onnx"));
+  return registry;
+}
+
 struct Fixture {
   std::map<std::string, Tensor> tensors;
   std::map<std::string, std::string> metadata;
@@ -103,10 +116,11 @@ double max_abs(std::span<const float> x) {
 /// What one run of our step graphs yields for the comparison.
 struct OurRun {
   std::vector<float> losses;
-  Tensor logits;                        // step 0's
-  std::map<std::string, Tensor> grads;  // step 0's, before clipping, by parameter name
-  std::vector<Tensor> inputs, labels;   // each step's gathered batch
-  State state;                          // after the last step
+  Tensor logits;                             // step 0's
+  std::map<std::string, Tensor> grads;       // step 0's, before clipping, by parameter name
+  std::vector<Tensor> inputs, labels;        // each step's gathered batch
+  std::vector<std::vector<Tensor>> dropout;  // each step's dropout factors, per Dropout node
+  State state;                               // after the last step
 };
 
 /// Edits a step graph before it runs (to make a wrong op on purpose).
@@ -132,7 +146,16 @@ OurRun run_ours(const JobSpec& job, const Dataset& train, int64_t steps, ThreadP
     for (size_t n = 0; n < g.nodes.size(); ++n)
       for (ValueId v : g.nodes[n].outputs) producer[v] = n;
     r.losses.push_back(executor.value(g.loss)[0]);
+    r.dropout.emplace_back();
     for (const Node& n : g.nodes) {
+      if (n.op == OpKind::Dropout) {  // the factor it multiplied by: the node's kernel on ones
+        Tensor ones(g.values.at(n.inputs.at(0)).shape), factor(ones.shape());
+        for (float& v : ones.values()) v = 1.0f;
+        const Tensor* in[] = {&ones};
+        Tensor* out[] = {&factor};
+        run_reference(OpKind::Dropout, n.attrs, in, out);
+        r.dropout.back().push_back(std::move(factor));
+      }
       if (n.op == OpKind::Gather && n.inputs[0] == g.data_inputs.at(0))
         r.inputs.push_back(executor.value(n.outputs[0]));
       if (n.op == OpKind::Gather && n.inputs[0] == g.data_inputs.at(1))
@@ -205,7 +228,7 @@ Executor::NodeHook scale_outputs_of(const StepGraph* const* graph, OpKind kind) 
 
 void check_parity(const std::string& model, const std::vector<OpKind>& perturbed_kinds,
                   const std::vector<std::pair<std::string, GraphEdit>>& wrong_graphs) {
-  const JobSpec job = load_job(source("scenarios/jobs/parity_" + model + ".toml"));
+  const JobSpec job = load_job(source("scenarios/jobs/parity_" + model + ".toml"), parity_registry());
   ThreadPool pool(2);
   const Dataset train = load_dataset(job, Split::Train, pool);
   const Fixture fx = load_fixture(model);
@@ -224,6 +247,14 @@ void check_parity(const std::string& model, const std::vector<OpKind>& perturbed
     REQUIRE(ours.labels.at(t).shape() == yi.shape());
     CHECK(std::memcmp(ours.inputs[t].data(), xi.data(), xi.bytes().size()) == 0);
     CHECK(std::memcmp(ours.labels[t].data(), yi.data(), yi.bytes().size()) == 0);
+    // An imported model's dropout: torch applied the masks our Dropout nodes draw (fed to it).
+    for (size_t k = 0; k < ours.dropout.at(t).size(); ++k) {
+      const Tensor& mi = fx.at("batch" + std::to_string(t) + "/dropout" + std::to_string(k));
+      REQUIRE(ours.dropout[t][k].shape() == mi.shape());
+      CHECK(std::memcmp(ours.dropout[t][k].data(), mi.data(), mi.bytes().size()) == 0);
+    }
+    CHECK(fx.tensors.count("batch" + std::to_string(t) + "/dropout" +
+                           std::to_string(ours.dropout[t].size())) == 0);
   }
 
   // The trainer's own steps give exactly the state this replay of them gives.
@@ -274,6 +305,14 @@ GraphEdit set_float_attr(OpKind kind, size_t index, float value) {
   };
 }
 
+/// Sets float attribute `index` of every node of `forward` or `backward` to `value`.
+GraphEdit set_float_attr_both(OpKind forward, OpKind backward, size_t index, float value) {
+  return [=](StepGraph& g) {
+    for (Node& n : g.nodes)
+      if (n.op == forward || n.op == backward) n.attrs.floats.at(index) = value;
+  };
+}
+
 /// Multiplies float attribute `index` of every node of `kind` by `factor`.
 GraphEdit scale_float_attr(OpKind kind, size_t index, float factor) {
   return [=](StepGraph& g) {
@@ -304,6 +343,34 @@ TEST_CASE("CNN matches PyTorch: losses, logits, gradients and parameters after t
   check_parity("cnn",
                {OpKind::Conv2d, OpKind::Relu, OpKind::MaxPool2d, OpKind::Linear, OpKind::Conv2dBackwardInput,
                 OpKind::Conv2dBackwardWeight, OpKind::Conv2dBackwardBias, OpKind::MaxPool2dBackward},
+               {{"no clipping", set_float_attr(OpKind::ClipCoefficient, 0, 1e30f)},
+                {"adamw lr × 1.01", scale_float_attr(OpKind::AdamW, 0, 1.01f)}});
+}
+
+// Imported models (docs/onnx.md): the MLP and CNN of tools/onnx_export.py, exported from torch with
+// torch's own initialization (tests/fixtures/onnx/), trained through our step graphs of the lowered
+// ONNX graph, against the very same torch modules started from the file's initializers. The MLP's
+// Dropout(0.1) uses our masks on both sides (tools/parity_torch.py OnnxTwin).
+TEST_CASE("Imported ONNX MLP (with dropout) matches PyTorch: losses, logits, gradients and parameters") {
+  check_parity(
+      "onnx_mlp",
+      {OpKind::Linear, OpKind::Relu, OpKind::Dropout, OpKind::Matmul, OpKind::SumRows, OpKind::ReluBackward,
+       OpKind::DropoutBackward},
+      {{"dropout masks of the next step",
+        [](StepGraph& g) {
+          for (Node& n : g.nodes)
+            if (n.op == OpKind::Dropout || n.op == OpKind::DropoutBackward) ++n.attrs.ints.at(1);
+        }},
+       {"dropout ratio 0.11", set_float_attr_both(OpKind::Dropout, OpKind::DropoutBackward, 0, 0.11f)},
+       {"no clipping", set_float_attr(OpKind::ClipCoefficient, 0, 1e30f)},
+       {"adamw lr × 1.01", scale_float_attr(OpKind::AdamW, 0, 1.01f)}});
+}
+
+TEST_CASE("Imported ONNX CNN matches PyTorch: losses, logits, gradients and parameters after the steps") {
+  check_parity("onnx_cnn",
+               {OpKind::Reshape, OpKind::Conv2d, OpKind::Relu, OpKind::MaxPool2d, OpKind::Linear,
+                OpKind::Conv2dBackwardInput, OpKind::Conv2dBackwardWeight, OpKind::Conv2dBackwardBias,
+                OpKind::MaxPool2dBackward, OpKind::ReluBackward, OpKind::Matmul, OpKind::SumRows},
                {{"no clipping", set_float_attr(OpKind::ClipCoefficient, 0, 1e30f)},
                 {"adamw lr × 1.01", scale_float_attr(OpKind::AdamW, 0, 1.01f)}});
 }
