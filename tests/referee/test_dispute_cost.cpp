@@ -16,8 +16,17 @@ using namespace tribunal;
 
 namespace {
 
+// The shipped data sets and the imported models' files (an onnx job's model.file, tests/fixtures/onnx/).
+DataRegistry registry() {
+  DataRegistry r = DataRegistry::debian();
+  for (const char* name : {"mlp", "cnn"})
+    r.add_model(name,
+                tribunal::testing::source_dir() / "tests/fixtures/onnx" / (std::string(name) + ".onnx"));
+  return r;
+}
+
 JobSpec job_of(const std::string& file) {
-  return load_job(tribunal::testing::source_dir() / "scenarios/jobs" / file);
+  return load_job(tribunal::testing::source_dir() / "scenarios/jobs" / file, registry());
 }
 
 // Measured on the job's built step graph 0.
@@ -57,7 +66,7 @@ JobSpec variant(const std::string& file, const std::vector<std::pair<std::string
     s.replace(at, from.size(), to);
   }
   JobSpec job = parse_job(s, file + " (variant)");
-  locate_data(job, DataRegistry::debian());
+  locate_data(job, registry());
   return job;
 }
 
@@ -152,6 +161,9 @@ TEST_CASE("the cost derived from the job text equals the cost measured on its bu
         {"batch_size = 4", "batch_size = 4\nshards = 2"}}},
       {"short_gpt_rlog.toml", {{"batch_size = 4", "batch_size = 4\nshards = 2"}}},
       {"sharded_gpt.toml", {{"shards = 6", "shards = 3"}}},
+      // Imported models: the sketch lowers one shard of the file's graph (dropout sites included).
+      {"short_onnx_cnn.toml", {{"batch_size = 16", "batch_size = 16\nshards = 4"}}},
+      {"parity_onnx_mlp.toml", {{"batch_size = 16", "batch_size = 16\nshards = 2"}}},
   };
   for (const auto& v : variants) {
     const std::string& file = v.first;
