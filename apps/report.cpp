@@ -16,6 +16,7 @@ struct ReportSettings {
   std::string verdict, referee_key, dispute_log;
   std::filesystem::path store, out = "report.html";
   std::vector<std::filesystem::path> checkpoints;
+  DataRegistry weights;  ///< --model / --weights: an imported model's file, to draw its located step
 };
 
 std::vector<uint8_t> read_bytes(const std::filesystem::path& file) {
@@ -29,6 +30,7 @@ int run_report(const ReportSettings& s) {
   if (s.checkpoints.size() > 2) throw UsageError("--checkpoints takes one directory per claim, two at most");
   ReportInput in;
   in.verdict = read_bytes(s.verdict);
+  in.models = s.weights;
   if (!s.referee_key.empty()) in.referee_key = public_key_arg("--referee-key", s.referee_key);
   const Envelope env = open_envelope(in.verdict);
   if (env.kind != MessageKind::Verdict) throw ProtocolError(s.verdict + ": not a verdict");
@@ -92,6 +94,7 @@ Command add_report(CLI::App& root) {
       "a claim's checkpoints (a provider's --store, or its <job id> directory), claim 0 first: the loss "
       "curves");
   app->add_option("--out", s->out, "the HTML file to write")->type_name("FILE")->default_str("report.html");
+  add_weights(*app, s->weights);  // an onnx job's --model: its located step's graph is built from the file
   return {app, [s] { return run_report(*s); }};
 }
 

@@ -23,11 +23,12 @@ constexpr const char* kNoStoredRounds =
 }  // namespace
 
 DisputePages::DisputePages(RefereeStore& store, PublicKey referee, Logger log, MetricsRegistry& metrics,
-                           PageLimits limits)
+                           PageLimits limits, DataRegistry models)
     : store_(store),
       referee_(referee),
       log_(std::move(log)),
       limits_(limits),
+      models_(std::move(models)),
       rendered_(metrics.counter(
           "tribunal_referee_pages_rendered_total",
           "Dispute pages rendered from the store (a page kept rendered is not counted again).")),
@@ -66,6 +67,7 @@ HttpResponse DisputePages::page(const Digest& id, const HttpRequest& request) {
   ReportInput in;
   in.verdict = std::move(*verdict);
   in.referee_key = referee_;
+  in.models = models_;
   in.events = store_.events(id);
   if (in.events.empty()) in.no_rounds = kNoStoredRounds;
   // The record (while kept) is the largest read: skipped when nobody waits for the page.

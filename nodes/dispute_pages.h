@@ -36,8 +36,9 @@ class DisputePages {
  public:
   /// `store` must outlive this object. `referee` is the key the pages check verdicts against.
   /// Registers tribunal_referee_pages_rendered_total and tribunal_referee_pages_skipped_total in `metrics`.
+  /// `models`: the referee's registered model files, from which an imported model's located step is drawn.
   DisputePages(RefereeStore& store, PublicKey referee, Logger log, MetricsRegistry& metrics,
-               PageLimits limits = {});
+               PageLimits limits = {}, DataRegistry models = {});
   /// Drops the requests not yet started and waits for the one rendering.
   ~DisputePages();
   DisputePages(const DisputePages&) = delete;
@@ -59,6 +60,7 @@ class DisputePages {
   PublicKey referee_;
   Logger log_;
   PageLimits limits_;
+  DataRegistry models_;
   Counter& rendered_;
   Counter& skipped_;
   std::atomic<size_t> queued_{0};

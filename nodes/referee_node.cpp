@@ -103,7 +103,9 @@ RefereeNode::RefereeNode(NetContext& ctx, KeyPair key, RefereeNodeOptions option
       log_(std::move(log)),
       workers_(std::make_unique<Workers>(options_.workers)),
       store_(open_store(options_, key_)),
-      pages_(store_ ? std::make_unique<DisputePages>(*store_, key_.public_key, log_, metrics_) : nullptr),
+      pages_(store_ ? std::make_unique<DisputePages>(*store_, key_.public_key, log_, metrics_, PageLimits{},
+                                                     options_.dispute.weights)
+                    : nullptr),
       policy_(std::move(providers)),
       admission_([&] {
         AdmissionLimits a;

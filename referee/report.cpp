@@ -228,9 +228,17 @@ std::string dispute_report_html(const ReportInput& in) {
     for (size_t k = 1; k < cps.size(); ++k)
       if (cps[k - 1] <= v.step && v.step < cps[k]) interval = k;
   StepGraph g;
-  if (level >= 3)
-    g = build_step_graph(job, shape, static_cast<int64_t>(v.step),
-                         std::vector<int64_t>(static_cast<size_t>(job.batch_size), 0));
+  std::string no_graph;  // why the located step's graph cannot be drawn
+  if (level >= 3) {
+    try {  // an imported model's graph is in its file: drawn only where the file is registered
+      JobSpec located = job;
+      locate_model_files(located, in.models);
+      g = build_step_graph(located, shape, static_cast<int64_t>(v.step),
+                           std::vector<int64_t>(static_cast<size_t>(located.batch_size), 0));
+    } catch (const EngineError& e) {
+      no_graph = e.what();
+    }
+  }
 
   report_svg::Narrowing n;
   n.checkpoints = cps;
@@ -364,6 +372,10 @@ std::string dispute_report_html(const ReportInput& in) {
         b += "</table>";
       }
     }
+  } else if (level >= 3) {
+    b += fmt::format(
+        R"(<p class="absent">Node {} ({}) of step {} was located; its graph is not drawn here: {}</p>)",
+        v.node, op, v.step, escape(no_graph));
   } else {
     b += fmt::format(R"(<p class="absent">The dispute ended at level {}, before a node was located.</p>)",
                      level);

@@ -39,6 +39,10 @@ struct ReportInput {
   std::vector<DisputeInput> record;
   /// Each party's losses at its checkpoints (claim order), e.g. read_checkpoint_losses() of its store.
   std::array<std::vector<LossPoint>, 2> losses;
+  /// The model files (and initial weights) of the node drawing the page (--model, --weights): an
+  /// imported model's step graph is built from its file; without it the located node is named but
+  /// its graph is not drawn.
+  DataRegistry models;
 };
 
 /// The page. Throws ProtocolError when the verdict envelope does not open (malformed or its signature

@@ -5,7 +5,10 @@
 // a provider that does not hold the model file refuses the job, naming it, before anything trains.
 #include <doctest/doctest.h>
 
+#include <fmt/format.h>
+
 #include "engine/step.h"
+#include "referee/report.h"
 #include "tests/nodes/network.h"
 
 using namespace tribunal;
@@ -76,6 +79,22 @@ TEST_CASE("an imported model's dispute: the honest provider wins against a corru
     CHECK(v.node == static_cast<uint64_t>(node));
     CHECK(o.accepted);
     CHECK(o.winner == 1);
+    // The verdict's page draws the located node of the imported graph where the file is registered,
+    // and still names it where it is not.
+    ReportInput with_model;
+    with_model.verdict = o.verdicts[0];
+    with_model.models = r.datasets;
+    const std::string page = dispute_report_html(with_model);
+    CHECK(page.find(fmt::format("node {} ({})", node, op_name(g.nodes[static_cast<size_t>(node)].op))) !=
+          std::string::npos);
+    CHECK(page.find("<h2>The located op</h2>") != std::string::npos);
+    ReportInput without;
+    without.verdict = o.verdicts[0];
+    const std::string bare = dispute_report_html(without);
+    CHECK(bare.find("<h2>The located op</h2>") == std::string::npos);
+    CHECK(bare.find(fmt::format("Node {} ({}) of step {} was located; its graph is not drawn here: ", node,
+                                op_name(g.nodes[static_cast<size_t>(node)].op), step)) != std::string::npos);
+    CHECK(bare.find("model file &#39;cnn&#39; (model.file) is not registered") != std::string::npos);
   }
 }
 
@@ -94,6 +113,7 @@ TEST_CASE("an imported model's job is refused by a provider that does not hold t
   } catch (const std::exception& e) {
     error = e.what();
   }
-  CHECK(error.find(stranger + ": refused: submitted job: model file 'cnn' (model.file) is not registered at this "
+  CHECK(error.find(stranger +
+                   ": refused: submitted job: model file 'cnn' (model.file) is not registered at this "
                    "node (its operator registers model files with --model NAME=PATH)") != std::string::npos);
 }
