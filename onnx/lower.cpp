@@ -506,6 +506,11 @@ class Lowerer {
           node, fmt::format("kernel_shape {}, strides {}, pads {} (only a 2×2 window, stride 2, no padding, "
                             "floor mode)",
                             dims_str(kernel), dims_str(strides), dims_str(pads)));
+    // ONNX's floor mode drops an odd last row or column; RepOps MaxPool2d covers the input exactly.
+    const auto x = dims_of(input(node, 0), &node);
+    if (x.size() != 4 || x[2] % 2 != 0 || x[3] % 2 != 0)
+      unsupported(node, fmt::format("an input of shape {} (MaxPool needs [N, C, H, W] with H and W even)",
+                                    dims_str(x)));
     define(node, 0, emit_one(OpKind::MaxPool2d, {}, {runtime(input(node, 0), &node)}, node.name, &node));
   }
 
