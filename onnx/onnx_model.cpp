@@ -19,6 +19,10 @@ namespace {
 // TensorProto.DataType codes (onnx.proto).
 constexpr int32_t kFloat = 1, kUint8 = 2, kInt8 = 3, kInt32 = 6, kInt64 = 7, kBool = 9;
 
+bool is_external(const onnx::TensorProto& t) {
+  return t.data_location() == onnx::TensorProto::EXTERNAL || t.external_data_size() > 0;
+}
+
 struct Reader {
   const std::string& source;
   const OnnxLimits& limits;
@@ -63,12 +67,35 @@ struct Reader {
     return out;
   }
 
+  [[noreturn]] void fail_external(const std::string& what) const {
+    fail(
+        fmt::format("{} keeps its data in an external file: a model file must hold all its data (a job never "
+                    "names a path)",
+                    what));
+  }
+
+  /// A name the model gives (`kind` says whose), refused when longer than max_name_bytes; the message
+  /// quotes only its start.
+  void check_name(const std::string& name, const char* kind) const {
+    if (name.size() <= limits.max_name_bytes) return;
+    fail(fmt::format("{} '{}…' is {} bytes long, more than the {} a name may be", kind, name.substr(0, 32),
+                     name.size(), limits.max_name_bytes));
+  }
+  void check_names(const onnx::GraphProto& g) const {
+    for (const auto& n : g.node()) {
+      check_name(n.name(), "node name");
+      for (const auto& v : n.input()) check_name(v, "value name");
+      for (const auto& v : n.output()) check_name(v, "value name");
+      for (const auto& a : n.attribute()) check_name(a.name(), "attribute name");
+    }
+    for (const auto& t : g.initializer()) check_name(t.name(), "initializer name");
+    for (const auto& v : g.input()) check_name(v.name(), "graph input name");
+    for (const auto& v : g.output()) check_name(v.name(), "graph output name");
+    for (const auto& v : g.value_info()) check_name(v.name(), "value name");
+  }
+
   OnnxConstant tensor(const onnx::TensorProto& t, const std::string& what) {
-    if (t.data_location() == onnx::TensorProto::EXTERNAL || t.external_data_size() > 0)
-      fail(fmt::format(
-          "{} keeps its data in an external file: a model file must hold all its data (a job never "
-          "names a path)",
-          what));
+    if (is_external(t)) fail_external(what);
     OnnxConstant c;
     c.dims = dims_of(t, what);
     const auto n = static_cast<size_t>(c.elements());
@@ -194,7 +221,10 @@ OnnxModel OnnxModel::parse(std::span<const std::byte> bytes, const std::string& 
         static_cast<int>(std::min<uint64_t>(limits.max_file_bytes, std::numeric_limits<int>::max())));
     in.SetRecursionLimit(limits.max_nesting);
     if (!proto.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
-      r.fail("not an ONNX model: the protobuf message does not parse");
+      r.fail(fmt::format(
+          "not an ONNX model: the protobuf message does not parse (malformed, truncated, or messages "
+          "nested deeper than {})",
+          limits.max_nesting));
   }
   const onnx::GraphProto& g = proto.graph();
   if (g.node_size() > limits.max_nodes)
@@ -204,6 +234,27 @@ OnnxModel OnnxModel::parse(std::span<const std::byte> bytes, const std::string& 
     r.fail(fmt::format("the graph has {} initializers, more than the {} a model may", g.initializer_size(),
                        limits.max_initializers));
   if (g.sparse_initializer_size() > 0) r.fail("sparse initializers are not supported");
+  // Before ONNX's checker and shape inference see the model: names bounded, and no tensor that
+  // points at a file (the checker resolves external data against a directory; nothing here may).
+  r.check_names(g);
+  for (const auto& t : g.initializer())
+    if (is_external(t)) r.fail_external(fmt::format("initializer '{}'", t.name()));
+  // Subgraphs (If, Loop, Scan bodies) too: the importer never lowers them, so ONNX's checker and
+  // shape inference need not walk them; nor nodes of other operator domains.
+  for (const auto& n : g.node()) {
+    if (!n.domain().empty() && n.domain() != "ai.onnx")
+      r.fail(fmt::format("node '{}' ({}) is in operator domain '{}' (only the default domain ai.onnx)",
+                         n.name(), n.op_type(), n.domain()));
+    for (const auto& a : n.attribute()) {
+      if (a.has_t() && is_external(a.t()))
+        r.fail_external(fmt::format("node '{}' ({}) attribute '{}'", n.name(), n.op_type(), a.name()));
+      if (a.has_g() || a.graphs_size() > 0)
+        r.fail(
+            fmt::format("node '{}' ({}) attribute '{}' is a graph: subgraphs (If, Loop, Scan) are not "
+                        "supported",
+                        n.name(), n.op_type(), a.name()));
+    }
+  }
   if (proto.functions_size() > 0) r.fail("model-local functions are not supported");
 
   OnnxModel m;

@@ -35,7 +35,8 @@ struct OnnxLimits {
   int max_rank = 8;                           ///< of any tensor, initializer or declared value
   int64_t min_opset = 13;                     ///< the default domain's opset range the importer knows
   int64_t max_opset = 17;
-  int max_nesting = 64;  ///< protobuf's recursion limit (messages inside messages)
+  int max_nesting = 64;         ///< protobuf's recursion limit (messages inside messages)
+  size_t max_name_bytes = 256;  ///< of any node, value or initializer name (torch's are < 100)
 };
 
 /// A tensor whose values the importer knows: an initializer, a Constant's value or a folded shape
@@ -85,8 +86,9 @@ class OnnxModel {
   /// Parses `bytes` (a whole .onnx file; `source` names it in errors) under `limits`, runs
   /// onnx::checker::check_model and strict shape inference, and refuses what the importer never
   /// reads: an opset outside [min_opset, max_opset], another operator domain, external data (a
-  /// model must not name a local file), subgraph attributes, sparse initializers, a tensor of
-  /// another element type. Throws OnnxError saying what and where.
+  /// model must not name a local file: refused before anything else reads the tensors), subgraph
+  /// attributes, sparse initializers, a tensor of another element type, a name longer than
+  /// max_name_bytes. Throws OnnxError saying what and where.
   static OnnxModel parse(std::span<const std::byte> bytes, const std::string& source,
                          const OnnxLimits& limits = {});
 

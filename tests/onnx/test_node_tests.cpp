@@ -87,7 +87,8 @@ std::string category(const std::string& reason) {
       contains(reason, "the importer reads float"))
     return "element type not supported";
   if (contains(reason, "RepOps tensors have rank")) return "rank above RepOps' 4";
-  if (contains(reason, "attributes of this kind")) return "graph (subgraph) or list attribute";
+  if (contains(reason, "attributes of this kind") || contains(reason, "is a graph: subgraphs"))
+    return "graph (subgraph) or list attribute";
   if (contains(reason, "the importer needs it constant")) return "an input the importer needs constant";
   if (contains(reason, "training mode")) return "Dropout in training mode (RepOps' own mask)";
   if (contains(reason, "which no supported node produced")) return "optional output not computed";
