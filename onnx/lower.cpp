@@ -310,9 +310,11 @@ class Lowerer {
   }
   /// Refuses every attribute of `node` outside `known`.
   void only_attributes(const OnnxNode& node, std::initializer_list<const char*> known) const {
-    for (const auto& [name, a] : node.attributes)
+    for (const auto& entry : node.attributes) {  // no structured binding: clang cannot capture one
+      const std::string& name = entry.first;
       if (std::none_of(known.begin(), known.end(), [&](const char* k) { return name == k; }))
         unsupported(node, fmt::format("attribute '{}'", name));
+    }
   }
   const std::string& input(const OnnxNode& node, size_t i) const {
     static const std::string none;

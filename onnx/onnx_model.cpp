@@ -241,18 +241,30 @@ OnnxModel OnnxModel::parse(std::span<const std::byte> bytes, const std::string& 
     if (is_external(t)) r.fail_external(fmt::format("initializer '{}'", t.name()));
   // Subgraphs (If, Loop, Scan bodies) too: the importer never lowers them, so ONNX's checker and
   // shape inference need not walk them; nor nodes of other operator domains.
-  for (const auto& n : g.node()) {
+  for (int i = 0; i < g.node_size(); ++i) {
+    const auto& n = g.node(i);
+    const std::string name = n.name().empty() ? fmt::format("#{}", i) : n.name();  // as OnnxNode::name
     if (!n.domain().empty() && n.domain() != "ai.onnx")
-      r.fail(fmt::format("node '{}' ({}) is in operator domain '{}' (only the default domain ai.onnx)",
-                         n.name(), n.op_type(), n.domain()));
+      r.fail(fmt::format("node '{}' ({}) is in operator domain '{}' (only the default domain ai.onnx)", name,
+                         n.op_type(), n.domain()));
     for (const auto& a : n.attribute()) {
       if (a.has_t() && is_external(a.t()))
-        r.fail_external(fmt::format("node '{}' ({}) attribute '{}'", n.name(), n.op_type(), a.name()));
+        r.fail_external(fmt::format("node '{}' ({}) attribute '{}'", name, n.op_type(), a.name()));
+      // ONNX's Conv/Pool shape inference divides by a stride unchecked (a stride of 0 is SIGFPE in
+      // libonnx 1.12, found by tests/fuzz/fuzz_onnx_import): every stride, dilation and kernel size
+      // is positive in ONNX's operator definitions, so anything else is refused before inference.
+      if (a.name() == "strides" || a.name() == "dilations" || a.name() == "kernel_shape")
+        for (int64_t v : a.ints())
+          if (v < 1)
+            r.fail(
+                fmt::format("node '{}' ({}) attribute '{}' holds {}: strides, dilations and kernel sizes "
+                            "must be positive",
+                            name, n.op_type(), a.name(), v));
       if (a.has_g() || a.graphs_size() > 0)
         r.fail(
             fmt::format("node '{}' ({}) attribute '{}' is a graph: subgraphs (If, Loop, Scan) are not "
                         "supported",
-                        n.name(), n.op_type(), a.name()));
+                        name, n.op_type(), a.name()));
     }
   }
   if (proto.functions_size() > 0) r.fail("model-local functions are not supported");

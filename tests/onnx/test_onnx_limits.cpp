@@ -11,11 +11,14 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "onnx/lower.h"
+#include "tests/source_dir.h"
 
 namespace tribunal {
 namespace {
@@ -89,6 +92,17 @@ TEST_CASE("the model every refusal below starts from is accepted") {
   onnx::ModelProto m = relu_model();
   add_initializer(m, "w", {2, 3});
   CHECK(refusal(m).empty());
+}
+
+TEST_CASE("the committed fixtures import under the default limits (names included)") {
+  for (const char* name : {"mlp.onnx", "cnn.onnx"}) {
+    CAPTURE(name);
+    std::ifstream in(testing::source_dir() / "tests/fixtures/onnx" / name, std::ios::binary);
+    REQUIRE(in);
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    CHECK(refusal(bytes.str(), {}, true).empty());
+  }
 }
 
 TEST_CASE("a file larger than max_file_bytes is refused before it is parsed") {
@@ -311,6 +325,33 @@ TEST_CASE("MaxPool on an odd H or W is refused naming the node") {
   // The even shape lowers.
   set_dims(g->mutable_input(0), {1, 1, 4, 4});
   CHECK(refusal(m, {}, true).empty());
+}
+
+TEST_CASE("a stride, dilation or kernel size below 1 is refused before ONNX's shape inference") {
+  // A Conv with strides [0, 1]: libonnx 1.12's shape inference divides by it (SIGFPE), found by
+  // tests/fuzz/fuzz_onnx_import.
+  for (const char* attribute : {"strides", "dilations", "kernel_shape"}) {
+    CAPTURE(attribute);
+    onnx::ModelProto m = relu_model();
+    auto* g = m.mutable_graph();
+    auto* shape = g->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+    shape->Clear();
+    for (int64_t d : {1, 1, 4, 4}) shape->add_dim()->set_dim_value(d);
+    g->mutable_output(0)->mutable_type()->mutable_tensor_type()->clear_shape();
+    add_initializer(m, "w", {1, 1, 3, 3});
+    auto* n = g->mutable_node(0);
+    n->set_op_type("Conv");
+    n->set_name("conv");
+    n->add_input("w");
+    auto* a = n->add_attribute();
+    a->set_name(attribute);
+    a->set_type(onnx::AttributeProto::INTS);
+    a->add_ints(std::string(attribute) == "kernel_shape" ? 3 : 0);
+    a->add_ints(std::string(attribute) == "kernel_shape" ? -3 : 1);
+    CHECK(says(refusal(m), fmt::format("m.onnx: node 'conv' (Conv) attribute '{}' holds {}: strides, "
+                                       "dilations and kernel sizes must be positive",
+                                       attribute, std::string(attribute) == "kernel_shape" ? -3 : 0)));
+  }
 }
 
 TEST_CASE("names longer than max_name_bytes are refused, quoting only their start") {
