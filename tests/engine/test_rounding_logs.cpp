@@ -72,12 +72,13 @@ TEST_CASE("the default tau of every op kind") {
                               OpKind::EmbeddingBackward,
                               OpKind::LayerNorm,
                               OpKind::LayerNormBackward,
-                              OpKind::SoftmaxBackward};
+                              OpKind::SoftmaxBackward,
+                              OpKind::SumToShape};
   const std::set<OpKind> exact{
       OpKind::Gather,       OpKind::Reshape,         OpKind::Add,        OpKind::Relu,
       OpKind::ReluBackward, OpKind::Embedding,       OpKind::SplitHeads, OpKind::MergeHeads,
       OpKind::Dropout,      OpKind::DropoutBackward, OpKind::MaxPool2d,  OpKind::MaxPool2dBackward,
-      OpKind::Scale};
+      OpKind::Scale,        OpKind::BroadcastBinary};
   for (size_t k = 0; k < kOpKindCount; ++k) {
     const OpKind kind = static_cast<OpKind>(k);
     CAPTURE(std::string(op_name(kind)));
