@@ -1,6 +1,6 @@
-// NumPy broadcasting geometry of BroadcastBinary and SumToShape (docs/numerics.md "BroadcastBinary",
-// "SumToShape"), shared by the CPU kernels (ops/kernels/broadcast.cpp), the float64 kernels and the CUDA
-// kernels (ops/cuda/kernels/dense.cuh) so every backend maps an element to the same sources.
+// NumPy broadcasting geometry of BroadcastBinary and SumToShape (docs/numerics.md "Broadcasting
+// arithmetic"), shared by the CPU kernels (ops/kernels/broadcast.cpp), the float64 kernels and the CUDA
+// kernels (ops/cuda/kernels/broadcast.cuh) so every backend maps an element to the same sources.
 //
 // Shapes of rank ≤ 4 are right-aligned and padded on the left with 1s to rank 4. A dim of 1 broadcasts
 // (stride 0). Offsets are computed from a row-major flat index over `dims` with per-dim `strides`.

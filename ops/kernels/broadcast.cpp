@@ -1,6 +1,6 @@
 // BroadcastBinary and SumToShape: elementwise arithmetic with NumPy broadcasting (ONNX Add, Sub, Mul,
-// Div; docs/onnx.md) and its VJP's reduction. Orders of operations: docs/numerics.md "BroadcastBinary"
-// and "SumToShape". Each output element is computed by the same code whichever thread owns it, so the
+// Div; docs/onnx.md) and its VJP's reduction. Orders of operations: docs/numerics.md "Broadcasting
+// arithmetic". Each output element is computed by the same code whichever thread owns it, so the
 // fast kernels (a static split over output elements) are bitwise equal to the references.
 #include <algorithm>
 #include <string>
@@ -79,7 +79,7 @@ void broadcast_binary_fast(const Attrs& a, std::span<const Tensor* const> in, st
 }
 
 /// SumToShape(g → shape of v, sign), or g itself when v's shape is already g's and sign is +1 (the sum
-/// of one element would only turn −0 into +0; see docs/numerics.md "BroadcastBinary").
+/// of one element would only turn −0 into +0; see docs/numerics.md "Broadcasting arithmetic").
 ValueRef reduce_to(VjpBuilder& b, ValueRef g, ValueRef v, float sign) {
   const Shape target = b.shape(v), have = b.shape(g);
   if (target == have && sign > 0) return g;

@@ -1,8 +1,7 @@
 // Kernels of broadcast_binary (one thread per output element: one float32 operation on its two sources)
 // and sum_to_shape (one warp per output element: lane l accumulates the CPU's lane l of the canonical sum
 // over the element's sources in increasing flat index of x, then the canonical warp fold). The element
-// maps are ops/broadcast.h's, shared with the CPU. Orders: docs/numerics.md "BroadcastBinary",
-// "SumToShape".
+// maps are ops/broadcast.h's, shared with the CPU. Orders: docs/numerics.md "Broadcasting arithmetic".
 #pragma once
 
 #include "ops/broadcast.h"
