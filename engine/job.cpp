@@ -545,11 +545,21 @@ std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& da
   if (job.numerics.mode != NumericsMode::RepOps) {
     out.u8(4);
     out.u8(static_cast<uint8_t>(job.numerics.mode));
-    for (double tau : job.numerics.tau) {
-      out.u64(std::bit_cast<uint64_t>(tau));
-    }
+    for (size_t k = 0; k < kTauKindsInIdV1; ++k) out.u64(std::bit_cast<uint64_t>(job.numerics.tau[k]));
     if (job.numerics.mode == NumericsMode::RoundingLog)
       out.u64(static_cast<uint64_t>(job.numerics.quantum_bits));
+    // The τ of the op kinds appended since, only when one is not its default: a job file written
+    // before those kinds existed keeps its id.
+    bool appended_default = true;
+    for (size_t k = kTauKindsInIdV1; k < kOpKindCount; ++k)
+      appended_default =
+          appended_default && job.numerics.tau[k] == default_rounding_tau(static_cast<OpKind>(k));
+    if (!appended_default) {
+      out.u8(6);
+      out.u64(kOpKindCount - kTauKindsInIdV1);
+      for (size_t k = kTauKindsInIdV1; k < kOpKindCount; ++k)
+        out.u64(std::bit_cast<uint64_t>(job.numerics.tau[k]));
+    }
   }
   // The initial weights' file hash, only for a job with model.init, so the ids of other jobs stand.
   if (!job.model.init.empty()) {

@@ -42,6 +42,11 @@ double default_rounding_tau(OpKind kind);
 /// naive loop.
 Float64Gemm default_float64_gemm();
 
+/// The op kinds whose τ the job id has always held (OpKind values below this: gather … scale). Kinds
+/// appended after them (broadcast_binary, …) enter the id only when a job sets their τ away from its
+/// default (engine/job.h canonical_job_encoding), so the ids of existing rounding-log jobs stand.
+inline constexpr size_t kTauKindsInIdV1 = static_cast<size_t>(OpKind::Scale) + 1;
+
 /// The job's [numerics] table.
 struct NumericsSpec {
   NumericsMode mode = NumericsMode::RepOps;

@@ -325,11 +325,13 @@ class Lowerer {
 
   void lower_node(const OnnxNode& node) {
     static const std::map<std::string, Mapper> mappers = {
-        {"Add", &Lowerer::map_add},         {"Conv", &Lowerer::map_conv},
-        {"Dropout", &Lowerer::map_dropout}, {"Flatten", &Lowerer::map_flatten},
-        {"Gemm", &Lowerer::map_gemm},       {"Identity", &Lowerer::map_identity},
-        {"MatMul", &Lowerer::map_matmul},   {"MaxPool", &Lowerer::map_maxpool},
-        {"Relu", &Lowerer::map_relu},       {"Reshape", &Lowerer::map_reshape},
+        {"Add", &Lowerer::map_add},           {"Conv", &Lowerer::map_conv},
+        {"Sub", &Lowerer::map_sub},           {"Mul", &Lowerer::map_mul},
+        {"Div", &Lowerer::map_div},           {"Dropout", &Lowerer::map_dropout},
+        {"Flatten", &Lowerer::map_flatten},   {"Gemm", &Lowerer::map_gemm},
+        {"Identity", &Lowerer::map_identity}, {"MatMul", &Lowerer::map_matmul},
+        {"MaxPool", &Lowerer::map_maxpool},   {"Relu", &Lowerer::map_relu},
+        {"Reshape", &Lowerer::map_reshape},
     };
     if (node.op_type == "Shape") {  // every shape is static after import: Shape always folds
       define(node, 0, const_val(fold_shape(node, dims_of(input(node, 0), &node), m_.where(node))));
@@ -388,15 +390,29 @@ class Lowerer {
     define(node, 0, emit_one(OpKind::Relu, {}, {runtime(input(node, 0), &node)}, node.name, &node));
   }
 
+  // Add of equal shapes stays RepOps `add` (the graphs lowered before broadcast_binary existed keep
+  // their nodes); Add of other shapes, and every Sub, Mul and Div, is `broadcast_binary` with ONNX's
+  // multidirectional (NumPy) broadcasting. Shapes that do not broadcast are refused by its shape rule,
+  // naming both shapes.
   void map_add(const OnnxNode& node) {
     only_attributes(node, {});
     const auto a = dims_of(input(node, 0), &node), b = dims_of(input(node, 1), &node);
-    if (a != b)
-      unsupported(node,
-                  fmt::format("broadcasting {} + {} (Add of equal shapes only)", dims_str(a), dims_str(b)));
+    if (a != b) return map_binary(node, 0);
     define(node, 0,
            emit_one(OpKind::Add, {}, {runtime(input(node, 0), &node), runtime(input(node, 1), &node)},
                     node.name, &node));
+  }
+  void map_sub(const OnnxNode& node) { map_binary(node, 1); }
+  void map_mul(const OnnxNode& node) { map_binary(node, 2); }
+  void map_div(const OnnxNode& node) { map_binary(node, 3); }
+  /// broadcast_binary with op `code` (0 add, 1 sub, 2 mul, 3 div) of the node's two inputs.
+  void map_binary(const OnnxNode& node, int64_t code) {
+    only_attributes(node, {});
+    if (node.inputs.size() != 2 || input(node, 0).empty() || input(node, 1).empty())
+      unsupported(node, fmt::format("{} inputs (two expected)", node.inputs.size()));
+    define(node, 0,
+           emit_one(OpKind::BroadcastBinary, {{code}, {}},
+                    {runtime(input(node, 0), &node), runtime(input(node, 1), &node)}, node.name, &node));
   }
 
   // Gemm: Y = alpha·op(A)·op(B) + beta·C. RepOps Linear computes x·w + b (w[K,N]) or, with ints {1},
@@ -652,8 +668,8 @@ std::vector<Tensor> onnx_param_tensors(const OnnxModel& model) {
 }
 
 std::vector<std::string> onnx_supported_ops() {
-  std::vector<std::string> ops = {"Add",    "Conv",    "Dropout", "Flatten", "Gemm", "Identity",
-                                  "MatMul", "MaxPool", "Relu",    "Reshape", "Shape"};
+  std::vector<std::string> ops = {"Add",    "Conv",    "Div", "Dropout", "Flatten", "Gemm",  "Identity",
+                                  "MatMul", "MaxPool", "Mul", "Relu",    "Reshape", "Shape", "Sub"};
   for (const char* op : {"Cast",      "Concat",    "Constant", "ConstantOfShape",
                          "Div",       "Equal",     "Expand",   "Gather",
                          "Greater",   "Less",      "Max",      "Min",

@@ -83,6 +83,10 @@ const OpInfo* entry_of(OpKind kind) {
       return &kClipCoefficientOp;
     case OpKind::Scale:
       return &kScaleOp;
+    case OpKind::BroadcastBinary:
+      return &kBroadcastBinaryOp;
+    case OpKind::SumToShape:
+      return &kSumToShapeOp;
     case OpKind::Count:
       return nullptr;
   }

@@ -58,7 +58,12 @@ enum class OpKind : uint8_t {
   ClipCoefficient,       ///< s₀ … s_{P−1} (scalars, any count ≥ 1); floats = {max_norm} →
                          ///< min(1, max_norm / (sqrt(canonical sum of s) + 1e-6)) (torch clip_grad_norm_)
   Scale,                 ///< x, s[] → x·s
-  Count                  ///< sentinel, not an op
+  // Broadcasting arithmetic (ONNX Add/Sub/Mul/Div; docs/onnx.md). Appended: the op bytes above are unchanged.
+  BroadcastBinary,  ///< a, b (rank ≤ 4); ints = {op}: 0 add, 1 sub, 2 mul, 3 div → y = a op b, y's shape the
+                    ///< NumPy broadcast of a's and b's; one float32 operation per element
+  SumToShape,  ///< x; ints = target shape (x's shape a broadcast of it); floats = {sign ±1} → y[target],
+               ///< y[j] = sign·canonical sum of the x elements broadcast from j, in increasing flat index
+  Count        ///< sentinel, not an op
 };
 
 inline constexpr size_t kOpKindCount = static_cast<size_t>(OpKind::Count);

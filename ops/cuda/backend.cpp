@@ -218,6 +218,19 @@ OpLauncher op_launcher(OpKind kind) {
       };
     case OpKind::Scale:
       return [](const OpLaunch& l) { launch_scale(l.I(0), l.I(1), l.O(0), l.n0()); };
+    case OpKind::BroadcastBinary:
+      return [](const OpLaunch& l) {
+        const Shape &a = l.shape(0), &b = l.shape(1), &y = l.out_shape(0);
+        const BinaryGeom g =
+            binary_geom(a.dims().data(), a.rank(), b.dims().data(), b.rank(), y.dims().data(), y.rank());
+        launch_broadcast_binary(l.I(0), l.I(1), l.O(0), g, static_cast<int>(l.attrs.ints[0]), y.numel());
+      };
+    case OpKind::SumToShape:
+      return [](const OpLaunch& l) {
+        const Shape &x = l.shape(0), &t = l.out_shape(0);
+        const SumGeom g = sum_geom(x.dims().data(), x.rank(), t.dims().data(), t.rank());
+        launch_sum_to_shape(l.I(0), l.O(0), g, l.attrs.floats[0] < 0.0f, t.numel());
+      };
     case OpKind::Count:
       return nullptr;
   }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "ops/broadcast.h"      // BinaryGeom, SumGeom
 #include "ops/conv_elements.h"  // ConvGeom
 #include "ops/cuda/cuda_ns.h"
 
@@ -35,6 +36,11 @@ void launch_relu(const float* x, float* y, int64_t n);
 void launch_relu_backward(const float* x, const float* dy, float* dx, int64_t n);
 /// y[i] = x[i]·s[0].
 void launch_scale(const float* x, const float* s, float* y, int64_t n);
+/// y[i] = a[·] op b[·] over the n output elements of g; code 0 add, 1 sub, 2 mul, 3 div.
+void launch_broadcast_binary(const float* a, const float* b, float* y, const BinaryGeom& g, int code,
+                             int64_t n);
+/// y[j] = ±(canonical sum of the g.n sources of output j), j < rows; one warp per output element.
+void launch_sum_to_shape(const float* x, float* y, const SumGeom& g, bool negate, int64_t rows);
 
 /// loss[0] = canonical_sum(nll) / batch; nll[batch] is device scratch; labels are valid class ids.
 void launch_softmax_cross_entropy(const float* z, const int64_t* labels, float* nll, float* loss,

@@ -1,8 +1,10 @@
-// Float64 elementwise ops: Add, Gelu, GeluBackward, Dropout, DropoutBackward, Scale.
+// Float64 elementwise ops: Add, Gelu, GeluBackward, Dropout, DropoutBackward, Scale, BroadcastBinary and
+// SumToShape (ops/broadcast.h's geometry, the same element map as the float32 reference).
 // One double expression per element; the selects (x > 0, GELU's saturation, the dropout mask) are
 // decided as the float32 reference decides them.
 #include <cmath>
 
+#include "ops/broadcast.h"
 #include "ops/float64/internal.h"
 #include "ops/pointwise.h"
 
@@ -67,6 +69,36 @@ void scale(const Call& c) {
   const double s = (*c.in[1])[0];
   double* y = c.out[0].data();
   for (size_t i = 0; i < c.out[0].size(); ++i) y[i] = static_cast<double>(x[i]) * s;
+}
+
+/// a op b in double on the broadcast sources (exact for add, sub and mul of floats; div rounds once).
+void broadcast_binary(const Call& c) {
+  const Shape &a = c.in[0]->shape(), &b = c.in[1]->shape(), &y = c.out_shapes[0];
+  const BinaryGeom g =
+      binary_geom(a.dims().data(), a.rank(), b.dims().data(), b.rank(), y.dims().data(), y.rank());
+  const float *af = c.in[0]->data(), *bf = c.in[1]->data();
+  const int64_t code = c.attrs.ints[0];
+  double* out = c.out[0].data();
+  for (size_t i = 0; i < c.out[0].size(); ++i) {
+    const double x = af[broadcast_offset(g.dims, g.sa, static_cast<int64_t>(i))];
+    const double z = bf[broadcast_offset(g.dims, g.sb, static_cast<int64_t>(i))];
+    out[i] = code == 0 ? x + z : code == 1 ? x - z : code == 2 ? x * z : x / z;
+  }
+}
+
+/// sign · Σ of the broadcast sources in increasing flat index of x, in double.
+void sum_to_shape(const Call& c) {
+  const Shape &x = c.in[0]->shape(), &t = c.out_shapes[0];
+  const SumGeom g = sum_geom(x.dims().data(), x.rank(), t.dims().data(), t.rank());
+  const float* xf = c.in[0]->data();
+  const double sign = c.attrs.floats[0];
+  double* out = c.out[0].data();
+  for (size_t j = 0; j < c.out[0].size(); ++j) {
+    const int64_t base = broadcast_offset(g.out_dims, g.out_strides, static_cast<int64_t>(j));
+    double s = 0.0;
+    for (int64_t i = 0; i < g.n; ++i) s += xf[base + broadcast_offset(g.red_dims, g.red_strides, i)];
+    out[j] = sign * s;
+  }
 }
 
 }  // namespace tribunal::f64

@@ -76,6 +76,8 @@ void gelu(const Call&);
 void gelu_backward(const Call&);
 void dropout(const Call&);  ///< Dropout and DropoutBackward (the same map of x or dy)
 void scale(const Call&);
+void broadcast_binary(const Call&);
+void sum_to_shape(const Call&);
 // layout.cpp (the embeddings)
 void embedding(const Call&);
 void embedding_backward(const Call&);

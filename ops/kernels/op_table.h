@@ -19,6 +19,8 @@ extern const OpInfo kReshapeOp, kEmbeddingOp, kEmbeddingBackwardOp, kLayerNormOp
 // CNN and gradient-clipping ops (ops/kernels/conv.cpp, pool.cpp, clip.cpp).
 extern const OpInfo kConv2dOp, kConv2dBackwardInputOp, kConv2dBackwardWeightOp, kConv2dBackwardBiasOp,
     kMaxPool2dOp, kMaxPool2dBackwardOp, kSumSquaresOp, kClipCoefficientOp, kScaleOp;
+// Broadcasting arithmetic (ops/kernels/broadcast.cpp).
+extern const OpInfo kBroadcastBinaryOp, kSumToShapeOp;
 
 /// Throws OpError("<op>: <what>") unless cond holds. Used by shape rules and kernels.
 inline void op_require(bool cond, const char* op, const std::string& what) {

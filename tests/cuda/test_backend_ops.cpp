@@ -224,6 +224,29 @@ std::vector<EdgeCase> edge_cases(OpKind kind, std::mt19937& rng) {
              random_tensor(s, rng, 0.0f, 0.01f)});
       }
       break;
+    case OpKind::BroadcastBinary:
+      for (int64_t code = 0; code < 4; ++code) {
+        add("empty output", {{code}, {}}, {Tensor(Shape{0, 3}), random_tensor(Shape{3}, rng)});
+        add("scalar ∘ scalar", {{code}, {}}, {random_tensor(Shape{}, rng), random_tensor(Shape{}, rng)});
+        add("[B,1,T] ∘ [B,H,1]", {{code}, {}},
+            {random_tensor(Shape{3, 1, 37}, rng), random_tensor(Shape{3, 5, 1}, rng)});
+        // NaN, ±inf, ±0 and a subnormal against each other: the one IEEE operation's bits on every backend.
+        const std::vector<float> v{std::nanf(""), INFINITY, -INFINITY, -0.0f, 0.0f, 1e-45f, 1.0f};
+        add("specials", {{code}, {}}, {Tensor(Shape{7, 1}, v), Tensor(Shape{1, 7}, v)});
+      }
+      break;
+    case OpKind::SumToShape:
+      for (float sign : {1.0f, -1.0f}) {
+        add("nothing to sum", {{3}, {sign}}, {Tensor(Shape{0, 3})});
+        add("one term each (−0 → +0)", {{3}, {sign}}, {filled(Shape{3}, -0.0f)});
+        add("long reduction", {{1}, {sign}}, {random_tensor(Shape{1000, 1}, rng, -1000.0f, 1000.0f)});
+        add("to a scalar", {{}, {sign}}, {random_tensor(Shape{3, 5, 7, 11}, rng)});
+        add("strided lanes", {{1, 7, 1, 3}, {sign}}, {random_tensor(Shape{5, 7, 11, 3}, rng)});
+        Tensor nan = random_tensor(Shape{40, 4}, rng);
+        nan[17 * 4 + 1] = std::nanf("");
+        add("NaN", {{4}, {sign}}, {std::move(nan)});
+      }
+      break;
     default:
       break;
   }

@@ -94,6 +94,33 @@ struct F64Forward {
           out.resize(in(0).size());
           for (size_t i = 0; i < out.size(); ++i) out[i] = in(0)[i] + in(1)[i];
           break;
+        case OpKind::Reshape:
+          out = in(0);
+          break;
+        case OpKind::BroadcastBinary: {
+          // NumPy broadcasting, written out here independently of ops/broadcast.h: output coordinates
+          // right-aligned onto each input, a dim of 1 reading its one element.
+          const Shape& y = g.values[node.outputs[0]].shape;
+          auto source = [&](const Shape& s, int64_t i) {
+            int64_t off = 0, stride = 1;
+            for (int d = y.rank() - 1; d >= 0; --d) {
+              const int64_t c = i % y[d];
+              i /= y[d];
+              const int ds = d - (y.rank() - s.rank());
+              if (ds < 0) continue;
+              if (s[ds] != 1) off += c * stride;
+              stride *= s[ds];
+            }
+            return static_cast<size_t>(off);
+          };
+          out.resize(static_cast<size_t>(y.numel()));
+          for (int64_t i = 0; i < y.numel(); ++i) {
+            const double a = in(0)[source(shape(0), i)], z = in(1)[source(shape(1), i)];
+            const int64_t op = node.attrs.ints[0];
+            out[static_cast<size_t>(i)] = op == 0 ? a + z : op == 1 ? a - z : op == 2 ? a * z : a / z;
+          }
+          break;
+        }
         case OpKind::Relu:
           out.resize(in(0).size());
           for (size_t i = 0; i < out.size(); ++i) {
@@ -311,6 +338,42 @@ TEST_CASE("autodiff through linear with trans_b (nn.Linear's w[N,K]) matches flo
   pb.g.loss = pb.loss;
   pb.wrt.push_back(x);
   check_gradients(pb);
+}
+
+TEST_CASE("autodiff through broadcast_binary (all four ops, broadcast and reused inputs) matches float64") {
+  // RMSNorm-like: ((x·γ[4] + β[1,1,4]) / s[2,3,1] − c[]) · x, reshaped to logits [6, 4]. The
+  // gradients of γ, β, s and c are sum_to_shape reductions of broadcast gradients; x is used twice.
+  GradProblem pb;
+  GraphBuilder b(pb.g);
+  std::mt19937 rng(17);
+  auto param = [&](const std::string& name, Shape s, float lo, float hi) {
+    pb.state.push_back(random_tensor(s, rng, lo, hi));
+    const ValueId v = b.add_state(name, s);
+    pb.wrt.push_back(v);
+    return v;
+  };
+  const ValueId gamma = param("gamma", Shape{4}, -1.0f, 1.0f),
+                beta = param("beta", Shape{1, 1, 4}, -1.0f, 1.0f);
+  const ValueId s = param("s", Shape{2, 3, 1}, 0.5f, 1.5f), c = param("c", Shape{}, -1.0f, 1.0f);
+  const ValueId x = b.add_data("x", Shape{2, 3, 4});
+  const ValueId y = b.add_data("y", Shape{6});
+  pb.data.push_back(random_tensor(Shape{2, 3, 4}, rng));
+  pb.data.push_back(random_labels(6, 4, rng));
+  auto bin = [&](int64_t op, ValueId l, ValueId r, const char* name) {
+    return b.add_node(OpKind::BroadcastBinary, {{op}, {}}, {l, r}, name).front();
+  };
+  const ValueId h = bin(1, bin(3, bin(0, bin(2, x, gamma, "xg"), beta, "plus"), s, "div"), c, "minus");
+  const ValueId hx = bin(2, h, x, "times_x");
+  const ValueId logits = b.add_node(OpKind::Reshape, {{6, 4}, {}}, {hx}, "logits").front();
+  pb.loss = b.add_node(OpKind::SoftmaxCrossEntropy, {}, {logits, y}, "loss").front();
+  pb.g.loss = pb.loss;
+  pb.wrt.push_back(x);
+  check_gradients(pb);
+  int reductions = 0;
+  for (const Node& n : pb.g.nodes) reductions += n.op == OpKind::SumToShape ? 1 : 0;
+  // One per broadcast input (γ; β; s with sign −1; c with sign −1); none where a gradient already has
+  // its input's shape [2, 3, 4].
+  CHECK(reductions == 4);
 }
 
 TEST_CASE("append_backward rejects what it cannot differentiate") {

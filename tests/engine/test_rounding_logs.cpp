@@ -3,6 +3,7 @@
 // refuses a forged decision at its node (docs/numerics.md "Rounding-log mode").
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -71,12 +72,13 @@ TEST_CASE("the default tau of every op kind") {
                               OpKind::EmbeddingBackward,
                               OpKind::LayerNorm,
                               OpKind::LayerNormBackward,
-                              OpKind::SoftmaxBackward};
+                              OpKind::SoftmaxBackward,
+                              OpKind::SumToShape};
   const std::set<OpKind> exact{
       OpKind::Gather,       OpKind::Reshape,         OpKind::Add,        OpKind::Relu,
       OpKind::ReluBackward, OpKind::Embedding,       OpKind::SplitHeads, OpKind::MergeHeads,
       OpKind::Dropout,      OpKind::DropoutBackward, OpKind::MaxPool2d,  OpKind::MaxPool2dBackward,
-      OpKind::Scale};
+      OpKind::Scale,        OpKind::BroadcastBinary};
   for (size_t k = 0; k < kOpKindCount; ++k) {
     const OpKind kind = static_cast<OpKind>(k);
     CAPTURE(std::string(op_name(kind)));
@@ -135,6 +137,38 @@ TEST_CASE("job_id covers the numerics mode and every tau; RepOps ids stand") {
   CHECK(job_id(parse_job(std::string(kJob) + "quantum_bits = 40\n", "job.toml"), root, shape) != rlog);
   CHECK_THROWS_WITH_AS(parse_job(std::string(kJob) + "quantum_bits = 20\n", "job.toml"),
                        doctest::Contains("quantum_bits"), EngineError);
+}
+
+TEST_CASE("job_id: the τ of op kinds appended after scale enter only when not their default") {
+  const Digest root{};
+  const DataShape shape{100, 6, 3, 0};
+  const std::string repops_text = replace(kJob, "[numerics]\nmode = \"rounding-log\"\n", "");
+  const JobSpec rlog_job = parse_job(kJob, "job.toml");
+  // The encoding every rounding-log job had before broadcast_binary existed: the RepOps fields, then
+  // u8(4) ‖ u8(mode) ‖ the τ of the 33 kinds gather … scale ‖ u64(quantum_bits), nothing more.
+  std::vector<uint8_t> legacy = canonical_job_encoding(parse_job(repops_text, "job.toml"), root, shape);
+  auto u64 = [&](uint64_t v) {
+    for (int i = 0; i < 8; ++i) legacy.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  };
+  legacy.push_back(4);
+  legacy.push_back(static_cast<uint8_t>(NumericsMode::RoundingLog));
+  REQUIRE(kTauKindsInIdV1 == 33);
+  for (size_t k = 0; k < 33; ++k) u64(std::bit_cast<uint64_t>(default_rounding_tau(static_cast<OpKind>(k))));
+  u64(static_cast<uint64_t>(kDefaultRoundingQuantumBits));
+  CHECK(canonical_job_encoding(rlog_job, root, shape) == legacy);
+  const Digest rlog = job_id(rlog_job, root, shape);
+  // A τ for an appended kind at its default changes nothing; away from it, the id.
+  CHECK(job_id(parse_job(std::string(kJob) + "tau = { sum_to_shape = 0.03125 }\n", "job.toml"), root,
+               shape) == rlog);
+  const Digest named =
+      job_id(parse_job(std::string(kJob) + "tau = { broadcast_binary = 0.0001 }\n", "job.toml"), root, shape);
+  CHECK(named != rlog);
+  // One number sets every kind's τ, the appended ones too: not the job that sets only the first 33.
+  const JobSpec all = parse_job(std::string(kJob) + "tau = 0.001\n", "job.toml");
+  JobSpec first = rlog_job;
+  for (size_t k = 0; k < kTauKindsInIdV1; ++k) first.numerics.tau[k] = 0.001;
+  CHECK(all.numerics.tau[static_cast<size_t>(OpKind::BroadcastBinary)] == 0.001);
+  CHECK(job_id(all, root, shape) != job_id(first, root, shape));
 }
 
 TEST_CASE("a step's rounding logs round-trip through their file, and a wrong file is refused by name") {
