@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_decode fuzz_envelope fuzz_merkle fuzz_game fuzz_parse_job)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_decode fuzz_envelope fuzz_merkle fuzz_game fuzz_parse_job fuzz_onnx_import)
 
 scripts/bootstrap.sh
 cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
