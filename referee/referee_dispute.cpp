@@ -486,13 +486,14 @@ Verdict verify_verdict(std::span<const uint8_t> bytes, const PublicKey& referee,
   JobSpec job = parse_job(d.job_toml, "the verdict's job");
   if (!job.model.init.empty() || job.model.kind == ModelKind::Onnx) {
     if (weights == nullptr)
-      throw ProtocolError(job.model.init.empty()
-                              ? fmt::format("the verdict's job trains the model file '{}' (model.file): it is "
-                                            "needed to check its job id (--model NAME=PATH)",
-                                            job.model.file)
-                              : fmt::format("the verdict's job starts from the weights '{}' (model.init): their "
-                                            "file is needed to check its job id (--weights NAME=PATH)",
-                                            job.model.init));
+      throw ProtocolError(
+          job.model.init.empty()
+              ? fmt::format("the verdict's job trains the model file '{}' (model.file): it is "
+                            "needed to check its job id (--model NAME=PATH)",
+                            job.model.file)
+              : fmt::format("the verdict's job starts from the weights '{}' (model.init): their "
+                            "file is needed to check its job id (--weights NAME=PATH)",
+                            job.model.init));
     locate_model_files(job, *weights);
   }
   const DataShape shape{static_cast<int64_t>(d.dataset_samples), static_cast<int64_t>(d.features),
