@@ -273,11 +273,12 @@ void sketch_onnx(Sketch& s, const ModelSpec& m, const Shape& table_x, const Shap
   std::vector<ValueId> params;
   for (const ParamSpec& p : model_params(m)) params.push_back(b.add_state(p.name, p.shape));
   const ValueId x = b.add_data("batch.inputs", Shape{rows, table_x[1]});
-  const ValueId labels = b.add_data("batch.labels", Shape{rows});
+  const ValueId labels =
+      b.add_data("batch.labels", table_y.rank() == 2 ? Shape{rows, table_y[1]} : Shape{rows});
   ForwardOptions options;
   options.training = true;
   const ValueId logits = build_forward(b, m, params, x, options);
-  const ValueId loss = b.add_node(OpKind::SoftmaxCrossEntropy, {}, {logits, labels}, "loss").front();
+  const ValueId loss = append_cross_entropy(b, logits, labels, "batch.labels.flat");
   append_backward(b, loss, params);
   for (const Node& n : g.nodes) s.existing(g, n);
 }
@@ -419,7 +420,7 @@ uint64_t node_log_bytes(const StepGraph& g, const Node& n) {
 }
 
 DisputeCost dispute_cost(const JobSpec& job, const DataShape& data) {
-  const int64_t need = job.model.kind == ModelKind::Gpt ? job.model.context : 0;
+  const int64_t need = label_width(job);
   if (data.label_width != need)
     throw EngineError(fmt::format("{}: the data shape's label_width {} does not fit the model (it needs {})",
                                   job.source, data.label_width, need));
@@ -490,7 +491,7 @@ DisputeCost dispute_cost(const JobSpec& job, const StepGraph& g) {
   DisputeCost c;
   c.shards = job.shards;
   c.batch = job.batch_size;
-  c.context = job.model.kind == ModelKind::Gpt ? job.model.context : 0;
+  c.context = label_width(job);
   c.parameters = job_footprint(job).parameters;
   Tally tally(c, job.numerics.mode == NumericsMode::RoundingLog);
   for (const Node& n : g.nodes) tally.add(shapes_of(g, n), g.values.at(n.outputs.at(0)).name);

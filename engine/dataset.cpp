@@ -221,11 +221,10 @@ Dataset load_dataset(const JobSpec& job, Split split, ThreadPool& pool) {
 void check_job_against_dataset(const JobSpec& job, const Dataset& data) {
   check_job_against_data(job, data.samples(), data.inputs.shape()[1], data.classes);
   const ModelSpec& m = job.model;
-  const int64_t width = m.kind == ModelKind::Gpt ? m.context : 0;
+  const int64_t width = label_width(job);
   if (data.label_width() != width)
     throw EngineError(fmt::format(
-        "{}: the {} model needs {} but {} has {}", job.source,
-        m.kind == ModelKind::Gpt ? "gpt" : "classifier",
+        "{}: the {} model needs {} but {} has {}", job.source, width ? "next-token" : "classifier",
         width ? fmt::format("label sequences of {}", width) : std::string("class-id labels"), job.dataset,
         data.label_width() ? fmt::format("label sequences of {}", data.label_width())
                            : std::string("class-id labels")));

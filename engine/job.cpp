@@ -139,8 +139,10 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
                                     model.location("kernel"), m.kernel));
   } else if (kind == "onnx") {
     // A user's model: its graph and initial weights come from the registered file (docs/onnx.md).
-    model.allow_only({"kind", "file", "input", "output"});
+    model.allow_only({"kind", "file", "input", "output", "context"});
     m.kind = ModelKind::Onnx;
+    // Tokens per window when the model reads token ids (data.dataset = "text"); checked below.
+    m.context = model.integer("context", 0, false, 1, int64_t{1} << 16);
     m.widths.clear();
     if (!model.table()->get("file"))
       throw EngineError(
@@ -239,9 +241,17 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
       check_pooling();
     }
   } else if (job.dataset == "text") {
-    if (m.kind != ModelKind::Gpt)
-      throw EngineError(
-          fmt::format("{}: data.dataset = \"text\" needs model.kind = \"gpt\"", data.location("dataset")));
+    if (m.kind != ModelKind::Gpt && m.kind != ModelKind::Onnx)
+      throw EngineError(fmt::format("{}: data.dataset = \"text\" needs model.kind = \"gpt\" or \"onnx\"",
+                                    data.location("dataset")));
+    if (m.kind == ModelKind::Onnx) {  // token ids in, next-token logits [B, T, 256] out
+      if (m.context == 0)
+        throw EngineError(
+            fmt::format("{}: an onnx model on data.dataset = \"text\" needs model.context (the "
+                        "tokens of one window, the model input's second dimension)",
+                        model.location("kind")));
+      m.classes = 256;  // byte-level text (engine/text_data.h)
+    }
     data.allow_only({"dataset", "name", "validation"});
     job.data_name = data.string("name", "fortunes");
     job.validation = data.real("validation", job.validation, 0.0, 1.0);
@@ -253,6 +263,11 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
         fmt::format("{}: data.dataset '{}' is not supported (supported: fashion-mnist, text, tensors)",
                     data.location("dataset"), job.dataset));
   }
+  if (m.kind == ModelKind::Onnx && m.context != 0 && job.dataset != "text")
+    throw EngineError(
+        fmt::format("{}: model.context is read only for data.dataset = \"text\" (token ids), "
+                    "not '{}'",
+                    model.location("context"), job.dataset));
   if (!valid_name(job.data_name))
     throw EngineError(fmt::format("{}: data.name must be 1 to 64 characters of a-z, 0-9, '.', '_', '-'",
                                   data.location("name")));
@@ -433,6 +448,9 @@ void check_job_against_data(const JobSpec& job, int64_t samples, int64_t feature
     }
     case ModelKind::Onnx:
       // The graph's own shapes are checked when the step graph is built (the output must be [B, classes]).
+      if (job.dataset == "text" && m.context != features)
+        throw EngineError(fmt::format("{}: model.context is {} but the {} windows hold {} tokens", job.source,
+                                      m.context, job.dataset, features));
       if (m.classes != classes)
         throw EngineError(fmt::format("{}: the job states {} classes but {} has {}", job.source, m.classes,
                                       job.dataset, classes));
@@ -449,6 +467,10 @@ void check_job_against_data(const JobSpec& job, int64_t samples, int64_t feature
   if (job.batch_size > samples)
     throw EngineError(fmt::format("{}: train.batch_size {} exceeds the {} training samples", job.source,
                                   job.batch_size, samples));
+}
+
+int64_t label_width(const JobSpec& job) {
+  return job.dataset == "text" ? job.model.context : 0;
 }
 
 namespace {

@@ -180,6 +180,11 @@ JobSpec load_job(const std::filesystem::path& path, const DataRegistry& registry
 /// the classes (symbols) the vocabulary. The batch must fit in the samples. Throws EngineError.
 void check_job_against_data(const JobSpec& job, int64_t samples, int64_t features, int64_t classes);
 
+/// The label sequence length the job's step graph reads (DataShape::label_width): model.context for
+/// next-token prediction on data.dataset = "text" (a gpt, or an onnx model fed token ids), 0 for one
+/// class id per sample.
+int64_t label_width(const JobSpec& job);
+
 /// Canonical binary encoding of the job (fixed field order, integers u64 LE, floats as f32 bits,
 /// strings length-prefixed), including the contract version and the data set's Merkle root and shape:
 ///   version ‖ model kind u8 ‖ #widths ‖ widths… ‖ dataset ‖ dataset_root ‖ samples ‖ features ‖

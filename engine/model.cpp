@@ -263,6 +263,16 @@ void init_param(uint64_t seed, uint32_t param_index, const ParamSpec& spec, Tens
   }
 }
 
+ValueId append_cross_entropy(GraphBuilder& b, ValueId logits, ValueId labels,
+                             const std::string& flat_labels_name) {
+  const Shape y = b.graph().values.at(labels).shape, z = b.graph().values.at(logits).shape;
+  if (y.rank() == 2)  // label sequences [B, L] → one class id per logits row [B·L]
+    labels = b.add_node(OpKind::Reshape, {{y[0] * y[1]}, {}}, {labels}, flat_labels_name).front();
+  if (z.rank() == 3)  // an imported model's per-position logits [B, L, V]
+    logits = b.add_node(OpKind::Reshape, {{z[0] * z[1], z[2]}, {}}, {logits}, "logits.flat").front();
+  return b.add_node(OpKind::SoftmaxCrossEntropy, {}, {logits, labels}, "loss").front();
+}
+
 ValueId build_forward(GraphBuilder& b, const ModelSpec& model, std::span<const ValueId> params, ValueId x,
                       const ForwardOptions& options) {
   switch (model.kind) {

@@ -88,4 +88,11 @@ inline constexpr float kLayerNormEps = 1e-5f;
 ValueId build_forward(GraphBuilder& b, const ModelSpec& model, std::span<const ValueId> params, ValueId x,
                       const ForwardOptions& options = {});
 
+/// The mean softmax cross-entropy "loss" of `logits` against `labels`: class ids labels[B] against
+/// logits[B, C], or label sequences labels[B, L] (next-token prediction) reshaped to [B·L] (the value
+/// `flat_labels_name`) against logits[B·L, V], or logits[B, L, V] reshaped to [B·L, V] ("logits.flat",
+/// an imported model's output). Throws OpError when the shapes do not fit.
+ValueId append_cross_entropy(GraphBuilder& b, ValueId logits, ValueId labels,
+                             const std::string& flat_labels_name);
+
 }  // namespace tribunal

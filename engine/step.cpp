@@ -24,11 +24,11 @@ Tensor scalar(float v) {
 
 // The labels' layout the model needs: sequences of the context for a GPT, class ids otherwise.
 void check_label_width(const JobSpec& job, const DataShape& data) {
-  const int64_t need = job.model.kind == ModelKind::Gpt ? job.model.context : 0;
+  const int64_t need = label_width(job);
   if (data.label_width != need)
     throw EngineError(
         fmt::format("{}: the {} model's step graph needs {}, but the data shape has label_width {}",
-                    job.source, job.model.kind == ModelKind::Gpt ? "gpt" : "classifier",
+                    job.source, need ? "next-token" : "classifier",
                     need ? fmt::format("label sequences (label_width {})", need)
                          : std::string("class-id labels (label_width 0)"),
                     data.label_width));
@@ -116,13 +116,9 @@ StepGraph build_step_graph(const JobSpec& job, const DataShape& data, int64_t st
   const auto append_loss = [&](std::span<const int64_t> rows, const ForwardOptions& forward) {
     const Attrs gather{{rows.begin(), rows.end()}, {}};
     const ValueId x = b.add_node(OpKind::Gather, gather, {table_x}, "batch.inputs").front();
-    ValueId y = b.add_node(OpKind::Gather, gather, {table_y}, "batch.labels").front();
+    const ValueId y = b.add_node(OpKind::Gather, gather, {table_y}, "batch.labels").front();
     const ValueId logits = build_forward(b, job.model, params, x, forward);
-    if (data.label_width > 0) {  // label sequences [B, L] → one class id per logits row [B·L]
-      const auto flat = static_cast<int64_t>(rows.size()) * data.label_width;
-      y = b.add_node(OpKind::Reshape, {{flat}, {}}, {y}, "batch.labels.flat").front();
-    }
-    return b.add_node(OpKind::SoftmaxCrossEntropy, {}, {logits, y}, "loss").front();
+    return append_cross_entropy(b, logits, y, "batch.labels.flat");
   };
 
   std::vector<ValueId> grads;
@@ -187,11 +183,10 @@ StepGraph build_eval_loss_graph(const JobSpec& job, const DataShape& data, int64
   std::vector<ValueId> params;
   for (const ParamSpec& p : model_params(job.model)) params.push_back(b.add_state(p.name, p.shape));
   const ValueId x = b.add_data("eval.inputs", Shape{rows, data.features});
-  ValueId y = b.add_data("eval.labels", data.label_width > 0 ? Shape{rows, data.label_width} : Shape{rows});
+  const ValueId y =
+      b.add_data("eval.labels", data.label_width > 0 ? Shape{rows, data.label_width} : Shape{rows});
   const ValueId logits = build_forward(b, job.model, params, x);
-  if (data.label_width > 0)
-    y = b.add_node(OpKind::Reshape, {{rows * data.label_width}, {}}, {y}, "eval.labels.flat").front();
-  g.loss = b.add_node(OpKind::SoftmaxCrossEntropy, {}, {logits, y}, "loss").front();
+  g.loss = append_cross_entropy(b, logits, y, "eval.labels.flat");
   return g;
 }
 

@@ -41,7 +41,7 @@ DataShape model_shape(const JobSpec& job, int64_t rows) {
         }();
         for (size_t d = 1; d < in.dims.size(); ++d) features *= std::max<int64_t>(in.dims[d], 1);
       }
-      return {rows, features, m.classes, 0};
+      return {rows, features, m.classes, label_width(job)};
     }
   }
   return {rows, 0, 0, 0};

@@ -76,8 +76,31 @@ TEST_CASE("an onnx job names its model file, input and output") {
         std::string::npos);
   CHECK(error_of(replace(kOnnx, "file = \"cnn\"", "file = \"cnn\"\nwidths = [784, 10]")).find("widths") !=
         std::string::npos);
-  CHECK(error_of(replace(kOnnx, "dataset = \"fashion-mnist\"", "dataset = \"text\"")) ==
-        "job.toml:7:11: data.dataset = \"text\" needs model.kind = \"gpt\"");
+  // Token ids: the text data needs the window length, which only text data reads.
+  CHECK(
+      error_of(replace(kOnnx, "dataset = \"fashion-mnist\"", "dataset = \"text\"")) ==
+      "job.toml:2:8: an onnx model on data.dataset = \"text\" needs model.context (the tokens of one window, "
+      "the model input's second dimension)");
+  CHECK(error_of(replace(kOnnx, "output = \"logits\"", "output = \"logits\"\ncontext = 32")) ==
+        "job.toml:6:11: model.context is read only for data.dataset = \"text\" (token ids), not "
+        "'fashion-mnist'");
+}
+
+TEST_CASE("an onnx job on text reads token ids: byte classes, label sequences of the context") {
+  const std::string text = replace(replace(kOnnx, "dataset = \"fashion-mnist\"", "dataset = \"text\""),
+                                   "output = \"logits\"", "output = \"logits\"\ncontext = 32");
+  const JobSpec job = parse_job(text, "job.toml");
+  CHECK(job.model.context == 32);
+  CHECK(job.model.classes == 256);  // bytes
+  CHECK(job.data_name == "fortunes");
+  CHECK(label_width(job) == 32);
+  CHECK(label_width(parse_job(kOnnx, "job.toml")) == 0);
+  // The windows must be the context's length; the classes the byte vocabulary.
+  CHECK_THROWS_WITH_AS(check_job_against_data(job, 100, 64, 256),
+                       "job.toml: model.context is 32 but the text windows hold 64 tokens", EngineError);
+  CHECK_NOTHROW(check_job_against_data(job, 100, 32, 256));
+  CHECK_THROWS_WITH_AS(build_step_graph(job, DataShape{100, 32, 256, 0}, 0, std::vector<int64_t>{0, 1}),
+                       doctest::Contains("needs label sequences (label_width 32)"), EngineError);
 }
 
 TEST_CASE("an onnx job's model is located by name, imported, and its bytes are in job_id") {
