@@ -11,9 +11,14 @@ The initializers are torch's default initialization under a fixed seed: the job'
   mlp.onnx  Linear(784, 64) → ReLU → Dropout(0.1) → Linear(64, 10)            (Fashion-MNIST, 51k params)
   cnn.onnx  Conv(1→8, 3×3, pad 1) → ReLU → MaxPool 2 → Conv(8→16, 3×3, pad 1) → ReLU → MaxPool 2
             → Flatten → Linear(784, 10)                                       (Fashion-MNIST, 9.1k params)
+  gpt2.onnx GPT-2 as nanoGPT and Hugging Face write it: byte vocabulary 256, context 32, 2 layers, 2 heads,
+            d_model 32, dropout 0.1, the causal mask a registered buffer, the LM head tied to the token
+            embedding; layer 0's MLP uses nn.GELU() (exported as Erf), layer 1's GPT-2's tanh form
+            written out (Pow, Tanh), so one file has both.                    (bytes of text, 35k params)
 
 Not run in CI (python3-torch stays out of its critical path): the exported files are committed.
 """
+import math
 import pathlib
 import sys
 
@@ -45,11 +50,75 @@ class Cnn(nn.Module):
         return self.fc(torch.flatten(x, 1))
 
 
-def export(module, example, path):
+class TanhGelu(nn.Module):
+    """GPT-2's GELU, the tanh approximation as its code writes it (Hugging Face's NewGELUActivation)."""
+
+    def forward(self, x):
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, d_model, heads, context, dropout):
+        super().__init__()
+        self.heads = heads
+        self.c_attn = nn.Linear(d_model, 3 * d_model)
+        self.c_proj = nn.Linear(d_model, d_model)
+        self.attn_dropout = nn.Dropout(dropout)
+        self.resid_dropout = nn.Dropout(dropout)
+        self.register_buffer("bias", torch.tril(torch.ones(context, context)).view(1, 1, context, context))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q = q.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        k = k.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        v = v.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // self.heads))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        att = self.attn_dropout(torch.softmax(att, dim=-1))
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.resid_dropout(self.c_proj(y))
+
+
+class Block(nn.Module):
+    def __init__(self, d_model, heads, context, dropout, gelu):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d_model)
+        self.attn = CausalSelfAttention(d_model, heads, context, dropout)
+        self.ln_2 = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), gelu, nn.Linear(4 * d_model, d_model),
+                                 nn.Dropout(dropout))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class Gpt2(nn.Module):
+    def __init__(self, vocab=256, context=32, d_model=32, heads=2, dropout=0.1):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d_model)
+        self.wpe = nn.Embedding(context, d_model)
+        self.drop = nn.Dropout(dropout)
+        self.h = nn.ModuleList([Block(d_model, heads, context, dropout, nn.GELU()),
+                                Block(d_model, heads, context, dropout, TanhGelu())])
+        self.ln_f = nn.LayerNorm(d_model)
+        self.lm_head = nn.Linear(d_model, vocab, bias=False)
+        self.lm_head.weight = self.wte.weight  # tied, as GPT-2 does
+
+    def forward(self, ids):
+        pos = torch.arange(0, ids.size(1), dtype=torch.long, device=ids.device)
+        x = self.drop(self.wte(ids) + self.wpe(pos))
+        for block in self.h:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
+
+
+def export(module, example, path, input_name="x"):
     module.train()
     torch.onnx.export(module, example, str(path), opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
-                      do_constant_folding=False, input_names=["x"], output_names=["logits"],
-                      dynamic_axes={"x": {0: "batch"}, "logits": {0: "batch"}})
+                      do_constant_folding=False, input_names=[input_name], output_names=["logits"],
+                      dynamic_axes={input_name: {0: "batch"}, "logits": {0: "batch"}})
     print(f"{path}: {path.stat().st_size} bytes, {sum(p.numel() for p in module.parameters())} parameters")
 
 
@@ -60,6 +129,8 @@ def main():
     export(Mlp(), torch.zeros(4, 784), out / "mlp.onnx")
     torch.manual_seed(2027)
     export(Cnn(), torch.zeros(4, 1, 28, 28), out / "cnn.onnx")
+    torch.manual_seed(2028)
+    export(Gpt2(), torch.zeros(4, 32, dtype=torch.long), out / "gpt2.onnx", input_name="ids")
 
 
 if __name__ == "__main__":

@@ -219,7 +219,7 @@ TEST_CASE("gpt step graph: documented shapes, readable names, dropout sites, cli
   // The labels' layout must be the model's.
   CHECK_THROWS_WITH_AS(
       build_step_graph(job, DataShape{1000, 32, 256, 0}, t, first_rows(4)),
-      (job.source + ": the gpt model's step graph needs label sequences (label_width 32), but the "
+      (job.source + ": the next-token model's step graph needs label sequences (label_width 32), but the "
                     "data shape has label_width 0")
           .c_str(),
       EngineError);
