@@ -1,6 +1,8 @@
 // NumPy broadcasting geometry of BroadcastBinary and SumToShape (docs/numerics.md "Broadcasting
-// arithmetic"), shared by the CPU kernels (ops/kernels/broadcast.cpp), the float64 kernels and the CUDA
-// kernels (ops/cuda/kernels/broadcast.cuh) so every backend maps an element to the same sources.
+// arithmetic") and of Where and WhereBackward (docs/numerics.md "Selection: where, gather_rows"),
+// shared by the CPU kernels (ops/kernels/broadcast.cpp, select.cpp), the float64 kernels and the CUDA
+// kernels (ops/cuda/kernels/broadcast.cuh, select.cuh) so every backend maps an element to the same
+// sources.
 //
 // Shapes of rank ≤ 4 are right-aligned and padded on the left with 1s to rank 4. A dim of 1 broadcasts
 // (stride 0). Offsets are computed from a row-major flat index over `dims` with per-dim `strides`.
@@ -8,6 +10,7 @@
 
 #include <cstdint>
 
+#include "ops/math.h"
 #include "ops/portable.h"
 
 namespace tribunal {
@@ -29,6 +32,14 @@ TRIBUNAL_HD int64_t broadcast_offset(const int64_t* dims, const int64_t* strides
 struct BinaryGeom {
   int64_t dims[kBroadcastRank];  ///< the output shape, padded to rank 4 (no zero: n = 0 launches nothing)
   int64_t sa[kBroadcastRank];    ///< a's strides, 0 where a's dim is 1 (broadcast)
+  int64_t sb[kBroadcastRank];
+};
+
+/// Where: output element i reads cond[offset(dims, sc, i)], a[offset(dims, sa, i)], b[offset(dims, sb, i)].
+struct TernaryGeom {
+  int64_t dims[kBroadcastRank];  ///< the output shape, padded to rank 4
+  int64_t sc[kBroadcastRank];    ///< cond's strides, 0 where cond's dim is 1 (broadcast)
+  int64_t sa[kBroadcastRank];
   int64_t sb[kBroadcastRank];
 };
 
@@ -65,6 +76,27 @@ inline BinaryGeom binary_geom(const int64_t* a, int ra, const int64_t* b, int rb
   pad_dims(y, ry, g.dims);
   pad_dims(a, ra, pa);
   pad_dims(b, rb, pb);
+  broadcast_strides(pa, g.sa);
+  broadcast_strides(pb, g.sb);
+  return g;
+}
+
+/// Whether a Where condition selects its first branch: any value but ±0, NaN included. Decided on the
+/// bits, so a mode that treats subnormals as zero could not change it.
+TRIBUNAL_HD bool where_true(float cond) {
+  return (float_bits(cond) & 0x7FFFFFFFu) != 0u;
+}
+
+/// The geometry of y = cond ? a : b (already valid: y is the broadcast of the three shapes).
+inline TernaryGeom ternary_geom(const int64_t* c, int rc, const int64_t* a, int ra, const int64_t* b, int rb,
+                                const int64_t* y, int ry) {
+  TernaryGeom g{};
+  int64_t pc[kBroadcastRank], pa[kBroadcastRank], pb[kBroadcastRank];
+  pad_dims(y, ry, g.dims);
+  pad_dims(c, rc, pc);
+  pad_dims(a, ra, pa);
+  pad_dims(b, rb, pb);
+  broadcast_strides(pc, g.sc);
   broadcast_strides(pa, g.sa);
   broadcast_strides(pb, g.sb);
   return g;

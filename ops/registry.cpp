@@ -87,6 +87,12 @@ const OpInfo* entry_of(OpKind kind) {
       return &kBroadcastBinaryOp;
     case OpKind::SumToShape:
       return &kSumToShapeOp;
+    case OpKind::Where:
+      return &kWhereOp;
+    case OpKind::WhereBackward:
+      return &kWhereBackwardOp;
+    case OpKind::GatherRows:
+      return &kGatherRowsOp;
     case OpKind::Count:
       return nullptr;
   }

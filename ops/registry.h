@@ -63,7 +63,14 @@ enum class OpKind : uint8_t {
                     ///< NumPy broadcast of a's and b's; one float32 operation per element
   SumToShape,  ///< x; ints = target shape (x's shape a broadcast of it); floats = {sign ±1} → y[target],
                ///< y[j] = sign·canonical sum of the x elements broadcast from j, in increasing flat index
-  Count        ///< sentinel, not an op
+  // Selection (ONNX Where, Gather on axis 0; docs/numerics.md "Selection: where, gather_rows"). Appended.
+  Where,  ///< cond, a, b (rank ≤ 4, NumPy-broadcast together) → y[i] = cond[·] ≠ ±0 (NaN true) ? a[·] : b[·],
+          ///< a bit copy of the chosen element
+  WhereBackward,  ///< cond, dy (cond broadcasts to dy); ints = {branch 0|1} → dx[dy's shape],
+                  ///< dx[i] = (cond[·] true) == branch ? dy[i] : +0
+  GatherRows,     ///< table[N, …rest] (rank 1..4), ids (rank 0..3; integral floats in [0, N)) →
+                  ///< y[ids.shape ++ rest] (rank ≤ 4), y[p, …] = table[ids[p], …] (ONNX Gather, axis 0)
+  Count           ///< sentinel, not an op
 };
 
 inline constexpr size_t kOpKindCount = static_cast<size_t>(OpKind::Count);

@@ -231,6 +231,29 @@ OpLauncher op_launcher(OpKind kind) {
         const SumGeom g = sum_geom(x.dims().data(), x.rank(), t.dims().data(), t.rank());
         launch_sum_to_shape(l.I(0), l.O(0), g, l.attrs.floats[0] < 0.0f, t.numel());
       };
+    case OpKind::Where:
+      return [](const OpLaunch& l) {
+        const Shape &c = l.shape(0), &a = l.shape(1), &b = l.shape(2), &y = l.out_shape(0);
+        const TernaryGeom g = ternary_geom(c.dims().data(), c.rank(), a.dims().data(), a.rank(),
+                                           b.dims().data(), b.rank(), y.dims().data(), y.rank());
+        launch_where(l.I(0), l.I(1), l.I(2), l.O(0), g, y.numel());
+      };
+    case OpKind::WhereBackward:
+      return [](const OpLaunch& l) {
+        const Shape &c = l.shape(0), &dy = l.shape(1);
+        const BinaryGeom g =
+            binary_geom(c.dims().data(), c.rank(), dy.dims().data(), dy.rank(), dy.dims().data(), dy.rank());
+        launch_where_backward(l.I(0), l.I(1), l.O(0), g, l.attrs.ints[0] == 1, dy.numel());
+      };
+    case OpKind::GatherRows:
+      return [](const OpLaunch& l) {
+        // The ids checked on the host with the CPU's rule and message (ops/ids.h), then dense.cuh's gather.
+        const Shape& table = l.shape(0);
+        const int64_t row = table[0] == 0 ? 0 : table.numel() / table[0];
+        const DeviceBuffer<int64_t> ids = upload(token_ids(*l.in[1], table[0], l.op));
+        launch_gather(l.I(0), ids.data(), l.O(0), l.shape(1).numel(), row);
+        synchronize();  // ids is freed at the end of this scope
+      };
     case OpKind::Count:
       return nullptr;
   }

@@ -7,4 +7,5 @@
 #include "ops/cuda/kernels/dense.cuh"
 #include "ops/cuda/kernels/loss.cuh"
 #include "ops/cuda/kernels/optimizer.cuh"
+#include "ops/cuda/kernels/select.cuh"
 #include "ops/cuda/kernels/transformer.cuh"

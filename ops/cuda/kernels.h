@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "ops/broadcast.h"      // BinaryGeom, SumGeom
+#include "ops/broadcast.h"      // BinaryGeom, SumGeom, TernaryGeom
 #include "ops/conv_elements.h"  // ConvGeom
 #include "ops/cuda/cuda_ns.h"
 
@@ -41,6 +41,11 @@ void launch_broadcast_binary(const float* a, const float* b, float* y, const Bin
                              int64_t n);
 /// y[j] = ±(canonical sum of the g.n sources of output j), j < rows; one warp per output element.
 void launch_sum_to_shape(const float* x, float* y, const SumGeom& g, bool negate, int64_t rows);
+/// y[i] = where_true(c[·]) ? a[·] : b[·] over the n output elements of g (a bit copy).
+void launch_where(const float* c, const float* a, const float* b, float* y, const TernaryGeom& g, int64_t n);
+/// dx[i] = where_true(c[·]) == branch ? dy[i] : +0, i < n; c's map is g.sa (g: cond against dy's shape).
+void launch_where_backward(const float* c, const float* dy, float* dx, const BinaryGeom& g, bool branch,
+                           int64_t n);
 
 /// loss[0] = canonical_sum(nll) / batch; nll[batch] is device scratch; labels are valid class ids.
 void launch_softmax_cross_entropy(const float* z, const int64_t* labels, float* nll, float* loss,

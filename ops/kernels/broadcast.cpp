@@ -78,14 +78,17 @@ void broadcast_binary_fast(const Attrs& a, std::span<const Tensor* const> in, st
       out[0]->numel(), [&](int64_t i0, int64_t i1) { broadcast_binary_range(a, in, out, i0, i1); }, kGrain);
 }
 
-/// SumToShape(g → shape of v, sign), or g itself when v's shape is already g's and sign is +1 (the sum
-/// of one element would only turn −0 into +0; see docs/numerics.md "Broadcasting arithmetic").
+}  // namespace
+
+// Declared in ops/kernels/op_table.h: where's VJP reduces its gradients the same way.
 ValueRef reduce_to(VjpBuilder& b, ValueRef g, ValueRef v, float sign) {
   const Shape target = b.shape(v), have = b.shape(g);
   if (target == have && sign > 0) return g;
   Attrs attrs{{target.dims().begin(), target.dims().end()}, {sign}};
   return b.emit(OpKind::SumToShape, std::move(attrs), {g});
 }
+
+namespace {
 
 ValueRef binary(VjpBuilder& b, int64_t code, ValueRef x, ValueRef z) {
   return b.emit(OpKind::BroadcastBinary, {{code}, {}}, {x, z});

@@ -21,6 +21,13 @@ extern const OpInfo kConv2dOp, kConv2dBackwardInputOp, kConv2dBackwardWeightOp, 
     kMaxPool2dOp, kMaxPool2dBackwardOp, kSumSquaresOp, kClipCoefficientOp, kScaleOp;
 // Broadcasting arithmetic (ops/kernels/broadcast.cpp).
 extern const OpInfo kBroadcastBinaryOp, kSumToShapeOp;
+// Selection (ops/kernels/select.cpp).
+extern const OpInfo kWhereOp, kWhereBackwardOp, kGatherRowsOp;
+
+/// The VJP's reduction of a broadcast gradient (ops/kernels/broadcast.cpp): SumToShape(g → shape of v,
+/// sign), or g itself when v's shape is already g's and sign is +1 (the sum of one element would only
+/// turn −0 into +0; docs/numerics.md "Broadcasting arithmetic"). Shared by broadcast_binary and where.
+ValueRef reduce_to(VjpBuilder& b, ValueRef g, ValueRef v, float sign);
 
 /// Throws OpError("<op>: <what>") unless cond holds. Used by shape rules and kernels.
 inline void op_require(bool cond, const char* op, const std::string& what) {
