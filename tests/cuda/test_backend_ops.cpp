@@ -247,6 +247,51 @@ std::vector<EdgeCase> edge_cases(OpKind kind, std::mt19937& rng) {
         add("NaN", {{4}, {sign}}, {std::move(nan)});
       }
       break;
+    case OpKind::Where: {
+      // Conditions of every truth: ±0 false; NaN, ±inf, a subnormal and 1 true.
+      const std::vector<float> cv{0.0f, -0.0f, std::nanf(""), INFINITY, -INFINITY, 1e-45f, 1.0f};
+      const Tensor cond(Shape{7, 1}, cv);
+      add("NaN/−0/subnormal conditions", {},
+          {cond, random_tensor(Shape{7, 5}, rng), random_tensor(Shape{5}, rng)});
+      add("rank-0 cond (true)", {}, {scalar(std::nanf("")), random_tensor(Shape{3, 4}, rng), scalar(-1.0f)});
+      add("rank-0 cond (false)", {}, {scalar(-0.0f), random_tensor(Shape{3, 4}, rng), scalar(-1.0f)});
+      Tensor mask(Shape{1, 1, 33, 33});
+      for (int64_t r = 0; r < 33; ++r)
+        for (int64_t k = 0; k < 33; ++k) mask[r * 33 + k] = k <= r ? 1.0f : 0.0f;
+      add("rank-4 causal mask, −inf fill", {},
+          {mask, random_tensor(Shape{2, 3, 33, 33}, rng), scalar(-INFINITY)});
+      add("rank-4 cond of every broadcast", {},
+          {random_tensor(Shape{2, 1, 5, 1}, rng), random_tensor(Shape{1, 3, 1, 7}, rng),
+           random_tensor(Shape{2, 3, 5, 7}, rng)});
+      add("empty output", {}, {Tensor(Shape{0, 3}), random_tensor(Shape{3}, rng), scalar(0.0f)});
+      // NaN payloads and −0 in the branches: copied, never computed.
+      add("special branches", {}, {Tensor(Shape{7}, cv), Tensor(Shape{7}, cv), filled(Shape{7}, -0.0f)});
+      break;
+    }
+    case OpKind::WhereBackward:
+      for (int64_t branch = 0; branch < 2; ++branch) {
+        const std::vector<float> cv{0.0f, -0.0f, std::nanf(""), INFINITY, -INFINITY, 1e-45f, 1.0f};
+        add("NaN/−0/subnormal conditions", {{branch}, {}},
+            {Tensor(Shape{7}, cv), random_tensor(Shape{3, 7}, rng)});
+        add("rank-0 cond", {{branch}, {}}, {scalar(-0.0f), random_tensor(Shape{2, 3, 5, 7}, rng)});
+        add("rank-4 cond", {{branch}, {}},
+            {random_tensor(Shape{1, 3, 1, 7}, rng), random_tensor(Shape{2, 3, 5, 7}, rng)});
+        add("−0 and NaN in dy", {{branch}, {}}, {Tensor(Shape{7}, cv), Tensor(Shape{7}, cv)});
+        add("empty", {{branch}, {}}, {scalar(1.0f), Tensor(Shape{0, 4})});
+      }
+      break;
+    case OpKind::GatherRows: {
+      Tensor ids(Shape{2, 3, 4});
+      for (float& v : ids.values()) v = static_cast<float>(rng() % 17);
+      ids[5] = -0.0f;
+      add("ids [2,3,4] of a [17, 5] table", {}, {random_tensor(Shape{17, 5}, rng), ids});
+      add("rank-0 id of a rank-4 table", {}, {random_tensor(Shape{3, 2, 5, 7}, rng), scalar(2.0f)});
+      add("a rank-1 table", {},
+          {random_tensor(Shape{9}, rng), Tensor(Shape{2, 2}, std::vector<float>{8, 0, 4, 8})});
+      add("no ids", {}, {random_tensor(Shape{4, 3}, rng), Tensor(Shape{0})});
+      add("empty rows", {}, {Tensor(Shape{4, 0}), Tensor(Shape{3}, std::vector<float>{1, 2, 3})});
+      break;
+    }
     default:
       break;
   }
@@ -333,6 +378,8 @@ bool integral_input(OpKind kind, size_t i) {
       return i == 2;
     case OpKind::EmbeddingBackward:
       return i == 0;
+    case OpKind::GatherRows:
+      return i == 1;
     default:
       return false;
   }
@@ -440,6 +487,19 @@ TEST_SUITE("backend") {
     std::vector<Tensor*> out{&loss};
     CHECK_THROWS_WITH_AS(run_cuda_emulated(OpKind::SoftmaxCrossEntropy, {}, in, out),
                          doctest::Contains("is not a class id in [0, 3)"), OpError);
+  }
+
+  TEST_CASE("the emulated backend refuses a gather_rows id outside [0, N) with the CPU's message") {
+    Tensor table(Shape{4, 2}), ids(Shape{2, 2}, std::vector<float>{0.0f, 3.0f, 4.0f, 1.0f}),
+        y(Shape{2, 2, 2});
+    std::vector<const Tensor*> in{&table, &ids};
+    std::vector<Tensor*> out{&y};
+    const char* want = "gather_rows: id 4.000000 at position 2 is not a token id in [0, 4)";
+    CHECK_THROWS_WITH_AS(run_reference(OpKind::GatherRows, {}, in, out), want, OpError);
+    CHECK_THROWS_WITH_AS(run_cuda_emulated(OpKind::GatherRows, {}, in, out), want, OpError);
+    ids[2] = 0.5f;
+    CHECK_THROWS_WITH_AS(run_cuda_emulated(OpKind::GatherRows, {}, in, out),
+                         "gather_rows: id 0.500000 at position 2 is not a token id in [0, 4)", OpError);
   }
 }
 
