@@ -121,6 +121,38 @@ struct F64Forward {
           }
           break;
         }
+        case OpKind::Where: {
+          // cond ≠ ±0 (NaN true) picks a, else b; NumPy broadcasting as for BroadcastBinary above.
+          const Shape& y = g.values[node.outputs[0]].shape;
+          auto source = [&](const Shape& s, int64_t i) {
+            int64_t off = 0, stride = 1;
+            for (int d = y.rank() - 1; d >= 0; --d) {
+              const int64_t c = i % y[d];
+              i /= y[d];
+              const int ds = d - (y.rank() - s.rank());
+              if (ds < 0) continue;
+              if (s[ds] != 1) off += c * stride;
+              stride *= s[ds];
+            }
+            return static_cast<size_t>(off);
+          };
+          out.resize(static_cast<size_t>(y.numel()));
+          for (int64_t i = 0; i < y.numel(); ++i) {
+            const double c = in(0)[source(shape(0), i)];
+            out[static_cast<size_t>(i)] =
+                c != 0.0 || std::isnan(c) ? in(1)[source(shape(1), i)] : in(2)[source(shape(2), i)];
+          }
+          break;
+        }
+        case OpKind::GatherRows: {
+          // y[p, :] = table[ids[p], :].
+          const int64_t row = shape(0).numel() / shape(0)[0];
+          out.clear();
+          for (double id : in(1))
+            for (int64_t j = 0; j < row; ++j)
+              out.push_back(in(0)[static_cast<size_t>(static_cast<int64_t>(id) * row + j)]);
+          break;
+        }
         case OpKind::Relu:
           out.resize(in(0).size());
           for (size_t i = 0; i < out.size(); ++i) {
@@ -374,6 +406,50 @@ TEST_CASE("autodiff through broadcast_binary (all four ops, broadcast and reused
   // One per broadcast input (γ; β; s with sign −1; c with sign −1); none where a gradient already has
   // its input's shape [2, 3, 4].
   CHECK(reductions == 4);
+}
+
+TEST_CASE("autodiff through gather_rows and where (GPT-2's embedding and masked_fill) matches float64") {
+  // wte[5,4] gathered by ids[2,3] (repeated ids, one row never used) → h[2,3,4]; where(mask[1,3,1], h,
+  // fill[4]) → [2,3,4], mask true at t = 0 (1) and t = 2 (NaN), false at t = 1; scaled by x and reshaped
+  // to logits [6,4]. wte's gradient is embedding_backward of where_backward's kept rows; fill's the sum of
+  // where_backward's other rows over [2,3].
+  GradProblem pb;
+  GraphBuilder b(pb.g);
+  std::mt19937 rng(23);
+  auto param = [&](const std::string& name, Shape s) {
+    pb.state.push_back(random_tensor(s, rng, -1.0f, 1.0f));
+    const ValueId v = b.add_state(name, s);
+    pb.wrt.push_back(v);
+    return v;
+  };
+  const ValueId wte = param("wte", Shape{5, 4}), fill = param("fill", Shape{4});
+  const ValueId ids = b.add_data("ids", Shape{2, 3});
+  const ValueId mask = b.add_data("mask", Shape{1, 3, 1});
+  const ValueId x = b.add_data("x", Shape{2, 3, 4});
+  const ValueId y = b.add_data("y", Shape{6});
+  pb.data.push_back(Tensor(Shape{2, 3}, std::vector<float>{0, 3, 3, 1, 3, 4}));
+  pb.data.push_back(Tensor(Shape{1, 3, 1}, std::vector<float>{1.0f, 0.0f, std::nanf("")}));
+  pb.data.push_back(random_tensor(Shape{2, 3, 4}, rng, 0.5f, 2.0f));
+  pb.data.push_back(random_labels(6, 4, rng));
+  const ValueId h = b.add_node(OpKind::GatherRows, {}, {wte, ids}, "h").front();
+  const ValueId masked = b.add_node(OpKind::Where, {}, {mask, h, fill}, "masked").front();
+  const ValueId scaled = b.add_node(OpKind::BroadcastBinary, {{2}, {}}, {masked, x}, "scaled").front();
+  const ValueId logits = b.add_node(OpKind::Reshape, {{6, 4}, {}}, {scaled}, "logits").front();
+  pb.loss = b.add_node(OpKind::SoftmaxCrossEntropy, {}, {logits, y}, "loss").front();
+  pb.g.loss = pb.loss;
+  pb.wrt.push_back(x);
+  check_gradients(pb);
+  int where_backward = 0, sums = 0, embedding_backward = 0;
+  for (size_t n = pb.forward_nodes; n < pb.g.nodes.size(); ++n) {
+    where_backward += pb.g.nodes[n].op == OpKind::WhereBackward ? 1 : 0;
+    sums += pb.g.nodes[n].op == OpKind::SumToShape ? 1 : 0;
+    embedding_backward += pb.g.nodes[n].op == OpKind::EmbeddingBackward ? 1 : 0;
+  }
+  // One where_backward per branch; one sum_to_shape (fill's, h already has the output's shape); one
+  // embedding_backward; the mask and ids get none.
+  CHECK(where_backward == 2);
+  CHECK(sums == 1);
+  CHECK(embedding_backward == 1);
 }
 
 TEST_CASE("append_backward rejects what it cannot differentiate") {

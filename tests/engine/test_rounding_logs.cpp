@@ -78,7 +78,8 @@ TEST_CASE("the default tau of every op kind") {
       OpKind::Gather,       OpKind::Reshape,         OpKind::Add,        OpKind::Relu,
       OpKind::ReluBackward, OpKind::Embedding,       OpKind::SplitHeads, OpKind::MergeHeads,
       OpKind::Dropout,      OpKind::DropoutBackward, OpKind::MaxPool2d,  OpKind::MaxPool2dBackward,
-      OpKind::Scale,        OpKind::BroadcastBinary};
+      OpKind::Scale,        OpKind::BroadcastBinary, OpKind::Where,      OpKind::WhereBackward,
+      OpKind::GatherRows};
   for (size_t k = 0; k < kOpKindCount; ++k) {
     const OpKind kind = static_cast<OpKind>(k);
     CAPTURE(std::string(op_name(kind)));
