@@ -362,3 +362,31 @@ TEST_CASE("gather_rows' VJP: reshapes around embedding_backward; rows added in i
   // Row 0: 5, 6; row 1: never gathered, +0; row 2: (+0 + 1e8 + 1 − 1e8, +0 + −0 + 2 + 3).
   CHECK(bits(dt) == std::vector<uint32_t>{float_bits(5.0f), float_bits(6.0f), 0u, 0u, 0u, float_bits(5.0f)});
 }
+
+TEST_CASE("the shape rules' refusals name the op, the shapes and what is wrong") {
+  auto refusal = [](OpKind kind, Attrs attrs, std::vector<Shape> in) {
+    try {
+      infer_shapes(kind, attrs, in);
+    } catch (const OpError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no refusal");
+  };
+  CHECK(refusal(OpKind::Where, {}, {Shape{2, 3}, Shape{4}, Shape{}}) ==
+        "where: shapes [2, 3], [4], [] (cond, a, b) do not broadcast (dim 1 of the aligned shapes: 3 vs 4)");
+  CHECK(refusal(OpKind::Where, {}, {Shape{3}, Shape{2, 3}, Shape{2, 1, 4}}) ==
+        "where: shapes [3], [2, 3], [2, 1, 4] (cond, a, b) do not broadcast (dim 2 of the aligned shapes: 3 "
+        "vs 4)");
+  CHECK(refusal(OpKind::WhereBackward, {{1}, {}}, {Shape{2, 3}, Shape{3}}) ==
+        "where_backward: cond [2, 3] does not broadcast to dy's shape [3]");
+  CHECK(refusal(OpKind::WhereBackward, {{2}, {}}, {Shape{3}, Shape{3}}) ==
+        "where_backward: branch must be 1 (keep dy where cond is true) or 0 (where false), got 2");
+  CHECK(refusal(OpKind::GatherRows, {}, {Shape{}, Shape{2}}) ==
+        "gather_rows: the table must have rank 1 to 4, got []");
+  CHECK(refusal(OpKind::GatherRows, {}, {Shape{5, 2}, Shape{1, 1, 1, 1}}) ==
+        "gather_rows: ids must have rank 0 to 3, got [1, 1, 1, 1]");
+  CHECK(
+      refusal(OpKind::GatherRows, {}, {Shape{5, 2, 3}, Shape{1, 1, 1}}) ==
+      "gather_rows: the output ids.shape ++ table.shape[1:] of ids [1, 1, 1] and table [5, 2, 3] would have "
+      "rank 5, more than 4");
+}
