@@ -93,6 +93,10 @@ const OpInfo* entry_of(OpKind kind) {
       return &kWhereBackwardOp;
     case OpKind::GatherRows:
       return &kGatherRowsOp;
+    case OpKind::Unary:
+      return &kUnaryOp;
+    case OpKind::UnaryBackward:
+      return &kUnaryBackwardOp;
     case OpKind::Count:
       return nullptr;
   }

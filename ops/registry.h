@@ -70,6 +70,12 @@ enum class OpKind : uint8_t {
                   ///< dx[i] = (cond[·] true) == branch ? dy[i] : +0
   GatherRows,     ///< table[N, …rest] (rank 1..4), ids (rank 0..3; integral floats in [0, N)) →
                   ///< y[ids.shape ++ rest] (rank ≤ 4), y[p, …] = table[ids[p], …] (ONNX Gather, axis 0)
+  // Elementwise functions (ONNX Neg, Reciprocal, Sqrt, Exp, Log, Tanh, Erf, Sigmoid, Sin, Cos, Pow;
+  // docs/numerics.md "Elementwise functions"). Appended: the op bytes above are unchanged.
+  Unary,  ///< x (rank ≤ 4); ints = {fn}; floats = {p} → y = f(x) elementwise, same shape; fn: 0 neg,
+          ///< 1 reciprocal, 2 sqrt, 3 exp, 4 log, 5 tanh, 6 erf, 7 sigmoid, 8 sin, 9 cos, 10 pow (x^p);
+          ///< p = 0 unless fn is pow (ops/unary.h, ops/math.h: our own functions, never libm's)
+  UnaryBackward,  ///< x, y (the forward output), dy; the forward's attrs → dx = dy·f'(x) (ops/unary.h)
   Count           ///< sentinel, not an op
 };
 

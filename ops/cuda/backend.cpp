@@ -254,6 +254,13 @@ OpLauncher op_launcher(OpKind kind) {
         launch_gather(l.I(0), ids.data(), l.O(0), l.shape(1).numel(), row);
         synchronize();  // ids is freed at the end of this scope
       };
+    case OpKind::Unary:
+      return
+          [](const OpLaunch& l) { launch_unary(l.I(0), l.O(0), l.attrs.ints[0], l.attrs.floats[0], l.n0()); };
+    case OpKind::UnaryBackward:
+      return [](const OpLaunch& l) {
+        launch_unary_backward(l.I(0), l.I(1), l.I(2), l.O(0), l.attrs.ints[0], l.attrs.floats[0], l.n0());
+      };
     case OpKind::Count:
       return nullptr;
   }

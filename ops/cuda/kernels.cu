@@ -9,3 +9,4 @@
 #include "ops/cuda/kernels/optimizer.cuh"
 #include "ops/cuda/kernels/select.cuh"
 #include "ops/cuda/kernels/transformer.cuh"
+#include "ops/cuda/kernels/unary.cuh"

@@ -46,6 +46,11 @@ void launch_where(const float* c, const float* a, const float* b, float* y, cons
 /// dx[i] = where_true(c[·]) == branch ? dy[i] : +0, i < n; c's map is g.sa (g: cond against dy's shape).
 void launch_where_backward(const float* c, const float* dy, float* dx, const BinaryGeom& g, bool branch,
                            int64_t n);
+/// y[i] = unary32(fn, x[i], p) (ops/unary.h).
+void launch_unary(const float* x, float* y, int64_t fn, float p, int64_t n);
+/// dx[i] = unary_grad32(fn, x[i], y[i], dy[i], p) (ops/unary.h).
+void launch_unary_backward(const float* x, const float* y, const float* dy, float* dx, int64_t fn, float p,
+                           int64_t n);
 
 /// loss[0] = canonical_sum(nll) / batch; nll[batch] is device scratch; labels are valid class ids.
 void launch_softmax_cross_entropy(const float* z, const int64_t* labels, float* nll, float* loss,

@@ -78,6 +78,9 @@ void dropout(const Call&);  ///< Dropout and DropoutBackward (the same map of x 
 void scale(const Call&);
 void broadcast_binary(const Call&);
 void sum_to_shape(const Call&);
+// unary.cpp
+void unary(const Call&);
+void unary_backward(const Call&);
 // layout.cpp (the embeddings)
 void embedding(const Call&);
 void embedding_backward(const Call&);

@@ -28,6 +28,8 @@ extern const OpInfo kWhereOp, kWhereBackwardOp, kGatherRowsOp;
 /// sign), or g itself when v's shape is already g's and sign is +1 (the sum of one element would only
 /// turn −0 into +0; docs/numerics.md "Broadcasting arithmetic"). Shared by broadcast_binary and where.
 ValueRef reduce_to(VjpBuilder& b, ValueRef g, ValueRef v, float sign);
+// Elementwise functions (ops/kernels/unary.cpp).
+extern const OpInfo kUnaryOp, kUnaryBackwardOp;
 
 /// Throws OpError("<op>: <what>") unless cond holds. Used by shape rules and kernels.
 inline void op_require(bool cond, const char* op, const std::string& what) {

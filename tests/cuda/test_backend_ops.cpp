@@ -37,6 +37,7 @@
 #include "ops/reduce.h"
 #include "ops/registry.h"
 #include "ops/tensor.h"
+#include "ops/unary.h"
 #include "tests/ops/op_test_support.h"
 
 using namespace tribunal;
@@ -292,6 +293,31 @@ std::vector<EdgeCase> edge_cases(OpKind kind, std::mt19937& rng) {
       add("empty rows", {}, {Tensor(Shape{4, 0}), Tensor(Shape{3}, std::vector<float>{1, 2, 3})});
       break;
     }
+    case OpKind::Unary:
+    case OpKind::UnaryBackward:
+      // Every function code and pow's paths on the values where the functions branch: NaN, ±inf, ±0,
+      // subnormals, exp32's and sigmoid32's thresholds, erf32's splits, the trig range limit and beyond.
+      for (int64_t fn = 0; fn < kUnaryFnCount; ++fn)
+        for (float p : fn == 10 ? std::vector<float>{2.0f, 3.0f, 0.5f, -1.0f, 1.5f, -0.5f, 65.0f, 0.0f}
+                                : std::vector<float>{0.0f}) {
+          const std::vector<float> v{std::nanf(""), INFINITY, -INFINITY, -0.0f,     0.0f,      1e-45f,
+                                     -1e-45f,       1.0f,     -1.0f,     2.0f,      3.99f,     4.0f,
+                                     -0.55f,        88.8f,    -104.0f,   -100.0f,   20.0f,     kTrigMax,
+                                     -kTrigMax,     5e6f,     1e-20f,    0.785398f, -2.35619f, 12345.7f};
+          const Shape s{static_cast<int64_t>(v.size())};
+          Tensor x(s, v);
+          if (kind == OpKind::Unary) {
+            add("specials", {{fn}, {p}}, {x});
+            add("empty", {{fn}, {p}}, {Tensor(Shape{0, 3})});
+          } else {
+            Tensor y(s);
+            for (int64_t i = 0; i < s.numel(); ++i) y[i] = unary32(fn, x[i], p);
+            add("specials", {{fn}, {p}}, {x, y, random_tensor(s, rng)});
+            add("specials, dy NaN/inf/0", {{fn}, {p}},
+                {x, y, Tensor(s, std::vector<float>(v.rbegin(), v.rend()))});
+          }
+        }
+      break;
     default:
       break;
   }

@@ -87,6 +87,9 @@ TEST_CASE("the default tau of every op kind") {
     CHECK(default_rounding_tau(kind) == want);
     CHECK(NumericsSpec().tau_of(kind) == want);
   }
+  // unary and unary_backward: fixed formulas through libm's functions in float64 (Float64Spread::Libm).
+  CHECK(default_rounding_tau(OpKind::Unary) == 0x1p-16);
+  CHECK(default_rounding_tau(OpKind::UnaryBackward) == 0x1p-16);
 }
 
 TEST_CASE("[numerics] selects rounding-log mode and its tau per op kind") {
