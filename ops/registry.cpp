@@ -97,6 +97,14 @@ const OpInfo* entry_of(OpKind kind) {
       return &kUnaryOp;
     case OpKind::UnaryBackward:
       return &kUnaryBackwardOp;
+    case OpKind::Transpose:
+      return &kTransposeOp;
+    case OpKind::Slice:
+      return &kSliceOp;
+    case OpKind::SliceBackward:
+      return &kSliceBackwardOp;
+    case OpKind::Concat:
+      return &kConcatOp;
     case OpKind::Count:
       return nullptr;
   }

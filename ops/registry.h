@@ -76,7 +76,17 @@ enum class OpKind : uint8_t {
           ///< 1 reciprocal, 2 sqrt, 3 exp, 4 log, 5 tanh, 6 erf, 7 sigmoid, 8 sin, 9 cos, 10 pow (x^p);
           ///< p = 0 unless fn is pow (ops/unary.h, ops/math.h: our own functions, never libm's)
   UnaryBackward,  ///< x, y (the forward output), dy; the forward's attrs → dx = dy·f'(x) (ops/unary.h)
-  Count           ///< sentinel, not an op
+  // Data movement (ONNX Transpose, Slice/Split, Concat; docs/numerics.md "Data movement: transpose, slice,
+  // concat"): exact copies. Appended: the op bytes above are unchanged.
+  Transpose,  ///< x (rank 1..4); ints = perm (a permutation of 0..rank−1) → y, y.shape[d] =
+              ///< x.shape[perm[d]], y[c₀, …] = x at coordinate perm[d] = c_d (NumPy/ONNX Transpose)
+  Slice,  ///< x (rank 1..4); ints = {axis, start, end, step}, 0 ≤ start ≤ end ≤ x.shape[axis], step ≥ 1
+          ///< → y, y.shape[axis] = ceil((end − start)/step), y[…, l, …] = x[…, start + l·step, …]
+  SliceBackward,  ///< dy; ints = {axis, start, step, full_dim} → dx, dx.shape[axis] = full_dim:
+                  ///< dx[…, start + l·step, …] = dy[…, l, …], every other element +0
+  Concat,  ///< x₀ … x_{n−1} (n ≥ 1, rank 1..4, equal but on the axis); ints = {axis} → y, the
+           ///< inputs one after another along the axis (ONNX Concat)
+  Count    ///< sentinel, not an op
 };
 
 inline constexpr size_t kOpKindCount = static_cast<size_t>(OpKind::Count);

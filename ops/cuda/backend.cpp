@@ -261,6 +261,43 @@ OpLauncher op_launcher(OpKind kind) {
       return [](const OpLaunch& l) {
         launch_unary_backward(l.I(0), l.I(1), l.I(2), l.O(0), l.attrs.ints[0], l.attrs.floats[0], l.n0());
       };
+    case OpKind::Transpose:
+      return [](const OpLaunch& l) {
+        const Shape& x = l.shape(0);
+        launch_strided_copy(l.I(0), l.O(0), transpose_geom(x.dims().data(), x.rank(), l.attrs.ints.data()));
+      };
+    case OpKind::Slice:
+      return [](const OpLaunch& l) {
+        const Shape& x = l.shape(0);
+        const int axis = static_cast<int>(l.attrs.ints[0]);
+        const int64_t len = l.out_shape(0)[axis];
+        // A step matters only between two positions; with one or none it is taken as 1, so no stride
+        // is formed from a step beyond the axis.
+        launch_strided_copy(l.I(0), l.O(0),
+                            slice_geom(axis_view(x.dims().data(), x.rank(), axis), l.attrs.ints[1],
+                                       len > 1 ? l.attrs.ints[3] : 1, len));
+      };
+    case OpKind::SliceBackward:
+      return [](const OpLaunch& l) {
+        const Shape& dx = l.out_shape(0);
+        const int axis = static_cast<int>(l.attrs.ints[0]);
+        const AxisView v = axis_view(dx.dims().data(), dx.rank(), axis);
+        launch_slice_backward(
+            l.I(0), l.O(0),
+            SliceBackGeom{v.outer, v.dim, l.shape(0)[axis], v.inner, l.attrs.ints[1], l.attrs.ints[2]});
+      };
+    case OpKind::Concat:
+      return [](const OpLaunch& l) {  // each input into its range of the axis; together they cover y
+        const int axis = static_cast<int>(l.attrs.ints[0]);
+        int64_t offset = 0;
+        for (size_t k = 0; k < l.in.size(); ++k) {
+          const Shape& x = l.shape(k);
+          launch_strided_copy(
+              l.I(k), l.O(0),
+              concat_geom(axis_view(x.dims().data(), x.rank(), axis), offset, l.out_shape(0)[axis]));
+          offset += x[axis];
+        }
+      };
     case OpKind::Count:
       return nullptr;
   }

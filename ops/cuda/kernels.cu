@@ -6,6 +6,7 @@
 #include "ops/cuda/kernels/conv.cuh"
 #include "ops/cuda/kernels/dense.cuh"
 #include "ops/cuda/kernels/loss.cuh"
+#include "ops/cuda/kernels/movement.cuh"
 #include "ops/cuda/kernels/optimizer.cuh"
 #include "ops/cuda/kernels/select.cuh"
 #include "ops/cuda/kernels/transformer.cuh"

@@ -10,6 +10,7 @@
 #include "ops/broadcast.h"      // BinaryGeom, SumGeom, TernaryGeom
 #include "ops/conv_elements.h"  // ConvGeom
 #include "ops/cuda/cuda_ns.h"
+#include "ops/movement.h"  // CopyGeom, SliceBackGeom
 
 namespace tribunal::TRIBUNAL_CUDA_NS {
 
@@ -51,6 +52,11 @@ void launch_unary(const float* x, float* y, int64_t fn, float p, int64_t n);
 /// dx[i] = unary_grad32(fn, x[i], y[i], dy[i], p) (ops/unary.h).
 void launch_unary_backward(const float* x, const float* y, const float* dy, float* dx, int64_t fn, float p,
                            int64_t n);
+/// dst[copy_dst_offset(g, i)] = src[copy_src_offset(g, i)] for every element i of g (transpose, slice,
+/// one input of concat); nothing for an empty g.
+void launch_strided_copy(const float* src, float* dst, const CopyGeom& g);
+/// slice_backward: dx[i] = dy[slice_backward_source(g, i)], +0 where that is −1.
+void launch_slice_backward(const float* dy, float* dx, const SliceBackGeom& g);
 
 /// loss[0] = canonical_sum(nll) / batch; nll[batch] is device scratch; labels are valid class ids.
 void launch_softmax_cross_entropy(const float* z, const int64_t* labels, float* nll, float* loss,

@@ -30,6 +30,8 @@ extern const OpInfo kWhereOp, kWhereBackwardOp, kGatherRowsOp;
 ValueRef reduce_to(VjpBuilder& b, ValueRef g, ValueRef v, float sign);
 // Elementwise functions (ops/kernels/unary.cpp).
 extern const OpInfo kUnaryOp, kUnaryBackwardOp;
+// Data movement (ops/kernels/movement.cpp).
+extern const OpInfo kTransposeOp, kSliceOp, kSliceBackwardOp, kConcatOp;
 
 /// Throws OpError("<op>: <what>") unless cond holds. Used by shape rules and kernels.
 inline void op_require(bool cond, const char* op, const std::string& what) {
