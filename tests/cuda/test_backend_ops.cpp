@@ -318,6 +318,41 @@ std::vector<EdgeCase> edge_cases(OpKind kind, std::mt19937& rng) {
           }
         }
       break;
+    case OpKind::Transpose:
+      add("rank 1", {{0}, {}}, {random_tensor(Shape{37}, rng)});
+      add("rank 4, every axis moved", {{3, 2, 0, 1}, {}}, {random_tensor(Shape{3, 5, 7, 11}, rng)});
+      add("attention [B,T,H,E] → [B,H,T,E]", {{0, 2, 1, 3}, {}}, {random_tensor(Shape{2, 33, 4, 16}, rng)});
+      add("kᵀ: the last two axes", {{0, 1, 3, 2}, {}}, {random_tensor(Shape{2, 3, 33, 65}, rng)});
+      add("empty", {{1, 0}, {}}, {Tensor(Shape{0, 5})});
+      break;
+    case OpKind::Slice:
+      add("rank 1, step 3", {{0, 1, 37, 3}, {}}, {random_tensor(Shape{37}, rng)});
+      add("rank 4, last axis, step 2", {{3, 1, 11, 2}, {}}, {random_tensor(Shape{3, 5, 7, 11}, rng)});
+      add("rank 4, axis 1, step 1", {{1, 2, 4, 1}, {}}, {random_tensor(Shape{3, 5, 7, 11}, rng)});
+      add("rotate_half's second half", {{2, 8, 16, 1}, {}}, {random_tensor(Shape{2, 33, 16}, rng)});
+      add("step past the range", {{0, 4, 6, int64_t{1} << 62}, {}}, {random_tensor(Shape{7, 3}, rng)});
+      add("size 0", {{1, 3, 3, 1}, {}}, {random_tensor(Shape{4, 5}, rng)});
+      break;
+    case OpKind::SliceBackward:
+      add("rank 1, step 3", {{0, 1, 3, 37}, {}}, {random_tensor(Shape{12}, rng)});
+      add("rank 4, last axis, step 2", {{3, 1, 2, 11}, {}}, {random_tensor(Shape{3, 5, 7, 5}, rng)});
+      add("rank 4, axis 0", {{0, 2, 1, 5}, {}}, {random_tensor(Shape{2, 3, 4, 5}, rng)});
+      add("dy of size 0: all +0", {{1, 3, 1, 5}, {}}, {Tensor(Shape{4, 0})});
+      add("−0 from dy stays −0", {{0, 1, 2, 6}, {}}, {filled(Shape{3, 7}, -0.0f)});
+      break;
+    case OpKind::Concat:
+      add("one input", {{1}, {}}, {random_tensor(Shape{3, 5}, rng)});
+      add("rank 1", {{0}, {}}, {random_tensor(Shape{7}, rng), random_tensor(Shape{33}, rng)});
+      add("rank 4, last axis", {{3}, {}},
+          {random_tensor(Shape{2, 3, 4, 1}, rng), random_tensor(Shape{2, 3, 4, 16}, rng),
+           random_tensor(Shape{2, 3, 4, 5}, rng)});
+      add("rank 4, axis 0", {{0}, {}},
+          {random_tensor(Shape{1, 3, 4, 5}, rng), random_tensor(Shape{2, 3, 4, 5}, rng)});
+      add("empty inputs between", {{1}, {}},
+          {Tensor(Shape{3, 0}), random_tensor(Shape{3, 2}, rng), Tensor(Shape{3, 0}),
+           random_tensor(Shape{3, 1}, rng)});
+      add("all empty", {{0}, {}}, {Tensor(Shape{0, 4}), Tensor(Shape{0, 4})});
+      break;
     default:
       break;
   }
