@@ -54,6 +54,22 @@ Tensor random_labels(int64_t batch, int64_t classes, std::mt19937& rng) {
   return t;
 }
 
+/// Row-major coordinates of flat index i over `s`, and back.
+std::vector<int64_t> coords(int64_t i, const Shape& s) {
+  std::vector<int64_t> c(static_cast<size_t>(s.rank()));
+  for (int d = s.rank() - 1; d >= 0; --d) {
+    c[static_cast<size_t>(d)] = i % s[d];
+    i /= s[d];
+  }
+  return c;
+}
+
+int64_t flat(const std::vector<int64_t>& c, const Shape& s) {
+  int64_t i = 0;
+  for (int d = 0; d < s.rank(); ++d) i = i * s[d] + c[static_cast<size_t>(d)];
+  return i;
+}
+
 /// Float64 interpreter of a graph's first `nodes` nodes, for the forward ops the tests use.
 /// `inputs[v]` gives the value of each State/Data value v (others empty).
 struct F64Forward {
@@ -165,6 +181,38 @@ struct F64Forward {
                                   std::log(x), std::tanh(x), std::erf(x),   1.0 / (1.0 + std::exp(-x)),
                                   std::sin(x), std::cos(x),  std::pow(x, p)};
             out[i] = fns[fn];
+          }
+          break;
+        }
+        case OpKind::Transpose:
+        case OpKind::Slice:
+        case OpKind::SliceBackward:
+        case OpKind::Concat: {
+          // Data movement by coordinates, written out here independently of ops/kernels/movement.cpp.
+          const Shape& y = g.values[node.outputs[0]].shape;
+          const std::vector<int64_t>& a = node.attrs.ints;
+          out.assign(static_cast<size_t>(y.numel()), 0.0);
+          if (node.op == OpKind::Transpose || node.op == OpKind::Slice) {
+            for (int64_t i = 0; i < y.numel(); ++i) {
+              const std::vector<int64_t> yc = coords(i, y);
+              std::vector<int64_t> xc = yc;
+              if (node.op == OpKind::Transpose)
+                for (size_t d = 0; d < yc.size(); ++d) xc[static_cast<size_t>(a[d])] = yc[d];
+              else
+                xc[static_cast<size_t>(a[0])] = a[1] + yc[static_cast<size_t>(a[0])] * a[3];
+              out[static_cast<size_t>(i)] = in(0)[static_cast<size_t>(flat(xc, shape(0)))];
+            }
+          } else {  // scatter each input: slice_backward's dy at start + l·step, concat's at its offset
+            int64_t offset = 0;
+            for (size_t k = 0; k < node.inputs.size(); ++k) {
+              for (int64_t i = 0; i < shape(k).numel(); ++i) {
+                std::vector<int64_t> c = coords(i, shape(k));
+                int64_t& p = c[static_cast<size_t>(a[0])];
+                p = node.op == OpKind::Concat ? p + offset : a[1] + p * a[2];
+                out[static_cast<size_t>(flat(c, y))] = in(k)[static_cast<size_t>(i)];
+              }
+              offset += shape(k)[static_cast<int>(a[0])];
+            }
           }
           break;
         }
@@ -516,6 +564,51 @@ TEST_CASE("autodiff through unary (every function code, pow's paths) matches flo
   int backward = 0;
   for (const Node& n : pb.g.nodes) backward += n.op == OpKind::UnaryBackward ? 1 : 0;
   CHECK(backward == 15);  // one per unary node
+}
+
+TEST_CASE("autodiff through transpose, slice, slice_backward and concat matches float64") {
+  // An exported attention block's plumbing: slices of x (a step-2 slice of the last axis and a
+  // step-1 slice of the middle one, as ONNX Split lowers), a transpose, a concat with a parameter,
+  // a broadcast product, slice_backward as a forward op (its own VJP is a slice), and a rank-4
+  // transpose before the logits. x is read by two slices, so its gradient is a sum of two scatters.
+  GradProblem pb;
+  GraphBuilder b(pb.g);
+  std::mt19937 rng(23);
+  auto param = [&](const std::string& name, Shape s) {
+    pb.state.push_back(random_tensor(s, rng));
+    const ValueId v = b.add_state(name, s);
+    pb.wrt.push_back(v);
+    return v;
+  };
+  const ValueId x = param("x", Shape{2, 3, 4}), e = param("e", Shape{2, 1, 2}), z = param("z", Shape{8, 2});
+  const ValueId y = b.add_data("y", Shape{14});
+  pb.data.push_back(random_labels(14, 4, rng));
+  auto one = [&](OpKind op, std::vector<int64_t> ints, std::vector<ValueId> in, const char* name) {
+    return b.add_node(op, {std::move(ints), {}}, std::move(in), name).front();
+  };
+  const ValueId even = one(OpKind::Slice, {2, 0, 4, 2}, {x}, "even");          // [2, 3, 2]
+  const ValueId mid = one(OpKind::Slice, {1, 1, 3, 1}, {x}, "mid");            // [2, 2, 4]
+  const ValueId midt = one(OpKind::Transpose, {0, 2, 1}, {mid}, "mid_t");      // [2, 4, 2]
+  const ValueId cat = one(OpKind::Concat, {1}, {even, midt, e}, "cat");        // [2, 8, 2]
+  const ValueId h = one(OpKind::BroadcastBinary, {2}, {cat, z}, "scaled");     // [2, 8, 2]
+  const ValueId wide = one(OpKind::SliceBackward, {2, 1, 2, 4}, {h}, "wide");  // [2, 8, 4]
+  const ValueId r4 = one(OpKind::Reshape, {2, 4, 2, 4}, {wide}, "r4");
+  const ValueId t4 = one(OpKind::Transpose, {2, 0, 3, 1}, {r4}, "t4");  // [2, 2, 4, 4]
+  // Rows 1 to 14 of the 16 are the logits: a slice on the loss's path, whose VJP leaves rows 0 and 15 +0.
+  const ValueId rows = one(OpKind::Reshape, {16, 4}, {t4}, "rows");
+  const ValueId logits = one(OpKind::Slice, {0, 1, 15, 1}, {rows}, "logits");
+  pb.loss = b.add_node(OpKind::SoftmaxCrossEntropy, {}, {logits, y}, "loss").front();
+  pb.g.loss = pb.loss;
+  check_gradients(pb);
+  int scatters = 0, slices = 0;
+  for (const Node& n : pb.g.nodes) {
+    scatters += n.op == OpKind::SliceBackward ? 1 : 0;
+    slices += n.op == OpKind::Slice ? 1 : 0;
+  }
+  // Backward: one slice_backward per forward slice (3), one slice per differentiated concat input (3:
+  // even, mid_t, e) and slice_backward's VJP (1); forward: 1 and 3.
+  CHECK(scatters == 1 + 3);
+  CHECK(slices == 3 + 3 + 1);
 }
 
 TEST_CASE("append_backward rejects what it cannot differentiate") {

@@ -79,7 +79,8 @@ TEST_CASE("the default tau of every op kind") {
       OpKind::ReluBackward, OpKind::Embedding,       OpKind::SplitHeads, OpKind::MergeHeads,
       OpKind::Dropout,      OpKind::DropoutBackward, OpKind::MaxPool2d,  OpKind::MaxPool2dBackward,
       OpKind::Scale,        OpKind::BroadcastBinary, OpKind::Where,      OpKind::WhereBackward,
-      OpKind::GatherRows};
+      OpKind::GatherRows,   OpKind::Transpose,       OpKind::Slice,      OpKind::SliceBackward,
+      OpKind::Concat};
   for (size_t k = 0; k < kOpKindCount; ++k) {
     const OpKind kind = static_cast<OpKind>(k);
     CAPTURE(std::string(op_name(kind)));
@@ -163,6 +164,8 @@ TEST_CASE("job_id: the τ of op kinds appended after scale enter only when not t
   const Digest rlog = job_id(rlog_job, root, shape);
   // A τ for an appended kind at its default changes nothing; away from it, the id.
   CHECK(job_id(parse_job(std::string(kJob) + "tau = { sum_to_shape = 0.03125 }\n", "job.toml"), root,
+               shape) == rlog);
+  CHECK(job_id(parse_job(std::string(kJob) + "tau = { transpose = 0.0, concat = 0.0 }\n", "job.toml"), root,
                shape) == rlog);
   const Digest named =
       job_id(parse_job(std::string(kJob) + "tau = { broadcast_binary = 0.0001 }\n", "job.toml"), root, shape);
