@@ -2,8 +2,9 @@
 // Slice and Split, Concat; docs/onnx.md). Each output element is a copy of one input element or +0 (no
 // arithmetic), so every implementation is exact and any split over threads is bitwise identical to the
 // reference (docs/numerics.md "Data movement: transpose, slice, concat"). The references index by
-// coordinates, as the contract is written; the fast kernels run ops/movement.h's strided copies over
-// output rows, innermost runs that are contiguous on both sides moved with memcpy.
+// coordinates, as the contract is written; the fast kernels run ops/movement.h's strided copies split
+// over threads, innermost runs that are contiguous on both sides moved with memcpy.
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -63,26 +64,30 @@ int64_t ravel(const int64_t* c, const Shape& s) {
 
 // ---- The fast copy -------------------------------------------------------------------------------------
 
-/// dst[copy_dst_offset(g, i)] = src[copy_src_offset(g, i)] for every i, over the coalesced geometry's
-/// rows (its three outer dims) split over threads; a row contiguous in both src and dst is one memcpy.
+/// dst[copy_dst_offset(g, i)] = src[copy_src_offset(g, i)] for every i of the coalesced geometry, its
+/// elements split over threads in static ranges of flat index; within a range, each piece of an
+/// innermost row is one memcpy where it is contiguous in both src and dst (so one long row, a rank-1
+/// slice or concat, splits as well as many short ones).
 void strided_copy(const CopyGeom& geom, const float* src, float* dst, ThreadPool& pool) {
   const CopyGeom g = coalesce(geom);
-  const int64_t len = g.dims[3], rows = g.dims[0] * g.dims[1] * g.dims[2];
-  if (len == 0 || rows == 0) return;
+  const int64_t len = g.dims[3], n = g.dims[0] * g.dims[1] * g.dims[2] * len;
+  if (n == 0) return;
   const int64_t ss = g.src_strides[3], ds = g.dst_strides[3];
   pool.parallel_for(
-      rows,
-      [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          const float* s = src + copy_src_offset(g, r * len);
-          float* d = dst + copy_dst_offset(g, r * len);
+      n,
+      [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1;) {
+          const int64_t j = i % len, piece = std::min(len - j, i1 - i);
+          const float* s = src + copy_src_offset(g, i - j) + j * ss;
+          float* d = dst + copy_dst_offset(g, i - j) + j * ds;
           if (ss == 1 && ds == 1)
-            std::memcpy(d, s, static_cast<size_t>(len) * sizeof(float));
+            std::memcpy(d, s, static_cast<size_t>(piece) * sizeof(float));
           else
-            for (int64_t j = 0; j < len; ++j) d[j * ds] = s[j * ss];
+            for (int64_t k = 0; k < piece; ++k) d[k * ds] = s[k * ss];
+          i += piece;
         }
       },
-      row_grain(len));
+      kCopyGrain);
 }
 
 // ---- Transpose: y[i₀…] = x[the same coordinates permuted], y.shape[d] = x.shape[perm[d]] -------------
