@@ -6,7 +6,8 @@
 // Transpose, Slice and each input of Concat are one strided copy: over a rank-4 iteration space `dims`
 // (row-major flat index i), dst[dst_base + offset(dims, dst_strides, i)] =
 // src[src_base + offset(dims, src_strides, i)], with offset() = ops/broadcast.h's broadcast_offset.
-// SliceBackward is a gather with a predicate (each dx element either reads one dy element or is +0).
+// SliceBackward is, on the CPU, a zero fill and a strided copy of dy into dx; on CUDA a gather with a
+// predicate (each dx element either reads one dy element or is +0).
 #pragma once
 
 #include <cstdint>
@@ -126,6 +127,18 @@ inline CopyGeom concat_geom(const AxisView& in, int64_t offset, int64_t total) {
                   {0, total * in.inner, in.inner, 1},
                   0,
                   offset * in.inner};
+}
+
+/// SliceBackward's scatter on the CPU: dy = [outer, len, inner] read contiguously into dx = [outer,
+/// full, inner] at positions start + l·step (the other dx elements are zeroed first). `step` is only
+/// formed into a stride when len ≥ 2, where (len − 1)·step < full bounds it.
+inline CopyGeom slice_scatter_geom(const AxisView& dx, int64_t start, int64_t step, int64_t len) {
+  const int64_t s = len > 1 ? step : 1;
+  return CopyGeom{{1, dx.outer, len, dx.inner},
+                  {0, len * dx.inner, dx.inner, 1},
+                  {0, dx.dim * dx.inner, s * dx.inner, 1},
+                  0,
+                  start * dx.inner};
 }
 
 /// SliceBackward: dx = [outer, full, inner], dy = [outer, len, inner], dy's row l at dx's position

@@ -18,11 +18,6 @@ namespace {
 // Elements a thread should copy at least before another thread is worth waking (as split_range).
 constexpr int64_t kCopyGrain = int64_t{1} << 14;
 
-/// Rows of `row_len` floats per thread: about kCopyGrain elements, at least one row.
-int64_t row_grain(int64_t row_len) {
-  return std::max<int64_t>(1, kCopyGrain / std::max<int64_t>(1, row_len));
-}
-
 std::string str(int64_t v) {
   return std::to_string(v);
 }
@@ -257,30 +252,23 @@ void slice_backward_reference(const Attrs& attrs, std::span<const Tensor* const>
   }
 }
 
-// One unit per dx row (outer, position along the axis) of `inner` floats: a memcpy of its dy row, or
-// zeros where the slice skipped the position.
+// dx zeroed by ranges of elements, then dy copied into its positions (ops/movement.h's scatter):
+// two passes, each split over threads into disjoint writes, the second after the first has finished.
 void slice_backward_fast(const Attrs& attrs, std::span<const Tensor* const> in, std::span<Tensor* const> out,
                          ThreadPool& pool) {
   const SliceBackAttrs s = slice_back_attrs(attrs);
   const Shape &dys = in[0]->shape(), &dxs = out[0]->shape();
-  if (dxs.numel() == 0) return;
-  const AxisView v = axis_view(dxs.dims().data(), dxs.rank(), s.axis);
-  const SliceBackGeom g{v.outer, v.dim, dys[s.axis], v.inner, s.start, s.step};
-  const float* dy = in[0]->data();
   float* dx = out[0]->data();
-  const size_t bytes = static_cast<size_t>(g.inner) * sizeof(float);
   pool.parallel_for(
-      g.outer * g.full,
-      [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          const int64_t src = slice_backward_source(g, r * g.inner);
-          if (src < 0)
-            std::memset(dx + r * g.inner, 0, bytes);  // all-zero bytes: +0
-          else
-            std::memcpy(dx + r * g.inner, dy + src, bytes);
-        }
+      dxs.numel(),
+      [&](int64_t i0, int64_t i1) {
+        std::memset(dx + i0, 0, static_cast<size_t>(i1 - i0) * sizeof(float));  // all-zero bytes: +0
       },
-      row_grain(g.inner));
+      kCopyGrain);
+  if (dys.numel() == 0) return;
+  strided_copy(
+      slice_scatter_geom(axis_view(dxs.dims().data(), dxs.rank(), s.axis), s.start, s.step, dys[s.axis]),
+      in[0]->data(), dx, pool);
 }
 
 // SliceBackward is linear: its VJP slices the same positions back out of ddx.
