@@ -132,7 +132,7 @@ int train_on(TrainSettings& s, World& world) {
     fmt::print("steps            {} (stride {}, {} checkpoints in {})\n", r.steps, r.stride,
                r.checkpoint_hashes.size(), options.out_dir.string());
     fmt::print("loss             {:.4f} -> {:.4f}\n", r.loss_first, r.loss_last);
-    if (job.model.kind == ModelKind::Gpt) {
+    if (label_width(job) > 0) {
       if (r.validation_loss >= 0)
         fmt::print("validation loss  {:.4f} nats/byte (unigram entropy of the training bytes {:.4f})\n",
                    r.validation_loss, r.unigram_entropy);

@@ -24,7 +24,16 @@ struct Val {
   uint32_t initializer_index = 0;  ///< its position in initializer_order()
   LoweredRef ref;                  ///< !is_const: the RepOps value
   Shape shape;                     ///< !is_const: its shape
+  /// !is_const: int64 token ids fed at run time (a graph input on text data), carried as a float tensor
+  /// of integers; only a Gather reads them (as gather_rows' ids).
+  bool index = false;
+  /// !is_const: the 2-D transpose of `ref` (shape: `shape`), not yet emitted: a MatMul reads it as
+  /// trans_a/trans_b (torch exports nn.Linear on [B, T, K] as MatMul(x, Transpose(W))); any other
+  /// reader gets a transpose node, emitted once.
+  bool lazy_transpose = false;
 };
+
+constexpr int32_t kOnnxInt64 = 7;
 
 std::string dims_str(std::span<const int64_t> dims) {
   std::string s = "[";
@@ -38,6 +47,7 @@ class Lowerer {
       : m_(model), opt_(options), discover_(discover) {
     for (size_t i = 0; i < model.params().size(); ++i)
       param_index_[model.params()[i]] = static_cast<uint32_t>(i);
+    find_differentiable();
   }
 
   LoweredGraph run() {
@@ -68,13 +78,49 @@ class Lowerer {
 
   // ---- values ----
 
+  /// The values a gradient of some graph output can reach, walking the nodes backwards through the
+  /// inputs an output depends on differentiably. A float initializer outside this set is a buffer,
+  /// not a weight: GPT-2's causal-mask buffer only feeds Slice → Equal → Where's condition, so it
+  /// folds at import instead of being trained (docs/onnx.md "Parameters").
+  void find_differentiable() {
+    for (const auto& o : m_.outputs()) differentiable_.insert(o.name);
+    const auto& nodes = m_.nodes();
+    for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+      const OnnxNode& node = *it;
+      if (std::none_of(node.outputs.begin(), node.outputs.end(),
+                       [&](const std::string& o) { return differentiable_.count(o) != 0; }))
+        continue;
+      for (size_t i = 0; i < node.inputs.size(); ++i)
+        if (!node.inputs[i].empty() && differentiable_input(node, i)) differentiable_.insert(node.inputs[i]);
+    }
+  }
+
+  /// Whether `node`'s float outputs depend differentiably on its input `i` (not on a shape, indices,
+  /// axes, a ratio or a condition).
+  static bool differentiable_input(const OnnxNode& node, size_t i) {
+    static const std::set<std::string> none = {
+        "Shape", "Size", "Equal", "Less",   "Greater", "LessOrEqual", "GreaterOrEqual",  "Not",
+        "And",   "Or",   "Xor",   "ArgMax", "ArgMin",  "Range",       "ConstantOfShape", "NonZero"};
+    static const std::set<std::string> first_only = {
+        "Gather", "Reshape", "Expand",  "Tile",   "Unsqueeze", "Squeeze", "Slice",
+        "Split",  "Pad",     "Dropout", "Resize", "ReduceSum", "TopK",    "GatherElements"};
+    if (none.count(node.op_type)) return false;
+    if (first_only.count(node.op_type)) return i == 0;
+    if (node.op_type == "Where") return i != 0;
+    if (node.op_type == "Cast") {
+      auto to = node.attributes.find("to");
+      return to != node.attributes.end() && to->second.i == kOnnxFloat;
+    }
+    return true;
+  }
+
   void bind_initializers() {
     const auto& order = m_.initializer_order();
     for (size_t i = 0; i < order.size(); ++i) {
       Val v;
       v.is_const = true;
       v.c = m_.initializers().at(order[i]);
-      v.float_initializer = v.c.type == OnnxConstant::Type::Float32;
+      v.float_initializer = v.c.type == OnnxConstant::Type::Float32 && differentiable_.count(order[i]) != 0;
       v.initializer_index = static_cast<uint32_t>(i);
       vals_[order[i]] = std::move(v);
     }
@@ -103,13 +149,16 @@ class Lowerer {
       if (!info)
         throw OnnxError(
             fmt::format("{}: '{}' is not a graph input (inputs: {})", m_.source(), name, input_names()));
-      if (info->elem_type != kOnnxFloat)
-        throw OnnxError(fmt::format("{}: graph input '{}' holds {}; the importer feeds float tensors only",
-                                    m_.source(), name, onnx_type_name(info->elem_type)));
+      if (info->elem_type != kOnnxFloat && info->elem_type != kOnnxInt64)
+        throw OnnxError(
+            fmt::format("{}: graph input '{}' holds {}; the importer feeds float tensors and int64 "
+                        "token ids only",
+                        m_.source(), name, onnx_type_name(info->elem_type)));
       const Shape& given = opt_.inputs[i].shape;
       Val v;
       v.ref = {LoweredRef::Kind::Input, static_cast<uint32_t>(i), 0};
       v.shape = given;
+      v.index = info->elem_type == kOnnxInt64;  // token ids: the data holds them as integral floats
       vals_[name] = v;
       // The data set's rows against the declared per-sample shape: reshape when only the layout differs.
       if (!info->dims.empty() && given.rank() >= 1) {
@@ -126,7 +175,9 @@ class Lowerer {
           if (n != given.numel())
             throw OnnxError(fmt::format("{}: graph input '{}' is declared {} per batch, the data gives {}",
                                         m_.source(), name, dims_str(info->dims), given.str()));
-          vals_[name] = emit_one(OpKind::Reshape, Attrs{want, {}}, {v.ref}, name + ".reshape", nullptr);
+          Val reshaped = emit_one(OpKind::Reshape, Attrs{want, {}}, {v.ref}, name + ".reshape", nullptr);
+          reshaped.index = v.index;
+          vals_[name] = reshaped;
         }
       }
     }
@@ -196,6 +247,15 @@ class Lowerer {
   LoweredRef runtime(const std::string& name, const OnnxNode* node) {
     value(name, node);  // throws, naming the node, when undefined
     Val& v = vals_.at(name);
+    if (v.index)
+      throw OnnxError(
+          fmt::format("{}reads the int64 token ids '{}' as a float tensor; the importer reads "
+                      "run-time int64 values only as Gather indices",
+                      node ? m_.where(*node) : m_.source() + ": ", name));
+    if (v.lazy_transpose) {  // emitted on first use by an op other than MatMul
+      v = emit_one(OpKind::Transpose, Attrs{{1, 0}, {}}, {v.ref}, name, node);
+      return v.ref;
+    }
     if (!v.is_const) return v.ref;
     const std::string where = node ? m_.where(*node) : m_.source() + ": ";
     if (v.c.dims.size() > static_cast<size_t>(kMaxRank))
@@ -325,13 +385,41 @@ class Lowerer {
 
   void lower_node(const OnnxNode& node) {
     static const std::map<std::string, Mapper> mappers = {
-        {"Add", &Lowerer::map_add},           {"Conv", &Lowerer::map_conv},
-        {"Sub", &Lowerer::map_sub},           {"Mul", &Lowerer::map_mul},
-        {"Div", &Lowerer::map_div},           {"Dropout", &Lowerer::map_dropout},
-        {"Flatten", &Lowerer::map_flatten},   {"Gemm", &Lowerer::map_gemm},
-        {"Identity", &Lowerer::map_identity}, {"MatMul", &Lowerer::map_matmul},
-        {"MaxPool", &Lowerer::map_maxpool},   {"Relu", &Lowerer::map_relu},
+        {"Add", &Lowerer::map_add},
+        {"Conv", &Lowerer::map_conv},
+        {"Sub", &Lowerer::map_sub},
+        {"Mul", &Lowerer::map_mul},
+        {"Div", &Lowerer::map_div},
+        {"Dropout", &Lowerer::map_dropout},
+        {"Flatten", &Lowerer::map_flatten},
+        {"Gemm", &Lowerer::map_gemm},
+        {"Identity", &Lowerer::map_identity},
+        {"MatMul", &Lowerer::map_matmul},
+        {"MaxPool", &Lowerer::map_maxpool},
+        {"Relu", &Lowerer::map_relu},
         {"Reshape", &Lowerer::map_reshape},
+        {"Gather", &Lowerer::map_gather},
+        {"Transpose", &Lowerer::map_transpose},
+        {"Slice", &Lowerer::map_slice},
+        {"Split", &Lowerer::map_split},
+        {"Concat", &Lowerer::map_concat},
+        {"Where", &Lowerer::map_where},
+        {"Softmax", &Lowerer::map_softmax},
+        {"LayerNormalization", &Lowerer::map_layer_norm},
+        {"Pow", &Lowerer::map_pow},
+        {"Cast", &Lowerer::map_cast},
+        {"Unsqueeze", &Lowerer::map_unsqueeze},
+        {"Squeeze", &Lowerer::map_squeeze},
+        {"Neg", &Lowerer::map_unary},
+        {"Reciprocal", &Lowerer::map_unary},
+        {"Sqrt", &Lowerer::map_unary},
+        {"Exp", &Lowerer::map_unary},
+        {"Log", &Lowerer::map_unary},
+        {"Tanh", &Lowerer::map_unary},
+        {"Erf", &Lowerer::map_unary},
+        {"Sigmoid", &Lowerer::map_unary},
+        {"Sin", &Lowerer::map_unary},
+        {"Cos", &Lowerer::map_unary},
     };
     if (node.op_type == "Shape") {  // every shape is static after import: Shape always folds
       define(node, 0, const_val(fold_shape(node, dims_of(input(node, 0), &node), m_.where(node))));
@@ -443,28 +531,54 @@ class Lowerer {
     define(node, 0, emit_one(OpKind::Linear, attrs, {a, b, c}, node.name, &node));
   }
 
-  // MatMul with NumPy semantics for the shapes RepOps runs: [M,K]·[K,N], [B,M,K]·[B,K,N], and a
-  // batch of rows times one matrix, [B,T,K]·[K,N] → Reshape [B·T,K] · [K,N] → Reshape [B,T,N].
+  // MatMul with NumPy semantics for the shapes RepOps runs: [M,K]·[K,N]; rows of any leading shape
+  // times one matrix, [..., K]·[K,N] → Reshape [rows, K] · [K,N] → Reshape [..., N]; and equal batch
+  // dims, [..., M,K]·[..., K,N] → Reshape [batch, M, K] (·) [batch, K, N] → Reshape [..., M, N]. A
+  // pending 2-D Transpose operand (map_transpose) becomes the product's trans_a/trans_b.
   void map_matmul(const OnnxNode& node) {
     only_attributes(node, {});
     const auto a = dims_of(input(node, 0), &node), b = dims_of(input(node, 1), &node);
-    const LoweredRef ra = runtime(input(node, 0), &node), rb = runtime(input(node, 1), &node);
-    const Attrs plain{{0, 0}, {}};
-    if ((a.size() == 2 && b.size() == 2) || (a.size() == 3 && b.size() == 3 && a[0] == b[0])) {
-      define(node, 0, emit_one(OpKind::Matmul, plain, {ra, rb}, node.name, &node));
+    const auto [ra, ta] = matmul_operand(input(node, 0), node);
+    const auto [rb, tb] = matmul_operand(input(node, 1), node);
+    const auto product = [](std::span<const int64_t> d) {
+      int64_t n = 1;
+      for (int64_t v : d) n *= v;
+      return n;
+    };
+    if (a.size() == 2 && b.size() == 2) {
+      define(node, 0, emit_one(OpKind::Matmul, Attrs{{ta, tb}, {}}, {ra, rb}, node.name, &node));
       return;
     }
-    if (a.size() == 3 && b.size() == 2) {
+    if (a.size() > 2 && b.size() == 2) {
+      const int64_t rows = product(std::span(a).first(a.size() - 1));
       const Val flat =
-          emit_one(OpKind::Reshape, Attrs{{a[0] * a[1], a[2]}, {}}, {ra}, node.name + ".rows", &node);
-      const Val prod = emit_one(OpKind::Matmul, plain, {flat.ref, rb}, node.name, &node);
-      define(node, 0,
-             emit_one(OpKind::Reshape, Attrs{{a[0], a[1], b[1]}, {}}, {prod.ref}, node.name + ".out", &node));
+          emit_one(OpKind::Reshape, Attrs{{rows, a.back()}, {}}, {ra}, node.name + ".rows", &node);
+      const Val prod = emit_one(OpKind::Matmul, Attrs{{0, tb}, {}}, {flat.ref, rb}, node.name, &node);
+      std::vector<int64_t> out(a.begin(), a.end() - 1);
+      out.push_back(b[1]);
+      define(node, 0, emit_one(OpKind::Reshape, Attrs{out, {}}, {prod.ref}, node.name + ".out", &node));
       return;
     }
-    unsupported(node,
-                fmt::format("MatMul of {} and {} (supported: [M,K]·[K,N], [B,M,K]·[B,K,N], [B,T,K]·[K,N])",
-                            dims_str(a), dims_str(b)));
+    if (a.size() == b.size() && a.size() >= 3 && std::equal(a.begin(), a.end() - 2, b.begin())) {
+      if (a.size() == 3) {
+        define(node, 0, emit_one(OpKind::Matmul, Attrs{{0, 0}, {}}, {ra, rb}, node.name, &node));
+        return;
+      }
+      const int64_t batch = product(std::span(a).first(a.size() - 2));
+      const size_t r = a.size();
+      const Val a3 =
+          emit_one(OpKind::Reshape, Attrs{{batch, a[r - 2], a[r - 1]}, {}}, {ra}, node.name + ".a", &node);
+      const Val b3 =
+          emit_one(OpKind::Reshape, Attrs{{batch, b[r - 2], b[r - 1]}, {}}, {rb}, node.name + ".b", &node);
+      const Val prod = emit_one(OpKind::Matmul, Attrs{{0, 0}, {}}, {a3.ref, b3.ref}, node.name, &node);
+      std::vector<int64_t> out(a.begin(), a.end() - 1);
+      out.push_back(b[r - 1]);
+      define(node, 0, emit_one(OpKind::Reshape, Attrs{out, {}}, {prod.ref}, node.name + ".out", &node));
+      return;
+    }
+    unsupported(node, fmt::format("MatMul of {} and {} (supported: [M,K]·[K,N], [...,K]·[K,N] and "
+                                  "[...,M,K]·[...,K,N] with equal batch dims)",
+                                  dims_str(a), dims_str(b)));
   }
 
   // Conv → RepOps Conv2d: 2-D, one group, no dilation, one stride and one padding for both axes.
@@ -501,9 +615,31 @@ class Lowerer {
                  {runtime(input(node, 0), &node), runtime(input(node, 1), &node), bias}, node.name, &node));
   }
 
-  LoweredRef zero_constant(int64_t n) {
-    g_.constants.emplace_back(Shape{n});
+  LoweredRef zero_constant(int64_t n) { return add_constant(Tensor(Shape{n})); }
+
+  LoweredRef add_constant(Tensor t) {
+    g_.constants.push_back(std::move(t));
     return {LoweredRef::Kind::Constant, static_cast<uint32_t>(g_.constants.size() - 1), 0};
+  }
+
+  /// A constant's values as a float tensor: int64 values (a Gather's indices, a Where's condition) are
+  /// converted exactly, so they must lie within ±2²⁴.
+  LoweredRef float_constant(const OnnxConstant& c, const OnnxNode& node, const char* role) {
+    if (c.dims.size() > static_cast<size_t>(kMaxRank))
+      unsupported(node, fmt::format("a {} of rank {} (RepOps tensors have rank ≤ {})", role, c.dims.size(),
+                                    kMaxRank));
+    Tensor t(Shape(std::span<const int64_t>(c.dims)));
+    if (c.type == OnnxConstant::Type::Float32) {
+      std::copy(c.floats.begin(), c.floats.end(), t.values().begin());
+    } else {
+      for (size_t i = 0; i < c.ints.size(); ++i) {
+        if (c.ints[i] < -(int64_t{1} << 24) || c.ints[i] > (int64_t{1} << 24))
+          unsupported(node,
+                      fmt::format("a {} value {} (outside ±2^24, not exact as float)", role, c.ints[i]));
+        t[static_cast<int64_t>(i)] = static_cast<float>(c.ints[i]);
+      }
+    }
+    return add_constant(std::move(t));
   }
 
   // MaxPool → RepOps MaxPool2d, which is exactly the 2×2 window with stride 2 and no padding.
@@ -618,6 +754,261 @@ class Lowerer {
     define(node, 0, emit_one(OpKind::Dropout, attrs, {runtime(input(node, 0), &node)}, node.name, &node));
   }
 
+  /// `axis` of a rank-`rank` value, negative counting from the end; refused outside [−rank, rank).
+  int64_t normalized_axis(const OnnxNode& node, int64_t axis, size_t rank) const {
+    const auto r = static_cast<int64_t>(rank);
+    if (axis < -r || axis >= r) unsupported(node, fmt::format("axis {} for rank {}", axis, rank));
+    return axis < 0 ? axis + r : axis;
+  }
+
+  // Gather along axis 0 → gather_rows: embeddings (a table read with the token ids fed at run time) and
+  // tables read at constant positions (wpe at Range(0, T)). Negative constant indices count from the end.
+  void map_gather(const OnnxNode& node) {
+    only_attributes(node, {"axis"});
+    const auto d = dims_of(input(node, 0), &node);
+    if (d.empty()) unsupported(node, "a Gather from a scalar");
+    if (normalized_axis(node, attr_int(node, "axis", 0), d.size()) != 0)
+      unsupported(node, fmt::format("Gather along axis {} of a run-time tensor (axis 0 only)",
+                                    attr_int(node, "axis", 0)));
+    const LoweredRef table = runtime(input(node, 0), &node);
+    const Val& ids = value(input(node, 1), &node);
+    LoweredRef ids_ref;
+    if (ids.is_const) {
+      if (ids.c.type != OnnxConstant::Type::Int64) unsupported(node, "float indices");
+      OnnxConstant c = ids.c;
+      for (int64_t& i : c.ints) {
+        if (i < -d[0] || i >= d[0]) unsupported(node, fmt::format("index {} into {} rows", i, d[0]));
+        if (i < 0) i += d[0];
+      }
+      ids_ref = float_constant(c, node, "Gather index tensor");
+    } else if (ids.index) {
+      ids_ref = ids.ref;
+    } else {
+      unsupported(node, fmt::format("indices '{}' computed at run time from float values", input(node, 1)));
+    }
+    define(node, 0, emit_one(OpKind::GatherRows, {}, {table, ids_ref}, node.name, &node));
+  }
+
+  // Transpose → RepOps transpose. A 2-D one stays pending so that a MatMul reads it as trans_a/trans_b.
+  void map_transpose(const OnnxNode& node) {
+    only_attributes(node, {"perm"});
+    const auto d = dims_of(input(node, 0), &node);
+    std::vector<int64_t> perm(d.size());
+    for (size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<int64_t>(perm.size() - 1 - i);
+    perm = attr_ints(node, "perm", perm);
+    if (perm.size() != d.size())
+      unsupported(node, fmt::format("perm {} for rank {}", dims_str(perm), d.size()));
+    const LoweredRef x = runtime(input(node, 0), &node);
+    if (perm == std::vector<int64_t>{1, 0}) {
+      Val v;
+      v.ref = x;
+      v.shape = Shape{d[1], d[0]};
+      v.lazy_transpose = true;
+      define(node, 0, v);
+      return;
+    }
+    define(node, 0, emit_one(OpKind::Transpose, Attrs{perm, {}}, {x}, node.name, &node));
+  }
+
+  /// The RepOps operand of a MatMul input: a pending 2-D transpose's source with its trans flag set.
+  std::pair<LoweredRef, int64_t> matmul_operand(const std::string& name, const OnnxNode& node) {
+    value(name, &node);
+    const Val& v = vals_.at(name);
+    if (v.lazy_transpose) return {v.ref, 1};
+    return {runtime(name, &node), 0};
+  }
+
+  // Slice with constant starts/ends/axes/steps → one RepOps slice per sliced axis (positive steps).
+  void map_slice(const OnnxNode& node) {
+    only_attributes(node, {});
+    auto d = dims_of(input(node, 0), &node);
+    const auto ints = [&](size_t i, const char* role) -> std::vector<int64_t> {
+      const OnnxConstant& c = constant(input(node, i), node, role);
+      if (c.type != OnnxConstant::Type::Int64 || c.dims.size() != 1)
+        unsupported(node, fmt::format("{} that are not a 1-D int64 tensor", role));
+      return c.ints;
+    };
+    const auto starts = ints(1, "starts"), ends = ints(2, "ends");
+    std::vector<int64_t> axes(starts.size()), steps(starts.size(), 1);
+    for (size_t i = 0; i < axes.size(); ++i) axes[i] = static_cast<int64_t>(i);
+    if (!input(node, 3).empty()) axes = ints(3, "axes");
+    if (!input(node, 4).empty()) steps = ints(4, "steps");
+    if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+      unsupported(node, "starts, ends, axes and steps of different lengths");
+    LoweredRef x = runtime(input(node, 0), &node);
+    Val out = value(input(node, 0), &node);
+    for (size_t k = 0; k < starts.size(); ++k) {
+      const int64_t axis = normalized_axis(node, axes[k], d.size()), dim = d[static_cast<size_t>(axis)];
+      if (steps[k] < 1) unsupported(node, fmt::format("step {} (positive steps only)", steps[k]));
+      const auto clamp = [dim](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + dim : v, 0, dim); };
+      const int64_t start = clamp(starts[k]), end = std::max(start, clamp(ends[k]));
+      if (start == 0 && end == dim && steps[k] == 1) continue;  // the whole axis
+      if (end == start) unsupported(node, "an empty slice");
+      out = emit_one(OpKind::Slice, Attrs{{axis, start, end, steps[k]}, {}}, {x},
+                     k + 1 == starts.size() ? node.name : fmt::format("{}.axis{}", node.name, axis), &node);
+      x = out.ref;
+      d[static_cast<size_t>(axis)] = (end - start + steps[k] - 1) / steps[k];
+    }
+    define(node, 0, out);
+  }
+
+  // Split along an axis (sizes from the input, or equal parts) → one RepOps slice per output.
+  void map_split(const OnnxNode& node) {
+    only_attributes(node, {"axis"});
+    const auto d = dims_of(input(node, 0), &node);
+    const int64_t axis = normalized_axis(node, attr_int(node, "axis", 0), d.size());
+    const int64_t dim = d[static_cast<size_t>(axis)], parts = static_cast<int64_t>(node.outputs.size());
+    std::vector<int64_t> sizes;
+    if (!input(node, 1).empty()) {
+      const OnnxConstant& c = constant(input(node, 1), node, "split");
+      if (c.type != OnnxConstant::Type::Int64) unsupported(node, "a split that is not int64");
+      sizes = c.ints;
+    } else {
+      if (dim % parts != 0) unsupported(node, fmt::format("{} equal parts of {}", parts, dim));
+      sizes.assign(static_cast<size_t>(parts), dim / parts);
+    }
+    int64_t total = 0;
+    bool positive = true;
+    for (int64_t v : sizes) {
+      positive = positive && v >= 1;
+      total += v;
+    }
+    if (static_cast<int64_t>(sizes.size()) != parts || !positive || total != dim)
+      unsupported(node,
+                  fmt::format("split {} of a dimension {} into {} outputs", dims_str(sizes), dim, parts));
+    const LoweredRef x = runtime(input(node, 0), &node);
+    int64_t start = 0;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      define(node, k,
+             emit_one(OpKind::Slice, Attrs{{axis, start, start + sizes[k], 1}, {}}, {x},
+                      fmt::format("{}.{}", node.name, k), &node));
+      start += sizes[k];
+    }
+  }
+
+  void map_concat(const OnnxNode& node) {
+    only_attributes(node, {"axis"});
+    const auto d = dims_of(input(node, 0), &node);
+    const int64_t axis = normalized_axis(node, attr_int(node, "axis", 0), d.size());
+    std::vector<LoweredRef> in;
+    for (const std::string& name : node.inputs) in.push_back(runtime(name, &node));
+    define(node, 0, emit_one(OpKind::Concat, Attrs{{axis}, {}}, std::move(in), node.name, &node));
+  }
+
+  // Where(condition, a, b) with a constant condition (a causal mask, folded at import) → RepOps where.
+  void map_where(const OnnxNode& node) {
+    only_attributes(node, {});
+    const Val& cond = value(input(node, 0), &node);
+    if (!cond.is_const)
+      unsupported(node, fmt::format("a condition '{}' computed at run time (constant conditions only)",
+                                    input(node, 0)));
+    const LoweredRef c = float_constant(cond.c, node, "condition");
+    define(node, 0,
+           emit_one(OpKind::Where, {}, {c, runtime(input(node, 1), &node), runtime(input(node, 2), &node)},
+                    node.name, &node));
+  }
+
+  // Softmax over the last axis → RepOps softmax (causal 0, scale 1); a vector goes through [1, N].
+  void map_softmax(const OnnxNode& node) {
+    only_attributes(node, {"axis"});
+    const auto d = dims_of(input(node, 0), &node);
+    if (d.empty()) unsupported(node, "a Softmax of a scalar");
+    if (normalized_axis(node, attr_int(node, "axis", -1), d.size()) != static_cast<int64_t>(d.size()) - 1)
+      unsupported(node, fmt::format("axis {} (the last axis only)", attr_int(node, "axis", -1)));
+    LoweredRef x = runtime(input(node, 0), &node);
+    if (d.size() == 1)
+      x = emit_one(OpKind::Reshape, Attrs{{1, d[0]}, {}}, {x}, node.name + ".row", &node).ref;
+    Val y = emit_one(OpKind::Softmax, Attrs{{0}, {1.0f}}, {x}, node.name, &node);
+    if (d.size() == 1) y = emit_one(OpKind::Reshape, Attrs{d, {}}, {y.ref}, node.name + ".out", &node);
+    define(node, 0, y);
+  }
+
+  // LayerNormalization over the last axis → rows [M, D] through RepOps layer_norm and back. ONNX's
+  // Mean and InvStdDev outputs are left undefined (torch's export does not read them).
+  void map_layer_norm(const OnnxNode& node) {
+    only_attributes(node, {"axis", "epsilon", "stash_type"});
+    const auto d = dims_of(input(node, 0), &node);
+    if (d.empty()) unsupported(node, "a LayerNormalization of a scalar");
+    if (normalized_axis(node, attr_int(node, "axis", -1), d.size()) != static_cast<int64_t>(d.size()) - 1)
+      unsupported(node, fmt::format("axis {} (the last axis only)", attr_int(node, "axis", -1)));
+    if (attr_int(node, "stash_type", 1) != 1) unsupported(node, "stash_type other than float");
+    const int64_t D = d.back();
+    int64_t M = 1;
+    for (size_t i = 0; i + 1 < d.size(); ++i) M *= d[i];
+    LoweredRef x = runtime(input(node, 0), &node);
+    if (d.size() != 2) x = emit_one(OpKind::Reshape, Attrs{{M, D}, {}}, {x}, node.name + ".rows", &node).ref;
+    const LoweredRef gamma = runtime(input(node, 1), &node);
+    const LoweredRef beta = input(node, 2).empty() ? zero_constant(D) : runtime(input(node, 2), &node);
+    Val y = emit_one(OpKind::LayerNorm, Attrs{{}, {attr_float(node, "epsilon", 1e-5f)}}, {x, gamma, beta},
+                     node.name, &node);
+    if (d.size() != 2) y = emit_one(OpKind::Reshape, Attrs{d, {}}, {y.ref}, node.name + ".out", &node);
+    define(node, 0, y);
+  }
+
+  // Elementwise functions → RepOps unary (ops/registry.h lists the codes).
+  void map_unary(const OnnxNode& node) {
+    static const std::map<std::string, int64_t> codes = {
+        {"Neg", 0},  {"Reciprocal", 1}, {"Sqrt", 2},    {"Exp", 3}, {"Log", 4},
+        {"Tanh", 5}, {"Erf", 6},        {"Sigmoid", 7}, {"Sin", 8}, {"Cos", 9}};
+    only_attributes(node, {});
+    define(node, 0,
+           emit_one(OpKind::Unary, Attrs{{codes.at(node.op_type)}, {0.0f}}, {runtime(input(node, 0), &node)},
+                    node.name, &node));
+  }
+
+  // Pow(x, p) with a constant scalar exponent → RepOps unary pow.
+  void map_pow(const OnnxNode& node) {
+    only_attributes(node, {});
+    const OnnxConstant& p = constant(input(node, 1), node, "exponent");
+    if (p.elements() != 1)
+      unsupported(node, fmt::format("an exponent of shape {} (a scalar only)", dims_str(p.dims)));
+    const float e = p.type == OnnxConstant::Type::Float32 ? p.floats[0] : static_cast<float>(p.ints[0]);
+    define(node, 0,
+           emit_one(OpKind::Unary, Attrs{{10}, {e}}, {runtime(input(node, 0), &node)}, node.name, &node));
+  }
+
+  // Cast of a run-time float tensor to float: the value itself.
+  void map_cast(const OnnxNode& node) {
+    only_attributes(node, {"to", "saturate"});
+    if (attr_int(node, "to", 0) != kOnnxFloat)
+      unsupported(node, fmt::format("a Cast of the run-time value '{}' to {}", input(node, 0),
+                                    onnx_type_name(static_cast<int32_t>(attr_int(node, "to", 0)))));
+    runtime(input(node, 0), &node);  // refuses token ids
+    vals_[node.outputs.at(0)] = value(input(node, 0), &node);
+  }
+
+  // Unsqueeze and Squeeze of run-time tensors: reshapes (axes from the input, opset 13).
+  void map_unsqueeze(const OnnxNode& node) {
+    only_attributes(node, {});
+    const auto d = dims_of(input(node, 0), &node);
+    const OnnxConstant& a = constant(input(node, 1), node, "axes");
+    const size_t rank = d.size() + a.ints.size();
+    std::vector<bool> inserted(rank, false);
+    for (int64_t axis : a.ints) inserted[static_cast<size_t>(normalized_axis(node, axis, rank))] = true;
+    std::vector<int64_t> out;
+    size_t k = 0;
+    for (size_t i = 0; i < rank; ++i) out.push_back(inserted[i] ? 1 : d.at(k++));
+    reshape_to(node, out);
+  }
+  void map_squeeze(const OnnxNode& node) {
+    only_attributes(node, {});
+    const auto d = dims_of(input(node, 0), &node);
+    std::vector<bool> removed(d.size(), false);
+    if (input(node, 1).empty()) {
+      for (size_t i = 0; i < d.size(); ++i) removed[i] = d[i] == 1;
+    } else {
+      for (int64_t axis : constant(input(node, 1), node, "axes").ints) {
+        const auto i = static_cast<size_t>(normalized_axis(node, axis, d.size()));
+        if (d[i] != 1) unsupported(node, fmt::format("squeezing axis {} of size {}", axis, d[i]));
+        removed[i] = true;
+      }
+    }
+    std::vector<int64_t> out;
+    for (size_t i = 0; i < d.size(); ++i)
+      if (!removed[i]) out.push_back(d[i]);
+    reshape_to(node, out);
+  }
+
   const OnnxModel& m_;
   const LowerOptions& opt_;
   const bool discover_;
@@ -626,6 +1017,7 @@ class Lowerer {
   std::map<std::string, uint32_t> param_index_;
   std::map<std::string, LoweredRef> constant_refs_;
   std::set<uint32_t> used_;
+  std::set<std::string> differentiable_;  ///< find_differentiable
   int64_t dropout_site_ = 0;
 };
 
@@ -641,7 +1033,7 @@ std::shared_ptr<const OnnxModel> import_onnx(std::span<const std::byte> bytes, c
   // Lower once at batch size 1 to see which float initializers are read at run time.
   LowerOptions probe;
   for (const auto& in : model->inputs()) {
-    if (in.elem_type != kOnnxFloat) continue;
+    if (in.elem_type != kOnnxFloat && in.elem_type != kOnnxInt64) continue;
     std::vector<int64_t> dims = in.dims;
     if (dims.empty()) continue;
     for (int64_t& d : dims)
@@ -668,8 +1060,13 @@ std::vector<Tensor> onnx_param_tensors(const OnnxModel& model) {
 }
 
 std::vector<std::string> onnx_supported_ops() {
-  std::vector<std::string> ops = {"Add",    "Conv",    "Div", "Dropout", "Flatten", "Gemm",  "Identity",
-                                  "MatMul", "MaxPool", "Mul", "Relu",    "Reshape", "Shape", "Sub"};
+  std::vector<std::string> ops = {
+      "Add",   "Cast",    "Concat",  "Conv",    "Cos",  "Div",       "Dropout",
+      "Erf",   "Exp",     "Flatten", "Gather",  "Gemm", "Identity",  "LayerNormalization",
+      "Log",   "MatMul",  "MaxPool", "Mul",     "Neg",  "Pow",       "Reciprocal",
+      "Relu",  "Reshape", "Shape",   "Sigmoid", "Sin",  "Slice",     "Softmax",
+      "Split", "Sqrt",    "Squeeze", "Sub",     "Tanh", "Transpose", "Unsqueeze",
+      "Where"};
   for (const char* op : {"Cast",      "Concat",    "Constant", "ConstantOfShape",
                          "Div",       "Equal",     "Expand",   "Gather",
                          "Greater",   "Less",      "Max",      "Min",

@@ -70,12 +70,11 @@ RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open,
   const DataShape shape{static_cast<int64_t>(d.dataset_samples), static_cast<int64_t>(d.features),
                         static_cast<int64_t>(d.classes), static_cast<int64_t>(d.label_width)};
   check_job_against_data(job_, shape.samples, shape.features, shape.classes);
-  // A GPT's samples carry a next-token label per position; every other model one class id.
-  const uint64_t label_width =
-      job_.model.kind == ModelKind::Gpt ? static_cast<uint64_t>(job_.model.context) : 0;
-  if (d.label_width != label_width)
+  // Text samples carry a next-token label per position; every other data set one class id.
+  const auto want = static_cast<uint64_t>(tribunal::label_width(job_));
+  if (d.label_width != want)
     throw ProtocolError("dispute: the data set's label width " + std::to_string(d.label_width) +
-                        " does not fit the job (" + std::to_string(label_width) + ")");
+                        " does not fit the job (" + std::to_string(want) + ")");
   // A job that starts from pretrained weights or trains an imported model: state 0, the graph and
   // the id derive from the bytes this referee registered under the job's names for them; a referee
   // without them refuses, naming them. An imported model's graph is in its file, so this comes first.

@@ -105,6 +105,11 @@ class Gpt2(nn.Module):
         self.ln_f = nn.LayerNorm(d_model)
         self.lm_head = nn.Linear(d_model, vocab, bias=False)
         self.lm_head.weight = self.wte.weight  # tied, as GPT-2 does
+        for name, p in self.named_parameters():  # GPT-2's initialization (nanoGPT's _init_weights)
+            if name.endswith("weight") and p.dim() == 2:
+                nn.init.normal_(p, mean=0.0, std=0.02)
+            elif name.endswith("bias"):
+                nn.init.zeros_(p)
 
     def forward(self, ids):
         pos = torch.arange(0, ids.size(1), dtype=torch.long, device=ids.device)

@@ -242,6 +242,8 @@ class OnnxTwin(nn.Module):
         name = cfg.get("input") or inputs[0].name
         dims = next(i for i in inputs if i.name == name).type.tensor_type.shape.dim
         self.sample_shape = tuple(d.dim_value for d in dims[1:])
+        # int64 token ids (a GPT's input): our batches carry them as integral floats.
+        self.token_ids = next(i for i in inputs if i.name == name).type.tensor_type.elem_type == onnx.TensorProto.INT64
         self.dropouts = [m for m in self.inner.modules() if isinstance(m, nn.Dropout)]
         ratios = cfg.get("dropout", [])
         if len(ratios) != len(self.dropouts) or any(abs(m.p - r) > 1e-7 for m, r in zip(self.dropouts, ratios)):
@@ -264,8 +266,11 @@ class OnnxTwin(nn.Module):
                 self.factors.append((f != 0).to(self.dtype) / (1.0 - p))
 
     def forward(self, x):
-        """x [B, features] -> the module's output on x reshaped to [B, graph input's dims after the batch]."""
-        return self.inner(x.reshape(x.shape[0], *self.sample_shape))
+        """x [B, features] -> the module's output on x reshaped to [B, graph input's dims after the batch]
+        (token ids as int64); per-position logits [B, T, V] flattened to [B·T, V] like our loss reads them."""
+        x = x.reshape(x.shape[0], *self.sample_shape)
+        y = self.inner(x.long() if self.token_ids else x)
+        return y.reshape(-1, y.shape[-1]) if y.dim() == 3 else y
 
     def train(self, mode=True):
         super().train(mode)

@@ -72,7 +72,7 @@ std::filesystem::path source(const std::string& rel) {
 /// use (as `--model mlp=tests/fixtures/onnx/mlp.onnx` registers them on a node).
 DataRegistry parity_registry() {
   DataRegistry registry = DataRegistry::debian();
-  for (const char* family : {"mlp", "cnn"})
+  for (const char* family : {"mlp", "cnn", "gpt2"})
     registry.add_model(family, source(std::string("tests/fixtures/onnx/") + family + ".onnx"));
   return registry;
 }
@@ -101,7 +101,9 @@ double rel_err(std::span<const float> a, std::span<const float> b, double floor 
   REQUIRE(a.size() == b.size());
   double diff = 0, scale = floor;
   for (size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
+    const double d = std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i]));
+    if (std::isnan(d)) return INFINITY;  // a NaN anywhere fails (std::max would drop it)
+    diff = std::max(diff, d);
     scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
   }
   return scale > 0 ? diff / scale : diff;
@@ -187,9 +189,9 @@ std::string sci(double x) {
 struct Errors {
   double loss = 0, logits = 0, grad = 0, param = 0;
   std::string worst_grad, worst_param;
-  /// Every quantity within its tolerance.
-  bool within() const {
-    return loss <= kTolerance && logits <= kTolerance && grad <= kTolerance && param <= kParamTolerance;
+  /// Every quantity within its tolerance (`param_tolerance` for the parameters).
+  bool within(double param_tolerance = kParamTolerance) const {
+    return loss <= kTolerance && logits <= kTolerance && grad <= kTolerance && param <= param_tolerance;
   }
 };
 
@@ -227,7 +229,8 @@ Executor::NodeHook scale_outputs_of(const StepGraph* const* graph, OpKind kind) 
 }
 
 void check_parity(const std::string& model, const std::vector<OpKind>& perturbed_kinds,
-                  const std::vector<std::pair<std::string, GraphEdit>>& wrong_graphs) {
+                  const std::vector<std::pair<std::string, GraphEdit>>& wrong_graphs,
+                  double param_tolerance = kParamTolerance) {
   const JobSpec job = load_job(source("scenarios/jobs/parity_" + model + ".toml"), parity_registry());
   ThreadPool pool(2);
   const Dataset train = load_dataset(job, Split::Train, pool);
@@ -271,7 +274,7 @@ void check_parity(const std::string& model, const std::vector<OpKind>& perturbed
   CHECK(e.loss <= kTolerance);
   CHECK(e.logits <= kTolerance);
   CHECK(e.grad <= kTolerance);
-  CHECK(e.param <= kParamTolerance);
+  CHECK(e.param <= param_tolerance);
 
   // The tolerance catches wrong ops: a 1e-4 relative error in any one op kind's outputs, or a wrong
   // attribute, pushes some quantity above it.
@@ -283,7 +286,7 @@ void check_parity(const std::string& model, const std::vector<OpKind>& perturbed
     const std::string what = std::string(op_name(kind)) + " outputs × (1 + 1e-4)";
     INFO(what << ": " << describe(w));
     if (std::getenv("TRIBUNAL_PARITY_VERBOSE")) MESSAGE("wrong " << what << ": " << describe(w));
-    CHECK_FALSE(w.within());
+    CHECK_FALSE(w.within(param_tolerance));
   }
   for (const auto& wrong_graph : wrong_graphs) {
     // Named copies, not a structured binding: doctest's INFO captures in a lambda, which clang 14
@@ -293,7 +296,7 @@ void check_parity(const std::string& model, const std::vector<OpKind>& perturbed
     const Errors w = compare(wrong, fx, layout);
     INFO(what << ": " << describe(w));
     if (std::getenv("TRIBUNAL_PARITY_VERBOSE")) MESSAGE("wrong " << what << ": " << describe(w));
-    CHECK_FALSE(w.within());
+    CHECK_FALSE(w.within(param_tolerance));
   }
 }
 
@@ -373,4 +376,38 @@ TEST_CASE("Imported ONNX CNN matches PyTorch: losses, logits, gradients and para
                 OpKind::MaxPool2dBackward, OpKind::ReluBackward, OpKind::Matmul, OpKind::SumRows},
                {{"no clipping", set_float_attr(OpKind::ClipCoefficient, 0, 1e30f)},
                 {"adamw lr × 1.01", scale_float_attr(OpKind::AdamW, 0, 1.01f)}});
+}
+
+// The imported GPT-2 (tools/onnx_export.py Gpt2: nanoGPT's module, the LM head tied to wte, GELU in
+// its Erf form in layer 0 and GPT-2's tanh form in layer 1, dropout 0.1 with our masks on both sides)
+// on text: the token ids through gather_rows, the causal mask through where, every position's
+// next-byte loss. Its parameters are compared at 5e-4, not 1e-4: h.1.attn.c_proj.bias, a tensor that
+// starts at zero (so its largest element after 4 steps is only 0.009), has an element whose last
+// gradient is 8.5e-7 (2.6e-6 of the tensor's largest), where Adam's division by √v̂ + ε turns float32
+// rounding into a visible move — the ill-conditioning described at the top. Measured: ours 2.05e-4
+// from torch there, 1.15e-4 on h.1.mlp.2.weight, every other tensor ≤ 5e-5; losses 8.6e-8, logits
+// 2.5e-7, gradients 3.8e-7. At GPT-2's initialization (std 0.02) the attention scores are ~1e-3 and
+// the softmax nearly uniform, so a 1e-4 relative error in the scores (where) or in their gradients
+// (softmax_backward, where_backward) stays below float32 rounding of what the comparison sees: those
+// kinds are not perturbed here (the node tests and test_autodiff check them); an inverted mask is.
+TEST_CASE("Imported ONNX GPT-2 matches PyTorch: losses, logits, gradients and parameters after the steps") {
+  check_parity(
+      "onnx_gpt2",
+      {OpKind::GatherRows, OpKind::LayerNorm, OpKind::Matmul, OpKind::Softmax, OpKind::Unary,
+       OpKind::Transpose, OpKind::Slice, OpKind::BroadcastBinary, OpKind::Dropout, OpKind::LayerNormBackward,
+       OpKind::UnaryBackward, OpKind::EmbeddingBackward, OpKind::SliceBackward},
+      {{"dropout masks of the next step",
+        [](StepGraph& g) {
+          for (Node& n : g.nodes)
+            if (n.op == OpKind::Dropout || n.op == OpKind::DropoutBackward) ++n.attrs.ints.at(1);
+        }},
+       {"the causal mask inverted (where's branches swapped)",
+        [](StepGraph& g) {
+          for (Node& n : g.nodes)
+            if (n.op == OpKind::Where) std::swap(n.inputs.at(1), n.inputs.at(2));
+        }},
+       {"layernorm eps 1e-3", set_float_attr_both(OpKind::LayerNorm, OpKind::LayerNormBackward, 0, 1e-3f)},
+       {"no clipping", set_float_attr(OpKind::ClipCoefficient, 0, 1e30f)},
+       {"adamw lr × 1.01", scale_float_attr(OpKind::AdamW, 0, 1.01f)}},
+      5e-4);
 }

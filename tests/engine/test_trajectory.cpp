@@ -134,19 +134,23 @@ TEST_CASE("the short GPT and CNN jobs' trajectory roots are golden") {
   }
 }
 
-// An imported model (docs/onnx.md): tests/fixtures/onnx/cnn.onnx, exported from PyTorch by
-// tools/onnx_export.py, lowered onto RepOps ops. Its root is pinned like the built-in models' and
-// independent of the thread count; scripts/check_roots.sh checks it across builds, SIMD paths and arm64.
-TEST_CASE("an imported ONNX model's trajectory root is golden and independent of threads") {
-  const std::string file = "scenarios/jobs/short_onnx_cnn.toml";
-  DataRegistry registry = DataRegistry::debian();
-  registry.add_model("cnn", kSource / "tests/fixtures/onnx/cnn.onnx");
-  const JobSpec job = load_job(kSource / file, registry);
-  TempDir d1("onnx1"), d3("onnx3");
-  const TrainResult one = train(job, 1, d1.path);
-  CHECK(one.loss_last < one.loss_first);
-  CHECK(to_hex(one.trajectory_root) == golden_root(file));
-  CHECK(to_hex(train(job, 3, d3.path).trajectory_root) == golden_root(file));
+// Imported models (docs/onnx.md): tests/fixtures/onnx/{cnn,gpt2}.onnx, exported from PyTorch by
+// tools/onnx_export.py, lowered onto RepOps ops (the GPT-2 fed token ids, its loss over every
+// position). Their roots are pinned like the built-in models' and independent of the thread count;
+// scripts/check_roots.sh checks them across builds, SIMD paths and arm64.
+TEST_CASE("imported ONNX models' trajectory roots are golden and independent of threads") {
+  for (const std::string name : {"cnn", "gpt2"}) {
+    const std::string file = "scenarios/jobs/short_onnx_" + name + ".toml";
+    CAPTURE(file);
+    DataRegistry registry = DataRegistry::debian();
+    registry.add_model(name, kSource / "tests/fixtures/onnx" / (name + ".onnx"));
+    const JobSpec job = load_job(kSource / file, registry);
+    TempDir d1("onnx1"), d3("onnx3");
+    const TrainResult one = train(job, 1, d1.path);
+    CHECK(one.loss_last < one.loss_first);
+    CHECK(to_hex(one.trajectory_root) == golden_root(file));
+    CHECK(to_hex(train(job, 3, d3.path).trajectory_root) == golden_root(file));
+  }
 }
 
 // A whole trajectory on each SIMD path this machine has, forced for every kernel of the run (what

@@ -19,7 +19,7 @@ namespace {
 // The shipped data sets and the imported models' files (an onnx job's model.file, tests/fixtures/onnx/).
 DataRegistry registry() {
   DataRegistry r = DataRegistry::debian();
-  for (const char* name : {"mlp", "cnn"})
+  for (const char* name : {"mlp", "cnn", "gpt2"})
     r.add_model(name,
                 tribunal::testing::source_dir() / "tests/fixtures/onnx" / (std::string(name) + ".onnx"));
   return r;
@@ -164,6 +164,7 @@ TEST_CASE("the cost derived from the job text equals the cost measured on its bu
       // Imported models: the sketch lowers one shard of the file's graph (dropout sites included).
       {"short_onnx_cnn.toml", {{"batch_size = 16", "batch_size = 16\nshards = 4"}}},
       {"parity_onnx_mlp.toml", {{"batch_size = 16", "batch_size = 16\nshards = 2"}}},
+      {"short_onnx_gpt2.toml", {{"batch_size = 4", "batch_size = 4\nshards = 2"}}},
   };
   for (const auto& v : variants) {
     const std::string& file = v.first;
