@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/dataset.h"
 #include "engine/step.h"
 #include "referee/report.h"
 #include "tests/nodes/network.h"
@@ -21,10 +22,13 @@ namespace {
 
 const std::filesystem::path kJob = testing::source_dir() / "scenarios/jobs/short_onnx_cnn.toml";
 const std::filesystem::path kModel = testing::source_dir() / "tests/fixtures/onnx/cnn.onnx";
+const std::filesystem::path kGpt2Job = testing::source_dir() / "scenarios/jobs/short_onnx_gpt2.toml";
+const std::filesystem::path kGpt2 = testing::source_dir() / "tests/fixtures/onnx/gpt2.onnx";
 
 nodes::RefereeNodeOptions referee_with_model() {
   nodes::RefereeNodeOptions o;
   o.dispute.weights.add_model("cnn", kModel);
+  o.dispute.weights.add_model("gpt2", kGpt2);
   return o;
 }
 
@@ -116,4 +120,59 @@ TEST_CASE("an imported model's job is refused by a provider that does not hold t
   CHECK(error.find(stranger +
                    ": refused: submitted job: model file 'cnn' (model.file) is not registered at this "
                    "node (its operator registers model files with --model NAME=PATH)") != std::string::npos);
+}
+
+// The imported GPT-2 (tests/fixtures/onnx/gpt2.onnx) on text: a cheater corrupting the embedding's
+// gather_rows, the causal mask's where, GELU's erf, the tanh form's pow, an attention softmax's
+// backward or the tied head's gradient is convicted at that step and node.
+TEST_CASE("an imported GPT-2's dispute: the honest provider wins against a corrupted op of any step") {
+  DataRegistry registry = DataRegistry::debian();
+  registry.add_model("gpt2", kGpt2);
+  const JobSpec job = load_job(kGpt2Job, registry);
+  const StepGraph g = build_step_graph(job, expected_data_shape(job), 0, std::vector<int64_t>(4, 0));
+  const auto first = [&](OpKind kind, int64_t fn = -1) {
+    for (size_t n = 0; n < g.nodes.size(); ++n)
+      if (g.nodes[n].op == kind && (fn < 0 || g.nodes[n].attrs.ints.at(0) == fn))
+        return static_cast<int64_t>(n);
+    FAIL("no node of kind " << op_name(kind));
+    return int64_t{-1};
+  };
+  // {step, node, element (−1: every element)}. Adding 10 to every score of a row is no change at all
+  // after the softmax (it is shift-invariant), so the mask's corruption is one score: row 1, column 0
+  // of the first head, which the causal mask keeps.
+  struct Case {
+    int64_t step, node, element;
+  };
+  const std::vector<Case> cases = {
+      {0, first(OpKind::GatherRows), -1},       {3, first(OpKind::Where), 32},
+      {6, first(OpKind::Unary, 6), -1},         {9, first(OpKind::Unary, 10), -1},
+      {11, first(OpKind::SoftmaxBackward), -1}, {4, first(OpKind::EmbeddingBackward), -1}};
+  Network net(referee_with_model());
+  net.job_file = kGpt2Job;
+  for (const Case& c : cases) {
+    const int64_t step = c.step, node = c.node;
+    CAPTURE(step);
+    CAPTURE(node);
+    CAPTURE(op_name(g.nodes[static_cast<size_t>(node)].op));
+    auto honest_config = net.config(Fault{});
+    honest_config.datasets.add_model("gpt2", kGpt2);
+    Fault fault = corrupt(step, node);
+    fault.element = c.element;
+    auto cheater_config = net.config(fault);
+    cheater_config.datasets.add_model("gpt2", kGpt2);
+    const std::string honest = net.provider(std::move(honest_config));
+    const std::string cheater = net.provider(std::move(cheater_config));
+    nodes::DelegateRequest r = net.request({honest, cheater});
+    r.datasets.add_model("gpt2", kGpt2);
+    const DelegateOutcome o = nodes::delegate_job(net.ctx, r, nodes::quiet_logger());
+    REQUIRE(o.verdicts.size() == 1);
+    const Verdict v = verify_verdict(o.verdicts[0], net.referee_key.public_key, &r.datasets);
+    CHECK(v.losers == std::vector<uint8_t>{1});
+    CHECK(v.winners == std::vector<uint8_t>{0});
+    CHECK(v.reason == VerdictReason::WrongOutput);
+    CHECK(v.step == static_cast<uint64_t>(step));
+    CHECK(v.node == static_cast<uint64_t>(node));
+    CHECK(o.accepted);
+    CHECK(o.winner == 0);
+  }
 }
