@@ -61,7 +61,8 @@ bool documented_refusal(const std::string& message) {
            " is not supported",                     // an op, attribute or shape (unsupported())
            "is supported only on constant inputs",  // a folding-only op fed at run time
            "is an int64 constant, not a float tensor",
-           "the importer feeds float tensors only",
+           "the importer feeds float tensors",  // and int64 token ids only
+           "the importer reads run-time int64 values only as Gather indices",
            "the importer does not convert integer tensors",
            "RepOps tensors have rank",
            "which no supported node produced",  // an optional output the importer does not compute
