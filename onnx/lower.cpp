@@ -721,6 +721,13 @@ class Lowerer {
     if (dims.size() > static_cast<size_t>(kMaxRank))
       unsupported(node,
                   fmt::format("a result of rank {} (RepOps tensors have rank ≤ {})", dims.size(), kMaxRank));
+    const Val& in = value(input(node, 0), &node);
+    if (in.index) {  // token ids keep being ids through a view (Hugging Face's input_ids.view(-1, T))
+      Val out = emit_one(OpKind::Reshape, Attrs{std::move(dims), {}}, {in.ref}, node.name, &node);
+      out.index = true;
+      define(node, 0, out);
+      return;
+    }
     define(node, 0,
            emit_one(OpKind::Reshape, Attrs{std::move(dims), {}}, {runtime(input(node, 0), &node)}, node.name,
                     &node));
