@@ -877,8 +877,8 @@ class Lowerer {
     int64_t total = 0;
     bool positive = true;
     for (int64_t v : sizes) {
-      positive = positive && v >= 1;
-      total += v;
+      positive = positive && v >= 1 && v <= dim;
+      if (positive) total += v;  // at most parts · dim: no overflow
     }
     if (static_cast<int64_t>(sizes.size()) != parts || !positive || total != dim)
       unsupported(node,
@@ -989,9 +989,14 @@ class Lowerer {
     only_attributes(node, {});
     const auto d = dims_of(input(node, 0), &node);
     const OnnxConstant& a = constant(input(node, 1), node, "axes");
+    if (a.type != OnnxConstant::Type::Int64) unsupported(node, "axes that are not int64");
     const size_t rank = d.size() + a.ints.size();
     std::vector<bool> inserted(rank, false);
-    for (int64_t axis : a.ints) inserted[static_cast<size_t>(normalized_axis(node, axis, rank))] = true;
+    for (int64_t axis : a.ints) {
+      const auto i = static_cast<size_t>(normalized_axis(node, axis, rank));
+      if (inserted[i]) unsupported(node, fmt::format("axes {} naming axis {} twice", dims_str(a.ints), axis));
+      inserted[i] = true;
+    }
     std::vector<int64_t> out;
     size_t k = 0;
     for (size_t i = 0; i < rank; ++i) out.push_back(inserted[i] ? 1 : d.at(k++));
@@ -1004,7 +1009,9 @@ class Lowerer {
     if (input(node, 1).empty()) {
       for (size_t i = 0; i < d.size(); ++i) removed[i] = d[i] == 1;
     } else {
-      for (int64_t axis : constant(input(node, 1), node, "axes").ints) {
+      const OnnxConstant& a = constant(input(node, 1), node, "axes");
+      if (a.type != OnnxConstant::Type::Int64) unsupported(node, "axes that are not int64");
+      for (int64_t axis : a.ints) {
         const auto i = static_cast<size_t>(normalized_axis(node, axis, d.size()));
         if (d[i] != 1) unsupported(node, fmt::format("squeezing axis {} of size {}", axis, d[i]));
         removed[i] = true;
