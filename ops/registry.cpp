@@ -105,6 +105,12 @@ const OpInfo* entry_of(OpKind kind) {
       return &kSliceBackwardOp;
     case OpKind::Concat:
       return &kConcatOp;
+    case OpKind::ReduceMean:
+      return &kReduceMeanOp;
+    case OpKind::ReduceMeanBackward:
+      return &kReduceMeanBackwardOp;
+    case OpKind::Expand:
+      return &kExpandOp;
     case OpKind::Count:
       return nullptr;
   }

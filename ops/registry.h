@@ -86,6 +86,14 @@ enum class OpKind : uint8_t {
                   ///< dx[…, start + l·step, …] = dy[…, l, …], every other element +0
   Concat,  ///< x₀ … x_{n−1} (n ≥ 1, rank 1..4, equal but on the axis); ints = {axis} → y, the
            ///< inputs one after another along the axis (ONNX Concat)
+  // Mean over one axis and broadcasting to a shape (ONNX ReduceMean, Expand: RMSNorm, grouped-query
+  // attention; docs/numerics.md "Mean over an axis; expand"). Appended: the op bytes above are unchanged.
+  ReduceMean,  ///< x (rank 1..4); ints = {axis} → y, y.shape[axis] = 1, y = canonical sum of the N elements
+               ///< along the axis, then one float32 division by float(N)
+  ReduceMeanBackward,  ///< dy (x's shape with dim 1 on the axis); ints = {axis, N} → dx, dx.shape[axis] = N,
+                       ///< dx[…, k, …] = dy[…, 0, …] / float(N) (one division each)
+  Expand,  ///< x (rank ≤ 4); ints = the target shape (x's shape broadcasts to it) → y[target], a bit copy
+           ///< of x's element broadcast to each position (NumPy broadcasting, ONNX Expand)
   Count    ///< sentinel, not an op
 };
 

@@ -298,6 +298,25 @@ OpLauncher op_launcher(OpKind kind) {
           offset += x[axis];
         }
       };
+    case OpKind::ReduceMean:
+      return [](const OpLaunch& l) {
+        const Shape& x = l.shape(0);
+        const AxisView v = axis_view(x.dims().data(), x.rank(), static_cast<int>(l.attrs.ints[0]));
+        launch_reduce_mean(l.I(0), l.O(0), v.dim, v.inner, l.out_shape(0).numel());
+      };
+    case OpKind::ReduceMeanBackward:
+      return [](const OpLaunch& l) {
+        const Shape& dx = l.out_shape(0);
+        const AxisView v = axis_view(dx.dims().data(), dx.rank(), static_cast<int>(l.attrs.ints[0]));
+        launch_reduce_mean_backward(l.I(0), l.O(0), v.dim, v.inner, dx.numel());
+      };
+    case OpKind::Expand:
+      return [](const OpLaunch& l) {
+        const Shape &x = l.shape(0), &y = l.out_shape(0);
+        const BinaryGeom g =
+            binary_geom(x.dims().data(), x.rank(), x.dims().data(), x.rank(), y.dims().data(), y.rank());
+        launch_expand(l.I(0), l.O(0), g, y.numel());
+      };
     case OpKind::Count:
       return nullptr;
   }

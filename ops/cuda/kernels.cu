@@ -8,6 +8,7 @@
 #include "ops/cuda/kernels/loss.cuh"
 #include "ops/cuda/kernels/movement.cuh"
 #include "ops/cuda/kernels/optimizer.cuh"
+#include "ops/cuda/kernels/reduce_mean.cuh"
 #include "ops/cuda/kernels/select.cuh"
 #include "ops/cuda/kernels/transformer.cuh"
 #include "ops/cuda/kernels/unary.cuh"

@@ -57,6 +57,13 @@ void launch_unary_backward(const float* x, const float* y, const float* dy, floa
 void launch_strided_copy(const float* src, float* dst, const CopyGeom& g);
 /// slice_backward: dx[i] = dy[slice_backward_source(g, i)], +0 where that is −1.
 void launch_slice_backward(const float* dy, float* dx, const SliceBackGeom& g);
+/// reduce_mean over x = [rows/inner, dim, inner]: y[r] = canonical sum along dim / float(dim), one warp
+/// per output element r < rows.
+void launch_reduce_mean(const float* x, float* y, int64_t dim, int64_t inner, int64_t rows);
+/// reduce_mean_backward: dx[o, k, i] = dy[o, i] / float(dim) over the n elements of dx = [·, dim, inner].
+void launch_reduce_mean_backward(const float* dy, float* dx, int64_t dim, int64_t inner, int64_t n);
+/// expand: y[i] = x[offset(g.dims, g.sa, i)] over the n output elements (a bit copy).
+void launch_expand(const float* x, float* y, const BinaryGeom& g, int64_t n);
 
 /// loss[0] = canonical_sum(nll) / batch; nll[batch] is device scratch; labels are valid class ids.
 void launch_softmax_cross_entropy(const float* z, const int64_t* labels, float* nll, float* loss,

@@ -1,11 +1,12 @@
-// Float64 elementwise ops: Add, Gelu, GeluBackward, Dropout, DropoutBackward, Scale, BroadcastBinary and
-// SumToShape (ops/broadcast.h's geometry, the same element map as the float32 reference).
-// One double expression per element; the selects (x > 0, GELU's saturation, the dropout mask) are
-// decided as the float32 reference decides them.
+// Float64 elementwise ops: Add, Gelu, GeluBackward, Dropout, DropoutBackward, Scale, BroadcastBinary,
+// SumToShape, ReduceMean and ReduceMeanBackward (ops/broadcast.h's geometry, the same element map as the
+// float32 reference). One double expression per element; the selects (x > 0, GELU's saturation, the dropout
+// mask) are decided as the float32 reference decides them.
 #include <cmath>
 
 #include "ops/broadcast.h"
 #include "ops/float64/internal.h"
+#include "ops/movement.h"
 #include "ops/pointwise.h"
 
 namespace tribunal::f64 {
@@ -98,6 +99,33 @@ void sum_to_shape(const Call& c) {
     double s = 0.0;
     for (int64_t i = 0; i < g.n; ++i) s += xf[base + broadcast_offset(g.red_dims, g.red_strides, i)];
     out[j] = sign * s;
+  }
+}
+
+/// Σ of the N elements along the axis in double, in increasing index, then one division by N.
+void reduce_mean(const Call& c) {
+  const Shape& x = c.in[0]->shape();
+  const AxisView v = axis_view(x.dims().data(), x.rank(), static_cast<int>(c.attrs.ints[0]));
+  const float* xf = c.in[0]->data();
+  double* out = c.out[0].data();
+  for (size_t j = 0; j < c.out[0].size(); ++j) {
+    const int64_t o = static_cast<int64_t>(j) / v.inner, i = static_cast<int64_t>(j) % v.inner;
+    double s = 0.0;
+    for (int64_t k = 0; k < v.dim; ++k) s += xf[(o * v.dim + k) * v.inner + i];
+    out[j] = s / static_cast<double>(v.dim);
+  }
+}
+
+/// dx[o, k, i] = dy[o, i] / N in double.
+void reduce_mean_backward(const Call& c) {
+  const Shape& dx = c.out_shapes[0];
+  const AxisView v = axis_view(dx.dims().data(), dx.rank(), static_cast<int>(c.attrs.ints[0]));
+  const float* dy = c.in[0]->data();
+  double* out = c.out[0].data();
+  for (size_t e = 0; e < c.out[0].size(); ++e) {
+    const int64_t k = static_cast<int64_t>(e);
+    out[e] =
+        static_cast<double>(dy[(k / (v.dim * v.inner)) * v.inner + k % v.inner]) / static_cast<double>(v.dim);
   }
 }
 

@@ -78,6 +78,8 @@ void dropout(const Call&);  ///< Dropout and DropoutBackward (the same map of x 
 void scale(const Call&);
 void broadcast_binary(const Call&);
 void sum_to_shape(const Call&);
+void reduce_mean(const Call&);           ///< Σ along the axis in double, then / N
+void reduce_mean_backward(const Call&);  ///< dy / N in double, broadcast along the axis
 // unary.cpp
 void unary(const Call&);
 void unary_backward(const Call&);

@@ -32,6 +32,8 @@ ValueRef reduce_to(VjpBuilder& b, ValueRef g, ValueRef v, float sign);
 extern const OpInfo kUnaryOp, kUnaryBackwardOp;
 // Data movement (ops/kernels/movement.cpp).
 extern const OpInfo kTransposeOp, kSliceOp, kSliceBackwardOp, kConcatOp;
+// Mean over an axis and expand (ops/kernels/reduce_mean.cpp).
+extern const OpInfo kReduceMeanOp, kReduceMeanBackwardOp, kExpandOp;
 
 /// Throws OpError("<op>: <what>") unless cond holds. Used by shape rules and kernels.
 inline void op_require(bool cond, const char* op, const std::string& what) {
