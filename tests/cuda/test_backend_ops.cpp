@@ -353,6 +353,29 @@ std::vector<EdgeCase> edge_cases(OpKind kind, std::mt19937& rng) {
            random_tensor(Shape{3, 1}, rng)});
       add("all empty", {{0}, {}}, {Tensor(Shape{0, 4}), Tensor(Shape{0, 4})});
       break;
+    case OpKind::ReduceMean:
+      add("RMSNorm's last axis, 1000 wide", {{2}, {}},
+          {random_tensor(Shape{3, 5, 1000}, rng, -100.0f, 100.0f)});
+      add("rank 1", {{0}, {}}, {random_tensor(Shape{37}, rng)});
+      add("rank 4, axis 1 (strided lanes)", {{1}, {}}, {random_tensor(Shape{2, 67, 3, 5}, rng)});
+      add("nothing to average (NaN)", {{1}, {}}, {Tensor(Shape{3, 0})});
+      add("no rows", {{1}, {}}, {Tensor(Shape{0, 5})});
+      add("−0 terms give +0", {{0}, {}}, {filled(Shape{3, 2}, -0.0f)});
+      break;
+    case OpKind::ReduceMeanBackward:
+      add("last axis", {{2, 1000}, {}}, {random_tensor(Shape{3, 5, 1}, rng)});
+      add("rank 4, axis 1", {{1, 67}, {}}, {random_tensor(Shape{2, 1, 3, 5}, rng)});
+      add("N = 0", {{1, 0}, {}}, {random_tensor(Shape{3, 1}, rng)});
+      add("N = 3 (inexact 1/3), −0 and NaN", {{0, 3}, {}},
+          {Tensor(Shape{1, 3}, std::vector<float>{std::nanf(""), -0.0f, 1e-45f})});
+      break;
+    case OpKind::Expand:
+      add("GQA heads [B,1,T,E] → [B,G,T,E]", {{2, 4, 33, 16}, {}}, {random_tensor(Shape{2, 1, 33, 16}, rng)});
+      add("scalar to rank 4", {{2, 3, 4, 5}, {}}, {scalar(std::nanf(""))});
+      add("rank 1 to rank 3", {{3, 2, 7}, {}}, {random_tensor(Shape{7}, rng)});
+      add("to size 0", {{0, 3}, {}}, {random_tensor(Shape{1, 3}, rng)});
+      add("same shape", {{5, 1}, {}}, {filled(Shape{5, 1}, -0.0f)});
+      break;
     default:
       break;
   }

@@ -161,6 +161,41 @@ struct F64Forward {
           }
           break;
         }
+        case OpKind::ReduceMean: {
+          // The mean along the axis, in double.
+          const Shape& x = shape(0);
+          const int axis = static_cast<int>(node.attrs.ints[0]);
+          int64_t outer = 1, inner = 1;
+          for (int d = 0; d < axis; ++d) outer *= x[d];
+          for (int d = axis + 1; d < x.rank(); ++d) inner *= x[d];
+          const int64_t n = x[axis];
+          out.assign(static_cast<size_t>(outer * inner), 0.0);
+          for (int64_t o = 0; o < outer; ++o)
+            for (int64_t i = 0; i < inner; ++i) {
+              double sum = 0.0;
+              for (int64_t k = 0; k < n; ++k) sum += in(0)[static_cast<size_t>((o * n + k) * inner + i)];
+              out[static_cast<size_t>(o * inner + i)] = sum / static_cast<double>(n);
+            }
+          break;
+        }
+        case OpKind::Expand: {
+          // NumPy broadcasting of x to the target: y's coordinates right-aligned, x's dims of 1 repeat.
+          const Shape& y = g.values[node.outputs[0]].shape;
+          out.resize(static_cast<size_t>(y.numel()));
+          for (int64_t i = 0; i < y.numel(); ++i) {
+            int64_t rem = i, off = 0, stride = 1;
+            for (int d = y.rank() - 1; d >= 0; --d) {
+              const int64_t c = rem % y[d];
+              rem /= y[d];
+              const int ds = d - (y.rank() - shape(0).rank());
+              if (ds < 0) continue;
+              if (shape(0)[ds] != 1) off += c * stride;
+              stride *= shape(0)[ds];
+            }
+            out[static_cast<size_t>(i)] = in(0)[static_cast<size_t>(off)];
+          }
+          break;
+        }
         case OpKind::GatherRows: {
           // y[p, :] = table[ids[p], :].
           const int64_t row = shape(0).numel() / shape(0)[0];
@@ -609,6 +644,47 @@ TEST_CASE("autodiff through transpose, slice, slice_backward and concat matches 
   // even, mid_t, e) and slice_backward's VJP (1); forward: 1 and 3.
   CHECK(scatters == 1 + 3);
   CHECK(slices == 3 + 3 + 1);
+}
+
+TEST_CASE(
+    "autodiff through an RMSNorm (pow, reduce_mean, sqrt, reciprocal) and a GQA expand matches float64") {
+  // A Llama block's normalization x·(1/sqrt(mean(x², -1)))·w as torch exports it, then one key head
+  // repeated for two query heads (k[:, None].expand(...).reshape(...)): reduce_mean_backward and the
+  // expand's sum_to_shape carry the gradients back to x and w.
+  GradProblem pb;
+  GraphBuilder b(pb.g);
+  std::mt19937 rng(31);
+  auto param = [&](const std::string& name, Shape s) {
+    pb.state.push_back(random_tensor(s, rng));
+    const ValueId v = b.add_state(name, s);
+    pb.wrt.push_back(v);
+    return v;
+  };
+  const ValueId x = param("x", Shape{2, 3, 4}), w = param("w", Shape{4});
+  const ValueId y = b.add_data("y", Shape{12});
+  pb.data.push_back(random_labels(12, 4, rng));
+  auto one = [&](OpKind op, Attrs attrs, std::vector<ValueId> in, const char* name) {
+    return b.add_node(op, std::move(attrs), std::move(in), name).front();
+  };
+  const ValueId sq = one(OpKind::Unary, {{10}, {2.0f}}, {x}, "pow");
+  const ValueId ms = one(OpKind::ReduceMean, {{2}, {}}, {sq}, "mean");  // [2, 3, 1]
+  const ValueId rms = one(OpKind::Unary, {{2}, {0.0f}}, {ms}, "sqrt");
+  const ValueId inv = one(OpKind::Unary, {{1}, {0.0f}}, {rms}, "reciprocal");
+  const ValueId nx = one(OpKind::BroadcastBinary, {{2}, {}}, {x, inv}, "normed");
+  const ValueId nw = one(OpKind::BroadcastBinary, {{2}, {}}, {nx, w}, "scaled");   // [2, 3, 4]
+  const ValueId kv = one(OpKind::Reshape, {{2, 1, 3, 4}, {}}, {nw}, "kv");         // one kv head
+  const ValueId rep = one(OpKind::Expand, {{2, 2, 3, 4}, {}}, {kv}, "repeat_kv");  // two query heads
+  const ValueId logits = one(OpKind::Reshape, {{12, 4}, {}}, {rep}, "logits");
+  pb.loss = b.add_node(OpKind::SoftmaxCrossEntropy, {}, {logits, y}, "loss").front();
+  pb.g.loss = pb.loss;
+  check_gradients(pb);
+  int means = 0, sums = 0;
+  for (const Node& n : pb.g.nodes) {
+    means += n.op == OpKind::ReduceMeanBackward ? 1 : 0;
+    sums += n.op == OpKind::SumToShape ? 1 : 0;
+  }
+  CHECK(means == 1);
+  CHECK(sums >= 2);  // expand's VJP, and the broadcast products' reductions to inv's and w's shapes
 }
 
 TEST_CASE("append_backward rejects what it cannot differentiate") {

@@ -73,14 +73,20 @@ TEST_CASE("the default tau of every op kind") {
                               OpKind::LayerNorm,
                               OpKind::LayerNormBackward,
                               OpKind::SoftmaxBackward,
-                              OpKind::SumToShape};
-  const std::set<OpKind> exact{
-      OpKind::Gather,       OpKind::Reshape,         OpKind::Add,        OpKind::Relu,
-      OpKind::ReluBackward, OpKind::Embedding,       OpKind::SplitHeads, OpKind::MergeHeads,
-      OpKind::Dropout,      OpKind::DropoutBackward, OpKind::MaxPool2d,  OpKind::MaxPool2dBackward,
-      OpKind::Scale,        OpKind::BroadcastBinary, OpKind::Where,      OpKind::WhereBackward,
-      OpKind::GatherRows,   OpKind::Transpose,       OpKind::Slice,      OpKind::SliceBackward,
-      OpKind::Concat};
+                              OpKind::SumToShape,
+                              OpKind::ReduceMean};
+  const std::set<OpKind> exact{OpKind::Gather,       OpKind::Reshape,
+                               OpKind::Add,          OpKind::Relu,
+                               OpKind::ReluBackward, OpKind::Embedding,
+                               OpKind::SplitHeads,   OpKind::MergeHeads,
+                               OpKind::Dropout,      OpKind::DropoutBackward,
+                               OpKind::MaxPool2d,    OpKind::MaxPool2dBackward,
+                               OpKind::Scale,        OpKind::BroadcastBinary,
+                               OpKind::Where,        OpKind::WhereBackward,
+                               OpKind::GatherRows,   OpKind::Transpose,
+                               OpKind::Slice,        OpKind::SliceBackward,
+                               OpKind::Concat,       OpKind::ReduceMeanBackward,
+                               OpKind::Expand};
   for (size_t k = 0; k < kOpKindCount; ++k) {
     const OpKind kind = static_cast<OpKind>(k);
     CAPTURE(std::string(op_name(kind)));
