@@ -17,6 +17,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "ops/unary.h"
+
 namespace tribunal {
 namespace {
 
@@ -306,17 +308,72 @@ OnnxConstant where_op(const Fold& f) {
   return out;
 }
 
-// Neg, Not, Sqrt.
+// The RepOps unary code (ops/unary.h) of each float function fold_constant evaluates: a folded
+// constant is bitwise what the run-time unary op computes from the same input (docs/onnx.md "Folding").
+const std::map<std::string_view, int64_t>& unary_codes() {
+  static const std::map<std::string_view, int64_t> codes = {{"Reciprocal", 1}, {"Sqrt", 2}, {"Exp", 3},
+                                                            {"Log", 4},        {"Tanh", 5}, {"Erf", 6},
+                                                            {"Sigmoid", 7},    {"Sin", 8},  {"Cos", 9}};
+  return codes;
+}
+
+// Reciprocal, Sqrt, Exp, Log, Tanh, Erf, Sigmoid, Sin, Cos of a float32 constant: unary32, the run-time
+// op's own function (sqrt32 is the correctly rounded IEEE square root; the others are the project's
+// functions, never libm's).
+OnnxConstant float_function(const Fold& f) {
+  f.arity(1, 1);
+  const OnnxConstant& a = f.in(0, Type::Float32, "the input");
+  OnnxConstant out = f.reshaped(a, a.dims);
+  const int64_t fn = unary_codes().at(f.node.op_type);
+  for (float& v : out.floats) v = unary32(fn, v, 0.0f);
+  return out;
+}
+
+// Pow of float32 constants (NumPy-broadcast base and exponent): pow32 per element, the run-time unary
+// pow's function. An int64 exponent is converted to float first (exact below 2²⁴; rounded to nearest
+// beyond), as the lowering converts a constant exponent.
+OnnxConstant pow_op(const Fold& f) {
+  f.arity(2, 2);
+  const OnnxConstant &a = f.in(0), &b = f.in(1);
+  if (a.type != Type::Float32) f.fail("an int64 base is not supported (Pow folds float32 bases only)");
+  OnnxConstant e = b;
+  if (b.type == Type::Int64) {
+    e.type = Type::Float32;
+    e.floats.assign(b.ints.begin(), b.ints.end());
+    e.ints.clear();
+  }
+  return binary<float, float>(f, a, e, [](float x, float p) { return unary32(10, x, p); });
+}
+
+// MatMul of two 2-D float32 constants ([M, K]·[K, N]; rotary tables are position × inverse
+// frequency): each element one fma chain from +0 over k = 0..K−1, matmul_reference's order
+// (ops/kernels/matmul.cpp), so the fold equals the run-time matmul bit for bit.
+OnnxConstant matmul(const Fold& f) {
+  f.arity(2, 2);
+  const OnnxConstant& a = f.in(0, Type::Float32, "A");
+  const OnnxConstant& b = f.in(1, Type::Float32, "B");
+  if (a.dims.size() != 2 || b.dims.size() != 2 || a.dims[1] != b.dims[0])
+    f.fail(fmt::format("MatMul of constants of shapes {} and {} (2-D [M, K]·[K, N] only)", a.dims, b.dims));
+  const int64_t m = a.dims[0], k = a.dims[1], n = b.dims[1];
+  OnnxConstant out = f.make(Type::Float32, {m, n});
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float acc = 0.0f;
+      for (int64_t p = 0; p < k; ++p)
+        acc =
+            std::fma(a.floats[static_cast<size_t>(i * k + p)], b.floats[static_cast<size_t>(p * n + j)], acc);
+      out.floats[static_cast<size_t>(i * n + j)] = acc;
+    }
+  return out;
+}
+
+// Neg, Not.
 OnnxConstant unary(const Fold& f) {
   f.arity(1, 1);
   const std::string& op = f.node.op_type;
-  const OnnxConstant& a = op == "Sqrt"  ? f.in(0, Type::Float32, "the input")
-                          : op == "Not" ? f.in(0, Type::Int64, "the input (bool)")
-                                        : f.in(0);
+  const OnnxConstant& a = op == "Not" ? f.in(0, Type::Int64, "the input (bool)") : f.in(0);
   OnnxConstant out = f.reshaped(a, a.dims);
-  if (op == "Sqrt") {
-    for (float& v : out.floats) v = std::sqrt(v);  // IEEE-754 square root, correctly rounded
-  } else if (op == "Not") {
+  if (op == "Not") {
     for (int64_t& v : out.ints) v = v == 0;
   } else if (a.type == Type::Float32) {
     for (float& v : out.floats) v = -v;
@@ -672,20 +729,44 @@ using FoldFn = OnnxConstant (*)(const Fold&);
 
 const std::map<std::string_view, FoldFn>& folds() {
   static const std::map<std::string_view, FoldFn> table = {
-      {"Add", arithmetic},      {"Sub", arithmetic},
-      {"Mul", arithmetic},      {"Div", arithmetic},
-      {"Equal", comparison},    {"Less", comparison},
-      {"Greater", comparison},  {"Min", min_max},
-      {"Max", min_max},         {"Where", where_op},
-      {"Neg", unary},           {"Not", unary},
-      {"Sqrt", unary},          {"Cast", cast},
-      {"Constant", constant},   {"ConstantOfShape", constant_of_shape},
-      {"Range", range},         {"Shape", shape},
-      {"Identity", identity},   {"Reshape", reshape},
-      {"Flatten", flatten},     {"Squeeze", squeeze},
-      {"Unsqueeze", unsqueeze}, {"Concat", concat},
-      {"Gather", gather},       {"Slice", slice},
-      {"Transpose", transpose}, {"Expand", expand},
+      {"Add", arithmetic},
+      {"Sub", arithmetic},
+      {"Mul", arithmetic},
+      {"Div", arithmetic},
+      {"Equal", comparison},
+      {"Less", comparison},
+      {"Greater", comparison},
+      {"Min", min_max},
+      {"Max", min_max},
+      {"Where", where_op},
+      {"Neg", unary},
+      {"Not", unary},
+      {"Sqrt", float_function},
+      {"Cast", cast},
+      {"Reciprocal", float_function},
+      {"Exp", float_function},
+      {"Log", float_function},
+      {"Tanh", float_function},
+      {"Erf", float_function},
+      {"Sigmoid", float_function},
+      {"Sin", float_function},
+      {"Cos", float_function},
+      {"Pow", pow_op},
+      {"MatMul", matmul},
+      {"Constant", constant},
+      {"ConstantOfShape", constant_of_shape},
+      {"Range", range},
+      {"Shape", shape},
+      {"Identity", identity},
+      {"Reshape", reshape},
+      {"Flatten", flatten},
+      {"Squeeze", squeeze},
+      {"Unsqueeze", unsqueeze},
+      {"Concat", concat},
+      {"Gather", gather},
+      {"Slice", slice},
+      {"Transpose", transpose},
+      {"Expand", expand},
   };
   return table;
 }

@@ -2,8 +2,11 @@
 // shape computations (Shape → Gather → Unsqueeze → Concat → Reshape's shape), Constant,
 // ConstantOfShape, Range, Cast of constants — are evaluated once on the host, so no step graph ever
 // holds them. Each fold is exact: integer arithmetic, copies, or one IEEE-754 float32 operation per
-// element (Add, Sub, Mul, Div), the same on every machine. Semantics: the ONNX operator specification
-// (Operators.md) for opsets 13–17, multidirectional (NumPy) broadcasting where it says so.
+// element (Add, Sub, Mul, Div), the same on every machine; the float functions (Sqrt, Reciprocal, Exp,
+// Log, Tanh, Erf, Sigmoid, Sin, Cos, Pow) use the run-time unary op's own functions (ops/unary.h) and
+// MatMul of 2-D constants matmul_reference's fma chains, so a folded constant is what the op computes.
+// Semantics: the ONNX operator specification (Operators.md) for opsets 13–17, multidirectional (NumPy)
+// broadcasting where it says so.
 #pragma once
 
 #include <span>

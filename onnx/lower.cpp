@@ -420,6 +420,8 @@ class Lowerer {
         {"Sigmoid", &Lowerer::map_unary},
         {"Sin", &Lowerer::map_unary},
         {"Cos", &Lowerer::map_unary},
+        {"ReduceMean", &Lowerer::map_reduce_mean},
+        {"Expand", &Lowerer::map_expand},
     };
     if (node.op_type == "Shape") {  // every shape is static after import: Shape always folds
       define(node, 0, const_val(fold_shape(node, dims_of(input(node, 0), &node), m_.where(node))));
@@ -1023,6 +1025,52 @@ class Lowerer {
     reshape_to(node, out);
   }
 
+  // ---- Llama-style decoders: RMSNorm's mean, grouped-query attention's expand ----
+
+  // ReduceMean over one axis → reduce_mean (keepdims), then a reshape dropping the axis for keepdims = 0.
+  // Axes from the attribute (opset ≤ 17) or a constant input (opset 18); RMSNorm's mean(-1, keepdim=True).
+  void map_reduce_mean(const OnnxNode& node) {
+    only_attributes(node, {"axes", "keepdims", "noop_with_empty_axes"});
+    if (attr_int(node, "noop_with_empty_axes", 0) != 0) unsupported(node, "noop_with_empty_axes = 1");
+    const auto d = dims_of(input(node, 0), &node);
+    std::vector<int64_t> axes = attr_ints(node, "axes", {});
+    if (!input(node, 1).empty()) axes = constant(input(node, 1), node, "axes").ints;
+    if (axes.size() != 1)
+      unsupported(node, fmt::format("axes {} (one axis only; {} of rank {})", dims_str(axes),
+                                    axes.empty() ? "none means every axis" : "several", d.size()));
+    if (d.empty()) unsupported(node, "a ReduceMean of a scalar");
+    const int64_t axis = normalized_axis(node, axes[0], d.size());
+    const bool keep = attr_int(node, "keepdims", 1) != 0;
+    Val y = emit_one(OpKind::ReduceMean, Attrs{{axis}, {}}, {runtime(input(node, 0), &node)},
+                     keep ? node.name : node.name + ".keepdims", &node);
+    if (!keep) {
+      std::vector<int64_t> out = d;
+      out.erase(out.begin() + axis);
+      y = emit_one(OpKind::Reshape, Attrs{out, {}}, {y.ref}, node.name, &node);
+    }
+    define(node, 0, y);
+  }
+
+  // Expand of a run-time tensor to a constant shape → expand (the bidirectional broadcast of the
+  // input's shape and the shape input, as ONNX defines it); a no-op expand is the value itself.
+  void map_expand(const OnnxNode& node) {
+    only_attributes(node, {});
+    const auto d = dims_of(input(node, 0), &node);
+    const OnnxConstant& shape = constant(input(node, 1), node, "shape");
+    if (shape.type != OnnxConstant::Type::Int64 || shape.dims.size() != 1)
+      unsupported(node, "a shape input that is not a 1-D int64 tensor");
+    const std::vector<int64_t> out = broadcast_dims(d, shape.ints, m_.where(node));
+    if (out.size() > static_cast<size_t>(kMaxRank))
+      unsupported(node,
+                  fmt::format("a result of rank {} (RepOps tensors have rank ≤ {})", out.size(), kMaxRank));
+    const LoweredRef x = runtime(input(node, 0), &node);
+    if (out == d) {
+      vals_[node.outputs.at(0)] = value(input(node, 0), &node);
+      return;
+    }
+    define(node, 0, emit_one(OpKind::Expand, Attrs{out, {}}, {x}, node.name, &node));
+  }
+
   const OnnxModel& m_;
   const LowerOptions& opt_;
   const bool discover_;
@@ -1074,13 +1122,16 @@ std::vector<Tensor> onnx_param_tensors(const OnnxModel& model) {
 }
 
 std::vector<std::string> onnx_supported_ops() {
-  std::vector<std::string> ops = {
-      "Add",   "Cast",    "Concat",  "Conv",    "Cos",  "Div",       "Dropout",
-      "Erf",   "Exp",     "Flatten", "Gather",  "Gemm", "Identity",  "LayerNormalization",
-      "Log",   "MatMul",  "MaxPool", "Mul",     "Neg",  "Pow",       "Reciprocal",
-      "Relu",  "Reshape", "Shape",   "Sigmoid", "Sin",  "Slice",     "Softmax",
-      "Split", "Sqrt",    "Squeeze", "Sub",     "Tanh", "Transpose", "Unsqueeze",
-      "Where"};
+  std::vector<std::string> ops = {"Add",       "Cast",       "Concat",     "Conv",
+                                  "Expand",    "ReduceMean", "Cos",        "Div",
+                                  "Dropout",   "Erf",        "Exp",        "Flatten",
+                                  "Gather",    "Gemm",       "Identity",   "LayerNormalization",
+                                  "Log",       "MatMul",     "MaxPool",    "Mul",
+                                  "Neg",       "Pow",        "Reciprocal", "Relu",
+                                  "Reshape",   "Shape",      "Sigmoid",    "Sin",
+                                  "Slice",     "Softmax",    "Split",      "Sqrt",
+                                  "Squeeze",   "Sub",        "Tanh",       "Transpose",
+                                  "Unsqueeze", "Where"};
   for (const char* op : {"Cast",      "Concat",    "Constant", "ConstantOfShape",
                          "Div",       "Equal",     "Expand",   "Gather",
                          "Greater",   "Less",      "Max",      "Min",

@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 
 #include "onnx/const_eval.h"
+#include "ops/registry.h"
+#include "ops/tensor.h"
 #include "tests/onnx/onnx_test_data.h"
 
 namespace tribunal {
@@ -144,12 +146,22 @@ TEST_CASE("is_foldable lists exactly the folded ops") {
                          "Not",
                          "Min",
                          "Max",
-                         "Sqrt"})
+                         "Sqrt",
+                         "Reciprocal",
+                         "Exp",
+                         "Log",
+                         "Tanh",
+                         "Erf",
+                         "Sigmoid",
+                         "Sin",
+                         "Cos",
+                         "Pow",
+                         "MatMul"})
     CHECK_MESSAGE(is_foldable(op), op);
-  for (const char* op : {"MatMul", "Gemm", "Softmax", "Pow", "Split", "", "add"})
+  for (const char* op : {"Gemm", "Softmax", "Split", "ReduceMean", "", "add"})
     CHECK_MESSAGE(!is_foldable(op), op);
-  const std::string msg = refusal([] { fold("MatMul", {F({1}, {1}), F({1}, {1})}); });
-  CHECK(msg.find("MatMul cannot be folded") != std::string::npos);
+  const std::string msg = refusal([] { fold("Gemm", {F({1}, {1}), F({1}, {1})}); });
+  CHECK(msg.find("Gemm cannot be folded") != std::string::npos);
 }
 
 TEST_CASE("Add, Sub, Mul, Div broadcast; float32 is one IEEE operation per element") {
@@ -650,4 +662,74 @@ TEST_CASE("ONNX's node tests (libonnx-testdata) of the folded ops") {
 }
 
 }  // namespace
+
+namespace {
+
+/// The run-time op's output on `in` (RepOps reference kernel), to compare a fold against bit for bit.
+Floats run_op(OpKind kind, Attrs attrs, std::vector<Tensor> in) {
+  std::vector<Shape> shapes;
+  std::vector<const Tensor*> ptrs;
+  for (const Tensor& t : in) {
+    shapes.push_back(t.shape());
+    ptrs.push_back(&t);
+  }
+  Tensor y(infer_shapes(kind, attrs, shapes).at(0));
+  Tensor* out[] = {&y};
+  run_reference(kind, attrs, ptrs, out);
+  return Floats(y.values().begin(), y.values().end());
+}
+
+}  // namespace
+
+TEST_CASE("float functions fold to the run-time unary op's bits; hand values") {
+  // Rotary tables' values and where the functions branch: ±0, ±inf, NaN, a subnormal, large arguments.
+  const Floats x{0.0f, -0.0f, 0.5f, -1.25f, 3.0f, 100.0f, 1e-40f, INFINITY, -INFINITY, NAN, 12345.678f};
+  const Dims d{static_cast<int64_t>(x.size())};
+  const std::pair<const char*, int64_t> fns[] = {{"Reciprocal", 1}, {"Sqrt", 2}, {"Exp", 3},
+                                                 {"Log", 4},        {"Tanh", 5}, {"Erf", 6},
+                                                 {"Sigmoid", 7},    {"Sin", 8},  {"Cos", 9}};
+  for (const auto& [op, code] : fns) {
+    CAPTURE(op);
+    check_floats(fold(op, {F(d, x)}), d, run_op(OpKind::Unary, {{code}, {0.0f}}, {Tensor(Shape{d[0]}, x)}));
+  }
+  check_floats(fold("Sin", {F({2}, {0, -0.0f})}), {2}, {0, -0.0f});
+  check_floats(fold("Cos", {F({1}, {0})}), {1}, {1});
+  check_floats(fold("Exp", {F({1}, {0})}), {1}, {1});
+  check_floats(fold("Reciprocal", {F({2}, {4, -0.0f})}), {2}, {0.25f, -INFINITY});
+  check_floats(fold("Sqrt", {F({2}, {9, -0.0f})}), {2}, {3, -0.0f});
+  const std::string msg = refusal([] { fold("Sin", {I({1}, {1})}); });
+  CHECK(msg.find("must be float") != std::string::npos);
+}
+
+TEST_CASE("Pow folds broadcast base and exponent with the run-time pow's pow32") {
+  // Rotary's inverse frequencies: base^(−2i/d), a scalar base and a vector of exponents.
+  const Floats p{0.0f, -0.25f, -0.5f, -0.75f};
+  const OnnxConstant inv = fold("Pow", {F({}, {10000.0f}), F({4}, p)});
+  REQUIRE(inv.dims == Dims{4});
+  for (size_t i = 0; i < p.size(); ++i) {
+    const Floats want = run_op(OpKind::Unary, {{10}, {p[i]}}, {Tensor(Shape{}, Floats{10000.0f})});
+    CHECK(std::memcmp(&inv.floats[i], want.data(), sizeof(float)) == 0);
+  }
+  CHECK(inv.floats[0] == 1.0f);
+  check_floats(fold("Pow", {F({2, 1}, {2, -3}), I({2}, {3, 2})}), {2, 2}, {8, 4, -27, 9});
+  const std::string msg = refusal([] { fold("Pow", {I({1}, {2}), I({1}, {2})}); });
+  CHECK(msg.find("an int64 base is not supported") != std::string::npos);
+}
+
+TEST_CASE("MatMul of 2-D constants folds to the run-time matmul's bits (one fma chain per element)") {
+  check_floats(fold("MatMul", {F({2, 2}, {1, 2, 3, 4}), F({2, 3}, {5, 6, 7, 8, 9, 10})}), {2, 3},
+               {21, 24, 27, 47, 54, 61});
+  // Positions × inverse frequencies of a rotary table, against matmul's reference kernel bit for bit.
+  Floats a(7 * 13), b(13 * 5);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(static_cast<float>(i) * 0.37f) * 3.0f;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(static_cast<float>(i) * 0.11f) / 7.0f;
+  check_floats(fold("MatMul", {F({7, 13}, a), F({13, 5}, b)}), {7, 5},
+               run_op(OpKind::Matmul, {{0, 0}, {}}, {Tensor(Shape{7, 13}, a), Tensor(Shape{13, 5}, b)}));
+  CHECK(refusal([] {
+          fold("MatMul", {F({2, 2, 2}, Floats(8, 1.0f)), F({2, 2}, {1, 2, 3, 4})});
+        }).find("2-D [M, K]·[K, N] only") != std::string::npos);
+  CHECK(refusal([] {
+          fold("MatMul", {F({2, 3}, Floats(6, 1.0f)), F({2, 2}, {1, 2, 3, 4})});
+        }).find("2-D [M, K]·[K, N] only") != std::string::npos);
+}
 }  // namespace tribunal
