@@ -31,6 +31,10 @@ struct Val {
   /// trans_a/trans_b (torch exports nn.Linear on [B, T, K] as MatMul(x, Transpose(W))); any other
   /// reader gets a transpose node, emitted once.
   bool lazy_transpose = false;
+  /// !is_const: the ONNX dims of a value of rank above RepOps' 4 (Llama's GQA repeat, k[:, :, None]
+  /// before its expand); `ref` holds its elements flat, [numel], in row-major order. Only a reshape or an
+  /// expand reads it (map_expand collapses the axes it treats alike, so the copy runs at rank ≤ 4).
+  std::vector<int64_t> wide;
 };
 
 constexpr int32_t kOnnxInt64 = 7;
@@ -234,6 +238,7 @@ class Lowerer {
   std::vector<int64_t> dims_of(const std::string& name, const OnnxNode* node) const {
     const Val& v = value(name, node);
     if (v.is_const) return v.c.dims;
+    if (!v.wide.empty()) return v.wide;
     return {v.shape.dims().begin(), v.shape.dims().end()};
   }
 
@@ -252,6 +257,11 @@ class Lowerer {
           fmt::format("{}reads the int64 token ids '{}' as a float tensor; the importer reads "
                       "run-time int64 values only as Gather indices",
                       node ? m_.where(*node) : m_.source() + ": ", name));
+    if (!v.wide.empty())
+      throw OnnxError(
+          fmt::format("{}reads '{}' of rank {}; RepOps tensors have rank ≤ {} (only a Reshape or "
+                      "an Expand may read a wider value)",
+                      node ? m_.where(*node) : m_.source() + ": ", name, v.wide.size(), kMaxRank));
     if (v.lazy_transpose) {  // emitted on first use by an op other than MatMul
       v = emit_one(OpKind::Transpose, Attrs{{1, 0}, {}}, {v.ref}, name, node);
       return v.ref;
@@ -720,10 +730,16 @@ class Lowerer {
   }
 
   void reshape_to(const OnnxNode& node, std::vector<int64_t> dims) {
+    const Val& in = value(input(node, 0), &node);
+    if (!in.index && (dims.size() > static_cast<size_t>(kMaxRank) || !in.wide.empty())) {
+      // A wide value in or out (Val::wide): the row-major elements are the same either way.
+      const LoweredRef x = in.wide.empty() ? runtime(input(node, 0), &node) : in.ref;
+      define(node, 0, reshaped(x, std::move(dims), node.name, node));
+      return;
+    }
     if (dims.size() > static_cast<size_t>(kMaxRank))
       unsupported(node,
                   fmt::format("a result of rank {} (RepOps tensors have rank ≤ {})", dims.size(), kMaxRank));
-    const Val& in = value(input(node, 0), &node);
     if (in.index) {  // token ids keep being ids through a view (Hugging Face's input_ids.view(-1, T))
       Val out = emit_one(OpKind::Reshape, Attrs{std::move(dims), {}}, {in.ref}, node.name, &node);
       out.index = true;
@@ -733,6 +749,18 @@ class Lowerer {
     define(node, 0,
            emit_one(OpKind::Reshape, Attrs{std::move(dims), {}}, {runtime(input(node, 0), &node)}, node.name,
                     &node));
+  }
+
+  /// `x` as a value of ONNX dims `dims`: a reshape to them, or, above rank 4, to the flat [numel] of a
+  /// wide value.
+  Val reshaped(LoweredRef x, std::vector<int64_t> dims, const std::string& name, const OnnxNode& node) {
+    if (dims.size() <= static_cast<size_t>(kMaxRank))
+      return emit_one(OpKind::Reshape, Attrs{std::move(dims), {}}, {x}, name, &node);
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    Val v = emit_one(OpKind::Reshape, Attrs{{n}, {}}, {x}, name, &node);
+    v.wide = std::move(dims);
+    return v;
   }
 
   // Dropout(data, ratio, training_mode): RepOps Dropout when the step trains and the node is in
@@ -1060,15 +1088,44 @@ class Lowerer {
     if (shape.type != OnnxConstant::Type::Int64 || shape.dims.size() != 1)
       unsupported(node, "a shape input that is not a 1-D int64 tensor");
     const std::vector<int64_t> out = broadcast_dims(d, shape.ints, m_.where(node));
-    if (out.size() > static_cast<size_t>(kMaxRank))
-      unsupported(node,
-                  fmt::format("a result of rank {} (RepOps tensors have rank ≤ {})", out.size(), kMaxRank));
-    const LoweredRef x = runtime(input(node, 0), &node);
+    const Val& in = value(input(node, 0), &node);
     if (out == d) {
-      vals_[node.outputs.at(0)] = value(input(node, 0), &node);
+      if (in.wide.empty()) runtime(input(node, 0), &node);  // refuses token ids
+      vals_[node.outputs.at(0)] = in;
       return;
     }
-    define(node, 0, emit_one(OpKind::Expand, Attrs{out, {}}, {x}, node.name, &node));
+    if (out.size() <= static_cast<size_t>(kMaxRank) && in.wide.empty()) {
+      define(node, 0,
+             emit_one(OpKind::Expand, Attrs{out, {}}, {runtime(input(node, 0), &node)}, node.name, &node));
+      return;
+    }
+    // Wider than rank 4 (GQA's [B, Hkv, 1, T, E] → [B, Hkv, r, T, E]): runs of adjacent axes the expand
+    // treats alike — kept (equal sizes) or repeated (size 1 in) — are merged, which keeps the row-major
+    // order, and the expand runs on the merged shapes.
+    std::vector<int64_t> in_dims(out.size() - d.size(), 1);
+    in_dims.insert(in_dims.end(), d.begin(), d.end());
+    std::vector<int64_t> merged_in, merged_out;
+    int kind = -1;  // of the current run: 0 kept, 1 repeated
+    for (size_t i = 0; i < out.size(); ++i) {
+      const int k = out[i] == 1 ? kind : (in_dims[i] == out[i] ? 0 : 1);
+      if (merged_in.empty() || (k != kind && k >= 0 && kind >= 0)) {
+        merged_in.push_back(in_dims[i]);
+        merged_out.push_back(out[i]);
+      } else {
+        merged_in.back() *= in_dims[i];
+        merged_out.back() *= out[i];
+      }
+      if (k >= 0) kind = k;
+    }
+    if (merged_out.size() > static_cast<size_t>(kMaxRank))
+      unsupported(node,
+                  fmt::format("an expand of {} to {} (more than {} alternating runs of kept and repeated "
+                              "axes)",
+                              dims_str(d), dims_str(out), kMaxRank));
+    const LoweredRef x = in.wide.empty() ? runtime(input(node, 0), &node) : in.ref;
+    const Val m = emit_one(OpKind::Reshape, Attrs{merged_in, {}}, {x}, node.name + ".merged", &node);
+    const Val y = emit_one(OpKind::Expand, Attrs{merged_out, {}}, {m.ref}, node.name, &node);
+    define(node, 0, reshaped(y.ref, out, node.name + ".out", node));
   }
 
   const OnnxModel& m_;

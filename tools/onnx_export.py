@@ -15,6 +15,10 @@ The initializers are torch's default initialization under a fixed seed: the job'
             d_model 32, dropout 0.1, the causal mask a registered buffer, the LM head tied to the token
             embedding; layer 0's MLP uses nn.GELU() (exported as Erf), layer 1's GPT-2's tanh form
             written out (Pow, Tanh), so one file has both.                    (bytes of text, 35k params)
+  llama.onnx a Llama-style decoder: byte vocabulary, context 32, 2 layers, 4 heads sharing 2 key/value
+            heads (grouped-query attention through expand + reshape), d_model 32, RMSNorm, rotary
+            embeddings computed in forward (folded at import), SwiGLU MLP of 64, no biases, untied head.
+                                                                              (bytes of text, 35k params)
 
 Not run in CI (python3-torch stays out of its critical path): the exported files are committed.
 """
@@ -119,6 +123,94 @@ class Gpt2(nn.Module):
         return self.lm_head(self.ln_f(x))
 
 
+class RmsNorm(nn.Module):
+    """RMSNorm as Llama writes it: x · rsqrt(mean(x²) + ε) · weight."""
+
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class LlamaAttention(nn.Module):
+    """Grouped-query attention with rotary embeddings; the cos/sin tables computed in forward from
+    constants (folded at import), the key/value heads repeated with expand + reshape."""
+
+    def __init__(self, d_model, heads, kv_heads, context):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, d_model // heads
+        self.q_proj = nn.Linear(d_model, heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(d_model, kv_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(d_model, kv_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(heads * self.head_dim, d_model, bias=False)
+        self.register_buffer("mask", torch.tril(torch.ones(context, context)).view(1, 1, context, context),
+                             persistent=False)
+
+    def repeat_kv(self, x):
+        B, H, T, E = x.shape
+        r = self.heads // self.kv_heads
+        return x[:, :, None, :, :].expand(B, H, r, T, E).reshape(B, H * r, T, E)
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        q = self.q_proj(x).view(B, T, self.heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)
+        inv_freq = 1.0 / (10000.0 ** (torch.arange(0, self.head_dim, 2).float() / self.head_dim))
+        freqs = torch.arange(T).float()[:, None] @ inv_freq[None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos(), emb.sin()
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k, v = self.repeat_kv(k), self.repeat_kv(v)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
+        att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
+        y = (torch.softmax(att, dim=-1) @ v).transpose(1, 2).reshape(B, T, -1)
+        return self.o_proj(y)
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, d_model, heads, kv_heads, context, hidden):
+        super().__init__()
+        self.input_layernorm = RmsNorm(d_model)
+        self.self_attn = LlamaAttention(d_model, heads, kv_heads, context)
+        self.post_attention_layernorm = RmsNorm(d_model)
+        self.gate_proj = nn.Linear(d_model, hidden, bias=False)
+        self.up_proj = nn.Linear(d_model, hidden, bias=False)
+        self.down_proj = nn.Linear(hidden, d_model, bias=False)
+
+    def forward(self, x):
+        x = x + self.self_attn(self.input_layernorm(x))
+        h = self.post_attention_layernorm(x)
+        return x + self.down_proj(nn.functional.silu(self.gate_proj(h)) * self.up_proj(h))  # SwiGLU
+
+
+class Llama(nn.Module):
+    def __init__(self, vocab=256, context=32, d_model=32, heads=4, kv_heads=2, hidden=64, layers=2):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(vocab, d_model)
+        self.layers = nn.ModuleList([LlamaBlock(d_model, heads, kv_heads, context, hidden) for _ in range(layers)])
+        self.norm = RmsNorm(d_model)
+        self.lm_head = nn.Linear(d_model, vocab, bias=False)
+        for p in self.parameters():  # Llama's initialization: normal(0, 0.02) for every matrix
+            if p.dim() == 2:
+                nn.init.normal_(p, mean=0.0, std=0.02)
+
+    def forward(self, ids):
+        x = self.embed_tokens(ids)
+        for layer in self.layers:
+            x = layer(x)
+        return self.lm_head(self.norm(x))
+
+
 def export(module, example, path, input_name="x"):
     module.train()
     torch.onnx.export(module, example, str(path), opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
@@ -136,6 +228,8 @@ def main():
     export(Cnn(), torch.zeros(4, 1, 28, 28), out / "cnn.onnx")
     torch.manual_seed(2028)
     export(Gpt2(), torch.zeros(4, 32, dtype=torch.long), out / "gpt2.onnx", input_name="ids")
+    torch.manual_seed(2029)
+    export(Llama(), torch.zeros(4, 32, dtype=torch.long), out / "llama.onnx", input_name="ids")
 
 
 if __name__ == "__main__":

@@ -24,11 +24,14 @@ const std::filesystem::path kJob = testing::source_dir() / "scenarios/jobs/short
 const std::filesystem::path kModel = testing::source_dir() / "tests/fixtures/onnx/cnn.onnx";
 const std::filesystem::path kGpt2Job = testing::source_dir() / "scenarios/jobs/short_onnx_gpt2.toml";
 const std::filesystem::path kGpt2 = testing::source_dir() / "tests/fixtures/onnx/gpt2.onnx";
+const std::filesystem::path kLlamaJob = testing::source_dir() / "scenarios/jobs/short_onnx_llama.toml";
+const std::filesystem::path kLlama = testing::source_dir() / "tests/fixtures/onnx/llama.onnx";
 
 nodes::RefereeNodeOptions referee_with_model() {
   nodes::RefereeNodeOptions o;
   o.dispute.weights.add_model("cnn", kModel);
   o.dispute.weights.add_model("gpt2", kGpt2);
+  o.dispute.weights.add_model("llama", kLlama);
   return o;
 }
 
@@ -122,48 +125,34 @@ TEST_CASE("an imported model's job is refused by a provider that does not hold t
                    "node (its operator registers model files with --model NAME=PATH)") != std::string::npos);
 }
 
-// The imported GPT-2 (tests/fixtures/onnx/gpt2.onnx) on text: a cheater corrupting the embedding's
-// gather_rows, the causal mask's where, GELU's erf, the tanh form's pow, an attention softmax's
-// backward or the tied head's gradient is convicted at that step and node.
-TEST_CASE("an imported GPT-2's dispute: the honest provider wins against a corrupted op of any step") {
-  DataRegistry registry = DataRegistry::debian();
-  registry.add_model("gpt2", kGpt2);
-  const JobSpec job = load_job(kGpt2Job, registry);
-  const StepGraph g = build_step_graph(job, expected_data_shape(job), 0, std::vector<int64_t>(4, 0));
-  const auto first = [&](OpKind kind, int64_t fn = -1) {
-    for (size_t n = 0; n < g.nodes.size(); ++n)
-      if (g.nodes[n].op == kind && (fn < 0 || g.nodes[n].attrs.ints.at(0) == fn))
-        return static_cast<int64_t>(n);
-    FAIL("no node of kind " << op_name(kind));
-    return int64_t{-1};
-  };
-  // {step, node, element (−1: every element)}. Adding 10 to every score of a row is no change at all
-  // after the softmax (it is shift-invariant), so the mask's corruption is one score: row 1, column 0
-  // of the first head, which the causal mask keeps.
-  struct Case {
-    int64_t step, node, element;
-  };
-  const std::vector<Case> cases = {
-      {0, first(OpKind::GatherRows), -1},       {3, first(OpKind::Where), 32},
-      {6, first(OpKind::Unary, 6), -1},         {9, first(OpKind::Unary, 10), -1},
-      {11, first(OpKind::SoftmaxBackward), -1}, {4, first(OpKind::EmbeddingBackward), -1}};
+namespace {
+
+// {step, node, element (−1: every element)} of a cheater's corruption (adds 10).
+struct Case {
+  int64_t step, node, element;
+};
+
+/// An imported language model's job on text (`name`: its model file's registered name): each case's
+/// cheater is convicted at its step and node through the real referee, providers and delegate.
+void check_convicted(const std::string& name, const std::filesystem::path& job_file,
+                     const std::filesystem::path& model, const std::vector<Case>& cases, const StepGraph& g) {
   Network net(referee_with_model());
-  net.job_file = kGpt2Job;
+  net.job_file = job_file;
   for (const Case& c : cases) {
     const int64_t step = c.step, node = c.node;
     CAPTURE(step);
     CAPTURE(node);
     CAPTURE(op_name(g.nodes[static_cast<size_t>(node)].op));
     auto honest_config = net.config(Fault{});
-    honest_config.datasets.add_model("gpt2", kGpt2);
+    honest_config.datasets.add_model(name, model);
     Fault fault = corrupt(step, node);
     fault.element = c.element;
     auto cheater_config = net.config(fault);
-    cheater_config.datasets.add_model("gpt2", kGpt2);
+    cheater_config.datasets.add_model(name, model);
     const std::string honest = net.provider(std::move(honest_config));
     const std::string cheater = net.provider(std::move(cheater_config));
     nodes::DelegateRequest r = net.request({honest, cheater});
-    r.datasets.add_model("gpt2", kGpt2);
+    r.datasets.add_model(name, model);
     const DelegateOutcome o = nodes::delegate_job(net.ctx, r, nodes::quiet_logger());
     REQUIRE(o.verdicts.size() == 1);
     const Verdict v = verify_verdict(o.verdicts[0], net.referee_key.public_key, &r.datasets);
@@ -175,4 +164,55 @@ TEST_CASE("an imported GPT-2's dispute: the honest provider wins against a corru
     CHECK(o.accepted);
     CHECK(o.winner == 0);
   }
+}
+
+/// Step 0's graph of an imported model's text job and the index of its first node of `kind` (with
+/// ints[0] == fn when fn ≥ 0).
+struct Graph {
+  StepGraph g;
+  Graph(const std::string& name, const std::filesystem::path& job_file, const std::filesystem::path& model) {
+    DataRegistry registry = DataRegistry::debian();
+    registry.add_model(name, model);
+    const JobSpec job = load_job(job_file, registry);
+    g = build_step_graph(job, expected_data_shape(job), 0, std::vector<int64_t>(4, 0));
+  }
+  int64_t first(OpKind kind, int64_t fn = -1) const {
+    for (size_t n = 0; n < g.nodes.size(); ++n)
+      if (g.nodes[n].op == kind && (fn < 0 || g.nodes[n].attrs.ints.at(0) == fn))
+        return static_cast<int64_t>(n);
+    FAIL("no node of kind " << op_name(kind));
+    return -1;
+  }
+};
+
+}  // namespace
+
+// The imported GPT-2 (tests/fixtures/onnx/gpt2.onnx) on text: a cheater corrupting the embedding's
+// gather_rows, the causal mask's where, GELU's erf, the tanh form's pow, an attention softmax's
+// backward or the tied head's gradient is convicted at that step and node. Adding 10 to every score
+// of a row is no change at all after the softmax (it is shift-invariant), so the mask's corruption is
+// one score: row 1, column 0 of the first head, which the causal mask keeps.
+TEST_CASE("an imported GPT-2's dispute: the honest provider wins against a corrupted op of any step") {
+  const Graph m("gpt2", kGpt2Job, kGpt2);
+  check_convicted("gpt2", kGpt2Job, kGpt2,
+                  {{0, m.first(OpKind::GatherRows), -1},
+                   {3, m.first(OpKind::Where), 32},
+                   {6, m.first(OpKind::Unary, 6), -1},
+                   {9, m.first(OpKind::Unary, 10), -1},
+                   {11, m.first(OpKind::SoftmaxBackward), -1},
+                   {4, m.first(OpKind::EmbeddingBackward), -1}},
+                  m.g);
+}
+
+// The imported Llama-style decoder (tests/fixtures/onnx/llama.onnx): RMSNorm's mean, the repeated
+// key/value heads' expand, the rotary half's concat, SwiGLU's sigmoid and the mean's backward.
+TEST_CASE("an imported Llama's dispute: the honest provider wins against a corrupted op of any step") {
+  const Graph m("llama", kLlamaJob, kLlama);
+  check_convicted("llama", kLlamaJob, kLlama,
+                  {{1, m.first(OpKind::ReduceMean), -1},
+                   {5, m.first(OpKind::Expand), -1},
+                   {7, m.first(OpKind::Concat), -1},
+                   {10, m.first(OpKind::Unary, 7), -1},
+                   {2, m.first(OpKind::ReduceMeanBackward), -1}},
+                  m.g);
 }

@@ -19,7 +19,7 @@ namespace {
 // The shipped data sets and the imported models' files (an onnx job's model.file, tests/fixtures/onnx/).
 DataRegistry registry() {
   DataRegistry r = DataRegistry::debian();
-  for (const char* name : {"mlp", "cnn", "gpt2"})
+  for (const char* name : {"mlp", "cnn", "gpt2", "llama"})
     r.add_model(name,
                 tribunal::testing::source_dir() / "tests/fixtures/onnx" / (std::string(name) + ".onnx"));
   return r;
@@ -165,6 +165,7 @@ TEST_CASE("the cost derived from the job text equals the cost measured on its bu
       {"short_onnx_cnn.toml", {{"batch_size = 16", "batch_size = 16\nshards = 4"}}},
       {"parity_onnx_mlp.toml", {{"batch_size = 16", "batch_size = 16\nshards = 2"}}},
       {"short_onnx_gpt2.toml", {{"batch_size = 4", "batch_size = 4\nshards = 2"}}},
+      {"short_onnx_llama.toml", {{"batch_size = 4", "batch_size = 4\nshards = 4"}}},
   };
   for (const auto& v : variants) {
     const std::string& file = v.first;
