@@ -288,4 +288,71 @@ TEST_CASE(
   CHECK(refusal({3}, 0).find("axis must be in [-rank, rank-1]") != std::string::npos);
 }
 
+// Hugging Face's repeat_kv builds a rank-5 value, x[:, :, None, :, :].expand(B, H, r, T, E), before
+// reshaping it to [B, H·r, T, E]: the importer carries the rank-5 values flat and runs the expand on
+// its merged axes ([B·H, 1, T·E] → [B·H, r, T·E]); any other op reading a rank-5 value is refused.
+TEST_CASE("lower_onnx: a rank-5 repeat of key/value heads (unsqueeze, expand, reshape) runs at rank ≤ 4") {
+  constexpr int64_t H = 2, R = 3;
+  const auto build = [&](bool relu) {
+    Builder b;
+    value_info(b.g->add_input(), "k", {B, H, T, E});
+    value_info(b.g->add_output(), "y",
+               relu ? std::vector<int64_t>{B, H, 1, T, E} : std::vector<int64_t>{B, H * R, T, E});
+    b.node("Unsqueeze", {"k", b.ints("axis2", {2})}, "k5");
+    if (relu) {
+      b.node("Relu", {"k5"}, "y");
+    } else {
+      b.node("Expand", {"k5", b.ints("rep", {B, H, R, T, E})}, "kr");
+      b.node("Reshape", {"kr", b.ints("merged", {B, H * R, T, E})}, "y");
+    }
+    const std::string bytes = b.m.SerializeAsString();
+    return import_onnx(std::as_bytes(std::span(bytes.data(), bytes.size())), "repeat.onnx");
+  };
+  const auto model = build(false);
+  LowerOptions o;
+  o.inputs.push_back({"k", Shape{B, H, T, E}});
+  const LoweredGraph g = lower_onnx(*model, o);
+  for (const LoweredNode& n : g.nodes) CHECK(n.outputs.at(0).rank() <= 4);
+  bool expanded = false;
+  for (const LoweredNode& n : g.nodes)
+    if (n.op == OpKind::Expand) {
+      expanded = true;
+      CHECK(n.outputs.at(0) == Shape{B * H, R, T * E});
+    }
+  CHECK(expanded);
+  // Run it: y[b, h·R + r, t, e] = k[b, h, t, e], bit for bit.
+  Tensor k(Shape{B, H, T, E});
+  for (int64_t i = 0; i < k.numel(); ++i) k[i] = static_cast<float>(i) + 0.25f;
+  std::vector<Tensor> values;  // one per node (each has one output)
+  values.reserve(g.nodes.size());
+  REQUIRE(g.constants.empty());
+  const auto value_of = [&](const LoweredRef& r) -> const Tensor& {
+    return r.kind == LoweredRef::Kind::Input ? k : values.at(r.index);
+  };
+  for (const LoweredNode& n : g.nodes) {
+    std::vector<const Tensor*> in;
+    for (const LoweredRef& r : n.inputs) in.push_back(&value_of(r));
+    values.emplace_back(n.outputs.at(0));
+    Tensor* out[] = {&values.back()};
+    run_reference(n.op, n.attrs, in, out);
+  }
+  const Tensor& y = value_of(g.outputs.at(0));
+  REQUIRE(y.shape() == Shape{B, H * R, T, E});
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H * R; ++h)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t e = 0; e < E; ++e)
+          CHECK(y[((b * H * R + h) * T + t) * E + e] == k[((b * H + h / R) * T + t) * E + e]);
+  // A Relu of the rank-5 value: refused, naming the node and the rank.
+  try {
+    (void)build(true);
+    FAIL("imported a Relu of a rank-5 value");
+  } catch (const OnnxError& e) {
+    const std::string what = e.what();
+    CAPTURE(what);
+    CHECK(what.find("(Relu, opset 17): reads 'k5' of rank 5; RepOps tensors have rank ≤ 4") !=
+          std::string::npos);
+  }
+}
+
 }  // namespace tribunal
