@@ -60,6 +60,58 @@ TRIBUNAL_HD void pool_window(const float* plane, int64_t w, int64_t r, int64_t s
   v[3] = p[w + 1];
 }
 
+/// The geometry of a max pooling with a general window (MaxPool2d's ints {kh, kw, stride_h, stride_w,
+/// pad_top, pad_left, pad_bottom, pad_right}): x planes h×w → y planes oh×ow, oh = (h + pad_top +
+/// pad_bottom − kh)/stride_h + 1 (ONNX's floor mode), likewise ow. Every pad is smaller than its kernel
+/// side, so every window holds at least one element of x; padding positions are never chosen.
+struct PoolGeom {
+  int64_t h = 0, w = 0, oh = 0, ow = 0;
+  int64_t kh = 0, kw = 0, sh = 0, sw = 0, pt = 0, pl = 0;
+};
+
+/// Flat index (row·w + column) within its plane of the chosen element of pooling window (r, s): the
+/// window's elements of x are scanned row by row, left to right; the choice is pool_choice's rule (the
+/// first NaN, else the first element equal to the maximum), so a 2×2 window with stride 2 and no padding
+/// chooses what pool_window + pool_choice choose.
+TRIBUNAL_HD int64_t pool_choice_at(const float* plane, const PoolGeom& g, int64_t r, int64_t s) {
+  const int64_t r0 = r * g.sh - g.pt, c0 = s * g.sw - g.pl;
+  const int64_t i0 = r0 > 0 ? r0 : 0, i1 = r0 + g.kh < g.h ? r0 + g.kh : g.h;
+  const int64_t j0 = c0 > 0 ? c0 : 0, j1 = c0 + g.kw < g.w ? c0 + g.kw : g.w;
+  int64_t best = i0 * g.w + j0;
+  float bv = plane[best];
+  for (int64_t i = i0; i < i1; ++i)
+    for (int64_t j = j0; j < j1; ++j) {
+      const float v = plane[i * g.w + j];
+      const bool take = bv == bv && (v != v || v > bv);  // x != x: x is NaN
+      best = take ? i * g.w + j : best;
+      bv = take ? v : bv;
+    }
+  return best;
+}
+
+/// dx at (i, j) of one plane under a general pooling: the dy of every window whose chosen element it
+/// is, in increasing window order (r, then s); the first such dy copied, each later one added (one
+/// float32 addition each); +0 if no window chose it. dy_plane is the plane's oh×ow gradient.
+TRIBUNAL_HD float pool_grad_at(const float* plane, const float* dy_plane, const PoolGeom& g, int64_t i,
+                               int64_t j) {
+  // Windows r with r·sh − pt ≤ i < r·sh − pt + kh, i.e. ⌈(i + pt − kh + 1)/sh⌉ ≤ r ≤ ⌊(i + pt)/sh⌋.
+  const int64_t ra = i + g.pt - g.kh + 1, ca = j + g.pl - g.kw + 1;
+  const int64_t r_lo = ra > 0 ? (ra + g.sh - 1) / g.sh : 0, s_lo = ca > 0 ? (ca + g.sw - 1) / g.sw : 0;
+  const int64_t r_hi0 = (i + g.pt) / g.sh, s_hi0 = (j + g.pl) / g.sw;
+  const int64_t r_hi = r_hi0 < g.oh - 1 ? r_hi0 : g.oh - 1, s_hi = s_hi0 < g.ow - 1 ? s_hi0 : g.ow - 1;
+  const int64_t me = i * g.w + j;
+  float acc = 0.0f;
+  bool any = false;
+  for (int64_t r = r_lo; r <= r_hi; ++r)
+    for (int64_t s = s_lo; s <= s_hi; ++s)
+      if (pool_choice_at(plane, g, r, s) == me) {
+        const float d = dy_plane[r * g.ow + s];
+        acc = any ? acc + d : d;
+        any = true;
+      }
+  return acc;
+}
+
 /// keepᵢ of dropout: uniform(philox(seed, Dropout, step, site·2³² + i)[0]) ≥ p.
 TRIBUNAL_HD bool dropout_keep(uint64_t seed, uint32_t step, uint32_t site, float p, int64_t i) {
   const uint64_t element = static_cast<uint64_t>(site) << 32 | static_cast<uint64_t>(i);

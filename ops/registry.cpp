@@ -111,6 +111,10 @@ const OpInfo* entry_of(OpKind kind) {
       return &kReduceMeanBackwardOp;
     case OpKind::Expand:
       return &kExpandOp;
+    case OpKind::GlobalAvgPool:
+      return &kGlobalAvgPoolOp;
+    case OpKind::GlobalAvgPoolBackward:
+      return &kGlobalAvgPoolBackwardOp;
     case OpKind::Count:
       return nullptr;
   }

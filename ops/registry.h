@@ -52,12 +52,15 @@ enum class OpKind : uint8_t {
   Conv2dBackwardInput,   ///< w[O,C,KH,KW], dy[N,O,OH,OW]; ints = {stride, pad, H, W} → dx[N,C,H,W]
   Conv2dBackwardWeight,  ///< x[N,C,H,W], dy[N,O,OH,OW]; ints = {stride, pad, KH, KW} → dw[O,C,KH,KW]
   Conv2dBackwardBias,    ///< dy[N,O,OH,OW] → db[O], canonical sum over (n, oh, ow)
-  MaxPool2d,             ///< x[N,C,H,W], H and W even → y[N,C,H/2,W/2], max of each 2×2 window
-  MaxPool2dBackward,     ///< x, dy → dx: each dy element goes to its window's chosen input, others +0
-  SumSquares,            ///< x → scalar canonical sum of xᵢ·xᵢ
-  ClipCoefficient,       ///< s₀ … s_{P−1} (scalars, any count ≥ 1); floats = {max_norm} →
-                         ///< min(1, max_norm / (sqrt(canonical sum of s) + 1e-6)) (torch clip_grad_norm_)
-  Scale,                 ///< x, s[] → x·s
+  MaxPool2d,  ///< x[N,C,H,W]; ints = {} (H and W even → y[N,C,H/2,W/2], max of each 2×2 window) or
+              ///< {kh, kw, stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right} (pads < kernel,
+              ///< never chosen; OH = (H + pad_top + pad_bottom − kh)/stride_h + 1) → the max of each window
+  MaxPool2dBackward,  ///< x, dy; the forward's ints → dx: each dy element goes to its window's chosen input
+                      ///< (summed in window order where windows overlap), others +0
+  SumSquares,         ///< x → scalar canonical sum of xᵢ·xᵢ
+  ClipCoefficient,    ///< s₀ … s_{P−1} (scalars, any count ≥ 1); floats = {max_norm} →
+                      ///< min(1, max_norm / (sqrt(canonical sum of s) + 1e-6)) (torch clip_grad_norm_)
+  Scale,              ///< x, s[] → x·s
   // Broadcasting arithmetic (ONNX Add/Sub/Mul/Div; docs/onnx.md). Appended: the op bytes above are unchanged.
   BroadcastBinary,  ///< a, b (rank ≤ 4); ints = {op}: 0 add, 1 sub, 2 mul, 3 div → y = a op b, y's shape the
                     ///< NumPy broadcast of a's and b's; one float32 operation per element
@@ -94,7 +97,10 @@ enum class OpKind : uint8_t {
                        ///< dx[…, k, …] = dy[…, 0, …] / float(N) (one division each)
   Expand,  ///< x (rank ≤ 4); ints = the target shape (x's shape broadcasts to it) → y[target], a bit copy
            ///< of x's element broadcast to each position (NumPy broadcasting, ONNX Expand)
-  Count    ///< sentinel, not an op
+  // Global average pooling (ONNX GlobalAveragePool; docs/numerics.md "Global average pooling"). Appended.
+  GlobalAvgPool,  ///< x[N,C,H,W] → y[N,C,1,1] = canonical sum of the plane (row-major) / float(H·W)
+  GlobalAvgPoolBackward,  ///< dy[N,C,1,1]; ints = {H, W} → dx[N,C,H,W] = dy / float(H·W) everywhere
+  Count                   ///< sentinel, not an op
 };
 
 inline constexpr size_t kOpKindCount = static_cast<size_t>(OpKind::Count);

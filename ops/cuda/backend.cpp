@@ -47,6 +47,22 @@ ConvGeom conv_geom(const Shape& x, const Shape& w, const Shape& y, const Attrs& 
   return ConvGeom{x[0], x[1], x[2], x[3], w[0], w[2], w[3], attrs.ints[0], attrs.ints[1], y[2], y[3]};
 }
 
+/// A general pooling's geometry from x [N,C,H,W], the pooled y (or dy) [N,C,OH,OW] and MaxPool2d's 8 ints.
+PoolGeom pool_geom(const Shape& x, const Shape& y, const Attrs& a) {
+  PoolGeom g;
+  g.h = x[2];
+  g.w = x[3];
+  g.oh = y[2];
+  g.ow = y[3];
+  g.kh = a.ints[0];
+  g.kw = a.ints[1];
+  g.sh = a.ints[2];
+  g.sw = a.ints[3];
+  g.pt = a.ints[4];
+  g.pl = a.ints[5];
+  return g;
+}
+
 /// Dropout's attributes as the kernel takes them (already validated by infer_shapes).
 void launch_dropout_of(const Attrs& a, const float* x, float* y, int64_t n) {
   launch_dropout(x, y, n, static_cast<uint64_t>(a.ints[0]), static_cast<uint32_t>(a.ints[1]),
@@ -203,12 +219,29 @@ OpLauncher op_launcher(OpKind kind) {
     case OpKind::MaxPool2d:
       return [](const OpLaunch& l) {
         const Shape& x = l.shape(0);
-        launch_max_pool2d(l.I(0), l.O(0), x[0] * x[1], x[2], x[3]);
+        if (l.attrs.ints.empty())
+          launch_max_pool2d(l.I(0), l.O(0), x[0] * x[1], x[2], x[3]);
+        else
+          launch_max_pool2d_general(l.I(0), l.O(0), x[0] * x[1], pool_geom(x, l.out_shape(0), l.attrs));
       };
     case OpKind::MaxPool2dBackward:
       return [](const OpLaunch& l) {
         const Shape& x = l.shape(0);
-        launch_max_pool2d_backward(l.I(0), l.I(1), l.O(0), x[0] * x[1], x[2], x[3]);
+        if (l.attrs.ints.empty())
+          launch_max_pool2d_backward(l.I(0), l.I(1), l.O(0), x[0] * x[1], x[2], x[3]);
+        else
+          launch_max_pool2d_general_backward(l.I(0), l.I(1), l.O(0), x[0] * x[1],
+                                             pool_geom(x, l.shape(1), l.attrs));
+      };
+    case OpKind::GlobalAvgPool:
+      return [](const OpLaunch& l) {
+        const Shape& x = l.shape(0);
+        launch_global_avg_pool(l.I(0), l.O(0), x[0] * x[1], x[2] * x[3]);
+      };
+    case OpKind::GlobalAvgPoolBackward:
+      return [](const OpLaunch& l) {
+        const Shape& dx = l.out_shape(0);
+        launch_global_avg_pool_backward(l.I(0), l.O(0), dx[0] * dx[1], dx[2] * dx[3]);
       };
     case OpKind::SumSquares:
       return [](const OpLaunch& l) { launch_sum_squares(l.I(0), l.O(0), l.n0()); };

@@ -10,7 +10,8 @@
 #include "ops/broadcast.h"      // BinaryGeom, SumGeom, TernaryGeom
 #include "ops/conv_elements.h"  // ConvGeom
 #include "ops/cuda/cuda_ns.h"
-#include "ops/movement.h"  // CopyGeom, SliceBackGeom
+#include "ops/movement.h"   // CopyGeom, SliceBackGeom
+#include "ops/pointwise.h"  // PoolGeom
 
 namespace tribunal::TRIBUNAL_CUDA_NS {
 
@@ -107,6 +108,14 @@ void launch_conv2d_backward_bias(const float* dy, float* db, int64_t n, int64_t 
 void launch_max_pool2d(const float* x, float* y, int64_t planes, int64_t h, int64_t w);
 void launch_max_pool2d_backward(const float* x, const float* dy, float* dx, int64_t planes, int64_t h,
                                 int64_t w);
+/// A general pooling window (ops/pointwise.h PoolGeom): x[planes, h, w] → y[planes, oh, ow], and its
+/// gradient.
+void launch_max_pool2d_general(const float* x, float* y, int64_t planes, const PoolGeom& g);
+void launch_max_pool2d_general_backward(const float* x, const float* dy, float* dx, int64_t planes,
+                                        const PoolGeom& g);
+/// x[planes, hw] → y[planes] (canonical sum / float(hw)); dy[planes] → dx[planes, hw] = dy / float(hw).
+void launch_global_avg_pool(const float* x, float* y, int64_t planes, int64_t hw);
+void launch_global_avg_pool_backward(const float* dy, float* dx, int64_t planes, int64_t hw);
 
 /// out[0] = canonical sum of x[i]·x[i].
 void launch_sum_squares(const float* x, float* out, int64_t n);

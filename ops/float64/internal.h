@@ -98,6 +98,10 @@ void sgd_momentum(const Call&);
 void adamw(const Call&);
 void sum_squares(const Call&);
 void clip_coefficient(const Call&);
+// pool.cpp
+void max_pool2d_backward(const Call&);
+void global_avg_pool(const Call&);
+void global_avg_pool_backward(const Call&);
 // conv.cpp
 void conv2d(const Call&);
 void conv2d_backward_input(const Call&);

@@ -21,6 +21,8 @@ extern const OpInfo kConv2dOp, kConv2dBackwardInputOp, kConv2dBackwardWeightOp, 
     kMaxPool2dOp, kMaxPool2dBackwardOp, kSumSquaresOp, kClipCoefficientOp, kScaleOp;
 // Broadcasting arithmetic (ops/kernels/broadcast.cpp).
 extern const OpInfo kBroadcastBinaryOp, kSumToShapeOp;
+// Global average pooling (ops/kernels/global_pool.cpp).
+extern const OpInfo kGlobalAvgPoolOp, kGlobalAvgPoolBackwardOp;
 // Selection (ops/kernels/select.cpp).
 extern const OpInfo kWhereOp, kWhereBackwardOp, kGatherRowsOp;
 

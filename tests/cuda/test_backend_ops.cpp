@@ -236,6 +236,42 @@ std::vector<EdgeCase> edge_cases(OpKind kind, std::mt19937& rng) {
         add("specials", {{code}, {}}, {Tensor(Shape{7, 1}, v), Tensor(Shape{1, 7}, v)});
       }
       break;
+    case OpKind::MaxPool2d:
+    case OpKind::MaxPool2dBackward: {
+      // ResNet's stem (3×3, stride 2, pad 1) and a stride-1 window: overlapping windows choose one
+      // element many times (ties everywhere: ±0 and −inf), NaN inside; the gradient's sums in window order.
+      const float tie_pool[] = {-0.0f, 0.0f, -INFINITY, 0.25f};
+      for (const std::vector<int64_t>& ints :
+           {std::vector<int64_t>{3, 3, 2, 2, 1, 1, 1, 1}, std::vector<int64_t>{3, 2, 1, 1, 2, 0, 1, 1}}) {
+        Tensor x(Shape{2, 3, 13, 11});
+        for (float& v : x.values()) v = tie_pool[rng() % 4];
+        x[40] = std::nanf("");
+        std::vector<Tensor> in{x};
+        if (kind == OpKind::MaxPool2dBackward) {
+          const int64_t oh = (13 + ints[4] + ints[6] - ints[0]) / ints[2] + 1;
+          const int64_t ow = (11 + ints[5] + ints[7] - ints[1]) / ints[3] + 1;
+          in.push_back(random_tensor(Shape{2, 3, oh, ow}, rng, false));
+        }
+        add("overlapping windows, ties, NaN", {ints, {}}, std::move(in));
+      }
+      break;
+    }
+    case OpKind::GlobalAvgPool: {
+      add("a 1×1 plane", {}, {random_tensor(Shape{3, 2, 1, 1}, rng, false)});
+      add("long planes", {}, {random_tensor(Shape{2, 3, 61, 67}, rng, false, -1000.0f, 1000.0f)});
+      Tensor nan = random_tensor(Shape{2, 2, 5, 7}, rng, false);
+      nan[40] = std::nanf("");
+      nan[3] = INFINITY;
+      add("NaN, inf", {}, {std::move(nan)});
+      add("no planes", {}, {Tensor(Shape{0, 3, 4, 4})});
+      break;
+    }
+    case OpKind::GlobalAvgPoolBackward: {
+      const std::vector<float> v{std::nanf(""), INFINITY, -0.0f, 1e-45f, 3.0f, -7.0f};
+      add("specials, H·W = 21", {{3, 7}, {}}, {Tensor(Shape{2, 3, 1, 1}, v)});
+      add("one element", {{1, 1}, {}}, {Tensor(Shape{1, 6, 1, 1}, v)});
+      break;
+    }
     case OpKind::SumToShape:
       for (float sign : {1.0f, -1.0f}) {
         add("nothing to sum", {{3}, {sign}}, {Tensor(Shape{0, 3})});

@@ -74,7 +74,8 @@ TEST_CASE("the default tau of every op kind") {
                               OpKind::LayerNormBackward,
                               OpKind::SoftmaxBackward,
                               OpKind::SumToShape,
-                              OpKind::ReduceMean};
+                              OpKind::ReduceMean,
+                              OpKind::GlobalAvgPool};
   const std::set<OpKind> exact{OpKind::Gather,       OpKind::Reshape,
                                OpKind::Add,          OpKind::Relu,
                                OpKind::ReluBackward, OpKind::Embedding,
@@ -86,7 +87,7 @@ TEST_CASE("the default tau of every op kind") {
                                OpKind::GatherRows,   OpKind::Transpose,
                                OpKind::Slice,        OpKind::SliceBackward,
                                OpKind::Concat,       OpKind::ReduceMeanBackward,
-                               OpKind::Expand};
+                               OpKind::Expand,       OpKind::GlobalAvgPoolBackward};
   for (size_t k = 0; k < kOpKindCount; ++k) {
     const OpKind kind = static_cast<OpKind>(k);
     CAPTURE(std::string(op_name(kind)));

@@ -202,6 +202,65 @@ int64_t chosen64(const Tensor& x, int64_t e) {
   return best;
 }
 
+/// A general pooling's sizes from MaxPool2d's 8 ints (computed here, independently of ops/pointwise.h).
+struct PoolG {
+  int64_t h, w, kh, kw, sh, sw, pt, pl, pb, pr;
+  int64_t oh() const { return (h + pt + pb - kh) / sh + 1; }
+  int64_t ow() const { return (w + pl + pr - kw) / sw + 1; }
+};
+
+PoolG pool_g(const Shape& x, const std::vector<int64_t>& v) {
+  return {x[2], x[3], v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
+}
+
+/// x[N,C,H,W] whose planes hold distinct multiples of 2⁻⁷ in random order, so no window has a tie and
+/// finite differences (steps ≤ 2⁻¹⁰·|x|, ≤ 2⁻⁸ here) never cross one; `specials` adds subnormals.
+Tensor distinct_pool_input(Shape s, std::mt19937& rng, bool specials) {
+  Tensor x(s);
+  const int64_t hw = s[2] * s[3];
+  std::vector<int64_t> order(static_cast<size_t>(hw));
+  for (int64_t pl = 0; pl < s[0] * s[1]; ++pl) {
+    for (int64_t i = 0; i < hw; ++i) order[at(i)] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    for (int64_t i = 0; i < hw; ++i) {
+      float v = static_cast<float>(order[at(i)] - hw / 2) * 0x1p-7f;
+      if (specials && rng() % 16 == 0) v = random_values(1, rng, -1.0f, 1.0f, true)[0] * 0x1p-140f;
+      x[pl * hw + i] = v;
+    }
+  }
+  return x;
+}
+
+/// Index in x of the element a general pooling chooses for output (pl, r, s): the window's elements of
+/// x row by row, the first NaN, else the first maximum (float64 comparisons).
+int64_t chosen64_general(const Tensor& x, const PoolG& g, int64_t pl, int64_t r, int64_t s) {
+  int64_t best = -1;
+  for (int64_t i = r * g.sh - g.pt; i < r * g.sh - g.pt + g.kh; ++i)
+    for (int64_t j = s * g.sw - g.pl; j < s * g.sw - g.pl + g.kw; ++j) {
+      if (i < 0 || i >= g.h || j < 0 || j >= g.w) continue;
+      const int64_t idx = (pl * g.h + i) * g.w + j;
+      if (best >= 0 && std::isnan(x[best])) return best;
+      if (best < 0 || std::isnan(x[idx]) || static_cast<double>(x[idx]) > static_cast<double>(x[best]))
+        best = idx;
+    }
+  return best;
+}
+
+/// Random general pooling ints for an image of at least 1×1: variant 1 is ResNet's stem (3×3, stride 2,
+/// pad 1), variant 2 any kernel 1..4, stride 1..3, asymmetric pads below the kernel side.
+std::vector<int64_t> pool_ints(std::mt19937& rng, int variant) {
+  if (variant == 1) return {3, 3, 2, 2, 1, 1, 1, 1};
+  const int64_t kh = 1 + rng() % 4, kw = 1 + rng() % 4;
+  return {kh,
+          kw,
+          static_cast<int64_t>(1 + rng() % 3),
+          static_cast<int64_t>(1 + rng() % 3),
+          static_cast<int64_t>(rng() % kh),
+          static_cast<int64_t>(rng() % kw),
+          static_cast<int64_t>(rng() % kh),
+          static_cast<int64_t>(rng() % kw)};
+}
+
 // ---- Random cases -----------------------------------------------------------------------------------
 
 Tensor vals(Shape s, std::mt19937& rng, bool specials) {
@@ -245,6 +304,23 @@ std::optional<Case> make_case(OpKind kind, std::mt19937& rng, bool big, int vari
     }
     case OpKind::MaxPool2d:
     case OpKind::MaxPool2dBackward: {
+      if (variant > 0) {  // a general window
+        c.attrs.ints = pool_ints(rng, variant);
+        const auto& v = c.attrs.ints;
+        // H ≥ kh − pt − pb, so the padded image holds one window.
+        const int64_t h0 = std::max<int64_t>(1, v[0] - v[4] - v[6]),
+                      w0 = std::max<int64_t>(1, v[1] - v[5] - v[7]);
+        const Shape s =
+            big ? Shape{16, 16, 32, 32}
+                : Shape{small_dim(rng) % 5 + 1, small_dim(rng) % 5 + 1, h0 + static_cast<int64_t>(rng() % 17),
+                        w0 + static_cast<int64_t>(rng() % 17)};
+        c.in = {distinct_pool_input(s, rng, specials)};
+        if (kind == OpKind::MaxPool2dBackward) {
+          const PoolG g = pool_g(s, v);
+          c.in.push_back(vals(Shape{s[0], s[1], g.oh(), g.ow()}, rng, specials));
+        }
+        return c;
+      }
       static constexpr int64_t kEven[] = {2, 4, 6, 10, 14, 22, 32};
       const Shape s =
           big ? Shape{16, 16, 32, 32}
@@ -252,6 +328,20 @@ std::optional<Case> make_case(OpKind kind, std::mt19937& rng, bool big, int vari
       c.in = {pool_input(s, rng, specials)};
       if (kind == OpKind::MaxPool2dBackward)
         c.in.push_back(vals(Shape{s[0], s[1], s[2] / 2, s[3] / 2}, rng, specials));
+      return c;
+    }
+    case OpKind::GlobalAvgPool: {
+      const Shape s = big ? Shape{4, 64, 28, 28}
+                          : Shape{small_dim(rng) % 5 + 1, small_dim(rng) % 7 + 1, small_dim(rng) % 12 + 1,
+                                  small_dim(rng) % 12 + 1};
+      c.in = {vals(s, rng, specials)};
+      return c;
+    }
+    case OpKind::GlobalAvgPoolBackward: {
+      const int64_t h = big ? 28 : small_dim(rng) % 12 + 1, w = big ? 28 : small_dim(rng) % 12 + 1;
+      c.attrs.ints = {h, w};
+      c.in = {vals(big ? Shape{4, 64, 1, 1} : Shape{small_dim(rng) % 5 + 1, small_dim(rng) % 7 + 1, 1, 1},
+                   rng, specials)};
       return c;
     }
     case OpKind::SumSquares: {
@@ -300,6 +390,32 @@ std::optional<std::vector<Expected>> expect(const Case& c) {
     case OpKind::MaxPool2d:
     case OpKind::MaxPool2dBackward: {
       const Tensor& x = in[0];
+      if (!c.attrs.ints.empty()) {
+        const PoolG g = pool_g(x.shape(), c.attrs.ints);
+        const int64_t planes = x.shape()[0] * x.shape()[1];
+        Expected e;
+        if (c.kind == OpKind::MaxPool2d) {
+          for (int64_t pl = 0; pl < planes; ++pl)
+            for (int64_t r = 0; r < g.oh(); ++r)
+              for (int64_t s = 0; s < g.ow(); ++s) e.want.push_back(x[chosen64_general(x, g, pl, r, s)]);
+          e.tol.assign(e.want.size(), 0.0);
+        } else {
+          // Overlapping windows add their dy: m terms, m − 1 float additions, each within u·Σ|terms|.
+          std::vector<double> mag(at(x.numel()), 0.0), count(at(x.numel()), 0.0);
+          e.want.assign(at(x.numel()), 0.0);
+          for (int64_t pl = 0; pl < planes; ++pl)
+            for (int64_t r = 0; r < g.oh(); ++r)
+              for (int64_t s = 0; s < g.ow(); ++s) {
+                const size_t k = at(chosen64_general(x, g, pl, r, s));
+                const double d = in[1][(pl * g.oh() + r) * g.ow() + s];
+                e.want[k] += d;
+                mag[k] += std::fabs(d);
+                count[k] += 1;
+              }
+          for (size_t k = 0; k < mag.size(); ++k) e.tol.push_back(kU * count[k] * mag[k]);
+        }
+        return std::vector<Expected>{e};
+      }
       const int64_t ny = x.numel() / 4;
       Expected e;
       if (c.kind == OpKind::MaxPool2d) {
@@ -309,6 +425,32 @@ std::optional<std::vector<Expected>> expect(const Case& c) {
         for (int64_t i = 0; i < ny; ++i) e.want[at(chosen64(x, i))] = in[1][i];
       }
       e.tol.assign(e.want.size(), 0.0);  // selections and copies: exact
+      return std::vector<Expected>{e};
+    }
+    case OpKind::GlobalAvgPool: {
+      const Tensor& x = in[0];
+      const int64_t hw = x.shape()[2] * x.shape()[3];
+      Expected e;
+      for (int64_t pl = 0; pl < x.numel() / hw; ++pl) {
+        double sum = 0, mag = 0;
+        for (int64_t i = 0; i < hw; ++i) {
+          sum += x[pl * hw + i];
+          mag += std::fabs(x[pl * hw + i]);
+        }
+        e.want.push_back(sum / static_cast<double>(hw));
+        // The canonical sum's bound, then one division (u, relative).
+        e.tol.push_back(canonical_bound(hw) * mag / static_cast<double>(hw) + kU * std::fabs(e.want.back()));
+      }
+      return std::vector<Expected>{e};
+    }
+    case OpKind::GlobalAvgPoolBackward: {
+      const int64_t hw = c.attrs.ints[0] * c.attrs.ints[1];
+      Expected e;
+      for (float d : in[0].values())
+        for (int64_t i = 0; i < hw; ++i) {
+          e.want.push_back(d / static_cast<double>(hw));
+          e.tol.push_back(kU * std::fabs(e.want.back()));
+        }
       return std::vector<Expected>{e};
     }
     case OpKind::SumSquares: {
@@ -379,21 +521,49 @@ const RegisterOpTests kConv2dBackwardWeightTests(
 const RegisterOpTests kConv2dBackwardBiasTests(
     OpKind::Conv2dBackwardBias,
     {1, make_case, expect, {{{}, {Shape{3, 4, 5}}, "rank-3 dy"}, {{}, {Shape{2, 0, 3, 3}}, "no channels"}}});
-const RegisterOpTests kMaxPool2dTests(OpKind::MaxPool2d, {1,
-                                                          make_case,
-                                                          expect,
-                                                          {{{}, {Shape{1, 1, 3, 4}}, "odd height"},
-                                                           {{}, {Shape{1, 1, 4, 5}}, "odd width"},
-                                                           {{}, {Shape{4, 4}}, "rank 2"},
-                                                           {{}, {Shape{1, 1, 0, 2}}, "empty image"}},
-                                                          {0}});
-const RegisterOpTests kMaxPool2dBackwardTests(OpKind::MaxPool2dBackward,
-                                              {1,
-                                               make_case,
-                                               expect,
-                                               {{{}, {Shape{1, 1, 4, 4}, Shape{1, 1, 2, 3}}, "dy shape"},
-                                                {{}, {Shape{1, 1, 3, 4}, Shape{1, 1, 1, 2}}, "odd height"},
-                                                {{}, {Shape{1, 1, 4, 4}}, "no dy"}}});
+const Attrs kStem{{3, 3, 2, 2, 1, 1, 1, 1}, {}};
+const RegisterOpTests kMaxPool2dTests(
+    OpKind::MaxPool2d,
+    {3,
+     make_case,
+     expect,
+     {{{}, {Shape{1, 1, 3, 4}}, "odd height"},
+      {{}, {Shape{1, 1, 4, 5}}, "odd width"},
+      {{}, {Shape{4, 4}}, "rank 2"},
+      {{}, {Shape{1, 1, 0, 2}}, "empty image"},
+      {kStem, {Shape{1, 1, 0, 4}}, "general window, empty image"},
+      {{{3, 3, 2, 2, 1, 1, 1}, {}}, {Shape{1, 1, 4, 4}}, "seven ints"},
+      {{{3, 3, 0, 2, 1, 1, 1, 1}, {}}, {Shape{1, 1, 4, 4}}, "stride 0"},
+      {{{3, 3, 2, 2, 3, 1, 1, 1}, {}}, {Shape{1, 1, 4, 4}}, "pad as large as the kernel"},
+      {{{3, 3, 2, 2, 1, -1, 1, 1}, {}}, {Shape{1, 1, 4, 4}}, "negative pad"},
+      {{{0, 3, 2, 2, 0, 1, 0, 1}, {}}, {Shape{1, 1, 4, 4}}, "kernel height 0"},
+      {{{5, 3, 1, 1, 0, 0, 0, 0}, {}}, {Shape{1, 1, 4, 4}}, "window taller than the image"}},
+     {0}});
+const RegisterOpTests kMaxPool2dBackwardTests(
+    OpKind::MaxPool2dBackward,
+    {3,
+     make_case,
+     expect,
+     {{{}, {Shape{1, 1, 4, 4}, Shape{1, 1, 2, 3}}, "dy shape"},
+      {{}, {Shape{1, 1, 3, 4}, Shape{1, 1, 1, 2}}, "odd height"},
+      {{}, {Shape{1, 1, 4, 4}}, "no dy"},
+      {kStem, {Shape{1, 1, 4, 4}, Shape{1, 1, 2, 3}}, "general window, dy shape"},
+      {{{3, 3, 2, 2, 1, 1, 1, 1, 0}, {}}, {Shape{1, 1, 4, 4}, Shape{1, 1, 2, 2}}, "nine ints"}}});
+const RegisterOpTests kGlobalAvgPoolTests(OpKind::GlobalAvgPool,
+                                          {1,
+                                           make_case,
+                                           expect,
+                                           {{{}, {Shape{1, 3, 4}}, "rank 3"},
+                                            {{}, {Shape{1, 3, 0, 4}}, "H = 0"},
+                                            {{{1}, {}}, {Shape{1, 3, 2, 2}}, "an int"}},
+                                           {0}});
+const RegisterOpTests kGlobalAvgPoolBackwardTests(OpKind::GlobalAvgPoolBackward,
+                                                  {1,
+                                                   make_case,
+                                                   expect,
+                                                   {{{{2, 2}, {}}, {Shape{1, 3, 2, 1}}, "dy not [N,C,1,1]"},
+                                                    {{{0, 2}, {}}, {Shape{1, 3, 1, 1}}, "H = 0"},
+                                                    {{{2}, {}}, {Shape{1, 3, 1, 1}}, "one int"}}});
 const RegisterOpTests kSumSquaresTests(
     OpKind::SumSquares,
     {1, make_case, expect, {{{}, {Shape{3}, Shape{3}}, "two inputs"}, {{{1}, {}}, {Shape{3}}, "an int"}}});
@@ -557,4 +727,66 @@ TEST_CASE("sum_squares: a scalar input and the lane order of the canonical sum")
   for (int64_t i = 0; i < 33; ++i) x[i] = 1.0f;
   x[0] = 4096.0f;
   CHECK(run_everywhere({OpKind::SumSquares, {}, {x}})[0][0] == 16777216.0f + 30.0f);
+}
+
+TEST_CASE("max_pool2d with a general window: ResNet's stem, overlapping windows add in window order") {
+  // 4×4 plane, 3×3 windows with stride 2 and pad 1 → 2×2; x(1,1) = 100 is the maximum of all four.
+  Tensor x(Shape{1, 1, 4, 4});
+  for (int64_t i = 0; i < 16; ++i) x[i] = static_cast<float>(i);
+  x[5] = 100.0f;
+  const Attrs stem{{3, 3, 2, 2, 1, 1, 1, 1}, {}};
+  const std::vector<Tensor> y = run_everywhere({OpKind::MaxPool2d, stem, {x}});
+  REQUIRE(y[0].shape() == Shape{1, 1, 2, 2});
+  for (int64_t i = 0; i < 4; ++i) CHECK(y[0][i] == 100.0f);
+  // ((1 + 2⁻²⁴) + 2⁻²⁴) − ½ = ½ in window order (each 2⁻²⁴ rounds away); adding the two small
+  // terms first would give ½ + 2⁻²³.
+  const Tensor dy(Shape{1, 1, 2, 2}, std::vector<float>{1.0f, 0x1p-24f, 0x1p-24f, -0.5f});
+  const std::vector<Tensor> dx = run_everywhere({OpKind::MaxPool2dBackward, stem, {x, dy}});
+  for (int64_t i = 0; i < 16; ++i) {
+    CAPTURE(i);
+    CHECK(float_bits(dx[0][i]) == float_bits(i == 5 ? 0.5f : 0.0f));
+  }
+  // Padding is never chosen, even against −inf; ties keep the first in row-major order (−0 before +0).
+  const float inf = std::numeric_limits<float>::infinity();
+  const Tensor t(Shape{1, 1, 2, 2}, std::vector<float>{-inf, -inf, -0.0f, 0.0f});
+  const std::vector<Tensor> yt = run_everywhere({OpKind::MaxPool2d, {{2, 2, 1, 1, 1, 1, 0, 0}, {}}, {t}});
+  REQUIRE(yt[0].shape() == Shape{1, 1, 2, 2});
+  CHECK(yt[0][0] == -inf);  // the window of only x(0,0) and padding
+  CHECK(float_bits(yt[0][2]) == float_bits(-0.0f));
+  CHECK(float_bits(yt[0][3]) == float_bits(-0.0f));
+}
+
+TEST_CASE("max_pool2d: ints {2,2,2,2,0,0,0,0} give the bits of ints {} (NaN, ties, −0 in dy)") {
+  std::mt19937 rng(31);
+  Tensor x = pool_input(Shape{2, 3, 6, 8}, rng, true);
+  x[7] = std::numeric_limits<float>::quiet_NaN();
+  x[8] = -0.0f;
+  x[9] = 0.0f;
+  Tensor dy = random_tensor(Shape{2, 3, 3, 4}, rng, false);
+  dy[1] = -0.0f;
+  const Attrs general{{2, 2, 2, 2, 0, 0, 0, 0}, {}};
+  const std::vector<Tensor> y0 = run_everywhere({OpKind::MaxPool2d, {}, {x}});
+  const std::vector<Tensor> y1 = run_everywhere({OpKind::MaxPool2d, general, {x}});
+  CHECK(bitwise_equal(y0[0], y1[0]));
+  const std::vector<Tensor> d0 = run_everywhere({OpKind::MaxPool2dBackward, {}, {x, dy}});
+  const std::vector<Tensor> d1 = run_everywhere({OpKind::MaxPool2dBackward, general, {x, dy}});
+  CHECK(bitwise_equal(d0[0], d1[0]));
+}
+
+TEST_CASE("global_avg_pool: the canonical sum of the plane over float(H·W); its gradient dy/float(H·W)") {
+  const Tensor x(Shape{1, 2, 2, 3}, std::vector<float>{1, 2, 3, 4, 5, 6, 0.1f, 0.1f, 0.1f, 0.1f, 0.1f, 0.1f});
+  const std::vector<Tensor> y = run_everywhere({OpKind::GlobalAvgPool, {}, {x}});
+  REQUIRE(y[0].shape() == Shape{1, 2, 1, 1});
+  CHECK(y[0][0] == 3.5f);
+  // Six 0.1f in lanes 0..5, then the tree: lanes 0, 1 gain lanes 4, 5 (p = 0.1 + 0.1), then lanes 2, 3
+  // (q = p + 0.1), then q + q; then ÷ 6.
+  const float p = 0.1f + 0.1f, q = p + 0.1f;
+  CHECK(float_bits(y[0][1]) == float_bits((q + q) / 6.0f));
+  const Tensor dy(Shape{1, 2, 1, 1}, std::vector<float>{1.0f, -0.0f});
+  const std::vector<Tensor> dx = run_everywhere({OpKind::GlobalAvgPoolBackward, {{1, 3}, {}}, {dy}});
+  REQUIRE(dx[0].shape() == Shape{1, 2, 1, 3});
+  for (int64_t i = 0; i < 3; ++i) {
+    CHECK(float_bits(dx[0][i]) == float_bits(1.0f / 3.0f));
+    CHECK(float_bits(dx[0][3 + i]) == float_bits(-0.0f));
+  }
 }

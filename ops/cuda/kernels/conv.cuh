@@ -1,7 +1,8 @@
 // Kernels of conv2d, its three gradients and 2×2 max pooling (docs/numerics.md "Convolution", "Max
 // pooling"). Direct kernels, one thread per output element, each running the contract's chain in its
 // order with the padded taps as +0 terms (not im2col + GEMM: simpler, the same bits, slower).
-// Windows of the pooling: pool_window and pool_choice (ops/pointwise.h), shared with the CPU.
+// Windows of the pooling: pool_window and pool_choice, and for a general window pool_choice_at and
+// pool_grad_at (ops/pointwise.h), shared with the CPU. Global average pooling: one warp per plane.
 #pragma once
 
 #include "ops/conv_elements.h"
@@ -71,7 +72,67 @@ TRIBUNAL_KERNEL void max_pool2d_backward_kernel(const float* x, const float* dy,
   }
 }
 
+TRIBUNAL_KERNEL void max_pool2d_general_kernel(const float* x, float* y, int64_t planes, PoolGeom g) {
+  TRIBUNAL_GRID_STRIDE(i, planes * g.oh * g.ow) {
+    const int64_t s = i % g.ow, r = (i / g.ow) % g.oh, pl = i / (g.ow * g.oh);
+    const float* plane = x + pl * g.h * g.w;
+    y[i] = plane[pool_choice_at(plane, g, r, s)];
+  }
+}
+
+/// One thread per element of dx: pool_grad_at, the windows that chose it in increasing order.
+TRIBUNAL_KERNEL void max_pool2d_general_backward_kernel(const float* x, const float* dy, float* dx,
+                                                        int64_t planes, PoolGeom g) {
+  TRIBUNAL_GRID_STRIDE(i, planes * g.h * g.w) {
+    const int64_t j = i % g.w, r = (i / g.w) % g.h, pl = i / (g.w * g.h);
+    dx[i] = pool_grad_at(x + pl * g.h * g.w, dy + pl * g.oh * g.ow, g, r, j);
+  }
+}
+
+// ---- Global average pooling ----------------------------------------------------------------------------
+
+/// y[pl] = canonical sum of plane pl (warp_sum: the canonical sum's lanes and tree) / float(hw).
+TRIBUNAL_KERNEL void global_avg_pool_kernel(const float* x, float* y, int64_t planes, int64_t hw) {
+  const int64_t pl = warp_row();
+  if (pl >= planes) return;
+  const float* p = x + pl * hw;
+  const float total = warp_sum(hw, [=](int64_t i) { return p[i]; });
+  if (simt::thread_idx().x == 0) y[pl] = total / static_cast<float>(hw);
+}
+
+TRIBUNAL_KERNEL void global_avg_pool_backward_kernel(const float* dy, float* dx, int64_t planes, int64_t hw) {
+  TRIBUNAL_GRID_STRIDE(i, planes * hw) {
+    dx[i] = dy[i / hw] / static_cast<float>(hw);
+  }
+}
+
 }  // namespace
+
+void launch_max_pool2d_general(const float* x, float* y, int64_t planes, const PoolGeom& g) {
+  const int64_t n = planes * g.oh * g.ow;
+  if (n == 0) return;
+  TRIBUNAL_LAUNCH(max_pool2d_general_kernel, elementwise_grid(n), simt::Dim3(kBlock), x, y, planes, g);
+}
+
+void launch_max_pool2d_general_backward(const float* x, const float* dy, float* dx, int64_t planes,
+                                        const PoolGeom& g) {
+  const int64_t n = planes * g.h * g.w;
+  if (n == 0) return;
+  TRIBUNAL_LAUNCH(max_pool2d_general_backward_kernel, elementwise_grid(n), simt::Dim3(kBlock), x, dy, dx,
+                  planes, g);
+}
+
+void launch_global_avg_pool(const float* x, float* y, int64_t planes, int64_t hw) {
+  if (planes == 0) return;
+  TRIBUNAL_LAUNCH(global_avg_pool_kernel, row_grid(planes), row_block(), x, y, planes, hw);
+}
+
+void launch_global_avg_pool_backward(const float* dy, float* dx, int64_t planes, int64_t hw) {
+  const int64_t n = planes * hw;
+  if (n == 0) return;
+  TRIBUNAL_LAUNCH(global_avg_pool_backward_kernel, elementwise_grid(n), simt::Dim3(kBlock), dy, dx, planes,
+                  hw);
+}
 
 void launch_conv2d(const float* x, const float* w, const float* b, float* y, const ConvGeom& g) {
   const int64_t n = g.n * g.o * g.oh * g.ow;
