@@ -406,6 +406,7 @@ class Lowerer {
         {"Identity", &Lowerer::map_identity},
         {"MatMul", &Lowerer::map_matmul},
         {"MaxPool", &Lowerer::map_maxpool},
+        {"GlobalAveragePool", &Lowerer::map_global_average_pool},
         {"Relu", &Lowerer::map_relu},
         {"Reshape", &Lowerer::map_reshape},
         {"Gather", &Lowerer::map_gather},
@@ -654,30 +655,56 @@ class Lowerer {
     return add_constant(std::move(t));
   }
 
-  // MaxPool → RepOps MaxPool2d, which is exactly the 2×2 window with stride 2 and no padding.
+  // MaxPool → RepOps MaxPool2d: 2-D, floor mode, no dilation. The 2×2 window with stride 2, no padding
+  // and even H, W lowers to ints {} (the bytes the built-in CNN's pooling has always had); any other
+  // window to the general form {kh, kw, stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right}
+  // (ONNX's pads are [top, left, bottom, right]; padding is −inf, never chosen).
   void map_maxpool(const OnnxNode& node) {
     only_attributes(
         node, {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"});
     const OnnxAttribute* pad_mode = attr(node, "auto_pad");
     if (pad_mode && pad_mode->s != "NOTSET") unsupported(node, fmt::format("auto_pad = {}", pad_mode->s));
-    // The Indices output is left undefined: a node reading it is refused there.
+    // The Indices output is left undefined: a node reading it is refused there (storage_order only
+    // changes Indices).
+    const auto x = dims_of(input(node, 0), &node);
+    if (x.size() != 4)
+      unsupported(node, fmt::format("an input of shape {} (MaxPool needs [N, C, H, W])", dims_str(x)));
     const auto kernel = attr_ints(node, "kernel_shape", {});
     const auto strides = attr_ints(node, "strides", {1, 1});
     const auto pads = attr_ints(node, "pads", {0, 0, 0, 0});
     const auto dilations = attr_ints(node, "dilations", {1, 1});
-    if (kernel != std::vector<int64_t>{2, 2} || strides != std::vector<int64_t>{2, 2} ||
-        std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p != 0; }) ||
-        dilations != std::vector<int64_t>{1, 1} || attr_int(node, "ceil_mode", 0) != 0)
-      unsupported(
-          node, fmt::format("kernel_shape {}, strides {}, pads {} (only a 2×2 window, stride 2, no padding, "
-                            "floor mode)",
-                            dims_str(kernel), dims_str(strides), dims_str(pads)));
-    // ONNX's floor mode drops an odd last row or column; RepOps MaxPool2d covers the input exactly.
+    if (kernel.size() != 2 || strides.size() != 2 || pads.size() != 4)
+      unsupported(node, fmt::format("kernel_shape {}, strides {}, pads {} (a 2-D window only)",
+                                    dims_str(kernel), dims_str(strides), dims_str(pads)));
+    if (dilations != std::vector<int64_t>{1, 1})
+      unsupported(node, fmt::format("dilations {} (only 1)", dims_str(dilations)));
+    if (attr_int(node, "ceil_mode", 0) != 0) unsupported(node, "ceil_mode = 1 (only floor mode)");
+    for (size_t a = 0; a < 2; ++a) {
+      if (kernel[a] < 1 || kernel[a] > 8 || strides[a] < 1 || pads[a] < 0 || pads[a + 2] < 0 ||
+          pads[a] >= kernel[a] || pads[a + 2] >= kernel[a])
+        unsupported(node, fmt::format("kernel_shape {}, strides {}, pads {} (kernel sides 1..8, strides ≥ 1, "
+                                      "each pad ≥ 0 and smaller than its kernel side)",
+                                      dims_str(kernel), dims_str(strides), dims_str(pads)));
+      if (x[a + 2] + pads[a] + pads[a + 2] < kernel[a])
+        unsupported(node, fmt::format("an input of shape {} smaller than the padded {} window", dims_str(x),
+                                      dims_str(kernel)));
+    }
+    const bool legacy = kernel == std::vector<int64_t>{2, 2} && strides == std::vector<int64_t>{2, 2} &&
+                        pads == std::vector<int64_t>{0, 0, 0, 0} && x[2] % 2 == 0 && x[3] % 2 == 0;
+    Attrs attrs;
+    if (!legacy)
+      attrs.ints = {kernel[0], kernel[1], strides[0], strides[1], pads[0], pads[1], pads[2], pads[3]};
+    define(node, 0, emit_one(OpKind::MaxPool2d, attrs, {runtime(input(node, 0), &node)}, node.name, &node));
+  }
+
+  // GlobalAveragePool → RepOps GlobalAvgPool: x[N, C, H, W] → [N, C, 1, 1], canonical sum / float(H·W).
+  void map_global_average_pool(const OnnxNode& node) {
+    only_attributes(node, {});
     const auto x = dims_of(input(node, 0), &node);
-    if (x.size() != 4 || x[2] % 2 != 0 || x[3] % 2 != 0)
-      unsupported(node, fmt::format("an input of shape {} (MaxPool needs [N, C, H, W] with H and W even)",
+    if (x.size() != 4 || x[2] < 1 || x[3] < 1)
+      unsupported(node, fmt::format("an input of shape {} (GlobalAveragePool needs [N, C, H, W], H, W ≥ 1)",
                                     dims_str(x)));
-    define(node, 0, emit_one(OpKind::MaxPool2d, {}, {runtime(input(node, 0), &node)}, node.name, &node));
+    define(node, 0, emit_one(OpKind::GlobalAvgPool, {}, {runtime(input(node, 0), &node)}, node.name, &node));
   }
 
   void map_flatten(const OnnxNode& node) {
@@ -1179,16 +1206,45 @@ std::vector<Tensor> onnx_param_tensors(const OnnxModel& model) {
 }
 
 std::vector<std::string> onnx_supported_ops() {
-  std::vector<std::string> ops = {"Add",       "Cast",       "Concat",     "Conv",
-                                  "Expand",    "ReduceMean", "Cos",        "Div",
-                                  "Dropout",   "Erf",        "Exp",        "Flatten",
-                                  "Gather",    "Gemm",       "Identity",   "LayerNormalization",
-                                  "Log",       "MatMul",     "MaxPool",    "Mul",
-                                  "Neg",       "Pow",        "Reciprocal", "Relu",
-                                  "Reshape",   "Shape",      "Sigmoid",    "Sin",
-                                  "Slice",     "Softmax",    "Split",      "Sqrt",
-                                  "Squeeze",   "Sub",        "Tanh",       "Transpose",
-                                  "Unsqueeze", "Where"};
+  std::vector<std::string> ops = {"Add",
+                                  "Cast",
+                                  "Concat",
+                                  "Conv",
+                                  "Expand",
+                                  "ReduceMean",
+                                  "Cos",
+                                  "Div",
+                                  "Dropout",
+                                  "Erf",
+                                  "Exp",
+                                  "Flatten",
+                                  "Gather",
+                                  "Gemm",
+                                  "GlobalAveragePool",
+                                  "Identity",
+                                  "LayerNormalization",
+                                  "Log",
+                                  "MatMul",
+                                  "MaxPool",
+                                  "Mul",
+                                  "Neg",
+                                  "Pow",
+                                  "Reciprocal",
+                                  "Relu",
+                                  "Reshape",
+                                  "Shape",
+                                  "Sigmoid",
+                                  "Sin",
+                                  "Slice",
+                                  "Softmax",
+                                  "Split",
+                                  "Sqrt",
+                                  "Squeeze",
+                                  "Sub",
+                                  "Tanh",
+                                  "Transpose",
+                                  "Unsqueeze",
+                                  "Where"};
   for (const char* op : {"Cast",      "Concat",    "Constant", "ConstantOfShape",
                          "Div",       "Equal",     "Expand",   "Gather",
                          "Greater",   "Less",      "Max",      "Min",

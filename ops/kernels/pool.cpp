@@ -33,6 +33,8 @@ void check_pool_input(const char* op, const Shape& x) {
              "needs N, C ≥ 1 and even H, W ≥ 2, got " + x.str());
 }
 
+constexpr int64_t kMaxPoolSide = 8;
+
 bool is_general(const Attrs& a) {
   return !a.ints.empty();
 }
@@ -46,8 +48,10 @@ PoolGeom general_geom(const char* op, const Attrs& a, const Shape& x) {
   op_require(x.rank() == 4, op, "needs x[N,C,H,W], got " + x.str());
   op_require(x[0] >= 1 && x[1] >= 1 && x[2] >= 1 && x[3] >= 1, op, "needs N, C, H, W ≥ 1, got " + x.str());
   const auto& v = a.ints;
-  op_require(v[0] >= 1 && v[1] >= 1 && v[0] <= 4096 && v[1] <= 4096, op,
-             "kernel sides must be in [1, 4096], got " + std::to_string(v[0]) + "x" + std::to_string(v[1]));
+  // Sides ≤ 8 bound a node's work by its size (the dispute cost counts elements, engine/cost.cpp): a
+  // forward output scans ≤ 64 elements, a gradient element ≤ 64 windows of ≤ 64.
+  op_require(v[0] >= 1 && v[1] >= 1 && v[0] <= kMaxPoolSide && v[1] <= kMaxPoolSide, op,
+             "kernel sides must be in [1, 8], got " + std::to_string(v[0]) + "x" + std::to_string(v[1]));
   op_require(v[2] >= 1 && v[3] >= 1, op,
              "strides must be ≥ 1, got " + std::to_string(v[2]) + ", " + std::to_string(v[3]));
   op_require(v[4] >= 0 && v[5] >= 0 && v[6] >= 0 && v[7] >= 0 && v[4] < v[0] && v[6] < v[0] && v[5] < v[1] &&

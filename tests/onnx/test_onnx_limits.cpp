@@ -297,7 +297,8 @@ TEST_CASE("an op the importer does not support is refused naming op type, node a
              "m.onnx: node '/block/act/Softsign' (Softsign, opset 17): op type Softsign is not supported"));
 }
 
-TEST_CASE("MaxPool on an odd H or W is refused naming the node") {
+TEST_CASE(
+    "MaxPool: an odd H or W lowers (floor mode); ceil mode and a pad as large as the kernel are refused") {
   onnx::ModelProto m = relu_model();
   auto* g = m.mutable_graph();
   const auto set_dims = [](onnx::ValueInfoProto* v, std::vector<int64_t> dims) {
@@ -317,12 +318,25 @@ TEST_CASE("MaxPool on an odd H or W is refused naming the node") {
     a->add_ints(2);
     a->add_ints(2);
   }
-  CHECK(says(refusal(m, {}, true),
-             "m.onnx: node 'pool' (MaxPool, opset 17): an input of shape [1, 1, 5, 5] (MaxPool needs "
-             "[N, C, H, W] with H and W even) is not supported"));
-  // The even shape lowers.
+  CHECK(refusal(m, {}, true).empty());  // the general window, floor mode: row and column 4 never read
   set_dims(g->mutable_input(0), {1, 1, 4, 4});
-  CHECK(refusal(m, {}, true).empty());
+  CHECK(refusal(m, {}, true).empty());  // the 2×2 window of the built-in CNN (ints {})
+  auto* ceil = n->add_attribute();
+  ceil->set_name("ceil_mode");
+  ceil->set_type(onnx::AttributeProto::INT);
+  ceil->set_i(1);
+  CHECK(says(refusal(m, {}, true),
+             "m.onnx: node 'pool' (MaxPool, opset 17): ceil_mode = 1 (only floor mode) is not supported"));
+  ceil->set_i(0);
+  auto* pads = n->add_attribute();
+  pads->set_name("pads");
+  pads->set_type(onnx::AttributeProto::INTS);
+  for (int i = 0; i < 4; ++i) pads->add_ints(2);
+  set_dims(g->mutable_output(0), {1, 1, 4, 4});  // (4 + 2 + 2 − 2)/2 + 1, as ONNX's shape inference has it
+  CHECK(says(refusal(m, {}, true),
+             "m.onnx: node 'pool' (MaxPool, opset 17): kernel_shape [2, 2], strides [2, 2], "
+             "pads [2, 2, 2, 2] (kernel sides 1..8, strides ≥ 1, each pad ≥ 0 and smaller "
+             "than its kernel side) is not supported"));
 }
 
 TEST_CASE("a stride, dilation or kernel size below 1 is refused before ONNX's shape inference") {

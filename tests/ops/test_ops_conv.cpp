@@ -537,6 +537,7 @@ const RegisterOpTests kMaxPool2dTests(
       {{{3, 3, 2, 2, 3, 1, 1, 1}, {}}, {Shape{1, 1, 4, 4}}, "pad as large as the kernel"},
       {{{3, 3, 2, 2, 1, -1, 1, 1}, {}}, {Shape{1, 1, 4, 4}}, "negative pad"},
       {{{0, 3, 2, 2, 0, 1, 0, 1}, {}}, {Shape{1, 1, 4, 4}}, "kernel height 0"},
+      {{{3, 9, 1, 1, 0, 0, 0, 0}, {}}, {Shape{1, 1, 16, 16}}, "kernel width 9 (sides ≤ 8)"},
       {{{5, 3, 1, 1, 0, 0, 0, 0}, {}}, {Shape{1, 1, 4, 4}}, "window taller than the image"}},
      {0}});
 const RegisterOpTests kMaxPool2dBackwardTests(
