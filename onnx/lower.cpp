@@ -663,7 +663,9 @@ class Lowerer {
     only_attributes(
         node, {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"});
     const OnnxAttribute* pad_mode = attr(node, "auto_pad");
-    if (pad_mode && pad_mode->s != "NOTSET") unsupported(node, fmt::format("auto_pad = {}", pad_mode->s));
+    const std::string mode = pad_mode ? pad_mode->s : "NOTSET";
+    if (mode != "NOTSET" && mode != "VALID" && mode != "SAME_UPPER" && mode != "SAME_LOWER")
+      unsupported(node, fmt::format("auto_pad = {}", mode));
     // The Indices output is left undefined: a node reading it is refused there (storage_order only
     // changes Indices).
     const auto x = dims_of(input(node, 0), &node);
@@ -671,7 +673,7 @@ class Lowerer {
       unsupported(node, fmt::format("an input of shape {} (MaxPool needs [N, C, H, W])", dims_str(x)));
     const auto kernel = attr_ints(node, "kernel_shape", {});
     const auto strides = attr_ints(node, "strides", {1, 1});
-    const auto pads = attr_ints(node, "pads", {0, 0, 0, 0});
+    auto pads = attr_ints(node, "pads", {0, 0, 0, 0});
     const auto dilations = attr_ints(node, "dilations", {1, 1});
     if (kernel.size() != 2 || strides.size() != 2 || pads.size() != 4)
       unsupported(node, fmt::format("kernel_shape {}, strides {}, pads {} (a 2-D window only)",
@@ -679,6 +681,19 @@ class Lowerer {
     if (dilations != std::vector<int64_t>{1, 1})
       unsupported(node, fmt::format("dilations {} (only 1)", dims_str(dilations)));
     if (attr_int(node, "ceil_mode", 0) != 0) unsupported(node, "ceil_mode = 1 (only floor mode)");
+    if (mode == "VALID") pads = {0, 0, 0, 0};
+    if (mode == "SAME_UPPER" || mode == "SAME_LOWER") {
+      // Output ⌈H/stride⌉, as ONNX's shape inference: the odd pad goes at the end (UPPER) or the start
+      // (LOWER). A total pad is below the kernel side, as (⌈H/s⌉ − 1)·s < H.
+      for (size_t a = 0; a < 2; ++a) {
+        if (strides[a] < 1 || kernel[a] < 1) break;  // refused below
+        const int64_t out = (x[a + 2] + strides[a] - 1) / strides[a];
+        const int64_t total = std::max<int64_t>(0, (out - 1) * strides[a] + kernel[a] - x[a + 2]);
+        const int64_t small = total / 2, large = total - small;
+        pads[a] = mode == "SAME_UPPER" ? small : large;
+        pads[a + 2] = mode == "SAME_UPPER" ? large : small;
+      }
+    }
     for (size_t a = 0; a < 2; ++a) {
       if (kernel[a] < 1 || kernel[a] > 8 || strides[a] < 1 || pads[a] < 0 || pads[a + 2] < 0 ||
           pads[a] >= kernel[a] || pads[a + 2] >= kernel[a])

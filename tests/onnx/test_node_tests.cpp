@@ -419,10 +419,11 @@ TEST_CASE("the oracle's comparison is assert_allclose at rtol 1e-3, atol 1e-7") 
   CHECK(compare(i, j) == "int64 values differ");
 }
 
-/// ONNX 1.12 has no MaxPool node test with a 2×2 window, stride 2 on an even H and W (the one RepOps
-/// runs). test_maxpool_2d_precomputed_strides has that window on a 5×5 input, whose floor-mode output
-/// never reads row or column 4: cropped to 4×4 (model and data alike) it is the same test on a shape
-/// the importer takes, with ONNX's expected output unchanged. Returns "" when it passes.
+/// ONNX 1.12 has no MaxPool node test with a 2×2 window, stride 2 on an even H and W: the form that
+/// lowers to max_pool2d's ints {} (the built-in CNN's; any other window lowers to the general form,
+/// which the uncropped tests run). test_maxpool_2d_precomputed_strides has that window on a 5×5 input,
+/// whose floor-mode output never reads row or column 4: cropped to 4×4 (model and data alike) it runs
+/// the ints {} kernels, with ONNX's expected output unchanged. Returns "" when it passes.
 std::string run_cropped_maxpool_test() {
   const auto dir = testing::kOnnxNodeTests / "test_maxpool_2d_precomputed_strides";
   onnx::ModelProto proto;
