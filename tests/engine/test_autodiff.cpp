@@ -251,6 +251,36 @@ struct F64Forward {
           }
           break;
         }
+        case OpKind::MaxPool2d: {
+          // The general window (8 ints), written out here: the first maximum of the window's elements
+          // of x row by row (the inputs are distinct, so no tie and no NaN).
+          const auto& v = node.attrs.ints;
+          const Shape& x = shape(0);
+          const Shape& y = g.values[node.outputs[0]].shape;
+          out.assign(static_cast<size_t>(y.numel()), 0.0);
+          for (int64_t pl = 0; pl < x[0] * x[1]; ++pl)
+            for (int64_t r = 0; r < y[2]; ++r)
+              for (int64_t s = 0; s < y[3]; ++s) {
+                double best = -std::numeric_limits<double>::infinity();
+                for (int64_t i = r * v[2] - v[4]; i < r * v[2] - v[4] + v[0]; ++i)
+                  for (int64_t j = s * v[3] - v[5]; j < s * v[3] - v[5] + v[1]; ++j)
+                    if (i >= 0 && i < x[2] && j >= 0 && j < x[3])
+                      best = std::max(best, in(0)[static_cast<size_t>((pl * x[2] + i) * x[3] + j)]);
+                out[static_cast<size_t>((pl * y[2] + r) * y[3] + s)] = best;
+              }
+          break;
+        }
+        case OpKind::GlobalAvgPool: {
+          const Shape& x = shape(0);
+          const int64_t hw = x[2] * x[3];
+          out.assign(static_cast<size_t>(x[0] * x[1]), 0.0);
+          for (int64_t pl = 0; pl < x[0] * x[1]; ++pl) {
+            for (int64_t i = 0; i < hw; ++i)
+              out[static_cast<size_t>(pl)] += in(0)[static_cast<size_t>(pl * hw + i)];
+            out[static_cast<size_t>(pl)] /= static_cast<double>(hw);
+          }
+          break;
+        }
         case OpKind::Relu:
           out.resize(in(0).size());
           for (size_t i = 0; i < out.size(); ++i) {
@@ -685,6 +715,47 @@ TEST_CASE(
   }
   CHECK(means == 1);
   CHECK(sums >= 2);  // expand's VJP, and the broadcast products' reductions to inv's and w's shapes
+}
+
+TEST_CASE(
+    "autodiff through ResNet's stem max pool (3×3, stride 2, pad 1) and global_avg_pool matches float64") {
+  // x [2, 3, 7, 6] → max_pool2d {3,3,2,2,1,1,1,1} → [2, 3, 4, 3] (overlapping windows: an element can be
+  // chosen twice or more, its gradient a sum) → a per-channel scale → global_avg_pool → [2, 3] logits.
+  GradProblem pb;
+  GraphBuilder b(pb.g);
+  std::mt19937 rng(31);
+  const Shape xs{2, 3, 7, 6};
+  Tensor x(xs);
+  std::vector<int> order(static_cast<size_t>(xs.numel()));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::shuffle(order.begin(), order.end(), rng);
+  for (int64_t i = 0; i < xs.numel(); ++i)
+    x[i] = 0.05f * static_cast<float>(order[static_cast<size_t>(i)] - 126);
+  pb.state.push_back(x);
+  const ValueId xv = b.add_state("x", xs);
+  pb.state.push_back(random_tensor(Shape{1, 3, 1, 1}, rng, 0.5f, 2.0f));
+  const ValueId sv = b.add_state("s", Shape{1, 3, 1, 1});
+  pb.wrt = {xv, sv};
+  const ValueId y = b.add_data("y", Shape{2});
+  pb.data.push_back(random_labels(2, 3, rng));
+  const ValueId pooled = b.add_node(OpKind::MaxPool2d, {{3, 3, 2, 2, 1, 1, 1, 1}, {}}, {xv}, "pool").front();
+  CHECK(pb.g.values[pooled].shape == Shape{2, 3, 4, 3});
+  const ValueId scaled = b.add_node(OpKind::BroadcastBinary, {{2}, {}}, {pooled, sv}, "scaled").front();
+  const ValueId avg = b.add_node(OpKind::GlobalAvgPool, {}, {scaled}, "avg").front();
+  const ValueId logits = b.add_node(OpKind::Reshape, {{2, 3}, {}}, {avg}, "logits").front();
+  pb.loss = b.add_node(OpKind::SoftmaxCrossEntropy, {}, {logits, y}, "loss").front();
+  pb.g.loss = pb.loss;
+  check_gradients(pb);
+  int pool_backward = 0, avg_backward = 0;
+  for (const Node& n : pb.g.nodes) {
+    if (n.op == OpKind::MaxPool2dBackward) {
+      ++pool_backward;
+      CHECK(n.attrs.ints == std::vector<int64_t>{3, 3, 2, 2, 1, 1, 1, 1});  // the forward's window
+    }
+    avg_backward += n.op == OpKind::GlobalAvgPoolBackward ? 1 : 0;
+  }
+  CHECK(pool_backward == 1);
+  CHECK(avg_backward == 1);
 }
 
 TEST_CASE("append_backward rejects what it cannot differentiate") {
