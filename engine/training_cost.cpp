@@ -34,11 +34,8 @@ DataShape model_shape(const JobSpec& job, int64_t rows) {
     case ModelKind::Onnx: {  // the graph input's per-sample elements, as declared in the file
       int64_t features = 1;
       if (m.onnx && !m.onnx->inputs().empty()) {
-        const auto& in = m.input.empty() ? m.onnx->inputs().front() : [&]() -> const OnnxValueInfo& {
-          for (const auto& i : m.onnx->inputs())
-            if (i.name == m.input) return i;
-          return m.onnx->inputs().front();
-        }();
+        const OnnxValueInfo* named = m.input.empty() ? nullptr : m.onnx->input(m.input);
+        const OnnxValueInfo& in = named ? *named : m.onnx->inputs().front();
         for (size_t d = 1; d < in.dims.size(); ++d) features *= std::max<int64_t>(in.dims[d], 1);
       }
       return {rows, features, m.classes, label_width(job)};

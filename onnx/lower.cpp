@@ -187,11 +187,7 @@ class Lowerer {
     }
   }
 
-  const OnnxValueInfo* declared_input(const std::string& name) const {
-    for (const auto& in : m_.inputs())
-      if (in.name == name) return &in;
-    return nullptr;
-  }
+  const OnnxValueInfo* declared_input(const std::string& name) const { return m_.input(name); }
 
   std::string input_names() const {
     std::string s;

@@ -101,6 +101,12 @@ class OnnxModel {
   const std::vector<std::string>& initializer_order() const { return initializer_order_; }
   /// Graph inputs that are not initializers (the data the model is fed).
   const std::vector<OnnxValueInfo>& inputs() const { return inputs_; }
+  /// The graph input `name`, or nullptr when the graph has none of that name.
+  const OnnxValueInfo* input(const std::string& name) const {
+    for (const auto& in : inputs_)
+      if (in.name == name) return &in;
+    return nullptr;
+  }
   const std::vector<OnnxValueInfo>& outputs() const { return outputs_; }
 
   /// The trainable parameters: the float initializers some computing node reads at run time (not
