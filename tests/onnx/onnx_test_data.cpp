@@ -2,6 +2,8 @@
 // only tests link them.
 #include "tests/onnx/onnx_test_data.h"
 
+#include "ops/registry.h"
+
 #include <onnx/onnx_pb.h>
 
 #include <cstring>
@@ -100,6 +102,36 @@ OnnxModel read_node_test_model(const std::filesystem::path& test_dir, const Onnx
   const std::string bytes = read_bytes(test_dir / "model.onnx");
   return OnnxModel::parse(std::as_bytes(std::span(bytes.data(), bytes.size())),
                           (test_dir / "model.onnx").string(), limits);
+}
+
+std::vector<Tensor> execute(const LoweredGraph& g, const std::vector<Tensor>& inputs,
+                            const std::vector<Tensor>& params) {
+  std::vector<std::vector<Tensor>> values(g.nodes.size());
+  const auto at = [&](const LoweredRef& r) -> const Tensor& {
+    switch (r.kind) {
+      case LoweredRef::Kind::Input:
+        return inputs.at(r.index);
+      case LoweredRef::Kind::Param:
+        return params.at(r.index);
+      case LoweredRef::Kind::Constant:
+        return g.constants.at(r.index);
+      case LoweredRef::Kind::Node:
+        break;
+    }
+    return values.at(r.index).at(r.slot);
+  };
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const LoweredNode& n = g.nodes[i];
+    std::vector<const Tensor*> in;
+    for (const LoweredRef& r : n.inputs) in.push_back(&at(r));
+    for (const Shape& s : n.outputs) values[i].emplace_back(s);
+    std::vector<Tensor*> out;
+    for (Tensor& t : values[i]) out.push_back(&t);
+    run_reference(n.op, n.attrs, in, out);
+  }
+  std::vector<Tensor> outs;
+  for (const LoweredRef& r : g.outputs) outs.push_back(at(r));
+  return outs;
 }
 
 }  // namespace tribunal::testing

@@ -10,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "onnx/lower.h"
 #include "onnx/onnx_model.h"
+#include "ops/tensor.h"
 
 namespace tribunal::testing {
 
@@ -43,5 +45,10 @@ std::vector<OnnxNodeTestData> list_node_test(const std::filesystem::path& test_d
 /// Some tests are stamped with the opset their op was last defined in (e.g. Range 11, Not 1), which is
 /// still the op's definition at opset 17: such tests need a lower `limits.min_opset`.
 OnnxModel read_node_test_model(const std::filesystem::path& test_dir, const OnnxLimits& limits = {});
+
+/// Runs `g` on the CPU reference kernels (ops/registry.h run_reference): Input i is inputs[i], Param i
+/// is params[i]. Returns the graph's outputs.
+std::vector<Tensor> execute(const LoweredGraph& g, const std::vector<Tensor>& inputs,
+                            const std::vector<Tensor>& params);
 
 }  // namespace tribunal::testing

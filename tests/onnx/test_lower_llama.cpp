@@ -23,6 +23,7 @@
 #include "ops/math.h"
 #include "ops/registry.h"
 #include "ops/tensor.h"
+#include "tests/onnx/onnx_test_data.h"
 
 namespace tribunal {
 namespace {
@@ -170,31 +171,8 @@ TEST_CASE("lower_onnx: a Llama block (RMSNorm, rotary tables folded, GQA expand)
   // Run on the reference kernels.
   const std::vector<Tensor> params = onnx_param_tensors(*model);
   const Tensor xin(Shape{B, T, D}, std::span<const float>(x));
-  std::vector<std::vector<Tensor>> values(g.nodes.size());
-  const auto at = [&](const LoweredRef& r) -> const Tensor& {
-    switch (r.kind) {
-      case LoweredRef::Kind::Input:
-        return xin;
-      case LoweredRef::Kind::Param:
-        return params.at(r.index);
-      case LoweredRef::Kind::Constant:
-        return g.constants.at(r.index);
-      case LoweredRef::Kind::Node:
-        break;
-    }
-    return values.at(r.index).at(r.slot);
-  };
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const LoweredNode& n = g.nodes[i];
-    std::vector<const Tensor*> in;
-    for (const LoweredRef& r : n.inputs) in.push_back(&at(r));
-    for (const Shape& s : n.outputs) values[i].emplace_back(s);
-    std::vector<Tensor*> out;
-    for (Tensor& t : values[i]) out.push_back(&t);
-    run_reference(n.op, n.attrs, in, out);
-  }
   REQUIRE(g.outputs.size() == 1);
-  const Tensor& y = at(g.outputs[0]);
+  const Tensor y = testing::execute(g, {xin}, params).at(0);
   REQUIRE(y.shape() == Shape{B, G * T, E});
 
   // The block in double.
@@ -323,20 +301,8 @@ TEST_CASE("lower_onnx: a rank-5 repeat of key/value heads (unsqueeze, expand, re
   // Run it: y[b, h·R + r, t, e] = k[b, h, t, e], bit for bit.
   Tensor k(Shape{B, H, T, E});
   for (int64_t i = 0; i < k.numel(); ++i) k[i] = static_cast<float>(i) + 0.25f;
-  std::vector<Tensor> values;  // one per node (each has one output)
-  values.reserve(g.nodes.size());
   REQUIRE(g.constants.empty());
-  const auto value_of = [&](const LoweredRef& r) -> const Tensor& {
-    return r.kind == LoweredRef::Kind::Input ? k : values.at(r.index);
-  };
-  for (const LoweredNode& n : g.nodes) {
-    std::vector<const Tensor*> in;
-    for (const LoweredRef& r : n.inputs) in.push_back(&value_of(r));
-    values.emplace_back(n.outputs.at(0));
-    Tensor* out[] = {&values.back()};
-    run_reference(n.op, n.attrs, in, out);
-  }
-  const Tensor& y = value_of(g.outputs.at(0));
+  const Tensor y = testing::execute(g, {k}, {}).at(0);
   REQUIRE(y.shape() == Shape{B, H * R, T, E});
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H * R; ++h)

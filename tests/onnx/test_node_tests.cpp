@@ -101,37 +101,6 @@ Tensor to_tensor(const OnnxConstant& c) {
   return Tensor(Shape(std::span<const int64_t>(c.dims)), std::span<const float>(c.floats));
 }
 
-/// Runs `g` on the CPU reference kernels: Input i is inputs[i], Param i is params[i].
-std::vector<Tensor> execute(const LoweredGraph& g, const std::vector<Tensor>& inputs,
-                            const std::vector<Tensor>& params) {
-  std::vector<std::vector<Tensor>> values(g.nodes.size());
-  const auto at = [&](const LoweredRef& r) -> const Tensor& {
-    switch (r.kind) {
-      case LoweredRef::Kind::Input:
-        return inputs.at(r.index);
-      case LoweredRef::Kind::Param:
-        return params.at(r.index);
-      case LoweredRef::Kind::Constant:
-        return g.constants.at(r.index);
-      case LoweredRef::Kind::Node:
-        break;
-    }
-    return values.at(r.index).at(r.slot);
-  };
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const LoweredNode& n = g.nodes[i];
-    std::vector<const Tensor*> in;
-    for (const LoweredRef& r : n.inputs) in.push_back(&at(r));
-    for (const Shape& s : n.outputs) values[i].emplace_back(s);
-    std::vector<Tensor*> out;
-    for (Tensor& t : values[i]) out.push_back(&t);
-    run_reference(n.op, n.attrs, in, out);
-  }
-  std::vector<Tensor> outs;
-  for (const LoweredRef& r : g.outputs) outs.push_back(at(r));
-  return outs;
-}
-
 /// numpy.testing.assert_allclose(actual, expected, rtol, atol) on float32 values computed in double,
 /// as numpy does; "" when they agree, else what differs.
 std::string compare(const OnnxConstant& actual, const OnnxConstant& expected) {
@@ -251,7 +220,7 @@ std::string run_data_set(const OnnxModel& model, const testing::OnnxNodeTestData
     std::vector<Tensor> params;
     for (uint32_t i = 0; i < model.params().size(); ++i)
       params.push_back(to_tensor(model.initializers().at(model.params()[i])));
-    for (const Tensor& t : execute(g, inputs, params)) actual.push_back(from_tensor(t));
+    for (const Tensor& t : testing::execute(g, inputs, params)) actual.push_back(from_tensor(t));
   } catch (const OnnxError& e) {
     // Every input constant and an output lower_onnx does not hand out (int64, or of rank above RepOps'
     // 4): the folding lower_onnx does, its outputs read directly.
@@ -455,7 +424,7 @@ std::string run_cropped_maxpool_test() {
   LowerOptions options;
   options.inputs.push_back({model.inputs().at(0).name, Shape{1, 1, 4, 4}});
   const LoweredGraph g = lower_onnx(model, options);
-  const auto out = execute(g, {to_tensor(cropped)}, {});
+  const auto out = testing::execute(g, {to_tensor(cropped)}, {});
   REQUIRE(out.size() == 1);
   return compare(from_tensor(out[0]), y->value);
 }
