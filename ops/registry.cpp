@@ -115,6 +115,10 @@ const OpInfo* entry_of(OpKind kind) {
       return &kGlobalAvgPoolOp;
     case OpKind::GlobalAvgPoolBackward:
       return &kGlobalAvgPoolBackwardOp;
+    case OpKind::BatchNorm:
+      return &kBatchNormOp;
+    case OpKind::BatchNormBackward:
+      return &kBatchNormBackwardOp;
     case OpKind::Count:
       return nullptr;
   }

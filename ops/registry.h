@@ -100,7 +100,12 @@ enum class OpKind : uint8_t {
   // Global average pooling (ONNX GlobalAveragePool; docs/numerics.md "Global average pooling"). Appended.
   GlobalAvgPool,  ///< x[N,C,H,W] → y[N,C,1,1] = canonical sum of the plane (row-major) / float(H·W)
   GlobalAvgPoolBackward,  ///< dy[N,C,1,1]; ints = {H, W} → dx[N,C,H,W] = dy / float(H·W) everywhere
-  Count                   ///< sentinel, not an op
+  // Batch normalization (Ioffe & Szegedy 2015; ONNX BatchNormalization; docs/numerics.md "Batch
+  // normalization"). Appended: the op bytes above are unchanged.
+  BatchNorm,  ///< x[N,C] | [N,C,L] | [N,C,H,W], γ[C], β[C]; floats = {ε} → y (x's shape), training mode:
+              ///< each channel's M = N·spatial elements normalized as one LayerNorm row (biased variance)
+  BatchNormBackward,  ///< x, γ[C], dy (x's shape); floats = {ε} → dx, dγ[C], dβ[C]
+  Count               ///< sentinel, not an op
 };
 
 inline constexpr size_t kOpKindCount = static_cast<size_t>(OpKind::Count);

@@ -47,6 +47,16 @@ ConvGeom conv_geom(const Shape& x, const Shape& w, const Shape& y, const Attrs& 
   return ConvGeom{x[0], x[1], x[2], x[3], w[0], w[2], w[3], attrs.ints[0], attrs.ints[1], y[2], y[3]};
 }
 
+/// x[N, C, …] of a batch norm as [n, c, s]: C channels of m = N·s elements.
+struct BnView {
+  int64_t c, s, m;
+};
+BnView bn_view(const Shape& x) {
+  int64_t s = 1;
+  for (int d = 2; d < x.rank(); ++d) s *= x[d];
+  return {x[1], s, x[0] * s};
+}
+
 /// A general pooling's geometry from x [N,C,H,W], the pooled y (or dy) [N,C,OH,OW] and MaxPool2d's 8 ints.
 PoolGeom pool_geom(const Shape& x, const Shape& y, const Attrs& a) {
   PoolGeom g;
@@ -242,6 +252,17 @@ OpLauncher op_launcher(OpKind kind) {
       return [](const OpLaunch& l) {
         const Shape& dx = l.out_shape(0);
         launch_global_avg_pool_backward(l.I(0), l.O(0), dx[0] * dx[1], dx[2] * dx[3]);
+      };
+    case OpKind::BatchNorm:
+      return [](const OpLaunch& l) {
+        const BnView v = bn_view(l.shape(0));
+        launch_batch_norm(l.I(0), l.I(1), l.I(2), l.O(0), v.c, v.s, v.m, l.attrs.floats[0]);
+      };
+    case OpKind::BatchNormBackward:
+      return [](const OpLaunch& l) {
+        const BnView v = bn_view(l.shape(0));
+        launch_batch_norm_backward(l.I(0), l.I(1), l.I(2), l.O(0), l.O(1), l.O(2), v.c, v.s, v.m,
+                                   l.attrs.floats[0]);
       };
     case OpKind::SumSquares:
       return [](const OpLaunch& l) { launch_sum_squares(l.I(0), l.O(0), l.n0()); };

@@ -1,6 +1,7 @@
 // The GPU execution of the kernel source: every kernel of ops/cuda/kernels/*.cuh compiled by nvcc with
 // the contract's device flags (ops/cuda/CMakeLists.txt). ops/cuda/kernels_emulated.cpp compiles the
 // same files for the SIMT emulation (docs/cuda.md).
+#include "ops/cuda/kernels/batch_norm.cuh"
 #include "ops/cuda/kernels/broadcast.cuh"
 #include "ops/cuda/kernels/clip.cuh"
 #include "ops/cuda/kernels/conv.cuh"

@@ -89,6 +89,11 @@ void launch_layer_norm(const float* x, const float* gamma, const float* beta, fl
 /// stats[2m] is device scratch (per-row mean and rstd for the column sums).
 void launch_layer_norm_backward(const float* x, const float* gamma, const float* dy, float* dx, float* dgamma,
                                 float* dbeta, float* stats, int64_t m, int64_t d, float eps);
+/// batch_norm in training mode over x = [n, c, s] (m = n·s elements per channel), one warp per channel.
+void launch_batch_norm(const float* x, const float* gamma, const float* beta, float* y, int64_t c, int64_t s,
+                       int64_t m, float eps);
+void launch_batch_norm_backward(const float* x, const float* gamma, const float* dy, float* dx, float* dgamma,
+                                float* dbeta, int64_t c, int64_t s, int64_t m, float eps);
 void launch_gelu(const float* x, float* y, int64_t n);
 void launch_gelu_backward(const float* x, const float* dy, float* dx, int64_t n);
 /// rows rows of n columns, row index within its block of r rows (the causal mask's r).

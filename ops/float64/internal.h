@@ -102,6 +102,9 @@ void clip_coefficient(const Call&);
 void max_pool2d_backward(const Call&);
 void global_avg_pool(const Call&);
 void global_avg_pool_backward(const Call&);
+// batch_norm.cpp
+void batch_norm(const Call&);
+void batch_norm_backward(const Call&);
 // conv.cpp
 void conv2d(const Call&);
 void conv2d_backward_input(const Call&);

@@ -412,6 +412,24 @@ std::vector<EdgeCase> edge_cases(OpKind kind, std::mt19937& rng) {
       add("to size 0", {{0, 3}, {}}, {random_tensor(Shape{1, 3}, rng)});
       add("same shape", {{5, 1}, {}}, {filled(Shape{5, 1}, -0.0f)});
       break;
+    case OpKind::BatchNorm:
+      add("ResNet-like [8, 3, 9, 7]: 504 elements per channel", {{}, {1e-5f}},
+          {random_tensor(Shape{8, 3, 9, 7}, rng, -100.0f, 100.0f), random_tensor(Shape{3}, rng),
+           random_tensor(Shape{3}, rng)});
+      add("M = 1 (var 0: y = β)", {{}, {1e-5f}},
+          {random_tensor(Shape{1, 5}, rng), random_tensor(Shape{5}, rng), random_tensor(Shape{5}, rng)});
+      add("a NaN in one channel, ε = 0 on a constant one", {{}, {0.0f}},
+          {Tensor(Shape{3, 2}, std::vector<float>{std::nanf(""), 2.0f, 1.0f, 2.0f, 3.0f, 2.0f}),
+           random_tensor(Shape{2}, rng), random_tensor(Shape{2}, rng)});
+      break;
+    case OpKind::BatchNormBackward:
+      add("[4, 5, 67]: 268 elements per channel", {{}, {1e-5f}},
+          {random_tensor(Shape{4, 5, 67}, rng, -10.0f, 10.0f), random_tensor(Shape{5}, rng),
+           random_tensor(Shape{4, 5, 67}, rng)});
+      add("M = 1", {{}, {1e-3f}},
+          {random_tensor(Shape{1, 3, 1, 1}, rng), random_tensor(Shape{3}, rng),
+           random_tensor(Shape{1, 3, 1, 1}, rng)});
+      break;
     default:
       break;
   }

@@ -75,7 +75,9 @@ TEST_CASE("the default tau of every op kind") {
                               OpKind::SoftmaxBackward,
                               OpKind::SumToShape,
                               OpKind::ReduceMean,
-                              OpKind::GlobalAvgPool};
+                              OpKind::GlobalAvgPool,
+                              OpKind::BatchNorm,
+                              OpKind::BatchNormBackward};
   const std::set<OpKind> exact{OpKind::Gather,       OpKind::Reshape,
                                OpKind::Add,          OpKind::Relu,
                                OpKind::ReluBackward, OpKind::Embedding,

@@ -1,0 +1,261 @@
+// Batch normalization (Ioffe & Szegedy, "Batch Normalization", ICML 2015; ONNX BatchNormalization-15,
+// PyTorch nn.BatchNorm1d/2d), docs/numerics.md "Batch normalization". x[N, C] or [N, C, L] or
+// [N, C, H, W]: channel axis 1, S = the product of the dims after it (1 for rank 2). Channel c's
+// M = N·S elements, in the canonical order k = n·S + s (x[n, c, s] with the spatial dims flattened), are
+// reduced exactly as one LayerNorm row of length M; with Mf = float(M) (exact for M ≤ 2^24):
+//   mean   = canonical_sum(x_k) / Mf
+//   sum_sq = canonical_sum((x_k − mean)·(x_k − mean));   var = sum_sq / Mf  (biased)
+//   rstd   = 1 / sqrt(var + ε)
+//   y_k    = fma((x_k − mean)·rstd, γ_c, β_c)
+// Backward (x, γ, dy → dx, dγ, dβ), the statistics recomputed by the same function, x̂_k = (x_k − mean)·rstd:
+//   g_k   = dy_k·γ_c;   a = canonical_sum(g_k) / Mf;   b = canonical_sum(g_k·x̂_k) / Mf
+//   dx_k  = rstd·((g_k − a) − x̂_k·b);   dγ_c = canonical_sum(dy_k·x̂_k);   dβ_c = canonical_sum(dy_k)
+// which is LayerNorm's backward with the reduction axes changed (PyTorch's batch_norm backward in
+// training mode).
+//
+// Every channel is independent: threads split the channels, and each channel's sums run in the contract's
+// scalar order on a contiguous copy of the channel, so every SIMD path and thread count gives the
+// reference's bits.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ops/kernels/op_table.h"
+#include "ops/math.h"
+#include "ops/reduce.h"
+
+namespace tribunal {
+namespace {
+
+/// Channels per thread at least, scaled by the channel length (grain_for below).
+constexpr int64_t kGrainElements = 4096;
+constexpr int64_t kMaxChannelElements = int64_t{1} << 24;
+
+/// x viewed as [n, c, s].
+struct BnGeom {
+  int64_t n = 0, c = 0, s = 0;
+  int64_t m() const { return n * s; }
+};
+
+BnGeom geom_of(const Shape& x) {
+  BnGeom g{x[0], x[1], 1};
+  for (int d = 2; d < x.rank(); ++d) g.s *= x[d];
+  return g;
+}
+
+/// Channel c's elements in the canonical order k = n·S + s, copied to xc[0..M).
+void gather_channel(const float* x, const BnGeom& g, int64_t c, float* xc) {
+  for (int64_t n = 0; n < g.n; ++n)
+    std::memcpy(xc + n * g.s, x + (n * g.c + c) * g.s, static_cast<size_t>(g.s) * sizeof(float));
+}
+
+/// yc[0..M) written back to channel c of y (the inverse of gather_channel).
+void scatter_channel(const float* yc, const BnGeom& g, int64_t c, float* y) {
+  for (int64_t n = 0; n < g.n; ++n)
+    std::memcpy(y + (n * g.c + c) * g.s, yc + n * g.s, static_cast<size_t>(g.s) * sizeof(float));
+}
+
+/// The statistics of one channel: mean and the canonical sum of squared deviations.
+struct ChannelStats {
+  float mean, sum_sq;
+};
+
+/// The one per-channel statistic of batch_norm, batch_norm_backward and batch_norm_running, so the three
+/// agree bit for bit: xc is the gathered channel (M ≥ 1 elements), tmp holds at least M floats.
+ChannelStats channel_stats(const float* xc, int64_t m, float* tmp) {
+  const float mf = static_cast<float>(m);
+  const float mean = canonical_sum(xc, m) / mf;
+  for (int64_t k = 0; k < m; ++k) {
+    const float d = xc[k] - mean;
+    tmp[k] = d * d;
+  }
+  return {mean, canonical_sum(tmp, m)};
+}
+
+/// The biased variance Σ(x − mean)²/M.
+inline float biased_var(const ChannelStats& s, int64_t m) {
+  return s.sum_sq / static_cast<float>(m);
+}
+
+/// 1 / sqrt(var + ε), LayerNorm's rstd_of.
+inline float rstd_of(const ChannelStats& s, int64_t m, float eps) {
+  return 1.0f / std::sqrt(biased_var(s, m) + eps);
+}
+
+/// Per-thread buffers of channel length.
+struct Scratch {
+  std::vector<float> a, b, c, d;
+  explicit Scratch(int64_t m, int count) {
+    for (std::vector<float>* v : {&a, &b, &c, &d})
+      if (count-- > 0) v->resize(static_cast<size_t>(m));
+  }
+};
+
+// ---- batch_norm --------------------------------------------------------------------------------
+
+void norm_channel(const float* x, const float* gamma, const float* beta, float* y, const BnGeom& g, int64_t c,
+                  float eps, Scratch& t) {
+  const int64_t m = g.m();
+  float *xc = t.a.data(), *yc = t.b.data();
+  gather_channel(x, g, c, xc);
+  const ChannelStats s = channel_stats(xc, m, yc);
+  const float rstd = rstd_of(s, m, eps);
+  for (int64_t k = 0; k < m; ++k) yc[k] = fma32((xc[k] - s.mean) * rstd, gamma[c], beta[c]);
+  scatter_channel(yc, g, c, y);
+}
+
+/// Channels [c0, c1) over at least kGrainElements elements per thread.
+int64_t grain_for(int64_t m) {
+  return std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, m));
+}
+
+void batch_norm_reference(const Attrs& a, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
+  const BnGeom g = geom_of(in[0]->shape());
+  Scratch t(g.m(), 2);
+  for (int64_t c = 0; c < g.c; ++c)
+    norm_channel(in[0]->data(), in[1]->data(), in[2]->data(), out[0]->data(), g, c, a.floats[0], t);
+}
+
+void batch_norm_fast(const Attrs& a, std::span<const Tensor* const> in, std::span<Tensor* const> out,
+                     ThreadPool& pool) {
+  const BnGeom g = geom_of(in[0]->shape());
+  pool.parallel_for(
+      g.c,
+      [&](int64_t c0, int64_t c1) {
+        Scratch t(g.m(), 2);
+        for (int64_t c = c0; c < c1; ++c)
+          norm_channel(in[0]->data(), in[1]->data(), in[2]->data(), out[0]->data(), g, c, a.floats[0], t);
+      },
+      grain_for(g.m()));
+}
+
+// ---- batch_norm_backward -----------------------------------------------------------------------
+
+void norm_grad_channel(const float* x, const float* gamma, const float* dy, float* dx, float* dgamma,
+                       float* dbeta, const BnGeom& g, int64_t c, float eps, Scratch& t) {
+  const int64_t m = g.m();
+  const float mf = static_cast<float>(m);
+  float *xc = t.a.data(), *dyc = t.b.data(), *u = t.c.data(), *v = t.d.data();
+  gather_channel(x, g, c, xc);
+  gather_channel(dy, g, c, dyc);
+  const ChannelStats s = channel_stats(xc, m, u);
+  const float rstd = rstd_of(s, m, eps);
+  for (int64_t k = 0; k < m; ++k) {
+    u[k] = dyc[k] * gamma[c];
+    v[k] = u[k] * ((xc[k] - s.mean) * rstd);
+  }
+  const float ga = canonical_sum(u, m) / mf, gb = canonical_sum(v, m) / mf;
+  for (int64_t k = 0; k < m; ++k) u[k] = rstd * ((u[k] - ga) - ((xc[k] - s.mean) * rstd) * gb);
+  scatter_channel(u, g, c, dx);
+  for (int64_t k = 0; k < m; ++k) v[k] = dyc[k] * ((xc[k] - s.mean) * rstd);
+  dgamma[c] = canonical_sum(v, m);
+  dbeta[c] = canonical_sum(dyc, m);
+}
+
+void batch_norm_backward_reference(const Attrs& a, std::span<const Tensor* const> in,
+                                   std::span<Tensor* const> out) {
+  const BnGeom g = geom_of(in[0]->shape());
+  Scratch t(g.m(), 4);
+  for (int64_t c = 0; c < g.c; ++c)
+    norm_grad_channel(in[0]->data(), in[1]->data(), in[2]->data(), out[0]->data(), out[1]->data(),
+                      out[2]->data(), g, c, a.floats[0], t);
+}
+
+void batch_norm_backward_fast(const Attrs& a, std::span<const Tensor* const> in, std::span<Tensor* const> out,
+                              ThreadPool& pool) {
+  const BnGeom g = geom_of(in[0]->shape());
+  pool.parallel_for(
+      g.c,
+      [&](int64_t c0, int64_t c1) {
+        Scratch t(g.m(), 4);
+        for (int64_t c = c0; c < c1; ++c)
+          norm_grad_channel(in[0]->data(), in[1]->data(), in[2]->data(), out[0]->data(), out[1]->data(),
+                            out[2]->data(), g, c, a.floats[0], t);
+      },
+      grain_for(g.m()));
+}
+
+// ---- Shapes -------------------------------------------------------------------------------------
+
+/// x rank 2..4 with every dim ≥ 1 and M ≤ 2^24; returns C.
+int64_t check_x(const char* op, const Shape& x) {
+  op_require(x.rank() >= 2 && x.rank() <= 4, op,
+             "x must be [N, C], [N, C, L] or [N, C, H, W] (channel axis 1), got " + x.str());
+  for (int d = 0; d < x.rank(); ++d) op_require(x[d] >= 1, op, "x must have no empty dim, got " + x.str());
+  const BnGeom g = geom_of(x);
+  op_require(g.m() <= kMaxChannelElements, op,
+             "each channel's N·(spatial size) elements must be ≤ 2^24 (so float(M) is exact), got " +
+                 std::to_string(g.m()) + " for x " + x.str());
+  return x[1];
+}
+
+void check_channel_vector(const char* op, const char* what, const Shape& v, int64_t c, const Shape& x) {
+  op_require(v.rank() == 1 && v[0] == c, op,
+             std::string(what) + " must be [" + std::to_string(c) + "] (x " + x.str() + " has " +
+                 std::to_string(c) + " channels), got " + v.str());
+}
+
+void check_eps(const char* op, const Attrs& a) {
+  op_require(std::isfinite(a.floats[0]) && a.floats[0] >= 0.0f, op,
+             "ε must be finite and ≥ 0, got " + std::to_string(a.floats[0]));
+}
+
+std::vector<Shape> batch_norm_infer(const Attrs& a, std::span<const Shape> in) {
+  const int64_t c = check_x("batch_norm", in[0]);
+  check_channel_vector("batch_norm", "γ", in[1], c, in[0]);
+  check_channel_vector("batch_norm", "β", in[2], c, in[0]);
+  check_eps("batch_norm", a);
+  return {in[0]};
+}
+
+std::vector<Shape> batch_norm_backward_infer(const Attrs& a, std::span<const Shape> in) {
+  const int64_t c = check_x("batch_norm_backward", in[0]);
+  check_channel_vector("batch_norm_backward", "γ", in[1], c, in[0]);
+  op_require(in[2] == in[0], "batch_norm_backward",
+             "dy must have x's shape " + in[0].str() + ", got " + in[2].str());
+  check_eps("batch_norm_backward", a);
+  return {in[0], in[1], in[1]};
+}
+
+void batch_norm_vjp(VjpBuilder& g, const VjpArgs& a, std::span<ValueRef> in_grads) {
+  if (!a.needs_grad[0] && !a.needs_grad[1] && !a.needs_grad[2]) return;
+  const std::vector<ValueRef> grads =
+      g.emit_all(OpKind::BatchNormBackward, a.attrs, {a.inputs[0], a.inputs[1], a.out_grads[0]});
+  for (size_t i = 0; i < 3; ++i)
+    if (a.needs_grad[i]) in_grads[i] = grads[i];
+}
+
+}  // namespace
+
+/// BatchNorm (training mode): x [N, C, …] (rank 2..4, channel axis 1, M = N·spatial ≤ 2^24), γ[C], β[C];
+/// floats {ε ≥ 0, finite} → y (x's shape), normalized with each channel's batch mean and biased
+/// variance. OpError naming the shapes on a mismatch.
+const OpInfo kBatchNormOp{.kind = OpKind::BatchNorm,
+                          .name = "batch_norm",
+                          .num_inputs = 3,
+                          .num_outputs = 1,
+                          .num_ints = 0,
+                          .num_floats = 1,
+                          .infer = batch_norm_infer,
+                          .reference = batch_norm_reference,
+                          .fast = batch_norm_fast,
+                          .vjp = batch_norm_vjp,
+                          .float64 = f64::batch_norm,
+                          .float64_spread = Float64Spread::Sum};
+/// BatchNormBackward: x, γ[C], dy (x's shape); floats {ε} → dx, dγ[C], dβ[C] (BatchNorm's VJP).
+const OpInfo kBatchNormBackwardOp{.kind = OpKind::BatchNormBackward,
+                                  .name = "batch_norm_backward",
+                                  .num_inputs = 3,
+                                  .num_outputs = 3,
+                                  .num_ints = 0,
+                                  .num_floats = 1,
+                                  .infer = batch_norm_backward_infer,
+                                  .reference = batch_norm_backward_reference,
+                                  .fast = batch_norm_backward_fast,
+                                  .vjp = nullptr,
+                                  .float64 = f64::batch_norm_backward,
+                                  .float64_spread = Float64Spread::Sum};
+
+}  // namespace tribunal
