@@ -119,6 +119,10 @@ const OpInfo* entry_of(OpKind kind) {
       return &kBatchNormOp;
     case OpKind::BatchNormBackward:
       return &kBatchNormBackwardOp;
+    case OpKind::BatchNormRunning:
+      return &kBatchNormRunningOp;
+    case OpKind::BatchNormInference:
+      return &kBatchNormInferenceOp;
     case OpKind::Count:
       return nullptr;
   }

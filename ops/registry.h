@@ -105,7 +105,11 @@ enum class OpKind : uint8_t {
   BatchNorm,  ///< x[N,C] | [N,C,L] | [N,C,H,W], γ[C], β[C]; floats = {ε} → y (x's shape), training mode:
               ///< each channel's M = N·spatial elements normalized as one LayerNorm row (biased variance)
   BatchNormBackward,  ///< x, γ[C], dy (x's shape); floats = {ε} → dx, dγ[C], dβ[C]
-  Count               ///< sentinel, not an op
+  BatchNormRunning,   ///< running[C], x; ints = {stat: 0 mean, 1 biased var, 2 unbiased var}; floats =
+                      ///< {momentum} → running·momentum + stat·(1 − momentum) (ONNX's momentum); no VJP
+  BatchNormInference,  ///< x, γ[C], β[C], mean[C], var[C]; floats = {ε} → fma((x − mean)·rstd, γ, β),
+                       ///< rstd = 1/sqrt(var + ε) (training_mode = 0, eval()); no VJP
+  Count  ///< sentinel, not an op
 };
 
 inline constexpr size_t kOpKindCount = static_cast<size_t>(OpKind::Count);

@@ -264,6 +264,17 @@ OpLauncher op_launcher(OpKind kind) {
         launch_batch_norm_backward(l.I(0), l.I(1), l.I(2), l.O(0), l.O(1), l.O(2), v.c, v.s, v.m,
                                    l.attrs.floats[0]);
       };
+    case OpKind::BatchNormRunning:
+      return [](const OpLaunch& l) {
+        const BnView v = bn_view(l.shape(1));
+        launch_batch_norm_running(l.I(0), l.I(1), l.O(0), v.c, v.s, v.m, l.attrs.ints[0], l.attrs.floats[0]);
+      };
+    case OpKind::BatchNormInference:
+      return [](const OpLaunch& l) {
+        const BnView v = bn_view(l.shape(0));
+        launch_batch_norm_inference(l.I(0), l.I(1), l.I(2), l.I(3), l.I(4), l.O(0), v.c, v.s, l.n0(),
+                                    l.attrs.floats[0]);
+      };
     case OpKind::SumSquares:
       return [](const OpLaunch& l) { launch_sum_squares(l.I(0), l.O(0), l.n0()); };
     case OpKind::ClipCoefficient:  // its P scalar inputs arrive packed as one device array s[P]

@@ -94,6 +94,12 @@ void launch_batch_norm(const float* x, const float* gamma, const float* beta, fl
                        int64_t m, float eps);
 void launch_batch_norm_backward(const float* x, const float* gamma, const float* dy, float* dx, float* dgamma,
                                 float* dbeta, int64_t c, int64_t s, int64_t m, float eps);
+/// out[c] = running[c]·momentum + stat·(1 − momentum), stat 0 mean, 1 biased, 2 unbiased variance.
+void launch_batch_norm_running(const float* running, const float* x, float* out, int64_t c, int64_t s,
+                               int64_t m, int64_t stat, float momentum);
+/// y = fma((x − mean)·rstd, γ, β) over the n elements of x = [·, c, s], one thread each.
+void launch_batch_norm_inference(const float* x, const float* gamma, const float* beta, const float* mean,
+                                 const float* var, float* y, int64_t c, int64_t s, int64_t n, float eps);
 void launch_gelu(const float* x, float* y, int64_t n);
 void launch_gelu_backward(const float* x, const float* dy, float* dx, int64_t n);
 /// rows rows of n columns, row index within its block of r rows (the causal mask's r).

@@ -1,4 +1,5 @@
-// Float64 batch normalization in training mode and its backward: each channel's M = N·spatial elements
+// Float64 batch normalization in training mode, its backward, the running statistics' update and the
+// inference form: each channel's M = N·spatial elements
 // (x[n, c, s], in increasing n·S + s) reduced by sequential double sums, sqrt the C library's.
 #include <cmath>
 #include <vector>
@@ -85,6 +86,34 @@ void batch_norm_backward(const Call& c) {
       const double xh = (static_cast<double>(x[i]) - s.mean) * rstd;
       dx[i] = rstd * ((static_cast<double>(dy[i]) * static_cast<double>(gamma[ch]) - a) - xh * b);
     }
+  }
+}
+
+/// running' = running·momentum + stat·(1 − momentum), stat the channel's mean, Σ(x − mean)²/M or /(M − 1).
+void batch_norm_running(const Call& c) {
+  const Tensor &running = *c.in[0], &x = *c.in[1];
+  const Geom g = geom_of(x);
+  const double momentum = c.attrs.floats[0];
+  for (int64_t ch = 0; ch < g.c; ++ch) {
+    const Stats s = channel_stats(x.data(), g, ch);
+    const int64_t stat = c.attrs.ints[0];
+    const double v = stat == 0 ? s.mean : s.sum_sq / static_cast<double>(stat == 1 ? g.m() : g.m() - 1);
+    c.out[0][static_cast<size_t>(ch)] = static_cast<double>(running[ch]) * momentum + v * (1.0 - momentum);
+  }
+}
+
+/// y = (x − mean_c)/sqrt(var_c + ε)·γ_c + β_c.
+void batch_norm_inference(const Call& c) {
+  const Tensor &x = *c.in[0], &gamma = *c.in[1], &beta = *c.in[2], &mean = *c.in[3], &var = *c.in[4];
+  const Geom g = geom_of(x);
+  const double eps = c.attrs.floats[0];
+  double* y = c.out[0].data();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const int64_t ch = (i / g.s) % g.c;
+    const double rstd = 1.0 / std::sqrt(static_cast<double>(var[ch]) + eps);
+    y[i] =
+        (static_cast<double>(x[i]) - static_cast<double>(mean[ch])) * rstd * static_cast<double>(gamma[ch]) +
+        static_cast<double>(beta[ch]);
   }
 }
 

@@ -105,6 +105,8 @@ void global_avg_pool_backward(const Call&);
 // batch_norm.cpp
 void batch_norm(const Call&);
 void batch_norm_backward(const Call&);
+void batch_norm_running(const Call&);
+void batch_norm_inference(const Call&);
 // conv.cpp
 void conv2d(const Call&);
 void conv2d_backward_input(const Call&);

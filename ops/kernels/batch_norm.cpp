@@ -12,6 +12,12 @@
 //   dx_k  = rstd·((g_k − a) − x̂_k·b);   dγ_c = canonical_sum(dy_k·x̂_k);   dβ_c = canonical_sum(dy_k)
 // which is LayerNorm's backward with the reduction axes changed (PyTorch's batch_norm backward in
 // training mode).
+// Running statistics (running[C], x; ints {stat}; floats {momentum}), ONNX's convention (momentum weighs
+// the old value): stat_c = mean (0), var = sum_sq / Mf (1) or sum_sq / float(M − 1) (2, PyTorch's
+// unbiased running_var; M ≥ 2), then running'_c = running_c·momentum + stat_c·(1 − momentum): two
+// rounded products and one add, 1 − momentum rounded once.
+// Inference (x, γ, β, mean[C], var[C]; floats {ε}): rstd_c = 1 / sqrt(var_c + ε);
+// y = fma((x − mean_c)·rstd_c, γ_c, β_c), the training form's expression on given statistics.
 //
 // Every channel is independent: threads split the channels, and each channel's sums run in the contract's
 // scalar order on a contiguous copy of the channel, so every SIMD path and thread count gives the
@@ -177,6 +183,63 @@ void batch_norm_backward_fast(const Attrs& a, std::span<const Tensor* const> in,
       grain_for(g.m()));
 }
 
+// ---- batch_norm_running ------------------------------------------------------------------------
+
+enum class RunningStat : int64_t { Mean = 0, BiasedVar = 1, UnbiasedVar = 2 };
+
+/// running'_c from channel c's statistic.
+float running_channel(const float* x, float running, const BnGeom& g, int64_t c, RunningStat stat,
+                      float momentum, Scratch& t) {
+  const int64_t m = g.m();
+  gather_channel(x, g, c, t.a.data());
+  const ChannelStats s = channel_stats(t.a.data(), m, t.b.data());
+  const float v = stat == RunningStat::Mean        ? s.mean
+                  : stat == RunningStat::BiasedVar ? biased_var(s, m)
+                                                   : s.sum_sq / static_cast<float>(m - 1);
+  const float take = 1.0f - momentum;
+  return running * momentum + v * take;
+}
+
+void batch_norm_running_reference(const Attrs& a, std::span<const Tensor* const> in,
+                                  std::span<Tensor* const> out) {
+  const BnGeom g = geom_of(in[1]->shape());
+  Scratch t(g.m(), 2);
+  for (int64_t c = 0; c < g.c; ++c)
+    out[0]->data()[c] = running_channel(in[1]->data(), in[0]->data()[c], g, c,
+                                        static_cast<RunningStat>(a.ints[0]), a.floats[0], t);
+}
+
+void batch_norm_running_fast(const Attrs& a, std::span<const Tensor* const> in, std::span<Tensor* const> out,
+                             ThreadPool& pool) {
+  const BnGeom g = geom_of(in[1]->shape());
+  pool.parallel_for(
+      g.c,
+      [&](int64_t c0, int64_t c1) {
+        Scratch t(g.m(), 2);
+        for (int64_t c = c0; c < c1; ++c)
+          out[0]->data()[c] = running_channel(in[1]->data(), in[0]->data()[c], g, c,
+                                              static_cast<RunningStat>(a.ints[0]), a.floats[0], t);
+      },
+      grain_for(g.m()));
+}
+
+// ---- batch_norm_inference ----------------------------------------------------------------------
+
+/// Elements [i0, i1) of y; each finds its channel and recomputes the channel's rstd (the same value).
+void batch_norm_inference_range(const Attrs& a, std::span<const Tensor* const> in,
+                                std::span<Tensor* const> out, int64_t i0, int64_t i1) {
+  const BnGeom g = geom_of(in[0]->shape());
+  const float *x = in[0]->data(), *gamma = in[1]->data(), *beta = in[2]->data(), *mean = in[3]->data(),
+              *var = in[4]->data();
+  const float eps = a.floats[0];
+  float* y = out[0]->data();
+  for (int64_t i = i0; i < i1; ++i) {
+    const int64_t c = (i / g.s) % g.c;
+    const float rstd = 1.0f / std::sqrt(var[c] + eps);
+    y[i] = fma32((x[i] - mean[c]) * rstd, gamma[c], beta[c]);
+  }
+}
+
 // ---- Shapes -------------------------------------------------------------------------------------
 
 /// x rank 2..4 with every dim ≥ 1 and M ≤ 2^24; returns C.
@@ -219,6 +282,34 @@ std::vector<Shape> batch_norm_backward_infer(const Attrs& a, std::span<const Sha
   return {in[0], in[1], in[1]};
 }
 
+std::vector<Shape> batch_norm_running_infer(const Attrs& a, std::span<const Shape> in) {
+  const char* op = "batch_norm_running";
+  const int64_t c = check_x(op, in[1]);
+  check_channel_vector(op, "running", in[0], c, in[1]);
+  op_require(a.ints[0] >= 0 && a.ints[0] <= 2, op,
+             "stat must be 0 (mean), 1 (biased variance) or 2 (unbiased variance), got " +
+                 std::to_string(a.ints[0]));
+  // PyTorch refuses M = 1 in training ("Expected more than 1 value per channel"); its unbiased
+  // variance would divide 0 by 0.
+  op_require(
+      a.ints[0] != 2 || geom_of(in[1]).m() >= 2, op,
+      "the unbiased variance needs M = N·(spatial size) ≥ 2 elements per channel, got x " + in[1].str());
+  op_require(std::isfinite(a.floats[0]) && a.floats[0] >= 0.0f && a.floats[0] <= 1.0f, op,
+             "momentum must be in [0, 1], got " + std::to_string(a.floats[0]));
+  return {in[0]};
+}
+
+std::vector<Shape> batch_norm_inference_infer(const Attrs& a, std::span<const Shape> in) {
+  const char* op = "batch_norm_inference";
+  const int64_t c = check_x(op, in[0]);
+  check_channel_vector(op, "γ", in[1], c, in[0]);
+  check_channel_vector(op, "β", in[2], c, in[0]);
+  check_channel_vector(op, "mean", in[3], c, in[0]);
+  check_channel_vector(op, "var", in[4], c, in[0]);
+  check_eps(op, a);
+  return {in[0]};
+}
+
 void batch_norm_vjp(VjpBuilder& g, const VjpArgs& a, std::span<ValueRef> in_grads) {
   if (!a.needs_grad[0] && !a.needs_grad[1] && !a.needs_grad[2]) return;
   const std::vector<ValueRef> grads =
@@ -257,5 +348,36 @@ const OpInfo kBatchNormBackwardOp{.kind = OpKind::BatchNormBackward,
                                   .vjp = nullptr,
                                   .float64 = f64::batch_norm_backward,
                                   .float64_spread = Float64Spread::Sum};
+/// BatchNormRunning: running[C], x (the batch_norm's input); ints {stat: 0 mean, 1 biased variance,
+/// 2 unbiased variance (M ≥ 2)}; floats {momentum ∈ [0, 1]} → running'[C] = running·momentum +
+/// stat·(1 − momentum) (ONNX's momentum; PyTorch's 0.1 is 0.9 here). Not differentiable: it updates
+/// state, like the optimizer ops.
+const OpInfo kBatchNormRunningOp{.kind = OpKind::BatchNormRunning,
+                                 .name = "batch_norm_running",
+                                 .num_inputs = 2,
+                                 .num_outputs = 1,
+                                 .num_ints = 1,
+                                 .num_floats = 1,
+                                 .infer = batch_norm_running_infer,
+                                 .reference = batch_norm_running_reference,
+                                 .fast = batch_norm_running_fast,
+                                 .vjp = nullptr,
+                                 .float64 = f64::batch_norm_running,
+                                 .float64_spread = Float64Spread::Sum};
+/// BatchNormInference: x[N, C, …], γ, β, mean, var (each [C]); floats {ε} → y = (x − mean)·rstd·γ + β
+/// (ONNX BatchNormalization with training_mode = 0, PyTorch eval()). No VJP: evaluation only, never in
+/// a training step's differentiated graph.
+const OpInfo kBatchNormInferenceOp{.kind = OpKind::BatchNormInference,
+                                   .name = "batch_norm_inference",
+                                   .num_inputs = 5,
+                                   .num_outputs = 1,
+                                   .num_ints = 0,
+                                   .num_floats = 1,
+                                   .infer = batch_norm_inference_infer,
+                                   .reference = whole_range<batch_norm_inference_range>,
+                                   .fast = split_range<batch_norm_inference_range>,
+                                   .vjp = nullptr,
+                                   .float64 = f64::batch_norm_inference,
+                                   .float64_spread = Float64Spread::Libm};
 
 }  // namespace tribunal

@@ -37,7 +37,7 @@ extern const OpInfo kTransposeOp, kSliceOp, kSliceBackwardOp, kConcatOp;
 // Mean over an axis and expand (ops/kernels/reduce_mean.cpp).
 extern const OpInfo kReduceMeanOp, kReduceMeanBackwardOp, kExpandOp;
 // Batch normalization (ops/kernels/batch_norm.cpp).
-extern const OpInfo kBatchNormOp, kBatchNormBackwardOp;
+extern const OpInfo kBatchNormOp, kBatchNormBackwardOp, kBatchNormRunningOp, kBatchNormInferenceOp;
 
 /// Throws OpError("<op>: <what>") unless cond holds. Used by shape rules and kernels.
 inline void op_require(bool cond, const char* op, const std::string& what) {

@@ -430,6 +430,23 @@ std::vector<EdgeCase> edge_cases(OpKind kind, std::mt19937& rng) {
           {random_tensor(Shape{1, 3, 1, 1}, rng), random_tensor(Shape{3}, rng),
            random_tensor(Shape{1, 3, 1, 1}, rng)});
       break;
+    case OpKind::BatchNormRunning:
+      add("unbiased variance over [8, 3, 9, 7], momentum 0.9", {{2}, {0.9f}},
+          {random_tensor(Shape{3}, rng), random_tensor(Shape{8, 3, 9, 7}, rng, -100.0f, 100.0f)});
+      add("mean, momentum 0 (the statistic itself)", {{0}, {0.0f}},
+          {random_tensor(Shape{5}, rng), random_tensor(Shape{2, 5, 33}, rng)});
+      add("biased variance of M = 1, momentum 1, a NaN running value", {{1}, {1.0f}},
+          {Tensor(Shape{2}, std::vector<float>{std::nanf(""), -0.0f}), random_tensor(Shape{1, 2}, rng)});
+      break;
+    case OpKind::BatchNormInference:
+      add("ResNet-like [2, 4, 5, 3]", {{}, {1e-5f}},
+          {random_tensor(Shape{2, 4, 5, 3}, rng, -10.0f, 10.0f), random_tensor(Shape{4}, rng),
+           random_tensor(Shape{4}, rng), random_tensor(Shape{4}, rng),
+           random_tensor(Shape{4}, rng, 0.0f, 3.0f)});
+      add("var + ε ≤ 0 and var = 0, ε = 0", {{}, {0.0f}},
+          {random_tensor(Shape{3, 3}, rng), random_tensor(Shape{3}, rng), random_tensor(Shape{3}, rng),
+           random_tensor(Shape{3}, rng), Tensor(Shape{3}, std::vector<float>{-1.0f, 0.0f, -0.0f})});
+      break;
     default:
       break;
   }

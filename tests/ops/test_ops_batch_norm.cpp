@@ -1,4 +1,5 @@
-// Batch normalization — batch_norm (training mode) and batch_norm_backward — registered with the generic
+// Batch normalization — batch_norm (training mode), batch_norm_backward, batch_norm_running and
+// batch_norm_inference — registered with the generic
 // checks of test_op_coverage.cpp (a naive float64 model written here, bitwise fast-vs-reference on every
 // SIMD path × 1/2/3 threads, bad inputs, central differences of the VJP), plus values from PyTorch and
 // the normalization's own properties.
@@ -61,6 +62,28 @@ std::optional<Case> make_case(OpKind kind, std::mt19937& rng, bool big, int vari
       c.in.push_back(random_tensor(x, rng, specials, -2.0f, 2.5f));
       c.in.push_back(random_tensor(Shape{x[1]}, rng, specials, -1.5f, 1.5f));
       c.in.push_back(random_tensor(kind == OpKind::BatchNorm ? Shape{x[1]} : x, rng, specials));
+      return c;
+    }
+    case OpKind::BatchNormRunning: {
+      // variant = stat (0 mean, 1 biased, 2 unbiased variance: M ≥ 2).
+      Shape x = x_shape(rng, big, variant);
+      if (variant == 2 && Geom(x).m() == 1) x = Shape{2, x[1]};
+      static constexpr float kMomenta[] = {0.9f, 0.1f, 0.0f, 1.0f, 0.99f};
+      c.attrs.ints = {variant};
+      c.attrs.floats = {kMomenta[rng() % 5]};
+      c.in.push_back(random_tensor(Shape{x[1]}, rng, specials, 0.0f, 2.0f));
+      c.in.push_back(random_tensor(x, rng, specials, -2.0f, 2.5f));
+      return c;
+    }
+    case OpKind::BatchNormInference: {
+      const Shape x = x_shape(rng, big, variant);
+      const Shape ch{x[1]};
+      c.attrs.floats = {kEps};
+      c.in.push_back(random_tensor(x, rng, specials, -2.0f, 2.5f));
+      c.in.push_back(random_tensor(ch, rng, specials, -1.5f, 1.5f));
+      c.in.push_back(random_tensor(ch, rng, specials));
+      c.in.push_back(random_tensor(ch, rng, specials));
+      c.in.push_back(random_tensor(ch, rng, specials, 0.0f, 2.0f));  // a variance: ≥ 0
       return c;
     }
     default:
@@ -178,6 +201,38 @@ std::optional<std::vector<Expected>> expect(const Case& c) {
       }
       return std::vector<Expected>{dx, dgamma, dbeta};
     }
+    case OpKind::BatchNormRunning: {
+      const Bn64 s(in[1], 0.0);
+      const int64_t stat = c.attrs.ints[0];
+      const double mom = c.attrs.floats[0], take = 1.0 - mom, m = static_cast<double>(s.g.m());
+      Expected out;
+      for (int64_t ch = 0; ch < s.g.c; ++ch) {
+        const auto k = static_cast<size_t>(ch);
+        const double scale = stat == 2 ? m / (m - 1.0) : 1.0;
+        const double v = stat == 0 ? s.mean[k] : s.var[k] * scale;
+        const double v_err = stat == 0 ? s.mean_err[k] : (s.var_err[k] + kRel * s.var[k]) * scale;
+        const double r = in[0][ch];
+        out.want.push_back(r * mom + v * take);
+        // The rounded 1 − momentum, the products and the add, and the statistic's own error.
+        out.tol.push_back(kRel * (std::fabs(r * mom) + 2.0 * std::fabs(v * take)) + v_err * take + kTiny);
+      }
+      return std::vector<Expected>{out};
+    }
+    case OpKind::BatchNormInference: {
+      const Geom g(in[0].shape());
+      const double eps = c.attrs.floats[0];
+      Expected y;
+      for (int64_t i = 0; i < in[0].numel(); ++i) {
+        const int64_t ch = (i / g.s) % g.c;
+        const double d = f64(in[0][i]) - in[3][ch], rs = 1.0 / std::sqrt(f64(in[4][ch]) + eps);
+        const double gm = in[1][ch], b = in[2][ch];
+        y.want.push_back(d * rs * gm + b);
+        y.tol.push_back(kRel * (std::fabs(d) + std::fabs(f64(in[0][i])) + std::fabs(f64(in[3][ch]))) * rs *
+                            std::fabs(gm) +
+                        kRel * std::fabs(b) + kTiny);
+      }
+      return std::vector<Expected>{y};
+    }
     default:
       break;
   }
@@ -203,9 +258,34 @@ const std::vector<BadCase> kBatchNormBackwardBad = {
     {{{}, {kEps}}, {Shape{2, 3, 4}, Shape{3}}, "no dy"},
     {{{}, {}}, {Shape{2, 3, 4}, Shape{3}, Shape{2, 3, 4}}, "no ε"}};
 
+const std::vector<BadCase> kBatchNormRunningBad = {
+    {{{0}, {0.9f}}, {Shape{4}, Shape{2, 3, 4}}, "running of x's spatial length"},
+    {{{0}, {0.9f}}, {Shape{3}, Shape{3}}, "rank-1 x"},
+    {{{3}, {0.9f}}, {Shape{3}, Shape{2, 3}}, "stat 3"},
+    {{{-1}, {0.9f}}, {Shape{3}, Shape{2, 3}}, "stat −1"},
+    {{{2}, {0.9f}}, {Shape{3}, Shape{1, 3}}, "unbiased variance of M = 1"},
+    {{{2}, {0.9f}}, {Shape{3}, Shape{1, 3, 1, 1}}, "unbiased variance of M = 1 (rank 4)"},
+    {{{0}, {1.5f}}, {Shape{3}, Shape{2, 3}}, "momentum above 1"},
+    {{{0}, {-0.1f}}, {Shape{3}, Shape{2, 3}}, "negative momentum"},
+    {{{0}, {NAN}}, {Shape{3}, Shape{2, 3}}, "NaN momentum"},
+    {{{}, {0.9f}}, {Shape{3}, Shape{2, 3}}, "no stat"},
+    {{{0}, {}}, {Shape{3}, Shape{2, 3}}, "no momentum"},
+    {{{0}, {0.9f}}, {Shape{3}}, "no x"}};
+const std::vector<BadCase> kBatchNormInferenceBad = {
+    {{{}, {kEps}}, {Shape{2, 3}, Shape{3}, Shape{3}, Shape{3}, Shape{2}}, "var of the wrong length"},
+    {{{}, {kEps}}, {Shape{2, 3}, Shape{3}, Shape{3}, Shape{3, 1}, Shape{3}}, "mean of rank 2"},
+    {{{}, {kEps}}, {Shape{2, 3}, Shape{2}, Shape{3}, Shape{3}, Shape{3}}, "γ of the wrong length"},
+    {{{}, {kEps}}, {Shape{6}, Shape{6}, Shape{6}, Shape{6}, Shape{6}}, "rank-1 x"},
+    {{{}, {-1.0f}}, {Shape{2, 3}, Shape{3}, Shape{3}, Shape{3}, Shape{3}}, "negative ε"},
+    {{{}, {kEps}}, {Shape{2, 3}, Shape{3}, Shape{3}, Shape{3}}, "four inputs"}};
+
 const RegisterOpTests kBatchNormTests(OpKind::BatchNorm, {3, make_case, expect, kBatchNormBad, {0, 1, 2}});
 const RegisterOpTests kBatchNormBackwardTests(OpKind::BatchNormBackward,
                                               {3, make_case, expect, kBatchNormBackwardBad});
+const RegisterOpTests kBatchNormRunningTests(OpKind::BatchNormRunning,
+                                             {3, make_case, expect, kBatchNormRunningBad});
+const RegisterOpTests kBatchNormInferenceTests(OpKind::BatchNormInference,
+                                               {3, make_case, expect, kBatchNormInferenceBad});
 
 // ---- PyTorch's values -----------------------------------------------------------------------------
 
@@ -226,6 +306,14 @@ const std::vector<double> kTorchDx = {0.3810003995895386,  -0.5715094804763794, 
                                       0.06081710383296013, 0.9538054466247559,  -0.05985978618264198};
 const std::vector<double> kTorchDgamma = {1.968491792678833, 2.6352720260620117, 1.5617002248764038};
 const std::vector<double> kTorchDbeta = {2.5, 1.75, 0.75};
+// The module's running statistics after that step, from running_mean = [0.1, −0.2, 0.3] and
+// running_var = [1, 2, 0.5] (torch momentum 0.1: ONNX momentum 0.9; running_var is unbiased), then
+// bn.eval()(x[0:1]) with those statistics.
+const std::vector<float> kRunMean0 = {0.1f, -0.2f, 0.3f}, kRunVar0 = {1.0f, 2.0f, 0.5f};
+const std::vector<double> kTorchRunMean = {0.11499999463558197, -0.14874999225139618, 0.31687501072883606};
+const std::vector<double> kTorchRunVar = {1.0291666984558105, 2.1807291507720947, 0.7483072876930237};
+const std::vector<double> kTorchEvalY = {0.8192552328109741, -1.7682685852050781, 0.2724648118019104,
+                                         0.6956964731216431, -0.8332294225692749, 2.201265573501587};
 
 /// |got − torch| within a few float32 roundings of the value (torch sums in another order).
 void check_near_torch(const Tensor& got, const std::vector<double>& want) {
@@ -295,5 +383,53 @@ TEST_CASE("batch_norm: each output channel has mean β and, with γ = 1, varianc
     var /= static_cast<double>(g.m());
     CHECK(mean == doctest::Approx(beta[ch]).epsilon(1e-5));
     CHECK(var == doctest::Approx(1.0).epsilon(1e-4));  // ε = 1e-5 against var ≈ 3 moves it by ~2e-6
+  }
+}
+
+TEST_CASE("batch_norm_running and batch_norm_inference match PyTorch's running statistics and eval()") {
+  const Tensor x(Shape{2, 3, 2}, kX);
+  const Tensor mean =
+      run_everywhere(Case{OpKind::BatchNormRunning, {{0}, {0.9f}}, {Tensor(Shape{3}, kRunMean0), x}})[0];
+  check_near_torch(mean, kTorchRunMean);
+  const Tensor var =
+      run_everywhere(Case{OpKind::BatchNormRunning, {{2}, {0.9f}}, {Tensor(Shape{3}, kRunVar0), x}})[0];
+  check_near_torch(var, kTorchRunVar);
+  // The exact float32 sequence: stat 2 is sum_sq / float(M − 1), then running·0.9f + stat·(1 − 0.9f).
+  // Channel 0: mean 0.25, deviations 0.25, −1.5, 1.25, 0; sum_sq = 3.875 (exact), /3 rounds once.
+  const float take = 1.0f - 0.9f, unbiased0 = 3.875f / 3.0f;
+  CHECK(float_bits(var[0]) == float_bits(1.0f * 0.9f + unbiased0 * take));
+  const Tensor biased =
+      run_everywhere(Case{OpKind::BatchNormRunning, {{1}, {0.9f}}, {Tensor(Shape{3}, kRunVar0), x}})[0];
+  CHECK(float_bits(biased[0]) == float_bits(1.0f * 0.9f + (3.875f / 4.0f) * take));
+  // eval(): the statistics torch held after the step (rounded to float), on the first sample.
+  std::vector<float> m(kTorchRunMean.begin(), kTorchRunMean.end()),
+      v(kTorchRunVar.begin(), kTorchRunVar.end());
+  const Tensor x0(Shape{1, 3, 2}, std::vector<float>(kX.begin(), kX.begin() + 6));
+  const Tensor y = run_everywhere(Case{
+      OpKind::BatchNormInference,
+      {{}, {kEps}},
+      {x0, Tensor(Shape{3}, kGamma), Tensor(Shape{3}, kBeta), Tensor(Shape{3}, m), Tensor(Shape{3}, v)}})[0];
+  check_near_torch(y, kTorchEvalY);
+}
+
+TEST_CASE("batch_norm, batch_norm_running and batch_norm_inference share one statistic, bit for bit") {
+  // With momentum 0 the running op returns the batch's statistic itself (running·0 + stat·1 = stat);
+  // inference on the batch's mean and biased variance then recomputes the training forward exactly.
+  std::mt19937 rng(17);
+  for (const Shape s : {Shape{33, 5}, Shape{4, 6, 37}, Shape{3, 4, 7, 9}}) {
+    CAPTURE(s.str());
+    const int64_t c = s[1];
+    const Tensor x = random_tensor(s, rng, true, -3.0f, 5.0f);
+    const Tensor gamma = random_tensor(Shape{c}, rng, true), beta = random_tensor(Shape{c}, rng, true);
+    const Tensor running = random_tensor(Shape{c}, rng, false);
+    const Tensor mean = run_everywhere(Case{OpKind::BatchNormRunning, {{0}, {0.0f}}, {running, x}})[0];
+    const Tensor var = run_everywhere(Case{OpKind::BatchNormRunning, {{1}, {0.0f}}, {running, x}})[0];
+    const Tensor train = run_everywhere(Case{OpKind::BatchNorm, {{}, {kEps}}, {x, gamma, beta}})[0];
+    const Tensor eval =
+        run_everywhere(Case{OpKind::BatchNormInference, {{}, {kEps}}, {x, gamma, beta, mean, var}})[0];
+    CHECK(bitwise_equal(train, eval));
+    // Momentum 1 keeps the old value exactly.
+    const Tensor kept = run_everywhere(Case{OpKind::BatchNormRunning, {{2}, {1.0f}}, {running, x}})[0];
+    CHECK(bitwise_equal(kept, running));
   }
 }
