@@ -270,14 +270,15 @@ void sketch_onnx(Sketch& s, const ModelSpec& m, const Shape& table_x, const Shap
   s.gather(table_y, rows, "batch.labels");
   StepGraph g;
   GraphBuilder b(g);
-  std::vector<ValueId> params;
+  std::vector<ValueId> params, buffers;
   for (const ParamSpec& p : model_params(m)) params.push_back(b.add_state(p.name, p.shape));
+  for (const BufferSpec& k : model_buffers(m)) buffers.push_back(b.add_state(k.name, k.shape));
   const ValueId x = b.add_data("batch.inputs", Shape{rows, table_x[1]});
   const ValueId labels =
       b.add_data("batch.labels", table_y.rank() == 2 ? Shape{rows, table_y[1]} : Shape{rows});
   ForwardOptions options;
   options.training = true;
-  const ValueId logits = build_forward(b, m, params, x, options);
+  const ValueId logits = build_forward(b, m, params, buffers, x, options).logits;
   const ValueId loss = append_cross_entropy(b, logits, labels, "batch.labels.flat");
   append_backward(b, loss, params);
   for (const Node& n : g.nodes) s.existing(g, n);

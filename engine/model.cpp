@@ -185,8 +185,8 @@ std::vector<ParamSpec> onnx_params(const ModelSpec& m) {
 }
 
 // The imported graph lowered for this batch (onnx/lower.h), appended node by node.
-ValueId onnx_forward(GraphBuilder& b, const ModelSpec& m, std::span<const ValueId> params, ValueId x,
-                     const ForwardOptions& options) {
+Forward onnx_forward(GraphBuilder& b, const ModelSpec& m, std::span<const ValueId> params,
+                     std::span<const ValueId> buffers, ValueId x, const ForwardOptions& options) {
   const OnnxModel& model = imported(m);
   LowerOptions lo;
   lo.inputs.push_back({m.input, b.graph().values.at(x).shape});
@@ -217,6 +217,8 @@ ValueId onnx_forward(GraphBuilder& b, const ModelSpec& m, std::span<const ValueI
         return x;
       case LoweredRef::Kind::Param:
         return params[r.index];
+      case LoweredRef::Kind::Buffer:
+        return buffers[r.index];
       case LoweredRef::Kind::Constant:
         return constants.at(r.index);
       case LoweredRef::Kind::Node:
@@ -229,10 +231,21 @@ ValueId onnx_forward(GraphBuilder& b, const ModelSpec& m, std::span<const ValueI
     for (const LoweredRef& r : n.inputs) in.push_back(resolve(r));
     outputs.push_back(b.add_node(n.op, n.attrs, std::move(in), n.name));
   }
-  return resolve(g.outputs.front());
+  Forward out{resolve(g.outputs.front()), {}};
+  for (const LoweredRef& r : g.buffer_updates) out.buffer_updates.push_back(resolve(r));
+  return out;
 }
 
 }  // namespace
+
+std::vector<BufferSpec> model_buffers(const ModelSpec& model) {
+  if (model.kind != ModelKind::Onnx) return {};
+  const OnnxModel& m = imported(model);
+  std::vector<BufferSpec> out;
+  for (const std::string& name : m.buffers())
+    out.push_back({name, Shape(std::span<const int64_t>(m.initializers().at(name).dims))});
+  return out;
+}
 
 std::vector<ParamSpec> model_params(const ModelSpec& model) {
   switch (model.kind) {
@@ -273,19 +286,19 @@ ValueId append_cross_entropy(GraphBuilder& b, ValueId logits, ValueId labels,
   return b.add_node(OpKind::SoftmaxCrossEntropy, {}, {logits, labels}, "loss").front();
 }
 
-ValueId build_forward(GraphBuilder& b, const ModelSpec& model, std::span<const ValueId> params, ValueId x,
-                      const ForwardOptions& options) {
+Forward build_forward(GraphBuilder& b, const ModelSpec& model, std::span<const ValueId> params,
+                      std::span<const ValueId> buffers, ValueId x, const ForwardOptions& options) {
   switch (model.kind) {
     case ModelKind::Gpt:
-      return gpt_forward(b, model, params, x, options);
+      return {gpt_forward(b, model, params, x, options), {}};
     case ModelKind::Cnn:
-      return cnn_forward(b, model, params, x);
+      return {cnn_forward(b, model, params, x), {}};
     case ModelKind::Onnx:
-      return onnx_forward(b, model, params, x, options);
+      return onnx_forward(b, model, params, buffers, x, options);
     case ModelKind::Mlp:
       break;
   }
-  return mlp_forward(b, model, params, x);
+  return {mlp_forward(b, model, params, x), {}};
 }
 
 }  // namespace tribunal

@@ -45,6 +45,17 @@ struct ParamSpec {
 ///    C_in·k·k), then "fc.weight" [C_last·(H/2ⁿ)·(W/2ⁿ), classes] and "fc.bias" [classes].
 std::vector<ParamSpec> model_params(const ModelSpec& model);
 
+/// A buffer: a state tensor the forward reads and a training step replaces, which the optimizer does
+/// not train — an imported model's BatchNormalization running mean or variance (docs/onnx.md
+/// "Parameters and buffers"). The built-in models have none.
+struct BufferSpec {
+  std::string name;  ///< the file's name, e.g. "bn1.running_mean"
+  Shape shape;
+};
+
+/// The buffers of a model in canonical order (onnx: OnnxModel::buffers(), file order).
+std::vector<BufferSpec> model_buffers(const ModelSpec& model);
+
 /// Fills `out` (already shaped) with parameter `param_index` of the model. For the uniform rules,
 /// element i is
 ///   u = uniform_from_bits(philox_random(seed, Init, param_index, i)[0]);  w = (2u − 1)·bound
@@ -66,8 +77,16 @@ struct ForwardOptions {
 /// LayerNorm's ε in the GPT (PyTorch's nn.LayerNorm default).
 inline constexpr float kLayerNormEps = 1e-5f;
 
-/// Appends the forward pass to the graph and returns the logits. `params` are the graph values of
-/// model_params(), same order.
+/// What build_forward appends: the logits and, in a training forward of a model with buffers, each
+/// buffer's next value (model_buffers() order; empty otherwise).
+struct Forward {
+  ValueId logits = 0;
+  std::vector<ValueId> buffer_updates;
+};
+
+/// Appends the forward pass to the graph. `params` are the graph values of model_params(), `buffers`
+/// those of model_buffers(), same orders. With options.training a model's BatchNormalization
+/// normalizes by the batch and updates its buffers; otherwise by the buffers (evaluation).
 ///  - MLP: x [B, features] → logits [B, classes].
 ///  - CNN: x [B, C·H·W] → Reshape [B,C,H,W] → per block conv (stride 1, pad k/2) → relu → max-pool
 ///    → Reshape [B, C_last·h·w] → Linear → logits [B, classes].
@@ -85,8 +104,8 @@ inline constexpr float kLayerNormEps = 1e-5f;
 ///    names each gradient "grad/<value>" (e.g. "grad/logits", "grad/h0.attn.q.weight"). CNN names:
 ///    "input.image", "conv<i>.out", "conv<i>.relu", "conv<i>.pool", "flatten", "logits".
 /// Throws OpError when a shape does not fit.
-ValueId build_forward(GraphBuilder& b, const ModelSpec& model, std::span<const ValueId> params, ValueId x,
-                      const ForwardOptions& options = {});
+Forward build_forward(GraphBuilder& b, const ModelSpec& model, std::span<const ValueId> params,
+                      std::span<const ValueId> buffers, ValueId x, const ForwardOptions& options = {});
 
 /// The mean softmax cross-entropy "loss" of `logits` against `labels`: class ids labels[B] against
 /// logits[B, C], or label sequences labels[B, L] (next-token prediction) reshaped to [B·L] (the value

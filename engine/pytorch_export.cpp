@@ -140,6 +140,15 @@ PytorchState to_pytorch(const JobSpec& job, const State& state) {
   };
   PytorchState out;
   for (size_t p = 0; p < names.size(); ++p) out.model.push_back({names[p].name, convert(names[p], p)});
+  const std::string running_mean = ".running_mean";
+  for (size_t k = 0; k < layout.num_buffers; ++k) {
+    const std::string& name = layout.names[layout.first_buffer + k];
+    out.model.push_back({name, state.tensors[layout.first_buffer + k]});
+    if (job.model.onnx && job.model.onnx->producer() == "pytorch" && name.size() > running_mean.size() &&
+        name.compare(name.size() - running_mean.size(), running_mean.size(), running_mean) == 0)
+      out.batch_counters.push_back(name.substr(0, name.size() - running_mean.size()) +
+                                   ".num_batches_tracked");
+  }
   for (size_t p = 0; p < names.size(); ++p)
     for (const auto& [slot, key] : slot_keys(job.optimizer.kind))
       out.optimizer.push_back(
@@ -162,10 +171,16 @@ void write_pytorch(const std::filesystem::path& model, const std::filesystem::pa
                                              {"step", std::to_string(form.step)},
                                              {"loss", number(form.loss)},
                                              {"state_hash", to_hex(state_hash)}};
-  std::vector<NamedTensor> weights;
-  for (const TorchTensor& t : form.model) weights.push_back({t.name, &t.value});
+  const int64_t step = form.step;
+  const auto step_bytes = std::as_bytes(std::span<const int64_t>(&step, 1));
+  std::vector<RawTensor> weights;
+  for (const TorchTensor& t : form.model) {
+    const auto dims = t.value.shape().dims();
+    weights.push_back({t.name, "F32", {dims.begin(), dims.end()}, t.value.bytes()});
+  }
+  for (const std::string& name : form.batch_counters) weights.push_back({name, "I64", {}, step_bytes});
   meta["format"] = "tribunal-pytorch-model-1";
-  write_safetensors(model, weights, meta);
+  write_safetensors_raw(model, weights, meta);
 
   const OptimizerSpec& o = job.optimizer;
   meta["format"] = "tribunal-pytorch-optimizer-1";
@@ -184,8 +199,7 @@ void write_pytorch(const std::filesystem::path& model, const std::filesystem::pa
     const auto dims = t.value.shape().dims();
     slots.push_back({t.name, "F32", {dims.begin(), dims.end()}, t.value.bytes()});
   }
-  const int64_t step = form.step;
-  slots.push_back({"step", "I64", {}, std::as_bytes(std::span<const int64_t>(&step, 1))});
+  slots.push_back({"step", "I64", {}, step_bytes});
   write_safetensors_raw(optimizer, slots, meta);
 }
 

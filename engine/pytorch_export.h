@@ -12,6 +12,9 @@
 //    "head.*"; every Linear weight transposed to [out, in]; embeddings and LayerNorm as stored;
 //  - CNN: "conv<i>.*" → "convs.<i>.*" (Conv2d's [C_out, C_in, k, k], as stored), "fc.weight"
 //    transposed to [classes, features], "fc.bias".
+// An imported model's buffers (BatchNorm running statistics) follow its parameters in the model file,
+// under their own names; for a file PyTorch wrote, each BatchNorm's "<module>.num_batches_tracked"
+// (an I64 scalar: the steps taken, one training forward each) is added, as torch's state_dict has it.
 // The optimizer state is keyed by the same torch names, with torch.optim's state keys: AdamW
 // "exp_avg/<name>" (m) and "exp_avg_sq/<name>" (v), SGD "momentum_buffer/<name>"; and "step", the
 // number of updates taken (torch.optim's per-parameter `step`), an I64 scalar. Each slot has its
@@ -53,10 +56,11 @@ struct TorchTensor {
 
 /// A state in the PyTorch form (see the file comment for names and layouts).
 struct PytorchState {
-  std::vector<TorchTensor> model;      ///< the module's state_dict, in model_params() order
-  std::vector<TorchTensor> optimizer;  ///< per parameter (same order), its slots in torch.optim's order
-  int64_t step = 0;                    ///< updates taken (the state's "step")
-  float loss = 0.0f;                   ///< the state's "loss": the training loss of step `step` − 1
+  std::vector<TorchTensor> model;  ///< the module's state_dict: model_params() order, then model_buffers()
+  std::vector<std::string> batch_counters;  ///< I64 "….num_batches_tracked" entries, each = step
+  std::vector<TorchTensor> optimizer;       ///< per parameter (same order), its slots in torch.optim's order
+  int64_t step = 0;                         ///< updates taken (the state's "step")
+  float loss = 0.0f;                        ///< the state's "loss": the training loss of step `step` − 1
 };
 
 /// Converts a state of `job` (the tensors of state_layout(job), as loaded by load_checkpoint) to the

@@ -32,6 +32,9 @@ State initial_state(const JobSpec& job) {
       throw EngineError(fmt::format("{}: the onnx model has not been imported", job.source));
     std::vector<Tensor> weights = onnx_param_tensors(*job.model.onnx);
     for (size_t p = 0; p < params.size(); ++p) s.tensors[p] = std::move(weights[p]);
+    std::vector<Tensor> buffers = onnx_buffer_tensors(*job.model.onnx);
+    for (size_t k = 0; k < layout.num_buffers; ++k)
+      s.tensors[layout.first_buffer + k] = std::move(buffers[k]);
     return s;
   }
   if (!job.model.init.empty()) {  // pretrained weights (engine/init_weights.h)

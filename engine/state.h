@@ -25,8 +25,8 @@ struct State {
 };
 
 /// State 0: parameters from init_param (Philox), or from the job's model.init weights
-/// (load_init_weights, which throws EngineError for a bad or missing file); optimizer slots, step and
-/// loss all zero.
+/// (load_init_weights, which throws EngineError for a bad or missing file), or an imported model's
+/// initializers (its buffers too); optimizer slots, step and loss all zero.
 State initial_state(const JobSpec& job);
 
 /// What training a job holds, computed from the job alone (nothing allocated), so that a node can

@@ -87,6 +87,12 @@ StateLayout state_layout(const JobSpec& job) {
       layout.names.push_back(slot + p.name);
       layout.shapes.push_back(p.shape);
     }
+  layout.first_buffer = layout.names.size();
+  for (const BufferSpec& buffer : model_buffers(job.model)) {
+    layout.names.push_back(buffer.name);
+    layout.shapes.push_back(buffer.shape);
+  }
+  layout.num_buffers = layout.names.size() - layout.first_buffer;
   layout.names.push_back("step");
   layout.shapes.push_back(Shape{});
   layout.names.push_back("loss");
@@ -104,10 +110,17 @@ StepGraph build_step_graph(const JobSpec& job, const DataShape& data, int64_t st
   StepGraph g;
   GraphBuilder b(g);
   const StateLayout layout = state_layout(job);
+  if (job.shards > 1 && layout.num_buffers > 0)
+    throw EngineError(fmt::format(
+        "{}: train.shards {} with a model that has running statistics ('{}'): a batch's statistics are not "
+        "a sum of its shards', so such a model trains unsharded (train.shards = 1)",
+        job.source, job.shards, layout.names[layout.first_buffer]));
   std::vector<ValueId> state;
   for (size_t i = 0; i < layout.names.size(); ++i)
     state.push_back(b.add_state(layout.names[i], layout.shapes[i]));
   const std::span<const ValueId> params(state.data(), layout.num_params);
+  const std::span<const ValueId> buffers(state.data() + layout.first_buffer, layout.num_buffers);
+  std::vector<ValueId> buffer_updates;
 
   const ValueId table_x = b.add_data("data.inputs", Shape{data.samples, data.features});
   const ValueId table_y = b.add_data(
@@ -117,8 +130,9 @@ StepGraph build_step_graph(const JobSpec& job, const DataShape& data, int64_t st
     const Attrs gather{{rows.begin(), rows.end()}, {}};
     const ValueId x = b.add_node(OpKind::Gather, gather, {table_x}, "batch.inputs").front();
     const ValueId y = b.add_node(OpKind::Gather, gather, {table_y}, "batch.labels").front();
-    const ValueId logits = build_forward(b, job.model, params, x, forward);
-    return append_cross_entropy(b, logits, y, "batch.labels.flat");
+    Forward f = build_forward(b, job.model, params, buffers, x, forward);
+    buffer_updates = std::move(f.buffer_updates);
+    return append_cross_entropy(b, f.logits, y, "batch.labels.flat");
   };
 
   std::vector<ValueId> grads;
@@ -159,6 +173,7 @@ StepGraph build_step_graph(const JobSpec& job, const DataShape& data, int64_t st
     next[p] = outs[0];
     for (size_t s = 0; s < slots; ++s) next[slot0 + s] = outs[1 + s];
   }
+  for (size_t k = 0; k < layout.num_buffers; ++k) next[layout.first_buffer + k] = buffer_updates.at(k);
   next[state.size() - 2] = b.add_constant("next/step", scalar(static_cast<float>(step + 1)));
   next[state.size() - 1] = g.loss;
   g.state_outputs = std::move(next);
@@ -166,13 +181,27 @@ StepGraph build_step_graph(const JobSpec& job, const DataShape& data, int64_t st
   return g;
 }
 
+namespace {
+
+// The state inputs of an evaluation graph: the parameters, then the buffers.
+struct EvalState {
+  std::vector<ValueId> params, buffers;
+};
+EvalState add_eval_state(GraphBuilder& b, const ModelSpec& model) {
+  EvalState s;
+  for (const ParamSpec& p : model_params(model)) s.params.push_back(b.add_state(p.name, p.shape));
+  for (const BufferSpec& k : model_buffers(model)) s.buffers.push_back(b.add_state(k.name, k.shape));
+  return s;
+}
+
+}  // namespace
+
 StepGraph build_eval_graph(const JobSpec& job, const DataShape& data, int64_t rows) {
   StepGraph g;
   GraphBuilder b(g);
-  std::vector<ValueId> params;
-  for (const ParamSpec& p : model_params(job.model)) params.push_back(b.add_state(p.name, p.shape));
+  const EvalState s = add_eval_state(b, job.model);
   const ValueId x = b.add_data("eval.inputs", Shape{rows, data.features});
-  g.loss = build_forward(b, job.model, params, x);
+  g.loss = build_forward(b, job.model, s.params, s.buffers, x).logits;
   return g;
 }
 
@@ -180,12 +209,11 @@ StepGraph build_eval_loss_graph(const JobSpec& job, const DataShape& data, int64
   check_label_width(job, data);
   StepGraph g;
   GraphBuilder b(g);
-  std::vector<ValueId> params;
-  for (const ParamSpec& p : model_params(job.model)) params.push_back(b.add_state(p.name, p.shape));
+  const EvalState s = add_eval_state(b, job.model);
   const ValueId x = b.add_data("eval.inputs", Shape{rows, data.features});
   const ValueId y =
       b.add_data("eval.labels", data.label_width > 0 ? Shape{rows, data.label_width} : Shape{rows});
-  const ValueId logits = build_forward(b, job.model, params, x);
+  const ValueId logits = build_forward(b, job.model, s.params, s.buffers, x).logits;
   g.loss = append_cross_entropy(b, logits, y, "eval.labels.flat");
   return g;
 }

@@ -74,6 +74,16 @@ class Lowerer {
       g_.output_shapes.push_back(shape_of(name));
     }
     g_.params_used.assign(used_.begin(), used_.end());
+    if (opt_.training) {
+      g_.buffer_updates.resize(m_.buffers().size());
+      for (size_t k = 0; k < m_.buffers().size(); ++k) {
+        auto it = buffer_updates_.find(static_cast<uint32_t>(k));
+        if (it == buffer_updates_.end())  // find_onnx_buffers admits only a training-mode BN's inputs
+          throw OnnxError(fmt::format("{}: buffer '{}' is not updated by the lowered graph", m_.source(),
+                                      m_.buffers()[k]));
+        g_.buffer_updates[k] = it->second;
+      }
+    }
     return std::move(g_);
   }
 
@@ -111,6 +121,7 @@ class Lowerer {
     if (none.count(node.op_type)) return false;
     if (first_only.count(node.op_type)) return i == 0;
     if (node.op_type == "Where") return i != 0;
+    if (node.op_type == "BatchNormalization") return i <= 2;  // the running statistics are buffers
     if (node.op_type == "Cast") {
       auto to = node.attributes.find("to");
       return to != node.attributes.end() && to->second.i == kOnnxFloat;
@@ -120,7 +131,16 @@ class Lowerer {
 
   void bind_initializers() {
     const auto& order = m_.initializer_order();
+    const auto& buffers = m_.buffers();
     for (size_t i = 0; i < order.size(); ++i) {
+      const auto buffer = std::find(buffers.begin(), buffers.end(), order[i]);
+      if (buffer != buffers.end()) {  // state the step reads and updates (map_batch_norm)
+        Val v;
+        v.ref = {LoweredRef::Kind::Buffer, static_cast<uint32_t>(buffer - buffers.begin()), 0};
+        v.shape = Shape(std::span<const int64_t>(m_.initializers().at(order[i]).dims));
+        vals_[order[i]] = std::move(v);
+        continue;
+      }
       Val v;
       v.is_const = true;
       v.c = m_.initializers().at(order[i]);
@@ -331,6 +351,10 @@ class Lowerer {
         const auto& dims = m_.initializers().at(name).dims;
         return Shape(std::span<const int64_t>(dims));
       }
+      case LoweredRef::Kind::Buffer: {
+        const auto& dims = m_.initializers().at(m_.buffers().at(r.index)).dims;
+        return Shape(std::span<const int64_t>(dims));
+      }
       case LoweredRef::Kind::Constant:
         return g_.constants.at(r.index).shape();
       case LoweredRef::Kind::Node:
@@ -397,6 +421,7 @@ class Lowerer {
         {"Mul", &Lowerer::map_mul},
         {"Div", &Lowerer::map_div},
         {"Dropout", &Lowerer::map_dropout},
+        {"BatchNormalization", &Lowerer::map_batch_norm},
         {"Flatten", &Lowerer::map_flatten},
         {"Gemm", &Lowerer::map_gemm},
         {"Identity", &Lowerer::map_identity},
@@ -829,6 +854,45 @@ class Lowerer {
     define(node, 0, emit_one(OpKind::Dropout, attrs, {runtime(input(node, 0), &node)}, node.name, &node));
   }
 
+  // BatchNormalization (Ioffe & Szegedy 2015; ONNX BatchNormalization-15) over the channel axis 1 of
+  // x [N, C, …] (rank 2–4). In a training step, a training-mode node normalizes by the batch's
+  // statistics (RepOps BatchNorm) and its outputs 1 and 2 are the running mean and variance updated
+  // with `momentum` (BatchNormRunning); where its running inputs are buffers, those outputs are the
+  // buffers' next values. Evaluation, and a node in inference mode, normalize by the running
+  // statistics (BatchNormInference): PyTorch's train()/eval(). The running variance takes the batch's
+  // unbiased variance in a file PyTorch wrote (torch.nn.BatchNorm2d does; ONNX's own definition takes
+  // the biased one): docs/onnx.md "Parameters and buffers".
+  void map_batch_norm(const OnnxNode& node) {
+    only_attributes(node, {"epsilon", "momentum", "training_mode"});
+    const auto d = dims_of(input(node, 0), &node);
+    if (d.size() < 2 || d.size() > 4)
+      unsupported(node, fmt::format("an input of rank {} (rank 2 to 4, channels on axis 1)", d.size()));
+    const float eps = attr_float(node, "epsilon", 1e-5f), momentum = attr_float(node, "momentum", 0.9f);
+    const bool training_mode = attr_int(node, "training_mode", 0) != 0;
+    const LoweredRef x = runtime(input(node, 0), &node), gamma = runtime(input(node, 1), &node),
+                     beta = runtime(input(node, 2), &node);
+    const LoweredRef mean = runtime(input(node, 3), &node), var = runtime(input(node, 4), &node);
+    if (!opt_.training || !training_mode) {
+      for (size_t s = 1; s < node.outputs.size(); ++s)
+        if (!node.outputs[s].empty() && training_mode)  // evaluation: the running statistics stay
+          vals_[node.outputs[s]] = value(input(node, 2 + s), &node);
+      define(node, 0,
+             emit_one(OpKind::BatchNormInference, Attrs{{}, {eps}}, {x, gamma, beta, mean, var}, node.name,
+                      &node));
+      return;
+    }
+    define(node, 0, emit_one(OpKind::BatchNorm, Attrs{{}, {eps}}, {x, gamma, beta}, node.name, &node));
+    const int64_t var_stat = m_.producer() == "pytorch" ? 2 : 1;  // unbiased as torch, biased as ONNX
+    const LoweredRef running[2] = {mean, var};
+    for (int64_t s = 1; s <= 2; ++s) {
+      const Val next =
+          emit_one(OpKind::BatchNormRunning, Attrs{{s == 1 ? 0 : var_stat}, {momentum}}, {running[s - 1], x},
+                   node.name + (s == 1 ? ".running_mean" : ".running_var"), &node);
+      if (running[s - 1].kind == LoweredRef::Kind::Buffer) buffer_updates_[running[s - 1].index] = next.ref;
+      define(node, static_cast<size_t>(s), next);
+    }
+  }
+
   /// `axis` of a rank-`rank` value, negative counting from the end; refused outside [−rank, rank).
   int64_t normalized_axis(const OnnxNode& node, int64_t axis, size_t rank) const {
     const auto r = static_cast<int64_t>(rank);
@@ -1176,7 +1240,45 @@ class Lowerer {
   std::set<uint32_t> used_;
   std::set<std::string> differentiable_;  ///< find_differentiable
   int64_t dropout_site_ = 0;
+  std::map<uint32_t, LoweredRef> buffer_updates_;  ///< map_batch_norm: buffer index → its next value
 };
+
+/// The buffers of docs/onnx.md "Parameters and buffers": the float initializers that are a
+/// training-mode BatchNormalization's running mean or variance (inputs 3 and 4), in file order. Such an
+/// initializer must be read by that node alone, since the step replaces it by the node's outputs 1
+/// and 2: one read anywhere else (another node, a graph output) is refused, naming it.
+std::vector<std::string> find_onnx_buffers(const OnnxModel& m) {
+  std::set<std::string> running;
+  for (const OnnxNode& node : m.nodes()) {
+    if (node.op_type != "BatchNormalization") continue;
+    auto t = node.attributes.find("training_mode");
+    if (t == node.attributes.end() || t->second.i == 0) continue;
+    for (size_t i = 3; i < node.inputs.size() && i <= 4; ++i) {
+      auto c = m.initializers().find(node.inputs[i]);
+      if (c != m.initializers().end() && c->second.type == OnnxConstant::Type::Float32)
+        running.insert(node.inputs[i]);
+    }
+  }
+  if (running.empty()) return {};
+  std::map<std::string, int> reads;
+  for (const OnnxNode& node : m.nodes())
+    for (const std::string& in : node.inputs)
+      if (running.count(in)) ++reads[in];
+  for (const auto& o : m.outputs())
+    if (running.count(o.name)) ++reads[o.name];
+  std::vector<std::string> out;
+  for (const std::string& name : m.initializer_order()) {
+    if (!running.count(name)) continue;
+    if (reads[name] != 1)
+      throw OnnxError(
+          fmt::format("{}: initializer '{}' is a training-mode BatchNormalization's running "
+                      "statistic and is read {} times; a running statistic must be read by "
+                      "its BatchNormalization alone (the step replaces it)",
+                      m.source(), name, reads[name]));
+    out.push_back(name);
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -1187,6 +1289,7 @@ LoweredGraph lower_onnx(const OnnxModel& model, const LowerOptions& options) {
 std::shared_ptr<const OnnxModel> import_onnx(std::span<const std::byte> bytes, const std::string& source,
                                              const OnnxLimits& limits) {
   auto model = std::make_shared<OnnxModel>(OnnxModel::parse(bytes, source, limits));
+  model->set_buffers(find_onnx_buffers(*model));
   // Lower once at batch size 1 to see which float initializers are read at run time.
   LowerOptions probe;
   for (const auto& in : model->inputs()) {
@@ -1216,46 +1319,36 @@ std::vector<Tensor> onnx_param_tensors(const OnnxModel& model) {
   return out;
 }
 
+std::vector<Tensor> onnx_buffer_tensors(const OnnxModel& model) {
+  std::vector<Tensor> out;
+  for (const std::string& name : model.buffers()) {
+    const OnnxConstant& c = model.initializers().at(name);
+    out.emplace_back(Shape(std::span<const int64_t>(c.dims)), std::span<const float>(c.floats));
+  }
+  return out;
+}
+
 std::vector<std::string> onnx_supported_ops() {
-  std::vector<std::string> ops = {"Add",
-                                  "Cast",
-                                  "Concat",
-                                  "Conv",
-                                  "Expand",
-                                  "ReduceMean",
-                                  "Cos",
-                                  "Div",
-                                  "Dropout",
-                                  "Erf",
-                                  "Exp",
-                                  "Flatten",
-                                  "Gather",
-                                  "Gemm",
-                                  "GlobalAveragePool",
-                                  "Identity",
-                                  "LayerNormalization",
-                                  "Log",
-                                  "MatMul",
-                                  "MaxPool",
-                                  "Mul",
-                                  "Neg",
-                                  "Pow",
-                                  "Reciprocal",
-                                  "Relu",
-                                  "Reshape",
-                                  "Shape",
-                                  "Sigmoid",
-                                  "Sin",
-                                  "Slice",
-                                  "Softmax",
-                                  "Split",
-                                  "Sqrt",
-                                  "Squeeze",
-                                  "Sub",
-                                  "Tanh",
-                                  "Transpose",
-                                  "Unsqueeze",
-                                  "Where"};
+  std::vector<std::string> ops = {"Add",        "BatchNormalization",
+                                  "Cast",       "Concat",
+                                  "Conv",       "Expand",
+                                  "ReduceMean", "Cos",
+                                  "Div",        "Dropout",
+                                  "Erf",        "Exp",
+                                  "Flatten",    "Gather",
+                                  "Gemm",       "GlobalAveragePool",
+                                  "Identity",   "LayerNormalization",
+                                  "Log",        "MatMul",
+                                  "MaxPool",    "Mul",
+                                  "Neg",        "Pow",
+                                  "Reciprocal", "Relu",
+                                  "Reshape",    "Shape",
+                                  "Sigmoid",    "Sin",
+                                  "Slice",      "Softmax",
+                                  "Split",      "Sqrt",
+                                  "Squeeze",    "Sub",
+                                  "Tanh",       "Transpose",
+                                  "Unsqueeze",  "Where"};
   for (const char* op : {"Cast",      "Concat",    "Constant", "ConstantOfShape",
                          "Div",       "Equal",     "Expand",   "Gather",
                          "Greater",   "Less",      "Max",      "Min",

@@ -22,6 +22,7 @@ struct LoweredRef {
   enum class Kind : uint8_t {
     Input,     ///< run-time graph input `index` (LowerOptions::inputs[index])
     Param,     ///< trainable parameter `index` (OnnxModel::params() order)
+    Buffer,    ///< buffer `index` (OnnxModel::buffers() order): state the step updates, not trained
     Constant,  ///< LoweredGraph::constants[index]: a folded or constant tensor the step only reads
     Node,      ///< output `slot` of LoweredGraph::nodes[index]
   };
@@ -45,6 +46,9 @@ struct LoweredGraph {
   std::vector<LoweredRef> outputs;  ///< LowerOptions::outputs' values, in that order
   std::vector<Shape> output_shapes;
   std::vector<uint32_t> params_used;  ///< indices into initializer_order() read at run time, increasing
+  /// LowerOptions::training only: the next value of each buffer (OnnxModel::buffers() order), the
+  /// output 1 (running mean) or 2 (running variance) of the BatchNormalization that reads it.
+  std::vector<LoweredRef> buffer_updates;
 };
 
 /// A graph input fed at run time, with the shape it is given.
@@ -83,6 +87,9 @@ std::shared_ptr<const OnnxModel> import_onnx(std::span<const std::byte> bytes, c
 
 /// The model's trainable parameters as tensors, in params() order (the initial state of a job).
 std::vector<Tensor> onnx_param_tensors(const OnnxModel& model);
+
+/// The model's buffers as tensors, in buffers() order (their values in the initial state).
+std::vector<Tensor> onnx_buffer_tensors(const OnnxModel& model);
 
 /// The ONNX op types the importer lowers or folds, sorted (docs/onnx.md lists them with their limits).
 std::vector<std::string> onnx_supported_ops();

@@ -268,6 +268,7 @@ OnnxModel OnnxModel::parse(std::span<const std::byte> bytes, const std::string& 
 
   OnnxModel m;
   m.source_ = source;
+  m.producer_ = proto.producer_name();
   for (const auto& op : proto.opset_import()) {
     if (op.domain().empty() || op.domain() == "ai.onnx") {
       m.opset_ = op.version();

@@ -94,6 +94,9 @@ class OnnxModel {
 
   const std::string& source() const { return source_; }
   int64_t opset() const { return opset_; }
+  /// The tool that wrote the file (ModelProto.producer_name, e.g. "pytorch"): where a producer's
+  /// semantics differ from ONNX's definition, the importer follows the producer's (docs/onnx.md).
+  const std::string& producer() const { return producer_; }
   const std::vector<OnnxNode>& nodes() const { return nodes_; }
   /// Every initializer by name (graph constants and weights alike).
   const std::map<std::string, OnnxConstant>& initializers() const { return initializers_; }
@@ -115,17 +118,24 @@ class OnnxModel {
   const std::vector<std::string>& params() const { return params_; }
   void set_params(std::vector<std::string> names) { params_ = std::move(names); }
 
+  /// The buffers: float initializers a training step updates but the optimizer does not train —
+  /// the running mean and variance a training-mode BatchNormalization reads (its inputs 3 and 4) and
+  /// replaces by its outputs 1 and 2 (docs/onnx.md "Parameters and buffers"), in file order. Set by
+  /// import_onnx.
+  const std::vector<std::string>& buffers() const { return buffers_; }
+  void set_buffers(std::vector<std::string> names) { buffers_ = std::move(names); }
+
   /// "<source>: node '<name>' (<op_type>, opset <N>): " — the prefix of every error about a node.
   std::string where(const OnnxNode& node) const;
 
  private:
-  std::string source_;
+  std::string source_, producer_;
   int64_t opset_ = 0;
   std::vector<OnnxNode> nodes_;
   std::map<std::string, OnnxConstant> initializers_;
   std::vector<std::string> initializer_order_;
   std::vector<OnnxValueInfo> inputs_, outputs_;
-  std::vector<std::string> params_;
+  std::vector<std::string> params_, buffers_;
 };
 
 /// ONNX TensorProto.DataType codes the importer names in messages.

@@ -19,6 +19,11 @@ The initializers are torch's default initialization under a fixed seed: the job'
             heads (grouped-query attention through expand + reshape), d_model 32, RMSNorm, rotary
             embeddings computed in forward (folded at import), SwiGLU MLP of 64, no biases, untied head.
                                                                               (bytes of text, 35k params)
+  resnet.onnx a ResNet (He et al. 2016) as torchvision writes it, shrunk for Fashion-MNIST: a 3×3 stem
+            conv of 8 channels without bias → BatchNorm → ReLU → MaxPool 3/2 pad 1, a BasicBlock of 8,
+            a BasicBlock of 16 with stride 2 and a 1×1 conv + BatchNorm downsample, global average
+            pooling, Flatten, Linear(16, 10); BatchNorm in training mode, its running statistics the
+            buffers a step updates.                                           (Fashion-MNIST, 5.1k params)
 
 Not run in CI (python3-torch stays out of its critical path): the exported files are committed.
 """
@@ -211,6 +216,42 @@ class Llama(nn.Module):
         return self.lm_head(self.norm(x))
 
 
+class BasicBlock(nn.Module):
+    """torchvision.models.resnet.BasicBlock: two 3×3 convs with BatchNorm, a residual add."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        identity = x if self.downsample is None else self.downsample(x)
+        out = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(self.bn2(self.conv2(out)) + identity)
+
+
+class Resnet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 8, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.maxpool = nn.MaxPool2d(3, stride=2, padding=1)
+        self.layer1 = BasicBlock(8, 8, 1)
+        self.layer2 = BasicBlock(8, 16, 2)
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = self.maxpool(torch.relu(self.bn1(self.conv1(x))))
+        x = self.layer2(self.layer1(x))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
 def export(module, example, path, input_name="x"):
     module.train()
     torch.onnx.export(module, example, str(path), opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
@@ -230,6 +271,8 @@ def main():
     export(Gpt2(), torch.zeros(4, 32, dtype=torch.long), out / "gpt2.onnx", input_name="ids")
     torch.manual_seed(2029)
     export(Llama(), torch.zeros(4, 32, dtype=torch.long), out / "llama.onnx", input_name="ids")
+    torch.manual_seed(2030)
+    export(Resnet(), torch.zeros(4, 1, 28, 28), out / "resnet.onnx")
 
 
 if __name__ == "__main__":

@@ -404,7 +404,7 @@ GradProblem mlp_problem(std::vector<int64_t> widths, int64_t batch, uint64_t see
   const ValueId y = b.add_data("y", Shape{batch});
   pb.data.push_back(random_tensor(Shape{batch, widths.front()}, rng));
   pb.data.push_back(random_labels(batch, widths.back(), rng));
-  const ValueId logits = build_forward(b, model, params, x);
+  const ValueId logits = build_forward(b, model, params, {}, x).logits;
   pb.loss = b.add_node(OpKind::SoftmaxCrossEntropy, {}, {logits, y}, "loss").front();
   pb.g.loss = pb.loss;
   pb.wrt = params;

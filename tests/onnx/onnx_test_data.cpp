@@ -105,7 +105,7 @@ OnnxModel read_node_test_model(const std::filesystem::path& test_dir, const Onnx
 }
 
 std::vector<Tensor> execute(const LoweredGraph& g, const std::vector<Tensor>& inputs,
-                            const std::vector<Tensor>& params) {
+                            const std::vector<Tensor>& params, const std::vector<Tensor>& buffers) {
   std::vector<std::vector<Tensor>> values(g.nodes.size());
   const auto at = [&](const LoweredRef& r) -> const Tensor& {
     switch (r.kind) {
@@ -113,6 +113,8 @@ std::vector<Tensor> execute(const LoweredGraph& g, const std::vector<Tensor>& in
         return inputs.at(r.index);
       case LoweredRef::Kind::Param:
         return params.at(r.index);
+      case LoweredRef::Kind::Buffer:
+        return buffers.at(r.index);
       case LoweredRef::Kind::Constant:
         return g.constants.at(r.index);
       case LoweredRef::Kind::Node:
@@ -131,6 +133,7 @@ std::vector<Tensor> execute(const LoweredGraph& g, const std::vector<Tensor>& in
   }
   std::vector<Tensor> outs;
   for (const LoweredRef& r : g.outputs) outs.push_back(at(r));
+  for (const LoweredRef& r : g.buffer_updates) outs.push_back(at(r));
   return outs;
 }
 

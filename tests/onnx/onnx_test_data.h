@@ -47,8 +47,8 @@ std::vector<OnnxNodeTestData> list_node_test(const std::filesystem::path& test_d
 OnnxModel read_node_test_model(const std::filesystem::path& test_dir, const OnnxLimits& limits = {});
 
 /// Runs `g` on the CPU reference kernels (ops/registry.h run_reference): Input i is inputs[i], Param i
-/// is params[i]. Returns the graph's outputs.
+/// is params[i], Buffer i is buffers[i]. Returns the graph's outputs, then its buffer updates.
 std::vector<Tensor> execute(const LoweredGraph& g, const std::vector<Tensor>& inputs,
-                            const std::vector<Tensor>& params);
+                            const std::vector<Tensor>& params, const std::vector<Tensor>& buffers = {});
 
 }  // namespace tribunal::testing

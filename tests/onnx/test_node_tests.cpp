@@ -165,6 +165,11 @@ std::string needed_constant(const std::string& what) {
 std::string run_data_set(const OnnxModel& model, const testing::OnnxNodeTestData& set, bool fold_all,
                          const std::set<std::string>& constants = {}) {
   LowerOptions options;
+  // A training-mode BatchNormalization normalizes by the batch only in a training step's lowering.
+  options.training = std::any_of(model.nodes().begin(), model.nodes().end(), [](const OnnxNode& n) {
+    auto t = n.attributes.find("training_mode");
+    return n.op_type == "BatchNormalization" && t != n.attributes.end() && t->second.i != 0;
+  });
   std::vector<Tensor> inputs;
   std::map<std::string, OnnxConstant> all_constant;
   for (size_t k = 0; k < set.inputs.size(); ++k) {
