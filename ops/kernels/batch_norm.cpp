@@ -21,7 +21,9 @@
 //
 // Every channel is independent: threads split the channels, and each channel's sums run in the contract's
 // scalar order on a contiguous copy of the channel, so every SIMD path and thread count gives the
-// reference's bits.
+// reference's bits. The sums are ops/reduce.h's canonical_sum written 32 elements at a time (lane_sum):
+// the same additions in the same order, in a form the compiler can keep in vector registers. The fast
+// forward runs y's fma lane by lane on the active SIMD path (vec_math.h), the scalar sequence per lane.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -29,8 +31,10 @@
 #include <vector>
 
 #include "ops/kernels/op_table.h"
+#include "ops/kernels/vec_math.h"
 #include "ops/math.h"
 #include "ops/reduce.h"
+#include "ops/simd.h"
 
 namespace tribunal {
 namespace {
@@ -63,21 +67,36 @@ void scatter_channel(const float* yc, const BnGeom& g, int64_t c, float* y) {
     std::memcpy(y + (n * g.c + c) * g.s, yc + n * g.s, static_cast<size_t>(g.s) * sizeof(float));
 }
 
+/// The canonical sum (ops/reduce.h) of f(k), k in [0, n): lane j adds f(j), f(j + 32), … from +0, then
+/// the fixed tree. Written block by block so that each block's 32 independent adds can be vectorized.
+template <class F>
+float lane_sum(int64_t n, F f) {
+  float lane[kReduceLanes];
+  for (int j = 0; j < kReduceLanes; ++j) lane[j] = 0.0f;
+  int64_t i = 0;
+  for (; i + kReduceLanes <= n; i += kReduceLanes)
+    for (int j = 0; j < kReduceLanes; ++j) lane[j] = lane[j] + f(i + j);
+  for (int j = 0; i + j < n; ++j) lane[j] = lane[j] + f(i + j);
+  for (int w = kReduceLanes / 2; w >= 1; w /= 2)
+    for (int j = 0; j < w; ++j) lane[j] = lane[j] + lane[j + w];
+  return lane[0];
+}
+
 /// The statistics of one channel: mean and the canonical sum of squared deviations.
 struct ChannelStats {
   float mean, sum_sq;
 };
 
 /// The one per-channel statistic of batch_norm, batch_norm_backward and batch_norm_running, so the three
-/// agree bit for bit: xc is the gathered channel (M ≥ 1 elements), tmp holds at least M floats.
-ChannelStats channel_stats(const float* xc, int64_t m, float* tmp) {
+/// agree bit for bit: xc is the gathered channel (M ≥ 1 elements).
+ChannelStats channel_stats(const float* xc, int64_t m) {
   const float mf = static_cast<float>(m);
-  const float mean = canonical_sum(xc, m) / mf;
-  for (int64_t k = 0; k < m; ++k) {
+  const float mean = lane_sum(m, [=](int64_t k) { return xc[k]; }) / mf;
+  const float sum_sq = lane_sum(m, [=](int64_t k) {
     const float d = xc[k] - mean;
-    tmp[k] = d * d;
-  }
-  return {mean, canonical_sum(tmp, m)};
+    return d * d;
+  });
+  return {mean, sum_sq};
 }
 
 /// The biased variance Σ(x − mean)²/M.
@@ -101,14 +120,35 @@ struct Scratch {
 
 // ---- batch_norm --------------------------------------------------------------------------------
 
+#define TRIBUNAL_BATCH_NORM_KERNELS(NS, TARGET, V)                                                              \
+  namespace NS {                                                                                                \
+  /* yc[k] = fma((xc[k] − mean)·rstd, γ, β): the scalar sequence lane by lane, the tail in scalar form. */ \
+  TARGET void affine(const float* xc, float* yc, int64_t m, float mean, float rstd, float gamma,                \
+                     float beta) {                                                                              \
+    const V::vf vm = V::set1(mean), vr = V::set1(rstd), vg = V::set1(gamma), vb = V::set1(beta);                \
+    int64_t k = 0;                                                                                              \
+    for (; k + V::W <= m; k += V::W)                                                                            \
+      V::store(yc + k, V::fma(V::mul(V::sub(V::load(xc + k), vm), vr), vg, vb));                                \
+    for (; k < m; ++k) yc[k] = fma32((xc[k] - mean) * rstd, gamma, beta);                                       \
+  }                                                                                                             \
+  }
+TRIBUNAL_SIMD_KERNELS(TRIBUNAL_BATCH_NORM_KERNELS)
+#undef TRIBUNAL_BATCH_NORM_KERNELS
+
+/// Channel c of y; `path` only chooses how the elementwise fma runs (the same bits on every path).
 void norm_channel(const float* x, const float* gamma, const float* beta, float* y, const BnGeom& g, int64_t c,
-                  float eps, Scratch& t) {
+                  float eps, Scratch& t, SimdPath path) {
   const int64_t m = g.m();
   float *xc = t.a.data(), *yc = t.b.data();
   gather_channel(x, g, c, xc);
-  const ChannelStats s = channel_stats(xc, m, yc);
+  const ChannelStats s = channel_stats(xc, m);
   const float rstd = rstd_of(s, m, eps);
-  for (int64_t k = 0; k < m; ++k) yc[k] = fma32((xc[k] - s.mean) * rstd, gamma[c], beta[c]);
+  switch (path) {
+    TRIBUNAL_SIMD_CASES(isa::affine(xc, yc, m, s.mean, rstd, gamma[c], beta[c]))
+    case SimdPath::Scalar:
+      for (int64_t k = 0; k < m; ++k) yc[k] = fma32((xc[k] - s.mean) * rstd, gamma[c], beta[c]);
+      break;
+  }
   scatter_channel(yc, g, c, y);
 }
 
@@ -121,18 +161,21 @@ void batch_norm_reference(const Attrs& a, std::span<const Tensor* const> in, std
   const BnGeom g = geom_of(in[0]->shape());
   Scratch t(g.m(), 2);
   for (int64_t c = 0; c < g.c; ++c)
-    norm_channel(in[0]->data(), in[1]->data(), in[2]->data(), out[0]->data(), g, c, a.floats[0], t);
+    norm_channel(in[0]->data(), in[1]->data(), in[2]->data(), out[0]->data(), g, c, a.floats[0], t,
+                 SimdPath::Scalar);
 }
 
 void batch_norm_fast(const Attrs& a, std::span<const Tensor* const> in, std::span<Tensor* const> out,
                      ThreadPool& pool) {
   const BnGeom g = geom_of(in[0]->shape());
+  const SimdPath path = active_simd_path();
   pool.parallel_for(
       g.c,
       [&](int64_t c0, int64_t c1) {
         Scratch t(g.m(), 2);
         for (int64_t c = c0; c < c1; ++c)
-          norm_channel(in[0]->data(), in[1]->data(), in[2]->data(), out[0]->data(), g, c, a.floats[0], t);
+          norm_channel(in[0]->data(), in[1]->data(), in[2]->data(), out[0]->data(), g, c, a.floats[0], t,
+                       path);
       },
       grain_for(g.m()));
 }
@@ -146,18 +189,19 @@ void norm_grad_channel(const float* x, const float* gamma, const float* dy, floa
   float *xc = t.a.data(), *dyc = t.b.data(), *u = t.c.data(), *v = t.d.data();
   gather_channel(x, g, c, xc);
   gather_channel(dy, g, c, dyc);
-  const ChannelStats s = channel_stats(xc, m, u);
+  const ChannelStats s = channel_stats(xc, m);
   const float rstd = rstd_of(s, m, eps);
+  const float gm = gamma[c], mean = s.mean;
   for (int64_t k = 0; k < m; ++k) {
-    u[k] = dyc[k] * gamma[c];
-    v[k] = u[k] * ((xc[k] - s.mean) * rstd);
+    u[k] = dyc[k] * gm;            // g_k
+    v[k] = (xc[k] - mean) * rstd;  // x̂_k
   }
-  const float ga = canonical_sum(u, m) / mf, gb = canonical_sum(v, m) / mf;
-  for (int64_t k = 0; k < m; ++k) u[k] = rstd * ((u[k] - ga) - ((xc[k] - s.mean) * rstd) * gb);
+  const float ga = lane_sum(m, [=](int64_t k) { return u[k]; }) / mf;
+  const float gb = lane_sum(m, [=](int64_t k) { return u[k] * v[k]; }) / mf;
+  dgamma[c] = lane_sum(m, [=](int64_t k) { return dyc[k] * v[k]; });
+  dbeta[c] = lane_sum(m, [=](int64_t k) { return dyc[k]; });
+  for (int64_t k = 0; k < m; ++k) u[k] = rstd * ((u[k] - ga) - v[k] * gb);
   scatter_channel(u, g, c, dx);
-  for (int64_t k = 0; k < m; ++k) v[k] = dyc[k] * ((xc[k] - s.mean) * rstd);
-  dgamma[c] = canonical_sum(v, m);
-  dbeta[c] = canonical_sum(dyc, m);
 }
 
 void batch_norm_backward_reference(const Attrs& a, std::span<const Tensor* const> in,
@@ -192,7 +236,7 @@ float running_channel(const float* x, float running, const BnGeom& g, int64_t c,
                       float momentum, Scratch& t) {
   const int64_t m = g.m();
   gather_channel(x, g, c, t.a.data());
-  const ChannelStats s = channel_stats(t.a.data(), m, t.b.data());
+  const ChannelStats s = channel_stats(t.a.data(), m);
   const float v = stat == RunningStat::Mean        ? s.mean
                   : stat == RunningStat::BiasedVar ? biased_var(s, m)
                                                    : s.sum_sq / static_cast<float>(m - 1);
@@ -203,7 +247,7 @@ float running_channel(const float* x, float running, const BnGeom& g, int64_t c,
 void batch_norm_running_reference(const Attrs& a, std::span<const Tensor* const> in,
                                   std::span<Tensor* const> out) {
   const BnGeom g = geom_of(in[1]->shape());
-  Scratch t(g.m(), 2);
+  Scratch t(g.m(), 1);
   for (int64_t c = 0; c < g.c; ++c)
     out[0]->data()[c] = running_channel(in[1]->data(), in[0]->data()[c], g, c,
                                         static_cast<RunningStat>(a.ints[0]), a.floats[0], t);
@@ -215,7 +259,7 @@ void batch_norm_running_fast(const Attrs& a, std::span<const Tensor* const> in, 
   pool.parallel_for(
       g.c,
       [&](int64_t c0, int64_t c1) {
-        Scratch t(g.m(), 2);
+        Scratch t(g.m(), 1);
         for (int64_t c = c0; c < c1; ++c)
           out[0]->data()[c] = running_channel(in[1]->data(), in[0]->data()[c], g, c,
                                               static_cast<RunningStat>(a.ints[0]), a.floats[0], t);

@@ -281,6 +281,28 @@ struct F64Forward {
           }
           break;
         }
+        case OpKind::BatchNorm: {
+          // Each channel c of x[N, C, …] over its N·S elements: (x − mean)/sqrt(biased var + ε)·γ + β.
+          const Shape& x = shape(0);
+          const int64_t n = x[0], c = x[1], sp = x.numel() / (n * c);
+          const double eps = node.attrs.floats[0], m = static_cast<double>(n * sp);
+          out.resize(in(0).size());
+          auto at = [&](int64_t ch, int64_t k) {
+            return static_cast<size_t>(((k / sp) * c + ch) * sp + k % sp);
+          };
+          for (int64_t ch = 0; ch < c; ++ch) {
+            double mean = 0.0, var = 0.0;
+            for (int64_t k = 0; k < n * sp; ++k) mean += in(0)[at(ch, k)];
+            mean /= m;
+            for (int64_t k = 0; k < n * sp; ++k) var += (in(0)[at(ch, k)] - mean) * (in(0)[at(ch, k)] - mean);
+            var /= m;
+            for (int64_t k = 0; k < n * sp; ++k)
+              out[at(ch, k)] =
+                  (in(0)[at(ch, k)] - mean) / std::sqrt(var + eps) * in(1)[static_cast<size_t>(ch)] +
+                  in(2)[static_cast<size_t>(ch)];
+          }
+          break;
+        }
         case OpKind::Relu:
           out.resize(in(0).size());
           for (size_t i = 0; i < out.size(); ++i) {
@@ -756,6 +778,32 @@ TEST_CASE(
   }
   CHECK(pool_backward == 1);
   CHECK(avg_backward == 1);
+}
+
+TEST_CASE("autodiff through batch_norm in training mode (ResNet's BatchNormalization) matches float64") {
+  // x [4, 3, 2, 3] → batch_norm(γ, β) over each channel's 4·2·3 = 24 elements → [4, 18] logits: the VJP
+  // emits one batch_norm_backward for x, γ and β together.
+  GradProblem pb;
+  GraphBuilder b(pb.g);
+  std::mt19937 rng(37);
+  auto param = [&](const std::string& name, Shape s, float lo, float hi) {
+    pb.state.push_back(random_tensor(s, rng, lo, hi));
+    const ValueId v = b.add_state(name, s);
+    pb.wrt.push_back(v);
+    return v;
+  };
+  const ValueId x = param("x", Shape{4, 3, 2, 3}, -2.0f, 2.0f), gamma = param("gamma", Shape{3}, 0.5f, 1.5f),
+                beta = param("beta", Shape{3}, -0.5f, 0.5f);
+  const ValueId y = b.add_data("y", Shape{4});
+  pb.data.push_back(random_labels(4, 18, rng));
+  const ValueId bn = b.add_node(OpKind::BatchNorm, {{}, {1e-5f}}, {x, gamma, beta}, "bn").front();
+  const ValueId logits = b.add_node(OpKind::Reshape, {{4, 18}, {}}, {bn}, "logits").front();
+  pb.loss = b.add_node(OpKind::SoftmaxCrossEntropy, {}, {logits, y}, "loss").front();
+  pb.g.loss = pb.loss;
+  check_gradients(pb);
+  int backward = 0;
+  for (const Node& n : pb.g.nodes) backward += n.op == OpKind::BatchNormBackward ? 1 : 0;
+  CHECK(backward == 1);
 }
 
 TEST_CASE("append_backward rejects what it cannot differentiate") {

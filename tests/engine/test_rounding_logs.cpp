@@ -77,7 +77,8 @@ TEST_CASE("the default tau of every op kind") {
                               OpKind::ReduceMean,
                               OpKind::GlobalAvgPool,
                               OpKind::BatchNorm,
-                              OpKind::BatchNormBackward};
+                              OpKind::BatchNormBackward,
+                              OpKind::BatchNormRunning};
   const std::set<OpKind> exact{OpKind::Gather,       OpKind::Reshape,
                                OpKind::Add,          OpKind::Relu,
                                OpKind::ReluBackward, OpKind::Embedding,
