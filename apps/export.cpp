@@ -55,6 +55,12 @@ int run_export(const ExportSettings& s) {
                            {"first", t.value.numel() ? static_cast<double>(t.value[0]) : 0.0},
                            {"sum", sum}});
       }
+    for (const std::string& name : form.batch_counters)  // I64 scalars, each the step count
+      tensors.push_back({{"file", "model"},
+                         {"name", name},
+                         {"shape", std::vector<int64_t>{}},
+                         {"first", static_cast<double>(form.step)},
+                         {"sum", static_cast<double>(form.step)}});
     const nlohmann::json out = {{"job_id", to_hex(id)},
                                 {"step", form.step},
                                 {"loss", static_cast<double>(form.loss)},
@@ -64,12 +70,14 @@ int run_export(const ExportSettings& s) {
                                 {"tensors", tensors}};
     std::printf("%s\n", out.dump().c_str());
   } else {
-    int64_t parameters = 0;
-    for (const TorchTensor& t : form.model) parameters += t.value.numel();
+    const JobFootprint footprint = job_footprint(job);
+    const size_t buffers = state_layout(job).num_buffers;
     fmt::print("job_id      {}\n", to_hex(id));
     fmt::print("step        {} (loss {:.4f}, state_hash {})\n", form.step, form.loss,
                to_hex(header.state_hash));
-    fmt::print("model       {} ({} tensors, {} parameters)\n", model.string(), form.model.size(), parameters);
+    fmt::print("model       {} ({} tensors, {} parameters{})\n", model.string(),
+               form.model.size() + form.batch_counters.size(), footprint.parameters,
+               buffers ? fmt::format(", {} buffers", buffers + form.batch_counters.size()) : std::string());
     fmt::print("optimizer   {} ({} tensors and step)\n", optimizer.string(), form.optimizer.size());
   }
   return 0;

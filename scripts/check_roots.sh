@@ -18,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-read -r -a jobs <<<"${JOBS:-scenarios/jobs/short_mlp.toml scenarios/jobs/short_gpt.toml scenarios/jobs/short_cnn.toml scenarios/jobs/short_onnx_cnn.toml scenarios/jobs/short_onnx_gpt2.toml scenarios/jobs/short_onnx_llama.toml}"
+read -r -a jobs <<<"${JOBS:-scenarios/jobs/short_mlp.toml scenarios/jobs/short_gpt.toml scenarios/jobs/short_cnn.toml scenarios/jobs/short_onnx_cnn.toml scenarios/jobs/short_onnx_gpt2.toml scenarios/jobs/short_onnx_llama.toml scenarios/jobs/short_onnx_resnet.toml}"
 IFS=, read -r -a runs <<<"${RUNS:-1 thread,2 threads,resumed,simd}"
 if [ $# -eq 0 ]; then
   set --

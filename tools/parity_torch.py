@@ -238,6 +238,10 @@ class OnnxTwin(nn.Module):
                 if tuple(w.shape) != tuple(p.shape):
                     raise ValueError(f"{onnx_path}: initializer {name} has shape {w.shape}, the module {tuple(p.shape)}")
                 p.copy_(torch.from_numpy(np.array(w, dtype=np.float32)).to(dtype))
+            # Float buffers the file holds (BatchNorm's running statistics: our state's buffers).
+            for name, b in self.inner.named_buffers():
+                if name in inits and b.is_floating_point():
+                    b.copy_(torch.from_numpy(np.array(inits[name], dtype=np.float32)).to(dtype))
         inputs = [i for i in graph.input if i.name not in inits]
         name = cfg.get("input") or inputs[0].name
         dims = next(i for i in inputs if i.name == name).type.tensor_type.shape.dim
@@ -280,6 +284,10 @@ class OnnxTwin(nn.Module):
 
     def our_params(self):
         return [(n, p, False) for n, p in self.inner.named_parameters()]
+
+    def our_buffers(self):
+        """The float buffers (BatchNorm running statistics): our state's buffers, same names."""
+        return [(n, b) for n, b in self.inner.named_buffers() if b.is_floating_point()]
 
     @staticmethod
     def prepare(inputs, labels):
@@ -376,6 +384,12 @@ class Trainer:
 
     def params(self):
         return {n: (p.t() if tr else p).detach().double().numpy().copy() for n, p, tr in self.model.our_params()}
+
+    def buffers(self):
+        """An imported model's float buffers (BatchNorm running statistics) by name; {} otherwise."""
+        if not hasattr(self.model, "our_buffers"):
+            return {}
+        return {n: b.detach().double().numpy().copy() for n, b in self.model.our_buffers()}
 
 
 def load_pytorch_export(cfg, model_path, dtype=torch.float32):

@@ -23,6 +23,7 @@ torch.nn.utils.clip_grad_norm_ and the job's lr schedule, and writes the fixture
     logits      [rows, classes]   step 0's logits
     grad/<p>    our layout        step 0's gradient of parameter p (before clipping)
     param/<p>   our layout        the parameters after the last step
+    buffer/<b>                    onnx jobs: the buffers (BatchNorm running statistics) after the last step
     batch<t>/inputs, batch<t>/labels   the export's batches (the test checks our sampler still picks them)
     batch<t>/dropout<k>                onnx jobs: the export's dropout factors (the test checks ours)
 
@@ -72,6 +73,7 @@ def run(export, dtype, onnx=None):
         out["lr"].append(pt.lr_at(export["config"]["optimizer"], t))
         out["grad_norm"].append(tr.update(t))
     out["params"] = tr.params()
+    out["buffers"] = tr.buffers()
     return out
 
 
@@ -105,12 +107,15 @@ def main(argv):
         "param": max(rel_err(f32["params"][n], f64["params"][n]) for n in f64["params"]),
         "grad_per_param": {n: rel_err(f32["grads"][n], f64["grads"][n]) for n in f64["grads"]},
         "param_per_param": {n: rel_err(f32["params"][n], f64["params"][n]) for n in f64["params"]},
+        "buffer": max([rel_err(f32["buffers"][n], f64["buffers"][n]) for n in f64["buffers"]], default=0.0),
     }
     tensors = {"loss": f32["loss"], "grad_norm": f32["grad_norm"], "lr": f32["lr"], "logits": f32["logits"]}
     for n, g in f32["grads"].items():
         tensors["grad/" + n] = g
     for n, p in f32["params"].items():
         tensors["param/" + n] = p
+    for n, b in f32["buffers"].items():
+        tensors["buffer/" + n] = b
     for t, (inputs, labels) in enumerate(export["batches"]):
         tensors[f"batch{t}/inputs"] = inputs
         tensors[f"batch{t}/labels"] = labels

@@ -72,7 +72,7 @@ std::filesystem::path source(const std::string& rel) {
 /// use (as `--model mlp=tests/fixtures/onnx/mlp.onnx` registers them on a node).
 DataRegistry parity_registry() {
   DataRegistry registry = DataRegistry::debian();
-  for (const char* family : {"mlp", "cnn", "gpt2", "llama"})
+  for (const char* family : {"mlp", "cnn", "gpt2", "llama", "resnet"})
     registry.add_model(family, source(std::string("tests/fixtures/onnx/") + family + ".onnx"));
   return registry;
 }
@@ -209,6 +209,14 @@ Errors compare(const OurRun& ours, const Fixture& fx, const StateLayout& layout)
     if (g >= e.grad) e.grad = g, e.worst_grad = name;
     const double w = rel_err(ours.state.tensors[p].values(), fx.at("param/" + name).values());
     if (std::getenv("TRIBUNAL_PARITY_VERBOSE")) MESSAGE(name << ": grad " << sci(g) << " param " << sci(w));
+    if (w >= e.param) e.param = w, e.worst_param = name;
+  }
+  // Buffers (BatchNorm running statistics) after the last step: compared as the parameters are.
+  for (size_t k = 0; k < layout.num_buffers; ++k) {
+    const std::string& name = layout.names[layout.first_buffer + k];
+    const double w =
+        rel_err(ours.state.tensors[layout.first_buffer + k].values(), fx.at("buffer/" + name).values());
+    if (std::getenv("TRIBUNAL_PARITY_VERBOSE")) MESSAGE(name << ": buffer " << sci(w));
     if (w >= e.param) e.param = w, e.worst_param = name;
   }
   return e;
@@ -428,6 +436,28 @@ TEST_CASE("Imported ONNX Llama matches PyTorch: losses, logits, gradients and pa
         [](StepGraph& g) {
           for (Node& n : g.nodes)
             if (n.op == OpKind::Where) std::swap(n.inputs.at(1), n.inputs.at(2));
+        }},
+       {"no clipping", set_float_attr(OpKind::ClipCoefficient, 0, 1e30f)},
+       {"adamw lr × 1.01", scale_float_attr(OpKind::AdamW, 0, 1.01f)}});
+}
+
+// The imported ResNet (tools/onnx_export.py Resnet: torchvision's BasicBlock, BatchNorm in training
+// mode) on Fashion-MNIST: the batch statistics through batch_norm and its backward, the running mean
+// and unbiased variance through batch_norm_running into the state's buffers, compared with torch's
+// running_mean and running_var after the last step; the stem's 3×3/2 max-pool, the strided and 1×1
+// convolutions, the residual adds, global average pooling.
+TEST_CASE(
+    "Imported ONNX ResNet matches PyTorch: losses, logits, gradients, parameters and running statistics") {
+  check_parity(
+      "onnx_resnet",
+      {OpKind::Conv2d, OpKind::BatchNorm, OpKind::BatchNormBackward, OpKind::BatchNormRunning,
+       OpKind::MaxPool2d, OpKind::GlobalAvgPool, OpKind::Conv2dBackwardInput, OpKind::Conv2dBackwardWeight,
+       OpKind::MaxPool2dBackward, OpKind::GlobalAvgPoolBackward},
+      {{"batchnorm eps 1e-3", set_float_attr_both(OpKind::BatchNorm, OpKind::BatchNormBackward, 0, 1e-3f)},
+       {"the running variance biased (ONNX's) instead of torch's unbiased",
+        [](StepGraph& g) {
+          for (Node& n : g.nodes)
+            if (n.op == OpKind::BatchNormRunning && n.attrs.ints.at(0) == 2) n.attrs.ints.at(0) = 1;
         }},
        {"no clipping", set_float_attr(OpKind::ClipCoefficient, 0, 1e30f)},
        {"adamw lr × 1.01", scale_float_attr(OpKind::AdamW, 0, 1.01f)}});

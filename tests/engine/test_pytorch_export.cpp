@@ -254,3 +254,42 @@ TEST_CASE("pytorch export: a state of another layout is refused, naming the tens
   CHECK_THROWS_WITH_AS(to_pytorch(mlp, wrong), doctest::Contains("'l0.weight' has shape [32, 784]"),
                        EngineError);
 }
+
+// An imported ResNet (tests/fixtures/onnx/resnet.onnx): the model file holds the parameters under the
+// file's names, then the BatchNorm running statistics (our state's buffers, bitwise), then each
+// BatchNorm's num_batches_tracked as an I64 scalar equal to the steps taken, as torch's state_dict
+// has them (load_state_dict(strict=True) takes the file: docs/onnx.md "Parameters and buffers").
+TEST_CASE("pytorch export: an imported ResNet's running statistics and num_batches_tracked") {
+  DataRegistry registry = DataRegistry::debian();
+  registry.add_model("resnet", testing::source_dir() / "tests/fixtures/onnx/resnet.onnx");
+  const JobSpec job = load_job(testing::source_dir() / "scenarios/jobs/short_onnx_resnet.toml", registry);
+  TempDir dir("pytorch-resnet");
+  const Trained t = train_final(job, dir.path);
+  const StateLayout layout = state_layout(job);
+  REQUIRE(layout.num_buffers == 12);
+  const PytorchState form = to_pytorch(job, t.state);
+  REQUIRE(form.model.size() == layout.num_params + 12);
+  for (size_t k = 0; k < 12; ++k) {
+    const TorchTensor& got = form.model[layout.num_params + k];
+    CHECK(got.name == layout.names[layout.first_buffer + k]);
+    check_values(got.value, t.state.tensors[layout.first_buffer + k], false, got.name);
+  }
+  CHECK(form.model[layout.num_params].name == "bn1.running_mean");
+  CHECK(form.batch_counters ==
+        std::vector<std::string>{"bn1.num_batches_tracked", "layer1.bn1.num_batches_tracked",
+                                 "layer1.bn2.num_batches_tracked", "layer2.bn1.num_batches_tracked",
+                                 "layer2.bn2.num_batches_tracked",
+                                 "layer2.downsample.1.num_batches_tracked"});
+  ThreadPool pool(1);
+  const auto model = dir.path / "model.safetensors", optimizer = dir.path / "optimizer.safetensors";
+  write_pytorch(model, optimizer, job, t.state, t.result.job_id, state_hash(t.state, pool));
+  const auto [header, data] = raw_header(model);
+  const nlohmann::json& counter = header.at("layer2.downsample.1.num_batches_tracked");
+  CHECK(counter.at("dtype") == "I64");
+  CHECK(counter.at("shape") == nlohmann::json::array());
+  const auto begin = counter.at("data_offsets")[0].get<size_t>();
+  int64_t steps = 0;
+  std::memcpy(&steps, data.data() + begin, 8);
+  CHECK(steps == job.steps);
+  CHECK(header.at("layer2.downsample.1.running_var").at("dtype") == "F32");
+}

@@ -134,12 +134,12 @@ TEST_CASE("the short GPT and CNN jobs' trajectory roots are golden") {
   }
 }
 
-// Imported models (docs/onnx.md): tests/fixtures/onnx/{cnn,gpt2,llama}.onnx, exported from PyTorch by
+// Imported models (docs/onnx.md): tests/fixtures/onnx/{cnn,gpt2,llama,resnet}.onnx, exported from PyTorch by
 // tools/onnx_export.py, lowered onto RepOps ops (the GPT-2 and the Llama fed token ids, their loss over
 // every position). Their roots are pinned like the built-in models' and independent of the thread count;
 // scripts/check_roots.sh checks them across builds, SIMD paths and arm64.
 TEST_CASE("imported ONNX models' trajectory roots are golden and independent of threads") {
-  for (const std::string name : {"cnn", "gpt2", "llama"}) {
+  for (const std::string name : {"cnn", "gpt2", "llama", "resnet"}) {
     const std::string file = "scenarios/jobs/short_onnx_" + name + ".toml";
     CAPTURE(file);
     DataRegistry registry = DataRegistry::debian();

@@ -26,12 +26,15 @@ const std::filesystem::path kGpt2Job = testing::source_dir() / "scenarios/jobs/s
 const std::filesystem::path kGpt2 = testing::source_dir() / "tests/fixtures/onnx/gpt2.onnx";
 const std::filesystem::path kLlamaJob = testing::source_dir() / "scenarios/jobs/short_onnx_llama.toml";
 const std::filesystem::path kLlama = testing::source_dir() / "tests/fixtures/onnx/llama.onnx";
+const std::filesystem::path kResnetJob = testing::source_dir() / "scenarios/jobs/short_onnx_resnet.toml";
+const std::filesystem::path kResnet = testing::source_dir() / "tests/fixtures/onnx/resnet.onnx";
 
 nodes::RefereeNodeOptions referee_with_model() {
   nodes::RefereeNodeOptions o;
   o.dispute.weights.add_model("cnn", kModel);
   o.dispute.weights.add_model("gpt2", kGpt2);
   o.dispute.weights.add_model("llama", kLlama);
+  o.dispute.weights.add_model("resnet", kResnet);
   return o;
 }
 
@@ -132,8 +135,8 @@ struct Case {
   int64_t step, node, element;
 };
 
-/// An imported language model's job on text (`name`: its model file's registered name): each case's
-/// cheater is convicted at its step and node through the real referee, providers and delegate.
+/// An imported model's job (`name`: its model file's registered name): each case's cheater is
+/// convicted at its step and node through the real referee, providers and delegate.
 void check_convicted(const std::string& name, const std::filesystem::path& job_file,
                      const std::filesystem::path& model, const std::vector<Case>& cases, const StepGraph& g) {
   Network net(referee_with_model());
@@ -166,7 +169,7 @@ void check_convicted(const std::string& name, const std::filesystem::path& job_f
   }
 }
 
-/// Step 0's graph of an imported model's text job and the index of its first node of `kind` (with
+/// Step 0's graph of an imported model's job and the index of its first node of `kind` (with
 /// ints[0] == fn when fn ≥ 0).
 struct Graph {
   StepGraph g;
@@ -214,5 +217,19 @@ TEST_CASE("an imported Llama's dispute: the honest provider wins against a corru
                    {7, m.first(OpKind::Concat), -1},
                    {10, m.first(OpKind::Unary, 7), -1},
                    {2, m.first(OpKind::ReduceMeanBackward), -1}},
+                  m.g);
+}
+
+// The imported ResNet (tests/fixtures/onnx/resnet.onnx): BatchNorm in training mode, its backward,
+// the running-statistics update that only the next state's buffer reads (its corruption changes no
+// loss, only the committed state), the residual add and the strided max-pool.
+TEST_CASE("an imported ResNet's dispute: the honest provider wins against a corrupted op of any step") {
+  const Graph m("resnet", kResnetJob, kResnet);
+  check_convicted("resnet", kResnetJob, kResnet,
+                  {{0, m.first(OpKind::BatchNorm), -1},
+                   {3, m.first(OpKind::BatchNormRunning, 2), -1},
+                   {6, m.first(OpKind::BatchNormBackward), -1},
+                   {9, m.first(OpKind::Add), -1},
+                   {11, m.first(OpKind::MaxPool2d), -1}},
                   m.g);
 }
