@@ -295,10 +295,14 @@ class Lowerer {
     if (v.float_initializer) {
       used_.insert(v.initializer_index);
       if (discover_) return {LoweredRef::Kind::Param, v.initializer_index, 0};
-      auto it = param_index_.find(name);
+      // By the initializer's own name: `name` may be an alias (an Identity of it, which torch's export
+      // writes where two modules share one tensor).
+      const std::string& initializer = m_.initializer_order().at(v.initializer_index);
+      auto it = param_index_.find(initializer);
       if (it == param_index_.end())
-        throw OnnxError(fmt::format(
-            "{}reads initializer '{}' at run time, which is not among the model's parameters", where, name));
+        throw OnnxError(
+            fmt::format("{}reads initializer '{}' at run time, which is not among the model's parameters",
+                        where, initializer));
       return {LoweredRef::Kind::Param, it->second, 0};
     }
     // A float constant (a Constant node, a folded value): one graph constant per name.
