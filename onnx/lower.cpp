@@ -876,6 +876,12 @@ class Lowerer {
     const LoweredRef x = runtime(input(node, 0), &node), gamma = runtime(input(node, 1), &node),
                      beta = runtime(input(node, 2), &node);
     const LoweredRef mean = runtime(input(node, 3), &node), var = runtime(input(node, 4), &node);
+    // An inference-mode node in a training step (frozen statistics, torch's TrainingMode.PRESERVE of a
+    // BatchNorm in eval()): its scale and shift would be trained, but batch_norm_inference has no VJP.
+    if (opt_.training && !training_mode)
+      unsupported(node,
+                  "training_mode = 0 in a training step (a BatchNorm frozen in eval(): its gradients are not "
+                  "implemented; export with training=torch.onnx.TrainingMode.TRAINING)");
     if (!opt_.training || !training_mode) {
       for (size_t s = 1; s < node.outputs.size(); ++s)
         if (!node.outputs[s].empty() && training_mode)  // evaluation: the running statistics stay

@@ -162,3 +162,28 @@ TEST_CASE("import_onnx refuses a running statistic that another node reads, nami
       "and is read 2 times; a running statistic must be read by its BatchNormalization alone (the step "
       "replaces it)");
 }
+
+TEST_CASE("lower_onnx refuses an inference-mode BatchNormalization in a training step, naming it") {
+  onnx::ModelProto m;
+  REQUIRE(m.ParseFromString(fixture_bytes()));
+  for (auto& node : *m.mutable_graph()->mutable_node())
+    if (node.name() == "/bn1/BatchNormalization") {
+      node.clear_output();
+      node.add_output("/bn1/BatchNormalization_output_0");  // inference mode has one output
+      for (auto& a : *node.mutable_attribute())
+        if (a.name() == "training_mode") a.set_i(0);
+    }
+  const auto model = import_bytes(m.SerializeAsString());
+  CHECK(model->buffers().size() == 10);  // bn1's statistics are constants of an inference-mode node
+  CHECK_NOTHROW(lower(*model, false, 4));
+  std::string what;
+  try {
+    lower(*model, true, 4);
+  } catch (const OnnxError& e) {
+    what = e.what();
+  }
+  CHECK(what ==
+        "resnet.onnx: node '/bn1/BatchNormalization' (BatchNormalization, opset 17): training_mode = 0 in a "
+        "training step (a BatchNorm frozen in eval(): its gradients are not implemented; export with "
+        "training=torch.onnx.TrainingMode.TRAINING) is not supported");
+}
