@@ -2,8 +2,9 @@
 // parses, checks and lowers: peer input (issue 31 item 5). On arbitrary bytes import_onnx under its
 // default limits either refuses with OnnxError or returns a model, which is then lowered again as a
 // job would, its declared float inputs at a batch of 2; none of it may crash, hang, allocate past the
-// limits or read out of bounds. The seed corpus: a few of ONNX's node-test models and a small MLP and
-// CNN shaped like tests/fixtures/onnx's (scripts/fuzz.sh caps inputs at 4 KiB).
+// limits or read out of bounds. The seed corpus: a few of ONNX's node-test models (a training-mode
+// BatchNormalization among them) and a small MLP and CNN shaped like tests/fixtures/onnx's (scripts/fuzz.sh
+// caps inputs at 4 KiB).
 #include <cstddef>
 #include <cstdint>
 #include <span>
