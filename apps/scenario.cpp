@@ -60,9 +60,9 @@ nlohmann::json to_json(const scenarios::Scenario& s, const scenarios::ScenarioRe
   return j;
 }
 
-int run_graph(const std::filesystem::path& job_path) {
+int run_graph(const std::filesystem::path& job_path, const DataRegistry& registry) {
   if (job_path.empty()) throw UsageError("give a job file");
-  const JobSpec job = load_job(job_path);
+  const JobSpec job = load_job(job_path, registry);
   const DataShape shape = expected_data_shape(job);
   const StepGraph g =
       build_step_graph(job, shape, 0, std::vector<int64_t>(static_cast<size_t>(job.batch_size), 0));
@@ -93,7 +93,7 @@ int run_scenarios(RunSettings& settings) {
   std::vector<std::shared_ptr<const Dataset>> keep;
   {
     ThreadPool pool(2);
-    for (const auto& s : list) keep.push_back(nodes::shared_train_set(load_job(s.job), pool));
+    for (const auto& s : list) keep.push_back(nodes::shared_train_set(load_job(s.job, s.registry), pool));
   }
 
   FILE* human = json ? stderr : stdout;
@@ -205,6 +205,8 @@ Command add_scenario(CLI::App& root) {
   CLI::App* graph_app = app->add_subcommand(
       "graph", "the node table of a job's step graph (the `node = N` of a scenario script)");
   graph_app->add_option("job", *graph_job, "the job file")->type_name("JOB.toml");
+  auto graph_registry = std::make_shared<DataRegistry>(DataRegistry::debian());
+  add_datasets(*graph_app, *graph_registry);
   auto faults = std::make_shared<scenarios::FaultCampaignOptions>();
   faults->work_dir = std::filesystem::temp_directory_path() / "tribunal-fault-campaign";
   auto faults_json = std::make_shared<bool>(false);
@@ -230,9 +232,9 @@ Command add_scenario(CLI::App& root) {
   faults_app
       ->add_option("--skip", faults->skip, "scripts whose name starts with PREFIX do not play (repeatable)")
       ->type_name("PREFIX");
-  return {app, [run_app, graph_app, faults_app, run, graph_job, faults, faults_json] {
+  return {app, [run_app, graph_app, faults_app, run, graph_job, graph_registry, faults, faults_json] {
             if (run_app->parsed()) return run_scenarios(*run);
-            if (graph_app->parsed()) return run_graph(*graph_job);
+            if (graph_app->parsed()) return run_graph(*graph_job, *graph_registry);
             if (faults_app->parsed()) return run_faults(*faults, *faults_json);
             throw UsageError("give 'run FILE...', 'faults' or 'graph JOB.toml'");
           }};

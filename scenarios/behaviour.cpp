@@ -147,7 +147,7 @@ std::vector<std::vector<uint8_t>> mirror_answers(const BehaviourSetup& setup, Be
     m = std::make_shared<BehaviourState::Mirror>();
     const DisputeOpen& d = std::get<DisputeOpen>(q.open.body);
     JobSpec job = parse_job(d.job_toml, "disputed job");
-    locate_data(job, DataRegistry::debian());
+    locate_data(job, setup.registry);
     m->pool = std::make_unique<ThreadPool>(setup.threads);
     m->data = nodes::shared_train_set(job, *m->pool);
     const Digest id = job_id(job, *m->data);

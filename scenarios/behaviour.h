@@ -51,6 +51,7 @@ struct BehaviourSetup {
   double slowdown = 1;                 ///< ProviderSpec::slowdown
   std::filesystem::path mirror_store;  ///< store of the provider it parrots (change_root, always_agree, …)
   int threads = 1;
+  DataRegistry registry = DataRegistry::debian();  ///< the scenario's data sets and model files
   /// crash_restart: asks the runner to crash this node now and restart it after `down`. Must not
   /// block (the node is destroyed from another thread).
   std::function<void(std::chrono::milliseconds down)> crash;

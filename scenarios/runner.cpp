@@ -25,7 +25,7 @@ class ProviderFleet {
  public:
   ProviderFleet(NetContext& ctx, const Scenario& s, const RunOptions& o, const std::filesystem::path& dir,
                 const PublicKey& referee)
-      : ctx_(ctx), options_(o), referee_(referee) {
+      : ctx_(ctx), options_(o), referee_(referee), registry_(s.registry) {
     for (size_t i = 0; i < s.providers.size(); ++i) {
       Slot slot;
       slot.spec = s.providers[i];
@@ -117,6 +117,7 @@ class ProviderFleet {
     config.threads = options_.threads;
     config.device = s.spec.device;
     config.referees = {referee_};
+    config.datasets = registry_;
     config.policy = cheats::fault_policy(s.spec.work);
     config.server = server;
     config.endpoint = s.proxy_url;  // empty without link faults: the node's own URL
@@ -127,6 +128,7 @@ class ProviderFleet {
                          s.spec.slowdown,
                          s.mirror_store,
                          options_.threads,
+                         registry_,
                          [this, i](std::chrono::milliseconds down) {
                            std::lock_guard lock(mu_);
                            crashes_requested_.push_back({i, down});
@@ -160,7 +162,8 @@ class ProviderFleet {
 
   NetContext& ctx_;
   const RunOptions& options_;
-  PublicKey referee_;  // the only referee its nodes answer
+  PublicKey referee_;      // the only referee its nodes answer
+  DataRegistry registry_;  // the scenario's data sets and model files
   std::vector<Slot> slots_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -298,6 +301,7 @@ ScenarioResult run_scenario(const Scenario& s, const RunOptions& o) {
     NetContext ctx(2, false);
     nodes::RefereeNodeOptions ro;
     ro.data_dir = dir / "referee";  // the referee of a scenario is durable, as `tribunal referee` is
+    ro.dispute.weights = s.registry;
     const KeyPair referee_key = generate_keypair();
     nodes::RefereeNode referee(
         ctx, referee_key, ro,
@@ -329,13 +333,15 @@ ScenarioResult run_scenario(const Scenario& s, const RunOptions& o) {
           std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
       request.referee_key = referee_key.public_key;
+      request.datasets = s.registry;
       request.out_dir = dir / "verdicts";
       request.client_key = generate_keypair();
       const nodes::DelegateOutcome out = nodes::delegate_job(
           ctx, request, nodes::line_logger("delegate", [&](const std::string& line) { log(line); }));
       r.winner = out.accepted ? fleet.name(out.winner) : "none";
       r.disputes = out.verdicts.size();
-      if (!out.verdicts.empty()) r.verdict = verify_verdict(out.verdicts.back(), referee_key.public_key);
+      if (!out.verdicts.empty())
+        r.verdict = verify_verdict(out.verdicts.back(), referee_key.public_key, &s.registry);
       r.crashes = fleet.crashes();
       r.behaviours = fleet.behaviours();
       r.proxies = fleet.proxies();

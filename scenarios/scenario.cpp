@@ -229,7 +229,8 @@ Scenario load_scenario(const std::filesystem::path& file) {
   Scenario s;
   s.file = file;
   TableReader top(&root, "scenario", source);
-  top.allow_only({"name", "about", "job", "seed", "dispute", "network", "load", "provider", "expect"});
+  top.allow_only(
+      {"name", "about", "job", "seed", "models", "dispute", "network", "load", "provider", "expect"});
   s.name = top.string("name", file.stem().string());
   s.about = top.string("about", "");
   s.seed = static_cast<uint64_t>(top.integer("seed", 1, false, 0, INT64_MAX));
@@ -246,8 +247,22 @@ Scenario load_scenario(const std::filesystem::path& file) {
     table << "\n[dispute]\n" << *terms << "\n";
     s.job_text += table.str();
   }
+  // [models]: the ONNX files an imported model's job names, registered on every node of the scenario.
+  if (const toml::node* models = root.get("models")) {
+    const toml::table* table = models->as_table();
+    if (!table)
+      throw EngineError(fmt::format("{}: models must be a table", toml_where(source, models->source())));
+    for (const auto& [name, path] : *table) {
+      const auto* text = path.as_string();
+      if (!text)
+        throw EngineError(
+            fmt::format("{}: models.{} must be a path (a string, relative to the scenario file)",
+                        toml_where(source, path.source()), name.str()));
+      s.registry.add_model(std::string(name.str()), file.parent_path() / text->get());
+    }
+  }
   JobSpec job = parse_job(s.job_text, s.job.string());
-  locate_data(job, DataRegistry::debian());
+  locate_data(job, s.registry);
 
   TableReader network(root, "network", source, false);
   network.allow_only({"latency_ms", "drop_rate", "bytes_per_second"});

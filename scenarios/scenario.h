@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cheats/fault.h"
+#include "engine/data_registry.h"
 #include "engine/device.h"
 #include "protocol/messages.h"
 
@@ -106,6 +107,9 @@ struct Scenario {
   std::filesystem::path job;  ///< resolved against the scenario file's directory
   /// The job file's text, with the scenario's [dispute] table (the time terms) appended if it has one.
   std::string job_text;
+  /// Debian's data sets and the scenario's [models] (NAME = path relative to the scenario file): what
+  /// every node of the scenario registers, as an operator's --model NAME=PATH would (docs/onnx.md).
+  DataRegistry registry = DataRegistry::debian();
   uint64_t seed = 1;       ///< drives drops and random lies
   LinkConditions network;  ///< default link of every provider
   int cpu_hogs = 0;        ///< [load] busy threads spinning beside the nodes while the scenario runs

@@ -86,3 +86,37 @@ TEST_CASE("a scenario states how many disputes it plays") {
   CHECK_FALSE(r.passed);
   CHECK(has(r.mismatches, "disputes: expected 2, got 1"));
 }
+
+// An imported model's scenario registers its model file on every node from [models] (docs/scenarios.md):
+// with an absolute path the ResNet's cheater is convicted at the running-variance update it corrupted;
+// without the table the job is refused as a node without --model refuses it; a value that is not a
+// path is refused at its line.
+TEST_CASE("a scenario's [models] registers an imported model's file on every node") {
+  const std::string line = "resnet = \"../../tests/fixtures/onnx/resnet.onnx\"";
+  testing::TempDir dir("runner-models");
+  const Scenario s =
+      edited("resnet_corrupt_running_var.toml", line,
+             "resnet = \"" +
+                 (kSuite.parent_path().parent_path() / "tests/fixtures/onnx/resnet.onnx").string() + "\"",
+             dir);
+  const ScenarioResult r = run(s, dir);
+  CHECK(r.winner == "alice");
+  REQUIRE(r.verdict);
+  CHECK(r.verdict->node == 12);
+  CHECK(r.verdict->step == 7);
+
+  std::string missing;
+  try {
+    edited("resnet_corrupt_running_var.toml", line, "", dir);
+  } catch (const std::exception& e) {
+    missing = e.what();
+  }
+  CHECK(missing.find("model file 'resnet' (model.file) is not registered at this node") != std::string::npos);
+  std::string bad;
+  try {
+    edited("resnet_corrupt_running_var.toml", line, "resnet = 3", dir);
+  } catch (const std::exception& e) {
+    bad = e.what();
+  }
+  CHECK(bad.find("resnet_corrupt_running_var.toml:9:10: models.resnet must be a path") != std::string::npos);
+}
