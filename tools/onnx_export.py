@@ -17,6 +17,8 @@ The initializers are torch's default initialization under a fixed seed: the job'
             d_model 32, dropout 0.1, the causal mask a registered buffer, the LM head tied to the token
             embedding; layer 0's MLP uses nn.GELU() (exported as Erf), layer 1's GPT-2's tanh form
             written out (Pow, Tanh), so one file has both.                    (bytes of text, 35k params)
+  gpt2_vocab512.onnx the same module with a vocabulary of 512 tokens, context 8, 1 layer, 2 heads,
+            d_model 8: logits wider than the byte classes               (bytes of text, 5k params)
   llama.onnx a Llama-style decoder: byte vocabulary, context 32, 2 layers, 4 heads sharing 2 key/value
             heads (grouped-query attention through expand + reshape), d_model 32, RMSNorm, rotary
             embeddings computed in forward (folded at import), SwiGLU MLP of 64, no biases, untied head.
@@ -315,6 +317,10 @@ def main():
     export(Llama(), torch.zeros(4, 32, dtype=torch.long), out / "llama.onnx", input_name="ids")
     torch.manual_seed(2030)
     export(Resnet(), torch.zeros(4, 1, 28, 28), out / "resnet.onnx")
+    # A GPT-2 whose vocabulary is wider than the byte classes (byte ids are token ids of it): a text
+    # job reads its [B, 8, 512] logits (tests/engine/test_job_onnx.cpp).
+    export(gpt2_sized(vocab=512, context=8, layers=1, heads=2, d_model=8), torch.zeros(4, 8, dtype=torch.long),
+           out / "gpt2_vocab512.onnx", input_name="ids")
 
 
 if __name__ == "__main__":
