@@ -287,6 +287,7 @@ int main(int argc, char** argv) {
   bool check = false;
   int threads = 1;
   std::vector<std::string> models;
+  DisputeLimits limits;
   CLI::App app(
       "The light referee: rounds, CPU and bytes per dispute, on the Fashion-MNIST MLP or a job file; prints "
       "one JSON object.",
@@ -322,6 +323,12 @@ int main(int argc, char** argv) {
       ->type_name("K")
       ->capture_default_str()
       ->check(CLI::Range(1, 256).description(""));
+  app.add_option("--max-reexecution-work", limits.max_reexecution_work,
+                 "the referee's limit on the heaviest node's work (as `tribunal referee "
+                 "--max-reexecution-work`): GPT-2's 50257-token head at batch 4 × 256 needs 2^35.2")
+      ->type_name("N")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 50).description(""));
   app.add_flag("--check", check,
                "exit 1 unless every cheater is caught at the injected step and node, within the round "
                "bound and the byte allowance");
@@ -377,7 +384,7 @@ int main(int argc, char** argv) {
         if (attempt == 1) reexecute_cpu0 = thread_cpu_seconds();
       };
       RefereeDispute referee(referee_key, open_envelope(open), options);
-      check_dispute_cost(referee.cost(), DisputeLimits{});
+      check_dispute_cost(referee.cost(), limits);
       const double opening_cpu = thread_cpu_seconds() - open_cpu0;
       int64_t referee_faults = page_faults() - open_faults0;
       breakdown.opening = opening_cpu;
@@ -442,6 +449,8 @@ int main(int argc, char** argv) {
           {{"steps", steps},
            {"stride", stride},
            {"graph_nodes", g_nodes},
+           {"max_node_work", referee.cost().max_node_work},
+           {"max_reexecution_work", limits.max_reexecution_work},
            {"injected",
             {{"step", bad_step},
              {"node", node},
