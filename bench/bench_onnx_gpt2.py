@@ -5,7 +5,7 @@ Prints one JSON object.
     /usr/bin/python3 bench/bench_onnx_gpt2.py [--build build/release] [--dir DIR] [--onnx FILE]
         [--vocab 50257] [--context 256] [--layers 12] [--heads 12] [--d-model 768] [--batch 4]
         [--threads 2] [--train-steps 3] [--warmup 1] [--repeats 2] [--rounds 2] [--dispute-steps 2]
-        [--parts train,step,dispute] [--step-seconds S]
+        [--parts train,step,dispute] [--step-seconds S] [--dispute-batch N]
 
 A driver of commands that each measure one part (python3-torch and python3-onnx needed):
   1. tools/onnx_export.py --gpt2 writes the export (nanoGPT's GPT-2, GPT-2's initialization, ~500 MB at
@@ -73,7 +73,7 @@ def last_json(out):
     return json.loads(out[out.index("{"):])
 
 
-def job_text(a, steps, stride):
+def job_text(a, steps, stride, batch=None):
     return f"""# GPT-2 small as an ONNX export (bench/bench_onnx_gpt2.py writes this file).
 [model]
 kind = "onnx"
@@ -90,7 +90,7 @@ validation = 0.1
 [train]
 seed = 5
 steps = {steps}
-batch_size = {a.batch}
+batch_size = {batch or a.batch}
 stride = {stride}
 
 [optimizer]
@@ -114,6 +114,9 @@ def main():
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--dispute-steps", type=int, default=2)
+    ap.add_argument("--dispute-batch", type=int,
+                    help="the disputed job's batch (default --batch): both providers' dispute sessions run in "
+                         "bench_dispute's one process, each holding a traced step's values")
     ap.add_argument("--parts", default="train,step,dispute", help="which measurements to run (comma-separated)")
     ap.add_argument("--step-seconds", type=float,
                     help="without the step part: our median step from an earlier run, for the referee's shares")
@@ -211,15 +214,16 @@ def step(a, build, model, train_job, work, result):
 def dispute(a, build, model, work, result, median_step):
     # 4. Disputes through the referee, its re-execution limit fitted to the heaviest node: the head's
     # matmul, batch × context × d_model × vocab multiply-adds.
-    head = a.batch * a.context * a.d_model * a.vocab
+    batch = a.dispute_batch or a.batch
+    head = batch * a.context * a.d_model * a.vocab
     limit = max(1 << 34, 1 << (head - 1).bit_length())
     dispute_job = work / "dispute.toml"
-    dispute_job.write_text(job_text(a, a.dispute_steps, 1))
+    dispute_job.write_text(job_text(a, a.dispute_steps, 1, batch))
     out, seconds, rss = run([build / "bench/bench_dispute", "--job", dispute_job, "--model", model, "--threads",
                              a.threads, "--max-reexecution-work", limit], work / "dispute.log")
     disputes = last_json(out)
     problems = (work / "dispute.log").read_text().strip()
-    result["dispute"] = {"steps": a.dispute_steps, "stride": 1, "wall_seconds": seconds,
+    result["dispute"] = {"steps": a.dispute_steps, "stride": 1, "batch": batch, "wall_seconds": seconds,
                          "max_reexecution_work": limit,
                          "peak_rss_bytes": rss, "problems": problems.split("\n") if problems else [],
                          "results": []}
