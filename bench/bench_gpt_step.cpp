@@ -197,17 +197,25 @@ nlohmann::json ours_json(const OurTiming& r) {
 }
 
 /// The bytes one training step of `job` needs, per term, from its step graph (float32 values):
-/// parameters, their gradients, the optimizer's slots (AdamW: two per parameter), the activations (the
-/// forward pass's node outputs up to the loss: what backward reads) and every node output of the graph
-/// (what the executor holds until the step ends: engine/training_cost.h).
+/// parameters, their gradients, the optimizer's slots (AdamW: two per parameter), an imported model's
+/// buffers (running statistics), the activations (the forward pass's node outputs up to the loss: what
+/// backward reads) and every node output of the graph (what the executor holds until the step ends:
+/// engine/training_cost.h).
 nlohmann::json step_memory_terms(const JobSpec& job, const Dataset& train) {
   const DataShape shape = data_shape_of(train);
   BatchSampler sampler(job.seed, shape.samples, job.batch_size);
   const StepGraph g = build_step_graph(job, shape, 0, sampler.indices(0));
   const StateLayout layout = state_layout(job);
-  uint64_t parameters = 0, slots = 0;
-  for (size_t i = 0; i < layout.shapes.size(); ++i)
-    (i < layout.num_params ? parameters : slots) += static_cast<uint64_t>(layout.shapes[i].numel()) * 4;
+  uint64_t parameters = 0, slots = 0, buffers = 0;
+  for (size_t i = 0; i + 2 < layout.shapes.size(); ++i) {  // the step and loss scalars last
+    const uint64_t bytes = static_cast<uint64_t>(layout.shapes[i].numel()) * 4;
+    if (i < layout.num_params)
+      parameters += bytes;
+    else if (i >= layout.first_buffer && i < layout.first_buffer + layout.num_buffers)
+      buffers += bytes;
+    else
+      slots += bytes;
+  }
   size_t loss_node = 0;
   for (size_t n = 0; n < g.nodes.size(); ++n)
     for (ValueId v : g.nodes[n].outputs)
@@ -222,9 +230,10 @@ nlohmann::json step_memory_terms(const JobSpec& job, const Dataset& train) {
   return {{"parameters", static_cast<uint64_t>(parameters / 4)},
           {"parameters_bytes", parameters},
           {"gradients_bytes", parameters},
-          {"optimizer_bytes", slots - 8},  // the slots, less the step and loss scalars
+          {"optimizer_bytes", slots},
+          {"buffers_bytes", buffers},
           {"activations_bytes", forward},
-          {"sum_bytes", 2 * parameters + slots - 8 + forward},
+          {"sum_bytes", 2 * parameters + slots + buffers + forward},
           {"all_node_outputs_bytes", all},
           {"graph_nodes", g.nodes.size()}};
 }
