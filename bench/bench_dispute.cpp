@@ -4,7 +4,13 @@
 // (every element) at step ⌊0.63·T⌋ play the full protocol over signed envelopes in one process (no
 // sockets). Prints one JSON object.
 //
-//   bench_dispute [--job FILE] [--steps 1000,10000] [--stride 100] [--check]
+//   bench_dispute [--job FILE] [--model NAME=PATH...] [--steps 1000,10000] [--stride 100] [--threads K]
+//                 [--check]
+//
+// An onnx job (docs/onnx.md) names its model file, which --model registers as on `tribunal train`: the
+// providers and the referee read the same file. --threads trains the providers on K threads (the
+// trajectory does not depend on it): a GPT-2-small job's steps take seconds
+// (bench/bench_onnx_gpt2.py).
 //
 // The corrupted nodes are found from the job's step graph (pick_targets): the first forward
 // contraction, the last backward contraction, the optimizer update of the largest parameter, the
@@ -141,7 +147,8 @@ struct Provider {
   std::vector<uint8_t> claim;
 };
 
-Provider train(const JobSpec& job, const Dataset& data, const Fault& fault, const std::string& name) {
+Provider train(const JobSpec& job, const Dataset& data, const Fault& fault, const std::string& name,
+               int threads) {
   Provider p;
   p.fault = fault;
   // Per process: two benches at once (ctest beside a measurement) must not share a store.
@@ -153,6 +160,7 @@ Provider train(const JobSpec& job, const Dataset& data, const Fault& fault, cons
   o.evaluate = false;
   o.policy = fault_policy(fault);
   o.train = &data;
+  o.threads = threads;
   const double cpu0 = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID);
   p.result = run_training(job, o);
   p.cpu_seconds = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
@@ -277,6 +285,9 @@ int main(int argc, char** argv) {
   uint64_t stride = 100;
   std::string job_file;
   bool check = false;
+  int threads = 1;
+  std::vector<std::string> models;
+  DisputeLimits limits;
   CLI::App app(
       "The light referee: rounds, CPU and bytes per dispute, on the Fashion-MNIST MLP or a job file; prints "
       "one JSON object.",
@@ -302,6 +313,22 @@ int main(int argc, char** argv) {
           ->type_name("S")
           ->capture_default_str()
           ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24).description(""));
+  app.add_option("--model", models,
+                 "where the model file NAME of an onnx job (model.file) is, as on tribunal train "
+                 "(repeatable)")
+      ->type_name("NAME=PATH");
+  app.add_option("--threads", threads,
+                 "training threads of the providers (the trajectory does not depend on it); the step's "
+                 "wall and CPU time are both reported")
+      ->type_name("K")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256).description(""));
+  app.add_option("--max-reexecution-work", limits.max_reexecution_work,
+                 "the referee's limit on the heaviest node's work (as `tribunal referee "
+                 "--max-reexecution-work`): GPT-2's 50257-token head at batch 4 × 256 needs 2^35.2")
+      ->type_name("N")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 50).description(""));
   app.add_flag("--check", check,
                "exit 1 unless every cheater is caught at the injected step and node, within the round "
                "bound and the byte allowance");
@@ -314,15 +341,17 @@ int main(int argc, char** argv) {
   if (!default_job && stride_option->count() == 0) stride = static_cast<uint64_t>(own.stride);
   std::vector<std::string> problems;
   nlohmann::json results = nlohmann::json::array();
+  DataRegistry registry = DataRegistry::debian();
+  for (const std::string& m : models) registry.add_model(m);
   ThreadPool pool(1);
   const double fault_seconds = page_fault_seconds();
   for (uint64_t steps : steps_list) {
     const std::string text = with_steps(job_text, steps, stride, static_cast<uint64_t>(own.steps));
     JobSpec job = parse_job(text, "bench job");
-    locate_data(job, DataRegistry::debian());
+    locate_data(job, registry);
     const Dataset data = load_dataset(job, Split::Train, pool);
     const DataShape shape = data_shape_of(data);
-    const Provider honest = train(job, data, Fault{}, "honest");
+    const Provider honest = train(job, data, Fault{}, "honest", threads);
     const double step_seconds = honest.result.seconds / static_cast<double>(steps);
     const double step_cpu_seconds = honest.cpu_seconds / static_cast<double>(steps);
     const int64_t bad_step = static_cast<int64_t>(steps * 63 / 100);
@@ -335,7 +364,7 @@ int main(int argc, char** argv) {
       f.node = node;
       f.element = -1;
       f.delta = 0.5f;
-      const Provider cheater = train(job, data, f, "cheater");
+      const Provider cheater = train(job, data, f, "cheater", threads);
       const DisputeOpen d = dispute_open(text, data, honest.claim, cheater.claim);
       const KeyPair client = generate_keypair(), referee_key = generate_keypair();
       const std::vector<uint8_t> open = seal(client, dispute_id(d), 1, d);
@@ -350,11 +379,12 @@ int main(int argc, char** argv) {
       // verdict.
       double reexecute_cpu0 = -1;
       DisputeOptions options;
+      options.weights = registry;  // an onnx job's model file, read by the referee's oracle
       options.reexecute_hook = [&](int attempt) {
         if (attempt == 1) reexecute_cpu0 = thread_cpu_seconds();
       };
       RefereeDispute referee(referee_key, open_envelope(open), options);
-      check_dispute_cost(referee.cost(), DisputeLimits{});
+      check_dispute_cost(referee.cost(), limits);
       const double opening_cpu = thread_cpu_seconds() - open_cpu0;
       int64_t referee_faults = page_faults() - open_faults0;
       breakdown.opening = opening_cpu;
@@ -392,7 +422,7 @@ int main(int argc, char** argv) {
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
       const double referee_cpu = opening_cpu + run.referee_cpu_seconds;
       const uint64_t bytes_in = open.size() + run.bytes_in;
-      const Verdict v = verify_verdict(run.verdict, referee_key.public_key);
+      const Verdict v = verify_verdict(run.verdict, referee_key.public_key, &registry);
       const StepGraph& g = referee.oracle().graph(v.step);
       const uint64_t g_nodes = g.nodes.size();
       // docs/protocol.md "Rounds": ⌈log2(T/s + 1)⌉ + ⌈log2(s + 1)⌉ + ⌈log2(G + 1)⌉ descents, two
@@ -419,6 +449,8 @@ int main(int argc, char** argv) {
           {{"steps", steps},
            {"stride", stride},
            {"graph_nodes", g_nodes},
+           {"max_node_work", referee.cost().max_node_work},
+           {"max_reexecution_work", limits.max_reexecution_work},
            {"injected",
             {{"step", bad_step},
              {"node", node},

@@ -1,8 +1,16 @@
 // GPT training step: tribunal (RepOps) against PyTorch CPU in the same run. Prints one JSON object.
-// Usage: bench_gpt_step [--job FILE] [--layers N] [--heads N] [--d-model N] [--context N] [--batch N]
-//                       [--warmup N] [--repeats N] [--rounds N] [--python PATH] [--no-torch]
+// Usage: bench_gpt_step [--job FILE] [--model NAME=PATH] [--layers N] [--heads N] [--d-model N] [--context N]
+//                       [--batch N] [--threads 1,2] [--warmup N] [--repeats N] [--rounds N] [--python PATH]
+//                       [--no-torch]
 //
-// The job defaults to scenarios/jobs/gpt_chars.toml; the flags override its model and batch. Our step is
+// The job defaults to scenarios/jobs/gpt_chars.toml; the flags override its model and batch. An onnx job
+// of a GPT-2 exported by tools/onnx_export.py --gpt2 (docs/onnx.md) is timed the same way, its file
+// registered with --model as on `tribunal train`; its torch side is that module re-created from the
+// file's initializers (parity_torch.OnnxTwin, our dropout masks), --heads giving its head count (the
+// weights do not carry it). The first step of each timing (step 0: first-touch allocations, caches)
+// is reported apart from the median of the later ones, and the memory the step needs is stated per term
+// from the step graph (parameters, gradients, optimizer state, the forward values kept for backward,
+// every node output) next to this process's peak resident set (VmHWM). Our step is
 // what Trainer::step does — build step t's graph, execute it (forward, backward, clipping, AdamW), move
 // the next state in — timed at 1 and 2 threads (warm-up, then the median of --repeats steps), with the
 // split into graph build and execution. Every repeat trains on step 0's batch. A second set of steps
@@ -28,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include <cblas.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -63,6 +72,7 @@ bool is_optimizer_op(OpKind k) {
 struct OurTiming {
   int threads = 0;
   std::vector<double> step_s, build_s, exec_s;
+  double step0_s = 0;                      // the first step of a fresh state and executor
   std::map<std::string, double> per_op_s;  // mean seconds per step, by op name (profiled steps)
   std::map<std::string, int64_t> per_op_nodes;
   double forward_s = 0, backward_s = 0, optimizer_s = 0;  // mean of the profiled steps
@@ -95,7 +105,10 @@ OurTiming time_ours(const JobSpec& job, const Dataset& train, int threads, int w
 
   for (int i = 0; i < warmup; ++i) {
     const auto s = one_step();
-    if (i == 0) r.loss0 = static_cast<float>(s[2]);
+    if (i == 0) {
+      r.loss0 = static_cast<float>(s[2]);
+      r.step0_s = s[0];
+    }
   }
   for (int i = 0; i < repeats; ++i) {
     const auto s = one_step();
@@ -170,6 +183,7 @@ nlohmann::json ours_json(const OurTiming& r) {
                    {"share", total > 0 ? s / total : 0},
                    {"nodes", r.per_op_nodes.at(name)}});
   return {{"threads", r.threads},
+          {"step0_s", r.step0_s},
           {"median_s", median(r.step_s)},
           {"min_s", *std::min_element(r.step_s.begin(), r.step_s.end())},
           {"graph_build_s", median(r.build_s)},
@@ -182,6 +196,69 @@ nlohmann::json ours_json(const OurTiming& r) {
           {"samples_s", r.step_s}};
 }
 
+/// The bytes one training step of `job` needs, per term, from its step graph (float32 values):
+/// parameters, their gradients, the optimizer's slots (AdamW: two per parameter), an imported model's
+/// buffers (running statistics), the activations (the forward pass's node outputs up to the loss: what
+/// backward reads) and every node output of the graph (what the executor holds until the step ends:
+/// engine/training_cost.h).
+nlohmann::json step_memory_terms(const JobSpec& job, const Dataset& train) {
+  const DataShape shape = data_shape_of(train);
+  BatchSampler sampler(job.seed, shape.samples, job.batch_size);
+  const StepGraph g = build_step_graph(job, shape, 0, sampler.indices(0));
+  const StateLayout layout = state_layout(job);
+  uint64_t parameters = 0, slots = 0, buffers = 0;
+  for (size_t i = 0; i + 2 < layout.shapes.size(); ++i) {  // the step and loss scalars last
+    const uint64_t bytes = static_cast<uint64_t>(layout.shapes[i].numel()) * 4;
+    if (i < layout.num_params)
+      parameters += bytes;
+    else if (i >= layout.first_buffer && i < layout.first_buffer + layout.num_buffers)
+      buffers += bytes;
+    else
+      slots += bytes;
+  }
+  size_t loss_node = 0;
+  for (size_t n = 0; n < g.nodes.size(); ++n)
+    for (ValueId v : g.nodes[n].outputs)
+      if (v == g.loss) loss_node = n;
+  uint64_t forward = 0, all = 0;
+  for (size_t n = 0; n < g.nodes.size(); ++n)
+    for (ValueId v : g.nodes[n].outputs) {
+      const uint64_t bytes = static_cast<uint64_t>(g.values[v].shape.numel()) * 4;
+      all += bytes;
+      if (n <= loss_node) forward += bytes;
+    }
+  return {{"parameters", static_cast<uint64_t>(parameters / 4)},
+          {"parameters_bytes", parameters},
+          {"gradients_bytes", parameters},
+          {"optimizer_bytes", slots},
+          {"buffers_bytes", buffers},
+          {"activations_bytes", forward},
+          {"sum_bytes", 2 * parameters + slots + buffers + forward},
+          {"all_node_outputs_bytes", all},
+          {"graph_nodes", g.nodes.size()}};
+}
+
+/// This process's peak resident set (VmHWM of /proc/self/status), bytes; 0 where unreadable.
+uint64_t peak_rss_bytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  return 0;
+}
+
+/// The CPU's model name (/proc/cpuinfo) and whether it has AVX-512F.
+nlohmann::json cpu_json() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line, model;
+  bool avx512 = false;
+  while (std::getline(f, line)) {
+    if (model.empty() && line.rfind("model name", 0) == 0) model = line.substr(line.find(':') + 2);
+    if (line.rfind("flags", 0) == 0 && line.find(" avx512f") != std::string::npos) avx512 = true;
+  }
+  return {{"model", model}, {"avx512f", avx512}, {"openblas_core", openblas_get_corename()}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -191,16 +268,27 @@ int main(int argc, char** argv) {
   int warmup = 2, repeats = 7, rounds = 2;
   bool torch = true;
   std::map<std::string, int64_t> overrides;
+  std::vector<std::string> models;
+  std::vector<int> thread_counts = {1, 2};
   CLI::App app(
       "GPT training step: tribunal (RepOps) against PyTorch CPU in the same run; prints one JSON object.",
       "bench_gpt_step");
-  app.add_option("--job", job_path, "a gpt job; the flags below override its model and batch")
+  app.add_option("--job", job_path,
+                 "a gpt job (the flags below override its model and batch) or an onnx job of a "
+                 "tools/onnx_export.py GPT-2 (--batch only; --heads: its head count for the torch twin)")
       ->type_name("FILE")
       ->default_str("scenarios/jobs/gpt_chars.toml");
   for (const char* flag : {"--layers", "--heads", "--d-model", "--context", "--batch"})
     app.add_option_function<int64_t>(
            flag, [&overrides, flag](int64_t v) { overrides[flag] = v; }, "override the job's value")
         ->type_name("N");
+  app.add_option("--model", models, "where an onnx job's model file NAME is (as on tribunal train)")
+      ->type_name("NAME=PATH");
+  app.add_option("--threads", thread_counts, "thread counts to time, comma-separated (the best counts)")
+      ->type_name("K,K...")
+      ->delimiter(',')
+      ->default_str("1,2")
+      ->check(CLI::Range(1, 256).description(""));
   app.add_option("--warmup", warmup, "untimed steps first")->type_name("N")->capture_default_str();
   app.add_option("--repeats", repeats, "timed steps (the median counts); at least 1")
       ->type_name("N")
@@ -217,8 +305,21 @@ int main(int argc, char** argv) {
   torch = !no_torch;
   try {
     const std::string loadavg_before = loadavg();
-    JobSpec job = load_job(job_path);
-    if (job.model.kind != ModelKind::Gpt) throw std::runtime_error(job_path.string() + ": not a gpt job");
+    DataRegistry registry = DataRegistry::debian();
+    for (const std::string& m : models) registry.add_model(m);
+    JobSpec job = load_job(job_path, registry);
+    const bool onnx = job.model.kind == ModelKind::Onnx;
+    if (job.model.kind != ModelKind::Gpt && !onnx)
+      throw std::runtime_error(job_path.string() + ": not a gpt or onnx job");
+    int64_t twin_heads = 12;  // GPT-2 small's
+    if (onnx) {
+      for (const auto& [k, v] : overrides)
+        if (k != "--batch" && k != "--heads")
+          throw std::runtime_error(k + " does not apply to an onnx job (its shapes are the file's)");
+      if (overrides.count("--heads")) twin_heads = overrides.at("--heads");
+      if (overrides.count("--batch")) job.batch_size = overrides.at("--batch");
+      overrides.clear();
+    }
     for (const auto& [k, v] : overrides) {
       if (k == "--layers") job.model.layers = v;
       if (k == "--heads") job.model.heads = v;
@@ -241,15 +342,17 @@ int main(int argc, char** argv) {
       Trainer trainer(job, train, pool);
       parity::write_parity_export(export_path, trainer, train, 1);
     }
-    std::vector<OurTiming> ours(2);
+    const nlohmann::json memory = step_memory_terms(job, train);
+    std::vector<OurTiming> ours(thread_counts.size());
     nlohmann::json torch_json;
     nlohmann::json rounds_json = nlohmann::json::array();
     for (int round = 0; round < rounds; ++round) {
       nlohmann::json rj = {{"round", round}};
-      for (int threads : {1, 2}) {
-        OurTiming r = time_ours(job, train, threads, warmup, repeats);
+      for (size_t i = 0; i < thread_counts.size(); ++i) {
+        OurTiming r = time_ours(job, train, thread_counts[i], warmup, repeats);
         rj["tribunal_median_s"].push_back(median(r.step_s));
-        OurTiming& best = ours[static_cast<size_t>(threads - 1)];
+        rj["tribunal_step0_s"].push_back(r.step0_s);
+        OurTiming& best = ours[i];
         if (best.step_s.empty() || median(r.step_s) < median(best.step_s)) best = std::move(r);
       }
       if (!torch) {
@@ -258,11 +361,15 @@ int main(int argc, char** argv) {
         torch_json = {{"available", false}, {"reason", python + " not found (install Debian python3-torch)"}};
       } else {
         const std::string script = std::string(TRIBUNAL_SOURCE_DIR) + "/tools/torch_gpt_step.py";
+        std::string threads_arg;
+        for (int t : thread_counts) threads_arg += (threads_arg.empty() ? "" : ",") + std::to_string(t);
+        const std::string twin =
+            onnx ? " --onnx " + job.model_path.string() + " --heads " + std::to_string(twin_heads) : "";
         int status = 0;
         const std::string out =
-            run_command(python + " " + script + " " + export_path.string() + " --threads 1,2" + " --warmup " +
-                            std::to_string(warmup) + " --repeats " + std::to_string(repeats) +
-                            (round == 0 ? " --profile" : "") + " 2>&1",
+            run_command(python + " " + script + " " + export_path.string() + twin + " --threads " +
+                            threads_arg + " --warmup " + std::to_string(warmup) + " --repeats " +
+                            std::to_string(repeats) + (round == 0 ? " --profile" : "") + " 2>&1",
                         status);
         const size_t brace = out.rfind("\n{");
         nlohmann::json parsed =
@@ -292,9 +399,17 @@ int main(int argc, char** argv) {
     if (!export_path.empty()) std::filesystem::remove(export_path);
 
     double ours_best = 1e30;
-    for (const OurTiming& r : ours) ours_best = std::min(ours_best, median(r.step_s));
+    nlohmann::json ours_all = nlohmann::json::array();
+    for (const OurTiming& r : ours) {
+      ours_best = std::min(ours_best, median(r.step_s));
+      ours_all.push_back(ours_json(r));
+    }
     nlohmann::json out = {{"bench", "gpt_step"},
                           {"job", job_path.string()},
+                          {"model", onnx ? nlohmann::json{{"kind", "onnx"},
+                                                          {"file", job.model_path.string()},
+                                                          {"torch_twin_heads", twin_heads}}
+                                         : nlohmann::json{{"kind", "gpt"}}},
                           {"config",
                            {{"layers", job.model.layers},
                             {"heads", job.model.heads},
@@ -310,8 +425,11 @@ int main(int argc, char** argv) {
                           {"loadavg_before", loadavg_before},
                           {"loadavg_after", loadavg()},
                           {"hardware_threads", std::thread::hardware_concurrency()},
+                          {"cpu", cpu_json()},
                           {"loss_step0", ours[0].loss0},
-                          {"tribunal", nlohmann::json::array({ours_json(ours[0]), ours_json(ours[1])})},
+                          {"memory", memory},
+                          {"peak_rss_bytes", peak_rss_bytes()},
+                          {"tribunal", ours_all},
                           {"tribunal_best_s", ours_best},
                           {"torch", torch_json}};
     if (torch_json.value("available", false)) {

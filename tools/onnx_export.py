@@ -2,6 +2,8 @@
 """Exports the small ONNX models of tests/fixtures/onnx/ from PyTorch modules (docs/onnx.md).
 
     /usr/bin/python3 tools/onnx_export.py [OUT_DIR]     (default tests/fixtures/onnx; needs python3-torch)
+    /usr/bin/python3 tools/onnx_export.py --gpt2 OUT.onnx [--vocab 50257] [--context 256] [--layers 12]
+                                          [--heads 12] [--d-model 768]   (GPT-2 small; not committed)
 
 Each family is defined here as a user would define it, and exported the way docs/onnx.md tells users
 to: torch.onnx.export in training mode (dropout kept as training-mode Dropout nodes), opset 17, no
@@ -15,6 +17,8 @@ The initializers are torch's default initialization under a fixed seed: the job'
             d_model 32, dropout 0.1, the causal mask a registered buffer, the LM head tied to the token
             embedding; layer 0's MLP uses nn.GELU() (exported as Erf), layer 1's GPT-2's tanh form
             written out (Pow, Tanh), so one file has both.                    (bytes of text, 35k params)
+  gpt2_vocab512.onnx the same module with a vocabulary of 512 tokens, context 8, 1 layer, 2 heads,
+            d_model 8: logits wider than the byte classes               (bytes of text, 5k params)
   llama.onnx a Llama-style decoder: byte vocabulary, context 32, 2 layers, 4 heads sharing 2 key/value
             heads (grouped-query attention through expand + reshape), d_model 32, RMSNorm, rotary
             embeddings computed in forward (folded at import), SwiGLU MLP of 64, no biases, untied head.
@@ -104,13 +108,16 @@ class Block(nn.Module):
 
 
 class Gpt2(nn.Module):
-    def __init__(self, vocab=256, context=32, d_model=32, heads=2, dropout=0.1):
+    """`layers` = None: the fixture's two blocks (Erf GELU, then the tanh form); a number: that many
+    blocks with nn.GELU() (nanoGPT's model.py)."""
+
+    def __init__(self, vocab=256, context=32, d_model=32, heads=2, dropout=0.1, layers=None):
         super().__init__()
         self.wte = nn.Embedding(vocab, d_model)
         self.wpe = nn.Embedding(context, d_model)
         self.drop = nn.Dropout(dropout)
-        self.h = nn.ModuleList([Block(d_model, heads, context, dropout, nn.GELU()),
-                                Block(d_model, heads, context, dropout, TanhGelu())])
+        gelus = [nn.GELU(), TanhGelu()] if layers is None else [nn.GELU() for _ in range(layers)]
+        self.h = nn.ModuleList([Block(d_model, heads, context, dropout, g) for g in gelus])
         self.ln_f = nn.LayerNorm(d_model)
         self.lm_head = nn.Linear(d_model, vocab, bias=False)
         self.lm_head.weight = self.wte.weight  # tied, as GPT-2 does
@@ -260,7 +267,44 @@ def export(module, example, path, input_name="x"):
     print(f"{path}: {path.stat().st_size} bytes, {sum(p.numel() for p in module.parameters())} parameters")
 
 
+# GPT-2 small (Radford et al. 2019; nanoGPT's "gpt2" configuration) at context 256.
+GPT2_SMALL = {"vocab": 50257, "context": 256, "layers": 12, "heads": 12, "d_model": 768}
+
+
+def gpt2_sized(vocab, context, layers, heads, d_model, seed=2030):
+    """nanoGPT's GPT-2 at any size, GPT-2's initialization under `seed`, dropout 0.1, every block with
+    nn.GELU(). At GPT2_SMALL: 124M parameters (the LM head tied); 85M with the byte vocabulary 256."""
+    torch.manual_seed(seed)
+    return Gpt2(vocab=vocab, context=context, d_model=d_model, heads=heads, dropout=0.1, layers=layers)
+
+
+def gpt2_from_onnx(path, heads):
+    """A constructor of the Gpt2 module `path` was exported from by --gpt2 (its vocabulary, context,
+    layers and d_model read from the file's initializers; the head count is not in the weights), for
+    parity_torch.OnnxTwin, which copies the file's weights in."""
+    import onnx
+    graph = onnx.load(str(path)).graph
+    dims = {t.name: list(t.dims) for t in graph.initializer}
+    layers = len({n.split(".")[1] for n in dims if n.startswith("h.")})
+    vocab, d_model = dims["wte.weight"]
+    return lambda: Gpt2(vocab=vocab, context=dims["wpe.weight"][0], d_model=d_model, heads=heads, layers=layers)
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--gpt2":
+        # tools/onnx_export.py --gpt2 OUT.onnx [--vocab V] [--context T] [--layers L] [--heads H] [--d-model D]:
+        # GPT-2 small by default (~500 MB: never committed; bench/bench_onnx_gpt2.py generates it).
+        import argparse
+        ap = argparse.ArgumentParser(prog="onnx_export.py --gpt2")
+        ap.add_argument("out")
+        for key, value in GPT2_SMALL.items():
+            ap.add_argument("--" + key.replace("_", "-"), type=int, default=value)
+        a = ap.parse_args(sys.argv[2:])
+        path = pathlib.Path(a.out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        model = gpt2_sized(a.vocab, a.context, a.layers, a.heads, a.d_model)
+        export(model, torch.zeros(4, a.context, dtype=torch.long), path, input_name="ids")
+        return
     out = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures/onnx")
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(2026)
@@ -273,6 +317,10 @@ def main():
     export(Llama(), torch.zeros(4, 32, dtype=torch.long), out / "llama.onnx", input_name="ids")
     torch.manual_seed(2030)
     export(Resnet(), torch.zeros(4, 1, 28, 28), out / "resnet.onnx")
+    # A GPT-2 whose vocabulary is wider than the byte classes (byte ids are token ids of it): a text
+    # job reads its [B, 8, 512] logits (tests/engine/test_job_onnx.cpp).
+    export(gpt2_sized(vocab=512, context=8, layers=1, heads=2, d_model=8), torch.zeros(4, 8, dtype=torch.long),
+           out / "gpt2_vocab512.onnx", input_name="ids")
 
 
 if __name__ == "__main__":

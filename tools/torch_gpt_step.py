@@ -1,12 +1,15 @@
 #!/usr/bin/python3
 """Times one GPT training step in PyTorch CPU for bench/bench_gpt_step.cpp (which launches it).
 
-Usage: /usr/bin/python3 tools/torch_gpt_step.py EXPORT [--threads 1,2] [--warmup N] [--repeats N] [--profile]
+Usage: /usr/bin/python3 tools/torch_gpt_step.py EXPORT [--onnx FILE --heads H] [--threads 1,2] [--warmup N]
+                                                [--repeats N] [--profile]
 
 EXPORT is a parity export (tools/parity_export.h) of the benchmarked job: our initial weights, step 0's
 batch and the configuration. The step timed is what tribunal's step does: zero the gradients, forward,
 mean cross-entropy, backward, clip_grad_norm_ (if the job clips), AdamW with the job's lr. Every repeat
-trains on the same batch (the parameters move, the work does not). Prints one JSON object:
+trains on the same batch (the parameters move, the work does not). An onnx job's model (--onnx: a GPT-2
+exported by tools/onnx_export.py --gpt2, H heads) is that module with the file's initializers
+(parity_torch.OnnxTwin), its dropout layers applying our step-0 masks from the export. Prints one JSON object:
     {"torch_version", "threads": [{"threads", "median_s", "min_s", "forward_s", "backward_s",
       "optimizer_s", "samples_s": [...]}], "loss0", "profile": [{"op", "self_s", "calls"}] (with --profile)}
 or {"error": "..."} with exit code 1 when torch is unusable.
@@ -25,6 +28,8 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--onnx", help="the onnx job's model file (a tools/onnx_export.py --gpt2 export)")
+    ap.add_argument("--heads", type=int, default=12, help="its attention heads (not in the weights)")
     ap.add_argument("--profile", action="store_true", help="per-op self time of one step (torch.profiler)")
     args = ap.parse_args()
     try:
@@ -36,9 +41,15 @@ def main():
         return 1
 
     export = pt.read_export(args.export)
-    trainer = pt.Trainer(export, torch.float32)
+    if args.onnx:
+        import onnx_export  # tools/onnx_export.py: the module the file was exported from
+        twin = pt.OnnxTwin(export["config"]["model"], args.onnx, onnx_export.gpt2_from_onnx(args.onnx, args.heads))
+        twin.set_masks(export["masks"][0])
+        trainer = pt.Trainer(export, torch.float32, twin)
+    else:
+        trainer = pt.Trainer(export, torch.float32)
     x, y = trainer.batch(*export["batches"][0])
-    if export["config"]["model"].get("dropout", 0.0) > 0:
+    if args.onnx or export["config"]["model"].get("dropout", 0.0) > 0:
         trainer.model.train()
 
     def step():

@@ -4,12 +4,14 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "engine/error.h"
+#include "engine/executor.h"
 #include "engine/job.h"
 #include "engine/model.h"
 #include "engine/state.h"
@@ -101,6 +103,40 @@ TEST_CASE("an onnx job on text reads token ids: byte classes, label sequences of
   CHECK_NOTHROW(check_job_against_data(job, 100, 32, 256));
   CHECK_THROWS_WITH_AS(build_step_graph(job, DataShape{100, 32, 256, 0}, 0, std::vector<int64_t>{0, 1}),
                        doctest::Contains("needs label sequences (label_width 32)"), EngineError);
+}
+
+TEST_CASE("an onnx language model's vocabulary may be wider than the byte classes") {
+  // GPT-2's 50257 tokens (bench/bench_onnx_gpt2.py): byte ids are token ids of any vocabulary of at
+  // least 256, so the next-byte loss reads logits [B, T, V] with V > 256. The fixture: V = 512,
+  // context 8, GPT-2's initialization (std 0.02), so the first loss is about ln 512, not ln 256.
+  std::string text = replace(replace(kOnnx, "dataset = \"fashion-mnist\"", "dataset = \"text\""),
+                             "output = \"logits\"", "output = \"logits\"\ncontext = 8");
+  text = replace(replace(text, "file = \"cnn\"", "file = \"wide\""), "input = \"x\"", "input = \"ids\"");
+  JobSpec job = parse_job(text, "job.toml");
+  DataRegistry r = DataRegistry::debian();
+  r.add_model("wide", testing::source_dir() / "tests/fixtures/onnx/gpt2_vocab512.onnx");
+  locate_model_files(job, r);
+  CHECK(job.model.classes == 256);  // the data's classes: the byte values the labels take
+  CHECK_NOTHROW(check_job_against_data(job, 64, 8, 256));
+
+  const DataShape shape{64, 8, 256, 8};
+  const StepGraph g = build_step_graph(job, shape, 0, std::vector<int64_t>{3, 7, 11, 60});
+  const auto flat =
+      std::find_if(g.values.begin(), g.values.end(), [](const Value& v) { return v.name == "logits.flat"; });
+  REQUIRE(flat != g.values.end());
+  CHECK(flat->shape == Shape{32, 512});
+  Tensor x(Shape{64, 8}), y(Shape{64, 8});
+  for (int64_t i = 0; i < 64 * 8; ++i) {  // windows of bytes, each label the next byte
+    x[i] = static_cast<float>((i * 37 + 5) % 256);
+    y[i] = static_cast<float>(((i + 1) * 37 + 5) % 256);
+  }
+  ThreadPool pool(1);
+  Executor exec(pool);
+  State s0 = initial_state(job);
+  const Tensor* data[] = {&x, &y};
+  exec.run(g, s0.pointers(), data);
+  const float loss = exec.value(g.loss)[0];
+  CHECK(std::abs(loss - std::log(512.0f)) < 0.05f);
 }
 
 TEST_CASE("an onnx job's model is located by name, imported, and its bytes are in job_id") {
