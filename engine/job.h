@@ -161,10 +161,11 @@ void locate_data(JobSpec& job, const DataRegistry& registry);
 /// For a job with model.init: sets job.init_path to where `registry` keeps the weights and
 /// job.init_hash to the hash of the file's bytes (init_weights_hash). For an onnx job: sets
 /// job.model_path and job.model_hash the same way for model.file, and job.model.onnx to the imported
-/// model (onnx/lower.h import_onnx, under OnnxLimits). Does nothing for other jobs, nor for a file
-/// already located. An onnx job's costs derive from its imported graph, so a node locates its model
-/// file before it costs the job. For a node that
-/// needs no data set (the referee). Throws EngineError naming what is missing or refused.
+/// model (onnx/lower.h import_onnx, under OnnxLimits; the process keeps the last two models it
+/// imported by the hash of their bytes and reuses them for the same bytes). Does nothing for other
+/// jobs, nor for a file already located. An onnx job's costs derive from its imported graph, so a node
+/// locates its model file before it costs the job. For a node that needs no data set (the referee). Throws
+/// EngineError naming what is missing or refused.
 void locate_model_files(JobSpec& job, const DataRegistry& registry);
 
 /// BLAKE2b-256(File tag 0x17 ‖ the file's bytes). Throws EngineError naming the file when it cannot be read.

@@ -172,6 +172,11 @@ TEST_CASE("an onnx job's model is located by name, imported, and its bytes are i
   std::ofstream(changed, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   const JobSpec other = located(kOnnx, changed);
   CHECK(job_id(other, Digest{}, kShape) != job_id(job, Digest{}, kShape));
+  // The process reuses an import for the very same bytes (the renamed copy's too), never for others.
+  CHECK(located(kOnnx, copy).model.onnx == job.model.onnx);
+  CHECK(other.model.onnx != job.model.onnx);
+  CHECK(other.model.onnx->initializers().at("fc.bias").floats[0] !=
+        job.model.onnx->initializers().at("fc.bias").floats[0]);
   // The input and output names are part of the job too.
   CHECK(job_id(located(replace(kOnnx, "input = \"x\"\n", ""), kCnn), Digest{}, kShape) !=
         job_id(job, Digest{}, kShape));
