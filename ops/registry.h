@@ -47,10 +47,14 @@ enum class OpKind : uint8_t {
   Dropout,  ///< x; ints = {seed, step, site}; floats = {p} → keepᵢ ? xᵢ·(1/(1−p)) : +0, keepᵢ from
             ///< Philox (seed, Dropout, step, element site·2³² + i) (Srivastava et al. 2014)
   DropoutBackward,  ///< dy; the same attrs as the forward node → keepᵢ ? dyᵢ·(1/(1−p)) : +0
-  Conv2d,           ///< x[N,C,H,W], w[O,C,KH,KW], b[O]; ints = {stride, pad} → y[N,O,OH,OW],
-                    ///< OH = (H + 2·pad − KH)/stride + 1; one fma chain per output in (c, kh, kw) order
-  Conv2dBackwardInput,   ///< w[O,C,KH,KW], dy[N,O,OH,OW]; ints = {stride, pad, H, W} → dx[N,C,H,W]
-  Conv2dBackwardWeight,  ///< x[N,C,H,W], dy[N,O,OH,OW]; ints = {stride, pad, KH, KW} → dw[O,C,KH,KW]
+  Conv2d,  ///< x[N,C,H,W], w[O,C/G,KH,KW], b[O]; ints = {stride, pad} (G = 1, no dilation; OH = (H + 2·pad
+           ///< − KH)/stride + 1) or {stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right,
+           ///< dilation_h, dilation_w, G} (G divides C and O; pads < the kernel extent (KH − 1)·dilation_h +
+           ///< 1; OH = (H + pad_top + pad_bottom − extent)/stride_h + 1) → y[N,O,OH,OW]; one fma chain per
+           ///< output in (c, kh, kw) order over the C/G channels of its group (docs/numerics.md
+           ///< "Convolution")
+  Conv2dBackwardInput,   ///< w[O,C/G,KH,KW], dy[N,O,OH,OW]; ints = {the forward's…, H, W} → dx[N,C,H,W]
+  Conv2dBackwardWeight,  ///< x[N,C,H,W], dy[N,O,OH,OW]; ints = {the forward's…, KH, KW} → dw[O,C/G,KH,KW]
   Conv2dBackwardBias,    ///< dy[N,O,OH,OW] → db[O], canonical sum over (n, oh, ow)
   MaxPool2d,  ///< x[N,C,H,W]; ints = {} (H and W even → y[N,C,H/2,W/2], max of each 2×2 window) or
               ///< {kh, kw, stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right} (pads < kernel,

@@ -42,9 +42,14 @@ std::vector<int64_t> token_ids(const Tensor& ids, int64_t vocab, const char* op)
   return out;
 }
 
-/// The convolution sizes from x (or dx) [N,C,H,W], w (or dw) [O,C,KH,KW], y (or dy) [N,O,OH,OW].
-ConvGeom conv_geom(const Shape& x, const Shape& w, const Shape& y, const Attrs& attrs) {
-  return ConvGeom{x[0], x[1], x[2], x[3], w[0], w[2], w[3], attrs.ints[0], attrs.ints[1], y[2], y[3]};
+/// The convolution sizes from x (or dx) [N,C,H,W], w (or dw) [O,C/G,KH,KW], y (or dy) [N,O,OH,OW] and the
+/// ints in the short or general form followed by `extra` sizes (2 for the gradients).
+ConvGeom conv_geom(const Shape& x, const Shape& w, const Shape& y, const Attrs& attrs, size_t extra) {
+  ConvGeom g =
+      conv_geom_from(attrs.ints.data(), attrs.ints.size() - extra, x[0], x[1], x[2], x[3], w[0], w[2], w[3]);
+  g.oh = y[2];
+  g.ow = y[3];
+  return g;
 }
 
 /// x[N, C, …] of a batch norm as [n, c, s]: C channels of m = N·s elements.
@@ -209,17 +214,17 @@ OpLauncher op_launcher(OpKind kind) {
     case OpKind::Conv2d:
       return [](const OpLaunch& l) {
         launch_conv2d(l.I(0), l.I(1), l.I(2), l.O(0),
-                      conv_geom(l.shape(0), l.shape(1), l.out_shape(0), l.attrs));
+                      conv_geom(l.shape(0), l.shape(1), l.out_shape(0), l.attrs, 0));
       };
     case OpKind::Conv2dBackwardInput:
       return [](const OpLaunch& l) {
         launch_conv2d_backward_input(l.I(0), l.I(1), l.O(0),
-                                     conv_geom(l.out_shape(0), l.shape(0), l.shape(1), l.attrs));
+                                     conv_geom(l.out_shape(0), l.shape(0), l.shape(1), l.attrs, 2));
       };
     case OpKind::Conv2dBackwardWeight:
       return [](const OpLaunch& l) {
         launch_conv2d_backward_weight(l.I(0), l.I(1), l.O(0),
-                                      conv_geom(l.shape(0), l.out_shape(0), l.shape(1), l.attrs));
+                                      conv_geom(l.shape(0), l.out_shape(0), l.shape(1), l.attrs, 2));
       };
     case OpKind::Conv2dBackwardBias:
       return [](const OpLaunch& l) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "ops/conv_elements.h"
 #include "ops/float64/internal.h"
 
 namespace tribunal {
@@ -102,7 +103,8 @@ void linear_quanta(const Attrs& attrs, std::span<const Tensor* const> in, std::v
       q[static_cast<size_t>(i * n + j)] = quantum(bits, mx[i], mw[j], ceil_log2(k), mbias[j]);
 }
 
-// y[n,o,·] = b[o] + Σ over C·KH·KW taps of w[o,…]·x[n,…]: per image, per filter.
+// y[n,o,·] = b[o] + Σ over (C/G)·KH·KW taps of w[o,…]·x[n,…]: per image (its whole image bounds the
+// group's channels), per filter.
 void conv2d_quanta(const Attrs& attrs, std::span<const Tensor* const> in, std::vector<double>& q, int bits) {
   const Shape &xs = in[0]->shape(), &ws = in[1]->shape();
   const int64_t n = xs[0], o = ws[0], taps = ws[1] * ws[2] * ws[3];
@@ -120,39 +122,50 @@ void conv2d_quanta(const Attrs& attrs, std::span<const Tensor* const> in, std::v
                   quantum(bits, mx[ni], mw[oi], ceil_log2(taps), mbias[oi]));
 }
 
-// dx[n,c,·] = Σ over O·KH·KW of w[·,c,…]·dy[n,…]: per image, per channel.
+namespace {
+/// The group count of a conv2d gradient's ints (the general form's ninth, else 1).
+int64_t conv_groups(const Attrs& attrs) {
+  return attrs.ints.size() == kConvGeneralInts + 2 ? attrs.ints[8] : 1;
+}
+}  // namespace
+
+// dx[n,c,·] = Σ over (O/G)·KH·KW of w[·,c mod C/G,…]·dy[n,…]: per image, per channel of w (its maximum
+// over all filters bounds those of c's group).
 void conv2d_backward_input_quanta(const Attrs& attrs, std::span<const Tensor* const> in,
                                   std::vector<double>& q, int bits) {
   const Shape &ws = in[0]->shape(), &dys = in[1]->shape();
-  const int64_t o = ws[0], c = ws[1], n = dys[0], hw = attrs.ints[2] * attrs.ints[3];
-  const auto mw = magnitudes(*in[0], static_cast<size_t>(c), [&](size_t i) {
-    return i / static_cast<size_t>(ws[2] * ws[3]) % static_cast<size_t>(c);
+  const size_t m = attrs.ints.size();
+  const int64_t groups = conv_groups(attrs), cg = ws[1], c = cg * groups, n = dys[0],
+                hw = attrs.ints[m - 2] * attrs.ints[m - 1], chain = ws[0] / groups * ws[2] * ws[3];
+  const auto mw = magnitudes(*in[0], static_cast<size_t>(cg), [&](size_t i) {
+    return i / static_cast<size_t>(ws[2] * ws[3]) % static_cast<size_t>(cg);
   });
   const auto mdy = magnitudes(*in[1], static_cast<size_t>(n),
-                              [&](size_t i) { return i / static_cast<size_t>(o * dys[2] * dys[3]); });
+                              [&](size_t i) { return i / static_cast<size_t>(ws[0] * dys[2] * dys[3]); });
   q.resize(static_cast<size_t>(n * c * hw));
   for (int64_t ni = 0; ni < n; ++ni)
     for (int64_t ci = 0; ci < c; ++ci)
-      std::fill_n(q.begin() + (ni * c + ci) * hw, hw,
-                  quantum(bits, mw[ci], mdy[ni], ceil_log2(o * ws[2] * ws[3])));
+      std::fill_n(q.begin() + (ni * c + ci) * hw, hw, quantum(bits, mw[ci % cg], mdy[ni], ceil_log2(chain)));
 }
 
-// dw[o,c,·] = Σ over N·OH·OW of dy[·,o,…]·x[·,c,…]: per filter, per channel.
+// dw[o,c,·] = Σ over N·OH·OW of dy[·,o,…]·x[·,(o/Og)·Cg + c,…]: per filter, per channel.
 void conv2d_backward_weight_quanta(const Attrs& attrs, std::span<const Tensor* const> in,
                                    std::vector<double>& q, int bits) {
   const Shape &xs = in[0]->shape(), &dys = in[1]->shape();
-  const int64_t n = xs[0], c = xs[1], o = dys[1], taps = attrs.ints[2] * attrs.ints[3];
+  const size_t m = attrs.ints.size();
+  const int64_t groups = conv_groups(attrs), n = xs[0], c = xs[1], cg = c / groups, o = dys[1],
+                og = o / groups, taps = attrs.ints[m - 2] * attrs.ints[m - 1];
   const auto mx = magnitudes(*in[0], static_cast<size_t>(c), [&](size_t i) {
     return i / static_cast<size_t>(xs[2] * xs[3]) % static_cast<size_t>(c);
   });
   const auto mdy = magnitudes(*in[1], static_cast<size_t>(o), [&](size_t i) {
     return i / static_cast<size_t>(dys[2] * dys[3]) % static_cast<size_t>(o);
   });
-  q.resize(static_cast<size_t>(o * c * taps));
+  q.resize(static_cast<size_t>(o * cg * taps));
   for (int64_t oi = 0; oi < o; ++oi)
-    for (int64_t ci = 0; ci < c; ++ci)
-      std::fill_n(q.begin() + (oi * c + ci) * taps, taps,
-                  quantum(bits, mdy[oi], mx[ci], ceil_log2(n * dys[2] * dys[3])));
+    for (int64_t ci = 0; ci < cg; ++ci)
+      std::fill_n(q.begin() + (oi * cg + ci) * taps, taps,
+                  quantum(bits, mdy[oi], mx[oi / og * cg + ci], ceil_log2(n * dys[2] * dys[3])));
 }
 
 }  // namespace f64

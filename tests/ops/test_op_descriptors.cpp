@@ -95,6 +95,13 @@ TEST_CASE("the fma chains of the contractions, from attributes and input shapes"
   CHECK(chain(OpKind::Conv2dBackwardInput, {{1, 0, 8, 8}, {}}, {Shape{4, 3, 2, 5}, Shape{2, 4, 7, 4}}) == 40);
   CHECK(chain(OpKind::Conv2dBackwardWeight, {{1, 0, 2, 5}, {}}, {Shape{2, 3, 8, 8}, Shape{2, 4, 7, 4}}) ==
         56);
+  // The general form with 2 groups: w[4, 3, 2, 5] holds C/G = 3 channels, each group has O/G = 2
+  // filters, so the input gradient's chain is 2·2·5 taps.
+  const std::vector<int64_t> grouped{1, 1, 0, 0, 0, 0, 1, 1, 2};
+  CHECK(chain(OpKind::Conv2d, {grouped, {}}, {Shape{2, 6, 8, 8}, Shape{4, 3, 2, 5}, Shape{4}}) == 30);
+  std::vector<int64_t> back = grouped;
+  back.insert(back.end(), {8, 8});
+  CHECK(chain(OpKind::Conv2dBackwardInput, {back, {}}, {Shape{4, 3, 2, 5}, Shape{2, 4, 7, 4}}) == 20);
 }
 
 TEST_CASE("rounding_quanta fills exactly the ops whose descriptor has quanta") {

@@ -38,58 +38,118 @@ size_t at(int64_t i) {
 
 // ---- Convolution geometry and float64 models --------------------------------------------------------
 
+/// A convolution's sizes, written out here independently of ops/conv_elements.h: per-axis strides
+/// (sh, sw), pads (top, left, bottom, right), dilations (dh, dw) and groups; `general` picks the nine-int
+/// form of the attributes, else the short {stride, pad} (which needs sh = sw, equal pads, no dilation
+/// and one group).
 struct Geom {
-  int64_t n, c, h, w, o, kh, kw, stride, pad;
-  int64_t oh() const { return (h + 2 * pad - kh) / stride + 1; }
-  int64_t ow() const { return (w + 2 * pad - kw) / stride + 1; }
+  int64_t n, c, h, w, o, kh, kw;
+  int64_t sh = 1, sw = 1, pt = 0, pl = 0, pb = 0, pr = 0, dh = 1, dw = 1, groups = 1;
+  bool general = false;
+  int64_t oh() const { return (h + pt + pb - (kh - 1) * dh - 1) / sh + 1; }
+  int64_t ow() const { return (w + pl + pr - (kw - 1) * dw - 1) / sw + 1; }
+  int64_t cg() const { return c / groups; }
+  int64_t og() const { return o / groups; }
+  /// The forward node's ints.
+  std::vector<int64_t> ints() const {
+    if (!general) return {sh, pt};
+    return {sh, sw, pt, pl, pb, pr, dh, dw, groups};
+  }
+  /// The forward's ints followed by a, b (the gradients' sizes).
+  std::vector<int64_t> ints(int64_t a, int64_t b) const {
+    std::vector<int64_t> v = ints();
+    v.push_back(a);
+    v.push_back(b);
+    return v;
+  }
 };
+
+/// The short form's geometry.
+Geom short_geom(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o, int64_t kh, int64_t kw, int64_t stride,
+                int64_t pad) {
+  return {n, c, h, w, o, kh, kw, stride, stride, pad, pad, pad, pad};
+}
+
+/// The geometry an op's ints describe (the short or general form, then `extra` trailing sizes) for the
+/// given tensor sizes.
+Geom geom_of_ints(const std::vector<int64_t>& v, size_t extra, int64_t n, int64_t c, int64_t h, int64_t w,
+                  int64_t o, int64_t kh, int64_t kw) {
+  if (v.size() - extra == 2) return short_geom(n, c, h, w, o, kh, kw, v[0], v[1]);
+  return {n, c, h, w, o, kh, kw, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], true};
+}
 
 /// A random valid geometry: kernels 1/3/5 (height and width independent), pad 0..2 below the kernel,
 /// images of 1, primes and odd sizes (at least the kernel minus the padding). `big`: enough work per
 /// call that the fast kernels split it over 3 threads (conv.cpp's grain is 2^20 multiply-adds).
 Geom random_geom(std::mt19937& rng, bool big, int64_t stride) {
-  if (big) return {12, 8, 20, 20, 16, 5, 5, stride, 2};
+  if (big) return short_geom(12, 8, 20, 20, 16, 5, 5, stride, 2);
   static constexpr int64_t kKernels[] = {1, 3, 5}, kSmall[] = {1, 2, 3, 5, 7},
                            kImage[] = {1, 2, 3, 5, 7, 11, 13};
+  const int64_t kh = kKernels[rng() % 3], kw = kKernels[rng() % 3];
+  const int64_t pad = static_cast<int64_t>(rng() % static_cast<uint32_t>(std::min<int64_t>({3, kh, kw})));
+  const int64_t h = std::max(kImage[rng() % 7], kh - 2 * pad), w = std::max(kImage[rng() % 7], kw - 2 * pad);
+  const int64_t n = kSmall[rng() % 5], c = kSmall[rng() % 5], o = kSmall[rng() % 5];
+  return short_geom(n, c, h, w, o, kh, kw, stride, pad);
+}
+
+/// A random geometry in the general form: groups 1, 2, 3 or C (depthwise, then O = C or 2·C), kernels
+/// 1..4 per axis, strides 1..3 and dilations 1..3 per axis, each pad below its kernel extent, images at
+/// least the padded extent. `big`: ResNeXt-like (2 groups, dilation 2, asymmetric pads), split over 3
+/// threads.
+Geom random_general_geom(std::mt19937& rng, bool big) {
+  if (big) return {12, 8, 20, 21, 16, 3, 5, 1, 2, 2, 1, 1, 3, 2, 2, 2, true};
   Geom g{};
-  g.kh = kKernels[rng() % 3];
-  g.kw = kKernels[rng() % 3];
-  g.pad = static_cast<int64_t>(rng() % static_cast<uint32_t>(std::min<int64_t>({3, g.kh, g.kw})));
-  g.stride = stride;
-  g.h = std::max(kImage[rng() % 7], g.kh - 2 * g.pad);
-  g.w = std::max(kImage[rng() % 7], g.kw - 2 * g.pad);
-  g.n = kSmall[rng() % 5];
-  g.c = kSmall[rng() % 5];
-  g.o = kSmall[rng() % 5];
+  g.general = true;
+  const uint32_t kind = rng() % 4;
+  const int64_t cg = 1 + rng() % 3, og = 1 + rng() % 3;
+  g.groups = kind == 0 ? 1 : kind == 1 ? 2 : kind == 2 ? 3 : 1 + rng() % 5;
+  g.c = kind == 3 ? g.groups : g.groups * cg;  // kind 3: depthwise (one channel per group)
+  g.o = kind == 3 ? g.groups * (1 + rng() % 2) : g.groups * og;
+  g.n = 1 + rng() % 3;
+  g.kh = 1 + rng() % 4;
+  g.kw = 1 + rng() % 4;
+  g.sh = 1 + rng() % 3;
+  g.sw = 1 + rng() % 3;
+  g.dh = 1 + rng() % 3;
+  g.dw = 1 + rng() % 3;
+  const int64_t eh = (g.kh - 1) * g.dh + 1, ew = (g.kw - 1) * g.dw + 1;
+  g.pt = rng() % eh;
+  g.pb = rng() % eh;
+  g.pl = rng() % ew;
+  g.pr = rng() % ew;
+  g.h = std::max<int64_t>(1, eh - g.pt - g.pb) + rng() % 9;
+  g.w = std::max<int64_t>(1, ew - g.pl - g.pr) + rng() % 9;
   return g;
 }
 
 Geom conv_geom_of(const Case& c) {
   const Shape &x = c.in[0].shape(), &w = c.in[1].shape();
-  return {x[0], x[1], x[2], x[3], w[0], w[2], w[3], c.attrs.ints[0], c.attrs.ints[1]};
+  return geom_of_ints(c.attrs.ints, 0, x[0], x[1], x[2], x[3], w[0], w[2], w[3]);
 }
 
 /// Input pixel of tap (i, j) of output (oh, ow), or false if it is in the padding.
 bool tap(const Geom& g, int64_t oh, int64_t ow, int64_t i, int64_t j, int64_t& hh, int64_t& ww) {
-  hh = oh * g.stride + i - g.pad;
-  ww = ow * g.stride + j - g.pad;
+  hh = oh * g.sh + i * g.dh - g.pt;
+  ww = ow * g.sw + j * g.dw - g.pl;
   return hh >= 0 && hh < g.h && ww >= 0 && ww < g.w;
 }
 
-/// Calls f(n, o, oh, ow, c, i, j, x index, y index) for every in-image tap of the convolution.
+/// Calls f(x index, w index, y index) for every in-image tap of the convolution: output channel o reads
+/// the Cg input channels of its group, (o / Og)·Cg + c, through w[o, c, i, j].
 template <class F>
 void for_each_tap(const Geom& g, F f) {
-  const int64_t oh_n = g.oh(), ow_n = g.ow();
+  const int64_t oh_n = g.oh(), ow_n = g.ow(), cg = g.cg();
   for (int64_t n = 0; n < g.n; ++n)
     for (int64_t o = 0; o < g.o; ++o)
       for (int64_t oh = 0; oh < oh_n; ++oh)
         for (int64_t ow = 0; ow < ow_n; ++ow)
-          for (int64_t c = 0; c < g.c; ++c)
+          for (int64_t c = 0; c < cg; ++c)
             for (int64_t i = 0; i < g.kh; ++i)
               for (int64_t j = 0; j < g.kw; ++j) {
                 int64_t hh, ww;
                 if (!tap(g, oh, ow, i, j, hh, ww)) continue;
-                f(((n * g.c + c) * g.h + hh) * g.w + ww, ((o * g.c + c) * g.kh + i) * g.kw + j,
+                const int64_t cx = o / g.og() * cg + c;
+                f(((n * g.c + cx) * g.h + hh) * g.w + ww, ((o * cg + c) * g.kh + i) * g.kw + j,
                   ((n * g.o + o) * oh_n + oh) * ow_n + ow);
               }
 }
@@ -109,7 +169,7 @@ Expected conv64(const Geom& g, const Tensor& x, const Tensor& w, const Tensor* b
     mag[at(yi)] += std::fabs(t);
   });
   Expected e{want, {}};
-  for (double m : mag) e.tol.push_back(static_cast<double>(g.c * g.kh * g.kw + 2) * kU * m);
+  for (double m : mag) e.tol.push_back(static_cast<double>(g.cg() * g.kh * g.kw + 2) * kU * m);
   return e;
 }
 
@@ -123,13 +183,13 @@ Expected conv_dx64(const Geom& g, const Tensor& w, const Tensor& dy) {
     mag[at(xi)] += std::fabs(t);
   });
   Expected e{want, {}};
-  for (double m : mag) e.tol.push_back(static_cast<double>(g.o + g.kh * g.kw + 2) * kU * m);
+  for (double m : mag) e.tol.push_back(static_cast<double>(g.og() + g.kh * g.kw + 2) * kU * m);
   return e;
 }
 
 /// dw = the adjoint of conv in w, in float64. Chain of N·OH·OW roundings.
 Expected conv_dw64(const Geom& g, const Tensor& x, const Tensor& dy) {
-  const int64_t nw = g.o * g.c * g.kh * g.kw;
+  const int64_t nw = g.o * g.cg() * g.kh * g.kw;
   std::vector<double> want(at(nw), 0.0), mag(at(nw), 0.0);
   for_each_tap(g, [&](int64_t xi, int64_t wi, int64_t yi) {
     const double t = static_cast<double>(x[xi]) * dy[yi];
@@ -270,25 +330,29 @@ Tensor vals(Shape s, std::mt19937& rng, bool specials) {
 std::optional<Case> make_case(OpKind kind, std::mt19937& rng, bool big, int variant, bool specials) {
   Case c;
   c.kind = kind;
-  const int64_t stride = 1 + variant;  // conv variants: stride 1 and 2
+  // Conv variants: the short form with stride 1 and 2, then the general form (groups, dilation,
+  // per-axis strides and asymmetric pads).
+  const auto conv = [&] {
+    return variant == 2 ? random_general_geom(rng, big) : random_geom(rng, big, 1 + variant);
+  };
   switch (kind) {
     case OpKind::Conv2d: {
-      const Geom g = random_geom(rng, big, stride);
-      c.attrs.ints = {g.stride, g.pad};
+      const Geom g = conv();
+      c.attrs.ints = g.ints();
       c.in = {vals(Shape{g.n, g.c, g.h, g.w}, rng, specials),
-              vals(Shape{g.o, g.c, g.kh, g.kw}, rng, specials), vals(Shape{g.o}, rng, specials)};
+              vals(Shape{g.o, g.cg(), g.kh, g.kw}, rng, specials), vals(Shape{g.o}, rng, specials)};
       return c;
     }
     case OpKind::Conv2dBackwardInput: {
-      const Geom g = random_geom(rng, big, stride);
-      c.attrs.ints = {g.stride, g.pad, g.h, g.w};
-      c.in = {vals(Shape{g.o, g.c, g.kh, g.kw}, rng, specials),
+      const Geom g = conv();
+      c.attrs.ints = g.ints(g.h, g.w);
+      c.in = {vals(Shape{g.o, g.cg(), g.kh, g.kw}, rng, specials),
               vals(Shape{g.n, g.o, g.oh(), g.ow()}, rng, specials)};
       return c;
     }
     case OpKind::Conv2dBackwardWeight: {
-      const Geom g = random_geom(rng, big, stride);
-      c.attrs.ints = {g.stride, g.pad, g.kh, g.kw};
+      const Geom g = conv();
+      c.attrs.ints = g.ints(g.kh, g.kw);
       c.in = {vals(Shape{g.n, g.c, g.h, g.w}, rng, specials),
               vals(Shape{g.n, g.o, g.oh(), g.ow()}, rng, specials)};
       return c;
@@ -375,14 +439,15 @@ std::optional<std::vector<Expected>> expect(const Case& c) {
       return std::vector<Expected>{conv64(conv_geom_of(c), in[0], in[1], &in[2])};
     case OpKind::Conv2dBackwardInput: {
       const Shape &w = in[0].shape(), &dy = in[1].shape();
-      const Geom g{dy[0], w[1], c.attrs.ints[2], c.attrs.ints[3], w[0],
-                   w[2],  w[3], c.attrs.ints[0], c.attrs.ints[1]};
+      const auto& v = c.attrs.ints;
+      const int64_t groups = v.size() == 11 ? v[8] : 1;
+      const Geom g = geom_of_ints(v, 2, dy[0], w[1] * groups, v[v.size() - 2], v.back(), w[0], w[2], w[3]);
       return std::vector<Expected>{conv_dx64(g, in[0], in[1])};
     }
     case OpKind::Conv2dBackwardWeight: {
       const Shape &x = in[0].shape(), &dy = in[1].shape();
-      const Geom g{x[0],           x[1], x[2], x[3], dy[1], c.attrs.ints[2], c.attrs.ints[3], c.attrs.ints[0],
-                   c.attrs.ints[1]};
+      const auto& v = c.attrs.ints;
+      const Geom g = geom_of_ints(v, 2, x[0], x[1], x[2], x[3], dy[1], v[v.size() - 2], v.back());
       return std::vector<Expected>{conv_dw64(g, in[0], in[1])};
     }
     case OpKind::Conv2dBackwardBias:
@@ -486,7 +551,7 @@ const Attrs kBackAttrs{{1, 1, 5, 5}, {}};
 
 const RegisterOpTests kConv2dTests(
     OpKind::Conv2d,
-    {2,
+    {3,
      make_case,
      expect,
      {{kConvAttrs, {Shape{1, 2, 5, 5}, Shape{3, 3, 3, 3}, Shape{3}}, "channels disagree"},
@@ -497,27 +562,56 @@ const RegisterOpTests kConv2dTests(
       {{{1, 3}, {}}, {Shape{1, 2, 5, 5}, Shape{3, 2, 3, 3}, Shape{3}}, "pad as large as the kernel"},
       {{{1, 0}, {}}, {Shape{1, 2, 2, 5}, Shape{3, 2, 3, 3}, Shape{3}}, "kernel taller than the image"},
       {{{1, 0}, {}}, {Shape{0, 2, 5, 5}, Shape{3, 2, 3, 3}, Shape{3}}, "empty batch"},
-      {{{1}, {}}, {Shape{1, 2, 5, 5}, Shape{3, 2, 3, 3}, Shape{3}}, "one int"}},
+      {{{1}, {}}, {Shape{1, 2, 5, 5}, Shape{3, 2, 3, 3}, Shape{3}}, "one int"},
+      {{{1, 1, 0, 0, 0, 0, 1, 1}, {}}, {Shape{1, 2, 5, 5}, Shape{3, 2, 3, 3}, Shape{3}}, "eight ints"},
+      {{{1, 1, 0, 0, 0, 0, 1, 1, 2}, {}},
+       {Shape{1, 4, 5, 5}, Shape{3, 2, 3, 3}, Shape{3}},
+       "2 groups, O = 3"},
+      {{{1, 1, 0, 0, 0, 0, 1, 1, 2}, {}},
+       {Shape{1, 4, 5, 5}, Shape{4, 4, 3, 3}, Shape{4}},
+       "w holds C, not C/G"},
+      {{{1, 1, 0, 0, 0, 0, 1, 1, 3}, {}},
+       {Shape{1, 4, 5, 5}, Shape{3, 1, 3, 3}, Shape{3}},
+       "3 groups, C = 4"},
+      {{{1, 1, 0, 0, 0, 0, 1, 1, 0}, {}}, {Shape{1, 2, 5, 5}, Shape{3, 2, 3, 3}, Shape{3}}, "0 groups"},
+      {{{1, 1, 0, 0, 0, 0, 0, 1, 1}, {}}, {Shape{1, 2, 5, 5}, Shape{3, 2, 3, 3}, Shape{3}}, "dilation 0"},
+      {{{1, 0, 0, 0, 0, 0, 1, 1, 1}, {}}, {Shape{1, 2, 5, 5}, Shape{3, 2, 3, 3}, Shape{3}}, "stride_w 0"},
+      {{{1, 1, 5, 0, 0, 0, 2, 1, 1}, {}},
+       {Shape{1, 2, 5, 5}, Shape{3, 2, 3, 3}, Shape{3}},
+       "pad_top = extent 5"},
+      {{{1, 1, 0, 0, 0, -1, 1, 1, 1}, {}},
+       {Shape{1, 2, 5, 5}, Shape{3, 2, 3, 3}, Shape{3}},
+       "negative pad_right"},
+      {{{1, 1, 0, 0, 0, 0, 3, 1, 1}, {}},
+       {Shape{1, 2, 6, 5}, Shape{3, 2, 3, 3}, Shape{3}},
+       "dilated extent 7 > 6"}},
      {0, 1, 2}});
 const RegisterOpTests kConv2dBackwardInputTests(
     OpKind::Conv2dBackwardInput,
-    {2,
+    {3,
      make_case,
      expect,
      {{kBackAttrs, {Shape{3, 2, 3, 3}, Shape{1, 3, 4, 5}}, "dy height is not the output height of H"},
       {kBackAttrs, {Shape{3, 2, 3, 3}, Shape{1, 4, 5, 5}}, "dy channels disagree with O"},
       {{{1, 1, 0, 5}, {}}, {Shape{3, 2, 3, 3}, Shape{1, 3, 5, 5}}, "H = 0"},
       {{{1, 1, 5}, {}}, {Shape{3, 2, 3, 3}, Shape{1, 3, 5, 5}}, "three ints"},
-      {kBackAttrs, {Shape{3, 2, 3}, Shape{1, 3, 5, 5}}, "rank-3 w"}}});
+      {kBackAttrs, {Shape{3, 2, 3}, Shape{1, 3, 5, 5}}, "rank-3 w"},
+      {{{1, 1, 1, 1, 1, 1, 1, 1, 1, 5}, {}}, {Shape{3, 2, 3, 3}, Shape{1, 3, 5, 5}}, "ten ints"},
+      {{{1, 1, 1, 1, 1, 1, 1, 1, 2, 5, 5}, {}}, {Shape{3, 2, 3, 3}, Shape{1, 3, 5, 5}}, "2 groups, O = 3"},
+      {{{1, 1, 1, 1, 1, 1, 2, 2, 1, 5, 5}, {}},
+       {Shape{3, 2, 3, 3}, Shape{1, 3, 5, 5}},
+       "dilation 2: dy is 3×3"}}});
 const RegisterOpTests kConv2dBackwardWeightTests(
     OpKind::Conv2dBackwardWeight,
-    {2,
+    {3,
      make_case,
      expect,
      {{{{1, 1, 3, 3}, {}}, {Shape{2, 2, 5, 5}, Shape{1, 3, 5, 5}}, "batch sizes disagree"},
       {{{1, 1, 3, 3}, {}}, {Shape{1, 2, 5, 5}, Shape{1, 3, 5, 4}}, "dy width is not the output width"},
       {{{1, 1, 0, 3}, {}}, {Shape{1, 2, 5, 5}, Shape{1, 3, 5, 5}}, "KH = 0"},
-      {{{2, 3, 3, 3}, {}}, {Shape{1, 2, 5, 5}, Shape{1, 3, 4, 4}}, "pad as large as the kernel"}}});
+      {{{2, 3, 3, 3}, {}}, {Shape{1, 2, 5, 5}, Shape{1, 3, 4, 4}}, "pad as large as the kernel"},
+      {{{1, 1, 0, 0, 0, 0, 1, 1, 2, 3, 3}, {}}, {Shape{1, 3, 5, 5}, Shape{1, 4, 3, 3}}, "2 groups, C = 3"},
+      {{{1, 1, 0, 0, 0, 0, 1, 1, 1, 3}, {}}, {Shape{1, 2, 5, 5}, Shape{1, 3, 3, 3}}, "ten ints"}}});
 const RegisterOpTests kConv2dBackwardBiasTests(
     OpKind::Conv2dBackwardBias,
     {1, make_case, expect, {{{}, {Shape{3, 4, 5}}, "rank-3 dy"}, {{}, {Shape{2, 0, 3, 3}}, "no channels"}}});
@@ -613,6 +707,64 @@ TEST_CASE("conv2d and its gradients on a hand-computed 3×3 example") {
         std::vector<float>{4, 3, 4, 2, 1, 2, 4, 3, 4});
 }
 
+TEST_CASE("conv2d in the general form: dilation, asymmetric stride and pads, depthwise groups by hand") {
+  const Tensor x(Shape{1, 1, 3, 3}, std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8, 9});
+  const Tensor w(Shape{1, 1, 2, 2}, std::vector<float>{1, 2, 3, 4});
+  const Tensor b(Shape{1}, std::vector<float>{0.5f});
+  // Dilation 2: the one window's taps are the corners, 0.5 + 1·1 + 2·3 + 3·7 + 4·9.
+  const Attrs dilated{{1, 1, 0, 0, 0, 0, 2, 2, 1}, {}};
+  CHECK(values_of(run_everywhere({OpKind::Conv2d, dilated, {x, w, b}})[0]) == std::vector<float>{64.5f});
+  // Its gradients for dy = 1: dx is w on the corners, dw the corners of x.
+  const Tensor one(Shape{1, 1, 1, 1}, std::vector<float>{1});
+  CHECK(values_of(run_everywhere(
+            {OpKind::Conv2dBackwardInput, {{1, 1, 0, 0, 0, 0, 2, 2, 1, 3, 3}, {}}, {w, one}})[0]) ==
+        std::vector<float>{1, 0, 2, 0, 0, 0, 3, 0, 4});
+  CHECK(values_of(run_everywhere(
+            {OpKind::Conv2dBackwardWeight, {{1, 1, 0, 0, 0, 0, 2, 2, 1, 2, 2}, {}}, {x, one}})[0]) ==
+        std::vector<float>{1, 3, 7, 9});
+  // Stride (1, 2), pad_top 1 and pad_right 1: OH = (3 + 1 − 2)/1 + 1 = 3, OW = (3 + 1 − 2)/2 + 1 = 2;
+  // y[oh, ow] = 0.5 + Σ w[i, j]·xp(oh + i − 1, 2·ow + j).
+  const Attrs asym{{1, 2, 1, 0, 0, 1, 1, 1, 1}, {}};
+  const std::vector<Tensor> ya = run_everywhere({OpKind::Conv2d, asym, {x, w, b}});
+  REQUIRE(ya[0].shape() == Shape{1, 1, 3, 2});
+  CHECK(values_of(ya[0]) == std::vector<float>{11.5f, 9.5f, 37.5f, 21.5f, 67.5f, 33.5f});
+  // Depthwise (2 groups of one channel): channel 0 is the 3×3 example with w, channel 1 (10 … 18) sums
+  // its 2×2 windows (w = 1).
+  Tensor x2(Shape{1, 2, 3, 3});
+  for (int64_t i = 0; i < 18; ++i) x2[i] = static_cast<float>(i + 1);
+  const Tensor w2(Shape{2, 1, 2, 2}, std::vector<float>{1, 2, 3, 4, 1, 1, 1, 1});
+  const Tensor b2(Shape{2}, std::vector<float>{0.5f, 0});
+  const Attrs depthwise{{1, 1, 0, 0, 0, 0, 1, 1, 2}, {}};
+  CHECK(values_of(run_everywhere({OpKind::Conv2d, depthwise, {x2, w2, b2}})[0]) ==
+        std::vector<float>{37.5f, 47.5f, 67.5f, 77.5f, 48, 52, 60, 64});
+  const Tensor ones(Shape{1, 2, 2, 2}, std::vector<float>(8, 1.0f));
+  CHECK(values_of(run_everywhere(
+            {OpKind::Conv2dBackwardInput, {{1, 1, 0, 0, 0, 0, 1, 1, 2, 3, 3}, {}}, {w2, ones}})[0]) ==
+        std::vector<float>{1, 3, 2, 4, 10, 6, 3, 7, 4, 1, 2, 1, 2, 4, 2, 1, 2, 1});
+  CHECK(values_of(run_everywhere(
+            {OpKind::Conv2dBackwardWeight, {{1, 1, 0, 0, 0, 0, 1, 1, 2, 2, 2}, {}}, {x2, ones}})[0]) ==
+        std::vector<float>{12, 16, 24, 28, 48, 52, 60, 64});
+}
+
+TEST_CASE("conv2d: the general form {s, s, p, p, p, p, 1, 1, 1} gives the bits of the short form {s, p}") {
+  std::mt19937 rng(41);
+  for (int trial = 0; trial < 12; ++trial) {
+    Geom g = random_geom(rng, trial == 0, 1 + trial % 2);
+    const Tensor x = random_tensor(Shape{g.n, g.c, g.h, g.w}, rng, true);
+    const Tensor w = random_tensor(Shape{g.o, g.c, g.kh, g.kw}, rng, true);
+    const Tensor b = random_tensor(Shape{g.o}, rng, true);
+    const Tensor dy = random_tensor(Shape{g.n, g.o, g.oh(), g.ow()}, rng, true);
+    std::vector<std::vector<Tensor>> outs;
+    for (bool general : {false, true}) {
+      g.general = general;
+      outs.push_back({run_everywhere({OpKind::Conv2d, {g.ints(), {}}, {x, w, b}})[0],
+                      run_everywhere({OpKind::Conv2dBackwardInput, {g.ints(g.h, g.w), {}}, {w, dy}})[0],
+                      run_everywhere({OpKind::Conv2dBackwardWeight, {g.ints(g.kh, g.kw), {}}, {x, dy}})[0]});
+    }
+    for (size_t k = 0; k < 3; ++k) CHECK(bitwise_equal(outs[0][k], outs[1][k]));
+  }
+}
+
 TEST_CASE("conv2d: padded taps are +0 terms of the chain (signed zero and infinite weights)") {
   // One pixel x = −0, a 3×3 kernel with pad 1, bias −0, weights +0 except the centre 1. Chain in
   // (kh, kw) order: acc = −0; tap (0,0) is padding: fma(+0, +0, −0) = +0; … centre: fma(−0, 1, +0) = +0.
@@ -640,13 +792,14 @@ TEST_CASE("conv2d: padded taps are +0 terms of the chain (signed zero and infini
 
 TEST_CASE("conv2d_backward_* are the adjoints of conv2d (float64 models) and match them") {
   // <dy, conv(x, w)> = <dx(w, dy), x> = <dw(x, dy), w> and the bias term <dy, b> = <db, b>: checks the
-  // models of the backward ops against the forward one, on stride 1 and 2, then the float kernels
+  // models of the backward ops against the forward one, on stride 1 and 2 and the general form (groups,
+  // dilation, per-axis strides, asymmetric pads), then the float kernels
   // against those models (the VJP's nodes, run here without a graph).
   std::mt19937 rng(11);
-  for (int trial = 0; trial < 24; ++trial) {
-    const Geom g = random_geom(rng, false, 1 + trial % 2);
+  for (int trial = 0; trial < 36; ++trial) {
+    const Geom g = trial % 3 == 2 ? random_general_geom(rng, false) : random_geom(rng, false, 1 + trial % 2);
     const Tensor x = random_tensor(Shape{g.n, g.c, g.h, g.w}, rng, false);
-    const Tensor w = random_tensor(Shape{g.o, g.c, g.kh, g.kw}, rng, false);
+    const Tensor w = random_tensor(Shape{g.o, g.cg(), g.kh, g.kw}, rng, false);
     const Tensor dy = random_tensor(Shape{g.n, g.o, g.oh(), g.ow()}, rng, false);
     const Expected y = conv64(g, x, w, nullptr), dx = conv_dx64(g, w, dy), dw = conv_dw64(g, x, dy);
     double lhs = 0, by_x = 0, by_w = 0, scale = 0;
@@ -658,8 +811,8 @@ TEST_CASE("conv2d_backward_* are the adjoints of conv2d (float64 models) and mat
     for (size_t i = 0; i < dw.want.size(); ++i) by_w += w[static_cast<int64_t>(i)] * dw.want[i];
     CHECK(std::fabs(lhs - by_x) <= 1e-12 * (scale + 1));
     CHECK(std::fabs(lhs - by_w) <= 1e-12 * (scale + 1));
-    check_against({OpKind::Conv2dBackwardInput, {{g.stride, g.pad, g.h, g.w}, {}}, {w, dy}}, {dx});
-    check_against({OpKind::Conv2dBackwardWeight, {{g.stride, g.pad, g.kh, g.kw}, {}}, {x, dy}}, {dw});
+    check_against({OpKind::Conv2dBackwardInput, {g.ints(g.h, g.w), {}}, {w, dy}}, {dx});
+    check_against({OpKind::Conv2dBackwardWeight, {g.ints(g.kh, g.kw), {}}, {x, dy}}, {dw});
   }
 }
 

@@ -1,8 +1,9 @@
-// Kernels of conv2d, its three gradients and 2×2 max pooling (docs/numerics.md "Convolution", "Max
-// pooling"). Direct kernels, one thread per output element, each running the contract's chain in its
-// order with the padded taps as +0 terms (not im2col + GEMM: simpler, the same bits, slower).
-// Windows of the pooling: pool_window and pool_choice, and for a general window pool_choice_at and
-// pool_grad_at (ops/pointwise.h), shared with the CPU. Global average pooling: one warp per plane.
+// Kernels of conv2d (groups, dilation, per-axis strides and pads), its three gradients and 2×2 max pooling
+// (docs/numerics.md "Convolution", "Max pooling"). Direct kernels, one thread per output element, each
+// running the contract's chain in its order with the padded taps as +0 terms (not im2col + GEMM: simpler, the
+// same bits, slower). Windows of the pooling: pool_window and pool_choice, and for a general window
+// pool_choice_at and pool_grad_at (ops/pointwise.h), shared with the CPU. Global average pooling: one warp
+// per plane.
 #pragma once
 
 #include "ops/conv_elements.h"
@@ -31,9 +32,9 @@ TRIBUNAL_KERNEL void conv2d_backward_input_kernel(const float* w, const float* d
 }
 
 TRIBUNAL_KERNEL void conv2d_backward_weight_kernel(const float* x, const float* dy, float* dw, ConvGeom g) {
-  TRIBUNAL_GRID_STRIDE(i, g.o * g.c * g.kh * g.kw) {
-    const int64_t kw = i % g.kw, kh = (i / g.kw) % g.kh, c = (i / (g.kw * g.kh)) % g.c,
-                  o = i / (g.kw * g.kh * g.c);
+  TRIBUNAL_GRID_STRIDE(i, g.o * g.cg() * g.kh * g.kw) {  // dw[O, C/G, KH, KW]
+    const int64_t kw = i % g.kw, kh = (i / g.kw) % g.kh, c = (i / (g.kw * g.kh)) % g.cg(),
+                  o = i / (g.kw * g.kh * g.cg());
     dw[i] = conv2d_weight_grad(x, dy, g, o, c, kh, kw);
   }
 }
@@ -147,7 +148,7 @@ void launch_conv2d_backward_input(const float* w, const float* dy, float* dx, co
 }
 
 void launch_conv2d_backward_weight(const float* x, const float* dy, float* dw, const ConvGeom& g) {
-  const int64_t n = g.o * g.c * g.kh * g.kw;
+  const int64_t n = g.o * g.cg() * g.kh * g.kw;
   if (n == 0) return;
   TRIBUNAL_LAUNCH(conv2d_backward_weight_kernel, elementwise_grid(n), simt::Dim3(kBlock), x, dy, dw, g);
 }
