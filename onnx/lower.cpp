@@ -620,26 +620,60 @@ class Lowerer {
   }
 
   // Conv → RepOps Conv2d: 2-D, one group, no dilation, one stride and one padding for both axes.
+  /// ONNX Conv (2-D) onto OpKind::Conv2d: the short form {stride, pad} where one stride, one padding
+  /// on every side, no dilation and one group describe the node (the bytes of jobs lowered before
+  /// the general form existed), else the general form of nine ints (ops/registry.h). auto_pad VALID,
+  /// SAME_UPPER and SAME_LOWER are lowered to explicit pads.
   void map_conv(const OnnxNode& node) {
     only_attributes(node, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
     const OnnxAttribute* pad_mode = attr(node, "auto_pad");
-    if (pad_mode && pad_mode->s != "NOTSET") unsupported(node, fmt::format("auto_pad = {}", pad_mode->s));
+    const std::string mode = pad_mode ? pad_mode->s : "NOTSET";
+    if (mode != "NOTSET" && mode != "VALID" && mode != "SAME_UPPER" && mode != "SAME_LOWER")
+      unsupported(node, fmt::format("auto_pad = {}", mode));
+    const auto x = dims_of(input(node, 0), &node);
     const auto w = dims_of(input(node, 1), &node);
-    if (w.size() != 4) unsupported(node, fmt::format("a {}-D convolution (2-D only)", w.size() - 2));
-    if (attr_int(node, "group", 1) != 1)
-      unsupported(node, fmt::format("group = {}", attr_int(node, "group", 1)));
-    for (int64_t d : attr_ints(node, "dilations", {1, 1}))
-      if (d != 1) unsupported(node, "dilations ≠ 1");
+    if (w.size() != 4 || x.size() != 4)
+      unsupported(node, fmt::format("a {}-D convolution (2-D only)", static_cast<int64_t>(w.size()) - 2));
+    const int64_t group = attr_int(node, "group", 1);
+    if (group < 1 || x[1] != w[1] * group || w[0] % group != 0)
+      unsupported(node,
+                  fmt::format("group = {} with an input of shape {} and weights {} (needs C = group·W[1] "
+                              "and group dividing W[0])",
+                              group, dims_str(x), dims_str(w)));
     const auto kernel = attr_ints(node, "kernel_shape", {w[2], w[3]});
     if (kernel != std::vector<int64_t>{w[2], w[3]})
       unsupported(node, fmt::format("kernel_shape {} differing from the weight's {}", dims_str(kernel),
                                     dims_str(std::vector<int64_t>{w[2], w[3]})));
     const auto strides = attr_ints(node, "strides", {1, 1});
-    const auto pads = attr_ints(node, "pads", {0, 0, 0, 0});
-    if (strides.size() != 2 || strides[0] != strides[1])
-      unsupported(node, fmt::format("strides {} (one stride for both axes)", dims_str(strides)));
-    if (pads.size() != 4 || std::any_of(pads.begin(), pads.end(), [&](int64_t p) { return p != pads[0]; }))
-      unsupported(node, fmt::format("pads {} (the same padding on every side)", dims_str(pads)));
+    const auto dilations = attr_ints(node, "dilations", {1, 1});
+    auto pads = attr_ints(node, "pads", {0, 0, 0, 0});
+    if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4)
+      unsupported(node, fmt::format("strides {}, dilations {}, pads {} (2-D only)", dims_str(strides),
+                                    dims_str(dilations), dims_str(pads)));
+    int64_t extent[2];
+    for (size_t a = 0; a < 2; ++a) {
+      if (strides[a] < 1 || dilations[a] < 1)
+        unsupported(
+            node, fmt::format("strides {}, dilations {} (each ≥ 1)", dims_str(strides), dims_str(dilations)));
+      extent[a] = (w[a + 2] - 1) * dilations[a] + 1;
+    }
+    if (mode == "VALID") pads = {0, 0, 0, 0};
+    if (mode == "SAME_UPPER" || mode == "SAME_LOWER") {
+      // Output ⌈H/stride⌉, as ONNX's shape inference: the odd pad goes at the end (UPPER) or the start
+      // (LOWER). Each pad is below the kernel extent, as (⌈H/s⌉ − 1)·s < H.
+      for (size_t a = 0; a < 2; ++a) {
+        const int64_t out = (x[a + 2] + strides[a] - 1) / strides[a];
+        const int64_t total = std::max<int64_t>(0, (out - 1) * strides[a] + extent[a] - x[a + 2]);
+        const int64_t small = total / 2, large = total - small;
+        pads[a] = mode == "SAME_UPPER" ? small : large;
+        pads[a + 2] = mode == "SAME_UPPER" ? large : small;
+      }
+    }
+    for (size_t a = 0; a < 2; ++a)
+      if (pads[a] < 0 || pads[a + 2] < 0 || pads[a] >= extent[a] || pads[a + 2] >= extent[a])
+        unsupported(node, fmt::format("pads {} with a kernel extent {}×{} (each pad ≥ 0 and smaller than its "
+                                      "dilated kernel side)",
+                                      dims_str(pads), extent[0], extent[1]));
     LoweredRef bias;
     if (input(node, 2).empty()) {  // no bias: a +0 bias adds nothing (x + 0 = x, and −0 + +0 = +0 as RepOps'
                                    // chain starts)
@@ -647,9 +681,18 @@ class Lowerer {
     } else {
       bias = runtime(input(node, 2), &node);
     }
+    const bool short_form = group == 1 && dilations == std::vector<int64_t>{1, 1} &&
+                            strides[0] == strides[1] &&
+                            std::all_of(pads.begin(), pads.end(), [&](int64_t p) { return p == pads[0]; });
+    Attrs attrs;
+    if (short_form)
+      attrs.ints = {strides[0], pads[0]};
+    else
+      attrs.ints = {strides[0], strides[1],   pads[0],      pads[1], pads[2],
+                    pads[3],    dilations[0], dilations[1], group};
     define(
         node, 0,
-        emit_one(OpKind::Conv2d, Attrs{{strides[0], pads[0]}, {}},
+        emit_one(OpKind::Conv2d, attrs,
                  {runtime(input(node, 0), &node), runtime(input(node, 1), &node), bias}, node.name, &node));
   }
 
