@@ -28,6 +28,10 @@ The initializers are torch's default initialization under a fixed seed: the job'
             a BasicBlock of 16 with stride 2 and a 1×1 conv + BatchNorm downsample, global average
             pooling, Flatten, Linear(16, 10); BatchNorm in training mode, its running statistics the
             buffers a step updates.                                           (Fashion-MNIST, 5.1k params)
+  grouped_cnn.onnx the convolutions of MobileNet and ResNeXt at toy size: x[N, 4, 9, 9] → depthwise
+            Conv(4→4, 3×3, groups 4, dilation 2, stride (1, 2), padding (2, 1)) → Conv(4→6, 3×2, groups 2,
+            dilation (2, 1), padding 1) → GlobalAveragePool → Flatten: 6 logits (no ReLU, so the autodiff
+            test's finite differences never cross a kink)                    (tests/engine, 118 params)
 
 Not run in CI (python3-torch stays out of its critical path): the exported files are committed.
 """
@@ -259,6 +263,17 @@ class Resnet(nn.Module):
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
+class GroupedCnn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.depthwise = nn.Conv2d(4, 4, 3, stride=(1, 2), padding=(2, 1), dilation=2, groups=4)
+        self.grouped = nn.Conv2d(4, 6, (3, 2), padding=1, dilation=(2, 1), groups=2)
+
+    def forward(self, x):
+        x = nn.functional.adaptive_avg_pool2d(self.grouped(self.depthwise(x)), 1)
+        return torch.flatten(x, 1)
+
+
 def export(module, example, path, input_name="x"):
     module.train()
     torch.onnx.export(module, example, str(path), opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
@@ -321,6 +336,8 @@ def main():
     # job reads its [B, 8, 512] logits (tests/engine/test_job_onnx.cpp).
     export(gpt2_sized(vocab=512, context=8, layers=1, heads=2, d_model=8), torch.zeros(4, 8, dtype=torch.long),
            out / "gpt2_vocab512.onnx", input_name="ids")
+    torch.manual_seed(2031)
+    export(GroupedCnn(), torch.zeros(4, 4, 9, 9), out / "grouped_cnn.onnx")
 
 
 if __name__ == "__main__":

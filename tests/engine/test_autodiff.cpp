@@ -17,6 +17,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <string>
@@ -29,8 +32,10 @@
 #include "engine/job.h"
 #include "engine/model.h"
 #include "engine/step.h"
+#include "onnx/lower.h"
 #include "ops/math.h"
 #include "ops/thread_pool.h"
+#include "tests/source_dir.h"
 
 using namespace tribunal;
 
@@ -268,6 +273,36 @@ struct F64Forward {
                       best = std::max(best, in(0)[static_cast<size_t>((pl * x[2] + i) * x[3] + j)]);
                 out[static_cast<size_t>((pl * y[2] + r) * y[3] + s)] = best;
               }
+          break;
+        }
+        case OpKind::Conv2d: {
+          // Cross-correlation written out here from ONNX Conv's definition: ints {stride, pad} or
+          // {sh, sw, pt, pl, pb, pr, dh, dw, groups}; y[n,o,r,s] = b[o] + Σ over the channels c of o's
+          // group, i, j of w[o, c, i, j]·x[n, group·Cg + c, r·sh + i·dh − pt, s·sw + j·dw − pl].
+          const auto& v = node.attrs.ints;
+          const bool general = v.size() == 9;
+          const int64_t sh = v[0], sw = general ? v[1] : v[0], pt = general ? v[2] : v[1],
+                        pl = general ? v[3] : v[1], dh = general ? v[6] : 1, dw = general ? v[7] : 1;
+          const Shape &x = shape(0), &w = shape(1);
+          const Shape& y = g.values[node.outputs[0]].shape;
+          const int64_t cg = w[1], og = w[0] / (general ? v[8] : 1);
+          out.assign(static_cast<size_t>(y.numel()), 0.0);
+          for (int64_t n_ = 0; n_ < y[0]; ++n_)
+            for (int64_t o = 0; o < y[1]; ++o)
+              for (int64_t r = 0; r < y[2]; ++r)
+                for (int64_t s = 0; s < y[3]; ++s) {
+                  double acc = in(2)[static_cast<size_t>(o)];
+                  for (int64_t c = 0; c < cg; ++c)
+                    for (int64_t i = 0; i < w[2]; ++i)
+                      for (int64_t j = 0; j < w[3]; ++j) {
+                        const int64_t hh = r * sh + i * dh - pt, ww = s * sw + j * dw - pl;
+                        if (hh < 0 || hh >= x[2] || ww < 0 || ww >= x[3]) continue;
+                        acc += in(1)[static_cast<size_t>(((o * cg + c) * w[2] + i) * w[3] + j)] *
+                               in(0)[static_cast<size_t>(((n_ * x[1] + o / og * cg + c) * x[2] + hh) * x[3] +
+                                                         ww)];
+                      }
+                  out[static_cast<size_t>(((n_ * y[1] + o) * y[2] + r) * y[3] + s)] = acc;
+                }
           break;
         }
         case OpKind::GlobalAvgPool: {
@@ -804,6 +839,58 @@ TEST_CASE("autodiff through batch_norm in training mode (ResNet's BatchNormaliza
   int backward = 0;
   for (const Node& n : pb.g.nodes) backward += n.op == OpKind::BatchNormBackward ? 1 : 0;
   CHECK(backward == 1);
+}
+
+TEST_CASE(
+    "autodiff through an imported depthwise and a grouped, dilated Conv (grouped_cnn.onnx) matches float64") {
+  // tools/onnx_export.py's GroupedCnn, exported by torch: Conv(groups 4 = C, dilation 2, stride (1, 2),
+  // padding (2, 1)) → Conv(groups 2, dilation (2, 1), kernel 3×2, padding 1) → GlobalAveragePool →
+  // Flatten, imported and lowered (onnx/lower.cpp map_conv) to conv2d's general form; the gradients of
+  // every weight, bias and the input against float64 finite differences.
+  const std::filesystem::path path = testing::source_dir() / "tests/fixtures/onnx/grouped_cnn.onnx";
+  std::ifstream file(path, std::ios::binary);
+  REQUIRE(file);
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  ModelSpec m;
+  m.kind = ModelKind::Onnx;
+  m.onnx = import_onnx(std::as_bytes(std::span(bytes)), path.filename().string());
+  GradProblem pb;
+  GraphBuilder b(pb.g);
+  std::mt19937 rng(37);
+  const std::vector<ParamSpec> specs = model_params(m);
+  REQUIRE(specs.size() == 4);  // two weights, two biases
+  std::vector<ValueId> params;
+  for (const ParamSpec& spec : specs) params.push_back(b.add_state(spec.name, spec.shape));
+  pb.state = onnx_param_tensors(*m.onnx);
+  CHECK(pb.state[0].shape() == Shape{4, 1, 3, 3});  // depthwise: C/G = 1 channel per filter
+  CHECK(pb.state[2].shape() == Shape{6, 2, 3, 2});
+  const ValueId x = b.add_data("x", Shape{2, 4, 9, 9});
+  pb.data.push_back(random_tensor(Shape{2, 4, 9, 9}, rng));
+  const ValueId y = b.add_data("y", Shape{2});
+  pb.data.push_back(random_labels(2, 6, rng));
+  const ValueId logits = build_forward(b, m, params, x);
+  REQUIRE(pb.g.values[logits].shape == Shape{2, 6});
+  pb.loss = b.add_node(OpKind::SoftmaxCrossEntropy, {}, {logits, y}, "loss").front();
+  pb.g.loss = pb.loss;
+  pb.wrt = params;
+  pb.wrt.push_back(x);
+  check_gradients(pb);
+  // ONNX's pads [top, left, bottom, right] and dilations land in the general form; each gradient node
+  // carries the forward's nine ints and the two sizes.
+  std::vector<std::vector<int64_t>> convs, inputs, weights;
+  for (const Node& n : pb.g.nodes) {
+    if (n.op == OpKind::Conv2d) convs.push_back(n.attrs.ints);
+    if (n.op == OpKind::Conv2dBackwardInput) inputs.push_back(n.attrs.ints);
+    if (n.op == OpKind::Conv2dBackwardWeight) weights.push_back(n.attrs.ints);
+  }
+  const std::vector<int64_t> depthwise{1, 2, 2, 1, 2, 1, 2, 2, 4}, grouped{1, 1, 1, 1, 1, 1, 2, 1, 2};
+  CHECK(convs == std::vector<std::vector<int64_t>>{depthwise, grouped});
+  CHECK(std::count(inputs.begin(), inputs.end(), std::vector<int64_t>{1, 1, 1, 1, 1, 1, 2, 1, 2, 9, 4}) == 1);
+  CHECK(std::count(inputs.begin(), inputs.end(), std::vector<int64_t>{1, 2, 2, 1, 2, 1, 2, 2, 4, 9, 9}) == 1);
+  CHECK(std::count(weights.begin(), weights.end(), std::vector<int64_t>{1, 1, 1, 1, 1, 1, 2, 1, 2, 3, 2}) ==
+        1);
+  CHECK(std::count(weights.begin(), weights.end(), std::vector<int64_t>{1, 2, 2, 1, 2, 1, 2, 2, 4, 3, 3}) ==
+        1);
 }
 
 TEST_CASE("append_backward rejects what it cannot differentiate") {
