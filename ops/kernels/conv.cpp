@@ -156,6 +156,8 @@ Geom conv_geom(const Attrs& a, const Shape& x, const Shape& w, const Shape& b) {
   op_require(all_positive(x) && all_positive(w), op,
              "sizes must be ≥ 1, got x " + x.str() + ", w " + w.str());
   const int64_t groups = a.ints.size() == kConvGeneralInts ? a.ints[8] : 1;
+  op_require(groups >= 1 && groups <= kMaxAttr, op,
+             "groups must be in [1, 2^24], got " + std::to_string(groups));
   op_require(
       x[1] == w[1] * groups, op,
       "channels disagree: x " + x.str() + ", w " + w.str() + " with " + std::to_string(groups) + " groups");
