@@ -8,6 +8,7 @@
 
 #include "engine/autodiff.h"
 #include "engine/error.h"
+#include "engine/loss.h"
 #include "engine/model.h"
 #include "engine/state.h"
 
@@ -264,8 +265,9 @@ void sketch_mlp(Sketch& s, const ModelSpec& m, const Shape& table_x, const Shape
 // An imported model has no formula: one shard's forward, loss and backward are built from the
 // lowered graph (bounded by OnnxLimits: the file's nodes, each lowered to a few RepOps nodes) and
 // tallied S times, as the closed forms above are; the trees, clipping and optimizer follow as for
-// every model.
-void sketch_onnx(Sketch& s, const ModelSpec& m, const Shape& table_x, const Shape& table_y, int64_t rows) {
+// every model. An mse job's mlp is sketched the same way (its loss head is not the closed form's).
+void sketch_onnx(Sketch& s, const JobSpec& job, const Shape& table_x, const Shape& table_y, int64_t rows) {
+  const ModelSpec& m = job.model;
   s.gather(table_x, rows, "batch.inputs");
   s.gather(table_y, rows, "batch.labels");
   StepGraph g;
@@ -279,7 +281,7 @@ void sketch_onnx(Sketch& s, const ModelSpec& m, const Shape& table_x, const Shap
   ForwardOptions options;
   options.training = true;
   const ValueId logits = build_forward(b, m, params, buffers, x, options).logits;
-  const ValueId loss = append_cross_entropy(b, logits, labels, "batch.labels.flat");
+  const ValueId loss = append_job_loss(b, job, logits, labels, "batch.labels.flat");
   append_backward(b, loss, params);
   for (const Node& n : g.nodes) s.existing(g, n);
 }
@@ -448,7 +450,10 @@ DisputeCost dispute_cost(const JobSpec& job, const DataShape& data) {
   Sketch shard(tally, S > 1 ? "shard0/" : "", S);  // every shard's nodes: the same shapes
   switch (job.model.kind) {
     case ModelKind::Mlp:
-      sketch_mlp(shard, job.model, table_x, table_y, rows);
+      if (job.model.loss == LossKind::Mse)
+        sketch_onnx(shard, job, table_x, table_y, rows);
+      else
+        sketch_mlp(shard, job.model, table_x, table_y, rows);
       break;
     case ModelKind::Cnn:
       sketch_cnn(shard, job.model, table_x, table_y, rows);
@@ -457,7 +462,7 @@ DisputeCost dispute_cost(const JobSpec& job, const DataShape& data) {
       sketch_gpt(shard, job.model, table_x, table_y, rows);
       break;
     case ModelKind::Onnx:
-      sketch_onnx(shard, job.model, table_x, table_y, rows);
+      sketch_onnx(shard, job, table_x, table_y, rows);
       break;
   }
   Sketch once(tally, "", 1);
