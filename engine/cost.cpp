@@ -275,9 +275,11 @@ void sketch_onnx(Sketch& s, const JobSpec& job, const Shape& table_x, const Shap
   std::vector<ValueId> params, buffers;
   for (const ParamSpec& p : model_params(m)) params.push_back(b.add_state(p.name, p.shape));
   for (const BufferSpec& k : model_buffers(m)) buffers.push_back(b.add_state(k.name, k.shape));
-  const ValueId x = b.add_data("batch.inputs", Shape{rows, table_x[1]});
+  // The batch as the step graph's gathers output it: node values the forward reads whole (a data
+  // value would count as a gather of the data table, reading only as many elements as a node outputs).
+  const ValueId x = b.add_state("batch.inputs", Shape{rows, table_x[1]});
   const ValueId labels =
-      b.add_data("batch.labels", table_y.rank() == 2 ? Shape{rows, table_y[1]} : Shape{rows});
+      b.add_state("batch.labels", table_y.rank() == 2 ? Shape{rows, table_y[1]} : Shape{rows});
   ForwardOptions options;
   options.training = true;
   const ValueId logits = build_forward(b, m, params, buffers, x, options).logits;
@@ -433,7 +435,7 @@ DisputeCost dispute_cost(const JobSpec& job, const DataShape& data) {
   DisputeCost c;
   c.shards = job.shards;
   c.batch = job.batch_size;
-  c.context = need;
+  c.context = job.model.loss == LossKind::Mse ? 0 : need;  // an mse job's label rows are its targets
   const std::vector<ParamGroup> params = param_groups(job.model);
   uint64_t parameters = 0, tensors = 0;
   for (const ParamGroup& p : params) {
@@ -497,7 +499,7 @@ DisputeCost dispute_cost(const JobSpec& job, const StepGraph& g) {
   DisputeCost c;
   c.shards = job.shards;
   c.batch = job.batch_size;
-  c.context = label_width(job);
+  c.context = job.model.loss == LossKind::Mse ? 0 : label_width(job);
   c.parameters = job_footprint(job).parameters;
   Tally tally(c, job.numerics.mode == NumericsMode::RoundingLog);
   for (const Node& n : g.nodes) tally.add(shapes_of(g, n), g.values.at(n.outputs.at(0)).name);
