@@ -342,6 +342,16 @@ TEST_CASE("an MLP regresses the fixture's targets with mse: the loss falls, root
   CHECK(sketched.heaviest_node == built.heaviest_node);
   CHECK(sketched.context == 0);
 
+  // Sharded (docs/numerics.md "Sharded batch reductions"): the mean of the 4 shards' means is the
+  // batch's mean squared error up to rounding, and the trajectory is the same on 1 and 2 threads.
+  JobSpec sharded = parse_job(replaced(kMlpMse, "batch_size = 16", "batch_size = 16\nshards = 4"), "s.toml");
+  locate_data(sharded, registry());
+  TempDir s1("sharded1"), s2("sharded2");
+  const TrainResult four = testing::train(sharded, 1, s1.path);
+  CHECK(testing::train(sharded, 2, s2.path).trajectory_root == four.trajectory_root);
+  CHECK(four.trajectory_root != one.trajectory_root);
+  CHECK(std::abs(four.loss_first - one.loss_first) <= 1e-6f * one.loss_first);
+
   // The output width must be the targets'.
   JobSpec wide = parse_job(replaced(kMlpMse, "[4, 16, 2]", "[4, 16, 3]"), "wide.toml");
   locate_data(wide, registry());
