@@ -349,7 +349,6 @@ TEST_CASE("an MLP regresses the fixture's targets with mse: the loss falls, root
   TempDir s1("sharded1"), s2("sharded2");
   const TrainResult four = testing::train(sharded, 1, s1.path);
   CHECK(testing::train(sharded, 2, s2.path).trajectory_root == four.trajectory_root);
-  CHECK(four.trajectory_root != one.trajectory_root);
   CHECK(std::abs(four.loss_first - one.loss_first) <= 1e-6f * one.loss_first);
 
   // The output width must be the targets'.
