@@ -21,7 +21,7 @@ namespace {
 DataRegistry registry() {
   DataRegistry r = DataRegistry::debian();
   r.add("regression", tribunal::testing::source_dir() / "tests/fixtures/regression");
-  for (const char* name : {"mlp", "cnn", "gpt2", "llama", "regressor"})
+  for (const char* name : {"mlp", "cnn", "gpt2", "llama", "resnet", "regressor"})
     r.add_model(name,
                 tribunal::testing::source_dir() / "tests/fixtures/onnx" / (std::string(name) + ".onnx"));
   return r;
