@@ -132,7 +132,12 @@ int train_on(TrainSettings& s, World& world) {
     fmt::print("steps            {} (stride {}, {} checkpoints in {})\n", r.steps, r.stride,
                r.checkpoint_hashes.size(), options.out_dir.string());
     fmt::print("loss             {:.4f} -> {:.4f}\n", r.loss_first, r.loss_last);
-    if (label_width(job) > 0) {
+    if (job.model.loss == LossKind::Mse) {
+      if (r.validation_loss >= 0)
+        fmt::print("validation loss  {:.6f} (mean squared error on the test split)\n", r.validation_loss);
+      else
+        fmt::print("validation loss  (no test split)\n");
+    } else if (label_width(job) > 0) {
       if (r.validation_loss >= 0)
         fmt::print("validation loss  {:.4f} nats/byte (unigram entropy of the training bytes {:.4f})\n",
                    r.validation_loss, r.unigram_entropy);

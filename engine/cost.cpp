@@ -8,6 +8,7 @@
 
 #include "engine/autodiff.h"
 #include "engine/error.h"
+#include "engine/loss.h"
 #include "engine/model.h"
 #include "engine/state.h"
 
@@ -264,8 +265,9 @@ void sketch_mlp(Sketch& s, const ModelSpec& m, const Shape& table_x, const Shape
 // An imported model has no formula: one shard's forward, loss and backward are built from the
 // lowered graph (bounded by OnnxLimits: the file's nodes, each lowered to a few RepOps nodes) and
 // tallied S times, as the closed forms above are; the trees, clipping and optimizer follow as for
-// every model.
-void sketch_onnx(Sketch& s, const ModelSpec& m, const Shape& table_x, const Shape& table_y, int64_t rows) {
+// every model. An mse job's mlp is sketched the same way (its loss head is not the closed form's).
+void sketch_onnx(Sketch& s, const JobSpec& job, const Shape& table_x, const Shape& table_y, int64_t rows) {
+  const ModelSpec& m = job.model;
   s.gather(table_x, rows, "batch.inputs");
   s.gather(table_y, rows, "batch.labels");
   StepGraph g;
@@ -273,13 +275,15 @@ void sketch_onnx(Sketch& s, const ModelSpec& m, const Shape& table_x, const Shap
   std::vector<ValueId> params, buffers;
   for (const ParamSpec& p : model_params(m)) params.push_back(b.add_state(p.name, p.shape));
   for (const BufferSpec& k : model_buffers(m)) buffers.push_back(b.add_state(k.name, k.shape));
-  const ValueId x = b.add_data("batch.inputs", Shape{rows, table_x[1]});
+  // The batch as the step graph's gathers output it: node values the forward reads whole (a data
+  // value would count as a gather of the data table, reading only as many elements as a node outputs).
+  const ValueId x = b.add_state("batch.inputs", Shape{rows, table_x[1]});
   const ValueId labels =
-      b.add_data("batch.labels", table_y.rank() == 2 ? Shape{rows, table_y[1]} : Shape{rows});
+      b.add_state("batch.labels", table_y.rank() == 2 ? Shape{rows, table_y[1]} : Shape{rows});
   ForwardOptions options;
   options.training = true;
   const ValueId logits = build_forward(b, m, params, buffers, x, options).logits;
-  const ValueId loss = append_cross_entropy(b, logits, labels, "batch.labels.flat");
+  const ValueId loss = append_job_loss(b, job, logits, labels, "batch.labels.flat");
   append_backward(b, loss, params);
   for (const Node& n : g.nodes) s.existing(g, n);
 }
@@ -431,7 +435,7 @@ DisputeCost dispute_cost(const JobSpec& job, const DataShape& data) {
   DisputeCost c;
   c.shards = job.shards;
   c.batch = job.batch_size;
-  c.context = need;
+  c.context = job.model.loss == LossKind::Mse ? 0 : need;  // an mse job's label rows are its targets
   const std::vector<ParamGroup> params = param_groups(job.model);
   uint64_t parameters = 0, tensors = 0;
   for (const ParamGroup& p : params) {
@@ -448,7 +452,10 @@ DisputeCost dispute_cost(const JobSpec& job, const DataShape& data) {
   Sketch shard(tally, S > 1 ? "shard0/" : "", S);  // every shard's nodes: the same shapes
   switch (job.model.kind) {
     case ModelKind::Mlp:
-      sketch_mlp(shard, job.model, table_x, table_y, rows);
+      if (job.model.loss == LossKind::Mse)
+        sketch_onnx(shard, job, table_x, table_y, rows);
+      else
+        sketch_mlp(shard, job.model, table_x, table_y, rows);
       break;
     case ModelKind::Cnn:
       sketch_cnn(shard, job.model, table_x, table_y, rows);
@@ -457,7 +464,7 @@ DisputeCost dispute_cost(const JobSpec& job, const DataShape& data) {
       sketch_gpt(shard, job.model, table_x, table_y, rows);
       break;
     case ModelKind::Onnx:
-      sketch_onnx(shard, job.model, table_x, table_y, rows);
+      sketch_onnx(shard, job, table_x, table_y, rows);
       break;
   }
   Sketch once(tally, "", 1);
@@ -492,7 +499,7 @@ DisputeCost dispute_cost(const JobSpec& job, const StepGraph& g) {
   DisputeCost c;
   c.shards = job.shards;
   c.batch = job.batch_size;
-  c.context = label_width(job);
+  c.context = job.model.loss == LossKind::Mse ? 0 : label_width(job);
   c.parameters = job_footprint(job).parameters;
   Tally tally(c, job.numerics.mode == NumericsMode::RoundingLog);
   for (const Node& n : g.nodes) tally.add(shapes_of(g, n), g.values.at(n.outputs.at(0)).name);

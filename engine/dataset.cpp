@@ -214,6 +214,8 @@ const fs::path& located(const JobSpec& job) {
 Dataset load_dataset(const JobSpec& job, Split split, ThreadPool& pool) {
   if (job.dataset == "text") return load_text(located(job), job.model.context, job.validation, split, pool);
   if (job.dataset == "fashion-mnist") return load_fashion_mnist(located(job), split, pool);
+  if (job.dataset == "tensors" && job.model.loss == LossKind::Mse)
+    return load_tensor_targets(located(job), job.data_targets, split, pool);
   if (job.dataset == "tensors") return load_tensor_data(located(job), job.data_classes, split, pool);
   throw EngineError(fmt::format("{}: data set '{}' is not supported", job.source, job.dataset));
 }
@@ -222,6 +224,11 @@ void check_job_against_dataset(const JobSpec& job, const Dataset& data) {
   check_job_against_data(job, data.samples(), data.inputs.shape()[1], data.classes);
   const ModelSpec& m = job.model;
   const int64_t width = label_width(job);
+  if (m.loss == LossKind::Mse && data.label_width() != width)
+    throw EngineError(
+        fmt::format("{}: the mse loss needs {} float targets per sample (data.targets) but {} "
+                    "has label rows of {}",
+                    job.source, width, job.dataset, data.label_width()));
   if (data.label_width() != width)
     throw EngineError(fmt::format(
         "{}: the {} model needs {} but {} has {}", job.source, width ? "next-token" : "classifier",
@@ -247,6 +254,8 @@ DataShape expected_data_shape(const JobSpec& job) {
         text_windows(text_corpus_size(located(job)), job.model.context, job.validation, job.data_path);
     return {w.train, job.model.context, 256, job.model.context};
   }
+  if (job.dataset == "tensors" && job.model.loss == LossKind::Mse)
+    return tensor_targets_shape(located(job), job.data_targets);
   if (job.dataset == "tensors") return tensor_data_shape(located(job), job.data_classes);
   if (job.dataset != "fashion-mnist")
     throw EngineError(fmt::format("{}: data set '{}' is not supported", job.source, job.dataset));

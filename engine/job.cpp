@@ -97,7 +97,7 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
   TableReader model(root, "model", source, true);
   const std::string kind = model.string("kind", "mlp");
   if (kind == "mlp") {
-    model.allow_only({"kind", "widths", "init"});
+    model.allow_only({"kind", "widths", "init", "loss"});
     m.kind = ModelKind::Mlp;
     m.widths = model.integers("widths", m.widths);
     if (m.widths.size() < 2)
@@ -108,7 +108,7 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
         throw EngineError(fmt::format("{}: model.widths entry {} is out of range [1, 1048576]",
                                       model.location("widths"), w));
   } else if (kind == "gpt") {
-    model.allow_only({"kind", "vocab", "context", "layers", "heads", "d_model", "dropout", "init"});
+    model.allow_only({"kind", "vocab", "context", "layers", "heads", "d_model", "dropout", "init", "loss"});
     m.kind = ModelKind::Gpt;
     m.widths.clear();
     m.vocab = model.integer("vocab", 256, false, 2, int64_t{1} << 16);
@@ -121,7 +121,7 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
                                     model.location("d_model"), m.d_model, m.heads));
     m.dropout = model.number("dropout", 0.0f, 0.0, 1.0);
   } else if (kind == "cnn") {
-    model.allow_only({"kind", "channels", "kernel", "init"});
+    model.allow_only({"kind", "channels", "kernel", "init", "loss"});
     m.kind = ModelKind::Cnn;
     m.widths.clear();
     if (!model.table()->get("channels"))
@@ -140,7 +140,7 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
                                     model.location("kernel"), m.kernel));
   } else if (kind == "onnx") {
     // A user's model: its graph and initial weights come from the registered file (docs/onnx.md).
-    model.allow_only({"kind", "file", "input", "output", "context"});
+    model.allow_only({"kind", "file", "input", "output", "context", "loss"});
     m.kind = ModelKind::Onnx;
     // Tokens per window when the model reads token ids (data.dataset = "text"); checked below.
     m.context = model.integer("context", 0, false, 1, int64_t{1} << 16);
@@ -174,6 +174,23 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
                       model.location("init")));
   }
 
+  // The loss (engine/loss.h): mean squared error regresses float targets, which only the tensors data set
+  // holds (targets.npy), and only the mlp's and an imported model's [B, K] output predicts.
+  const std::string loss = model.string("loss", "cross_entropy");
+  if (loss == "mse") {
+    m.loss = LossKind::Mse;
+  } else if (loss != "cross_entropy") {
+    throw EngineError(fmt::format("{}: model.loss '{}' is not supported (supported: cross_entropy, mse)",
+                                  model.location("loss"), loss));
+  }
+  const bool mse = m.loss == LossKind::Mse;
+  if (mse && m.kind != ModelKind::Mlp && m.kind != ModelKind::Onnx)
+    throw EngineError(fmt::format(
+        "{}: model.loss = \"mse\" is supported for model.kind = \"mlp\" or \"onnx\", not \"{}\" ({})",
+        model.location("loss"), kind,
+        m.kind == ModelKind::Gpt ? "a gpt predicts the next byte: its loss is the cross-entropy"
+                                 : "a cnn classifies images: its loss is the cross-entropy"));
+
   TableReader data(root, "data", source, false);
   for (const char* key : {"dir", "path"})
     if (data.table() && data.table()->get(key))
@@ -182,6 +199,13 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
                       "operator registers where a name's files are (--dataset NAME=PATH)",
                       data.location(key), key));
   job.dataset = data.string("dataset", m.kind == ModelKind::Gpt ? "text" : "fashion-mnist");
+  if (mse && job.dataset != "tensors")
+    throw EngineError(fmt::format(
+        "{}: model.loss = \"mse\" regresses float targets, which only data.dataset = \"tensors\" holds "
+        "(targets.npy, data.targets); data.dataset = \"{}\" has {}",
+        model.location("loss"), job.dataset,
+        job.dataset == "text" ? "next-byte ids (use the cross-entropy)"
+                              : "class ids (use the cross-entropy)"));
   // 2×2 pooling halves the image once per conv block: every size it pools must be even.
   const auto check_pooling = [&] {
     int64_t h = m.image_height, w = m.image_width;
@@ -213,16 +237,31 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
     if (m.kind == ModelKind::Gpt)
       throw EngineError(fmt::format("{}: a gpt model trains on data.dataset = \"text\", not '{}'",
                                     data.location("dataset"), job.dataset));
+    // An mse job's samples carry K float targets (data.targets), a classifier's one class id
+    // (data.classes): each key is refused where the loss does not read it.
+    if (mse && data.table()->get("classes"))
+      throw EngineError(fmt::format(
+          "{}: data.classes counts class ids, but model.loss = \"mse\" regresses float targets: state "
+          "data.targets (the targets per sample, targets.npy's second dimension) instead",
+          data.location("classes")));
+    if (!mse && data.table()->get("targets"))
+      throw EngineError(fmt::format(
+          "{}: data.targets is read only with model.loss = \"mse\" (float targets); a classifier states "
+          "data.classes",
+          data.location("targets")));
     if (m.kind == ModelKind::Cnn)
       data.allow_only({"dataset", "name", "classes", "image"});
     else
-      data.allow_only({"dataset", "name", "classes"});
+      data.allow_only({"dataset", "name", mse ? "targets" : "classes"});
     if (!data.table()->get("name"))
       throw EngineError(fmt::format("{}: data.dataset = \"tensors\" needs data.name (a registered data set)",
                                     data.location("dataset")));
     job.data_name = data.string("name", "");
-    job.data_classes = data.integer("classes", 0, true, 2, int64_t{1} << 16);
-    if (m.kind == ModelKind::Onnx) m.classes = job.data_classes;
+    if (mse)
+      job.data_targets = data.integer("targets", 0, true, 1, int64_t{1} << 16);
+    else
+      job.data_classes = data.integer("classes", 0, true, 2, int64_t{1} << 16);
+    if (m.kind == ModelKind::Onnx) m.classes = mse ? job.data_targets : job.data_classes;
     if (m.kind == ModelKind::Cnn) {
       if (!data.table()->get("image"))
         throw EngineError(fmt::format("{}: a cnn on data.dataset = \"tensors\" needs data.image = [C, H, W]",
@@ -464,8 +503,9 @@ void check_job_against_data(const JobSpec& job, int64_t samples, int64_t feature
         throw EngineError(fmt::format("{}: model.widths starts with {} but {} samples have {} features",
                                       job.source, w.front(), job.dataset, features));
       if (w.back() != classes)
-        throw EngineError(fmt::format("{}: model.widths ends with {} but {} has {} classes", job.source,
-                                      w.back(), job.dataset, classes));
+        throw EngineError(fmt::format("{}: model.widths ends with {} but {} has {} {}", job.source, w.back(),
+                                      job.dataset, classes,
+                                      m.loss == LossKind::Mse ? "targets per sample" : "classes"));
       break;
     }
     case ModelKind::Cnn: {
@@ -485,8 +525,9 @@ void check_job_against_data(const JobSpec& job, int64_t samples, int64_t feature
         throw EngineError(fmt::format("{}: model.context is {} but the {} windows hold {} tokens", job.source,
                                       m.context, job.dataset, features));
       if (m.classes != classes)
-        throw EngineError(fmt::format("{}: the job states {} classes but {} has {}", job.source, m.classes,
-                                      job.dataset, classes));
+        throw EngineError(fmt::format("{}: the job states {} {} but {} has {}", job.source, m.classes,
+                                      m.loss == LossKind::Mse ? "targets per sample" : "classes", job.dataset,
+                                      classes));
       break;
     case ModelKind::Gpt:
       if (m.context != features)
@@ -503,6 +544,7 @@ void check_job_against_data(const JobSpec& job, int64_t samples, int64_t feature
 }
 
 int64_t label_width(const JobSpec& job) {
+  if (job.model.loss == LossKind::Mse) return job.data_targets;
   return job.dataset == "text" ? job.model.context : 0;
 }
 
@@ -625,6 +667,11 @@ std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& da
                       job.source, job.model.init));
     out.u8(5);
     out.raw(*job.init_hash);
+  }
+  // The loss, only when it is not the cross-entropy, so the ids of every earlier job stand.
+  if (job.model.loss != LossKind::CrossEntropy) {
+    out.u8(7);
+    out.u8(static_cast<uint8_t>(job.model.loss));
   }
   return out.take();
 }

@@ -34,6 +34,9 @@ enum class LrSchedule : uint8_t { Constant = 1, Cosine = 2 };
 /// Which parameters get weight decay: every one, or only those of rank ≥ 2 (Linear weights, conv
 /// kernels, embeddings; not biases or LayerNorm gains/shifts — the nanoGPT convention).
 enum class DecayScope : uint8_t { All = 1, Matrices = 2 };
+/// What the step graph's loss compares the model output with (engine/loss.h): class ids or label
+/// sequences by softmax cross-entropy, or float targets by mean squared error.
+enum class LossKind : uint8_t { CrossEntropy = 1, Mse = 2 };
 
 /// The model. `kind` selects which fields apply:
 ///  - mlp: Linear(widths[i] → widths[i+1]) with ReLU between layers;
@@ -67,6 +70,9 @@ struct ModelSpec {
   std::string input;  ///< [model] input: the graph input fed with the data ("" = the model's only input)
   std::string
       output;  ///< [model] output: the graph output holding the logits the loss reads ("" = the only output)
+  /// [model] loss: "cross_entropy" (default) or "mse" (mlp and onnx on data.dataset = "tensors" with
+  /// data.targets; the model output is [B, K] predictions of the K targets).
+  LossKind loss = LossKind::CrossEntropy;
   /// The imported model: set by locate_model_files from the node's registry, never parsed from a job.
   std::shared_ptr<const OnnxModel> onnx;
 };
@@ -93,7 +99,9 @@ struct DataShape {
   int64_t samples = 0;
   int64_t features = 0;
   int64_t classes = 0;
-  int64_t label_width = 0;  ///< 0: one class id per sample (labels [N]); L: a label sequence (labels [N, L])
+  /// 0: one class id per sample (labels [N]); L: a label sequence (labels [N, L]), or for an mse job
+  /// (model.loss) K float targets per sample (labels [N, K], classes = K too)
+  int64_t label_width = 0;
   bool operator==(const DataShape&) const = default;
 };
 
@@ -116,6 +124,7 @@ struct JobSpec {
   std::optional<Digest> model_hash;
   double validation = 0.1;   ///< text: the fraction of windows held out (the last ones), in [0, 1)
   int64_t data_classes = 0;  ///< tensors: data.classes, the class count labels must be below
+  int64_t data_targets = 0;  ///< tensors with model.loss = "mse": data.targets, K float targets per sample
   uint64_t seed = 0;
   int64_t steps = 0;       ///< T, the number of optimizer steps
   int64_t batch_size = 0;  ///< B
@@ -135,6 +144,7 @@ struct JobSpec {
 /// its data set and never a path: `data.dir` and `data.path` are refused, so a job received from a
 /// peer cannot point a node at a file (locate_data resolves the name). Tables and keys:
 ///   [model]     init: registered weights to start from (optional, any kind; engine/init_weights.h);
+///               loss = "cross_entropy" (default) | "mse" (mlp and onnx on data.dataset = "tensors");
 ///               kind = "mlp": widths | "gpt": vocab (256), context, layers, heads, d_model (a
 ///               multiple of heads), dropout (0) | "cnn": channels (one block per entry), kernel (odd)
 ///               | "onnx": file (a registered ONNX model file, docs/onnx.md), input and output (graph
@@ -142,7 +152,9 @@ struct JobSpec {
 ///   [data]      dataset = "fashion-mnist" | "text" | "tensors" (the kind; default text for gpt,
 ///               fashion-mnist otherwise); name: the registered data set (default "fashion-mnist" for
 ///               that kind, "fortunes" for text, required for tensors; 1–64 of [a-z0-9._-]); text:
-///               validation (0.1); tensors (mlp, cnn): classes (2..65536), and for a cnn image = [C, H, W]
+///               validation (0.1); tensors (mlp, cnn): classes (2..65536), and for a cnn image = [C, H, W];
+///               tensors with model.loss = "mse" (mlp, onnx): targets (1..65536, K float targets per
+///               sample) instead of classes
 ///   [train]     seed, steps, batch_size, stride, shards (1; must divide batch_size)
 ///   [optimizer] kind = "adamw": beta1, beta2, eps | "sgd": momentum; and lr, weight_decay,
 ///               schedule = "constant" | "cosine" (then warmup_steps ≤ steps, min_lr ≤ lr),
@@ -182,8 +194,8 @@ JobSpec load_job(const std::filesystem::path& path, const DataRegistry& registry
 void check_job_against_data(const JobSpec& job, int64_t samples, int64_t features, int64_t classes);
 
 /// The label sequence length the job's step graph reads (DataShape::label_width): model.context for
-/// next-token prediction on data.dataset = "text" (a gpt, or an onnx model fed token ids), 0 for one
-/// class id per sample.
+/// next-token prediction on data.dataset = "text" (a gpt, or an onnx model fed token ids), data.targets
+/// (K) for the float targets of an mse job, 0 for one class id per sample.
 int64_t label_width(const JobSpec& job);
 
 /// Canonical binary encoding of the job (fixed field order, integers u64 LE, floats as f32 bits,
@@ -202,7 +214,9 @@ int64_t label_width(const JobSpec& job);
 /// then, only when the [dispute] terms are not the defaults, 0x02 ‖ base ms ‖ step ms ‖ bytes per second,
 /// then, only when the numerics mode is not RepOps, 0x04 ‖ mode u8 ‖ τ of every op kind in OpKind
 /// order (f64 bits) ‖ (rounding-log mode: quantum bits),
-/// then, only when the job has model.init, 0x05 ‖ init_hash (32 bytes). Written with protocol's
+/// then, only when the job has model.init, 0x05 ‖ init_hash (32 bytes),
+/// then, only when model.loss is not "cross_entropy", 0x07 ‖ loss u8 (LossKind; an mse job's K is the
+/// shape's classes and label_width). Written with protocol's
 /// codec::ByteWriter. Throws EngineError for a job with model.init or model.file whose file was never
 /// located.
 /// The shape is in the id so that no one but the providers who signed the job_id can state it: the

@@ -4,6 +4,7 @@
 
 #include "engine/autodiff.h"
 #include "engine/error.h"
+#include "engine/loss.h"
 #include "engine/model.h"
 #include "engine/schedule.h"
 #include "engine/tree_sum.h"
@@ -22,9 +23,15 @@ Tensor scalar(float v) {
   return t;
 }
 
-// The labels' layout the model needs: sequences of the context for a GPT, class ids otherwise.
+// The labels' layout the model needs: sequences of the context for a GPT, K float targets for an mse
+// job, class ids otherwise.
 void check_label_width(const JobSpec& job, const DataShape& data) {
   const int64_t need = label_width(job);
+  if (job.model.loss == LossKind::Mse && data.label_width != need)
+    throw EngineError(
+        fmt::format("{}: the mse loss needs {} float targets per sample (data.targets), but the "
+                    "data shape has label_width {}",
+                    job.source, need, data.label_width));
   if (data.label_width != need)
     throw EngineError(
         fmt::format("{}: the {} model's step graph needs {}, but the data shape has label_width {}",
@@ -132,7 +139,7 @@ StepGraph build_step_graph(const JobSpec& job, const DataShape& data, int64_t st
     const ValueId y = b.add_node(OpKind::Gather, gather, {table_y}, "batch.labels").front();
     Forward f = build_forward(b, job.model, params, buffers, x, forward);
     buffer_updates = std::move(f.buffer_updates);
-    return append_cross_entropy(b, f.logits, y, "batch.labels.flat");
+    return append_job_loss(b, job, f.logits, y, "batch.labels.flat");
   };
 
   std::vector<ValueId> grads;
@@ -214,7 +221,7 @@ StepGraph build_eval_loss_graph(const JobSpec& job, const DataShape& data, int64
   const ValueId y =
       b.add_data("eval.labels", data.label_width > 0 ? Shape{rows, data.label_width} : Shape{rows});
   const ValueId logits = build_forward(b, job.model, s.params, s.buffers, x).logits;
-  g.loss = append_cross_entropy(b, logits, y, "eval.labels.flat");
+  g.loss = append_job_loss(b, job, logits, y, "eval.labels.flat");
   return g;
 }
 

@@ -45,10 +45,18 @@ struct Array {
 
 struct Pair {
   Form form;
-  Array features, labels;
+  Array features, labels;  // labels: the class ids, or an mse job's float targets
 };
 
-const char* kNpyNames[] = {"features.npy", "labels.npy", "test-features.npy", "test-labels.npy"};
+// What the samples are labelled with: class ids ("labels") or an mse job's float targets ("targets").
+enum class Labels { ClassIds, Targets };
+
+const char* labels_name(Labels kind) {
+  return kind == Labels::Targets ? "targets" : "labels";
+}
+
+const char* kNpyNames[] = {"features.npy",      "labels.npy",      "targets.npy",
+                           "test-features.npy", "test-labels.npy", "test-targets.npy"};
 const char* kSafetensorsNames[] = {"data.safetensors", "test.safetensors"};
 
 // True when `dir` holds the safetensors form, false for .npy (also when it holds neither: the .npy
@@ -75,9 +83,10 @@ struct NpyFiles {
   fs::path features, labels;
 };
 
-NpyFiles npy_files(const fs::path& dir, Split split) {
+NpyFiles npy_files(const fs::path& dir, Split split, Labels kind) {
   const char* prefix = split == Split::Train ? "" : "test-";
-  return {dir / fmt::format("{}features.npy", prefix), dir / fmt::format("{}labels.npy", prefix)};
+  return {dir / fmt::format("{}features.npy", prefix),
+          dir / fmt::format("{}{}.npy", prefix, labels_name(kind))};
 }
 
 Array npy_array(const fs::path& file, const NpyHeader& h, std::vector<uint8_t> bytes) {
@@ -85,8 +94,8 @@ Array npy_array(const fs::path& file, const NpyHeader& h, std::vector<uint8_t> b
           h.shape,       std::move(bytes)};
 }
 
-Pair read_npy_pair(const fs::path& dir, Split split, bool with_elements) {
-  const NpyFiles f = npy_files(dir, split);
+Pair read_npy_pair(const fs::path& dir, Split split, Labels kind, bool with_elements) {
+  const NpyFiles f = npy_files(dir, split, kind);
   const auto read = [&](const fs::path& file) {
     if (!with_elements) return npy_array(file, read_npy_header(file), {});
     NpyArray a = read_npy(file);
@@ -108,7 +117,8 @@ Array safetensors_array(const fs::path& file, const DataTensorInfo& t, std::vect
           std::move(bytes)};
 }
 
-Pair read_safetensors_pair(const fs::path& dir, Split split, bool with_elements) {
+Pair read_safetensors_pair(const fs::path& dir, Split split, Labels kind, bool with_elements) {
+  const char* second = labels_name(kind);
   const fs::path file = safetensors_file(dir, split);
   std::vector<DataTensor> tensors;
   if (with_elements) {
@@ -121,29 +131,30 @@ Pair read_safetensors_pair(const fs::path& dir, Split split, bool with_elements)
   for (const DataTensor& t : tensors) {
     if (t.info.name == "features") {
       x = &t;
-    } else if (t.info.name == "labels") {
+    } else if (t.info.name == second) {
       y = &t;
     } else {
       fail(file.string(), fmt::format("unexpected tensor \"{}\" (a data file holds exactly \"features\" and "
-                                      "\"labels\")",
-                                      t.info.name));
+                                      "\"{}\")",
+                                      t.info.name, second));
     }
   }
-  for (auto [t, name] : {std::pair{x, "features"}, {y, "labels"}})
+  for (auto [t, name] : {std::pair{x, "features"}, {y, second}})
     if (t == nullptr)
       fail(file.string(),
-           fmt::format("no tensor \"{}\" (a data file holds exactly \"features\" and \"labels\")", name));
+           fmt::format("no tensor \"{}\" (a data file holds exactly \"features\" and \"{}\")", name, second));
   return {kSafetensors, safetensors_array(file, x->info, x->bytes),
           safetensors_array(file, y->info, y->bytes)};
 }
 
-Pair read_pair(const fs::path& dir, Split split, bool with_elements) {
-  return safetensors_form(dir) ? read_safetensors_pair(dir, split, with_elements)
-                               : read_npy_pair(dir, split, with_elements);
+Pair read_pair(const fs::path& dir, Split split, Labels kind, bool with_elements) {
+  return safetensors_form(dir) ? read_safetensors_pair(dir, split, kind, with_elements)
+                               : read_npy_pair(dir, split, kind, with_elements);
 }
 
-// Checks the two arrays' types and shapes against each other.
-void check_shapes(const Pair& p, bool need_samples) {
+// Checks the two arrays' types and shapes against each other; `targets` > 0: the second array is an mse
+// job's float targets [N, targets] (else class ids [N]).
+void check_shapes(const Pair& p, bool need_samples, int64_t targets = 0) {
   const Array& x = p.features;
   const Array& y = p.labels;
   if (!x.is_float)
@@ -156,6 +167,17 @@ void check_shapes(const Pair& p, bool need_samples) {
     if (x.shape[d] == 0)
       fail(x.where, fmt::format("features of shape ({}) are empty", fmt::join(x.shape, ", ")));
   if (need_samples && x.shape[0] == 0) fail(x.where, "no samples (N = 0)");
+  if (targets > 0) {
+    if (!y.is_float)
+      fail(y.where, fmt::format("targets must be float32 ({}), not {} (numpy: y.astype(np.float32))",
+                                p.form.float32, y.type));
+    if (y.shape.size() != 2 || y.shape[1] != targets)
+      fail(y.where, fmt::format("targets must be [N, {}] (data.targets = {}), not shape ({})", targets,
+                                targets, fmt::join(y.shape, ", ")));
+    if (y.shape[0] != x.shape[0])
+      fail(y.where, fmt::format("{} target rows but {} has {} samples", y.shape[0], x.ref, x.shape[0]));
+    return;
+  }
   if (y.is_float)
     fail(y.where,
          fmt::format("labels must be integers ({}), not float32 ({})", p.form.integers, p.form.float32));
@@ -171,10 +193,20 @@ int64_t numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
-bool test_split_present(const fs::path& dir) {
+bool test_split_present(const fs::path& dir, Labels kind) {
   if (safetensors_form(dir)) return fs::exists(safetensors_file(dir, Split::Test));
-  const NpyFiles f = npy_files(dir, Split::Test);
+  const NpyFiles f = npy_files(dir, Split::Test, kind);
   return fs::exists(f.features) || fs::exists(f.labels);
+}
+
+// Copies the features into data.inputs [n, features], reporting the first non-finite one.
+void copy_features(Dataset& data, const Array& x, int64_t n, int64_t features) {
+  std::memcpy(data.inputs.data(), x.bytes.data(), x.bytes.size());
+  const float* in = data.inputs.data();
+  for (int64_t k = 0; k < n * features; ++k)
+    if (!std::isfinite(in[k]))
+      fail(x.where, fmt::format("sample {}: feature {} is {} (features must be finite)", k / features,
+                                k % features, in[k]));
 }
 
 }  // namespace
@@ -182,14 +214,14 @@ bool test_split_present(const fs::path& dir) {
 Dataset load_tensor_data(const fs::path& dir, int64_t classes, Split split, ThreadPool& pool) {
   Dataset data;
   data.classes = classes;
-  if (split == Split::Test && !test_split_present(dir)) {
+  if (split == Split::Test && !test_split_present(dir, Labels::ClassIds)) {
     data.inputs = Tensor(Shape{0, 1});  // no test split: nothing to evaluate
     data.labels = Tensor(Shape{0});
     data.rows = data.cols = 1;
     data.root = dataset_root(data, pool);
     return data;
   }
-  const Pair p = read_pair(dir, split, true);
+  const Pair p = read_pair(dir, split, Labels::ClassIds, true);
   check_shapes(p, split == Split::Train);
   const Array& x = p.features;
   const Array& y = p.labels;
@@ -219,22 +251,56 @@ Dataset load_tensor_data(const fs::path& dir, int64_t classes, Split split, Thre
                                 classes - 1, classes));
     data.labels[i] = static_cast<float>(v);
   }
-  // Features: copied, the first non-finite one reported.
-  std::memcpy(data.inputs.data(), x.bytes.data(), x.bytes.size());
-  const float* in = data.inputs.data();
-  for (int64_t k = 0; k < n * features; ++k)
-    if (!std::isfinite(in[k]))
-      fail(x.where, fmt::format("sample {}: feature {} is {} (features must be finite)", k / features,
-                                k % features, in[k]));
+  copy_features(data, x, n, features);
   data.root = dataset_root(data, pool);
   return data;
 }
 
 DataShape tensor_data_shape(const fs::path& dir, int64_t classes) {
-  const Pair p = read_pair(dir, Split::Train, false);
+  const Pair p = read_pair(dir, Split::Train, Labels::ClassIds, false);
   check_shapes(p, true);
   const std::vector<int64_t>& s = p.features.shape;
   return {s[0], numel(s) / s[0], classes, 0};
+}
+
+Dataset load_tensor_targets(const fs::path& dir, int64_t targets, Split split, ThreadPool& pool) {
+  Dataset data;
+  data.classes = targets;
+  if (split == Split::Test && !test_split_present(dir, Labels::Targets)) {
+    data.inputs = Tensor(Shape{0, 1});  // no test split: nothing to evaluate
+    data.labels = Tensor(Shape{0, targets});
+    data.rows = data.cols = 1;
+    data.root = dataset_root(data, pool);
+    return data;
+  }
+  const Pair p = read_pair(dir, split, Labels::Targets, true);
+  check_shapes(p, split == Split::Train, targets);
+  const Array& x = p.features;
+  const Array& y = p.labels;
+  const std::vector<int64_t>& s = x.shape;
+  const int64_t n = s[0];
+  const int64_t features = numel(s) / std::max<int64_t>(n, 1);
+  data.rows = s.size() == 2 ? 1 : s[s.size() - 2];
+  data.cols = s.back();
+  data.inputs = Tensor(Shape{n, n == 0 ? 1 : features});
+  data.labels = Tensor(Shape{n, targets});
+  // Targets: copied as they are, the first non-finite one reported.
+  std::memcpy(data.labels.data(), y.bytes.data(), y.bytes.size());
+  const float* t = data.labels.data();
+  for (int64_t k = 0; k < n * targets; ++k)
+    if (!std::isfinite(t[k]))
+      fail(y.where, fmt::format("sample {}: target {} is {} (targets must be finite)", k / targets,
+                                k % targets, t[k]));
+  copy_features(data, x, n, features);
+  data.root = dataset_root(data, pool);
+  return data;
+}
+
+DataShape tensor_targets_shape(const fs::path& dir, int64_t targets) {
+  const Pair p = read_pair(dir, Split::Train, Labels::Targets, false);
+  check_shapes(p, true, targets);
+  const std::vector<int64_t>& s = p.features.shape;
+  return {s[0], numel(s) / s[0], targets, targets};
 }
 
 }  // namespace tribunal

@@ -410,7 +410,7 @@ TrainResult train_job(const JobSpec& job, const TrainOptions& options) {
   if (options.evaluate && lead) {
     const auto t_eval = Clock::now();
     const Dataset test = load_dataset(job, Split::Test, pool);
-    if (label_width(job) > 0) {  // next-token prediction: the held-out windows' loss
+    if (label_width(job) > 0) {  // next-token prediction or mse: the held-out windows' or test split's loss
       result.unigram_entropy = train.unigram_entropy;
       if (test.samples() > 0) result.validation_loss = evaluate_loss(job, trainer.state(), test, pool);
     } else if (test.samples() > 0) {  // a tensors data set may have no test split

@@ -176,7 +176,8 @@ struct TrainResult {
   int64_t stride = 0;
   float loss_first = 0, loss_last = 0;  ///< losses of the first and last step run by this call
   double test_accuracy = -1;            ///< mlp, cnn: test-set accuracy; -1 when not evaluated
-  double validation_loss = -1;          ///< gpt: mean cross-entropy (nats) on the held-out windows; -1 when
+  double validation_loss = -1;          ///< gpt: mean cross-entropy (nats) on the held-out windows; mse
+                                        ///< jobs: the mean squared error on the test split; -1 when
                                         ///< not evaluated or there are none
   double unigram_entropy = -1;          ///< gpt: entropy (nats) of the training targets' byte frequencies,
                                         ///< the loss of the best unigram model; -1 when not evaluated

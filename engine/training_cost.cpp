@@ -26,7 +26,7 @@ DataShape model_shape(const JobSpec& job, int64_t rows) {
   const ModelSpec& m = job.model;
   switch (m.kind) {
     case ModelKind::Mlp:
-      return {rows, m.widths.front(), m.widths.back(), 0};
+      return {rows, m.widths.front(), m.widths.back(), label_width(job)};  // mse: K targets
     case ModelKind::Cnn:
       return {rows, m.image_channels * m.image_height * m.image_width, m.classes, 0};
     case ModelKind::Gpt:

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Exports the small ONNX models of tests/fixtures/onnx/ from PyTorch modules (docs/onnx.md).
 
-    /usr/bin/python3 tools/onnx_export.py [OUT_DIR]     (default tests/fixtures/onnx; needs python3-torch)
+    /usr/bin/python3 tools/onnx_export.py [OUT_DIR [NAME…]]   (default tests/fixtures/onnx, every model;
+                                                             needs python3-torch)
     /usr/bin/python3 tools/onnx_export.py --gpt2 OUT.onnx [--vocab 50257] [--context 256] [--layers 12]
                                           [--heads 12] [--d-model 768]   (GPT-2 small; not committed)
 
@@ -32,6 +33,8 @@ The initializers are torch's default initialization under a fixed seed: the job'
             Conv(4→4, 3×3, groups 4, dilation 2, stride (1, 2), padding (2, 1)) → Conv(4→6, 3×2, groups 2,
             dilation (2, 1), padding 1) → GlobalAveragePool → Flatten: 6 logits (no ReLU, so the autodiff
             test's finite differences never cross a kink)                    (tests/engine, 118 params)
+  regressor.onnx Linear(4, 32) → Tanh → Linear(32, 32) → ReLU → Linear(32, 2), output "prediction" [B, 2]
+            (an mse job's model: tests/fixtures/regression/, tools/make_regression.py; 1.3k params)
 
 Not run in CI (python3-torch stays out of its critical path): the exported files are committed.
 """
@@ -52,6 +55,19 @@ class Mlp(nn.Module):
 
     def forward(self, x):
         return self.fc2(self.drop(torch.relu(self.fc1(x))))
+
+
+class Regressor(nn.Module):
+    """A small MLP regressor: K = 2 float predictions per sample, trained with model.loss = "mse"."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(4, 32)
+        self.fc2 = nn.Linear(32, 32)
+        self.fc3 = nn.Linear(32, 2)
+
+    def forward(self, x):
+        return self.fc3(torch.relu(self.fc2(torch.tanh(self.fc1(x)))))
 
 
 class Cnn(nn.Module):
@@ -274,11 +290,11 @@ class GroupedCnn(nn.Module):
         return torch.flatten(x, 1)
 
 
-def export(module, example, path, input_name="x"):
+def export(module, example, path, input_name="x", output_name="logits"):
     module.train()
     torch.onnx.export(module, example, str(path), opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
-                      do_constant_folding=False, input_names=[input_name], output_names=["logits"],
-                      dynamic_axes={input_name: {0: "batch"}, "logits": {0: "batch"}})
+                      do_constant_folding=False, input_names=[input_name], output_names=[output_name],
+                      dynamic_axes={input_name: {0: "batch"}, output_name: {0: "batch"}})
     print(f"{path}: {path.stat().st_size} bytes, {sum(p.numel() for p in module.parameters())} parameters")
 
 
@@ -322,22 +338,27 @@ def main():
         return
     out = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures/onnx")
     out.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(2026)
-    export(Mlp(), torch.zeros(4, 784), out / "mlp.onnx")
-    torch.manual_seed(2027)
-    export(Cnn(), torch.zeros(4, 1, 28, 28), out / "cnn.onnx")
-    torch.manual_seed(2028)
-    export(Gpt2(), torch.zeros(4, 32, dtype=torch.long), out / "gpt2.onnx", input_name="ids")
-    torch.manual_seed(2029)
-    export(Llama(), torch.zeros(4, 32, dtype=torch.long), out / "llama.onnx", input_name="ids")
-    torch.manual_seed(2030)
-    export(Resnet(), torch.zeros(4, 1, 28, 28), out / "resnet.onnx")
-    # A GPT-2 whose vocabulary is wider than the byte classes (byte ids are token ids of it): a text
-    # job reads its [B, 8, 512] logits (tests/engine/test_job_onnx.cpp).
-    export(gpt2_sized(vocab=512, context=8, layers=1, heads=2, d_model=8), torch.zeros(4, 8, dtype=torch.long),
-           out / "gpt2_vocab512.onnx", input_name="ids")
-    torch.manual_seed(2031)
-    export(GroupedCnn(), torch.zeros(4, 4, 9, 9), out / "grouped_cnn.onnx")
+    only = set(sys.argv[2:])  # the model names to export; none: all
+    # name → (seed, module, example input, input name, output name); each seeded on its own, so exporting
+    # one reproduces its file alone (two may share a seed).
+    models = {
+        "mlp": (2026, Mlp, lambda: torch.zeros(4, 784), "x", "logits"),
+        "cnn": (2027, Cnn, lambda: torch.zeros(4, 1, 28, 28), "x", "logits"),
+        "gpt2": (2028, Gpt2, lambda: torch.zeros(4, 32, dtype=torch.long), "ids", "logits"),
+        "llama": (2029, Llama, lambda: torch.zeros(4, 32, dtype=torch.long), "ids", "logits"),
+        "resnet": (2030, Resnet, lambda: torch.zeros(4, 1, 28, 28), "x", "logits"),
+        # A GPT-2 whose vocabulary is wider than the byte classes (byte ids are token ids of it): a text
+        # job reads its [B, 8, 512] logits (tests/engine/test_job_onnx.cpp). gpt2_sized seeds itself.
+        "gpt2_vocab512": (2030, lambda: gpt2_sized(vocab=512, context=8, layers=1, heads=2, d_model=8),
+                          lambda: torch.zeros(4, 8, dtype=torch.long), "ids", "logits"),
+        "regressor": (2030, Regressor, lambda: torch.zeros(4, 4), "x", "prediction"),
+        "grouped_cnn": (2031, GroupedCnn, lambda: torch.zeros(4, 4, 9, 9), "x", "logits"),
+    }
+    for name, (seed, module, example, input_name, output_name) in models.items():
+        if only and name not in only:
+            continue
+        torch.manual_seed(seed)
+        export(module(), example(), out / f"{name}.onnx", input_name=input_name, output_name=output_name)
 
 
 if __name__ == "__main__":

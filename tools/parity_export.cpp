@@ -38,6 +38,7 @@ nlohmann::json parity_config(const JobSpec& job, int64_t steps) {
              {"input", m.input},
              {"output", m.output},
              {"params", m.onnx->params()}};
+    if (m.loss == LossKind::Mse) model["loss"] = "mse";  // else the cross-entropy (no key: older exports)
   } else {
     model = {{"kind", "mlp"}, {"widths", m.widths}};
   }

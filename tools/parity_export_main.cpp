@@ -1,8 +1,10 @@
-// parity_export JOB.toml OUT.safetensors [--steps N] [--model NAME=PATH]...: writes the parity export of
+// parity_export JOB.toml OUT.safetensors [--steps N] [--model NAME=PATH]... [--dataset NAME=PATH]...:
+// writes the parity export of
 // a gpt, cnn, mlp or onnx job (tools/parity_export.h) — its initial weights and the batches of its first
 // N steps (default: all of the job's steps), and for an onnx job the dropout masks — for
-// tools/torch_parity.py. An onnx job's model file is registered with --model as on a node
-// (`tribunal --model`). Built with the benchmarks (bench/CMakeLists.txt).
+// tools/torch_parity.py. An onnx job's model file is registered with --model and a data set the shipped
+// registry lacks (a tensors one) with --dataset, as on a node (`tribunal --model`, `--dataset`). Built with
+// the benchmarks (bench/CMakeLists.txt).
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -15,7 +17,8 @@ int main(int argc, char** argv) {
   using namespace tribunal;
   const auto usage = [] {
     std::fprintf(stderr,
-                 "usage: parity_export JOB.toml OUT.safetensors [--steps N] [--model NAME=PATH]...\n");
+                 "usage: parity_export JOB.toml OUT.safetensors [--steps N] [--model NAME=PATH]... "
+                 "[--dataset NAME=PATH]...\n");
     return 2;
   };
   if (argc < 3) return usage();
@@ -29,6 +32,8 @@ int main(int argc, char** argv) {
         steps = std::stoll(argv[i + 1]);
       else if (opt == "--model")
         registry.add_model(std::string_view(argv[i + 1]));
+      else if (opt == "--dataset")
+        registry.add(std::string_view(argv[i + 1]));
       else
         return usage();
     }

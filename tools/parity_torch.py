@@ -343,7 +343,8 @@ def make_optimizer(model, opt_cfg):
 
 
 class Trainer:
-    """Runs the job's steps in torch: forward, mean cross-entropy, backward, clip_grad_norm_, AdamW."""
+    """Runs the job's steps in torch: forward, mean cross-entropy (or squared error), backward,
+    clip_grad_norm_, AdamW."""
 
     def __init__(self, export, dtype=torch.float32, model=None):
         """`model`: the torch model to train (an OnnxTwin); default build_model from the export."""
@@ -352,15 +353,22 @@ class Trainer:
         self.opt = make_optimizer(self.model, self.cfg["optimizer"])
         self.dtype = dtype
 
+    def mse(self):
+        """The job's loss is the mean squared error against float targets (model.loss = "mse")."""
+        return self.cfg["model"].get("loss") == "mse"
+
     def batch(self, inputs, labels):
+        if self.mse():  # float targets [B, K], as they are
+            return torch.from_numpy(inputs).to(self.dtype), torch.from_numpy(labels).to(self.dtype)
         x, y = type(self.model).prepare(torch.from_numpy(inputs), torch.from_numpy(labels))
         return (x.to(self.dtype) if x.is_floating_point() else x), y
 
     def forward_backward(self, x, y):
-        """Zeroes the gradients, returns (loss, logits) with .grad set (before clipping)."""
+        """Zeroes the gradients, returns (loss, logits) with .grad set (before clipping). The loss is the
+        mean cross-entropy, or torch.nn.MSELoss() (reduction "mean") for an mse job."""
         self.opt.zero_grad(set_to_none=False)
         logits = self.model(x)
-        loss = F.cross_entropy(logits, y)
+        loss = F.mse_loss(logits, y) if self.mse() else F.cross_entropy(logits, y)
         loss.backward()
         return loss, logits
 

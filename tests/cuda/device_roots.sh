@@ -12,6 +12,7 @@ shift 3
 [ $# -gt 0 ] || set -- tests/fixtures/golden_roots.txt
 models=()  # the imported models' jobs name their files (tests/fixtures/onnx/)
 for f in tests/fixtures/onnx/*.onnx; do models+=(--model "$(basename "$f" .onnx)=$f"); done
+models+=(--dataset regression=tests/fixtures/regression)  # the mse job's data set (short_onnx_mse.toml)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 status=0

@@ -68,11 +68,12 @@ std::filesystem::path source(const std::string& rel) {
   return tribunal::testing::source_dir() / rel;
 }
 
-/// Debian's data sets and the ONNX files of tools/onnx_export.py, by the names the parity_onnx_* jobs
-/// use (as `--model mlp=tests/fixtures/onnx/mlp.onnx` registers them on a node).
+/// Debian's data sets, the regression fixture and the ONNX files of tools/onnx_export.py, by the names
+/// the parity_onnx_* jobs use (as `--model mlp=tests/fixtures/onnx/mlp.onnx` registers them on a node).
 DataRegistry parity_registry() {
   DataRegistry registry = DataRegistry::debian();
-  for (const char* family : {"mlp", "cnn", "gpt2", "llama", "resnet"})
+  registry.add("regression", source("tests/fixtures/regression"));
+  for (const char* family : {"mlp", "cnn", "gpt2", "llama", "resnet", "regressor"})
     registry.add_model(family, source(std::string("tests/fixtures/onnx/") + family + ".onnx"));
   return registry;
 }
@@ -164,6 +165,7 @@ OurRun run_ours(const JobSpec& job, const Dataset& train, int64_t steps, ThreadP
         r.labels.push_back(executor.value(n.outputs[0]));
       if (t != 0) continue;
       if (n.op == OpKind::SoftmaxCrossEntropy) r.logits = executor.value(n.inputs[0]);
+      if (g.values.at(n.outputs[0]).name == "loss.diff") r.logits = executor.value(n.inputs[0]);  // mse
       if (n.op == OpKind::AdamW) {
         const auto p =
             std::find(g.state_inputs.begin(), g.state_inputs.end(), n.inputs[0]) - g.state_inputs.begin();
@@ -383,6 +385,23 @@ TEST_CASE("Imported ONNX CNN matches PyTorch: losses, logits, gradients and para
                 OpKind::Conv2dBackwardInput, OpKind::Conv2dBackwardWeight, OpKind::Conv2dBackwardBias,
                 OpKind::MaxPool2dBackward, OpKind::ReluBackward, OpKind::Matmul, OpKind::SumRows},
                {{"no clipping", set_float_attr(OpKind::ClipCoefficient, 0, 1e30f)},
+                {"adamw lr × 1.01", scale_float_attr(OpKind::AdamW, 0, 1.01f)}});
+}
+
+// The imported regressor (tools/onnx_export.py Regressor) trained with the mean squared error
+// (model.loss = "mse", engine/loss.h) on tests/fixtures/regression, against the same torch module
+// trained with torch.nn.MSELoss(): the loss head's ops and their VJPs, the tanh and the ReLU.
+TEST_CASE(
+    "Imported ONNX regressor with the mse loss matches PyTorch: losses, predictions, gradients, parameters") {
+  check_parity("onnx_regressor",
+               {OpKind::Linear, OpKind::Unary, OpKind::UnaryBackward, OpKind::Relu, OpKind::ReluBackward,
+                OpKind::BroadcastBinary, OpKind::ReduceMean, OpKind::ReduceMeanBackward},
+               {{"prediction + target for the difference",
+                 [](StepGraph& g) {
+                   for (Node& n : g.nodes)
+                     if (g.values.at(n.outputs[0]).name == "loss.diff") n.attrs.ints.at(0) = 0;
+                 }},
+                {"no clipping", set_float_attr(OpKind::ClipCoefficient, 0, 1e30f)},
                 {"adamw lr × 1.01", scale_float_attr(OpKind::AdamW, 0, 1.01f)}});
 }
 

@@ -5,6 +5,8 @@
 // a provider that does not hold the model file refuses the job, naming it, before anything trains.
 #include <doctest/doctest.h>
 
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "engine/dataset.h"
@@ -28,6 +30,9 @@ const std::filesystem::path kLlamaJob = testing::source_dir() / "scenarios/jobs/
 const std::filesystem::path kLlama = testing::source_dir() / "tests/fixtures/onnx/llama.onnx";
 const std::filesystem::path kResnetJob = testing::source_dir() / "scenarios/jobs/short_onnx_resnet.toml";
 const std::filesystem::path kResnet = testing::source_dir() / "tests/fixtures/onnx/resnet.onnx";
+const std::filesystem::path kMseJob = testing::source_dir() / "scenarios/jobs/short_onnx_mse.toml";
+const std::filesystem::path kRegressor = testing::source_dir() / "tests/fixtures/onnx/regressor.onnx";
+const std::filesystem::path kRegression = testing::source_dir() / "tests/fixtures/regression";
 
 nodes::RefereeNodeOptions referee_with_model() {
   nodes::RefereeNodeOptions o;
@@ -35,6 +40,7 @@ nodes::RefereeNodeOptions referee_with_model() {
   o.dispute.weights.add_model("gpt2", kGpt2);
   o.dispute.weights.add_model("llama", kLlama);
   o.dispute.weights.add_model("resnet", kResnet);
+  o.dispute.weights.add_model("regressor", kRegressor);
   return o;
 }
 
@@ -135,10 +141,19 @@ struct Case {
   int64_t step, node, element;
 };
 
-/// An imported model's job (`name`: its model file's registered name): each case's cheater is
-/// convicted at its step and node through the real referee, providers and delegate.
+/// A data set the shipped registry lacks, registered by name on the providers and the delegate (the
+/// referee holds no data).
+struct NamedData {
+  std::string name;
+  std::filesystem::path path;
+};
+
+/// An imported model's job (`name`: its model file's registered name; `data`: its data set when it is
+/// not a shipped one): each case's cheater is convicted at its step and node through the real referee,
+/// providers and delegate.
 void check_convicted(const std::string& name, const std::filesystem::path& job_file,
-                     const std::filesystem::path& model, const std::vector<Case>& cases, const StepGraph& g) {
+                     const std::filesystem::path& model, const std::vector<Case>& cases, const StepGraph& g,
+                     const std::optional<NamedData>& data = std::nullopt) {
   Network net(referee_with_model());
   net.job_file = job_file;
   for (const Case& c : cases) {
@@ -152,10 +167,15 @@ void check_convicted(const std::string& name, const std::filesystem::path& job_f
     fault.element = c.element;
     auto cheater_config = net.config(fault);
     cheater_config.datasets.add_model(name, model);
+    if (data) {
+      honest_config.datasets.add(data->name, data->path);
+      cheater_config.datasets.add(data->name, data->path);
+    }
     const std::string honest = net.provider(std::move(honest_config));
     const std::string cheater = net.provider(std::move(cheater_config));
     nodes::DelegateRequest r = net.request({honest, cheater});
     r.datasets.add_model(name, model);
+    if (data) r.datasets.add(data->name, data->path);
     const DelegateOutcome o = nodes::delegate_job(net.ctx, r, nodes::quiet_logger());
     REQUIRE(o.verdicts.size() == 1);
     const Verdict v = verify_verdict(o.verdicts[0], net.referee_key.public_key, &r.datasets);
@@ -170,12 +190,14 @@ void check_convicted(const std::string& name, const std::filesystem::path& job_f
 }
 
 /// Step 0's graph of an imported model's job and the index of its first node of `kind` (with
-/// ints[0] == fn when fn ≥ 0).
+/// ints[0] == fn when fn ≥ 0) or of the node whose first output is named `value`.
 struct Graph {
   StepGraph g;
-  Graph(const std::string& name, const std::filesystem::path& job_file, const std::filesystem::path& model) {
+  Graph(const std::string& name, const std::filesystem::path& job_file, const std::filesystem::path& model,
+        const std::optional<NamedData>& data = std::nullopt) {
     DataRegistry registry = DataRegistry::debian();
     registry.add_model(name, model);
+    if (data) registry.add(data->name, data->path);
     const JobSpec job = load_job(job_file, registry);
     g = build_step_graph(job, expected_data_shape(job), 0, std::vector<int64_t>(4, 0));
   }
@@ -184,6 +206,12 @@ struct Graph {
       if (g.nodes[n].op == kind && (fn < 0 || g.nodes[n].attrs.ints.at(0) == fn))
         return static_cast<int64_t>(n);
     FAIL("no node of kind " << op_name(kind));
+    return -1;
+  }
+  int64_t named(const std::string& value) const {
+    for (size_t n = 0; n < g.nodes.size(); ++n)
+      if (g.values.at(g.nodes[n].outputs.at(0)).name == value) return static_cast<int64_t>(n);
+    FAIL("no node named " << value);
     return -1;
   }
 };
@@ -232,4 +260,26 @@ TEST_CASE("an imported ResNet's dispute: the honest provider wins against a corr
                    {9, m.first(OpKind::Add), -1},
                    {11, m.first(OpKind::MaxPool2d), -1}},
                   m.g);
+}
+
+// The imported regressor's mse job (scenarios/jobs/short_onnx_mse.toml on tests/fixtures/regression/):
+// a cheater corrupting the loss's difference, square, mean or the mean's backward, the tanh, or the last
+// optimizer node is convicted at that step and node; the delegate and the providers hold the data set.
+// The square and the mean reach no gradient, only the step's loss in the state: they are corrupted on
+// the last step before a checkpoint (7 → state 8, 15 → state 16), where that loss is committed.
+TEST_CASE(
+    "an imported regressor's mse dispute: the honest provider wins against a corrupted op of any step") {
+  const NamedData data{"regression", kRegression};
+  const Graph m("regressor", kMseJob, kRegressor, data);
+  const int64_t last = static_cast<int64_t>(m.g.nodes.size()) - 1;
+  CHECK(m.g.nodes.at(static_cast<size_t>(m.named("loss.diff"))).op == OpKind::BroadcastBinary);
+  CHECK(m.g.nodes.at(static_cast<size_t>(m.named("loss.mean"))).op == OpKind::ReduceMean);
+  check_convicted("regressor", kMseJob, kRegressor,
+                  {{0, m.named("loss.diff"), -1},
+                   {7, m.named("loss.square"), 1},
+                   {15, m.named("loss.mean"), -1},
+                   {13, m.first(OpKind::ReduceMeanBackward), -1},
+                   {21, m.first(OpKind::Unary, 5), -1},
+                   {39, last, -1}},
+                  m.g, data);
 }

@@ -16,10 +16,12 @@ using namespace tribunal;
 
 namespace {
 
-// The shipped data sets and the imported models' files (an onnx job's model.file, tests/fixtures/onnx/).
+// The shipped data sets, the regression fixture and the imported models' files (an onnx job's
+// model.file, tests/fixtures/onnx/).
 DataRegistry registry() {
   DataRegistry r = DataRegistry::debian();
-  for (const char* name : {"mlp", "cnn", "gpt2", "llama"})
+  r.add("regression", tribunal::testing::source_dir() / "tests/fixtures/regression");
+  for (const char* name : {"mlp", "cnn", "gpt2", "llama", "resnet", "regressor"})
     r.add_model(name,
                 tribunal::testing::source_dir() / "tests/fixtures/onnx" / (std::string(name) + ".onnx"));
   return r;
@@ -166,6 +168,8 @@ TEST_CASE("the cost derived from the job text equals the cost measured on its bu
       {"parity_onnx_mlp.toml", {{"batch_size = 16", "batch_size = 16\nshards = 2"}}},
       {"short_onnx_gpt2.toml", {{"batch_size = 4", "batch_size = 4\nshards = 2"}}},
       {"short_onnx_llama.toml", {{"batch_size = 4", "batch_size = 4\nshards = 4"}}},
+      // The mse loss head (engine/loss.h) on an imported regressor.
+      {"short_onnx_mse.toml", {{"batch_size = 16", "batch_size = 16\nshards = 4"}}},
   };
   for (const auto& v : variants) {
     const std::string& file = v.first;
