@@ -18,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-read -r -a jobs <<<"${JOBS:-scenarios/jobs/short_mlp.toml scenarios/jobs/short_gpt.toml scenarios/jobs/short_cnn.toml scenarios/jobs/short_onnx_cnn.toml scenarios/jobs/short_onnx_gpt2.toml scenarios/jobs/short_onnx_llama.toml scenarios/jobs/short_onnx_resnet.toml}"
+read -r -a jobs <<<"${JOBS:-scenarios/jobs/short_mlp.toml scenarios/jobs/short_gpt.toml scenarios/jobs/short_cnn.toml scenarios/jobs/short_onnx_cnn.toml scenarios/jobs/short_onnx_gpt2.toml scenarios/jobs/short_onnx_llama.toml scenarios/jobs/short_onnx_resnet.toml scenarios/jobs/short_onnx_mse.toml}"
 IFS=, read -r -a runs <<<"${RUNS:-1 thread,2 threads,resumed,simd}"
 if [ $# -eq 0 ]; then
   set --
@@ -39,6 +39,7 @@ done <tests/fixtures/golden_roots.txt
 # The imported models' jobs (model.kind = "onnx") name their files; every run registers the fixtures.
 models=()
 for f in tests/fixtures/onnx/*.onnx; do models+=(--model "$(basename "$f" .onnx)=$f"); done
+models+=(--dataset regression=tests/fixtures/regression)  # short_onnx_mse.toml's data set
 
 emulator=()
 root_of() {  # tribunal JOB OUT_DIR [train options…] → the trajectory root of the run (stderr: its errors)

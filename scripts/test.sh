@@ -45,7 +45,7 @@ scripts/bootstrap.sh --cross aarch64
 cmake --preset aarch64
 cmake --build --preset aarch64 -j "$(nproc)"
 ctest --preset aarch64
-JOBS="scenarios/jobs/short_mlp.toml scenarios/jobs/short_cnn.toml scenarios/jobs/short_gpt.toml scenarios/jobs/short_onnx_cnn.toml scenarios/jobs/short_onnx_gpt2.toml scenarios/jobs/short_onnx_llama.toml scenarios/jobs/short_onnx_resnet.toml" RUNS=simd \
+JOBS="scenarios/jobs/short_mlp.toml scenarios/jobs/short_cnn.toml scenarios/jobs/short_gpt.toml scenarios/jobs/short_onnx_cnn.toml scenarios/jobs/short_onnx_gpt2.toml scenarios/jobs/short_onnx_llama.toml scenarios/jobs/short_onnx_resnet.toml scenarios/jobs/short_onnx_mse.toml" RUNS=simd \
   scripts/check_roots.sh preset:aarch64
 took "the arm64 step"
 
