@@ -100,7 +100,8 @@ FaultCampaignReport run_fault_campaign(const FaultCampaignOptions& o) {
   std::vector<std::shared_ptr<const Dataset>> keep;
   {
     ThreadPool pool(2);
-    for (const Scenario& s : catalog) keep.push_back(nodes::shared_train_set(load_job(s.job, s.registry), pool));
+    for (const Scenario& s : catalog)
+      keep.push_back(nodes::shared_train_set(load_job(s.job, s.registry), pool));
   }
   std::mt19937_64 rng(o.seed);
   FaultCampaignReport report;
