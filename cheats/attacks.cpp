@@ -198,8 +198,7 @@ double prediction_rate(const JobSpec& job, const State& state, const Dataset& da
   const int64_t rows = std::min(max_rows, shape.samples);
   const StepGraph g = build_eval_graph(job, shape, rows);
   Executor executor(pool);
-  std::vector<const Tensor*> params;
-  for (size_t p = 0; p < state_layout(job).num_params; ++p) params.push_back(&state.tensors[p]);
+  const std::vector<const Tensor*> params = eval_state_inputs(job, state);
   Tensor x(Shape{rows, shape.features},
            std::span<const float>(data.inputs.data(), static_cast<size_t>(rows * shape.features)));
   const Tensor* inputs[] = {&x};

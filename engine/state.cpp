@@ -22,6 +22,14 @@ int64_t State::step() const {
   return static_cast<int64_t>(tensors.at(tensors.size() - 2)[0]);
 }
 
+std::vector<const Tensor*> eval_state_inputs(const JobSpec& job, const State& state) {
+  const StateLayout layout = state_layout(job);
+  std::vector<const Tensor*> out;
+  for (size_t p = 0; p < layout.num_params; ++p) out.push_back(&state.tensors[p]);
+  for (size_t k = 0; k < layout.num_buffers; ++k) out.push_back(&state.tensors[layout.first_buffer + k]);
+  return out;
+}
+
 State initial_state(const JobSpec& job) {
   const StateLayout layout = state_layout(job);
   const std::vector<ParamSpec> params = model_params(job.model);

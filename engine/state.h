@@ -24,6 +24,10 @@ struct State {
   int64_t step() const;
 };
 
+/// The state tensors an evaluation graph (build_eval_graph, build_eval_loss_graph) reads, in its
+/// order: the parameters, then the buffers.
+std::vector<const Tensor*> eval_state_inputs(const JobSpec& job, const State& state);
+
 /// State 0: parameters from init_param (Philox), or from the job's model.init weights
 /// (load_init_weights, which throws EngineError for a bad or missing file), or an imported model's
 /// initializers (its buffers too); optimizer slots, step and loss all zero.

@@ -231,24 +231,11 @@ StepTrace Trainer::traced_step() {
   return tr;
 }
 
-namespace {
-
-// The state inputs of an evaluation graph (build_eval_graph): the parameters, then the buffers.
-std::vector<const Tensor*> eval_state(const JobSpec& job, const State& state) {
-  const StateLayout layout = state_layout(job);
-  std::vector<const Tensor*> out;
-  for (size_t p = 0; p < layout.num_params; ++p) out.push_back(&state.tensors[p]);
-  for (size_t k = 0; k < layout.num_buffers; ++k) out.push_back(&state.tensors[layout.first_buffer + k]);
-  return out;
-}
-
-}  // namespace
-
 double evaluate_accuracy(const JobSpec& job, const State& state, const Dataset& test, ThreadPool& pool) {
   const DataShape shape = data_shape_of(test);
   const int64_t chunk = 1000;
   Executor executor(pool);
-  const std::vector<const Tensor*> params = eval_state(job, state);
+  const std::vector<const Tensor*> params = eval_state_inputs(job, state);
   int64_t correct = 0;
   for (int64_t r0 = 0; r0 < shape.samples; r0 += chunk) {
     const int64_t rows = std::min(chunk, shape.samples - r0);
@@ -276,7 +263,7 @@ double evaluate_loss(const JobSpec& job, const State& state, const Dataset& data
   const int64_t per_row = std::max<int64_t>(shape.label_width, 1);
   const int64_t chunk = std::max<int64_t>(1, 8192 / per_row);
   Executor executor(pool);
-  const std::vector<const Tensor*> params = eval_state(job, state);
+  const std::vector<const Tensor*> params = eval_state_inputs(job, state);
   double total = 0.0;
   std::optional<StepGraph> graph;
   for (int64_t r0 = 0; r0 < shape.samples; r0 += chunk) {
