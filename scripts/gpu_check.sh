@@ -5,7 +5,7 @@
 #   scripts/gpu_check.sh OUT_DIR
 #     BIN=build/cuda/apps/tribunal  TEST=build/cuda/tests/cuda/test_backend_ops
 #     BENCH=build/cuda/bench/bench_cuda_gemm  FORTUNES=/usr/share/games/fortunes  (environment)
-#     SANITIZE_SECONDS=120 (per compute-sanitizer tool; 0 skips them)
+#     SANITIZE_SECONDS=300 (per compute-sanitizer tool; 0 skips them)
 #
 # 1. every op on GPU 0 against the CPU reference, memcmp (test_backend_ops, suite backend-gpu);
 # 2. the short and sharded jobs trained with --device cuda give their pinned roots;
@@ -22,7 +22,7 @@ bin=${BIN:-build/cuda/apps/tribunal}
 test_bin=${TEST:-build/cuda/tests/cuda/test_backend_ops}
 bench=${BENCH:-build/cuda/bench/bench_cuda_gemm}
 fortunes=${FORTUNES:-/usr/share/games/fortunes}
-sanitize=${SANITIZE_SECONDS:-120}
+sanitize=${SANITIZE_SECONDS:-300}
 threads=$(nproc)
 log=$out/gpu_check.log
 status=0
