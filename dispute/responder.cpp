@@ -100,6 +100,7 @@ const std::vector<Digest>& DisputeResponder::interval_leaves(uint64_t k) {
 
 const StepTrace& DisputeResponder::trace(uint64_t step) {
   if (!trace_ || trace_->first != step) {
+    trace_.reset();  // one step's values at a time: a GPT-2-small step's are gigabytes
     seek(step);
     trace_.emplace(step, trainer_.traced_step());
   }

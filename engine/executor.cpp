@@ -138,4 +138,12 @@ void Executor::take_next_state(const StepGraph& g, std::span<Tensor* const> stat
   }
 }
 
+Tensor Executor::take_value(ValueId v) {
+  if (v >= bound_.size() || bound_[v] != &slots_.at(v))
+    throw std::out_of_range(fmt::format("Executor::take_value: value {} is not a node output", v));
+  Tensor out = std::move(slots_[v]);
+  slots_[v] = Tensor();  // a definite empty state: run() sees the size differ and allocates again
+  return out;
+}
+
 }  // namespace tribunal

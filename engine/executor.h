@@ -102,7 +102,13 @@ class Executor {
   Tensor& partial(ValueId v) { return slots_.at(v); }
 
   /// Moves the tensors of g.state_outputs into `state` (swapping storage, no copy for node outputs).
+  /// Afterwards the slot of a node-computed state output holds the state tensor it replaced.
   void take_next_state(const StepGraph& g, std::span<Tensor* const> state);
+
+  /// Moves node output `v`'s storage out of the executor (no copy), leaving the slot empty; the next
+  /// run() allocates it again. For keeping a step's values past the step (Trainer::traced_step) without
+  /// holding them twice. Throws std::out_of_range for a value that is not a node output of the last run.
+  Tensor take_value(ValueId v);
 
  private:
   void run_rounded(size_t n, const Node& node, std::span<const Tensor* const> in,

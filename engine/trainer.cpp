@@ -128,9 +128,10 @@ void Trainer::replay_to(int64_t s) {
 }
 
 // Runs graph g over the state; returns the loss the next state records. `before_swap` sees the
-// executor with every value of the step still in place.
-template <class Inspect>
-float Trainer::run_step(const StepGraph& g, Inspect before_swap, const ShardRun& shards) {
+// executor with every value of the step still in place; `after_swap` sees it once the next state has
+// been taken (Executor::take_next_state), before a cheating policy may replace that state.
+template <class Inspect, class Release>
+float Trainer::run_step(const StepGraph& g, Inspect before_swap, Release after_swap, const ShardRun& shards) {
   const int64_t t = state_.step();
   // A policy that claims a state other than the nodes' outputs (or learns from them) sees the pre-state.
   std::optional<State> pre;
@@ -163,6 +164,7 @@ float Trainer::run_step(const StepGraph& g, Inspect before_swap, const ShardRun&
   float loss = executor_.value(g.loss)[0];
   before_swap(executor_);
   executor_.take_next_state(g, state);
+  after_swap(executor_);
 
   claimed_ = pre && policy_->claimed_state(t, *pre, state_);
   if (claimed_) loss = state_.tensors.back()[0];  // "loss" is the state's last tensor (engine/step.h)
@@ -170,7 +172,8 @@ float Trainer::run_step(const StepGraph& g, Inspect before_swap, const ShardRun&
 }
 
 float Trainer::step() {
-  if (shards_.count < 0) return run_step(step_graph(state_.step()), [](const Executor&) {});
+  const auto none = [](const Executor&) {};
+  if (shards_.count < 0) return run_step(step_graph(state_.step()), none, none);
   const StepGraph g = step_graph(state_.step());
   ShardRun run = shards_;
   run.exchange = [&](Executor& ex) {
@@ -178,8 +181,7 @@ float Trainer::step() {
     exchanged_bytes_ += exchange_partials(g, ex, *world_, run);
     exchange_seconds_ += since(t0);
   };
-  return run_step(
-      g, [](const Executor&) {}, run);
+  return run_step(g, none, none, run);
 }
 
 StepTrace Trainer::traced_step() {
@@ -187,7 +189,16 @@ StepTrace Trainer::traced_step() {
   const int64_t t = state_.step();
   tr.graph = step_graph(t);
   const StepGraph& g = tr.graph;
-  run_step(g, [&](const Executor& ex) {
+  // The step's values are kept without a second copy of its activations: the hashes are taken in
+  // place, then each node output is moved out of the executor (Executor::take_value). Only the next
+  // state is copied, since the trainer keeps it. Peak memory is one step's values, not two.
+  std::vector<char> copy_before_swap(g.values.size(), 0);
+  for (size_t i = 0; i < g.state_outputs.size(); ++i)
+    if (g.values[g.state_outputs[i]].source != ValueSource::Node) {
+      copy_before_swap[g.state_inputs[i]] = 1;  // its storage is overwritten, not swapped
+      copy_before_swap[g.state_outputs[i]] = 1;
+    }
+  const auto hash_values = [&](const Executor& ex) {
     tr.value_hashes.resize(g.values.size());
     tr.values.resize(g.values.size());
     pool_.parallel_for(static_cast<int64_t>(g.values.size()), [&](int64_t v0, int64_t v1) {
@@ -199,10 +210,25 @@ StepTrace Trainer::traced_step() {
         }
         const Tensor& t = ex.value(static_cast<ValueId>(v));
         tr.value_hashes[static_cast<size_t>(v)] = tensor_leaf(DType::F32, t.shape().dims(), t.bytes());
-        if (val.source != ValueSource::Constant) tr.values[static_cast<size_t>(v)] = t;
+        if (copy_before_swap[static_cast<size_t>(v)] && val.source != ValueSource::Constant)
+          tr.values[static_cast<size_t>(v)] = t;
       }
     });
-  });
+  };
+  const auto keep_values = [&](Executor& ex) {
+    std::vector<char> state_output(g.values.size(), 0);
+    for (ValueId v : g.state_outputs) state_output[v] = 1;
+    for (size_t i = 0; i < g.state_outputs.size(); ++i) {
+      const ValueId out = g.state_outputs[i];
+      if (g.values[out].source != ValueSource::Node) continue;
+      tr.values[out] = state_.tensors[i];                 // the next state, which the trainer keeps
+      tr.values[g.state_inputs[i]] = ex.take_value(out);  // the state it replaced (take_next_state)
+    }
+    for (size_t v = 0; v < g.values.size(); ++v)
+      if (g.values[v].source == ValueSource::Node && !state_output[v])
+        tr.values[v] = ex.take_value(static_cast<ValueId>(v));
+  };
+  run_step(g, hash_values, keep_values);
   // Records that name the job's attributes rather than those the step ran with (a hidden change).
   std::optional<StepGraph> claimed;
   if (policy_->graph_attributes(t, job_).records_name_job)

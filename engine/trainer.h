@@ -98,8 +98,8 @@ class Trainer {
   double exchange_seconds() const { return exchange_seconds_; }
 
  private:
-  template <class Inspect>
-  float run_step(const StepGraph& g, Inspect before_swap, const ShardRun& shards = {});
+  template <class Inspect, class Release>
+  float run_step(const StepGraph& g, Inspect before_swap, Release after_swap, const ShardRun& shards = {});
   void replay_to(int64_t s);  // runs this trainer's trajectory from state 0 to s, then restores the state
 
   JobSpec job_;
