@@ -6,13 +6,13 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <mutex>
 #include <set>
 #include <sstream>
 
 #include <fmt/format.h>
 
 #include "engine/error.h"
+#include "engine/model_cache.h"
 #include "engine/toml_reader.h"
 #include "onnx/lower.h"
 #include "ops/rounding_log.h"
@@ -404,38 +404,6 @@ void locate_data(JobSpec& job, const DataRegistry& registry) {
   locate_model_files(job, registry);
 }
 
-namespace {
-
-// The models this process imported last, by the hash of their bytes: a referee or provider locates
-// the same file for every job submission and dispute, and importing it (protobuf parse, ONNX's checker
-// and shape inference, the discovering lowering) costs a multiple of reading and hashing it. The key
-// is the content's hash, so an entry can only stand for those very bytes; the source name in error
-// messages is the first path's. Two entries: a node serving one or two models keeps them, and a
-// GPT-2-small-sized model (0.5 GB of initializers) is not held many times over.
-std::shared_ptr<const OnnxModel> import_cached(std::span<const std::byte> bytes, const Digest& hash,
-                                               const std::string& source, const OnnxLimits& limits) {
-  static std::mutex mu;
-  static std::vector<std::pair<Digest, std::shared_ptr<const OnnxModel>>> recent;  // most recent last
-  constexpr size_t kEntries = 2;
-  {
-    std::lock_guard lock(mu);
-    for (auto it = recent.begin(); it != recent.end(); ++it)
-      if (it->first == hash) {
-        auto hit = *it;
-        recent.erase(it);
-        recent.push_back(hit);
-        return hit.second;
-      }
-  }
-  auto model = import_onnx(bytes, source, limits);  // outside the lock: imports may run concurrently
-  std::lock_guard lock(mu);
-  recent.emplace_back(hash, model);
-  if (recent.size() > kEntries) recent.erase(recent.begin());
-  return model;
-}
-
-}  // namespace
-
 void locate_model_files(JobSpec& job, const DataRegistry& registry) {
   if (!job.model.init.empty() && !job.init_hash) {
     job.init_path = registry.weights_path(job.model.init, job.source);
@@ -443,24 +411,11 @@ void locate_model_files(JobSpec& job, const DataRegistry& registry) {
   }
   if (job.model.kind == ModelKind::Onnx && !job.model.onnx) {
     job.model_path = registry.model_path(job.model.file, job.source);
-    // Read once: the bytes hashed into job_id are the bytes imported.
-    const OnnxLimits limits;
-    std::error_code ec;
-    const auto size = std::filesystem::file_size(job.model_path, ec);
-    if (ec)
-      throw EngineError(fmt::format("{}: cannot read model file '{}': {}", job.model_path.string(),
-                                    job.model.file, ec.message()));
-    if (size > limits.max_file_bytes)
-      throw EngineError(fmt::format("{}: the model file holds {} bytes, more than the {} a model file may",
-                                    job.model_path.string(), size, limits.max_file_bytes));
-    std::ifstream in(job.model_path, std::ios::binary);
-    std::vector<std::byte> bytes(static_cast<size_t>(size));
-    if (!in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size)))
-      throw EngineError(
-          fmt::format("{}: cannot read model file: {}", job.model_path.string(), std::strerror(errno)));
-    job.model_hash = hash_tagged(HashTag::File, bytes);
     try {
-      job.model.onnx = import_cached(bytes, *job.model_hash, job.model_path.filename().string(), limits);
+      // One read: the bytes hashed into job_id are the bytes imported (engine/model_cache.h).
+      const ModelFile file = load_model_file(job.model_path, job.model.file, OnnxLimits{});
+      job.model_hash = file.hash;
+      job.model.onnx = file.model;
     } catch (const OnnxError& e) {
       throw EngineError(fmt::format("{} (model.file '{}'): {}", job.source, job.model.file, e.what()));
     }
