@@ -50,6 +50,11 @@ Command add_scenario(CLI::App& root);  ///< `scenario run` and `scenario graph`
 Command add_audit(CLI::App& root);     ///< `audit`: the verifiers of verifiers/ (docs/verifiers.md)
 Command add_export(CLI::App& root);    ///< `export CHECKPOINT`: the PyTorch form (engine/pytorch_export.h)
 
+/// What `tribunal --version` prints: the release and git describe of the build (as of configure
+/// time), the RepOps numerics contract version (docs/numerics.md), the wire protocol version
+/// (docs/protocol.md) and the compiler; several lines, each ending in a newline.
+std::string version_text();
+
 /// Parses `text` as a decimal integer in [lo, hi]; UsageError "FLAG expects an integer in [lo, hi],
 /// got 'TEXT'" otherwise.
 int64_t parse_integer(std::string_view flag, const std::string& text, int64_t lo, int64_t hi);
