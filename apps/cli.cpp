@@ -1,6 +1,8 @@
 #include "apps/cli.h"
 
 #include <charconv>
+#include <fstream>
+#include <iterator>
 
 #include "engine/error.h"
 #include "ops/simd.h"
@@ -11,6 +13,12 @@
 #endif
 
 namespace tribunal::cli {
+
+std::vector<uint8_t> read_file_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ProtocolError(path.string() + ": cannot open");
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
 
 int64_t parse_integer(std::string_view flag, const std::string& text, int64_t lo, int64_t hi) {
   int64_t out = 0;

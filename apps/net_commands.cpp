@@ -143,10 +143,8 @@ int run_verify(const VerifySettings& s) {
     throw UsageError("--referee-key HEX is required (a verdict signed by an unchecked key proves nothing)");
   const std::string& file = s.file;
   const PublicKey referee = public_key_arg("--referee-key", s.key_hex);
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw ProtocolError(file + ": cannot open");
-  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const Verdict v = verify_verdict(bytes, referee, &s.weights);
+  const std::vector<uint8_t> bytes = read_file_bytes(file);
+  const Verdict v = about_verdict_file(file, [&] { return verify_verdict(bytes, referee, &s.weights); });
   fmt::print("valid verdict signed by referee {}\n", to_hex(Digest(referee)));
   fmt::print("job {}\ndispute {}\n", to_hex(v.job_id), to_hex(v.dispute_id));
   for (size_t i = 0; i < v.opening.claims.size(); ++i) {

@@ -19,20 +19,14 @@ struct ReportSettings {
   DataRegistry weights;  ///< --model / --weights: an imported model's file, to draw its located step
 };
 
-std::vector<uint8_t> read_bytes(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw ProtocolError(file.string() + ": cannot open");
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 int run_report(const ReportSettings& s) {
   if (s.verdict.empty()) throw UsageError("give a verdict file");
   if (s.checkpoints.size() > 2) throw UsageError("--checkpoints takes one directory per claim, two at most");
   ReportInput in;
-  in.verdict = read_bytes(s.verdict);
+  in.verdict = read_file_bytes(s.verdict);
   in.models = s.weights;
   if (!s.referee_key.empty()) in.referee_key = public_key_arg("--referee-key", s.referee_key);
-  const Envelope env = open_envelope(in.verdict);
+  const Envelope env = about_verdict_file(s.verdict, [&] { return open_envelope(in.verdict); });
   if (env.kind != MessageKind::Verdict) throw ProtocolError(s.verdict + ": not a verdict");
   const Verdict& v = std::get<Verdict>(env.body);
   if (!s.store.empty()) {

@@ -168,7 +168,7 @@ expect "referee: bad network" 2 "--allow-network: network \"10.0.0.0/33\"" -- \
 # keygen keeps an existing key file (every copy of its public key handed out would stop matching);
 # --force replaces it.
 first_key=$("$bin" keygen "$tmp/kept.key")
-expect "keygen over an existing key" 1 "^tribunal: error: save_keypair: $tmp/kept.key: exists: replacing a key invalidates every copy of its public key handed out .*keygen --force replaces it$" -- \
+expect "keygen over an existing key" 1 "^tribunal: error: key file $tmp/kept.key: exists: replacing a key invalidates every copy of its public key handed out .*keygen --force replaces it$" -- \
   keygen "$tmp/kept.key"
 if [ "$(head -n1 "$tmp/kept.key")" != tribunal-ed25519-secret-key-1 ] ||
   [ "$(tail -c 65 "$tmp/kept.key" | head -c 64)" != "$first_key" ]; then
