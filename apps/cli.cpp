@@ -94,11 +94,15 @@ CLI::Option* add_simd(CLI::App& app) {
 void add_tls(CLI::App& app, TlsFiles& files, bool server) {
   if (server) {
     app.add_option("--tls-cert", files.cert, "serve wss:// with this PEM certificate chain (needs --tls-key)")
-        ->type_name("FILE");
-    app.add_option("--tls-key", files.key, "the PEM private key of --tls-cert")->type_name("FILE");
+        ->type_name("FILE")
+        ->envname("TRIBUNAL_TLS_CERT");
+    app.add_option("--tls-key", files.key, "the PEM private key of --tls-cert")
+        ->type_name("FILE")
+        ->envname("TRIBUNAL_TLS_KEY");
   }
   app.add_option("--tls-ca", files.ca, "PEM CA certificates that wss:// peers' certificates must chain to")
       ->type_name("FILE")
+      ->envname("TRIBUNAL_TLS_CA")
       ->default_str("the system's CAs");
 }
 

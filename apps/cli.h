@@ -62,14 +62,14 @@ std::string version_text();
 std::vector<uint8_t> read_file_bytes(const std::filesystem::path& path);
 
 /// Runs `check` on the verdict file `path` (its bytes already read) and rethrows what it throws with
-/// the file named: a file that does not decode as an envelope as "PATH: not a verdict file (…)",
-/// any other refusal as "PATH: …" (docs/running.md, "Errors").
+/// the file named: a file that does not decode as a signed envelope as "PATH: not a valid signed verdict
+/// (…)", any other refusal as "PATH: …" (docs/running.md, "Errors").
 template <class F>
 auto about_verdict_file(const std::filesystem::path& path, F&& check) {
   try {
     return check();
   } catch (const WireError& e) {
-    throw ProtocolError(path.string() + ": not a verdict file (" + e.what() + ")");
+    throw ProtocolError(path.string() + ": not a valid signed verdict (" + e.what() + ")");
   } catch (const UsageError&) {
     throw;
   } catch (const std::exception& e) {
