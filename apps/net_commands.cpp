@@ -321,8 +321,8 @@ int deliver_accepted(NetContext& ctx, const DelegateRequest& request, const Dele
   try {
     const Delivery d = deliver(ctx, request, o, log, options);
     if (json) {
-      (*json)["delivered"] = {{"model", d.files.model.string()},
-                              {"optimizer", d.files.optimizer.string()},
+      (*json)["delivered"] = {{"model", (request.out_dir / d.files.model).string()},
+                              {"optimizer", (request.out_dir / d.files.optimizer).string()},
                               {"state_hash", to_hex(d.state.state_hash)},
                               {"from", request.providers[d.state.provider]},
                               {"result", d.result.string()}};
@@ -632,6 +632,10 @@ Command add_delegate(CLI::App& root) {
   add_datasets(*app, r.datasets);
   add_tls(*app, r.tls, false);
   add_log_options(*app, s->log);
+  add_duration<std::chrono::seconds>(
+      *app, "--progress-seconds", r.progress_every, 1, 86400,
+      "log which providers are still training, or how long a dispute has run, every this many seconds",
+      "SECONDS");
   app->add_flag("--json", s->json,
                 "print one JSON object on stdout (outcome, claims, verdict files, what was delivered) "
                 "instead of the result lines; the exit code is the same");
