@@ -132,12 +132,17 @@ TOML
 }
 scenario "$tmp/s1.toml" 'kind = "corupt_node"'
 expect "scenario: unknown work kind" 1 "s1.toml:[0-9]+:[0-9]+: work.kind 'corupt_node'" -- scenario run "$tmp/s1.toml"
+expect "scenario: did you mean a work kind" 1 "work.kind 'corupt_node' is not one of .* \(did you mean 'corrupt_node'\?\)$" -- \
+  scenario run "$tmp/s1.toml"
 scenario "$tmp/s2.toml" 'kind = "corrupt_node"
 step = 3
 node = 2'
 expect "scenario: step past the job" 1 "s2.toml:[0-9]+:[0-9]+: work.step = 3 is out of range" -- scenario run "$tmp/s2.toml"
 scenario "$tmp/s3.toml" "" 'winner = "bob"'
 expect "scenario: unknown winner" 1 "s3.toml:[0-9]+:[0-9]+: expect.winner 'bob'" -- scenario run "$tmp/s3.toml"
+scenario "$tmp/s5.toml" "" 'winner = "alise"'
+expect "scenario: did you mean a winner" 1 "expect.winner 'alise' is not a provider name or 'none' \(did you mean 'alice'\?\)$" -- \
+  scenario run "$tmp/s5.toml"
 scenario "$tmp/s4.toml" 'kind = "corrupt_node"
 step = 1
 node = 99'
