@@ -1,6 +1,8 @@
 #include "apps/cli.h"
 
 #include <charconv>
+#include <fstream>
+#include <iterator>
 
 #include "engine/error.h"
 #include "ops/simd.h"
@@ -11,6 +13,12 @@
 #endif
 
 namespace tribunal::cli {
+
+std::vector<uint8_t> read_file_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ProtocolError(path.string() + ": cannot open");
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
 
 int64_t parse_integer(std::string_view flag, const std::string& text, int64_t lo, int64_t hi) {
   int64_t out = 0;
@@ -86,11 +94,15 @@ CLI::Option* add_simd(CLI::App& app) {
 void add_tls(CLI::App& app, TlsFiles& files, bool server) {
   if (server) {
     app.add_option("--tls-cert", files.cert, "serve wss:// with this PEM certificate chain (needs --tls-key)")
-        ->type_name("FILE");
-    app.add_option("--tls-key", files.key, "the PEM private key of --tls-cert")->type_name("FILE");
+        ->type_name("FILE")
+        ->envname("TRIBUNAL_TLS_CERT");
+    app.add_option("--tls-key", files.key, "the PEM private key of --tls-cert")
+        ->type_name("FILE")
+        ->envname("TRIBUNAL_TLS_KEY");
   }
   app.add_option("--tls-ca", files.ca, "PEM CA certificates that wss:// peers' certificates must chain to")
       ->type_name("FILE")
+      ->envname("TRIBUNAL_TLS_CA")
       ->default_str("the system's CAs");
 }
 

@@ -4,11 +4,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -16,6 +18,7 @@
 #include "engine/device.h"
 #include "engine/world.h"
 #include "net/tls.h"
+#include "protocol/codec.h"
 #include "protocol/envelope.h"
 
 namespace tribunal::cli {
@@ -49,6 +52,30 @@ Command add_campaign(CLI::App& root);
 Command add_scenario(CLI::App& root);  ///< `scenario run` and `scenario graph`
 Command add_audit(CLI::App& root);     ///< `audit`: the verifiers of verifiers/ (docs/verifiers.md)
 Command add_export(CLI::App& root);    ///< `export CHECKPOINT`: the PyTorch form (engine/pytorch_export.h)
+
+/// What `tribunal --version` prints: the release and git describe of the build (as of configure
+/// time), the RepOps numerics contract version (docs/numerics.md), the wire protocol version
+/// (docs/protocol.md) and the compiler; several lines, each ending in a newline.
+std::string version_text();
+
+/// The bytes of the file at `path`; ProtocolError("PATH: cannot open") when it cannot be read.
+std::vector<uint8_t> read_file_bytes(const std::filesystem::path& path);
+
+/// Runs `check` on the verdict file `path` (its bytes already read) and rethrows what it throws with
+/// the file named: a file that does not decode as a signed envelope as "PATH: not a valid signed verdict
+/// (…)", any other refusal as "PATH: …" (docs/running.md, "Errors").
+template <class F>
+auto about_verdict_file(const std::filesystem::path& path, F&& check) {
+  try {
+    return check();
+  } catch (const WireError& e) {
+    throw ProtocolError(path.string() + ": not a valid signed verdict (" + e.what() + ")");
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw ProtocolError(path.string() + ": " + e.what());
+  }
+}
 
 /// Parses `text` as a decimal integer in [lo, hi]; UsageError "FLAG expects an integer in [lo, hi],
 /// got 'TEXT'" otherwise.

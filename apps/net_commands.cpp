@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "apps/cli.h"
 #include "cheats/fault_policy.h"
@@ -39,12 +40,14 @@ void add_log_options(CLI::App& app, LogSettings& s) {
                  "and message")
       ->check(CLI::IsMember({"text", "json"}))
       ->type_name("text|json")
+      ->envname("TRIBUNAL_LOG_FORMAT")
       ->capture_default_str();
   app.add_option("--log-level", s.level,
                  "the least level logged: debug (adds every dispute round), info (lifecycle), warning "
                  "(refused peers and frames), error (failures), off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warning", "warn", "error", "critical", "off"}))
       ->type_name("LEVEL")
+      ->envname("TRIBUNAL_LOG_LEVEL")
       ->capture_default_str();
 }
 
@@ -97,23 +100,26 @@ void add_metrics_address(CLI::App& app, std::string& metrics) {
   app.add_option(
          "--metrics", metrics,
          "also serve /metrics and /healthz on this HTTP-only address (they are always on --listen too)")
-      ->type_name("HOST:PORT");
+      ->type_name("HOST:PORT")
+      ->envname("TRIBUNAL_METRICS");
 }
 
 // --listen HOST:PORT and --key KEYFILE, both required, of a `role` node ("referee", "provider").
 void add_listen_and_key(CLI::App& app, std::string& listen, std::string& key, const std::string& role) {
   app.add_option("--listen", listen, "address and port to listen on (port 0: any free one)")
       ->type_name("HOST:PORT")
+      ->envname("TRIBUNAL_LISTEN")
       ->required();
   app.add_option("--key", key, "the " + role + "'s key file (tribunal keygen)")
       ->type_name("KEYFILE")
+      ->envname("TRIBUNAL_KEY")
       ->required();
 }
 
 // FLAG HEX, repeatable: each a public key in hex, appended to `keys`.
-void add_public_keys(CLI::App& app, const std::string& flag, std::vector<PublicKey>& keys,
-                     const std::string& help) {
-  add_repeatable(
+CLI::Option* add_public_keys(CLI::App& app, const std::string& flag, std::vector<PublicKey>& keys,
+                             const std::string& help) {
+  return add_repeatable(
       app, flag, "HEX", [flag, &keys](const std::string& v) { keys.push_back(public_key_arg(flag, v)); },
       help);
 }
@@ -133,6 +139,7 @@ CLI::Option* add_seconds(CLI::App& app, const std::string& flag, std::chrono::mi
 // What `tribunal verify` is given.
 struct VerifySettings {
   std::string file, key_hex;
+  bool json = false;
   DataRegistry weights;  // a job with model.init: its weights, to check the job id
 };
 
@@ -143,29 +150,58 @@ int run_verify(const VerifySettings& s) {
     throw UsageError("--referee-key HEX is required (a verdict signed by an unchecked key proves nothing)");
   const std::string& file = s.file;
   const PublicKey referee = public_key_arg("--referee-key", s.key_hex);
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw ProtocolError(file + ": cannot open");
-  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const Verdict v = verify_verdict(bytes, referee, &s.weights);
+  const std::vector<uint8_t> bytes = read_file_bytes(file);
+  const Verdict v = about_verdict_file(file, [&] { return verify_verdict(bytes, referee, &s.weights); });
+  std::vector<Envelope> claims;
+  for (const auto& c : v.opening.claims) claims.push_back(open_envelope(c));
+  const std::string op =
+      v.op < kOpKindCount ? op_name(static_cast<OpKind>(v.op)) : "op " + std::to_string(v.op);
+  // What each party had left on its clock (docs/protocol.md, "Clocks"); checked above for a timeout.
+  const auto seconds = [](std::chrono::milliseconds ms) { return std::chrono::duration<double>(ms).count(); };
+  const std::string outcome = is_undecided(v.reason) ? "undecided"
+                              : v.winners.empty()    ? "no valid claim"
+                                                     : "claim stands";
+  if (s.json) {
+    nlohmann::json out = {{"file", file},
+                          {"valid", true},
+                          {"referee", to_hex(Digest(referee))},
+                          {"job_id", to_hex(v.job_id)},
+                          {"dispute_id", to_hex(v.dispute_id)},
+                          {"outcome", outcome},
+                          {"reason", reason_name(v.reason)},
+                          {"winners", v.winners},
+                          {"losers", v.losers},
+                          {"level", static_cast<int>(v.level)},
+                          {"step", v.step},
+                          {"node", v.node},
+                          {"op", op},
+                          {"rounds", v.rounds},
+                          {"clock_seconds_left", {seconds(v.clocks[0]), seconds(v.clocks[1])}},
+                          {"detail", v.detail}};
+    out["claims"] = nlohmann::json::array();
+    for (const Envelope& c : claims) {
+      const Claim& claim = std::get<Claim>(c.body);
+      out["claims"].push_back({{"provider", to_hex(Digest(c.sender))},
+                               {"endpoint", claim.endpoint},
+                               {"trajectory_root", to_hex(claim.trajectory_root)}});
+    }
+    std::printf("%s\n", out.dump().c_str());
+    return 0;
+  }
   fmt::print("valid verdict signed by referee {}\n", to_hex(Digest(referee)));
   fmt::print("job {}\ndispute {}\n", to_hex(v.job_id), to_hex(v.dispute_id));
-  for (size_t i = 0; i < v.opening.claims.size(); ++i) {
-    const Envelope c = open_envelope(v.opening.claims[i]);
-    const Claim& claim = std::get<Claim>(c.body);
-    fmt::print("claim {}: provider {} at {}, trajectory_root {}\n", i, to_hex(Digest(c.sender)),
+  for (size_t i = 0; i < claims.size(); ++i) {
+    const Claim& claim = std::get<Claim>(claims[i].body);
+    fmt::print("claim {}: provider {} at {}, trajectory_root {}\n", i, to_hex(Digest(claims[i].sender)),
                claim.endpoint, to_hex(claim.trajectory_root));
   }
   fmt::print("outcome: {} ({})\n",
-             is_undecided(v.reason) ? std::string("undecided, no one convicted")
-             : v.winners.empty()    ? std::string("no valid claim")
-                                    : fmt::format("claim {} stands", v.winners[0]),
+             outcome == "undecided"        ? std::string("undecided, no one convicted")
+             : outcome == "no valid claim" ? outcome
+                                           : fmt::format("claim {} stands", v.winners[0]),
              reason_name(v.reason));
-  const std::string op =
-      v.op < kOpKindCount ? op_name(static_cast<OpKind>(v.op)) : "op " + std::to_string(v.op);
   fmt::print("located: level {}, step {}, node {} ({}); {} rounds\n", static_cast<int>(v.level), v.step,
              v.node, op, v.rounds);
-  // What each party had left on its clock (docs/protocol.md, "Clocks"); checked above for a timeout.
-  const auto seconds = [](std::chrono::milliseconds ms) { return std::chrono::duration<double>(ms).count(); };
   fmt::print("clocks: claim 0 {:.3f} s left, claim 1 {:.3f} s left\n", seconds(v.clocks[0]),
              seconds(v.clocks[1]));
   fmt::print("{}\n", v.detail);
@@ -266,14 +302,16 @@ int run_provider(ProviderSettings& s) {
 // What `tribunal delegate` is given.
 struct DelegateSettings {
   std::string key, referee_key;
+  bool json = false;
   LogSettings log;
   DelegateRequest request;
 };
 
 // After a claim stood: the verified final state into --out (nodes/delivery.h), a progress line on
-// stderr for large models. Exit 6 when no holder of the accepted claim delivers it.
+// stderr for large models. Exit 6 when no holder of the accepted claim delivers it. With `json`, what
+// happened goes into it instead of a line on stdout.
 int deliver_accepted(NetContext& ctx, const DelegateRequest& request, const DelegateOutcome& o,
-                     const Logger& log) {
+                     const Logger& log, nlohmann::json* json) {
   DeliveryOptions options;
   options.progress = [](uint64_t received, uint64_t total, double rate) {
     constexpr double kMiB = 1024.0 * 1024.0;
@@ -282,11 +320,23 @@ int deliver_accepted(NetContext& ctx, const DelegateRequest& request, const Dele
   };
   try {
     const Delivery d = deliver(ctx, request, o, log, options);
+    if (json) {
+      (*json)["delivered"] = {{"model", (request.out_dir / d.files.model).string()},
+                              {"optimizer", (request.out_dir / d.files.optimizer).string()},
+                              {"state_hash", to_hex(d.state.state_hash)},
+                              {"from", request.providers[d.state.provider]},
+                              {"result", d.result.string()}};
+      return 0;
+    }
     fmt::print("delivered: {} and {} in {} (state_hash {}, from {}); {}\n", d.files.model.string(),
                d.files.optimizer.string(), request.out_dir.string(), to_hex(d.state.state_hash),
                request.providers[d.state.provider], d.result.string());
     return 0;
   } catch (const DeliveryFailed& e) {
+    if (json) {
+      (*json)["not_delivered"] = e.what();
+      return 6;
+    }
     fmt::print("not delivered: {}\n", e.what());
     return 6;
   }
@@ -305,29 +355,61 @@ int run_delegate(DelegateSettings& s) {
   ctx.start();
   request.client_key = key.empty() ? generate_keypair() : load_keypair(key);
   const Logger log = command_logger(s.log, "delegate");
+  nlohmann::json summary;  // --json: what happened, printed once the context is stopped
+  nlohmann::json* json = s.json ? &summary : nullptr;
   const int code = [&] {
     DelegateOutcome o;
     try {
       o = delegate_job(ctx, request, log);
     } catch (const RefereeCheckError& e) {  // nothing trained, nothing to write to --out
       std::fprintf(stderr, "tribunal: error: %s\n", e.what());
+      if (json) summary = {{"outcome", "referee check failed"}, {"error", e.what()}};
       return 5;
     }
     const auto& providers = request.providers;
+    if (json) {
+      summary["claims"] = nlohmann::json::array();
+      for (size_t p = 0; p < o.claims.size(); ++p) {
+        nlohmann::json c = {{"provider", providers[p]},
+                            {"trajectory_root", to_hex(o.claims[p].trajectory_root)}};
+        if (!o.refusals[p].empty()) c["refused"] = o.refusals[p];
+        summary["claims"].push_back(c);
+      }
+      summary["verdicts"] = nlohmann::json::array();
+      for (const auto& f : o.verdict_files) summary["verdicts"].push_back(f.string());
+    }
     if (!o.undecided.empty()) {
-      fmt::print("undecided: the referee could not decide a dispute ({}); no claim was convicted\n",
-                 o.undecided);
+      if (json) {
+        summary["outcome"] = "undecided";
+        summary["undecided"] = o.undecided;
+      } else {
+        fmt::print("undecided: the referee could not decide a dispute ({}); no claim was convicted\n",
+                   o.undecided);
+      }
       return 4;
     }
     if (!o.accepted) {
-      fmt::print("no valid claim: every claim lost a dispute\n");
+      if (json)
+        summary["outcome"] = "no valid claim";
+      else
+        fmt::print("no valid claim: every claim lost a dispute\n");
       return 3;
     }
-    fmt::print("accepted: the claim of {} (trajectory_root {}) stands after {} dispute(s)\n",
-               providers[o.winner], to_hex(o.claim.trajectory_root), o.verdicts.size());
-    std::fflush(stdout);
-    return deliver_accepted(ctx, request, o, log);
+    if (json) {
+      summary["outcome"] = "accepted";
+      summary["winner"] = providers[o.winner];
+      summary["trajectory_root"] = to_hex(o.claim.trajectory_root);
+    } else {
+      fmt::print("accepted: the claim of {} (trajectory_root {}) stands after {} dispute(s)\n",
+                 providers[o.winner], to_hex(o.claim.trajectory_root), o.verdicts.size());
+      std::fflush(stdout);
+    }
+    return deliver_accepted(ctx, request, o, log, json);
   }();
+  if (json) {
+    summary["exit_code"] = code;
+    std::printf("%s\n", summary.dump().c_str());
+  }
   ctx.stop();
   ctx.join();
   return code;
@@ -338,6 +420,7 @@ int run_delegate(DelegateSettings& s) {
 Command add_keygen(CLI::App& root) {
   auto path = std::make_shared<std::string>();
   auto force = std::make_shared<bool>(false);
+  auto json = std::make_shared<bool>(false);
   CLI::App* app =
       root.add_subcommand("keygen", "make an Ed25519 key file, mode 0600 (prints the public key in hex)");
   app->add_option("keyfile", *path, "the key file to write (an existing one is kept unless --force)")
@@ -345,13 +428,19 @@ Command add_keygen(CLI::App& root) {
   app->add_flag("--force", *force,
                 "replace an existing key file (every --referee-key or --client-key given out for it stops "
                 "matching)");
-  return {app, [path, force] {
-            if (path->empty()) throw UsageError("give the key file to write");
-            const KeyPair keys = generate_keypair();
-            save_keypair(*path, keys, *force ? KeyFileMode::Overwrite : KeyFileMode::Create);
-            std::printf("%s\n", to_hex(Digest(keys.public_key)).c_str());
-            return 0;
-          }};
+  app->add_flag("--json", *json, "print one JSON object: the key file and its public key");
+  return {
+      app, [path, force, json] {
+        if (path->empty()) throw UsageError("give the key file to write");
+        const KeyPair keys = generate_keypair();
+        save_keypair(*path, keys, *force ? KeyFileMode::Overwrite : KeyFileMode::Create);
+        const std::string public_key = to_hex(Digest(keys.public_key));
+        if (*json)
+          std::printf("%s\n", nlohmann::json({{"file", *path}, {"public_key", public_key}}).dump().c_str());
+        else
+          std::printf("%s\n", public_key.c_str());
+        return 0;
+      }};
 }
 
 Command add_verify(CLI::App& root) {
@@ -361,6 +450,8 @@ Command add_verify(CLI::App& root) {
   app->add_option("--referee-key", s->key_hex,
                   "required: the public key of the referee you trust (64 hex digits)")
       ->type_name("HEX");
+  app->add_flag("--json", s->json,
+                "print one JSON object (ids, claims, outcome, where the dispute was located, clocks)");
   add_weights(*app, s->weights);
   return {app, [s] { return run_verify(*s); }};
 }
@@ -376,6 +467,7 @@ Command add_referee(CLI::App& root) {
   add_weights(*app, o.dispute.weights);  // a dispute's model.init: the referee derives state 0 from them
   app->add_option("--data", o.data_dir, "durable store: every dispute is kept in DIR/referee.sqlite")
       ->type_name("DIR")
+      ->envname("TRIBUNAL_DATA")
       ->default_str(o.data_dir.string());
   add_repeatable(
       *app, "--allow-network", "CIDR", [s](const std::string& v) { s->allowed.push_back(parse_cidr(v)); },
@@ -419,7 +511,8 @@ Command add_referee(CLI::App& root) {
   add_tls(*app, o.tls, true);
   add_log_options(*app, s->log);
   add_integer(*app, "--workers", o.workers, 0, 1024,
-              "threads that play the disputes (0: one per hardware thread); the network has its own");
+              "threads that play the disputes (0: one per hardware thread); the network has its own")
+      ->envname("TRIBUNAL_WORKERS");
   // Test hook, not in --help: SIGKILL right after committing the N-th event (tests/referee_crash.sh).
   add_integer(*app, "--crash-after-events", o.crash_after_events, 1, 1000000000, "test hook")->group("");
   return {app, [s] { return run_referee(*s); }};
@@ -435,12 +528,15 @@ Command add_provider(CLI::App& root) {
   add_listen_and_key(*app, s->listen, s->key, "provider");
   app->add_option("--store", c.store, "checkpoints of each job go to DIR/<job_id>/")
       ->type_name("DIR")
+      ->envname("TRIBUNAL_STORE")
       ->required();
   add_public_keys(*app, "--referee-key", c.referees,
-                  "required: a referee it answers (public key, 64 hex digits)");
+                  "required: a referee it answers (public key, 64 hex digits)")
+      ->envname("TRIBUNAL_REFEREE_KEY");
   app->add_option("--advertise", c.endpoint,
                   "the ws:// or wss:// URL its claims name (where referees reach it)")
       ->type_name("URL")
+      ->envname("TRIBUNAL_ADVERTISE")
       ->default_str("ws://HOST:PORT/ of --listen, wss:// with --tls-cert");
   add_public_keys(*app, "--client-key", c.clients,
                   "accept jobs only from these clients' keys (default: any client)");
@@ -491,7 +587,7 @@ Command add_provider(CLI::App& root) {
   add_duration<std::chrono::seconds>(*app, "--stranger-idle-seconds", c.stranger_idle, 1, 86400,
                                      "an unproven connection without a message this long is closed",
                                      "SECONDS");
-  add_integer(*app, "--threads", c.threads, 1, 256, "training threads", "K");
+  add_integer(*app, "--threads", c.threads, 1, 256, "training threads", "K")->envname("TRIBUNAL_THREADS");
   add_metrics_address(*app, s->metrics);
   add_tls(*app, c.tls, true);
   add_log_options(*app, s->log);
@@ -517,10 +613,13 @@ Command add_delegate(CLI::App& root) {
   add_repeatable(
       *app, "--provider", "URL", [s](const std::string& v) { s->request.providers.push_back(v); },
       "a provider's ws:// or wss:// URL; at least two");
-  app->add_option("--referee", r.referee, "the referee's ws:// or wss:// URL (required)")->type_name("URL");
+  app->add_option("--referee", r.referee, "the referee's ws:// or wss:// URL (required)")
+      ->type_name("URL")
+      ->envname("TRIBUNAL_REFEREE");
   app->add_option("--referee-key", s->referee_key,
                   "required: the referee's public key (64 hex digits); only its signed verdicts are accepted")
-      ->type_name("HEX");
+      ->type_name("HEX")
+      ->envname("TRIBUNAL_REFEREE_KEY");
   app->add_option(
          "--out", r.out_dir,
          "where verdict-<dispute id>.bin, model.safetensors, optimizer.safetensors and result.json go")
@@ -528,10 +627,18 @@ Command add_delegate(CLI::App& root) {
       ->default_str(r.out_dir.string());
   app->add_option("--key", s->key, "the client's key file, which signs its jobs and openings")
       ->type_name("KEYFILE")
+      ->envname("TRIBUNAL_KEY")
       ->default_str("a fresh key");
   add_datasets(*app, r.datasets);
   add_tls(*app, r.tls, false);
   add_log_options(*app, s->log);
+  add_duration<std::chrono::seconds>(
+      *app, "--progress-seconds", r.progress_every, 1, 86400,
+      "log which providers are still training, or how long a dispute has run, every this many seconds",
+      "SECONDS");
+  app->add_flag("--json", s->json,
+                "print one JSON object on stdout (outcome, claims, verdict files, what was delivered) "
+                "instead of the result lines; the exit code is the same");
   return {app, [s] { return run_delegate(*s); }};
 }
 

@@ -1,8 +1,10 @@
 // `tribunal report VERDICT`: the dispute as one self-contained HTML page (referee/report.h).
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "apps/cli.h"
 #include "engine/error.h"
@@ -17,22 +19,17 @@ struct ReportSettings {
   std::filesystem::path store, out = "report.html";
   std::vector<std::filesystem::path> checkpoints;
   DataRegistry weights;  ///< --model / --weights: an imported model's file, to draw its located step
+  bool json = false;
 };
-
-std::vector<uint8_t> read_bytes(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw ProtocolError(file.string() + ": cannot open");
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 int run_report(const ReportSettings& s) {
   if (s.verdict.empty()) throw UsageError("give a verdict file");
   if (s.checkpoints.size() > 2) throw UsageError("--checkpoints takes one directory per claim, two at most");
   ReportInput in;
-  in.verdict = read_bytes(s.verdict);
+  in.verdict = read_file_bytes(s.verdict);
   in.models = s.weights;
   if (!s.referee_key.empty()) in.referee_key = public_key_arg("--referee-key", s.referee_key);
-  const Envelope env = open_envelope(in.verdict);
+  const Envelope env = about_verdict_file(s.verdict, [&] { return open_envelope(in.verdict); });
   if (env.kind != MessageKind::Verdict) throw ProtocolError(s.verdict + ": not a verdict");
   const Verdict& v = std::get<Verdict>(env.body);
   if (!s.store.empty()) {
@@ -68,6 +65,15 @@ int run_report(const ReportSettings& s) {
   const std::string html = dispute_report_html(in);
   std::ofstream out(s.out, std::ios::binary);
   if (!(out << html)) throw ProtocolError(s.out.string() + ": cannot write");
+  if (s.json) {
+    const nlohmann::json summary = {{"out", s.out.string()},
+                                    {"dispute_id", to_hex(v.dispute_id)},
+                                    {"reason", reason_name(v.reason)},
+                                    {"rounds_shown", in.events.size()},
+                                    {"loss_curves", !in.losses[0].empty() + !in.losses[1].empty()}};
+    std::printf("%s\n", summary.dump().c_str());
+    return 0;
+  }
   fmt::print("{}: dispute {} ({}), {} rounds shown, {} loss curve(s)\n", s.out.string(),
              to_hex(v.dispute_id).substr(0, 16), reason_name(v.reason), in.events.size(),
              !in.losses[0].empty() + !in.losses[1].empty());
@@ -93,6 +99,7 @@ Command add_report(CLI::App& root) {
       *app, "--checkpoints", "DIR", [s](const std::string& v) { s->checkpoints.emplace_back(v); },
       "a claim's checkpoints (a provider's --store, or its <job id> directory), claim 0 first: the loss "
       "curves");
+  app->add_flag("--json", s->json, "print one JSON object (the page written, dispute id, reason, counts)");
   app->add_option("--out", s->out, "the HTML file to write")->type_name("FILE")->default_str("report.html");
   add_weights(*app, s->weights);  // an onnx job's --model: its located step's graph is built from the file
   return {app, [s] { return run_report(*s); }};

@@ -9,32 +9,48 @@
 
 #include "apps/cli.h"
 #include "engine/error.h"
+#include "engine/progress.h"
 #include "engine/trainer.h"
 
 namespace tribunal::cli {
 namespace {
 
-// A one-line progress bar on stderr, redrawn at most ~20 times a second.
-class ProgressBar {
+// Progress on stderr (docs/running.md, "Progress"): on a terminal a bar redrawn at most ~20 times a
+// second with the rate, elapsed time and ETA; otherwise (a file, a pipe, a journal) one line at the
+// first step, every `interval` and at the last step, so a redirected run shows it is alive.
+class Progress {
  public:
-  explicit ProgressBar(bool enabled) : enabled_(enabled) {}
+  Progress(bool enabled, bool terminal, std::chrono::milliseconds interval)
+      : enabled_(enabled), terminal_(terminal), meter_(interval) {}
   void update(int64_t step, int64_t total, float loss) {
     if (!enabled_) return;
     const auto now = std::chrono::steady_clock::now();
-    if (step != total && now - last_ < std::chrono::milliseconds(50)) return;
-    last_ = now;
-    const int width = 40, filled = static_cast<int>(width * step / std::max<int64_t>(total, 1));
-    std::fprintf(stderr, "\r[%s%s] step %lld/%lld  loss %.4f",
-                 std::string(static_cast<size_t>(filled), '#').c_str(),
-                 std::string(static_cast<size_t>(width - filled), ' ').c_str(), static_cast<long long>(step),
-                 static_cast<long long>(total), static_cast<double>(loss));
+    meter_.update(step, total, now);
+    if (!terminal_) {
+      if (meter_.report_due())
+        fmt::print(stderr, "train: {}, loss {:.4f}\n", meter_.line(), static_cast<double>(loss));
+      std::fflush(stderr);
+      return;
+    }
+    if (step != total && now - drawn_ < std::chrono::milliseconds(50)) return;
+    drawn_ = now;
+    const int width = 30, filled = static_cast<int>(width * step / std::max<int64_t>(total, 1));
+    const double rate = meter_.steps_per_second();
+    const auto eta = meter_.eta();
+    // \x1b[K clears what a longer earlier line left at the end.
+    fmt::print(stderr, "\r[{}{}] step {}/{}  loss {:.4f}  {}elapsed {}{}\x1b[K",
+               std::string(static_cast<size_t>(filled), '#'),
+               std::string(static_cast<size_t>(width - filled), ' '), step, total, static_cast<double>(loss),
+               rate > 0 ? format_rate(rate) + "  " : "", format_duration(meter_.elapsed()),
+               eta ? "  ETA " + format_duration(*eta) : "");
     if (step == total) std::fputc('\n', stderr);
     std::fflush(stderr);
   }
 
  private:
-  bool enabled_;
-  std::chrono::steady_clock::time_point last_{};
+  bool enabled_, terminal_;
+  ProgressMeter meter_;
+  std::chrono::steady_clock::time_point drawn_{};
 };
 
 // What the command line sets.
@@ -44,6 +60,7 @@ struct TrainSettings {
   DataRegistry datasets = DataRegistry::debian();
   bool json = false;
   bool no_eval = false;
+  std::chrono::milliseconds progress_interval = std::chrono::seconds(10);
 };
 
 int train_on(TrainSettings& s, World& world);
@@ -80,8 +97,8 @@ int train_on(TrainSettings& s, World& world) {
                      " is a RepOps job (no [numerics] mode = \"rounding-log\")");
   options.world = &world;
   const bool lead = world.rank() == 0;
-  ProgressBar bar(lead && isatty(STDERR_FILENO));
-  options.on_step = [&](int64_t step, int64_t total, float loss) { bar.update(step, total, loss); };
+  Progress progress(lead, isatty(STDERR_FILENO), s.progress_interval);
+  options.on_step = [&](int64_t step, int64_t total, float loss) { progress.update(step, total, loss); };
   const TrainResult r = run_training(job, options);
   const int64_t steps_run = r.steps - r.resumed_from;
   if (!lead) return 0;
@@ -196,6 +213,11 @@ Command add_train(CLI::App& root) {
       ->default_str("runs/<job file stem>");
   app->add_flag("--resume", s->options.resume, "continue from the last checkpoint in DIR (verified first)");
   app->add_flag("--json", s->json, "print one JSON object instead of the summary");
+  add_duration<std::chrono::seconds>(
+      *app, "--progress-seconds", s->progress_interval, 0, 86400,
+      "when stderr is not a terminal: a progress line at the first step, every this many seconds (0: every "
+      "step) and at the last",
+      "SECONDS");
   app->add_flag(
       "--no-eval", s->no_eval,
       "skip the evaluation on the test set or held-out text (the trajectory does not depend on it)");

@@ -13,6 +13,7 @@
 
 #include "engine/error.h"
 #include "engine/model_cache.h"
+#include "engine/suggest.h"
 #include "engine/toml_reader.h"
 #include "onnx/lower.h"
 #include "ops/rounding_log.h"
@@ -83,13 +84,16 @@ bool valid_name(const std::string& name) {
 
 JobSpec parse_job(std::string_view toml_text, const std::string& source) {
   const toml::table root = parse_toml(toml_text, source);
+  const std::vector<std::string_view> tables = {"model", "data", "train", "optimizer", "dispute", "numerics"};
   for (auto&& [key, value] : root)
-    if (key != "model" && key != "data" && key != "train" && key != "optimizer" && key != "dispute" &&
-        key != "numerics")
+    if (std::find(tables.begin(), tables.end(), key.str()) == tables.end()) {
+      const std::string guess = closest_name(key.str(), tables);
       throw EngineError(fmt::format(
-          "{}: unknown table or key '{}' (expected [model], [data], [train], [optimizer], [dispute], "
+          "{}: unknown table or key '{}' ({}expected [model], [data], [train], [optimizer], [dispute], "
           "[numerics])",
-          toml_where(source, value.source()), key.str()));
+          toml_where(source, value.source()), key.str(),
+          guess.empty() ? std::string() : "did you mean [" + guess + "]? "));
+    }
 
   JobSpec job;
   job.source = source;
@@ -344,9 +348,9 @@ JobSpec parse_job(std::string_view toml_text, const std::string& source) {
     for (auto&& [key, value] : *opt.table())
       if (std::find(keys.begin(), keys.end(), key.str()) == keys.end()) {
         const bool cosine_only = key.str() == "warmup_steps" || key.str() == "min_lr";
-        throw EngineError(fmt::format("{}: unknown key '{}' in [optimizer]{}",
-                                      toml_where(source, value.source()), key.str(),
-                                      cosine_only ? " (only with schedule = \"cosine\")" : ""));
+        throw EngineError(fmt::format(
+            "{}: unknown key '{}' in [optimizer]{}", toml_where(source, value.source()), key.str(),
+            cosine_only ? " (only with schedule = \"cosine\")" : did_you_mean(key.str(), keys)));
       }
   };
   if (okind == "adamw") {

@@ -17,6 +17,23 @@
 namespace tribunal {
 namespace {
 
+constexpr const char* kLossHeader = "step,loss\n";
+constexpr const char* kResourceHeader = "step,wall_seconds,cpu_seconds,utilisation\n";
+
+// One line of each file; float32 losses printed exactly (9 significant digits round-trip).
+std::string loss_line(const LossRecord& r) {
+  return fmt::format("{},{:.9g}\n", r.step, r.loss);
+}
+std::string resource_line(const ResourceSample& s) {
+  return fmt::format("{},{:.9g},{:.9g},{:.6g}\n", s.step, s.wall.count(), s.cpu.count(), s.utilisation);
+}
+
+// Writes `text` at the end of `f` and flushes it, so a reader sees whole lines as they come.
+void put(std::FILE* f, const std::filesystem::path& path, const std::string& text) {
+  if (std::fwrite(text.data(), 1, text.size(), f) != text.size() || std::fflush(f) != 0)
+    throw EngineError(fmt::format("{}: write failed: {}", path.string(), std::strerror(errno)));
+}
+
 // Writes `text` to path through a temporary file renamed over it.
 void write_atomically(const std::filesystem::path& path, const std::string& text) {
   const std::filesystem::path tmp = path.string() + ".tmp";
@@ -81,16 +98,42 @@ std::filesystem::path resource_log_path(const std::filesystem::path& dir) {
 }
 
 void write_loss_log(const std::filesystem::path& path, const std::vector<LossRecord>& records) {
-  std::string text = "step,loss\n";
-  for (const LossRecord& r : records) text += fmt::format("{},{:.9g}\n", r.step, r.loss);
+  std::string text = kLossHeader;
+  for (const LossRecord& r : records) text += loss_line(r);
   write_atomically(path, text);
 }
 
 void write_resource_log(const std::filesystem::path& path, const std::vector<ResourceSample>& samples) {
-  std::string text = "step,wall_seconds,cpu_seconds,utilisation\n";
-  for (const ResourceSample& s : samples)
-    text += fmt::format("{},{:.9g},{:.9g},{:.6g}\n", s.step, s.wall.count(), s.cpu.count(), s.utilisation);
+  std::string text = kResourceHeader;
+  for (const ResourceSample& s : samples) text += resource_line(s);
   write_atomically(path, text);
+}
+
+RunLogAppender::RunLogAppender(const std::filesystem::path& dir,
+                               const std::vector<LossRecord>& earlier_losses,
+                               const std::vector<ResourceSample>& earlier_samples)
+    : loss_path_(loss_log_path(dir)), resource_path_(resource_log_path(dir)) {
+  std::string losses = kLossHeader, resources = kResourceHeader;
+  for (const LossRecord& r : earlier_losses) losses += loss_line(r);
+  for (const ResourceSample& x : earlier_samples) resources += resource_line(x);
+  losses_ = std::fopen(loss_path_.c_str(), "wb");
+  if (!losses_)
+    throw EngineError(fmt::format("{}: cannot write: {}", loss_path_.string(), std::strerror(errno)));
+  resources_ = std::fopen(resource_path_.c_str(), "wb");
+  if (!resources_)
+    throw EngineError(fmt::format("{}: cannot write: {}", resource_path_.string(), std::strerror(errno)));
+  put(losses_, loss_path_, losses);
+  put(resources_, resource_path_, resources);
+}
+
+RunLogAppender::~RunLogAppender() {
+  if (losses_) std::fclose(losses_);
+  if (resources_) std::fclose(resources_);
+}
+
+void RunLogAppender::append(const LossRecord& loss, const ResourceSample& sample) {
+  put(losses_, loss_path_, loss_line(loss));
+  put(resources_, resource_path_, resource_line(sample));
 }
 
 std::vector<LossRecord> read_loss_log(const std::filesystem::path& path) {

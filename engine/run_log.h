@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <vector>
 
@@ -40,6 +41,29 @@ std::filesystem::path resource_log_path(const std::filesystem::path& dir);
 /// Writes the records (atomically: temp file + rename). Throws EngineError naming the path.
 void write_loss_log(const std::filesystem::path& path, const std::vector<LossRecord>& records);
 void write_resource_log(const std::filesystem::path& path, const std::vector<ResourceSample>& samples);
+
+/// Appends to DIR/losses.csv and DIR/resources.csv as training goes, one line per step, each line
+/// flushed: the logs can be followed while a run trains, and what a stopped or crashed run did is on
+/// disk. Construction writes both headers and `earlier` (a resumed run's records before its first
+/// step). The lines are the ones write_loss_log and write_resource_log write; a run ends by
+/// rewriting both files with those (atomically) after this writer is gone. Throws EngineError naming
+/// the file when it cannot be written.
+class RunLogAppender {
+ public:
+  RunLogAppender(const std::filesystem::path& dir, const std::vector<LossRecord>& earlier_losses,
+                 const std::vector<ResourceSample>& earlier_samples);
+  ~RunLogAppender();
+  RunLogAppender(const RunLogAppender&) = delete;
+  RunLogAppender& operator=(const RunLogAppender&) = delete;
+
+  /// One step's records.
+  void append(const LossRecord& loss, const ResourceSample& sample);
+
+ private:
+  std::filesystem::path loss_path_, resource_path_;
+  std::FILE* losses_ = nullptr;
+  std::FILE* resources_ = nullptr;
+};
 
 /// Reads a file written as above. A missing file gives an empty list (a run without logs); a line
 /// that does not parse throws EngineError("<path>:<line>: …"). Steps are returned as written (an

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "engine/error.h"
+#include "engine/suggest.h"
 
 namespace tribunal {
 
@@ -41,8 +42,8 @@ void TableReader::allow_only(std::initializer_list<std::string_view> allowed) co
   std::set<std::string_view> ok(allowed);
   for (auto&& [key, value] : *table_)
     if (!ok.count(key.str()))
-      throw EngineError(
-          fmt::format("{}: unknown key '{}' in [{}]", toml_where(source_, value.source()), key.str(), name_));
+      throw EngineError(fmt::format("{}: unknown key '{}' in [{}]{}", toml_where(source_, value.source()),
+                                    key.str(), name_, did_you_mean(key.str(), {allowed})));
 }
 
 int64_t TableReader::integer(const char* key, int64_t fallback, bool required, int64_t lo, int64_t hi) const {

@@ -52,17 +52,25 @@ int64_t latest_checkpoint(const std::filesystem::path& dir, const Digest& id, in
   return best;
 }
 
-// Writes losses.csv and resources.csv: a resumed run's earlier records (steps before the ones run
-// now) followed by this call's.
-void write_run_logs(const std::filesystem::path& dir, const TrainResult& r) {
-  const int64_t from = r.losses.empty() ? r.resumed_from : r.losses.front().step;
-  std::vector<LossRecord> losses;
+// The records of DIR's losses.csv and resources.csv of the steps before `from` (a resumed run's).
+std::pair<std::vector<LossRecord>, std::vector<ResourceSample>> earlier_run_logs(
+    const std::filesystem::path& dir, int64_t from) {
+  std::pair<std::vector<LossRecord>, std::vector<ResourceSample>> out;
   for (const LossRecord& x : read_loss_log(loss_log_path(dir)))
-    if (x.step < from) losses.push_back(x);
-  losses.insert(losses.end(), r.losses.begin(), r.losses.end());
-  std::vector<ResourceSample> samples;
+    if (x.step < from) out.first.push_back(x);
   for (const ResourceSample& x : read_resource_log(resource_log_path(dir)))
-    if (x.step < from) samples.push_back(x);
+    if (x.step < from) out.second.push_back(x);
+  return out;
+}
+
+// Writes losses.csv and resources.csv: a resumed run's earlier records (steps before the ones run
+// now) followed by this call's, atomically (the appender's lines, whole and in one file each).
+void write_run_logs(const std::filesystem::path& dir, const TrainResult& r,
+                    std::optional<RunLogAppender>& appender) {
+  appender.reset();  // its files are replaced by the same lines
+  const int64_t from = r.losses.empty() ? r.resumed_from : r.losses.front().step;
+  auto [losses, samples] = earlier_run_logs(dir, from);
+  losses.insert(losses.end(), r.losses.begin(), r.losses.end());
   samples.insert(samples.end(), r.resources.begin(), r.resources.end());
   write_loss_log(loss_log_path(dir), losses);
   write_resource_log(resource_log_path(dir), samples);
@@ -372,6 +380,12 @@ TrainResult train_job(const JobSpec& job, const TrainOptions& options) {
   if (options.resume && world.size() > 1) broadcast_state(world, trainer.state());
   result.resumed_from = trainer.state().step();
 
+  // The run logs grow by a line per step while it trains (engine/run_log.h), a resumed run's first.
+  std::optional<RunLogAppender> appender;
+  if (lead && !options.out_dir.empty()) {
+    const auto [losses, samples] = earlier_run_logs(options.out_dir, result.resumed_from);
+    appender.emplace(options.out_dir, losses, samples);
+  }
   std::optional<CheckpointWriter> writer;
   const bool commit = options.commit && lead;
   if (commit) writer.emplace(job, trainer.job_id(), options.out_dir);
@@ -382,13 +396,14 @@ TrainResult train_job(const JobSpec& job, const TrainOptions& options) {
   for (bool first = true; t < target; first = false) {
     if (stop && stop->load()) {
       if (writer) writer->finish();  // what was queued is written whole; nothing half-done counts
-      if (lead && !options.out_dir.empty()) write_run_logs(options.out_dir, result);
+      if (lead && !options.out_dir.empty()) write_run_logs(options.out_dir, result, appender);
       throw TrainingStopped(t, target);
     }
     const StepMeter meter(t);
     const float loss = trainer.step();
     result.resources.push_back(meter.done(options.threads));
     result.losses.push_back({t, loss});
+    if (appender) appender->append(result.losses.back(), result.resources.back());
     if (const StepRoundingLog* log = trainer.rounding_log()) {
       for (const RoundingLog& node : log->nodes) {
         result.rounded_values += node.count;
@@ -406,7 +421,7 @@ TrainResult train_job(const JobSpec& job, const TrainOptions& options) {
   }
   if (writer) committed.merge(writer->finish());
   result.seconds = since(t0);
-  if (lead && !options.out_dir.empty()) write_run_logs(options.out_dir, result);
+  if (lead && !options.out_dir.empty()) write_run_logs(options.out_dir, result, appender);
   result.steps = t;
   result.exchange_seconds = trainer.exchange_seconds();
   if (t > result.resumed_from)

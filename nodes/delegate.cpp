@@ -2,16 +2,19 @@
 #include <condition_variable>
 #include <deque>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sodium.h>
 
 #include "nodes/delegate.h"
 
 #include "dispute/opening.h"
 #include "engine/error.h"
+#include "engine/progress.h"
 #include "engine/trainer.h"
 #include "net/client.h"
 #include "net/error.h"
@@ -44,12 +47,27 @@ class Inbox : public std::enable_shared_from_this<Inbox> {
               self->cv_.notify_all();
             }};
   }
-  /// The next envelope of `kind` (ErrorMessage → throws), waiting up to `timeout`.
-  Envelope next(MessageKind kind, std::chrono::seconds timeout, const std::string& peer) {
+  /// The next envelope of `kind` (ErrorMessage → throws), waiting up to `timeout`; `waiting`, when
+  /// given, is called every `every` while nothing has come (without the inbox's lock).
+  Envelope next(MessageKind kind, std::chrono::seconds timeout, const std::string& peer,
+                const std::function<void()>& waiting = {},
+                std::chrono::milliseconds every = std::chrono::seconds(10)) {
     std::unique_lock lock(mu_);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
-      if (!cv_.wait_for(lock, timeout, [&] { return !queue_.empty() || !closed_.empty(); }))
-        throw EngineError(fmt::format("{}: no answer within {} s", peer, timeout.count()));
+      const auto ready = [&] { return !queue_.empty() || !closed_.empty(); };
+      while (!ready()) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= deadline)
+          throw EngineError(fmt::format("{}: no answer within {} s", peer, timeout.count()));
+        const auto slice =
+            waiting ? std::min<std::chrono::steady_clock::duration>(deadline - now, every) : deadline - now;
+        if (!cv_.wait_for(lock, slice, ready) && waiting && std::chrono::steady_clock::now() < deadline) {
+          lock.unlock();
+          waiting();
+          lock.lock();
+        }
+      }
       if (queue_.empty()) throw ConnectionLost(fmt::format("{}: connection closed: {}", peer, closed_));
       std::vector<uint8_t> bytes = std::move(queue_.front());
       queue_.pop_front();
@@ -63,6 +81,15 @@ class Inbox : public std::enable_shared_from_this<Inbox> {
  private:
   std::mutex mu_;
   std::condition_variable cv_;
+
+ public:
+  /// Whether a message or the connection's end is waiting to be taken (a provider's claim has come).
+  bool has_news() {
+    std::lock_guard lock(mu_);
+    return !queue_.empty() || !closed_.empty();
+  }
+
+ private:
   std::deque<std::vector<uint8_t>> queue_;
   std::string closed_;
 };
@@ -143,7 +170,8 @@ void check_referee(NetContext& ctx, const std::string& referee, const PublicKey&
 }
 
 Envelope await_verdict(NetContext& ctx, const std::string& referee, const PublicKey& referee_key,
-                       const std::vector<uint8_t>& open, const Logger& log, std::shared_ptr<TlsContext> tls) {
+                       const std::vector<uint8_t>& open, const Logger& log, std::shared_ptr<TlsContext> tls,
+                       std::chrono::milliseconds progress_every) {
   const Digest dispute = open_envelope(open).context;
   ClientOptions options;
   options.tls = std::move(tls);
@@ -162,7 +190,15 @@ Envelope await_verdict(NetContext& ctx, const std::string& referee, const Public
       reached = true;
       give_up = clock::now() + kReconnectWindow;  // reached it: the window restarts
       backoff = kFirstBackoff;
-      Envelope env = inbox->next(MessageKind::Verdict, std::chrono::hours(24), referee);
+      const auto opened = std::chrono::steady_clock::now();
+      Envelope env = inbox->next(
+          MessageKind::Verdict, std::chrono::hours(24), referee,
+          [&] {
+            log->info(fmt::format("delegate: dispute {} at {}: no verdict yet after {}",
+                                  to_hex(dispute).substr(0, 16), referee,
+                                  format_duration(std::chrono::steady_clock::now() - opened)));
+          },
+          progress_every);
       session->close(CloseCode::Normal, "verdict received");
       // Over ws:// anyone on the path could hand us a verdict: only the pinned referee's counts.
       if (env.sender != referee_key)
@@ -215,8 +251,26 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
   }
   DelegateOutcome out;
   std::vector<std::vector<uint8_t>> claim_envelopes;
+  // While the providers train: which have answered, every progress_every (their training steps are
+  // not on the wire: the providers log them, docs/running.md "Progress").
+  const auto submitted = std::chrono::steady_clock::now();
+  const auto claims_progress = [&](size_t taken) {
+    std::vector<std::string> waiting;
+    size_t in = taken;
+    for (size_t q = taken; q < providers.size(); ++q)
+      if (inboxes[q]->has_news())
+        ++in;
+      else
+        waiting.push_back(providers[q]);
+    log->info(fmt::format("delegate: job {}: {} of {} claims in after {}; still training: {}",
+                          to_hex(id).substr(0, 16), in, providers.size(),
+                          format_duration(std::chrono::steady_clock::now() - submitted),
+                          fmt::join(waiting, ", ")));
+  };
   for (size_t p = 0; p < providers.size(); ++p) {
-    const Envelope env = inboxes[p]->next(MessageKind::Claim, std::chrono::hours(24), providers[p]);
+    const Envelope env = inboxes[p]->next(
+        MessageKind::Claim, std::chrono::hours(24), providers[p], [&] { claims_progress(p); },
+        request.progress_every);
     const Claim& c = std::get<Claim>(env.body);
     out.claims.push_back(c);
     out.claim_envelopes.push_back(env.bytes);
@@ -265,7 +319,8 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
     log->info(fmt::format("delegate: claims of {} and {} differ: dispute {} at {}", providers[held],
                           providers[p], to_hex(dispute).substr(0, 16), referee));
     const Envelope env =
-        await_verdict(ctx, referee, request.referee_key, seal(request.client_key, dispute, 1, d), log, tls);
+        await_verdict(ctx, referee, request.referee_key, seal(request.client_key, dispute, 1, d), log, tls,
+                      request.progress_every);
     const Verdict v = verify_verdict(env.bytes, request.referee_key, &request.datasets);
     if (v.dispute_id != dispute || v.opening != d)
       throw EngineError(fmt::format("{}: the verdict is about another opening than ours", referee));

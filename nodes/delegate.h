@@ -2,6 +2,7 @@
 // claims, disputes differing ones at a referee, verifies the verdicts).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <filesystem>
 #include <string>
@@ -44,6 +45,9 @@ struct DelegateRequest {
   /// For wss:// URLs: `tls.ca` is what the referee's and providers' certificates must chain to
   /// (empty: the system's CAs); cert and key are not used.
   TlsFiles tls;
+  /// How often the log says what it still waits for: the claims of providers still training, a
+  /// dispute's verdict (docs/running.md, "Progress").
+  std::chrono::milliseconds progress_every{10000};
 };
 
 /// The referee failed the check made before any provider is given the job (check_referee): the
@@ -71,10 +75,12 @@ void check_referee(NetContext& ctx, const std::string& referee, const PublicKey&
 /// restarted referee resumes the dispute or answers with its stored verdict. Throws NetError if the
 /// referee is never reached, EngineError if it refuses the opening (ErrorMessage) or stays away.
 /// `ctx` must be running on other threads (NetContext::start).
-/// `tls`: the CAs for a wss:// referee URL (null: the system's).
+/// `tls`: the CAs for a wss:// referee URL (null: the system's). Every `progress_every` without the
+/// verdict, an info line says how long the dispute has run.
 Envelope await_verdict(NetContext& ctx, const std::string& referee, const PublicKey& referee_key,
                        const std::vector<uint8_t>& open, const Logger& log,
-                       std::shared_ptr<TlsContext> tls = nullptr);
+                       std::shared_ptr<TlsContext> tls = nullptr,
+                       std::chrono::milliseconds progress_every = std::chrono::seconds(10));
 
 /// `tribunal delegate`: checks the referee (check_referee; RefereeCheckError before any provider is
 /// contacted), sends the job to every provider, collects signed claims, and disputes

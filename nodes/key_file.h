@@ -17,13 +17,13 @@ enum class KeyFileMode {
   Create,     ///< refuse an existing path: a replaced key invalidates every copy of its public key handed out
 };
 
-/// Writes `keys` to `path` with mode 0600, then fsyncs it. Throws ProtocolError naming the path if the
+/// Writes `keys` to `path` with mode 0600, then fsyncs it. Throws ProtocolError("key file PATH: …") if the
 /// halves of `keys` disagree, any write fails, or (KeyFileMode::Create) the path exists.
 void save_keypair(const std::filesystem::path& path, const KeyPair& keys,
                   KeyFileMode mode = KeyFileMode::Overwrite);
 
 /// Reads a key file, parsing the secret key in constant time (hex_to_bytes) and checking that its
-/// public half is the one its seed derives. Throws ProtocolError naming the path and what is wrong
+/// public half is the one its seed derives. Throws ProtocolError("key file PATH: …"): what is wrong
 /// (first line, length or hex digit of the second, mismatched halves, I/O).
 KeyPair load_keypair(const std::filesystem::path& path);
 

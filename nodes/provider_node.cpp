@@ -11,6 +11,7 @@
 
 #include "dispute/provider_session.h"
 #include "engine/error.h"
+#include "engine/progress.h"
 #include "engine/state.h"
 #include "engine/training_cost.h"
 #include "net/error.h"
@@ -554,6 +555,15 @@ TrainResult ProviderNode::run_job(Connection& c, const JobSpec& job, const Diges
       o.evaluate = false;
       o.policy = config_.policy;
       o.stop = &run->stop;
+      // Progress in the log while it trains (docs/running.md, "Progress"): the first step, every 10 s
+      // and the last.
+      auto progress = std::make_shared<ProgressMeter>(std::chrono::seconds(10));
+      o.on_step = [this, progress, me, job_hex](int64_t step, int64_t total, float loss) {
+        progress->update(step, total);
+        if (progress->report_due())
+          log_->info(fmt::format("provider {}: job {}: {}, loss {:.4f}", me, job_hex, progress->line(),
+                                 static_cast<double>(loss)));
+      };
       TrainingRanks* ranks = config_.ranks && config_.ranks->shares(job) ? config_.ranks : nullptr;
       if (config_.ranks && !ranks)
         log_->warn(

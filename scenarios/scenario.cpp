@@ -11,6 +11,7 @@
 #include "engine/error.h"
 #include "engine/job.h"
 #include "engine/step.h"
+#include "engine/suggest.h"
 #include "engine/toml_reader.h"
 
 namespace tribunal::scenarios {
@@ -169,11 +170,15 @@ Fault read_work(const TableReader& w, std::string& kind, const JobSpec& job, con
       f.delta = w.number("delta", 1e-3f, -1e6, 1e6);
     }
   } else {
+    const std::string guess =
+        closest_name(kind, {"honest", "corrupt_node", "skip_steps", "swap_sample", "relabel",
+                            "reorder_batches", "hyperparameter", "bf16", "wrong_init", "trajectory_length",
+                            "rounding_forge", "rounding_omit", "rounding_bloat"});
     throw EngineError(
         fmt::format("{}: work.kind '{}' is not one of honest, corrupt_node, skip_steps, swap_sample, "
                     "relabel, reorder_batches, hyperparameter, bf16, wrong_init, trajectory_length, "
-                    "rounding_forge, rounding_omit, rounding_bloat",
-                    w.location("kind"), kind));
+                    "rounding_forge, rounding_omit, rounding_bloat{}",
+                    w.location("kind"), kind, guess.empty() ? "" : " (did you mean '" + guess + "'?)"));
   }
   const DataShape shape = expected_data_shape(job);
   try {
@@ -320,9 +325,13 @@ Scenario load_scenario(const std::filesystem::path& file) {
   expect.allow_only(
       {"winner", "dispute", "reason", "step", "node", "op", "disputes", "crashes", "refused", "reconnects"});
   s.expect.winner = expect.string("winner", "", true);
-  if (s.expect.winner != "none" && !names.count(s.expect.winner))
-    throw EngineError(fmt::format("{}: expect.winner '{}' is not a provider name or 'none'",
-                                  expect.location("winner"), s.expect.winner));
+  if (s.expect.winner != "none" && !names.count(s.expect.winner)) {
+    std::vector<std::string_view> candidates(names.begin(), names.end());
+    candidates.push_back("none");
+    throw EngineError(fmt::format("{}: expect.winner '{}' is not a provider name or 'none'{}",
+                                  expect.location("winner"), s.expect.winner,
+                                  did_you_mean(s.expect.winner, candidates)));
+  }
   if (expect.table()->get("dispute")) s.expect.dispute = expect.boolean("dispute", true);
   if (expect.table()->get("reason")) {
     const std::string r = expect.string("reason", "");

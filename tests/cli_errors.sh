@@ -132,12 +132,17 @@ TOML
 }
 scenario "$tmp/s1.toml" 'kind = "corupt_node"'
 expect "scenario: unknown work kind" 1 "s1.toml:[0-9]+:[0-9]+: work.kind 'corupt_node'" -- scenario run "$tmp/s1.toml"
+expect "scenario: did you mean a work kind" 1 "work.kind 'corupt_node' is not one of .* \(did you mean 'corrupt_node'\?\)$" -- \
+  scenario run "$tmp/s1.toml"
 scenario "$tmp/s2.toml" 'kind = "corrupt_node"
 step = 3
 node = 2'
 expect "scenario: step past the job" 1 "s2.toml:[0-9]+:[0-9]+: work.step = 3 is out of range" -- scenario run "$tmp/s2.toml"
 scenario "$tmp/s3.toml" "" 'winner = "bob"'
 expect "scenario: unknown winner" 1 "s3.toml:[0-9]+:[0-9]+: expect.winner 'bob'" -- scenario run "$tmp/s3.toml"
+scenario "$tmp/s5.toml" "" 'winner = "alise"'
+expect "scenario: did you mean a winner" 1 "expect.winner 'alise' is not a provider name or 'none' \(did you mean 'alice'\?\)$" -- \
+  scenario run "$tmp/s5.toml"
 scenario "$tmp/s4.toml" 'kind = "corrupt_node"
 step = 1
 node = 99'
@@ -168,7 +173,7 @@ expect "referee: bad network" 2 "--allow-network: network \"10.0.0.0/33\"" -- \
 # keygen keeps an existing key file (every copy of its public key handed out would stop matching);
 # --force replaces it.
 first_key=$("$bin" keygen "$tmp/kept.key")
-expect "keygen over an existing key" 1 "^tribunal: error: save_keypair: $tmp/kept.key: exists: replacing a key invalidates every copy of its public key handed out .*keygen --force replaces it$" -- \
+expect "keygen over an existing key" 1 "^tribunal: error: key file $tmp/kept.key: exists: replacing a key invalidates every copy of its public key handed out .*keygen --force replaces it$" -- \
   keygen "$tmp/kept.key"
 if [ "$(head -n1 "$tmp/kept.key")" != tribunal-ed25519-secret-key-1 ] ||
   [ "$(tail -c 65 "$tmp/kept.key" | head -c 64)" != "$first_key" ]; then
@@ -196,7 +201,6 @@ cmp -s "$tmp/run_a/losses.csv" "$tmp/losses_a.csv" || { echo "FAIL train --out a
 
 # Usage errors the parser finds name the flag or argument.
 expect "unknown option" 2 "^tribunal: demo: unknown option '--nope'$" -- demo --nope
-expect "unknown command" 2 "^tribunal: unknown command 'trian'$" -- trian "$tmp/ok.toml"
 expect "second job file" 2 "unexpected argument '$tmp/ok.toml'" -- train "$tmp/ok.toml" "$tmp/ok.toml"
 expect "missing --listen" 2 "^tribunal: referee: --listen is required" -- referee --key "$tmp/node.key"
 expect "flag without its value" 2 "^tribunal: train: --threads" -- train "$tmp/ok.toml" --threads
@@ -204,6 +208,55 @@ expect "integer out of range" 2 "--retention-days expects an integer in \[0, 365
   referee --listen 127.0.0.1:0 --key "$tmp/node.key" --retention-days -1
 expect "bad --corrupt" 2 "--corrupt expects STEP:NODE, got '3'" -- \
   provider --listen 127.0.0.1:0 --key "$tmp/node.key" --store "$tmp/store" --referee-key "$(printf 'ab%.0s' {1..32})" --corrupt 3
+
+# Did you mean: a typo of a command, an option (also one hidden behind a missing required option, and
+# in `help`) and a job's TOML key or table names the one meant (engine/suggest.h).
+expect "unknown command" 2 "^tribunal: unknown command 'trian' \(did you mean 'train'\?\)$" -- trian "$tmp/ok.toml"
+expect "typo of an option" 2 "^tribunal: train: unknown option '--stpes' \(did you mean '--steps'\?\)$" -- \
+  train "$tmp/ok.toml" --stpes 3
+expect "typo of an option with =" 2 "^tribunal: train: unknown option '--thread=2' \(did you mean '--threads'\?\)$" -- \
+  train "$tmp/ok.toml" --thread=2
+expect "typo of a required option" 2 "^tribunal: referee: unknown option '--lsten' \(did you mean '--listen'\?\)$" -- \
+  referee --lsten 127.0.0.1:0 --key "$tmp/node.key"
+expect "help of a typo" 2 "^tribunal: help: unknown command 'delgate' \(did you mean 'delegate'\?\)$" -- help delgate
+expect "nothing close" 2 "^tribunal: unknown command 'frobnicate'$" -- frobnicate
+job "$tmp/sise.toml" "" "" "batch_sise = 8"
+expect "typo of a TOML key" 1 "^tribunal: error: $tmp/sise.toml:11:14: unknown key 'batch_sise' in \[train\] \(did you mean 'batch_size'\?\)$" -- \
+  train "$tmp/sise.toml"
+sed 's/^\[optimizer\]/[optimiser]/' "$tmp/ok.toml" >"$tmp/optimiser.toml"
+expect "typo of a TOML table" 1 "unknown table or key 'optimiser' \(did you mean \[optimizer\]\? expected" -- train "$tmp/optimiser.toml"
+
+# Errors name the user's file, in the user's terms (no function names): a missing or malformed key
+# file, a file that is not a verdict.
+ref_key=$(printf 'ab%.0s' {1..32})
+expect "missing key file" 1 "^tribunal: error: key file $tmp/nokey.key: cannot open: No such file or directory$" -- \
+  referee --listen 127.0.0.1:0 --key "$tmp/nokey.key" --data "$tmp/rd"
+expect "a job file as a key" 1 "^tribunal: error: key file $tmp/ok.toml: first line is not \"tribunal-ed25519-secret-key-1\"$" -- \
+  delegate "$tmp/ok.toml" --provider ws://127.0.0.1:1/ --provider ws://127.0.0.1:2/ --referee ws://127.0.0.1:3/ \
+  --referee-key "$ref_key" --key "$tmp/ok.toml"
+printf 'g\x00\x01corrupt' >"$tmp/corrupt.bin"
+expect "verify a corrupt verdict" 1 "^tribunal: error: $tmp/corrupt.bin: not a valid signed verdict \(Envelope.version: version 103 is not 2 at offset 0\)$" -- \
+  verify "$tmp/corrupt.bin" --referee-key "$ref_key"
+expect "report of a corrupt verdict" 1 "^tribunal: error: $tmp/corrupt.bin: not a valid signed verdict \(" -- \
+  report "$tmp/corrupt.bin" --out "$tmp/r.html"
+expect "verify of a job file" 1 "^tribunal: error: $tmp/ok.toml: not a valid signed verdict" -- verify "$tmp/ok.toml" --referee-key "$ref_key"
+# The node options from the environment (TRIBUNAL_…, docs/running.md): the same checks as the flags.
+TRIBUNAL_LISTEN=nowhere expect "TRIBUNAL_LISTEN" 2 "^tribunal: referee: --listen expects HOST:PORT, got 'nowhere'$" -- \
+  referee --key "$tmp/node.key" --data "$tmp/rd"
+TRIBUNAL_KEY="$tmp/nokey.key" expect "TRIBUNAL_KEY" 1 "^tribunal: error: key file $tmp/nokey.key: cannot open" -- \
+  referee --listen 127.0.0.1:0 --data "$tmp/rd"
+
+# --version: the release, the build, the numerics contract and wire protocol versions.
+"$bin" --version >"$tmp/out" 2>"$tmp/err"
+rc=$?
+contract=$(sed -n 's/^inline constexpr uint32_t kRepOpsContractVersion = \([0-9]*\);.*/\1/p' "$(dirname "$0")/../engine/job.h")
+if [ "$rc" -ne 0 ] || [ -s "$tmp/err" ] || [ -z "$contract" ] || ! grep -qE "^tribunal [0-9]+\.[0-9]+\.[0-9]+ \(.+\)$" "$tmp/out" ||
+  ! grep -qx "numerics contract $contract (RepOps; part of every job id)" "$tmp/out" || ! grep -qx "wire protocol 2" "$tmp/out" ||
+  ! grep -qE "^built with [A-Za-z]+ [0-9.]+" "$tmp/out"; then
+  echo "FAIL --version: exit $rc, contract '$contract', stdout:"; sed 's/^/    /' "$tmp/out"; fail=1
+else
+  echo "ok   --version: $(head -n1 "$tmp/out"), contract $contract"
+fi
 
 # TLS and reports (docs/running.md "TLS", "Dispute reports").
 expect "--tls-cert without --tls-key" 2 "^tribunal: referee: --tls-cert and --tls-key go together$" -- \
@@ -254,6 +307,16 @@ help "campaign" "--games N=10000" "--seed S=1" -- campaign --help
 help "scenario" "run" "graph" -- scenario --help
 help "scenario run" "Usage: tribunal scenario run" "--json" "--verbose" "--threads K=1" "--work DIR" -- scenario run --help
 help "scenario graph" "Usage: tribunal scenario graph" "JOB.toml" -- scenario graph --help
+# `tribunal help COMMAND` is `tribunal COMMAND --help`; `tribunal help` the list of commands.
+help "help train" "Usage: tribunal train" "--steps N" "--progress-seconds SECONDS=10" -- help train
+help "help scenario run" "Usage: tribunal scenario run" "--json" -- help scenario run
+help "help" "Usage: tribunal" "delegate" "--version" "tribunal help COMMAND" -- help
+help "node options' environment variables" "(Env:TRIBUNAL_LISTEN)" "(Env:TRIBUNAL_KEY)" "(Env:TRIBUNAL_STORE)" \
+  "(Env:TRIBUNAL_REFEREE_KEY)" "(Env:TRIBUNAL_LOG_FORMAT)" -- provider --help
+help "--json everywhere" "--json" -- verify --help
+help "keygen --json" "--json" -- keygen --help
+help "report --json" "--json" -- report --help
+help "delegate --json" "--json" "--progress-seconds SECONDS=10" "(Env:TRIBUNAL_REFEREE)" -- delegate --help
 # A missing command is a usage error that lists the commands (on stderr).
 "$bin" >"$tmp/out" 2>"$tmp/err"
 rc=$?

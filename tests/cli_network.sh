@@ -33,12 +33,12 @@ grep -q "located: level 3, step 12, node 13 (adamw)" "$tmp/verify.out" || fail "
 grep -Eq "^clocks: claim 0 [0-9]+\.[0-9]{3} s left, claim 1 [0-9]+\.[0-9]{3} s left$" "$tmp/verify.out" || fail "no clocks: $(cat "$tmp/verify.out")"
 # Another referee key, or a flipped byte, must not verify: each is refused for its own reason.
 other=$("$bin" keygen "$tmp/other.key") || fail "keygen"
-expect_refusal "verify with the wrong referee key" "^tribunal: error: the verdict is signed by another key than the referee's$" \
+expect_refusal "verify with the wrong referee key" "^tribunal: error: $verdict: the verdict is signed by another key than the referee's$" \
   -- verify "$verdict" --referee-key "$other"
 python3 -c "import sys; b=bytearray(open(sys.argv[1],'rb').read()); b[len(b)//2]^=1; open(sys.argv[1]+'.bad','wb').write(b)" "$verdict" ||
   fail "cannot write the corrupted verdict"
 cmp -s "$verdict" "$verdict.bad" && fail "the corrupted verdict is the verdict"
-expect_refusal "verify a corrupted verdict" "^tribunal: error: Envelope.signature: does not verify under the sender key" \
+expect_refusal "verify a corrupted verdict" "^tribunal: error: $verdict.bad: not a valid signed verdict \(Envelope.signature: does not verify under the sender key" \
   -- verify "$verdict.bad" --referee-key "$referee_pub"
 # Without the referee's key a verdict proves nothing: verify refuses to call it valid.
 "$bin" verify "$verdict" >"$tmp/nokey.out" 2>&1
