@@ -1,7 +1,7 @@
 // The ONNX models this process has imported, found again by file without reading it: a referee or
 // provider locates the same registered model file for every job submission and dispute, and reading,
 // hashing and importing a GPT-2-small-sized file (0.5 GB) costs most of a second each time
-// (docs/performance.md "Imported models at scale").
+// (docs/performance.md "GPT-2 small as an ONNX export").
 #pragma once
 
 #include <filesystem>
