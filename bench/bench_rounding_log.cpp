@@ -1,6 +1,6 @@
 // Rounding-log mode against RepOps, in the same run (docs/performance.md "Rounding-log mode"). Prints
 // one JSON object.
-// Usage: bench_rounding_log [--job FILE]... [--steps N] [--threads K]
+// Usage: bench_rounding_log [--job FILE]... [--steps N] [--threads K] [--no-compare]
 //
 // For each job (default: the Fashion-MNIST MLP and CNN and the GPT on text, scenarios/jobs/) the first N
 // steps run four times from the initial state:
@@ -21,6 +21,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,9 @@ struct Run {
   uint64_t values = 0, logged = 0, packed_bytes = 0, file_bytes = 0;
   std::map<std::string, std::pair<uint64_t, uint64_t>> by_op;  // op name → (values, logged)
   Digest state{};
+  std::vector<uint8_t> leaves;               // every node's rounding_log_leaf, step by step
+  double log_write_s = 0;                    // writing the log files, per step
+  std::unique_ptr<RoundingProfile> profile;  // the nodes' times, all steps
 };
 
 OpKind op_named(const std::string& name) {
@@ -150,12 +154,41 @@ nlohmann::json compare_gemms(const JobSpec& job, const Dataset& train, ThreadPoo
   return out;
 }
 
+// Where a rounding-log run's step time goes, per step (means over the steps; the step time is a
+// median): the float64 ops, split into the gemm ops (those with rounding quanta) and the rest, the
+// quanta, the rounding with its log, writing the log file, and the rest of the step (the graph's
+// bookkeeping, hashing nothing: what step() does besides the nodes); per op kind the three parts.
+nlohmann::json breakdown(const Run& r, int steps) {
+  double gemm = 0, other = 0, quanta = 0, round = 0;
+  nlohmann::json by_op = nlohmann::json::object();
+  for (size_t k = 0; k < kOpKindCount; ++k) {
+    const auto& s = r.profile->seconds[k];
+    if (s[RoundingProfile::Float64] + s[RoundingProfile::Quanta] + s[RoundingProfile::Round] == 0) continue;
+    const OpInfo& info = op_info(static_cast<OpKind>(k));
+    (info.quanta ? gemm : other) += s[RoundingProfile::Float64] / steps;
+    quanta += s[RoundingProfile::Quanta] / steps;
+    round += s[RoundingProfile::Round] / steps;
+    by_op[info.name] = {{"float64_s", s[RoundingProfile::Float64] / steps},
+                        {"quanta_s", s[RoundingProfile::Quanta] / steps},
+                        {"round_s", s[RoundingProfile::Round] / steps}};
+  }
+  return {{"float64_gemm_ops_s", gemm},
+          {"float64_other_ops_s", other},
+          {"quanta_s", quanta},
+          {"round_and_log_s", round},
+          {"log_file_s", r.log_write_s},
+          {"rest_s", r.step_s - gemm - other - quanta - round - r.log_write_s},
+          {"by_op", by_op}};
+}
+
 // Steps a fresh trainer `steps` times; with `log_dir`, writes each step's rounding log there.
 Run run(const JobSpec& job, const Dataset& train, ThreadPool& pool, int steps, RoundingOptions rounding,
         const std::filesystem::path& log_dir = {}) {
+  Run r;
+  r.profile = std::make_unique<RoundingProfile>();
+  rounding.profile = r.profile.get();
   Trainer trainer(job, train, pool, {}, nullptr, Device::Cpu, std::move(rounding));
   std::vector<double> times;
-  Run r;
   for (int i = 0; i < steps; ++i) {
     const int64_t t = trainer.state().step();
     const auto t0 = Clock::now();
@@ -168,6 +201,8 @@ Run run(const JobSpec& job, const Dataset& train, ThreadPool& pool, int steps, R
         r.values += node.count;
         r.logged += count_logged(node);
         r.packed_bytes += node.packed.size();
+        const Digest leaf = rounding_log_leaf(node);
+        r.leaves.insert(r.leaves.end(), leaf.begin(), leaf.end());
         auto& [values, logged] = r.by_op[op_info(g.nodes[n].op).name];
         values += node.count;
         logged += count_logged(node);
@@ -176,7 +211,9 @@ Run run(const JobSpec& job, const Dataset& train, ThreadPool& pool, int steps, R
       if (!log_dir.empty()) {  // timed: a trainer writes its logs
         const auto w0 = Clock::now();
         r.file_bytes += write_rounding_log(rounding_log_path(log_dir, t), *log);
-        times.back() += std::chrono::duration<double>(Clock::now() - w0).count();
+        const double w = std::chrono::duration<double>(Clock::now() - w0).count();
+        times.back() += w;
+        r.log_write_s += w / steps;
       }
       continue;
     }
@@ -194,6 +231,7 @@ int main(int argc, char** argv) {
                                    TRIBUNAL_SOURCE_DIR "/scenarios/jobs/fashion_cnn.toml",
                                    TRIBUNAL_SOURCE_DIR "/scenarios/jobs/gpt_chars.toml"};
   int steps = 3, threads = 1;
+  bool compare = true;
   CLI::App app(
       "Rounding-log mode against RepOps in the same run: logged fraction, log bytes, step time, and "
       "replays across float64 GEMMs; prints one JSON object",
@@ -202,6 +240,7 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "steps per run (from the initial state)")->check(CLI::Range(1, 1000));
   app.add_option("--threads", threads, "RepOps training threads (OpenBLAS's come from OPENBLAS_NUM_THREADS)")
       ->check(CLI::Range(1, 256));
+  app.add_flag("!--no-compare", compare, "skip the comparison of the two GEMMs on step 0 (gemms_step0)");
   bench::parse_command_line(app, argc, argv);
 
   ThreadPool pool(threads);
@@ -251,12 +290,19 @@ int main(int argc, char** argv) {
         {"rounding_log_openblas_step_s", trainer.step_s},
         {"rounding_log_naive_step_s", own.step_s},
         {"openblas_over_repops", trainer.step_s / repops.step_s},
+        {"openblas_breakdown_per_step", breakdown(trainer, steps)},
+        {"naive_breakdown_per_step", breakdown(own, steps)},
         {"naive_over_repops", own.step_s / repops.step_s},
         {"replay_matches", replay.state == trainer.state},
+        // The digests of the state after the steps and of the logs' leaves, to compare builds.
+        {"openblas_state", to_hex(trainer.state)},
+        {"openblas_logs", to_hex(blake2b_256(std::as_bytes(std::span(trainer.leaves))))},
+        {"naive_state", to_hex(own.state)},
+        {"naive_logs", to_hex(blake2b_256(std::as_bytes(std::span(own.leaves))))},
         {"own_matches", own.state == trainer.state},
         {"by_op", by_op},
-        {"gemms_step0", compare_gemms(rlog, train, pool)},
     });
+    if (compare) results.back()["gemms_step0"] = compare_gemms(rlog, train, pool);
   }
   const nlohmann::json out = {{"bench", "rounding_log"},
                               {"cpu", cpu_model()},

@@ -1,6 +1,7 @@
 #include "engine/executor.h"
 
 #include <cassert>
+#include <chrono>
 
 #include <fmt/format.h>
 
@@ -99,17 +100,29 @@ void Executor::run_rounded(size_t n, const Node& node, std::span<const Tensor* c
   thread_local std::vector<std::vector<double>> wide, quanta;
   wide.resize(out.size());
   quanta.resize(out.size());
+  RoundingProfile* const profile = rounding_->profile;
+  auto t0 = std::chrono::steady_clock::now();
+  const auto lap = [&](RoundingProfile::Part part) {
+    const auto t1 = std::chrono::steady_clock::now();
+    profile->add(node.op, part, std::chrono::duration<double>(t1 - t0).count());
+    t0 = t1;
+  };
   run_float64(node.op, node.attrs, in, wide, rounding_->gemm);
+  if (profile) lap(RoundingProfile::Float64);
   rounding_quanta(node.op, node.attrs, in, quanta, rounding_->numerics->quantum_bits);
+  if (profile) lap(RoundingProfile::Quanta);
   const double tau = rounding_->numerics->tau_of(node.op);
   if (!rounding_->replay) {
     RoundingLog log = round_outputs_logged(wide, out, tau, quanta);
+    if (profile) lap(RoundingProfile::Round);
     if (rounding_->tamper) rounding_->tamper(n, wide, log, out, tau, quanta);
     if (rounding_->record) rounding_->record->nodes[n] = std::move(log);
     return;
   }
   const RoundingLog& log = rounding_->replay->nodes[n];
-  if (const std::optional<uint64_t> bad = round_outputs_replayed(wide, log, out, tau, quanta)) {
+  const std::optional<uint64_t> bad = round_outputs_replayed(wide, log, out, tau, quanta);
+  if (profile) lap(RoundingProfile::Round);
+  if (bad) {
     uint64_t k = *bad;
     size_t i = 0;
     while (k >= wide[i].size()) k -= wide[i++].size();

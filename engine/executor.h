@@ -2,8 +2,11 @@
 // across steps (same graph shape → no allocation after the first step).
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -43,6 +46,23 @@ struct ShardRun {
   }
 };
 
+/// Where rounding-log steps' time goes (RoundingRun::profile; bench_rounding_log), in seconds summed
+/// over the nodes run, per op kind: the float64 op (run_float64), its rounding quanta
+/// (rounding_quanta), and the rounding of its outputs to float32 with the log (or by a replayed log).
+/// Safe to share between the threads of shards run side by side.
+struct RoundingProfile {
+  enum Part : uint8_t { Float64, Quanta, Round, kParts };
+  std::array<std::array<double, kParts>, kOpKindCount> seconds{};
+
+  void add(OpKind op, Part part, double s) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    seconds[static_cast<size_t>(op)][part] += s;
+  }
+
+ private:
+  std::mutex mutex_;
+};
+
 /// Rounding-log mode (docs/numerics.md "Rounding-log mode"): every node computes in float64 (`gemm`
 /// for its contractions, ops/float64/float64.h) and rounds its outputs to float32 with its op's τ,
 /// logging the decisions near a boundary (ops/rounding_log.h).
@@ -57,6 +77,7 @@ struct RoundingRun {
   std::function<void(size_t n, std::span<const std::vector<double>> wide, RoundingLog& log,
                      std::span<Tensor* const> out, double tau, std::span<const std::vector<double>> quanta)>
       tamper;
+  RoundingProfile* profile = nullptr;  ///< receives the nodes' times when set
 };
 
 /// A replayed rounding log that this trainer's float64 values do not allow (rounding_allowed): the log

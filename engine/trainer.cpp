@@ -107,7 +107,8 @@ Trainer::Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Ste
     if (!float64_gemm_built(rounding_.gemm))
       throw EngineError(
           fmt::format("this build has no {} float64 GEMM (built: naive)", float64_gemm_name(rounding_.gemm)));
-    executor_.set_rounding(RoundingRun{&job_.numerics, rounding_.gemm, nullptr, &rounding_log_, {}});
+    executor_.set_rounding(
+        RoundingRun{&job_.numerics, rounding_.gemm, nullptr, &rounding_log_, {}, rounding_.profile});
   }
   if (job_.numerics.mode == NumericsMode::Fast) {
     if (device != Device::Cpu || (world && world->size() > 1))
@@ -150,7 +151,7 @@ float Trainer::run_step(const StepGraph& g, Inspect before_swap, Release after_s
   const Executor::NodeHook hook = policy_->node_hook(t, g);
   if (job_.numerics.mode == NumericsMode::RoundingLog) {
     rounding_log_.step = -1;
-    RoundingRun run{&job_.numerics, rounding_.gemm, nullptr, &rounding_log_, {}};
+    RoundingRun run{&job_.numerics, rounding_.gemm, nullptr, &rounding_log_, {}, rounding_.profile};
     if (StepPolicy::RoundingTamper tamper = policy_->rounding_tamper(t)) {
       // A cheater's tampered step is logged afresh with the same tampering, even when replaying its
       // own logs: its float64 values would refuse the tampered log (engine/step_policy.h).

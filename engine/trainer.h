@@ -39,6 +39,7 @@ struct RoundingOptions {
   /// Replay the rounding logs of another run directory (another trainer's, or this provider's own
   /// when it answers a dispute) instead of logging its own decisions. Empty: log.
   std::filesystem::path replay_dir;
+  RoundingProfile* profile = nullptr;  ///< receives where each step's time goes when set (benches)
 };
 
 /// How a fast-mode job trains here (docs/numerics.md "Fast mode"); other jobs ignore it.
