@@ -2,6 +2,7 @@
 #include "ops/rounding_log.h"
 
 #include <array>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -61,8 +62,11 @@ float nearest(double x, double quantum) {
 }
 
 void check_quantum(double quantum) {
-  int e = 0;
-  if (!(quantum == 0 || (quantum >= 0x1p-149 && quantum <= 0x1p104 && std::frexp(quantum, &e) == 0.5)))
+  // A power of two in range: a positive normal double with no mantissa bits (2^-149 is normal in double).
+  const auto bits = std::bit_cast<uint64_t>(quantum);
+  const uint64_t exponent = bits >> 52;  // the sign bit set makes it out of range
+  if (!(quantum == 0 ||
+        ((bits & ((uint64_t{1} << 52) - 1)) == 0 && exponent >= 1023 - 149 && exponent <= 1023 + 104)))
     throw OpError("rounding log: quantum " + std::to_string(quantum) +
                   " is not 0 or a power of two in [2^-149, 2^104]");
 }
@@ -199,29 +203,127 @@ uint64_t count_logged(const RoundingLog& log) {
   return n;
 }
 
+namespace {
+
+// The per-node loops below take a fast path for the common values: the same arithmetic as
+// neighbours / nearest / distance_unchecked, without libm calls (floor, nearbyint and nextafterf are
+// replaced by exact integer and magic-number forms), and fall back to the per-value rules above for
+// the rare rest (zeros, subnormal neighbours at the edges, FLT_MAX, infinities, NaN). Same bits.
+
+/// x's neighbours lo ≤ x ≤ hi on the grid and its nearest grid value, as neighbours() and nearest()
+/// give them. False (nothing written) where the fast path does not apply.
+inline bool grid_fast(double x, double quantum, double& lo, double& hi, float& near) {
+  if (below_quantum(x, quantum)) {  // |x| < 2^23·q: m = x / q is exact and |m| < 2^23
+    const double m = x / quantum;
+    const double t = static_cast<double>(static_cast<int64_t>(m));  // truncation, exact here
+    const double fl = t > m ? t - 1 : t;                            // floor(m)
+    // nearbyint(m), ties to even: adding and removing 2^52 rounds |m| < 2^52 in the current mode.
+    const double r = std::copysign((std::fabs(m) + 0x1p52) - 0x1p52, m);
+    near = static_cast<float>(r * quantum + 0.0);
+    lo = fl * quantum;
+    hi = lo == x ? x : lo + quantum;
+    return true;
+  }
+  const float f = static_cast<float>(x);
+  const auto bits = std::bit_cast<uint32_t>(f);
+  const uint32_t mag = bits & 0x7fffffffu;
+  if (mag == 0 || mag >= 0x7f7fffffu) return false;  // ±0, ±FLT_MAX, ±inf, NaN
+  near = f;
+  const double fd = f;
+  if (fd == x) {
+    lo = hi = fd;
+    return true;
+  }
+  // nextafterf(f, ±inf) toward x: one more magnitude step away from zero when x lies beyond f.
+  const bool up = fd < x;
+  const double other = std::bit_cast<float>(up == (bits >> 31 == 0) ? bits + 1 : bits - 1);
+  lo = up ? fd : other;
+  hi = up ? other : fd;
+  return true;
+}
+
+/// distance_unchecked from grid_fast's neighbours (lo == hi: on the grid).
+inline double distance_fast(double x, double lo, double hi) {
+  if (lo == hi) return 0.5;
+  const double spacing = hi - lo, midpoint = (lo + hi) / 2;
+  return std::fabs(x - midpoint) / spacing;
+}
+
+/// Packs trits five per byte as pack_trits, one at a time.
+class TritPacker {
+ public:
+  explicit TritPacker(uint8_t* out) : out_(out) {}
+  void put(Rounding r) {
+    byte_ += static_cast<unsigned>(r) * kPow3[k_];
+    if (++k_ == 5) flush();
+  }
+  void flush() {
+    if (k_ == 0) return;
+    *out_++ = static_cast<uint8_t>(byte_);
+    byte_ = 0;
+    k_ = 0;
+  }
+
+ private:
+  static constexpr unsigned kPow3[5] = {1, 3, 9, 27, 81};
+  uint8_t* out_;
+  unsigned byte_ = 0;
+  int k_ = 0;
+};
+
+/// The five trits of every byte value ≤ 242 (unpack_trits' digits).
+const std::array<std::array<Rounding, 5>, 243>& trit_table() {
+  static const auto table = [] {
+    std::array<std::array<Rounding, 5>, 243> t{};
+    for (unsigned b = 0; b < 243; ++b)
+      for (unsigned k = 0, v = b; k < 5; ++k, v /= 3) t[b][k] = static_cast<Rounding>(v % 3);
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
 RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, std::span<Tensor* const> out,
                                  double tau, std::span<const std::vector<double>> quanta) {
   check_tau(tau);
   check_quanta(values, quanta);
   size_t count = 0;
   for (const std::vector<double>& v : values) count += v.size();
-  std::vector<Rounding> decisions;
-  decisions.reserve(count);
+  RoundingLog log{count, std::vector<uint8_t>((count + 4) / 5, 0)};
+  TritPacker pack(log.packed.data());
   for (size_t i = 0; i < values.size(); ++i) {
     const std::span<float> y = out[i]->values();
-    const std::vector<double>* q = i < quanta.size() && !quanta[i].empty() ? &quanta[i] : nullptr;
+    const double* x = values[i].data();
+    const size_t n = values[i].size();
+    const double* q = i < quanta.size() && !quanta[i].empty() ? quanta[i].data() : nullptr;
     if (tau == 0 && q == nullptr) {  // nothing is ever near enough to log
-      for (size_t e = 0; e < values[i].size(); ++e) y[e] = static_cast<float>(values[i][e]);
-      decisions.resize(decisions.size() + values[i].size(), Rounding::Nearest);
+      for (size_t e = 0; e < n; ++e) {
+        y[e] = static_cast<float>(x[e]);
+        pack.put(Rounding::Nearest);
+      }
       continue;
     }
-    for (size_t e = 0; e < values[i].size(); ++e) {
-      const LoggedRounding r = logged_unchecked(values[i][e], tau, q ? (*q)[e] : 0.0);
-      y[e] = r.value;
-      decisions.push_back(r.decision);
+    for (size_t e = 0; e < n; ++e) {
+      const double qe = q ? q[e] : 0.0;
+      double lo = 0, hi = 0;
+      float near = 0;
+      if (!grid_fast(x[e], qe, lo, hi, near)) {
+        const LoggedRounding r = logged_unchecked(x[e], tau, qe);
+        y[e] = r.value;
+        pack.put(r.decision);
+        continue;
+      }
+      y[e] = near;
+      if (distance_fast(x[e], lo, hi) >= tau) {
+        pack.put(Rounding::Nearest);
+      } else {
+        pack.put(static_cast<double>(near) == lo ? Rounding::Down : Rounding::Up);
+      }
     }
   }
-  return RoundingLog{count, pack_trits(decisions)};
+  pack.flush();
+  return log;
 }
 
 std::optional<uint64_t> round_outputs_replayed(std::span<const std::vector<double>> values,
@@ -234,15 +336,38 @@ std::optional<uint64_t> round_outputs_replayed(std::span<const std::vector<doubl
   if (log.count != count)
     throw OpError("rounding log: " + std::to_string(log.count) + " decisions for " + std::to_string(count) +
                   " output values");
-  const std::vector<Rounding> decisions = unpack_trits(log.packed, count);
-  size_t k = 0;
+  // unpack_trits' checks (the size, bytes ≤ 242, no digit past the count), without its vector: it
+  // throws with its own message where one fails.
+  bool valid = log.packed.size() == (count + 4) / 5;
+  for (size_t j = 0; valid && j < log.packed.size(); ++j) valid = log.packed[j] <= 242;
+  constexpr unsigned kPow3[5] = {1, 3, 9, 27, 81};  // the last byte's bound with count % 5 digits
+  if (valid && count % 5 != 0 && log.packed.back() >= kPow3[count % 5]) valid = false;
+  if (!valid) (void)unpack_trits(log.packed, count);
+  const auto& trits = trit_table();
+  uint64_t k = 0;
   for (size_t i = 0; i < values.size(); ++i) {
     const std::span<float> y = out[i]->values();
-    const std::vector<double>* q = i < quanta.size() && !quanta[i].empty() ? &quanta[i] : nullptr;
-    for (size_t e = 0; e < values[i].size(); ++e, ++k) {
-      const double qe = q ? (*q)[e] : 0.0;
-      if (!allowed_unchecked(values[i][e], decisions[k], tau, qe)) return k;
-      y[e] = replayed_unchecked(values[i][e], decisions[k], qe);
+    const double* x = values[i].data();
+    const size_t n = values[i].size();
+    const double* q = i < quanta.size() && !quanta[i].empty() ? quanta[i].data() : nullptr;
+    for (size_t e = 0; e < n; ++e, ++k) {
+      const Rounding d = trits[log.packed[k / 5]][k % 5];
+      const double qe = q ? q[e] : 0.0;
+      double lo = 0, hi = 0;
+      float near = 0;
+      if (!grid_fast(x[e], qe, lo, hi, near)) {
+        if (!allowed_unchecked(x[e], d, tau, qe)) return k;
+        y[e] = replayed_unchecked(x[e], d, qe);
+        continue;
+      }
+      const double distance = distance_fast(x[e], lo, hi);
+      if (d == Rounding::Nearest) {
+        if (!(distance >= tau / 2)) return k;
+        y[e] = near;
+      } else {
+        if (!(distance < 1.5 * tau)) return k;
+        y[e] = static_cast<float>(d == Rounding::Down ? lo : hi);
+      }
     }
   }
   return std::nullopt;

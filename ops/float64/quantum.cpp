@@ -43,7 +43,43 @@ double quantum(int bits, const Magnitude& a, const Magnitude& b, int log2k, cons
   int e = a.e + b.e + log2k;
   if (!start.zero) e = std::max(e, start.e) + 1;
   e -= bits;
-  return e < -149 ? 0.0 : std::ldexp(1.0, e);
+  // 2^e as a double's bits (ldexp(1, e)): e ≤ 2·128 + 64 + 1 − kMinRoundingQuantumBits < 1024.
+  return e < -149 ? 0.0 : std::bit_cast<double>(static_cast<uint64_t>(e + 1023) << 52);
+}
+
+/// The Magnitude of values whose largest magnitude has the float32 bits `max_abs` (sign cleared): the
+/// same as adding them one by one, since ilogb grows with |v| and a NaN's or infinity's bits exceed
+/// every finite value's.
+Magnitude magnitude_of(uint32_t max_abs) {
+  Magnitude m;
+  if (max_abs >= 0x7f800000u) {
+    m.finite = false;
+  } else if (max_abs != 0) {
+    m.zero = false;
+    m.e = std::ilogb(std::bit_cast<float>(max_abs)) + 1;
+  }
+  return m;
+}
+
+uint32_t abs_bits(float v) {
+  return std::bit_cast<uint32_t>(v) & 0x7fffffffu;
+}
+
+/// Magnitudes of the rows of a row-major [rows, cols] block at x (contiguous runs).
+void row_magnitudes(const float* x, int64_t rows, int64_t cols, Magnitude* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    uint32_t m = 0;
+    for (int64_t c = 0; c < cols; ++c) m = std::max(m, abs_bits(x[r * cols + c]));
+    out[r] = magnitude_of(m);
+  }
+}
+
+/// Magnitudes of the columns of a row-major [rows, cols] block at x (a running maximum down the rows).
+void column_magnitudes(const float* x, int64_t rows, int64_t cols, Magnitude* out) {
+  std::vector<uint32_t> m(static_cast<size_t>(cols), 0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) m[c] = std::max(m[c], abs_bits(x[r * cols + c]));
+  for (int64_t c = 0; c < cols; ++c) out[c] = magnitude_of(m[c]);
 }
 
 /// Magnitudes of `groups` groups of values, value v of x (flat) in group group(v).
@@ -66,18 +102,21 @@ void matmul_quanta(const Attrs& attrs, std::span<const Tensor* const> in, std::v
   const int r = as.rank() - 2;
   const int64_t batch = r == 0 ? 1 : as[0];
   const int64_t m = ta ? as[r + 1] : as[r], k = ta ? as[r] : as[r + 1], n = tb ? bs[r] : bs[r + 1];
-  // Element (e, u, v) of a stored [batch, A0, A1]: row of op(a) is u (no transpose) or v.
-  const int64_t a1 = as[r + 1], b1 = bs[r + 1];
-  const auto ma = magnitudes(*in[0], static_cast<size_t>(batch * m), [&](size_t i) {
-    const int64_t e = static_cast<int64_t>(i) / (as[r] * a1), u = static_cast<int64_t>(i) / a1 % as[r],
-                  v = static_cast<int64_t>(i) % a1;
-    return static_cast<size_t>(e * m + (ta ? v : u));
-  });
-  const auto mb = magnitudes(*in[1], static_cast<size_t>(batch * n), [&](size_t i) {
-    const int64_t e = static_cast<int64_t>(i) / (bs[r] * b1), u = static_cast<int64_t>(i) / b1 % bs[r],
-                  v = static_cast<int64_t>(i) % b1;
-    return static_cast<size_t>(e * n + (tb ? u : v));
-  });
+  // Rows of op(a) are the stored rows of a [batch, m, k] (no transpose) or the columns of a [batch, k, m];
+  // columns of op(b) the stored columns of [batch, k, n] or the rows of [batch, n, k].
+  std::vector<Magnitude> ma(static_cast<size_t>(batch * m)), mb(static_cast<size_t>(batch * n));
+  const float* a = in[0]->values().data();
+  const float* b = in[1]->values().data();
+  for (int64_t e = 0; e < batch; ++e) {
+    if (ta)
+      column_magnitudes(a + e * k * m, k, m, &ma[e * m]);
+    else
+      row_magnitudes(a + e * m * k, m, k, &ma[e * m]);
+    if (tb)
+      row_magnitudes(b + e * n * k, n, k, &mb[e * n]);
+    else
+      column_magnitudes(b + e * k * n, k, n, &mb[e * n]);
+  }
   const int lk = ceil_log2(k);
   q.resize(static_cast<size_t>(batch * m * n));
   for (int64_t e = 0; e < batch; ++e)
@@ -91,11 +130,12 @@ void linear_quanta(const Attrs& attrs, std::span<const Tensor* const> in, std::v
   const bool tb = !attrs.ints.empty() && attrs.ints[0] != 0;
   const Shape &xs = in[0]->shape(), &ws = in[1]->shape();
   const int64_t m = xs[0], k = xs[1], n = ws[tb ? 0 : 1];
-  const auto mx =
-      magnitudes(*in[0], static_cast<size_t>(m), [&](size_t i) { return i / static_cast<size_t>(k); });
-  const auto mw = magnitudes(*in[1], static_cast<size_t>(n), [&](size_t i) {
-    return tb ? i / static_cast<size_t>(k) : i % static_cast<size_t>(n);
-  });
+  std::vector<Magnitude> mx(static_cast<size_t>(m)), mw(static_cast<size_t>(n));
+  row_magnitudes(in[0]->values().data(), m, k, mx.data());
+  if (tb)
+    row_magnitudes(in[1]->values().data(), n, k, mw.data());
+  else
+    column_magnitudes(in[1]->values().data(), k, n, mw.data());
   const auto mbias = magnitudes(*in[2], static_cast<size_t>(n), [](size_t i) { return i; });
   q.resize(static_cast<size_t>(m * n));
   for (int64_t i = 0; i < m; ++i)
