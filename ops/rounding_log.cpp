@@ -210,11 +210,17 @@ namespace {
 // replaced by exact integer and magic-number forms), and fall back to the per-value rules above for
 // the rare rest (zeros, subnormal neighbours at the edges, FLT_MAX, infinities, NaN). Same bits.
 
+/// 1 / p for a power of two p in [2^-1022, 2^1023] (a quantum or a float32 spacing), exactly: the
+/// exponent negated. Multiplying by it gives the same bits as dividing by p.
+inline double reciprocal_pow2(double p) {
+  return std::bit_cast<double>((uint64_t{2046} << 52) - std::bit_cast<uint64_t>(p));
+}
+
 /// x's neighbours lo ≤ x ≤ hi on the grid and its nearest grid value, as neighbours() and nearest()
 /// give them. False (nothing written) where the fast path does not apply.
 inline bool grid_fast(double x, double quantum, double& lo, double& hi, float& near) {
   if (below_quantum(x, quantum)) {  // |x| < 2^23·q: m = x / q is exact and |m| < 2^23
-    const double m = x / quantum;
+    const double m = x * reciprocal_pow2(quantum);
     const double t = static_cast<double>(static_cast<int64_t>(m));  // truncation, exact here
     const double fl = t > m ? t - 1 : t;                            // floor(m)
     // nearbyint(m), ties to even: adding and removing 2^52 rounds |m| < 2^52 in the current mode.
@@ -245,8 +251,9 @@ inline bool grid_fast(double x, double quantum, double& lo, double& hi, float& n
 /// distance_unchecked from grid_fast's neighbours (lo == hi: on the grid).
 inline double distance_fast(double x, double lo, double hi) {
   if (lo == hi) return 0.5;
+  // The spacing of two neighbours on the grid is a power of two (a quantum, or one float32 step).
   const double spacing = hi - lo, midpoint = (lo + hi) / 2;
-  return std::fabs(x - midpoint) / spacing;
+  return std::fabs(x - midpoint) * reciprocal_pow2(spacing);
 }
 
 /// Packs trits five per byte as pack_trits, one at a time.

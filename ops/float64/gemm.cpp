@@ -143,6 +143,11 @@ void gemm(Float64Gemm g, const GemmArgs& args) {
   throw OpError("float64 gemm: unknown variant " + std::to_string(static_cast<int>(g)));
 }
 
+ThreadPool& serial_pool() {
+  thread_local ThreadPool pool(1);
+  return pool;
+}
+
 std::vector<double> widen(const Tensor& x) {
   return {x.values().begin(), x.values().end()};
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ops/float64/float64.h"
+#include "ops/thread_pool.h"
 
 namespace tribunal {
 
@@ -46,17 +47,24 @@ void gemm(Float64Gemm gemm, const GemmArgs& args);
 
 using Call = Float64Call;
 
+/// A pool of one thread (the caller's), for the RepOps kernels the float64 code reuses.
+ThreadPool& serial_pool();
+
 /// The float64 kernel of an op whose every output value is one of its float32 inputs or +0 (copies,
 /// selections, masks): its float64 result is the RepOps reference's, widened, so the reference alone
-/// defines what it selects.
+/// defines what it selects. Computed by the fast kernel, memcmp-equal to the reference by the
+/// contract (tests/ops), several times faster for the dropout mask.
 template <OpKind K>
 void selected(const Call& c) {
-  std::vector<Tensor> y;
-  y.reserve(c.out_shapes.size());
-  for (const Shape& s : c.out_shapes) y.emplace_back(s);
+  thread_local std::vector<Tensor> y;  // kept: fresh tensors would fault their pages in every step
+  y.resize(c.out_shapes.size());
+  for (size_t i = 0; i < y.size(); ++i)
+    if (y[i].shape() != c.out_shapes[i] ||
+        y[i].values().size() != static_cast<size_t>(c.out_shapes[i].numel()))
+      y[i].reshape_storage(c.out_shapes[i]);
   std::vector<Tensor*> out;
   for (Tensor& t : y) out.push_back(&t);
-  run_reference(K, c.attrs, c.in, out);
+  run_fast(K, c.attrs, c.in, out, serial_pool());
   for (size_t i = 0; i < y.size(); ++i) {
     const std::span<const float> v = y[i].values();
     std::copy(v.begin(), v.end(), c.out[i].begin());
