@@ -4,9 +4,21 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+// GCC 12 reports its own intrinsics' _mm512_undefined_*() placeholders as "(maybe) uninitialized"
+// once inlined (as in ops/kernels/vec_math.h); the value is never read.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#endif
+
+#include "ops/simd.h"
 #include "ops/tensor.h"
 
 namespace tribunal {
@@ -256,28 +268,6 @@ inline double distance_fast(double x, double lo, double hi) {
   return std::fabs(x - midpoint) * reciprocal_pow2(spacing);
 }
 
-/// Packs trits five per byte as pack_trits, one at a time.
-class TritPacker {
- public:
-  explicit TritPacker(uint8_t* out) : out_(out) {}
-  void put(Rounding r) {
-    byte_ += static_cast<unsigned>(r) * kPow3[k_];
-    if (++k_ == 5) flush();
-  }
-  void flush() {
-    if (k_ == 0) return;
-    *out_++ = static_cast<uint8_t>(byte_);
-    byte_ = 0;
-    k_ = 0;
-  }
-
- private:
-  static constexpr unsigned kPow3[5] = {1, 3, 9, 27, 81};
-  uint8_t* out_;
-  unsigned byte_ = 0;
-  int k_ = 0;
-};
-
 /// The five trits of every byte value ≤ 242 (unpack_trits' digits).
 const std::array<std::array<Rounding, 5>, 243>& trit_table() {
   static const auto table = [] {
@@ -289,6 +279,113 @@ const std::array<std::array<Rounding, 5>, 243>& trit_table() {
   return table;
 }
 
+/// One output's values rounded and their decisions (0, 1, 2: Nearest, Down, Up) one byte each, as
+/// the per-value rules give them: the fast path, else logged_unchecked.
+void round_run_scalar(const double* x, const double* q, size_t n, double tau, float* y, uint8_t* d) {
+  for (size_t e = 0; e < n; ++e) {
+    const double qe = q ? q[e] : 0.0;
+    double lo = 0, hi = 0;
+    float near = 0;
+    if (!grid_fast(x[e], qe, lo, hi, near)) {
+      const LoggedRounding r = logged_unchecked(x[e], tau, qe);
+      y[e] = r.value;
+      d[e] = static_cast<uint8_t>(r.decision);
+      continue;
+    }
+    y[e] = near;
+    d[e] = static_cast<uint8_t>(distance_fast(x[e], lo, hi) >= tau ? Rounding::Nearest
+                                : static_cast<double>(near) == lo  ? Rounding::Down
+                                                                   : Rounding::Up);
+  }
+}
+
+#if defined(__x86_64__)
+/// round_run_scalar on AVX-512F, eight values at a time: grid_fast's arithmetic lane by lane
+/// (roundscale's floor and ties-to-even are std::floor's and nearbyint's; the neighbour is the float's
+/// bits ± 1), the same bits. Lanes that grid_fast refuses go through logged_unchecked.
+__attribute__((target("avx512f"))) void round_run_avx512(const double* x, const double* q, size_t n,
+                                                         double tau, float* y, uint8_t* d) {
+  const __m512d zero = _mm512_setzero_pd(), two23 = _mm512_set1_pd(0x1p23), half = _mm512_set1_pd(0.5),
+                tauv = _mm512_set1_pd(tau);
+  const __m512i recip = _mm512_set1_epi64(int64_t{2046} << 52), abs64 = _mm512_set1_epi64(INT64_MAX);
+  const __m512i abs32 = _mm512_set1_epi32(0x7fffffff), ones32 = _mm512_set1_epi32(1),
+                max_finite = _mm512_set1_epi32(0x7f7ffffe);
+  size_t e = 0;
+  for (; e + 8 <= n; e += 8) {
+    const __m512d xv = _mm512_loadu_pd(x + e);
+    const __m512d qv = q ? _mm512_loadu_pd(q + e) : zero;
+    const __m512d ax = _mm512_castsi512_pd(_mm512_and_si512(_mm512_castpd_si512(xv), abs64));
+    // The quantum's grid: |x| < 2^23·q (false for q = 0 and for NaN).
+    const __mmask8 below = _mm512_cmp_pd_mask(qv, zero, _CMP_GT_OQ) &
+                           _mm512_cmp_pd_mask(ax, _mm512_mul_pd(two23, qv), _CMP_LT_OQ);
+    const __m512d m =
+        _mm512_mul_pd(xv, _mm512_castsi512_pd(_mm512_sub_epi64(recip, _mm512_castpd_si512(qv))));
+    const __m512d fl = _mm512_roundscale_pd(m, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    const __m512d r = _mm512_roundscale_pd(m, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256 near_q = _mm512_cvtpd_ps(_mm512_add_pd(_mm512_mul_pd(r, qv), zero));
+    const __m512d lo_q = _mm512_mul_pd(fl, qv);
+    const __mmask8 on_q = _mm512_cmp_pd_mask(lo_q, xv, _CMP_EQ_OQ);
+    const __m512d hi_q = _mm512_mask_blend_pd(on_q, _mm512_add_pd(lo_q, qv), xv);
+    // The float32 grid: f and its neighbour toward x, in the low 8 of 16 float lanes.
+    const __m256 f = _mm512_cvtpd_ps(xv);
+    const __m512i fb = _mm512_castsi256_si512(_mm256_castps_si256(f));
+    const __m512i mag = _mm512_and_si512(fb, abs32);
+    // grid_fast's refusals: mag == 0 or mag ≥ 0x7f7fffff (±0, ±FLT_MAX, ±inf, NaN).
+    const auto special = static_cast<__mmask8>(_mm512_cmpeq_epi32_mask(mag, _mm512_setzero_si512()) |
+                                               _mm512_cmpgt_epi32_mask(mag, max_finite));
+    const __m512d fd = _mm512_cvtps_pd(f);
+    const __mmask8 eq = _mm512_cmp_pd_mask(fd, xv, _CMP_EQ_OQ);
+    const __mmask8 up = _mm512_cmp_pd_mask(fd, xv, _CMP_LT_OQ);
+    // nextafterf toward x: bits + 1 where up == (sign bit clear), else bits − 1.
+    const auto negative = static_cast<__mmask8>(_mm512_cmplt_epi32_mask(fb, _mm512_setzero_si512()));
+    const auto inc = static_cast<__mmask8>(up ^ negative);
+    const __m512i nb =
+        _mm512_mask_blend_epi32(inc, _mm512_sub_epi32(fb, ones32), _mm512_add_epi32(fb, ones32));
+    const __m512d other = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_castsi512_ps(nb)));
+    __m512d lo_f = _mm512_mask_blend_pd(up, other, fd), hi_f = _mm512_mask_blend_pd(up, fd, other);
+    lo_f = _mm512_mask_blend_pd(eq, lo_f, fd);
+    hi_f = _mm512_mask_blend_pd(eq, hi_f, fd);
+    const __m512d lo = _mm512_mask_blend_pd(below, lo_f, lo_q), hi = _mm512_mask_blend_pd(below, hi_f, hi_q);
+    const __m256 nearv = _mm512_castps512_ps256(
+        _mm512_mask_blend_ps(below, _mm512_castps256_ps512(f), _mm512_castps256_ps512(near_q)));
+    // distance_fast: on the grid 0.5 (never logged, τ ≤ 1/4); else |x − midpoint| / spacing.
+    const __mmask8 on_grid = _mm512_cmp_pd_mask(lo, hi, _CMP_EQ_OQ);
+    const __m512d spacing = _mm512_sub_pd(hi, lo);
+    const __m512d midpoint = _mm512_mul_pd(_mm512_add_pd(lo, hi), half);
+    const __m512d dist = _mm512_mul_pd(
+        _mm512_castsi512_pd(_mm512_and_si512(_mm512_castpd_si512(_mm512_sub_pd(xv, midpoint)), abs64)),
+        _mm512_castsi512_pd(_mm512_sub_epi64(recip, _mm512_castpd_si512(spacing))));
+    const __mmask8 logged = static_cast<__mmask8>(~on_grid & _mm512_cmp_pd_mask(dist, tauv, _CMP_LT_OQ));
+    const __mmask8 down =
+        static_cast<__mmask8>(logged & _mm512_cmp_pd_mask(_mm512_cvtps_pd(nearv), lo, _CMP_EQ_OQ));
+    _mm256_storeu_ps(y + e, nearv);
+    // Decisions: 1 where logged and down, 2 where logged and up, else 0.
+    uint64_t bytes = 0;
+    for (int l = 0; l < 8; ++l)
+      bytes |= static_cast<uint64_t>((logged >> l & 1) ? ((down >> l & 1) ? 1 : 2) : 0) << (8 * l);
+    std::memcpy(d + e, &bytes, 8);
+    // Lanes on the float32 grid that grid_fast refuses: the per-value rules.
+    if (const auto slow = static_cast<__mmask8>(special & ~below)) {
+      for (int l = 0; l < 8; ++l)
+        if (slow >> l & 1) {
+          const LoggedRounding rr = logged_unchecked(x[e + l], tau, q ? q[e + l] : 0.0);
+          y[e + l] = rr.value;
+          d[e + l] = static_cast<uint8_t>(rr.decision);
+        }
+    }
+  }
+  round_run_scalar(x + e, q ? q + e : nullptr, n - e, tau, y + e, d + e);
+}
+#endif
+
+/// round_run_scalar on the widest path this CPU has (the same bits on every path).
+void round_run(const double* x, const double* q, size_t n, double tau, float* y, uint8_t* d) {
+#if defined(__x86_64__)
+  if (active_simd_path() == SimdPath::Avx512) return round_run_avx512(x, q, n, tau, y, d);
+#endif
+  round_run_scalar(x, q, n, tau, y, d);
+}
+
 }  // namespace
 
 RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, std::span<Tensor* const> out,
@@ -298,38 +395,31 @@ RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, st
   size_t count = 0;
   for (const std::vector<double>& v : values) count += v.size();
   RoundingLog log{count, std::vector<uint8_t>((count + 4) / 5, 0)};
-  TritPacker pack(log.packed.data());
+  thread_local std::vector<uint8_t> decisions;  // one byte per value, kept across nodes
+  decisions.resize(count);
+  size_t k = 0;
   for (size_t i = 0; i < values.size(); ++i) {
-    const std::span<float> y = out[i]->values();
+    float* y = out[i]->values().data();
     const double* x = values[i].data();
     const size_t n = values[i].size();
     const double* q = i < quanta.size() && !quanta[i].empty() ? quanta[i].data() : nullptr;
     if (tau == 0 && q == nullptr) {  // nothing is ever near enough to log
-      for (size_t e = 0; e < n; ++e) {
-        y[e] = static_cast<float>(x[e]);
-        pack.put(Rounding::Nearest);
-      }
-      continue;
+      for (size_t e = 0; e < n; ++e) y[e] = static_cast<float>(x[e]);
+      std::fill_n(decisions.data() + k, n, uint8_t{0});
+    } else {
+      round_run(x, q, n, tau, y, decisions.data() + k);
     }
-    for (size_t e = 0; e < n; ++e) {
-      const double qe = q ? q[e] : 0.0;
-      double lo = 0, hi = 0;
-      float near = 0;
-      if (!grid_fast(x[e], qe, lo, hi, near)) {
-        const LoggedRounding r = logged_unchecked(x[e], tau, qe);
-        y[e] = r.value;
-        pack.put(r.decision);
-        continue;
-      }
-      y[e] = near;
-      if (distance_fast(x[e], lo, hi) >= tau) {
-        pack.put(Rounding::Nearest);
-      } else {
-        pack.put(static_cast<double>(near) == lo ? Rounding::Down : Rounding::Up);
-      }
-    }
+    k += n;
   }
-  pack.flush();
+  // pack_trits: five decisions per byte, the first the least significant digit.
+  const uint8_t* dd = decisions.data();
+  for (size_t j = 0; j < count / 5; ++j, dd += 5)
+    log.packed[j] = static_cast<uint8_t>(dd[0] + 3 * dd[1] + 9 * dd[2] + 27 * dd[3] + 81 * dd[4]);
+  if (count % 5 != 0) {
+    unsigned byte = 0;
+    for (size_t r = count % 5; r-- > 0;) byte = byte * 3 + dd[r];
+    log.packed[count / 5] = static_cast<uint8_t>(byte);
+  }
   return log;
 }
 

@@ -6,9 +6,12 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
+#include <vector>
 
 #include "ops/rounding_log.h"
+#include "ops/simd.h"
 #include "ops/tensor.h"
 
 using namespace tribunal;
@@ -155,4 +158,114 @@ TEST_CASE("rounding log: five trits per byte, one encoding per log") {
   CHECK_THROWS_AS(unpack_trits(std::vector<uint8_t>{0, 0}, 5), OpError);  // one byte too many
   CHECK_THROWS_WITH_AS(unpack_trits(std::vector<uint8_t>{9}, 2),
                        "rounding log: byte 0 has a decision past the 2 logged", OpError);
+}
+
+TEST_CASE("rounding log: a node's rounding and replay on every SIMD path are the per-value rules") {
+  // Values of every kind the per-node loops meet: near float32 midpoints and on them, float32 values,
+  // ±0, subnormals, ±FLT_MAX and beyond, infinities, NaN; on a quantum's grid near its midpoints,
+  // multiples of it, near 2^23·q where the grid changes, and values that cancel to near zero.
+  std::mt19937_64 rng(32);
+  std::uniform_real_distribution<double> unit(-1, 1);
+  std::vector<double> x, q;
+  const double quanta[] = {0.0, 0x1p-40, 0x1p-20, 0x1p-149, 0x1p-3, 1.0};
+  for (int i = 0; i < 20000; ++i) {
+    const double qi = quanta[i % 6];
+    const float f = static_cast<float>(unit(rng) * std::ldexp(1.0, static_cast<int>(rng() % 60) - 30));
+    const Gap g = gap_above(f);
+    double v = 0;
+    switch (rng() % 8) {
+      case 0:  // within a few τ of a float32 midpoint
+        v = g.midpoint + unit(rng) * 0.1 * g.spacing;
+        break;
+      case 1:  // a float32 value, or exactly a midpoint
+        v = rng() % 2 ? f : g.midpoint;
+        break;
+      case 2:  // near a multiple of the quantum and its midpoints
+        v = qi > 0 ? (std::floor(unit(rng) * 1e6) + 0.5 + unit(rng) * 0.05) * qi : unit(rng);
+        break;
+      case 3:  // near where the quantum's grid meets the float32 grid
+        v = qi > 0 ? 0x1p23 * qi * (1 + unit(rng) * 1e-6) : unit(rng) * 1e-40;
+        break;
+      case 4:  // subnormal float32 magnitudes and tiny doubles
+        v = unit(rng) * 1e-44;
+        break;
+      default:
+        v = unit(rng) * std::ldexp(1.0, static_cast<int>(rng() % 300) - 150);
+    }
+    x.push_back(v);
+    q.push_back(qi);
+  }
+  const double edges[] = {0.0,
+                          -0.0,
+                          std::numeric_limits<float>::max(),
+                          -static_cast<double>(std::numeric_limits<float>::max()),
+                          3.4028235677973366e38,
+                          -3.4028235677973366e38,
+                          1e39,
+                          std::numeric_limits<double>::infinity(),
+                          -std::numeric_limits<double>::infinity(),
+                          std::numeric_limits<double>::quiet_NaN(),
+                          std::numeric_limits<float>::denorm_min() * 0.5,
+                          -std::numeric_limits<float>::denorm_min() * 0.75,
+                          std::numeric_limits<float>::denorm_min()};
+  for (double e : edges)
+    for (double qi : quanta) {
+      x.push_back(e);
+      q.push_back(qi);
+    }
+  // Two outputs (the second on the float32 grid, the first with quanta), so the log runs across them.
+  const std::vector<std::vector<double>> values{x, std::vector<double>(x.rbegin(), x.rend())};
+  const std::vector<std::vector<double>> node_quanta{q, {}};
+  const double tau = 0x1p-5;
+  for (SimdPath path : available_simd_paths()) {
+    CAPTURE(simd_path_name(path));
+    const ScopedSimdPath scoped(path);
+    Tensor y0(Shape{static_cast<int64_t>(x.size())}), y1(Shape{static_cast<int64_t>(x.size())});
+    Tensor* out[] = {&y0, &y1};
+    const RoundingLog log = round_outputs_logged(values, out, tau, node_quanta);
+    const std::vector<Rounding> decisions = unpack_trits(log.packed, log.count);
+    REQUIRE(log.count == 2 * x.size());
+    uint64_t logged = 0, k = 0;
+    for (size_t i = 0; i < 2; ++i)
+      for (size_t e = 0; e < x.size(); ++e, ++k) {
+        const double qe = quantum_at(node_quanta, i, e);
+        const LoggedRounding want = round_logged(values[i][e], tau, qe);
+        CAPTURE(values[i][e]);
+        CAPTURE(qe);
+        REQUIRE(bits(out[i]->values()[e]) == bits(want.value));
+        REQUIRE(decisions[k] == want.decision);
+        logged += want.decision != Rounding::Nearest;
+      }
+    CHECK(logged > 1000);  // the band was exercised on both sides
+    // The replay by the same log: round_replayed's values (the logged ones, except at exactly the
+    // overflow midpoint −(FLT_MAX + 2^103), which rounds to −inf and whose logged side, up, replays to
+    // −FLT_MAX: the per-value rules' own edge); a flipped decision refused where the per-value check first
+    // refuses one.
+    Tensor r0(y0.shape()), r1(y1.shape());
+    Tensor* replayed[] = {&r0, &r1};
+    CHECK_FALSE(round_outputs_replayed(values, log, replayed, tau, node_quanta).has_value());
+    uint64_t same = 0;
+    k = 0;
+    for (size_t i = 0; i < 2; ++i)
+      for (size_t e = 0; e < x.size(); ++e, ++k) {
+        const float want = round_replayed(values[i][e], decisions[k], quantum_at(node_quanta, i, e));
+        CAPTURE(values[i][e]);
+        REQUIRE(bits(replayed[i]->values()[e]) == bits(want));
+        same += bits(want) == bits(out[i]->values()[e]);
+      }
+    CHECK(same == 2 * (x.size() - std::size(quanta)));  // all but −(FLT_MAX + 2^103), once per quantum
+    std::vector<Rounding> flipped = decisions;
+    size_t first_refused = flipped.size();
+    for (size_t j = 0; j < flipped.size(); ++j) {
+      flipped[j] = flipped[j] == Rounding::Nearest ? Rounding::Up : Rounding::Nearest;
+      const size_t i = j / x.size(), e = j % x.size();
+      if (first_refused == flipped.size() &&
+          !rounding_allowed(values[i][e], flipped[j], tau, quantum_at(node_quanta, i, e)))
+        first_refused = j;
+    }
+    REQUIRE(first_refused < flipped.size());
+    const RoundingLog bad{log.count, pack_trits(flipped)};
+    CHECK(round_outputs_replayed(values, bad, replayed, tau, node_quanta) ==
+          std::optional<uint64_t>(first_refused));
+  }
 }
