@@ -490,9 +490,13 @@ Command add_referee(CLI::App& root) {
   add_integer(*app, "--max-parameters", o.limits.max_parameters, 1, int64_t{1} << 40,
               "a disputed job's model parameters at most");
   add_integer(*app, "--max-reexecution-work", o.limits.max_reexecution_work, 1, int64_t{1} << 50,
-              "work of the heaviest node to re-execute, in multiply-adds or elements");
+              "work of the heaviest node to re-execute, in multiply-adds or elements (a rounding-log job's "
+              "times its float64 re-execution's factor)");
   add_integer(*app, "--max-opened-bytes", o.limits.max_opened_bytes, 1, int64_t{1} << 40,
               "input bytes of the node with the largest inputs", "BYTES");
+  add_integer(*app, "--max-node-memory", o.limits.max_node_memory, 1, int64_t{1} << 44,
+              "bytes held to re-execute one node (a rounding-log job's float64 re-execution counted)",
+              "BYTES");
   add_integer(*app, "--max-graph-nodes", o.limits.max_graph_nodes, 1, int64_t{1} << 32,
               "nodes of a disputed job's step graph at most (derived from the job text before it is built)");
   add_duration<std::chrono::milliseconds>(

@@ -1,6 +1,6 @@
 // Rounding-log mode against RepOps, in the same run (docs/performance.md "Rounding-log mode"). Prints
 // one JSON object.
-// Usage: bench_rounding_log [--job FILE]... [--steps N] [--threads K] [--no-compare]
+// Usage: bench_rounding_log [--job FILE]... [--steps N] [--threads K] [--no-compare] [--no-referee]
 //
 // For each job (default: the Fashion-MNIST MLP and CNN and the GPT on text, scenarios/jobs/) the first N
 // steps run four times from the initial state:
@@ -25,13 +25,20 @@
 #include <string>
 #include <vector>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
 #include <cblas.h>
 
+#include <fmt/format.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_cli.h"
 #include "bench/bench_stats.h"
+#include "engine/cost.h"
 #include "engine/dataset.h"
 #include "engine/step.h"
 #include "engine/trainer.h"
@@ -181,6 +188,118 @@ nlohmann::json breakdown(const Run& r, int steps) {
           {"by_op", by_op}};
 }
 
+// The referee's re-execution of one node as dispute/job_oracle.cpp does it, in a forked child so that
+// its peak resident memory is its own: the inputs copied from the step's values (what the referee
+// receives) and the outputs; RepOps: the fast kernel on one thread; rounding-log: the float64 op with
+// the default GEMM, the quanta, and both parties' logs (copies of the trainer's) replayed. CPU: the
+// least thread CPU time of 3 runs; memory: the rise of the child's peak resident set.
+struct Reexec {
+  double cpu_s = 0;
+  uint64_t peak_bytes = 0;
+};
+
+template <class F>
+Reexec in_child(F f) {
+  int fds[2];
+  if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    rusage r0{}, r1{};
+    getrusage(RUSAGE_SELF, &r0);
+    double best = std::numeric_limits<double>::infinity();
+    for (int i = 0; i < 3; ++i) {
+      timespec a{}, b{};
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+      f();
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+      best = std::min(
+          best, static_cast<double>(b.tv_sec - a.tv_sec) + 1e-9 * static_cast<double>(b.tv_nsec - a.tv_nsec));
+    }
+    getrusage(RUSAGE_SELF, &r1);
+    const Reexec r{best, static_cast<uint64_t>(r1.ru_maxrss - r0.ru_maxrss) * 1024};
+    if (write(fds[1], &r, sizeof r) != static_cast<ssize_t>(sizeof r)) _exit(1);
+    _exit(0);
+  }
+  close(fds[1]);
+  Reexec r;
+  const bool got = read(fds[0], &r, sizeof r) == static_cast<ssize_t>(sizeof r);
+  close(fds[0]);
+  waitpid(pid, nullptr, 0);
+  if (!got) throw std::runtime_error("re-execution child failed");
+  return r;
+}
+
+// Per class (contractions, other ops), the step's heaviest node by node_work (nodes that read the data
+// set excepted), re-executed by the referee in both modes: CPU and memory, their ratios, and the
+// bound's (engine/cost.h: node_reexecution_work's factor, node_memory in rounding-log mode).
+nlohmann::json referee_costs(const JobSpec& rlog, const Dataset& train, ThreadPool& pool) {
+  Trainer trainer(rlog, train, pool, {}, nullptr, Device::Cpu, {default_float64_gemm(), {}});
+  const StepTrace tr = trainer.traced_step();
+  const StepGraph& g = tr.graph;
+  size_t best[2] = {g.nodes.size(), g.nodes.size()};
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    bool data = false;
+    for (ValueId v : g.nodes[n].inputs) data = data || g.values[v].source == ValueSource::Data;
+    if (data) continue;
+    const int cls = op_info(g.nodes[n].op).fma_chain != nullptr ? 0 : 1;
+    if (best[cls] == g.nodes.size() || node_work(g, g.nodes[n]) > node_work(g, g.nodes[best[cls]]))
+      best[cls] = n;
+  }
+  nlohmann::json out = nlohmann::json::object();
+  for (int cls = 0; cls < 2; ++cls) {
+    if (best[cls] == g.nodes.size()) continue;
+    const Node& node = g.nodes[best[cls]];
+    std::vector<const Tensor*> given;
+    for (ValueId v : node.inputs)
+      given.push_back(g.values[v].source == ValueSource::Constant ? &g.constants[g.values[v].index]
+                                                                  : &tr.values[v]);
+    const RoundingLog& log = tr.rounding_log.nodes[best[cls]];
+    const auto reexecute = [&](bool rounding) {
+      std::vector<Tensor> owned;
+      owned.reserve(given.size());
+      std::vector<const Tensor*> in;
+      for (const Tensor* t : given) in.push_back(&owned.emplace_back(t->shape(), t->values()));
+      std::vector<Tensor> outputs;
+      outputs.reserve(node.outputs.size());
+      std::vector<Tensor*> out;
+      for (ValueId v : node.outputs) out.push_back(&outputs.emplace_back(g.values[v].shape));
+      if (!rounding) {
+        ThreadPool one(1);
+        run_fast(node.op, node.attrs, in, out, one);
+        return;
+      }
+      const std::vector<uint8_t> logs[2] = {log.packed, log.packed};
+      std::vector<std::vector<double>> wide(out.size()), quanta(out.size());
+      run_float64(node.op, node.attrs, in, wide, default_float64_gemm());
+      rounding_quanta(node.op, node.attrs, in, quanta, rlog.numerics.quantum_bits);
+      for (const std::vector<uint8_t>& packed : logs)
+        if (round_outputs_replayed(wide, RoundingLog{log.count, packed}, out, rlog.numerics.tau_of(node.op),
+                                   quanta))
+          throw std::runtime_error("the trainer's log does not replay");
+    };
+    const Reexec repops = in_child([&] { reexecute(false); });
+    const Reexec rounding = in_child([&] { reexecute(true); });
+    const uint64_t bound_cpu = node_reexecution_work(g, node, NumericsMode::RoundingLog) / node_work(g, node);
+    out[cls == 0 ? "contraction" : "other"] = {
+        {"node", fmt::format("{} '{}'", op_info(node.op).name, g.values[node.outputs[0]].name)},
+        {"work", node_work(g, node)},
+        {"repops_cpu_s", repops.cpu_s},
+        {"rounding_log_cpu_s", rounding.cpu_s},
+        {"cpu_ratio", rounding.cpu_s / repops.cpu_s},
+        {"bound_cpu_factor", bound_cpu},
+        {"repops_peak_bytes", repops.peak_bytes},
+        {"rounding_log_peak_bytes", rounding.peak_bytes},
+        {"memory_ratio", static_cast<double>(rounding.peak_bytes) /
+                             static_cast<double>(std::max<uint64_t>(repops.peak_bytes, 1))},
+        {"bound_repops_bytes", node_memory(g, node, NumericsMode::RepOps)},
+        {"bound_rounding_log_bytes", node_memory(g, node, NumericsMode::RoundingLog)},
+        {"within_bound", rounding.cpu_s / repops.cpu_s <= static_cast<double>(bound_cpu) &&
+                             rounding.peak_bytes <= node_memory(g, node, NumericsMode::RoundingLog)}};
+  }
+  return out;
+}
+
 // Steps a fresh trainer `steps` times; with `log_dir`, writes each step's rounding log there.
 Run run(const JobSpec& job, const Dataset& train, ThreadPool& pool, int steps, RoundingOptions rounding,
         const std::filesystem::path& log_dir = {}) {
@@ -231,7 +350,7 @@ int main(int argc, char** argv) {
                                    TRIBUNAL_SOURCE_DIR "/scenarios/jobs/fashion_cnn.toml",
                                    TRIBUNAL_SOURCE_DIR "/scenarios/jobs/gpt_chars.toml"};
   int steps = 3, threads = 1;
-  bool compare = true;
+  bool compare = true, referee = true;
   CLI::App app(
       "Rounding-log mode against RepOps in the same run: logged fraction, log bytes, step time, and "
       "replays across float64 GEMMs; prints one JSON object",
@@ -241,6 +360,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "RepOps training threads (OpenBLAS's come from OPENBLAS_NUM_THREADS)")
       ->check(CLI::Range(1, 256));
   app.add_flag("!--no-compare", compare, "skip the comparison of the two GEMMs on step 0 (gemms_step0)");
+  app.add_flag("!--no-referee", referee, "skip the referee's re-execution costs (referee)");
   bench::parse_command_line(app, argc, argv);
 
   ThreadPool pool(threads);
@@ -303,6 +423,7 @@ int main(int argc, char** argv) {
         {"by_op", by_op},
     });
     if (compare) results.back()["gemms_step0"] = compare_gemms(rlog, train, pool);
+    if (referee) results.back()["referee"] = referee_costs(rlog, train, pool);
   }
   const nlohmann::json out = {{"bench", "rounding_log"},
                               {"cpu", cpu_model()},

@@ -89,6 +89,17 @@ uint64_t log_bytes_of(const NodeShapes& n) {
   return out / 5 + (out % 5 != 0 ? 1 : 0);
 }
 
+uint64_t reexecution_work_of(const NodeShapes& n, bool rounding_log) {
+  const uint64_t w = work_of(n);
+  if (!rounding_log) return w;
+  return saturating_mul(w, kRoundingLogCpu);
+}
+
+uint64_t memory_of(const NodeShapes& n, bool rounding_log) {
+  const uint64_t bytes = saturating_add(input_bytes_of(n), saturating_mul(output_elements(n), 4));
+  return rounding_log ? saturating_mul(bytes, kRoundingLogMemory) : bytes;
+}
+
 // Accumulates the terms node by node in graph order: `times` equal nodes count `times` times and
 // are named by the first (the heaviest is the first of the nodes with the most work).
 class Tally {
@@ -97,7 +108,7 @@ class Tally {
   void add(const NodeShapes& n, const std::string& name, uint64_t times = 1) {
     if (times == 0) return;
     c_.nodes = saturating_add(c_.nodes, times);
-    if (const uint64_t w = work_of(n); w > c_.max_node_work) {
+    if (const uint64_t w = reexecution_work_of(n, rounding_log_); w > c_.max_node_work) {
       c_.max_node_work = w;
       c_.heaviest_node = fmt::format("{} '{}'", op_name(n.op), name);
     }
@@ -105,6 +116,7 @@ class Tally {
     if (rounding_log_)
       opened = saturating_add(opened, saturating_mul(2, log_bytes_of(n)));  // both parties' logs
     c_.max_opened_bytes = std::max(c_.max_opened_bytes, opened);
+    c_.max_node_memory = std::max(c_.max_node_memory, memory_of(n, rounding_log_));
   }
 
  private:
@@ -422,6 +434,14 @@ uint64_t node_input_bytes(const StepGraph& g, const Node& n) {
 
 uint64_t node_log_bytes(const StepGraph& g, const Node& n) {
   return log_bytes_of(shapes_of(g, n));
+}
+
+uint64_t node_reexecution_work(const StepGraph& g, const Node& n, NumericsMode mode) {
+  return reexecution_work_of(shapes_of(g, n), mode == NumericsMode::RoundingLog);
+}
+
+uint64_t node_memory(const StepGraph& g, const Node& n, NumericsMode mode) {
+  return memory_of(shapes_of(g, n), mode == NumericsMode::RoundingLog);
 }
 
 DisputeCost dispute_cost(const JobSpec& job, const DataShape& data) {

@@ -25,12 +25,35 @@ uint64_t node_input_bytes(const StepGraph& g, const Node& n);
 /// elements / 5⌉ (packed trits, docs/commitments.md).
 uint64_t node_log_bytes(const StepGraph& g, const Node& n);
 
+/// What re-executing a node costs the referee in a rounding-log job against a RepOps one (docs/protocol.md,
+/// "Bounds on a dispute's cost"): the float64 op (with the contractions' widened operands and quanta)
+/// and both parties' logs replayed, against the fast float32 kernel on one thread. Measured by
+/// bench_rounding_log ("referee": the shipped jobs' heaviest contraction and heaviest other node, in a
+/// child process each; docs/performance.md, "Rounding-log mode"): CPU 4.7–9.7× RepOps', peak memory
+/// 4.4–5.3× the node's float32 inputs and outputs. The factors leave room above the largest:
+/// CPU per unit of node_work…
+inline constexpr uint64_t kRoundingLogCpu = 16;
+/// … and memory per byte of the node's float32 inputs and outputs.
+inline constexpr uint64_t kRoundingLogMemory = 8;
+
+/// The referee's cost of re-executing node `n` in a job of `mode`: node_work, times kRoundingLogCpu in
+/// a rounding-log job (RepOps and fast jobs: node_work). Saturates at UINT64_MAX.
+uint64_t node_reexecution_work(const StepGraph& g, const Node& n, NumericsMode mode);
+
+/// Bytes the referee holds to re-execute node `n` in a job of `mode`: its inputs as it reads them
+/// (node_input_bytes) and its outputs, float32; in a rounding-log job that times kRoundingLogMemory.
+/// Saturates at UINT64_MAX.
+uint64_t node_memory(const StepGraph& g, const Node& n, NumericsMode mode);
+
 /// The most a dispute about the job can make the referee hold and compute. Every term saturates at
 /// its type's maximum.
 struct DisputeCost {
-  int64_t parameters = 0;      ///< the model's parameter count (the referee derives state_hash(0))
-  uint64_t max_node_work = 0;  ///< node_work of the step graph's heaviest node
-  std::string heaviest_node;   ///< its op and output, e.g. "conv2d 'conv0.out'" (the first of equals)
+  int64_t parameters = 0;  ///< the model's parameter count (the referee derives state_hash(0))
+  /// node_reexecution_work of the step graph's heaviest node: node_work, in a rounding-log job times
+  /// the float64 re-execution's CPU factor
+  uint64_t max_node_work = 0;
+  std::string heaviest_node;     ///< its op and output, e.g. "conv2d 'conv0.out'" (the first of equals)
+  uint64_t max_node_memory = 0;  ///< node_memory of the node that needs the most (the job's mode)
   /// The most one located node makes the referee receive: node_input_bytes, plus in a rounding-log
   /// job both parties' node_log_bytes (docs/protocol.md "Rounding-log jobs").
   uint64_t max_opened_bytes = 0;

@@ -133,6 +133,8 @@ void check_dispute_cost(const DisputeCost& cost, const DisputeLimits& limits) {
            limits.max_reexecution_work);
   if (cost.max_opened_bytes > limits.max_opened_bytes)
     refuse("largest opening (input bytes of one node)", cost.max_opened_bytes, limits.max_opened_bytes);
+  if (cost.max_node_memory > limits.max_node_memory)
+    refuse("re-execution memory (bytes held for one node)", cost.max_node_memory, limits.max_node_memory);
   if (cost.nodes > limits.max_graph_nodes)
     refuse("step graph node count", cost.nodes, limits.max_graph_nodes);
 }

@@ -42,9 +42,12 @@ inline constexpr uint64_t kMaxDisputeCheckpoints = uint64_t{1} << 20;
 /// dispute's cost"), checked against the job's derived DisputeCost when a dispute is opened.
 struct DisputeLimits {
   int64_t max_parameters = int64_t{1} << 27;  ///< the model's parameters (state_hash(0) is derived from them)
-  uint64_t max_reexecution_work = uint64_t{1}
-                                  << 34;  ///< node_work of the heaviest node (multiply-adds or elements)
+  uint64_t max_reexecution_work =
+      uint64_t{1} << 34;  ///< node_reexecution_work of the heaviest node (multiply-adds or elements, by mode)
   uint64_t max_opened_bytes = uint64_t{1} << 30;  ///< input bytes of the node with the largest inputs (1 GiB)
+  /// Bytes held to re-execute the node that needs the most (engine/cost.h node_memory: in a
+  /// rounding-log job its float64 re-execution's), 4 GiB.
+  uint64_t max_node_memory = uint64_t{1} << 32;
   /// Nodes of one step graph: what building it (O(nodes)) and holding it cost, and the level-3
   /// bisection domain. 65536 is far above the shipped jobs (at most a few hundred, sharded ones
   /// about 1000) and far below a many-shard graph (16384 shards of a tiny MLP: 163840).

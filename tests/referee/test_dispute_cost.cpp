@@ -49,6 +49,7 @@ void check_equal(const DisputeCost& derived, const DisputeCost& built) {
   CHECK(derived.max_node_work == built.max_node_work);
   CHECK(derived.heaviest_node == built.heaviest_node);
   CHECK(derived.max_opened_bytes == built.max_opened_bytes);
+  CHECK(derived.max_node_memory == built.max_node_memory);
   CHECK(derived.shards == built.shards);
   CHECK(derived.batch == built.batch);
   CHECK(derived.context == built.context);
@@ -128,6 +129,50 @@ TEST_CASE("a job beyond the policy is refused, naming the term and the limit") {
   exact.max_reexecution_work = c.max_node_work;
   exact.max_opened_bytes = c.max_opened_bytes;
   CHECK_NOTHROW(check_dispute_cost(c, exact));
+}
+
+TEST_CASE("the bound counts the numerics mode: a rounding-log re-execution costs more CPU and memory") {
+  // The same job in both modes: the same heaviest node, its work and memory times the measured
+  // rounding-log factors (engine/cost.h), and a referee whose limits admit the RepOps job refuses
+  // the rounding-log one on each term.
+  const JobSpec repops_job = variant("gpt_chars.toml", {});
+  const JobSpec rlog_job =
+      variant("gpt_chars.toml", {{"[optimizer]", "[numerics]\nmode = \"rounding-log\"\n\n[optimizer]"}});
+  REQUIRE(rlog_job.numerics.mode == NumericsMode::RoundingLog);
+  const DisputeCost repops = dispute_cost(repops_job, expected_data_shape(repops_job));
+  const DisputeCost rlog = dispute_cost(rlog_job, expected_data_shape(rlog_job));
+  CHECK(repops.heaviest_node == "linear 'h0.mlp.fc'");
+  CHECK(rlog.heaviest_node == repops.heaviest_node);
+  CHECK(repops.max_node_work == uint64_t{16} * 128 * 128 * 512);  // [2048, 128]·[128, 512]
+  CHECK(rlog.max_node_work == kRoundingLogCpu * repops.max_node_work);
+  CHECK(rlog.max_node_memory == kRoundingLogMemory * repops.max_node_memory);
+  // The largest memory is a [16, 4, 128, 128] attention node's: inputs and outputs, float32.
+  CHECK(repops.max_node_memory >= uint64_t{4} * 16 * 4 * 128 * 128 * 2);
+  DisputeLimits limits;
+  limits.max_reexecution_work = repops.max_node_work;
+  limits.max_node_memory = repops.max_node_memory;
+  CHECK_NOTHROW(check_dispute_cost(repops, limits));
+  CHECK_THROWS_WITH_AS(check_dispute_cost(rlog, limits),
+                       doctest::Contains("re-execution work (linear 'h0.mlp.fc'"), ProtocolError);
+  limits.max_reexecution_work = rlog.max_node_work;
+  CHECK_THROWS_WITH_AS(check_dispute_cost(rlog, limits), doctest::Contains("re-execution memory"),
+                       ProtocolError);
+  limits.max_node_memory = rlog.max_node_memory;
+  CHECK_NOTHROW(check_dispute_cost(rlog, limits));
+  // The per-node functions agree with the job's terms on the built graph.
+  const DataShape shape = expected_data_shape(rlog_job);
+  const StepGraph g =
+      build_step_graph(rlog_job, shape, 0, std::vector<int64_t>(static_cast<size_t>(rlog_job.batch_size), 0));
+  uint64_t work = 0, memory = 0, repops_memory = 0;
+  for (const Node& n : g.nodes) {
+    work = std::max(work, node_reexecution_work(g, n, NumericsMode::RoundingLog));
+    memory = std::max(memory, node_memory(g, n, NumericsMode::RoundingLog));
+    repops_memory = std::max(repops_memory, node_memory(g, n, NumericsMode::RepOps));
+    CHECK(node_reexecution_work(g, n, NumericsMode::RepOps) == node_work(g, n));
+  }
+  CHECK(work == rlog.max_node_work);
+  CHECK(memory == rlog.max_node_memory);
+  CHECK(repops_memory == repops.max_node_memory);
 }
 
 TEST_CASE("the cost derived from the job text equals the cost measured on its built step graph") {
