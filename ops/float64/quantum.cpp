@@ -119,10 +119,25 @@ void matmul_quanta(const Attrs& attrs, std::span<const Tensor* const> in, std::v
   }
   const int lk = ceil_log2(k);
   q.resize(static_cast<size_t>(batch * m * n));
-  for (int64_t e = 0; e < batch; ++e)
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j)
-        q[static_cast<size_t>((e * m + i) * n + j)] = quantum(bits, ma[e * m + i], mb[e * n + j], lk);
+  // quantum() per element, branch-free: a column without a bound (zero, NaN or infinity) gets an
+  // exponent so low that every quantum of it is 0, as quantum() gives.
+  constexpr int kNone = -100000;
+  std::vector<int> column_e(static_cast<size_t>(n));
+  for (int64_t e = 0; e < batch; ++e) {
+    for (int64_t j = 0; j < n; ++j) {
+      const Magnitude& b = mb[e * n + j];
+      column_e[j] = b.finite && !b.zero ? b.e : kNone;
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      const Magnitude& a = ma[e * m + i];
+      double* row = q.data() + (e * m + i) * n;
+      const int base = a.finite && !a.zero ? a.e + lk - bits : kNone;
+      for (int64_t j = 0; j < n; ++j) {
+        const int x = base + column_e[j];
+        row[j] = x < -149 ? 0.0 : std::bit_cast<double>(static_cast<uint64_t>(x + 1023) << 52);
+      }
+    }
+  }
 }
 
 // y[M,N] = x[M,K]·w[K,N] + b[N]: rows of x, columns of w (rows of w[N,K] with trans_b), b per column.
