@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include <malloc.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -192,7 +193,8 @@ nlohmann::json breakdown(const Run& r, int steps) {
 // its peak resident memory is its own: the inputs copied from the step's values (what the referee
 // receives) and the outputs; RepOps: the fast kernel on one thread; rounding-log: the float64 op with
 // the default GEMM, the quanta, and both parties' logs (copies of the trainer's) replayed. CPU: the
-// least thread CPU time of 3 runs; memory: the rise of the child's peak resident set.
+// least thread CPU time of 3 runs; memory: the rise of the child's peak resident set (with its large
+// allocations mapped afresh).
 struct Reexec {
   double cpu_s = 0;
   uint64_t peak_bytes = 0;
@@ -205,6 +207,9 @@ Reexec in_child(F f) {
   const pid_t pid = fork();
   if (pid == 0) {
     close(fds[0]);
+    // Allocations above 128 KiB mapped afresh (glibc's threshold would have grown with the trainers'
+    // frees, and the heap's free memory, already resident, would hide the node's).
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
     rusage r0{}, r1{};
     getrusage(RUSAGE_SELF, &r0);
     double best = std::numeric_limits<double>::infinity();

@@ -29,8 +29,8 @@ uint64_t node_log_bytes(const StepGraph& g, const Node& n);
 /// "Bounds on a dispute's cost"): the float64 op (with the contractions' widened operands and quanta)
 /// and both parties' logs replayed, against the fast float32 kernel on one thread. Measured by
 /// bench_rounding_log ("referee": the shipped jobs' heaviest contraction and heaviest other node, in a
-/// child process each; docs/performance.md, "Rounding-log mode"): CPU 4.7–9.7× RepOps', peak memory
-/// 4.4–5.3× the node's float32 inputs and outputs. The factors leave room above the largest:
+/// child process each; docs/performance.md, "Rounding-log mode"): CPU 2.8–9.7× RepOps', peak memory
+/// 1.8–5.3× the node's float32 inputs and outputs. The factors leave room above the largest:
 /// CPU per unit of node_work…
 inline constexpr uint64_t kRoundingLogCpu = 16;
 /// … and memory per byte of the node's float32 inputs and outputs.
