@@ -46,6 +46,7 @@ int run_report(const ReportSettings& s) {
           fmt::format("{}: no record of dispute {} (unknown, or pruned after its retention period)",
                       store.file().string(), to_hex(v.dispute_id).substr(0, 16)));
     if (in.events.empty()) in.events = dispute_events(in.record);
+    if (const auto listing = store.listing(v.dispute_id)) in.decided_at = listing->decided_at;
   }
   if (!s.dispute_log.empty()) {
     std::ifstream log(s.dispute_log);
@@ -60,6 +61,7 @@ int run_report(const ReportSettings& s) {
     // Another job's loss curve drawn in this dispute's report would mislead: refused, naming both.
     require_run_of_job(dir, v.job_id, "report --checkpoints (of the disputed job)");
     in.losses[i] = read_checkpoint_losses(dir);
+    in.checkpoints[i] = dir;
     if (in.losses[i].empty()) throw EngineError(dir.string() + ": no checkpoint (step_*.safetensors)");
   }
   const std::string html = dispute_report_html(in);
@@ -69,13 +71,14 @@ int run_report(const ReportSettings& s) {
     const nlohmann::json summary = {{"out", s.out.string()},
                                     {"dispute_id", to_hex(v.dispute_id)},
                                     {"reason", reason_name(v.reason)},
+                                    {"rounds", v.rounds},
                                     {"rounds_shown", in.events.size()},
                                     {"loss_curves", !in.losses[0].empty() + !in.losses[1].empty()}};
     std::printf("%s\n", summary.dump().c_str());
     return 0;
   }
-  fmt::print("{}: dispute {} ({}), {} rounds shown, {} loss curve(s)\n", s.out.string(),
-             to_hex(v.dispute_id).substr(0, 16), reason_name(v.reason), in.events.size(),
+  fmt::print("{}: dispute {} ({}), {} rounds, {} events shown, {} loss curve(s)\n", s.out.string(),
+             to_hex(v.dispute_id).substr(0, 16), reason_name(v.reason), v.rounds, in.events.size(),
              !in.losses[0].empty() + !in.losses[1].empty());
   return 0;
 }

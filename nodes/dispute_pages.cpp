@@ -57,6 +57,18 @@ void DisputePages::keep(const Digest& id, std::shared_ptr<const std::string> htm
   while (cache_.size() > limits_.cached_pages) cache_.pop_back();
 }
 
+// On the page thread: the most recent disputes with each decided one's outcome, read from its verdict.
+HttpResponse DisputePages::listing(bool json) {
+  const std::vector<DisputeListing> disputes = store_.list(200);
+  std::vector<std::optional<DisputeOutcome>> outcomes(disputes.size());
+  for (size_t i = 0; i < disputes.size(); ++i) {
+    if (!disputes[i].decided) continue;
+    if (auto verdict = store_.verdict(disputes[i].id)) outcomes[i] = dispute_outcome(*verdict);
+  }
+  if (json) return {200, "application/json", dispute_list_json(disputes, outcomes)};
+  return {200, kHtml, dispute_list_html(disputes, outcomes)};
+}
+
 // On the page thread. A decided dispute's page depends only on what the store held when it was
 // decided (its verdict and rounds; its record until pruned), so once rendered it is kept.
 HttpResponse DisputePages::page(const Digest& id, const HttpRequest& request) {
@@ -76,6 +88,7 @@ HttpResponse DisputePages::page(const Digest& id, const HttpRequest& request) {
     return {503, kText, "client gone\n"};
   }
   in.record = store_.inputs(id);
+  if (const auto listing = store_.listing(id)) in.decided_at = listing->decided_at;
   auto html = std::make_shared<const std::string>(dispute_report_html(in));
   rendered_.inc();
   keep(id, html);
@@ -84,8 +97,10 @@ HttpResponse DisputePages::page(const Digest& id, const HttpRequest& request) {
 
 bool DisputePages::route(const HttpRequest& r, const std::function<void(HttpResponse)>& respond) {
   constexpr std::string_view kPrefix = "/disputes";
-  if (r.target != kPrefix && r.target.rfind("/disputes/", 0) != 0) return false;
-  const bool list = r.target == kPrefix;
+  constexpr std::string_view kJson = "/disputes.json";
+  if (r.target != kPrefix && r.target != kJson && r.target.rfind("/disputes/", 0) != 0) return false;
+  const bool json = r.target == kJson;
+  const bool list = r.target == kPrefix || json;
   Digest id{};
   if (!list) {
     // Exactly 64 hex digits: nothing else from the peer reaches the store.
@@ -104,14 +119,14 @@ bool DisputePages::route(const HttpRequest& r, const std::function<void(HttpResp
              {{"Retry-After", "1"}}});
     return true;
   }
-  boost::asio::post(thread_, [this, r, respond, id, list] {
+  boost::asio::post(thread_, [this, r, respond, id, list, json] {
     HttpResponse answer;
     try {
       if (r.peer_gone->load()) {
         skipped_.inc();
         answer = {503, kText, "client gone\n"};
       } else {
-        answer = list ? HttpResponse{200, kHtml, dispute_list_html(store_.list(200))} : page(id, r);
+        answer = list ? listing(json) : page(id, r);
       }
     } catch (const std::exception& e) {
       log_->error(fmt::format("referee: a dispute page failed: {}", e.what()));

@@ -1,6 +1,7 @@
-// The referee's dispute pages (docs/running.md, "Dispute reports"): GET /disputes and
-// /disputes/<id>, rendered from what the store holds — the verdict, the rounds stored with it and the
-// recorded inputs while they are kept — never by replaying or re-executing the dispute. Pages are
+// The referee's dispute pages (docs/running.md, "Dispute reports"): GET /disputes (also as JSON at
+// /disputes.json) and /disputes/<id>, rendered from what the store holds — the verdict, the rounds stored
+// with it and the recorded inputs while they are kept — never by re-executing the dispute (the record
+// is replayed for its timeline, the located node's re-execution skipped). Pages are
 // rendered on one thread of their own behind a bounded queue, so they never take the workers that
 // play live disputes; a page whose client has gone is not rendered; the last pages rendered are
 // kept, so repeated requests for one page cost one rendering.
@@ -44,7 +45,8 @@ class DisputePages {
   DisputePages(const DisputePages&) = delete;
   DisputePages& operator=(const DisputePages&) = delete;
 
-  /// An ExtraRoutes (nodes/http_routes.h): false when `request.target` (its path) is not a dispute page.
+  /// An ExtraRoutes (nodes/http_routes.h): false when `request.target` (its path) is not a dispute page
+  /// (/disputes, /disputes.json, /disputes/<id>).
   bool route(const HttpRequest& request, const std::function<void(HttpResponse)>& respond);
 
  private:
@@ -53,6 +55,7 @@ class DisputePages {
     std::shared_ptr<const std::string> html;
   };
   HttpResponse page(const Digest& id, const HttpRequest& request);
+  HttpResponse listing(bool json);
   std::shared_ptr<const std::string> cached(const Digest& id);
   void keep(const Digest& id, std::shared_ptr<const std::string> html);
 

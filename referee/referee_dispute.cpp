@@ -1,6 +1,7 @@
 #include "referee/referee_dispute.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "engine/error.h"
 #include "ops/registry.h"
@@ -258,7 +259,8 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::reconnect(int party) const
 std::unique_ptr<RefereeDispute> RefereeDispute::replay(const KeyPair& referee_key,
                                                        std::span<const DisputeInput> inputs,
                                                        DisputeOptions options,
-                                                       std::vector<DisputeEvent>* events) {
+                                                       std::vector<DisputeEvent>* events,
+                                                       ReplayTrace* trace) {
   if (inputs.empty() || inputs[0].kind != DisputeInput::Kind::Open)
     throw ProtocolError("dispute replay: the record does not start with the dispute's opening");
   options.limits.reset();  // a recorded dispute was admitted when it was opened, whatever the limits are now
@@ -270,7 +272,12 @@ std::unique_ptr<RefereeDispute> RefereeDispute::replay(const KeyPair& referee_ke
       events->insert(events->end(), std::make_move_iterator(turn.events.begin()),
                      std::make_move_iterator(turn.events.end()));
   };
+  d->trace_ = trace;
+  const auto traced = [&](GameTime at) {
+    if (trace) trace->phases.emplace_back(at, d->game().phase());
+  };
   keep(d->start_turn(inputs[0].at));
+  traced(inputs[0].at);
   for (size_t i = 1; i < inputs.size(); ++i) {
     const DisputeInput& in = inputs[i];
     const auto diverged = [&](const std::string& why) {
@@ -312,7 +319,9 @@ std::unique_ptr<RefereeDispute> RefereeDispute::replay(const KeyPair& referee_ke
       default:
         throw diverged("unknown input kind");
     }
+    traced(in.at);
   }
+  d->trace_ = nullptr;  // the caller's trace may not outlive the dispute
   return d;
 }
 
@@ -413,12 +422,34 @@ std::optional<GameTime> RefereeDispute::next_wakeup() const {
   return game_->next_deadline();
 }
 
+namespace {
+
+// The event naming the referee's recomputed output leaves, which the dispute report shows beside both
+// parties' committed ones (referee/report.h parses it): one list when both parties' re-executions give
+// the same outputs (a RepOps job), else one per party (a rounding-log job's, each rounded by its own log).
+std::string reexecuted_text(uint64_t node, const std::array<PartyReexecution, 2>& outputs) {
+  const auto leaves = [](const PartyReexecution& p) {
+    std::vector<std::string> hex;
+    for (const Digest& d : p.outputs) hex.push_back(to_hex(d));
+    return hex.empty() ? std::string("none") : fmt::format("{}", fmt::join(hex, " "));
+  };
+  if (outputs[0].outputs == outputs[1].outputs)
+    return fmt::format("re-executed node {}: output leaves {}", node, leaves(outputs[0]));
+  return fmt::format("re-executed node {}: party 0 output leaves {}; party 1 output leaves {}", node,
+                     leaves(outputs[0]), leaves(outputs[1]));
+}
+
+}  // namespace
+
 std::vector<Action> RefereeDispute::reexecute(Turn& turn, const Reexecute& rx, GameTime now) {
   std::string failure;
   for (int attempt = 1; attempt <= kReexecuteAttempts; ++attempt) {
     try {
+      if (trace_) trace_->reexecuted = rx;
       if (reexecute_hook_) reexecute_hook_(attempt);
-      return game_->on_reexecuted(oracle_->reexecute(rx), now);
+      const std::array<PartyReexecution, 2> outputs = oracle_->reexecute(rx);
+      emit(turn, reexecuted_text(rx.node, outputs));
+      return game_->on_reexecuted(outputs, now);
     } catch (const OpError& e) {
       // The op refuses the inputs both parties committed to (e.g. a label out of range): a fault of
       // every party that committed to running them, so no outputs match.

@@ -22,6 +22,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dispute/job_oracle.h"
@@ -107,6 +108,16 @@ struct DisputeEvent {
   bool operator==(const DisputeEvent&) const = default;
 };
 
+/// What a replay saw besides its events, for the dispute report (referee/report.h): the game's phase
+/// after each recorded input, at that input's time, and the located node's opened inputs.
+struct ReplayTrace {
+  std::vector<std::pair<GameTime, Phase>> phases;  ///< one per recorded input, in order
+  /// The located node's opened inputs, as given to its re-execution. The recomputed outputs are in the
+  /// events ("re-executed node N: output leaves …"); a report that needs only this trace replays with a
+  /// DisputeOptions::reexecute_hook that throws, so nothing is re-executed.
+  std::optional<Reexecute> reexecuted;
+};
+
 class RefereeDispute {
  public:
   /// `open` is the client's DisputeOpen envelope. Throws ProtocolError/EngineError if the claims are
@@ -190,7 +201,8 @@ class RefereeDispute {
   static std::unique_ptr<RefereeDispute> replay(const KeyPair& referee_key,
                                                 std::span<const DisputeInput> inputs,
                                                 DisputeOptions options = {},
-                                                std::vector<DisputeEvent>* events = nullptr);
+                                                std::vector<DisputeEvent>* events = nullptr,
+                                                ReplayTrace* trace = nullptr);
 
   bool done() const { return verdict_envelope_.has_value(); }
   const Digest& dispute_id() const { return dispute_id_; }
@@ -247,6 +259,7 @@ class RefereeDispute {
 
   KeyPair key_;
   std::function<void(int)> reexecute_hook_;
+  ReplayTrace* trace_ = nullptr;  // a replay's, when asked for (keeps the re-execution's inputs)
   Digest job_id_{}, dispute_id_{};
   std::vector<uint8_t> open_bytes_;
   DisputeOpen opening_msg_;  // the opening, decoded once (the verdict carries it)

@@ -8,6 +8,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <istream>
 #include <optional>
 #include <span>
@@ -39,6 +40,12 @@ struct ReportInput {
   std::vector<DisputeInput> record;
   /// Each party's losses at its checkpoints (claim order), e.g. read_checkpoint_losses() of its store.
   std::array<std::vector<LossPoint>, 2> losses;
+  /// Each party's checkpoint directory (a provider's STORE/<job_id>/), when given: the state tensors of
+  /// the first differing checkpoint are compared element by element (max |Δ|, elements that differ).
+  std::array<std::filesystem::path, 2> checkpoints;
+  /// When the referee decided the dispute (its store's DisputeListing::decided_at), to date the
+  /// timeline; the record's own times are the referee's monotonic clock, only their differences shown.
+  std::optional<std::chrono::system_clock::time_point> decided_at;
   /// The model files (and initial weights) of the node drawing the page (--model, --weights): an
   /// imported model's step graph is built from its file; without it the located node is named but
   /// its graph is not drawn.
@@ -63,8 +70,32 @@ std::vector<DisputeEvent> parse_dispute_log(std::istream& log);
 /// EngineError naming a checkpoint file that cannot be read.
 std::vector<LossPoint> read_checkpoint_losses(const std::filesystem::path& dir);
 
-/// The referee's /disputes page: its most recent disputes, each linking to /disputes/<id hex>.
-std::string dispute_list_html(std::span<const DisputeListing> disputes);
+/// A listed dispute's outcome, read from its signed verdict (absent while it is undecided).
+struct DisputeOutcome {
+  std::string reason;                  ///< reason_name(verdict.reason), e.g. "wrong_output"
+  std::vector<std::string> winners;    ///< the standing claims' provider keys (hex)
+  std::vector<std::string> losers;     ///< the convicted claims' provider keys (hex)
+  std::vector<std::string> endpoints;  ///< both claims' endpoints, in claim order
+  int level = 0;                       ///< where the game ended (1, 2 or 3)
+  uint64_t step = 0, node = 0;         ///< the located step (level ≥ 2) and node (level 3)
+  std::string op;                      ///< the located node's op (level 3)
+  uint32_t rounds = 0;                 ///< questions asked
+};
+
+/// The outcome a verdict envelope states (its signature is not checked here). Throws ProtocolError
+/// when it does not open or is not a verdict.
+DisputeOutcome dispute_outcome(const std::vector<uint8_t>& verdict);
+
+/// The referee's /disputes page: its most recent disputes with their outcomes (`outcomes[i]` for
+/// `disputes[i]`, absent for an open one; may be shorter), each linking to /disputes/<id hex>.
+std::string dispute_list_html(std::span<const DisputeListing> disputes,
+                              std::span<const std::optional<DisputeOutcome>> outcomes = {});
+
+/// The same list as JSON (/disputes with `Accept: application/json`, or /disputes.json): {"disputes":
+/// [{"id", "state": "open"|"decided", "decided_at" (Unix seconds or null), "inputs", "outcome": null |
+/// {"reason", "winners", "losers", "endpoints", "level", "step", "node", "op", "rounds"}}]}.
+std::string dispute_list_json(std::span<const DisputeListing> disputes,
+                              std::span<const std::optional<DisputeOutcome>> outcomes = {});
 
 /// Every HTML page here is self-contained: true when `html` names no external resource (no
 /// "http://", "https://" or "//" URL in a src, href or url()).

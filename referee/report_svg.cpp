@@ -243,38 +243,61 @@ std::string graph(const StepGraph& g, uint64_t located, const std::vector<size_t
   return s + "</svg>";
 }
 
-std::string losses(const std::array<std::vector<LossPoint>, 2>& series, int64_t first_differing) {
-  constexpr double W = 980, H = 300, l = 70, r = 960, t = 20, b = 260;
+std::string losses(const std::array<std::vector<LossPoint>, 2>& series, int64_t first_differing,
+                   const std::array<std::string, 2>& names) {
+  constexpr double W = 980, H = 330, l = 80, r = 960, t = 24, b = 260;
   // The state at step 0 was produced by no step: its loss is a placeholder, not drawn.
-  const auto drawn = [](const LossPoint& p) { return p.first > 0 && std::isfinite(p.second); };
+  const auto shown = [](const LossPoint& p) { return p.first > 0; };
   double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
+  bool any_clipped = false;
   for (const auto& s : series)
     for (const auto& [step, loss] : s) {
-      if (!drawn({step, loss})) continue;
+      if (!shown({step, loss})) continue;
       x_lo = std::min(x_lo, static_cast<double>(step));
       x_hi = std::max(x_hi, static_cast<double>(step));
+      if (!std::isfinite(loss)) {
+        any_clipped = true;
+        continue;
+      }
       y_lo = std::min(y_lo, loss);
       y_hi = std::max(y_hi, loss);
     }
   if (!(x_lo <= x_hi)) return "";
+  if (!(y_lo <= y_hi)) y_lo = 0, y_hi = 1;  // only non-finite losses
   if (x_hi == x_lo) x_hi = x_lo + 1;
-  if (y_hi == y_lo) y_hi = y_lo + 1;
+  const bool log_scale = y_lo > 0 && y_hi / y_lo > 10;
+  const auto f = [&](double v) { return log_scale ? std::log10(v) : v; };
+  double f_lo = f(y_lo), f_hi = f(y_hi);
+  if (f_hi == f_lo) f_hi = f_lo + 1;
+  // A clipped (non-finite) loss sits on a band above the plot's top.
+  const double top = any_clipped ? t + 18 : t;
   const auto X = [&](double v) { return l + (v - x_lo) / (x_hi - x_lo) * (r - l); };
-  const auto Y = [&](double v) { return b - (v - y_lo) / (y_hi - y_lo) * (b - t); };
+  const auto Y = [&](double v) {
+    if (!std::isfinite(v)) return t + 4.0;
+    return b - (f(v) - f_lo) / (f_hi - f_lo) * (b - top);
+  };
   std::string s = fmt::format(
-      R"(<svg class="losses" role="img" aria-label="losses" viewBox="0 0 {} {}" width="{}" height="{}">)", W,
-      H, W, H);
+      R"(<svg class="losses" role="img" aria-label="training loss by step" data-scale="{}" viewBox="0 0 {} {}" width="{}" height="{}">)",
+      log_scale ? "log" : "linear", W, H, W, H);
   s += fmt::format(
       R"(<line x1="{}" y1="{}" x2="{}" y2="{}" class="axis"/><line x1="{}" y1="{}" x2="{}" y2="{}" class="axis"/>)",
       l, b, r, b, l, t, l, b);
   for (int i = 0; i <= 4; ++i) {
-    const double v = y_lo + (y_hi - y_lo) * i / 4;
+    const double fv = f_lo + (f_hi - f_lo) * i / 4;
+    const double v = log_scale ? std::pow(10.0, fv) : fv;
     s += fmt::format(R"(<text x="{}" y="{:.1f}" class="sub" text-anchor="end">{:.3g}</text>)", l - 6,
                      Y(v) + 4, v);
   }
   s += fmt::format(
-      R"(<text x="{}" y="{}" class="sub">step {:.0f}</text><text x="{}" y="{}" class="sub" text-anchor="end">step {:.0f}</text>)",
+      R"(<text x="{}" y="{}" class="sub">{:.0f}</text><text x="{}" y="{}" class="sub" text-anchor="end">{:.0f}</text>)",
       l, b + 18, x_lo, r, b + 18, x_hi);
+  s += fmt::format(R"(<text x="{}" y="{}" class="axis-title" text-anchor="middle">step</text>)", (l + r) / 2,
+                   b + 20);
+  s += fmt::format(
+      R"svg(<text x="18" y="{}" class="axis-title" text-anchor="middle" transform="rotate(-90 18 {})">training loss{}</text>)svg",
+      (t + b) / 2, (t + b) / 2, log_scale ? " (log scale)" : "");
+  if (any_clipped)
+    s += fmt::format(R"(<text x="{}" y="{}" class="note">not finite (clipped)</text>)", l + 6, t + 8);
   if (first_differing >= 0) {
     const double x = X(static_cast<double>(first_differing));
     s += fmt::format(
@@ -282,23 +305,23 @@ std::string losses(const std::array<std::vector<LossPoint>, 2>& series, int64_t 
         x, t, x, b, kRed);
     s += fmt::format(
         R"(<text x="{:.1f}" y="{}" class="hl" text-anchor="{}">first differing checkpoint: step {}</text>)",
-        x + (x > W / 2 ? -6 : 6), t + 14, x > W / 2 ? "end" : "start", first_differing);
+        x + (x > W / 2 ? -6 : 6), t + 30, x > W / 2 ? "end" : "start", first_differing);
   }
   const char* colours[2] = {kBlue, kOrange};
   for (size_t p = 0; p < 2; ++p) {
     std::string points;
     for (const auto& [step, loss] : series[p])
-      if (drawn({step, loss})) points += fmt::format("{:.1f},{:.1f} ", X(static_cast<double>(step)), Y(loss));
+      if (shown({step, loss})) points += fmt::format("{:.1f},{:.1f} ", X(static_cast<double>(step)), Y(loss));
     if (points.empty()) continue;
     s += fmt::format(R"(<polyline points="{}" fill="none" stroke="{}" stroke-width="{}" {}/>)", points,
                      colours[p], p == 0 ? 3 : 2, p == 1 ? R"(stroke-dasharray="5 3")" : "");
     for (const auto& [step, loss] : series[p])
-      if (drawn({step, loss}))
+      if (shown({step, loss}))
         s += fmt::format(
-            R"(<circle cx="{:.1f}" cy="{:.1f}" r="3" fill="{}"><title>claim {}: step {}, loss {}</title></circle>)",
-            X(static_cast<double>(step)), Y(loss), colours[p], p, step, loss);
-    s += fmt::format(R"(<text x="{}" y="{}" fill="{}" class="sub">— claim {}</text>)",
-                     r - 160 + 80.0 * static_cast<double>(p), b + 36, colours[p], p);
+            R"(<circle cx="{:.1f}" cy="{:.1f}" r="3" fill="{}"><title>{}: step {}, loss {}</title></circle>)",
+            X(static_cast<double>(step)), Y(loss), colours[p], escape(names[p]), step, loss);
+    s += fmt::format(R"(<text x="{}" y="{}" fill="{}" class="sub legend">— {}</text>)",
+                     l + 300.0 * static_cast<double>(p), b + 48, colours[p], escape(names[p]));
   }
   return s + "</svg>";
 }

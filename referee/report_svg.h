@@ -36,7 +36,11 @@ std::vector<size_t> graph_nodes_shown(const StepGraph& g, uint64_t located);
 std::string graph(const StepGraph& g, uint64_t located, const std::vector<size_t>& shown);
 
 /// Both parties' losses at their checkpoints (step 0's, produced by no step, left out), a dashed mark at
-/// `first_differing` (a step; none when negative).
-std::string losses(const std::array<std::vector<LossPoint>, 2>& losses, int64_t first_differing);
+/// `first_differing` (a step; none when negative), each line named by `names` (claim order). The loss
+/// axis is logarithmic when every loss is positive and the largest is over 10 times the smallest (a
+/// cheater's jump leaves the honest curve readable); a loss that is not finite is drawn clipped at the
+/// top, marked "not finite". Axis titles: "step" and "training loss".
+std::string losses(const std::array<std::vector<LossPoint>, 2>& losses, int64_t first_differing,
+                   const std::array<std::string, 2>& names = {"claim 0", "claim 1"});
 
 }  // namespace tribunal::report_svg

@@ -483,13 +483,24 @@ std::vector<DisputeInput> RefereeStore::inputs(const Digest& id) {
 }
 
 std::vector<DisputeListing> RefereeStore::list(size_t limit) {
+  return listings(nullptr, limit);
+}
+
+std::optional<DisputeListing> RefereeStore::listing(const Digest& id) {
+  std::vector<DisputeListing> one = listings(&id, 1);
+  if (one.empty()) return std::nullopt;
+  return one[0];
+}
+
+std::vector<DisputeListing> RefereeStore::listings(const Digest* only, size_t limit) {
   std::lock_guard lock(mu_);
   std::vector<DisputeListing> out;
-  Statement s(
-      *this,
-      "SELECT id, verdict IS NOT NULL, decided_at, (SELECT count(*) FROM inputs WHERE dispute = disputes.id) "
-      "FROM disputes ORDER BY rowid DESC LIMIT ?1");
+  Statement s(*this, only ? "SELECT id, verdict IS NOT NULL, decided_at, (SELECT count(*) FROM inputs WHERE "
+                            "dispute = disputes.id) FROM disputes WHERE id = ?2 LIMIT ?1"
+                          : "SELECT id, verdict IS NOT NULL, decided_at, (SELECT count(*) FROM inputs WHERE "
+                            "dispute = disputes.id) FROM disputes ORDER BY rowid DESC LIMIT ?1");
   s.bind(1, static_cast<int64_t>(std::min<size_t>(limit, INT64_MAX)));
+  if (only) s.bind(2, *only);
   while (s.step()) {
     const std::vector<uint8_t> id = s.blob(0);
     if (id.size() != 32)

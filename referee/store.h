@@ -115,6 +115,9 @@ class RefereeStore {
   std::vector<DisputeInput> inputs(const Digest& id);
   /// The `limit` most recently opened disputes, newest first. Throws StoreError.
   std::vector<DisputeListing> list(size_t limit);
+  /// One dispute's listing (when it was decided, its recorded inputs); nullopt when unknown. Throws
+  /// StoreError.
+  std::optional<DisputeListing> listing(const Digest& id);
   /// Inputs committed through this object (all disputes).
   uint64_t committed() const { return committed_; }
 
@@ -124,6 +127,7 @@ class RefereeStore {
   void exec(const char* sql);
   StoredDispute read_dispute(const Digest& id, std::string client, bool events_kept);
   std::vector<DisputeEvent> read_events(const Digest& id);
+  std::vector<DisputeListing> listings(const Digest* only, size_t limit);
   void insert_events(const Digest& id, std::span<const DisputeEvent> events);
 
   std::filesystem::path file_;

@@ -44,6 +44,32 @@ check("the graph highlights the located node", 'id="located-box"' in d)
 check("the narrowing, graph and loss pictures are there", all(f'class="{c}"' in d for c in ("narrowing", "graph", "losses")))
 check("the rounds are listed", len(re.findall(r"<li", d)) >= 8)
 check("the parties' committed hashes differ at the located node's output", 'id="hashes"' in d and 'class="mono bad"' in d)
+# Issue 34, item 5: the report explains itself.
+summary = re.search(r'<p id="summary"[^>]*>(.*?)</p>', d, re.S)
+check("a summary sentence on top", summary is not None and d.index('id="summary"') < d.index("<h2>"))
+text = re.sub(r"<[^>]+>", "", summary.group(1)) if summary else ""
+check(f"the summary names the convicted provider's key and address: {text!r}",
+      re.search(r"provider [0-9a-f]{16}… at ws://127\.0\.0\.1:\d+/ committed a wrong ", text) is not None)
+check(f"the summary names the step and says the referee recomputed it: {text!r}",
+      f"at step {step} (node {node})" in text and "the referee re-executed" in text and "recomputed it" in text)
+ref = re.search(r'id="referee-hash">([0-9a-f]{32})<', d)
+check("the referee's recomputed output hash is shown", ref is not None)
+row = re.search(r"<tr><td>output 0</td>(.*?)</tr>", d, re.S).group(1)
+cells = re.findall(r'<td class="mono( ok| bad)?"[^>]*>([^<]*)<', row)
+check(f"the recomputed hash equals the honest claim's and not the cheater's: {cells}",
+      len(cells) == 3 and {cells[0][0], cells[1][0]} == {" ok", " bad"} and
+      [c[1] for c in cells[:2] if c[0] == " ok"] == [cells[2][1]])
+check("the timeline gives the duration and each level's time",
+      'id="duration"' in d and all(f'id="level-{k}-time"' in d for k in (1, 2, 3)) and 'id="decided-at"' in d)
+check("the job's hyperparameters are shown", re.search(r'id="job-toml"[^>]*>[^<]*lr = ', d) is not None)
+check("opened tensors are named, not numbered", 'id="opened"' in d and not re.search(r"<td>#\d+</td>", d))
+check("the rounds agree with the verdict's count", re.search(r'<span id="rounds">\d+</span> questions asked', d) is not None)
+diff = re.search(r'id="state-diff">(.*?)</table>', d, re.S)
+check("the first differing checkpoint is compared element by element",
+      diff is not None and re.search(r"<td>[1-9]\d* of \d+</td>", diff.group(1)) is not None)
+losses = re.search(r'<svg class="losses"(.*?)</svg>', d, re.S).group(0)
+check("the loss chart has axis titles", ">step</text>" in losses and "training loss" in losses)
+check("the loss chart names the providers, not claims", "claim 0" not in losses and losses.count("— provider ") == 2)
 b = open(png, "rb").read()
 check("the screenshot is a PNG", b[:8] == b"\x89PNG\r\n\x1a\n" and b[12:16] == b"IHDR")
 w, h = struct.unpack(">II", b[16:24])
