@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "nodes/process_metrics.h"
+
 namespace tribunal::nodes {
 
 HttpHandler node_http_handler(const MetricsRegistry& metrics, ExtraRoutes extra, RateLimit limit) {
@@ -45,6 +47,7 @@ void add_server_metrics(MetricsRegistry& metrics, const Server& server) {
                        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
                        return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
                      });
+  add_process_metrics(metrics);
 }
 
 std::unique_ptr<Server> listen_http(NetContext& ctx, HttpHandler handler, const std::string& host,

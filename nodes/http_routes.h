@@ -26,7 +26,8 @@ using ExtraRoutes = std::function<bool(const HttpRequest&, const std::function<v
 HttpHandler node_http_handler(const MetricsRegistry& metrics, ExtraRoutes extra = {}, RateLimit limit = {});
 
 /// Registers the series of a node's server: connections open now, refused by the limits since start
-/// (net/server.h), and the process's CPU seconds (`process_cpu_seconds_total`).
+/// (net/server.h), the process's CPU seconds (`process_cpu_seconds_total`), and the other process
+/// series and tribunal_build_info (nodes/process_metrics.h).
 void add_server_metrics(MetricsRegistry& metrics, const Server& server);
 
 /// A separate HTTP-only address (`--metrics HOST:PORT`): a Server that answers `handler` and refuses

@@ -245,6 +245,22 @@ ProviderNode::ProviderNode(NetContext& ctx, KeyPair key, ProviderConfig config, 
                  });
   metrics_.gauge("tribunal_provider_step_seconds", "Seconds per training step of the last job trained.",
                  [this] { return last_step_seconds_.load(); });
+  metrics_.gauge("tribunal_provider_training_step",
+                 "Steps done of the job training now (the most recently started one); 0 when none trains.",
+                 [this] { return static_cast<double>(progress_step_.load()); });
+  metrics_.gauge("tribunal_provider_training_steps",
+                 "Steps (T) of the job training now (the most recently started one); 0 when none trains.",
+                 [this] { return static_cast<double>(progress_total_.load()); });
+  metrics_.gauge(
+      "tribunal_provider_training_steps_per_second",
+      "Training rate of the job training now: steps done over the seconds since it started.", [this] {
+        const int64_t step = progress_step_.load();
+        const double started = progress_started_.load();
+        if (step <= 0 || started <= 0) return 0.0;
+        const double now =
+            std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+        return now > started ? static_cast<double>(step) / (now - started) : 0.0;
+      });
   add_server_metrics(metrics_, server_);
   // SIGTERM/SIGINT (the NetContext's shutdown): training stops between two steps, so the process
   // exits within seconds instead of after the job (the sessions close on their own).
@@ -564,6 +580,27 @@ TrainResult ProviderNode::run_job(Connection& c, const JobSpec& job, const Diges
           log_->info(fmt::format("provider {}: job {}: {}, loss {:.4f}", me, job_hex, progress->line(),
                                  static_cast<double>(loss)));
       };
+      // The progress gauges follow the training started last (a provider trains one job at a time but
+      // for rare overlaps).
+      const double started_at =
+          std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+      progress_started_ = started_at;
+      progress_step_ = 0;
+      progress_total_ = job.steps;
+      o.on_step = [this, started_at, previous = o.on_step](int64_t step, int64_t total, float loss) {
+        if (progress_started_.load() == started_at) progress_step_ = step;
+        if (previous) previous(step, total, loss);
+      };
+      struct ProgressReset {  // however the training ends, the gauges then read 0 (none trains)
+        ProviderNode& node;
+        double started_at;
+        ~ProgressReset() {
+          if (node.progress_started_.load() != started_at) return;
+          node.progress_step_ = 0;
+          node.progress_total_ = 0;
+          node.progress_started_ = 0;
+        }
+      } progress_reset{*this, started_at};
       TrainingRanks* ranks = config_.ranks && config_.ranks->shares(job) ? config_.ranks : nullptr;
       if (config_.ranks && !ranks)
         log_->warn(

@@ -180,6 +180,9 @@ class ProviderNode {
   Server server_;
   std::unique_ptr<Server> metrics_server_;  // --metrics
   std::atomic<double> last_step_seconds_{0};
+  // The job training now, for /metrics: steps done and T, and its start (steady clock, seconds).
+  std::atomic<int64_t> progress_step_{0}, progress_total_{0};
+  std::atomic<double> progress_started_{0};
   std::atomic<int64_t> trainings_started_{0};
   std::atomic<int64_t> jobs_received_{0};
   uint64_t closer_id_ = 0;  // the NetContext's shutdown stops training (stop_training)

@@ -40,11 +40,24 @@ RefereeMeters::RefereeMeters(MetricsRegistry& m)
         VerdictReason::BothValid})
     decided_by[r] = &m.counter("tribunal_referee_disputes_decided_total",
                                "Disputes decided, by the verdict's reason.", {{"reason", reason_name(r)}});
+  for (const char* outcome : {"one_claim_stands", "no_claim_stands", "both_claims_stand", "undecided"})
+    by_outcome[outcome] = &m.counter(
+        "tribunal_referee_verdicts_total",
+        "Disputes decided, by outcome: one claim stands (the verdict agrees with exactly one claim, the "
+        "honest one), none stands, both stand, or undecided (no one convicted).",
+        {{"outcome", outcome}});
+}
+
+const char* verdict_outcome(const Verdict& v) {
+  if (is_undecided(v.reason)) return "undecided";
+  if (v.winners.size() == 1) return "one_claim_stands";
+  return v.winners.empty() ? "no_claim_stands" : "both_claims_stand";
 }
 
 void RefereeMeters::decided(const RefereeDispute& dispute, const DisputeStats& stats) {
   const Verdict& v = dispute.verdict();
   if (auto it = decided_by.find(v.reason); it != decided_by.end()) it->second->inc();
+  by_outcome.at(verdict_outcome(v))->inc();
   rounds.observe(static_cast<double>(dispute.game().rounds()));
   cpu.observe(stats.cpu_seconds);
   duration.observe(stats.seconds);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <string>
 
 #include "nodes/metrics.h"
 #include "referee/referee_dispute.h"
@@ -21,6 +22,11 @@ struct DisputeStats {
   uint64_t reconnects = 0;  ///< provider connections re-established after the first one
 };
 
+/// A verdict's outcome as tribunal_referee_verdicts_total labels it: "one_claim_stands" (exactly one
+/// claim stands: the verdict agrees with one claim), "no_claim_stands", "both_claims_stand" or
+/// "undecided" (is_undecided(reason): no one convicted).
+const char* verdict_outcome(const Verdict& v);
+
 /// The tribunal_referee_* series, registered in the registry given to the constructor (which must
 /// outlive it). Counters and histograms are thread-safe (nodes/metrics.h).
 struct RefereeMeters {
@@ -35,6 +41,8 @@ struct RefereeMeters {
   Counter& refused;    ///< openings refused
   Counter& suspended;  ///< disputes suspended by a store failure
   std::map<VerdictReason, Counter*> decided_by;
+  /// tribunal_referee_verdicts_total by verdict_outcome() (op-dispute-mon's games by agreement).
+  std::map<std::string, Counter*> by_outcome;
   Histogram& rounds;
   Histogram& cpu;
   Histogram& duration;

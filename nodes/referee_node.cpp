@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 #include <boost/asio/post.hpp>
@@ -87,6 +89,9 @@ struct RefereeNode::Live {
   std::weak_ptr<Live> self;  // for callbacks that come back to the strand
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   bool finished = false;  // decided (verdict sent) or dropped; no longer in live_
+  // The awaited party's deadline (GameTime milliseconds; 0: none awaited), set when the timer is
+  // armed on the strand and read by a scrape (RefereeNode::clock_left).
+  std::atomic<int64_t> deadline_ms{0};
 
   ProviderLink& link(int party) { return *links[static_cast<size_t>(party)]; }
 };
@@ -138,6 +143,15 @@ RefereeNode::RefereeNode(NetContext& ctx, KeyPair key, RefereeNodeOptions option
       }()) {
   metrics_.gauge("tribunal_referee_disputes_open", "Undecided disputes held now.",
                  [this] { return static_cast<double>(live_disputes()); });
+  // In the manner of Optimism's op-dispute-mon: how close the live disputes are to a party's clock
+  // running out (docs/protocol.md, "Clocks"), from each dispute's armed deadline.
+  metrics_.gauge("tribunal_referee_disputes_near_clock_end",
+                 "Undecided disputes whose awaited party has under 60 seconds left on its clock.",
+                 [this] { return clock_left().first; });
+  metrics_.gauge("tribunal_referee_dispute_clock_left_min_seconds",
+                 "Least time left on an awaited party's clock among the undecided disputes (NaN when none "
+                 "awaits an answer).",
+                 [this] { return clock_left().second; });
   add_server_metrics(metrics_, server_);
 }
 
@@ -249,6 +263,7 @@ void RefereeNode::arm(const std::shared_ptr<Live>& live) {
   // The next deadline or re-ask (RefereeDispute::next_wakeup, from Game::next_deadline), or the next
   // reconnection.
   std::optional<GameTime> next = live->dispute->next_wakeup();
+  live->deadline_ms = next ? next->time_since_epoch().count() : 0;  // for /metrics (clock_left)
   const auto earliest = [&](GameTime t) { next = next ? std::min(*next, t) : t; };
   for (int p = 0; p < 2; ++p)
     if (const auto& retry = live->link(p).retry_at()) earliest(*retry);
@@ -299,6 +314,20 @@ void RefereeNode::arm_pruning() {
     prune_store();
     arm_pruning();
   });
+}
+
+std::pair<double, double> RefereeNode::clock_left() {
+  const int64_t now_ms = now().time_since_epoch().count();
+  double near = 0, least = NAN;
+  std::lock_guard lock(mu_);
+  for (const auto& [id, live] : live_) {
+    const int64_t deadline = live->deadline_ms.load();
+    if (deadline == 0) continue;
+    const double left = static_cast<double>(std::max<int64_t>(deadline - now_ms, 0)) / 1000;
+    if (left < 60) ++near;
+    if (!(least <= left)) least = left;
+  }
+  return {near, least};
 }
 
 size_t RefereeNode::live_disputes() {

@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "net/address_policy.h"
@@ -119,6 +120,9 @@ class RefereeNode {
   uint16_t listen(const std::string& host, uint16_t port);
   /// Undecided disputes held now.
   size_t live_disputes();
+  /// For /metrics: undecided disputes whose awaited party has under 60 s left, and the least time
+  /// left (seconds; NaN when none awaits).
+  std::pair<double, double> clock_left();
   /// Also serves /healthz and /metrics on a separate HTTP-only address (`--metrics`; they are always
   /// served on the WebSocket port too). Returns the bound port. Throws NetError.
   uint16_t listen_metrics(const std::string& host, uint16_t port);

@@ -4,8 +4,19 @@
 #include <doctest/doctest.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <chrono>
+#include <cstring>
+#include <map>
 #include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/job.h"
 
 #include "nodes/http_routes.h"
 #include "nodes/metrics.h"
@@ -29,6 +40,54 @@ double sample(const std::string& text, const std::string& series) {
     at += series.size();
   }
   return -1;
+}
+
+// What the exposition breaks of Prometheus' naming conventions
+// (https://prometheus.io/docs/practices/naming/): each metric has HELP and TYPE; names are snake case;
+// a counter's name ends in _total and nothing else's does; units are base units spelled out (seconds,
+// bytes), never ms, milliseconds, kb or mb; a histogram's samples are its _bucket, _sum and _count.
+std::vector<std::string> convention_breaches(const std::string& text) {
+  std::vector<std::string> out;
+  std::map<std::string, std::string> types;
+  std::set<std::string> helped;
+  std::istringstream lines(text);
+  std::string line;
+  static const std::regex name_re("^[a-z_][a-z0-9_]*$");
+  while (std::getline(lines, line)) {
+    std::istringstream f(line);
+    std::string hash, kind, name, type;
+    if (line.starts_with("# HELP ")) {
+      f >> hash >> kind >> name;
+      helped.insert(name);
+    } else if (line.starts_with("# TYPE ")) {
+      f >> hash >> kind >> name >> type;
+      types[name] = type;
+      if (!std::regex_match(name, name_re)) out.push_back(name + ": not snake case");
+      if ((type == "counter") != name.ends_with("_total")) out.push_back(name + ": _total iff a counter");
+      for (const char* unit : {"_ms", "_millis", "_milliseconds", "_kb", "_mb", "_percent"})
+        if (name.find(unit) != std::string::npos) out.push_back(name + ": not a base unit");
+      if (!helped.count(name)) out.push_back(name + ": no HELP before TYPE");
+    } else if (!line.empty() && line[0] != '#') {
+      const std::string series = line.substr(0, line.find_first_of("{ "));
+      std::string base = series;
+      for (const char* suffix : {"_bucket", "_sum", "_count"})
+        if (series.ends_with(suffix) && types.count(series.substr(0, series.size() - strlen(suffix))))
+          base = series.substr(0, series.size() - strlen(suffix));
+      if (!types.count(base))
+        out.push_back(series + ": a sample without TYPE");
+      else if (base != series && types[base] != "histogram")
+        out.push_back(series + ": suffix of a non-histogram");
+    }
+  }
+  return out;
+}
+
+// The value of the first sample of `name` whatever its labels, and its label text ("" when none).
+std::pair<double, std::string> first_sample(const std::string& text, const std::string& name) {
+  std::smatch m;
+  const std::regex re("(^|\\n)" + name + "(\\{[^}]*\\})? ([^\\n]+)");
+  if (!std::regex_search(text, m, re)) return {-1, ""};
+  return {std::stod(m[3].str()), m[2].str()};
 }
 
 uint16_t port_of(const std::string& url) {  // "ws://127.0.0.1:PORT/"
@@ -126,6 +185,35 @@ TEST_CASE(
   CHECK(sample(provider.body, "tribunal_provider_answer_seconds_count") ==
         sample(provider.body, "tribunal_provider_queries_total"));
   CHECK(sample(provider.body, "tribunal_provider_answer_bytes_total") > 0);
+
+  // Issue 34, item 6: the process series, the build, the provider's progress and the dispute monitor's
+  // series, all named per Prometheus' conventions.
+  for (const std::string* body : {&after, &provider.body}) {
+    const std::vector<std::string> breaches = convention_breaches(*body);
+    CHECK_MESSAGE(breaches.empty(), fmt::format("{}", fmt::join(breaches, "; ")));
+    CHECK(sample(*body, "process_resident_memory_bytes") > 1e6);
+    CHECK(sample(*body, "process_open_fds") >= 3);
+    CHECK(sample(*body, "process_open_fds") < sample(*body, "process_max_fds"));
+    const double start = sample(*body, "process_start_time_seconds");
+    const double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    CHECK(start > now - 3600);
+    CHECK(start <= now + 1);
+    const auto [info, labels] = first_sample(*body, "tribunal_build_info");
+    CHECK(info == 1);
+    CHECK(labels == fmt::format(R"({{contract="{}",version="{}"}})", kRepOpsContractVersion, "0.1.0"));
+  }
+  CHECK(after.find("# TYPE tribunal_build_info gauge") != std::string::npos);
+  CHECK(after.find("# TYPE process_start_time_seconds gauge") != std::string::npos);
+  CHECK(sample(after, "tribunal_referee_verdicts_total{outcome=\"one_claim_stands\"}") == 2);
+  CHECK(sample(after, "tribunal_referee_verdicts_total{outcome=\"undecided\"}") == 0);
+  CHECK(sample(after, "tribunal_referee_disputes_near_clock_end") == 0);
+  CHECK(after.find("\ntribunal_referee_dispute_clock_left_min_seconds Nan\n") != std::string::npos);
+  // No training now: the progress gauges read 0 (the jobs were trained before the disputes).
+  CHECK(sample(provider.body, "tribunal_provider_training_step") == 0);
+  CHECK(sample(provider.body, "tribunal_provider_training_steps") == 0);
+  CHECK(sample(provider.body, "tribunal_provider_training_steps_per_second") == 0);
+  CHECK(provider.body.find("# TYPE tribunal_provider_training_steps_per_second gauge") != std::string::npos);
 
   CHECK(testing::http_get(referee_port, "/healthz").body == "ok\n");
   CHECK(testing::http_get(referee_port, "/nothing").status == 404);
