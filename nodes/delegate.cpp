@@ -233,6 +233,7 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
   const Dataset& data = *train;
   check_job_against_dataset(job, data);
   const Digest id = job_id(job, data);
+  const LogScope job_scope({"", to_hex(id)});  // every line of this delegation names its job
   log->info(fmt::format("delegate: job {} ({} steps, stride {}) to {} providers", to_hex(id).substr(0, 16),
                         job.steps, job.stride, providers.size()));
 
@@ -316,6 +317,7 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
     if (out.claims[p].trajectory_root == out.claims[held].trajectory_root) continue;
     const DisputeOpen d = dispute_open(toml, data, claim_envelopes[held], claim_envelopes[p]);
     const Digest dispute = dispute_id(d);
+    const LogScope dispute_scope({to_hex(dispute), to_hex(id)});
     log->info(fmt::format("delegate: claims of {} and {} differ: dispute {} at {}", providers[held],
                           providers[p], to_hex(dispute).substr(0, 16), referee));
     const Envelope env =

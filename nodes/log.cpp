@@ -2,6 +2,7 @@
 
 #include <ctime>
 #include <mutex>
+#include <utility>
 
 #include <fmt/format.h>
 #include <spdlog/pattern_formatter.h>
@@ -10,6 +11,8 @@
 
 namespace tribunal::nodes {
 namespace {
+
+thread_local LogKeys tls_keys;
 
 // `s` as the inside of a JSON string (RFC 8259, section 7).
 void append_escaped(spdlog::string_view_t s, spdlog::memory_buf_t& out) {
@@ -39,7 +42,8 @@ void append_escaped(spdlog::string_view_t s, spdlog::memory_buf_t& out) {
   }
 }
 
-// One JSON object per line: time (ISO 8601 UTC, milliseconds), level, node (the logger's name), message.
+// One JSON object per line: time (ISO 8601 UTC, milliseconds), level, node (the logger's name), dispute
+// and job (the thread's LogKeys, when set), message.
 class JsonFormatter final : public spdlog::formatter {
  public:
   void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& out) override {
@@ -54,6 +58,15 @@ class JsonFormatter final : public spdlog::formatter {
     append_escaped(spdlog::level::to_string_view(msg.level), out);
     out.append(std::string_view("\",\"node\":\""));
     append_escaped(msg.logger_name, out);
+    const LogKeys& keys = current_log_keys();
+    if (!keys.dispute.empty()) {
+      out.append(std::string_view("\",\"dispute\":\""));
+      append_escaped(keys.dispute, out);
+    }
+    if (!keys.job.empty()) {
+      out.append(std::string_view("\",\"job\":\""));
+      append_escaped(keys.job, out);
+    }
     out.append(std::string_view("\",\"message\":\""));
     append_escaped(msg.payload, out);
     out.append(std::string_view("\"}\n"));
@@ -77,6 +90,16 @@ class LineSink final : public spdlog::sinks::base_sink<std::mutex> {
 };
 
 }  // namespace
+
+LogScope::LogScope(LogKeys keys) : saved_(std::exchange(tls_keys, std::move(keys))) {}
+
+LogScope::~LogScope() {
+  tls_keys = std::move(saved_);
+}
+
+const LogKeys& current_log_keys() {
+  return tls_keys;
+}
 
 std::unique_ptr<spdlog::formatter> log_formatter(LogFormat format) {
   if (format == LogFormat::Json) return std::make_unique<JsonFormatter>();

@@ -22,8 +22,34 @@ using Logger = std::shared_ptr<spdlog::logger>;
 /// How stderr_logger writes a line.
 enum class LogFormat {
   Text,  ///< `2026-11-26T03:04:05.678Z info [referee] message`
-  Json,  ///< `{"time":"2026-11-26T03:04:05.678Z","level":"info","node":"referee","message":"..."}`
+  /// `{"time":"2026-11-26T03:04:05.678Z","level":"info","node":"referee","dispute":"…","job":"…","message":"..."}`
+  /// (dispute and job: the thread's LogKeys, when set)
+  Json,
 };
+
+/// What a log line is about: a dispute and a job (64 lowercase hex digits each, or empty). A JSON line
+/// carries them as the fields `dispute` and `job` (absent when empty), so a log system can select one
+/// dispute's or job's lines without parsing messages; a text line's message names them already.
+struct LogKeys {
+  std::string dispute;
+  std::string job;
+};
+
+/// Sets the LogKeys of the lines the current thread logs while it lives (loggers here are synchronous:
+/// the line is formatted on the logging thread), restoring the previous keys at its end. Nest freely.
+class LogScope {
+ public:
+  explicit LogScope(LogKeys keys);
+  ~LogScope();
+  LogScope(const LogScope&) = delete;
+  LogScope& operator=(const LogScope&) = delete;
+
+ private:
+  LogKeys saved_;
+};
+
+/// The current thread's LogKeys (empty outside any LogScope).
+const LogKeys& current_log_keys();
 
 /// The formatter of `format`: UTC timestamps (ISO 8601, milliseconds); JSON strings escaped per RFC 8259
 /// (quote, backslash and control characters; other bytes as they are).

@@ -404,6 +404,7 @@ void ProviderNode::train(Connection& c, const Envelope& env) {
   const Digest id = job_id(job, *data);
   // Not echoed: the sender must know the id of the job it submits.
   if (id != env.context) throw ProtocolError("the submitted job's id is not the one it was sent under");
+  const LogScope scope({"", to_hex(id)});  // this job's lines, its training's included
   if (std::optional<HeldCheckpoints> held = held_claim(id, job)) {
     held->claim.endpoint = config_.endpoint;                // where it answers now
     hold_claim(job, held->claim, held->checkpoint_hashes);  // its final state may be asked for again
@@ -665,6 +666,7 @@ std::shared_ptr<ProviderNode::Dispute> ProviderNode::dispute_for(const Connectio
                                                  *d->pool, config_.referees, config_.policy);
   });
   d->used = std::chrono::steady_clock::now();
+  const LogScope scope({to_hex(c.open->context), ""});
   log_->info(fmt::format("provider {}: answering dispute {} as party {}",
                          to_hex(key_.public_key).substr(0, 8), to_hex(c.open->context).substr(0, 12),
                          d->session->party()));
@@ -710,6 +712,7 @@ bool ProviderNode::superseded(Connection& c, const Envelope& query) {
 void ProviderNode::answer(const std::shared_ptr<Connection>& c, const Envelope& env,
                           std::chrono::steady_clock::time_point arrived) {
   Session& session = *c->session;
+  const LogScope scope({to_hex(env.context), ""});  // a query's context is its dispute id
   const auto& referees = config_.referees;
   if (std::find(referees.begin(), referees.end(), env.sender) == referees.end())
     throw WireError(CloseCode::PolicyViolation, "query signed by a key that is not a trusted referee");
@@ -793,6 +796,7 @@ void ProviderNode::deliver(Connection& c, const Envelope& env) {
     throw ProtocolError("this provider does not deliver to the client key that signed the StateRequest");
   const StateRequest& request = std::get<StateRequest>(env.body);
   if (request.job_id != env.context) throw ProtocolError("the StateRequest is not addressed to its job id");
+  const LogScope scope({"", to_hex(request.job_id)});
   std::shared_ptr<const HeldClaim> held;
   {
     std::lock_guard lock(mu_);

@@ -94,6 +94,11 @@ struct RefereeNode::Live {
   std::atomic<int64_t> deadline_ms{0};
 
   ProviderLink& link(int party) { return *links[static_cast<size_t>(party)]; }
+  // What its log lines are about (nodes/log.h: the JSON lines' dispute and job fields).
+  LogKeys keys() const {
+    if (!dispute) return {};
+    return {to_hex(dispute->dispute_id()), to_hex(dispute->job_id())};
+  }
 };
 
 AddressPolicy loopback_policy() {
@@ -349,6 +354,7 @@ uint16_t RefereeNode::listen(const std::string& host, uint16_t port) {
       } catch (const StoreError&) {
         throw;
       } catch (const std::exception& e) {
+        const LogScope scope({to_hex(stored.id), ""});
         log_->error(fmt::format("referee: cannot resume dispute {} from {}: {}",
                                 to_hex(stored.id).substr(0, 12), store_->file().string(), e.what()));
       }
@@ -405,6 +411,7 @@ void RefereeNode::prune_store() {
 void RefereeNode::apply(Live& live, RefereeDispute::Step step) {
   commit(live, step);
   deliver(live, std::move(step.send));
+  const LogScope scope(live.keys());
   for (const DisputeEvent& e : step.events) {
     log_->info(fmt::format("referee: dispute {} round {}: {}", live.tag, e.round, e.text));
     if (on_event) on_event(e);
@@ -487,6 +494,7 @@ void RefereeNode::open(std::shared_ptr<Session> client, const Envelope& env) {
         !d.admitted())
       throw ProtocolError(d.reason);
     live->clients.push_back(client);
+    const LogScope scope(live->keys());
     log_->info(fmt::format("referee: dispute {}: client {} attached; it gets the verdict", live->tag,
                            client->remote_endpoint()));
   };
@@ -513,6 +521,7 @@ void RefereeNode::open(std::shared_ptr<Session> client, const Envelope& env) {
   const Digest id = dispute->dispute_id();
   if (store_) {
     if (auto verdict = store_->verdict(id)) {
+      const LogScope scope({to_hex(id), to_hex(dispute->job_id())});
       log_->info(fmt::format("referee: dispute {} is decided; sending its stored verdict to {}",
                              to_hex(id).substr(0, 12), client->remote_endpoint()));
       client->send(std::move(*verdict));
@@ -601,6 +610,7 @@ void RefereeNode::resume_stored(const StoredDispute& stored) {
       drop(*live, e.what());
       return;
     }
+    const LogScope scope(live->keys());
     log_->info(fmt::format("referee: dispute {} resumed from the store ({} inputs, round {})", live->tag,
                            inputs, live->dispute->game().rounds()));
     for (int p = 0; p < 2; ++p) connect_provider(live, p);
@@ -653,6 +663,7 @@ void RefereeNode::on_provider_message(const std::shared_ptr<Live>& live, int par
   std::lock_guard lock(live->mu);
   live->stats.bytes_in += bytes.size();
   if (live->finished || live->link(party).session() != session) return;
+  const LogScope scope(live->keys());
   const double c0 = thread_cpu_seconds();
   try {
     // An opened tensor chunk proves itself; its signature is checked only if it would be held against
@@ -684,6 +695,7 @@ void RefereeNode::on_provider_message(const std::shared_ptr<Live>& live, int par
 // Called with live.mu held.
 void RefereeNode::provider_lost(Live& live, int party, const std::string& why) {
   const std::chrono::milliseconds backoff = live.link(party).lost(now());
+  const LogScope scope(live.keys());
   log_->warn(fmt::format("referee: dispute {}: provider {} {}; reconnecting in {} ms", live.tag, party, why,
                          backoff.count()));
 }
@@ -748,6 +760,7 @@ void RefereeNode::drop(Live& live, const std::string& why) {
   live.finished = true;
   live.timer.cancel();
   meters_.suspended.inc();
+  const LogScope scope(live.keys());
   log_->error(fmt::format("referee: dispute {} suspended: {}", live.tag, why));
   // No ErrorMessage: a client that reconnects and opens the dispute again resumes it from the store.
   for (auto& c : live.clients) c->close(CloseCode::InternalError, "store failure");

@@ -7,6 +7,7 @@
 
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include <spdlog/sinks/ostream_sink.h>
 
@@ -50,6 +51,46 @@ TEST_CASE("log: a JSON line per message with time, level, node and the message e
   CHECK(lines[0].find("\\u0001") != std::string::npos);
   CHECK(nlohmann::json::parse(lines[1]).at("message") == "braces {} stay as they are");
   CHECK(nlohmann::json::parse(lines[1]).at("level") == "info");
+}
+
+TEST_CASE("log: a LogScope keys the JSON lines of its thread by dispute and job, nested and restored") {
+  const std::string d(64, 'd'), j(64, 'a'), j2(64, 'b');
+  std::string other_thread_keys = "unset";
+  const std::vector<std::string> lines = written(LogFormat::Json, [&](spdlog::logger& l) {
+    l.info("before");
+    {
+      const LogScope job({"", j});
+      l.info("job only");
+      {
+        const LogScope both({d, j2});
+        l.info("both");
+        std::thread([&] { other_thread_keys = current_log_keys().dispute + current_log_keys().job; }).join();
+      }
+      l.info("job again");
+    }
+    l.info("after");
+  });
+  REQUIRE(lines.size() == 5);
+  std::vector<nlohmann::json> p;
+  for (const auto& line : lines) p.push_back(nlohmann::json::parse(line));
+  CHECK(!p[0].contains("dispute"));
+  CHECK(!p[0].contains("job"));
+  CHECK(!p[1].contains("dispute"));
+  CHECK(p[1].at("job") == j);
+  CHECK(p[2].at("dispute") == d);
+  CHECK(p[2].at("job") == j2);
+  CHECK(p[2].at("message") == "both");
+  CHECK(p[3].at("job") == j);
+  CHECK(!p[3].contains("dispute"));
+  CHECK(p[4].size() == 4);
+  CHECK(other_thread_keys.empty());  // the keys are the logging thread's own
+  // Text lines are unchanged: their messages name the ids.
+  const std::vector<std::string> text = written(LogFormat::Text, [&](spdlog::logger& l) {
+    const LogScope both({d, j});
+    l.info("referee: dispute dddd round 1: x");
+  });
+  REQUIRE(text.size() == 1);
+  CHECK(text[0].ends_with(" info [referee] referee: dispute dddd round 1: x"));
 }
 
 TEST_CASE("log: a text line per message: UTC timestamp, level, node, message") {
