@@ -37,6 +37,19 @@ for _ in $(seq 300); do
 done
 grep -q "training job" "$tmp/provider.log" || fail "the provider did not start training"
 sleep 1  # a few steps and checkpoints
+# Its training progress on /metrics (docs/running.md, "Monitoring"): the step it reached, the job's T
+# and a positive rate.
+python3 - "$port" <<'PY' || fail "the provider's progress gauges"
+import re, sys, urllib.request
+text = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=10).read().decode()
+def value(name):
+    m = re.search(rf"^{name} (\S+)$", text, re.M)
+    if not m: sys.exit(f"no {name}")
+    return float(m.group(1))
+step, total, rate = (value(f"tribunal_provider_training_{n}") for n in ("step", "steps", "steps_per_second"))
+if not (0 < step < total == 200000 and rate > 0): sys.exit(f"step {step} of {total} at {rate}/s")
+print(f"progress on /metrics: step {step:.0f} of {total:.0f}, {rate:.0f} steps/s")
+PY
 start=$(date +%s.%N)
 kill -TERM "$pid"
 for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
