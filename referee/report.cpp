@@ -1,6 +1,7 @@
 #include "referee/report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <regex>
 #include <set>
@@ -586,6 +587,31 @@ std::string dispute_report_html(const ReportInput& in) {
               R"(<tr><td>{}</td><td class="mono">{}</td><td class="mono">[{}]</td><td class="mono">{}, …</td></tr>)",
               o.party >= 0 && o.party < 2 ? escape(parties[static_cast<size_t>(o.party)].short_label()) : "?",
               escape(name), fmt::join(o.shape, ", "), first);
+        }
+        b += "</table>";
+      }
+      // The whole of each opened input, as the referee assembled it for the re-execution (the replay's).
+      if (trace.reexecuted && trace.reexecuted->node == v.node) {
+        const Reexecute& rx = *trace.reexecuted;
+        b +=
+            R"(<h3>The opened inputs, whole</h3><table id="opened-stats"><tr><th>tensor</th><th>shape</th><th>elements</th><th>min</th><th>max</th><th>mean</th><th>non-finite</th></tr>)";
+        for (size_t i = 0; i < rx.inputs.size() && i < node.inputs.size(); ++i) {
+          const std::vector<float>& x = rx.inputs[i];
+          if (x.empty()) continue;  // a data set's or constant input: not opened as a tensor
+          double lo = INFINITY, hi = -INFINITY, sum = 0;
+          size_t finite = 0;
+          for (const float f : x) {
+            if (!std::isfinite(f)) continue;
+            ++finite;
+            lo = std::min(lo, static_cast<double>(f));
+            hi = std::max(hi, static_cast<double>(f));
+            sum += f;
+          }
+          b += fmt::format(
+              R"(<tr><td class="mono">{}</td><td class="mono">[{}]</td><td>{}</td><td class="mono">{:.6g}</td><td class="mono">{:.6g}</td><td class="mono">{:.6g}</td><td>{}</td></tr>)",
+              escape(g.values[node.inputs[i]].name),
+              i < rx.shapes.size() ? fmt::format("{}", fmt::join(rx.shapes[i], ", ")) : "?", x.size(), lo, hi,
+              finite ? sum / static_cast<double>(finite) : NAN, x.size() - finite);
         }
         b += "</table>";
       }

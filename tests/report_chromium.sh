@@ -62,6 +62,9 @@ check(f"the recomputed hash equals the honest claim's and not the cheater's: {ce
 check("the timeline gives the duration and each level's time",
       'id="duration"' in d and all(f'id="level-{k}-time"' in d for k in (1, 2, 3)) and 'id="decided-at"' in d)
 check("the job's hyperparameters are shown", re.search(r'id="job-toml"[^>]*>[^<]*lr = ', d) is not None)
+stats = re.search(r'id="opened-stats">(.*?)</table>', d, re.S)
+check("the opened inputs are summarised whole (elements, min, max, mean)",
+      stats is not None and len(re.findall(r"<tr><td class=\"mono\">", stats.group(1))) >= 1)
 check("opened tensors are named, not numbered", 'id="opened"' in d and not re.search(r"<td>#\d+</td>", d))
 check("the rounds agree with the verdict's count", re.search(r'<span id="rounds">\d+</span> questions asked', d) is not None)
 diff = re.search(r'id="state-diff">(.*?)</table>', d, re.S)
