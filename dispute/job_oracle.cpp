@@ -170,6 +170,8 @@ std::array<PartyReexecution, 2> JobOracle::reexecute(const Reexecute& rx) const 
   for (const std::vector<double>& w : wide) count += w.size();
   std::array<PartyReexecution, 2> result;
   for (size_t p = 0; p < 2; ++p) {
+    // A job with roles opens the trainer's log only; it decides for both (Game::on_reexecuted).
+    if (rx.logs[p].empty() && count > 0) continue;
     const RoundingLog log{count, rx.logs[p]};
     std::optional<uint64_t> bad;
     try {

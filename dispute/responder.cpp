@@ -57,7 +57,8 @@ DisputeResponder::DisputeResponder(const JobSpec& job, const Dataset& train, std
       // A rounding-log provider replays its own logs (written beside the checkpoints), so its answers
       // are the steps it trained even if its float64 kernels changed since.
       trainer_(job, train, pool, std::move(policy), nullptr, Device::Cpu,
-               RoundingOptions{default_float64_gemm(), store_}),
+               // An auditor's store holds the trainer's logs, replayed as it audited them.
+               RoundingOptions{default_float64_gemm(), store_, !job.numerics.trainer.empty()}),
       checkpoints_(checkpoint_steps(static_cast<uint64_t>(job.steps), static_cast<uint64_t>(job.stride))) {
   require_disputable(job.numerics, "dispute responder");
 }

@@ -93,6 +93,29 @@ void Executor::run(const StepGraph& g, std::span<const Tensor* const> state,
     if (!block.within_a_block(g.node_shards[n])) run_node(n, pool_, in, out);
 }
 
+// An auditor's rounding of one node by the trainer's log (RoundingRun::audit): Nearest is this
+// trainer's nearest; a direction is followed where this value is within 2τ of a boundary
+// (boundary_distance), else the value rounds to nearest. Throws OpError when the log's digits do not unpack
+// or it has another count than the outputs.
+void Executor::round_audited(std::span<const std::vector<double>> wide, const RoundingLog& log,
+                             std::span<Tensor* const> out, double tau,
+                             std::span<const std::vector<double>> quanta) {
+  uint64_t count = 0;
+  for (const std::vector<double>& w : wide) count += w.size();
+  if (log.count != count) throw OpError("rounding log: its count is not the node's output elements");
+  const std::vector<Rounding> decisions = unpack_trits(log.packed, count);
+  uint64_t j = 0;
+  for (size_t i = 0; i < wide.size(); ++i) {
+    float* y = out[i]->data();
+    for (size_t k = 0; k < wide[i].size(); ++k, ++j) {
+      const double q = quantum_at(quanta, i, k);
+      Rounding d = decisions[j];
+      if (d != Rounding::Nearest && !(boundary_distance(wide[i][k], q) <= 2 * tau)) d = Rounding::Nearest;
+      y[k] = round_replayed(wide[i][k], d, q);
+    }
+  }
+}
+
 void Executor::run_rounded(size_t n, const Node& node, std::span<const Tensor* const> in,
                            std::span<Tensor* const> out) {
   // Per thread (shards may run side by side) and kept: a GPT step rounds ~80 M values, so fresh
@@ -120,6 +143,12 @@ void Executor::run_rounded(size_t n, const Node& node, std::span<const Tensor* c
     return;
   }
   const RoundingLog& log = rounding_->replay->nodes[n];
+  if (rounding_->audit) {
+    round_audited(wide, log, out, tau, quanta);
+    if (profile) lap(RoundingProfile::Round);
+    if (rounding_->record) rounding_->record->nodes[n] = log;
+    return;
+  }
   const std::optional<uint64_t> bad = round_outputs_replayed(wide, log, out, tau, quanta);
   if (profile) lap(RoundingProfile::Round);
   if (bad) {

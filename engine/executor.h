@@ -78,6 +78,9 @@ struct RoundingRun {
                      std::span<Tensor* const> out, double tau, std::span<const std::vector<double>> quanta)>
       tamper;
   RoundingProfile* profile = nullptr;  ///< receives the nodes' times when set
+  /// Replaying as an auditor (RoundingOptions::audit, engine/trainer.h): a direction beyond 2τ of a
+  /// boundary at this trainer's value rounds to nearest instead of refusing the log.
+  bool audit = false;
 };
 
 /// A replayed rounding log that this trainer's float64 values do not allow (rounding_allowed): the log
@@ -132,6 +135,9 @@ class Executor {
   Tensor take_value(ValueId v);
 
  private:
+  static void round_audited(std::span<const std::vector<double>> wide, const RoundingLog& log,
+                            std::span<Tensor* const> out, double tau,
+                            std::span<const std::vector<double>> quanta);
   void run_rounded(size_t n, const Node& node, std::span<const Tensor* const> in,
                    std::span<Tensor* const> out);
 

@@ -42,8 +42,12 @@ NumericsSpec parse_numerics(const toml::table& root, const std::string& source) 
     throw EngineError(
         fmt::format("{}: numerics.mode '{}' is not supported (supported: repops, rounding-log, fast)",
                     numerics.location("mode"), mode));
-  numerics.allow_only({"mode", "tau", "quantum_bits"});
+  numerics.allow_only({"mode", "tau", "quantum_bits", "trainer"});
   spec.mode = NumericsMode::RoundingLog;
+  spec.trainer = numerics.string("trainer", "");
+  if (spec.trainer.size() > 1024)
+    throw EngineError(fmt::format("{}: numerics.trainer is longer than an endpoint (1024 bytes)",
+                                  numerics.location("trainer")));
   spec.quantum_bits = static_cast<int>(numerics.integer("quantum_bits", kDefaultRoundingQuantumBits, false,
                                                         kMinRoundingQuantumBits, kMaxRoundingQuantumBits));
   const toml::node* tau = numerics.table()->get("tau");
@@ -615,6 +619,13 @@ std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& da
       out.u64(kOpKindCount - kTauKindsInIdV1);
       for (size_t k = kTauKindsInIdV1; k < kOpKindCount; ++k)
         out.u64(std::bit_cast<uint64_t>(job.numerics.tau[k]));
+    }
+    // The trainer of a job with roles, only when named, so the ids of independent-trainer jobs stand.
+    if (!job.numerics.trainer.empty()) {
+      out.u8(8);
+      out.u64(job.numerics.trainer.size());
+      out.raw(std::span(reinterpret_cast<const uint8_t*>(job.numerics.trainer.data()),
+                        job.numerics.trainer.size()));
     }
   }
   // The initial weights' file hash, only for a job with model.init, so the ids of other jobs stand.

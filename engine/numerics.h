@@ -55,6 +55,12 @@ struct NumericsSpec {
   /// rounding-log only: log2 of a contraction's magnitude bound over its rounding quantum
   /// (ops/float64/float64.h rounding_quanta), in [kMinRoundingQuantumBits, kMaxRoundingQuantumBits].
   int quantum_bits = kDefaultRoundingQuantumBits;
+  /// rounding-log only: the endpoint (ws:// URL, as its claim signs it) of the job's **trainer**
+  /// (`[numerics] trainer`; docs/numerics.md "Trainer and auditors"). Empty: every provider trains
+  /// with its own logs (independent trainers). Set: that provider trains and logs; every other one
+  /// audits — it replays the trainer's logs — and a dispute between the trainer and an auditor is
+  /// decided by the trainer's log (docs/protocol.md "Rounding-log jobs").
+  std::string trainer;
 
   NumericsSpec();
   bool operator==(const NumericsSpec&) const = default;

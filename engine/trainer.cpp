@@ -165,6 +165,7 @@ float Trainer::run_step(const StepGraph& g, Inspect before_swap, Release after_s
       }
       replayed_log_ = read_rounding_log(rounding_log_path(rounding_.replay_dir, t), t, counts);
       run.replay = &replayed_log_;
+      run.audit = rounding_.audit;
     }
     executor_.set_rounding(run);
   }

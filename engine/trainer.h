@@ -39,6 +39,12 @@ struct RoundingOptions {
   /// Replay the rounding logs of another run directory (another trainer's, or this provider's own
   /// when it answers a dispute) instead of logging its own decisions. Empty: log.
   std::filesystem::path replay_dir;
+  /// Replay as an auditor of a job with roles (docs/numerics.md "Trainer and auditors"): a logged
+  /// direction is followed where this trainer's value is within 2τ of a boundary (the 3τ/2 the referee
+  /// allows plus the τ/2 two contract kernels may differ by), elsewhere the value rounds to nearest;
+  /// the replayed log is recorded either way. So the auditor never refuses a log the referee would
+  /// allow, and deviates only where the referee refuses the trainer's decision.
+  bool audit = false;
   RoundingProfile* profile = nullptr;  ///< receives where each step's time goes when set (benches)
 };
 

@@ -88,6 +88,8 @@ Game::Game(GameParams params, const StepOracle& oracle) : params_(std::move(para
     if (c.job_id != params_.job_id) throw ProtocolError("dispute: a claim is for another job");
     if (c.steps != params_.steps) throw ProtocolError("dispute: a claim does not cover the job's steps");
   }
+  if (params_.trainer < -1 || params_.trainer > 1)
+    throw ProtocolError("dispute: the trainer is party 0 or 1");
   if (params_.claims[0].trajectory_root == params_.claims[1].trajectory_root)
     throw ProtocolError("dispute: the two claims agree; there is nothing to dispute");
   checkpoints_ = checkpoint_steps(params_.steps, params_.stride);
@@ -123,13 +125,19 @@ Level Game::level_of_phase() const {
 
 // Puts `q` to both parties: each one's clock gains the question's allowance and runs from now.
 std::vector<Action> Game::ask_both(Query q, GameTime now, std::chrono::milliseconds allowance) {
+  return ask(std::move(q), now, allowance, {true, true});
+}
+
+std::vector<Action> Game::ask(Query q, GameTime now, std::chrono::milliseconds allowance,
+                              std::array<bool, 2> who) {
   q.round = ++round_;
   current_ = q;
   events_.push_back({GameEvent::Kind::Round, q.level, 0, q});
   std::vector<Action> out;
   for (int p = 0; p < 2; ++p) {
     party_[p].answer.reset();
-    asked_[p] = true;
+    asked_[p] = who[p];
+    if (!who[p]) continue;
     asked_at_[p] = now;
     heard_at_[p] = now;
     reasks_[p] = 0;
@@ -361,12 +369,13 @@ std::vector<Action> Game::on_message(int party, const Body& body, GameTime now, 
     return needs_signature("only an opened tensor chunk is taken without its signature");
   if (done()) return {Rejected{party, "the dispute is over"}};
   if (party < 0 || party > 1) return {Rejected{party, "unknown party"}};
-  if (!asked_[party]) return {Rejected{party, "no question is open for this party"}};
   // The input opening completes with whichever party's stream finishes first; the other's stream may
-  // still be coming when the logs are asked for. Its chunks are redundant, not worth a refusal.
+  // still be coming when the logs are asked for (of the trainer alone, in a job with roles). Its
+  // chunks are redundant, not worth a refusal.
   if (phase_ == Phase::OpenLog && round_of(body) + 1 == round_ &&
       (std::holds_alternative<TensorChunk>(body) || std::holds_alternative<Samples>(body)))
     return {Rejected{party, "already opened", false, true}};
+  if (!asked_[party]) return {Rejected{party, "no question is open for this party"}};
   if (!answers_phase(phase_, body))
     return {Rejected{party, std::string("unexpected message in ") + phase_name(phase_)}};
   if (round_of(body) != round_)
@@ -758,17 +767,24 @@ std::vector<Action> Game::collect_inputs(GameTime now) {
   }
   // A rounding-log node: each party opens its own log of it, proven against the log leaf of its own
   // record (the two may differ), streamed in chunks like a tensor.
+  // In a job with roles only the trainer opens its log: it decides for both parties, and the
+  // auditor's record must commit to it (its last output hash). A trainer that withholds it runs out
+  // its own clock (docs/protocol.md, "Rounding-log jobs").
   pending_ = std::move(rx);
   const std::vector<int64_t> shape{static_cast<int64_t>(node.log_values)};
+  std::array<bool, 2> who{true, true};
+  if (params_.trainer >= 0) who[1 - params_.trainer] = false;
   for (int p = 0; p < 2; ++p)
-    logs_[p] = InputOpening({ExpectedTensor{shape, located_record(p).outputs.back(), DType::Trits}}, {});
+    logs_[p] = who[p]
+                   ? InputOpening({ExpectedTensor{shape, located_record(p).outputs.back(), DType::Trits}}, {})
+                   : InputOpening();
   phase_ = Phase::OpenLog;
   Query q = query(QueryKind::OpenLog, Level::Nodes);
   q.indices = {node_};
   constexpr uint64_t kPerChunk = 2048;  // as in opening_bytes
   const uint64_t log_bytes = tensor_byte_length(DType::Trits, node.log_values);
-  return ask_both(q, now,
-                  allowance(params_.terms, 0, log_bytes + (log_bytes / kTensorChunkBytes + 1) * kPerChunk));
+  return ask(q, now, allowance(params_.terms, 0, log_bytes + (log_bytes / kTensorChunkBytes + 1) * kPerChunk),
+             who);
 }
 
 // A chunk of `party`'s log was taken: once its log is complete its clock stops; once both are, the
@@ -782,7 +798,9 @@ std::vector<Action> Game::collect_log(int party, GameTime now) {
   for (int p = 0; p < 2; ++p) asked_[p] = false;
   Reexecute rx = std::move(*pending_);
   pending_.reset();
-  for (int p = 0; p < 2; ++p) rx.logs[p] = std::move(logs_[p].take().tensors.at(0).bytes);
+  for (int p = 0; p < 2; ++p)
+    if (params_.trainer < 0 || p == params_.trainer)
+      rx.logs[p] = std::move(logs_[p].take().tensors.at(0).bytes);
   phase_ = Phase::Reexecute;
   return {std::move(rx)};
 }
@@ -797,6 +815,7 @@ std::vector<Action> Game::on_reexecuted(const std::array<PartyReexecution, 2>& p
   now_ = std::max(now_, now);
   const bool logged = spec_->nodes[node_].rounding_log;
   const std::string where = "node " + std::to_string(node_) + " of step " + std::to_string(step_);
+  if (logged && params_.trainer >= 0) return decide_with_trainer_log(parties, where);
   for (int p = 0; p < 2; ++p) {
     if (!parties[p].bad_log.empty()) {
       lose(p, VerdictReason::BadRoundingLog,
@@ -819,6 +838,34 @@ std::vector<Action> Game::on_reexecuted(const std::array<PartyReexecution, 2>& p
               "outputs (they differ only in decisions on values near a rounding boundary)");
     return finish(VerdictReason::WrongOutput, "re-execution matches both parties (records differ elsewhere)");
   }
+  return finish_if_lost();
+}
+
+// A job with roles: the trainer's committed log decides the located node for both parties. Its
+// decision outside the band the referee's float64 value allows convicts the trainer; otherwise the
+// rounded outputs are determined, and with the log's leaf they are the record both owed: the auditor
+// replays the trainer's log and commits to it, so neither may differ. The records differ, so at least
+// one party loses: no undecided end.
+std::vector<Action> Game::decide_with_trainer_log(const std::array<PartyReexecution, 2>& parties,
+                                                  const std::string& where) {
+  const int trainer = params_.trainer;
+  if (!parties[trainer].bad_log.empty()) {
+    lose(trainer, VerdictReason::BadRoundingLog,
+         "the trainer's rounding log of " + where + " is refused: " + parties[trainer].bad_log);
+    return finish_if_lost();
+  }
+  std::vector<Digest> owed = parties[trainer].outputs;
+  owed.push_back(located_record(trainer).outputs.back());  // the log's leaf, proven when opened
+  for (int p = 0; p < 2; ++p)
+    if (located_record(p).outputs != owed)
+      lose(p, VerdictReason::WrongOutput,
+           p == trainer ? "re-executing " + where +
+                              " with the trainer's own rounding log gives other outputs than it committed"
+                        : "the auditor's record of " + where +
+                              " is not the outputs of the trainer's rounding log, or does not commit to "
+                              "that log (its last output hash)");
+  if (!party_[0].lost && !party_[1].lost)
+    return finish(VerdictReason::WrongOutput, "re-execution matches both parties (records differ elsewhere)");
   return finish_if_lost();
 }
 

@@ -94,6 +94,11 @@ struct GameParams {
   uint64_t features = 0;         ///< values per sample (sizes an opening of samples)
   std::array<Claim, 2> claims{};
   DisputeTerms terms;  ///< what each question may take (the job's [dispute] table)
+  /// A rounding-log job with roles (docs/protocol.md, "Rounding-log jobs"): the party (0 or 1) whose
+  /// claim is the trainer's, the other one an auditor that replayed the trainer's logs; the referee
+  /// derives it from the job and the claims' signed endpoints. At the located node only the trainer
+  /// opens its log, and it decides for both parties. −1: independent trainers, each opens its own.
+  int trainer = -1;
 };
 
 /// A question to send to one party; it must answer before `deadline`: the time it was asked plus
@@ -120,6 +125,7 @@ struct Reexecute {
   /// spec.rounding_log: each party's opened rounding log of the node, packed trits (⌈log_values / 5⌉
   /// bytes, proven against the party's own record; their digits are checked when unpacked). Empty
   /// otherwise. The referee re-executes once per party (Game::on_reexecuted with PartyReexecution).
+  /// In a job with roles only the trainer's log is opened: the auditor's entry stays empty.
   std::array<std::vector<uint8_t>, 2> logs;
 };
 
@@ -259,8 +265,11 @@ class Game {
   /// The re-execution's result per party (rounding-log jobs: each party's outputs replayed by its own
   /// log). A party whose `bad_log` is set loses with BadRoundingLog, one whose outputs differ from its
   /// record's with WrongOutput; when neither loses in a rounding-log job the game ends undecided with
-  /// BothValid (docs/protocol.md, "Rounding-log jobs"). A pure function of its inputs, like every
-  /// input of the game, so a replayed game that re-executes again decides the same.
+  /// BothValid (docs/protocol.md, "Rounding-log jobs"). In a job with roles (GameParams::trainer) the
+  /// trainer's entry decides for both: its `bad_log` convicts the trainer (BadRoundingLog); otherwise
+  /// its `outputs` and its log's leaf are the record both parties owed, and each party whose record's
+  /// outputs differ loses with WrongOutput, so the game never ends BothValid. A pure function of its
+  /// inputs, like every input of the game, so a replayed game that re-executes again decides the same.
   std::vector<Action> on_reexecuted(const std::array<PartyReexecution, 2>& parties, GameTime now);
   /// The referee could not re-execute the located node for a reason of its own (out of memory, an
   /// internal error), not because of the inputs both parties committed to: the game ends undecided,
@@ -293,6 +302,11 @@ class Game {
 
   Query query(QueryKind kind, Level level) const;  // a query about the current position
   std::vector<Action> ask_both(Query q, GameTime now, std::chrono::milliseconds allowance);
+  // Puts `q` to the parties marked in `who` only; the others owe nothing this round.
+  std::vector<Action> ask(Query q, GameTime now, std::chrono::milliseconds allowance,
+                          std::array<bool, 2> who);
+  std::vector<Action> decide_with_trainer_log(const std::array<PartyReexecution, 2>& parties,
+                                              const std::string& where);
   std::optional<GameTime> reask_due(int party) const;
   void heard(int party, GameTime now, const Body& body);  // a message of the open round came from `party`
   void stop_clock(int party, GameTime now);               // the referee no longer waits for `party`

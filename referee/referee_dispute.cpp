@@ -112,6 +112,19 @@ RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open,
   }
   if (party_keys_[0] == party_keys_[1])
     throw ProtocolError("dispute: both claims are signed by the same key");
+  // A rounding-log job with roles is disputed between its trainer, the provider at the endpoint the
+  // job names (signed by both parties in the job id), and an auditor (docs/protocol.md, "Rounding-log
+  // jobs"): the trainer's log decides.
+  if (!job_.numerics.trainer.empty()) {
+    const bool t0 = params.claims[0].endpoint == job_.numerics.trainer,
+               t1 = params.claims[1].endpoint == job_.numerics.trainer;
+    if (t0 == t1)
+      throw ProtocolError(fmt::format(
+          "dispute: the job names the trainer {}, and {} of the claims is its: a dispute of a job with "
+          "roles is between the trainer and an auditor",
+          job_.numerics.trainer, t0 ? "each" : "neither"));
+    params.trainer = t0 ? 0 : 1;
+  }
   dispute_id_ = tribunal::dispute_id(d);
   if (open.context != dispute_id_)
     throw ProtocolError("dispute: the opening is not addressed to its dispute id");

@@ -45,11 +45,16 @@ struct Provider {
   TrainResult result;
   cheats::Fault fault;
   JobSpec job;
-  explicit Provider(const cheats::Fault& f, JobSpec j = short_job()) : fault(f), job(std::move(j)) {
+  /// `audit_of`: the store of the trainer whose rounding logs this provider replays as an auditor (a
+  /// rounding-log job with roles); empty: it trains with its own.
+  explicit Provider(const cheats::Fault& f, JobSpec j = short_job(),
+                    const std::filesystem::path& audit_of = {})
+      : fault(f), job(std::move(j)) {
     TrainOptions o;
     o.out_dir = store.path;
     o.evaluate = false;
     o.threads = 2;
+    if (!audit_of.empty()) o.rounding = RoundingOptions{default_float64_gemm(), audit_of, true};
     o.policy = cheats::fault_policy(f);
     o.train = &train_set();
     result = run_training(job, o);
@@ -67,7 +72,8 @@ struct Outcome {
 
 /// Plays the game between `a` (party 0) and `b` (party 1) to its verdict; a rejected message fails
 /// the test (honest algorithms fed wrong traces never send one).
-inline Outcome play_direct(const Provider& a, const Provider& b) {
+/// `trainer`: in a rounding-log job with roles, the party whose claim is the trainer's (GameParams::trainer).
+inline Outcome play_direct(const Provider& a, const Provider& b, int trainer = -1) {
   const JobSpec& job = a.job;
   const Dataset& data = train_set();
   ThreadPool pool(1);
@@ -79,6 +85,7 @@ inline Outcome play_direct(const Provider& a, const Provider& b) {
   params.dataset_root = data.root;
   params.dataset_samples = static_cast<uint64_t>(data.labels.numel());
   params.claims = {a.claim(), b.claim()};
+  params.trainer = trainer;
   DisputeResponder r0(job, data, a.store.path, pool, cheats::fault_policy(a.fault)),
       r1(job, data, b.store.path, pool, cheats::fault_policy(b.fault));
   DisputeResponder* responders[2] = {&r0, &r1};

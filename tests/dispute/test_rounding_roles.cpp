@@ -1,0 +1,244 @@
+// Disputes about a rounding-log job with roles (docs/protocol.md, "Rounding-log jobs"; docs/numerics.md,
+// "Trainer and auditors"), in process on scenarios/jobs/short_mlp_rlog.toml with a named trainer: the
+// auditor replays the trainer's logs, only the trainer opens its log at the located node, and that log
+// decides for both parties. Every rounding cheat of the catalog is decided against the cheater in either
+// role, the scenario (an in-band decision flipped, then an output corrupted in the same step)
+// included, and no dispute with an honest party ends both_valid.
+#include <doctest/doctest.h>
+
+#include "engine/error.h"
+#include "protocol/game.h"
+#include "tests/dispute/dispute_fixture.h"
+
+using namespace tribunal;
+using namespace tribunal::cheats;
+
+namespace {
+
+using testing::Outcome;
+using testing::Provider;
+using testing::train_set;
+
+JobSpec roles_job() {
+  JobSpec job = testing::short_rlog_job();
+  job.numerics.trainer = "ws://trainer.invalid/";
+  return job;
+}
+
+const Provider& honest_trainer() {
+  static const Provider p(Fault{}, roles_job());
+  return p;
+}
+
+const Provider& honest_auditor() {
+  static const Provider p(Fault{}, roles_job(), honest_trainer().store.path);
+  return p;
+}
+
+// A rounding fault; `also_corrupt` ≥ 0 also adds `delta` to element 0 of that node of the same step.
+Fault rounding(RoundingFault kind, int64_t step, int64_t node = 0, int64_t element = 0,
+               int64_t also_corrupt = -1, float delta = 1e-3f) {
+  Fault f;
+  if (also_corrupt >= 0) {
+    f.step = step;
+    f.node = also_corrupt;
+    f.element = 0;
+    f.delta = delta;
+  }
+  f.rounding = kind;
+  f.rounding_step = step;
+  f.rounding_node = node;
+  f.rounding_element = element;
+  return f;
+}
+
+// The cheater as the trainer against an honest auditor of its logs, in both seats; returns the verdict
+// with the cheater as party 1 and checks the seats agree and the cheater alone loses.
+Outcome cheating_trainer(const Fault& f) {
+  const Provider cheater(f, roles_job());
+  const Provider auditor(Fault{}, roles_job(), cheater.store.path);
+  REQUIRE(cheater.result.trajectory_root != auditor.result.trajectory_root);
+  const Outcome first = testing::play_direct(cheater, auditor, 0);
+  const Outcome second = testing::play_direct(auditor, cheater, 1);
+  CHECK(first.verdict.reason == second.verdict.reason);
+  CHECK(first.verdict.step == second.verdict.step);
+  CHECK(first.verdict.node == second.verdict.node);
+  CHECK(first.verdict.losers == std::vector<uint8_t>{0});
+  CHECK(first.verdict.winners == std::vector<uint8_t>{1});
+  CHECK(second.verdict.losers == std::vector<uint8_t>{1});
+  CHECK(second.verdict.winners == std::vector<uint8_t>{0});
+  return second;
+}
+
+// The cheater as an auditor of the honest trainer's logs, in both seats; the same checks.
+Outcome cheating_auditor(const Fault& f) {
+  const Provider cheater(f, roles_job(), honest_trainer().store.path);
+  REQUIRE(cheater.result.trajectory_root != honest_trainer().result.trajectory_root);
+  const Outcome first = testing::play_direct(cheater, honest_trainer(), 1);
+  const Outcome second = testing::play_direct(honest_trainer(), cheater, 0);
+  CHECK(first.verdict.reason == second.verdict.reason);
+  CHECK(first.verdict.step == second.verdict.step);
+  CHECK(first.verdict.node == second.verdict.node);
+  CHECK(first.verdict.losers == std::vector<uint8_t>{0});
+  CHECK(first.verdict.winners == std::vector<uint8_t>{1});
+  CHECK(second.verdict.losers == std::vector<uint8_t>{1});
+  CHECK(second.verdict.winners == std::vector<uint8_t>{0});
+  return second;
+}
+
+}  // namespace
+
+TEST_CASE("roles: an honest auditor replaying the trainer's logs meets its claim, with either float64 GEMM") {
+  CHECK(honest_auditor().result.trajectory_root == honest_trainer().result.trajectory_root);
+  CHECK(honest_auditor().result.final_state_hash == honest_trainer().result.final_state_hash);
+  // The auditor commits to the trainer's logs: its stored logs are the trainer's, byte for byte.
+  const JobOracle oracle(roles_job(), testing::data_shape());
+  std::vector<uint64_t> counts;
+  for (const NodeSpec& n : oracle.step_spec(7).nodes) counts.push_back(n.log_values);
+  CHECK(read_rounding_log(rounding_log_path(honest_auditor().store.path, 7), 7, counts).nodes ==
+        read_rounding_log(rounding_log_path(honest_trainer().store.path, 7), 7, counts).nodes);
+  // Another kernel: the naive loop replays the default GEMM's logs to the same root.
+  testing::TempDir dir("audit-naive");
+  TrainOptions o;
+  o.out_dir = dir.path;
+  o.evaluate = false;
+  o.threads = 2;
+  o.train = &train_set();
+  o.rounding = RoundingOptions{Float64Gemm::Naive, honest_trainer().store.path, true};
+  CHECK(run_training(roles_job(), o).trajectory_root == honest_trainer().result.trajectory_root);
+  // The named trainer is part of the job id.
+  CHECK(honest_trainer().result.job_id != Provider(Fault{}, testing::short_rlog_job()).result.job_id);
+}
+
+TEST_CASE("roles: the issue's scenario ends with the honest party winning in either role") {
+  // An in-band decision of node 2 at step 1 omitted ("nearest"), then 10^6 added to the last adamw
+  // node's output in the same step: between independent trainers the dispute ends both_valid at node 2
+  // (tests/dispute/test_rounding_dispute.cpp); with roles the trainer's log decides.
+  const Fault f = rounding(RoundingFault::Omit, 1, 2, 0, 16, 1e6f);
+  // A cheating trainer: the auditor replays its log (the omission changes no output), so the records
+  // first differ at the corrupted node, where the trainer's log gives other outputs than it committed.
+  const Outcome trainer = cheating_trainer(f);
+  CHECK(trainer.verdict.reason == VerdictReason::WrongOutput);
+  CHECK(trainer.verdict.step == 1);
+  CHECK(trainer.verdict.node == 16);
+  CHECK(trainer.verdict.op == static_cast<uint8_t>(OpKind::AdamW));
+  // A cheating auditor: its record of node 2 commits to another log than the trainer's.
+  const Outcome auditor = cheating_auditor(f);
+  CHECK(auditor.verdict.reason == VerdictReason::WrongOutput);
+  CHECK(auditor.verdict.step == 1);
+  CHECK(auditor.verdict.node == 2);
+  CHECK(auditor.verdict.detail.find("does not commit to that log") != std::string::npos);
+}
+
+TEST_CASE("roles: every rounding cheat of the catalog is decided against the cheater") {
+  SUBCASE("a corrupted output") {
+    Fault f;
+    f.step = 11;
+    f.node = 2;
+    f.element = -1;
+    f.delta = 0.5f;
+    for (const Outcome& o : {cheating_trainer(f), cheating_auditor(f)}) {
+      CHECK(o.verdict.reason == VerdictReason::WrongOutput);
+      CHECK(o.verdict.step == 11);
+      CHECK(o.verdict.node == 2);
+    }
+  }
+  SUBCASE("a forged decision") {
+    const Fault f = rounding(RoundingFault::Forge, 9, 13, 100);
+    // The auditor does not follow a direction beyond 2 tau of a boundary: it rounds to nearest, and the
+    // referee refuses the trainer's decision.
+    const Outcome t = cheating_trainer(f);
+    CHECK(t.verdict.reason == VerdictReason::BadRoundingLog);
+    CHECK(t.verdict.step == 9);
+    CHECK(t.verdict.node == 13);
+    CHECK(t.verdict.detail.find("the trainer's rounding log") != std::string::npos);
+    const Outcome a = cheating_auditor(f);
+    CHECK(a.verdict.reason == VerdictReason::WrongOutput);
+    CHECK(a.verdict.step == 9);
+    CHECK(a.verdict.node == 13);
+  }
+  SUBCASE("a bloated log") {
+    const Fault f = rounding(RoundingFault::Bloat, 20, 0, 0, 16);
+    // The auditor follows a bloated direction only within 2 tau of a boundary, where it is the side the
+    // value rounds to anyway: the bloated log changes no output, and the records first differ at the
+    // corrupted node, where the referee refuses the bloated log's first decision.
+    const Outcome t = cheating_trainer(f);
+    CHECK(t.verdict.reason == VerdictReason::BadRoundingLog);
+    CHECK(t.verdict.step == 20);
+    CHECK(t.verdict.node == 16);
+    const Outcome a = cheating_auditor(f);
+    CHECK(a.verdict.reason == VerdictReason::WrongOutput);
+    CHECK(a.verdict.step == 20);
+    CHECK(a.verdict.node == 0);
+  }
+  SUBCASE("an omitted decision where one was owed") {
+    const Fault f = rounding(RoundingFault::Omit, 3, 2, 0, 16);
+    const Outcome t = cheating_trainer(f);
+    CHECK(t.verdict.reason == VerdictReason::WrongOutput);
+    CHECK(t.verdict.step == 3);
+    CHECK(t.verdict.node == 16);
+    const Outcome a = cheating_auditor(f);
+    CHECK(a.verdict.reason == VerdictReason::WrongOutput);
+    CHECK(a.verdict.step == 3);
+    CHECK(a.verdict.node == 2);
+  }
+}
+
+TEST_CASE("roles: only the trainer opens its log, and a trainer that withholds it loses on its clock") {
+  const Fault f = rounding(RoundingFault::Omit, 1, 2, 0, 16, 1e6f);
+  const Provider cheater(f, roles_job());
+  const Provider auditor(Fault{}, roles_job(), cheater.store.path);
+  const JobSpec job = roles_job();
+  const JobOracle oracle(job, testing::data_shape());
+  ThreadPool pool(1);
+  GameParams params;
+  params.job_id = cheater.result.job_id;
+  params.steps = static_cast<uint64_t>(job.steps);
+  params.stride = static_cast<uint64_t>(job.stride);
+  params.dataset_root = train_set().root;
+  params.dataset_samples = static_cast<uint64_t>(train_set().labels.numel());
+  params.claims = {cheater.claim(), auditor.claim()};
+  params.trainer = 0;
+  DisputeResponder r0(job, train_set(), cheater.store.path, pool, fault_policy(f)),
+      r1(job, train_set(), auditor.store.path, pool);
+  DisputeResponder* responders[2] = {&r0, &r1};
+  Game game(params, oracle);
+  GameTime now{};
+  std::vector<Action> pending = game.start(now);
+  std::optional<Verdict> verdict;
+  int log_questions = 0;
+  while (!pending.empty()) {
+    std::vector<Action> next;
+    for (const Action& act : pending) {
+      if (const auto* q = std::get_if<SendQuery>(&act)) {
+        if (q->query.kind == QueryKind::OpenLog) {
+          ++log_questions;
+          CHECK(q->party == 0);  // the auditor is never asked for a log
+          continue;              // the trainer withholds it
+        }
+        for (const Body& body : responders[q->party]->answer(q->query)) {
+          if (!game.awaiting(q->party)) break;
+          auto m = game.on_message(q->party, body, now);
+          if (is_refusal(m) && std::get<Rejected>(m.front()).redundant) break;
+          next.insert(next.end(), m.begin(), m.end());
+        }
+      } else if (const auto* f2 = std::get_if<Finished>(&act)) {
+        verdict = f2->verdict;
+      }
+    }
+    pending = std::move(next);
+  }
+  REQUIRE(log_questions == 1);
+  REQUIRE_FALSE(game.done());
+  CHECK(game.phase() == Phase::OpenLog);
+  CHECK(game.awaiting(0));
+  CHECK_FALSE(game.awaiting(1));
+  const std::vector<Action> end = game.on_tick(*game.next_deadline() + std::chrono::hours(1));
+  REQUIRE(end.size() == 1);
+  const Verdict& v = std::get<Finished>(end.front()).verdict;
+  CHECK(v.reason == VerdictReason::Timeout);
+  CHECK(v.losers == std::vector<uint8_t>{0});
+  CHECK(v.winners == std::vector<uint8_t>{1});
+  CHECK(v.step == 1);
+  CHECK(v.node == 16);
+}
