@@ -633,6 +633,9 @@ Command add_delegate(CLI::App& root) {
       ->type_name("KEYFILE")
       ->envname("TRIBUNAL_KEY")
       ->default_str("a fresh key");
+  app->add_flag("--roles", r.roles,
+                "a rounding-log job with roles: the first --provider trains and logs, the others audit by "
+                "replaying its logs (written into the job as [numerics] trainer; docs/numerics.md)");
   add_datasets(*app, r.datasets);
   add_tls(*app, r.tls, false);
   add_log_options(*app, s->log);

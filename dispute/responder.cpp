@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <fstream>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -224,6 +226,9 @@ std::vector<Body> DisputeResponder::answer(const Query& q) {
       }
       return out;
     }
+    case QueryKind::LogEvidence:
+      check(step_ok, "no such step");
+      return {log_evidence(q)};
     case QueryKind::OpenLog: {
       // This provider's own log of the node, the one its record's last output hash commits to.
       check(step_ok, "no such step");
@@ -238,6 +243,17 @@ std::vector<Body> DisputeResponder::answer(const Query& q) {
     }
   }
   throw EngineError(fmt::format("query of round {}: unknown kind", q.round));
+}
+
+// An auditor's evidence (QueryKind::LogEvidence): the trainer's signed LogHeader of the step, kept when
+// it fetched the trainer's logs; none (an empty header) when this store has no such file.
+Body DisputeResponder::log_evidence(const Query& q) const {
+  LogEvidence e;
+  e.round = q.round;
+  const std::filesystem::path file = log_header_path(audited_logs_dir(store_), static_cast<int64_t>(q.step));
+  std::ifstream in(file, std::ios::binary);
+  if (in) e.header.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return e;
 }
 
 }  // namespace tribunal

@@ -33,6 +33,7 @@ class DisputeResponder {
   std::vector<Body> answer(const Query& q);
 
  private:
+  Body log_evidence(const Query& q) const;
   const std::vector<Digest>& trajectory_leaves();
   const std::vector<Digest>& interval_leaves(uint64_t interval);
   const StepTrace& trace(uint64_t step);

@@ -36,6 +36,10 @@ std::filesystem::path rounding_log_path(const std::filesystem::path& dir, int64_
   return dir / "rounding_logs" / fmt::format("step_{:08}.rlog.gz", step);
 }
 
+std::filesystem::path log_header_path(const std::filesystem::path& dir, int64_t step) {
+  return dir / "log_headers" / fmt::format("step_{:08}.bin", step);
+}
+
 uint64_t write_rounding_log(const std::filesystem::path& path, const StepRoundingLog& log) {
   std::error_code ec;
   std::filesystem::create_directories(path.parent_path(), ec);

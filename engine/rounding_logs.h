@@ -28,6 +28,16 @@ Digest rounding_log_leaf(const RoundingLog& log);
 /// dir/rounding_logs/step_<t>.rlog.gz, beside the checkpoints of a run directory.
 std::filesystem::path rounding_log_path(const std::filesystem::path& dir, int64_t step);
 
+/// dir/trainer_logs: where an auditor of a job with roles keeps the trainer's logs it fetched
+/// (rounding_log_path under it) and the trainer's signed LogHeader of each step (log_header_path), beside
+/// its own checkpoints in run directory `dir` (docs/numerics.md, "Trainer and auditors").
+inline std::filesystem::path audited_logs_dir(const std::filesystem::path& dir) {
+  return dir / "trainer_logs";
+}
+
+/// dir/log_headers/step_<t>.bin: the LogHeader envelope a trainer signed for step t, as received.
+std::filesystem::path log_header_path(const std::filesystem::path& dir, int64_t step);
+
 /// Writes a step's logs gzip-compressed (most decisions are "nearest", so the packed trits shrink many
 /// times): "tribunal rounding log 1\n" ‖ u64 LE step ‖ u64 LE nodes ‖ per node u64 LE count ‖ packed.
 /// Written to a temporary name and renamed, so a reader never sees half a file. Returns the bytes

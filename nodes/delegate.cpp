@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -109,6 +110,19 @@ constexpr auto kReconnectWindow = std::chrono::seconds(120);
 constexpr auto kFirstBackoff = std::chrono::milliseconds(100);
 constexpr auto kMaxBackoff = std::chrono::milliseconds(2000);
 constexpr int kMaxDrops = 100;
+
+// The job text with `trainer = "URL"` as the first key of its [numerics] table.
+std::string with_trainer(const std::string& toml, const std::string& url) {
+  const std::string line = fmt::format("trainer = \"{}\"\n", url);
+  size_t at = toml.find("[numerics]");
+  while (at != std::string::npos && at > 0 && toml[at - 1] != '\n') at = toml.find("[numerics]", at + 1);
+  if (at == std::string::npos)
+    throw EngineError(
+        "delegate: a job with roles must be a rounding-log job ([numerics] mode = \"rounding-log\")");
+  const size_t eol = toml.find('\n', at);
+  if (eol == std::string::npos) return toml + "\n" + line;
+  return toml.substr(0, eol + 1) + line + toml.substr(eol + 1);
+}
 
 }  // namespace
 
@@ -226,8 +240,21 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
   const std::vector<std::string>& providers = request.providers;
   const std::string& referee = request.referee;
   if (providers.size() < 2) throw EngineError("delegate: give at least two providers");
-  const JobSpec job = load_job(request.job_file, request.datasets);
-  const std::string toml = read_text(request.job_file);
+  std::string toml = read_text(request.job_file);
+  JobSpec job = parse_job(toml, request.job_file.string());
+  if (request.roles) {
+    if (job.numerics.mode != NumericsMode::RoundingLog)
+      throw EngineError(
+          "delegate: a job with roles must be a rounding-log job ([numerics] mode = \"rounding-log\")");
+    if (job.numerics.trainer.empty()) {
+      toml = with_trainer(toml, providers[0]);
+      job = parse_job(toml, request.job_file.string());
+    }
+    if (job.numerics.trainer != providers[0])
+      throw EngineError(fmt::format("delegate: the job's trainer {} is not the first provider listed ({})",
+                                    job.numerics.trainer, providers[0]));
+  }
+  locate_data(job, request.datasets);
   ThreadPool pool(1);
   const std::shared_ptr<const Dataset> train = shared_train_set(job, pool);
   const Dataset& data = *train;
@@ -245,12 +272,17 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
   Client client(ctx, client_options);
   std::vector<std::shared_ptr<Inbox>> inboxes;
   std::vector<std::shared_ptr<Session>> sessions;
-  for (const std::string& url : providers) {
-    inboxes.push_back(std::make_shared<Inbox>());
-    sessions.push_back(client.connect_sync(url, inboxes.back()->handlers()));
-    sessions.back()->send(seal(request.client_key, id, 1, JobSubmit{toml}));
-  }
+  const auto submit = [&](size_t p) {
+    inboxes[p] = std::make_shared<Inbox>();
+    sessions[p] = client.connect_sync(providers[p], inboxes[p]->handlers());
+    sessions[p]->send(seal(request.client_key, id, 1, JobSubmit{toml}));
+  };
+  inboxes.resize(providers.size());
+  sessions.resize(providers.size());
+  // With roles the auditors get the job once the trainer's claim is in: they replay its logs.
+  for (size_t p = 0; p < (request.roles ? 1 : providers.size()); ++p) submit(p);
   DelegateOutcome out;
+  out.job_toml = toml;
   std::vector<std::vector<uint8_t>> claim_envelopes;
   // While the providers train: which have answered, every progress_every (their training steps are
   // not on the wire: the providers log them, docs/running.md "Progress").
@@ -259,7 +291,7 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
     std::vector<std::string> waiting;
     size_t in = taken;
     for (size_t q = taken; q < providers.size(); ++q)
-      if (inboxes[q]->has_news())
+      if (inboxes[q] && inboxes[q]->has_news())  // (with roles an auditor gets the job after the trainer)
         ++in;
       else
         waiting.push_back(providers[q]);
@@ -269,9 +301,23 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
                           fmt::join(waiting, ", ")));
   };
   for (size_t p = 0; p < providers.size(); ++p) {
-    const Envelope env = inboxes[p]->next(
-        MessageKind::Claim, std::chrono::hours(24), providers[p], [&] { claims_progress(p); },
-        request.progress_every);
+    if (request.roles && p == 1)
+      for (size_t a = 1; a < providers.size(); ++a) submit(a);
+    Envelope env;
+    try {
+      env = inboxes[p]->next(
+          MessageKind::Claim, std::chrono::hours(24), providers[p], [&] { claims_progress(p); },
+          request.progress_every);
+    } catch (const EngineError& e) {
+      // An auditor that cannot replay the trainer's logs (withheld, or not proven) makes no claim.
+      if (!request.roles || p == 0) throw;
+      log->warn(fmt::format("delegate: no claim from auditor {}: {}", providers[p], e.what()));
+      out.claims.emplace_back();
+      out.claim_envelopes.emplace_back();
+      claim_envelopes.emplace_back();
+      out.refusals.push_back(std::string("no claim: ") + e.what());
+      continue;
+    }
     const Claim& c = std::get<Claim>(env.body);
     out.claims.push_back(c);
     out.claim_envelopes.push_back(env.bytes);
@@ -286,6 +332,9 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
       refusal = fmt::format("its claim is for {} steps, the job has {}", c.steps, job.steps);
     else if (env.bytes.size() > kMaxClaimEnvelopeBytes)
       refusal = "its claim envelope is too large to be disputed";
+    else if (request.roles && (p == 0) != (c.endpoint == job.numerics.trainer))
+      refusal = p == 0 ? "the trainer's claim does not sign the endpoint the job names as its trainer"
+                       : "an auditor's claim signs the trainer's endpoint";
     else
       try {
         parse_ws_url(c.endpoint);
@@ -315,6 +364,14 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
     }
     const size_t held = standing;
     if (out.claims[p].trajectory_root == out.claims[held].trajectory_root) continue;
+    if (request.roles && held != 0) {
+      // Two auditors of a convicted trainer: a dispute of a job with roles needs its trainer.
+      log->warn(
+          fmt::format("delegate: the claims of auditors {} and {} differ; without the trainer no "
+                      "referee decides between them: {}'s is not taken",
+                      providers[held], providers[p], providers[p]));
+      continue;
+    }
     const DisputeOpen d = dispute_open(toml, data, claim_envelopes[held], claim_envelopes[p]);
     const Digest dispute = dispute_id(d);
     const LogScope dispute_scope({to_hex(dispute), to_hex(id)});
@@ -341,6 +398,16 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
       standing = none;
     else if (v.winners[0] == 1)
       standing = p;
+  }
+  // With roles a trainer's claim stands only once an auditor replayed its logs to the same claim or
+  // it won a dispute against one: an unaudited claim (its logs withheld) is not accepted.
+  if (request.roles && standing == 0) {
+    bool audited = false;
+    for (size_t p = 1; p < providers.size(); ++p) audited = audited || out.refusals[p].empty();
+    if (!audited) {
+      log->warn("delegate: no auditor replayed the trainer's logs: its claim is not accepted");
+      standing = none;
+    }
   }
   if (standing != none) {
     out.accepted = true;

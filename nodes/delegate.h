@@ -31,6 +31,9 @@ struct DelegateOutcome {
   /// Non-empty when the referee could not decide a dispute (a RefereeFault verdict: no one was
   /// convicted): why. The delegation then stops with no claim accepted.
   std::string undecided;
+  /// The job text the providers were given: the job file's, with `[numerics] trainer` written in when
+  /// the delegation has roles (DelegateRequest::roles), so its id is the one the claims sign.
+  std::string job_toml;
 };
 
 /// What `tribunal delegate` is asked to do.
@@ -48,6 +51,12 @@ struct DelegateRequest {
   /// How often the log says what it still waits for: the claims of providers still training, a
   /// dispute's verdict (docs/running.md, "Progress").
   std::chrono::milliseconds progress_every{10000};
+  /// A rounding-log job with roles (docs/numerics.md, "Trainer and auditors"): the first provider
+  /// listed trains and the others audit it. The delegate names it in the job ([numerics] trainer =
+  /// its URL, which must be the endpoint its claim signs; a job that names a trainer already must name
+  /// the first provider), gives the job to the trainer first and to the auditors once
+  /// its claim is in, and disputes each auditor's differing claim with the trainer's.
+  bool roles = false;
 };
 
 /// The referee failed the check made before any provider is given the job (check_referee): the

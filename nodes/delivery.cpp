@@ -260,7 +260,10 @@ nlohmann::ordered_json verdict_json(const std::vector<uint8_t>& envelope, const 
 
 Delivery deliver(NetContext& ctx, const DelegateRequest& request, const DelegateOutcome& outcome,
                  const Logger& log, const DeliveryOptions& options) {
-  const JobSpec job = load_job(request.job_file, request.datasets);
+  // The job as the providers trained it (with roles, the trainer named in it).
+  JobSpec job = outcome.job_toml.empty() ? load_job(request.job_file, request.datasets)
+                                         : parse_job(outcome.job_toml, request.job_file.string());
+  if (!outcome.job_toml.empty()) locate_data(job, request.datasets);
   const std::filesystem::path& dir = request.out_dir;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

@@ -18,6 +18,7 @@
 #include "nodes/http_routes.h"
 #include "nodes/provider_node.h"
 #include "nodes/train_set.h"
+#include "nodes/trainer_logs.h"
 #include "nodes/training_ranks.h"
 #include "protocol/trajectory.h"
 
@@ -415,7 +416,28 @@ void ProviderNode::train(Connection& c, const Envelope& env) {
                     me, to_hex(id).substr(0, 12), to_hex(held->claim.trajectory_root).substr(0, 16)));
     return;
   }
-  const TrainResult r = run_job(c, job, id, data, toml);
+  // A rounding-log job with roles that names another provider as its trainer: this one audits. It
+  // fetches the trainer's logs of every step (each chunk proven against the trainer's signed leaf) and
+  // replays them (docs/numerics.md, "Trainer and auditors").
+  std::filesystem::path audit_logs;
+  if (!job.numerics.trainer.empty() && job.numerics.trainer != config_.endpoint) {
+    audit_logs = audited_logs_dir(config_.store / to_hex(id));
+    LogFetch fetch;
+    try {
+      const bool wss = job.numerics.trainer.rfind("wss://", 0) == 0;
+      fetch = fetch_trainer_logs(ctx_, job.numerics.trainer, key_, job, data_shape_of(*data), id, audit_logs,
+                                 wss ? TlsContext::client(config_.tls) : nullptr);
+    } catch (const std::exception& e) {  // the trainer's doing (or its link's): the client is told why
+      throw ProtocolError(std::string("this provider audits the job and cannot: ") + e.what());
+    }
+    log_->info(fmt::format(
+        "provider {}: auditing job {}: fetched the rounding logs of trainer {} ({}): {} steps, {} packed "
+        "bytes ({} per step), {} bytes received, {} bytes gzip, {:.3f} s",
+        me, to_hex(id).substr(0, 12), job.numerics.trainer, to_hex(Digest(fetch.trainer)).substr(0, 8),
+        fetch.steps, fetch.packed_bytes, fetch.packed_bytes / std::max<uint64_t>(fetch.steps, 1),
+        fetch.wire_bytes, fetch.file_bytes, fetch.seconds));
+  }
+  const TrainResult r = run_job(c, job, id, data, toml, audit_logs);
   if (r.steps > r.resumed_from) {
     const double per_work = r.seconds / (static_cast<double>(r.steps - r.resumed_from) *
                                          static_cast<double>(std::max<uint64_t>(cost.step_work, 1)));
@@ -498,7 +520,8 @@ void ProviderNode::keep_claim(const Digest& id, const std::vector<uint8_t>& clai
 // submitter of the job shares. Throws ProtocolError when the queue is full, the provider stops, or the
 // run stopped because its clients left.
 TrainResult ProviderNode::run_job(Connection& c, const JobSpec& job, const Digest& id,
-                                  const std::shared_ptr<const Dataset>& data, const std::string& toml) {
+                                  const std::shared_ptr<const Dataset>& data, const std::string& toml,
+                                  const std::filesystem::path& audit_logs) {
   const std::string me = to_hex(key_.public_key).substr(0, 8);
   const std::string job_hex = to_hex(id).substr(0, 12);
   const JobLimits& limits = config_.limits;
@@ -602,6 +625,7 @@ TrainResult ProviderNode::run_job(Connection& c, const JobSpec& job, const Diges
           node.progress_started_ = 0;
         }
       } progress_reset{*this, started_at};
+      if (!audit_logs.empty()) o.rounding = RoundingOptions{default_float64_gemm(), audit_logs, true};
       TrainingRanks* ranks = config_.ranks && config_.ranks->shares(job) ? config_.ranks : nullptr;
       if (config_.ranks && !ranks)
         log_->warn(
@@ -843,6 +867,35 @@ void ProviderNode::deliver(Connection& c, const Envelope& env) {
   });
 }
 
+// A LogRequest (docs/protocol.md, "Rounding-log jobs"): an auditor of a job with roles that this
+// node trained asks for one step's rounding logs. Served to any peer that names the job (an auditor is
+// another provider, not a client), only for a claim this node holds as the job's trainer, from
+// STORE/<job_id>/rounding_logs/, at the link's pace.
+void ProviderNode::serve_logs(Connection& c, const Envelope& env) {
+  const LogRequest& request = std::get<LogRequest>(env.body);
+  if (request.job_id != env.context) throw ProtocolError("the LogRequest is not addressed to its job id");
+  std::shared_ptr<const HeldClaim> held;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = held_.find(request.job_id); it != held_.end()) held = it->second;
+  }
+  if (!held) throw ProtocolError("this provider holds no claim for job " + to_hex(request.job_id));
+  if (held->job.numerics.trainer.empty() || held->job.numerics.trainer != config_.endpoint)
+    throw ProtocolError("this provider is not the trainer of job " + to_hex(request.job_id).substr(0, 16));
+  Session& session = *c.session;
+  server_.keep(session);
+  ThreadPool pool(1);
+  const std::shared_ptr<const Dataset> data = shared_train_set(held->job, pool);
+  const std::vector<Body> answer = trainer_log_answer(held->job, data_shape_of(*data), request.job_id,
+                                                      config_.store / to_hex(request.job_id), request.step);
+  for (Body body : answer) {
+    if (log_filter) log_filter(body);
+    std::vector<uint8_t> frame = seal(key_, request.job_id, ++c.sequence, body);
+    if (!session.wait_for_room(frame.size())) return;
+    session.send(std::move(frame));
+  }
+}
+
 void ProviderNode::on_message(const std::shared_ptr<Connection>& c, std::vector<uint8_t> bytes,
                               std::chrono::steady_clock::time_point arrived) {
   Session& session = *c->session;
@@ -876,6 +929,9 @@ void ProviderNode::on_message(const std::shared_ptr<Connection>& c, std::vector<
         return;
       case MessageKind::StateRequest:
         deliver(*c, env);
+        return;
+      case MessageKind::LogRequest:
+        serve_logs(*c, env);
         return;
       case MessageKind::Verdict: {
         const Verdict& v = std::get<Verdict>(env.body);

@@ -144,6 +144,10 @@ class ProviderNode {
   /// Set before a delivery is asked for: rewrites the chunks of a delivered final state before they
   /// are signed (tests: a provider serving altered bytes; default: none, the honest path).
   DeliveryFilter delivery_filter;
+  /// Set before an auditor asks: rewrites each message of this trainer's answer to a LogRequest before
+  /// it is signed (tests and scenarios: a trainer serving other logs than its records commit to, or
+  /// withholding them by throwing ProtocolError; default: none, the honest path).
+  std::function<void(Body& answer)> log_filter;
 
  private:
   struct Connection;
@@ -151,7 +155,8 @@ class ProviderNode {
   struct Meters;
   struct JobRun;
   TrainResult run_job(Connection& c, const JobSpec& job, const Digest& id,
-                      const std::shared_ptr<const Dataset>& data, const std::string& toml);
+                      const std::shared_ptr<const Dataset>& data, const std::string& toml,
+                      const std::filesystem::path& audit_logs = {});
   void check_terms(const JobSpec& job, uint64_t step_work) const;
   void on_message(const std::shared_ptr<Connection>& c, std::vector<uint8_t> bytes,
                   std::chrono::steady_clock::time_point arrived);
@@ -170,6 +175,8 @@ class ProviderNode {
   void forget(const Digest& dispute_id);
   void hold_claim(const JobSpec& job, const Claim& claim, const std::vector<Digest>& checkpoint_hashes);
   void deliver(Connection& c, const Envelope& env);
+  // A LogRequest: the rounding logs of one step of a job with roles that this node trained.
+  void serve_logs(Connection& c, const Envelope& env);
 
   NetContext& ctx_;
   KeyPair key_;

@@ -137,10 +137,11 @@ struct ClaimIndexSet {};
 /// alternative k − 1), also where one message is nested in another (Verdict.opening's fields are
 /// "DisputeOpen.…"); a struct that is not a message continues the name of the field holding it
 /// ("Query.values.origin").
-constexpr std::array<std::string_view, 16> kMessageNames = {
-    "JobSubmit",    "Claim",         "DisputeOpen",  "Query",      "Children", "IntervalCommit",
-    "StepCommit",   "Records",       "TensorChunk",  "Samples",    "Verdict",  "ErrorMessage",
-    "RefereeCheck", "RefereeAnswer", "StateRequest", "StateHeader"};
+constexpr std::array<std::string_view, 19> kMessageNames = {
+    "JobSubmit",      "Claim",        "DisputeOpen",  "Query",         "Children",
+    "IntervalCommit", "StepCommit",   "Records",      "TensorChunk",   "Samples",
+    "Verdict",        "ErrorMessage", "RefereeCheck", "RefereeAnswer", "StateRequest",
+    "StateHeader",    "LogRequest",   "LogHeader",    "LogEvidence"};
 static_assert(kMessageNames.size() == std::variant_size_v<Body>);
 
 /// The index of T among the Body alternatives; kMessageNames.size() when T is no message.
@@ -259,6 +260,19 @@ template <class S>
 void fields(S& s, Is<StateHeader> auto& m) {
   s("job_id", m.job_id)("trajectory_root", m.trajectory_root)("step", m.step)("state_hash", m.state_hash)(
       "in_trajectory", m.in_trajectory)("tensors", m.tensors);
+}
+
+template <class S>
+void fields(S& s, Is<LogRequest> auto& m) {
+  s("job_id", m.job_id)("step", m.step);
+}
+template <class S>
+void fields(S& s, Is<LogHeader> auto& m) {
+  s("job_id", m.job_id)("step", m.step)("leaves", m.leaves);
+}
+template <class S>
+void fields(S& s, Is<LogEvidence> auto& m) {
+  s("round", m.round)("header", m.header, Rule{up_to(kMaxMessageBytes)});
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -450,18 +464,17 @@ size_t min_bytes() {
 template <MessageKind K, class T>
 inline constexpr bool kKindIs =
     std::is_same_v<std::variant_alternative_t<static_cast<size_t>(K) - 1, Body>, T>;
-static_assert(kKindIs<MessageKind::JobSubmit, JobSubmit> && kKindIs<MessageKind::Claim, Claim> &&
-              kKindIs<MessageKind::DisputeOpen, DisputeOpen> && kKindIs<MessageKind::Query, Query> &&
-              kKindIs<MessageKind::Children, Children> &&
-              kKindIs<MessageKind::IntervalCommit, IntervalCommit> &&
-              kKindIs<MessageKind::StepCommit, StepCommit> && kKindIs<MessageKind::Records, Records> &&
-              kKindIs<MessageKind::TensorChunk, TensorChunk> && kKindIs<MessageKind::Samples, Samples> &&
-              kKindIs<MessageKind::Verdict, Verdict> && kKindIs<MessageKind::Error, ErrorMessage> &&
-              kKindIs<MessageKind::RefereeCheck, RefereeCheck> &&
-              kKindIs<MessageKind::RefereeAnswer, RefereeAnswer> &&
-              kKindIs<MessageKind::StateRequest, StateRequest> &&
-              kKindIs<MessageKind::StateHeader, StateHeader> &&
-              std::variant_size_v<Body> == kEnumLast<MessageKind>);
+static_assert(
+    kKindIs<MessageKind::JobSubmit, JobSubmit> && kKindIs<MessageKind::Claim, Claim> &&
+    kKindIs<MessageKind::DisputeOpen, DisputeOpen> && kKindIs<MessageKind::Query, Query> &&
+    kKindIs<MessageKind::Children, Children> && kKindIs<MessageKind::IntervalCommit, IntervalCommit> &&
+    kKindIs<MessageKind::StepCommit, StepCommit> && kKindIs<MessageKind::Records, Records> &&
+    kKindIs<MessageKind::TensorChunk, TensorChunk> && kKindIs<MessageKind::Samples, Samples> &&
+    kKindIs<MessageKind::Verdict, Verdict> && kKindIs<MessageKind::Error, ErrorMessage> &&
+    kKindIs<MessageKind::RefereeCheck, RefereeCheck> && kKindIs<MessageKind::RefereeAnswer, RefereeAnswer> &&
+    kKindIs<MessageKind::StateRequest, StateRequest> && kKindIs<MessageKind::StateHeader, StateHeader> &&
+    kKindIs<MessageKind::LogRequest, LogRequest> && kKindIs<MessageKind::LogHeader, LogHeader> &&
+    kKindIs<MessageKind::LogEvidence, LogEvidence> && std::variant_size_v<Body> == kEnumLast<MessageKind>);
 
 /// The message name of a declared kind.
 std::string kind_name(MessageKind kind) {

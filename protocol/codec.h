@@ -55,7 +55,7 @@ class WireError : public ProtocolError {
 /// A message body; alternative k − 1 is the body of MessageKind k.
 using Body = std::variant<JobSubmit, Claim, DisputeOpen, Query, Children, IntervalCommit, StepCommit, Records,
                           TensorChunk, Samples, Verdict, ErrorMessage, RefereeCheck, RefereeAnswer,
-                          StateRequest, StateHeader>;
+                          StateRequest, StateHeader, LogRequest, LogHeader, LogEvidence>;
 
 /// The kind tag of a body.
 MessageKind kind_of(const Body& body);

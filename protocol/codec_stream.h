@@ -43,11 +43,11 @@ constexpr Bounds up_to(size_t max) {
 template <class E>
 inline constexpr uint8_t kEnumLast = 0;
 template <>
-inline constexpr uint8_t kEnumLast<MessageKind> = static_cast<uint8_t>(MessageKind::StateHeader);
+inline constexpr uint8_t kEnumLast<MessageKind> = static_cast<uint8_t>(MessageKind::LogEvidence);
 template <>
 inline constexpr uint8_t kEnumLast<Level> = static_cast<uint8_t>(Level::Nodes);
 template <>
-inline constexpr uint8_t kEnumLast<QueryKind> = static_cast<uint8_t>(QueryKind::OpenLog);
+inline constexpr uint8_t kEnumLast<QueryKind> = static_cast<uint8_t>(QueryKind::LogEvidence);
 template <>
 inline constexpr uint8_t kEnumLast<ValueOrigin> = static_cast<uint8_t>(ValueOrigin::NodeOutput);
 template <>

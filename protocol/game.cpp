@@ -5,6 +5,7 @@
 #include <bit>
 #include <set>
 
+#include "protocol/envelope.h"
 #include "protocol/merkle.h"
 #include "protocol/tensor_hash.h"
 #include "protocol/trajectory.h"
@@ -63,7 +64,7 @@ bool answers_phase(Phase phase, const Body& body) {
     case Phase::OpenInputs:
       return std::holds_alternative<TensorChunk>(body) || std::holds_alternative<Samples>(body);
     case Phase::OpenLog:
-      return std::holds_alternative<TensorChunk>(body);
+      return std::holds_alternative<TensorChunk>(body) || std::holds_alternative<LogEvidence>(body);
     default:
       return false;
   }
@@ -144,7 +145,7 @@ std::vector<Action> Game::ask(Query q, GameTime now, std::chrono::milliseconds a
     gap_[p].reset();
     last_reask_[p].reset();
     clock_[p] += allowance;
-    Query mine = q;
+    Query mine = question_for(p);
     mine.clock = clock_[p];
     out.push_back(SendQuery{p, std::move(mine), deadline(p)});
   }
@@ -262,7 +263,7 @@ std::vector<Action> Game::on_resume(GameTime now) {
     heard_at_[p] = now;
     reasks_[p] = 0;
     gap_[p].reset();
-    Query q = current_;
+    Query q = question_for(p);
     q.clock = clock_[p];
     out.push_back(SendQuery{p, std::move(q), deadline(p)});
   }
@@ -331,10 +332,10 @@ std::vector<SendQuery> Game::reask(GameTime now) {
   for (int p = 0; p < 2; ++p) {
     const auto due = reask_due(p);
     if (!due || now < *due) continue;
-    Query q = current_;
+    Query q = question_for(p);
     q.clock = std::max(clock_[p] - std::max(now - asked_at_[p], std::chrono::milliseconds{0}),
                        std::chrono::milliseconds{0});
-    if (phase_ == Phase::OpenInputs || phase_ == Phase::OpenLog) {
+    if (phase_ == Phase::OpenInputs || (phase_ == Phase::OpenLog && q.kind == QueryKind::OpenLog)) {
       const InputOpening& o = phase_ == Phase::OpenInputs ? opening_ : logs_[p];
       // A gap asks for what is missing before the party's stream position (the rest may still be on its
       // way); silence for everything missing.
@@ -423,7 +424,14 @@ std::vector<Action> Game::on_message(int party, const Body& body, GameTime now, 
     }
   }
   if (phase_ == Phase::OpenLog) {
-    // Each party opens its own log, proven against its own record: nothing is taken from the other.
+    const bool auditor = params_.trainer >= 0 && party != params_.trainer;
+    if (const auto* e = std::get_if<LogEvidence>(&body)) {
+      if (!auditor) return {Rejected{party, "unexpected LogEvidence: only an auditor is asked for it"}};
+      return take_evidence(party, *e, now);
+    }
+    if (auditor) return {Rejected{party, "unexpected TensorChunk: an auditor shows evidence, not a log"}};
+    // Each party opens its own log, proven against its own record: nothing is taken from the other
+    // (in a job with roles, the trainer alone).
     const Acceptance a = logs_[party].accept(std::get<TensorChunk>(body), why);
     if (a == Acceptance::Taken || a == Acceptance::Redundant) heard(party, now, body);
     switch (a) {
@@ -770,12 +778,19 @@ std::vector<Action> Game::collect_inputs(GameTime now) {
   // In a job with roles only the trainer opens its log: it decides for both parties, and the
   // auditor's record must commit to it (its last output hash). A trainer that withholds it runs out
   // its own clock (docs/protocol.md, "Rounding-log jobs").
+  // The auditor is asked too, for the trainer's signed leaf of the node (QueryKind::LogEvidence), only
+  // where its record commits to another log than the trainer's record: either it did not replay the
+  // trainer's log, or the trainer signed two logs of the node.
   pending_ = std::move(rx);
+  evidence_.reset();
   const std::vector<int64_t> shape{static_cast<int64_t>(node.log_values)};
   std::array<bool, 2> who{true, true};
-  if (params_.trainer >= 0) who[1 - params_.trainer] = false;
+  if (params_.trainer >= 0) {
+    const int a = 1 - params_.trainer;
+    who[a] = located_record(a).outputs.back() != located_record(params_.trainer).outputs.back();
+  }
   for (int p = 0; p < 2; ++p)
-    logs_[p] = who[p]
+    logs_[p] = who[p] && (params_.trainer < 0 || p == params_.trainer)
                    ? InputOpening({ExpectedTensor{shape, located_record(p).outputs.back(), DType::Trits}}, {})
                    : InputOpening();
   phase_ = Phase::OpenLog;
@@ -793,8 +808,41 @@ std::vector<Action> Game::collect_log(int party, GameTime now) {
   if (!logs_[party].complete()) return {};
   stop_clock(party, now);
   party_[party].answer = Body{TensorChunk{}};  // the party's answer is in logs_[party]
+  return logs_answered(now);
+}
+
+// An auditor's LogEvidence: the trainer's LogHeader of the located step as the auditor received it. Only
+// a valid one of this job and step signed by the trainer's claim key counts; anything else proves
+// nothing and costs the auditor nothing (its record is judged by the trainer's log either way).
+std::vector<Action> Game::take_evidence(int party, const LogEvidence& e, GameTime now) {
+  if (!e.header.empty()) {
+    try {
+      const Envelope h = open_envelope(e.header);
+      const auto* header = std::get_if<LogHeader>(&h.body);
+      if (header && h.sender == params_.trainer_key && h.context == params_.job_id &&
+          header->job_id == params_.job_id && header->step == step_ &&
+          header->leaves.size() == spec_->nodes.size())
+        evidence_ = header->leaves[node_];
+    } catch (const std::exception&) {  // not an envelope, or not signed: no evidence
+    }
+  }
+  stop_clock(party, now);
+  party_[party].answer = Body{e};
+  return logs_answered(now);
+}
+
+// Once every party asked in the OpenLog round has answered: a trainer shown to have signed another log
+// leaf of the node than its record commits to loses (equivocation); otherwise the node is re-executed.
+std::vector<Action> Game::logs_answered(GameTime now) {
+  (void)now;
   for (int p = 0; p < 2; ++p)
     if (asked_[p] && !party_[p].answer) return {};
+  if (evidence_ && *evidence_ != located_record(params_.trainer).outputs.back()) {
+    lose(params_.trainer, VerdictReason::Equivocation,
+         "it signed another log leaf of node " + std::to_string(node_) + " of step " + std::to_string(step_) +
+             " for its auditor (LogHeader) than its record commits to");
+    return finish_if_lost();
+  }
   for (int p = 0; p < 2; ++p) asked_[p] = false;
   Reexecute rx = std::move(*pending_);
   pending_.reset();
@@ -867,6 +915,13 @@ std::vector<Action> Game::decide_with_trainer_log(const std::array<PartyReexecut
   if (!party_[0].lost && !party_[1].lost)
     return finish(VerdictReason::WrongOutput, "re-execution matches both parties (records differ elsewhere)");
   return finish_if_lost();
+}
+
+Query Game::question_for(int party) const {
+  Query q = current_;
+  if (phase_ == Phase::OpenLog && params_.trainer >= 0 && party != params_.trainer)
+    q.kind = QueryKind::LogEvidence;
+  return q;
 }
 
 // Ends the game with neither winners nor losers.

@@ -99,6 +99,8 @@ struct GameParams {
   /// derives it from the job and the claims' signed endpoints. At the located node only the trainer
   /// opens its log, and it decides for both parties. −1: independent trainers, each opens its own.
   int trainer = -1;
+  /// The trainer's claim key (trainer ≥ 0): what an auditor's LogEvidence must be signed by.
+  std::array<uint8_t, 32> trainer_key{};
 };
 
 /// A question to send to one party; it must answer before `deadline`: the time it was asked plus
@@ -316,6 +318,9 @@ class Game {
   std::vector<Action> check_records(GameTime now);
   std::vector<Action> collect_inputs(GameTime now);
   std::vector<Action> collect_log(int party, GameTime now);
+  std::vector<Action> take_evidence(int party, const LogEvidence& e, GameTime now);
+  std::vector<Action> logs_answered(GameTime now);
+  Query question_for(int party) const;                // the open round's question as put to `party`
   const NodeRecord& located_record(int party) const;  // party's opened record of node_
   std::vector<Action> undecided(VerdictReason reason, std::string detail);
   std::vector<Action> finish(VerdictReason reason, std::string detail);
@@ -346,6 +351,7 @@ class Game {
   InputOpening opening_;  // the OpenInputs round, both parties': what is expected, what has arrived
   std::array<InputOpening, 2> logs_;  // the OpenLog round: each party's own log of node_
   std::optional<Reexecute> pending_;  // rounding-log jobs: the opened inputs, while the logs arrive
+  std::optional<Digest> evidence_;    // roles: the trainer's signed leaf of node_ the auditor showed
   // Asking again (reask): not part of any decision, so not recorded or replayed.
   std::array<GameTime, 2> heard_at_{};  // the question written, or the party's last message
   std::array<uint32_t, 2> reasks_{};    // re-asks of the open question since the party was heard

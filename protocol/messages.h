@@ -36,6 +36,9 @@ enum class MessageKind : uint8_t {
   RefereeAnswer = 14,  ///< referee → client: the signed answer to a RefereeCheck
   StateRequest = 15,   ///< client → provider: send the final state of a claim
   StateHeader = 16,    ///< provider → client: its commitment, then TensorChunk… per tensor
+  LogRequest = 17,     ///< auditor → trainer: send your rounding logs of one step
+  LogHeader = 18,      ///< trainer → auditor: its log leaves of the step, then TensorChunk… per node
+  LogEvidence = 19,    ///< auditor → referee: the trainer's signed LogHeader of the located step
 };
 
 /// The dispute levels (docs/protocol.md, "The game").
@@ -95,6 +98,10 @@ enum class QueryKind : uint8_t {
   /// output hash of the party's record; docs/protocol.md, "Rounding-log jobs"). Asked of both parties
   /// after OpenInputs; each answers with its own log.
   OpenLog = 6,
+  /// Rounding-log jobs with roles, to the auditor, when its record's log leaf at the located node is
+  /// not the trainer's: show the LogHeader the trainer signed for step `step` when the auditor fetched
+  /// its logs (→ LogEvidence). Asked in the same round as the trainer's OpenLog.
+  LogEvidence = 7,
 };
 
 /// Where an opened tensor comes from in step `step`'s graph.
@@ -316,6 +323,36 @@ struct StateHeader {
   Digest state_hash{};
   InclusionProof in_trajectory;  ///< state_hash is the last leaf of the trajectory tree
   std::vector<Digest> tensors;   ///< tensor leaves, layout order
+};
+
+/// auditor → trainer, in a rounding-log job with roles (docs/protocol.md, "Rounding-log jobs"): send
+/// the rounding logs of step `step` of job `job_id`, which the trainer trained (the envelope's context
+/// is the job id). Answered with a LogHeader and then each node's log as TensorChunk messages (round
+/// 0, `value` the node's index, shape [decisions], DType::Trits chunks), in node order.
+struct LogRequest {
+  Digest job_id{};
+  uint64_t step = 0;
+};
+
+/// trainer → auditor: the trainer's commitment to the logs of one step, signed by it: `leaves[n]` is
+/// the log leaf of node n (the last output hash of its node record, tensor_leaf(DType::Trits, [count],
+/// packed)). Each TensorChunk that follows is checked against its node's leaf (the count from the
+/// job's step graph, the chunk's inclusion proof under its chunk root) before a byte of it is kept.
+struct LogHeader {
+  Digest job_id{};
+  uint64_t step = 0;
+  std::vector<Digest> leaves;  ///< one per node of the step graph, in node order
+};
+
+/// auditor → referee, in a job with roles, answering QueryKind::LogEvidence: `header` is the LogHeader
+/// envelope the trainer signed for the located step when the auditor fetched its logs, as received
+/// (empty: the auditor has none). If it is a valid LogHeader of that step signed by the trainer's claim
+/// key whose leaf for the located node is not the trainer's record's, the trainer signed two logs of
+/// one node: it loses with Equivocation (docs/protocol.md, "Rounding-log jobs"). Anything else proves
+/// nothing and costs the auditor nothing.
+struct LogEvidence {
+  uint32_t round = 0;
+  std::vector<uint8_t> header;  ///< a signed LogHeader envelope, at most kMaxMessageBytes
 };
 
 /// Anyone → anyone: a refusal. `code` is a WebSocket-style close code (docs/protocol.md).

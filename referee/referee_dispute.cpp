@@ -42,8 +42,10 @@ std::string describe(const Query& q) {
       return fmt::format("open the located node's inputs: {} tensor(s), {} sample(s)", q.values.size(),
                          q.indices.size());
     case QueryKind::OpenLog:
-      return fmt::format("open each party's rounding log of node {} of step {}",
-                         q.indices.empty() ? 0 : q.indices[0], q.step);
+      return fmt::format("open the rounding log of node {} of step {}", q.indices.empty() ? 0 : q.indices[0],
+                         q.step);
+    case QueryKind::LogEvidence:
+      return fmt::format("show the trainer's signed log leaves of step {}", q.step);
   }
   return "?";
 }
@@ -124,6 +126,7 @@ RefereeDispute::RefereeDispute(const KeyPair& referee_key, const Envelope& open,
           "roles is between the trainer and an auditor",
           job_.numerics.trainer, t0 ? "each" : "neither"));
     params.trainer = t0 ? 0 : 1;
+    params.trainer_key = party_keys_[static_cast<size_t>(params.trainer)];
   }
   dispute_id_ = tribunal::dispute_id(d);
   if (open.context != dispute_id_)

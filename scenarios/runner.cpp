@@ -135,6 +135,8 @@ class ProviderFleet {
                            cv_.notify_all();
                          }};
     s.node->reply_filter = make_reply_filter(setup, s.state);
+    if (s.spec.withhold_logs)
+      s.node->log_filter = [](Body&) { throw ProtocolError("this trainer withholds its rounding logs"); };
     s.port = s.node->listen("127.0.0.1", s.port);
     if (s.proxy) s.proxy->set_upstream(fmt::format("ws://127.0.0.1:{}/", s.port));
   }
@@ -336,6 +338,7 @@ ScenarioResult run_scenario(const Scenario& s, const RunOptions& o) {
       request.datasets = s.registry;
       request.out_dir = dir / "verdicts";
       request.client_key = generate_keypair();
+      request.roles = s.roles;
       const nodes::DelegateOutcome out = nodes::delegate_job(
           ctx, request, nodes::line_logger("delegate", [&](const std::string& line) { log(line); }));
       r.winner = out.accepted ? fleet.name(out.winner) : "none";

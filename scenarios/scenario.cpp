@@ -234,9 +234,10 @@ Scenario load_scenario(const std::filesystem::path& file) {
   Scenario s;
   s.file = file;
   TableReader top(&root, "scenario", source);
-  top.allow_only(
-      {"name", "about", "job", "seed", "models", "dispute", "network", "load", "provider", "expect"});
+  top.allow_only({"name", "about", "job", "seed", "roles", "models", "dispute", "network", "load", "provider",
+                  "expect"});
   s.name = top.string("name", file.stem().string());
+  s.roles = top.boolean("roles", false);
   s.about = top.string("about", "");
   s.seed = static_cast<uint64_t>(top.integer("seed", 1, false, 0, INT64_MAX));
   const std::string job_rel = top.string("job", "", true);
@@ -288,10 +289,11 @@ Scenario load_scenario(const std::filesystem::path& file) {
       throw EngineError(
           fmt::format("{}: [[provider]] entries must be tables", toml_where(source, n.source())));
     TableReader p(t, "provider", source);
-    p.allow_only(
-        {"name", "latency_ms", "drop_rate", "bytes_per_second", "slowdown", "device", "work", "answers"});
+    p.allow_only({"name", "latency_ms", "drop_rate", "bytes_per_second", "slowdown", "device", "work",
+                  "answers", "withhold_logs"});
     ProviderSpec spec;
     spec.name = p.string("name", "", true);
+    spec.withhold_logs = p.boolean("withhold_logs", false);
     if (spec.name.empty() || spec.name == "none" || !names.insert(spec.name).second)
       throw EngineError(fmt::format("{}: provider.name '{}' must be unique, non-empty and not 'none'",
                                     p.location("name"), spec.name));

@@ -83,6 +83,9 @@ struct ProviderSpec {
   /// Where it trains (engine/device.h: cpu, cuda, cuda-emulated); its dispute answers are computed on
   /// the CPU either way.
   Device device = Device::Cpu;
+  /// `withhold_logs = true`: as the trainer of a job with roles, it refuses every LogRequest of its
+  /// auditors (nodes::ProviderNode::log_filter).
+  bool withhold_logs = false;
 };
 
 /// What the scenario must end in. Unset fields are not checked.
@@ -110,7 +113,10 @@ struct Scenario {
   /// Debian's data sets and the scenario's [models] (NAME = path relative to the scenario file): what
   /// every node of the scenario registers, as an operator's --model NAME=PATH would (docs/onnx.md).
   DataRegistry registry = DataRegistry::debian();
-  uint64_t seed = 1;       ///< drives drops and random lies
+  uint64_t seed = 1;  ///< drives drops and random lies
+  /// `roles = true`: a rounding-log job with roles, the first provider its trainer and the others its
+  /// auditors (nodes::DelegateRequest::roles; docs/numerics.md, "Trainer and auditors").
+  bool roles = false;
   LinkConditions network;  ///< default link of every provider
   int cpu_hogs = 0;        ///< [load] busy threads spinning beside the nodes while the scenario runs
   std::vector<ProviderSpec> providers;

@@ -179,6 +179,8 @@ class CounterProvider {
                             bytes,
                             MerkleTree({chunk}).prove(0)}};
       }
+      case QueryKind::LogEvidence:
+        return {LogEvidence{q.round, {}}};  // the counter job has no trainer's headers
     }
     return {};
   }

@@ -73,7 +73,9 @@ struct Outcome {
 /// Plays the game between `a` (party 0) and `b` (party 1) to its verdict; a rejected message fails
 /// the test (honest algorithms fed wrong traces never send one).
 /// `trainer`: in a rounding-log job with roles, the party whose claim is the trainer's (GameParams::trainer).
-inline Outcome play_direct(const Provider& a, const Provider& b, int trainer = -1) {
+/// `trainer_key`: the trainer's claim key, which an auditor's LogEvidence must be signed by.
+inline Outcome play_direct(const Provider& a, const Provider& b, int trainer = -1,
+                           const std::array<uint8_t, 32>& trainer_key = {}) {
   const JobSpec& job = a.job;
   const Dataset& data = train_set();
   ThreadPool pool(1);
@@ -86,6 +88,7 @@ inline Outcome play_direct(const Provider& a, const Provider& b, int trainer = -
   params.dataset_samples = static_cast<uint64_t>(data.labels.numel());
   params.claims = {a.claim(), b.claim()};
   params.trainer = trainer;
+  params.trainer_key = trainer_key;
   DisputeResponder r0(job, data, a.store.path, pool, cheats::fault_policy(a.fault)),
       r1(job, data, b.store.path, pool, cheats::fault_policy(b.fault));
   DisputeResponder* responders[2] = {&r0, &r1};

@@ -6,7 +6,10 @@
 // included, and no dispute with an honest party ends both_valid.
 #include <doctest/doctest.h>
 
+#include <fstream>
+
 #include "engine/error.h"
+#include "protocol/envelope.h"
 #include "protocol/game.h"
 #include "tests/dispute/dispute_fixture.h"
 
@@ -241,4 +244,67 @@ TEST_CASE("roles: only the trainer opens its log, and a trainer that withholds i
   CHECK(v.winners == std::vector<uint8_t>{1});
   CHECK(v.step == 1);
   CHECK(v.node == 16);
+}
+
+TEST_CASE(
+    "roles: a trainer that signed its auditor other logs than its records commit to loses by equivocation") {
+  // The trainer (honest records) served its auditor logs in which every in-band decision of node 2 at
+  // step 3 is flipped, under a LogHeader it signed. The auditor follows the flipped decisions (within 2
+  // tau of the boundary), so its claim differs, and its record of that node commits to the served log.
+  const Provider& trainer = honest_trainer();
+  const JobSpec job = roles_job();
+  const JobOracle oracle(job, testing::data_shape());
+  testing::TempDir served("served-logs");
+  for (int64_t t = 0; t < job.steps; ++t) {
+    std::vector<uint64_t> counts;
+    for (const NodeSpec& n : oracle.step_spec(static_cast<uint64_t>(t)).nodes) counts.push_back(n.log_values);
+    StepRoundingLog log = read_rounding_log(rounding_log_path(trainer.store.path, t), t, counts);
+    if (t == 3) {
+      RoundingLog& node = log.nodes.at(2);
+      std::vector<Rounding> d = unpack_trits(node.packed, node.count);
+      int flipped = 0;
+      for (Rounding& r : d)
+        if (r != Rounding::Nearest) {
+          r = r == Rounding::Down ? Rounding::Up : Rounding::Down;
+          ++flipped;
+        }
+      REQUIRE(flipped > 0);
+      node.packed = pack_trits(d);
+    }
+    write_rounding_log(rounding_log_path(served.path, t), log);
+  }
+  const Provider auditor(Fault{}, job, served.path);
+  REQUIRE(auditor.result.trajectory_root != trainer.result.trajectory_root);
+  const KeyPair key = generate_keypair();
+  // Without the trainer's signed header the auditor cannot show it was served that log: it loses.
+  const Outcome unproven = testing::play_direct(trainer, auditor, 0, key.public_key);
+  CHECK(unproven.verdict.reason == VerdictReason::WrongOutput);
+  CHECK(unproven.verdict.losers == std::vector<uint8_t>{1});
+  CHECK(unproven.verdict.step == 3);
+  CHECK(unproven.verdict.node == 2);
+  // The header it kept when it fetched the logs (nodes/trainer_logs.h): the trainer's signature over
+  // the served leaves convicts the trainer, in either seat.
+  std::vector<uint64_t> counts;
+  for (const NodeSpec& n : oracle.step_spec(3).nodes) counts.push_back(n.log_values);
+  LogHeader header{auditor.result.job_id, 3, {}};
+  for (const RoundingLog& node : read_rounding_log(rounding_log_path(served.path, 3), 3, counts).nodes)
+    header.leaves.push_back(rounding_log_leaf(node));
+  const auto file = log_header_path(audited_logs_dir(auditor.store.path), 3);
+  std::filesystem::create_directories(file.parent_path());
+  const std::vector<uint8_t> signed_header = seal(key, auditor.result.job_id, 1, header);
+  std::ofstream(file, std::ios::binary)
+      .write(reinterpret_cast<const char*>(signed_header.data()),
+             static_cast<std::streamsize>(signed_header.size()));
+  for (int seat = 0; seat < 2; ++seat) {
+    const Outcome o = seat == 0 ? testing::play_direct(trainer, auditor, 0, key.public_key)
+                                : testing::play_direct(auditor, trainer, 1, key.public_key);
+    CHECK(o.verdict.reason == VerdictReason::Equivocation);
+    CHECK(o.verdict.losers == std::vector<uint8_t>{static_cast<uint8_t>(seat)});
+    CHECK(o.verdict.step == 3);
+    CHECK(o.verdict.node == 2);
+  }
+  // A header signed by another key than the trainer's proves nothing.
+  const Outcome forged = testing::play_direct(trainer, auditor, 0, generate_keypair().public_key);
+  CHECK(forged.verdict.reason == VerdictReason::WrongOutput);
+  CHECK(forged.verdict.losers == std::vector<uint8_t>{1});
 }

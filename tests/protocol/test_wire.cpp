@@ -111,6 +111,15 @@ bool same(const StateHeader& a, const StateHeader& b) {
   return a.job_id == b.job_id && a.trajectory_root == b.trajectory_root && a.step == b.step &&
          a.state_hash == b.state_hash && same(a.in_trajectory, b.in_trajectory) && a.tensors == b.tensors;
 }
+bool same(const LogRequest& a, const LogRequest& b) {
+  return a.job_id == b.job_id && a.step == b.step;
+}
+bool same(const LogHeader& a, const LogHeader& b) {
+  return a.job_id == b.job_id && a.step == b.step && a.leaves == b.leaves;
+}
+bool same(const LogEvidence& a, const LogEvidence& b) {
+  return a.round == b.round && a.header == b.header;
+}
 
 bool same_body(const Body& a, const Body& b) {
   if (a.index() != b.index()) return false;
@@ -205,6 +214,9 @@ std::vector<Body> sample_bodies() {
   v.push_back(RefereeAnswer{dg(22), {"a provider's endpoint ws://10.0.0.5:9000/ is a private address", ""}});
   v.push_back(StateRequest{dg(22), dg(23)});
   v.push_back(StateHeader{dg(24), dg(25), 937, dg(26), proof(4, 5, 3, 120), {dg(27), dg(28), dg(29)}});
+  v.push_back(LogRequest{dg(30), 17});
+  v.push_back(LogHeader{dg(31), 17, {dg(32), dg(33)}});
+  v.push_back(LogEvidence{12, {1, 2, 3}});
   return v;
 }
 
@@ -384,6 +396,27 @@ TEST_CASE("wire: known-answer encoding of StateRequest and StateHeader bodies (k
   CHECK(kind_of(Body{h}) == static_cast<MessageKind>(16));
 }
 
+TEST_CASE("wire: known-answer encoding of LogRequest and LogHeader bodies (kinds 17 and 18)") {
+  LogRequest r;
+  r.job_id.fill(0xaa);
+  r.step = 30;
+  CHECK(to_hex(encode_body(r)) == std::string(64, 'a') + "1e00000000000000");
+  CHECK(kind_of(Body{r}) == static_cast<MessageKind>(17));
+  LogHeader h;
+  h.job_id.fill(0x11);
+  h.step = 2;
+  h.leaves.resize(2);
+  h.leaves[0].fill(0x22);
+  h.leaves[1].fill(0x33);
+  // job_id ‖ step u64 ‖ leaves (u32 count, digests) = 32 + 8 + 4 + 64 = 108 bytes.
+  const Bytes enc = encode_body(h);
+  CHECK(enc.size() == 108);
+  CHECK(to_hex(enc) ==
+        std::string(64, '1') + "0200000000000000" + "02000000" + std::string(64, '2') + std::string(64, '3'));
+  CHECK(kind_of(Body{h}) == static_cast<MessageKind>(18));
+  CHECK(same(std::get<LogHeader>(decode_body(MessageKind::LogHeader, enc)), h));
+}
+
 TEST_CASE("wire: every proper prefix of every encoding is rejected, and so is one trailing byte") {
   for (const Body& body : sample_bodies()) {
     const MessageKind kind = kind_of(body);
@@ -488,7 +521,7 @@ TEST_CASE("wire: enums must hold a declared value") {
   };
   const size_t origin_at = 38 + 4 + 3 * 8 + 4;  // after indices (count + 3 × u64) and the values count
   for (const Case& c :
-       {Case{4, 0, "Query.kind"}, Case{4, 7, "Query.kind"}, Case{5, 0, "Query.level"},
+       {Case{4, 0, "Query.kind"}, Case{4, 8, "Query.kind"}, Case{5, 0, "Query.level"},
         Case{5, 4, "Query.level"}, Case{origin_at, 0, "Query.values.origin"},
         Case{origin_at, 3, "Query.values.origin"}, Case{origin_at, 255, "Query.values.origin"}}) {
     Bytes bad = good;
@@ -513,7 +546,7 @@ TEST_CASE("wire: enums must hold a declared value") {
   CHECK(decode_error_code(MessageKind::Verdict, bad) == kInvalid);
   // Unknown message kinds, and invalid enums on the encoding side.
   CHECK(decode_error_code(static_cast<MessageKind>(0), good) == kInvalid);
-  CHECK(decode_error_code(static_cast<MessageKind>(17), good) == kInvalid);
+  CHECK(decode_error_code(static_cast<MessageKind>(20), good) == kInvalid);
   Query q = sample_query();
   q.kind = static_cast<QueryKind>(9);
   CHECK_THROWS_AS(encode_body(q), WireError);
@@ -641,7 +674,7 @@ TEST_CASE("envelope: version, kind, body length and body are checked even under 
     CHECK(what == "Envelope.version: version " + std::to_string(version) + " is not 2 at offset 0");
   }
   Bytes bad = env;
-  bad[1] = 17;  // the first undeclared kind
+  bad[1] = 20;  // the first undeclared kind
   CHECK(open_error_code(resign(bad, key_a()), &what) == kInvalid);
   CHECK(what.find("Envelope.kind") == 0);
   // A valid Children body under kind Claim: a body of the wrong shape for its kind.
@@ -773,7 +806,8 @@ TEST_CASE("wire: an OpenLog query (kind 6) and the rounding-log reasons round-tr
   CHECK(back.kind == QueryKind::OpenLog);
   CHECK(back.indices == std::vector<uint64_t>{5});
   CHECK(codec::enum_valid<QueryKind>(6));
-  CHECK_FALSE(codec::enum_valid<QueryKind>(7));
+  CHECK(codec::enum_valid<QueryKind>(7));  // LogEvidence, a job with roles
+  CHECK_FALSE(codec::enum_valid<QueryKind>(8));
   for (VerdictReason r : {VerdictReason::BadRoundingLog, VerdictReason::BothValid}) {
     Verdict v = std::get<Verdict>(sample_bodies()[10]);
     v.reason = r;

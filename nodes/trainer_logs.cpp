@@ -1,0 +1,182 @@
+#include "nodes/trainer_logs.h"
+
+#include <condition_variable>
+#include <deque>
+#include <fstream>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "dispute/job_oracle.h"
+#include "engine/error.h"
+#include "engine/rounding_logs.h"
+#include "net/client.h"
+#include "net/error.h"
+#include "protocol/input_opening.h"
+#include "protocol/merkle.h"
+#include "protocol/tensor_hash.h"
+
+namespace tribunal::nodes {
+namespace {
+
+// The step graph's decision count per node: what each node's log must hold.
+std::vector<uint64_t> log_counts(const JobSpec& job, const DataShape& shape, uint64_t step) {
+  if (step >= static_cast<uint64_t>(job.steps))
+    throw EngineError(fmt::format("step {} is not a step of the job ({} steps)", step, job.steps));
+  const JobOracle oracle(job, shape);
+  std::vector<uint64_t> counts;
+  for (const NodeSpec& n : oracle.step_spec(step).nodes) counts.push_back(n.log_values);
+  return counts;
+}
+
+// Received envelopes of one client session, taken by the waiting fetch.
+class Inbox : public std::enable_shared_from_this<Inbox> {
+ public:
+  SessionHandlers handlers() {
+    auto self = shared_from_this();
+    return {[self](Session&, std::vector<uint8_t> bytes) {
+              std::lock_guard lock(self->mu_);
+              self->queue_.push_back(std::move(bytes));
+              self->cv_.notify_all();
+            },
+            [self](Session&, const CloseInfo& info) {
+              std::lock_guard lock(self->mu_);
+              self->closed_ = to_string(info);
+              self->cv_.notify_all();
+            }};
+  }
+  // The next envelope, opened (signature checked); an ErrorMessage throws with its reason.
+  Envelope next(std::chrono::seconds timeout, const std::string& what) {
+    std::unique_lock lock(mu_);
+    if (!cv_.wait_for(lock, timeout, [&] { return !queue_.empty() || !closed_.empty(); }))
+      throw EngineError(fmt::format("{}: no answer within {} s", what, timeout.count()));
+    if (queue_.empty())
+      throw EngineError(fmt::format("{}: the trainer closed the connection: {}", what, closed_));
+    std::vector<uint8_t> bytes = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    Envelope env = open_envelope(bytes);
+    if (env.kind == MessageKind::Error)
+      throw EngineError(
+          fmt::format("{}: the trainer refused: {}", what, std::get<ErrorMessage>(env.body).reason));
+    return env;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::vector<uint8_t>> queue_;
+  std::string closed_;
+};
+
+}  // namespace
+
+std::vector<Body> trainer_log_answer(const JobSpec& job, const DataShape& shape, const Digest& id,
+                                     const std::filesystem::path& dir, uint64_t step) {
+  const std::vector<uint64_t> counts = log_counts(job, shape, step);
+  const StepRoundingLog log = read_rounding_log(rounding_log_path(dir, static_cast<int64_t>(step)),
+                                                static_cast<int64_t>(step), counts);
+  LogHeader header{id, step, {}};
+  std::vector<Body> out(1);
+  for (uint32_t n = 0; n < log.nodes.size(); ++n) {
+    const RoundingLog& node = log.nodes[n];
+    header.leaves.push_back(rounding_log_leaf(node));
+    const auto bytes = std::as_bytes(std::span<const uint8_t>(node.packed));
+    const MerkleTree chunks(tensor_chunk_hashes(DType::Trits, bytes));
+    for (uint64_t c = 0; c < chunks.size(); ++c) {
+      const size_t off = c * kTensorChunkBytes, len = std::min(kTensorChunkBytes, node.packed.size() - off);
+      out.push_back(TensorChunk{0,
+                                n,
+                                {static_cast<int64_t>(node.count)},
+                                static_cast<uint32_t>(c),
+                                static_cast<uint32_t>(chunks.size()),
+                                chunks.root(),
+                                std::vector<uint8_t>(node.packed.begin() + static_cast<ptrdiff_t>(off),
+                                                     node.packed.begin() + static_cast<ptrdiff_t>(off + len)),
+                                chunks.prove(c)});
+    }
+  }
+  out[0] = std::move(header);
+  return out;
+}
+
+LogFetch fetch_trainer_logs(NetContext& ctx, const std::string& url, const KeyPair& key, const JobSpec& job,
+                            const DataShape& shape, const Digest& id, const std::filesystem::path& dir,
+                            std::shared_ptr<TlsContext> tls, std::chrono::seconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  ClientOptions options;
+  options.tls = std::move(tls);
+  Client client(ctx, options);
+  auto inbox = std::make_shared<Inbox>();
+  std::shared_ptr<Session> session;
+  try {
+    session = client.connect_sync(url, inbox->handlers());
+  } catch (const NetError& e) {
+    throw EngineError(
+        fmt::format("the trainer {} cannot be reached for its rounding logs: {}", url, e.what()));
+  }
+  LogFetch fetch;
+  bool keyed = false;
+  uint64_t sequence = 0;
+  for (uint64_t t = 0; t < static_cast<uint64_t>(job.steps); ++t) {
+    const std::string what = fmt::format("rounding logs of step {} from the trainer {}", t, url);
+    const std::vector<uint64_t> counts = log_counts(job, shape, t);
+    session->send(seal(key, id, ++sequence, LogRequest{id, t}));
+    const auto from_trainer = [&](const Envelope& env) {
+      if (!keyed) {
+        fetch.trainer = env.sender;
+        keyed = true;
+      } else if (env.sender != fetch.trainer) {
+        throw EngineError(what + ": signed by another key than the trainer's earlier answers");
+      }
+      if (env.context != id) throw EngineError(what + ": an answer for another job");
+      fetch.wire_bytes += env.bytes.size();
+    };
+    Envelope env = inbox->next(timeout, what);
+    if (env.kind != MessageKind::LogHeader) throw EngineError(what + ": the answer is not a LogHeader");
+    from_trainer(env);
+    const LogHeader& header = std::get<LogHeader>(env.body);
+    if (header.job_id != id || header.step != t || header.leaves.size() != counts.size())
+      throw EngineError(
+          fmt::format("{}: the LogHeader is for another job or step, or lists {} leaves for {} nodes", what,
+                      header.leaves.size(), counts.size()));
+    // Kept as received: the trainer's signature over these leaves is the auditor's evidence if the
+    // trainer's records later commit to other logs (QueryKind::LogEvidence).
+    {
+      const std::filesystem::path file = log_header_path(dir, static_cast<int64_t>(t));
+      std::filesystem::create_directories(file.parent_path());
+      std::ofstream out(file, std::ios::binary | std::ios::trunc);
+      out.write(reinterpret_cast<const char*>(env.bytes.data()),
+                static_cast<std::streamsize>(env.bytes.size()));
+      if (!out) throw EngineError(fmt::format("{}: cannot write the trainer's LogHeader", file.string()));
+    }
+    std::vector<ExpectedTensor> expected;
+    for (size_t n = 0; n < counts.size(); ++n)
+      expected.push_back({{static_cast<int64_t>(counts[n])}, header.leaves[n], DType::Trits});
+    InputOpening opening(std::move(expected), {});
+    while (!opening.complete()) {
+      env = inbox->next(timeout, what);
+      if (env.kind != MessageKind::TensorChunk) throw EngineError(what + ": expected the logs' chunks");
+      from_trainer(env);
+      std::string why;
+      const Acceptance a = opening.accept(std::get<TensorChunk>(env.body), why);
+      if (a == Acceptance::Refused || a == Acceptance::Ignored)
+        throw EngineError(what + ": a chunk does not prove against the trainer's log leaf: " + why);
+    }
+    StepRoundingLog log;
+    log.step = static_cast<int64_t>(t);
+    OpenedInputs opened = opening.take();
+    for (size_t n = 0; n < counts.size(); ++n) {
+      fetch.packed_bytes += opened.tensors[n].bytes.size();
+      log.nodes.push_back(RoundingLog{counts[n], std::move(opened.tensors[n].bytes)});
+    }
+    fetch.file_bytes += write_rounding_log(rounding_log_path(dir, static_cast<int64_t>(t)), log);
+    ++fetch.steps;
+  }
+  session->close(CloseCode::Normal, "rounding logs received");
+  fetch.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return fetch;
+}
+
+}  // namespace tribunal::nodes
