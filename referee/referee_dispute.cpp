@@ -42,8 +42,8 @@ std::string describe(const Query& q) {
       return fmt::format("open the located node's inputs: {} tensor(s), {} sample(s)", q.values.size(),
                          q.indices.size());
     case QueryKind::OpenLog:
-      return fmt::format("open the rounding log of node {} of step {}", q.indices.empty() ? 0 : q.indices[0],
-                         q.step);
+      return fmt::format("open each party's rounding log of node {} of step {}",
+                         q.indices.empty() ? 0 : q.indices[0], q.step);
     case QueryKind::LogEvidence:
       return fmt::format("show the trainer's signed log leaves of step {}", q.step);
   }
