@@ -167,7 +167,9 @@ std::string state_difference(const std::array<std::filesystem::path, 2>& dirs, i
   const SafetensorsFile f1 = read_safetensors(checkpoint_at(dirs[1], step));
   std::string rows;
   size_t differing_tensors = 0;
-  for (const auto& [name, t0] : f0.tensors) {
+  for (const auto& entry : f0.tensors) {
+    const std::string& name = entry.first;  // not a structured binding: clang 14 cannot capture one
+    const auto& t0 = entry.second;
     const auto it =
         std::find_if(f1.tensors.begin(), f1.tensors.end(), [&](const auto& t) { return t.first == name; });
     if (it == f1.tensors.end() || it->second.numel() != t0.numel()) continue;
