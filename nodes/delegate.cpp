@@ -272,10 +272,15 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
   Client client(ctx, client_options);
   std::vector<std::shared_ptr<Inbox>> inboxes;
   std::vector<std::shared_ptr<Session>> sessions;
+  std::vector<std::vector<uint8_t>> claim_envelopes;
   const auto submit = [&](size_t p) {
     inboxes[p] = std::make_shared<Inbox>();
     sessions[p] = client.connect_sync(providers[p], inboxes[p]->handlers());
-    sessions[p]->send(seal(request.client_key, id, 1, JobSubmit{toml}));
+    JobSubmit job_submit{toml, {}};
+    // An auditor replays only logs signed by the key of the trainer's claim we hold (docs/numerics.md,
+    // "Trainer and auditors"): it gets that claim with the job.
+    if (request.roles && p > 0) job_submit.trainer_claim = claim_envelopes.at(0);
+    sessions[p]->send(seal(request.client_key, id, 1, std::move(job_submit)));
   };
   inboxes.resize(providers.size());
   sessions.resize(providers.size());
@@ -283,7 +288,6 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
   for (size_t p = 0; p < (request.roles ? 1 : providers.size()); ++p) submit(p);
   DelegateOutcome out;
   out.job_toml = toml;
-  std::vector<std::vector<uint8_t>> claim_envelopes;
   // While the providers train: which have answered, every progress_every (their training steps are
   // not on the wire: the providers log them, docs/running.md "Progress").
   const auto submitted = std::chrono::steady_clock::now();

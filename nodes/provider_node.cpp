@@ -423,19 +423,23 @@ void ProviderNode::train(Connection& c, const Envelope& env) {
   if (!job.numerics.trainer.empty() && job.numerics.trainer != config_.endpoint) {
     audit_logs = audited_logs_dir(config_.store / to_hex(id));
     LogFetch fetch;
+    PublicKey trainer{};
     try {
+      // The trainer's key is its claim's, as the client forwards it: only headers signed by that key
+      // are evidence against the trainer (docs/numerics.md, "Trainer and auditors").
+      trainer = trainer_claim_key(std::get<JobSubmit>(env.body).trainer_claim, job, id);
       const bool wss = job.numerics.trainer.rfind("wss://", 0) == 0;
-      fetch = fetch_trainer_logs(ctx_, job.numerics.trainer, key_, job, data_shape_of(*data), id, audit_logs,
-                                 wss ? TlsContext::client(config_.tls) : nullptr);
+      fetch = fetch_trainer_logs(ctx_, job.numerics.trainer, key_, trainer, job, data_shape_of(*data), id,
+                                 audit_logs, wss ? TlsContext::client(config_.tls) : nullptr);
     } catch (const std::exception& e) {  // the trainer's doing (or its link's): the client is told why
       throw ProtocolError(std::string("this provider audits the job and cannot: ") + e.what());
     }
     log_->info(fmt::format(
         "provider {}: auditing job {}: fetched the rounding logs of trainer {} ({}): {} steps, {} packed "
         "bytes ({} per step), {} bytes received, {} bytes gzip, {:.3f} s",
-        me, to_hex(id).substr(0, 12), job.numerics.trainer, to_hex(Digest(fetch.trainer)).substr(0, 8),
-        fetch.steps, fetch.packed_bytes, fetch.packed_bytes / std::max<uint64_t>(fetch.steps, 1),
-        fetch.wire_bytes, fetch.file_bytes, fetch.seconds));
+        me, to_hex(id).substr(0, 12), job.numerics.trainer, to_hex(Digest(trainer)).substr(0, 8), fetch.steps,
+        fetch.packed_bytes, fetch.packed_bytes / std::max<uint64_t>(fetch.steps, 1), fetch.wire_bytes,
+        fetch.file_bytes, fetch.seconds));
   }
   const TrainResult r = run_job(c, job, id, data, toml, audit_logs);
   if (r.steps > r.resumed_from) {
@@ -886,11 +890,12 @@ void ProviderNode::serve_logs(Connection& c, const Envelope& env) {
   server_.keep(session);
   ThreadPool pool(1);
   const std::shared_ptr<const Dataset> data = shared_train_set(held->job, pool);
-  const std::vector<Body> answer = trainer_log_answer(held->job, data_shape_of(*data), request.job_id,
-                                                      config_.store / to_hex(request.job_id), request.step);
-  for (Body body : answer) {
-    if (log_filter) log_filter(body);
-    std::vector<uint8_t> frame = seal(key_, request.job_id, ++c.sequence, body);
+  const std::vector<Body> answer =
+      trainer_log_answer(held->job, data_shape_of(*data), request.job_id,
+                         config_.store / to_hex(request.job_id), request.step, log_serving.alter);
+  const KeyPair& signer = log_serving.signer ? *log_serving.signer : key_;
+  for (const Body& body : answer) {
+    std::vector<uint8_t> frame = seal(signer, request.job_id, ++c.sequence, body);
     if (!session.wait_for_room(frame.size())) return;
     session.send(std::move(frame));
   }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,6 +18,7 @@
 
 #include "engine/data_registry.h"
 #include "engine/device.h"
+#include "engine/rounding_logs.h"
 #include "engine/step_policy.h"
 #include "engine/trainer.h"
 #include "net/context.h"
@@ -144,10 +146,17 @@ class ProviderNode {
   /// Set before a delivery is asked for: rewrites the chunks of a delivered final state before they
   /// are signed (tests: a provider serving altered bytes; default: none, the honest path).
   DeliveryFilter delivery_filter;
-  /// Set before an auditor asks: rewrites each message of this trainer's answer to a LogRequest before
-  /// it is signed (tests and scenarios: a trainer serving other logs than its records commit to, or
-  /// withholding them by throwing ProtocolError; default: none, the honest path).
-  std::function<void(Body& answer)> log_filter;
+  /// How this node, as the trainer of a job with roles, answers its auditors' LogRequests (tests and
+  /// scenarios; the default is the honest path: the logs as recorded, signed with the node's key).
+  struct LogServing {
+    /// Changes a step's logs before they are leaved, chunked and signed (a trainer serving other logs
+    /// than its records commit to); throwing ProtocolError withholds them.
+    std::function<void(StepRoundingLog&)> alter;
+    /// Signs the answers instead of the node's key (a trainer hiding its logs behind a throwaway key).
+    std::optional<KeyPair> signer;
+  };
+  /// Set before an auditor asks.
+  LogServing log_serving;
 
  private:
   struct Connection;

@@ -72,10 +72,12 @@ class Inbox : public std::enable_shared_from_this<Inbox> {
 }  // namespace
 
 std::vector<Body> trainer_log_answer(const JobSpec& job, const DataShape& shape, const Digest& id,
-                                     const std::filesystem::path& dir, uint64_t step) {
+                                     const std::filesystem::path& dir, uint64_t step,
+                                     const std::function<void(StepRoundingLog&)>& alter) {
   const std::vector<uint64_t> counts = log_counts(job, shape, step);
-  const StepRoundingLog log = read_rounding_log(rounding_log_path(dir, static_cast<int64_t>(step)),
-                                                static_cast<int64_t>(step), counts);
+  StepRoundingLog log = read_rounding_log(rounding_log_path(dir, static_cast<int64_t>(step)),
+                                          static_cast<int64_t>(step), counts);
+  if (alter) alter(log);
   LogHeader header{id, step, {}};
   std::vector<Body> out(1);
   for (uint32_t n = 0; n < log.nodes.size(); ++n) {
@@ -100,8 +102,32 @@ std::vector<Body> trainer_log_answer(const JobSpec& job, const DataShape& shape,
   return out;
 }
 
-LogFetch fetch_trainer_logs(NetContext& ctx, const std::string& url, const KeyPair& key, const JobSpec& job,
-                            const DataShape& shape, const Digest& id, const std::filesystem::path& dir,
+PublicKey trainer_claim_key(std::span<const uint8_t> trainer_claim, const JobSpec& job, const Digest& id) {
+  const std::string what = "the trainer's claim the client forwarded";
+  if (trainer_claim.empty())
+    throw EngineError(what +
+                      " is missing: an auditor replays only the logs of the key whose claim the "
+                      "client holds (a client older than the LogHeader key check?)");
+  Envelope env;
+  try {
+    env = open_envelope(trainer_claim);
+  } catch (const std::exception& e) {
+    throw EngineError(fmt::format("{} is not a signed envelope: {}", what, e.what()));
+  }
+  const Claim* claim = std::get_if<Claim>(&env.body);
+  if (claim == nullptr) throw EngineError(what + " is not a Claim");
+  if (env.context != id || claim->job_id != id) throw EngineError(what + " is for another job");
+  if (claim->steps != static_cast<uint64_t>(job.steps))
+    throw EngineError(fmt::format("{} is for {} steps, the job has {}", what, claim->steps, job.steps));
+  if (claim->endpoint != job.numerics.trainer)
+    throw EngineError(fmt::format("{} signs the endpoint {}, not the job's trainer {}", what, claim->endpoint,
+                                  job.numerics.trainer));
+  return env.sender;
+}
+
+LogFetch fetch_trainer_logs(NetContext& ctx, const std::string& url, const KeyPair& key,
+                            const PublicKey& trainer, const JobSpec& job, const DataShape& shape,
+                            const Digest& id, const std::filesystem::path& dir,
                             std::shared_ptr<TlsContext> tls, std::chrono::seconds timeout) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
@@ -117,19 +143,16 @@ LogFetch fetch_trainer_logs(NetContext& ctx, const std::string& url, const KeyPa
         fmt::format("the trainer {} cannot be reached for its rounding logs: {}", url, e.what()));
   }
   LogFetch fetch;
-  bool keyed = false;
   uint64_t sequence = 0;
   for (uint64_t t = 0; t < static_cast<uint64_t>(job.steps); ++t) {
     const std::string what = fmt::format("rounding logs of step {} from the trainer {}", t, url);
     const std::vector<uint64_t> counts = log_counts(job, shape, t);
     session->send(seal(key, id, ++sequence, LogRequest{id, t}));
     const auto from_trainer = [&](const Envelope& env) {
-      if (!keyed) {
-        fetch.trainer = env.sender;
-        keyed = true;
-      } else if (env.sender != fetch.trainer) {
-        throw EngineError(what + ": signed by another key than the trainer's earlier answers");
-      }
+      if (env.sender != trainer)
+        throw EngineError(fmt::format("{}: signed by the key {}, not by the key {} of the trainer's claim",
+                                      what, to_hex(Digest(env.sender)).substr(0, 16),
+                                      to_hex(Digest(trainer)).substr(0, 16)));
       if (env.context != id) throw EngineError(what + ": an answer for another job");
       fetch.wire_bytes += env.bytes.size();
     };

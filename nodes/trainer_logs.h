@@ -7,12 +7,15 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "engine/dataset.h"
 #include "engine/job.h"
+#include "engine/rounding_logs.h"
 #include "net/context.h"
 #include "net/tls.h"
 #include "protocol/codec.h"
@@ -25,8 +28,11 @@ namespace tribunal::nodes {
 /// step's node log leaves, then each node's log as TensorChunks (round 0, value = node, 64 KiB chunks
 /// with their inclusion proofs). Throws EngineError when the step is not in the job or its file is
 /// missing or not this step graph's.
+/// `alter` (tests and scenarios: a trainer serving other logs than its records commit to) changes the
+/// step's logs after they are read and before they are leaved and chunked.
 std::vector<Body> trainer_log_answer(const JobSpec& job, const DataShape& shape, const Digest& id,
-                                     const std::filesystem::path& dir, uint64_t step);
+                                     const std::filesystem::path& dir, uint64_t step,
+                                     const std::function<void(StepRoundingLog&)>& alter = {});
 
 /// What an auditor's fetch of the trainer's logs took (docs/performance.md, "Rounding-log mode").
 struct LogFetch {
@@ -35,17 +41,25 @@ struct LogFetch {
   uint64_t wire_bytes = 0;    ///< every envelope received (headers, chunk proofs)
   uint64_t file_bytes = 0;    ///< the gzip files written
   double seconds = 0;         ///< from the connection to the last step written
-  PublicKey trainer{};        ///< the key that signed every LogHeader and chunk
 };
+
+/// The key of the trainer an auditor replays: the signer of the trainer's Claim envelope
+/// `trainer_claim` that the client forwarded in its JobSubmit — the claim the client holds and a referee
+/// would hold the trainer to. Throws EngineError when it is missing, not a signed Claim, or not the
+/// trainer's claim of job `id` (`job`: its steps, and the endpoint the job names as its trainer).
+PublicKey trainer_claim_key(std::span<const uint8_t> trainer_claim, const JobSpec& job, const Digest& id);
 
 /// The auditor's fetch: asks the trainer at `url` for every step of job `id` (LogRequest, signed with
 /// `key`), keeps each signed LogHeader at log_header_path(dir, t) and writes each step's logs to
 /// rounding_log_path(dir, t) (dir: audited_logs_dir of the run directory) once every node's log is complete
-/// and proven against the leaf of the trainer's LogHeader; every envelope must be signed by the key
-/// that signed the first header. Throws EngineError naming the step when the trainer refuses, closes,
-/// stays silent for `timeout`, or sends a header or chunk that does not fit or prove.
-LogFetch fetch_trainer_logs(NetContext& ctx, const std::string& url, const KeyPair& key, const JobSpec& job,
-                            const DataShape& shape, const Digest& id, const std::filesystem::path& dir,
+/// and proven against the leaf of the trainer's LogHeader. Every envelope must be signed by `trainer`,
+/// the key of the trainer's claim (trainer_claim_key): a header signed by any other key would be no
+/// evidence against the trainer (docs/numerics.md, "Trainer and auditors"). Throws EngineError naming
+/// the step when the trainer refuses, closes, stays silent for `timeout`, or sends a header or chunk
+/// that another key signed or that does not fit or prove.
+LogFetch fetch_trainer_logs(NetContext& ctx, const std::string& url, const KeyPair& key,
+                            const PublicKey& trainer, const JobSpec& job, const DataShape& shape,
+                            const Digest& id, const std::filesystem::path& dir,
                             std::shared_ptr<TlsContext> tls = {},
                             std::chrono::seconds timeout = std::chrono::seconds(120));
 

@@ -167,7 +167,7 @@ concept Is = std::is_same_v<std::remove_const_t<M>, T>;
 
 template <class S>
 void fields(S& s, Is<JobSubmit> auto& m) {
-  s("job_toml", m.job_toml);
+  s("job_toml", m.job_toml)("trainer_claim", m.trainer_claim, up_to(kMaxClaimEnvelopeBytes));
 }
 template <class S>
 void fields(S& s, Is<Claim> auto& m) {

@@ -49,9 +49,13 @@ enum class Level : uint8_t {
 };
 
 /// client → provider: train this job. `job_toml` is the job file's text; the provider computes the
-/// job_id itself and only answers for the id in the envelope.
+/// job_id itself and only answers for the id in the envelope. `trainer_claim`, to an auditor of a
+/// rounding-log job with roles: the trainer's signed Claim envelope (encoded, at most
+/// kMaxClaimEnvelopeBytes) as the client received it, whose signer the auditor requires of every
+/// LogHeader and log chunk it fetches (docs/numerics.md, "Trainer and auditors"); empty otherwise.
 struct JobSubmit {
   std::string job_toml;
+  std::vector<uint8_t> trainer_claim{};
 };
 
 /// provider → client: the commitment to a whole trajectory, signed by the provider. `endpoint` is the

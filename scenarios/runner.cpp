@@ -19,6 +19,19 @@
 namespace tribunal::scenarios {
 namespace {
 
+// A trainer's altered logs (LogServing::Altered): the step's first logged decision turned the other way
+// (down ↔ up) — logs other than the ones its records commit to, which an auditor that replays them
+// follows (the value is near a boundary), so its outputs differ.
+void flip_first_decision(StepRoundingLog& log) {
+  for (RoundingLog& node : log.nodes)
+    for (uint8_t& byte : node.packed)  // five trits a byte, the first the least significant base-3 digit
+      for (int weight = 1, rest = byte; rest > 0; weight *= 3, rest /= 3)
+        if (const int t = rest % 3; t != 0) {
+          byte = static_cast<uint8_t>(byte + (t == 1 ? weight : -weight));
+          return;
+        }
+}
+
 // The providers of one run. A crash-restart destroys a node and builds a new one on the same port,
 // key and store from a thread of its own, since the request comes from inside the node.
 class ProviderFleet {
@@ -135,8 +148,21 @@ class ProviderFleet {
                            cv_.notify_all();
                          }};
     s.node->reply_filter = make_reply_filter(setup, s.state);
-    if (s.spec.withhold_logs)
-      s.node->log_filter = [](Body&) { throw ProtocolError("this trainer withholds its rounding logs"); };
+    switch (s.spec.serve_logs) {
+      case LogServing::Honest:
+        break;
+      case LogServing::Withheld:
+        s.node->log_serving.alter = [](StepRoundingLog&) {
+          throw ProtocolError("this trainer withholds its rounding logs");
+        };
+        break;
+      case LogServing::AlteredThrowawayKey:
+        s.node->log_serving.signer = generate_keypair();
+        [[fallthrough]];
+      case LogServing::Altered:
+        s.node->log_serving.alter = flip_first_decision;
+        break;
+    }
     s.port = s.node->listen("127.0.0.1", s.port);
     if (s.proxy) s.proxy->set_upstream(fmt::format("ws://127.0.0.1:{}/", s.port));
   }

@@ -189,6 +189,21 @@ Fault read_work(const TableReader& w, std::string& kind, const JobSpec& job, con
   return f;
 }
 
+LogServing read_log_serving(const TableReader& p) {
+  static constexpr std::pair<LogServing, std::string_view> kNames[] = {
+      {LogServing::Honest, "honest"},
+      {LogServing::Withheld, "withheld"},
+      {LogServing::Altered, "altered"},
+      {LogServing::AlteredThrowawayKey, "altered_throwaway_key"}};
+  const std::string name = p.string("serve_logs", "honest");
+  for (const auto& [kind, n] : kNames)
+    if (name == n) return kind;
+  throw EngineError(
+      fmt::format("{}: serve_logs '{}' is not one of honest, withheld, altered, "
+                  "altered_throwaway_key",
+                  p.location("serve_logs"), name));
+}
+
 AnswerBehaviour read_answers(const TableReader& a) {
   AnswerBehaviour b;
   const std::string kind = a.string("kind", "honest");
@@ -290,10 +305,10 @@ Scenario load_scenario(const std::filesystem::path& file) {
           fmt::format("{}: [[provider]] entries must be tables", toml_where(source, n.source())));
     TableReader p(t, "provider", source);
     p.allow_only({"name", "latency_ms", "drop_rate", "bytes_per_second", "slowdown", "device", "work",
-                  "answers", "withhold_logs"});
+                  "answers", "serve_logs"});
     ProviderSpec spec;
     spec.name = p.string("name", "", true);
-    spec.withhold_logs = p.boolean("withhold_logs", false);
+    spec.serve_logs = read_log_serving(p);
     if (spec.name.empty() || spec.name == "none" || !names.insert(spec.name).second)
       throw EngineError(fmt::format("{}: provider.name '{}' must be unique, non-empty and not 'none'",
                                     p.location("name"), spec.name));

@@ -51,6 +51,14 @@ enum class AnswerKind : uint8_t {
   ZeroHashes,     ///< all-zero digests in place of the answer's hashes
 };
 
+/// How a trainer of a job with roles serves its rounding logs to its auditors (`serve_logs`).
+enum class LogServing : uint8_t {
+  Honest,    ///< the logs its records commit to, signed with its key
+  Withheld,  ///< `withheld`: refuses every LogRequest
+  Altered,  ///< `altered`: other logs (each step's first near-boundary decision flipped), signed with its key
+  AlteredThrowawayKey,  ///< `altered_throwaway_key`: the same, signed with a key no claim of it names
+};
+
 /// The scenario-file name of a kind ("bad_proof", …).
 const char* answer_kind_name(AnswerKind kind);
 
@@ -83,9 +91,9 @@ struct ProviderSpec {
   /// Where it trains (engine/device.h: cpu, cuda, cuda-emulated); its dispute answers are computed on
   /// the CPU either way.
   Device device = Device::Cpu;
-  /// `withhold_logs = true`: as the trainer of a job with roles, it refuses every LogRequest of its
-  /// auditors (nodes::ProviderNode::log_filter).
-  bool withhold_logs = false;
+  /// `serve_logs`: how, as the trainer of a job with roles, it answers its auditors' LogRequests
+  /// (nodes::ProviderNode::log_serving).
+  LogServing serve_logs = LogServing::Honest;
 };
 
 /// What the scenario must end in. Unset fields are not checked.

@@ -51,7 +51,7 @@ bool same(const NodeRecord& a, const NodeRecord& b) {
   return a.op == b.op && a.attrs == b.attrs && a.inputs == b.inputs && a.outputs == b.outputs;
 }
 bool same(const JobSubmit& a, const JobSubmit& b) {
-  return a.job_toml == b.job_toml;
+  return a.job_toml == b.job_toml && a.trainer_claim == b.trainer_claim;
 }
 bool same(const Claim& a, const Claim& b) {
   return a.job_id == b.job_id && a.steps == b.steps && a.trajectory_root == b.trajectory_root &&
@@ -176,7 +176,7 @@ Query sample_query() {
 /// One non-trivial value of every message type, in MessageKind order.
 std::vector<Body> sample_bodies() {
   std::vector<Body> v;
-  v.push_back(JobSubmit{"[job]\nseed = 7\nsteps = 100\n"});
+  v.push_back(JobSubmit{"[job]\nseed = 7\nsteps = 100\n", {0x54, 0x52, 0x00, 0xff}});
   v.push_back(Claim{dg(1), 123456789012ull, dg(2), dg(3), "ws://provider.example:9000/"});
   v.push_back(sample_open());
   v.push_back(sample_query());
