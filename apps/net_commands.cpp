@@ -511,6 +511,12 @@ Command add_referee(CLI::App& root) {
   add_duration<std::chrono::days>(
       *app, "--retention-days", o.retention, 0, 36500,
       "a decided dispute's record is pruned after this many days (its verdict is kept)", "DAYS");
+  add_duration<std::chrono::seconds>(
+      *app, "--near-clock-end-seconds", o.near_clock_end, 1, 86400,
+      "/metrics counts an undecided dispute as near its clock's end when its awaited party has less "
+      "than this left (tribunal_referee_disputes_near_clock_end)",
+      "SECONDS")
+      ->envname("TRIBUNAL_NEAR_CLOCK_END_SECONDS");
   add_metrics_address(*app, s->metrics);
   add_tls(*app, o.tls, true);
   add_log_options(*app, s->log);

@@ -1,11 +1,10 @@
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <fstream>
 #include <functional>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -19,81 +18,13 @@
 #include "engine/trainer.h"
 #include "net/client.h"
 #include "net/error.h"
+#include "nodes/inbox.h"
+#include "nodes/progress_poll.h"
 #include "nodes/train_set.h"
 #include "referee/referee_dispute.h"
 
 namespace tribunal::nodes {
 namespace {
-
-// The connection ended before the awaited message: the peer may come back (a restarted referee).
-class ConnectionLost : public EngineError {
- public:
-  using EngineError::EngineError;
-};
-
-// Messages arriving on one client session, taken by a waiting thread. Shared with the session's
-// handlers, which may still run after the waiting side has moved on.
-class Inbox : public std::enable_shared_from_this<Inbox> {
- public:
-  SessionHandlers handlers() {
-    auto self = shared_from_this();
-    return {[self](Session&, std::vector<uint8_t> bytes) {
-              std::lock_guard lock(self->mu_);
-              self->queue_.push_back(std::move(bytes));
-              self->cv_.notify_all();
-            },
-            [self](Session&, const CloseInfo& info) {
-              std::lock_guard lock(self->mu_);
-              self->closed_ = to_string(info);
-              self->cv_.notify_all();
-            }};
-  }
-  /// The next envelope of `kind` (ErrorMessage → throws), waiting up to `timeout`; `waiting`, when
-  /// given, is called every `every` while nothing has come (without the inbox's lock).
-  Envelope next(MessageKind kind, std::chrono::seconds timeout, const std::string& peer,
-                const std::function<void()>& waiting = {},
-                std::chrono::milliseconds every = std::chrono::seconds(10)) {
-    std::unique_lock lock(mu_);
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      const auto ready = [&] { return !queue_.empty() || !closed_.empty(); };
-      while (!ready()) {
-        const auto now = std::chrono::steady_clock::now();
-        if (now >= deadline)
-          throw EngineError(fmt::format("{}: no answer within {} s", peer, timeout.count()));
-        const auto slice =
-            waiting ? std::min<std::chrono::steady_clock::duration>(deadline - now, every) : deadline - now;
-        if (!cv_.wait_for(lock, slice, ready) && waiting && std::chrono::steady_clock::now() < deadline) {
-          lock.unlock();
-          waiting();
-          lock.lock();
-        }
-      }
-      if (queue_.empty()) throw ConnectionLost(fmt::format("{}: connection closed: {}", peer, closed_));
-      std::vector<uint8_t> bytes = std::move(queue_.front());
-      queue_.pop_front();
-      const Envelope env = open_envelope(bytes);
-      if (env.kind == MessageKind::Error)
-        throw EngineError(fmt::format("{}: refused: {}", peer, std::get<ErrorMessage>(env.body).reason));
-      if (env.kind == kind) return env;
-    }
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-
- public:
-  /// Whether a message or the connection's end is waiting to be taken (a provider's claim has come).
-  bool has_news() {
-    std::lock_guard lock(mu_);
-    return !queue_.empty() || !closed_.empty();
-  }
-
- private:
-  std::deque<std::vector<uint8_t>> queue_;
-  std::string closed_;
-};
 
 std::string read_text(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -110,6 +41,11 @@ constexpr auto kReconnectWindow = std::chrono::seconds(120);
 constexpr auto kFirstBackoff = std::chrono::milliseconds(100);
 constexpr auto kMaxBackoff = std::chrono::milliseconds(2000);
 constexpr int kMaxDrops = 100;
+// A progress poll's GET: the progress interval, within [1 s, 5 s].
+std::chrono::milliseconds poll_timeout(std::chrono::milliseconds progress_every) {
+  return std::clamp<std::chrono::milliseconds>(progress_every, std::chrono::seconds(1),
+                                               std::chrono::seconds(5));
+}
 
 // The job text with `trainer = "URL"` as the first key of its [numerics] table.
 std::string with_trainer(const std::string& toml, const std::string& url) {
@@ -155,7 +91,7 @@ void check_referee(NetContext& ctx, const std::string& referee, const PublicKey&
   session->send(seal(generate_keypair(), check.nonce, 1, check));
   Envelope env;
   try {
-    env = inbox->next(MessageKind::RefereeAnswer, std::chrono::seconds(30), referee);
+    env = inbox->next(std::chrono::seconds(30), referee, MessageKind::RefereeAnswer);
   } catch (const ConnectionLost& e) {
     throw fail(
         fmt::format("it closed the connection without answering the key check (a referee older "
@@ -187,6 +123,9 @@ Envelope await_verdict(NetContext& ctx, const std::string& referee, const Public
                        const std::vector<uint8_t>& open, const Logger& log, std::shared_ptr<TlsContext> tls,
                        std::chrono::milliseconds progress_every) {
   const Digest dispute = open_envelope(open).context;
+  // The dispute's level and round, from the referee's /disputes.json at the configured URL.
+  const ProgressPoll poll(poll_timeout(progress_every), tls);
+  bool said_unreadable = false;
   ClientOptions options;
   options.tls = std::move(tls);
   Client client(ctx, options);
@@ -206,11 +145,22 @@ Envelope await_verdict(NetContext& ctx, const std::string& referee, const Public
       backoff = kFirstBackoff;
       const auto opened = std::chrono::steady_clock::now();
       Envelope env = inbox->next(
-          MessageKind::Verdict, std::chrono::hours(24), referee,
+          std::chrono::hours(24), referee, MessageKind::Verdict,
           [&] {
             log->info(fmt::format("delegate: dispute {} at {}: no verdict yet after {}",
                                   to_hex(dispute).substr(0, 16), referee,
                                   format_duration(std::chrono::steady_clock::now() - opened)));
+            std::string why;
+            if (const auto level = poll.dispute(referee, dispute, &why))
+              log->info(fmt::format("delegate: dispute {} {}", to_hex(dispute).substr(0, 16),
+                                    dispute_level_text(*level)));
+            else if (!std::exchange(said_unreadable, true))
+              log->info(
+                  fmt::format("delegate: dispute {}: its level is not shown ({}; a referee shows it "
+                              "with a store, --data)",
+                              to_hex(dispute).substr(0, 16), why));
+            else
+              log->debug(fmt::format("delegate: dispute {}: {}", to_hex(dispute).substr(0, 16), why));
           },
           progress_every);
       session->close(CloseCode::Normal, "verdict received");
@@ -288,9 +238,10 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
   for (size_t p = 0; p < (request.roles ? 1 : providers.size()); ++p) submit(p);
   DelegateOutcome out;
   out.job_toml = toml;
-  // While the providers train: which have answered, every progress_every (their training steps are
-  // not on the wire: the providers log them, docs/running.md "Progress").
+  // While the providers train: which have answered, every progress_every, and each one's training
+  // step and rate as its /metrics shows them (docs/running.md, "Progress").
   const auto submitted = std::chrono::steady_clock::now();
+  const ProgressPoll poll(poll_timeout(request.progress_every), tls);
   const auto claims_progress = [&](size_t taken) {
     std::vector<std::string> waiting;
     size_t in = taken;
@@ -303,6 +254,15 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
                           to_hex(id).substr(0, 16), in, providers.size(),
                           format_duration(std::chrono::steady_clock::now() - submitted),
                           fmt::join(waiting, ", ")));
+    // Each one still training: its progress from its /metrics, at the URL it was given as.
+    for (size_t q = taken; q < providers.size(); ++q) {
+      if (!inboxes[q] || inboxes[q]->has_news()) continue;
+      std::string why;
+      if (const auto p = poll.training(providers[q], job.steps, &why))
+        log->info(fmt::format("delegate: provider {} {}", providers[q], training_progress_text(*p)));
+      else
+        log->debug(fmt::format("delegate: provider {}: no progress shown: {}", providers[q], why));
+    }
   };
   for (size_t p = 0; p < providers.size(); ++p) {
     if (request.roles && p == 1)
@@ -310,7 +270,7 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
     Envelope env;
     try {
       env = inboxes[p]->next(
-          MessageKind::Claim, std::chrono::hours(24), providers[p], [&] { claims_progress(p); },
+          std::chrono::hours(24), providers[p], MessageKind::Claim, [&] { claims_progress(p); },
           request.progress_every);
     } catch (const EngineError& e) {
       // An auditor that cannot replay the trainer's logs (withheld, or not proven) makes no claim.

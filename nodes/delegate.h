@@ -48,8 +48,10 @@ struct DelegateRequest {
   /// For wss:// URLs: `tls.ca` is what the referee's and providers' certificates must chain to
   /// (empty: the system's CAs); cert and key are not used.
   TlsFiles tls;
-  /// How often the log says what it still waits for: the claims of providers still training, a
-  /// dispute's verdict (docs/running.md, "Progress").
+  /// How often the log says what it still waits for: the claims of providers still training, with
+  /// each one's step, rate and ETA from its /metrics, and a dispute's verdict, with its level and
+  /// round from the referee's /disputes.json (docs/running.md, "Progress"; GETs at the --provider and
+  /// --referee URLs only).
   std::chrono::milliseconds progress_every{10000};
   /// A rounding-log job with roles (docs/numerics.md, "Trainer and auditors"): the first provider
   /// listed trains and the others audit it. The delegate names it in the job ([numerics] trainer =
@@ -85,7 +87,9 @@ void check_referee(NetContext& ctx, const std::string& referee, const PublicKey&
 /// referee is never reached, EngineError if it refuses the opening (ErrorMessage) or stays away.
 /// `ctx` must be running on other threads (NetContext::start).
 /// `tls`: the CAs for a wss:// referee URL (null: the system's). Every `progress_every` without the
-/// verdict, an info line says how long the dispute has run.
+/// verdict, an info line says how long the dispute has run, and one its level and round as the
+/// referee's /disputes.json at `referee` shows them (nodes/progress_poll.h; a referee without a store
+/// serves none: said once).
 Envelope await_verdict(NetContext& ctx, const std::string& referee, const PublicKey& referee_key,
                        const std::vector<uint8_t>& open, const Logger& log,
                        std::shared_ptr<TlsContext> tls = nullptr,

@@ -61,11 +61,15 @@ void DisputePages::keep(const Digest& id, std::shared_ptr<const std::string> htm
 HttpResponse DisputePages::listing(bool json) {
   const std::vector<DisputeListing> disputes = store_.list(200);
   std::vector<std::optional<DisputeOutcome>> outcomes(disputes.size());
+  std::vector<std::optional<DisputeProgress>> progress(disputes.size());
   for (size_t i = 0; i < disputes.size(); ++i) {
-    if (!disputes[i].decided) continue;
+    if (!disputes[i].decided) {
+      if (json && live_progress) progress[i] = live_progress(disputes[i].id);
+      continue;
+    }
     if (auto verdict = store_.verdict(disputes[i].id)) outcomes[i] = dispute_outcome(*verdict);
   }
-  if (json) return {200, "application/json", dispute_list_json(disputes, outcomes)};
+  if (json) return {200, "application/json", dispute_list_json(disputes, outcomes, progress)};
   return {200, kHtml, dispute_list_html(disputes, outcomes)};
 }
 

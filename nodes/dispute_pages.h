@@ -21,6 +21,7 @@
 #include "net/server.h"
 #include "nodes/log.h"
 #include "nodes/metrics.h"
+#include "referee/report.h"
 #include "referee/store.h"
 
 namespace tribunal::nodes {
@@ -48,6 +49,10 @@ class DisputePages {
   /// An ExtraRoutes (nodes/http_routes.h): false when `request.target` (its path) is not a dispute page
   /// (/disputes, /disputes.json, /disputes/<id>).
   bool route(const HttpRequest& request, const std::function<void(HttpResponse)>& respond);
+
+  /// Set before the first request: the live state of an undecided dispute, for /disputes.json's
+  /// `progress` (referee/report.h dispute_list_json); called on the pages' thread. Unset: none shown.
+  std::function<std::optional<DisputeProgress>(const Digest&)> live_progress;
 
  private:
   struct Cached {

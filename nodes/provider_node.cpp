@@ -249,7 +249,7 @@ ProviderNode::ProviderNode(NetContext& ctx, KeyPair key, ProviderConfig config, 
   metrics_.gauge("tribunal_provider_training_step",
                  "Steps done of the job training now (the most recently started one); 0 when none trains.",
                  [this] { return static_cast<double>(progress_step_.load()); });
-  metrics_.gauge("tribunal_provider_training_steps",
+  metrics_.gauge("tribunal_provider_training_job_steps",
                  "Steps (T) of the job training now (the most recently started one); 0 when none trains.",
                  [this] { return static_cast<double>(progress_total_.load()); });
   metrics_.gauge(

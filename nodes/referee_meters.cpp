@@ -15,9 +15,9 @@ RefereeMeters::RefereeMeters(MetricsRegistry& m)
                       {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10})),
       duration(m.histogram("tribunal_referee_dispute_seconds",
                            "Wall time from opening to verdict of each decided dispute.", latency_buckets())),
-      bytes_in(m.counter("tribunal_referee_bytes_received_total",
+      bytes_in(m.counter("tribunal_referee_received_bytes_total",
                          "Envelope bytes received from providers and clients by decided disputes.")),
-      bytes_out(m.counter("tribunal_referee_bytes_sent_total",
+      bytes_out(m.counter("tribunal_referee_sent_bytes_total",
                           "Envelope bytes sent to providers and clients by decided disputes.")),
       frames_refused(
           m.counter("tribunal_referee_frames_refused_total",

@@ -92,6 +92,9 @@ struct RefereeNode::Live {
   // The awaited party's deadline (GameTime milliseconds; 0: none awaited), set when the timer is
   // armed on the strand and read by a scrape (RefereeNode::clock_left).
   std::atomic<int64_t> deadline_ms{0};
+  // Where its game stands, for /disputes.json (RefereeNode::progress): set with deadline_ms.
+  std::mutex progress_mu;
+  DisputeProgress progress;
 
   ProviderLink& link(int party) { return *links[static_cast<size_t>(party)]; }
   // What its log lines are about (nodes/log.h: the JSON lines' dispute and job fields).
@@ -150,14 +153,17 @@ RefereeNode::RefereeNode(NetContext& ctx, KeyPair key, RefereeNodeOptions option
                  [this] { return static_cast<double>(live_disputes()); });
   // In the manner of Optimism's op-dispute-mon: how close the live disputes are to a party's clock
   // running out (docs/protocol.md, "Clocks"), from each dispute's armed deadline.
-  metrics_.gauge("tribunal_referee_disputes_near_clock_end",
-                 "Undecided disputes whose awaited party has under 60 seconds left on its clock.",
-                 [this] { return clock_left().first; });
+  metrics_.gauge(
+      "tribunal_referee_disputes_near_clock_end",
+      fmt::format("Undecided disputes whose awaited party has under {:g} seconds left on its clock.",
+                  std::chrono::duration<double>(options_.near_clock_end).count()),
+      [this] { return clock_left().first; });
   metrics_.gauge("tribunal_referee_dispute_clock_left_min_seconds",
                  "Least time left on an awaited party's clock among the undecided disputes (NaN when none "
                  "awaits an answer).",
                  [this] { return clock_left().second; });
   add_server_metrics(metrics_, server_);
+  if (pages_) pages_->live_progress = [this](const Digest& id) { return progress(id); };
 }
 
 // /healthz, /metrics and the dispute pages (nodes/referee_routes.h), each request within its source's
@@ -172,8 +178,10 @@ uint16_t RefereeNode::listen_metrics(const std::string& host, uint16_t port) {
 }
 
 RefereeNode::~RefereeNode() {
-  // The network is stopped by now (its owner stops the NetContext first); stop the workers, then
-  // let the disputes (and their timers) go while the pool still exists.
+  // The network is stopped by now (its owner stops the NetContext first). The pages go first: their
+  // thread reads live_ (progress()). Then stop the workers, and let the disputes (and their timers) go
+  // while the pool still exists.
+  pages_.reset();
   workers_->pool.stop();
   workers_->pool.join();
   std::lock_guard lock(mu_);
@@ -269,6 +277,12 @@ void RefereeNode::arm(const std::shared_ptr<Live>& live) {
   // reconnection.
   std::optional<GameTime> next = live->dispute->next_wakeup();
   live->deadline_ms = next ? next->time_since_epoch().count() : 0;  // for /metrics (clock_left)
+  {
+    const Game& game = live->dispute->game();
+    std::lock_guard lock(live->progress_mu);  // for /disputes.json (progress)
+    live->progress = {game.phase(), game.rounds(), game.range().first, game.range().second,
+                      game.leaves_at_level()};
+  }
   const auto earliest = [&](GameTime t) { next = next ? std::min(*next, t) : t; };
   for (int p = 0; p < 2; ++p)
     if (const auto& retry = live->link(p).retry_at()) earliest(*retry);
@@ -328,11 +342,25 @@ std::pair<double, double> RefereeNode::clock_left() {
   for (const auto& [id, live] : live_) {
     const int64_t deadline = live->deadline_ms.load();
     if (deadline == 0) continue;
-    const double left = static_cast<double>(std::max<int64_t>(deadline - now_ms, 0)) / 1000;
-    if (left < 60) ++near;
+    const int64_t left_ms = std::max<int64_t>(deadline - now_ms, 0);
+    const double left = static_cast<double>(left_ms) / 1000;
+    if (std::chrono::milliseconds(left_ms) < options_.near_clock_end) ++near;
     if (!(least <= left)) least = left;
   }
   return {near, least};
+}
+
+std::optional<DisputeProgress> RefereeNode::progress(const Digest& dispute) {
+  std::shared_ptr<Live> live;
+  {
+    std::lock_guard lock(mu_);
+    const auto it = live_.find(dispute);
+    if (it == live_.end()) return std::nullopt;
+    live = it->second;
+  }
+  std::lock_guard lock(live->progress_mu);
+  if (live->progress.round == 0) return std::nullopt;  // not started yet
+  return live->progress;
 }
 
 size_t RefereeNode::live_disputes() {

@@ -32,6 +32,7 @@
 #include "nodes/rate_limit.h"
 #include "nodes/referee_meters.h"
 #include "referee/referee_dispute.h"
+#include "referee/report.h"
 #include "referee/store.h"
 
 namespace tribunal::nodes {
@@ -73,6 +74,9 @@ struct RefereeNodeOptions {
   std::chrono::seconds retention = std::chrono::hours(24 * 30);
   /// How often the referee node prunes its store.
   std::chrono::seconds prune_interval = std::chrono::hours(1);
+  /// /metrics' tribunal_referee_disputes_near_clock_end counts the undecided disputes whose awaited
+  /// party has less than this left on its clock (docs/running.md, "Monitoring"; `--near-clock-end-seconds`).
+  std::chrono::milliseconds near_clock_end = std::chrono::seconds(60);
   /// Worker threads that play the disputes (signature checks, the game, store commits,
   /// re-execution); 0: the machine's hardware threads. The network threads only move bytes.
   int workers = 0;
@@ -120,8 +124,11 @@ class RefereeNode {
   uint16_t listen(const std::string& host, uint16_t port);
   /// Undecided disputes held now.
   size_t live_disputes();
-  /// For /metrics: undecided disputes whose awaited party has under 60 s left, and the least time
-  /// left (seconds; NaN when none awaits).
+  /// Where undecided dispute `dispute`'s game stands (as of its last event); nullopt when this node
+  /// holds no such dispute or it has not started. Thread-safe.
+  std::optional<DisputeProgress> progress(const Digest& dispute);
+  /// For /metrics: undecided disputes whose awaited party has less than `options.near_clock_end` left,
+  /// and the least time left (seconds; NaN when none awaits).
   std::pair<double, double> clock_left();
   /// Also serves /healthz and /metrics on a separate HTTP-only address (`--metrics`; they are always
   /// served on the WebSocket port too). Returns the bound port. Throws NetError.

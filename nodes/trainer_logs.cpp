@@ -1,9 +1,6 @@
 #include "nodes/trainer_logs.h"
 
-#include <condition_variable>
-#include <deque>
 #include <fstream>
-#include <mutex>
 
 #include <fmt/format.h>
 
@@ -12,6 +9,7 @@
 #include "engine/rounding_logs.h"
 #include "net/client.h"
 #include "net/error.h"
+#include "nodes/inbox.h"
 #include "protocol/input_opening.h"
 #include "protocol/merkle.h"
 #include "protocol/tensor_hash.h"
@@ -28,46 +26,6 @@ std::vector<uint64_t> log_counts(const JobSpec& job, const DataShape& shape, uin
   for (const NodeSpec& n : oracle.step_spec(step).nodes) counts.push_back(n.log_values);
   return counts;
 }
-
-// Received envelopes of one client session, taken by the waiting fetch.
-class Inbox : public std::enable_shared_from_this<Inbox> {
- public:
-  SessionHandlers handlers() {
-    auto self = shared_from_this();
-    return {[self](Session&, std::vector<uint8_t> bytes) {
-              std::lock_guard lock(self->mu_);
-              self->queue_.push_back(std::move(bytes));
-              self->cv_.notify_all();
-            },
-            [self](Session&, const CloseInfo& info) {
-              std::lock_guard lock(self->mu_);
-              self->closed_ = to_string(info);
-              self->cv_.notify_all();
-            }};
-  }
-  // The next envelope, opened (signature checked); an ErrorMessage throws with its reason.
-  Envelope next(std::chrono::seconds timeout, const std::string& what) {
-    std::unique_lock lock(mu_);
-    if (!cv_.wait_for(lock, timeout, [&] { return !queue_.empty() || !closed_.empty(); }))
-      throw EngineError(fmt::format("{}: no answer within {} s", what, timeout.count()));
-    if (queue_.empty())
-      throw EngineError(fmt::format("{}: the trainer closed the connection: {}", what, closed_));
-    std::vector<uint8_t> bytes = std::move(queue_.front());
-    queue_.pop_front();
-    lock.unlock();
-    Envelope env = open_envelope(bytes);
-    if (env.kind == MessageKind::Error)
-      throw EngineError(
-          fmt::format("{}: the trainer refused: {}", what, std::get<ErrorMessage>(env.body).reason));
-    return env;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::vector<uint8_t>> queue_;
-  std::string closed_;
-};
 
 }  // namespace
 

@@ -287,6 +287,9 @@ class Game {
   uint64_t located_node() const { return node_; }
   /// The leaf range being descended at the current level.
   std::pair<uint64_t, uint64_t> range() const { return {lo_, hi_}; }
+  /// The leaves of the current level's tree (checkpoints; states of the located interval; the located
+  /// step's nodes and its post state); 0 outside the three descents.
+  uint64_t leaves_at_level() const;
 
  private:
   struct PartyState {
@@ -328,7 +331,6 @@ class Game {
   void lose(int party, VerdictReason reason, std::string detail);
   bool accept(int party, const Body& body, std::string& why);
 
-  uint64_t leaves_at_level() const;
   Level level_of_phase() const;
 
   GameParams params_;

@@ -722,16 +722,69 @@ std::string dispute_list_html(std::span<const DisputeListing> disputes,
   return page("Disputes", b + "</table>");
 }
 
+namespace {
+
+// A game phase as /disputes.json names it.
+const char* progress_phase_name(Phase p) {
+  switch (p) {
+    case Phase::Checkpoints:
+      return "checkpoints";
+    case Phase::IntervalCommit:
+      return "interval_commit";
+    case Phase::Steps:
+      return "steps";
+    case Phase::StepCommit:
+      return "step_commit";
+    case Phase::Nodes:
+      return "nodes";
+    case Phase::OpenRecords:
+      return "open_records";
+    case Phase::OpenInputs:
+      return "open_inputs";
+    case Phase::OpenLog:
+      return "open_log";
+    case Phase::Reexecute:
+      return "reexecute";
+    case Phase::Done:
+      return "done";
+  }
+  return "unknown";
+}
+
+// The level a phase works at: the commit that opens a level is of that level (as the game's query).
+int progress_level(Phase p) {
+  switch (p) {
+    case Phase::Checkpoints:
+      return 1;
+    case Phase::IntervalCommit:
+    case Phase::Steps:
+      return 2;
+    default:
+      return 3;
+  }
+}
+
+nlohmann::json progress_json(const DisputeProgress& p) {
+  const bool descent = p.phase == Phase::Checkpoints || p.phase == Phase::Steps || p.phase == Phase::Nodes;
+  return {{"phase", progress_phase_name(p.phase)},
+          {"level", progress_level(p.phase)},
+          {"round", p.round},
+          {"range", descent ? nlohmann::json::array({p.lo, p.hi}) : nlohmann::json(nullptr)},
+          {"leaves", p.leaves}};
+}
+
+}  // namespace
+
 std::string dispute_list_json(std::span<const DisputeListing> disputes,
-                              std::span<const std::optional<DisputeOutcome>> outcomes) {
+                              std::span<const std::optional<DisputeOutcome>> outcomes,
+                              std::span<const std::optional<DisputeProgress>> progress) {
   nlohmann::json list = nlohmann::json::array();
   for (size_t i = 0; i < disputes.size(); ++i) {
     const DisputeListing& d = disputes[i];
-    nlohmann::json j = {{"id", to_hex(d.id)},
-                        {"state", d.decided ? "decided" : "open"},
-                        {"decided_at", nullptr},
-                        {"inputs", d.inputs},
-                        {"outcome", nullptr}};
+    nlohmann::json j = {{"id", to_hex(d.id)},    {"state", d.decided ? "decided" : "open"},
+                        {"decided_at", nullptr}, {"inputs", d.inputs},
+                        {"outcome", nullptr},    {"progress", nullptr}};
+    if (i < progress.size() && progress[i]) j["progress"] = progress_json(*progress[i]);
     if (d.decided_at)
       j["decided_at"] =
           std::chrono::duration_cast<std::chrono::seconds>(d.decided_at->time_since_epoch()).count();

@@ -91,11 +91,25 @@ DisputeOutcome dispute_outcome(const std::vector<uint8_t>& verdict);
 std::string dispute_list_html(std::span<const DisputeListing> disputes,
                               std::span<const std::optional<DisputeOutcome>> outcomes = {});
 
+/// Where an undecided dispute's game stands now (the referee's live view, for /disputes.json).
+struct DisputeProgress {
+  Phase phase = Phase::Checkpoints;
+  uint32_t round = 0;       ///< the open question round (1, 2, …)
+  uint64_t lo = 0, hi = 0;  ///< the leaf range [lo, hi) the level's descent narrows (descents only)
+  uint64_t leaves = 0;      ///< the level's leaves (Game::leaves_at_level; 0 outside the descents)
+};
+
 /// The same list as JSON (/disputes with `Accept: application/json`, or /disputes.json): {"disputes":
 /// [{"id", "state": "open"|"decided", "decided_at" (Unix seconds or null), "inputs", "outcome": null |
-/// {"reason", "winners", "losers", "endpoints", "level", "step", "node", "op", "rounds"}}]}.
+/// {"reason", "winners", "losers", "endpoints", "level", "step", "node", "op", "rounds"}, "progress":
+/// null | {"phase", "level", "round", "range": [lo, hi] | null, "leaves"}}]}. `progress[i]`, when
+/// given, is the live state of open dispute `disputes[i]`: its game phase (`checkpoints`,
+/// `interval_commit`, `steps`, `step_commit`, `nodes`, `open_records`, `open_inputs`, `open_log`,
+/// `reexecute`), its level (1 checkpoints, 2 steps, 3 nodes and what follows them), the open round and,
+/// in a descent, the leaf range left of the level's `leaves`.
 std::string dispute_list_json(std::span<const DisputeListing> disputes,
-                              std::span<const std::optional<DisputeOutcome>> outcomes = {});
+                              std::span<const std::optional<DisputeOutcome>> outcomes = {},
+                              std::span<const std::optional<DisputeProgress>> progress = {});
 
 /// Every HTML page here is self-contained: true when `html` names no external resource (no
 /// "http://", "https://" or "//" URL in a src, href or url()).

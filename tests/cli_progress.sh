@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Progress and results a person or a script can follow (docs/running.md, "Progress", "Results as
 # JSON"): `train` redirected to a file logs progress lines at a steady interval and writes losses.csv
-# as it trains; a provider logs its training's progress; `delegate` logs which providers still train
-# and prints one JSON object with --json, as `verify`, `report` and `keygen` do; a referee configured
+# as it trains; a provider logs its training's progress; `delegate` logs which providers still train,
+# each one's step from its /metrics and the dispute's level from the referee's /disputes.json, and
+# prints one JSON object with --json, as `verify`, `report` and `keygen` do; a referee configured
 # from TRIBUNAL_* environment variables alone. Usage: cli_progress.sh PATH/TO/tribunal SOURCE_DIR
 set -u
 bin=$1
@@ -12,8 +13,9 @@ start() { start_daemon "$1" "$bin" "${@:2}"; }
 # json FILE EXPR: EXPR (Python, `j` the object in FILE) printed; fails when FILE is not one JSON object.
 json() { python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"; }
 
-# A job long enough to be watched: short_mlp's model and optimizer, 3000 steps.
-sed -e 's/^steps = .*/steps = 3000/' -e 's/^stride = .*/stride = 100/' "$src/scenarios/jobs/short_mlp.toml" >"$tmp/long.toml"
+# A job long enough to be watched: short_mlp's model and optimizer, 3000 steps; checkpoints every 1000
+# steps, so a dispute at step 1900 has its providers recompute for seconds while the delegate watches.
+sed -e 's/^steps = .*/steps = 3000/' -e 's/^stride = .*/stride = 1000/' "$src/scenarios/jobs/short_mlp.toml" >"$tmp/long.toml"
 sed -e 's/^steps = .*/steps = 10000000/' -e 's/^stride = .*/stride = 1000000/' "$src/scenarios/jobs/short_mlp.toml" \
   >"$tmp/endless.toml"
 
@@ -41,18 +43,23 @@ kill -TERM "$train_pid"
 wait "$train_pid" 2>/dev/null
 echo "ok   train redirected: $lines progress lines, $(($(grep -c . "$tmp/run/losses.csv") - 1)) losses while it trained"
 
-# 2. A network: the referee from the environment alone, an honest and a cheating provider.
+# 2. A network: the referee from the environment alone (a near-clock-end threshold of 5 s included), an
+# honest and a cheating provider.
 referee_pub=$("$bin" keygen "$tmp/referee.key") || fail "keygen"
 "$bin" keygen --json "$tmp/a.key" >"$tmp/keygen.json" || fail "keygen --json"
 [ "$(json "$tmp/keygen.json" 'j["file"]')" = "$tmp/a.key" ] && [ "$(json "$tmp/keygen.json" 'len(j["public_key"])')" = 64 ] ||
   fail "keygen --json: $(cat "$tmp/keygen.json")"
 "$bin" keygen "$tmp/b.key" >/dev/null || fail "keygen"
 rport=$(TRIBUNAL_LISTEN=127.0.0.1:0 TRIBUNAL_KEY="$tmp/referee.key" TRIBUNAL_DATA="$tmp/referee-data" \
-        start referee referee --allow-network 127.0.0.0/8) || exit 1
+        TRIBUNAL_NEAR_CLOCK_END_SECONDS=5 start referee referee --allow-network 127.0.0.0/8) || exit 1
 [ -f "$tmp/referee-data/referee.sqlite" ] || fail "TRIBUNAL_DATA was not used"
+python3 -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' \
+  "http://127.0.0.1:$rport/metrics" >"$tmp/referee.metrics" || fail "GET /metrics of the referee"
+grep -q '^# HELP tribunal_referee_disputes_near_clock_end Undecided disputes whose awaited party has under 5 seconds left' \
+  "$tmp/referee.metrics" || fail "TRIBUNAL_NEAR_CLOCK_END_SECONDS was not used: $(grep near_clock "$tmp/referee.metrics")"
 aport=$(start honest provider --listen 127.0.0.1:0 --key "$tmp/a.key" --store "$tmp/a" --referee-key "$referee_pub") || exit 1
 bport=$(TRIBUNAL_REFEREE_KEY="$referee_pub" start cheater provider --listen 127.0.0.1:0 --key "$tmp/b.key" --store "$tmp/b" \
-        --corrupt 12:13) || exit 1
+        --corrupt 1900:13) || exit 1
 
 "$bin" delegate "$tmp/long.toml" --provider "ws://127.0.0.1:$bport/" --provider "ws://127.0.0.1:$aport/" \
   --referee "ws://127.0.0.1:$rport/" --referee-key "$referee_pub" --out "$tmp/verdicts" --json --progress-seconds 1 \
@@ -72,13 +79,26 @@ for p in honest cheater; do
     grep -qE "provider [0-9a-f]{8}: job [0-9a-f]{12}: step 3000/3000 \(100\.0 %\), [0-9.]+ steps/s, elapsed .*, loss" "$tmp/$p.log" ||
     fail "$p: no training progress in its log"
 done
-echo "ok   delegate --json: $(json "$tmp/delegate.json" 'j["outcome"]'), $(grep -c 'still training' "$tmp/delegate.log") progress line(s)"
+# The delegate shows each provider's step from its /metrics (step ≤ 3000, a rate, an ETA) and the
+# dispute's level and round from the referee's /disputes.json, never going back.
+grep -E "delegate: provider ws://127\.0\.0\.1:($aport|$bport)/ step [0-9]+/3000, [0-9.]+ steps/s, ETA [0-9:.]+( s)?$" "$tmp/delegate.log" \
+  >"$tmp/training.lines" || fail "delegate: no provider step line: $(cat "$tmp/delegate.log")"
+grep -E "delegate: dispute [0-9a-f]{16} level [123] \([a-z_]+\), round [0-9]+" "$tmp/delegate.log" >"$tmp/level.lines" ||
+  fail "delegate: no dispute level line: $(cat "$tmp/delegate.log")"
+python3 - "$tmp/training.lines" "$tmp/level.lines" <<'PY' || fail "delegate: implausible progress lines: $(cat "$tmp/training.lines" "$tmp/level.lines")"
+import re, sys
+steps = [int(m.group(1)) for m in map(re.compile(r"step (\d+)/3000").search, open(sys.argv[1]))]
+assert steps and all(0 <= s <= 3000 for s in steps), steps
+levels = [(int(m.group(1)), int(m.group(2))) for m in map(re.compile(r"level (\d) \(\w+\), round (\d+)").search, open(sys.argv[2]))]
+assert levels == sorted(levels) and levels[0][1] >= 1, levels  # the dispute narrows: never back
+PY
+echo "ok   delegate --json: $(json "$tmp/delegate.json" 'j["outcome"]'), $(grep -c 'still training' "$tmp/delegate.log") progress line(s), $(grep -c . "$tmp/training.lines") provider step line(s), $(grep -c . "$tmp/level.lines") dispute level line(s)"
 
 # 3. verify --json and report --json of the verdict.
 verdict=$(json "$tmp/delegate.json" 'j["verdicts"][0]')
 "$bin" verify "$verdict" --referee-key "$referee_pub" --json >"$tmp/verify.json" || fail "verify --json"
 [ "$(json "$tmp/verify.json" 'j["outcome"], j["winners"], j["reason"], j["level"], j["step"], j["node"], j["op"]')" = \
-  "('claim stands', [1], 'wrong_output', 3, 12, 13, 'adamw')" ] || fail "verify --json: $(cat "$tmp/verify.json")"
+  "('claim stands', [1], 'wrong_output', 3, 1900, 13, 'adamw')" ] || fail "verify --json: $(cat "$tmp/verify.json")"
 "$bin" report "$verdict" --out "$tmp/report.html" --json >"$tmp/report.json" || fail "report --json"
 dispute=$(json "$tmp/verify.json" 'j["dispute_id"]')
 [ "$(json "$tmp/report.json" 'j["out"], j["dispute_id"]')" = "('$tmp/report.html', '$dispute')" ] && [ -s "$tmp/report.html" ] || fail "report --json: $(cat "$tmp/report.json")"

@@ -89,6 +89,27 @@ Outcome cheating_auditor(const Fault& f) {
   return second;
 }
 
+// Where a verdict located the fault, and why the cheater lost.
+struct Decided {
+  VerdictReason reason;
+  uint64_t step;
+  uint64_t node;
+};
+
+// Fault `f` played by a cheating trainer (cheating_trainer) and by a cheating auditor
+// (cheating_auditor): checks each verdict's reason, step and node; returns the trainer's outcome.
+Outcome check_both_roles(const Fault& f, const Decided& trainer, const Decided& auditor) {
+  const Outcome t = cheating_trainer(f);
+  CHECK(t.verdict.reason == trainer.reason);
+  CHECK(t.verdict.step == trainer.step);
+  CHECK(t.verdict.node == trainer.node);
+  const Outcome a = cheating_auditor(f);
+  CHECK(a.verdict.reason == auditor.reason);
+  CHECK(a.verdict.step == auditor.step);
+  CHECK(a.verdict.node == auditor.node);
+  return t;
+}
+
 }  // namespace
 
 TEST_CASE("roles: an honest auditor replaying the trainer's logs meets its claim, with either float64 GEMM") {
@@ -147,43 +168,23 @@ TEST_CASE("roles: every rounding cheat of the catalog is decided against the che
     }
   }
   SUBCASE("a forged decision") {
-    const Fault f = rounding(RoundingFault::Forge, 9, 13, 100);
     // The auditor does not follow a direction beyond 2 tau of a boundary: it rounds to nearest, and the
     // referee refuses the trainer's decision.
-    const Outcome t = cheating_trainer(f);
-    CHECK(t.verdict.reason == VerdictReason::BadRoundingLog);
-    CHECK(t.verdict.step == 9);
-    CHECK(t.verdict.node == 13);
+    const Outcome t =
+        check_both_roles(rounding(RoundingFault::Forge, 9, 13, 100), {VerdictReason::BadRoundingLog, 9, 13},
+                         {VerdictReason::WrongOutput, 9, 13});
     CHECK(t.verdict.detail.find("the trainer's rounding log") != std::string::npos);
-    const Outcome a = cheating_auditor(f);
-    CHECK(a.verdict.reason == VerdictReason::WrongOutput);
-    CHECK(a.verdict.step == 9);
-    CHECK(a.verdict.node == 13);
   }
   SUBCASE("a bloated log") {
-    const Fault f = rounding(RoundingFault::Bloat, 20, 0, 0, 16);
     // The auditor follows a bloated direction only within 2 tau of a boundary, where it is the side the
     // value rounds to anyway: the bloated log changes no output, and the records first differ at the
     // corrupted node, where the referee refuses the bloated log's first decision.
-    const Outcome t = cheating_trainer(f);
-    CHECK(t.verdict.reason == VerdictReason::BadRoundingLog);
-    CHECK(t.verdict.step == 20);
-    CHECK(t.verdict.node == 16);
-    const Outcome a = cheating_auditor(f);
-    CHECK(a.verdict.reason == VerdictReason::WrongOutput);
-    CHECK(a.verdict.step == 20);
-    CHECK(a.verdict.node == 0);
+    check_both_roles(rounding(RoundingFault::Bloat, 20, 0, 0, 16), {VerdictReason::BadRoundingLog, 20, 16},
+                     {VerdictReason::WrongOutput, 20, 0});
   }
   SUBCASE("an omitted decision where one was owed") {
-    const Fault f = rounding(RoundingFault::Omit, 3, 2, 0, 16);
-    const Outcome t = cheating_trainer(f);
-    CHECK(t.verdict.reason == VerdictReason::WrongOutput);
-    CHECK(t.verdict.step == 3);
-    CHECK(t.verdict.node == 16);
-    const Outcome a = cheating_auditor(f);
-    CHECK(a.verdict.reason == VerdictReason::WrongOutput);
-    CHECK(a.verdict.step == 3);
-    CHECK(a.verdict.node == 2);
+    check_both_roles(rounding(RoundingFault::Omit, 3, 2, 0, 16), {VerdictReason::WrongOutput, 3, 16},
+                     {VerdictReason::WrongOutput, 3, 2});
   }
 }
 

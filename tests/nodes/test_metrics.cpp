@@ -45,7 +45,10 @@ double sample(const std::string& text, const std::string& series) {
 // What the exposition breaks of Prometheus' naming conventions
 // (https://prometheus.io/docs/practices/naming/): each metric has HELP and TYPE; names are snake case;
 // a counter's name ends in _total and nothing else's does; units are base units spelled out (seconds,
-// bytes), never ms, milliseconds, kb or mb; a histogram's samples are its _bucket, _sum and _count.
+// bytes), never ms, milliseconds, kb or mb, and a unit is the name's last word (before _total: a
+// counter's `_received_bytes_total`, never `_bytes_received_total`); no two names differ only by a
+// plural s (`_step` and `_steps` say nothing of which is which); a histogram's samples are its
+// _bucket, _sum and _count.
 std::vector<std::string> convention_breaches(const std::string& text) {
   std::vector<std::string> out;
   std::map<std::string, std::string> types;
@@ -66,6 +69,13 @@ std::vector<std::string> convention_breaches(const std::string& text) {
       if ((type == "counter") != name.ends_with("_total")) out.push_back(name + ": _total iff a counter");
       for (const char* unit : {"_ms", "_millis", "_milliseconds", "_kb", "_mb", "_percent"})
         if (name.find(unit) != std::string::npos) out.push_back(name + ": not a base unit");
+      const std::string stem = name.ends_with("_total") ? name.substr(0, name.size() - 6) : name;
+      for (const std::string unit : {"_seconds", "_bytes"})
+        if (const size_t at = stem.find(unit); at != std::string::npos && at + unit.size() != stem.size())
+          out.push_back(name + ": its unit is not its last word");
+      for (const std::string& other :
+           {name + "s", name.ends_with("s") ? name.substr(0, name.size() - 1) : ""})
+        if (types.count(other)) out.push_back(name + ": differs from " + other + " only by a plural s");
       if (!helped.count(name)) out.push_back(name + ": no HELP before TYPE");
     } else if (!line.empty() && line[0] != '#') {
       const std::string series = line.substr(0, line.find_first_of("{ "));
@@ -95,6 +105,20 @@ uint16_t port_of(const std::string& url) {  // "ws://127.0.0.1:PORT/"
 }
 
 }  // namespace
+
+TEST_CASE("metrics: the naming check finds what breaks Prometheus' conventions") {
+  MetricsRegistry m;
+  m.counter("t_bytes_received_total", "Bytes, unit not last.");
+  m.gauge("t_step", "Step now.", [] { return 0.0; });
+  m.gauge("t_steps", "Steps of the job.", [] { return 0.0; });
+  m.gauge("t_wait_ms", "Not a base unit.", [] { return 0.0; });
+  m.gauge("t_sent_bytes", "Fine.", [] { return 0.0; });
+  m.counter("t_received_bytes_total", "Fine.");
+  CHECK(convention_breaches(m.render()) ==
+        std::vector<std::string>{"t_bytes_received_total: its unit is not its last word",
+                                 "t_steps: differs from t_step only by a plural s",
+                                 "t_wait_ms: not a base unit"});
+}
 
 // The text is prometheus-cpp's TextSerializer: a histogram's count and sum come before its buckets.
 TEST_CASE("metrics: counters, labelled series, gauges and histograms in the Prometheus text format") {
@@ -128,6 +152,8 @@ TEST_CASE(
   testing::TempDir store("metrics");
   RefereeNodeOptions options;
   options.data_dir = store.path;  // store commits are measured
+  // Every live dispute of this short job is near its clock's end by this measure (its clocks are seconds).
+  options.near_clock_end = std::chrono::hours(1);
   Network net(options);
   const uint16_t referee_port = port_of(net.referee_url);
 
@@ -155,6 +181,9 @@ TEST_CASE(
   CHECK(sample(during, "tribunal_referee_disputes_open") == 1);
   CHECK(sample(during, "tribunal_referee_disputes_opened_total") == 1);
   CHECK(sample(during, "tribunal_referee_disputes_decided_total{reason=\"wrong_output\"}") == 0);
+  CHECK(sample(during, "tribunal_referee_disputes_near_clock_end") == 1);
+  CHECK(during.find("# HELP tribunal_referee_disputes_near_clock_end Undecided disputes whose awaited party "
+                    "has under 3600 seconds left") != std::string::npos);
 
   const testing::HttpReply reply = testing::http_get(referee_port, "/metrics");
   REQUIRE(reply.status == 200);
@@ -168,8 +197,8 @@ TEST_CASE(
   CHECK(sample(after, "tribunal_referee_dispute_rounds_count") == 2);
   CHECK(sample(after, "tribunal_referee_dispute_rounds_sum") >= 2 * 4);
   CHECK(sample(after, "tribunal_referee_dispute_cpu_seconds_count") == 2);
-  CHECK(sample(after, "tribunal_referee_bytes_received_total") > 0);
-  CHECK(sample(after, "tribunal_referee_bytes_sent_total") > 0);
+  CHECK(sample(after, "tribunal_referee_received_bytes_total") > 0);
+  CHECK(sample(after, "tribunal_referee_sent_bytes_total") > 0);
   // Every round but the verdict's asked both providers something they answered.
   CHECK(sample(after, "tribunal_referee_answer_latency_seconds_count") >= 2 * 4);
   CHECK(sample(after, "tribunal_referee_answer_latency_seconds_bucket{le=\"+Inf\"}") ==
@@ -211,7 +240,7 @@ TEST_CASE(
   CHECK(after.find("\ntribunal_referee_dispute_clock_left_min_seconds Nan\n") != std::string::npos);
   // No training now: the progress gauges read 0 (the jobs were trained before the disputes).
   CHECK(sample(provider.body, "tribunal_provider_training_step") == 0);
-  CHECK(sample(provider.body, "tribunal_provider_training_steps") == 0);
+  CHECK(sample(provider.body, "tribunal_provider_training_job_steps") == 0);
   CHECK(sample(provider.body, "tribunal_provider_training_steps_per_second") == 0);
   CHECK(provider.body.find("# TYPE tribunal_provider_training_steps_per_second gauge") != std::string::npos);
 
