@@ -1,17 +1,40 @@
 #include "engine/executor.h"
 
+#include <algorithm>
 #include <cassert>
 #include <chrono>
+#include <stdexcept>
 
 #include <fmt/format.h>
+
+#include "engine/liveness.h"
 
 namespace tribunal {
 
 void Executor::run(const StepGraph& g, std::span<const Tensor* const> state,
                    std::span<const Tensor* const> data, const NodeHook& after_node, const ShardRun& shards) {
   assert(state.size() == g.state_inputs.size() && data.size() == g.data_inputs.size());
+  ++runs_;
+  // The last run's values are dead now: their buffers (and the state tensors take_next_state swapped
+  // in) go back to the pool, and a free buffer idle since before the last run is freed.
+  for (size_t v = 0; v < slots_.size(); ++v)
+    if (capacity_[v] > 0) release(static_cast<ValueId>(v));
+  trim_pool();
+  peak_live_bytes_ = live_bytes_;
   slots_.resize(g.values.size());
+  capacity_.assign(g.values.size(), 0);
   bound_.assign(g.values.size(), nullptr);
+  // Released after its last reader: a node output other than the loss and the next state, in an
+  // unsharded graph (a sharded one runs its shards side by side and exchanges partials).
+  const bool keep = keep_values_ || !g.partials.empty();
+  std::vector<size_t> last;
+  std::vector<char> kept;
+  if (!keep) {
+    last = last_uses(g);
+    kept.assign(g.values.size(), 0);
+    kept.at(g.loss) = 1;
+    for (ValueId v : g.state_outputs) kept.at(v) = 1;
+  }
   for (size_t v = 0; v < g.values.size(); ++v) {
     const Value& val = g.values[v];
     switch (val.source) {
@@ -25,10 +48,7 @@ void Executor::run(const StepGraph& g, std::span<const Tensor* const> state,
         bound_[v] = &g.constants[val.index];
         break;
       case ValueSource::Node:
-        if (slots_[v].shape() != val.shape ||
-            slots_[v].values().size() != static_cast<size_t>(val.shape.numel()))
-          slots_[v].reshape_storage(val.shape);
-        bound_[v] = &slots_[v];
+        if (keep) acquire(static_cast<ValueId>(v), val.shape);  // else just before its node runs
         break;
     }
   }
@@ -38,7 +58,10 @@ void Executor::run(const StepGraph& g, std::span<const Tensor* const> state,
     in.clear();
     out.clear();
     for (ValueId v : node.inputs) in.push_back(bound_[v]);
-    for (ValueId v : node.outputs) out.push_back(&slots_[v]);
+    for (ValueId v : node.outputs) {
+      if (!keep) acquire(v, g.values[v].shape);
+      out.push_back(&slots_[v]);
+    }
     if (fast_ && run_float32_gemm_op(node.op, node.attrs, in, out, *fast_)) {
       // fast mode's float32 GEMM ran it
     } else if (rounding_)
@@ -48,6 +71,10 @@ void Executor::run(const StepGraph& g, std::span<const Tensor* const> state,
     else
       run_on_device(device_, node.op, node.attrs, in, out, pool);
     if (after_node) after_node(n, out);
+    if (keep) return;
+    for (const std::vector<ValueId>* values : {&node.inputs, &node.outputs})
+      for (ValueId v : *values)
+        if (last[v] == n && !kept[v] && capacity_[v] > 0) release(v);
   };
   if (rounding_ && rounding_->record) rounding_->record->nodes.assign(g.nodes.size(), RoundingLog{});
   if (rounding_ && rounding_->replay && rounding_->replay->nodes.size() != g.nodes.size())
@@ -169,22 +196,70 @@ void Executor::run_rounded(size_t n, const Node& node, std::span<const Tensor* c
   if (rounding_->record) rounding_->record->nodes[n] = log;
 }
 
+void Executor::throw_released(ValueId v) {
+  throw std::logic_error(fmt::format(
+      "Executor::value: value {} was released after its last reader (set_keep_values(false)) or taken", v));
+}
+
+void Executor::acquire(ValueId v, const Shape& shape) {
+  const auto n = static_cast<size_t>(shape.numel());
+  const auto fit = free_.lower_bound(n);
+  if (fit != free_.end() && fit->first <= n + n / 4) {
+    capacity_[v] = fit->first;
+    slots_[v] = std::move(fit->second.tensor);
+    free_bytes_ -= fit->first * sizeof(float);
+    free_.erase(fit);
+  } else {
+    slots_[v] = Tensor();
+    capacity_[v] = std::max<size_t>(n, 1);  // a grown vector's capacity is exactly n (a scalar's: 1)
+  }
+  slots_[v].reshape_storage(shape);  // within the capacity: no allocation
+  live_bytes_ += capacity_[v] * sizeof(float);
+  peak_live_bytes_ = std::max(peak_live_bytes_, live_bytes_);
+  bound_[v] = &slots_[v];
+}
+
+void Executor::release(ValueId v) {
+  const size_t capacity = capacity_[v];
+  live_bytes_ -= capacity * sizeof(float);
+  free_bytes_ += capacity * sizeof(float);
+  free_.emplace(capacity, FreeBuffer{std::move(slots_[v]), runs_});
+  capacity_[v] = 0;
+  if (v < bound_.size()) bound_[v] = nullptr;
+}
+
+void Executor::trim_pool() {
+  for (auto it = free_.begin(); it != free_.end();)
+    if (it->second.run + 1 < runs_) {
+      free_bytes_ -= it->first * sizeof(float);
+      it = free_.erase(it);
+    } else {
+      ++it;
+    }
+}
+
 void Executor::take_next_state(const StepGraph& g, std::span<Tensor* const> state) {
   assert(state.size() == g.state_outputs.size());
   for (size_t i = 0; i < state.size(); ++i) {
     const ValueId v = g.state_outputs[i];
-    if (g.values[v].source == ValueSource::Node)
+    if (g.values[v].source == ValueSource::Node) {
+      // The slot gets the state tensor it replaced, a buffer of its size, for the pool's next run.
+      live_bytes_ -= capacity_[v] * sizeof(float);
       std::swap(*state[i], slots_[v]);
-    else
+      capacity_[v] = std::max<size_t>(slots_[v].values().size(), 1);
+      live_bytes_ += capacity_[v] * sizeof(float);
+    } else
       *state[i] = *bound_[v];
   }
 }
 
 Tensor Executor::take_value(ValueId v) {
-  if (v >= bound_.size() || bound_[v] != &slots_.at(v))
+  if (v >= bound_.size() || bound_[v] != &slots_.at(v) || capacity_[v] == 0)
     throw std::out_of_range(fmt::format("Executor::take_value: value {} is not a node output", v));
   Tensor out = std::move(slots_[v]);
-  slots_[v] = Tensor();  // a definite empty state: run() sees the size differ and allocates again
+  live_bytes_ -= capacity_[v] * sizeof(float);
+  capacity_[v] = 0;  // the next run takes another buffer for it
+  bound_[v] = nullptr;
   return out;
 }
 

@@ -1,10 +1,12 @@
-// Runs a StepGraph node by node with the RepOps kernels. Node outputs live in slots that are reused
-// across steps (same graph shape → no allocation after the first step).
+// Runs a StepGraph node by node with the RepOps kernels. Node outputs live in buffers of the executor's
+// pool, reused within a step (a value's buffer is free again once its last reader has run) and across
+// steps (no allocation after the first step of a graph shape): docs/performance.md "Step memory".
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -118,8 +120,27 @@ class Executor {
   void run(const StepGraph& g, std::span<const Tensor* const> state, std::span<const Tensor* const> data,
            const NodeHook& after_node = {}, const ShardRun& shards = {});
 
+  /// Whether run() keeps every value until the next run (true, the default: value() and take_value()
+  /// answer for any value afterwards — traced steps, tests), or releases each node output's buffer to
+  /// the pool as soon as the last node reading it has run (false: a step holds its live values alone,
+  /// what Trainer::step runs with). Released or not, the graph's loss and next state are kept. A sharded
+  /// graph always keeps every value (its shards run side by side and its exchange reads partials).
+  void set_keep_values(bool keep) { keep_values_ = keep; }
+  bool keep_values() const { return keep_values_; }
+
   /// The value's tensor after run() (state/data/constant values resolve to what they are bound to).
-  const Tensor& value(ValueId v) const { return *bound_[v]; }
+  /// Throws std::logic_error for a node output released during the run (set_keep_values(false)) or
+  /// moved out (take_value).
+  const Tensor& value(ValueId v) const {
+    if (!bound_.at(v)) throw_released(v);
+    return *bound_[v];
+  }
+
+  /// Bytes of node outputs the last run() held at once: its peak working set (float32 elements of the
+  /// buffers in use, capacity counted).
+  uint64_t peak_live_bytes() const { return peak_live_bytes_; }
+  /// Bytes the executor holds now: the live node outputs and its pool of free buffers.
+  uint64_t held_bytes() const { return live_bytes_ + free_bytes_; }
 
   /// The storage of node output `v` during ShardRun::exchange, for writing a value received from
   /// another rank (already shaped).
@@ -130,8 +151,9 @@ class Executor {
   void take_next_state(const StepGraph& g, std::span<Tensor* const> state);
 
   /// Moves node output `v`'s storage out of the executor (no copy), leaving the slot empty; the next
-  /// run() allocates it again. For keeping a step's values past the step (Trainer::traced_step) without
-  /// holding them twice. Throws std::out_of_range for a value that is not a node output of the last run.
+  /// run() takes another buffer for it. For keeping a step's values past the step (Trainer::traced_step)
+  /// without holding them twice. Throws std::out_of_range for a value that is not a node output of the last
+  /// run.
   Tensor take_value(ValueId v);
 
  private:
@@ -140,13 +162,31 @@ class Executor {
                             std::span<const std::vector<double>> quanta);
   void run_rounded(size_t n, const Node& node, std::span<const Tensor* const> in,
                    std::span<Tensor* const> out);
+  [[noreturn]] static void throw_released(ValueId v);
+  /// Binds node output `v` to a buffer of the pool (the smallest free one of at least its elements and
+  /// at most 5/4 of them) or a new one.
+  void acquire(ValueId v, const Shape& shape);
+  /// Returns node output `v`'s buffer to the pool; value(v) throws afterwards.
+  void release(ValueId v);
+  /// Frees the pooled buffers idle since before the last run (the working set shrank).
+  void trim_pool();
+
+  // A free buffer of the pool: its storage and the run that last held it.
+  struct FreeBuffer {
+    Tensor tensor;
+    uint64_t run = 0;
+  };
 
   ThreadPool& pool_;
   bool reference_;
   Device device_;
   std::optional<RoundingRun> rounding_;
   std::optional<Float32Gemm> fast_;
-  std::vector<Tensor> slots_;                             // storage of node outputs, by value id
+  bool keep_values_ = true;
+  std::vector<Tensor> slots_;               // storage of node outputs, by value id
+  std::vector<size_t> capacity_;            // elements of slots_[v]'s buffer; 0: none
+  std::multimap<size_t, FreeBuffer> free_;  // the pool's free buffers, by capacity
+  uint64_t runs_ = 0, live_bytes_ = 0, peak_live_bytes_ = 0, free_bytes_ = 0;
   std::vector<const Tensor*> bound_;                      // every value's tensor, by value id
   std::vector<std::unique_ptr<ThreadPool>> shard_pools_;  // one-thread pools of shards run side by side
 };

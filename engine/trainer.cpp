@@ -118,6 +118,9 @@ Trainer::Trainer(const JobSpec& job, const Dataset& train, ThreadPool& pool, Ste
     set_float32_gemm_threads(fast.blas_threads);
     executor_.set_fast(fast.gemm);
   }
+  // A step holds only its live values: each node output's buffer is reused once its last reader has
+  // run (traced_step keeps them all).
+  executor_.set_keep_values(false);
   policy_->check(job_, shape_);
   policy_->initial_state(state_);
 }
@@ -238,7 +241,18 @@ StepTrace Trainer::traced_step() {
       if (g.values[v].source == ValueSource::Node && !state_output[v])
         tr.values[v] = ex.take_value(static_cast<ValueId>(v));
   };
-  run_step(g, hash_values, keep_values);
+  // Every value is hashed into the records and taken into the trace: the executor keeps them all.
+  struct KeepValues {
+    Executor& executor;
+    explicit KeepValues(Executor& ex) : executor(ex) { executor.set_keep_values(true); }
+    ~KeepValues() { executor.set_keep_values(false); }
+    KeepValues(const KeepValues&) = delete;
+    KeepValues& operator=(const KeepValues&) = delete;
+  };
+  {
+    const KeepValues keep(executor_);
+    run_step(g, hash_values, keep_values);
+  }
   // Records that name the job's attributes rather than those the step ran with (a hidden change).
   std::optional<StepGraph> claimed;
   if (policy_->graph_attributes(t, job_).records_name_job)
@@ -271,6 +285,7 @@ double evaluate_accuracy(const JobSpec& job, const State& state, const Dataset& 
   const DataShape shape = data_shape_of(test);
   const int64_t chunk = 1000;
   Executor executor(pool);
+  executor.set_keep_values(false);  // only the logits or loss are read
   const std::vector<const Tensor*> params = eval_state_inputs(job, state);
   int64_t correct = 0;
   for (int64_t r0 = 0; r0 < shape.samples; r0 += chunk) {
@@ -299,6 +314,7 @@ double evaluate_loss(const JobSpec& job, const State& state, const Dataset& data
   const int64_t per_row = std::max<int64_t>(shape.label_width, 1);
   const int64_t chunk = std::max<int64_t>(1, 8192 / per_row);
   Executor executor(pool);
+  executor.set_keep_values(false);  // only the logits or loss are read
   const std::vector<const Tensor*> params = eval_state_inputs(job, state);
   double total = 0.0;
   std::optional<StepGraph> graph;
