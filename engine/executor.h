@@ -138,8 +138,10 @@ class Executor {
   static void round_audited(std::span<const std::vector<double>> wide, const RoundingLog& log,
                             std::span<Tensor* const> out, double tau,
                             std::span<const std::vector<double>> quanta);
+  /// Node n in rounding-log mode: its float64 kernel and its rounding split over `pool` (the same bits
+  /// for any thread count).
   void run_rounded(size_t n, const Node& node, std::span<const Tensor* const> in,
-                   std::span<Tensor* const> out);
+                   std::span<Tensor* const> out, ThreadPool& pool);
 
   ThreadPool& pool_;
   bool reference_;

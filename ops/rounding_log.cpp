@@ -20,6 +20,7 @@
 
 #include "ops/simd.h"
 #include "ops/tensor.h"
+#include "ops/thread_pool.h"
 
 namespace tribunal {
 namespace {
@@ -389,7 +390,7 @@ void round_run(const double* x, const double* q, size_t n, double tau, float* y,
 }  // namespace
 
 RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, std::span<Tensor* const> out,
-                                 double tau, std::span<const std::vector<double>> quanta) {
+                                 double tau, std::span<const std::vector<double>> quanta, ThreadPool* pool) {
   check_tau(tau);
   check_quanta(values, quanta);
   size_t count = 0;
@@ -397,24 +398,38 @@ RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, st
   RoundingLog log{count, std::vector<uint8_t>((count + 4) / 5, 0)};
   thread_local std::vector<uint8_t> decisions;  // one byte per value, kept across nodes
   decisions.resize(count);
+  uint8_t* const decided = decisions.data();  // this thread's (a worker's thread_local is its own)
+  // [b, e) on the pool in ranges of at least 2^14 (each value, each byte on its own), else here.
+  const auto split = [pool](size_t n, const std::function<void(int64_t, int64_t)>& fn) {
+    if (pool)
+      pool->parallel_for(static_cast<int64_t>(n), fn, int64_t{1} << 14);
+    else
+      fn(0, static_cast<int64_t>(n));
+  };
   size_t k = 0;
   for (size_t i = 0; i < values.size(); ++i) {
     float* y = out[i]->values().data();
     const double* x = values[i].data();
-    const size_t n = values[i].size();
+    uint8_t* d = decided + k;
     const double* q = i < quanta.size() && !quanta[i].empty() ? quanta[i].data() : nullptr;
-    if (tau == 0 && q == nullptr) {  // nothing is ever near enough to log
-      for (size_t e = 0; e < n; ++e) y[e] = static_cast<float>(x[e]);
-      std::fill_n(decisions.data() + k, n, uint8_t{0});
-    } else {
-      round_run(x, q, n, tau, y, decisions.data() + k);
-    }
-    k += n;
+    split(values[i].size(), [&](int64_t b, int64_t e) {
+      if (tau == 0 && q == nullptr) {  // nothing is ever near enough to log
+        for (int64_t j = b; j < e; ++j) y[j] = static_cast<float>(x[j]);
+        std::fill(d + b, d + e, uint8_t{0});
+      } else {
+        round_run(x + b, q ? q + b : nullptr, static_cast<size_t>(e - b), tau, y + b, d + b);
+      }
+    });
+    k += values[i].size();
   }
   // pack_trits: five decisions per byte, the first the least significant digit.
-  const uint8_t* dd = decisions.data();
-  for (size_t j = 0; j < count / 5; ++j, dd += 5)
-    log.packed[j] = static_cast<uint8_t>(dd[0] + 3 * dd[1] + 9 * dd[2] + 27 * dd[3] + 81 * dd[4]);
+  uint8_t* packed = log.packed.data();
+  split(count / 5, [&](int64_t b, int64_t e) {
+    const uint8_t* dd = decided + 5 * b;
+    for (int64_t j = b; j < e; ++j, dd += 5)
+      packed[j] = static_cast<uint8_t>(dd[0] + 3 * dd[1] + 9 * dd[2] + 27 * dd[3] + 81 * dd[4]);
+  });
+  const uint8_t* dd = decided + 5 * (count / 5);
   if (count % 5 != 0) {
     unsigned byte = 0;
     for (size_t r = count % 5; r-- > 0;) byte = byte * 3 + dd[r];
