@@ -10,6 +10,9 @@
 //    against the model's parameter bytes, and the step time (including the log file);
 //  - rounding-log mode with the naive float64 loop, rounding its own values ("naive, own logs");
 //  - the naive loop replaying the trainer's logs ("naive, replayed").
+// The four runs interleave step by step (RepOps step t, then the trainer's, the naive loop's, the
+// replay's), so that a load shared with other work falls on each alike; openblas_over_repops_by_step
+// gives each step's ratio to the RepOps step just before it.
 // The replay must reach the trainer's state bit for bit (replay_matches); whether the naive loop's
 // own rounding does (own_matches) depends on whether a value straddled a rounding boundary between the
 // two GEMMs. Step times are medians; the machine's load, CPU and OpenBLAS core type are recorded.
@@ -305,48 +308,65 @@ nlohmann::json referee_costs(const JobSpec& rlog, const Dataset& train, ThreadPo
   return out;
 }
 
-// Steps a fresh trainer `steps` times; with `log_dir`, writes each step's rounding log there.
-Run run(const JobSpec& job, const Dataset& train, ThreadPool& pool, int steps, RoundingOptions rounding,
-        const std::filesystem::path& log_dir = {}) {
-  Run r;
-  r.profile = std::make_unique<RoundingProfile>();
-  rounding.profile = r.profile.get();
-  Trainer trainer(job, train, pool, {}, nullptr, Device::Cpu, std::move(rounding));
-  std::vector<double> times;
-  for (int i = 0; i < steps; ++i) {
-    const int64_t t = trainer.state().step();
-    const auto t0 = Clock::now();
-    trainer.step();
-    if (const StepRoundingLog* log = trainer.rounding_log()) {
-      const std::chrono::duration<double> took = Clock::now() - t0;
-      const StepGraph g = trainer.step_graph(t);
-      for (size_t n = 0; n < log->nodes.size(); ++n) {
-        const RoundingLog& node = log->nodes[n];
-        r.values += node.count;
-        r.logged += count_logged(node);
-        r.packed_bytes += node.packed.size();
-        const Digest leaf = rounding_log_leaf(node);
-        r.leaves.insert(r.leaves.end(), leaf.begin(), leaf.end());
-        auto& [values, logged] = r.by_op[op_info(g.nodes[n].op).name];
-        values += node.count;
-        logged += count_logged(node);
-      }
-      times.push_back(took.count());
-      if (!log_dir.empty()) {  // timed: a trainer writes its logs
-        const auto w0 = Clock::now();
-        r.file_bytes += write_rounding_log(rounding_log_path(log_dir, t), *log);
-        const double w = std::chrono::duration<double>(Clock::now() - w0).count();
-        times.back() += w;
-        r.log_write_s += w / steps;
-      }
-      continue;
-    }
-    times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+// One of the runs compared, stepped one step at a time from a fresh trainer so that the runs of a job
+// interleave step by step (the machine's load, shared with other work, falls on every mode alike).
+// With `log_dir`, each step's rounding log is written there, timed as part of the step.
+class Runner {
+ public:
+  Runner(const JobSpec& job, const Dataset& train, ThreadPool& pool, RoundingOptions rounding,
+         std::filesystem::path log_dir = {})
+      : profile_(std::make_unique<RoundingProfile>()), log_dir_(std::move(log_dir)) {
+    rounding.profile = profile_.get();
+    trainer_ = std::make_unique<Trainer>(job, train, pool, StepPolicyPtr{}, nullptr, Device::Cpu,
+                                         std::move(rounding));
   }
-  r.step_s = bench::median(times);
-  r.state = trainer.hash_state();
-  return r;
-}
+
+  void step() {
+    const int64_t t = trainer_->state().step();
+    const auto t0 = Clock::now();
+    trainer_->step();
+    const StepRoundingLog* log = trainer_->rounding_log();
+    times_.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    if (log == nullptr) return;
+    const StepGraph g = trainer_->step_graph(t);
+    for (size_t n = 0; n < log->nodes.size(); ++n) {
+      const RoundingLog& node = log->nodes[n];
+      r_.values += node.count;
+      r_.logged += count_logged(node);
+      r_.packed_bytes += node.packed.size();
+      const Digest leaf = rounding_log_leaf(node);
+      r_.leaves.insert(r_.leaves.end(), leaf.begin(), leaf.end());
+      auto& [values, logged] = r_.by_op[op_info(g.nodes[n].op).name];
+      values += node.count;
+      logged += count_logged(node);
+    }
+    if (log_dir_.empty()) return;
+    const auto w0 = Clock::now();  // timed: a trainer writes its logs
+    r_.file_bytes += write_rounding_log(rounding_log_path(log_dir_, t), *log);
+    const double w = std::chrono::duration<double>(Clock::now() - w0).count();
+    times_.back() += w;
+    log_writes_.push_back(w);
+  }
+
+  /// The step times so far, by step.
+  const std::vector<double>& times() const { return times_; }
+
+  /// The run's totals: the median step time, the mean log-writing time, the state's digest.
+  Run finish() {
+    r_.step_s = bench::median(times_);
+    for (double w : log_writes_) r_.log_write_s += w / static_cast<double>(log_writes_.size());
+    r_.state = trainer_->hash_state();
+    r_.profile = std::move(profile_);
+    return std::move(r_);
+  }
+
+ private:
+  std::unique_ptr<RoundingProfile> profile_;
+  std::filesystem::path log_dir_;
+  std::unique_ptr<Trainer> trainer_;
+  Run r_;
+  std::vector<double> times_, log_writes_;
+};
 
 }  // namespace
 
@@ -380,14 +400,24 @@ int main(int argc, char** argv) {
     for (size_t p = 0; p < layout.num_params; ++p)
       param_bytes += 4 * static_cast<uint64_t>(layout.shapes[p].numel());
 
-    const Run repops = run(job, train, pool, steps, {});
     JobSpec rlog = job;
     rlog.numerics.mode = NumericsMode::RoundingLog;
     const std::filesystem::path dir = tmp / std::filesystem::path(path).stem();
     std::filesystem::remove_all(dir);
-    const Run trainer = run(rlog, train, pool, steps, {Float64Gemm::OpenBlas, {}}, dir);
-    const Run own = run(rlog, train, pool, steps, {Float64Gemm::Naive, {}});
-    const Run replay = run(rlog, train, pool, steps, {Float64Gemm::Naive, dir});
+    // The four runs step by step in turn: RepOps, the trainer (which writes step t's log), the naive
+    // loop on its own, the naive loop replaying step t's log.
+    Runner runners[4] = {{job, train, pool, {}},
+                         {rlog, train, pool, {Float64Gemm::OpenBlas, {}}, dir},
+                         {rlog, train, pool, {Float64Gemm::Naive, {}}},
+                         {rlog, train, pool, {Float64Gemm::Naive, dir}}};
+    for (int i = 0; i < steps; ++i)
+      for (Runner& runner : runners) runner.step();
+    std::vector<double> step_ratios;  // the trainer's step over the RepOps step just before it
+    for (int i = 0; i < steps; ++i)
+      step_ratios.push_back(runners[1].times()[static_cast<size_t>(i)] /
+                            runners[0].times()[static_cast<size_t>(i)]);
+    const Run repops = runners[0].finish(), trainer = runners[1].finish(), own = runners[2].finish(),
+              replay = runners[3].finish();
     std::filesystem::remove_all(dir);
     nlohmann::json by_op = nlohmann::json::object();
     for (const auto& [op, counts] : trainer.by_op)
@@ -415,6 +445,7 @@ int main(int argc, char** argv) {
         {"rounding_log_openblas_step_s", trainer.step_s},
         {"rounding_log_naive_step_s", own.step_s},
         {"openblas_over_repops", trainer.step_s / repops.step_s},
+        {"openblas_over_repops_by_step", step_ratios},
         {"openblas_breakdown_per_step", breakdown(trainer, steps)},
         {"naive_breakdown_per_step", breakdown(own, steps)},
         {"naive_over_repops", own.step_s / repops.step_s},

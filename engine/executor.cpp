@@ -65,7 +65,7 @@ void Executor::run(const StepGraph& g, std::span<const Tensor* const> state,
     if (fast_ && run_float32_gemm_op(node.op, node.attrs, in, out, *fast_)) {
       // fast mode's float32 GEMM ran it
     } else if (rounding_)
-      run_rounded(n, node, in, out);
+      run_rounded(n, node, in, out, pool);
     else if (reference_)
       run_reference(node.op, node.attrs, in, out);
     else
@@ -144,7 +144,7 @@ void Executor::round_audited(std::span<const std::vector<double>> wide, const Ro
 }
 
 void Executor::run_rounded(size_t n, const Node& node, std::span<const Tensor* const> in,
-                           std::span<Tensor* const> out) {
+                           std::span<Tensor* const> out, ThreadPool& pool) {
   // Per thread (shards may run side by side) and kept: a GPT step rounds ~80 M values, so fresh
   // buffers per node would fault in their pages every step.
   thread_local std::vector<std::vector<double>> wide, quanta;
@@ -157,13 +157,13 @@ void Executor::run_rounded(size_t n, const Node& node, std::span<const Tensor* c
     profile->add(node.op, part, std::chrono::duration<double>(t1 - t0).count());
     t0 = t1;
   };
-  run_float64(node.op, node.attrs, in, wide, rounding_->gemm);
+  run_float64(node.op, node.attrs, in, wide, rounding_->gemm, &pool);
   if (profile) lap(RoundingProfile::Float64);
   rounding_quanta(node.op, node.attrs, in, quanta, rounding_->numerics->quantum_bits);
   if (profile) lap(RoundingProfile::Quanta);
   const double tau = rounding_->numerics->tau_of(node.op);
   if (!rounding_->replay) {
-    RoundingLog log = round_outputs_logged(wide, out, tau, quanta);
+    RoundingLog log = round_outputs_logged(wide, out, tau, quanta, &pool);
     if (profile) lap(RoundingProfile::Round);
     if (rounding_->tamper) rounding_->tamper(n, wide, log, out, tau, quanta);
     if (rounding_->record) rounding_->record->nodes[n] = std::move(log);

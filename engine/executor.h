@@ -160,8 +160,10 @@ class Executor {
   static void round_audited(std::span<const std::vector<double>> wide, const RoundingLog& log,
                             std::span<Tensor* const> out, double tau,
                             std::span<const std::vector<double>> quanta);
+  /// Node n in rounding-log mode: its float64 kernel and its rounding split over `pool` (the same bits
+  /// for any thread count).
   void run_rounded(size_t n, const Node& node, std::span<const Tensor* const> in,
-                   std::span<Tensor* const> out);
+                   std::span<Tensor* const> out, ThreadPool& pool);
   [[noreturn]] static void throw_released(ValueId v);
   /// Binds node output `v` to a buffer of the pool (the smallest free one of at least its elements and
   /// at most 5/4 of them) or a new one.

@@ -20,6 +20,7 @@
 
 #include "ops/simd.h"
 #include "ops/tensor.h"
+#include "ops/thread_pool.h"
 
 namespace tribunal {
 namespace {
@@ -376,12 +377,91 @@ __attribute__((target("avx512f"))) void round_run_avx512(const double* x, const 
   }
   round_run_scalar(x + e, q ? q + e : nullptr, n - e, tau, y + e, d + e);
 }
+
+/// The 32-bit halves of four 64-bit lane masks (each all ones or all zeros), as four 32-bit masks.
+__attribute__((target("avx2"))) inline __m128i narrow_mask(__m256d mask) {
+  const __m256i even32 = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+  return _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(_mm256_castpd_si256(mask), even32));
+}
+
+/// round_run_avx512 on AVX2, four values at a time: the same lanes' arithmetic with vector masks
+/// (round_pd's floor and ties-to-even; the float32 neighbour is the float's bits ± 1), the same bits.
+__attribute__((target("avx2"))) void round_run_avx2(const double* x, const double* q, size_t n, double tau,
+                                                    float* y, uint8_t* d) {
+  const __m256d zero = _mm256_setzero_pd(), two23 = _mm256_set1_pd(0x1p23), half = _mm256_set1_pd(0.5),
+                tauv = _mm256_set1_pd(tau);
+  const __m256d abs64 = _mm256_castsi256_pd(_mm256_set1_epi64x(INT64_MAX));
+  const __m256i recip = _mm256_set1_epi64x(int64_t{2046} << 52);
+  const __m128i abs32 = _mm_set1_epi32(0x7fffffff), one32 = _mm_set1_epi32(1), minus32 = _mm_set1_epi32(-1),
+                max_finite = _mm_set1_epi32(0x7f7ffffe);
+  size_t e = 0;
+  for (; e + 4 <= n; e += 4) {
+    const __m256d xv = _mm256_loadu_pd(x + e);
+    const __m256d qv = q ? _mm256_loadu_pd(q + e) : zero;
+    const __m256d ax = _mm256_and_pd(xv, abs64);
+    // The quantum's grid: |x| < 2^23·q (false for q = 0 and for NaN).
+    const __m256d below = _mm256_and_pd(_mm256_cmp_pd(qv, zero, _CMP_GT_OQ),
+                                        _mm256_cmp_pd(ax, _mm256_mul_pd(two23, qv), _CMP_LT_OQ));
+    const __m256d m =
+        _mm256_mul_pd(xv, _mm256_castsi256_pd(_mm256_sub_epi64(recip, _mm256_castpd_si256(qv))));
+    const __m256d fl = _mm256_round_pd(m, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    const __m256d r = _mm256_round_pd(m, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m128 near_q = _mm256_cvtpd_ps(_mm256_add_pd(_mm256_mul_pd(r, qv), zero));
+    const __m256d lo_q = _mm256_mul_pd(fl, qv);
+    const __m256d on_q = _mm256_cmp_pd(lo_q, xv, _CMP_EQ_OQ);
+    const __m256d hi_q = _mm256_blendv_pd(_mm256_add_pd(lo_q, qv), xv, on_q);
+    // The float32 grid: f and its neighbour toward x.
+    const __m128 f = _mm256_cvtpd_ps(xv);
+    const __m128i fb = _mm_castps_si128(f);
+    const __m128i mag = _mm_and_si128(fb, abs32);
+    // grid_fast's refusals: mag == 0 or mag ≥ 0x7f7fffff (±0, ±FLT_MAX, ±inf, NaN).
+    const __m128i special =
+        _mm_or_si128(_mm_cmpeq_epi32(mag, _mm_setzero_si128()), _mm_cmpgt_epi32(mag, max_finite));
+    const __m256d fd = _mm256_cvtps_pd(f);
+    const __m256d eq = _mm256_cmp_pd(fd, xv, _CMP_EQ_OQ);
+    const __m256d up = _mm256_cmp_pd(fd, xv, _CMP_LT_OQ);
+    // nextafterf toward x: bits + 1 where up == (sign bit clear), else bits − 1.
+    const __m128i inc = _mm_xor_si128(narrow_mask(up), _mm_cmplt_epi32(fb, _mm_setzero_si128()));
+    const __m128i nb = _mm_add_epi32(fb, _mm_blendv_epi8(minus32, one32, inc));
+    const __m256d other = _mm256_cvtps_pd(_mm_castsi128_ps(nb));
+    __m256d lo_f = _mm256_blendv_pd(other, fd, up), hi_f = _mm256_blendv_pd(fd, other, up);
+    lo_f = _mm256_blendv_pd(lo_f, fd, eq);
+    hi_f = _mm256_blendv_pd(hi_f, fd, eq);
+    const __m256d lo = _mm256_blendv_pd(lo_f, lo_q, below), hi = _mm256_blendv_pd(hi_f, hi_q, below);
+    const __m128 nearv = _mm_blendv_ps(f, near_q, _mm_castsi128_ps(narrow_mask(below)));
+    // distance_fast: on the grid 0.5 (never logged, τ ≤ 1/4); else |x − midpoint| / spacing.
+    const __m256d on_grid = _mm256_cmp_pd(lo, hi, _CMP_EQ_OQ);
+    const __m256d spacing = _mm256_sub_pd(hi, lo);
+    const __m256d midpoint = _mm256_mul_pd(_mm256_add_pd(lo, hi), half);
+    const __m256d dist =
+        _mm256_mul_pd(_mm256_and_pd(_mm256_sub_pd(xv, midpoint), abs64),
+                      _mm256_castsi256_pd(_mm256_sub_epi64(recip, _mm256_castpd_si256(spacing))));
+    const __m256d logged_v = _mm256_andnot_pd(on_grid, _mm256_cmp_pd(dist, tauv, _CMP_LT_OQ));
+    const int logged = _mm256_movemask_pd(logged_v);
+    const int down = logged & _mm256_movemask_pd(_mm256_cmp_pd(_mm256_cvtps_pd(nearv), lo, _CMP_EQ_OQ));
+    _mm_storeu_ps(y + e, nearv);
+    // Decisions: 1 where logged and down, 2 where logged and up, else 0.
+    for (int l = 0; l < 4; ++l)
+      d[e + l] = static_cast<uint8_t>((logged >> l & 1) ? ((down >> l & 1) ? 1 : 2) : 0);
+    // Lanes on the float32 grid that grid_fast refuses: the per-value rules.
+    if (const int slow = _mm_movemask_ps(_mm_castsi128_ps(special)) & ~_mm256_movemask_pd(below)) {
+      for (int l = 0; l < 4; ++l)
+        if (slow >> l & 1) {
+          const LoggedRounding rr = logged_unchecked(x[e + l], tau, q ? q[e + l] : 0.0);
+          y[e + l] = rr.value;
+          d[e + l] = static_cast<uint8_t>(rr.decision);
+        }
+    }
+  }
+  round_run_scalar(x + e, q ? q + e : nullptr, n - e, tau, y + e, d + e);
+}
 #endif
 
 /// round_run_scalar on the widest path this CPU has (the same bits on every path).
 void round_run(const double* x, const double* q, size_t n, double tau, float* y, uint8_t* d) {
 #if defined(__x86_64__)
   if (active_simd_path() == SimdPath::Avx512) return round_run_avx512(x, q, n, tau, y, d);
+  if (active_simd_path() == SimdPath::Avx2) return round_run_avx2(x, q, n, tau, y, d);
 #endif
   round_run_scalar(x, q, n, tau, y, d);
 }
@@ -389,7 +469,7 @@ void round_run(const double* x, const double* q, size_t n, double tau, float* y,
 }  // namespace
 
 RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, std::span<Tensor* const> out,
-                                 double tau, std::span<const std::vector<double>> quanta) {
+                                 double tau, std::span<const std::vector<double>> quanta, ThreadPool* pool) {
   check_tau(tau);
   check_quanta(values, quanta);
   size_t count = 0;
@@ -397,24 +477,38 @@ RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, st
   RoundingLog log{count, std::vector<uint8_t>((count + 4) / 5, 0)};
   thread_local std::vector<uint8_t> decisions;  // one byte per value, kept across nodes
   decisions.resize(count);
+  uint8_t* const decided = decisions.data();  // this thread's (a worker's thread_local is its own)
+  // [b, e) on the pool in ranges of at least 2^14 (each value, each byte on its own), else here.
+  const auto split = [pool](size_t n, const std::function<void(int64_t, int64_t)>& fn) {
+    if (pool)
+      pool->parallel_for(static_cast<int64_t>(n), fn, int64_t{1} << 14);
+    else
+      fn(0, static_cast<int64_t>(n));
+  };
   size_t k = 0;
   for (size_t i = 0; i < values.size(); ++i) {
     float* y = out[i]->values().data();
     const double* x = values[i].data();
-    const size_t n = values[i].size();
+    uint8_t* d = decided + k;
     const double* q = i < quanta.size() && !quanta[i].empty() ? quanta[i].data() : nullptr;
-    if (tau == 0 && q == nullptr) {  // nothing is ever near enough to log
-      for (size_t e = 0; e < n; ++e) y[e] = static_cast<float>(x[e]);
-      std::fill_n(decisions.data() + k, n, uint8_t{0});
-    } else {
-      round_run(x, q, n, tau, y, decisions.data() + k);
-    }
-    k += n;
+    split(values[i].size(), [&](int64_t b, int64_t e) {
+      if (tau == 0 && q == nullptr) {  // nothing is ever near enough to log
+        for (int64_t j = b; j < e; ++j) y[j] = static_cast<float>(x[j]);
+        std::fill(d + b, d + e, uint8_t{0});
+      } else {
+        round_run(x + b, q ? q + b : nullptr, static_cast<size_t>(e - b), tau, y + b, d + b);
+      }
+    });
+    k += values[i].size();
   }
   // pack_trits: five decisions per byte, the first the least significant digit.
-  const uint8_t* dd = decisions.data();
-  for (size_t j = 0; j < count / 5; ++j, dd += 5)
-    log.packed[j] = static_cast<uint8_t>(dd[0] + 3 * dd[1] + 9 * dd[2] + 27 * dd[3] + 81 * dd[4]);
+  uint8_t* packed = log.packed.data();
+  split(count / 5, [&](int64_t b, int64_t e) {
+    const uint8_t* dd = decided + 5 * b;
+    for (int64_t j = b; j < e; ++j, dd += 5)
+      packed[j] = static_cast<uint8_t>(dd[0] + 3 * dd[1] + 9 * dd[2] + 27 * dd[3] + 81 * dd[4]);
+  });
+  const uint8_t* dd = decided + 5 * (count / 5);
   if (count % 5 != 0) {
     unsigned byte = 0;
     for (size_t r = count % 5; r-- > 0;) byte = byte * 3 + dd[r];

@@ -31,6 +31,8 @@
 
 namespace tribunal {
 
+class ThreadPool;
+
 /// How one float64 value was rounded to float32.
 enum class Rounding : uint8_t {
   Nearest = 0,  ///< not near a boundary: round to nearest (ties to even), nothing to log
@@ -100,8 +102,11 @@ inline double quantum_at(std::span<const std::vector<double>> quanta, size_t i, 
 /// to nearest on its grid by round_logged, and the log of its decisions. `quanta` is empty (the float32
 /// grid) or holds each value's quantum, shaped like `values` (the node's rounding_quanta; an empty
 /// quanta[i] for output i: none). Requires 0 ≤ tau ≤ kMaxRoundingTau and valid quanta (OpError).
+/// `pool` (null: the caller's thread) splits the values and the packing; each value is rounded and each
+/// byte packed on its own, so the results do not depend on it.
 RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, std::span<Tensor* const> out,
-                                 double tau, std::span<const std::vector<double>> quanta);
+                                 double tau, std::span<const std::vector<double>> quanta,
+                                 ThreadPool* pool = nullptr);
 
 /// A replayer's rounding of one node by another trainer's `log`: out[i] := round_replayed of each
 /// value by its logged decision. Returns the index (in log order) of the first decision that

@@ -6,7 +6,7 @@
 
 namespace tribunal {
 void run_float64(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in,
-                 std::span<std::vector<double>> out, Float64Gemm gemm) {
+                 std::span<std::vector<double>> out, Float64Gemm gemm, ThreadPool* pool) {
   if (static_cast<size_t>(kind) >= kOpKindCount)
     throw OpError("run_float64: op kind " + std::to_string(static_cast<int>(kind)) + " does not exist");
   const OpInfo& info = op_info(kind);
@@ -26,7 +26,7 @@ void run_float64(OpKind kind, const Attrs& attrs, std::span<const Tensor* const>
   }
   const std::vector<Shape> out_shapes = infer_shapes(kind, attrs, in_shapes);
   for (size_t i = 0; i < out.size(); ++i) out[i].assign(static_cast<size_t>(out_shapes[i].numel()), 0.0);
-  info.float64(f64::Call{attrs, in, out_shapes, out, gemm});
+  info.float64(f64::Call{attrs, in, out_shapes, out, gemm, pool ? *pool : f64::serial_pool()});
 }
 
 }  // namespace tribunal

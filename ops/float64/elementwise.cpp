@@ -20,7 +20,9 @@ constexpr double kGeluK = 0.044715;
 void add(const Call& c) {
   const float *a = c.in[0]->data(), *b = c.in[1]->data();
   double* y = c.out[0].data();
-  for (size_t i = 0; i < c.out[0].size(); ++i) y[i] = static_cast<double>(a[i]) + static_cast<double>(b[i]);
+  for_each_range(c, static_cast<int64_t>(c.out[0].size()), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) y[i] = static_cast<double>(a[i]) + static_cast<double>(b[i]);
+  });
 }
 
 /// 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), written h·t + h with h = 0.5·x (so gelu(±0) = +0 and
@@ -28,12 +30,14 @@ void add(const Call& c) {
 void gelu(const Call& c) {
   const float* xf = c.in[0]->data();
   double* y = c.out[0].data();
-  for (size_t i = 0; i < c.out[0].size(); ++i) {
-    const double x = xf[i];
-    const double t = std::tanh(kGeluC * (x + kGeluK * (x * x * x)));
-    const double h = 0.5 * x;
-    y[i] = h * t + h;
-  }
+  for_each_range(c, static_cast<int64_t>(c.out[0].size()), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const double x = xf[i];
+      const double t = std::tanh(kGeluC * (x + kGeluK * (x * x * x)));
+      const double h = 0.5 * x;
+      y[i] = h * t + h;
+    }
+  });
 }
 
 /// dy·(½(1 + t) + ½x·(1 − t²)·√(2/π)·(1 + 3·0.044715·x²)); the second term is skipped where 1 − t² is
@@ -41,15 +45,17 @@ void gelu(const Call& c) {
 void gelu_backward(const Call& c) {
   const float *xf = c.in[0]->data(), *dyf = c.in[1]->data();
   double* dx = c.out[0].data();
-  for (size_t i = 0; i < c.out[0].size(); ++i) {
-    const double x = xf[i], x2 = x * x;
-    const double t = std::tanh(kGeluC * (x + kGeluK * (x2 * x)));
-    const double left = 0.5 + 0.5 * t;
-    const double sech2 = 1.0 - t * t;
-    const double du = kGeluC * (1.0 + 3.0 * kGeluK * x2);
-    const double g = sech2 > 0.0 ? (0.5 * x) * sech2 * du + left : left;
-    dx[i] = static_cast<double>(dyf[i]) * g;
-  }
+  for_each_range(c, static_cast<int64_t>(c.out[0].size()), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const double x = xf[i], x2 = x * x;
+      const double t = std::tanh(kGeluC * (x + kGeluK * (x2 * x)));
+      const double left = 0.5 + 0.5 * t;
+      const double sech2 = 1.0 - t * t;
+      const double du = kGeluC * (1.0 + 3.0 * kGeluK * x2);
+      const double g = sech2 > 0.0 ? (0.5 * x) * sech2 * du + left : left;
+      dx[i] = static_cast<double>(dyf[i]) * g;
+    }
+  });
 }
 
 /// keepᵢ ? xᵢ/(1 − p) : +0, keepᵢ from Philox exactly as the reference (dropout_keep with the float p);
@@ -69,7 +75,9 @@ void scale(const Call& c) {
   const float* x = c.in[0]->data();
   const double s = (*c.in[1])[0];
   double* y = c.out[0].data();
-  for (size_t i = 0; i < c.out[0].size(); ++i) y[i] = static_cast<double>(x[i]) * s;
+  for_each_range(c, static_cast<int64_t>(c.out[0].size()), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) y[i] = static_cast<double>(x[i]) * s;
+  });
 }
 
 /// a op b in double on the broadcast sources (exact for add, sub and mul of floats; div rounds once).

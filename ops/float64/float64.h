@@ -33,6 +33,8 @@
 
 namespace tribunal {
 
+class ThreadPool;
+
 /// The float64 matrix product used by rounding-log mode: the "vendor kernel" two honest providers may
 /// not share. OpenBlas: cblas_dgemm of Debian's OpenBLAS (its summation order changes with the core type
 /// OPENBLAS_CORETYPE picks and its thread count); Naive: a plain i-j-k triple loop, sequential over k.
@@ -54,10 +56,19 @@ bool float64_gemm_built(Float64Gemm gemm);
 ///
 /// `in` holds the op's inputs in registry order; `out` must have exactly op_info(kind).num_outputs
 /// vectors (OpError otherwise), each filled row-major in the output's shape. Throws OpError when `gemm`
-/// is OpenBlas and the build has no OpenBLAS ("this build has no OpenBLAS"), whatever the op. Single
-/// threaded except inside OpenBLAS, whose thread count is OPENBLAS_NUM_THREADS's (never set here).
+/// is OpenBlas and the build has no OpenBLAS ("this build has no OpenBLAS"), whatever the op.
+///
+/// `pool` (null: the caller's thread alone) splits what is independent: the elementwise and row-wise
+/// kernels' output elements or rows, and the gemm ops' output rows in fixed blocks of
+/// kFloat64GemmRowBlock, each block one gemm call whatever the thread count. Every value is computed
+/// by the same operations for any pool, so the results do not depend on it. OpenBLAS adds its own
+/// threads per call when OPENBLAS_NUM_THREADS asks for them (never set here; its bits change with them).
 void run_float64(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in,
-                 std::span<std::vector<double>> out, Float64Gemm gemm);
+                 std::span<std::vector<double>> out, Float64Gemm gemm, ThreadPool* pool = nullptr);
+
+/// The output rows of one gemm call when run_float64 splits a product over a pool: a product of more
+/// rows is computed as calls on consecutive blocks of this many rows (the last one shorter).
+inline constexpr int64_t kFloat64GemmRowBlock = 256;
 
 /// The default log2 of the ratio between a contraction's magnitude bound and its rounding quantum
 /// (rounding_quanta; a job's `[numerics] quantum_bits`), chosen from bench_rounding_log's measurements

@@ -143,6 +143,21 @@ void gemm(Float64Gemm g, const GemmArgs& args) {
   throw OpError("float64 gemm: unknown variant " + std::to_string(static_cast<int>(g)));
 }
 
+void gemm(Float64Gemm g, const GemmArgs& args, ThreadPool& pool) {
+  if (args.m <= kFloat64GemmRowBlock) return gemm(g, args);
+  const auto rows = [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t i0 = b * kFloat64GemmRowBlock;
+      GemmArgs block = args;
+      block.m = std::min(kFloat64GemmRowBlock, args.m - i0);
+      block.a = args.a + (args.trans_a ? i0 : i0 * args.lda);
+      block.c = args.c + i0 * args.ldc;
+      gemm(g, block);
+    }
+  };
+  pool.parallel_for((args.m + kFloat64GemmRowBlock - 1) / kFloat64GemmRowBlock, rows);
+}
+
 ThreadPool& serial_pool() {
   thread_local ThreadPool pool(1);
   return pool;

@@ -21,6 +21,7 @@ struct Float64Call {
   std::span<const Shape> out_shapes;
   std::span<std::vector<double>> out;
   Float64Gemm gemm;
+  ThreadPool& pool;  ///< splits independent elements, rows and gemm row blocks (float64.h run_float64)
 };
 
 }  // namespace tribunal
@@ -45,10 +46,25 @@ struct GemmArgs {
 /// OpenBLAS's 32-bit integers cannot hold.
 void gemm(Float64Gemm gemm, const GemmArgs& args);
 
+/// The product as calls on consecutive blocks of kFloat64GemmRowBlock rows of C, run over `pool`: the
+/// same calls, hence the same bits, for any thread count.
+void gemm(Float64Gemm gemm, const GemmArgs& args, ThreadPool& pool);
+
 using Call = Float64Call;
 
 /// A pool of one thread (the caller's), for the RepOps kernels the float64 code reuses.
 ThreadPool& serial_pool();
+
+/// Elements (or rows) at least this many to a thread in for_each_range.
+inline constexpr int64_t kFloat64Grain = 1 << 14;
+
+/// fn(begin, end) over [0, n) split on the call's pool, ranges of at least `grain`: for kernels whose
+/// every output element (row) is computed on its own, so that the split changes no bit.
+template <class F>
+void for_each_range(const Call& c, int64_t n, F&& fn, int64_t grain = kFloat64Grain) {
+  c.pool.parallel_for(
+      n, [&](int64_t b, int64_t e) { fn(b, e); }, grain);
+}
 
 /// The float64 kernel of an op whose every output value is one of its float32 inputs or +0 (copies,
 /// selections, masks): its float64 result is the RepOps reference's, widened, so the reference alone
@@ -64,7 +80,7 @@ void selected(const Call& c) {
       y[i].reshape_storage(c.out_shapes[i]);
   std::vector<Tensor*> out;
   for (Tensor& t : y) out.push_back(&t);
-  run_fast(K, c.attrs, c.in, out, serial_pool());
+  run_fast(K, c.attrs, c.in, out, c.pool);
   for (size_t i = 0; i < y.size(); ++i) {
     const std::span<const float> v = y[i].values();
     std::copy(v.begin(), v.end(), c.out[i].begin());

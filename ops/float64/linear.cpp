@@ -16,11 +16,11 @@ void linear(const Call& c) {
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) y[static_cast<size_t>(i * n + j)] = b[j];
   const std::vector<double> xd = widen(x), wd = widen(w);
-  gemm(c.gemm, {xd.data(), wd.data(), y.data(), m, n, k, k, tb ? k : n, n, false, tb, true});
+  gemm(c.gemm, {xd.data(), wd.data(), y.data(), m, n, k, k, tb ? k : n, n, false, tb, true}, c.pool);
 }
 
 /// c = op(a)·op(b), ints {trans_a, trans_b}; rank 3: one GEMM per batch element (same batch on both
-/// sides, the flags apply to the last two axes).
+/// sides, the flags apply to the last two axes), the batch's GEMMs split over the pool.
 void matmul(const Call& c) {
   const bool ta = c.attrs.ints[0] != 0, tb = c.attrs.ints[1] != 0;
   const Shape &as = c.in[0]->shape(), &bs = c.in[1]->shape(), &cs = c.out_shapes[0];
@@ -30,9 +30,15 @@ void matmul(const Call& c) {
   const int64_t lda = as[r + 1], ldb = bs[r + 1];
   const std::vector<double> ad = widen(*c.in[0]), bd = widen(*c.in[1]);
   std::vector<double>& out = c.out[0];
-  for (int64_t e = 0; e < batch; ++e)
-    gemm(c.gemm, {ad.data() + e * m * k, bd.data() + e * k * n, out.data() + e * m * n, m, n, k, lda, ldb, n,
-                  ta, tb, false});
+  if (batch == 1) {
+    gemm(c.gemm, {ad.data(), bd.data(), out.data(), m, n, k, lda, ldb, n, ta, tb, false}, c.pool);
+    return;
+  }
+  c.pool.parallel_for(batch, [&](int64_t e0, int64_t e1) {  // the batch's products side by side
+    for (int64_t e = e0; e < e1; ++e)
+      gemm(c.gemm, {ad.data() + e * m * k, bd.data() + e * k * n, out.data() + e * m * n, m, n, k, lda, ldb,
+                    n, ta, tb, false});
+  });
 }
 
 /// y[j] = Σ_i x[i,j], in increasing i.

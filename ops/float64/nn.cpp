@@ -64,6 +64,7 @@ struct Rows {
   int64_t count, n, r_per_block;
   bool causal;
   int64_t valid(int64_t row) const { return causal ? std::min(row % r_per_block + 1, n) : n; }
+  int64_t grain() const { return std::max<int64_t>(1, kFloat64Grain / n); }  ///< rows to a thread, at least
 };
 
 Rows rows_of(const Call& c) {
@@ -80,23 +81,28 @@ void softmax(const Call& c) {
   const double scale = c.attrs.floats[0];
   const float* x = c.in[0]->data();
   double* y = c.out[0].data();
-  for (int64_t i = 0; i < r.count; ++i) {
-    const float* xr = x + i * r.n;
-    double* yr = y + i * r.n;
-    const int64_t nv = r.valid(i);
-    double m = scale * xr[0];
-    for (int64_t j = 1; j < nv; ++j) {
-      const double v = scale * xr[j];
-      m = v > m ? v : m;
-    }
-    double s = 0.0;
-    for (int64_t j = 0; j < nv; ++j) {
-      yr[j] = std::exp(scale * xr[j] - m);
-      s += yr[j];
-    }
-    for (int64_t j = 0; j < nv; ++j) yr[j] /= s;
-    for (int64_t j = nv; j < r.n; ++j) yr[j] = 0.0;
-  }
+  for_each_range(
+      c, r.count,
+      [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          const float* xr = x + i * r.n;
+          double* yr = y + i * r.n;
+          const int64_t nv = r.valid(i);
+          double m = scale * xr[0];
+          for (int64_t j = 1; j < nv; ++j) {
+            const double v = scale * xr[j];
+            m = v > m ? v : m;
+          }
+          double s = 0.0;
+          for (int64_t j = 0; j < nv; ++j) {
+            yr[j] = std::exp(scale * xr[j] - m);
+            s += yr[j];
+          }
+          for (int64_t j = 0; j < nv; ++j) yr[j] /= s;
+          for (int64_t j = nv; j < r.n; ++j) yr[j] = 0.0;
+        }
+      },
+      r.grain());
 }
 
 /// dx[n] = scale·y[n]·(dy[n] − Σ_valid y·dy), +0 at masked n.
@@ -105,14 +111,20 @@ void softmax_backward(const Call& c) {
   const double scale = c.attrs.floats[0];
   const float *y = c.in[0]->data(), *dy = c.in[1]->data();
   double* dx = c.out[0].data();
-  for (int64_t i = 0; i < r.count; ++i) {
-    const int64_t o = i * r.n, nv = r.valid(i);
-    double d = 0.0;
-    for (int64_t j = 0; j < nv; ++j) d += static_cast<double>(y[o + j]) * static_cast<double>(dy[o + j]);
-    for (int64_t j = 0; j < nv; ++j)
-      dx[o + j] = scale * (static_cast<double>(y[o + j]) * (static_cast<double>(dy[o + j]) - d));
-    for (int64_t j = nv; j < r.n; ++j) dx[o + j] = 0.0;
-  }
+  for_each_range(
+      c, r.count,
+      [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t o = i * r.n, nv = r.valid(i);
+          double d = 0.0;
+          for (int64_t j = 0; j < nv; ++j)
+            d += static_cast<double>(y[o + j]) * static_cast<double>(dy[o + j]);
+          for (int64_t j = 0; j < nv; ++j)
+            dx[o + j] = scale * (static_cast<double>(y[o + j]) * (static_cast<double>(dy[o + j]) - d));
+          for (int64_t j = nv; j < r.n; ++j) dx[o + j] = 0.0;
+        }
+      },
+      r.grain());
 }
 
 namespace {
@@ -142,13 +154,18 @@ void layer_norm(const Call& c) {
   const int64_t m = x.shape()[0], d = x.shape()[1];
   const double eps = c.attrs.floats[0];
   double* y = c.out[0].data();
-  for (int64_t r = 0; r < m; ++r) {
-    const float* xr = x.data() + r * d;
-    const Stats s = row_stats(xr, d, eps);
-    for (int64_t i = 0; i < d; ++i)
-      y[r * d + i] = (static_cast<double>(xr[i]) - s.mean) * s.rstd * static_cast<double>(gamma[i]) +
-                     static_cast<double>(beta[i]);
-  }
+  for_each_range(
+      c, m,
+      [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const float* xr = x.data() + r * d;
+          const Stats s = row_stats(xr, d, eps);
+          for (int64_t i = 0; i < d; ++i)
+            y[r * d + i] = (static_cast<double>(xr[i]) - s.mean) * s.rstd * static_cast<double>(gamma[i]) +
+                           static_cast<double>(beta[i]);
+        }
+      },
+      std::max<int64_t>(1, kFloat64Grain / std::max<int64_t>(d, 1)));
 }
 
 /// x̂ = (x − mean)·rstd, g = dy·γ: dx = rstd·((g − mean(g)) − x̂·mean(g·x̂)); dγ[j] = Σ_m dy·x̂;

@@ -86,7 +86,9 @@ void unary(const Call& c) {
   const double p = c.attrs.floats[0];
   const float* x = c.in[0]->data();
   double* y = c.out[0].data();
-  for (size_t i = 0; i < c.out[0].size(); ++i) y[i] = unary64(fn, x[i], p);
+  for_each_range(c, static_cast<int64_t>(c.out[0].size()), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) y[i] = unary64(fn, x[i], p);
+  });
 }
 
 /// dy·f'(x) in double per element, from the float32 inputs x, y (the forward output) and dy.
@@ -95,7 +97,9 @@ void unary_backward(const Call& c) {
   const double p = c.attrs.floats[0];
   const float *x = c.in[0]->data(), *y = c.in[1]->data(), *dy = c.in[2]->data();
   double* dx = c.out[0].data();
-  for (size_t i = 0; i < c.out[0].size(); ++i) dx[i] = unary_grad64(fn, x[i], y[i], dy[i], p);
+  for_each_range(c, static_cast<int64_t>(c.out[0].size()), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) dx[i] = unary_grad64(fn, x[i], y[i], dy[i], p);
+  });
 }
 
 }  // namespace tribunal::f64

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "ops/float64/float64.h"
+#include "ops/float64/internal.h"
 #include "ops/math.h"
 #include "ops/registry.h"
 #include "tests/ops/op_test_support.h"
@@ -351,6 +352,41 @@ TEST_CASE("float64: the naive and OpenBLAS gemms differ bitwise on a K >= 256 ma
                                         << " entries differ bitwise, worst by " << worst << " of Σ|terms|");
     CHECK(differ > 0);
     CHECK(worst <= 1e-12);
+  }
+}
+
+// run_float64 with a pool computes a product of more than kFloat64GemmRowBlock rows as one gemm call
+// per block of rows: each element must keep the bits of the single call (its k order, OpenBLAS's K
+// blocks included, does not depend on how many rows a call has), for any thread count.
+TEST_CASE("float64: a product split into row blocks over a pool has the bits of one gemm call") {
+  std::mt19937 rng(12);
+  const int64_t m = 2 * kFloat64GemmRowBlock + 37, k = 2053, n = 67;
+  ThreadPool one(1), three(3);
+  for (Float64Gemm g : {Float64Gemm::Naive, Float64Gemm::OpenBlas}) {
+    if (!float64_gemm_built(g)) continue;
+    for (int64_t flags = 0; flags < 8; ++flags) {
+      const bool ta = flags & 1, tb = flags & 2, accumulate = flags & 4;
+      CAPTURE(float64_gemm_name(g));
+      CAPTURE(flags);
+      const Tensor a = random_tensor(ta ? Shape{k, m} : Shape{m, k}, rng, false);
+      const Tensor b = random_tensor(tb ? Shape{n, k} : Shape{k, n}, rng, false);
+      const std::vector<double> ad(a.values().begin(), a.values().end()),
+          bd(b.values().begin(), b.values().end());
+      std::vector<double> start(static_cast<size_t>(m * n));
+      for (double& v : start) v = std::uniform_real_distribution<double>(-1, 1)(rng);
+      const f64::GemmArgs args{ad.data(),  bd.data(),  nullptr, m,  n,  k,
+                               ta ? m : k, tb ? k : n, n,       ta, tb, accumulate};
+      std::vector<double> whole = start, on_one = start, on_three = start;
+      f64::GemmArgs x = args;
+      x.c = whole.data();
+      f64::gemm(g, x);
+      x.c = on_one.data();
+      f64::gemm(g, x, one);
+      x.c = on_three.data();
+      f64::gemm(g, x, three);
+      CHECK(std::memcmp(whole.data(), on_one.data(), whole.size() * sizeof(double)) == 0);
+      CHECK(std::memcmp(whole.data(), on_three.data(), whole.size() * sizeof(double)) == 0);
+    }
   }
 }
 

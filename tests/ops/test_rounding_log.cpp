@@ -13,6 +13,7 @@
 #include "ops/rounding_log.h"
 #include "ops/simd.h"
 #include "ops/tensor.h"
+#include "ops/thread_pool.h"
 
 using namespace tribunal;
 
@@ -168,7 +169,7 @@ TEST_CASE("rounding log: a node's rounding and replay on every SIMD path are the
   std::uniform_real_distribution<double> unit(-1, 1);
   std::vector<double> x, q;
   const double quanta[] = {0.0, 0x1p-40, 0x1p-20, 0x1p-149, 0x1p-3, 1.0};
-  for (int i = 0; i < 20000; ++i) {
+  for (int i = 0; i < 40000; ++i) {  // more than two of round_outputs_logged's pool ranges
     const double qi = quanta[i % 6];
     const float f = static_cast<float>(unit(rng) * std::ldexp(1.0, static_cast<int>(rng() % 60) - 30));
     const Gap g = gap_above(f);
@@ -237,6 +238,13 @@ TEST_CASE("rounding log: a node's rounding and replay on every SIMD path are the
         logged += want.decision != Rounding::Nearest;
       }
     CHECK(logged > 1000);  // the band was exercised on both sides
+    // The values' ranges and the packing split over three threads: the same log and values.
+    ThreadPool three(3);
+    Tensor z0(y0.shape()), z1(y1.shape());
+    Tensor* pooled[] = {&z0, &z1};
+    CHECK(round_outputs_logged(values, pooled, tau, node_quanta, &three) == log);
+    CHECK(std::memcmp(z0.data(), y0.data(), x.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(z1.data(), y1.data(), x.size() * sizeof(float)) == 0);
     // The replay by the same log: round_replayed's values (the logged ones, except at exactly the
     // overflow midpoint −(FLT_MAX + 2^103), which rounds to −inf and whose logged side, up, replays to
     // −FLT_MAX: the per-value rules' own edge); a flipped decision refused where the per-value check first
