@@ -249,7 +249,7 @@ std::vector<Target> pick_targets(const StepGraph& g) {
 struct Breakdown {
   double opening = 0;       // the DisputeOpen: signatures, job, graph, cost (as opening_cpu_seconds)
   double envelopes = 0;     // open_envelope of every answer as the referee node opens it: decoding, and
-                            // the BLAKE2b digest and Ed25519 check except for tensor chunks (deferred)
+                            // the BLAKE3 digest and Ed25519 check except for tensor chunks (deferred)
   double input_proofs = 0;  // the opened inputs: each tensor chunk's hash and inclusion proof, each
                             // sample's leaf and proof (InputOpening::accept)
   double reexecution = 0;   // the located op re-executed, its outputs hashed, the verdict decided and signed

@@ -452,9 +452,9 @@ int main(int argc, char** argv) {
         {"replay_matches", replay.state == trainer.state},
         // The digests of the state after the steps and of the logs' leaves, to compare builds.
         {"openblas_state", to_hex(trainer.state)},
-        {"openblas_logs", to_hex(blake2b_256(std::as_bytes(std::span(trainer.leaves))))},
+        {"openblas_logs", to_hex(blake3_256(std::as_bytes(std::span(trainer.leaves))))},
         {"naive_state", to_hex(own.state)},
-        {"naive_logs", to_hex(blake2b_256(std::as_bytes(std::span(own.leaves))))},
+        {"naive_logs", to_hex(blake3_256(std::as_bytes(std::span(own.leaves))))},
         {"own_matches", own.state == trainer.state},
         {"by_op", by_op},
     });

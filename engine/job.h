@@ -20,7 +20,7 @@
 namespace tribunal {
 
 /// Version of the RepOps numerics contract (docs/numerics.md); part of every job_id.
-inline constexpr uint32_t kRepOpsContractVersion = 2;  // 2: swap-or-not batch sampler
+inline constexpr uint32_t kRepOpsContractVersion = 3;  // 2: swap-or-not batch sampler; 3: BLAKE3 commitments
 
 /// Largest step count: the step counter is a float32 state tensor, exact up to 2^24.
 inline constexpr int64_t kMaxSteps = int64_t{1} << 24;
@@ -114,7 +114,7 @@ struct JobSpec {
   /// Where this node keeps data_name: set by locate_data from the node's own registry, never parsed
   /// from a job. Empty until then (load_dataset refuses to load).
   std::filesystem::path data_path;
-  /// Where this node keeps model.init and BLAKE2b-256(File tag ‖ the file's bytes): set by locate_data
+  /// Where this node keeps model.init and BLAKE3(File tag ‖ the file's bytes): set by locate_data
   /// from the node's own registry when the job has model.init, never parsed from a job. The hash is in
   /// job_id, so every party of the job holds the same bytes.
   std::filesystem::path init_path;
@@ -180,7 +180,7 @@ void locate_data(JobSpec& job, const DataRegistry& registry);
 /// EngineError naming what is missing or refused.
 void locate_model_files(JobSpec& job, const DataRegistry& registry);
 
-/// BLAKE2b-256(File tag 0x17 ‖ the file's bytes). Throws EngineError naming the file when it cannot be read.
+/// BLAKE3(File tag 0x17 ‖ the file's bytes). Throws EngineError naming the file when it cannot be read.
 Digest init_weights_hash(const std::filesystem::path& path);
 
 /// Reads and parses a job file and locates its data set in `registry`; a missing or unreadable file
@@ -224,7 +224,7 @@ int64_t label_width(const JobSpec& job);
 std::vector<uint8_t> canonical_job_encoding(const JobSpec& job, const Digest& dataset_root,
                                             const DataShape& shape);
 
-/// job_id = BLAKE2b-256(Job tag ‖ canonical_job_encoding).
+/// job_id = BLAKE3(Job tag ‖ canonical_job_encoding).
 Digest job_id(const JobSpec& job, const Digest& dataset_root, const DataShape& shape);
 
 }  // namespace tribunal

@@ -72,6 +72,7 @@ void check_referee(NetContext& ctx, const std::string& referee, const PublicKey&
   if (providers.size() > kMaxCheckedEndpoints)
     throw fail(fmt::format("at most {} providers can be checked at once", kMaxCheckedEndpoints));
   RefereeCheck check;
+  ensure_sodium();
   randombytes_buf(check.nonce.data(), check.nonce.size());
   check.endpoints = providers;
   ClientOptions options;

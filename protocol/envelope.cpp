@@ -23,6 +23,7 @@ Digest envelope_digest(std::span<const uint8_t> signed_bytes) {
 /// True if the signature that ends `bytes` (a whole envelope whose layout was checked) verifies under
 /// `sender`.
 bool signature_verifies(std::span<const uint8_t> bytes, const PublicKey& sender) {
+  ensure_sodium();
   const size_t signature_at = bytes.size() - crypto_sign_BYTES;
   const Digest signed_digest = envelope_digest(bytes.first(signature_at));
   return crypto_sign_verify_detached(bytes.data() + signature_at, signed_digest.data(), signed_digest.size(),

@@ -57,7 +57,7 @@ struct Envelope {
 /// both parties signed, so a chunk that the game accepts needs no signature to be trusted; only a
 /// chunk the game would hold against its sender (bad_proof) must be shown to be the sender's, and the
 /// referee then checks the signature (check_envelope_signature) before it decides. This saves one
-/// BLAKE2b pass over every opened byte and one Ed25519 verification per 64 KiB chunk.
+/// BLAKE3 pass over every opened byte and one Ed25519 verification per 64 KiB chunk.
 enum class SignatureCheck : uint8_t {
   Always,             ///< every envelope's signature is checked before its body is decoded
   DeferTensorChunks,  ///< a TensorChunk is decoded with signature_checked = false

@@ -1,48 +1,41 @@
-// BLAKE2b-256 over libsodium's crypto_generichash (RFC 7693). See hash.h; docs/commitments.md.
+// BLAKE3 over its reference C implementation (cmake/blake3.cmake); libsodium for hex and sodium_init.
+// See hash.h; docs/commitments.md.
 #include "protocol/hash.h"
 
+#include <blake3.h>
 #include <sodium.h>
 
 #include <cctype>
+#include <new>
 #include <string>
 
 namespace tribunal {
 namespace {
 
-static_assert(sizeof(Digest) == crypto_generichash_BYTES, "Digest must be crypto_generichash_BYTES");
-static_assert(sizeof(crypto_generichash_state) <= 384, "crypto_generichash_state outgrew Hasher::state_");
-static_assert(alignof(crypto_generichash_state) <= 64, "crypto_generichash_state needs more alignment");
+static_assert(sizeof(Digest) == BLAKE3_OUT_LEN, "Digest must be BLAKE3_OUT_LEN bytes");
 
-crypto_generichash_state* as_state(unsigned char* p) {
-  return reinterpret_cast<crypto_generichash_state*>(p);
+blake3_hasher* as_state(unsigned char* p) {
+  return std::launder(reinterpret_cast<blake3_hasher*>(p));
 }
 
 }  // namespace
 
 // A function-local static is initialized once, thread-safely (C++11), so sodium_init() runs once.
 void ensure_sodium() {
-  static const bool ok = [] {
-    if (crypto_generichash_statebytes() > 384) {
-      throw ProtocolError("libsodium: crypto_generichash_statebytes() exceeds Hasher's 384-byte state");
-    }
-    return sodium_init() >= 0;
-  }();
+  static const bool ok = sodium_init() >= 0;
   if (!ok) throw ProtocolError("libsodium: sodium_init() failed");
 }
 
 Hasher::Hasher(HashTag tag) {
-  ensure_sodium();
-  if (crypto_generichash_init(as_state(state_), nullptr, 0, crypto_generichash_BYTES) != 0) {
-    throw ProtocolError("Hasher: crypto_generichash_init failed");
-  }
+  static_assert(sizeof(blake3_hasher) <= sizeof(state_), "blake3_hasher outgrew Hasher::state_");
+  static_assert(alignof(blake3_hasher) <= 8, "blake3_hasher needs more alignment than Hasher::state_");
+  blake3_hasher_init(new (state_) blake3_hasher);
   update_u8(static_cast<uint8_t>(tag));
 }
 
 Hasher& Hasher::update(std::span<const std::byte> bytes) {
-  if (crypto_generichash_update(as_state(state_), reinterpret_cast<const unsigned char*>(bytes.data()),
-                                bytes.size()) != 0) {
-    throw ProtocolError("Hasher::update: crypto_generichash_update failed");
-  }
+  if (finalized_) throw ProtocolError("Hasher::update: called after final()");
+  blake3_hasher_update(as_state(state_), bytes.data(), bytes.size());
   return *this;
 }
 
@@ -61,10 +54,10 @@ Hasher& Hasher::update_u64(uint64_t v) {
 }
 
 Digest Hasher::final() {
+  if (finalized_) throw ProtocolError("Hasher::final: called twice");
+  finalized_ = true;
   Digest d{};
-  if (crypto_generichash_final(as_state(state_), d.data(), d.size()) != 0) {
-    throw ProtocolError("Hasher::final: crypto_generichash_final failed (called twice?)");
-  }
+  blake3_hasher_finalize(as_state(state_), d.data(), d.size());
   return d;
 }
 
@@ -72,13 +65,12 @@ Digest hash_tagged(HashTag tag, std::span<const std::byte> bytes) {
   return Hasher(tag).update(bytes).final();
 }
 
-Digest blake2b_256(std::span<const std::byte> bytes) {
-  ensure_sodium();
+Digest blake3_256(std::span<const std::byte> bytes) {
+  blake3_hasher h;
+  blake3_hasher_init(&h);
+  blake3_hasher_update(&h, bytes.data(), bytes.size());
   Digest d{};
-  if (crypto_generichash(d.data(), d.size(), reinterpret_cast<const unsigned char*>(bytes.data()),
-                         bytes.size(), nullptr, 0) != 0) {
-    throw ProtocolError("blake2b_256: crypto_generichash failed");
-  }
+  blake3_hasher_finalize(&h, d.data(), d.size());
   return d;
 }
 

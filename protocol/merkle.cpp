@@ -15,7 +15,7 @@ Digest merkle_node_hash(const Digest& left, const Digest& right) {
 }
 
 Digest merkle_root(std::span<const Digest> values) {
-  if (values.empty()) return blake2b_256({});
+  if (values.empty()) return blake3_256({});
   // Streaming: stack[k] is the root of a perfect subtree of 2^heights[k] leaves, heights strictly
   // decreasing, i.e. the binary decomposition of the leaves seen so far. At most 64 entries.
   Digest stack[64];
@@ -39,7 +39,7 @@ Digest merkle_root(std::span<const Digest> values) {
 
 MerkleTree::MerkleTree(std::vector<Digest> values) {
   if (values.empty()) {
-    root_ = blake2b_256({});
+    root_ = blake3_256({});
     return;
   }
   for (Digest& v : values) v = merkle_leaf_hash(v);

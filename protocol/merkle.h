@@ -1,7 +1,7 @@
 // RFC 6962 (Certificate Transparency) Merkle trees over 32-byte values, with inclusion proofs.
 //   leaf hash = H(0x00 ‖ value), node hash = H(0x01 ‖ left ‖ right)
 //   MTH(n leaves) splits at k = the largest power of two < n, so an unpaired last node is promoted,
-//   never duplicated (no CVE-2012-2459). The empty tree's root is H() (BLAKE2b-256 of nothing).
+//   never duplicated (no CVE-2012-2459). The empty tree's root is H() (BLAKE3 of nothing).
 // Source: RFC 6962 §2.1, RFC 9162 §2.1.3 (proof verification); docs/commitments.md.
 #pragma once
 

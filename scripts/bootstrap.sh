@@ -23,6 +23,7 @@ packages=(
   libboost1.81-dev libboost-context1.81-dev libsodium-dev libfmt-dev doctest-dev libtomlplusplus-dev zlib1g-dev
   libopenblas-dev nlohmann-json3-dev libsqlite3-dev libcli11-dev libspdlog-dev prometheus-cpp-dev
   libonnx-dev libprotobuf-dev libonnx-testdata
+  librust-blake3-dev b3sum
   libssl-dev openssl chromium systemd
   openmpi-bin libopenmpi-dev
   dataset-fashion-mnist fortunes

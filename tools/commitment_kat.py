@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Known-answer values for the tribunal commitment layer (docs/commitments.md).
 
-It re-implements the encodings independently of the C++ code, with only
-hashlib.blake2b(digest_size=32) and the RFC 6962 recursive MTH definition (split at the largest power
-of two < n), and computes one hex digest per named case.
+It re-implements the encodings independently of the C++ code, with only a pure-Python BLAKE3
+(tools/blake3_ref.py, checked against Debian's b3sum by ctest's blake3_check) and the RFC 6962
+recursive MTH definition (split at the largest power of two < n), and computes one hex digest per
+named case.
 
     python3 tools/commitment_kat.py                 prints the known answers, one "NAME HEX" a line
     python3 tools/commitment_kat.py --check FILE    compares them with FILE; exit 1 on any difference
@@ -13,9 +14,12 @@ assert them against the C++ code, and ctest's `commitment_kat` test runs this sc
 the same file, so CI checks both implementations against one set of values. Regenerate the file with
     python3 tools/commitment_kat.py > tests/fixtures/commitment_kat.txt
 """
-import hashlib
+import os
 import struct
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from blake3_ref import blake3  # noqa: E402
 
 TAG_LEAF, TAG_NODE, TAG_TENSOR, TAG_CHUNK, TAG_JOB = 0x00, 0x01, 0x10, 0x11, 0x13
 CHUNK_BYTES = 65536
@@ -31,7 +35,7 @@ HEADER = """\
 
 
 def h(data: bytes) -> bytes:
-    return hashlib.blake2b(data, digest_size=32).digest()
+    return blake3(data, 32)
 
 
 def tagged(tag: int, data: bytes) -> bytes:
@@ -64,6 +68,14 @@ def canonical_f32(data: bytes) -> bytes:
     return bytes(out)
 
 
+def with_bits(data: bytes, bits: dict) -> bytes:
+    """data with the float32 at each index replaced by the given bit pattern."""
+    out = bytearray(data)
+    for index, value in bits.items():
+        out[4 * index:4 * index + 4] = struct.pack("<I", value)
+    return bytes(out)
+
+
 def tensor_leaf(shape, data: bytes) -> bytes:
     chunks = [data[i:i + CHUNK_BYTES] for i in range(0, len(data), CHUNK_BYTES)] or [b""]
     chunk_root = mth([tagged(TAG_CHUNK, canonical_f32(c)) for c in chunks])
@@ -73,9 +85,12 @@ def tensor_leaf(shape, data: bytes) -> bytes:
 
 def known_answers() -> list:
     """(name, hex) in file order. The C++ tests build the same inputs under the same names."""
+    ramp = f32_bytes(0.5 * i - 1000.0 for i in range(40000))
     kat = [
-        ("blake2b_256/empty", h(b"")),
-        ("blake2b_256/abc", h(b"abc")),
+        ("blake3_256/empty", h(b"")),
+        ("blake3_256/abc", h(b"abc")),
+        # i mod 251 (the input of BLAKE3's test vectors), six of its 1 KiB chunks
+        ("blake3_256/pattern_5121", h(bytes(i % 251 for i in range(5121)))),
         ("hash_tagged/tensor/abc", tagged(TAG_TENSOR, b"abc")),
         ("hash_tagged/job/empty", tagged(TAG_JOB, b"")),
         # rank 0: [3.5]
@@ -86,7 +101,10 @@ def known_answers() -> list:
         ("tensor_leaf/empty_0", tensor_leaf([0], b"")),
         ("tensor_leaf/empty_2x0", tensor_leaf([2, 0], b"")),
         # 40000 floats = 160000 bytes = chunks of 65536, 65536, 28928; x_i = 0.5*i - 1000 (exact in f32)
-        ("tensor_leaf/ramp_40000", tensor_leaf([40000], f32_bytes(0.5 * i - 1000.0 for i in range(40000)))),
+        ("tensor_leaf/ramp_40000", tensor_leaf([40000], ramp)),
+        # the ramp with NaNs at elements 5000, 5001 and 20000 (payloads differ; all hash as 0x7FC00000)
+        ("tensor_leaf/ramp_40000_nans", tensor_leaf([40000], with_bits(ramp, {5000: 0x7FC00001, 5001: 0xFFC00000,
+                                                                               20000: 0x7F800001}))),
     ]
     # Merkle roots over values v_i = H(Tensor || byte i).
     for n in MERKLE_SIZES:

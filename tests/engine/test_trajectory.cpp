@@ -50,7 +50,7 @@ using testing::train;
 // that the bits did not change, not that they were right: any change to an op, the data pipeline,
 // the init or the commitment scheme changes them (and must bump kRepOpsContractVersion). The AdamW
 // root is short_mlp.toml's in tests/fixtures/golden_roots.txt.
-constexpr const char* kSgdRoot = "2441ba882a91af7ce2dc07727f6488a618d9f4f0f553e1d04eccf51f3ae1621b";
+constexpr const char* kSgdRoot = "f594381a4ebf503539819035bffa6ff32f35097f894982ebe1f12d37203dafbb";
 
 }  // namespace
 

@@ -25,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < leaves.size(); ++i) leaves[i][0] = static_cast<uint8_t>(i);
   const MerkleTree tree(leaves);
   // RFC 9162 verification does not bind the size, but an accepted value must still be a real leaf
-  // at that index: anything else would be a BLAKE2b second preimage.
+  // at that index: anything else would be a BLAKE3 second preimage.
   if (verify_inclusion(value, p, tree.root()) && (p.index >= leaves.size() || value != leaves[p.index]))
     std::abort();
   return 0;

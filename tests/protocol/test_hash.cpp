@@ -1,4 +1,4 @@
-// BLAKE2b-256, tags, hex and tensor leaves (protocol/hash.h, protocol/tensor_hash.h).
+// BLAKE3, tags, hex and tensor leaves (protocol/hash.h, protocol/tensor_hash.h).
 // Expected hex values are those of tests/fixtures/commitment_kat.txt, written by
 // tools/commitment_kat.py (an independent Python implementation; ctest's commitment_kat test checks it).
 #include <doctest/doctest.h>
@@ -44,12 +44,25 @@ std::vector<float> ramp(size_t n) {
   return v;
 }
 
+// i mod 251 for i < n: the input pattern of BLAKE3's official test vectors.
+std::vector<uint8_t> pattern(size_t n) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i % 251);
+  return v;
+}
+
 // The known answers of tests/fixtures/commitment_kat.txt other than the Merkle roots
 // (test_merkle.cpp), each built from the same input as in tools/commitment_kat.py.
 const std::pair<const char*, std::function<Digest()>> kHashKats[] = {
-    // BLAKE2b-256 with RFC 7693's parameters: 32-byte output, no key
-    {"blake2b_256/empty", [] { return blake2b_256({}); }},
-    {"blake2b_256/abc", [] { return blake2b_256(str_bytes("abc")); }},
+    // BLAKE3, unkeyed, 32-byte output; 5121 bytes (i mod 251, as in BLAKE3's test vectors) span six
+    // of its 1 KiB chunks, so its tree of chaining values is exercised
+    {"blake3_256/empty", [] { return blake3_256({}); }},
+    {"blake3_256/abc", [] { return blake3_256(str_bytes("abc")); }},
+    {"blake3_256/pattern_5121",
+     [] {
+       const std::vector<uint8_t> bytes = pattern(5121);
+       return blake3_256(std::as_bytes(std::span(bytes)));
+     }},
     {"hash_tagged/tensor/abc", [] { return hash_tagged(HashTag::Tensor, str_bytes("abc")); }},
     {"hash_tagged/job/empty", [] { return hash_tagged(HashTag::Job, {}); }},
     {"tensor_leaf/rank0", [] { return leaf({}, {3.5f}); }},
@@ -66,6 +79,16 @@ const std::pair<const char*, std::function<Digest()>> kHashKats[] = {
      }},
     // 160000 bytes: chunks of 65536, 65536, 28928
     {"tensor_leaf/ramp_40000", [] { return leaf({40000}, ramp(40000)); }},
+    // the same with NaNs at elements 5000, 5001 (payloads 1, sign set) and 20000 (second chunk): the
+    // NaN-free bytes around them are hashed in place, the NaNs as 0x7FC00000
+    {"tensor_leaf/ramp_40000_nans",
+     [] {
+       std::vector<float> v = ramp(40000);
+       v[5000] = f32_from_bits(0x7FC00001u);
+       v[5001] = f32_from_bits(0xFFC00000u);
+       v[20000] = f32_from_bits(0x7F800001u);
+       return leaf({40000}, v);
+     }},
 };
 
 }  // namespace
@@ -88,8 +111,8 @@ TEST_CASE("hash and tensor_leaf known answers (tests/fixtures/commitment_kat.txt
 }
 
 TEST_CASE("hash_tagged prefixes the tag byte") {
-  CHECK(hash_tagged(HashTag::Tensor, str_bytes("abc")) == blake2b_256(str_bytes("\x10"
-                                                                                "abc")));
+  CHECK(hash_tagged(HashTag::Tensor, str_bytes("abc")) == blake3_256(str_bytes("\x10"
+                                                                               "abc")));
   CHECK(hash_tagged(HashTag::Sample, str_bytes("abc")) != hash_tagged(HashTag::Job, str_bytes("abc")));
 }
 
@@ -105,6 +128,7 @@ TEST_CASE("Hasher: incremental equals one-shot; u64 is little-endian; final() tw
   CHECK(h.final() == expected);
   CHECK(copy.final() == expected);
   CHECK_THROWS_AS(h.final(), ProtocolError);
+  CHECK_THROWS_AS(copy.update_u8(1), ProtocolError);
 
   const uint8_t le[] = {0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, 0xab};
   CHECK(Hasher(HashTag::Job).update_u64(0x0102030405060708ull).update_u8(0xab).final() ==
@@ -112,7 +136,7 @@ TEST_CASE("Hasher: incremental equals one-shot; u64 is little-endian; final() tw
 }
 
 TEST_CASE("to_hex / digest_from_hex round-trip and reject malformed input") {
-  const Digest d = blake2b_256(str_bytes("abc"));
+  const Digest d = blake3_256(str_bytes("abc"));
   const std::string hex = to_hex(d);
   CHECK(hex.size() == 64);
   CHECK(digest_from_hex(hex) == d);

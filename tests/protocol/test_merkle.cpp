@@ -43,7 +43,7 @@ Digest flip(Digest d, size_t bit) {
 
 }  // namespace
 
-TEST_CASE("merkle leaf and node hashes are RFC 6962's with BLAKE2b-256") {
+TEST_CASE("merkle leaf and node hashes are RFC 6962's with BLAKE3") {
   const auto v = values(2);
   CHECK(merkle_leaf_hash(v[0]) == hash_tagged(HashTag::MerkleLeaf, std::as_bytes(std::span(v[0]))));
   std::vector<uint8_t> cat(v[0].begin(), v[0].end());
@@ -84,7 +84,7 @@ TEST_CASE("merkle_root follows the recursive MTH definition (split at the larges
 TEST_CASE("empty tree") {
   MerkleTree tree({});
   CHECK(tree.size() == 0);
-  CHECK(tree.root() == blake2b_256({}));
+  CHECK(tree.root() == blake3_256({}));
   CHECK_THROWS_AS(tree.prove(0), ProtocolError);
   CHECK_FALSE(verify_inclusion(values(1)[0], InclusionProof{0, 0, {}}, tree.root()));
 }
