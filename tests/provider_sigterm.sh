@@ -46,7 +46,7 @@ def value(name):
     m = re.search(rf"^{name} (\S+)$", text, re.M)
     if not m: sys.exit(f"no {name}")
     return float(m.group(1))
-step, total, rate = (value(f"tribunal_provider_training_{n}") for n in ("step", "steps", "steps_per_second"))
+step, total, rate = (value(f"tribunal_provider_training_{n}") for n in ("step", "job_steps", "steps_per_second"))
 if not (0 < step < total == 200000 and rate > 0): sys.exit(f"step {step} of {total} at {rate}/s")
 print(f"progress on /metrics: step {step:.0f} of {total:.0f}, {rate:.0f} steps/s")
 PY
