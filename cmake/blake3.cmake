@@ -4,6 +4,13 @@
 # AVX-512 assembly back ends, picked at run time from CPUID by blake3_dispatch.c; AArch64 links the
 # NEON back end; any other target the portable code alone. Every back end gives the same digests.
 enable_language(C)
+# A C compiler of another family than the C++ one links its runtime into the programs: clang++'s
+# sanitizer builds with gcc's C compiler get gcc's libasan next to clang's and abort at start.
+if(NOT CMAKE_C_COMPILER_ID STREQUAL CMAKE_CXX_COMPILER_ID)
+  message(FATAL_ERROR "the C compiler (${CMAKE_C_COMPILER}, ${CMAKE_C_COMPILER_ID}) is not of the C++ compiler's "
+                      "family (${CMAKE_CXX_COMPILER}, ${CMAKE_CXX_COMPILER_ID}): set CMAKE_C_COMPILER to its "
+                      "C compiler, e.g. -DCMAKE_C_COMPILER=clang with -DCMAKE_CXX_COMPILER=clang++")
+endif()
 file(GLOB TRIBUNAL_BLAKE3_HINTS LIST_DIRECTORIES true /usr/share/cargo/registry/blake3-*/c)
 find_path(TRIBUNAL_BLAKE3_DIR blake3_dispatch.c HINTS ${TRIBUNAL_BLAKE3_HINTS} NO_DEFAULT_PATH
           NO_CMAKE_FIND_ROOT_PATH DOC "BLAKE3's C sources (Debian librust-blake3-dev)")

@@ -79,8 +79,11 @@ for config in "$@"; do
   else
     read -r cxx flags <<<"$config"
     dir=build/roots/$(echo "$config" | tr -c 'A-Za-z0-9+\n' '_')
+    # The C compiler (BLAKE3's sources) of the same family: cmake/blake3.cmake refuses a mixed pair.
+    cc=${cxx/clang++/clang} && cc=${cc/g++/gcc}
     # Without the CUDA emulation (its roots are test_engine's, in the release build): less to build.
-    cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_CXX_FLAGS="$flags" \
+    cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=None -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" \
+      -DCMAKE_CXX_FLAGS="$flags" \
       -DTRIBUNAL_BUILD_TESTS=OFF -DTRIBUNAL_BUILD_BENCH=OFF -DTRIBUNAL_CUDA_EMULATE=OFF >/dev/null
     # Warnings are not errors here (g++ -march=native warns falsely inside fmt); the presets check them.
     build "$dir"

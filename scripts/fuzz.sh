@@ -14,7 +14,7 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(fuzz_decode fuzz_envelope fuzz_merkle fuzz_game fuzz_parse_job fuzz_onnx_import)
 
 scripts/bootstrap.sh
-cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DTRIBUNAL_FUZZ=ON -DTRIBUNAL_WERROR=ON -DTRIBUNAL_BUILD_TESTS=OFF -DTRIBUNAL_BUILD_BENCH=OFF \
   -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined" >/dev/null
 cmake --build build/fuzz --target "${targets[@]}" -j "$(nproc)"
