@@ -96,41 +96,37 @@ std::string dispute_level_text(const DisputeLevel& d) {
   return s;
 }
 
-std::optional<TrainingProgress> ProgressPoll::training(const std::string& provider, int64_t steps,
-                                                       std::string* why) const {
+std::optional<std::string> ProgressPoll::get(const std::string& url, const char* path, size_t limit,
+                                             std::string* why) const {
   try {
-    const HttpGetReply r = http_get(provider, "/metrics", {timeout_, size_t{1} << 20, tls_});
-    if (r.status != 200) {
-      if (why) *why = fmt::format("{}: /metrics answered HTTP {}", provider, r.status);
-      return std::nullopt;
-    }
-    auto p = parse_training_progress(r.body);
-    if (!p || p->steps != steps) {
-      if (why) *why = fmt::format("{}: /metrics shows no training of this job", provider);
-      return std::nullopt;
-    }
-    return p;
+    HttpGetReply r = http_get(url, path, {timeout_, limit, tls_});
+    if (r.status == 200) return std::move(r.body);
+    if (why) *why = fmt::format("{}: {} answered HTTP {}", url, path, r.status);
   } catch (const std::exception& e) {
     if (why) *why = e.what();
+  }
+  return std::nullopt;
+}
+
+std::optional<TrainingProgress> ProgressPoll::training(const std::string& provider, int64_t steps,
+                                                       std::string* why) const {
+  const auto body = get(provider, "/metrics", size_t{1} << 20, why);
+  if (!body) return std::nullopt;
+  auto p = parse_training_progress(*body);
+  if (!p || p->steps != steps) {
+    if (why) *why = fmt::format("{}: /metrics shows no training of this job", provider);
     return std::nullopt;
   }
+  return p;
 }
 
 std::optional<DisputeLevel> ProgressPoll::dispute(const std::string& referee, const Digest& id,
                                                   std::string* why) const {
-  try {
-    const HttpGetReply r = http_get(referee, "/disputes.json", {timeout_, size_t{4} << 20, tls_});
-    if (r.status != 200) {
-      if (why) *why = fmt::format("{}: /disputes.json answered HTTP {}", referee, r.status);
-      return std::nullopt;
-    }
-    auto d = parse_dispute_level(r.body, id);
-    if (!d && why) *why = fmt::format("{}: /disputes.json shows no progress of this dispute", referee);
-    return d;
-  } catch (const std::exception& e) {
-    if (why) *why = e.what();
-    return std::nullopt;
-  }
+  const auto body = get(referee, "/disputes.json", size_t{4} << 20, why);
+  if (!body) return std::nullopt;
+  auto d = parse_dispute_level(*body, id);
+  if (!d && why) *why = fmt::format("{}: /disputes.json shows no progress of this dispute", referee);
+  return d;
 }
 
 }  // namespace tribunal::nodes

@@ -66,6 +66,10 @@ class ProgressPoll {
                                       std::string* why = nullptr) const;
 
  private:
+  /// The body of GET `path` at `url` if it answered 200 within `limit` bytes; nullopt (and why) if not.
+  std::optional<std::string> get(const std::string& url, const char* path, size_t limit,
+                                 std::string* why) const;
+
   std::chrono::milliseconds timeout_;
   std::shared_ptr<TlsContext> tls_;
 };
