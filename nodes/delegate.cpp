@@ -48,7 +48,9 @@ std::chrono::milliseconds poll_timeout(std::chrono::milliseconds progress_every)
 }
 
 // The job text with `trainer = "URL"` as the first key of its [numerics] table.
-std::string with_trainer(const std::string& toml, const std::string& url) {
+}  // namespace
+
+std::string job_with_trainer(const std::string& toml, const std::string& url) {
   const std::string line = fmt::format("trainer = \"{}\"\n", url);
   size_t at = toml.find("[numerics]");
   while (at != std::string::npos && at > 0 && toml[at - 1] != '\n') at = toml.find("[numerics]", at + 1);
@@ -59,8 +61,6 @@ std::string with_trainer(const std::string& toml, const std::string& url) {
   if (eol == std::string::npos) return toml + "\n" + line;
   return toml.substr(0, eol + 1) + line + toml.substr(eol + 1);
 }
-
-}  // namespace
 
 void check_referee(NetContext& ctx, const std::string& referee, const PublicKey& referee_key,
                    const std::vector<std::string>& providers, const Logger& log,
@@ -197,13 +197,12 @@ DelegateOutcome delegate_job(NetContext& ctx, const DelegateRequest& request, Lo
     if (job.numerics.mode != NumericsMode::RoundingLog)
       throw EngineError(
           "delegate: a job with roles must be a rounding-log job ([numerics] mode = \"rounding-log\")");
+    // A job that names its trainer keeps it: the first provider listed may be reached at another URL
+    // (a proxy, an alias) than the endpoint it signs; its claim must sign the named one (below).
     if (job.numerics.trainer.empty()) {
-      toml = with_trainer(toml, providers[0]);
+      toml = job_with_trainer(toml, providers[0]);
       job = parse_job(toml, request.job_file.string());
     }
-    if (job.numerics.trainer != providers[0])
-      throw EngineError(fmt::format("delegate: the job's trainer {} is not the first provider listed ({})",
-                                    job.numerics.trainer, providers[0]));
   }
   locate_data(job, request.datasets);
   ThreadPool pool(1);

@@ -54,12 +54,17 @@ struct DelegateRequest {
   /// --referee URLs only).
   std::chrono::milliseconds progress_every{10000};
   /// A rounding-log job with roles (docs/numerics.md, "Trainer and auditors"): the first provider
-  /// listed trains and the others audit it. The delegate names it in the job ([numerics] trainer =
-  /// its URL, which must be the endpoint its claim signs; a job that names a trainer already must name
-  /// the first provider), gives the job to the trainer first and to the auditors once
-  /// its claim is in, and disputes each auditor's differing claim with the trainer's.
+  /// listed trains and the others audit it. A job that names no trainer gets the first provider's URL
+  /// as its trainer ([numerics] trainer); a job that names one keeps it, so a trainer the client
+  /// reaches at another URL (a proxy, an alias) is named by the endpoint it signs. The trainer's claim
+  /// must sign the named endpoint. The delegate gives the job to the trainer first and to the auditors
+  /// once its claim is in, and disputes each auditor's differing claim with the trainer's.
   bool roles = false;
 };
+
+/// `toml` (a rounding-log job's text that names no trainer) with `[numerics] trainer = "url"` added
+/// after its [numerics] header. Throws EngineError when the text has no [numerics] table.
+std::string job_with_trainer(const std::string& toml, const std::string& url);
 
 /// The referee failed the check made before any provider is given the job (check_referee): the
 /// delegation stopped with nothing trained. `tribunal delegate` exits 5 on it (docs/running.md).

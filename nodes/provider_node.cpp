@@ -436,10 +436,11 @@ void ProviderNode::train(Connection& c, const Envelope& env) {
     }
     log_->info(fmt::format(
         "provider {}: auditing job {}: fetched the rounding logs of trainer {} ({}): {} steps, {} packed "
-        "bytes ({} per step), {} bytes received, {} bytes gzip, {:.3f} s",
+        "bytes ({} per step), {} bytes received, {} bytes gzip, {:.3f} s, {} requests sent again, {} "
+        "reconnections",
         me, to_hex(id).substr(0, 12), job.numerics.trainer, to_hex(Digest(trainer)).substr(0, 8), fetch.steps,
         fetch.packed_bytes, fetch.packed_bytes / std::max<uint64_t>(fetch.steps, 1), fetch.wire_bytes,
-        fetch.file_bytes, fetch.seconds));
+        fetch.file_bytes, fetch.seconds, fetch.reasks, fetch.reconnects));
   }
   const TrainResult r = run_job(c, job, id, data, toml, audit_logs);
   if (r.steps > r.resumed_from) {
@@ -894,8 +895,11 @@ void ProviderNode::serve_logs(Connection& c, const Envelope& env) {
       trainer_log_answer(held->job, data_shape_of(*data), request.job_id,
                          config_.store / to_hex(request.job_id), request.step, log_serving.alter);
   const KeyPair& signer = log_serving.signer ? *log_serving.signer : key_;
-  for (const Body& body : answer) {
-    std::vector<uint8_t> frame = seal(signer, request.job_id, ++c.sequence, body);
+  // Numbered as the answers to a referee's queries are (q · 2^20 + k): the auditor tells a late answer to an
+  // earlier request from this one's (docs/protocol.md, "Rounding-log jobs").
+  for (size_t k = 0; k < answer.size(); ++k) {
+    std::vector<uint8_t> frame =
+        seal(signer, request.job_id, ProviderDisputeSession::answer_sequence(env.sequence, k), answer[k]);
     if (!session.wait_for_room(frame.size())) return;
     session.send(std::move(frame));
   }

@@ -1,10 +1,14 @@
 #include "nodes/trainer_logs.h"
 
+#include <algorithm>
 #include <fstream>
+#include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "dispute/job_oracle.h"
+#include "dispute/provider_session.h"
 #include "engine/error.h"
 #include "engine/rounding_logs.h"
 #include "net/client.h"
@@ -16,6 +20,12 @@
 
 namespace tribunal::nodes {
 namespace {
+
+// An auditor's re-sent LogRequest while the trainer is silent, and its reconnection backoff: the first
+// after 1 s, then twice as long each time, at most 16 s apart (docs/numerics.md, "Trainer and auditors").
+constexpr std::chrono::milliseconds kFirstReask{1000};
+constexpr std::chrono::milliseconds kFirstReconnect{250};
+constexpr std::chrono::milliseconds kMaxReask{16000};
 
 // The step graph's decision count per node: what each node's log must hold.
 std::vector<uint64_t> log_counts(const JobSpec& job, const DataShape& shape, uint64_t step) {
@@ -92,62 +102,114 @@ LogFetch fetch_trainer_logs(NetContext& ctx, const std::string& url, const KeyPa
   ClientOptions options;
   options.tls = std::move(tls);
   Client client(ctx, options);
-  auto inbox = std::make_shared<Inbox>();
+  std::shared_ptr<Inbox> inbox;
   std::shared_ptr<Session> session;
-  try {
-    session = client.connect_sync(url, inbox->handlers());
-  } catch (const NetError& e) {
-    throw EngineError(
-        fmt::format("the trainer {} cannot be reached for its rounding logs: {}", url, e.what()));
-  }
+  // (Re)connects until `deadline`: a lost connection is no fault of the trainer's (docs/protocol.md,
+  // "Lost frames"), a trainer that stays away past its silence allowance is.
+  const auto connect = [&](Clock::time_point deadline) {
+    if (session) session->close(CloseCode::GoingAway, "reconnecting");
+    auto backoff = kFirstReconnect;
+    for (;;) {
+      inbox = std::make_shared<Inbox>();
+      try {
+        session = client.connect_sync(url, inbox->handlers());
+        return;
+      } catch (const NetError& e) {
+        if (Clock::now() + backoff >= deadline)
+          throw EngineError(
+              fmt::format("the trainer {} cannot be reached for its rounding logs: {}", url, e.what()));
+      }
+      std::this_thread::sleep_for(backoff);
+      backoff = std::min(backoff * 2, kMaxReask);
+    }
+  };
+  connect(start + timeout);
   LogFetch fetch;
   uint64_t sequence = 0;
   for (uint64_t t = 0; t < static_cast<uint64_t>(job.steps); ++t) {
     const std::string what = fmt::format("rounding logs of step {} from the trainer {}", t, url);
     const std::vector<uint64_t> counts = log_counts(job, shape, t);
-    session->send(seal(key, id, ++sequence, LogRequest{id, t}));
-    const auto from_trainer = [&](const Envelope& env) {
+    const uint64_t first_request = sequence + 1;  // this step's requests are numbered from here on
+    auto reask = kFirstReask;
+    const auto ask = [&] {
+      session->send(seal(key, id, ++sequence, LogRequest{id, t}));
+      if (sequence > first_request) ++fetch.reasks;
+    };
+    ask();
+    std::optional<InputOpening> opening;
+    std::vector<Digest> leaves;  // of the step's first LogHeader
+    auto heard = Clock::now();   // the step's last useful envelope: the silence allowance runs from it
+    while (!opening || !opening->complete()) {
+      Envelope env;
+      try {
+        const auto left = std::chrono::ceil<std::chrono::seconds>(heard + timeout - Clock::now());
+        env = inbox->next(
+            std::max(left, std::chrono::seconds(1)), what, std::nullopt,
+            [&] {
+              ask();  // silent: the request or a piece of the answer may have been dropped on the way
+              reask = std::min(reask * 2, kMaxReask);
+            },
+            reask);
+      } catch (const ConnectionLost& e) {
+        ++fetch.reconnects;
+        connect(heard + timeout);
+        ask();
+        continue;
+      }
       if (env.sender != trainer)
         throw EngineError(fmt::format("{}: signed by the key {}, not by the key {} of the trainer's claim",
                                       what, to_hex(Digest(env.sender)).substr(0, 16),
                                       to_hex(Digest(trainer)).substr(0, 16)));
       if (env.context != id) throw EngineError(what + ": an answer for another job");
       fetch.wire_bytes += env.bytes.size();
-    };
-    Envelope env = inbox->next(timeout, what);
-    if (env.kind != MessageKind::LogHeader) throw EngineError(what + ": the answer is not a LogHeader");
-    from_trainer(env);
-    const LogHeader& header = std::get<LogHeader>(env.body);
-    if (header.job_id != id || header.step != t || header.leaves.size() != counts.size())
-      throw EngineError(
-          fmt::format("{}: the LogHeader is for another job or step, or lists {} leaves for {} nodes", what,
-                      header.leaves.size(), counts.size()));
-    // Kept as received: the trainer's signature over these leaves is the auditor's evidence if the
-    // trainer's records later commit to other logs (QueryKind::LogEvidence).
-    {
-      const std::filesystem::path file = log_header_path(dir, static_cast<int64_t>(t));
-      std::filesystem::create_directories(file.parent_path());
-      std::ofstream out(file, std::ios::binary | std::ios::trunc);
-      out.write(reinterpret_cast<const char*>(env.bytes.data()),
-                static_cast<std::streamsize>(env.bytes.size()));
-      if (!out) throw EngineError(fmt::format("{}: cannot write the trainer's LogHeader", file.string()));
-    }
-    std::vector<ExpectedTensor> expected;
-    for (size_t n = 0; n < counts.size(); ++n)
-      expected.push_back({{static_cast<int64_t>(counts[n])}, header.leaves[n], DType::Trits});
-    InputOpening opening(std::move(expected), {});
-    while (!opening.complete()) {
-      env = inbox->next(timeout, what);
-      if (env.kind != MessageKind::TensorChunk) throw EngineError(what + ": expected the logs' chunks");
-      from_trainer(env);
-      std::string why;
-      const Acceptance a = opening.accept(std::get<TensorChunk>(env.body), why);
-      if (a == Acceptance::Refused || a == Acceptance::Ignored)
-        throw EngineError(what + ": a chunk does not prove against the trainer's log leaf: " + why);
+      // The trainer numbers the k-th envelope answering request q as q · 2^20 + k (docs/protocol.md,
+      // "Rounding-log jobs"): a late answer to an earlier step's request is redundant, not a fault.
+      const uint64_t q = env.sequence >> ProviderDisputeSession::kAnswerSequenceBits;
+      if (q < first_request) continue;
+      if (q > sequence)
+        throw EngineError(fmt::format("{}: an answer to request {} that was never sent", what, q));
+      if (env.kind == MessageKind::LogHeader) {
+        const LogHeader& header = std::get<LogHeader>(env.body);
+        if (header.job_id != id || header.step != t || header.leaves.size() != counts.size())
+          throw EngineError(
+              fmt::format("{}: the LogHeader is for another job or step, or lists {} leaves for {} nodes",
+                          what, header.leaves.size(), counts.size()));
+        if (opening) {  // the answer to a re-sent request: the same leaves, or two signed logs of one step
+          if (header.leaves != leaves) throw EngineError(what + ": two LogHeaders with different leaves");
+          continue;
+        }
+        // Kept as received: the trainer's signature over these leaves is the auditor's evidence if the
+        // trainer's records later commit to other logs (QueryKind::LogEvidence).
+        const std::filesystem::path file = log_header_path(dir, static_cast<int64_t>(t));
+        std::filesystem::create_directories(file.parent_path());
+        std::ofstream out(file, std::ios::binary | std::ios::trunc);
+        out.write(reinterpret_cast<const char*>(env.bytes.data()),
+                  static_cast<std::streamsize>(env.bytes.size()));
+        if (!out) throw EngineError(fmt::format("{}: cannot write the trainer's LogHeader", file.string()));
+        leaves = header.leaves;
+        std::vector<ExpectedTensor> expected;
+        for (size_t n = 0; n < counts.size(); ++n)
+          expected.push_back({{static_cast<int64_t>(counts[n])}, header.leaves[n], DType::Trits});
+        opening.emplace(std::move(expected), ExpectedSamples{});
+        heard = Clock::now();
+        reask = kFirstReask;
+      } else if (env.kind == MessageKind::TensorChunk) {
+        if (!opening) continue;  // its header was lost: the re-sent request brings both again
+        std::string why;
+        const Acceptance a = opening->accept(std::get<TensorChunk>(env.body), why);
+        if (a == Acceptance::Refused || a == Acceptance::Ignored)
+          throw EngineError(what + ": a chunk does not prove against the trainer's log leaf: " + why);
+        if (a == Acceptance::Taken) {
+          heard = Clock::now();
+          reask = kFirstReask;
+        }
+      } else {
+        throw EngineError(what + ": the answer is neither a LogHeader nor the logs' chunks");
+      }
     }
     StepRoundingLog log;
     log.step = static_cast<int64_t>(t);
-    OpenedInputs opened = opening.take();
+    OpenedInputs opened = opening->take();
     for (size_t n = 0; n < counts.size(); ++n) {
       fetch.packed_bytes += opened.tensors[n].bytes.size();
       log.nodes.push_back(RoundingLog{counts[n], std::move(opened.tensors[n].bytes)});

@@ -41,6 +41,8 @@ struct LogFetch {
   uint64_t wire_bytes = 0;    ///< every envelope received (headers, chunk proofs)
   uint64_t file_bytes = 0;    ///< the gzip files written
   double seconds = 0;         ///< from the connection to the last step written
+  uint64_t reasks = 0;        ///< requests sent again after a silence (a frame lost on the way)
+  uint64_t reconnects = 0;    ///< connections made again after the trainer's connection was lost
 };
 
 /// The key of the trainer an auditor replays: the signer of the trainer's Claim envelope
@@ -54,9 +56,12 @@ PublicKey trainer_claim_key(std::span<const uint8_t> trainer_claim, const JobSpe
 /// rounding_log_path(dir, t) (dir: audited_logs_dir of the run directory) once every node's log is complete
 /// and proven against the leaf of the trainer's LogHeader. Every envelope must be signed by `trainer`,
 /// the key of the trainer's claim (trainer_claim_key): a header signed by any other key would be no
-/// evidence against the trainer (docs/numerics.md, "Trainer and auditors"). Throws EngineError naming
-/// the step when the trainer refuses, closes, stays silent for `timeout`, or sends a header or chunk
-/// that another key signed or that does not fit or prove.
+/// evidence against the trainer (docs/numerics.md, "Trainer and auditors"). A lost frame is not the
+/// trainer's fault: while the trainer is silent the step's request is sent again (after 1 s, then
+/// twice as long each time, at most 16 s apart), and a lost connection is made again; chunks already
+/// proven are kept. Throws EngineError naming the step when the trainer refuses, sends nothing useful
+/// for `timeout` (connections included), or sends a header or chunk that another key signed, that
+/// does not fit or prove, or a second header of the step with other leaves.
 LogFetch fetch_trainer_logs(NetContext& ctx, const std::string& url, const KeyPair& key,
                             const PublicKey& trainer, const JobSpec& job, const DataShape& shape,
                             const Digest& id, const std::filesystem::path& dir,

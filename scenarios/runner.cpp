@@ -83,6 +83,11 @@ class ProviderFleet {
     for (auto& s : slots_) out.push_back(fmt::format("ws://127.0.0.1:{}/", s.port));
     return out;
   }
+  /// The URL provider i's claims sign: its proxy's with link faults, else its own.
+  std::string endpoint(size_t i) const {
+    return slots_[i].proxy_url.empty() ? fmt::format("ws://127.0.0.1:{}/", slots_[i].port)
+                                       : slots_[i].proxy_url;
+  }
   const std::string& name(size_t i) const { return slots_[i].spec.name; }
   std::vector<ProxyCounts> proxies() const {
     std::vector<ProxyCounts> out;
@@ -347,7 +352,11 @@ ScenarioResult run_scenario(const Scenario& s, const RunOptions& o) {
       nodes::DelegateRequest request;
       // The job as the scenario plays it (with its [dispute] terms), next to the scenario's other files.
       request.job_file = dir / s.job.filename();
-      std::ofstream(request.job_file, std::ios::binary) << s.job_text;
+      // Behind its proxy a trainer signs the proxy's URL: the job names that endpoint as its trainer,
+      // and the auditors fetch its logs through the proxy too.
+      const bool named = s.roles && fleet.endpoint(0) != fleet.urls()[0];
+      std::ofstream(request.job_file, std::ios::binary)
+          << (named ? nodes::job_with_trainer(s.job_text, fleet.endpoint(0)) : s.job_text);
       request.providers = fleet.urls();
       request.referee = referee_url;
       std::vector<std::string> flooded = fleet.urls();

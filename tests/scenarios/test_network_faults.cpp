@@ -8,7 +8,10 @@
 #include <atomic>
 
 #include "scenarios/fault_proxy.h"
+#include "scenarios/runner.h"
 #include "tests/nodes/network.h"
+#include "tests/source_dir.h"
+#include "tests/temp_dir.h"
 
 using namespace tribunal;
 using namespace tribunal::scenarios;
@@ -124,4 +127,45 @@ TEST_CASE("lost, late, duplicated frames and a cut connection on the honest prov
     CHECK(c.connections >= 2);  // the referee reconnected
   }
   CHECK(acted > 0);
+}
+
+TEST_CASE(
+    "a lost LogHeader and a cut connection in the auditor's log fetch do not cost the honest auditor "
+    "its claim") {
+  // The cheating trainer (mallory, rlog_roles_trainer_cheats.toml) sits behind an on-path proxy, which
+  // its signed endpoint names, so the honest auditor (alice) fetches its logs through it. Before, a
+  // lost frame or connection ended the fetch: alice made no claim, and no claim stood. Now the step is
+  // asked for again and the connection made again (nodes/trainer_logs.h).
+  const Scenario s = load_scenario(testing::source_dir() / "scenarios/suite/rlog_roles_trainer_cheats.toml");
+  REQUIRE(s.roles);
+  REQUIRE(s.providers.at(0).name == "mallory");
+  const testing::TempDir dir("rlog-fetch-faults");
+  RunOptions o;
+  o.work_dir = dir.path;
+  std::atomic<bool> header_dropped{false}, cut{false};
+  std::atomic<int> chunks{0};
+  o.link_faults = [&](size_t provider) -> FrameFilter {
+    if (provider != 0)
+      return [](Direction, uint64_t, uint64_t, const std::vector<uint8_t>&) { return FrameFault{}; };
+    return [&](Direction d, uint64_t connection, uint64_t, const std::vector<uint8_t>& f) {
+      if (d != Direction::ToReferee || connection != 0) return FrameFault{};
+      // The first step's LogHeader is lost: its chunks come with nothing to prove them against.
+      if (is_kind(f, MessageKind::LogHeader) && !header_dropped.exchange(true))
+        return FrameFault{FrameFault::Kind::Drop};
+      // Well into the answer to the request sent again, the connection is cut.
+      if (is_kind(f, MessageKind::TensorChunk) && header_dropped && ++chunks == 40 && !cut.exchange(true))
+        return FrameFault{FrameFault::Kind::Cut};
+      return FrameFault{};
+    };
+  };
+  const ScenarioResult r = run_scenario(s, o);
+  std::string why = r.error;
+  for (const auto& m : r.mismatches) why += "\n" + m;
+  INFO(why);
+  CHECK(r.error.empty());
+  CHECK(r.passed);
+  CHECK(r.winner == "alice");
+  REQUIRE(r.proxies.size() == 2);
+  CHECK(r.proxies[0].dropped == 1);
+  CHECK(r.proxies[0].cut == 1);
 }
