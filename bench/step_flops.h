@@ -1,0 +1,50 @@
+// The floating-point operations of a step graph's products — the matmuls, linear layers and
+// convolutions (forward and backward), 2 per multiply-add — from the shapes and attributes of its
+// nodes (ops/registry.h). Elementwise ops, reductions and the optimizer are not counted: they are
+// bound by memory, and counting them would flatter a GFLOP/s figure set against the FMA peak.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/graph.h"
+#include "ops/registry.h"
+
+namespace tribunal::bench {
+
+/// 2·M·N·K summed over the product nodes of `g` (batched matmuls: per batch); FLOPs per step.
+inline double step_product_flops(const StepGraph& g) {
+  double flops = 0;
+  for (const Node& n : g.nodes) {
+    if (n.outputs.empty() || n.inputs.empty()) continue;
+    const Shape& out = g.values[n.outputs[0]].shape;
+    const Shape& a = g.values[n.inputs[0]].shape;
+    const double outputs = static_cast<double>(out.numel());
+    switch (n.op) {
+      case OpKind::Linear:  // x[M,K] → y[M,N]
+        flops += 2 * outputs * static_cast<double>(a[a.rank() - 1]);
+        break;
+      case OpKind::Matmul: {  // op(a)[…,M,K] · op(b)[…,K,N]
+        const bool trans_a = !n.attrs.ints.empty() && n.attrs.ints[0] != 0;
+        flops += 2 * outputs * static_cast<double>(a[a.rank() - (trans_a ? 2 : 1)]);
+        break;
+      }
+      case OpKind::Conv2d: {  // each output sums C/G·KH·KW products: w[O,C/G,KH,KW]
+        const Shape& w = g.values[n.inputs[1]].shape;
+        flops += 2 * outputs * static_cast<double>(w[1] * w[2] * w[3]);
+        break;
+      }
+      case OpKind::Conv2dBackwardInput:  // w[O,C/G,KH,KW], dy[N,O,OH,OW]: the forward's products
+      case OpKind::Conv2dBackwardWeight: {
+        const Shape& dy = g.values[n.inputs[1]].shape;
+        const Shape& w = n.op == OpKind::Conv2dBackwardInput ? a : out;
+        flops += 2 * static_cast<double>(dy.numel()) * static_cast<double>(w[1] * w[2] * w[3]);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  return flops;
+}
+
+}  // namespace tribunal::bench
