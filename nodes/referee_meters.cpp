@@ -30,6 +30,11 @@ RefereeMeters::RefereeMeters(MetricsRegistry& m)
                       "From a question sent to a provider to the arrival of the first message of its "
                       "accepted answer.",
                       latency_buckets())),
+      handling_latency(m.histogram(
+          "tribunal_referee_handling_seconds",
+          "The referee's own latency: from the arrival of a provider's frame to the write of a question it "
+          "caused (its queues, checks, store commit and write; one observation per question).",
+          handling_buckets())),
       commit_latency(m.histogram("tribunal_referee_store_commit_seconds",
                                  "Duration of each durable store commit (one dispute input, written ahead).",
                                  latency_buckets())) {
@@ -46,6 +51,10 @@ RefereeMeters::RefereeMeters(MetricsRegistry& m)
         "Disputes decided, by outcome: one claim stands (the verdict agrees with exactly one claim, the "
         "honest one), none stands, both stand, or undecided (no one convicted).",
         {{"outcome", outcome}});
+}
+
+std::vector<double> handling_buckets() {
+  return {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5, 10};
 }
 
 const char* verdict_outcome(const Verdict& v) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "nodes/metrics.h"
 #include "referee/referee_dispute.h"
@@ -26,6 +27,10 @@ struct DisputeStats {
 /// claim stands: the verdict agrees with one claim), "no_claim_stands", "both_claims_stand" or
 /// "undecided" (is_undecided(reason): no one convicted).
 const char* verdict_outcome(const Verdict& v);
+
+/// Bucket bounds of tribunal_referee_handling_seconds (seconds): 0.5 ms to 10 s, finer than
+/// latency_buckets() around the tens of milliseconds a loaded referee takes.
+std::vector<double> handling_buckets();
 
 /// The tribunal_referee_* series, registered in the registry given to the constructor (which must
 /// outlive it). Counters and histograms are thread-safe (nodes/metrics.h).
@@ -51,6 +56,9 @@ struct RefereeMeters {
   Counter& frames_refused;
   Counter& reconnects;
   Histogram& answer_latency;  ///< question sent → first message of its accepted answer (seconds)
+  /// The referee's own latency: a provider frame's arrival → the write of a question it caused
+  /// (seconds; one observation per question; handling_buckets()).
+  Histogram& handling_latency;
   Histogram& commit_latency;  ///< one durable store commit (seconds)
 };
 

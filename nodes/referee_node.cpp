@@ -436,9 +436,11 @@ void RefereeNode::prune_store() {
 // Called on the dispute's strand with live.mu held: what a RefereeDispute handler returned, in its
 // order. Write-ahead: the Step's inputs are committed before any message it caused is sent; a commit
 // that throws (StoreError) propagates, and nothing is sent. Then the messages, then the events.
-void RefereeNode::apply(Live& live, RefereeDispute::Step step) {
+// `caused_by`: the arrival of the provider frame the Step answers (for the handling latency).
+void RefereeNode::apply(Live& live, RefereeDispute::Step step,
+                        std::optional<SteadyClock::time_point> caused_by) {
   commit(live, step);
-  deliver(live, std::move(step.send));
+  deliver(live, std::move(step.send), caused_by);
   const LogScope scope(live.keys());
   for (const DisputeEvent& e : step.events) {
     log_->info(fmt::format("referee: dispute {} round {}: {}", live.tag, e.round, e.text));
@@ -706,7 +708,7 @@ void RefereeNode::on_provider_message(const std::shared_ptr<Live>& live, int par
     } else if (const auto asked = live->link(party).answered()) {
       meters_.answer_latency.observe(std::chrono::duration<double>(received - *asked).count());
     }
-    apply(*live, std::move(step));
+    apply(*live, std::move(step), received);
   } catch (const WireError& e) {
     // Undecodable or badly signed: refused without touching the game.
     ++live->stats.refused;
@@ -729,8 +731,10 @@ void RefereeNode::provider_lost(Live& live, int party, const std::string& why) {
 }
 
 // Called with live.mu held. A provider that is not connected misses nothing: on (re)connection it
-// gets the DisputeOpen and the question it still owes (RefereeDispute::reconnect).
-void RefereeNode::deliver(Live& live, std::vector<RefereeDispute::Outgoing> out) {
+// gets the DisputeOpen and the question it still owes (RefereeDispute::reconnect). A question caused
+// by a provider frame that arrived at `caused_by` adds the time to its write to handling_latency.
+void RefereeNode::deliver(Live& live, std::vector<RefereeDispute::Outgoing> out,
+                          std::optional<SteadyClock::time_point> caused_by) {
   for (auto& o : out) {
     ProviderLink& link = live.link(o.party);
     if (!link.session()) continue;
@@ -741,8 +745,9 @@ void RefereeNode::deliver(Live& live, std::vector<RefereeDispute::Outgoing> out)
     }
     // A question's clock starts once it is written to the party's connection (docs/protocol.md,
     // "Clocks"): the referee's own queues and commits are not the party's time.
-    auto written = [this, weak = live.self, party = o.party, question = o.question] {
+    auto written = [this, weak = live.self, party = o.party, question = o.question, caused_by] {
       const GameTime at = now();
+      if (caused_by) meters_.handling_latency.observe(seconds_since(*caused_by));
       auto l = weak.lock();
       if (!l) return;
       asio::post(l->strand, [this, l, party, question, at] {

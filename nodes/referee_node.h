@@ -167,10 +167,12 @@ class RefereeNode {
   void resume_stored(const StoredDispute& stored);
   void connect_provider(const std::shared_ptr<Live>& live, int party);
   void provider_lost(Live& live, int party, const std::string& why);
-  void deliver(Live& live, std::vector<RefereeDispute::Outgoing> out);
+  void deliver(Live& live, std::vector<RefereeDispute::Outgoing> out,
+               std::optional<std::chrono::steady_clock::time_point> caused_by = std::nullopt);
   void finish_if_done(Live& live);
   void drop(Live& live, const std::string& why);
-  void apply(Live& live, RefereeDispute::Step step);
+  void apply(Live& live, RefereeDispute::Step step,
+             std::optional<std::chrono::steady_clock::time_point> caused_by = std::nullopt);
   void commit(Live& live, RefereeDispute::Step& step);
   HttpHandler http_handler();
 

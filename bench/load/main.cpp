@@ -13,18 +13,25 @@
 // wins, cheat located at the injected step and node). Prints one JSON object.
 //
 //   bench_load [--disputes 500] [--referee-threads 2] [--provider-workers 2] [--silent 1200] [--no-abuse]
+//              [--no-pin]
 //
 // --silent: how many silent connections the flooder opens from one address (more than the referee's
 // per-address limit, so that some are refused). --verbose: the referee's log lines on stderr.
 //
-// Message-handling latency: per dispute, from the provider sending the last answer of a round to a
+// End-to-end latency: per dispute, from the provider sending the last answer of a round to a
 // provider receiving the referee's next question (referee handling + loopback both ways + this
-// process's receive path); p50/p99 over all rounds of all disputes. Referee memory is its RSS sampled
-// from /proc every 20 ms (peak per phase) and its VmHWM; its CPU from /proc/<pid>/stat. The abuse
+// process's receive path); p50/p99 over all rounds of all disputes. The referee's own latency
+// ("referee_handling"): its tribunal_referee_handling_seconds histogram (a provider frame's arrival
+// to the write of the question it caused), read from its /metrics before and after each phase. With
+// two CPUs or more the referee runs on the first CPU this process may use and everything else (the
+// providers, clients, flooder) on the others (--no-pin: anywhere). Referee memory is its RSS sampled
+// from /proc every 20 ms (peak per phase) and its VmHWM; its CPU from /proc/<pid>/stat, and the time
+// its threads waited for a CPU (runnable, not running) from /proc/<pid>/task/*/schedstat.
 //
 // The parts, one file each in bench/load/: the referee process (referee_process.h), its /proc
 // readings (proc_sample.h), the providers (provider_host.h) with the latency samples (latency.h), the
 // clients (clients.h) and the flooder (flooder.h); this file runs the phases and prints the result.
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -49,6 +56,7 @@
 #include "bench/load/load.h"
 #include "bench/load/proc_sample.h"
 #include "bench/load/provider_host.h"
+#include "bench/load/referee_metrics.h"
 #include "bench/load/referee_process.h"
 #include "cheats/fault_policy.h"
 #include "engine/trainer.h"
@@ -73,6 +81,26 @@ struct PhaseResult {
   uint64_t peak_rss_kib = 0;
 };
 
+// The CPUs this process may run on, ascending.
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> out;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return out;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) out.push_back(c);
+  return out;
+}
+
+void run_on(const std::vector<int>& cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (const int c : cpus) CPU_SET(c, &set);
+  if (sched_setaffinity(0, sizeof set, &set) != 0) throw std::runtime_error("sched_setaffinity failed");
+}
+
+constexpr const char* kHandling = "tribunal_referee_handling_seconds";
+
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -87,7 +115,7 @@ int main(int argc, char** argv) {
   int referee_threads = 2, provider_workers = 2;
   bool no_abuse = false;
   size_t silent_count = 1200;
-  bool verbose = false;
+  bool verbose = false, no_pin = false;
   CLI::App app(
       "The referee under load: N concurrent disputes over loopback WebSockets, clean and under a flood; "
       "prints one JSON object (exit 1 unless every verdict is correct).",
@@ -109,16 +137,23 @@ int main(int argc, char** argv) {
       ->type_name("N")
       ->capture_default_str();
   app.add_flag("--no-abuse", no_abuse, "run the clean phase only");
+  app.add_flag("--no-pin", no_pin,
+               "run the referee and the load on any CPU (by default, with two CPUs or more, the referee on "
+               "the first one and the load on the others)");
   app.add_flag("--verbose", verbose, "the referee's log lines on stderr");
   bench::parse_command_line(app, argc, argv);
   const bool abuse_phase = !no_abuse;
   const size_t fd_limit = raise_fd_limit();
   const KeyPair referee_key = generate_keypair();
 
-  // The referee, forked before any thread exists.
+  // The referee, forked before any thread exists, on a CPU of its own; this process on the rest.
+  std::vector<int> load_cpus = allowed_cpus();
+  const int referee_cpu = !no_pin && load_cpus.size() >= 2 ? load_cpus.front() : -1;
+  if (referee_cpu >= 0) load_cpus.erase(load_cpus.begin());
   std::optional<RefereeProcess> referee;
   try {
-    referee.emplace(referee_key, referee_threads, verbose);
+    referee.emplace(referee_key, referee_threads, verbose, referee_cpu);
+    if (referee_cpu >= 0) run_on(load_cpus);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_load: %s\n", e.what());
     return 1;
@@ -211,7 +246,9 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     const uint64_t junk0 = abuse ? abuse->junk_frames.load() : 0, big0 = abuse ? abuse->big_sent.load() : 0;
+    const HistogramScrape handling0 = scrape_histogram(referee_url, kHandling);
     const ProcSample before = sample_proc(child);
+    const double waited0 = runqueue_wait_seconds(child);
     const auto t0 = Clock::now();
     open_disputes(ctx, referee_url, referee_key.public_key, disputes, out);
     {
@@ -220,6 +257,8 @@ int main(int argc, char** argv) {
     }
     const double wall = std::chrono::duration<double>(out->last - t0).count();
     const ProcSample after = sample_proc(child);
+    const double waited = runqueue_wait_seconds(child) - waited0;
+    const HistogramScrape handling1 = scrape_histogram(referee_url, kHandling);
     PhaseResult r;
     std::vector<double> samples, provider;
     {
@@ -245,8 +284,10 @@ int main(int argc, char** argv) {
               {"latency_max_ms", percentile(samples, 1.0)},
               {"provider_answer_p99_ms", percentile(provider, 0.99)},
               {"provider_answer_max_ms", percentile(provider, 1.0)},
+              {"referee_handling", histogram_delta(handling0, handling1)},
               {"referee_peak_rss_mib", static_cast<double>(r.peak_rss_kib) / 1024},
-              {"referee_cpu_seconds", after.cpu_seconds - before.cpu_seconds}};
+              {"referee_cpu_seconds", after.cpu_seconds - before.cpu_seconds},
+              {"referee_runqueue_wait_seconds", waited}};
     if (abuse)
       r.json["during_disputes"] = {
           {"junk_frames_sent", abuse->junk_frames - junk0},
@@ -259,6 +300,8 @@ int main(int argc, char** argv) {
   nlohmann::json result = {{"bench", "load"},
                            {"referee_threads", referee_threads},
                            {"provider_workers", provider_workers},
+                           {"referee_cpu", referee_cpu >= 0 ? nlohmann::json(referee_cpu) : "any"},
+                           {"load_cpus", load_cpus},
                            {"fd_limit", fd_limit},
                            {"job", "scenarios/jobs/short_mlp.toml"},
                            {"cheat", {{"step", kFaultStep}, {"node", kFaultNode}}},

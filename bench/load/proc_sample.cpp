@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -31,6 +32,17 @@ ProcSample sample_proc(pid_t pid) {
     s.cpu_seconds = static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
   }
   return s;
+}
+
+double runqueue_wait_seconds(pid_t pid) {
+  uint64_t wait_ns = 0;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::ifstream in(task.path() / "schedstat");
+    uint64_t run_ns = 0, waited_ns = 0;
+    if (in >> run_ns >> waited_ns) wait_ns += waited_ns;
+  }
+  return static_cast<double>(wait_ns) * 1e-9;
 }
 
 PeakRss::PeakRss(pid_t pid)

@@ -20,6 +20,11 @@ struct ProcSample {
 /// Reads process `pid`'s figures; zeros for what cannot be read (e.g. the process has gone).
 ProcSample sample_proc(pid_t pid);
 
+/// Seconds the threads of process `pid` (those alive now) have spent runnable but waiting for a CPU,
+/// from /proc/PID/task/*/schedstat (its second field, ns); 0 when it cannot be read. On a loaded
+/// machine this is the time other processes (or the process's own other threads) held its CPU.
+double runqueue_wait_seconds(pid_t pid);
+
 /// The peak VmRSS of process `pid`, sampled every 20 ms on a thread of its own until stop().
 class PeakRss {
  public:

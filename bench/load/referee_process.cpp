@@ -1,5 +1,6 @@
 #include "bench/load/referee_process.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -51,6 +52,7 @@ struct ChildStats {
     if (has("handshake failed")) ++stats.handshake_failed;
   });
   double cpu = 0;
+  uint64_t bytes_in = 0, bytes_out = 0;
   std::mutex cpu_mu;
   {
     NetContext ctx(threads, /*handle_signals=*/true);
@@ -67,6 +69,8 @@ struct ChildStats {
       ++stats.finished;
       std::lock_guard lock(cpu_mu);
       cpu += s.cpu_seconds;
+      bytes_in += s.bytes_in;
+      bytes_out += s.bytes_out;
     };
     const uint16_t port = node.listen("127.0.0.1", 0);
     if (write(port_fd, &port, sizeof port) != sizeof port) _exit(2);
@@ -74,6 +78,8 @@ struct ChildStats {
   }
   const nlohmann::json out = {{"finished", stats.finished.load()},
                               {"dispute_cpu_seconds", cpu},
+                              {"dispute_bytes_in", bytes_in},
+                              {"dispute_bytes_out", bytes_out},
                               {"refused_429", stats.refused_429.load()},
                               {"refused_503", stats.refused_503.load()},
                               {"refused_unanswered_bursts", stats.unanswered.load()},
@@ -88,13 +94,19 @@ struct ChildStats {
 
 }  // namespace
 
-RefereeProcess::RefereeProcess(const KeyPair& key, int threads, bool verbose) {
+RefereeProcess::RefereeProcess(const KeyPair& key, int threads, bool verbose, int cpu) {
   int pipe_fd[2];
   if (pipe(pipe_fd) != 0) throw std::runtime_error("cannot make a pipe for the referee");
   pid_ = fork();
   if (pid_ < 0) throw std::runtime_error("cannot fork the referee");
   if (pid_ == 0) {
     close(pipe_fd[0]);
+    if (cpu >= 0) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(cpu, &set);
+      if (sched_setaffinity(0, sizeof set, &set) != 0) _exit(4);
+    }
     run_referee(key, threads, pipe_fd[1], verbose);
   }
   close(pipe_fd[1]);

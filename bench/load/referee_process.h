@@ -19,8 +19,9 @@ namespace tribunal::load_bench {
 class RefereeProcess {
  public:
   /// Forks the referee and waits until it listens. Must run before this process starts any thread
-  /// (fork copies only the calling one). Throws std::runtime_error if it cannot be started.
-  RefereeProcess(const KeyPair& key, int threads, bool verbose);
+  /// (fork copies only the calling one). With `cpu` ≥ 0 the referee (every thread it starts) runs
+  /// on that CPU only (sched_setaffinity). Throws std::runtime_error if it cannot be started.
+  RefereeProcess(const KeyPair& key, int threads, bool verbose, int cpu = -1);
   RefereeProcess(const RefereeProcess&) = delete;
   RefereeProcess& operator=(const RefereeProcess&) = delete;
 

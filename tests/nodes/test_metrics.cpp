@@ -203,6 +203,11 @@ TEST_CASE(
   CHECK(sample(after, "tribunal_referee_answer_latency_seconds_count") >= 2 * 4);
   CHECK(sample(after, "tribunal_referee_answer_latency_seconds_bucket{le=\"+Inf\"}") ==
         sample(after, "tribunal_referee_answer_latency_seconds_count"));
+  // Every round after the first asked its questions on a provider's answer: the referee's own
+  // latency, from that frame's arrival to the question's write.
+  CHECK(sample(after, "tribunal_referee_handling_seconds_count") >= 2 * 3);
+  CHECK(sample(after, "tribunal_referee_handling_seconds_bucket{le=\"+Inf\"}") ==
+        sample(after, "tribunal_referee_handling_seconds_count"));
   CHECK(sample(after, "tribunal_referee_store_commit_seconds_count") > 2);
   CHECK(sample(after, "tribunal_connections_refused_total") == 0);
   CHECK(sample(after, "process_cpu_seconds_total") > 0);
