@@ -698,9 +698,10 @@ void RefereeNode::on_provider_message(const std::shared_ptr<Live>& live, int par
   try {
     // An opened tensor chunk proves itself; its signature is checked only if it would be held against
     // the party (RefereeDispute::on_envelope).
-    // The envelope is opened here, once: the dispute takes it as it is.
-    const Envelope env = open_envelope(bytes, SignatureCheck::DeferTensorChunks);
-    RefereeDispute::Step step = live->dispute->on_envelope(party, env, arrived);
+    // The envelope is opened here, once, and the dispute takes it as it is: the frame itself becomes
+    // the envelope's bytes, and those the recorded input's, never copied.
+    RefereeDispute::Step step = live->dispute->on_envelope(
+        party, open_envelope(std::move(bytes), SignatureCheck::DeferTensorChunks), arrived);
     if (!step.refused.empty())
       log_->warn(fmt::format("referee: refused a message from provider {}: {}", party, step.refused));
     if (!step.refused.empty() || step.rejected) {

@@ -69,7 +69,10 @@ std::vector<uint8_t> seal(const KeyPair& keys, const Digest& context, uint64_t s
   return w.take();
 }
 
-Envelope open_envelope(std::span<const uint8_t> bytes, SignatureCheck check) {
+namespace {
+
+// open_envelope without Envelope::bytes, which the callers fill (a copy, or the frame moved in).
+Envelope open_checked(std::span<const uint8_t> bytes, SignatureCheck check) {
   ensure_sodium();
   if (bytes.size() > kMaxMessageBytes) {
     throw WireError(CloseCode::TooBig, "Envelope: " + std::to_string(bytes.size()) + " bytes exceed " +
@@ -115,7 +118,20 @@ Envelope open_envelope(std::span<const uint8_t> bytes, SignatureCheck check) {
     r.fail(CloseCode::PolicyViolation, signature_field, signature_at, "does not verify under the sender key");
   }
   env.body = decode_body(env.kind, body, body_at);
+  return env;
+}
+
+}  // namespace
+
+Envelope open_envelope(std::span<const uint8_t> bytes, SignatureCheck check) {
+  Envelope env = open_checked(bytes, check);
   env.bytes.assign(bytes.begin(), bytes.end());
+  return env;
+}
+
+Envelope open_envelope(std::vector<uint8_t>&& bytes, SignatureCheck check) {
+  Envelope env = open_checked(bytes, check);
+  env.bytes = std::move(bytes);  // checked as it is: the buffer moves, its bytes stay where they were read
   return env;
 }
 

@@ -71,6 +71,9 @@ std::vector<uint8_t> seal(const KeyPair& keys, const Digest& context, uint64_t s
 /// by the key it names. Throws WireError (TooBig, InvalidPayload, PolicyViolation for a bad signature)
 /// naming the field and its offset in `bytes`.
 Envelope open_envelope(std::span<const uint8_t> bytes, SignatureCheck check = SignatureCheck::Always);
+/// The same, keeping the received frame itself as Envelope::bytes instead of a copy of it: what a
+/// referee does with a frame it read (a 64 KiB tensor chunk is not copied to be recorded).
+Envelope open_envelope(std::vector<uint8_t>&& bytes, SignatureCheck check = SignatureCheck::Always);
 
 /// Checks the signature of an envelope that open_envelope decoded without it (env.bytes as received).
 /// Throws WireError (PolicyViolation) if it does not verify under env.sender.

@@ -50,13 +50,13 @@ LocalRun play_local(RefereeDispute& referee, const std::array<LocalParty, 2>& pa
         (!referee.game().awaiting(o.party) ||
          std::get<Query>(env.body).round != referee.game().current_query().round))
       continue;
-    for (const std::vector<uint8_t>& answer : parties[static_cast<size_t>(o.party)](env)) {
+    for (std::vector<uint8_t>& answer : parties[static_cast<size_t>(o.party)](env)) {
       run.bytes_in += answer.size();
       t0 = thread_cpu_seconds();
       // The referee decodes and checks every byte it receives: that is part of its cost.
-      // It opens them as the referee node does (nodes/referee_node.cpp).
-      const Envelope env = open_envelope(answer, SignatureCheck::DeferTensorChunks);
-      RefereeDispute::Step step = referee.on_envelope(o.party, env, GameTime{});
+      // It opens them as the referee node does (nodes/referee_node.cpp): once, keeping the frame.
+      RefereeDispute::Step step = referee.on_envelope(
+          o.party, open_envelope(std::move(answer), SignatureCheck::DeferTensorChunks), GameTime{});
       run.referee_cpu_seconds += thread_cpu_seconds() - t0;
       take(std::move(step));
     }

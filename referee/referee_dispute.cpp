@@ -223,8 +223,8 @@ RefereeDispute::Step RefereeDispute::sealed(Turn turn) {
 RefereeDispute::Step RefereeDispute::start(GameTime now) {
   return sealed(start_turn(now));
 }
-RefereeDispute::Step RefereeDispute::on_envelope(int party, const Envelope& env, GameTime now) {
-  return sealed(envelope_turn(party, env, now));
+RefereeDispute::Step RefereeDispute::on_envelope(int party, Envelope env, GameTime now) {
+  return sealed(envelope_turn(party, std::move(env), now));
 }
 RefereeDispute::Step RefereeDispute::on_tick(GameTime now) {
   return sealed(tick_turn(now));
@@ -312,7 +312,7 @@ std::unique_ptr<RefereeDispute> RefereeDispute::replay(const KeyPair& referee_ke
         } catch (const ProtocolError& e) {
           throw diverged(std::string("its envelope does not open: ") + e.what());
         }
-        Turn turn = d->envelope_turn(in.party, env, in.at);
+        Turn turn = d->envelope_turn(in.party, std::move(env), in.at);
         if (!turn.refused.empty()) throw diverged(turn.refused);
         if (turn.rejected) throw diverged("the game refuses the envelope");
         keep(std::move(turn));
@@ -341,7 +341,7 @@ std::unique_ptr<RefereeDispute> RefereeDispute::replay(const KeyPair& referee_ke
   return d;
 }
 
-RefereeDispute::Turn RefereeDispute::envelope_turn(int party, const Envelope& env, GameTime now) {
+RefereeDispute::Turn RefereeDispute::envelope_turn(int party, Envelope&& env, GameTime now) {
   Turn turn;
   const auto refuse = [&](std::string why) {
     turn.refused = std::move(why);
@@ -384,7 +384,9 @@ RefereeDispute::Turn RefereeDispute::envelope_turn(int party, const Envelope& en
     handle(turn, std::move(actions), now);
     return turn;
   }
-  DisputeInput input{DisputeInput::Kind::Envelope, party, env.bytes, now};
+  // The record keeps the envelope's bytes as received, moved, not copied (an opening's chunks are
+  // most of the bytes a dispute receives: docs/performance.md, "The light referee").
+  DisputeInput input{DisputeInput::Kind::Envelope, party, std::move(env.bytes), now};
   if (actions.empty() && (game_->phase() == Phase::OpenInputs || game_->phase() == Phase::OpenLog)) {
     // An opening in progress changes nothing durable (a resumed game asks for it whole again): its
     // envelopes, from both parties in the order they were taken, are recorded once it completes or

@@ -164,8 +164,9 @@ class RefereeDispute {
   /// dispute, or with a stale sequence number are refused without effect (Step::refused). An envelope
   /// opened with SignatureCheck::DeferTensorChunks whose chunk the game would hold against the party
   /// has its signature checked here first — the only second look at an envelope — and is refused if
-  /// it does not verify. Commits an Envelope input when the game accepted it.
-  Step on_envelope(int party, const Envelope& env, GameTime now);
+  /// it does not verify. Commits an Envelope input when the game accepted it: the envelope's bytes
+  /// move into it (Envelope::bytes, as received), so a caller hands over an envelope it no longer needs.
+  Step on_envelope(int party, Envelope env, GameTime now);
 
   /// Checks deadlines; commits a Tick input when a party forfeited. Otherwise asks again what a
   /// party owes and is due for (Game::reask; docs/protocol.md, "Lost frames"): not an input, nothing
@@ -243,7 +244,7 @@ class RefereeDispute {
     bool rejected = false;
   };
   Turn start_turn(GameTime now);
-  Turn envelope_turn(int party, const Envelope& env, GameTime now);
+  Turn envelope_turn(int party, Envelope&& env, GameTime now);
   Turn tick_turn(GameTime now);
   Turn written_turn(int party, uint64_t question, GameTime at);
   Turn resume_turn(GameTime now);
