@@ -148,8 +148,8 @@ void Executor::run_rounded(size_t n, const Node& node, std::span<const Tensor* c
   // Per thread (shards may run side by side) and kept: a GPT step rounds ~80 M values, so fresh
   // buffers per node would fault in their pages every step.
   thread_local std::vector<std::vector<double>> wide, quanta;
+  thread_local QuantaFactors factors;
   wide.resize(out.size());
-  quanta.resize(out.size());
   RoundingProfile* const profile = rounding_->profile;
   auto t0 = std::chrono::steady_clock::now();
   const auto lap = [&](RoundingProfile::Part part) {
@@ -159,17 +159,30 @@ void Executor::run_rounded(size_t n, const Node& node, std::span<const Tensor* c
   };
   run_float64(node.op, node.attrs, in, wide, rounding_->gemm, &pool);
   if (profile) lap(RoundingProfile::Float64);
-  rounding_quanta(node.op, node.attrs, in, quanta, rounding_->numerics->quantum_bits);
+  rounding_quanta_factors(node.op, node.attrs, in, factors, rounding_->numerics->quantum_bits);
   if (profile) lap(RoundingProfile::Quanta);
+  // One quantum per value (rounding_quanta's vectors), for the paths that take them: a tamper hook, a
+  // replay, an audit. The trainer's rounding makes them from the factors as it goes.
+  const auto per_value = [&] {
+    quanta.resize(out.size());
+    for (std::vector<double>& q : quanta) q.clear();
+    if (quanta.empty() || factors.empty()) return;
+    quanta[0].resize(factors.size());
+    factors.fill(0, factors.size(), quanta[0].data());
+  };
   const double tau = rounding_->numerics->tau_of(node.op);
   if (!rounding_->replay) {
-    RoundingLog log = round_outputs_logged(wide, out, tau, quanta, &pool);
+    RoundingLog log = round_outputs_logged(wide, out, tau, factors, &pool);
     if (profile) lap(RoundingProfile::Round);
-    if (rounding_->tamper) rounding_->tamper(n, wide, log, out, tau, quanta);
+    if (rounding_->tamper) {
+      per_value();
+      rounding_->tamper(n, wide, log, out, tau, quanta);
+    }
     if (rounding_->record) rounding_->record->nodes[n] = std::move(log);
     return;
   }
   const RoundingLog& log = rounding_->replay->nodes[n];
+  per_value();
   if (rounding_->audit) {
     round_audited(wide, log, out, tau, quanta);
     if (profile) lap(RoundingProfile::Round);

@@ -153,7 +153,8 @@ struct VjpArgs {
   std::span<const bool> needs_grad;     ///< which inputs want a gradient
 };
 
-struct Float64Call;  // one float64 invocation (ops/float64/internal.h)
+struct Float64Call;    // one float64 invocation (ops/float64/internal.h)
+struct QuantaFactors;  // a gemm op's rounding quanta (ops/rounding_log.h)
 
 using ShapeFn = std::vector<Shape> (*)(const Attrs&, std::span<const Shape> inputs);
 using KernelFn = void (*)(const Attrs&, std::span<const Tensor* const> in, std::span<Tensor* const> out);
@@ -166,9 +167,9 @@ using Float64Fn = void (*)(const Float64Call&);
 /// The length of each output element's fma chain of a contraction, from its attributes and input
 /// shapes (already valid): what re-executing one output element costs (engine/cost.h node_work).
 using FmaChainFn = uint64_t (*)(const Attrs&, std::span<const Shape> in);
-/// Fills `quanta` with output 0's rounding quanta of a gemm op (ops/float64/float64.h rounding_quanta)
-/// on inputs already valid for the op; quantum_bits already checked.
-using QuantaFn = void (*)(const Attrs&, std::span<const Tensor* const> in, std::vector<double>& quanta,
+/// Sets `quanta` to output 0's rounding quanta of a gemm op (ops/float64/float64.h rounding_quanta), in
+/// factored form (ops/rounding_log.h), on inputs already valid for the op; quantum_bits already checked.
+using QuantaFn = void (*)(const Attrs&, std::span<const Tensor* const> in, QuantaFactors& quanta,
                           int quantum_bits);
 
 /// How far two honest float64 executions of an op may differ before rounding (docs/numerics.md,

@@ -1,10 +1,12 @@
 // Rounding decisions and their packed log. See rounding_log.h.
 #include "ops/rounding_log.h"
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 
@@ -300,6 +302,32 @@ void round_run_scalar(const double* x, const double* q, size_t n, double tau, fl
   }
 }
 
+/// Each of the low eight bits of a lane mask as one byte (0 or 1), lane l in byte l.
+constexpr std::array<uint64_t, 256> kSpreadBits = [] {
+  std::array<uint64_t, 256> t{};
+  for (unsigned m = 0; m < 256; ++m)
+    for (unsigned l = 0; l < 8; ++l) t[m] |= static_cast<uint64_t>(m >> l & 1) << (8 * l);
+  return t;
+}();
+
+/// The decision bytes of up to eight lanes from their masks (`down` within `logged`): 1 where logged
+/// and down, 2 where logged and up, else 0 — 2·logged − down byte by byte, with no borrow.
+inline uint64_t decision_bytes(unsigned logged, unsigned down) {
+  return 2 * kSpreadBits[logged & 0xff] - kSpreadBits[down & 0xff];
+}
+
+/// The lanes of a SIMD group at x (the bits set in `slow`, of `lanes`) that the fast grid refuses, by
+/// the per-value rules.
+inline void round_slow_lanes(unsigned slow, int lanes, const double* x, const double* q, double tau, float* y,
+                             uint8_t* d) {
+  for (int l = 0; l < lanes; ++l)
+    if (slow >> l & 1) {
+      const LoggedRounding rr = logged_unchecked(x[l], tau, q ? q[l] : 0.0);
+      y[l] = rr.value;
+      d[l] = static_cast<uint8_t>(rr.decision);
+    }
+}
+
 #if defined(__x86_64__)
 /// round_run_scalar on AVX-512F, eight values at a time: grid_fast's arithmetic lane by lane
 /// (roundscale's floor and ties-to-even are std::floor's and nearbyint's; the neighbour is the float's
@@ -360,20 +388,11 @@ __attribute__((target("avx512f"))) void round_run_avx512(const double* x, const 
     const __mmask8 down =
         static_cast<__mmask8>(logged & _mm512_cmp_pd_mask(_mm512_cvtps_pd(nearv), lo, _CMP_EQ_OQ));
     _mm256_storeu_ps(y + e, nearv);
-    // Decisions: 1 where logged and down, 2 where logged and up, else 0.
-    uint64_t bytes = 0;
-    for (int l = 0; l < 8; ++l)
-      bytes |= static_cast<uint64_t>((logged >> l & 1) ? ((down >> l & 1) ? 1 : 2) : 0) << (8 * l);
+    const uint64_t bytes = decision_bytes(logged, down);
     std::memcpy(d + e, &bytes, 8);
     // Lanes on the float32 grid that grid_fast refuses: the per-value rules.
-    if (const auto slow = static_cast<__mmask8>(special & ~below)) {
-      for (int l = 0; l < 8; ++l)
-        if (slow >> l & 1) {
-          const LoggedRounding rr = logged_unchecked(x[e + l], tau, q ? q[e + l] : 0.0);
-          y[e + l] = rr.value;
-          d[e + l] = static_cast<uint8_t>(rr.decision);
-        }
-    }
+    if (const auto slow = static_cast<__mmask8>(special & ~below))
+      round_slow_lanes(slow, 8, x + e, q ? q + e : nullptr, tau, y + e, d + e);
   }
   round_run_scalar(x + e, q ? q + e : nullptr, n - e, tau, y + e, d + e);
 }
@@ -440,18 +459,12 @@ __attribute__((target("avx2"))) void round_run_avx2(const double* x, const doubl
     const int logged = _mm256_movemask_pd(logged_v);
     const int down = logged & _mm256_movemask_pd(_mm256_cmp_pd(_mm256_cvtps_pd(nearv), lo, _CMP_EQ_OQ));
     _mm_storeu_ps(y + e, nearv);
-    // Decisions: 1 where logged and down, 2 where logged and up, else 0.
-    for (int l = 0; l < 4; ++l)
-      d[e + l] = static_cast<uint8_t>((logged >> l & 1) ? ((down >> l & 1) ? 1 : 2) : 0);
+    const auto bytes =
+        static_cast<uint32_t>(decision_bytes(static_cast<unsigned>(logged), static_cast<unsigned>(down)));
+    std::memcpy(d + e, &bytes, 4);
     // Lanes on the float32 grid that grid_fast refuses: the per-value rules.
-    if (const int slow = _mm_movemask_ps(_mm_castsi128_ps(special)) & ~_mm256_movemask_pd(below)) {
-      for (int l = 0; l < 4; ++l)
-        if (slow >> l & 1) {
-          const LoggedRounding rr = logged_unchecked(x[e + l], tau, q ? q[e + l] : 0.0);
-          y[e + l] = rr.value;
-          d[e + l] = static_cast<uint8_t>(rr.decision);
-        }
-    }
+    if (const int slow = _mm_movemask_ps(_mm_castsi128_ps(special)) & ~_mm256_movemask_pd(below))
+      round_slow_lanes(static_cast<unsigned>(slow), 4, x + e, q ? q + e : nullptr, tau, y + e, d + e);
   }
   round_run_scalar(x + e, q ? q + e : nullptr, n - e, tau, y + e, d + e);
 }
@@ -468,10 +481,16 @@ void round_run(const double* x, const double* q, size_t n, double tau, float* y,
 
 }  // namespace
 
-RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, std::span<Tensor* const> out,
-                                 double tau, std::span<const std::vector<double>> quanta, ThreadPool* pool) {
-  check_tau(tau);
-  check_quanta(values, quanta);
+namespace {
+
+/// Values per run where quanta are made from factors: 16 KiB of quanta, within the L1 cache.
+constexpr size_t kQuantaRun = 2048;
+
+/// round_outputs_logged over checked arguments: output i's quanta from quanta[i] (empty: none) or, for
+/// output 0 with `factors`, made kQuantaRun at a time.
+RoundingLog round_node(std::span<const std::vector<double>> values, std::span<Tensor* const> out, double tau,
+                       std::span<const std::vector<double>> quanta, const QuantaFactors* factors,
+                       ThreadPool* pool) {
   size_t count = 0;
   for (const std::vector<double>& v : values) count += v.size();
   RoundingLog log{count, std::vector<uint8_t>((count + 4) / 5, 0)};
@@ -491,8 +510,16 @@ RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, st
     const double* x = values[i].data();
     uint8_t* d = decided + k;
     const double* q = i < quanta.size() && !quanta[i].empty() ? quanta[i].data() : nullptr;
+    const QuantaFactors* made = i == 0 && factors != nullptr && !factors->empty() ? factors : nullptr;
     split(values[i].size(), [&](int64_t b, int64_t e) {
-      if (tau == 0 && q == nullptr) {  // nothing is ever near enough to log
+      if (made != nullptr) {
+        thread_local std::array<double, kQuantaRun> run;
+        for (auto s = static_cast<size_t>(b); s < static_cast<size_t>(e); s += kQuantaRun) {
+          const size_t n = std::min(kQuantaRun, static_cast<size_t>(e) - s);
+          made->fill(s, s + n, run.data());
+          round_run(x + s, run.data(), n, tau, y + s, d + s);
+        }
+      } else if (tau == 0 && q == nullptr) {  // nothing is ever near enough to log
         for (int64_t j = b; j < e; ++j) y[j] = static_cast<float>(x[j]);
         std::fill(d + b, d + e, uint8_t{0});
       } else {
@@ -515,6 +542,75 @@ RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, st
     log.packed[count / 5] = static_cast<uint8_t>(byte);
   }
   return log;
+}
+
+}  // namespace
+
+void QuantaFactors::fill(size_t begin, size_t end, double* q) const {
+  if (begin >= end) return;
+  size_t r = begin / columns, c = begin % columns;
+  for (size_t e = begin; e < end; ++r, c = 0) {
+    const size_t n = std::min(columns - c, end - e);
+    const double f = rows[r];
+    const double* col = cols.data() + (r / rows_per_group) * columns + c;
+    double* out = q + (e - begin);
+    if (bias.empty()) {
+      for (size_t j = 0; j < n; ++j) {
+        const double p = f * col[j];
+        out[j] = p < 0x1p-149 ? 0.0 : p;
+      }
+    } else {
+      const double* b = bias.data() + c;
+      for (size_t j = 0; j < n; ++j) {
+        double p = f * col[j];
+        if (p > 0 && b[j] > 0) p = 2 * std::max(p, b[j]);
+        out[j] = p < 0x1p-149 ? 0.0 : p;
+      }
+    }
+    e += n;
+  }
+}
+
+double QuantaFactors::max() const {
+  if (rows_per_group == 0 || columns == 0) return 0;
+  // A quantum grows with its row factor: each group's largest row factor gives its largest quanta.
+  double largest = 0;
+  for (size_t g = 0; g * rows_per_group < rows.size(); ++g) {
+    const auto first = rows.begin() + static_cast<std::ptrdiff_t>(g * rows_per_group);
+    const auto last =
+        rows.begin() + static_cast<std::ptrdiff_t>(std::min(rows.size(), (g + 1) * rows_per_group));
+    const double f = *std::max_element(first, last);
+    for (size_t c = 0; c < columns; ++c) {
+      double p = f * cols[g * columns + c];
+      if (!bias.empty() && p > 0 && bias[c] > 0) p = 2 * std::max(p, bias[c]);
+      largest = std::max(largest, p < 0x1p-149 ? 0.0 : p);
+    }
+  }
+  return largest;
+}
+
+RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, std::span<Tensor* const> out,
+                                 double tau, std::span<const std::vector<double>> quanta, ThreadPool* pool) {
+  check_tau(tau);
+  check_quanta(values, quanta);
+  return round_node(values, out, tau, quanta, nullptr, pool);
+}
+
+RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, std::span<Tensor* const> out,
+                                 double tau, const QuantaFactors& quanta, ThreadPool* pool) {
+  check_tau(tau);
+  if (!quanta.empty()) {
+    const size_t groups = quanta.rows_per_group == 0
+                              ? 0
+                              : (quanta.rows.size() + quanta.rows_per_group - 1) / quanta.rows_per_group;
+    if (values.empty() || quanta.size() != values[0].size() || groups == 0 ||
+        quanta.cols.size() != groups * quanta.columns ||
+        (!quanta.bias.empty() && quanta.bias.size() != quanta.columns))
+      throw OpError("rounding log: quanta factors do not match output 0's " +
+                    std::to_string(values.empty() ? 0 : values[0].size()) + " values");
+    check_quantum(quanta.max());
+  }
+  return round_node(values, out, tau, {}, &quanta, pool);
 }
 
 std::optional<uint64_t> round_outputs_replayed(std::span<const std::vector<double>> values,

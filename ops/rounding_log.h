@@ -98,6 +98,27 @@ inline double quantum_at(std::span<const std::vector<double>> quanta, size_t i, 
   return i < quanta.size() && !quanta[i].empty() ? quanta[i][e] : 0.0;
 }
 
+/// A gemm op's rounding quanta (ops/float64/float64.h rounding_quanta) in factored form, so that the
+/// trainer's rounding makes each value's quantum where it rounds it instead of reading it from memory
+/// (docs/performance.md, "Rounding-log mode"). Output 0's value e, in row r = e / columns and column
+/// c = e % columns, has p = rows[r] · cols[(r / rows_per_group) · columns + c] (both powers of two or 0,
+/// so the product is exact); where `bias` is not empty and bias[c] > 0, a p > 0 becomes 2·max(p, bias[c]);
+/// a result below 2^-149 is 0. Empty `rows`: no quanta (the float32 grid).
+struct QuantaFactors {
+  std::vector<double> rows;  ///< one factor per row
+  std::vector<double> cols;  ///< `columns` factors per group of rows_per_group rows
+  std::vector<double> bias;  ///< empty, or one per column
+  size_t columns = 1, rows_per_group = 1;
+
+  bool empty() const { return rows.empty(); }
+  /// The values' count: rows · columns.
+  size_t size() const { return rows.size() * columns; }
+  /// q[0, end − begin) := the quanta of values [begin, end); requires begin ≤ end ≤ size().
+  void fill(size_t begin, size_t end, double* q) const;
+  /// The largest quantum (0 for none): its check (a power of two in [2^-149, 2^104]) covers every value.
+  double max() const;
+};
+
 /// The trainer's rounding of one node: out[i] (already shaped like values[i]) := values[i] rounded
 /// to nearest on its grid by round_logged, and the log of its decisions. `quanta` is empty (the float32
 /// grid) or holds each value's quantum, shaped like `values` (the node's rounding_quanta; an empty
@@ -113,6 +134,12 @@ RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, st
 /// rounding_allowed refuses for this replayer's value — the log is then not this node's (a cheat, or
 /// kernels that differ by more than τ/2) and `out` is left partly written — or nullopt. Throws
 /// OpError if the log's count is not the outputs' element count or its bytes do not unpack.
+/// round_outputs_logged with output 0's quanta in factored form (none for the other outputs): the same
+/// rounding and log as with `quanta` filled out (QuantaFactors::fill), made a cache-sized run at a
+/// time. Throws OpError if the factors' count is not output 0's or their largest quantum is invalid.
+RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, std::span<Tensor* const> out,
+                                 double tau, const QuantaFactors& quanta, ThreadPool* pool = nullptr);
+
 std::optional<uint64_t> round_outputs_replayed(std::span<const std::vector<double>> values,
                                                const RoundingLog& log, std::span<Tensor* const> out,
                                                double tau, std::span<const std::vector<double>> quanta);

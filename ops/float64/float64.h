@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "ops/registry.h"
+#include "ops/rounding_log.h"
 #include "ops/tensor.h"
 
 namespace tribunal {
@@ -98,5 +99,11 @@ inline constexpr int kMinRoundingQuantumBits = 24, kMaxRoundingQuantumBits = 64;
 /// kMaxRoundingQuantumBits] (OpError).
 bool rounding_quanta(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in,
                      std::span<std::vector<double>> quanta, int quantum_bits);
+
+/// rounding_quanta's quanta of output 0 in factored form (ops/rounding_log.h QuantaFactors; its fill
+/// gives the same vector): what the trainer's rounding takes, so that no quantum is stored per value.
+/// `quanta` := none and false for the ops without quanta; OpError for quantum_bits out of range.
+bool rounding_quanta_factors(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in,
+                             QuantaFactors& quanta, int quantum_bits);
 
 }  // namespace tribunal

@@ -167,5 +167,10 @@ std::vector<double> widen(const Tensor& x) {
   return {x.values().begin(), x.values().end()};
 }
 
+std::vector<double>& widen(const Tensor& x, std::vector<double>& into) {
+  into.assign(x.values().begin(), x.values().end());
+  return into;
+}
+
 }  // namespace f64
 }  // namespace tribunal

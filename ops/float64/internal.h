@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ops/float64/float64.h"
+#include "ops/rounding_log.h"
 #include "ops/thread_pool.h"
 
 namespace tribunal {
@@ -89,6 +90,8 @@ void selected(const Call& c) {
 
 /// x converted to double, element by element (exact).
 std::vector<double> widen(const Tensor& x);
+/// x widened into `into` (its capacity reused), which it returns.
+std::vector<double>& widen(const Tensor& x, std::vector<double>& into);
 
 // linear.cpp
 void linear(const Call&);
@@ -138,12 +141,12 @@ void conv2d_backward_weight(const Call&);
 void conv2d_backward_bias(const Call&);
 
 // quantum.cpp: the rounding quanta of the gemm ops (OpInfo::quanta; float64.h rounding_quanta).
-void linear_quanta(const Attrs&, std::span<const Tensor* const> in, std::vector<double>& q, int bits);
-void matmul_quanta(const Attrs&, std::span<const Tensor* const> in, std::vector<double>& q, int bits);
-void conv2d_quanta(const Attrs&, std::span<const Tensor* const> in, std::vector<double>& q, int bits);
-void conv2d_backward_input_quanta(const Attrs&, std::span<const Tensor* const> in, std::vector<double>& q,
+void linear_quanta(const Attrs&, std::span<const Tensor* const> in, QuantaFactors& q, int bits);
+void matmul_quanta(const Attrs&, std::span<const Tensor* const> in, QuantaFactors& q, int bits);
+void conv2d_quanta(const Attrs&, std::span<const Tensor* const> in, QuantaFactors& q, int bits);
+void conv2d_backward_input_quanta(const Attrs&, std::span<const Tensor* const> in, QuantaFactors& q,
                                   int bits);
-void conv2d_backward_weight_quanta(const Attrs&, std::span<const Tensor* const> in, std::vector<double>& q,
+void conv2d_backward_weight_quanta(const Attrs&, std::span<const Tensor* const> in, QuantaFactors& q,
                                    int bits);
 
 }  // namespace tribunal::f64

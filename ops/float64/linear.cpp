@@ -15,7 +15,10 @@ void linear(const Call& c) {
   std::vector<double>& y = c.out[0];
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) y[static_cast<size_t>(i * n + j)] = b[j];
-  const std::vector<double> xd = widen(x), wd = widen(w);
+  // Kept per thread: fresh operands would fault their pages in every call.
+  thread_local std::vector<double> xd, wd;
+  widen(x, xd);
+  widen(w, wd);
   gemm(c.gemm, {xd.data(), wd.data(), y.data(), m, n, k, k, tb ? k : n, n, false, tb, true}, c.pool);
 }
 
@@ -28,7 +31,9 @@ void matmul(const Call& c) {
   const int64_t batch = r == 0 ? 1 : as[0];
   const int64_t m = cs[r], n = cs[r + 1], k = ta ? as[r] : as[r + 1];
   const int64_t lda = as[r + 1], ldb = bs[r + 1];
-  const std::vector<double> ad = widen(*c.in[0]), bd = widen(*c.in[1]);
+  thread_local std::vector<double> a_wide, b_wide;  // kept per thread, as linear's
+  std::vector<double>&ad = widen(*c.in[0], a_wide),
+  &bd = widen(*c.in[1], b_wide);  // the caller's, in the pool
   std::vector<double>& out = c.out[0];
   if (batch == 1) {
     gemm(c.gemm, {ad.data(), bd.data(), out.data(), m, n, k, lda, ldb, n, ta, tb, false}, c.pool);

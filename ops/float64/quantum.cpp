@@ -91,12 +91,28 @@ std::vector<Magnitude> magnitudes(const Tensor& x, size_t groups, Group group) {
   return m;
 }
 
+/// 2^(m.e + offset), or 0 where m has no bound or is zero (its quanta are 0): a factor of
+/// QuantaFactors, so that a product of two is quantum()'s 2^(a.e + b.e + …) exactly.
+double factor(const Magnitude& m, int offset) {
+  return m.finite && !m.zero ? std::ldexp(1.0, m.e + offset) : 0.0;
+}
+
+/// `q` with one quantum per row of `columns` values (the convolutions: one per image and filter or
+/// channel).
+void per_row(QuantaFactors& q, std::vector<double> rows, int64_t columns) {
+  q.rows_per_group = std::max<size_t>(rows.size(), 1);
+  q.rows = std::move(rows);
+  q.columns = static_cast<size_t>(columns);
+  q.cols.assign(q.columns, 1.0);
+  q.bias.clear();
+}
+
 }  // namespace
 
 namespace f64 {
 
 /// Output quanta of op(a)·op(b) per batch element: rows of op(a), columns of op(b).
-void matmul_quanta(const Attrs& attrs, std::span<const Tensor* const> in, std::vector<double>& q, int bits) {
+void matmul_quanta(const Attrs& attrs, std::span<const Tensor* const> in, QuantaFactors& q, int bits) {
   const bool ta = attrs.ints[0] != 0, tb = attrs.ints[1] != 0;
   const Shape &as = in[0]->shape(), &bs = in[1]->shape();
   const int r = as.rank() - 2;
@@ -117,31 +133,20 @@ void matmul_quanta(const Attrs& attrs, std::span<const Tensor* const> in, std::v
     else
       column_magnitudes(b + e * k * n, k, n, &mb[e * n]);
   }
+  // quantum() per element as 2^(a.e + ⌈log2 k⌉ − bits) · 2^(b.e): a row or column without a bound
+  // (zero, NaN or infinity) has the factor 0, and so its quanta.
   const int lk = ceil_log2(k);
-  q.resize(static_cast<size_t>(batch * m * n));
-  // quantum() per element, branch-free: a column without a bound (zero, NaN or infinity) gets an
-  // exponent so low that every quantum of it is 0, as quantum() gives.
-  constexpr int kNone = -100000;
-  std::vector<int> column_e(static_cast<size_t>(n));
-  for (int64_t e = 0; e < batch; ++e) {
-    for (int64_t j = 0; j < n; ++j) {
-      const Magnitude& b = mb[e * n + j];
-      column_e[j] = b.finite && !b.zero ? b.e : kNone;
-    }
-    for (int64_t i = 0; i < m; ++i) {
-      const Magnitude& a = ma[e * m + i];
-      double* row = q.data() + (e * m + i) * n;
-      const int base = a.finite && !a.zero ? a.e + lk - bits : kNone;
-      for (int64_t j = 0; j < n; ++j) {
-        const int x = base + column_e[j];
-        row[j] = x < -149 ? 0.0 : std::bit_cast<double>(static_cast<uint64_t>(x + 1023) << 52);
-      }
-    }
-  }
+  q.rows.resize(ma.size());
+  q.cols.resize(mb.size());
+  for (size_t i = 0; i < ma.size(); ++i) q.rows[i] = factor(ma[i], lk - bits);
+  for (size_t j = 0; j < mb.size(); ++j) q.cols[j] = factor(mb[j], 0);
+  q.bias.clear();
+  q.columns = static_cast<size_t>(n);
+  q.rows_per_group = static_cast<size_t>(std::max<int64_t>(m, 1));
 }
 
 // y[M,N] = x[M,K]·w[K,N] + b[N]: rows of x, columns of w (rows of w[N,K] with trans_b), b per column.
-void linear_quanta(const Attrs& attrs, std::span<const Tensor* const> in, std::vector<double>& q, int bits) {
+void linear_quanta(const Attrs& attrs, std::span<const Tensor* const> in, QuantaFactors& q, int bits) {
   const bool tb = !attrs.ints.empty() && attrs.ints[0] != 0;
   const Shape &xs = in[0]->shape(), &ws = in[1]->shape();
   const int64_t m = xs[0], k = xs[1], n = ws[tb ? 0 : 1];
@@ -152,15 +157,24 @@ void linear_quanta(const Attrs& attrs, std::span<const Tensor* const> in, std::v
   else
     column_magnitudes(in[1]->values().data(), k, n, mw.data());
   const auto mbias = magnitudes(*in[2], static_cast<size_t>(n), [](size_t i) { return i; });
-  q.resize(static_cast<size_t>(m * n));
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j)
-      q[static_cast<size_t>(i * n + j)] = quantum(bits, mx[i], mw[j], ceil_log2(k), mbias[j]);
+  // quantum(bits, mx[i], mw[j], ⌈log2 k⌉, mbias[j]): the product of the row's and the column's factors,
+  // 2·max(that, 2^(bias.e − bits)) with a nonzero bias; a bias without a bound zeroes its column.
+  const int lk = ceil_log2(k);
+  q.rows.resize(mx.size());
+  q.cols.resize(mw.size());
+  q.bias.resize(mw.size());
+  for (size_t i = 0; i < mx.size(); ++i) q.rows[i] = factor(mx[i], lk - bits);
+  for (size_t j = 0; j < mw.size(); ++j) {
+    q.cols[j] = mbias[j].finite ? factor(mw[j], 0) : 0.0;
+    q.bias[j] = factor(mbias[j], -bits);
+  }
+  q.columns = static_cast<size_t>(n);
+  q.rows_per_group = static_cast<size_t>(std::max<int64_t>(m, 1));
 }
 
 // y[n,o,·] = b[o] + Σ over (C/G)·KH·KW taps of w[o,…]·x[n,…]: per image (its whole image bounds the
 // group's channels), per filter.
-void conv2d_quanta(const Attrs& attrs, std::span<const Tensor* const> in, std::vector<double>& q, int bits) {
+void conv2d_quanta(const Attrs& attrs, std::span<const Tensor* const> in, QuantaFactors& q, int bits) {
   const Shape &xs = in[0]->shape(), &ws = in[1]->shape();
   const int64_t n = xs[0], o = ws[0], taps = ws[1] * ws[2] * ws[3];
   const std::vector<Shape> shapes{xs, ws, in[2]->shape()};
@@ -170,11 +184,11 @@ void conv2d_quanta(const Attrs& attrs, std::span<const Tensor* const> in, std::v
   const auto mw =
       magnitudes(*in[1], static_cast<size_t>(o), [&](size_t i) { return i / static_cast<size_t>(taps); });
   const auto mbias = magnitudes(*in[2], static_cast<size_t>(o), [](size_t i) { return i; });
-  q.resize(static_cast<size_t>(n * o * p));
+  std::vector<double> rows(static_cast<size_t>(n * o));
   for (int64_t ni = 0; ni < n; ++ni)
     for (int64_t oi = 0; oi < o; ++oi)
-      std::fill_n(q.begin() + (ni * o + oi) * p, p,
-                  quantum(bits, mx[ni], mw[oi], ceil_log2(taps), mbias[oi]));
+      rows[static_cast<size_t>(ni * o + oi)] = quantum(bits, mx[ni], mw[oi], ceil_log2(taps), mbias[oi]);
+  per_row(q, std::move(rows), p);
 }
 
 namespace {
@@ -186,8 +200,8 @@ int64_t conv_groups(const Attrs& attrs) {
 
 // dx[n,c,·] = Σ over (O/G)·KH·KW of w[·,c mod C/G,…]·dy[n,…]: per image, per channel of w (its maximum
 // over all filters bounds those of c's group).
-void conv2d_backward_input_quanta(const Attrs& attrs, std::span<const Tensor* const> in,
-                                  std::vector<double>& q, int bits) {
+void conv2d_backward_input_quanta(const Attrs& attrs, std::span<const Tensor* const> in, QuantaFactors& q,
+                                  int bits) {
   const Shape &ws = in[0]->shape(), &dys = in[1]->shape();
   const size_t m = attrs.ints.size();
   const int64_t groups = conv_groups(attrs), cg = ws[1], c = cg * groups, n = dys[0],
@@ -197,15 +211,16 @@ void conv2d_backward_input_quanta(const Attrs& attrs, std::span<const Tensor* co
   });
   const auto mdy = magnitudes(*in[1], static_cast<size_t>(n),
                               [&](size_t i) { return i / static_cast<size_t>(ws[0] * dys[2] * dys[3]); });
-  q.resize(static_cast<size_t>(n * c * hw));
+  std::vector<double> rows(static_cast<size_t>(n * c));
   for (int64_t ni = 0; ni < n; ++ni)
     for (int64_t ci = 0; ci < c; ++ci)
-      std::fill_n(q.begin() + (ni * c + ci) * hw, hw, quantum(bits, mw[ci % cg], mdy[ni], ceil_log2(chain)));
+      rows[static_cast<size_t>(ni * c + ci)] = quantum(bits, mw[ci % cg], mdy[ni], ceil_log2(chain));
+  per_row(q, std::move(rows), hw);
 }
 
 // dw[o,c,·] = Σ over N·OH·OW of dy[·,o,…]·x[·,(o/Og)·Cg + c,…]: per filter, per channel.
-void conv2d_backward_weight_quanta(const Attrs& attrs, std::span<const Tensor* const> in,
-                                   std::vector<double>& q, int bits) {
+void conv2d_backward_weight_quanta(const Attrs& attrs, std::span<const Tensor* const> in, QuantaFactors& q,
+                                   int bits) {
   const Shape &xs = in[0]->shape(), &dys = in[1]->shape();
   const size_t m = attrs.ints.size();
   const int64_t groups = conv_groups(attrs), n = xs[0], c = xs[1], cg = c / groups, o = dys[1],
@@ -216,19 +231,19 @@ void conv2d_backward_weight_quanta(const Attrs& attrs, std::span<const Tensor* c
   const auto mdy = magnitudes(*in[1], static_cast<size_t>(o), [&](size_t i) {
     return i / static_cast<size_t>(dys[2] * dys[3]) % static_cast<size_t>(o);
   });
-  q.resize(static_cast<size_t>(o * cg * taps));
+  std::vector<double> rows(static_cast<size_t>(o * cg));
   for (int64_t oi = 0; oi < o; ++oi)
     for (int64_t ci = 0; ci < cg; ++ci)
-      std::fill_n(q.begin() + (oi * cg + ci) * taps, taps,
-                  quantum(bits, mdy[oi], mx[oi / og * cg + ci], ceil_log2(n * dys[2] * dys[3])));
+      rows[static_cast<size_t>(oi * cg + ci)] =
+          quantum(bits, mdy[oi], mx[oi / og * cg + ci], ceil_log2(n * dys[2] * dys[3]));
+  per_row(q, std::move(rows), taps);
 }
 
 }  // namespace f64
 
-bool rounding_quanta(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in,
-                     std::span<std::vector<double>> quanta, int bits) {
-  for (std::vector<double>& q : quanta) q.clear();
-  if (quanta.empty()) throw OpError("rounding_quanta: no output to fill");
+bool rounding_quanta_factors(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in,
+                             QuantaFactors& quanta, int bits) {
+  quanta = QuantaFactors{};
   if (bits < kMinRoundingQuantumBits || bits > kMaxRoundingQuantumBits)
     throw OpError("rounding_quanta: quantum_bits " + std::to_string(bits) + " is outside [" +
                   std::to_string(kMinRoundingQuantumBits) + ", " + std::to_string(kMaxRoundingQuantumBits) +
@@ -238,7 +253,18 @@ bool rounding_quanta(OpKind kind, const Attrs& attrs, std::span<const Tensor* co
   if (static_cast<size_t>(kind) >= kOpKindCount) return false;
   const QuantaFn fill = op_info(kind).quanta;
   if (fill == nullptr) return false;
-  fill(attrs, in, quanta[0], bits);
+  fill(attrs, in, quanta, bits);
+  return true;
+}
+
+bool rounding_quanta(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in,
+                     std::span<std::vector<double>> quanta, int bits) {
+  for (std::vector<double>& q : quanta) q.clear();
+  if (quanta.empty()) throw OpError("rounding_quanta: no output to fill");
+  QuantaFactors factors;
+  if (!rounding_quanta_factors(kind, attrs, in, factors, bits)) return false;
+  quanta[0].resize(factors.size());
+  factors.fill(0, factors.size(), quanta[0].data());
   return true;
 }
 

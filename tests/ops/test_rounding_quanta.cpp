@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -164,4 +165,45 @@ TEST_CASE("rounding quanta: a cancelling dot product summed in two orders replay
   MESSAGE(refused_on_float32_grid << " of " << trials
                                   << " cancelling sums fail to replay on the float32 grid");
   CHECK(refused_on_float32_grid > trials * 9 / 10);
+}
+
+TEST_CASE("rounding quanta: the factored form rounds and logs as the quanta filled out, value by value") {
+  std::mt19937 rng(44);
+  std::uniform_real_distribution<float> u(-2, 2);
+  const auto random = [&](Shape s, bool zero_rows) {
+    std::vector<float> v(static_cast<size_t>(s.numel()));
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = zero_rows && i % 23 < 7 ? 0.0f : u(rng) * (i % 5 ? 1 : 1e-3f);
+    return Tensor(s, v);
+  };
+  const Tensor a = random(Shape{3, 50, 70}, true), b = random(Shape{3, 70, 61}, false);
+  const Tensor x = random(Shape{90, 70}, true), w = random(Shape{70, 61}, false);
+  std::vector<float> bias_values(61);
+  for (size_t j = 0; j < bias_values.size(); ++j) bias_values[j] = j % 3 == 0 ? 0.0f : u(rng) * 300;
+  const Tensor bias(Shape{61}, bias_values);
+  struct Case {
+    OpKind kind;
+    Attrs attrs;
+    std::vector<const Tensor*> in;
+  };
+  for (const Case& c :
+       {Case{OpKind::Matmul, {{0, 0}, {}}, {&a, &b}}, Case{OpKind::Linear, {}, {&x, &w, &bias}}}) {
+    CAPTURE(static_cast<int>(c.kind));
+    std::vector<std::vector<double>> wide(1), quanta(1);
+    run_float64(c.kind, c.attrs, c.in, wide, Float64Gemm::Naive);
+    REQUIRE(rounding_quanta(c.kind, c.attrs, c.in, quanta, kDefaultRoundingQuantumBits));
+    QuantaFactors factors;
+    REQUIRE(rounding_quanta_factors(c.kind, c.attrs, c.in, factors, kDefaultRoundingQuantumBits));
+    REQUIRE(factors.size() == quanta[0].size());
+    // Values near the quanta's rounding boundaries, so that decisions are logged.
+    for (size_t e = 0; e < wide[0].size(); e += 3)
+      if (quanta[0][e] > 0) wide[0][e] = (std::floor(wide[0][e] / quanta[0][e]) + 0.5 + 1e-3) * quanta[0][e];
+    Tensor by_value(Shape{static_cast<int64_t>(wide[0].size())}), by_factor = by_value;
+    Tensor* const out_v[] = {&by_value};
+    Tensor* const out_f[] = {&by_factor};
+    const RoundingLog log = round_outputs_logged(wide, out_v, 1.0 / 32, quanta);
+    CHECK(count_logged(log) > 0);
+    CHECK(round_outputs_logged(wide, out_f, 1.0 / 32, factors) == log);
+    CHECK(std::memcmp(by_value.data(), by_factor.data(), wide[0].size() * sizeof(float)) == 0);
+  }
 }
