@@ -129,17 +129,17 @@ RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, st
                                  double tau, std::span<const std::vector<double>> quanta,
                                  ThreadPool* pool = nullptr);
 
-/// A replayer's rounding of one node by another trainer's `log`: out[i] := round_replayed of each
-/// value by its logged decision. Returns the index (in log order) of the first decision that
-/// rounding_allowed refuses for this replayer's value — the log is then not this node's (a cheat, or
-/// kernels that differ by more than τ/2) and `out` is left partly written — or nullopt. Throws
-/// OpError if the log's count is not the outputs' element count or its bytes do not unpack.
 /// round_outputs_logged with output 0's quanta in factored form (none for the other outputs): the same
 /// rounding and log as with `quanta` filled out (QuantaFactors::fill), made a cache-sized run at a
 /// time. Throws OpError if the factors' count is not output 0's or their largest quantum is invalid.
 RoundingLog round_outputs_logged(std::span<const std::vector<double>> values, std::span<Tensor* const> out,
                                  double tau, const QuantaFactors& quanta, ThreadPool* pool = nullptr);
 
+/// A replayer's rounding of one node by another trainer's `log`: out[i] := round_replayed of each
+/// value by its logged decision. Returns the index (in log order) of the first decision that
+/// rounding_allowed refuses for this replayer's value — the log is then not this node's (a cheat, or
+/// kernels that differ by more than τ/2) and `out` is left partly written — or nullopt. Throws
+/// OpError if the log's count is not the outputs' element count or its bytes do not unpack.
 std::optional<uint64_t> round_outputs_replayed(std::span<const std::vector<double>> values,
                                                const RoundingLog& log, std::span<Tensor* const> out,
                                                double tau, std::span<const std::vector<double>> quanta);
