@@ -140,6 +140,10 @@ LogFetch fetch_trainer_logs(NetContext& ctx, const std::string& url, const KeyPa
     std::vector<Digest> leaves;  // of the step's first LogHeader
     auto heard = Clock::now();   // the step's last useful envelope: the silence allowance runs from it
     while (!opening || !opening->complete()) {
+      // Redundant chunks and late answers do not count: a trainer that babbles without progress is
+      // as silent as one that sends nothing.
+      if (Clock::now() >= heard + timeout)
+        throw EngineError(fmt::format("{}: nothing new within {} s", what, timeout.count()));
       Envelope env;
       try {
         const auto left = std::chrono::ceil<std::chrono::seconds>(heard + timeout - Clock::now());
