@@ -315,7 +315,7 @@ class Runner {
  public:
   Runner(const JobSpec& job, const Dataset& train, ThreadPool& pool, RoundingOptions rounding,
          std::filesystem::path log_dir = {})
-      : profile_(std::make_unique<RoundingProfile>()), log_dir_(std::move(log_dir)) {
+      : profile_(std::make_unique<RoundingProfile>()), log_dir_(std::move(log_dir)), pool_(&pool) {
     rounding.profile = profile_.get();
     trainer_ = std::make_unique<Trainer>(job, train, pool, StepPolicyPtr{}, nullptr, Device::Cpu,
                                          std::move(rounding));
@@ -342,7 +342,7 @@ class Runner {
     }
     if (log_dir_.empty()) return;
     const auto w0 = Clock::now();  // timed: a trainer writes its logs
-    r_.file_bytes += write_rounding_log(rounding_log_path(log_dir_, t), *log);
+    r_.file_bytes += write_rounding_log(rounding_log_path(log_dir_, t), *log, pool_);
     const double w = std::chrono::duration<double>(Clock::now() - w0).count();
     times_.back() += w;
     log_writes_.push_back(w);
@@ -363,6 +363,7 @@ class Runner {
  private:
   std::unique_ptr<RoundingProfile> profile_;
   std::filesystem::path log_dir_;
+  ThreadPool* pool_;  // the trainer's, which also compresses the log files
   std::unique_ptr<Trainer> trainer_;
   Run r_;
   std::vector<double> times_, log_writes_;

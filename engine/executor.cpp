@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <chrono>
+#include <map>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -150,6 +151,17 @@ void Executor::run_rounded(size_t n, const Node& node, std::span<const Tensor* c
   thread_local std::vector<std::vector<double>> wide, quanta;
   thread_local QuantaFactors factors;
   wide.resize(out.size());
+  // Output i's float64 values go in a kept vector of exactly its size, one per size: run_float64 sizes
+  // its outputs, and a vector sized down and up again from node to node would be zeroed as it grows.
+  thread_local std::map<size_t, std::vector<double>> by_size;
+  for (size_t i = 0; i < out.size(); ++i) wide[i].swap(by_size[out[i]->values().size()]);
+  struct Return {  // puts them back however this returns
+    std::vector<std::vector<double>>& wide;
+    std::map<size_t, std::vector<double>>& by_size;
+    ~Return() {
+      for (std::vector<double>& w : wide) w.swap(by_size[w.size()]);
+    }
+  } give_back{wide, by_size};
   RoundingProfile* const profile = rounding_->profile;
   auto t0 = std::chrono::steady_clock::now();
   const auto lap = [&](RoundingProfile::Part part) {

@@ -13,6 +13,8 @@
 
 namespace tribunal {
 
+class ThreadPool;
+
 /// The logs of one step: one per node of its step graph, in node order.
 struct StepRoundingLog {
   int64_t step = -1;
@@ -39,10 +41,12 @@ inline std::filesystem::path audited_logs_dir(const std::filesystem::path& dir) 
 std::filesystem::path log_header_path(const std::filesystem::path& dir, int64_t step);
 
 /// Writes a step's logs gzip-compressed (most decisions are "nearest", so the packed trits shrink many
-/// times): "tribunal rounding log 1\n" ‖ u64 LE step ‖ u64 LE nodes ‖ per node u64 LE count ‖ packed.
-/// Written to a temporary name and renamed, so a reader never sees half a file. Returns the bytes
-/// written. Throws EngineError naming the file when it cannot be written.
-uint64_t write_rounding_log(const std::filesystem::path& path, const StepRoundingLog& log);
+/// times): "tribunal rounding log 1\n" ‖ u64 LE step ‖ u64 LE nodes ‖ per node u64 LE count ‖ packed,
+/// as gzip members of 1 MiB of that stream each (compressed side by side on `pool` when given; the file
+/// reads as one stream, RFC 1952 §2.2). Written to a temporary name and renamed, so a reader never sees half
+/// a file. Returns the bytes written. Throws EngineError naming the file when it cannot be written.
+uint64_t write_rounding_log(const std::filesystem::path& path, const StepRoundingLog& log,
+                            ThreadPool* pool = nullptr);
 
 /// Reads the logs of step `step` of a graph whose node n has counts[n] output values. Throws
 /// EngineError naming the file and what is wrong (missing, not a rounding log, another step, node

@@ -429,7 +429,8 @@ TrainResult train_job(const JobSpec& job, const TrainOptions& options) {
         result.rounding_log_packed_bytes += node.packed.size();
       }
       if (lead && !options.out_dir.empty())
-        result.rounding_log_file_bytes += write_rounding_log(rounding_log_path(options.out_dir, t), *log);
+        result.rounding_log_file_bytes +=
+            write_rounding_log(rounding_log_path(options.out_dir, t), *log, &pool);
     }
     ++t;
     if (first) result.loss_first = loss;

@@ -403,6 +403,47 @@ __attribute__((target("avx2"))) inline __m128i narrow_mask(__m256d mask) {
   return _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(_mm256_castpd_si256(mask), even32));
 }
 
+/// round_run_avx2's shortcut for four values far from every rounding boundary (most values): true, with
+/// y and d written, when every lane is. On the float32 grid r = |x − f| (exact) is below (1/2 − τ)·s for
+/// the smaller spacing s beside f (2^(E−23), or 2^(E−24) below a power of two), so the distance to the
+/// midpoint is above τ: f, not logged. On the quantum's grid (`below`) m = x/q and its nearest integer k
+/// give |m − k| exactly, far when below (1/2 − τ): k·q + 0 (zero there is +0), not logged. The bounds
+/// `far_q` = (1/2 − τ)(1 − 2^-40) and `far` = far_q·2^-23 are shrunk beyond their own rounding (2^-53),
+/// so what passes is what the per-value rules give. Zeros on the float32 grid pass (x = ±0 is f);
+/// ±FLT_MAX, ±inf, NaN and subnormal f never do.
+__attribute__((target("avx2"))) inline bool far_from_boundaries(__m256d xv, __m256d qv, __m128 f,
+                                                                __m256d below, int below_lanes, __m256d far,
+                                                                __m256d far_q, float* y, uint8_t* d) {
+  const __m256d zero = _mm256_setzero_pd(), abs64 = _mm256_castsi256_pd(_mm256_set1_epi64x(INT64_MAX));
+  const __m128i fb = _mm_castps_si128(f);
+  // 2^E of f as a float (0 for subnormal f), halved where f is a power of two: s·2^23.
+  const __m128i expo = _mm_and_si128(fb, _mm_set1_epi32(0x7f800000));
+  const __m128i power2 = _mm_cmpeq_epi32(_mm_and_si128(fb, _mm_set1_epi32(0x007fffff)), _mm_setzero_si128());
+  const __m128i step = _mm_sub_epi32(expo, _mm_and_si128(power2, _mm_set1_epi32(0x00800000)));
+  const __m256d s23 =
+      _mm256_cvtps_pd(_mm_castsi128_ps(_mm_andnot_si128(_mm_cmpeq_epi32(expo, _mm_setzero_si128()), step)));
+  const __m256d r = _mm256_and_pd(_mm256_sub_pd(xv, _mm256_cvtps_pd(f)), abs64);
+  __m256d pass = _mm256_andnot_pd(below, _mm256_or_pd(_mm256_cmp_pd(r, _mm256_mul_pd(far, s23), _CMP_LT_OQ),
+                                                      _mm256_cmp_pd(xv, zero, _CMP_EQ_OQ)));
+  __m128 out = f;
+  if (below_lanes != 0) {
+    const __m256i recip = _mm256_set1_epi64x(int64_t{2046} << 52);
+    const __m256d m =
+        _mm256_mul_pd(xv, _mm256_castsi256_pd(_mm256_sub_epi64(recip, _mm256_castpd_si256(qv))));
+    const __m256d k = _mm256_round_pd(m, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256d off = _mm256_and_pd(_mm256_sub_pd(m, k), abs64);
+    pass = _mm256_or_pd(pass, _mm256_and_pd(below, _mm256_cmp_pd(off, far_q, _CMP_LT_OQ)));
+    out = _mm_blendv_ps(f, _mm256_cvtpd_ps(_mm256_add_pd(_mm256_mul_pd(k, qv), zero)),
+                        _mm_castsi128_ps(narrow_mask(below)));
+  }
+  const __m128i finite =
+      _mm_cmpgt_epi32(_mm_set1_epi32(0x7f7ffffe), _mm_and_si128(fb, _mm_set1_epi32(0x7fffffff)));
+  if ((_mm256_movemask_pd(pass) & _mm_movemask_ps(_mm_castsi128_ps(finite))) != 0xF) return false;
+  _mm_storeu_ps(y, out);
+  std::memset(d, 0, 4);
+  return true;
+}
+
 /// round_run_avx512 on AVX2, four values at a time: the same lanes' arithmetic with vector masks
 /// (round_pd's floor and ties-to-even; the float32 neighbour is the float's bits ± 1), the same bits.
 __attribute__((target("avx2"))) void round_run_avx2(const double* x, const double* q, size_t n, double tau,
@@ -413,6 +454,8 @@ __attribute__((target("avx2"))) void round_run_avx2(const double* x, const doubl
   const __m256i recip = _mm256_set1_epi64x(int64_t{2046} << 52);
   const __m128i abs32 = _mm_set1_epi32(0x7fffffff), one32 = _mm_set1_epi32(1), minus32 = _mm_set1_epi32(-1),
                 max_finite = _mm_set1_epi32(0x7f7ffffe);
+  const __m256d far_q = _mm256_set1_pd((0.5 - tau) * (1 - 0x1p-40)),
+                far = _mm256_mul_pd(far_q, _mm256_set1_pd(0x1p-23));
   size_t e = 0;
   for (; e + 4 <= n; e += 4) {
     const __m256d xv = _mm256_loadu_pd(x + e);
@@ -421,21 +464,18 @@ __attribute__((target("avx2"))) void round_run_avx2(const double* x, const doubl
     // The quantum's grid: |x| < 2^23·q (false for q = 0 and for NaN).
     const __m256d below = _mm256_and_pd(_mm256_cmp_pd(qv, zero, _CMP_GT_OQ),
                                         _mm256_cmp_pd(ax, _mm256_mul_pd(two23, qv), _CMP_LT_OQ));
-    const __m256d m =
-        _mm256_mul_pd(xv, _mm256_castsi256_pd(_mm256_sub_epi64(recip, _mm256_castpd_si256(qv))));
-    const __m256d fl = _mm256_round_pd(m, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    const __m256d r = _mm256_round_pd(m, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m128 near_q = _mm256_cvtpd_ps(_mm256_add_pd(_mm256_mul_pd(r, qv), zero));
-    const __m256d lo_q = _mm256_mul_pd(fl, qv);
-    const __m256d on_q = _mm256_cmp_pd(lo_q, xv, _CMP_EQ_OQ);
-    const __m256d hi_q = _mm256_blendv_pd(_mm256_add_pd(lo_q, qv), xv, on_q);
+    const int below_lanes = _mm256_movemask_pd(below);
     // The float32 grid: f and its neighbour toward x.
     const __m128 f = _mm256_cvtpd_ps(xv);
     const __m128i fb = _mm_castps_si128(f);
     const __m128i mag = _mm_and_si128(fb, abs32);
-    // grid_fast's refusals: mag == 0 or mag ≥ 0x7f7fffff (±0, ±FLT_MAX, ±inf, NaN).
-    const __m128i special =
-        _mm_or_si128(_mm_cmpeq_epi32(mag, _mm_setzero_si128()), _mm_cmpgt_epi32(mag, max_finite));
+    if (far_from_boundaries(xv, qv, f, below, below_lanes, far, far_q, y + e, d + e)) continue;
+    // grid_fast's refusals: mag == 0 or mag ≥ 0x7f7fffff (±0, ±FLT_MAX, ±inf, NaN), less the lanes
+    // where x is ±0 itself: lo = hi = f there, so these lanes already hold the per-value rules' ±0 and
+    // "nearest" (a causal softmax and its gradient are half exact zeros, which went one by one).
+    const __m128i zero_x = narrow_mask(_mm256_cmp_pd(xv, zero, _CMP_EQ_OQ));
+    const __m128i special = _mm_or_si128(_mm_andnot_si128(zero_x, _mm_cmpeq_epi32(mag, _mm_setzero_si128())),
+                                         _mm_cmpgt_epi32(mag, max_finite));
     const __m256d fd = _mm256_cvtps_pd(f);
     const __m256d eq = _mm256_cmp_pd(fd, xv, _CMP_EQ_OQ);
     const __m256d up = _mm256_cmp_pd(fd, xv, _CMP_LT_OQ);
@@ -446,8 +486,23 @@ __attribute__((target("avx2"))) void round_run_avx2(const double* x, const doubl
     __m256d lo_f = _mm256_blendv_pd(other, fd, up), hi_f = _mm256_blendv_pd(fd, other, up);
     lo_f = _mm256_blendv_pd(lo_f, fd, eq);
     hi_f = _mm256_blendv_pd(hi_f, fd, eq);
-    const __m256d lo = _mm256_blendv_pd(lo_f, lo_q, below), hi = _mm256_blendv_pd(hi_f, hi_q, below);
-    const __m128 nearv = _mm_blendv_ps(f, near_q, _mm_castsi128_ps(narrow_mask(below)));
+    __m256d lo = lo_f, hi = hi_f;
+    __m128 nearv = f;
+    // The quantum's grid, only where some lane is below 2^23·q: for a gemm's outputs, whose quantum
+    // bounds every partial sum, a minority of values; never for the other ops (no quanta).
+    if (below_lanes != 0) {
+      const __m256d m =
+          _mm256_mul_pd(xv, _mm256_castsi256_pd(_mm256_sub_epi64(recip, _mm256_castpd_si256(qv))));
+      const __m256d fl = _mm256_round_pd(m, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+      const __m256d r = _mm256_round_pd(m, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      const __m128 near_q = _mm256_cvtpd_ps(_mm256_add_pd(_mm256_mul_pd(r, qv), zero));
+      const __m256d lo_q = _mm256_mul_pd(fl, qv);
+      const __m256d on_q = _mm256_cmp_pd(lo_q, xv, _CMP_EQ_OQ);
+      const __m256d hi_q = _mm256_blendv_pd(_mm256_add_pd(lo_q, qv), xv, on_q);
+      lo = _mm256_blendv_pd(lo_f, lo_q, below);
+      hi = _mm256_blendv_pd(hi_f, hi_q, below);
+      nearv = _mm_blendv_ps(f, near_q, _mm_castsi128_ps(narrow_mask(below)));
+    }
     // distance_fast: on the grid 0.5 (never logged, τ ≤ 1/4); else |x − midpoint| / spacing.
     const __m256d on_grid = _mm256_cmp_pd(lo, hi, _CMP_EQ_OQ);
     const __m256d spacing = _mm256_sub_pd(hi, lo);
@@ -463,7 +518,7 @@ __attribute__((target("avx2"))) void round_run_avx2(const double* x, const doubl
         static_cast<uint32_t>(decision_bytes(static_cast<unsigned>(logged), static_cast<unsigned>(down)));
     std::memcpy(d + e, &bytes, 4);
     // Lanes on the float32 grid that grid_fast refuses: the per-value rules.
-    if (const int slow = _mm_movemask_ps(_mm_castsi128_ps(special)) & ~_mm256_movemask_pd(below))
+    if (const int slow = _mm_movemask_ps(_mm_castsi128_ps(special)) & ~below_lanes)
       round_slow_lanes(static_cast<unsigned>(slow), 4, x + e, q ? q + e : nullptr, tau, y + e, d + e);
   }
   round_run_scalar(x + e, q ? q + e : nullptr, n - e, tau, y + e, d + e);

@@ -46,17 +46,19 @@ void conv2d(const Call& c) {
   const ConvGeom g = geom(c.attrs, 0, xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], ys[2], ys[3]);
   const int64_t k = g.taps(), p = g.positions(), og = g.og();
   const std::vector<double> w = widen(*c.in[1]);
-  std::vector<double> cols(static_cast<size_t>(g.c * g.kh * g.kw * p));
   const Tensor& b = *c.in[2];
-  for (int64_t n = 0; n < g.n; ++n) {
-    double* y = c.out[0].data() + n * g.o * p;
-    for (int64_t o = 0; o < g.o; ++o)
-      for (int64_t q = 0; q < p; ++q) y[o * p + q] = b[o];
-    im2col(c.in[0]->data(), g, n, cols.data());
-    for (int64_t gr = 0; gr < g.groups; ++gr)
-      gemm(c.gemm, {w.data() + gr * og * k, cols.data() + gr * k * p, y + gr * og * p, og, p, k, k, p, p,
-                    false, false, true});
-  }
+  c.pool.parallel_for(g.n, [&](int64_t n0, int64_t n1) {  // images side by side: the same calls each
+    std::vector<double> cols(static_cast<size_t>(g.c * g.kh * g.kw * p));
+    for (int64_t n = n0; n < n1; ++n) {
+      double* y = c.out[0].data() + n * g.o * p;
+      for (int64_t o = 0; o < g.o; ++o)
+        for (int64_t q = 0; q < p; ++q) y[o * p + q] = b[o];
+      im2col(c.in[0]->data(), g, n, cols.data());
+      for (int64_t gr = 0; gr < g.groups; ++gr)
+        gemm(c.gemm, {w.data() + gr * og * k, cols.data() + gr * k * p, y + gr * og * p, og, p, k, k, p, p,
+                      false, false, true});
+    }
+  });
 }
 
 /// w[O,C/G,KH,KW], dy[N,O,OH,OW]; the forward's ints, H, W → dx[N,C,H,W], the adjoint of conv2d in x.
@@ -65,26 +67,28 @@ void conv2d_backward_input(const Call& c) {
   const ConvGeom g = geom(c.attrs, 2, xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], dys[2], dys[3]);
   const int64_t k = g.taps(), p = g.positions(), og = g.og();
   const std::vector<double> w = widen(*c.in[0]), dy = widen(*c.in[1]);
-  std::vector<double> dcol(static_cast<size_t>(g.c * g.kh * g.kw * p));
-  for (int64_t n = 0; n < g.n; ++n) {
-    for (int64_t gr = 0; gr < g.groups; ++gr)
-      gemm(c.gemm, {w.data() + gr * og * k, dy.data() + (n * g.o + gr * og) * p, dcol.data() + gr * k * p, k,
-                    p, og, k, p, p, true, false, false});
-    double* dx = c.out[0].data() + n * g.c * g.h * g.w;
-    for (int64_t ch = 0; ch < g.c; ++ch)
-      for (int64_t i = 0; i < g.kh; ++i)
-        for (int64_t j = 0; j < g.kw; ++j) {
-          const double* row = dcol.data() + ((ch * g.kh + i) * g.kw + j) * p;
-          for (int64_t oh = 0; oh < g.oh; ++oh) {
-            const int64_t hh = oh * g.stride_h + i * g.dil_h - g.pad_top;
-            if (hh < 0 || hh >= g.h) continue;
-            for (int64_t ow = 0; ow < g.ow; ++ow) {
-              const int64_t ww = ow * g.stride_w + j * g.dil_w - g.pad_left;
-              if (ww >= 0 && ww < g.w) dx[(ch * g.h + hh) * g.w + ww] += row[oh * g.ow + ow];
+  c.pool.parallel_for(g.n, [&](int64_t n0, int64_t n1) {  // images side by side: each its own dx
+    std::vector<double> dcol(static_cast<size_t>(g.c * g.kh * g.kw * p));
+    for (int64_t n = n0; n < n1; ++n) {
+      for (int64_t gr = 0; gr < g.groups; ++gr)
+        gemm(c.gemm, {w.data() + gr * og * k, dy.data() + (n * g.o + gr * og) * p, dcol.data() + gr * k * p,
+                      k, p, og, k, p, p, true, false, false});
+      double* dx = c.out[0].data() + n * g.c * g.h * g.w;
+      for (int64_t ch = 0; ch < g.c; ++ch)
+        for (int64_t i = 0; i < g.kh; ++i)
+          for (int64_t j = 0; j < g.kw; ++j) {
+            const double* row = dcol.data() + ((ch * g.kh + i) * g.kw + j) * p;
+            for (int64_t oh = 0; oh < g.oh; ++oh) {
+              const int64_t hh = oh * g.stride_h + i * g.dil_h - g.pad_top;
+              if (hh < 0 || hh >= g.h) continue;
+              for (int64_t ow = 0; ow < g.ow; ++ow) {
+                const int64_t ww = ow * g.stride_w + j * g.dil_w - g.pad_left;
+                if (ww >= 0 && ww < g.w) dx[(ch * g.h + hh) * g.w + ww] += row[oh * g.ow + ow];
+              }
             }
           }
-        }
-  }
+    }
+  });
 }
 
 /// x[N,C,H,W], dy[N,O,OH,OW]; the forward's ints, KH, KW → dw[O,C/G,KH,KW].
@@ -96,9 +100,12 @@ void conv2d_backward_weight(const Call& c) {
   std::vector<double> cols(static_cast<size_t>(g.c * g.kh * g.kw * p));
   for (int64_t n = 0; n < g.n; ++n) {
     im2col(c.in[0]->data(), g, n, cols.data());
+    // Images in order (each dW element's chain runs over n); each product's tiles over the pool.
     for (int64_t gr = 0; gr < g.groups; ++gr)
-      gemm(c.gemm, {dy.data() + (n * g.o + gr * og) * p, cols.data() + gr * k * p,
-                    c.out[0].data() + gr * og * k, og, k, p, p, p, k, false, true, true});
+      gemm(c.gemm,
+           {dy.data() + (n * g.o + gr * og) * p, cols.data() + gr * k * p, c.out[0].data() + gr * og * k, og,
+            k, p, p, p, k, false, true, true},
+           c.pool);
   }
 }
 

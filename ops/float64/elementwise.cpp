@@ -2,9 +2,11 @@
 // SumToShape, ReduceMean and ReduceMeanBackward (ops/broadcast.h's geometry, the same element map as the
 // float32 reference). One double expression per element; the selects (x > 0, GELU's saturation, the dropout
 // mask) are decided as the float32 reference decides them.
+#include <algorithm>
 #include <cmath>
 
 #include "ops/broadcast.h"
+#include "ops/float64/exp.h"
 #include "ops/float64/internal.h"
 #include "ops/movement.h"
 #include "ops/pointwise.h"
@@ -14,6 +16,37 @@ namespace {
 
 constexpr double kGeluC = 0.79788456080286535588;  // √(2/π)
 constexpr double kGeluK = 0.044715;
+
+/// 1 + tanh u and 1 − tanh u for the u of GELU at x[0..n), n ≤ kGeluBlock, from e = exp(−2|u|) (this
+/// library's exp, ops/float64/exp.h): 2/(1 + e) and e·2/(1 + e), neither computed by cancelling (1 + t at
+/// t ≈ −1 would lose the bits that matter for x ≪ 0, and with them any agreement between two libms'
+/// last bits). Simple loops over the block, so that the compiler vectorizes them.
+constexpr int64_t kGeluBlock = 512;
+void one_plus_minus_tanh(const float* x, int64_t n, double* plus, double* minus) {
+  double u[kGeluBlock];
+  for (int64_t j = 0; j < n; ++j) {
+    const double v = x[j];
+    u[j] = kGeluC * (v + kGeluK * (v * v * v));
+    minus[j] = -2.0 * std::fabs(u[j]);
+  }
+  exp(minus, minus, static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) {
+    const double e = minus[j], big = 2.0 / (1.0 + e), small = e * big;
+    plus[j] = u[j] < 0.0 ? small : big;
+    minus[j] = u[j] < 0.0 ? big : small;
+  }
+}
+
+/// fn(b, n, plus, minus) for the blocks [b, b + n) of [i0, i1), with one_plus_minus_tanh's values.
+template <class F>
+void gelu_blocks(const float* x, int64_t i0, int64_t i1, F&& fn) {
+  double plus[kGeluBlock], minus[kGeluBlock];
+  for (int64_t b = i0; b < i1; b += kGeluBlock) {
+    const int64_t n = std::min(kGeluBlock, i1 - b);
+    one_plus_minus_tanh(x + b, n, plus, minus);
+    fn(b, n, plus, minus);
+  }
+}
 
 }  // namespace
 
@@ -25,50 +58,57 @@ void add(const Call& c) {
   });
 }
 
-/// 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), written h·t + h with h = 0.5·x (so gelu(±0) = +0 and
-/// gelu(−inf) = NaN, as the reference).
+/// 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) as h·(1 + t) + 0 with h = 0.5·x (the + 0 makes gelu(−0) = +0,
+/// as the reference; gelu(−inf) = −inf·0 = NaN, as the reference).
 void gelu(const Call& c) {
   const float* xf = c.in[0]->data();
   double* y = c.out[0].data();
   for_each_range(c, static_cast<int64_t>(c.out[0].size()), [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const double x = xf[i];
-      const double t = std::tanh(kGeluC * (x + kGeluK * (x * x * x)));
-      const double h = 0.5 * x;
-      y[i] = h * t + h;
-    }
+    gelu_blocks(xf, i0, i1, [&](int64_t b, int64_t n, const double* plus, const double*) {
+      for (int64_t j = 0; j < n; ++j) y[b + j] = (0.5 * static_cast<double>(xf[b + j])) * plus[j] + 0.0;
+    });
   });
 }
 
-/// dy·(½(1 + t) + ½x·(1 − t²)·√(2/π)·(1 + 3·0.044715·x²)); the second term is skipped where 1 − t² is
-/// not > 0 (tanh saturated, ±inf included: keeps 0·inf from giving NaN, as the reference's select).
+/// dy·(½(1 + t) + ½x·(1 − t²)·√(2/π)·(1 + 3·0.044715·x²)) with 1 − t² = (1 + t)(1 − t); the second term is
+/// skipped where 1 − t² is not > 0 (tanh saturated, ±inf included: keeps 0·inf from giving NaN, as the
+/// reference's select).
 void gelu_backward(const Call& c) {
   const float *xf = c.in[0]->data(), *dyf = c.in[1]->data();
   double* dx = c.out[0].data();
   for_each_range(c, static_cast<int64_t>(c.out[0].size()), [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const double x = xf[i], x2 = x * x;
-      const double t = std::tanh(kGeluC * (x + kGeluK * (x2 * x)));
-      const double left = 0.5 + 0.5 * t;
-      const double sech2 = 1.0 - t * t;
-      const double du = kGeluC * (1.0 + 3.0 * kGeluK * x2);
-      const double g = sech2 > 0.0 ? (0.5 * x) * sech2 * du + left : left;
-      dx[i] = static_cast<double>(dyf[i]) * g;
-    }
+    gelu_blocks(xf, i0, i1, [&](int64_t b, int64_t n, const double* plus, const double* minus) {
+      for (int64_t j = 0; j < n; ++j) {
+        const double x = xf[b + j];
+        const double left = 0.5 * plus[j];
+        const double sech2 = plus[j] * minus[j];
+        const double du = kGeluC * (1.0 + 3.0 * kGeluK * (x * x));
+        const double g = sech2 > 0.0 ? (0.5 * x) * sech2 * du + left : left;
+        dx[b + j] = static_cast<double>(dyf[b + j]) * g;
+      }
+    });
   });
 }
 
 /// keepᵢ ? xᵢ/(1 − p) : +0, keepᵢ from Philox exactly as the reference (dropout_keep with the float p);
-/// the backward maps dy the same way.
+/// the backward maps dy the same way. The mask comes from the fast float32 kernel's output (its SIMD
+/// Philox): there keepᵢ ⇔ yᵢ ≠ 0, since xᵢ·s with s ≥ 1 is never 0 for xᵢ ≠ 0 (NaN ≠ 0 included);
+/// only where xᵢ = ±0 is the mask not readable from yᵢ, and only −0 needs it (kept: −0, dropped: +0).
 void dropout(const Call& c) {
   const auto seed = static_cast<uint64_t>(c.attrs.ints[0]);
   const auto step = static_cast<uint32_t>(c.attrs.ints[1]), site = static_cast<uint32_t>(c.attrs.ints[2]);
   const float p = c.attrs.floats[0];
   const double s = 1.0 / (1.0 - static_cast<double>(p));
   const float* x = c.in[0]->data();
+  const float* y32 = fast_outputs(OpKind::Dropout, c)[0].data();  // Dropout's map is DropoutBackward's
   double* y = c.out[0].data();
-  for (size_t i = 0; i < c.out[0].size(); ++i)
-    y[i] = dropout_keep(seed, step, site, p, static_cast<int64_t>(i)) ? static_cast<double>(x[i]) * s : 0.0;
+  for_each_range(c, static_cast<int64_t>(c.out[0].size()), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const bool keep =
+          y32[i] != 0.0f || (std::signbit(x[i]) && x[i] == 0.0f && dropout_keep(seed, step, site, p, i));
+      y[i] = keep ? static_cast<double>(x[i]) * s : 0.0;
+    }
+  });
 }
 
 void scale(const Call& c) {

@@ -6,10 +6,10 @@
 //
 // Each op computes the mathematical function of its RepOps definition (ops/registry.h, docs/numerics.md)
 // in double, without the float32 contract's operation order: float32 inputs and float attributes are
-// converted to double exactly; sums are plain sequential double sums; exp/log/tanh/sqrt are the C
-// library's double functions; the GELU constants are √(2/π) and 0.044715 in double, the clipping
-// epsilon 1e-6. What the contract decides by integers or comparisons is decided exactly as the
-// reference decides it: labels and token ids (ops/ids.h), gather rows, the dropout keep mask (Philox,
+// converted to double exactly; sums are plain sequential double sums; exp is this library's (exp.h:
+// GELU's 1 ± tanh from it), log/tanh/sqrt the C library's; the GELU constants are √(2/π) and 0.044715
+// in double, the clipping epsilon 1e-6. What the contract decides by integers or comparisons is as the
+// reference decides: labels and token ids (ops/ids.h), gather rows, the dropout keep mask (Philox,
 // ops/pointwise.h, compared with the float p), the max-pool window choice (pool_choice), the causal
 // mask, the ReLU and GELU selects. Matmul, Linear and the convolutions' contractions run through a
 // Float64Gemm: the one place where two honest providers' float64 results may differ. Since the

@@ -144,18 +144,23 @@ void gemm(Float64Gemm g, const GemmArgs& args) {
 }
 
 void gemm(Float64Gemm g, const GemmArgs& args, ThreadPool& pool) {
-  if (args.m <= kFloat64GemmRowBlock) return gemm(g, args);
-  const auto rows = [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t i0 = b * kFloat64GemmRowBlock;
-      GemmArgs block = args;
-      block.m = std::min(kFloat64GemmRowBlock, args.m - i0);
-      block.a = args.a + (args.trans_a ? i0 : i0 * args.lda);
-      block.c = args.c + i0 * args.ldc;
-      gemm(g, block);
+  const int64_t row_blocks = (args.m + kFloat64GemmRowBlock - 1) / kFloat64GemmRowBlock;
+  const int64_t column_blocks = (args.n + kFloat64GemmColumnBlock - 1) / kFloat64GemmColumnBlock;
+  if (row_blocks * column_blocks <= 1) return gemm(g, args);
+  const auto tiles = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t i0 = (t / column_blocks) * kFloat64GemmRowBlock,
+                    j0 = (t % column_blocks) * kFloat64GemmColumnBlock;
+      GemmArgs tile = args;
+      tile.m = std::min(kFloat64GemmRowBlock, args.m - i0);
+      tile.n = std::min(kFloat64GemmColumnBlock, args.n - j0);
+      tile.a = args.a + (args.trans_a ? i0 : i0 * args.lda);
+      tile.b = args.b + (args.trans_b ? j0 * args.ldb : j0);
+      tile.c = args.c + i0 * args.ldc + j0;
+      gemm(g, tile);
     }
   };
-  pool.parallel_for((args.m + kFloat64GemmRowBlock - 1) / kFloat64GemmRowBlock, rows);
+  pool.parallel_for(row_blocks * column_blocks, tiles);
 }
 
 ThreadPool& serial_pool() {
@@ -163,13 +168,35 @@ ThreadPool& serial_pool() {
   return pool;
 }
 
+std::span<const Tensor> fast_outputs(OpKind kind, const Call& c) {
+  thread_local std::vector<Tensor> y;
+  y.resize(c.out_shapes.size());
+  for (size_t i = 0; i < y.size(); ++i)
+    if (y[i].shape() != c.out_shapes[i] ||
+        y[i].values().size() != static_cast<size_t>(c.out_shapes[i].numel()))
+      y[i].reshape_storage(c.out_shapes[i]);
+  std::vector<Tensor*> out;
+  for (Tensor& t : y) out.push_back(&t);
+  run_fast(kind, c.attrs, c.in, out, c.pool);
+  return y;
+}
+
 std::vector<double> widen(const Tensor& x) {
   return {x.values().begin(), x.values().end()};
 }
 
-std::vector<double>& widen(const Tensor& x, std::vector<double>& into) {
-  into.assign(x.values().begin(), x.values().end());
-  return into;
+const double* widen(const Tensor& x, std::vector<double>& into, ThreadPool& pool) {
+  const float* v = x.data();
+  const auto n = static_cast<int64_t>(x.values().size());
+  if (into.size() < static_cast<size_t>(n)) into.resize(static_cast<size_t>(n));  // grows only: no zeroing
+  double* out = into.data();
+  pool.parallel_for(
+      n,
+      [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) out[i] = v[i];
+      },
+      kFloat64Grain);
+  return out;
 }
 
 }  // namespace f64

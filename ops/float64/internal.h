@@ -47,8 +47,14 @@ struct GemmArgs {
 /// OpenBLAS's 32-bit integers cannot hold.
 void gemm(Float64Gemm gemm, const GemmArgs& args);
 
-/// The product as calls on consecutive blocks of kFloat64GemmRowBlock rows of C, run over `pool`: the
-/// same calls, hence the same bits, for any thread count.
+/// The columns of one gemm call when a product is split over a pool (gemm below).
+inline constexpr int64_t kFloat64GemmColumnBlock = 256;
+
+/// The product as calls on the tiles of kFloat64GemmRowBlock rows × kFloat64GemmColumnBlock columns of
+/// C (row-major order of tiles), run over `pool`: the same calls, hence the same bits, for any thread
+/// count. Columns are split too so that a weight gradient (M = d_model rows, K = batch·context) is not
+/// one serial call. OpenBLAS blocks k by k alone, so a tile has the single call's bits
+/// (tests/ops/test_float64.cpp; above its small-matrix sizes, where another kernel may take over).
 void gemm(Float64Gemm gemm, const GemmArgs& args, ThreadPool& pool);
 
 using Call = Float64Call;
@@ -67,21 +73,17 @@ void for_each_range(const Call& c, int64_t n, F&& fn, int64_t grain = kFloat64Gr
       n, [&](int64_t b, int64_t e) { fn(b, e); }, grain);
 }
 
+/// The outputs of the fast RepOps kernel of `kind` on the call's inputs, in tensors kept per thread
+/// (fresh tensors would fault their pages in every step) until the next call on this thread.
+std::span<const Tensor> fast_outputs(OpKind kind, const Call& c);
+
 /// The float64 kernel of an op whose every output value is one of its float32 inputs or +0 (copies,
 /// selections, masks): its float64 result is the RepOps reference's, widened, so the reference alone
 /// defines what it selects. Computed by the fast kernel, memcmp-equal to the reference by the
-/// contract (tests/ops), several times faster for the dropout mask.
+/// contract (tests/ops).
 template <OpKind K>
 void selected(const Call& c) {
-  thread_local std::vector<Tensor> y;  // kept: fresh tensors would fault their pages in every step
-  y.resize(c.out_shapes.size());
-  for (size_t i = 0; i < y.size(); ++i)
-    if (y[i].shape() != c.out_shapes[i] ||
-        y[i].values().size() != static_cast<size_t>(c.out_shapes[i].numel()))
-      y[i].reshape_storage(c.out_shapes[i]);
-  std::vector<Tensor*> out;
-  for (Tensor& t : y) out.push_back(&t);
-  run_fast(K, c.attrs, c.in, out, c.pool);
+  const std::span<const Tensor> y = fast_outputs(K, c);
   for (size_t i = 0; i < y.size(); ++i) {
     const std::span<const float> v = y[i].values();
     std::copy(v.begin(), v.end(), c.out[i].begin());
@@ -90,8 +92,9 @@ void selected(const Call& c) {
 
 /// x converted to double, element by element (exact).
 std::vector<double> widen(const Tensor& x);
-/// x widened into `into` (its capacity reused), which it returns.
-std::vector<double>& widen(const Tensor& x, std::vector<double>& into);
+/// x widened into the first x.numel() values of `into`, elements split over `pool`; returns into.data().
+/// `into` only grows (a kept buffer sized down and up again would be zeroed each time it grows).
+const double* widen(const Tensor& x, std::vector<double>& into, ThreadPool& pool);
 
 // linear.cpp
 void linear(const Call&);

@@ -13,13 +13,17 @@ void linear(const Call& c) {
   const bool tb = !c.attrs.ints.empty() && c.attrs.ints[0] != 0;
   const int64_t m = x.shape()[0], k = x.shape()[1], n = w.shape()[tb ? 0 : 1];
   std::vector<double>& y = c.out[0];
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) y[static_cast<size_t>(i * n + j)] = b[j];
+  for_each_range(
+      c, m,
+      [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i)
+          for (int64_t j = 0; j < n; ++j) y[static_cast<size_t>(i * n + j)] = b[j];
+      },
+      std::max<int64_t>(1, kFloat64Grain / std::max<int64_t>(n, 1)));
   // Kept per thread: fresh operands would fault their pages in every call.
   thread_local std::vector<double> xd, wd;
-  widen(x, xd);
-  widen(w, wd);
-  gemm(c.gemm, {xd.data(), wd.data(), y.data(), m, n, k, k, tb ? k : n, n, false, tb, true}, c.pool);
+  const double *xw = widen(x, xd, c.pool), *ww = widen(w, wd, c.pool);
+  gemm(c.gemm, {xw, ww, y.data(), m, n, k, k, tb ? k : n, n, false, tb, true}, c.pool);
 }
 
 /// c = op(a)·op(b), ints {trans_a, trans_b}; rank 3: one GEMM per batch element (same batch on both
@@ -32,17 +36,16 @@ void matmul(const Call& c) {
   const int64_t m = cs[r], n = cs[r + 1], k = ta ? as[r] : as[r + 1];
   const int64_t lda = as[r + 1], ldb = bs[r + 1];
   thread_local std::vector<double> a_wide, b_wide;  // kept per thread, as linear's
-  std::vector<double>&ad = widen(*c.in[0], a_wide),
-  &bd = widen(*c.in[1], b_wide);  // the caller's, in the pool
+  const double *ad = widen(*c.in[0], a_wide, c.pool), *bd = widen(*c.in[1], b_wide, c.pool);
   std::vector<double>& out = c.out[0];
   if (batch == 1) {
-    gemm(c.gemm, {ad.data(), bd.data(), out.data(), m, n, k, lda, ldb, n, ta, tb, false}, c.pool);
+    gemm(c.gemm, {ad, bd, out.data(), m, n, k, lda, ldb, n, ta, tb, false}, c.pool);
     return;
   }
   c.pool.parallel_for(batch, [&](int64_t e0, int64_t e1) {  // the batch's products side by side
     for (int64_t e = e0; e < e1; ++e)
-      gemm(c.gemm, {ad.data() + e * m * k, bd.data() + e * k * n, out.data() + e * m * n, m, n, k, lda, ldb,
-                    n, ta, tb, false});
+      gemm(c.gemm,
+           {ad + e * m * k, bd + e * k * n, out.data() + e * m * n, m, n, k, lda, ldb, n, ta, tb, false});
   });
 }
 

@@ -1,11 +1,12 @@
 // Float64 row-wise ops: softmax cross-entropy and its backward, softmax (causal mask) and its backward,
-// layer norm (biased variance) and its backward. Sums are sequential double sums, exp/log/sqrt the C
-// library's double functions. Labels are validated by the reference's class_id (ops/ids.h); the
-// running maximum and the causal mask are the reference's.
+// layer norm (biased variance) and its backward. Sums are sequential double sums, exp this library's
+// own (ops/float64/exp.h: the same bits on every machine), log and sqrt the C library's. Labels are validated
+// by the reference's class_id (ops/ids.h); the running maximum and the causal mask are the reference's.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "ops/float64/exp.h"
 #include "ops/float64/internal.h"
 #include "ops/ids.h"
 
@@ -17,11 +18,10 @@ namespace {
 std::pair<double, double> exp_row(const float* z, int64_t n, double* e) {
   float m = z[0];
   for (int64_t j = 1; j < n; ++j) m = z[j] > m ? z[j] : m;
+  for (int64_t j = 0; j < n; ++j) e[j] = static_cast<double>(z[j]) - static_cast<double>(m);
+  exp(e, e, static_cast<size_t>(n));
   double s = 0.0;
-  for (int64_t j = 0; j < n; ++j) {
-    e[j] = std::exp(static_cast<double>(z[j]) - static_cast<double>(m));
-    s += e[j];
-  }
+  for (int64_t j = 0; j < n; ++j) s += e[j];
   return {m, s};
 }
 
@@ -93,11 +93,10 @@ void softmax(const Call& c) {
             const double v = scale * xr[j];
             m = v > m ? v : m;
           }
+          for (int64_t j = 0; j < nv; ++j) yr[j] = scale * xr[j] - m;
+          exp(yr, yr, static_cast<size_t>(nv));  // this library's exp, SIMD-wide (ops/float64/exp.h)
           double s = 0.0;
-          for (int64_t j = 0; j < nv; ++j) {
-            yr[j] = std::exp(scale * xr[j] - m);
-            s += yr[j];
-          }
+          for (int64_t j = 0; j < nv; ++j) s += yr[j];
           for (int64_t j = 0; j < nv; ++j) yr[j] /= s;
           for (int64_t j = nv; j < r.n; ++j) yr[j] = 0.0;
         }
@@ -175,6 +174,8 @@ void layer_norm_backward(const Call& c) {
   const int64_t m = x.shape()[0], d = x.shape()[1];
   const double eps = c.attrs.floats[0], df = static_cast<double>(d);
   double *dx = c.out[0].data(), *dgamma = c.out[1].data(), *dbeta = c.out[2].data();
+  std::fill(c.out[1].begin(), c.out[1].end(), 0.0);  // sums; dx is stored whole (run_float64 does not zero)
+  std::fill(c.out[2].begin(), c.out[2].end(), 0.0);
   std::vector<double> xhat(static_cast<size_t>(d)), g(static_cast<size_t>(d));
   for (int64_t r = 0; r < m; ++r) {
     const float *xr = x.data() + r * d, *dyr = dy.data() + r * d;

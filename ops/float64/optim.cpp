@@ -46,14 +46,16 @@ void adamw(const Call& c) {
   const double omb1 = 1.0 - b1, omb2 = 1.0 - b2;
   const float *p = c.in[0]->data(), *g = c.in[1]->data(), *m = c.in[2]->data(), *v = c.in[3]->data();
   double *p2 = c.out[0].data(), *m2 = c.out[1].data(), *v2 = c.out[2].data();
-  for (size_t i = 0; i < c.out[0].size(); ++i) {
-    const double gi = g[i];
-    const double mi = b1 * static_cast<double>(m[i]) + omb1 * gi;
-    const double vi = b2 * static_cast<double>(v[i]) + omb2 * (gi * gi);
-    m2[i] = mi;
-    v2[i] = vi;
-    p2[i] = static_cast<double>(p[i]) * decay - step * (mi / (std::sqrt(vi) / sbc2 + eps));
-  }
+  for_each_range(c, static_cast<int64_t>(c.out[0].size()), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const double gi = g[i];
+      const double mi = b1 * static_cast<double>(m[i]) + omb1 * gi;
+      const double vi = b2 * static_cast<double>(v[i]) + omb2 * (gi * gi);
+      m2[i] = mi;
+      v2[i] = vi;
+      p2[i] = static_cast<double>(p[i]) * decay - step * (mi / (std::sqrt(vi) / sbc2 + eps));
+    }
+  });
 }
 
 /// Σ xᵢ², i in row-major order.

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 
@@ -20,6 +21,7 @@
 #include "engine/rounding_logs.h"
 #include "engine/state.h"
 #include "engine/step.h"
+#include "ops/thread_pool.h"
 #include "tests/engine/job_text.h"
 
 using namespace tribunal;
@@ -186,6 +188,29 @@ TEST_CASE("job_id: the τ of op kinds appended after scale enter only when not t
   for (size_t k = 0; k < kTauKindsInIdV1; ++k) first.numerics.tau[k] = 0.001;
   CHECK(all.numerics.tau[static_cast<size_t>(OpKind::BroadcastBinary)] == 0.001);
   CHECK(job_id(all, root, shape) != job_id(first, root, shape));
+}
+
+// A GPT step's logs are ~16 MB of packed trits: the file is cut into gzip members of 1 MiB, compressed
+// on the trainer's pool. The members read back as one stream, with or without a pool, byte for byte.
+TEST_CASE("a step's rounding logs of several MiB round-trip through gzip members made on a pool") {
+  TempDir dir;
+  StepRoundingLog log{9, {some_log(5'000'000), some_log(1), some_log(12'000'000), some_log(0)}};
+  const uint64_t counts[] = {5'000'000, 1, 12'000'000, 0};
+  ThreadPool pool(2);
+  const std::filesystem::path pooled = rounding_log_path(dir.path / "a", 9),
+                              serial = rounding_log_path(dir.path / "b", 9);
+  const uint64_t bytes = write_rounding_log(pooled, log, &pool);
+  CHECK(bytes == std::filesystem::file_size(pooled));
+  CHECK(write_rounding_log(serial, log) == bytes);  // the same members whoever compresses them
+  for (const auto& path : {pooled, serial}) {
+    const StepRoundingLog back = read_rounding_log(path, 9, counts);
+    CHECK(back.step == 9);
+    CHECK(back.nodes == log.nodes);
+  }
+  // More than one member: gzip's magic bytes 1f 8b 08 appear again after the first.
+  std::ifstream in(pooled, std::ios::binary);
+  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(file.find("\x1f\x8b\x08", 3) != std::string::npos);
 }
 
 TEST_CASE("a step's rounding logs round-trip through their file, and a wrong file is refused by name") {

@@ -25,9 +25,11 @@
 #include <string>
 #include <vector>
 
+#include "ops/float64/exp.h"
 #include "ops/float64/float64.h"
 #include "ops/float64/internal.h"
 #include "ops/math.h"
+#include "ops/pointwise.h"
 #include "ops/registry.h"
 #include "tests/ops/op_test_support.h"
 
@@ -355,39 +357,45 @@ TEST_CASE("float64: the naive and OpenBLAS gemms differ bitwise on a K >= 256 ma
   }
 }
 
-// run_float64 with a pool computes a product of more than kFloat64GemmRowBlock rows as one gemm call
-// per block of rows: each element must keep the bits of the single call (its k order, OpenBLAS's K
-// blocks included, does not depend on how many rows a call has), for any thread count.
-TEST_CASE("float64: a product split into row blocks over a pool has the bits of one gemm call") {
+// run_float64 with a pool computes a product of more than kFloat64GemmRowBlock rows or
+// kFloat64GemmColumnBlock columns as one gemm call per tile: each element must keep the bits of the
+// single call (its k order, OpenBLAS's K blocks included, does not depend on how many rows or columns a
+// call has), for any thread count. Shapes: row and column tiles with ragged edges; a weight gradient's
+// few rows and many columns.
+TEST_CASE("float64: a product split into tiles over a pool has the bits of one gemm call") {
   std::mt19937 rng(12);
-  const int64_t m = 2 * kFloat64GemmRowBlock + 37, k = 2053, n = 67;
+  const int64_t shapes[][3] = {{2 * kFloat64GemmRowBlock + 37, 1029, f64::kFloat64GemmColumnBlock + 67},
+                               {100, 1029, 2 * f64::kFloat64GemmColumnBlock + 5}};
   ThreadPool one(1), three(3);
-  for (Float64Gemm g : {Float64Gemm::Naive, Float64Gemm::OpenBlas}) {
-    if (!float64_gemm_built(g)) continue;
-    for (int64_t flags = 0; flags < 8; ++flags) {
-      const bool ta = flags & 1, tb = flags & 2, accumulate = flags & 4;
-      CAPTURE(float64_gemm_name(g));
-      CAPTURE(flags);
-      const Tensor a = random_tensor(ta ? Shape{k, m} : Shape{m, k}, rng, false);
-      const Tensor b = random_tensor(tb ? Shape{n, k} : Shape{k, n}, rng, false);
-      const std::vector<double> ad(a.values().begin(), a.values().end()),
-          bd(b.values().begin(), b.values().end());
-      std::vector<double> start(static_cast<size_t>(m * n));
-      for (double& v : start) v = std::uniform_real_distribution<double>(-1, 1)(rng);
-      const f64::GemmArgs args{ad.data(),  bd.data(),  nullptr, m,  n,  k,
-                               ta ? m : k, tb ? k : n, n,       ta, tb, accumulate};
-      std::vector<double> whole = start, on_one = start, on_three = start;
-      f64::GemmArgs x = args;
-      x.c = whole.data();
-      f64::gemm(g, x);
-      x.c = on_one.data();
-      f64::gemm(g, x, one);
-      x.c = on_three.data();
-      f64::gemm(g, x, three);
-      CHECK(std::memcmp(whole.data(), on_one.data(), whole.size() * sizeof(double)) == 0);
-      CHECK(std::memcmp(whole.data(), on_three.data(), whole.size() * sizeof(double)) == 0);
+  for (const auto& shape : shapes)
+    for (Float64Gemm g : {Float64Gemm::Naive, Float64Gemm::OpenBlas}) {
+      const int64_t m = shape[0], k = shape[1], n = shape[2];
+      if (!float64_gemm_built(g)) continue;
+      for (int64_t flags = 0; flags < 8; ++flags) {
+        const bool ta = flags & 1, tb = flags & 2, accumulate = flags & 4;
+        CAPTURE(float64_gemm_name(g));
+        CAPTURE(flags);
+        CAPTURE(m);
+        const Tensor a = random_tensor(ta ? Shape{k, m} : Shape{m, k}, rng, false);
+        const Tensor b = random_tensor(tb ? Shape{n, k} : Shape{k, n}, rng, false);
+        const std::vector<double> ad(a.values().begin(), a.values().end()),
+            bd(b.values().begin(), b.values().end());
+        std::vector<double> start(static_cast<size_t>(m * n));
+        for (double& v : start) v = std::uniform_real_distribution<double>(-1, 1)(rng);
+        const f64::GemmArgs args{ad.data(),  bd.data(),  nullptr, m,  n,  k,
+                                 ta ? m : k, tb ? k : n, n,       ta, tb, accumulate};
+        std::vector<double> whole = start, on_one = start, on_three = start;
+        f64::GemmArgs x = args;
+        x.c = whole.data();
+        f64::gemm(g, x);
+        x.c = on_one.data();
+        f64::gemm(g, x, one);
+        x.c = on_three.data();
+        f64::gemm(g, x, three);
+        CHECK(std::memcmp(whole.data(), on_one.data(), whole.size() * sizeof(double)) == 0);
+        CHECK(std::memcmp(whole.data(), on_three.data(), whole.size() * sizeof(double)) == 0);
+      }
     }
-  }
 }
 
 TEST_CASE("float64: gemm names parse, and the build reports which gemms it has") {
@@ -467,4 +475,108 @@ TEST_CASE("float64: bad input throws OpError") {
     }
   }
   CHECK(checked > 2 * static_cast<int64_t>(kOpKindCount));
+}
+
+namespace {
+
+/// |got − want| in units of want's double spacing (its ulp; the subnormal spacing below 2^-1022).
+double ulps_from(double got, long double want) {
+  const double w = static_cast<double>(want);
+  const double spacing = std::max(std::nextafter(std::fabs(w), INFINITY) - std::fabs(w), 0x1p-1074);
+  return static_cast<double>(std::fabs(static_cast<long double>(got) - want) / spacing);
+}
+
+}  // namespace
+
+// f64::exp (ops/float64/exp.h) replaces libm's exp in the float64 kernels: it must be as accurate, and
+// the same bits on every path (the AVX2 lanes and the scalar sequence), whatever the CPU.
+TEST_CASE(
+    "float64: f64::exp is within 2 ulps of expl, the same bits SIMD-wide and scalar, right at the edges") {
+  std::mt19937_64 rng(7);
+  std::vector<double> x;
+  std::uniform_real_distribution<double> wide(-746.0, 710.0), narrow(-2.0, 2.0), tiny(-1e-8, 1e-8);
+  for (int i = 0; i < 200000; ++i) x.push_back(i % 3 == 0 ? wide(rng) : i % 3 == 1 ? narrow(rng) : tiny(rng));
+  for (double v : {0.0, -0.0, 1.0, -1.0, 0.5 * std::log(2.0), -708.39, -708.4, -744.0, -745.0, -745.13,
+                   709.78, 709.0, 1e-300, -1e-300})
+    x.push_back(v);
+  std::vector<double> y(x.size());
+  f64::exp(x.data(), y.data(), x.size());
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double s = f64::exp(x[i]);
+    REQUIRE_MESSAGE(std::memcmp(&s, &y[i], sizeof s) == 0, "x = ", x[i]);  // SIMD lanes == scalar
+    worst = std::max(worst, ulps_from(y[i], std::exp(static_cast<long double>(x[i]))));
+  }
+  MESSAGE("f64::exp: worst error ", worst, " ulps over ", x.size(), " arguments");
+  CHECK(worst <= 2.0);
+  CHECK(f64::exp(0.0) == 1.0);
+  CHECK(f64::exp(-INFINITY) == 0.0);
+  CHECK(std::isinf(f64::exp(INFINITY)));
+  CHECK(std::isinf(f64::exp(709.8)));
+  CHECK(f64::exp(709.78) == doctest::Approx(1.7928227943945155e308).epsilon(1e-15));
+  CHECK(f64::exp(-745.2) == 0.0);
+  CHECK(f64::exp(-745.0) == 0x1p-1074);  // the smallest subnormal, as expl rounds it
+  CHECK(std::isnan(f64::exp(NAN)));
+}
+
+// GELU's 1 + tanh(u) cancels for u ≪ 0: computed as h·t + h with libm's tanh it was off by ~5e-6 of the
+// value at x = −6 (a libm's last bit there moves the float64 value by many float32 spacings, beyond
+// what τ allows two parties). The float64 kernels now compute 1 ± tanh u without cancelling.
+TEST_CASE("float64: GELU and its gradient are accurate to 1e-13 of the value where 1 + tanh cancels") {
+  std::vector<float> xs;
+  for (float v = -14.0f; v <= 6.0f; v += 0.0078125f) xs.push_back(v);
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, -1e-40f}) xs.push_back(v);
+  const Shape shape{static_cast<int64_t>(xs.size())};
+  const Tensor x(shape, xs), dy(shape, std::vector<float>(xs.size(), 1.0f));
+  const Tensor* gelu_in[] = {&x};
+  const Tensor* grad_in[] = {&x, &dy};
+  std::vector<std::vector<double>> y(1), g(1);
+  run_float64(OpKind::Gelu, {}, gelu_in, y, Float64Gemm::Naive);
+  run_float64(OpKind::GeluBackward, {}, grad_in, g, Float64Gemm::Naive);
+  double worst_y = 0, worst_g = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const long double v = xs[i], c = 0.79788456080286535588L, k = 0.044715L;
+    const long double u = c * (v + k * v * v * v);
+    // 1 ± tanh u = 2/(1 + e^(∓2u)), without cancelling in long double either.
+    const long double plus = 2 / (1 + std::exp(-2 * u)), minus = 2 / (1 + std::exp(2 * u));
+    const long double want_y = 0.5L * v * plus;
+    const long double want_g = 0.5L * plus + 0.5L * v * (plus * minus) * c * (1 + 3 * k * v * v);
+    if (want_y != 0) worst_y = std::max(worst_y, static_cast<double>(std::fabs((y[0][i] - want_y) / want_y)));
+    if (want_g != 0) worst_g = std::max(worst_g, static_cast<double>(std::fabs((g[0][i] - want_g) / want_g)));
+  }
+  MESSAGE("float64 GELU: worst relative error ", worst_y, ", gradient ", worst_g);
+  CHECK(worst_y <= 1e-13);
+  CHECK(worst_g <= 1e-13);
+  // The reference's selects: gelu(−0) = +0, and saturation (x = −14: e^(2u) underflows) gives exactly 0.
+  CHECK(std::signbit(y[0][xs.size() - 4]) == false);
+  CHECK(y[0][xs.size() - 4] == 0.0);
+}
+
+// The float64 dropout reads its mask from the fast float32 kernel's output (keep ⇔ y ≠ 0), except at
+// x = −0, where only the mask tells −0 (kept) from +0 (dropped): every element against dropout_keep.
+TEST_CASE("float64: dropout and its backward keep exactly dropout_keep's elements, −0 and NaN included") {
+  std::vector<float> xs;
+  for (int i = 0; i < 4099; ++i)
+    xs.push_back(i % 4 == 0    ? -0.0f
+                 : i % 4 == 1  ? 0.0f
+                 : i % 97 == 2 ? NAN
+                               : 0.001f * static_cast<float>(i - 2000));
+  const Tensor x(Shape{static_cast<int64_t>(xs.size())}, xs);
+  const Tensor* in[] = {&x};
+  const Attrs attrs{{1234567, 3, 9}, {0.375f}};
+  const double s = 1.0 / (1.0 - 0.375);
+  for (OpKind kind : {OpKind::Dropout, OpKind::DropoutBackward}) {
+    std::vector<std::vector<double>> y(1);
+    run_float64(kind, attrs, in, y, Float64Gemm::Naive);
+    int64_t kept_negative_zeros = 0, mismatches = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const bool keep = dropout_keep(1234567, 3, 9, 0.375f, static_cast<int64_t>(i));
+      const double want = keep ? static_cast<double>(xs[i]) * s : 0.0;
+      if (std::memcmp(&want, &y[0][i], sizeof want) != 0 && !(std::isnan(want) && std::isnan(y[0][i])))
+        ++mismatches;
+      kept_negative_zeros += keep && xs[i] == 0.0f && std::signbit(xs[i]);
+    }
+    CHECK(mismatches == 0);
+    CHECK(kept_negative_zeros > 100);  // the case the float32 output cannot tell
+  }
 }
