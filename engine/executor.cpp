@@ -153,15 +153,21 @@ void Executor::run_rounded(size_t n, const Node& node, std::span<const Tensor* c
   wide.resize(out.size());
   // Output i's float64 values go in a kept vector of exactly its size, one per size: run_float64 sizes
   // its outputs, and a vector sized down and up again from node to node would be zeroed as it grows.
+  // Only sizes up to kKeptBySize values (128 MB), so what is kept is one vector per such size; a larger
+  // output (GPT-2's logits) reuses wide[i] as before.
+  constexpr size_t kKeptBySize = size_t{1} << 24;
   thread_local std::map<size_t, std::vector<double>> by_size;
-  for (size_t i = 0; i < out.size(); ++i) wide[i].swap(by_size[out[i]->values().size()]);
+  const auto trade = [](std::vector<double>& w, size_t n) {
+    if (n <= kKeptBySize) w.swap(by_size[n]);
+  };
+  for (size_t i = 0; i < out.size(); ++i) trade(wide[i], out[i]->values().size());
   struct Return {  // puts them back however this returns
-    std::vector<std::vector<double>>& wide;
-    std::map<size_t, std::vector<double>>& by_size;
+    std::span<std::vector<double>> wide;
+    decltype(trade)& give;
     ~Return() {
-      for (std::vector<double>& w : wide) w.swap(by_size[w.size()]);
+      for (std::vector<double>& w : wide) give(w, w.size());
     }
-  } give_back{wide, by_size};
+  } give_back{std::span(wide).first(out.size()), trade};
   RoundingProfile* const profile = rounding_->profile;
   auto t0 = std::chrono::steady_clock::now();
   const auto lap = [&](RoundingProfile::Part part) {
