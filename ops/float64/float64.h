@@ -60,15 +60,15 @@ bool float64_gemm_built(Float64Gemm gemm);
 /// is OpenBlas and the build has no OpenBLAS ("this build has no OpenBLAS"), whatever the op.
 ///
 /// `pool` (null: the caller's thread alone) splits what is independent: the elementwise and row-wise
-/// kernels' output elements or rows, and the gemm ops' output rows in fixed blocks of
-/// kFloat64GemmRowBlock, each block one gemm call whatever the thread count. Every value is computed
+/// kernels' output elements or rows, and the gemm ops' outputs in fixed tiles of kFloat64GemmRowBlock
+/// rows (× 256 columns), each one gemm call whatever the thread count. Every value is computed
 /// by the same operations for any pool, so the results do not depend on it. OpenBLAS adds its own
 /// threads per call when OPENBLAS_NUM_THREADS asks for them (never set here; its bits change with them).
 void run_float64(OpKind kind, const Attrs& attrs, std::span<const Tensor* const> in,
                  std::span<std::vector<double>> out, Float64Gemm gemm, ThreadPool* pool = nullptr);
 
 /// The output rows of one gemm call when run_float64 splits a product over a pool: a product of more
-/// rows is computed as calls on consecutive blocks of this many rows (the last one shorter).
+/// rows is computed as calls on tiles of this many rows (ops/float64/internal.h: and 256 columns).
 inline constexpr int64_t kFloat64GemmRowBlock = 256;
 
 /// The default log2 of the ratio between a contraction's magnitude bound and its rounding quantum

@@ -15,7 +15,9 @@
 namespace tribunal {
 
 /// One op invocation, already validated by infer_shapes: `out[i]` has out_shapes[i].numel() elements,
-/// all +0. Named outside f64 so that ops/registry.h can declare it without the f64 namespace.
+/// all +0 unless the op's kernel stores every value (ops/float64/dispatch.cpp writes_every_value: then
+/// they are whatever the buffer held). Named outside f64 so that ops/registry.h can declare it without
+/// the f64 namespace.
 struct Float64Call {
   const Attrs& attrs;
   std::span<const Tensor* const> in;
