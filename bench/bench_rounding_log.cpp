@@ -6,7 +6,7 @@
 // steps run four times from the initial state:
 //  - RepOps (the job as written): the baseline step time;
 //  - rounding-log mode with OpenBLAS's DGEMM ("trainer"), its logs written to a temporary directory:
-//    per step the values rounded, the decisions logged, the packed and the gzip bytes of the logs,
+//    per step the values rounded, the decisions logged, the packed and the file (zstd) bytes of the logs,
 //    against the model's parameter bytes, and the step time (including the log file);
 //  - rounding-log mode with the naive float64 loop, rounding its own values ("naive, own logs");
 //  - the naive loop replaying the trainer's logs ("naive, replayed").
@@ -437,10 +437,10 @@ int main(int argc, char** argv) {
         {"logged_fraction", static_cast<double>(trainer.logged) / static_cast<double>(trainer.values)},
         {"logged_per_step", static_cast<double>(trainer.logged) * per_step},
         {"log_packed_bytes_per_step", static_cast<double>(trainer.packed_bytes) * per_step},
-        {"log_gzip_bytes_per_step", static_cast<double>(trainer.file_bytes) * per_step},
+        {"log_file_bytes_per_step", static_cast<double>(trainer.file_bytes) * per_step},
         {"log_packed_over_parameters",
          static_cast<double>(trainer.packed_bytes) * per_step / static_cast<double>(param_bytes)},
-        {"log_gzip_over_parameters",
+        {"log_file_over_parameters",
          static_cast<double>(trainer.file_bytes) * per_step / static_cast<double>(param_bytes)},
         {"repops_step_s", repops.step_s},
         {"rounding_log_openblas_step_s", trainer.step_s},

@@ -27,7 +27,7 @@ struct StepRoundingLog {
 /// jobs"). Throws ProtocolError if packed is not ⌈count / 5⌉ bytes.
 Digest rounding_log_leaf(const RoundingLog& log);
 
-/// dir/rounding_logs/step_<t>.rlog.gz, beside the checkpoints of a run directory.
+/// dir/rounding_logs/step_<t>.rlog.zst, beside the checkpoints of a run directory.
 std::filesystem::path rounding_log_path(const std::filesystem::path& dir, int64_t step);
 
 /// dir/trainer_logs: where an auditor of a job with roles keeps the trainer's logs it fetched
@@ -40,10 +40,10 @@ inline std::filesystem::path audited_logs_dir(const std::filesystem::path& dir) 
 /// dir/log_headers/step_<t>.bin: the LogHeader envelope a trainer signed for step t, as received.
 std::filesystem::path log_header_path(const std::filesystem::path& dir, int64_t step);
 
-/// Writes a step's logs gzip-compressed (most decisions are "nearest", so the packed trits shrink many
+/// Writes a step's logs zstd-compressed (most decisions are "nearest", so the packed trits shrink many
 /// times): "tribunal rounding log 1\n" ‖ u64 LE step ‖ u64 LE nodes ‖ per node u64 LE count ‖ packed,
-/// as gzip members of 1 MiB of that stream each (compressed side by side on `pool` when given; the file
-/// reads as one stream, RFC 1952 §2.2). Written to a temporary name and renamed, so a reader never sees half
+/// as zstd frames (level 1, with checksums) of 1 MiB of that stream each, compressed side by side on
+/// `pool` when given; the file reads as one stream (RFC 8878 §3.1, `zstd -d`). Written to a temporary name and renamed, so a reader never sees half
 /// a file. Returns the bytes written. Throws EngineError naming the file when it cannot be written.
 uint64_t write_rounding_log(const std::filesystem::path& path, const StepRoundingLog& log,
                             ThreadPool* pool = nullptr);

@@ -21,6 +21,7 @@ esac
 packages=(
   build-essential cmake ninja-build ccache pkg-config clang clang-format libclang-rt-14-dev python3 python3-numpy
   libboost1.81-dev libboost-context1.81-dev libsodium-dev libfmt-dev doctest-dev libtomlplusplus-dev zlib1g-dev
+  libzstd-dev zstd
   libopenblas-dev nlohmann-json3-dev libsqlite3-dev libcli11-dev libspdlog-dev prometheus-cpp-dev
   libonnx-dev libprotobuf-dev libonnx-testdata
   librust-blake3-dev b3sum
@@ -38,7 +39,7 @@ if [ "$cross" = aarch64 ]; then
   # links libonnx1:arm64 with the native headers (onnx/CMakeLists.txt).
   packages+=(
     g++-aarch64-linux-gnu qemu-user libc6:arm64
-    libsodium-dev:arm64 libfmt-dev:arm64 libtomlplusplus-dev:arm64 zlib1g-dev:arm64
+    libsodium-dev:arm64 libfmt-dev:arm64 libtomlplusplus-dev:arm64 zlib1g-dev:arm64 libzstd-dev:arm64
     libsqlite3-dev:arm64 libboost1.81-dev:arm64 libssl-dev:arm64
     libspdlog-dev:arm64 libprometheus-cpp-core1.0:arm64 libonnx1:arm64 libprotobuf-dev:arm64
   )

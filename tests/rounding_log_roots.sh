@@ -37,10 +37,10 @@ done
 
 # A forged decision: the first node (a gather, whose values are float32 already, never near a boundary)
 # gets an "up" for its first value. The replay refuses it at step 0, node 0.
-log=$tmp/short_mlp_rlog-a/rounding_logs/step_00000000.rlog.gz
-gzip -dc "$log" > "$tmp/raw"
+log=$tmp/short_mlp_rlog-a/rounding_logs/step_00000000.rlog.zst
+zstd -q -dc "$log" > "$tmp/raw"
 printf '\x02' | dd of="$tmp/raw" bs=1 seek=48 conv=notrunc status=none  # magic 24 + step 8 + nodes 8 + count 8
-mkdir -p "$tmp/forged/rounding_logs" && gzip -c "$tmp/raw" > "$tmp/forged/rounding_logs/step_00000000.rlog.gz"
+mkdir -p "$tmp/forged/rounding_logs" && zstd -q -c "$tmp/raw" > "$tmp/forged/rounding_logs/step_00000000.rlog.zst"
 if err=$(train "$src/scenarios/jobs/short_mlp_rlog.toml" --replay-logs "$tmp/forged" --out "$tmp/f" 2>&1); then
   echo "FAIL a forged rounding decision was replayed"; fail=1
 elif ! grep -q "step 0 node 0 (gather): the rounding log's decision for output 0 element 0 is not allowed" <<<"$err"; then

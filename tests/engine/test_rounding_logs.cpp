@@ -13,7 +13,6 @@
 #include <set>
 #include <string>
 
-#include <zlib.h>
 
 #include "engine/error.h"
 #include "engine/executor.h"
@@ -190,9 +189,9 @@ TEST_CASE("job_id: the τ of op kinds appended after scale enter only when not t
   CHECK(job_id(all, root, shape) != job_id(first, root, shape));
 }
 
-// A GPT step's logs are ~16 MB of packed trits: the file is cut into gzip members of 1 MiB, compressed
-// on the trainer's pool. The members read back as one stream, with or without a pool, byte for byte.
-TEST_CASE("a step's rounding logs of several MiB round-trip through gzip members made on a pool") {
+// A GPT step's logs are ~16 MB of packed trits: the file is cut into zstd frames of 1 MiB, compressed
+// on the trainer's pool. The frames read back as one stream, with or without a pool, byte for byte.
+TEST_CASE("a step's rounding logs of several MiB round-trip through zstd frames made on a pool") {
   TempDir dir;
   StepRoundingLog log{9, {some_log(5'000'000), some_log(1), some_log(12'000'000), some_log(0)}};
   const uint64_t counts[] = {5'000'000, 1, 12'000'000, 0};
@@ -201,23 +200,24 @@ TEST_CASE("a step's rounding logs of several MiB round-trip through gzip members
                               serial = rounding_log_path(dir.path / "b", 9);
   const uint64_t bytes = write_rounding_log(pooled, log, &pool);
   CHECK(bytes == std::filesystem::file_size(pooled));
-  CHECK(write_rounding_log(serial, log) == bytes);  // the same members whoever compresses them
+  CHECK(write_rounding_log(serial, log) == bytes);  // the same frames whoever compresses them
   for (const auto& path : {pooled, serial}) {
     const StepRoundingLog back = read_rounding_log(path, 9, counts);
     CHECK(back.step == 9);
     CHECK(back.nodes == log.nodes);
   }
-  // More than one member: gzip's magic bytes 1f 8b 08 appear again after the first.
+  // More than one frame: zstd's magic number 0xFD2FB528 (little-endian) appears again after the first.
   std::ifstream in(pooled, std::ios::binary);
   const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  CHECK(file.find("\x1f\x8b\x08", 3) != std::string::npos);
+  CHECK(file.rfind("\x28\xb5\x2f\xfd", 0) == 0);
+  CHECK(file.find("\x28\xb5\x2f\xfd", 4) != std::string::npos);
 }
 
 TEST_CASE("a step's rounding logs round-trip through their file, and a wrong file is refused by name") {
   TempDir dir;
   StepRoundingLog log{3, {some_log(7), some_log(0), some_log(11)}};
   const std::filesystem::path path = rounding_log_path(dir.path, 3);
-  CHECK(path.filename() == "step_00000003.rlog.gz");
+  CHECK(path.filename() == "step_00000003.rlog.zst");
   CHECK(write_rounding_log(path, log) > 0);
   const uint64_t counts[] = {7, 0, 11};
   const StepRoundingLog back = read_rounding_log(path, 3, counts);
@@ -240,21 +240,23 @@ TEST_CASE("a step's rounding logs round-trip through their file, and a wrong fil
   const uint64_t other[] = {7, 0, 12};
   CHECK(error(path, 3, other).find("node 2 logs 11 decisions, but its outputs hold 12 values") !=
         std::string::npos);
-  CHECK(error(dir.path / "none.rlog.gz", 3, counts).find("none.rlog.gz: cannot open rounding log") !=
+  CHECK(error(dir.path / "none.rlog.zst", 3, counts).find("none.rlog.zst: cannot open rounding log") !=
         std::string::npos);
-  std::ofstream(dir.path / "text.rlog.gz") << "hello";
-  CHECK(error(dir.path / "text.rlog.gz", 3, counts).find("truncated or corrupt") != std::string::npos);
-  // A file cut short: the first 40 uncompressed bytes only.
-  {
-    gzFile in = gzopen(path.c_str(), "rb");
-    char head[40];
-    REQUIRE(gzread(in, head, 40) == 40);
-    gzclose(in);
-    gzFile out = gzopen((dir.path / "cut.rlog.gz").c_str(), "wb");
-    gzwrite(out, head, 40);
-    gzclose(out);
+  std::ofstream(dir.path / "text.rlog.zst") << "hello";
+  CHECK(error(dir.path / "text.rlog.zst", 3, counts).find("truncated or corrupt (reading the header: ") !=
+        std::string::npos);
+  // A file cut short anywhere (within the header, the counts, the trits or the frame's checksum), and one
+  // with bytes after its frames, are refused.
+  std::ifstream in(path, std::ios::binary);
+  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (size_t keep : {size_t{10}, file.size() / 2, file.size() - 1}) {
+    CAPTURE(keep);
+    std::ofstream(dir.path / "cut.rlog.zst", std::ios::binary) << file.substr(0, keep);
+    CHECK(error(dir.path / "cut.rlog.zst", 3, counts).find("truncated or corrupt") != std::string::npos);
   }
-  CHECK(error(dir.path / "cut.rlog.gz", 3, counts).find("truncated or corrupt") != std::string::npos);
+  std::ofstream(dir.path / "long.rlog.zst", std::ios::binary) << file << "trailing";
+  CHECK(error(dir.path / "long.rlog.zst", 3, counts).find("trailing bytes after the rounding log of 3 nodes") !=
+        std::string::npos);
 }
 
 TEST_CASE("a rounding-log step graph replays bit for bit with another GEMM and refuses a forged decision") {
