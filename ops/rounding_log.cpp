@@ -538,64 +538,68 @@ void round_run(const double* x, const double* q, size_t n, double tau, float* y,
 
 namespace {
 
-/// Values per run where quanta are made from factors: 16 KiB of quanta, within the L1 cache.
-constexpr size_t kQuantaRun = 2048;
+/// Values per run of round_node: a multiple of 5 (a run packs whole bytes of trits), and small enough
+/// that the run's quanta (16 KiB) and decisions (2 KiB) stay in the L1 cache between the rounding and
+/// the packing.
+constexpr size_t kRun = 2040;
 
 /// round_outputs_logged over checked arguments: output i's quanta from quanta[i] (empty: none) or, for
-/// output 0 with `factors`, made kQuantaRun at a time.
+/// output 0 with `factors`, made a run at a time. The node's values are one sequence across its outputs
+/// (the log's order), rounded and packed in runs of kRun values, the runs on the pool: every value and
+/// every byte is computed on its own, so the split changes no bit.
 RoundingLog round_node(std::span<const std::vector<double>> values, std::span<Tensor* const> out, double tau,
                        std::span<const std::vector<double>> quanta, const QuantaFactors* factors,
                        ThreadPool* pool) {
-  size_t count = 0;
-  for (const std::vector<double>& v : values) count += v.size();
-  RoundingLog log{count, std::vector<uint8_t>((count + 4) / 5, 0)};
-  thread_local std::vector<uint8_t> decisions;  // one byte per value, kept across nodes
-  decisions.resize(count);
-  uint8_t* const decided = decisions.data();  // this thread's (a worker's thread_local is its own)
-  // [b, e) on the pool in ranges of at least 2^14 (each value, each byte on its own), else here.
-  const auto split = [pool](size_t n, const std::function<void(int64_t, int64_t)>& fn) {
-    if (pool)
-      pool->parallel_for(static_cast<int64_t>(n), fn, int64_t{1} << 14);
-    else
-      fn(0, static_cast<int64_t>(n));
-  };
-  size_t k = 0;
-  for (size_t i = 0; i < values.size(); ++i) {
-    float* y = out[i]->values().data();
-    const double* x = values[i].data();
-    uint8_t* d = decided + k;
-    const double* q = i < quanta.size() && !quanta[i].empty() ? quanta[i].data() : nullptr;
-    const QuantaFactors* made = i == 0 && factors != nullptr && !factors->empty() ? factors : nullptr;
-    split(values[i].size(), [&](int64_t b, int64_t e) {
-      if (made != nullptr) {
-        thread_local std::array<double, kQuantaRun> run;
-        for (auto s = static_cast<size_t>(b); s < static_cast<size_t>(e); s += kQuantaRun) {
-          const size_t n = std::min(kQuantaRun, static_cast<size_t>(e) - s);
-          made->fill(s, s + n, run.data());
-          round_run(x + s, run.data(), n, tau, y + s, d + s);
+  std::vector<size_t> first(values.size() + 1, 0);  // output i's values are [first[i], first[i + 1])
+  for (size_t i = 0; i < values.size(); ++i) first[i + 1] = first[i] + values[i].size();
+  const size_t count = first.back();
+  RoundingLog log{count, std::vector<uint8_t>((count + 4) / 5)};  // every byte is written below
+  uint8_t* const packed = log.packed.data();
+  const auto run = [&](int64_t r0, int64_t r1) {
+    thread_local std::array<double, kRun> made_quanta;
+    thread_local std::array<uint8_t, kRun> decided;
+    for (auto r = static_cast<size_t>(r0); r < static_cast<size_t>(r1); ++r) {
+      const size_t g0 = r * kRun, g1 = std::min(count, g0 + kRun);
+      bool none_logged = true;  // only outputs with τ = 0 and no quanta: nothing can be logged
+      for (size_t i = 0; i < values.size(); ++i) {
+        const size_t a = std::max(g0, first[i]), b = std::min(g1, first[i + 1]);
+        if (a >= b) continue;
+        const size_t s = a - first[i], n = b - a;
+        const double* x = values[i].data() + s;
+        float* y = out[i]->values().data() + s;
+        uint8_t* d = decided.data() + (a - g0);
+        const double* q = i < quanta.size() && !quanta[i].empty() ? quanta[i].data() + s : nullptr;
+        if (i == 0 && factors != nullptr && !factors->empty()) {
+          factors->fill(s, s + n, made_quanta.data());
+          round_run(x, made_quanta.data(), n, tau, y, d);
+          none_logged = false;
+        } else if (tau == 0 && q == nullptr) {  // nothing is ever near enough to log
+          for (size_t j = 0; j < n; ++j) y[j] = static_cast<float>(x[j]);
+          std::fill_n(d, n, uint8_t{0});
+        } else {
+          round_run(x, q, n, tau, y, d);
+          none_logged = false;
         }
-      } else if (tau == 0 && q == nullptr) {  // nothing is ever near enough to log
-        for (int64_t j = b; j < e; ++j) y[j] = static_cast<float>(x[j]);
-        std::fill(d + b, d + e, uint8_t{0});
-      } else {
-        round_run(x + b, q ? q + b : nullptr, static_cast<size_t>(e - b), tau, y + b, d + b);
       }
-    });
-    k += values[i].size();
-  }
-  // pack_trits: five decisions per byte, the first the least significant digit.
-  uint8_t* packed = log.packed.data();
-  split(count / 5, [&](int64_t b, int64_t e) {
-    const uint8_t* dd = decided + 5 * b;
-    for (int64_t j = b; j < e; ++j, dd += 5)
-      packed[j] = static_cast<uint8_t>(dd[0] + 3 * dd[1] + 9 * dd[2] + 27 * dd[3] + 81 * dd[4]);
-  });
-  const uint8_t* dd = decided + 5 * (count / 5);
-  if (count % 5 != 0) {
-    unsigned byte = 0;
-    for (size_t r = count % 5; r-- > 0;) byte = byte * 3 + dd[r];
-    log.packed[count / 5] = static_cast<uint8_t>(byte);
-  }
+      // pack_trits: five decisions per byte, the first the least significant digit; the last byte of
+      // the node holds count mod 5 of them.
+      const size_t bytes = (g1 - g0 + 4) / 5;
+      uint8_t* p = packed + g0 / 5;
+      if (none_logged) {
+        std::fill_n(p, bytes, uint8_t{0});
+        continue;
+      }
+      std::fill(decided.begin() + static_cast<std::ptrdiff_t>(g1 - g0), decided.begin() + 5 * bytes, 0);
+      const uint8_t* dd = decided.data();
+      for (size_t j = 0; j < bytes; ++j, dd += 5)
+        p[j] = static_cast<uint8_t>(dd[0] + 3 * dd[1] + 9 * dd[2] + 27 * dd[3] + 81 * dd[4]);
+    }
+  };
+  const auto runs = static_cast<int64_t>((count + kRun - 1) / kRun);
+  if (pool)
+    pool->parallel_for(runs, run, 8);  // 8 runs (16 K values) at least to a thread
+  else
+    run(0, runs);
   return log;
 }
 

@@ -185,6 +185,12 @@ std::vector<double> widen(const Tensor& x) {
   return {x.values().begin(), x.values().end()};
 }
 
+const double* widen(const float* x, int64_t n, std::vector<double>& into) {
+  if (into.size() < static_cast<size_t>(n)) into.resize(static_cast<size_t>(n));
+  std::copy_n(x, n, into.data());
+  return into.data();
+}
+
 const double* widen(const Tensor& x, std::vector<double>& into, ThreadPool& pool) {
   const float* v = x.data();
   const auto n = static_cast<int64_t>(x.values().size());

@@ -97,6 +97,9 @@ std::vector<double> widen(const Tensor& x);
 /// x widened into the first x.numel() values of `into`, elements split over `pool`; returns into.data().
 /// `into` only grows (a kept buffer sized down and up again would be zeroed each time it grows).
 const double* widen(const Tensor& x, std::vector<double>& into, ThreadPool& pool);
+/// The n floats at x widened into the first n values of `into` (which only grows) on this thread; returns
+/// into.data().
+const double* widen(const float* x, int64_t n, std::vector<double>& into);
 
 // linear.cpp
 void linear(const Call&);
