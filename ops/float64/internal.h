@@ -87,8 +87,11 @@ template <OpKind K>
 void selected(const Call& c) {
   const std::span<const Tensor> y = fast_outputs(K, c);
   for (size_t i = 0; i < y.size(); ++i) {
-    const std::span<const float> v = y[i].values();
-    std::copy(v.begin(), v.end(), c.out[i].begin());
+    const float* v = y[i].data();
+    double* out = c.out[i].data();
+    for_each_range(c, static_cast<int64_t>(y[i].values().size()), [&](int64_t b, int64_t e) {
+      for (int64_t j = b; j < e; ++j) out[j] = v[j];
+    });
   }
 }
 

@@ -31,14 +31,22 @@ std::pair<double, double> exp_row(const float* z, int64_t n, double* e) {
 void softmax_cross_entropy(const Call& c) {
   const Tensor &z = *c.in[0], &labels = *c.in[1];
   const int64_t batch = z.shape()[0], classes = z.shape()[1];
-  std::vector<double> e(static_cast<size_t>(classes));
+  // Each row's term on the pool, then their sum in increasing b, as one sequential loop would.
+  std::vector<double> terms(static_cast<size_t>(batch));
+  for_each_range(
+      c, batch,
+      [&](int64_t b0, int64_t b1) {
+        std::vector<double> e(static_cast<size_t>(classes));
+        for (int64_t b = b0; b < b1; ++b) {
+          const int64_t y = class_id(labels, b, classes, "softmax_cross_entropy");
+          const float* row = z.data() + b * classes;
+          const auto [m, s] = exp_row(row, classes, e.data());
+          terms[static_cast<size_t>(b)] = std::log(s) - (static_cast<double>(row[y]) - m);
+        }
+      },
+      std::max<int64_t>(1, kFloat64Grain / std::max<int64_t>(classes, 1)));
   double total = 0.0;
-  for (int64_t b = 0; b < batch; ++b) {
-    const int64_t y = class_id(labels, b, classes, "softmax_cross_entropy");
-    const float* row = z.data() + b * classes;
-    const auto [m, s] = exp_row(row, classes, e.data());
-    total += std::log(s) - (static_cast<double>(row[y]) - m);
-  }
+  for (const double t : terms) total += t;
   c.out[0][0] = total / static_cast<double>(batch);
 }
 
@@ -48,13 +56,18 @@ void softmax_cross_entropy_backward(const Call& c) {
   const int64_t batch = z.shape()[0], classes = z.shape()[1];
   const double scale = static_cast<double>((*c.in[2])[0]) / static_cast<double>(batch);
   double* dz = c.out[0].data();
-  std::vector<double> e(static_cast<size_t>(classes));
-  for (int64_t b = 0; b < batch; ++b) {
-    const int64_t y = class_id(labels, b, classes, "softmax_cross_entropy_backward");
-    const double s = exp_row(z.data() + b * classes, classes, e.data()).second;
-    for (int64_t j = 0; j < classes; ++j)
-      dz[b * classes + j] = (e[static_cast<size_t>(j)] / s - (j == y ? 1.0 : 0.0)) * scale;
-  }
+  for_each_range(
+      c, batch,
+      [&](int64_t b0, int64_t b1) {
+        std::vector<double> e(static_cast<size_t>(classes));
+        for (int64_t b = b0; b < b1; ++b) {
+          const int64_t y = class_id(labels, b, classes, "softmax_cross_entropy_backward");
+          const double s = exp_row(z.data() + b * classes, classes, e.data()).second;
+          for (int64_t j = 0; j < classes; ++j)
+            dz[b * classes + j] = (e[static_cast<size_t>(j)] / s - (j == y ? 1.0 : 0.0)) * scale;
+        }
+      },
+      std::max<int64_t>(1, kFloat64Grain / std::max<int64_t>(classes, 1)));
 }
 
 namespace {
@@ -174,28 +187,48 @@ void layer_norm_backward(const Call& c) {
   const int64_t m = x.shape()[0], d = x.shape()[1];
   const double eps = c.attrs.floats[0], df = static_cast<double>(d);
   double *dx = c.out[0].data(), *dgamma = c.out[1].data(), *dbeta = c.out[2].data();
-  std::fill(c.out[1].begin(), c.out[1].end(), 0.0);  // sums; dx is stored whole (run_float64 does not zero)
-  std::fill(c.out[2].begin(), c.out[2].end(), 0.0);
-  std::vector<double> xhat(static_cast<size_t>(d)), g(static_cast<size_t>(d));
-  for (int64_t r = 0; r < m; ++r) {
-    const float *xr = x.data() + r * d, *dyr = dy.data() + r * d;
-    const Stats s = row_stats(xr, d, eps);
-    double sum_g = 0.0, sum_gx = 0.0;
-    for (int64_t i = 0; i < d; ++i) {
-      const auto k = static_cast<size_t>(i);
-      xhat[k] = (static_cast<double>(xr[i]) - s.mean) * s.rstd;
-      g[k] = static_cast<double>(dyr[i]) * static_cast<double>(gamma[i]);
-      sum_g += g[k];
-      sum_gx += g[k] * xhat[k];
-      dgamma[i] += static_cast<double>(dyr[i]) * xhat[k];
-      dbeta[i] += dyr[i];
-    }
-    const double a = sum_g / df, b = sum_gx / df;
-    for (int64_t i = 0; i < d; ++i) {
-      const auto k = static_cast<size_t>(i);
-      dx[r * d + i] = s.rstd * ((g[k] - a) - xhat[k] * b);
-    }
-  }
+  // dx row by row on the pool, keeping each row's statistics; then dγ and dβ column by column on the
+  // pool, each a sum over the rows in increasing m: every value's operations and order are one
+  // sequential loop's, whatever the split.
+  std::vector<Stats> stats(static_cast<size_t>(m));
+  for_each_range(
+      c, m,
+      [&](int64_t r0, int64_t r1) {
+        std::vector<double> xhat(static_cast<size_t>(d)), g(static_cast<size_t>(d));
+        for (int64_t r = r0; r < r1; ++r) {
+          const float *xr = x.data() + r * d, *dyr = dy.data() + r * d;
+          const Stats s = stats[static_cast<size_t>(r)] = row_stats(xr, d, eps);
+          double sum_g = 0.0, sum_gx = 0.0;
+          for (int64_t i = 0; i < d; ++i) {
+            const auto k = static_cast<size_t>(i);
+            xhat[k] = (static_cast<double>(xr[i]) - s.mean) * s.rstd;
+            g[k] = static_cast<double>(dyr[i]) * static_cast<double>(gamma[i]);
+            sum_g += g[k];
+            sum_gx += g[k] * xhat[k];
+          }
+          const double a = sum_g / df, b = sum_gx / df;
+          for (int64_t i = 0; i < d; ++i) {
+            const auto k = static_cast<size_t>(i);
+            dx[r * d + i] = s.rstd * ((g[k] - a) - xhat[k] * b);
+          }
+        }
+      },
+      std::max<int64_t>(1, kFloat64Grain / std::max<int64_t>(d, 1)));
+  for_each_range(
+      c, d,
+      [&](int64_t i0, int64_t i1) {
+        std::fill(dgamma + i0, dgamma + i1, 0.0);  // sums (run_float64 does not zero them)
+        std::fill(dbeta + i0, dbeta + i1, 0.0);
+        for (int64_t r = 0; r < m; ++r) {
+          const float *xr = x.data() + r * d, *dyr = dy.data() + r * d;
+          const Stats s = stats[static_cast<size_t>(r)];
+          for (int64_t i = i0; i < i1; ++i) {
+            dgamma[i] += static_cast<double>(dyr[i]) * ((static_cast<double>(xr[i]) - s.mean) * s.rstd);
+            dbeta[i] += dyr[i];
+          }
+        }
+      },
+      std::max<int64_t>(64, kFloat64Grain / std::max<int64_t>(m, 1)));  // whole cache lines of columns
 }
 
 }  // namespace tribunal::f64

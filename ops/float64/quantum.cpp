@@ -6,6 +6,7 @@
 
 #include "ops/conv_elements.h"
 #include "ops/float64/internal.h"
+#include "ops/simd.h"
 
 namespace tribunal {
 namespace {
@@ -61,25 +62,61 @@ Magnitude magnitude_of(uint32_t max_abs) {
   return m;
 }
 
-uint32_t abs_bits(float v) {
-  return std::bit_cast<uint32_t>(v) & 0x7fffffffu;
+/// |v|'s bits as a signed integer: never negative (the sign bit is cleared), so a signed maximum, which
+/// SIMD units have, orders them as the unsigned bits.
+inline int32_t abs_bits(float v) {
+  return static_cast<int32_t>(std::bit_cast<uint32_t>(v) & 0x7fffffffu);
 }
 
-/// Magnitudes of the rows of a row-major [rows, cols] block at x (contiguous runs).
-void row_magnitudes(const float* x, int64_t rows, int64_t cols, Magnitude* out) {
+/// The largest abs_bits of each row of a row-major [rows, cols] block at x (contiguous runs) into m, or
+/// of each column (a running maximum down the rows). Integer maxima: the same on every SIMD path.
+__attribute__((always_inline)) inline void row_maxima(const float* x, int64_t rows, int64_t cols, int32_t* m) {
   for (int64_t r = 0; r < rows; ++r) {
-    uint32_t m = 0;
-    for (int64_t c = 0; c < cols; ++c) m = std::max(m, abs_bits(x[r * cols + c]));
-    out[r] = magnitude_of(m);
+    int32_t v = 0;
+    for (int64_t c = 0; c < cols; ++c) v = std::max(v, abs_bits(x[r * cols + c]));
+    m[r] = v;
   }
 }
-
-/// Magnitudes of the columns of a row-major [rows, cols] block at x (a running maximum down the rows).
-void column_magnitudes(const float* x, int64_t rows, int64_t cols, Magnitude* out) {
-  std::vector<uint32_t> m(static_cast<size_t>(cols), 0);
+__attribute__((always_inline)) inline void column_maxima(const float* x, int64_t rows, int64_t cols,
+                                                         int32_t* m) {
+  std::fill_n(m, cols, 0);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) m[c] = std::max(m[c], abs_bits(x[r * cols + c]));
-  for (int64_t c = 0; c < cols; ++c) out[c] = magnitude_of(m[c]);
+}
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) void row_maxima_avx2(const float* x, int64_t rows, int64_t cols, int32_t* m) {
+  row_maxima(x, rows, cols, m);
+}
+__attribute__((target("avx2"))) void column_maxima_avx2(const float* x, int64_t rows, int64_t cols,
+                                                        int32_t* m) {
+  column_maxima(x, rows, cols, m);
+}
+#endif
+
+/// Magnitudes of the rows (by_rows) or the columns of a row-major [rows, cols] block at x.
+void block_magnitudes(const float* x, int64_t rows, int64_t cols, bool by_rows, Magnitude* out) {
+  thread_local std::vector<int32_t> m;
+  const int64_t n = by_rows ? rows : cols;
+  m.resize(static_cast<size_t>(n));
+#if defined(__x86_64__)
+  if (active_simd_path() != SimdPath::Scalar) {
+    (by_rows ? row_maxima_avx2 : column_maxima_avx2)(x, rows, cols, m.data());
+  } else
+#endif
+  {
+    (by_rows ? row_maxima : column_maxima)(x, rows, cols, m.data());
+  }
+  for (int64_t i = 0; i < n; ++i) out[i] = magnitude_of(static_cast<uint32_t>(m[static_cast<size_t>(i)]));
+}
+
+/// Magnitudes of the rows of a row-major [rows, cols] block at x.
+void row_magnitudes(const float* x, int64_t rows, int64_t cols, Magnitude* out) {
+  block_magnitudes(x, rows, cols, true, out);
+}
+
+/// Magnitudes of the columns of a row-major [rows, cols] block at x.
+void column_magnitudes(const float* x, int64_t rows, int64_t cols, Magnitude* out) {
+  block_magnitudes(x, rows, cols, false, out);
 }
 
 /// Magnitudes of `groups` groups of values, value v of x (flat) in group group(v).
