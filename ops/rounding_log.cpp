@@ -538,6 +538,16 @@ void round_run(const double* x, const double* q, size_t n, double tau, float* y,
 
 namespace {
 
+/// Five decisions d[0..5) (each 0, 1 or 2) as one byte of pack_trits, d[0] the least significant digit:
+/// the five bytes, read as one little-endian integer x = Σ d[k]·2^(8k), times Σ_k 3^(4−k)·2^(8k) hold
+/// Σ d[k]·3^k in their fifth byte (bits 32–39, exact modulo 2^64). No byte of the product below it
+/// exceeds 2·(1 + 3 + 9 + 27 + 81) = 242 < 256, so no carry reaches it. Reads 8 bytes from d.
+inline uint8_t pack5(const uint8_t* d) {
+  uint64_t x;
+  std::memcpy(&x, d, 8);
+  return static_cast<uint8_t>((x & 0xffffffffffull) * 0x0103091b51ull >> 32);
+}
+
 /// Values per run of round_node: a multiple of 5 (a run packs whole bytes of trits), and small enough
 /// that the run's quanta (16 KiB) and decisions (2 KiB) stay in the L1 cache between the rounding and
 /// the packing.
@@ -557,7 +567,7 @@ RoundingLog round_node(std::span<const std::vector<double>> values, std::span<Te
   uint8_t* const packed = log.packed.data();
   const auto run = [&](int64_t r0, int64_t r1) {
     thread_local std::array<double, kRun> made_quanta;
-    thread_local std::array<uint8_t, kRun> decided;
+    thread_local std::array<uint8_t, kRun + 8> decided;  // + 8: pack5 reads past the last five
     for (auto r = static_cast<size_t>(r0); r < static_cast<size_t>(r1); ++r) {
       const size_t g0 = r * kRun, g1 = std::min(count, g0 + kRun);
       bool none_logged = true;  // only outputs with τ = 0 and no quanta: nothing can be logged
@@ -590,9 +600,7 @@ RoundingLog round_node(std::span<const std::vector<double>> values, std::span<Te
         continue;
       }
       std::fill(decided.begin() + static_cast<std::ptrdiff_t>(g1 - g0), decided.begin() + 5 * bytes, 0);
-      const uint8_t* dd = decided.data();
-      for (size_t j = 0; j < bytes; ++j, dd += 5)
-        p[j] = static_cast<uint8_t>(dd[0] + 3 * dd[1] + 9 * dd[2] + 27 * dd[3] + 81 * dd[4]);
+      for (size_t j = 0; j < bytes; ++j) p[j] = pack5(decided.data() + 5 * j);
     }
   };
   const auto runs = static_cast<int64_t>((count + kRun - 1) / kRun);
