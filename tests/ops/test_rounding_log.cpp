@@ -174,7 +174,7 @@ TEST_CASE("rounding log: a node's rounding and replay on every SIMD path are the
     const float f = static_cast<float>(unit(rng) * std::ldexp(1.0, static_cast<int>(rng() % 60) - 30));
     const Gap g = gap_above(f);
     double v = 0;
-    switch (rng() % 8) {
+    switch (rng() % 9) {
       case 0:  // within a few τ of a float32 midpoint
         v = g.midpoint + unit(rng) * 0.1 * g.spacing;
         break;
@@ -190,6 +190,13 @@ TEST_CASE("rounding log: a node's rounding and replay on every SIMD path are the
       case 4:  // subnormal float32 magnitudes and tiny doubles
         v = unit(rng) * 1e-44;
         break;
+      case 5: {  // near the midpoints beside a power of two p (the spacing below it is half the one above)
+        const double p = std::ldexp(1.0, static_cast<int>(rng() % 260) - 130);
+        const double below = p * 0x1p-24, above = p * 0x1p-23;
+        v = (rng() % 2 ? p - below / 2 + unit(rng) * 0.1 * below : p + above / 2 + unit(rng) * 0.1 * above) *
+            (rng() % 2 ? 1 : -1);
+        break;
+      }
       default:
         v = unit(rng) * std::ldexp(1.0, static_cast<int>(rng() % 300) - 150);
     }
