@@ -27,24 +27,39 @@ std::pair<double, double> exp_row(const float* z, int64_t n, double* e) {
 
 }  // namespace
 
-/// loss = (1/B)·Σ_b (log Σ_j exp(z[b,j] − m_b) − (z[b,y_b] − m_b)).
-void softmax_cross_entropy(const Call& c) {
+namespace {
+
+/// fn(b, y, m, s, e) for every row b of the logits z = in[0] [B, C], rows side by side on the pool: y its
+/// label (in[1], checked by class_id naming `op`), e[0..C) = exp(z[b] − m) and s their sum (exp_row).
+template <class F>
+void for_each_logits_row(const Call& c, const char* op, F&& fn) {
   const Tensor &z = *c.in[0], &labels = *c.in[1];
   const int64_t batch = z.shape()[0], classes = z.shape()[1];
-  // Each row's term on the pool, then their sum in increasing b, as one sequential loop would.
-  std::vector<double> terms(static_cast<size_t>(batch));
   for_each_range(
       c, batch,
       [&](int64_t b0, int64_t b1) {
         std::vector<double> e(static_cast<size_t>(classes));
         for (int64_t b = b0; b < b1; ++b) {
-          const int64_t y = class_id(labels, b, classes, "softmax_cross_entropy");
-          const float* row = z.data() + b * classes;
-          const auto [m, s] = exp_row(row, classes, e.data());
-          terms[static_cast<size_t>(b)] = std::log(s) - (static_cast<double>(row[y]) - m);
+          const int64_t y = class_id(labels, b, classes, op);
+          const auto [m, s] = exp_row(z.data() + b * classes, classes, e.data());
+          fn(b, y, m, s, e.data());
         }
       },
       std::max<int64_t>(1, kFloat64Grain / std::max<int64_t>(classes, 1)));
+}
+
+}  // namespace
+
+/// loss = (1/B)·Σ_b (log Σ_j exp(z[b,j] − m_b) − (z[b,y_b] − m_b)): each row's term on the pool, then
+/// their sum in increasing b, as one sequential loop would.
+void softmax_cross_entropy(const Call& c) {
+  const Tensor& z = *c.in[0];
+  const int64_t batch = z.shape()[0], classes = z.shape()[1];
+  std::vector<double> terms(static_cast<size_t>(batch));
+  for_each_logits_row(
+      c, "softmax_cross_entropy", [&](int64_t b, int64_t y, double m, double s, const double*) {
+        terms[static_cast<size_t>(b)] = std::log(s) - (static_cast<double>(z[b * classes + y]) - m);
+      });
   double total = 0.0;
   for (const double t : terms) total += t;
   c.out[0][0] = total / static_cast<double>(batch);
@@ -52,22 +67,14 @@ void softmax_cross_entropy(const Call& c) {
 
 /// dz[b,j] = (softmax(z[b])_j − [j = y_b])·dloss/B.
 void softmax_cross_entropy_backward(const Call& c) {
-  const Tensor &z = *c.in[0], &labels = *c.in[1];
-  const int64_t batch = z.shape()[0], classes = z.shape()[1];
+  const int64_t batch = c.in[0]->shape()[0], classes = c.in[0]->shape()[1];
   const double scale = static_cast<double>((*c.in[2])[0]) / static_cast<double>(batch);
   double* dz = c.out[0].data();
-  for_each_range(
-      c, batch,
-      [&](int64_t b0, int64_t b1) {
-        std::vector<double> e(static_cast<size_t>(classes));
-        for (int64_t b = b0; b < b1; ++b) {
-          const int64_t y = class_id(labels, b, classes, "softmax_cross_entropy_backward");
-          const double s = exp_row(z.data() + b * classes, classes, e.data()).second;
-          for (int64_t j = 0; j < classes; ++j)
-            dz[b * classes + j] = (e[static_cast<size_t>(j)] / s - (j == y ? 1.0 : 0.0)) * scale;
-        }
-      },
-      std::max<int64_t>(1, kFloat64Grain / std::max<int64_t>(classes, 1)));
+  for_each_logits_row(c, "softmax_cross_entropy_backward",
+                      [&](int64_t b, int64_t y, double, double s, const double* e) {
+                        for (int64_t j = 0; j < classes; ++j)
+                          dz[b * classes + j] = (e[j] / s - (j == y ? 1.0 : 0.0)) * scale;
+                      });
 }
 
 namespace {
