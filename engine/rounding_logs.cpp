@@ -69,7 +69,8 @@ class ZstdReader {
       : file_(std::fopen(path.c_str(), "rb")), context_(ZSTD_createDCtx()), buffer_(ZSTD_DStreamInSize()) {}
   bool opened() const { return file_ != nullptr && context_ != nullptr; }
 
-  /// Fills [p, p + n); false where the file ends first. Throws EngineError where zstd refuses it.
+  /// Fills [p, p + n); false where the file ends first. Throws std::runtime_error with zstd's reason
+  /// where the bytes are no valid frame (read_rounding_log names the file).
   bool read(void* p, size_t n) {
     ZSTD_outBuffer out{p, n, 0};
     while (out.pos < out.size) {
@@ -149,7 +150,8 @@ uint64_t write_rounding_log(const std::filesystem::path& path, const StepRoundin
     }
   std::vector<std::vector<uint8_t>> frames(pieces.size());
   const auto compress = [&](int64_t b, int64_t e) {
-    for (int64_t k = b; k < e; ++k) frames[static_cast<size_t>(k)] = zstd_frame(pieces[static_cast<size_t>(k)]);
+    for (int64_t k = b; k < e; ++k)
+      frames[static_cast<size_t>(k)] = zstd_frame(pieces[static_cast<size_t>(k)]);
   };
   if (pool)
     pool->parallel_for(static_cast<int64_t>(frames.size()), compress, 1);
@@ -225,8 +227,8 @@ StepRoundingLog read_rounding_log(const std::filesystem::path& path, int64_t ste
   } catch (const std::runtime_error&) {  // bytes that are no zstd frame: trailing all the same
   }
   if (end && !file.frame_done())
-    throw EngineError(fmt::format("{}: rounding log truncated or corrupt (its last frame is cut short)",
-                                  path.string()));
+    throw EngineError(
+        fmt::format("{}: rounding log truncated or corrupt (its last frame is cut short)", path.string()));
   if (!end)
     throw EngineError(
         fmt::format("{}: trailing bytes after the rounding log of {} nodes", path.string(), nodes));

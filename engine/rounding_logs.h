@@ -43,8 +43,9 @@ std::filesystem::path log_header_path(const std::filesystem::path& dir, int64_t 
 /// Writes a step's logs zstd-compressed (most decisions are "nearest", so the packed trits shrink many
 /// times): "tribunal rounding log 1\n" ‖ u64 LE step ‖ u64 LE nodes ‖ per node u64 LE count ‖ packed,
 /// as zstd frames (level 1, with checksums) of 1 MiB of that stream each, compressed side by side on
-/// `pool` when given; the file reads as one stream (RFC 8878 §3.1, `zstd -d`). Written to a temporary name and renamed, so a reader never sees half
-/// a file. Returns the bytes written. Throws EngineError naming the file when it cannot be written.
+/// `pool` when given; the file reads as one stream (RFC 8878 §3.1, `zstd -d`). Written to a temporary name
+/// and renamed, so a reader never sees half a file. Returns the bytes written. Throws EngineError naming the
+/// file when it cannot be written.
 uint64_t write_rounding_log(const std::filesystem::path& path, const StepRoundingLog& log,
                             ThreadPool* pool = nullptr);
 

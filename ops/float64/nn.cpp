@@ -25,10 +25,6 @@ std::pair<double, double> exp_row(const float* z, int64_t n, double* e) {
   return {m, s};
 }
 
-}  // namespace
-
-namespace {
-
 /// fn(b, y, m, s, e) for every row b of the logits z = in[0] [B, C], rows side by side on the pool: y its
 /// label (in[1], checked by class_id naming `op`), e[0..C) = exp(z[b] − m) and s their sum (exp_row).
 template <class F>

@@ -70,7 +70,8 @@ inline int32_t abs_bits(float v) {
 
 /// The largest abs_bits of each row of a row-major [rows, cols] block at x (contiguous runs) into m, or
 /// of each column (a running maximum down the rows). Integer maxima: the same on every SIMD path.
-__attribute__((always_inline)) inline void row_maxima(const float* x, int64_t rows, int64_t cols, int32_t* m) {
+__attribute__((always_inline)) inline void row_maxima(const float* x, int64_t rows, int64_t cols,
+                                                      int32_t* m) {
   for (int64_t r = 0; r < rows; ++r) {
     int32_t v = 0;
     for (int64_t c = 0; c < cols; ++c) v = std::max(v, abs_bits(x[r * cols + c]));

@@ -13,7 +13,6 @@
 #include <set>
 #include <string>
 
-
 #include "engine/error.h"
 #include "engine/executor.h"
 #include "engine/job.h"
@@ -255,8 +254,9 @@ TEST_CASE("a step's rounding logs round-trip through their file, and a wrong fil
     CHECK(error(dir.path / "cut.rlog.zst", 3, counts).find("truncated or corrupt") != std::string::npos);
   }
   std::ofstream(dir.path / "long.rlog.zst", std::ios::binary) << file << "trailing";
-  CHECK(error(dir.path / "long.rlog.zst", 3, counts).find("trailing bytes after the rounding log of 3 nodes") !=
-        std::string::npos);
+  CHECK(
+      error(dir.path / "long.rlog.zst", 3, counts).find("trailing bytes after the rounding log of 3 nodes") !=
+      std::string::npos);
 }
 
 TEST_CASE("a rounding-log step graph replays bit for bit with another GEMM and refuses a forged decision") {
