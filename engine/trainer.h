@@ -198,7 +198,7 @@ struct TrainResult {
   double exchange_seconds = 0;            ///< wall time this rank spent in the exchange (of `seconds`)
   std::vector<Digest> checkpoint_hashes;  ///< state hashes at checkpoint_steps(steps, stride)
   /// Rounding-log jobs, over the steps this call ran: output values rounded, decisions logged (not
-  /// "nearest"), the logs' packed bytes (5 decisions per byte) and their gzip files' bytes (0 when no
+  /// "nearest"), the logs' packed bytes (5 decisions per byte) and their zstd files' bytes (0 when no
   /// out_dir). Without rounding-log mode all 0.
   uint64_t rounded_values = 0, logged_decisions = 0, rounding_log_packed_bytes = 0,
            rounding_log_file_bytes = 0;

@@ -39,7 +39,7 @@ struct LogFetch {
   uint64_t steps = 0;
   uint64_t packed_bytes = 0;  ///< the logs' packed trits (⌈values/5⌉ bytes per node)
   uint64_t wire_bytes = 0;    ///< every envelope received (headers, chunk proofs)
-  uint64_t file_bytes = 0;    ///< the gzip files written
+  uint64_t file_bytes = 0;    ///< the zstd files written
   double seconds = 0;         ///< from the connection to the last step written
   uint64_t reasks = 0;        ///< requests sent again after a silence (a frame lost on the way)
   uint64_t reconnects = 0;    ///< connections made again after the trainer's connection was lost
