@@ -36,8 +36,8 @@ void matmul(const Call& c) {
   const int64_t m = cs[r], n = cs[r + 1], k = ta ? as[r] : as[r + 1];
   const int64_t lda = as[r + 1], ldb = bs[r + 1];
   std::vector<double>& out = c.out[0];
+  thread_local std::vector<double> a_wide, b_wide;  // kept per thread (each pool thread has its own)
   if (batch == 1) {
-    thread_local std::vector<double> a_wide, b_wide;  // kept per thread, as linear's
     const double *ad = widen(*c.in[0], a_wide, c.pool), *bd = widen(*c.in[1], b_wide, c.pool);
     gemm(c.gemm, {ad, bd, out.data(), m, n, k, lda, ldb, n, ta, tb, false}, c.pool);
     return;
@@ -46,7 +46,6 @@ void matmul(const Call& c) {
   // the GEMM reads them from the cache (an attention head's are 16–64 KiB in float32).
   const float *a = c.in[0]->data(), *b = c.in[1]->data();
   c.pool.parallel_for(batch, [&](int64_t e0, int64_t e1) {
-    thread_local std::vector<double> a_wide, b_wide;
     for (int64_t e = e0; e < e1; ++e) {
       const double *ad = widen(a + e * m * k, m * k, a_wide), *bd = widen(b + e * k * n, k * n, b_wide);
       gemm(c.gemm, {ad, bd, out.data() + e * m * n, m, n, k, lda, ldb, n, ta, tb, false});
