@@ -58,6 +58,7 @@
 #include "dispute/opening.h"
 #include "dispute/provider_session.h"
 #include "engine/cost.h"
+#include "protocol/chunk_check.h"
 #include "protocol/merkle.h"
 #include "protocol/tensor_hash.h"
 #include "referee/local_dispute.h"
@@ -250,13 +251,13 @@ struct Breakdown {
   double opening = 0;       // the DisputeOpen: signatures, job, graph, cost (as opening_cpu_seconds)
   double envelopes = 0;     // open_envelope of every answer as the referee node opens it: decoding, and
                             // the BLAKE3 digest and Ed25519 check except for tensor chunks (deferred)
-  double input_proofs = 0;  // the opened inputs: each tensor chunk's hash and inclusion proof, each
+  double input_proofs = 0;  // the opened inputs: each tensor frame's chunk hashes and range proof, each
                             // sample's leaf and proof (InputOpening::accept)
   double reexecution = 0;   // the located op re-executed, its outputs hashed, the verdict decided and signed
 };
 
 // Re-measures what the referee does with one answer envelope before and apart from the game:
-// open_envelope, and for an opening of inputs the hashes and inclusion proofs InputOpening checks.
+// open_envelope, and for an opening of inputs the hashes and proofs InputOpening checks.
 void measure_answer(const std::vector<uint8_t>& answer, const Digest& dataset_root, uint64_t label_width,
                     Breakdown& b) {
   const double t0 = thread_cpu_seconds();
@@ -265,8 +266,8 @@ void measure_answer(const std::vector<uint8_t>& answer, const Digest& dataset_ro
   b.envelopes += t1 - t0;
   bool ok = true;
   if (const auto* c = std::get_if<TensorChunk>(&env.body)) {
-    ok = verify_inclusion(tensor_chunk_hash(DType::F32, std::as_bytes(std::span(c->bytes))), c->proof,
-                          c->chunk_root);
+    const std::optional<uint64_t> total = opened_byte_length(DType::F32, c->shape);
+    ok = total && chunk_bytes_proven(DType::F32, *c, *total);
   } else if (const auto* s = std::get_if<Samples>(&env.body)) {
     for (size_t i = 0; i < s->indices.size() && i < s->proofs.size(); ++i)
       ok = ok &&

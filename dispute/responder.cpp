@@ -11,6 +11,7 @@
 #include "engine/numerics.h"
 #include "engine/state.h"
 #include "protocol/merkle.h"
+#include "protocol/tensor_frames.h"
 #include "protocol/tensor_hash.h"
 #include "protocol/trajectory.h"
 
@@ -33,19 +34,16 @@ bool wanted(const Query& q, uint32_t v, uint64_t c) {
                      [&](const ChunkRange& r) { return r.value == v && c >= r.first && c < r.end; });
 }
 
-// Appends the TensorChunk stream of one opened tensor (value `v` of query `q`) to `out`: every chunk,
+// Appends the TensorChunk frames of one opened tensor (value `v` of query `q`) to `out`: every chunk,
 // or the ones a re-ask lists.
 void append_chunks(std::vector<Body>& out, const Query& q, uint32_t v, DType dtype,
-                   std::vector<int64_t> shape, std::span<const std::byte> bytes) {
-  const uint32_t round = q.round;
-  const MerkleTree chunks(tensor_chunk_hashes(dtype, bytes));
-  for (uint64_t c = 0; c < chunks.size(); ++c) {
-    if (!wanted(q, v, c)) continue;
-    const size_t off = c * kTensorChunkBytes, len = std::min(kTensorChunkBytes, bytes.size() - off);
-    const auto* p = reinterpret_cast<const uint8_t*>(bytes.data()) + off;
-    out.push_back(TensorChunk{round, v, shape, static_cast<uint32_t>(c), static_cast<uint32_t>(chunks.size()),
-                              chunks.root(), std::vector<uint8_t>(p, p + len), chunks.prove(c)});
-  }
+                   std::span<const int64_t> shape, std::span<const std::byte> bytes) {
+  for_each_tensor_frame(
+      q.round, v, dtype, shape, bytes, [&](uint64_t c) { return wanted(q, v, c); },
+      [&](TensorChunk&& frame) {
+        out.push_back(std::move(frame));
+        return true;
+      });
 }
 
 }  // namespace
@@ -205,8 +203,7 @@ std::vector<Body> DisputeResponder::answer(const Query& q) {
           id = tr.graph.nodes[a.index].outputs[a.slot];
         }
         const Tensor& t = tr.values[id];
-        append_chunks(out, q, v, DType::F32,
-                      std::vector<int64_t>(t.shape().dims().begin(), t.shape().dims().end()), t.bytes());
+        append_chunks(out, q, v, DType::F32, t.shape().dims(), t.bytes());
       }
       if (!q.indices.empty()) {
         const int64_t d = train_.inputs.shape()[1];
@@ -237,8 +234,8 @@ std::vector<Body> DisputeResponder::answer(const Query& q) {
       check(q.indices.size() == 1 && q.indices[0] < tr.rounding_log.nodes.size(), "no such node");
       const RoundingLog& log = tr.rounding_log.nodes[q.indices[0]];
       std::vector<Body> out;
-      append_chunks(out, q, 0, DType::Trits, {static_cast<int64_t>(log.count)},
-                    std::as_bytes(std::span<const uint8_t>(log.packed)));
+      const int64_t shape[] = {static_cast<int64_t>(log.count)};
+      append_chunks(out, q, 0, DType::Trits, shape, std::as_bytes(std::span<const uint8_t>(log.packed)));
       return out;
     }
   }

@@ -9,6 +9,7 @@
 #include "engine/error.h"
 #include "protocol/chunk_check.h"
 #include "protocol/merkle.h"
+#include "protocol/tensor_frames.h"
 #include "protocol/tensor_hash.h"
 #include "protocol/trajectory.h"
 
@@ -51,23 +52,10 @@ size_t StateSource::chunk_count() const {
 void StateSource::stream(const std::function<bool(TensorChunk&)>& send) const {
   for (size_t v = 0; v < state_.tensors.size(); ++v) {
     const Tensor& t = state_.tensors[v];
-    const auto bytes = t.bytes();
-    const MerkleTree tree(tensor_chunk_hashes(DType::F32, bytes));
-    const uint64_t chunks = tree.size();
-    for (uint64_t k = 0; k < chunks; ++k) {
-      const size_t begin = static_cast<size_t>(k * kTensorChunkBytes);
-      const size_t end = std::min(bytes.size(), begin + kTensorChunkBytes);
-      TensorChunk c;
-      c.value = static_cast<uint32_t>(v);
-      c.shape.assign(t.shape().dims().begin(), t.shape().dims().end());
-      c.chunk = static_cast<uint32_t>(k);
-      c.chunks = static_cast<uint32_t>(chunks);
-      c.chunk_root = tree.root();
-      const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
-      c.bytes.assign(p + begin, p + end);
-      c.proof = tree.prove(k);
-      if (!send(c)) return;
-    }
+    bool more = true;
+    for_each_tensor_frame(0, static_cast<uint32_t>(v), DType::F32, t.shape().dims(), t.bytes(), {},
+                          [&](TensorChunk&& frame) { return more = send(frame); });
+    if (!more) return;
   }
 }
 

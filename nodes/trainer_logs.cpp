@@ -15,7 +15,7 @@
 #include "net/error.h"
 #include "nodes/inbox.h"
 #include "protocol/input_opening.h"
-#include "protocol/merkle.h"
+#include "protocol/tensor_frames.h"
 #include "protocol/tensor_hash.h"
 
 namespace tribunal::nodes {
@@ -51,20 +51,12 @@ std::vector<Body> trainer_log_answer(const JobSpec& job, const DataShape& shape,
   for (uint32_t n = 0; n < log.nodes.size(); ++n) {
     const RoundingLog& node = log.nodes[n];
     header.leaves.push_back(rounding_log_leaf(node));
-    const auto bytes = std::as_bytes(std::span<const uint8_t>(node.packed));
-    const MerkleTree chunks(tensor_chunk_hashes(DType::Trits, bytes));
-    for (uint64_t c = 0; c < chunks.size(); ++c) {
-      const size_t off = c * kTensorChunkBytes, len = std::min(kTensorChunkBytes, node.packed.size() - off);
-      out.push_back(TensorChunk{0,
-                                n,
-                                {static_cast<int64_t>(node.count)},
-                                static_cast<uint32_t>(c),
-                                static_cast<uint32_t>(chunks.size()),
-                                chunks.root(),
-                                std::vector<uint8_t>(node.packed.begin() + static_cast<ptrdiff_t>(off),
-                                                     node.packed.begin() + static_cast<ptrdiff_t>(off + len)),
-                                chunks.prove(c)});
-    }
+    const int64_t shape[] = {static_cast<int64_t>(node.count)};
+    for_each_tensor_frame(0, n, DType::Trits, shape, std::as_bytes(std::span<const uint8_t>(node.packed)), {},
+                          [&](TensorChunk&& frame) {
+                            out.push_back(std::move(frame));
+                            return true;
+                          });
   }
   out[0] = std::move(header);
   return out;

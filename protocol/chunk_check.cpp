@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "protocol/codec.h"
 #include "protocol/merkle.h"
 
 namespace tribunal {
@@ -38,20 +39,33 @@ std::optional<uint64_t> check_chunk_header(const ExpectedTensor& want, const Ten
     why = "tensor header does not match the committed tensor hash";
     return std::nullopt;
   }
-  if (c.chunk >= chunks) {
-    why = "tensor chunk " + std::to_string(c.chunk) + " of a tensor of " + std::to_string(chunks) + " chunks";
+  if (c.chunk >= chunks || c.count == 0 || c.count > kMaxFrameChunks || c.count > chunks - c.chunk) {
+    why = "tensor chunks [" + std::to_string(c.chunk) + ", +" + std::to_string(c.count) +
+          ") of a tensor of " + std::to_string(chunks) + " chunks (1 to " + std::to_string(kMaxFrameChunks) +
+          " in a frame)";
     return std::nullopt;
   }
   return total;
 }
 
+ChunkRun chunk_run(uint64_t total, uint64_t first, uint64_t count) {
+  const uint64_t begin = std::min(total, first * kTensorChunkBytes);
+  const uint64_t end = std::min(total, (first + count) * kTensorChunkBytes);
+  return {begin, end - begin};
+}
+
 bool chunk_bytes_proven(DType dtype, const TensorChunk& c, uint64_t total) {
   const uint64_t chunks = tensor_chunk_count(total);
-  const uint64_t offset = uint64_t{c.chunk} * kTensorChunkBytes;
-  if (offset > total) return false;
-  const uint64_t expect = std::min<uint64_t>(kTensorChunkBytes, total - offset);
-  return c.bytes.size() == expect && c.proof.index == c.chunk && c.proof.size == chunks &&
-         verify_inclusion(tensor_chunk_hash(dtype, std::as_bytes(std::span(c.bytes))), c.proof, c.chunk_root);
+  if (c.count == 0 || c.count > kMaxFrameChunks || c.chunk >= chunks || c.count > chunks - c.chunk)
+    return false;
+  if (c.bytes.size() != chunk_run(total, c.chunk, c.count).length) return false;
+  const auto bytes = std::as_bytes(std::span(c.bytes));
+  Digest hashes[kMaxFrameChunks];
+  for (uint32_t i = 0; i < c.count; ++i) {
+    const size_t off = size_t{i} * kTensorChunkBytes;
+    hashes[i] = tensor_chunk_hash(dtype, bytes.subspan(off, std::min(kTensorChunkBytes, bytes.size() - off)));
+  }
+  return verify_range(std::span<const Digest>(hashes, c.count), c.chunk, chunks, c.proof, c.chunk_root);
 }
 
 }  // namespace tribunal

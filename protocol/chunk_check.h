@@ -2,8 +2,8 @@
 // "Tensor leaves"; docs/protocol.md, "The game" and "Delivery"). The referee's OpenInputs round
 // (input_opening.h) and the client's delivery of a final state (state_delivery.h) both run them, so a
 // chunk is proven one way wherever it travels: its header (shape, chunk count, chunk root) hashes to
-// the committed leaf, and its bytes are its share of the tensor with an inclusion proof under the
-// chunk root.
+// the committed leaf, and its bytes are its share of the tensor with a range proof under the chunk
+// root (one frame carries a run of up to kMaxFrameChunks consecutive chunks).
 #pragma once
 
 #include <cstdint>
@@ -38,15 +38,23 @@ std::optional<uint64_t> opened_byte_length(DType dtype, std::span<const int64_t>
 /// empty chunk.
 uint64_t tensor_chunk_count(uint64_t bytes);
 
-/// Checks the header of chunk `c` against `want`: the shape, the chunk count, that (shape, byte
+/// Checks the header of frame `c` against `want`: the shape, the chunk count, that (shape, byte
 /// length, chunk root) hash to want.hash — skipped when `known_chunk_root` is the chunk root of an
-/// earlier chunk that passed — and that c.chunk is below the count. Returns the tensor's byte
-/// length, or nullopt with the reason in `why`.
+/// earlier frame that passed — and that the run [c.chunk, c.chunk + c.count) is 1 to kMaxFrameChunks
+/// chunks of the tensor. Returns the tensor's byte length, or nullopt with the reason in `why`.
 std::optional<uint64_t> check_chunk_header(const ExpectedTensor& want, const TensorChunk& c,
                                            const Digest* known_chunk_root, std::string& why);
 
-/// True if c.bytes is chunk c.chunk of a tensor of `total` bytes (its length) with an inclusion
-/// proof (index c.chunk of the chunk count) under c.chunk_root. Call after check_chunk_header.
+/// The bytes of chunks [first, first + count) of a tensor of `total` bytes: their offset and length.
+struct ChunkRun {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+ChunkRun chunk_run(uint64_t total, uint64_t first, uint64_t count);
+
+/// True if c.bytes are the chunks [c.chunk, c.chunk + c.count) of a tensor of `total` bytes (their
+/// length) with a range proof (merkle.h verify_range) under c.chunk_root. Call after
+/// check_chunk_header.
 bool chunk_bytes_proven(DType dtype, const TensorChunk& c, uint64_t total);
 
 }  // namespace tribunal

@@ -98,6 +98,7 @@ namespace {
 constexpr Bounds kList{0, kMaxListItems};
 constexpr Bounds kExactlyTwo{2, 2};
 constexpr Bounds kProofPath{0, kMaxProofLength};
+constexpr Bounds kRangeProof{0, kMaxRangeProofLength};
 constexpr Bounds kClaimIndices{0, 2};
 
 template <class T>
@@ -224,8 +225,9 @@ void fields(S& s, Is<Records> auto& m) {
 }
 template <class S>
 void fields(S& s, Is<TensorChunk> auto& m) {
-  s("round", m.round)("value", m.value)("shape", m.shape)("chunk", m.chunk)("chunks", m.chunks)(
-      "chunk_root", m.chunk_root)("bytes", m.bytes, up_to(kMaxChunkBytes))("proof", m.proof);
+  s("round", m.round)("value", m.value)("shape", m.shape)("chunk", m.chunk)("count", m.count)(
+      "chunks", m.chunks)("chunk_root", m.chunk_root)("bytes", m.bytes, up_to(kMaxChunkBytes))(
+      "proof", m.proof, kRangeProof);
 }
 template <class S>
 void fields(S& s, Is<Samples> auto& m) {

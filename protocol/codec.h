@@ -26,10 +26,15 @@ inline constexpr size_t kMaxMessageBytes = size_t{1} << 20;  ///< one envelope (
 inline constexpr size_t kMaxStringBytes = size_t{1} << 16;   ///< job TOML, URLs, details
 inline constexpr size_t kMaxListItems = 4096;                ///< indices, records, hashes, samples
 inline constexpr size_t kMaxProofLength = 64;                ///< Merkle path (trees ≤ 2^64 leaves)
-inline constexpr size_t kMaxChunkBytes = 65536;              ///< TensorChunk payload (= kTensorChunkBytes)
+inline constexpr size_t kMaxRangeProofLength = 128;          ///< a range proof: ≤ 2 digests per level
+/// Chunks in one TensorChunk frame: 15 of 64 KiB with the rest of the message fit one envelope.
+inline constexpr size_t kMaxFrameChunks = 15;
+inline constexpr size_t kMaxChunkBytes = kMaxFrameChunks * 65536;  ///< TensorChunk payload
 inline constexpr size_t kMaxClaimEnvelopeBytes = 2048;  ///< a Claim envelope inside DisputeOpen / Verdict
 /// The largest body: one envelope less its 46-byte header and 96-byte trailer (envelope.h).
 inline constexpr size_t kMaxBodyBytes = kMaxMessageBytes - 46 - 96;
+static_assert(kMaxChunkBytes + kMaxListItems * 8 + kMaxRangeProofLength * 32 + 256 <= kMaxBodyBytes,
+              "a full TensorChunk frame (its bytes, the longest shape, a range proof) must fit one envelope");
 
 /// WebSocket close codes used for protocol errors (RFC 6455 §7.4.1).
 enum class CloseCode : uint16_t {

@@ -48,24 +48,35 @@ Acceptance InputOpening::accept(const TensorChunk& c, std::string& why) {
       check_chunk_header(want, c, got.header ? &got.chunk_root : nullptr, why);
   if (!total) return Acceptance::Refused;
   const uint64_t chunks = tensor_chunk_count(*total);
-  const uint64_t offset = uint64_t{c.chunk} * kTensorChunkBytes;
-  const uint64_t expect = std::min<uint64_t>(kTensorChunkBytes, *total - offset);
-  if (got.header && got.taken[c.chunk]) {
+  const ChunkRun run = chunk_run(*total, c.chunk, c.count);
+  const uint32_t end = c.chunk + c.count;  // check_chunk_header bounds the run by the chunk count
+  // The bytes held for chunk k (taken), and chunk k's share of the frame.
+  const auto held = [&](uint32_t k) -> const uint8_t* {
+    return k < got.prefix ? got.data(f32) + uint64_t{k} * kTensorChunkBytes : got.pending.at(k).data();
+  };
+  const auto share = [&](uint32_t k) {
+    const ChunkRun one = chunk_run(*total, k, 1);
+    return std::span<const uint8_t>(c.bytes).subspan(one.offset - run.offset, one.length);
+  };
+  bool all_taken = got.header;
+  for (uint32_t k = c.chunk; all_taken && k < end; ++k) all_taken = got.taken[k];
+  if (all_taken && c.bytes.size() == run.length) {
     // Already taken: the same bytes again are redundant (no hashing); other bytes must fail their
     // proof, as the committed ones are held — checked all the same, it is evidence.
-    const auto held = [&]() -> const uint8_t* {
-      if (c.chunk < got.prefix) return got.data(f32) + offset;
-      return got.pending.at(c.chunk).data();
-    }();
-    if (c.bytes.size() == expect && (expect == 0 || std::memcmp(held, c.bytes.data(), expect) == 0))
-      return Acceptance::Redundant;
+    bool same = true;
+    for (uint32_t k = c.chunk; same && k < end; ++k) {
+      const std::span<const uint8_t> mine = share(k);
+      same = mine.empty() || std::memcmp(held(k), mine.data(), mine.size()) == 0;
+    }
+    if (same) return Acceptance::Redundant;
   }
-  if (!chunk_bytes_proven(want.dtype, c, *total) || (got.header && got.taken[c.chunk])) {
-    why = "tensor chunk " + std::to_string(c.chunk) + " does not match its tensor's chunk root";
+  if (!chunk_bytes_proven(want.dtype, c, *total) || all_taken) {
+    why = "tensor chunks [" + std::to_string(c.chunk) + ", " + std::to_string(end) +
+          ") do not match their tensor's chunk root";
     return Acceptance::Refused;
   }
   if (!got.header) {
-    // The tensor's memory is reserved once, at its first chunk, and chunks are appended in place in
+    // The tensor's memory is reserved once, at its first frame, and chunks are appended in place in
     // index order: no reallocation, and pages are touched only as bytes arrive, so a stream that stops
     // early costs the referee only what it sent (docs/performance.md, "The light referee").
     got.header = true;
@@ -73,21 +84,28 @@ Acceptance InputOpening::accept(const TensorChunk& c, std::string& why) {
     got.taken.assign(chunks, false);
     f32 ? got.values.reserve(*total / 4) : got.raw.reserve(*total);
   }
-  got.taken[c.chunk] = true;
-  got.bytes += c.bytes.size();
-  if (c.chunk != got.prefix) {
-    got.pending.emplace(c.chunk, c.bytes);  // a later chunk came first: held until the prefix reaches it
-    return Acceptance::Taken;
-  }
-  append(want, got, c.bytes);
-  while (!got.pending.empty() && got.pending.begin()->first == got.prefix) {
-    append(want, got, got.pending.begin()->second);
-    got.pending.erase(got.pending.begin());
+  // The run is proven whole; its chunks not taken yet are kept (a chunk already taken from a frame
+  // that overlaps this one holds the same proven bytes).
+  for (uint32_t k = c.chunk; k < end; ++k) {
+    if (got.taken[k]) continue;
+    const std::span<const uint8_t> bytes = share(k);
+    got.taken[k] = true;
+    got.bytes += bytes.size();
+    if (k != got.prefix) {
+      got.pending.emplace(k,
+                          std::vector<uint8_t>(bytes.begin(), bytes.end()));  // until the prefix reaches it
+      continue;
+    }
+    append(want, got, bytes);
+    while (!got.pending.empty() && got.pending.begin()->first == got.prefix) {
+      append(want, got, got.pending.begin()->second);
+      got.pending.erase(got.pending.begin());
+    }
   }
   return Acceptance::Taken;
 }
 
-void InputOpening::append(const ExpectedTensor& want, Received& got, const std::vector<uint8_t>& bytes) {
+void InputOpening::append(const ExpectedTensor& want, Received& got, std::span<const uint8_t> bytes) {
   const bool f32 = want.dtype == DType::F32;
   const uint64_t offset = uint64_t{got.prefix} * kTensorChunkBytes;
   f32 ? got.values.resize(got.values.size() + bytes.size() / 4)

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -73,9 +74,10 @@ class InputOpening {
   /// Waits for `tensors` (TensorChunk.value indexes this list) and the rows of `samples`.
   InputOpening(std::vector<ExpectedTensor> tensors, ExpectedSamples samples);
 
-  /// Checks and keeps chunk `chunk.chunk` of tensor `chunk.value`, whatever the order of arrival (see
-  /// the file comment for the rules).
-  Acceptance accept(const TensorChunk& chunk, std::string& why);
+  /// Checks the run of chunks [frame.chunk, frame.chunk + frame.count) of tensor `frame.value` on its
+  /// range proof and keeps those not held yet, whatever the order of arrival (see the file comment for
+  /// the rules). A frame whose chunks are all held with the same bytes is Redundant.
+  Acceptance accept(const TensorChunk& frame, std::string& why);
   /// Checks and keeps the samples: exactly the rows asked for, in order, each with the data set's
   /// label width and an inclusion proof against dataset_root. Once samples were taken, the same
   /// samples again are redundant and others refused.
@@ -118,7 +120,7 @@ class InputOpening {
       return f32 ? reinterpret_cast<const uint8_t*>(values.data()) : raw.data();
     }
   };
-  void append(const ExpectedTensor& want, Received& got, const std::vector<uint8_t>& bytes);
+  void append(const ExpectedTensor& want, Received& got, std::span<const uint8_t> bytes);
 
   std::vector<ExpectedTensor> expected_;
   ExpectedSamples expected_samples_;

@@ -1,6 +1,7 @@
 // RFC 6962 Merkle trees and RFC 9162 §2.1.3 inclusion proofs. See merkle.h; docs/commitments.md.
 #include "protocol/merkle.h"
 
+#include <bit>
 #include <string>
 #include <utility>
 
@@ -72,7 +73,58 @@ InclusionProof MerkleTree::prove(uint64_t index) const {
   return proof;
 }
 
+std::vector<Digest> MerkleTree::prove_range(uint64_t first, uint64_t count) const {
+  if (count == 0 || first >= size() || count > size() - first) {
+    throw ProtocolError("MerkleTree::prove_range: leaves [" + std::to_string(first) + ", +" +
+                        std::to_string(count) + ") are not a range of a tree of " + std::to_string(size()) +
+                        " leaves");
+  }
+  const uint64_t end = first + count;
+  std::vector<Digest> path;
+  // The node of levels_ over leaves [lo, hi): RFC 6962's subtrees are exactly the nodes of the
+  // bottom-up pairing, level ⌈log2(hi − lo)⌉, index lo >> level.
+  const auto node = [&](uint64_t lo, uint64_t hi) -> const Digest& {
+    const int level = std::bit_width(hi - lo - 1);
+    return levels_[static_cast<size_t>(level)][lo >> level];
+  };
+  const auto walk = [&](const auto& self, uint64_t lo, uint64_t hi) -> void {
+    if (lo >= first && hi <= end) return;  // inside: the verifier hashes it from the values
+    if (hi <= first || lo >= end) {
+      path.push_back(node(lo, hi));
+      return;
+    }
+    const uint64_t k = std::bit_floor(hi - lo - 1);  // the largest power of two < hi − lo (≥ 2 here)
+    self(self, lo, lo + k);
+    self(self, lo + k, hi);
+  };
+  walk(walk, 0, size());
+  return path;
+}
+
 namespace {
+
+// MTH(D[lo..hi)) of verify_range: see merkle.h. `used` counts the path digests taken; false on a path
+// too short.
+bool range_root(std::span<const Digest> values, uint64_t first, std::span<const Digest> path, size_t& used,
+                uint64_t lo, uint64_t hi, Digest& out) {
+  const uint64_t end = first + values.size();
+  if (lo >= first && hi <= end) {
+    out = merkle_root(values.subspan(lo - first, hi - lo));
+    return true;
+  }
+  if (hi <= first || lo >= end) {
+    if (used == path.size()) return false;
+    out = path[used++];
+    return true;
+  }
+  const uint64_t k = std::bit_floor(hi - lo - 1);
+  Digest left, right;
+  if (!range_root(values, first, path, used, lo, lo + k, left) ||
+      !range_root(values, first, path, used, lo + k, hi, right))
+    return false;
+  out = merkle_node_hash(left, right);
+  return true;
+}
 
 bool verify_inclusion_impl(const Digest& value, const InclusionProof& proof, const Digest& root) {
   // RFC 9162 §2.1.3.2, step by step.
@@ -111,6 +163,18 @@ bool verify_inclusion_impl(const Digest& value, const InclusionProof& proof, con
 bool verify_inclusion(const Digest& value, const InclusionProof& proof, const Digest& root) {
   try {
     return verify_inclusion_impl(value, proof, root);
+  } catch (...) {  // only a libsodium initialization failure could get here
+    return false;
+  }
+}
+
+bool verify_range(std::span<const Digest> values, uint64_t first, uint64_t size, std::span<const Digest> path,
+                  const Digest& root) {
+  if (values.empty() || first >= size || values.size() > size - first) return false;
+  try {
+    size_t used = 0;
+    Digest r;
+    return range_root(values, first, path, used, 0, size, r) && used == path.size() && r == root;
   } catch (...) {  // only a libsodium initialization failure could get here
     return false;
   }

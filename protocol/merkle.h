@@ -2,7 +2,8 @@
 //   leaf hash = H(0x00 ‖ value), node hash = H(0x01 ‖ left ‖ right)
 //   MTH(n leaves) splits at k = the largest power of two < n, so an unpaired last node is promoted,
 //   never duplicated (no CVE-2012-2459). The empty tree's root is H() (BLAKE3 of nothing).
-// Source: RFC 6962 §2.1, RFC 9162 §2.1.3 (proof verification); docs/commitments.md.
+// Source: RFC 6962 §2.1, RFC 9162 §2.1.3 (proof verification); docs/commitments.md (and its range
+// proofs of consecutive leaves).
 #pragma once
 
 #include <cstdint>
@@ -38,6 +39,10 @@ class MerkleTree {
   const Digest& root() const { return root_; }
   /// Throws ProtocolError if index ≥ size().
   InclusionProof prove(uint64_t index) const;
+  /// The range proof of leaves [first, first + count) (verify_range): the roots of the subtrees
+  /// outside the range that RFC 6962's recursion meets, left to right; at most 2·⌈log2 size⌉ digests.
+  /// Throws ProtocolError unless 1 ≤ count and first + count ≤ size().
+  std::vector<Digest> prove_range(uint64_t first, uint64_t count) const;
 
  private:
   std::vector<std::vector<Digest>> levels_;  // levels_[0] = leaf hashes
@@ -47,5 +52,18 @@ class MerkleTree {
 /// Pure verifier shared by every party: true iff `value` is leaf proof.index of a tree of
 /// proof.size leaves whose root is `root`. Never throws; any malformed proof is just false.
 bool verify_inclusion(const Digest& value, const InclusionProof& proof, const Digest& root);
+
+/// Pure verifier of a range proof: true iff `values` are the leaves [first, first + values.size()) of
+/// a tree of `size` leaves whose root is `root`, given `path` = MerkleTree::prove_range(first,
+/// values.size()). The verifier walks RFC 6962's recursion MTH(D[lo..hi)) top-down: a subtree inside
+/// the range is hashed from `values`, one outside it takes the next digest of `path`, one that
+/// straddles a range end splits at the largest power of two below its size (docs/commitments.md,
+/// "Range proofs"). Every digest of `path` must be used. Never throws; anything malformed is false.
+/// As with inclusion proofs, `size` is bound only through the path's shape: take it from a trusted
+/// place (a tensor's chunk count follows from its shape in the job's graph).
+/// One range proof replaces the values.size() inclusion proofs of its leaves (a tensor's chunks sent
+/// in one frame, docs/protocol.md).
+bool verify_range(std::span<const Digest> values, uint64_t first, uint64_t size, std::span<const Digest> path,
+                  const Digest& root);
 
 }  // namespace tribunal

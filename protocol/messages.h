@@ -16,8 +16,9 @@
 
 namespace tribunal {
 
-/// Wire format version; the first byte of every envelope.
-inline constexpr uint8_t kWireVersion = 2;
+/// Wire format version; the first byte of every envelope. 3: a TensorChunk carries a run of chunks
+/// with one range proof.
+inline constexpr uint8_t kWireVersion = 3;
 
 enum class MessageKind : uint8_t {
   JobSubmit = 1,       ///< client → provider
@@ -206,18 +207,22 @@ struct Records {
   std::vector<InclusionProof> proofs;
 };
 
-/// provider → referee: chunk `chunk` of `chunks` of the opened tensor, with `chunk_root` (the
-/// tensor's chunk tree root) and the chunk's inclusion proof in it. The referee checks the tensor
-/// leaf H(Tensor ‖ dtype ‖ rank ‖ dims ‖ length ‖ chunk_root) against the committed hash first.
+/// provider → referee (and provider → client, provider → auditor): the chunks [chunk, chunk + count)
+/// of the `chunks` of an opened tensor (kTensorChunkBytes each, tensor_hash.h), their bytes one after
+/// the other, with `chunk_root` (the tensor's chunk tree root) and one range proof of the run in it
+/// (merkle.h verify_range; docs/commitments.md, "Range proofs"). A sender puts up to kMaxFrameChunks
+/// (codec.h) chunks in one frame. The receiver checks the tensor leaf H(Tensor ‖ dtype ‖ rank ‖ dims ‖ length
+/// ‖ chunk_root) against the committed hash first.
 struct TensorChunk {
   uint32_t round = 0;
   uint32_t value = 0;  ///< position of the tensor in the query's `values`
   std::vector<int64_t> shape;
-  uint32_t chunk = 0;
+  uint32_t chunk = 0;  ///< the run's first chunk
+  uint32_t count = 1;  ///< the run's chunks, 1 to kMaxFrameChunks
   uint32_t chunks = 0;
   Digest chunk_root{};
   std::vector<uint8_t> bytes;
-  InclusionProof proof;
+  std::vector<Digest> proof;  ///< MerkleTree::prove_range(chunk, count) of the chunk tree
 };
 
 /// provider → referee: data-set samples with inclusion proofs against dataset_root. Each sample's

@@ -78,13 +78,15 @@ bool StateDelivery::accept(const TensorChunk& c, std::string& why) {
     return false;
   }
   if (!chunk_bytes_proven(want.dtype, c, *total)) {
-    why = where + "its bytes do not match the tensor's committed chunk root";
+    why = where + "its bytes (chunks " + std::to_string(c.chunk) + " to " +
+          std::to_string(c.chunk + c.count - 1) + ") do not match the tensor's committed chunk root";
     failed_ = true;
     return false;
   }
   chunk_root_ = c.chunk_root;
   bytes_taken_ += c.bytes.size();
-  if (++chunk_ == c.chunks) {
+  chunk_ += c.count;  // check_chunk_header bounds the run by the chunk count
+  if (chunk_ == c.chunks) {
     ++value_;
     chunk_ = 0;
   }

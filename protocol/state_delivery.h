@@ -5,7 +5,8 @@
 //   trajectory_root (the claim that stood) → state_hash, the trajectory's last leaf (inclusion proof)
 //   state_hash → the tensor leaves (their RFC 6962 Merkle root)
 //   each tensor leaf → its header (shape from the job, chunk count, chunk root) → each chunk's bytes
-//                      (inclusion proof under the chunk root; chunk_check.h, as in a dispute)
+//                      (a range proof of each frame's run under the chunk root; chunk_check.h, as in
+//                      a dispute)
 //
 // The stream is in order (tensors in layout order, each chunk 0 to n − 1, over one connection), so
 // nothing is held here beyond the tensor leaves: the caller writes each accepted chunk out and the
@@ -42,9 +43,10 @@ class StateDelivery {
   /// in `why` (and nothing taken) otherwise; a second header is refused.
   bool accept(const StateHeader& header, std::string& why);
 
-  /// Checks the next chunk of the stream (tensor next_value(), chunk next_chunk()) against its tensor
-  /// leaf. True: c.bytes are proven and the caller may keep them (they are the next bytes of the
-  /// state in layout order). False with the reason in `why`: refused, and so is anything after it.
+  /// Checks the next frame of the stream (tensor next_value(), a run of chunks from next_chunk())
+  /// against its tensor leaf. True: c.bytes are proven and the caller may keep them (they are the next
+  /// bytes of the state in layout order). False with the reason in `why`: refused, and so is anything after
+  /// it.
   bool accept(const TensorChunk& chunk, std::string& why);
 
   bool header_taken() const { return header_; }

@@ -14,6 +14,7 @@
 #include "ops/registry.h"
 #include "protocol/game.h"
 #include "protocol/merkle.h"
+#include "protocol/tensor_frames.h"
 #include "protocol/tensor_hash.h"
 #include "protocol/trajectory.h"
 
@@ -152,32 +153,25 @@ class CounterProvider {
         for (uint32_t v = 0; v < q.values.size(); ++v) {
           const ValueAddress& a = q.values[v];
           const float x = a.origin == ValueOrigin::StateInput ? states_[q.step] : tr.outputs[a.index];
-          std::vector<uint8_t> bytes(4);
-          std::memcpy(bytes.data(), &x, 4);
-          const Digest chunk = tensor_chunk_hash(DType::F32, std::as_bytes(std::span(bytes)));
-          out.push_back(TensorChunk{q.round,
-                                    v,
-                                    {},
-                                    0,
-                                    1,
-                                    merkle_root(std::vector<Digest>{chunk}),
-                                    bytes,
-                                    MerkleTree({chunk}).prove(0)});
+          for_each_tensor_frame(q.round, v, DType::F32, {}, std::as_bytes(std::span(&x, 1)), {},
+                                [&](TensorChunk&& frame) {
+                                  out.push_back(std::move(frame));
+                                  return true;
+                                });
         }
         return out;
       }
       case QueryKind::OpenLog: {
-        std::vector<uint8_t> bytes{log_of(q.step, q.indices.at(0))};
-        const Digest chunk = tensor_chunk_hash(DType::Trits, std::as_bytes(std::span(bytes)));
-        if (fault_.bad_log_proof) bytes[0] ^= 1;
-        return {TensorChunk{q.round,
-                            0,
-                            {1},
-                            0,
-                            1,
-                            merkle_root(std::vector<Digest>{chunk}),
-                            bytes,
-                            MerkleTree({chunk}).prove(0)}};
+        const uint8_t log = log_of(q.step, q.indices.at(0));
+        const int64_t shape[] = {1};
+        std::vector<Body> out;
+        for_each_tensor_frame(q.round, 0, DType::Trits, shape, std::as_bytes(std::span(&log, 1)), {},
+                              [&](TensorChunk&& frame) {
+                                if (fault_.bad_log_proof) frame.bytes[0] ^= 1;
+                                out.push_back(std::move(frame));
+                                return true;
+                              });
+        return out;
       }
       case QueryKind::LogEvidence:
         return {LogEvidence{q.round, {}}};  // the counter job has no trainer's headers

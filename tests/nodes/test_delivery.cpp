@@ -5,6 +5,7 @@
 // the next holder is asked; when none delivers, the delegate says so.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -14,6 +15,7 @@
 #include "engine/state.h"
 #include "engine/step.h"
 #include "nodes/delivery.h"
+#include "protocol/tensor_hash.h"
 #include "tests/nodes/network.h"
 
 using namespace tribunal;
@@ -37,10 +39,14 @@ Delegation delegate(Network& net, const std::vector<std::string>& urls) {
 }
 
 // A provider that serves other bytes than it committed to: flips one bit of chunk `chunk` of tensor
-// `value` of every delivery (a test hook, like the scenarios' reply filters).
+// `value` of every delivery, in whichever frame carries it (a test hook, like the scenarios' reply
+// filters).
 DeliveryFilter flip_byte(uint32_t value, uint32_t chunk) {
   return [=](TensorChunk& c) {
-    if (c.value == value && c.chunk == chunk && !c.bytes.empty()) c.bytes[c.bytes.size() / 2] ^= 0x10;
+    if (c.value != value || chunk < c.chunk || chunk >= c.chunk + c.count) return;
+    const size_t begin = size_t{chunk - c.chunk} * kTensorChunkBytes;
+    const size_t end = std::min(c.bytes.size(), begin + kTensorChunkBytes);
+    if (begin < end) c.bytes[(begin + end) / 2] ^= 0x10;
   };
 }
 
@@ -184,7 +190,8 @@ TEST_CASE(
   CHECK(d.state.provider == 2);
   REQUIRE(d.state.failures.size() == 1);
   CHECK(d.state.failures[0] ==
-        liar + ": tensor 0 chunk 1: its bytes do not match the tensor's committed chunk root");
+        liar +
+            ": tensor 0 chunk 0: its bytes (chunks 0 to 1) do not match the tensor's committed chunk root");
   CHECK(d.state.state_hash == g.outcome.claim.final_state_hash);
   check_files_hold(g.request.out_dir,
                    final_state_of(net.dir.path / "store2", load_job(net.job_file), g.outcome.claim.job_id));
@@ -214,7 +221,9 @@ TEST_CASE("delivery: when no holder delivers, the delegate says so and writes no
   CAPTURE(what);
   CHECK(what.starts_with("no holder of the accepted claim (trajectory_root " +
                          to_hex(g.outcome.claim.trajectory_root) + ") delivered its final state: "));
-  CHECK(what.find(liar + ": tensor 1 chunk 0: its bytes do not match the tensor's committed chunk root") !=
+  CHECK(what.find(
+            liar +
+            ": tensor 1 chunk 0: its bytes (chunks 0 to 0) do not match the tensor's committed chunk root") !=
         std::string::npos);
   CHECK(what.find(gone + ": unreachable") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(g.request.out_dir / "model.safetensors"));

@@ -12,13 +12,15 @@
 
 #include "protocol/input_opening.h"
 #include "protocol/merkle.h"
+#include "protocol/tensor_frames.h"
 #include "protocol/tensor_hash.h"
 
 using namespace tribunal;
 
 namespace {
 
-/// A tensor and the TensorChunk stream an honest party sends for it (as dispute/responder.cpp does).
+/// A tensor and its TensorChunk stream, one chunk a frame (a re-ask of single chunks; an honest
+/// party's first answer packs runs: protocol/tensor_frames.h).
 struct Streamed {
   std::vector<int64_t> shape;
   std::vector<float> values;
@@ -38,9 +40,9 @@ Streamed stream(std::vector<int64_t> shape, uint32_t value = 0) {
   for (uint64_t c = 0; c < tree.size(); ++c) {
     const size_t off = c * kTensorChunkBytes, len = std::min(kTensorChunkBytes, bytes.size() - off);
     const auto* p = reinterpret_cast<const uint8_t*>(bytes.data()) + off;
-    s.chunks.push_back(TensorChunk{7, value, s.shape, static_cast<uint32_t>(c),
+    s.chunks.push_back(TensorChunk{7, value, s.shape, static_cast<uint32_t>(c), 1,
                                    static_cast<uint32_t>(tree.size()), tree.root(),
-                                   std::vector<uint8_t>(p, p + len), tree.prove(c)});
+                                   std::vector<uint8_t>(p, p + len), tree.prove_range(c, 1)});
   }
   return s;
 }
@@ -83,7 +85,7 @@ TEST_CASE("input opening: a multi-chunk tensor in order reassembles bit for bit;
   CHECK(o.bytes_held() == 120000);
   TensorChunk extra = t.chunks[1];
   extra.chunk = 2;
-  CHECK(refusal(o, extra) == "tensor chunk 2 of a tensor of 2 chunks");
+  CHECK(refusal(o, extra) == "tensor chunks [2, +1) of a tensor of 2 chunks (1 to 15 in a frame)");
 
   OpenedInputs in = o.take();
   REQUIRE(in.tensors.size() == 1);
@@ -119,13 +121,13 @@ TEST_CASE("input opening: chunks reassemble by index in any order; a gap is miss
   // A chunk with other bytes than the ones held fails its own proof: refused (evidence).
   TensorChunk garbled = t.chunks[1];
   garbled.bytes[0] ^= 1;
-  CHECK(refusal(o, garbled) == "tensor chunk 1 does not match its tensor's chunk root");
+  CHECK(refusal(o, garbled) == "tensor chunks [1, 2) do not match their tensor's chunk root");
   TensorChunk rerooted = t.chunks[0];
   rerooted.chunk_root[3] ^= 1;
   CHECK(refusal(o, rerooted) == "tensor header does not match the committed tensor hash");
   TensorChunk extra = t.chunks[2];
   extra.chunk = 3;
-  CHECK(refusal(o, extra) == "tensor chunk 3 of a tensor of 3 chunks");
+  CHECK(refusal(o, extra) == "tensor chunks [3, +1) of a tensor of 3 chunks (1 to 15 in a frame)");
   const OpenedInputs in = o.take();
   REQUIRE(in.tensors.size() == 1);
   CHECK(std::memcmp(in.tensors[0].values.data(), t.values.data(), t.values.size() * sizeof(float)) == 0);
@@ -181,14 +183,14 @@ TEST_CASE("input opening: oversized tensors and chunks are refused") {
   for (const std::vector<int64_t>& shape :
        std::vector<std::vector<int64_t>>{{int64_t{1} << 21, int64_t{1} << 20}, {-1, 4}, {int64_t{1} << 41}}) {
     InputOpening o({ExpectedTensor{shape, Digest{}}}, {});
-    TensorChunk c{7, 0, shape, 0, 1, Digest{}, {}, InclusionProof{0, 1, {}}};
+    TensorChunk c{7, 0, shape, 0, 1, 1, Digest{}, {}, {}};
     CHECK(refusal(o, c) == "tensor shape out of range");
     CHECK(o.bytes_held() == 0);
   }
   // Exactly kMaxOpenedElements passes the range check (and then fails only on the hash).
   const std::vector<int64_t> limit{int64_t{1} << 20, int64_t{1} << 20};
   InputOpening at_limit({ExpectedTensor{limit, Digest{}}}, {});
-  CHECK(refusal(at_limit, TensorChunk{7, 0, limit, 0, 1, Digest{}, {}, InclusionProof{0, 1, {}}}) ==
+  CHECK(refusal(at_limit, TensorChunk{7, 0, limit, 0, 1, 1, Digest{}, {}, {}}) ==
         "tensor header does not match the committed tensor hash");
 
   // A chunk with more (or fewer) bytes than its share of the tensor.
@@ -196,10 +198,10 @@ TEST_CASE("input opening: oversized tensors and chunks are refused") {
   InputOpening o = expecting({&t});
   TensorChunk longer = t.chunks[0];
   longer.bytes.push_back(0);
-  CHECK(refusal(o, longer) == "tensor chunk 0 does not match its tensor's chunk root");
+  CHECK(refusal(o, longer) == "tensor chunks [0, 1) do not match their tensor's chunk root");
   TensorChunk shorter = t.chunks[0];
   shorter.bytes.pop_back();
-  CHECK(refusal(o, shorter) == "tensor chunk 0 does not match its tensor's chunk root");
+  CHECK(refusal(o, shorter) == "tensor chunks [0, 1) do not match their tensor's chunk root");
   CHECK(o.bytes_held() == 0);
   CHECK(refusal(o, t.chunks[0]) == "");
 }
@@ -226,14 +228,14 @@ TEST_CASE("input opening: a header or chunk that does not hash to the commitment
     InputOpening o = expecting({&t});
     TensorChunk flipped = t.chunks[0];
     flipped.bytes[100] ^= 0x40;
-    CHECK(refusal(o, flipped) == "tensor chunk 0 does not match its tensor's chunk root");
+    CHECK(refusal(o, flipped) == "tensor chunks [0, 1) do not match their tensor's chunk root");
     TensorChunk misplaced = t.chunks[0];
     misplaced.proof = t.chunks[1].proof;
-    CHECK(refusal(o, misplaced) == "tensor chunk 0 does not match its tensor's chunk root");
+    CHECK(refusal(o, misplaced) == "tensor chunks [0, 1) do not match their tensor's chunk root");
     CHECK(refusal(o, t.chunks[0]) == "");
     TensorChunk flipped1 = t.chunks[1];
     flipped1.bytes.back() ^= 1;
-    CHECK(refusal(o, flipped1) == "tensor chunk 1 does not match its tensor's chunk root");
+    CHECK(refusal(o, flipped1) == "tensor chunks [1, 2) do not match their tensor's chunk root");
     CHECK_FALSE(o.complete());
     CHECK(refusal(o, t.chunks[1]) == "");
     CHECK(o.complete());
@@ -313,9 +315,9 @@ TEST_CASE(
   std::vector<TensorChunk> chunks;
   for (uint64_t c = 0; c < tree.size(); ++c) {
     const size_t off = c * kTensorChunkBytes, len = std::min(kTensorChunkBytes, bytes.size() - off);
-    chunks.push_back(TensorChunk{3, 0, shape, static_cast<uint32_t>(c), 2, tree.root(),
+    chunks.push_back(TensorChunk{3, 0, shape, static_cast<uint32_t>(c), 1, 2, tree.root(),
                                  std::vector<uint8_t>(packed.begin() + off, packed.begin() + off + len),
-                                 tree.prove(c)});
+                                 tree.prove_range(c, 1)});
   }
   // The same leaf expected as float32 is another tensor: its header does not hash to it.
   InputOpening as_f32({ExpectedTensor{shape, leaf, DType::F32}}, {});
@@ -327,7 +329,7 @@ TEST_CASE(
   CHECK(refusal(o, chunks[0]) == "");
   CHECK_FALSE(o.complete());
   CHECK(refusal(o, chunks[0]) == "redundant");
-  CHECK(refusal(o, flipped) == "tensor chunk 1 does not match its tensor's chunk root");
+  CHECK(refusal(o, flipped) == "tensor chunks [1, 2) do not match their tensor's chunk root");
   CHECK(refusal(o, chunks[1]) == "");
   CHECK(o.complete());
   CHECK(o.bytes_held() == packed.size());
@@ -336,4 +338,76 @@ TEST_CASE(
   CHECK(got.tensors[0].values.empty());
   CHECK(got.tensors[0].bytes == packed);
   CHECK(got.tensors[0].shape == shape);
+}
+
+TEST_CASE("input opening: runs of chunks in one frame, each proven by one range proof, in any order") {
+  // 40 chunks: an honest party's frames are runs of 15, 15 and 10 (protocol/tensor_frames.h).
+  const Streamed t = stream({40, 16384});
+  REQUIRE(t.chunks.size() == 40);
+  std::vector<TensorChunk> frames;
+  for_each_tensor_frame(7, 0, DType::F32, t.shape, std::as_bytes(std::span(t.values)), {},
+                        [&](TensorChunk&& f) {
+                          frames.push_back(std::move(f));
+                          return true;
+                        });
+  REQUIRE(frames.size() == 3);
+  CHECK(frames[0].chunk == 0);
+  CHECK(frames[0].count == 15);
+  CHECK(frames[1].chunk == 15);
+  CHECK(frames[2].count == 10);
+  CHECK(frames[1].bytes.size() == 15 * kTensorChunkBytes);
+  CHECK(frames[1].proof.size() <= 2 * 6);  // one proof for the run, ≤ 2 digests per level of 40 leaves
+
+  SUBCASE("last frame first: reassembled bit for bit") {
+    InputOpening o = expecting({&t});
+    CHECK(refusal(o, frames[2]) == "");
+    CHECK(refusal(o, frames[0]) == "");
+    CHECK_FALSE(o.complete());
+    CHECK(o.missing(8) == std::vector<ChunkRange>{{0, 15, 30}});
+    CHECK(refusal(o, frames[1]) == "");
+    REQUIRE(o.complete());
+    CHECK(o.bytes_held() == 40 * kTensorChunkBytes);
+    const OpenedInputs in = o.take();
+    REQUIRE(in.tensors[0].values.size() == t.values.size());
+    CHECK(std::memcmp(in.tensors[0].values.data(), t.values.data(), t.values.size() * 4) == 0);
+  }
+  SUBCASE("a run over chunks already held keeps the others; the same run again is redundant") {
+    InputOpening o = expecting({&t});
+    CHECK(refusal(o, t.chunks[16]) == "");
+    CHECK(refusal(o, t.chunks[29]) == "");
+    CHECK(refusal(o, frames[1]) == "");
+    CHECK(o.bytes_held() == 15 * kTensorChunkBytes);
+    CHECK(refusal(o, frames[1]) == "redundant");
+    CHECK(refusal(o, t.chunks[20]) == "redundant");
+    CHECK(o.missing(8) == std::vector<ChunkRange>{{0, 0, 15}, {0, 30, 40}});
+  }
+  SUBCASE("one byte changed anywhere in a run refuses the whole frame, keeping nothing of it") {
+    InputOpening o = expecting({&t});
+    CHECK(refusal(o, t.chunks[15]) == "");
+    TensorChunk forged = frames[1];
+    forged.bytes[3 * kTensorChunkBytes + 5] ^= 1;
+    CHECK(refusal(o, forged) == "tensor chunks [15, 30) do not match their tensor's chunk root");
+    CHECK(o.bytes_held() == kTensorChunkBytes);
+    CHECK(o.missing(8) == std::vector<ChunkRange>{{0, 0, 15}, {0, 16, 40}});
+    // Proven bytes in another frame's place, or a count that is not the bytes', fail the same way.
+    TensorChunk moved = frames[1];
+    moved.chunk = 0;
+    CHECK(refusal(o, moved) == "tensor chunks [0, 15) do not match their tensor's chunk root");
+    TensorChunk fewer = frames[1];
+    fewer.count = 14;
+    CHECK(refusal(o, fewer) == "tensor chunks [15, 29) do not match their tensor's chunk root");
+  }
+  SUBCASE("a run of no chunks, of more than kMaxFrameChunks, or past the tensor's end is refused") {
+    InputOpening o = expecting({&t});
+    TensorChunk empty = frames[0];
+    empty.count = 0;
+    CHECK(refusal(o, empty) == "tensor chunks [0, +0) of a tensor of 40 chunks (1 to 15 in a frame)");
+    TensorChunk wide = frames[0];
+    wide.count = 16;
+    CHECK(refusal(o, wide) == "tensor chunks [0, +16) of a tensor of 40 chunks (1 to 15 in a frame)");
+    TensorChunk past = frames[2];
+    past.chunk = 31;
+    CHECK(refusal(o, past) == "tensor chunks [31, +10) of a tensor of 40 chunks (1 to 15 in a frame)");
+    CHECK(o.bytes_held() == 0);
+  }
 }

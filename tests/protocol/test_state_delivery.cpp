@@ -61,7 +61,7 @@ struct Fixture {
                      end = std::min(bytes[v].size(), begin + kTensorChunkBytes);
         c.bytes.assign(bytes[v].begin() + static_cast<std::ptrdiff_t>(begin),
                        bytes[v].begin() + static_cast<std::ptrdiff_t>(end));
-        c.proof = tree.prove(k);
+        c.proof = tree.prove_range(k, 1);
         out.push_back(c);
       }
     }
@@ -104,7 +104,7 @@ TEST_CASE("state delivery: one flipped byte is refused at its chunk, and the str
   REQUIRE(d.accept(chunks[0], why));
   REQUIRE(d.accept(chunks[1], why));
   CHECK_FALSE(d.accept(chunks[2], why));
-  CHECK(why == "tensor 1 chunk 1: its bytes do not match the tensor's committed chunk root");
+  CHECK(why == "tensor 1 chunk 1: its bytes (chunks 1 to 1) do not match the tensor's committed chunk root");
   CHECK(d.bytes_taken() == 24 + 65536);
   chunks[2].bytes[100] ^= 0x01;
   CHECK_FALSE(d.accept(chunks[2], why));  // a failed delivery takes nothing more
@@ -169,7 +169,7 @@ TEST_CASE("state delivery: a chunk out of order, of another shape or with a forg
     c.bytes[0] ^= 1;
     const MerkleTree tree(tensor_chunk_hashes(DType::F32, std::as_bytes(std::span(c.bytes))));
     c.chunk_root = tree.root();
-    c.proof = tree.prove(0);
+    c.proof = tree.prove_range(0, 1);
     CHECK_FALSE(d.accept(c, why));
     CHECK(why == "tensor 0 chunk 0: tensor header does not match the committed tensor hash");
   }

@@ -82,7 +82,8 @@ bool same(const Records& a, const Records& b) {
 }
 bool same(const TensorChunk& a, const TensorChunk& b) {
   return a.round == b.round && a.value == b.value && a.shape == b.shape && a.chunk == b.chunk &&
-         a.chunks == b.chunks && a.chunk_root == b.chunk_root && a.bytes == b.bytes && same(a.proof, b.proof);
+         a.count == b.count && a.chunks == b.chunks && a.chunk_root == b.chunk_root && a.bytes == b.bytes &&
+         a.proof == b.proof;
 }
 bool same(const Samples& a, const Samples& b) {
   return a.round == b.round && a.indices == b.indices && same(a.inputs, b.inputs) &&
@@ -190,8 +191,8 @@ std::vector<Body> sample_bodies() {
               {5, 17},
               {NodeRecord{3, {1, 2, 3}, {dg(14)}, {dg(15), dg(16)}}, NodeRecord{200, {}, {}, {dg(17)}}},
               {proof(5, 41, 6, 50), proof(17, 41, 5, 60)}});
-  v.push_back(
-      TensorChunk{13, 1, {4, -1, 16384}, 2, 5, dg(18), {0xde, 0xad, 0xbe, 0xef, 0}, proof(2, 5, 3, 70)});
+  v.push_back(TensorChunk{
+      13, 1, {4, -1, 16384}, 2, 3, 5, dg(18), {0xde, 0xad, 0xbe, 0xef, 0}, proof(2, 5, 3, 70).path});
   v.push_back(Samples{14,
                       {0, 99},
                       {{1.5f, -2.0f, 0.0f}, {std::bit_cast<float>(0x7fc01234u)}},
@@ -478,10 +479,10 @@ TEST_CASE("wire: counts and lengths over the limits are refused before allocatin
     CHECK(std::get<TensorChunk>(decode_body(MessageKind::TensorChunk, ok)).bytes.size() == kMaxChunkBytes);
     c.bytes.push_back(7);
     CHECK_THROWS_AS(encode_body(c), WireError);
-    // Hand-made (round, value, no shape, chunk, chunks, root, bytes, proof): the length field says
-    // kMaxChunkBytes + 1 and the bytes are there.
+    // Hand-made (round, value, no shape, chunk, count, chunks, root, bytes, no proof): the length field
+    // says kMaxChunkBytes + 1 and the bytes are there.
     Builder b;
-    b.u32(1).u32(0).u32(0).u32(0).u32(1).digest(dg(1)).bytes(c.bytes).u64(0).u64(1).u32(0);
+    b.u32(1).u32(0).u32(0).u32(0).u32(1).u32(1).digest(dg(1)).bytes(c.bytes).u32(0);
     CHECK(decode_error_code(MessageKind::TensorChunk, b.out) == kTooBig);
   }
   SUBCASE("each Samples input at most kMaxListItems floats") {
@@ -667,11 +668,11 @@ TEST_CASE("envelope: signed by A but naming B is a policy violation") {
 TEST_CASE("envelope: version, kind, body length and body are checked even under a valid signature") {
   const Bytes env = seal(key_a(), dg(3), 1, Children{5, dg(7), dg(8)});
   std::string what;
-  for (uint8_t version : {0, 1, 3, 255}) {
+  for (uint8_t version : {0, 1, 2, 4, 255}) {  // 2: before TensorChunk runs
     Bytes bad = env;
     bad[0] = version;
     CHECK(open_error_code(resign(bad, key_a()), &what) == kInvalid);
-    CHECK(what == "Envelope.version: version " + std::to_string(version) + " is not 2 at offset 0");
+    CHECK(what == "Envelope.version: version " + std::to_string(version) + " is not 3 at offset 0");
   }
   Bytes bad = env;
   bad[1] = 20;  // the first undeclared kind

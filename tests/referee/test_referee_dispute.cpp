@@ -220,8 +220,8 @@ TEST_CASE(
 TEST_CASE(
     "referee: both parties' streams fill one opening, each chunk taken once from whoever sends it first") {
   // In the network both parties stream the located node's inputs at once. Here party 0 sends only its
-  // first chunk and party 1 everything but its first: the opening completes only by combining them.
-  // Party 0's first chunk, sent again, is redundant: nothing is refused.
+  // first frame and party 1 everything but its first: the opening completes only by combining them.
+  // Party 0's first frame, sent again, is redundant: nothing is refused.
   const KeyPair referee_key = generate_keypair();
   const Provider honest(Fault{}), cheater(corrupt(21, 11));
   const KeyPair client = generate_keypair();
@@ -254,9 +254,9 @@ TEST_CASE(
       REQUIRE(open_envelope(openings[0][0]).kind == MessageKind::TensorChunk);
       deliver(0, openings[0][0]);
       for (size_t i = 1; i < openings[1].size(); ++i) {
-        CHECK_FALSE(referee.done());  // every chunk is needed
-        deliver(1, openings[1][i]);
+        CHECK_FALSE(referee.done());             // every chunk is needed
         if (i == 1) deliver(0, openings[0][0]);  // again: redundant, not a replay to refuse
+        deliver(1, openings[1][i]);
       }
       CHECK(referee.done());
       openings = {};
