@@ -1,21 +1,22 @@
 // The referee's side of an OpenInputs round (docs/protocol.md, "The game", Decision): the located
-// node's input tensors arrive as TensorChunk streams and its data-set rows as one Samples message;
-// InputOpening checks each piece against what both parties committed to and reassembles the tensors.
-// Sans-I/O like the game that owns it (protocol/game.h).
+// node's input tensors arrive as TensorChunk streams (frames of up to kMaxFrameChunks consecutive
+// chunks, protocol/tensor_frames.h) and its data-set rows as one Samples message; InputOpening checks
+// each piece against what both parties committed to and reassembles the tensors. Sans-I/O like the
+// game that owns it (protocol/game.h).
 //
 // Both parties are asked, and both stream into the one opening: the inputs are the same committed
 // bytes whoever sends them, so each chunk is checked and kept once, from whichever party sends it
-// first. The same chunk again (from either party) is redundant: compared with the bytes held (no
+// first. The same chunks again (from either party) are redundant: compared with the bytes held (no
 // hashing), not kept, not held against anyone.
 //
 // Only a false signed statement is evidence (docs/protocol.md, "Lost frames"): chunks are reassembled
-// by their index, in any order, so a chunk that never came, came late, twice or out of order is never
-// held against anyone — it is missing(), and the game asks for it again. A chunk is refused (evidence
-// against its sender) only when it fails its own proof under the committed tensor leaf: its header
-// (shape, chunk count, chunk root) does not hash to the leaf, its shape is not the value's shape in the
-// job's graph (at most kMaxOpenedElements elements), or its bytes are not its share of the tensor with
-// an inclusion proof under the chunk root. All of it is checked before any byte is kept, so the
-// referee's memory follows from the job's graph, not from the sender.
+// by their index, in any order, so a frame that never came, came late, twice or out of order is never
+// held against anyone — its chunks are missing(), and the game asks for them again. A frame is refused
+// (evidence against its sender) only when it fails its own proof under the committed tensor leaf: its
+// header (shape, chunk count, chunk root) does not hash to the leaf, its shape is not the value's
+// shape in the job's graph (at most kMaxOpenedElements elements), or its bytes are not its run of the
+// tensor with a range proof under the chunk root. All of it is checked before any byte is kept, so
+// the referee's memory follows from the job's graph, not from the sender.
 #pragma once
 
 #include <cstddef>
