@@ -1,5 +1,6 @@
-// libFuzzer target: the pure inclusion-proof verifier on arbitrary proofs never crashes and never
-// accepts a value that is not the tree's leaf at the proof's index.
+// libFuzzer target: the pure inclusion- and range-proof verifiers on arbitrary proofs never crash and
+// never accept a value that is not the tree's leaf at the proof's index.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -27,6 +28,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // RFC 9162 verification does not bind the size, but an accepted value must still be a real leaf
   // at that index: anything else would be a BLAKE3 second preimage.
   if (verify_inclusion(value, p, tree.root()) && (p.index >= leaves.size() || value != leaves[p.index]))
+    std::abort();
+  // The same bytes as a range proof (merkle.h verify_range): the first 1 to 4 path digests are the
+  // claimed values of leaves [index, index + count) of a tree of `size` leaves, the rest the proof. An
+  // accepted range must be real leaves at their places (the leaf and node tags keep a node from
+  // passing for a leaf), whatever size it claims.
+  const size_t count = std::min<size_t>(p.path.size(), data[1] % 4 + 1);
+  const std::span<const Digest> claimed(p.path.data(), count);
+  if (count > 0 && verify_range(claimed, p.index, p.size, std::span(p.path).subspan(count), tree.root()) &&
+      (p.index >= leaves.size() || count > leaves.size() - p.index ||
+       !std::equal(claimed.begin(), claimed.end(), leaves.begin() + static_cast<ptrdiff_t>(p.index))))
     std::abort();
   return 0;
 }
