@@ -776,15 +776,18 @@ void RefereeNode::finish_if_done(Live& live) {
   live.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - live.started).count();
   live.stats.bytes_out += live.dispute->verdict_envelope().size() * live.clients.size();
   meters_.decided(*live.dispute, live.stats);
-  // Reported before the clients get the verdict, so whoever waits for it sees the report done.
+  // No longer live (/metrics, admission) and reported before the clients get the verdict, so whoever
+  // waits for it sees both done. The caller holds `live` alive.
+  {
+    std::lock_guard lock(mu_);
+    release(live);
+  }
   if (on_finished) on_finished(*live.dispute, live.stats);
   for (auto& c : live.clients) {
     c->send(live.dispute->verdict_envelope());
     c->close(CloseCode::Normal, "verdict");
   }
   for (auto& link : live.links) link->close(CloseCode::Normal, "verdict");
-  std::lock_guard lock(mu_);
-  release(live);
 }
 
 // Called with live.mu held: the store failed, so the dispute cannot go on (its next message would
