@@ -21,6 +21,16 @@ uint64_t tensor_chunk_count(uint64_t bytes) {
   return std::max<uint64_t>(1, (bytes + kTensorChunkBytes - 1) / kTensorChunkBytes);
 }
 
+namespace {
+
+// Whether frame `c`'s run [c.chunk, c.chunk + c.count) is 1 to kMaxFrameChunks chunks of a tensor of
+// `chunks` chunks.
+bool run_fits(const TensorChunk& c, uint64_t chunks) {
+  return c.chunk < chunks && c.count != 0 && c.count <= kMaxFrameChunks && c.count <= chunks - c.chunk;
+}
+
+}  // namespace
+
 std::optional<uint64_t> check_chunk_header(const ExpectedTensor& want, const TensorChunk& c,
                                            const Digest* known_chunk_root, std::string& why) {
   if (c.shape != want.shape) {
@@ -39,7 +49,7 @@ std::optional<uint64_t> check_chunk_header(const ExpectedTensor& want, const Ten
     why = "tensor header does not match the committed tensor hash";
     return std::nullopt;
   }
-  if (c.chunk >= chunks || c.count == 0 || c.count > kMaxFrameChunks || c.count > chunks - c.chunk) {
+  if (!run_fits(c, chunks)) {
     why = "tensor chunks [" + std::to_string(c.chunk) + ", +" + std::to_string(c.count) +
           ") of a tensor of " + std::to_string(chunks) + " chunks (1 to " + std::to_string(kMaxFrameChunks) +
           " in a frame)";
@@ -56,9 +66,8 @@ ChunkRun chunk_run(uint64_t total, uint64_t first, uint64_t count) {
 
 bool chunk_bytes_proven(DType dtype, const TensorChunk& c, uint64_t total) {
   const uint64_t chunks = tensor_chunk_count(total);
-  if (c.count == 0 || c.count > kMaxFrameChunks || c.chunk >= chunks || c.count > chunks - c.chunk)
-    return false;
-  if (c.bytes.size() != chunk_run(total, c.chunk, c.count).length) return false;
+  // Checked again here: the hashes below hold at most kMaxFrameChunks.
+  if (!run_fits(c, chunks) || c.bytes.size() != chunk_run(total, c.chunk, c.count).length) return false;
   const auto bytes = std::as_bytes(std::span(c.bytes));
   Digest hashes[kMaxFrameChunks];
   for (uint32_t i = 0; i < c.count; ++i) {
