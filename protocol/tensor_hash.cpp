@@ -16,9 +16,6 @@ namespace {
 static_assert(std::endian::native == std::endian::little, "tensor bytes are hashed as stored: little-endian");
 
 constexpr uint32_t kCanonicalNaN = 0x7FC00000u;
-// The NaN scan's block and the canonicalization buffer's size (on the stack): 16 KiB, the input of one
-// AVX-512 pass of BLAKE3 (16 of its 1 KiB chunks side by side).
-constexpr size_t kBlockBytes = 16384;
 
 bool is_nan_bits(uint32_t bits) {
   return (bits & 0x7fffffffu) > 0x7f800000u;
@@ -79,29 +76,18 @@ Digest tensor_chunk_hash(DType dtype, std::span<const std::byte> chunk) {
     throw ProtocolError("tensor_chunk_hash: chunk of " + std::to_string(chunk.size()) +
                         " bytes is not a whole number of " + std::to_string(esize) + "-byte elements");
   }
-  // The NaN scan goes block by block; NaN-free blocks are hashed in place (fast path), consecutive
-  // ones in one update, so BLAKE3 sees long runs of its 1 KiB chunks and hashes them in parallel SIMD
-  // lanes (a chunk is 64 KiB, so the scanned bytes are still in L2 for the hash). A block with a NaN
-  // is copied to the stack and every NaN rewritten.
-  Hasher h(HashTag::TensorChunk);
-  alignas(64) std::byte buf[kBlockBytes];
-  size_t clean_from = 0;  // start of the NaN-free bytes not yet hashed
-  for (size_t off = 0; off < chunk.size(); off += kBlockBytes) {
-    const size_t n = std::min(kBlockBytes, chunk.size() - off);
-    const std::byte* p = chunk.data() + off;
-    if (dtype != DType::F32 || !any_nan(p, n / 4)) continue;
-    h.update(chunk.subspan(clean_from, off - clean_from));
-    std::memcpy(buf, p, n);
-    for (size_t i = 0; i < n; i += 4) {
-      uint32_t bits;
-      std::memcpy(&bits, buf + i, 4);
-      if (is_nan_bits(bits)) std::memcpy(buf + i, &kCanonicalNaN, 4);
-    }
-    h.update(std::span<const std::byte>(buf, n));
-    clean_from = off + n;
+  // A NaN-free chunk (every chunk of a trained model's state) is hashed in place on the wide path
+  // (hash.h hash_tagged). A chunk with a NaN is copied to this thread's buffer, its NaNs rewritten.
+  if (dtype != DType::F32 || !any_nan(chunk.data(), chunk.size() / 4))
+    return hash_tagged(HashTag::TensorChunk, chunk);
+  thread_local std::vector<std::byte> canonical;
+  canonical.assign(chunk.begin(), chunk.end());
+  for (size_t i = 0; i < canonical.size(); i += 4) {
+    uint32_t bits;
+    std::memcpy(&bits, canonical.data() + i, 4);
+    if (is_nan_bits(bits)) std::memcpy(canonical.data() + i, &kCanonicalNaN, 4);
   }
-  h.update(chunk.subspan(clean_from));
-  return h.final();
+  return hash_tagged(HashTag::TensorChunk, canonical);
 }
 
 Digest tensor_leaf(DType dtype, std::span<const int64_t> shape, std::span<const std::byte> bytes) {

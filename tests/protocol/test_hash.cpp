@@ -116,6 +116,27 @@ TEST_CASE("hash_tagged prefixes the tag byte") {
   CHECK(hash_tagged(HashTag::Sample, str_bytes("abc")) != hash_tagged(HashTag::Job, str_bytes("abc")));
 }
 
+TEST_CASE("hash_tagged's wide path is BLAKE3's digest at every length around its chunk and batch edges") {
+  // hash_tagged hashes the chunks of tag ‖ bytes through its own tree schedule (protocol/hash.cpp);
+  // the library's streaming hasher is the reference. Lengths: every one up to three BLAKE3 chunks,
+  // each side of every chunk edge up to past the wide path's limit (128 chunks with the tag), a
+  // 64 KiB tensor chunk; from an odd address, as a chunk inside a tensor may start.
+  std::vector<uint8_t> data(140000 + 3);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
+  std::vector<size_t> lengths;
+  for (size_t n = 0; n <= 3 * 1024; ++n) lengths.push_back(n);
+  for (size_t k = 4; k <= 130; ++k)
+    for (size_t n : {k * 1024 - 2, k * 1024 - 1, k * 1024, k * 1024 + 1}) lengths.push_back(n);
+  for (size_t n : {size_t{65536}, size_t{65535}, size_t{16 * 1024 - 1}, size_t{17 * 1024}, size_t{140000}})
+    lengths.push_back(n);
+  for (size_t n : lengths) {
+    CAPTURE(n);
+    const auto bytes = std::as_bytes(std::span(data).subspan(3, n));
+    const Digest want = Hasher(HashTag::TensorChunk).update(bytes).final();
+    REQUIRE(hash_tagged(HashTag::TensorChunk, bytes) == want);
+  }
+}
+
 TEST_CASE("Hasher: incremental equals one-shot; u64 is little-endian; final() twice throws") {
   const std::string msg(1000, 'x');
   Hasher h(HashTag::Sample);
@@ -211,6 +232,15 @@ TEST_CASE("tensor_leaf canonicalizes float32 NaNs, and only NaNs") {
   const float payload_nan = f32_from_bits(0xFFF00001u);
   CHECK(tensor_chunk_hash(DType::F32, std::as_bytes(std::span(&payload_nan, 1))) ==
         hash_tagged(HashTag::TensorChunk, std::as_bytes(std::span(&canon, 1))));
+  // A whole 64 KiB chunk with NaNs (the block-by-block path) hashes as its canonical bytes do on the
+  // wide path.
+  std::vector<float> chunk = ramp(16384), canonical = chunk;
+  for (size_t i : {size_t{5}, size_t{4095}, size_t{4096}, size_t{16383}}) {
+    chunk[i] = f32_from_bits(0x7F800000u | static_cast<uint32_t>(i + 1));
+    std::memcpy(&canonical[i], &canon, 4);
+  }
+  CHECK(tensor_chunk_hash(DType::F32, std::as_bytes(std::span(chunk))) ==
+        hash_tagged(HashTag::TensorChunk, std::as_bytes(std::span(canonical))));
 }
 
 TEST_CASE("tensor_leaf rejects inconsistent input") {
