@@ -9,10 +9,17 @@
 // Per element:
 //   p1 = p·decay;  m' = fma(β1, m, (1−β1)·g);  v' = fma(β2, v, (1−β2)·(g·g))
 //   p' = fma(−step, m' / (sqrt(v') / sbc2 + ε), p1)
+//
+// The fast kernels run the same sequence lane-wise (vec_math.h: every operation is IEEE and correctly
+// rounded in its vector form, sqrt included), so they equal the scalar reference bit for bit; the
+// scalar std::fma would be a libm call per element, which made AdamW a tenth of a GPT step's
+// non-product time and most of a referee's re-execution of an optimizer node.
 #include <cmath>
 
 #include "ops/kernels/op_table.h"
+#include "ops/kernels/vec_math.h"
 #include "ops/math.h"
+#include "ops/simd.h"
 
 namespace tribunal {
 namespace {
@@ -35,16 +42,18 @@ std::vector<Shape> adamw_infer(const Attrs& attrs, std::span<const Shape> in) {
   return update_infer("adamw", in, 3);
 }
 
-void sgd_range(const Attrs& a, std::span<const Tensor* const> in, std::span<Tensor* const> out, int64_t i0,
-               int64_t i1) {
-  const float lr = a.floats[0], mu = a.floats[1], wd = a.floats[2];
-  const float *p = in[0]->data(), *g = in[1]->data(), *v = in[2]->data();
-  float *p2 = out[0]->data(), *v2 = out[1]->data();
-  for (int64_t i = i0; i < i1; ++i) {
-    const float gi = wd != 0.0f ? fma32(wd, p[i], g[i]) : g[i];
-    const float vi = fma32(mu, v[i], gi);
+struct SgdConstants {
+  float lr, mu, wd;
+  explicit SgdConstants(const Attrs& a) : lr(a.floats[0]), mu(a.floats[1]), wd(a.floats[2]) {}
+};
+
+void sgd_scalar(const SgdConstants& c, const float* p, const float* g, const float* v, float* p2, float* v2,
+                int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = c.wd != 0.0f ? fma32(c.wd, p[i], g[i]) : g[i];
+    const float vi = fma32(c.mu, v[i], gi);
     v2[i] = vi;
-    p2[i] = fma32(-lr, vi, p[i]);
+    p2[i] = fma32(-c.lr, vi, p[i]);
   }
 }
 
@@ -58,23 +67,142 @@ float powi(float b, int64_t t) {
   return result;
 }
 
-void adamw_range(const Attrs& a, std::span<const Tensor* const> in, std::span<Tensor* const> out, int64_t i0,
-                 int64_t i1) {
-  const float lr = a.floats[0], b1 = a.floats[1], b2 = a.floats[2], eps = a.floats[3], wd = a.floats[4];
-  const int64_t t = a.ints[0];
-  const float bc1 = 1.0f - powi(b1, t), bc2 = 1.0f - powi(b2, t);
-  const float step = lr / bc1, sbc2 = std::sqrt(bc2), decay = 1.0f - lr * wd;
-  const float omb1 = 1.0f - b1, omb2 = 1.0f - b2;
-  const float *p = in[0]->data(), *g = in[1]->data(), *m = in[2]->data(), *v = in[3]->data();
-  float *p2 = out[0]->data(), *m2 = out[1]->data(), *v2 = out[2]->data();
-  for (int64_t i = i0; i < i1; ++i) {
-    const float p1 = p[i] * decay;
-    const float mi = fma32(b1, m[i], omb1 * g[i]);
-    const float vi = fma32(b2, v[i], omb2 * (g[i] * g[i]));
+/// AdamW's per-node values (the file comment), computed once for every path.
+struct AdamWConstants {
+  float b1, b2, eps, step, sbc2, decay, omb1, omb2;
+  explicit AdamWConstants(const Attrs& a) {
+    const float lr = a.floats[0], wd = a.floats[4];
+    b1 = a.floats[1];
+    b2 = a.floats[2];
+    eps = a.floats[3];
+    const int64_t t = a.ints[0];
+    const float bc1 = 1.0f - powi(b1, t), bc2 = 1.0f - powi(b2, t);
+    step = lr / bc1;
+    sbc2 = std::sqrt(bc2);
+    decay = 1.0f - lr * wd;
+    omb1 = 1.0f - b1;
+    omb2 = 1.0f - b2;
+  }
+};
+
+void adamw_scalar(const AdamWConstants& c, const float* p, const float* g, const float* m, const float* v,
+                  float* p2, float* m2, float* v2, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float p1 = p[i] * c.decay;
+    const float mi = fma32(c.b1, m[i], c.omb1 * g[i]);
+    const float vi = fma32(c.b2, v[i], c.omb2 * (g[i] * g[i]));
     m2[i] = mi;
     v2[i] = vi;
-    p2[i] = fma32(-step, mi / (std::sqrt(vi) / sbc2 + eps), p1);
+    p2[i] = fma32(-c.step, mi / (std::sqrt(vi) / c.sbc2 + c.eps), p1);
   }
+}
+
+// The same sequences lane-wise, once per ISA (TRIBUNAL_SIMD_KERNELS in vec_math.h). A partial last
+// vector computes on +0 padding lanes and stores only its own.
+#define TRIBUNAL_OPTIMIZER_KERNELS(NS, TARGET, V)                                                            \
+  namespace NS {                                                                                             \
+  TARGET inline void sgd_v(const SgdConstants& c, V::vf p, V::vf g, V::vf v, V::vf& p2, V::vf& v2) {         \
+    const V::vf gi = c.wd != 0.0f ? V::fma(V::set1(c.wd), p, g) : g;                                         \
+    v2 = V::fma(V::set1(c.mu), v, gi);                                                                       \
+    p2 = V::fma(V::set1(-c.lr), v2, p);                                                                      \
+  }                                                                                                          \
+  TARGET void sgd(const SgdConstants& c, const float* p, const float* g, const float* v, float* p2,          \
+                  float* v2, int64_t n) {                                                                    \
+    V::vf pv, vv;                                                                                            \
+    int64_t i = 0;                                                                                           \
+    for (; i + V::W <= n; i += V::W) {                                                                       \
+      sgd_v(c, V::load(p + i), V::load(g + i), V::load(v + i), pv, vv);                                      \
+      V::store(v2 + i, vv);                                                                                  \
+      V::store(p2 + i, pv);                                                                                  \
+    }                                                                                                        \
+    if (i < n) {                                                                                             \
+      const int k = static_cast<int>(n - i);                                                                 \
+      sgd_v(c, V::loadn(p + i, k), V::loadn(g + i, k), V::loadn(v + i, k), pv, vv);                          \
+      V::storen(v2 + i, vv, k);                                                                              \
+      V::storen(p2 + i, pv, k);                                                                              \
+    }                                                                                                        \
+  }                                                                                                          \
+  TARGET inline void adamw_v(const AdamWConstants& c, V::vf p, V::vf g, V::vf m, V::vf v, V::vf& p2,         \
+                             V::vf& m2, V::vf& v2) {                                                         \
+    const V::vf p1 = V::mul(p, V::set1(c.decay));                                                            \
+    m2 = V::fma(V::set1(c.b1), m, V::mul(V::set1(c.omb1), g));                                               \
+    v2 = V::fma(V::set1(c.b2), v, V::mul(V::set1(c.omb2), V::mul(g, g)));                                    \
+    const V::vf denom = V::add(V::div(V::sqrt(v2), V::set1(c.sbc2)), V::set1(c.eps));                        \
+    p2 = V::fma(V::set1(-c.step), V::div(m2, denom), p1);                                                    \
+  }                                                                                                          \
+  TARGET void adamw(const AdamWConstants& c, const float* p, const float* g, const float* m, const float* v, \
+                    float* p2, float* m2, float* v2, int64_t n) {                                            \
+    V::vf pv, mv, vv;                                                                                        \
+    int64_t i = 0;                                                                                           \
+    for (; i + V::W <= n; i += V::W) {                                                                       \
+      adamw_v(c, V::load(p + i), V::load(g + i), V::load(m + i), V::load(v + i), pv, mv, vv);                \
+      V::store(m2 + i, mv);                                                                                  \
+      V::store(v2 + i, vv);                                                                                  \
+      V::store(p2 + i, pv);                                                                                  \
+    }                                                                                                        \
+    if (i < n) {                                                                                             \
+      const int k = static_cast<int>(n - i);                                                                 \
+      adamw_v(c, V::loadn(p + i, k), V::loadn(g + i, k), V::loadn(m + i, k), V::loadn(v + i, k), pv, mv,     \
+              vv);                                                                                           \
+      V::storen(m2 + i, mv, k);                                                                              \
+      V::storen(v2 + i, vv, k);                                                                              \
+      V::storen(p2 + i, pv, k);                                                                              \
+    }                                                                                                        \
+  }                                                                                                          \
+  }
+TRIBUNAL_SIMD_KERNELS(TRIBUNAL_OPTIMIZER_KERNELS)
+#undef TRIBUNAL_OPTIMIZER_KERNELS
+
+/// Elements per thread at least: a chunk should outweigh a wake-up.
+constexpr int64_t kGrain = int64_t{1} << 14;
+
+void sgd_reference(const Attrs& a, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
+  sgd_scalar(SgdConstants(a), in[0]->data(), in[1]->data(), in[2]->data(), out[0]->data(), out[1]->data(),
+             in[0]->numel());
+}
+
+void sgd_fast(const Attrs& a, std::span<const Tensor* const> in, std::span<Tensor* const> out,
+              ThreadPool& pool) {
+  const SgdConstants c(a);
+  const SimdPath path = active_simd_path();
+  const float *p = in[0]->data(), *g = in[1]->data(), *v = in[2]->data();
+  float *p2 = out[0]->data(), *v2 = out[1]->data();
+  pool.parallel_for(
+      in[0]->numel(),
+      [&](int64_t i0, int64_t i1) {
+        switch (path) {
+          TRIBUNAL_SIMD_CASES(isa::sgd(c, p + i0, g + i0, v + i0, p2 + i0, v2 + i0, i1 - i0))
+          case SimdPath::Scalar:
+            sgd_scalar(c, p + i0, g + i0, v + i0, p2 + i0, v2 + i0, i1 - i0);
+            break;
+        }
+      },
+      kGrain);
+}
+
+void adamw_reference(const Attrs& a, std::span<const Tensor* const> in, std::span<Tensor* const> out) {
+  adamw_scalar(AdamWConstants(a), in[0]->data(), in[1]->data(), in[2]->data(), in[3]->data(), out[0]->data(),
+               out[1]->data(), out[2]->data(), in[0]->numel());
+}
+
+void adamw_fast(const Attrs& a, std::span<const Tensor* const> in, std::span<Tensor* const> out,
+                ThreadPool& pool) {
+  const AdamWConstants c(a);
+  const SimdPath path = active_simd_path();
+  const float *p = in[0]->data(), *g = in[1]->data(), *m = in[2]->data(), *v = in[3]->data();
+  float *p2 = out[0]->data(), *m2 = out[1]->data(), *v2 = out[2]->data();
+  pool.parallel_for(
+      in[0]->numel(),
+      [&](int64_t i0, int64_t i1) {
+        switch (path) {
+          TRIBUNAL_SIMD_CASES(
+              isa::adamw(c, p + i0, g + i0, m + i0, v + i0, p2 + i0, m2 + i0, v2 + i0, i1 - i0))
+          case SimdPath::Scalar:
+            adamw_scalar(c, p + i0, g + i0, m + i0, v + i0, p2 + i0, m2 + i0, v2 + i0, i1 - i0);
+            break;
+        }
+      },
+      kGrain);
 }
 
 }  // namespace
@@ -86,8 +214,8 @@ const OpInfo kSgdMomentumOp{.kind = OpKind::SgdMomentum,
                             .num_ints = 0,
                             .num_floats = 3,
                             .infer = sgd_infer,
-                            .reference = whole_range<sgd_range>,
-                            .fast = split_range<sgd_range>,
+                            .reference = sgd_reference,
+                            .fast = sgd_fast,
                             .vjp = nullptr,
                             .float64 = f64::sgd_momentum,
                             .float64_spread = Float64Spread::Libm};
@@ -98,8 +226,8 @@ const OpInfo kAdamWOp{.kind = OpKind::AdamW,
                       .num_ints = 1,
                       .num_floats = 5,
                       .infer = adamw_infer,
-                      .reference = whole_range<adamw_range>,
-                      .fast = split_range<adamw_range>,
+                      .reference = adamw_reference,
+                      .fast = adamw_fast,
                       .vjp = nullptr,
                       .float64 = f64::adamw,
                       .float64_spread = Float64Spread::Libm};

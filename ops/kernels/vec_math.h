@@ -108,6 +108,10 @@ TRIBUNAL_V512 vf mul(vf a, vf b) {
 TRIBUNAL_V512 vf div(vf a, vf b) {
   return _mm512_div_ps(a, b);
 }
+/// Lane-wise square root, correctly rounded like std::sqrt (IEEE 754 squareRoot).
+TRIBUNAL_V512 vf sqrt(vf a) {
+  return _mm512_sqrt_ps(a);
+}
 /// −a (flips the sign bit, exact, like the scalar unary minus).
 TRIBUNAL_V512 vf neg(vf a) {
   return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_set1_epi32(INT32_MIN)));
@@ -232,6 +236,9 @@ TRIBUNAL_V256 vf mul(vf a, vf b) {
 }
 TRIBUNAL_V256 vf div(vf a, vf b) {
   return _mm256_div_ps(a, b);
+}
+TRIBUNAL_V256 vf sqrt(vf a) {
+  return _mm256_sqrt_ps(a);
 }
 TRIBUNAL_V256 vf neg(vf a) {
   return _mm256_xor_ps(a, _mm256_set1_ps(-0.0f));
@@ -361,6 +368,9 @@ TRIBUNAL_VNEON vf mul(vf a, vf b) {
 }
 TRIBUNAL_VNEON vf div(vf a, vf b) {
   return vdivq_f32(a, b);
+}
+TRIBUNAL_VNEON vf sqrt(vf a) {
+  return vsqrtq_f32(a);
 }
 /// −a: AArch64 FNEG flips the sign bit (exact, NaN included), like the scalar unary minus.
 TRIBUNAL_VNEON vf neg(vf a) {
