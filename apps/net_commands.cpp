@@ -17,6 +17,7 @@
 #include "net/error.h"
 #include "nodes/delegate.h"
 #include "nodes/delivery.h"
+#include "nodes/heap_reuse.h"
 #include "nodes/key_file.h"
 #include "nodes/provider_node.h"
 #include "nodes/referee_node.h"
@@ -230,7 +231,8 @@ int run_referee(RefereeSettings& s) {
   const auto [host, port] = host_port(listen);
   const auto metrics =
       s.metrics.empty() ? std::pair<std::string, uint16_t>{} : host_port(s.metrics, "--metrics");
-  raise_fd_limit();  // a client connection per live dispute, two provider connections
+  raise_fd_limit();      // a client connection per live dispute, two provider connections
+  keep_freed_buffers();  // before any thread starts
   NetContext ctx(1);
   const Logger log = command_logger(s.log, "referee");
   RefereeNode node(ctx, load_keypair(key), options, log, AddressPolicy::public_only(std::move(allowed)));

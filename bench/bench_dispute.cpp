@@ -29,12 +29,15 @@
 // timed inside the referee between its "re-executing" and verdict events; the rest is the game's own
 // work (reassembling the opened bytes among it). The referee thread's minor page faults (getrusage,
 // the parties' share taken out) and the CPU time of one fault on this machine (page_fault_seconds,
-// measured at the start) show what first-touching fresh memory costs. cpu_ok: the referee's CPU is at
-// most 1 % of one step (issue 14), the step taken as the smaller of its wall and CPU time, so that a
-// loaded machine's slow steps flatter nothing. With --check it exits 1 unless every cheater was caught
-// at the injected step and node, within the round bound and the byte allowance, and the bytes in are
-// exactly the opening's plus the answers the parties sent. A job's warmup_steps longer than the T
-// asked for is scaled down with T (with_steps).
+// measured at the start) show what first-touching fresh memory costs. The process keeps freed buffers
+// for reuse as `tribunal referee` does (nodes/heap_reuse.h; --no-heap-reuse leaves glibc's default),
+// and each dispute is played twice with a fresh referee: the main figures are the first play (the
+// process's first dispute of that size), `again` the second (a referee that has served one). cpu_ok: the
+// referee's CPU is at most 1 % of one step (issue 14), the step taken as the smaller of its wall and CPU
+// time, so that a loaded machine's slow steps flatter nothing. With --check it exits 1 unless every cheater
+// was caught at the injected step and node, within the round bound and the byte allowance, and the bytes in
+// are exactly the opening's plus the answers the parties sent. A job's warmup_steps longer than the T asked
+// for is scaled down with T (with_steps).
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -58,6 +61,7 @@
 #include "dispute/opening.h"
 #include "dispute/provider_session.h"
 #include "engine/cost.h"
+#include "nodes/heap_reuse.h"
 #include "protocol/chunk_check.h"
 #include "protocol/merkle.h"
 #include "protocol/tensor_hash.h"
@@ -286,6 +290,7 @@ int main(int argc, char** argv) {
   uint64_t stride = 100;
   std::string job_file;
   bool check = false;
+  bool no_heap_reuse = false;
   int threads = 1;
   std::vector<std::string> models;
   DisputeLimits limits;
@@ -330,6 +335,8 @@ int main(int argc, char** argv) {
       ->type_name("N")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 50).description(""));
+  app.add_flag("--no-heap-reuse", no_heap_reuse,
+               "leave glibc's malloc as it is (a fresh mapping per large buffer), for a comparison");
   app.add_flag("--check", check,
                "exit 1 unless every cheater is caught at the injected step and node, within the round "
                "bound and the byte allowance");
@@ -346,6 +353,8 @@ int main(int argc, char** argv) {
   for (const std::string& m : models) registry.add_model(m);
   ThreadPool pool(1);
   const double fault_seconds = page_fault_seconds();
+  // As `tribunal referee` runs (nodes/heap_reuse.h): disputes after the first reuse freed buffers.
+  const bool heap_reuse = !no_heap_reuse && nodes::keep_freed_buffers();
   for (uint64_t steps : steps_list) {
     const std::string text = with_steps(job_text, steps, stride, static_cast<uint64_t>(own.steps));
     JobSpec job = parse_job(text, "bench job");
@@ -369,60 +378,86 @@ int main(int argc, char** argv) {
       const DisputeOpen d = dispute_open(text, data, honest.claim, cheater.claim);
       const KeyPair client = generate_keypair(), referee_key = generate_keypair();
       const std::vector<uint8_t> open = seal(client, dispute_id(d), 1, d);
-      Breakdown breakdown;
-      const auto w0 = std::chrono::steady_clock::now();
-      // The referee receives the opening: it checks the client's signature, every check of the
-      // opening (RefereeDispute's constructor: the claims' signatures, the job, its id) and the
-      // dispute's cost against its limits, as the referee node does before it starts a dispute.
-      const int64_t open_faults0 = page_faults();
-      const double open_cpu0 = thread_cpu_seconds();
-      // The re-execution, timed inside the referee: from its first attempt to the Step that carries the
-      // verdict.
-      double reexecute_cpu0 = -1;
-      DisputeOptions options;
-      options.weights = registry;  // an onnx job's model file, read by the referee's oracle
-      options.reexecute_hook = [&](int attempt) {
-        if (attempt == 1) reexecute_cpu0 = thread_cpu_seconds();
+      // One play of the dispute with a fresh referee and fresh provider sessions. Played twice: the
+      // first is this process's first dispute of its size (its buffers' pages touched for the first
+      // time), the second what a referee that has served such disputes spends (nodes/heap_reuse.h).
+      struct Played {
+        std::unique_ptr<RefereeDispute> referee;
+        Breakdown breakdown;
+        LocalRun run;
+        double opening_cpu = 0, referee_cpu = 0, wall = 0;
+        int64_t referee_faults = 0;
+        uint64_t bytes_in = 0, answer_bytes = 0, answers_sent = 0;
       };
-      RefereeDispute referee(referee_key, open_envelope(open), options);
-      check_dispute_cost(referee.cost(), limits);
-      const double opening_cpu = thread_cpu_seconds() - open_cpu0;
-      int64_t referee_faults = page_faults() - open_faults0;
-      breakdown.opening = opening_cpu;
-      const Provider* providers[2] = {&honest, &cheater};
-      std::unique_ptr<ProviderDisputeSession> sessions[2];
-      std::array<LocalParty, 2> parties;
-      uint64_t answer_bytes = 0;  // everything the parties sent, counted on their side
-      uint64_t answers_sent = 0;
-      int64_t party_faults = 0;  // the parties' (and the bench's re-measuring) share of the thread's faults
-      for (int p = 0; p < 2; ++p)
-        parties[static_cast<size_t>(p)] = [&, p](const Envelope& env) -> std::vector<std::vector<uint8_t>> {
-          const int64_t faults0 = page_faults();
-          std::vector<std::vector<uint8_t>> answers;
-          if (env.kind != MessageKind::DisputeOpen) {
-            answers = sessions[p]->on_envelope(env);
-          } else {
-            sessions[p] = std::make_unique<ProviderDisputeSession>(
-                providers[p]->key, env, job, data, providers[p]->store, pool,
-                std::vector<PublicKey>{referee_key.public_key}, fault_policy(providers[p]->fault));
-          }
-          for (const auto& a : answers) {
-            answer_bytes += a.size();
-            measure_answer(a, data.root, d.label_width, breakdown);
-          }
-          answers_sent += answers.size();
-          party_faults += page_faults() - faults0;
-          return answers;
+      const auto play = [&]() {
+        Played played;
+        Breakdown& breakdown = played.breakdown;
+        const auto w0 = std::chrono::steady_clock::now();
+        // The referee receives the opening: it checks the client's signature, every check of the
+        // opening (RefereeDispute's constructor: the claims' signatures, the job, its id) and the
+        // dispute's cost against its limits, as the referee node does before it starts a dispute.
+        const int64_t open_faults0 = page_faults();
+        const double open_cpu0 = thread_cpu_seconds();
+        // The re-execution, timed inside the referee: from its first attempt to the Step that carries
+        // the verdict.
+        double reexecute_cpu0 = -1;
+        DisputeOptions options;
+        options.weights = registry;  // an onnx job's model file, read by the referee's oracle
+        options.reexecute_hook = [&](int attempt) {
+          if (attempt == 1) reexecute_cpu0 = thread_cpu_seconds();
         };
-      const int64_t play_faults0 = page_faults();
-      const LocalRun run = play_local(referee, parties, [&](const RefereeDispute::Step& step) {
-        if (step.verdict && reexecute_cpu0 >= 0)
-          breakdown.reexecution = thread_cpu_seconds() - reexecute_cpu0;
-      });
-      referee_faults += page_faults() - play_faults0 - party_faults;
-      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
-      const double referee_cpu = opening_cpu + run.referee_cpu_seconds;
-      const uint64_t bytes_in = open.size() + run.bytes_in;
+        played.referee = std::make_unique<RefereeDispute>(referee_key, open_envelope(open), options);
+        RefereeDispute& referee = *played.referee;
+        check_dispute_cost(referee.cost(), limits);
+        played.opening_cpu = thread_cpu_seconds() - open_cpu0;
+        played.referee_faults = page_faults() - open_faults0;
+        breakdown.opening = played.opening_cpu;
+        const Provider* providers[2] = {&honest, &cheater};
+        std::unique_ptr<ProviderDisputeSession> sessions[2];
+        std::array<LocalParty, 2> parties;
+        int64_t party_faults = 0;  // the parties' (and the bench's re-measuring) share of the thread's faults
+        for (int p = 0; p < 2; ++p)
+          parties[static_cast<size_t>(p)] = [&, p](const Envelope& env) -> std::vector<std::vector<uint8_t>> {
+            const int64_t faults0 = page_faults();
+            std::vector<std::vector<uint8_t>> answers;
+            if (env.kind != MessageKind::DisputeOpen) {
+              answers = sessions[p]->on_envelope(env);
+            } else {
+              sessions[p] = std::make_unique<ProviderDisputeSession>(
+                  providers[p]->key, env, job, data, providers[p]->store, pool,
+                  std::vector<PublicKey>{referee_key.public_key}, fault_policy(providers[p]->fault));
+            }
+            for (const auto& a : answers) {
+              played.answer_bytes += a.size();
+              measure_answer(a, data.root, d.label_width, breakdown);
+            }
+            played.answers_sent += answers.size();
+            party_faults += page_faults() - faults0;
+            return answers;
+          };
+        const int64_t play_faults0 = page_faults();
+        played.run = play_local(referee, parties, [&](const RefereeDispute::Step& step) {
+          if (step.verdict && reexecute_cpu0 >= 0)
+            breakdown.reexecution = thread_cpu_seconds() - reexecute_cpu0;
+        });
+        played.referee_faults += page_faults() - play_faults0 - party_faults;
+        played.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+        played.referee_cpu = played.opening_cpu + played.run.referee_cpu_seconds;
+        played.bytes_in = open.size() + played.run.bytes_in;
+        return played;
+      };
+      Played first = play();
+      const RefereeDispute& referee = *first.referee;
+      const Breakdown& breakdown = first.breakdown;
+      const LocalRun& run = first.run;
+      const double opening_cpu = first.opening_cpu, referee_cpu = first.referee_cpu, wall = first.wall;
+      const int64_t referee_faults = first.referee_faults;
+      const uint64_t bytes_in = first.bytes_in, answer_bytes = first.answer_bytes,
+                     answers_sent = first.answers_sent;
+      const auto rest_of = [](const Played& p) {
+        return p.referee_cpu - p.breakdown.opening - p.breakdown.envelopes - p.breakdown.input_proofs -
+               p.breakdown.reexecution;
+      };
       const Verdict v = verify_verdict(run.verdict, referee_key.public_key, &registry);
       const StepGraph& g = referee.oracle().graph(v.step);
       const uint64_t g_nodes = g.nodes.size();
@@ -444,8 +479,7 @@ int main(int argc, char** argv) {
       if (!run.refused.empty())
         problems.push_back(where + "the referee refused an envelope: " + run.refused.front());
       const Node& injected = g.nodes[static_cast<size_t>(node)];
-      const double rest = referee_cpu - breakdown.opening - breakdown.envelopes - breakdown.input_proofs -
-                          breakdown.reexecution;
+      const double rest = rest_of(first);
       results.push_back(
           {{"steps", steps},
            {"stride", stride},
@@ -486,6 +520,24 @@ int main(int argc, char** argv) {
            {"bytes_accounted", bytes_accounted},
            {"referee_bytes_out", run.bytes_out},
            {"dispute_wall_seconds", wall}});
+
+      // The second play, once the first referee (its opened inputs, its oracle's graph) is gone.
+      first = Played{};
+      const Played again = play();
+      results.back()["again"] = {
+          {"referee_cpu_seconds", again.referee_cpu},
+          {"referee_cpu_breakdown",
+           {{"opening", again.breakdown.opening},
+            {"envelopes", again.breakdown.envelopes},
+            {"input_proofs", again.breakdown.input_proofs},
+            {"reexecution", again.breakdown.reexecution},
+            {"rest", rest_of(again)}}},
+          {"referee_page_faults", again.referee_faults},
+          {"cpu_ratio", again.referee_cpu / step_seconds},
+          {"cpu_ratio_to_step_cpu", again.referee_cpu / step_cpu_seconds},
+          {"cpu_ok", again.referee_cpu <= kCpuTarget * std::min(step_seconds, step_cpu_seconds)},
+          {"same_verdict", verify_verdict(again.run.verdict, referee_key.public_key, &registry).losers ==
+                               std::vector<uint8_t>{1}}};
       std::filesystem::remove_all(cheater.store);
     }
     std::filesystem::remove_all(honest.store);
@@ -493,6 +545,7 @@ int main(int argc, char** argv) {
   std::printf("%s\n", nlohmann::json({{"bench", "dispute"},
                                       {"job", default_job ? "scenarios/jobs/fashion_mlp.toml" : job_file},
                                       {"page_fault_seconds", fault_seconds},
+                                      {"heap_reuse", heap_reuse},
                                       {"results", results}})
                           .dump()
                           .c_str());

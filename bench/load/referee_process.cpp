@@ -15,6 +15,7 @@
 
 #include "bench/load/load.h"
 #include "net/error.h"
+#include "nodes/heap_reuse.h"
 #include "nodes/referee_node.h"
 
 namespace tribunal::load_bench {
@@ -55,6 +56,7 @@ struct ChildStats {
   uint64_t bytes_in = 0, bytes_out = 0;
   std::mutex cpu_mu;
   {
+    nodes::keep_freed_buffers();  // as `tribunal referee` does
     NetContext ctx(threads, /*handle_signals=*/true);
     ctx.set_shutdown_grace(std::chrono::milliseconds(2000));
     nodes::RefereeNodeOptions options;
