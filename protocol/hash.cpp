@@ -50,7 +50,8 @@ Digest hash_tagged_wide(HashTag tag, std::span<const std::byte> bytes) {
   uint8_t cvs[kWideMaxChunks][BLAKE3_OUT_LEN];
   alignas(64) uint8_t first[BLAKE3_CHUNK_LEN];
   first[0] = static_cast<uint8_t>(tag);
-  std::memcpy(first + 1, in, std::min(bytes.size(), size_t{BLAKE3_CHUNK_LEN - 1}));
+  if (!bytes.empty())  // an empty span's data() may be null, which memcpy may not be given
+    std::memcpy(first + 1, in, std::min(bytes.size(), size_t{BLAKE3_CHUNK_LEN - 1}));
   const auto chunk_start = [&](size_t c) { return c == 0 ? first : in + c * BLAKE3_CHUNK_LEN - 1; };
   const uint8_t* starts[kWideMaxChunks] = {};
   for (size_t c = 0; c < full; ++c) starts[c] = chunk_start(c);

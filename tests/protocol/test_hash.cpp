@@ -135,6 +135,9 @@ TEST_CASE("hash_tagged's wide path is BLAKE3's digest at every length around its
     const Digest want = Hasher(HashTag::TensorChunk).update(bytes).final();
     REQUIRE(hash_tagged(HashTag::TensorChunk, bytes) == want);
   }
+  // An empty span whose data() is null (an empty tensor's one chunk).
+  CHECK(hash_tagged(HashTag::TensorChunk, std::span<const std::byte>()) ==
+        Hasher(HashTag::TensorChunk).final());
 }
 
 TEST_CASE("Hasher: incremental equals one-shot; u64 is little-endian; final() twice throws") {
