@@ -524,6 +524,13 @@ int main(int argc, char** argv) {
       // The second play, once the first referee (its opened inputs, its oracle's graph) is gone.
       first = Played{};
       const Played again = play();
+      const Verdict again_v = verify_verdict(again.run.verdict, referee_key.public_key, &registry);
+      const bool again_caught = again_v.losers == std::vector<uint8_t>{1} &&
+                                again_v.step == static_cast<uint64_t>(bad_step) &&
+                                again_v.node == static_cast<uint64_t>(node);
+      if (!again_caught)
+        problems.push_back("T = " + std::to_string(steps) + ", node " + std::to_string(node) +
+                           ": the second play did not catch the cheater at the injected step and node");
       results.back()["again"] = {
           {"referee_cpu_seconds", again.referee_cpu},
           {"referee_cpu_breakdown",
@@ -536,8 +543,7 @@ int main(int argc, char** argv) {
           {"cpu_ratio", again.referee_cpu / step_seconds},
           {"cpu_ratio_to_step_cpu", again.referee_cpu / step_cpu_seconds},
           {"cpu_ok", again.referee_cpu <= kCpuTarget * std::min(step_seconds, step_cpu_seconds)},
-          {"same_verdict", verify_verdict(again.run.verdict, referee_key.public_key, &registry).losers ==
-                               std::vector<uint8_t>{1}}};
+          {"caught", again_caught}};
       std::filesystem::remove_all(cheater.store);
     }
     std::filesystem::remove_all(honest.store);
