@@ -1,26 +1,8 @@
 #include "ops/tensor.h"
 
-#include <cstdint>
-#include <new>
 #include <string>
 
 namespace tribunal {
-
-void* allocate_aligned64(size_t bytes) {
-  if (bytes > SIZE_MAX - 64) throw std::bad_alloc();
-  auto* block = static_cast<unsigned char*>(::operator new(bytes + 64));
-  // 1..64 bytes forward to the next multiple of 64: at least one byte for the offset itself.
-  const size_t offset = 64 - (reinterpret_cast<uintptr_t>(block) & 63);
-  unsigned char* p = block + offset;
-  p[-1] = static_cast<unsigned char>(offset);
-  return p;
-}
-
-void free_aligned64(void* p) noexcept {
-  if (p == nullptr) return;
-  auto* q = static_cast<unsigned char*>(p);
-  ::operator delete(q - q[-1]);
-}
 
 Shape::Shape(std::initializer_list<int64_t> dims)
     : Shape(std::span<const int64_t>(dims.begin(), dims.size())) {}

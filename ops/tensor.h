@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
-#include <new>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -47,16 +46,6 @@ class Shape {
   int rank_ = 0;
 };
 
-/// `bytes` of storage aligned to 64 bytes, inside one plain `::operator new` block of bytes + 64 (the
-/// offset back to the block's start is kept in the byte before the result). Not aligned new: glibc's
-/// memalign gives the alignment slack back as small chunks that its per-thread cache keeps in use,
-/// and those split freed regions into holes the next buffer of the same size does not fit, so a
-/// process that frees and asks again for the same large tensors touched fresh pages every time
-/// (docs/performance.md, "The light referee"). Throws std::bad_alloc.
-void* allocate_aligned64(size_t bytes);
-/// Frees what allocate_aligned64 returned (null: nothing).
-void free_aligned64(void* p) noexcept;
-
 /// Allocator that aligns storage to 64 bytes (one cache line, one AVX-512 register).
 template <class T>
 struct AlignedAllocator {
@@ -64,11 +53,8 @@ struct AlignedAllocator {
   AlignedAllocator() = default;
   template <class U>
   AlignedAllocator(const AlignedAllocator<U>&) {}
-  T* allocate(size_t n) {
-    if (n > SIZE_MAX / sizeof(T)) throw std::bad_alloc();
-    return static_cast<T*>(allocate_aligned64(n * sizeof(T)));
-  }
-  void deallocate(T* p, size_t) { free_aligned64(p); }
+  T* allocate(size_t n) { return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64})); }
+  void deallocate(T* p, size_t) { ::operator delete (p, std::align_val_t{64}); }
   template <class U>
   bool operator==(const AlignedAllocator<U>&) const {
     return true;
