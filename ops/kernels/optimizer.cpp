@@ -10,8 +10,8 @@
 //   p1 = p·decay;  m' = fma(β1, m, (1−β1)·g);  v' = fma(β2, v, (1−β2)·(g·g))
 //   p' = fma(−step, m' / (sqrt(v') / sbc2 + ε), p1)
 //
-// The fast kernels run the same sequence lane-wise (vec_math.h: every operation is IEEE and correctly
-// rounded in its vector form, sqrt included), so they equal the scalar reference bit for bit; the
+// The fast kernels run the same sequence lane-wise on x86-64 (vec_math.h: every operation is IEEE and
+// correctly rounded in its vector form, sqrt included), so they equal the scalar reference bit for bit; the
 // scalar std::fma would be a libm call per element, which made AdamW a tenth of a GPT step's
 // non-product time and most of a referee's re-execution of an optimizer node.
 #include <cmath>
@@ -150,7 +150,23 @@ void adamw_scalar(const AdamWConstants& c, const float* p, const float* g, const
     }                                                                                                        \
   }                                                                                                          \
   }
+#if defined(__aarch64__)
+// NEON runs the scalar loop: the lane-wise form's parameter output differed from the reference in 15
+// of the coverage test's AdamW cases under qemu-aarch64 (the moments agreed), not yet explained; until
+// it is, every arm64 path gives the reference's bits by running it.
+namespace kneon {
+inline void sgd(const SgdConstants& c, const float* p, const float* g, const float* v, float* p2, float* v2,
+                int64_t n) {
+  sgd_scalar(c, p, g, v, p2, v2, n);
+}
+inline void adamw(const AdamWConstants& c, const float* p, const float* g, const float* m, const float* v,
+                  float* p2, float* m2, float* v2, int64_t n) {
+  adamw_scalar(c, p, g, m, v, p2, m2, v2, n);
+}
+}  // namespace kneon
+#else
 TRIBUNAL_SIMD_KERNELS(TRIBUNAL_OPTIMIZER_KERNELS)
+#endif
 #undef TRIBUNAL_OPTIMIZER_KERNELS
 
 /// Elements per thread at least: a chunk should outweigh a wake-up.
