@@ -13,9 +13,11 @@ start() { start_daemon "$1" "$bin" "${@:2}"; }
 # json FILE EXPR: EXPR (Python, `j` the object in FILE) printed; fails when FILE is not one JSON object.
 json() { python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"; }
 
-# A job long enough to be watched: short_mlp's model and optimizer, 3000 steps; checkpoints every 1000
-# steps, so a dispute at step 1900 has its providers recompute for seconds while the delegate watches.
-sed -e 's/^steps = .*/steps = 3000/' -e 's/^stride = .*/stride = 1000/' "$src/scenarios/jobs/short_mlp.toml" >"$tmp/long.toml"
+# A job long enough to be watched: short_mlp's model and optimizer, 6000 steps in one stride, so a
+# dispute at step 1900 has its providers commit to all 6000 steps at level 2 for seconds while the
+# delegate watches (with a stride of 1000 a dispute took 0.97 s on a Zen 5 machine, under the 1 s
+# between the delegate's lines).
+sed -e 's/^steps = .*/steps = 6000/' -e 's/^stride = .*/stride = 6000/' "$src/scenarios/jobs/short_mlp.toml" >"$tmp/long.toml"
 sed -e 's/^steps = .*/steps = 10000000/' -e 's/^stride = .*/stride = 1000000/' "$src/scenarios/jobs/short_mlp.toml" \
   >"$tmp/endless.toml"
 
@@ -75,20 +77,20 @@ grep -qE "delegate: job [0-9a-f]{16}: [01] of 2 claims in after [0-9.]+ s; still
   fail "delegate: no progress line while the providers trained: $(cat "$tmp/delegate.log")"
 # Each provider logs its training's progress: the first step and the last at least.
 for p in honest cheater; do
-  grep -qE "provider [0-9a-f]{8}: job [0-9a-f]{12}: step 1/3000 \(0\.0 %\), elapsed" "$tmp/$p.log" &&
-    grep -qE "provider [0-9a-f]{8}: job [0-9a-f]{12}: step 3000/3000 \(100\.0 %\), [0-9.]+ steps/s, elapsed .*, loss" "$tmp/$p.log" ||
+  grep -qE "provider [0-9a-f]{8}: job [0-9a-f]{12}: step 1/6000 \(0\.0 %\), elapsed" "$tmp/$p.log" &&
+    grep -qE "provider [0-9a-f]{8}: job [0-9a-f]{12}: step 6000/6000 \(100\.0 %\), [0-9.]+ steps/s, elapsed .*, loss" "$tmp/$p.log" ||
     fail "$p: no training progress in its log"
 done
-# The delegate shows each provider's step from its /metrics (step ≤ 3000, a rate, an ETA) and the
+# The delegate shows each provider's step from its /metrics (step ≤ 6000, a rate, an ETA) and the
 # dispute's level and round from the referee's /disputes.json, never going back.
-grep -E "delegate: provider ws://127\.0\.0\.1:($aport|$bport)/ step [0-9]+/3000, [0-9.]+ steps/s, ETA [0-9:.]+( s)?$" "$tmp/delegate.log" \
+grep -E "delegate: provider ws://127\.0\.0\.1:($aport|$bport)/ step [0-9]+/6000, [0-9.]+ steps/s, ETA [0-9:.]+( s)?$" "$tmp/delegate.log" \
   >"$tmp/training.lines" || fail "delegate: no provider step line: $(cat "$tmp/delegate.log")"
 grep -E "delegate: dispute [0-9a-f]{16} level [123] \([a-z_]+\), round [0-9]+" "$tmp/delegate.log" >"$tmp/level.lines" ||
   fail "delegate: no dispute level line: $(cat "$tmp/delegate.log")"
 python3 - "$tmp/training.lines" "$tmp/level.lines" <<'PY' || fail "delegate: implausible progress lines: $(cat "$tmp/training.lines" "$tmp/level.lines")"
 import re, sys
-steps = [int(m.group(1)) for m in map(re.compile(r"step (\d+)/3000").search, open(sys.argv[1]))]
-assert steps and all(0 <= s <= 3000 for s in steps), steps
+steps = [int(m.group(1)) for m in map(re.compile(r"step (\d+)/6000").search, open(sys.argv[1]))]
+assert steps and all(0 <= s <= 6000 for s in steps), steps
 levels = [(int(m.group(1)), int(m.group(2))) for m in map(re.compile(r"level (\d) \(\w+\), round (\d+)").search, open(sys.argv[2]))]
 assert levels == sorted(levels) and levels[0][1] >= 1, levels  # the dispute narrows: never back
 PY
