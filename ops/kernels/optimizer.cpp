@@ -10,10 +10,15 @@
 //   p1 = p·decay;  m' = fma(β1, m, (1−β1)·g);  v' = fma(β2, v, (1−β2)·(g·g))
 //   p' = fma(−step, m' / (sqrt(v') / sbc2 + ε), p1)
 //
-// The fast kernels run the same sequence lane-wise on x86-64 (vec_math.h: every operation is IEEE and
-// correctly rounded in its vector form, sqrt included), so they equal the scalar reference bit for bit; the
-// scalar std::fma would be a libm call per element, which made AdamW a tenth of a GPT step's
+// The fast kernels run the same sequence lane-wise (vec_math.h: every operation is IEEE and correctly
+// rounded in its vector form, sqrt included), so they equal the scalar reference bit for bit; the scalar
+// std::fma would be a libm call per element on x86-64, which made AdamW a tenth of a GPT step's
 // non-product time and most of a referee's re-execution of an optimizer node.
+//
+// −lr and −step are computed once, into the constants, never written as `fma(-x, …)` per element: on
+// arm64 the compiler turns that into FMSUB/FMLS, which negate one multiplicand, and which one is its
+// choice; negating a NaN flips its sign, so a NaN update (v' < 0 under sqrt) came out −NaN from the
+// scalar loop and +NaN from the NEON one. With no negation left to fold, both propagate the same NaN.
 #include <cmath>
 
 #include "ops/kernels/op_table.h"
@@ -43,8 +48,8 @@ std::vector<Shape> adamw_infer(const Attrs& attrs, std::span<const Shape> in) {
 }
 
 struct SgdConstants {
-  float lr, mu, wd;
-  explicit SgdConstants(const Attrs& a) : lr(a.floats[0]), mu(a.floats[1]), wd(a.floats[2]) {}
+  float neg_lr, mu, wd;  // −lr: the file comment says why
+  explicit SgdConstants(const Attrs& a) : neg_lr(-a.floats[0]), mu(a.floats[1]), wd(a.floats[2]) {}
 };
 
 void sgd_scalar(const SgdConstants& c, const float* p, const float* g, const float* v, float* p2, float* v2,
@@ -53,7 +58,7 @@ void sgd_scalar(const SgdConstants& c, const float* p, const float* g, const flo
     const float gi = c.wd != 0.0f ? fma32(c.wd, p[i], g[i]) : g[i];
     const float vi = fma32(c.mu, v[i], gi);
     v2[i] = vi;
-    p2[i] = fma32(-c.lr, vi, p[i]);
+    p2[i] = fma32(c.neg_lr, vi, p[i]);
   }
 }
 
@@ -69,7 +74,7 @@ float powi(float b, int64_t t) {
 
 /// AdamW's per-node values (the file comment), computed once for every path.
 struct AdamWConstants {
-  float b1, b2, eps, step, sbc2, decay, omb1, omb2;
+  float b1, b2, eps, neg_step, sbc2, decay, omb1, omb2;  // −step: the file comment says why
   explicit AdamWConstants(const Attrs& a) {
     const float lr = a.floats[0], wd = a.floats[4];
     b1 = a.floats[1];
@@ -77,7 +82,7 @@ struct AdamWConstants {
     eps = a.floats[3];
     const int64_t t = a.ints[0];
     const float bc1 = 1.0f - powi(b1, t), bc2 = 1.0f - powi(b2, t);
-    step = lr / bc1;
+    neg_step = -(lr / bc1);
     sbc2 = std::sqrt(bc2);
     decay = 1.0f - lr * wd;
     omb1 = 1.0f - b1;
@@ -93,7 +98,7 @@ void adamw_scalar(const AdamWConstants& c, const float* p, const float* g, const
     const float vi = fma32(c.b2, v[i], c.omb2 * (g[i] * g[i]));
     m2[i] = mi;
     v2[i] = vi;
-    p2[i] = fma32(-c.step, mi / (std::sqrt(vi) / c.sbc2 + c.eps), p1);
+    p2[i] = fma32(c.neg_step, mi / (std::sqrt(vi) / c.sbc2 + c.eps), p1);
   }
 }
 
@@ -104,7 +109,7 @@ void adamw_scalar(const AdamWConstants& c, const float* p, const float* g, const
   TARGET inline void sgd_v(const SgdConstants& c, V::vf p, V::vf g, V::vf v, V::vf& p2, V::vf& v2) {         \
     const V::vf gi = c.wd != 0.0f ? V::fma(V::set1(c.wd), p, g) : g;                                         \
     v2 = V::fma(V::set1(c.mu), v, gi);                                                                       \
-    p2 = V::fma(V::set1(-c.lr), v2, p);                                                                      \
+    p2 = V::fma(V::set1(c.neg_lr), v2, p);                                                                   \
   }                                                                                                          \
   TARGET void sgd(const SgdConstants& c, const float* p, const float* g, const float* v, float* p2,          \
                   float* v2, int64_t n) {                                                                    \
@@ -128,7 +133,7 @@ void adamw_scalar(const AdamWConstants& c, const float* p, const float* g, const
     m2 = V::fma(V::set1(c.b1), m, V::mul(V::set1(c.omb1), g));                                               \
     v2 = V::fma(V::set1(c.b2), v, V::mul(V::set1(c.omb2), V::mul(g, g)));                                    \
     const V::vf denom = V::add(V::div(V::sqrt(v2), V::set1(c.sbc2)), V::set1(c.eps));                        \
-    p2 = V::fma(V::set1(-c.step), V::div(m2, denom), p1);                                                    \
+    p2 = V::fma(V::set1(c.neg_step), V::div(m2, denom), p1);                                                 \
   }                                                                                                          \
   TARGET void adamw(const AdamWConstants& c, const float* p, const float* g, const float* m, const float* v, \
                     float* p2, float* m2, float* v2, int64_t n) {                                            \
@@ -150,23 +155,7 @@ void adamw_scalar(const AdamWConstants& c, const float* p, const float* g, const
     }                                                                                                        \
   }                                                                                                          \
   }
-#if defined(__aarch64__)
-// NEON runs the scalar loop: the lane-wise form's parameter output differed from the reference in 15
-// of the coverage test's AdamW cases under qemu-aarch64 (the moments agreed), not yet explained; until
-// it is, every arm64 path gives the reference's bits by running it.
-namespace kneon {
-inline void sgd(const SgdConstants& c, const float* p, const float* g, const float* v, float* p2, float* v2,
-                int64_t n) {
-  sgd_scalar(c, p, g, v, p2, v2, n);
-}
-inline void adamw(const AdamWConstants& c, const float* p, const float* g, const float* m, const float* v,
-                  float* p2, float* m2, float* v2, int64_t n) {
-  adamw_scalar(c, p, g, m, v, p2, m2, v2, n);
-}
-}  // namespace kneon
-#else
 TRIBUNAL_SIMD_KERNELS(TRIBUNAL_OPTIMIZER_KERNELS)
-#endif
 #undef TRIBUNAL_OPTIMIZER_KERNELS
 
 /// Elements per thread at least: a chunk should outweigh a wake-up.
