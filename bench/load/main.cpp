@@ -25,8 +25,8 @@
 // to the write of the question it caused), read from its /metrics before and after each phase. With
 // two CPUs or more the referee runs on the first CPU this process may use and everything else (the
 // providers, clients, flooder) on the others (--no-pin: anywhere). Referee memory is its RSS sampled
-// from /proc every 20 ms (peak per phase) and its VmHWM; its CPU from /proc/<pid>/stat, and the time
-// its threads waited for a CPU (runnable, not running) from /proc/<pid>/task/*/schedstat.
+// from /proc every 20 ms (peak per phase) and its VmHWM; its CPU and minor page faults from /proc/<pid>/stat,
+// and the time its threads waited for a CPU (runnable, not running) from /proc/<pid>/task/*/schedstat.
 //
 // The parts, one file each in bench/load/: the referee process (referee_process.h), its /proc
 // readings (proc_sample.h), the providers (provider_host.h) with the latency samples (latency.h), the
@@ -287,6 +287,7 @@ int main(int argc, char** argv) {
               {"referee_handling", histogram_delta(handling0, handling1)},
               {"referee_peak_rss_mib", static_cast<double>(r.peak_rss_kib) / 1024},
               {"referee_cpu_seconds", after.cpu_seconds - before.cpu_seconds},
+              {"referee_minor_faults", after.minor_faults - before.minor_faults},
               {"referee_runqueue_wait_seconds", waited}};
     if (abuse)
       r.json["during_disputes"] = {

@@ -26,6 +26,7 @@ ProcSample sample_proc(pid_t pid) {
     std::string f;
     uint64_t utime = 0, stime = 0;
     for (int i = 3; i <= 15 && fields >> f; ++i) {
+      if (i == 10) s.minor_faults = std::stoull(f);
       if (i == 14) utime = std::stoull(f);
       if (i == 15) stime = std::stoull(f);
     }

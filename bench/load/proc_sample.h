@@ -15,6 +15,9 @@ struct ProcSample {
   uint64_t rss_kib = 0;    ///< VmRSS, KiB
   uint64_t hwm_kib = 0;    ///< VmHWM (peak resident set since start), KiB
   double cpu_seconds = 0;  ///< user + system CPU time, seconds
+  /// minflt (proc(5)): page faults served without I/O, first touches of fresh pages among them,
+  /// which cost ≈ 12 µs each on the VMs of docs/performance.md
+  uint64_t minor_faults = 0;
 };
 
 /// Reads process `pid`'s figures; zeros for what cannot be read (e.g. the process has gone).
