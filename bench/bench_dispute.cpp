@@ -32,7 +32,9 @@
 // measured at the start) show what first-touching fresh memory costs. The process keeps freed buffers
 // for reuse as `tribunal referee` does (nodes/heap_reuse.h; --no-heap-reuse leaves glibc's default),
 // and each dispute is played twice with a fresh referee: the main figures are the first play (the
-// process's first dispute of that size), `again` the second (a referee that has served one). cpu_ok: the
+// process's first dispute of that size), `again` the second (a referee that has served one). `store`: what
+// a durable referee (`tribunal referee --data`) spends besides, journaling the play's recorded inputs
+// (the opened inputs' bytes among them) into its SQLite store, timed apart (journal). cpu_ok: the
 // referee's CPU is at most 1 % of one step (issue 14), the step taken as the smaller of its wall and CPU
 // time, so that a loaded machine's slow steps flatter nothing. With --check it exits 1 unless every cheater
 // was caught at the injected step and node, within the round bound and the byte allowance, and the bytes in
@@ -66,6 +68,7 @@
 #include "protocol/merkle.h"
 #include "protocol/tensor_hash.h"
 #include "referee/local_dispute.h"
+#include "referee/store.h"
 
 using namespace tribunal;
 using namespace tribunal::cheats;
@@ -141,6 +144,33 @@ std::string with_steps(std::string text, uint64_t steps, uint64_t stride, uint64
     if (warmup > steps) set("warmup_steps", warmup * steps / std::max<uint64_t>(job_steps, 1));
   }
   return text;
+}
+
+/// What a durable referee (`tribunal referee --data`) adds to a dispute: its recorded inputs (the
+/// opening, every accepted envelope, the opened inputs' chunks among them) journaled into a fresh
+/// store one transaction each, the verdict with the last, as RefereeNode::commit does (referee/store.h:
+/// SQLite, WAL, synchronous=NORMAL). `cpu`: this thread's CPU time; `wall` includes waiting for the disk.
+void journal(const LocalRun& run, const Digest& id, const PublicKey& referee, double& cpu, double& wall,
+             uint64_t& bytes) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("tribunal-bench-dispute-" + std::to_string(getpid()) + "-store");
+  std::filesystem::remove_all(dir);
+  {
+    RefereeStore store(dir, referee);
+    const auto w0 = std::chrono::steady_clock::now();
+    const double c0 = cpu_seconds(CLOCK_THREAD_CPUTIME_ID);
+    for (size_t i = 0; i < run.inputs.size(); ++i) {
+      const DisputeInput& input = run.inputs[i];
+      if (input.kind == DisputeInput::Kind::Open)
+        store.open_dispute(id, input, "bench");
+      else
+        store.append(id, input, i + 1 == run.inputs.size() ? &run.verdict : nullptr);
+      bytes += input.envelope.size();
+    }
+    cpu = cpu_seconds(CLOCK_THREAD_CPUTIME_ID) - c0;
+    wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 struct Provider {
@@ -388,6 +418,8 @@ int main(int argc, char** argv) {
         double opening_cpu = 0, referee_cpu = 0, wall = 0;
         int64_t referee_faults = 0;
         uint64_t bytes_in = 0, answer_bytes = 0, answers_sent = 0;
+        double store_cpu = 0, store_wall = 0;  // journaling the recorded inputs (durable referee)
+        uint64_t store_bytes = 0;
       };
       const auto play = [&]() {
         Played played;
@@ -444,6 +476,8 @@ int main(int argc, char** argv) {
         played.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
         played.referee_cpu = played.opening_cpu + played.run.referee_cpu_seconds;
         played.bytes_in = open.size() + played.run.bytes_in;
+        journal(played.run, referee.dispute_id(), referee_key.public_key, played.store_cpu, played.store_wall,
+                played.store_bytes);
         return played;
       };
       Played first = play();
@@ -505,6 +539,11 @@ int main(int argc, char** argv) {
              {"reexecution", breakdown.reexecution},
              {"rest", rest}}},
            {"referee_page_faults", referee_faults},
+           {"store",
+            {{"cpu_seconds", first.store_cpu},
+             {"wall_seconds", first.store_wall},
+             {"bytes", first.store_bytes},
+             {"cpu_ratio", (referee_cpu + first.store_cpu) / step_seconds}}},
            {"train_step_seconds", step_seconds},
            {"train_step_cpu_seconds", step_cpu_seconds},
            {"cpu_ratio", referee_cpu / step_seconds},
@@ -540,6 +579,11 @@ int main(int argc, char** argv) {
             {"reexecution", again.breakdown.reexecution},
             {"rest", rest_of(again)}}},
           {"referee_page_faults", again.referee_faults},
+          {"store",
+           {{"cpu_seconds", again.store_cpu},
+            {"wall_seconds", again.store_wall},
+            {"bytes", again.store_bytes},
+            {"cpu_ratio", (again.referee_cpu + again.store_cpu) / step_seconds}}},
           {"cpu_ratio", again.referee_cpu / step_seconds},
           {"cpu_ratio_to_step_cpu", again.referee_cpu / step_cpu_seconds},
           {"cpu_ok", again.referee_cpu <= kCpuTarget * std::min(step_seconds, step_cpu_seconds)},
