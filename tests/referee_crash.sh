@@ -8,7 +8,7 @@
 #      and the client (reconnecting as `tribunal delegate` does) must get a verdict that `tribunal
 #      verify` reads exactly as the reference (winner, reason, step, node, rounds, detail);
 #   3. the honest provider is killed and restarted mid-dispute (stopped before it could answer, then
-#      again after some rounds): the referee reconnects, and the honest claim still stands;
+#      again after answering the first round): the referee reconnects, and the honest claim still stands;
 #   4. openings beyond --max-live-disputes / --max-disputes-per-client are refused with a reason, and
 #      the same opening sent again attaches to the live dispute.
 # Usage: referee_crash.sh PATH/TO/tribunal PATH/TO/dispute_client SOURCE_DIR
@@ -157,29 +157,32 @@ verify "$tmp/pa.bin" >"$tmp/pa.txt" && diff "$tmp/reference.txt" "$tmp/pa.txt" >
 grep -q "provider 1 .*reconnecting" "$tmp/pa.log" || fail "provider restart (a): the referee never lost the provider"
 stop pa
 
-# (b) Killed once the dispute is past level 1 (the honest provider has answered several rounds): the
-# moment the referee asks for level 2's commitments (the honest provider then recomputes an
-# interval), followed with tail -f so the kill lands while the dispute is live. The kill must have
-# happened mid-dispute: the client still waiting, and the referee losing the provider.
+# (b) Killed after answering: the cheater, stopped before the dispute opens, holds the dispute in its
+# first round, which the honest provider answers; the honest provider is then killed and restarted on its
+# port and store, and the cheater resumed, so a fresh process is asked the later rounds (level 2's
+# commitments among them, recomputed from its store) of a dispute it did not open. (A kill timed from the
+# referee's log raced the dispute, which ended 0.07 s after level 2 began, before the kill landed.)
+answered=$(grep -c "answering dispute" "$tmp/honest.log")
 rport=$(start pb referee --listen 127.0.0.1:0 --allow-network 127.0.0.0/8 --key "$tmp/referee.key" --data "$tmp/pb-data") || exit 1
+kill -STOP "$(cat "$tmp/cheater.pid")"
 timeout 90 "$client" open "ws://127.0.0.1:$rport/" "$referee_pub" "$tmp/open.bin" "$tmp/pb.bin" 2>"$tmp/client-pb.log" &
 cpid=$!
-level2=no
-exec {follow}< <(exec timeout 30 tail -n +1 -f "$tmp/pb.log")
-follow_pid=$!
-while read -r -u "$follow" line; do
-  [[ "$line" == *"level 2: commit to every step"* ]] && { level2=yes; break; }
+for _ in $(seq 200); do
+  [ "$(grep -c "answering dispute" "$tmp/honest.log")" -gt "$answered" ] && break
+  sleep 0.05
 done
+sleep 0.5
+grep -q "round 1: level 1" "$tmp/pb.log" || fail "provider restart (b): the dispute never asked its first round"
+grep -q "round 2: " "$tmp/pb.log" && fail "provider restart (b): the first round ended with the cheater stopped"
 kill -KILL "$(cat "$tmp/honest.pid")"
-exec {follow}<&-
-kill "$follow_pid" 2>/dev/null
-[ "$level2" = yes ] || fail "provider restart (b): the dispute never reached level 2"
-kill -0 "$cpid" 2>/dev/null || fail "provider restart (b): the dispute had ended before the kill"
 await_exit honest 10 || fail "the honest provider did not die"
 start honest provider --listen "127.0.0.1:$aport" --referee-key "$referee_pub" --key "$tmp/a.key" --store "$tmp/a" >/dev/null
+kill -CONT "$(cat "$tmp/cheater.pid")"
 wait "$cpid" || fail "provider restart (b): the client got no verdict"
 verify "$tmp/pb.bin" >"$tmp/pb.txt" && diff "$tmp/reference.txt" "$tmp/pb.txt" >/dev/null ||
   fail "provider restart (b): another verdict: $(cat "$tmp/pb.txt")"
+grep -q "level 2: commit to every step" "$tmp/pb.log" ||
+  fail "provider restart (b): the dispute never reached level 2"
 grep -q "provider 1 connection lost" "$tmp/pb.log" ||
   fail "provider restart (b): the referee never lost the provider (the kill did not happen mid-dispute)"
 stop pb
