@@ -150,9 +150,14 @@ std::string with_steps(std::string text, uint64_t steps, uint64_t stride, uint64
 /// What a durable referee (`tribunal referee --data`) adds to a dispute: its recorded inputs (the
 /// opening, every accepted envelope, the opened inputs' chunks among them) journaled into a fresh
 /// store one transaction each, the verdict with the last, as RefereeNode::commit does (referee/store.h:
-/// SQLite, WAL, synchronous=NORMAL). `cpu`: this thread's CPU time; `wall` includes waiting for the disk.
-void journal(const LocalRun& run, const Digest& id, const PublicKey& referee, double& cpu, double& wall,
-             uint64_t& bytes) {
+/// SQLite, WAL, synchronous=NORMAL).
+struct Journaled {
+  double cpu = 0;      ///< this thread's CPU time, seconds
+  double wall = 0;     ///< seconds, waiting for the disk included
+  uint64_t bytes = 0;  ///< envelope bytes journaled
+};
+Journaled journal(const LocalRun& run, const Digest& id, const PublicKey& referee) {
+  Journaled out;
   const std::filesystem::path dir = std::filesystem::temp_directory_path() /
                                     ("tribunal-bench-dispute-" + std::to_string(getpid()) + "-store");
   std::filesystem::remove_all(dir);
@@ -166,12 +171,13 @@ void journal(const LocalRun& run, const Digest& id, const PublicKey& referee, do
         store.open_dispute(id, input, "bench");
       else
         store.append(id, input, i + 1 == run.inputs.size() ? &run.verdict : nullptr);
-      bytes += input.envelope.size();
+      out.bytes += input.envelope.size();
     }
-    cpu = cpu_seconds(CLOCK_THREAD_CPUTIME_ID) - c0;
-    wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+    out.cpu = cpu_seconds(CLOCK_THREAD_CPUTIME_ID) - c0;
+    out.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
   }
   std::filesystem::remove_all(dir);
+  return out;
 }
 
 struct Provider {
@@ -563,15 +569,12 @@ int main(int argc, char** argv) {
         problems.push_back("T = " + std::to_string(steps) + ", node " + std::to_string(node) +
                            ": the second play did not catch the cheater at the injected step and node");
       // The journal after both plays: its SQLite allocations between them made the second play fault
-      // as much as the first (GPT-2-small's AdamW opening: 27,649 pages against 4,608 without).
-      double store_cpu = 0, store_wall = 0;
-      uint64_t store_bytes = 0;
-      journal(again.run, again.referee->dispute_id(), referee_key.public_key, store_cpu, store_wall,
-              store_bytes);
-      results.back()["store"] = {{"cpu_seconds", store_cpu},
-                                 {"wall_seconds", store_wall},
-                                 {"bytes", store_bytes},
-                                 {"cpu_ratio_with_again", (again.referee_cpu + store_cpu) / step_seconds}};
+      // as much as the first (GPT-2-small's AdamW opening: 27,649 pages, against none with it here).
+      const Journaled store = journal(again.run, again.referee->dispute_id(), referee_key.public_key);
+      results.back()["store"] = {{"cpu_seconds", store.cpu},
+                                 {"wall_seconds", store.wall},
+                                 {"bytes", store.bytes},
+                                 {"cpu_ratio_with_again", (again.referee_cpu + store.cpu) / step_seconds}};
       results.back()["again"] = {
           {"referee_cpu_seconds", again.referee_cpu},
           {"referee_cpu_breakdown",
