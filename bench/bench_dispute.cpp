@@ -34,13 +34,13 @@
 // and each dispute is played twice with a fresh referee: the main figures are the first play (the
 // process's first dispute of that size), `again` the second (a referee that has served one). `store`: what
 // a durable referee (`tribunal referee --data`) spends besides, journaling the second play's recorded
-// inputs (the opened inputs' bytes among them) into a fresh SQLite store after both plays, timed apart
-// (journal); `cpu_ratio_with_again` adds it to the second play's CPU. cpu_ok: the
-// referee's CPU is at most 1 % of one step (issue 14), the step taken as the smaller of its wall and CPU
-// time, so that a loaded machine's slow steps flatter nothing. With --check it exits 1 unless every cheater
-// was caught at the injected step and node, within the round bound and the byte allowance, and the bytes in
-// are exactly the opening's plus the answers the parties sent. A job's warmup_steps longer than the T asked
-// for is scaled down with T (with_steps).
+// inputs (a re-executed opening as its outcome, not its bytes) into a fresh SQLite store after both plays,
+// timed apart (journal); `cpu_ratio_with_again` adds it to the second play's CPU. cpu_ok: the referee's CPU
+// is at most 1 % of one step (issue 14), the step taken as the smaller of its wall and CPU time, so that a
+// loaded machine's slow steps flatter nothing. With --check it exits 1 unless every cheater was caught at the
+// injected step and node, within the round bound and the byte allowance, and the bytes in are exactly the
+// opening's plus the answers the parties sent. A job's warmup_steps longer than the T asked for is scaled
+// down with T (with_steps).
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -148,13 +148,13 @@ std::string with_steps(std::string text, uint64_t steps, uint64_t stride, uint64
 }
 
 /// What a durable referee (`tribunal referee --data`) adds to a dispute: its recorded inputs (the
-/// opening, every accepted envelope, the opened inputs' chunks among them) journaled into a fresh
+/// opening, every accepted envelope, the re-executed opening's Opened record) journaled into a fresh
 /// store one transaction each, the verdict with the last, as RefereeNode::commit does (referee/store.h:
 /// SQLite, WAL, synchronous=NORMAL).
 struct Journaled {
   double cpu = 0;      ///< this thread's CPU time, seconds
   double wall = 0;     ///< seconds, waiting for the disk included
-  uint64_t bytes = 0;  ///< envelope bytes journaled
+  uint64_t bytes = 0;  ///< input bytes journaled (DisputeInput::envelope)
 };
 Journaled journal(const LocalRun& run, const Digest& id, const PublicKey& referee) {
   Journaled out;

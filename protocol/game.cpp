@@ -743,13 +743,25 @@ const NodeRecord& Game::located_record(int party) const {
 // been checked; the round then ends for both parties.
 std::vector<Action> Game::collect_inputs(GameTime now) {
   if (!opening_.complete()) return {};
+  return inputs_collected(opening_.take(), now);
+}
+
+std::vector<Action> Game::on_opening_recorded(GameTime now) {
+  if (phase_ != Phase::OpenInputs || spec_->nodes[node_].rounding_log) return {};
+  now_ = std::max(now_, now);
+  opening_ = InputOpening();  // what arrived before is not needed: the outcome is recorded
+  return inputs_collected(OpenedInputs{}, now);
+}
+
+// The OpenInputs round ended with `opened` (empty when replayed from a record that keeps the
+// re-execution's outcome instead: the shapes come from the node).
+std::vector<Action> Game::inputs_collected(OpenedInputs opened, GameTime now) {
   for (int p = 0; p < 2; ++p) {
     stop_clock(p, now);
     asked_[p] = false;
   }
   const NodeSpec& node = spec_->nodes[node_];
   // The received tensors move into the action; the game keeps no tensor data.
-  OpenedInputs opened = opening_.take();
   Reexecute rx;
   rx.step = step_;
   rx.node = node_;
@@ -757,8 +769,13 @@ std::vector<Action> Game::collect_inputs(GameTime now) {
   size_t v = 0;
   for (const InputSpec& in : node.inputs) {
     if (in.source == InputSpec::Source::State || in.source == InputSpec::Source::Node) {
-      rx.shapes.push_back(std::move(opened.tensors[v].shape));
-      rx.inputs.push_back(std::move(opened.tensors[v].values));
+      if (v < opened.tensors.size()) {
+        rx.shapes.push_back(std::move(opened.tensors[v].shape));
+        rx.inputs.push_back(std::move(opened.tensors[v].values));
+      } else {
+        rx.shapes.push_back(in.shape);
+        rx.inputs.emplace_back();
+      }
       ++v;
     } else {
       rx.shapes.emplace_back();

@@ -277,6 +277,12 @@ class Game {
   /// internal error), not because of the inputs both parties committed to: the game ends undecided,
   /// reason RefereeFault, with neither winners nor losers. `why` goes into the verdict's detail.
   std::vector<Action> on_reexecution_failed(const std::string& why, GameTime now);
+  /// Replay only: the OpenInputs round ended at `now` with every piece taken, as a durable referee's
+  /// record says where it keeps the re-execution's outcome instead of the opened bytes (docs/protocol.md,
+  /// "Resuming"). The clocks stop as when the last piece arrives, and the Reexecute action comes back
+  /// with the node's shapes and no values: its outcome is the record's. No action outside OpenInputs or
+  /// at a rounding-log node (whose opened inputs wait for the logs, so its record keeps them).
+  std::vector<Action> on_opening_recorded(GameTime now);
 
   Phase phase() const { return phase_; }
   uint32_t rounds() const { return round_; }
@@ -320,6 +326,7 @@ class Game {
   std::vector<Action> after_descent(GameTime now);
   std::vector<Action> check_records(GameTime now);
   std::vector<Action> collect_inputs(GameTime now);
+  std::vector<Action> inputs_collected(OpenedInputs opened, GameTime now);
   std::vector<Action> collect_log(int party, GameTime now);
   std::vector<Action> take_evidence(int party, const LogEvidence& e, GameTime now);
   std::vector<Action> logs_answered(GameTime now);

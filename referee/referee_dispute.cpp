@@ -257,6 +257,7 @@ RefereeDispute::Turn RefereeDispute::resume_turn(GameTime now) {
   if (done()) return turn;
   emit(turn, "resumed: re-issuing the open questions with restarted clocks");
   opening_.clear();  // a partial opening is asked for again, whole
+  opened_.first.clear();
   handle(turn, game_->on_resume(now), now);
   turn.commit.push_back({DisputeInput::Kind::Resume, 0, {}, now});
   return turn;
@@ -325,6 +326,28 @@ std::unique_ptr<RefereeDispute> RefereeDispute::replay(const KeyPair& referee_ke
       case DisputeInput::Kind::Resume:
         keep(d->resume_turn(in.at));
         break;
+      case DisputeInput::Kind::Opened: {
+        OpenedRecord record;
+        try {
+          record = decode_opened_record(in.envelope);
+        } catch (const ProtocolError& e) {
+          throw diverged(std::string("its re-execution record does not decode: ") + e.what());
+        }
+        auto actions = d->game_->on_opening_recorded(in.at);
+        if (actions.empty()) throw diverged("no input opening of a node without a rounding log ends here");
+        d->opening_.clear();
+        d->opened_ = std::move(record.summary);
+        d->recorded_ = std::move(record.outcome);
+        Turn turn;
+        try {
+          d->handle(turn, std::move(actions), in.at);
+        } catch (const ProtocolError& e) {
+          throw diverged(e.what());
+        }
+        if (!d->done()) throw diverged("the recorded re-execution decides nothing");
+        keep(std::move(turn));
+        break;
+      }
       case DisputeInput::Kind::Asked: {
         if (in.party < 0 || in.party > 1) throw diverged("party out of range");
         const uint64_t question = d->question_sequence_[static_cast<size_t>(in.party)];
@@ -360,6 +383,7 @@ RefereeDispute::Turn RefereeDispute::envelope_turn(int party, Envelope&& env, Ga
   if (!piece && env.sequence <= last_sequence_[static_cast<size_t>(party)])
     return refuse("stale sequence number (replay)");
   bool authenticated = env.signature_checked;
+  const Phase before = game_->phase();
   auto actions = game_->on_message(party, env.body, now, authenticated);
   if (is_refusal(actions) && std::get<Rejected>(actions.front()).needs_signature) {
     // An opened chunk decoded without its signature would count against the party: it must first be
@@ -384,6 +408,8 @@ RefereeDispute::Turn RefereeDispute::envelope_turn(int party, Envelope&& env, Ga
     handle(turn, std::move(actions), now);
     return turn;
   }
+  if (const auto* c = std::get_if<TensorChunk>(&env.body); c && c->chunk == 0 && before == Phase::OpenInputs)
+    opened_.first.push_back({party, c->value, c->shape, first_elements(c->bytes)});
   // The record keeps the envelope's bytes as received, moved, not copied (an opening's chunks are
   // most of the bytes a dispute receives: docs/performance.md, "The light referee").
   DisputeInput input{DisputeInput::Kind::Envelope, party, std::move(env.bytes), now};
@@ -399,6 +425,12 @@ RefereeDispute::Turn RefereeDispute::envelope_turn(int party, Envelope&& env, Ga
   opening_.clear();
   turn.commit.push_back(std::move(input));
   handle(turn, std::move(actions), now);
+  if (before == Phase::OpenInputs && turn.opened) {
+    // This envelope completed the opening and the node was re-executed: the pieces decide nothing more
+    // (the verdict is in this Step), so the record keeps the outcome, which replays to the same verdict,
+    // instead of the opened bytes (referee/opened_record.h).
+    turn.commit.assign(1, {DisputeInput::Kind::Opened, 0, encode_opened_record(*turn.opened), now});
+  }
   return turn;
 }
 
@@ -459,28 +491,61 @@ std::string reexecuted_text(uint64_t node, const std::array<PartyReexecution, 2>
 
 }  // namespace
 
-std::vector<Action> RefereeDispute::reexecute(Turn& turn, const Reexecute& rx, GameTime now) {
-  std::string failure;
+ReexecutionOutcome RefereeDispute::run_reexecution(const Reexecute& rx) const {
+  ReexecutionOutcome out;
   for (int attempt = 1; attempt <= kReexecuteAttempts; ++attempt) {
     try {
-      if (trace_) trace_->reexecuted = rx;
       if (reexecute_hook_) reexecute_hook_(attempt);
-      const std::array<PartyReexecution, 2> outputs = oracle_->reexecute(rx);
-      emit(turn, reexecuted_text(rx.node, outputs));
-      return game_->on_reexecuted(outputs, now);
+      out.outputs = oracle_->reexecute(rx);
+      out.kind = ReexecutionOutcome::Kind::Outputs;
+      out.events.push_back(reexecuted_text(rx.node, out.outputs));
+      return out;
     } catch (const OpError& e) {
       // The op refuses the inputs both parties committed to (e.g. a label out of range): a fault of
       // every party that committed to running them, so no outputs match.
-      emit(turn, std::string("re-execution refuses the committed inputs: ") + e.what());
-      return game_->on_reexecuted(std::vector<Digest>{}, now);
+      out.kind = ReexecutionOutcome::Kind::Refused;
+      out.events.push_back(std::string("re-execution refuses the committed inputs: ") + e.what());
+      return out;
     } catch (const std::exception& e) {
       // Anything else (bad_alloc, an internal error) is the referee's failure, never a party's.
-      failure = e.what();
-      emit(turn,
-           fmt::format("re-execution attempt {} of {} failed: {}", attempt, kReexecuteAttempts, failure));
+      out.failure = e.what();
+      out.events.push_back(
+          fmt::format("re-execution attempt {} of {} failed: {}", attempt, kReexecuteAttempts, out.failure));
     }
   }
-  return game_->on_reexecution_failed(failure, now);
+  out.kind = ReexecutionOutcome::Kind::Failed;
+  return out;
+}
+
+std::vector<Action> RefereeDispute::reexecute(Turn& turn, const Reexecute& rx, GameTime now) {
+  ReexecutionOutcome outcome;
+  if (recorded_) {  // replaying an Opened input: its outcome stands for the re-execution
+    if (opened_.node != rx.node)
+      throw ProtocolError(fmt::format("the recorded re-execution is of node {}, the game located node {}",
+                                      opened_.node, rx.node));
+    outcome = std::move(*recorded_);
+    recorded_.reset();
+  } else {
+    // The summary is what the record keeps of the opened inputs (a node without a rounding log) or
+    // what a report's replay shows; a rounding-log node's record keeps its opened pieces.
+    if (trace_ || !rx.spec.rounding_log) {
+      opened_.node = rx.node;
+      opened_.whole = whole_inputs(rx);
+    }
+    outcome = run_reexecution(rx);
+  }
+  for (const std::string& text : outcome.events) emit(turn, text);
+  if (trace_) trace_->opened = opened_;
+  if (!rx.spec.rounding_log) turn.opened = OpenedRecord{opened_, outcome};
+  switch (outcome.kind) {
+    case ReexecutionOutcome::Kind::Outputs:
+      return game_->on_reexecuted(outcome.outputs, now);
+    case ReexecutionOutcome::Kind::Refused:
+      return game_->on_reexecuted(std::vector<Digest>{}, now);
+    case ReexecutionOutcome::Kind::Failed:
+      break;
+  }
+  return game_->on_reexecution_failed(outcome.failure, now);
 }
 
 void RefereeDispute::handle(Turn& turn, std::vector<Action> actions, GameTime now) {

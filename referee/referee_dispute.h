@@ -10,7 +10,8 @@
 // that decided something, each resume — is returned in its Step's `commit`, so a durable referee commits it
 // before it sends the Step's messages (referee/store.h) and can rebuild the dispute with replay() after a
 // crash. The referee's own sequence numbers are a function of those inputs, so a replayed dispute
-// continues them where the lost process left off.
+// continues them where the lost process left off. An opening whose node is re-executed at once (no
+// rounding log) is recorded as its re-execution's outcome, not its bytes (referee/opened_record.h).
 #pragma once
 
 #include <array>
@@ -31,6 +32,7 @@
 #include "engine/job.h"
 #include "protocol/game.h"
 #include "protocol/wire.h"
+#include "referee/opened_record.h"
 
 namespace tribunal {
 
@@ -91,11 +93,15 @@ struct DisputeInput {
     Tick = 3,      ///< a clock check at `at` that changed the game (someone forfeited)
     Resume = 4,    ///< the referee resumed the dispute at `at` (Game::on_resume)
     Asked = 5,  ///< the open question was written to `party`'s connection at `at` (Game::on_question_written)
+    /// The input opening of a node without a rounding log completed at `at` and the node was
+    /// re-executed: `envelope` holds its OpenedRecord (encode_opened_record), recorded in place of the
+    /// opening's pieces; always last, with the verdict.
+    Opened = 6,
   };
   Kind kind = Kind::Open;
   int party = 0;
-  std::vector<uint8_t> envelope;
-  GameTime at{};  ///< the referee's clock when the input arrived
+  std::vector<uint8_t> envelope;  ///< Open and Envelope: the envelope as received; Opened: its record
+  GameTime at{};                  ///< the referee's clock when the input arrived
   bool operator==(const DisputeInput&) const = default;
 };
 
@@ -112,10 +118,11 @@ struct DisputeEvent {
 /// after each recorded input, at that input's time, and the located node's opened inputs.
 struct ReplayTrace {
   std::vector<std::pair<GameTime, Phase>> phases;  ///< one per recorded input, in order
-  /// The located node's opened inputs, as given to its re-execution. The recomputed outputs are in the
-  /// events ("re-executed node N: output leaves …"); a report that needs only this trace replays with a
-  /// DisputeOptions::reexecute_hook that throws, so nothing is re-executed.
-  std::optional<Reexecute> reexecuted;
+  /// The located node's opened inputs as re-executed: the record's Opened summary, or computed from the
+  /// opened pieces of a record that keeps them (a rounding-log node's, or an older referee's). The
+  /// recomputed outputs are in the events ("re-executed node N: output leaves …"); a report that needs
+  /// only this trace replays with a DisputeOptions::reexecute_hook that throws, so nothing is re-executed.
+  std::optional<OpenedSummary> opened;
 };
 
 class RefereeDispute {
@@ -140,8 +147,9 @@ class RefereeDispute {
   /// then log or keep `events`.
   struct Step {
     /// The inputs that changed the dispute, in the order replay() needs them: the Open (start), the
-    /// accepted envelope (on_envelope; with it, first, the pieces of an opening it completed), the
-    /// deciding Tick, the Resume, the Asked (on_written). Empty when nothing durable changed.
+    /// accepted envelope (on_envelope; with it, first, the pieces of an opening it completed — or,
+    /// where that opening's node was re-executed in the same call, one Opened input in place of them
+    /// all), the deciding Tick, the Resume, the Asked (on_written). Empty when nothing durable changed.
     std::vector<DisputeInput> commit;
     std::vector<Outgoing> send;  ///< the envelopes to deliver, in order
     /// What happened, in order (rounds, narrowings, refusals, re-executions, the verdict).
@@ -195,7 +203,8 @@ class RefereeDispute {
   /// Rebuilds a dispute from its recorded inputs (the first must be its Open): feeds them through the
   /// same handlers and drops what they would send (the lost process sent it; resume() re-issues what is
   /// still open), so the same inputs give the same game, the same referee sequence numbers and the
-  /// same verdict. Questions are not signed while replaying (nothing is sent). Throws ProtocolError
+  /// same verdict (an Opened input gives the recorded re-execution's outcome to the game instead of
+  /// re-executing). Questions are not signed while replaying (nothing is sent). Throws ProtocolError
   /// naming the input if the record does not replay (an envelope the game now refuses, an Open that is
   /// not first). With `events`, the events the dispute made when it was played are appended to it
   /// (refusals of envelopes that were never recorded aside).
@@ -242,6 +251,7 @@ class RefereeDispute {
     bool decided = false;
     std::string refused;
     bool rejected = false;
+    std::optional<OpenedRecord> opened;  // the node re-executed (without a rounding log): its record
   };
   Turn start_turn(GameTime now);
   Turn envelope_turn(int party, Envelope&& env, GameTime now);
@@ -252,6 +262,7 @@ class RefereeDispute {
 
   void handle(Turn& turn, std::vector<Action> actions, GameTime now);
   std::vector<Action> reexecute(Turn& turn, const Reexecute& rx, GameTime now);
+  ReexecutionOutcome run_reexecution(const Reexecute& rx) const;
   uint64_t next_sequence();
   void take_game_events(Turn& turn);
   void emit(Turn& turn, std::string text) const;
@@ -276,6 +287,8 @@ class RefereeDispute {
   bool started_ = false;
   std::array<std::vector<uint8_t>, 2> last_query_;  // the last question sent to each party
   std::vector<DisputeInput> opening_;               // OpenInputs envelopes taken, not yet recorded
+  OpenedSummary opened_;                            // what the report keeps of the opened inputs
+  std::optional<ReexecutionOutcome> recorded_;      // a replayed Opened input's, for reexecute()
   Verdict verdict_;
   std::optional<std::vector<uint8_t>> verdict_envelope_;
 };

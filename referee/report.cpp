@@ -71,36 +71,16 @@ int level_of(Phase p) {
   }
 }
 
-// What the record holds about the located node: each party's opened node record, and the first
-// elements of every tensor opened (chunk 0 of each, by the party that sent it).
-struct LocatedEvidence {
-  std::array<std::optional<NodeRecord>, 2> records;
-  struct Opened {
-    int party;
-    uint32_t value;
-    std::vector<int64_t> shape;
-    std::vector<float> first;
-  };
-  std::vector<Opened> opened;
-};
-
-LocatedEvidence located_evidence(std::span<const DisputeInput> record, uint64_t node) {
-  LocatedEvidence out;
+// Each party's opened node record of the located node, from the dispute's record.
+std::array<std::optional<NodeRecord>, 2> located_records(std::span<const DisputeInput> record,
+                                                         uint64_t node) {
+  std::array<std::optional<NodeRecord>, 2> out;
   for (const DisputeInput& in : record) {
     if (in.kind != DisputeInput::Kind::Envelope || in.party < 0 || in.party > 1) continue;
     const Envelope env = open_envelope(in.envelope, SignatureCheck::DeferTensorChunks);
-    if (const auto* r = std::get_if<Records>(&env.body)) {
+    if (const auto* r = std::get_if<Records>(&env.body))
       for (size_t i = 0; i < r->indices.size() && i < r->records.size(); ++i)
-        if (r->indices[i] == node) out.records[static_cast<size_t>(in.party)] = r->records[i];
-    } else if (const auto* c = std::get_if<TensorChunk>(&env.body); c && c->chunk == 0) {
-      LocatedEvidence::Opened o{in.party, c->value, c->shape, {}};
-      for (size_t k = 0; k + 4 <= c->bytes.size() && o.first.size() < 6; k += 4) {
-        float f;
-        std::memcpy(&f, c->bytes.data() + k, 4);  // little-endian float32 (docs/commitments.md)
-        o.first.push_back(f);
-      }
-      out.opened.push_back(std::move(o));
-    }
+        if (r->indices[i] == node) out[static_cast<size_t>(in.party)] = r->records[i];
   }
   return out;
 }
@@ -528,7 +508,8 @@ std::string dispute_report_html(const ReportInput& in) {
       b +=
           R"(<p class="absent">The hashes each party committed for this node are in the dispute's record (the referee's store), not given here.</p>)";
     } else {
-      const LocatedEvidence ev = located_evidence(in.record, v.node);
+      const std::array<std::optional<NodeRecord>, 2> records = located_records(in.record, v.node);
+      const OpenedSummary* opened = trace.opened && trace.opened->node == v.node ? &*trace.opened : nullptr;
       // Each party's committed hashes of the node's inputs and outputs; a hash the parties differ on in red.
       const std::array<std::vector<std::string>, 2> recomputed = recomputed_leaves(in.events, v.node);
       b += fmt::format(
@@ -537,13 +518,12 @@ std::string dispute_report_html(const ReportInput& in) {
       const auto rows = [&](const char* role, auto member) {
         const bool outputs = std::string(role) == "output";
         size_t n = 0;
-        for (const auto& r : ev.records)
+        for (const auto& r : records)
           if (r) n = std::max(n, ((*r).*member).size());
         for (size_t i = 0; i < n; ++i) {
           std::array<std::string, 2> h;
           for (size_t p = 0; p < 2; ++p)
-            if (ev.records[p] && i < ((*ev.records[p]).*member).size())
-              h[p] = to_hex(((*ev.records[p]).*member)[i]);
+            if (records[p] && i < ((*records[p]).*member).size()) h[p] = to_hex(((*records[p]).*member)[i]);
           // Against the referee's recomputed leaf where there is one (outputs); else against each other.
           std::array<std::string, 2> ref;
           for (size_t p = 0; p < 2; ++p)
@@ -570,7 +550,7 @@ std::string dispute_report_html(const ReportInput& in) {
       b += "</table>";
       b +=
           R"(<p>The protocol opens a node's inputs, never its outputs: outputs are compared by their hashes, so the size of the located op's wrong output is not known to anyone but its provider. Where both providers' checkpoints are given, the first differing checkpoint is compared element by element below.</p>)";
-      if (!ev.opened.empty()) {
+      if (opened && !opened->first.empty()) {
         // The opened values are the node's tensor inputs (state or node outputs) in input order, the data
         // set's and constant inputs left out (protocol/game.cpp, OpenInputs).
         std::vector<ValueId> opened_ids;
@@ -580,40 +560,28 @@ std::string dispute_report_html(const ReportInput& in) {
             opened_ids.push_back(id);
         b +=
             R"(<h3>Tensors opened for the re-execution (first elements)</h3><p>The inputs are agreed, so each chunk is taken from whichever provider sends it first.</p><table id="opened"><tr><th>by</th><th>tensor</th><th>shape</th><th>first elements</th></tr>)";
-        for (const auto& o : ev.opened) {
+        for (const OpenedSummary::First& o : opened->first) {
           std::string first;
-          for (const float f : o.first) first += fmt::format("{}{:.6g}", first.empty() ? "" : ", ", f);
+          for (const float f : o.values) first += fmt::format("{}{:.6g}", first.empty() ? "" : ", ", f);
           const std::string name =
               o.value < opened_ids.size() ? g.values[opened_ids[o.value]].name : fmt::format("#{}", o.value);
           b += fmt::format(
               R"(<tr><td>{}</td><td class="mono">{}</td><td class="mono">[{}]</td><td class="mono">{}, …</td></tr>)",
-              o.party >= 0 && o.party < 2 ? escape(parties[static_cast<size_t>(o.party)].short_label()) : "?",
-              escape(name), fmt::join(o.shape, ", "), first);
+              escape(parties[static_cast<size_t>(o.party)].short_label()), escape(name),
+              fmt::join(o.shape, ", "), first);
         }
         b += "</table>";
       }
-      // The whole of each opened input, as the referee assembled it for the re-execution (the replay's).
-      if (trace.reexecuted && trace.reexecuted->node == v.node) {
-        const Reexecute& rx = *trace.reexecuted;
+      // The whole of each opened input, as the referee re-executed it (its summary in the record).
+      if (opened && !opened->whole.empty()) {
         b +=
             R"(<h3>The opened inputs, whole</h3><table id="opened-stats"><tr><th>tensor</th><th>shape</th><th>elements</th><th>min</th><th>max</th><th>mean</th><th>non-finite</th></tr>)";
-        for (size_t i = 0; i < rx.inputs.size() && i < node.inputs.size(); ++i) {
-          const std::vector<float>& x = rx.inputs[i];
-          if (x.empty()) continue;  // a data set's or constant input: not opened as a tensor
-          double lo = INFINITY, hi = -INFINITY, sum = 0;
-          size_t finite = 0;
-          for (const float f : x) {
-            if (!std::isfinite(f)) continue;
-            ++finite;
-            lo = std::min(lo, static_cast<double>(f));
-            hi = std::max(hi, static_cast<double>(f));
-            sum += f;
-          }
+        for (const OpenedSummary::Whole& w : opened->whole) {
+          if (w.input >= node.inputs.size()) continue;  // not an input of the node drawn
           b += fmt::format(
               R"(<tr><td class="mono">{}</td><td class="mono">[{}]</td><td>{}</td><td class="mono">{:.6g}</td><td class="mono">{:.6g}</td><td class="mono">{:.6g}</td><td>{}</td></tr>)",
-              escape(g.values[node.inputs[i]].name),
-              i < rx.shapes.size() ? fmt::format("{}", fmt::join(rx.shapes[i], ", ")) : "?", x.size(), lo, hi,
-              finite ? sum / static_cast<double>(finite) : NAN, x.size() - finite);
+              escape(g.values[node.inputs[w.input]].name), fmt::join(w.shape, ", "), w.elements, w.min, w.max,
+              w.mean, w.non_finite);
         }
         b += "</table>";
       }

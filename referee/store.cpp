@@ -439,7 +439,7 @@ StoredDispute RefereeStore::read_dispute(const Digest& id, std::string client, b
       return StoreError(
           fmt::format("referee store {}: dispute {} input {}: {}", file_.string(), to_hex(id), i, why));
     };
-    if (kind < 1 || kind > static_cast<int64_t>(DisputeInput::Kind::Asked))
+    if (kind < 1 || kind > static_cast<int64_t>(DisputeInput::Kind::Opened))
       throw bad("unknown kind " + std::to_string(kind));
     if (party < 0 || party > 1) throw bad("party out of range");
     if (now < 0) throw bad("negative time");
@@ -450,7 +450,9 @@ StoredDispute RefereeStore::read_dispute(const Digest& id, std::string client, b
     in.at = GameTime(std::chrono::milliseconds(now));
     if ((in.kind == DisputeInput::Kind::Open) != (i == 0))
       throw bad("the opening must be the first input, and only it");
-    const bool has_envelope = in.kind == DisputeInput::Kind::Open || in.kind == DisputeInput::Kind::Envelope;
+    const bool has_envelope = in.kind == DisputeInput::Kind::Open ||
+                              in.kind == DisputeInput::Kind::Envelope ||
+                              in.kind == DisputeInput::Kind::Opened;
     if (has_envelope == in.envelope.empty())
       throw bad(has_envelope ? "missing envelope" : "unexpected envelope");
     d.inputs.push_back(std::move(in));

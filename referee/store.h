@@ -1,7 +1,8 @@
 // The referee's durable store (docs/protocol.md "Resuming", event sourcing): one SQLite database in the data
 // directory, DIR/referee.sqlite, holding per dispute an append-only record of the inputs that
 // changed it (referee_dispute.h's DisputeInput: the opening, then each accepted envelope, deciding
-// tick and resume, in order) and, once decided, its signed verdict. A restarted referee replays each
+// tick and resume, in order; a re-executed opening as its outcome, not its bytes: opened_record.h)
+// and, once decided, its signed verdict. A restarted referee replays each
 // open dispute's record (RefereeDispute::replay) and resumes it.
 //
 // Write-ahead: RefereeNode commits an input before sending any message it caused, so every message

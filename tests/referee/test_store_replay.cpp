@@ -76,10 +76,12 @@ struct Parties {
 
 // Plays the dispute to its end from `queue` (time stands still at `now`); returns the verdict envelope.
 // `on_step` sees each Step, with the referee's sequence number before it.
+// `on_answer` sees each answer envelope before the referee takes it.
 using StepSeen = std::function<void(const RefereeDispute::Step&, uint64_t sequence_before)>;
+using AnswerSeen = std::function<void(int party, const std::vector<uint8_t>& envelope)>;
 std::vector<uint8_t> drive(RefereeDispute& d, Parties& parties, std::deque<RefereeDispute::Outgoing> queue,
-                           GameTime now, uint64_t* min_query_sequence = nullptr,
-                           const StepSeen& on_step = {}) {
+                           GameTime now, uint64_t* min_query_sequence = nullptr, const StepSeen& on_step = {},
+                           const AnswerSeen& on_answer = {}) {
   std::vector<uint8_t> verdict;
   while (!queue.empty()) {
     auto o = std::move(queue.front());
@@ -92,6 +94,7 @@ std::vector<uint8_t> drive(RefereeDispute& d, Parties& parties, std::deque<Refer
       // Both parties open the located node's inputs; once one opening is complete the other is moot.
       if (env.kind == MessageKind::Query && !d.game().awaiting(o.party)) break;
       const uint64_t sequence_before = d.sequence();
+      if (on_answer) on_answer(o.party, answer);
       RefereeDispute::Step step = d.on_envelope(o.party, open_envelope(answer), now);
       REQUIRE_MESSAGE(step.refused.empty(), step.refused);
       if (on_step) on_step(step, sequence_before);
@@ -334,6 +337,106 @@ TEST_CASE("replay: a resumed dispute restarts the open deadlines; a record that 
   CHECK_THROWS_AS(RefereeDispute::replay(fx.referee, bad), ProtocolError);
   bad = {ref.inputs[1]};  // no opening
   CHECK_THROWS_AS(RefereeDispute::replay(fx.referee, bad), ProtocolError);
+  // A re-execution record where no input opening ends, one that does not decode, one of another node.
+  REQUIRE(ref.inputs.back().kind == DisputeInput::Kind::Opened);
+  bad = {ref.inputs[0], ref.inputs.back()};
+  CHECK_THROWS_WITH_AS(RefereeDispute::replay(fx.referee, bad),
+                       doctest::Contains("no input opening of a node without a rounding log ends here"),
+                       ProtocolError);
+  bad = ref.inputs;
+  bad.back().envelope.pop_back();
+  CHECK_THROWS_WITH_AS(RefereeDispute::replay(fx.referee, bad),
+                       doctest::Contains("its re-execution record does not decode"), ProtocolError);
+  OpenedRecord other = decode_opened_record(ref.inputs.back().envelope);
+  other.summary.node += 1;
+  bad.back().envelope = encode_opened_record(other);
+  CHECK_THROWS_WITH_AS(RefereeDispute::replay(fx.referee, bad),
+                       doctest::Contains("the recorded re-execution is of node 14, the game located node 13"),
+                       ProtocolError);
+}
+
+TEST_CASE("replay: the opened bytes are not recorded; their re-execution's outcome replays to the verdict") {
+  const Fixture& fx = fixture();
+  const Reference& ref = reference();
+  // The record holds no opened piece: one Opened input, last, stands for them.
+  size_t pieces_recorded = 0;
+  for (const DisputeInput& in : ref.inputs)
+    if (in.kind == DisputeInput::Kind::Envelope) {
+      const Body body = open_envelope(in.envelope, SignatureCheck::DeferTensorChunks).body;
+      pieces_recorded += std::holds_alternative<TensorChunk>(body) || std::holds_alternative<Samples>(body);
+    }
+  CHECK(pieces_recorded == 0);
+  REQUIRE(ref.inputs.back().kind == DisputeInput::Kind::Opened);
+  CHECK(std::count_if(ref.inputs.begin(), ref.inputs.end(),
+                      [](const DisputeInput& in) { return in.kind == DisputeInput::Kind::Opened; }) == 1);
+  const OpenedRecord record = decode_opened_record(ref.inputs.back().envelope);
+  CHECK(encode_opened_record(record) == ref.inputs.back().envelope);  // one encoding
+  CHECK(record.summary.node == 13);
+  REQUIRE(record.outcome.kind == ReexecutionOutcome::Kind::Outputs);
+  CHECK_FALSE(record.outcome.outputs[0].outputs.empty());
+  CHECK(record.outcome.outputs[0].outputs == record.outcome.outputs[1].outputs);  // RepOps: one result
+  REQUIRE(record.outcome.events.size() == 1);
+  CHECK(record.outcome.events[0].starts_with("re-executed node 13: output leaves "));
+  REQUIRE_FALSE(record.summary.whole.empty());
+  for (const OpenedSummary::Whole& w : record.summary.whole) {
+    int64_t numel = 1;
+    for (const int64_t dim : w.shape) numel *= dim;
+    CHECK(w.elements == static_cast<uint64_t>(numel));
+    CHECK(w.non_finite == 0);
+    CHECK(w.min <= w.mean);
+    CHECK(w.mean <= w.max);
+  }
+  REQUIRE_FALSE(record.summary.first.empty());
+  CHECK(record.summary.first[0].values.size() == OpenedSummary::kFirstElements);
+
+  // The same dispute played again, keeping its record as an older referee wrote it: the opening's
+  // pieces, each as received, in place of the Opened input.
+  RefereeDispute d(fx.referee, open_envelope(fx.open));
+  std::vector<DisputeInput> old_record, pieces;
+  uint64_t opened_bytes = 0;
+  DisputeInput last;
+  const auto answer = [&](int party, const std::vector<uint8_t>& envelope) {
+    last = {DisputeInput::Kind::Envelope, party, envelope, at(0)};
+  };
+  const auto step_seen = [&](const RefereeDispute::Step& step, uint64_t) {
+    if (step.commit.empty()) {
+      if (d.game().phase() == Phase::OpenInputs) pieces.push_back(last);
+      return;
+    }
+    if (step.commit.back().kind != DisputeInput::Kind::Opened) {
+      old_record.insert(old_record.end(), step.commit.begin(), step.commit.end());
+      return;
+    }
+    CHECK(step.commit.size() == 1);
+    CHECK(step.commit.back() == ref.inputs.back());  // the same outcome and summary, byte for byte
+    pieces.push_back(last);
+    for (const DisputeInput& p : pieces) opened_bytes += p.envelope.size();
+    old_record.insert(old_record.end(), pieces.begin(), pieces.end());
+  };
+  Parties parties(fx);
+  const RefereeDispute::Step first = d.start(at(0));
+  old_record = first.commit;
+  const std::vector<uint8_t> verdict =
+      drive(d, parties, {first.send.begin(), first.send.end()}, at(0), nullptr, step_seen, answer);
+  CHECK(verdict == ref.verdict);
+  MESSAGE("opened pieces: " << pieces.size() << " envelopes, " << opened_bytes << " bytes; Opened input "
+                            << ref.inputs.back().envelope.size() << " bytes");
+  CHECK(ref.inputs.back().envelope.size() * 10 < opened_bytes);
+
+  // Both records replay to the same verdict and events; the older one's summary is computed from its
+  // pieces and equals the recorded one.
+  std::vector<DisputeEvent> from_old, from_new;
+  ReplayTrace old_trace, new_trace;
+  const auto again_old = RefereeDispute::replay(fx.referee, old_record, {}, &from_old, &old_trace);
+  const auto again_new = RefereeDispute::replay(fx.referee, ref.inputs, {}, &from_new, &new_trace);
+  CHECK(again_old->verdict_envelope() == ref.verdict);
+  CHECK(again_new->verdict_envelope() == ref.verdict);
+  CHECK(from_old == from_new);
+  REQUIRE(old_trace.opened);
+  REQUIRE(new_trace.opened);
+  CHECK(*old_trace.opened == record.summary);
+  CHECK(*new_trace.opened == record.summary);
+  CHECK(new_trace.phases.back().second == Phase::Done);
 }
 
 TEST_CASE("provider: answer sequence numbers derive from the query's, so a restarted provider is not stale") {
