@@ -329,6 +329,7 @@ int main(int argc, char** argv) {
   bool check = false;
   bool no_heap_reuse = false;
   int threads = 1;
+  std::vector<std::string> roles;
   std::vector<std::string> models;
   DisputeLimits limits;
   CLI::App app(
@@ -372,6 +373,12 @@ int main(int argc, char** argv) {
       ->type_name("N")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 50).description(""));
+  app.add_option("--roles", roles,
+                 "dispute only the nodes chosen for these roles (forward, backward, optimizer, "
+                 "largest-matmul, largest-opening), comma-separated; every role by default")
+      ->type_name("ROLE,ROLE...")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"forward", "backward", "optimizer", "largest-matmul", "largest-opening"}));
   app.add_flag("--no-heap-reuse", no_heap_reuse,
                "leave glibc's malloc as it is (a fresh mapping per large buffer), for a comparison");
   app.add_flag("--check", check,
@@ -402,8 +409,14 @@ int main(int argc, char** argv) {
     const double step_seconds = honest.result.seconds / static_cast<double>(steps);
     const double step_cpu_seconds = honest.cpu_seconds / static_cast<double>(steps);
     const int64_t bad_step = static_cast<int64_t>(steps * 63 / 100);
-    const std::vector<Target> targets =
-        pick_targets(JobOracle(job, shape).graph(static_cast<uint64_t>(bad_step)));
+    std::vector<Target> targets = pick_targets(JobOracle(job, shape).graph(static_cast<uint64_t>(bad_step)));
+    if (!roles.empty())
+      std::erase_if(targets, [&](const Target& t) {
+        return std::none_of(roles.begin(), roles.end(), [&](std::string role) {
+          std::replace(role.begin(), role.end(), '-', ' ');  // "largest-matmul" names "largest matmul"
+          return t.role.find(role) != std::string::npos;
+        });
+      });
     for (const Target& target : targets) {
       const int64_t node = target.node;
       Fault f;

@@ -13,6 +13,14 @@
 namespace tribunal {
 namespace {
 
+// One action, moved in: `return {std::move(rx)};` would build the vector from an initializer_list,
+// whose elements are const, and so copy a Reexecute's opened inputs (megabytes) instead of moving them.
+std::vector<Action> one_action(Action a) {
+  std::vector<Action> out;
+  out.push_back(std::move(a));
+  return out;
+}
+
 // RFC 6962 split of a range of n > 1 leaves: the largest power of two < n.
 uint64_t split_of(uint64_t n) {
   return std::bit_floor(n - 1);
@@ -788,7 +796,7 @@ std::vector<Action> Game::inputs_collected(OpenedInputs opened, GameTime now) {
   }
   if (!node.rounding_log) {
     phase_ = Phase::Reexecute;
-    return {std::move(rx)};
+    return one_action(std::move(rx));
   }
   // A rounding-log node: each party opens its own log of it, proven against the log leaf of its own
   // record (the two may differ), streamed in chunks like a tensor.
@@ -867,7 +875,7 @@ std::vector<Action> Game::logs_answered(GameTime now) {
     if (params_.trainer < 0 || p == params_.trainer)
       rx.logs[p] = std::move(logs_[p].take().tensors.at(0).bytes);
   phase_ = Phase::Reexecute;
-  return {std::move(rx)};
+  return one_action(std::move(rx));
 }
 
 std::vector<Action> Game::on_reexecuted(const std::vector<Digest>& outputs, GameTime now) {
