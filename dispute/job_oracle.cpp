@@ -9,6 +9,7 @@
 #include "engine/numerics.h"
 #include "engine/state.h"
 #include "engine/step.h"
+#include "engine/tensor_pool.h"
 #include "ops/float64/float64.h"
 #include "ops/registry.h"
 #include "ops/rounding_log.h"
@@ -95,8 +96,21 @@ Digest JobOracle::initial_state_hash() const {
 std::array<PartyReexecution, 2> JobOracle::reexecute(const Reexecute& rx) const {
   const StepGraph& g = graph(rx.step);
   const Node& node = g.nodes.at(rx.node);
-  std::vector<Tensor> owned;
+  // The inputs' copies and the outputs come from this thread's pool and go back to it whatever happens
+  // (engine/tensor_pool.h): a referee's next re-execution of a like size touches no fresh page. An op
+  // writes every element of its outputs (the executor's buffer reuse relies on it too), so a kept
+  // tensor's old contents never reach a hash.
+  static thread_local TensorPool pool(kReexecutionPoolBytes);
+  std::vector<Tensor> owned, outputs;
   owned.reserve(node.inputs.size());
+  struct GiveBack {
+    std::vector<Tensor>& owned;
+    std::vector<Tensor>& outputs;
+    ~GiveBack() {
+      for (Tensor& t : owned) pool.give(std::move(t));
+      for (Tensor& t : outputs) pool.give(std::move(t));
+    }
+  } give_back{owned, outputs};
   std::vector<const Tensor*> in;
   Attrs attrs = node.attrs;
   for (size_t i = 0; i < node.inputs.size(); ++i) {
@@ -110,7 +124,7 @@ std::array<PartyReexecution, 2> JobOracle::reexecute(const Reexecute& rx) const 
       // sample the original index b named, so the indices become 0..B−1.
       const int64_t rows = static_cast<int64_t>(rx.sample_labels.size());
       if (val.index == 0) {
-        Tensor table(Shape{rows, data_.features});
+        Tensor table = pool.take(Shape{rows, data_.features});
         for (int64_t r = 0; r < rows; ++r) {
           const auto& x = rx.sample_inputs.at(static_cast<size_t>(r));
           if (static_cast<int64_t>(x.size()) != data_.features)
@@ -133,16 +147,20 @@ std::array<PartyReexecution, 2> JobOracle::reexecute(const Reexecute& rx) const 
       in.push_back(&owned.back());
       continue;
     }
-    owned.emplace_back(Shape(std::span<const int64_t>(rx.shapes.at(i))),
-                       std::span<const float>(rx.inputs.at(i)));
-    if (owned.back().shape() != val.shape)
+    const Shape shape(std::span<const int64_t>(rx.shapes.at(i)));
+    const std::vector<float>& values = rx.inputs.at(i);
+    if (shape != val.shape)
       throw OpError("re-execution: input " + std::to_string(i) + " has the wrong shape");
+    if (static_cast<int64_t>(values.size()) != shape.numel())
+      throw OpError("tensor of shape " + shape.str() + " needs " + std::to_string(shape.numel()) +
+                    " values, got " + std::to_string(values.size()));
+    owned.push_back(pool.take(shape));
+    std::memcpy(owned.back().data(), values.data(), values.size() * sizeof(float));
     in.push_back(&owned.back());
   }
-  std::vector<Tensor> outputs;
   std::vector<Shape> in_shapes;
   for (const Tensor* t : in) in_shapes.push_back(t->shape());
-  for (const Shape& s : infer_shapes(node.op, attrs, in_shapes)) outputs.emplace_back(s);
+  for (const Shape& s : infer_shapes(node.op, attrs, in_shapes)) outputs.push_back(pool.take(s));
   std::vector<Tensor*> out;
   for (Tensor& t : outputs) out.push_back(&t);
   const auto leaves = [&] {

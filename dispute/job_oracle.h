@@ -14,6 +14,11 @@
 
 namespace tribunal {
 
+/// The bytes of tensors a referee thread keeps between re-executions (JobOracle::reexecute): a
+/// GPT-2-small-sized node's inputs and outputs (66 MB for an AdamW update of a 768 × 3072 weight) with
+/// room to spare. Idle memory of at most this much per thread that re-executes.
+inline constexpr size_t kReexecutionPoolBytes = size_t{256} << 20;
+
 /// The referee's StepOracle for a job: step t's graph as the job spec defines it, and the
 /// re-execution of one of its nodes with the RepOps kernels (a rounding-log job: in float64, rounded
 /// by each party's log). Never trains.
@@ -32,7 +37,9 @@ class JobOracle : public StepOracle {
   /// jobs"): run_float64 with default_float64_gemm(), then for each party its float64 outputs rounded
   /// by its log rx.logs[p] (round_outputs_replayed with the op's τ from the job's NumericsSpec); a log
   /// with a decision rounding_allowed refuses, or that does not unpack, sets that party's bad_log.
-  /// Throws OpError on bad inputs (e.g. a shape that does not fit the op, a label out of range).
+  /// Throws OpError on bad inputs (e.g. a shape that does not fit the op, a label out of range). The
+  /// tensors it runs on are kept for the calling thread's next re-execution, at most
+  /// kReexecutionPoolBytes of them (engine/tensor_pool.h).
   std::array<PartyReexecution, 2> reexecute(const Reexecute& rx) const;
 
   /// The graph of a step (cached: the referee asks for the same step repeatedly).

@@ -20,7 +20,7 @@ void Executor::run(const StepGraph& g, std::span<const Tensor* const> state,
   // in) go back to the pool, and a free buffer idle since before the last run is freed.
   for (size_t v = 0; v < slots_.size(); ++v)
     if (capacity_[v] > 0) release(static_cast<ValueId>(v));
-  trim_pool();
+  free_.drop_given_before(runs_ - 1);  // runs_ ≥ 1 here
   peak_live_bytes_ = live_bytes_;
   slots_.resize(g.values.size());
   capacity_.assign(g.values.size(), 0);
@@ -233,40 +233,18 @@ void Executor::throw_released(ValueId v) {
 }
 
 void Executor::acquire(ValueId v, const Shape& shape) {
-  const auto n = static_cast<size_t>(shape.numel());
-  const auto fit = free_.lower_bound(n);
-  if (fit != free_.end() && fit->first <= n + n / 4) {
-    capacity_[v] = fit->first;
-    slots_[v] = std::move(fit->second.tensor);
-    free_bytes_ -= fit->first * sizeof(float);
-    free_.erase(fit);
-  } else {
-    slots_[v] = Tensor();
-    capacity_[v] = std::max<size_t>(n, 1);  // a grown vector's capacity is exactly n (a scalar's: 1)
-  }
-  slots_[v].reshape_storage(shape);  // within the capacity: no allocation
+  slots_[v] = free_.take(shape);
+  capacity_[v] = std::max<size_t>(slots_[v].capacity(), 1);  // a scalar's or an empty value's: 1
   live_bytes_ += capacity_[v] * sizeof(float);
   peak_live_bytes_ = std::max(peak_live_bytes_, live_bytes_);
   bound_[v] = &slots_[v];
 }
 
 void Executor::release(ValueId v) {
-  const size_t capacity = capacity_[v];
-  live_bytes_ -= capacity * sizeof(float);
-  free_bytes_ += capacity * sizeof(float);
-  free_.emplace(capacity, FreeBuffer{std::move(slots_[v]), runs_});
+  live_bytes_ -= capacity_[v] * sizeof(float);
+  free_.give(std::move(slots_[v]), runs_);
   capacity_[v] = 0;
   if (v < bound_.size()) bound_[v] = nullptr;
-}
-
-void Executor::trim_pool() {
-  for (auto it = free_.begin(); it != free_.end();)
-    if (it->second.run + 1 < runs_) {
-      free_bytes_ -= it->first * sizeof(float);
-      it = free_.erase(it);
-    } else {
-      ++it;
-    }
 }
 
 void Executor::take_next_state(const StepGraph& g, std::span<Tensor* const> state) {
@@ -277,7 +255,7 @@ void Executor::take_next_state(const StepGraph& g, std::span<Tensor* const> stat
       // The slot gets the state tensor it replaced, a buffer of its size, for the pool's next run.
       live_bytes_ -= capacity_[v] * sizeof(float);
       std::swap(*state[i], slots_[v]);
-      capacity_[v] = std::max<size_t>(slots_[v].values().size(), 1);
+      capacity_[v] = std::max<size_t>(slots_[v].capacity(), 1);
       live_bytes_ += capacity_[v] * sizeof(float);
     } else
       *state[i] = *bound_[v];

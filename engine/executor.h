@@ -19,6 +19,7 @@
 #include "engine/graph.h"
 #include "engine/numerics.h"
 #include "engine/rounding_logs.h"
+#include "engine/tensor_pool.h"
 #include "ops/float32_gemm.h"
 #include "ops/float64/float64.h"
 #include "ops/thread_pool.h"
@@ -140,7 +141,7 @@ class Executor {
   /// buffers in use, capacity counted).
   uint64_t peak_live_bytes() const { return peak_live_bytes_; }
   /// Bytes the executor holds now: the live node outputs and its pool of free buffers.
-  uint64_t held_bytes() const { return live_bytes_ + free_bytes_; }
+  uint64_t held_bytes() const { return live_bytes_ + free_.free_bytes(); }
 
   /// The storage of node output `v` during ShardRun::exchange, for writing a value received from
   /// another rank (already shaped).
@@ -165,19 +166,10 @@ class Executor {
   void run_rounded(size_t n, const Node& node, std::span<const Tensor* const> in,
                    std::span<Tensor* const> out, ThreadPool& pool);
   [[noreturn]] static void throw_released(ValueId v);
-  /// Binds node output `v` to a buffer of the pool (the smallest free one of at least its elements and
-  /// at most 5/4 of them) or a new one.
+  /// Binds node output `v` to a buffer of the pool (TensorPool::take) or a new one.
   void acquire(ValueId v, const Shape& shape);
-  /// Returns node output `v`'s buffer to the pool; value(v) throws afterwards.
+  /// Returns node output `v`'s buffer to the pool, stamped with this run; value(v) throws afterwards.
   void release(ValueId v);
-  /// Frees the pooled buffers idle since before the last run (the working set shrank).
-  void trim_pool();
-
-  // A free buffer of the pool: its storage and the run that last held it.
-  struct FreeBuffer {
-    Tensor tensor;
-    uint64_t run = 0;
-  };
 
   ThreadPool& pool_;
   bool reference_;
@@ -185,10 +177,10 @@ class Executor {
   std::optional<RoundingRun> rounding_;
   std::optional<Float32Gemm> fast_;
   bool keep_values_ = true;
-  std::vector<Tensor> slots_;               // storage of node outputs, by value id
-  std::vector<size_t> capacity_;            // elements of slots_[v]'s buffer; 0: none
-  std::multimap<size_t, FreeBuffer> free_;  // the pool's free buffers, by capacity
-  uint64_t runs_ = 0, live_bytes_ = 0, peak_live_bytes_ = 0, free_bytes_ = 0;
+  std::vector<Tensor> slots_;     // storage of node outputs, by value id
+  std::vector<size_t> capacity_;  // elements of slots_[v]'s buffer; 0: none
+  TensorPool free_;  // the free buffers; those idle since before the last run are freed at a run's start
+  uint64_t runs_ = 0, live_bytes_ = 0, peak_live_bytes_ = 0;
   std::vector<const Tensor*> bound_;                      // every value's tensor, by value id
   std::vector<std::unique_ptr<ThreadPool>> shard_pools_;  // one-thread pools of shards run side by side
 };

@@ -81,6 +81,8 @@ class Tensor {
 
   /// Changes the shape, reallocating only when the element count grows. Contents unspecified after.
   void reshape_storage(const Shape& shape);
+  /// The elements its storage holds without reallocating (≥ numel()).
+  size_t capacity() const { return data_.capacity(); }
 
  private:
   Shape shape_;
