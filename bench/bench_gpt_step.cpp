@@ -147,14 +147,14 @@ OurTiming time_ours(const JobSpec& job, const Dataset& train, int threads, int w
     if (state.step() == 0) {
       node_s.assign(g.nodes.size(), 0.0);
       Clock::time_point last = Clock::now();
-      executor.run(g, st, data, [&](size_t index, std::span<Tensor* const>) {
+      executor.run_updating(g, st, data, [&](size_t index, std::span<Tensor* const>) {
         const auto now = Clock::now();
         node_s[index] = seconds(last, now);
         last = now;
       });
       for (size_t n = 0; n < g.nodes.size(); ++n) r.step0_op_s[op_name(g.nodes[n].op)] += node_s[n];
     } else {
-      executor.run(g, st, data);
+      executor.run_updating(g, st, data);
     }
     const float loss = executor.value(g.loss)[0];
     executor.take_next_state(g, st);
@@ -190,7 +190,7 @@ OurTiming time_ours(const JobSpec& job, const Dataset& train, int threads, int w
     node_s.assign(next.nodes.size(), 0.0);
     const std::vector<Tensor*> st = state.pointers();
     last = Clock::now();
-    executor.run(next, st, data, [&](size_t index, std::span<Tensor* const>) {
+    executor.run_updating(next, st, data, [&](size_t index, std::span<Tensor* const>) {
       const auto now = Clock::now();
       node_s[index] = seconds(last, now);
       last = now;

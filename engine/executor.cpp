@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "engine/liveness.h"
+#include "ops/registry.h"
 
 namespace tribunal {
 
@@ -36,6 +37,7 @@ void Executor::run(const StepGraph& g, std::span<const Tensor* const> state,
     kept.at(g.loss) = 1;
     for (ValueId v : g.state_outputs) kept.at(v) = 1;
   }
+  plan_in_place(g, last);
   for (size_t v = 0; v < g.values.size(); ++v) {
     const Value& val = g.values[v];
     switch (val.source) {
@@ -58,11 +60,16 @@ void Executor::run(const StepGraph& g, std::span<const Tensor* const> state,
     const Node& node = g.nodes[n];
     in.clear();
     out.clear();
-    for (ValueId v : node.inputs) in.push_back(bound_[v]);
+    // Outputs first: one that updates a state tensor in place rebinds that input to its own storage.
     for (ValueId v : node.outputs) {
-      if (!keep) acquire(v, g.values[v].shape);
+      if (!in_place_.empty() && in_place_[v] >= 0)
+        take_state(v, g.state_inputs[static_cast<size_t>(in_place_[v])],
+                   *updating_[static_cast<size_t>(in_place_[v])]);
+      else if (!keep)
+        acquire(v, g.values[v].shape);
       out.push_back(&slots_[v]);
     }
+    for (ValueId v : node.inputs) in.push_back(bound_[v]);
     if (fast_ && run_float32_gemm_op(node.op, node.attrs, in, out, *fast_)) {
       // fast mode's float32 GEMM ran it
     } else if (rounding_)
@@ -230,6 +237,56 @@ void Executor::run_rounded(size_t n, const Node& node, std::span<const Tensor* c
 void Executor::throw_released(ValueId v) {
   throw std::logic_error(fmt::format(
       "Executor::value: value {} was released after its last reader (set_keep_values(false)) or taken", v));
+}
+
+void Executor::run_updating(const StepGraph& g, std::span<Tensor* const> state,
+                            std::span<const Tensor* const> data, const NodeHook& after_node,
+                            const ShardRun& shards) {
+  struct Reset {  // however run() returns
+    Executor& ex;
+    ~Reset() {
+      ex.updating_ = {};
+      ex.in_place_.clear();
+    }
+  } reset{*this};
+  updating_ = state;
+  const std::vector<const Tensor*> view(state.begin(), state.end());
+  run(g, view, data, after_node, shards);
+}
+
+void Executor::plan_in_place(const StepGraph& g, const std::vector<size_t>& last) {
+  in_place_.clear();
+  // Where no other reader can see it: values released after their last reader (`last`), one
+  // process's whole graph, the CPU kernels (whose optimizer paths are alias-safe: OpInfo::in_place).
+  if (updating_.empty() || last.empty() || !g.partials.empty() || rounding_ || device_ != Device::Cpu) return;
+  std::vector<char> passed_on(g.values.size(), 0);  // a state output: read after the run
+  for (ValueId v : g.state_outputs) passed_on.at(v) = 1;
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const Node& node = g.nodes[n];
+    const OpInfo& info = op_info(node.op);
+    for (size_t k = 0; k < node.outputs.size() && k < info.in_place.size(); ++k) {
+      if (info.in_place[k] < 0) continue;
+      const ValueId in = node.inputs.at(static_cast<size_t>(info.in_place[k]));
+      const Value& val = g.values[in];
+      if (val.source != ValueSource::State || last[in] != n || passed_on[in]) continue;
+      const auto i = static_cast<size_t>(val.index);
+      if (g.state_outputs.at(i) != node.outputs[k] ||
+          updating_[i]->shape() != g.values[node.outputs[k]].shape)
+        continue;
+      if (std::count(node.inputs.begin(), node.inputs.end(), in) != 1) continue;  // read twice by the node
+      if (in_place_.empty()) in_place_.assign(g.values.size(), -1);
+      in_place_[node.outputs[k]] = val.index;
+    }
+  }
+}
+
+void Executor::take_state(ValueId v, ValueId input, Tensor& state) {
+  slots_[v] = std::move(state);
+  capacity_[v] = std::max<size_t>(slots_[v].capacity(), 1);
+  live_bytes_ += capacity_[v] * sizeof(float);
+  peak_live_bytes_ = std::max(peak_live_bytes_, live_bytes_);
+  bound_[v] = &slots_[v];
+  bound_[input] = &slots_[v];  // the node reads the state where it writes the next one
 }
 
 void Executor::acquire(ValueId v, const Shape& shape) {

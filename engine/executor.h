@@ -121,6 +121,16 @@ class Executor {
   void run(const StepGraph& g, std::span<const Tensor* const> state, std::span<const Tensor* const> data,
            const NodeHook& after_node = {}, const ShardRun& shards = {});
 
+  /// As run(), and the state is consumed where it can be updated in place (what Trainer::step runs):
+  /// with keep_values() false, on the CPU, without rounding logs, a state tensor whose last reader is
+  /// an optimizer node that writes its next value (OpInfo::in_place; g.state_outputs[i] for state[i])
+  /// gives its storage to that output, so the step allocates and first-touches no memory for the next
+  /// parameters and optimizer state (AdamW: 12 bytes per parameter; docs/performance.md, "Step
+  /// memory and step 0"). The same bits as run(). Until take_next_state, such a `state[i]` is empty;
+  /// after an exception, the state is unspecified (the step is redone from a checkpoint).
+  void run_updating(const StepGraph& g, std::span<Tensor* const> state, std::span<const Tensor* const> data,
+                    const NodeHook& after_node = {}, const ShardRun& shards = {});
+
   /// Whether run() keeps every value until the next run (true, the default: value() and take_value()
   /// answer for any value afterwards — traced steps, tests), or releases each node output's buffer to
   /// the pool as soon as the last node reading it has run (false: a step holds its live values alone,
@@ -148,7 +158,8 @@ class Executor {
   Tensor& partial(ValueId v) { return slots_.at(v); }
 
   /// Moves the tensors of g.state_outputs into `state` (swapping storage, no copy for node outputs).
-  /// Afterwards the slot of a node-computed state output holds the state tensor it replaced.
+  /// Afterwards the slot of a node-computed state output holds the state tensor it replaced (an empty
+  /// one where run_updating updated it in place).
   void take_next_state(const StepGraph& g, std::span<Tensor* const> state);
 
   /// Moves node output `v`'s storage out of the executor (no copy), leaving the slot empty; the next
@@ -166,6 +177,11 @@ class Executor {
   void run_rounded(size_t n, const Node& node, std::span<const Tensor* const> in,
                    std::span<Tensor* const> out, ThreadPool& pool);
   [[noreturn]] static void throw_released(ValueId v);
+  /// Fills in_place_ for run_updating (empty: nothing updated in place); `last` from last_uses, empty
+  /// when every value is kept.
+  void plan_in_place(const StepGraph& g, const std::vector<size_t>& last);
+  /// Binds node output `v` to the storage of `state` (moved in), and the state input `input` to it.
+  void take_state(ValueId v, ValueId input, Tensor& state);
   /// Binds node output `v` to a buffer of the pool (TensorPool::take) or a new one.
   void acquire(ValueId v, const Shape& shape);
   /// Returns node output `v`'s buffer to the pool, stamped with this run; value(v) throws afterwards.
@@ -181,7 +197,9 @@ class Executor {
   std::vector<size_t> capacity_;  // elements of slots_[v]'s buffer; 0: none
   TensorPool free_;  // the free buffers; those idle since before the last run are freed at a run's start
   uint64_t runs_ = 0, live_bytes_ = 0, peak_live_bytes_ = 0;
-  std::vector<const Tensor*> bound_;                      // every value's tensor, by value id
+  std::vector<const Tensor*> bound_;   // every value's tensor, by value id
+  std::span<Tensor* const> updating_;  // run_updating's state, during the run; empty otherwise
+  std::vector<int64_t> in_place_;      // by value id: the state index whose storage it takes, or −1
   std::vector<std::unique_ptr<ThreadPool>> shard_pools_;  // one-thread pools of shards run side by side
 };
 

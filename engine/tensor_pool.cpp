@@ -19,7 +19,7 @@ Tensor TensorPool::take(const Shape& shape) {
 void TensorPool::give(Tensor t, uint64_t generation) {
   // By capacity, not size: a tensor that served a smaller shape still holds its whole storage.
   const size_t n = t.capacity();
-  if (n * sizeof(float) > max_bytes_) return;
+  if (n == 0 || n * sizeof(float) > max_bytes_) return;  // no storage (a moved-from tensor), or too big
   free_.emplace(n, Kept{std::move(t), generation});
   free_bytes_ += n * sizeof(float);
   while (free_bytes_ > max_bytes_) {

@@ -172,7 +172,7 @@ float Trainer::run_step(const StepGraph& g, Inspect before_swap, Release after_s
     }
     executor_.set_rounding(run);
   }
-  executor_.run(g, state, data, hook, shards);
+  executor_.run_updating(g, state, data, hook, shards);  // the next state in the state's own storage
   if (job_.numerics.mode == NumericsMode::RoundingLog) rounding_log_.step = t;
   float loss = executor_.value(g.loss)[0];
   before_swap(executor_);

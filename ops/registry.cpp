@@ -208,6 +208,10 @@ std::string op_info_defect(OpKind kind, const OpInfo& info) {
     return op + ": no float64 spread";
   if ((info.fma_chain == nullptr) != (info.quanta == nullptr))
     return op + ": a contraction needs both an fma chain and rounding quanta";
+  for (size_t k = 0; k < info.in_place.size(); ++k)
+    if (info.in_place[k] >= 0 && (static_cast<int>(k) >= info.num_outputs || info.num_inputs < 0 ||
+                                  info.in_place[k] >= info.num_inputs))
+      return op + ": in_place names an output or input the op does not have";
   return "";
 }
 

@@ -3,6 +3,7 @@
 // Each op's exact order of operations is written in docs/numerics.md; the reference kernel *is* it.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -203,6 +204,10 @@ struct OpInfo {
   /// or neither: the fma chain length of the dispute cost and the rounding quanta of rounding-log mode.
   FmaChainFn fma_chain = nullptr;
   QuantaFn quanta = nullptr;
+  /// Output k may be written into input in_place[k]'s storage (−1: not; outputs past the third: not).
+  /// Only for elementwise updates whose every kernel path reads element i of its inputs before writing
+  /// element i of its outputs (the optimizers: a state tensor updated in place, Executor::run_updating).
+  std::array<int8_t, 3> in_place{-1, -1, -1};
 };
 
 /// The registry entry of `kind`. Asserts kind < Count. On first use checks every entry (its kind, a

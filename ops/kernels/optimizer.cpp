@@ -223,7 +223,8 @@ const OpInfo kSgdMomentumOp{.kind = OpKind::SgdMomentum,
                             .fast = sgd_fast,
                             .vjp = nullptr,
                             .float64 = f64::sgd_momentum,
-                            .float64_spread = Float64Spread::Libm};
+                            .float64_spread = Float64Spread::Libm,
+                            .in_place = {0, 2, -1}};
 const OpInfo kAdamWOp{.kind = OpKind::AdamW,
                       .name = "adamw",
                       .num_inputs = 4,
@@ -235,6 +236,7 @@ const OpInfo kAdamWOp{.kind = OpKind::AdamW,
                       .fast = adamw_fast,
                       .vjp = nullptr,
                       .float64 = f64::adamw,
-                      .float64_spread = Float64Spread::Libm};
+                      .float64_spread = Float64Spread::Libm,
+                      .in_place = {0, 2, 3}};
 
 }  // namespace tribunal

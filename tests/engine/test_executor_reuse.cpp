@@ -78,3 +78,68 @@ TEST_CASE("executor: released buffers are reused and the steps' bits are those o
     CHECK(reuse.held_bytes() < keep.held_bytes());
   }
 }
+
+TEST_CASE(
+    "executor: run_updating writes the optimizer's next state into the state's own storage, same bits") {
+  for (const char* name : {"short_gpt.toml", "short_cnn.toml", "short_mlp.toml"})
+    for (const OptimizerKind kind : {OptimizerKind::AdamW, OptimizerKind::Sgd}) {
+      CAPTURE(name);
+      CAPTURE(static_cast<int>(kind));
+      JobSpec job = load_job(tribunal::testing::source_dir() / "scenarios/jobs" / name);
+      job.optimizer.kind = kind;
+      ThreadPool pool(2);
+      const Dataset train = load_dataset(job, Split::Train, pool);
+      const DataShape shape = data_shape_of(train);
+      BatchSampler sampler(job.seed, shape.samples, job.batch_size);
+      const Tensor* data[] = {&train.inputs, &train.labels};
+      Executor reuse(pool), updating(pool);
+      reuse.set_keep_values(false);
+      updating.set_keep_values(false);
+      State reused_state = initial_state(job), updated_state = initial_state(job);
+      for (int64_t t = 0; t < 3; ++t) {
+        const StepGraph g = build_step_graph(job, shape, t, sampler.indices(t));
+        const std::vector<Tensor*> rs = reused_state.pointers(), us = updated_state.pointers();
+        std::vector<const float*> storage;  // where each state tensor lived before the step
+        for (const Tensor* s : us) storage.push_back(s->data());
+        reuse.run(g, rs, data);
+        updating.run_updating(g, us, data);
+        reuse.take_next_state(g, rs);
+        updating.take_next_state(g, us);
+        // Every parameter and optimizer slot (AdamW: 3 per parameter, SGD: 2) kept its storage.
+        size_t updated = 0, params = 0;
+        for (const Node& node : g.nodes) {
+          if (node.op != OpKind::AdamW && node.op != OpKind::SgdMomentum) continue;
+          ++params;
+          for (ValueId out : node.outputs)
+            for (size_t i = 0; i < g.state_outputs.size(); ++i)
+              if (g.state_outputs[i] == out) {
+                CHECK_MESSAGE(updated_state.tensors[i].data() == storage[i], "state tensor " << i);
+                ++updated;
+              }
+        }
+        CHECK(params > 0);
+        CHECK(updated == params * (kind == OptimizerKind::AdamW ? 3 : 2));
+        for (size_t i = 0; i < updated_state.tensors.size(); ++i)
+          REQUIRE_MESSAGE(same_bits(reused_state.tensors[i], updated_state.tensors[i]), "state tensor " << i);
+        // The pool does not hold a second copy of the parameters and optimizer state.
+        CHECK(updating.held_bytes() < reuse.held_bytes());
+      }
+    }
+}
+
+TEST_CASE("executor: run_updating keeps the state unchanged where it cannot update in place") {
+  const JobSpec job = load_job(tribunal::testing::source_dir() / "scenarios/jobs/short_mlp.toml");
+  ThreadPool pool(1);
+  const Dataset train = load_dataset(job, Split::Train, pool);
+  const DataShape shape = data_shape_of(train);
+  BatchSampler sampler(job.seed, shape.samples, job.batch_size);
+  const Tensor* data[] = {&train.inputs, &train.labels};
+  Executor keep(pool);  // keeps every value: a traced step reads the state after the run
+  State state = initial_state(job);
+  const State before = state;
+  const StepGraph g = build_step_graph(job, shape, 0, sampler.indices(0));
+  const std::vector<Tensor*> s = state.pointers();
+  keep.run_updating(g, s, data);
+  for (size_t i = 0; i < state.tensors.size(); ++i)
+    REQUIRE_MESSAGE(same_bits(state.tensors[i], before.tensors[i]), "state tensor " << i);
+}
