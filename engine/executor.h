@@ -126,8 +126,9 @@ class Executor {
   /// an optimizer node that writes its next value (OpInfo::in_place; g.state_outputs[i] for state[i])
   /// gives its storage to that output, so the step allocates and first-touches no memory for the next
   /// parameters and optimizer state (AdamW: 12 bytes per parameter; docs/performance.md, "Step
-  /// memory and step 0"). The same bits as run(). Until take_next_state, such a `state[i]` is empty;
-  /// after an exception, the state is unspecified (the step is redone from a checkpoint).
+  /// memory and step 0"). The same bits as run(). Until take_next_state, such a `state[i]` is empty and
+  /// value() of its state input answers the next value; after an exception, the state is unspecified
+  /// (partly updated or empty: resume from a checkpoint).
   void run_updating(const StepGraph& g, std::span<Tensor* const> state, std::span<const Tensor* const> data,
                     const NodeHook& after_node = {}, const ShardRun& shards = {});
 
