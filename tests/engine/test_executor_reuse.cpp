@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "engine/dataset.h"
@@ -21,6 +22,29 @@ namespace {
 
 bool same_bits(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && std::memcmp(a.data(), b.data(), a.values().size() * sizeof(float)) == 0;
+}
+
+// A short job's training set, batches and step graphs.
+struct ShortJob {
+  JobSpec job;
+  ThreadPool pool;
+  Dataset train;
+  DataShape shape;
+  BatchSampler sampler;
+  const Tensor* data[2];
+
+  ShortJob(JobSpec spec, int threads)
+      : job(std::move(spec)),
+        pool(threads),
+        train(load_dataset(job, Split::Train, pool)),
+        shape(data_shape_of(train)),
+        sampler(job.seed, shape.samples, job.batch_size),
+        data{&train.inputs, &train.labels} {}
+  StepGraph graph(int64_t t) { return build_step_graph(job, shape, t, sampler.indices(t)); }
+};
+
+JobSpec short_job(const char* name) {
+  return load_job(tribunal::testing::source_dir() / "scenarios/jobs" / name);
 }
 
 }  // namespace
@@ -45,18 +69,14 @@ TEST_CASE("last_uses: a value's last reader, or its writer when nothing reads it
 }
 
 TEST_CASE("executor: released buffers are reused and the steps' bits are those of keeping every value") {
-  const JobSpec job = load_job(tribunal::testing::source_dir() / "scenarios/jobs/short_gpt.toml");
-  ThreadPool pool(2);
-  const Dataset train = load_dataset(job, Split::Train, pool);
-  const DataShape shape = data_shape_of(train);
-  BatchSampler sampler(job.seed, shape.samples, job.batch_size);
-  const Tensor* data[] = {&train.inputs, &train.labels};
-  Executor keep(pool), reuse(pool);
+  ShortJob j(short_job("short_gpt.toml"), 2);
+  const auto& data = j.data;
+  Executor keep(j.pool), reuse(j.pool);
   reuse.set_keep_values(false);
-  State kept_state = initial_state(job), reused_state = initial_state(job);
+  State kept_state = initial_state(j.job), reused_state = initial_state(j.job);
   uint64_t held_after_first = 0;
   for (int64_t t = 0; t < 4; ++t) {
-    const StepGraph g = build_step_graph(job, shape, t, sampler.indices(t));
+    const StepGraph g = j.graph(t);
     const std::vector<Tensor*> ks = kept_state.pointers(), rs = reused_state.pointers();
     keep.run(g, ks, data);
     reuse.run(g, rs, data);  // from step 1 on, its buffers hold the last step's other values
@@ -85,19 +105,16 @@ TEST_CASE(
     for (const OptimizerKind kind : {OptimizerKind::AdamW, OptimizerKind::Sgd}) {
       CAPTURE(name);
       CAPTURE(static_cast<int>(kind));
-      JobSpec job = load_job(tribunal::testing::source_dir() / "scenarios/jobs" / name);
-      job.optimizer.kind = kind;
-      ThreadPool pool(2);
-      const Dataset train = load_dataset(job, Split::Train, pool);
-      const DataShape shape = data_shape_of(train);
-      BatchSampler sampler(job.seed, shape.samples, job.batch_size);
-      const Tensor* data[] = {&train.inputs, &train.labels};
-      Executor reuse(pool), updating(pool);
+      JobSpec spec = short_job(name);
+      spec.optimizer.kind = kind;
+      ShortJob j(std::move(spec), 2);
+      const auto& data = j.data;
+      Executor reuse(j.pool), updating(j.pool);
       reuse.set_keep_values(false);
       updating.set_keep_values(false);
-      State reused_state = initial_state(job), updated_state = initial_state(job);
+      State reused_state = initial_state(j.job), updated_state = initial_state(j.job);
       for (int64_t t = 0; t < 3; ++t) {
-        const StepGraph g = build_step_graph(job, shape, t, sampler.indices(t));
+        const StepGraph g = j.graph(t);
         const std::vector<Tensor*> rs = reused_state.pointers(), us = updated_state.pointers();
         std::vector<const float*> storage;  // where each state tensor lived before the step
         for (const Tensor* s : us) storage.push_back(s->data());
@@ -128,18 +145,13 @@ TEST_CASE(
 }
 
 TEST_CASE("executor: run_updating keeps the state unchanged where it cannot update in place") {
-  const JobSpec job = load_job(tribunal::testing::source_dir() / "scenarios/jobs/short_mlp.toml");
-  ThreadPool pool(1);
-  const Dataset train = load_dataset(job, Split::Train, pool);
-  const DataShape shape = data_shape_of(train);
-  BatchSampler sampler(job.seed, shape.samples, job.batch_size);
-  const Tensor* data[] = {&train.inputs, &train.labels};
-  Executor keep(pool);  // keeps every value: a traced step reads the state after the run
-  State state = initial_state(job);
+  ShortJob j(short_job("short_mlp.toml"), 1);
+  Executor keep(j.pool);  // keeps every value: a traced step reads the state after the run
+  State state = initial_state(j.job);
   const State before = state;
-  const StepGraph g = build_step_graph(job, shape, 0, sampler.indices(0));
+  const StepGraph g = j.graph(0);
   const std::vector<Tensor*> s = state.pointers();
-  keep.run_updating(g, s, data);
+  keep.run_updating(g, s, j.data);
   for (size_t i = 0; i < state.tensors.size(); ++i)
     REQUIRE_MESSAGE(same_bits(state.tensors[i], before.tensors[i]), "state tensor " << i);
 }
