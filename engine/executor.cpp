@@ -51,7 +51,7 @@ void Executor::run(const StepGraph& g, std::span<const Tensor* const> state,
         bound_[v] = &g.constants[val.index];
         break;
       case ValueSource::Node:
-        if (keep) acquire(static_cast<ValueId>(v), val.shape);  // else just before its node runs
+        if (keep) acquire(static_cast<ValueId>(v), val.shape, pool_);  // else just before its node runs
         break;
     }
   }
@@ -66,7 +66,7 @@ void Executor::run(const StepGraph& g, std::span<const Tensor* const> state,
         take_state(v, g.state_inputs[static_cast<size_t>(in_place_[v])],
                    *updating_[static_cast<size_t>(in_place_[v])]);
       else if (!keep)
-        acquire(v, g.values[v].shape);
+        acquire(v, g.values[v].shape, pool);
       out.push_back(&slots_[v]);
     }
     for (ValueId v : node.inputs) in.push_back(bound_[v]);
@@ -289,8 +289,8 @@ void Executor::take_state(ValueId v, ValueId input, Tensor& state) {
   bound_[input] = &slots_[v];  // the node reads the state where it writes the next one
 }
 
-void Executor::acquire(ValueId v, const Shape& shape) {
-  slots_[v] = free_.take(shape);
+void Executor::acquire(ValueId v, const Shape& shape, ThreadPool& threads) {
+  slots_[v] = free_.take(shape, &threads);
   capacity_[v] = std::max<size_t>(slots_[v].capacity(), 1);  // a scalar's or an empty value's: 1
   live_bytes_ += capacity_[v] * sizeof(float);
   peak_live_bytes_ = std::max(peak_live_bytes_, live_bytes_);

@@ -183,8 +183,9 @@ class Executor {
   void plan_in_place(const StepGraph& g, const std::vector<size_t>& last);
   /// Binds node output `v` to the storage of `state` (moved in), and the state input `input` to it.
   void take_state(ValueId v, ValueId input, Tensor& state);
-  /// Binds node output `v` to a buffer of the pool (TensorPool::take) or a new one.
-  void acquire(ValueId v, const Shape& shape);
+  /// Binds node output `v` to a buffer of the pool (TensorPool::take) or a new one, first touched on
+  /// `threads`.
+  void acquire(ValueId v, const Shape& shape, ThreadPool& threads);
   /// Returns node output `v`'s buffer to the pool, stamped with this run; value(v) throws afterwards.
   void release(ValueId v);
 

@@ -1,18 +1,32 @@
 #include "engine/tensor_pool.h"
 
+#include <cstring>
 #include <iterator>
 #include <utility>
 
 namespace tribunal {
 
-Tensor TensorPool::take(const Shape& shape) {
+Tensor TensorPool::take(const Shape& shape, ThreadPool* threads) {
   const auto n = static_cast<size_t>(shape.numel());
   const auto fit = free_.lower_bound(n);
-  if (fit == free_.end() || fit->first > n + n / 4) return Tensor(shape);
+  if (fit == free_.end() || fit->first > n + n / 4) {
+    Tensor t = Tensor::uninitialized(shape);
+    float* data = t.data();
+    const auto zero = [data](int64_t b, int64_t e) {
+      std::memset(data + b, 0, static_cast<size_t>(e - b) * sizeof(float));
+    };
+    // A range per thread of at least one huge page (ops/tensor.h allocate_aligned).
+    constexpr auto kGrain = static_cast<int64_t>(kHugePageBytes / sizeof(float));
+    if (threads)
+      threads->parallel_for(static_cast<int64_t>(n), zero, kGrain);
+    else
+      zero(0, static_cast<int64_t>(n));
+    return t;
+  }
   Tensor t = std::move(fit->second.tensor);
   free_bytes_ -= fit->first * sizeof(float);
   free_.erase(fit);
-  t.reshape_storage(shape);  // within its capacity: no allocation (elements past the old size are zeroed)
+  t.reshape_storage(shape);  // within its capacity: no allocation
   return t;
 }
 

@@ -12,6 +12,7 @@
 #include <map>
 
 #include "ops/tensor.h"
+#include "ops/thread_pool.h"
 
 namespace tribunal {
 
@@ -24,8 +25,10 @@ class TensorPool {
   explicit TensorPool(size_t max_bytes = std::numeric_limits<size_t>::max()) : max_bytes_(max_bytes) {}
 
   /// A tensor of `shape` whose contents are unspecified (a kept one, reshaped within its capacity), or
-  /// a new one (zeros).
-  Tensor take(const Shape& shape);
+  /// a new one (zeros), whose pages `threads` first touch side by side when given (a fresh page's first
+  /// write is the costly part of a new buffer: docs/performance.md "Step memory and step 0"). Not from
+  /// within a task of `threads` (ThreadPool::parallel_for is not reentrant).
+  Tensor take(const Shape& shape, ThreadPool* threads = nullptr);
   /// Keeps `t` for a later take(), stamped with `generation` (for drop_given_before), or frees it when
   /// it alone exceeds the pool's bytes.
   void give(Tensor t, uint64_t generation = 0);

@@ -10,6 +10,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tribunal {
@@ -46,18 +47,49 @@ class Shape {
   int rank_ = 0;
 };
 
-/// Allocator that aligns storage to 64 bytes (one cache line, one AVX-512 register).
+/// Storage of `bytes` aligned to 64 bytes (one cache line, one AVX-512 register). From
+/// kHugePageBytes up it is aligned to 2 MiB and, on Linux, advised for transparent huge pages
+/// (madvise(2) MADV_HUGEPAGE): a first write to a fresh 4 KiB page costs ≈ 12 µs on the VMs of
+/// docs/performance.md ("Step memory and step 0"), and a step's working set is a million of them.
+/// Throws std::bad_alloc. Free with deallocate_aligned and the same `bytes`.
+void* allocate_aligned(size_t bytes);
+void deallocate_aligned(void* p, size_t bytes) noexcept;
+/// The size from which allocate_aligned asks for huge pages: one 2 MiB page.
+inline constexpr size_t kHugePageBytes = size_t{2} << 20;
+
+/// Allocator over allocate_aligned.
 template <class T>
 struct AlignedAllocator {
   using value_type = T;
   AlignedAllocator() = default;
   template <class U>
   AlignedAllocator(const AlignedAllocator<U>&) {}
-  T* allocate(size_t n) { return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64})); }
-  void deallocate(T* p, size_t) { ::operator delete (p, std::align_val_t{64}); }
+  T* allocate(size_t n) { return static_cast<T*>(allocate_aligned(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) { deallocate_aligned(p, n * sizeof(T)); }
   template <class U>
   bool operator==(const AlignedAllocator<U>&) const {
     return true;
+  }
+};
+
+/// AlignedAllocator whose element construction without a value leaves the element unwritten (default-
+/// initialized), so a tensor's storage can be made first and then written (zeros, in parallel) once.
+template <class T>
+struct DefaultInitAllocator : AlignedAllocator<T> {
+  template <class U>
+  struct rebind {
+    using other = DefaultInitAllocator<U>;
+  };
+  DefaultInitAllocator() = default;
+  template <class U>
+  DefaultInitAllocator(const DefaultInitAllocator<U>&) {}
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
   }
 };
 
@@ -67,6 +99,9 @@ class Tensor {
   Tensor() : Tensor(Shape{}) {}  ///< a scalar +0
   explicit Tensor(Shape shape);
   Tensor(Shape shape, std::span<const float> values);  ///< Throws OpError on size mismatch.
+  /// A tensor of `shape` whose elements are not written yet (their values unspecified): for a caller
+  /// that writes every element itself, e.g. a first touch of fresh pages on many threads.
+  static Tensor uninitialized(Shape shape);
 
   const Shape& shape() const { return shape_; }
   int64_t numel() const { return shape_.numel(); }
@@ -79,14 +114,15 @@ class Tensor {
   float& operator[](int64_t i) { return data_[static_cast<size_t>(i)]; }
   float operator[](int64_t i) const { return data_[static_cast<size_t>(i)]; }
 
-  /// Changes the shape, reallocating only when the element count grows. Contents unspecified after.
+  /// Changes the shape, reallocating only when the element count grows beyond capacity(). Contents
+  /// unspecified after (elements past the old count are not written).
   void reshape_storage(const Shape& shape);
   /// The elements its storage holds without reallocating (≥ numel()).
   size_t capacity() const { return data_.capacity(); }
 
  private:
   Shape shape_;
-  std::vector<float, AlignedAllocator<float>> data_;
+  std::vector<float, DefaultInitAllocator<float>> data_;
 };
 
 }  // namespace tribunal
