@@ -501,6 +501,10 @@ Command add_referee(CLI::App& root) {
               "BYTES");
   add_integer(*app, "--max-graph-nodes", o.limits.max_graph_nodes, 1, int64_t{1} << 32,
               "nodes of a disputed job's step graph at most (derived from the job text before it is built)");
+  add_integer(*app, "--opening-memory", o.opening_memory, 0, int64_t{1} << 44,
+              "opened bytes in flight across the disputes: an input opening beyond it waits, its question "
+              "unsent and no clock running (one opening always proceeds)",
+              "BYTES");
   add_duration<std::chrono::milliseconds>(
       *app, "--opening-cpu-ms", o.opening_cpu.burst, 0, 3600000,
       "CPU time the openings of one client network (/24, /48) or trusted key may use at once (0: no budget)",

@@ -92,6 +92,12 @@ struct RefereeNode::Live {
   // The awaited party's deadline (GameTime milliseconds; 0: none awaited), set when the timer is
   // armed on the strand and read by a scrape (RefereeNode::clock_left).
   std::atomic<int64_t> deadline_ms{0};
+  // Its reservation in the node's budget of opened bytes (RefereeNode::admit_opening): None until its
+  // OpenInputs question is sent; Waiting while that question waits for room, held back in `held` with
+  // no timer for the game (no clock runs: the question is not written); Reserved until the opening and
+  // the re-execution are over.
+  enum class Opening : uint8_t { None, Waiting, Reserved } opening = Opening::None;
+  std::vector<RefereeDispute::Outgoing> held;
   // Where its game stands, for /disputes.json (RefereeNode::progress): set with deadline_ms.
   std::mutex progress_mu;
   DisputeProgress progress;
@@ -129,6 +135,7 @@ RefereeNode::RefereeNode(NetContext& ctx, KeyPair key, RefereeNodeOptions option
         a.opening_cpu = options_.opening_cpu;
         return a;
       }()),
+      openings_(options_.opening_memory),
       server_(
           ctx,
           [this](std::shared_ptr<Session> s) {
@@ -162,6 +169,12 @@ RefereeNode::RefereeNode(NetContext& ctx, KeyPair key, RefereeNodeOptions option
                  "Least time left on an awaited party's clock among the undecided disputes (NaN when none "
                  "awaits an answer).",
                  [this] { return clock_left().second; });
+  metrics_.gauge("tribunal_referee_opening_reserved_bytes",
+                 "Opened bytes in flight reserved by the disputes now opening a node's inputs (bytes).",
+                 [this] { return static_cast<double>(openings_.reserved()); });
+  metrics_.gauge("tribunal_referee_openings_waiting",
+                 "Disputes whose input opening waits for room in the opened-bytes budget (question unsent).",
+                 [this] { return static_cast<double>(openings_.waiting()); });
   add_server_metrics(metrics_, server_);
   if (pages_) pages_->live_progress = [this](const Digest& id) { return progress(id); };
 }
@@ -273,9 +286,11 @@ void RefereeNode::arm(const std::shared_ptr<Live>& live) {
     live->timer.cancel();
     return;
   }
+  settle_opening(*live);
   // The next deadline or re-ask (RefereeDispute::next_wakeup, from Game::next_deadline), or the next
-  // reconnection.
-  std::optional<GameTime> next = live->dispute->next_wakeup();
+  // reconnection. A dispute whose opening waits for room has no deadline: its question is not written.
+  std::optional<GameTime> next;
+  if (live->opening != Live::Opening::Waiting) next = live->dispute->next_wakeup();
   live->deadline_ms = next ? next->time_since_epoch().count() : 0;  // for /metrics (clock_left)
   {
     const Game& game = live->dispute->game();
@@ -311,7 +326,9 @@ void RefereeNode::on_timer(const std::shared_ptr<Live>& live) {
     if (game.overdue(p, t) && live->link(p).holds_timeout()) return;
   const double c0 = thread_cpu_seconds();
   try {
-    RefereeDispute::Step step = live->dispute->on_tick(t);
+    // While its opening waits for room the timer only reconnects: no clock runs (admit_opening).
+    RefereeDispute::Step step;
+    if (live->opening != Live::Opening::Waiting) step = live->dispute->on_tick(t);
     live->stats.cpu_seconds += thread_cpu_seconds() - c0;
     apply(*live, std::move(step));
   } catch (const StoreError& e) {
@@ -737,6 +754,7 @@ void RefereeNode::provider_lost(Live& live, int party, const std::string& why) {
 void RefereeNode::deliver(Live& live, std::vector<RefereeDispute::Outgoing> out,
                           std::optional<SteadyClock::time_point> caused_by) {
   for (auto& o : out) {
+    if (o.opening && !admit_opening(live, o)) continue;  // held until the node has room for the opening
     ProviderLink& link = live.link(o.party);
     if (!link.session()) continue;
     live.stats.bytes_out += o.envelope.size();
@@ -768,10 +786,54 @@ void RefereeNode::deliver(Live& live, std::vector<RefereeDispute::Outgoing> out,
   }
 }
 
+// Called with live.mu held: whether the OpenInputs question `o` may be written now. The dispute's first
+// one reserves the opening's bytes for both parties' streams (nodes/opening_budget.h); while there is no
+// room, it and any later copy for the same party (a reconnection's) wait in live.held, and the budget's
+// grant sends them from the dispute's strand. A question's clock starts at its write (docs/protocol.md,
+// "Clocks") and arm() sets no deadline meanwhile, so the wait is no party's time.
+bool RefereeNode::admit_opening(Live& live, RefereeDispute::Outgoing& o) {
+  using Opening = Live::Opening;
+  if (live.opening == Opening::Reserved) return true;
+  if (live.opening == Opening::None) {
+    const auto granted = [this, weak = live.self] {
+      auto l = weak.lock();
+      if (!l) return;
+      asio::post(l->strand, [this, l] {
+        std::lock_guard lock(l->mu);
+        if (l->finished || l->opening != Opening::Waiting) return;  // settle_opening gave it back
+        l->opening = Opening::Reserved;
+        deliver(*l, std::exchange(l->held, {}));
+        arm(l);
+      });
+    };
+    if (openings_.reserve(&live, 2 * o.opening_bytes, granted)) {
+      live.opening = Opening::Reserved;
+      return true;
+    }
+    live.opening = Opening::Waiting;
+  }
+  std::erase_if(live.held, [&](const RefereeDispute::Outgoing& h) { return h.party == o.party; });
+  live.held.push_back(std::move(o));
+  return false;
+}
+
+// Called with live.mu held: gives back the dispute's opening reservation (or its place in the queue)
+// once it is decided or past its opening and re-execution.
+void RefereeNode::settle_opening(Live& live) {
+  if (live.opening == Live::Opening::None) return;
+  const Phase phase = live.dispute->game().phase();
+  if (!live.finished && (phase == Phase::OpenInputs || phase == Phase::OpenLog || phase == Phase::Reexecute))
+    return;
+  live.opening = Live::Opening::None;
+  live.held.clear();
+  openings_.release(&live);
+}
+
 // Called with live.mu held.
 void RefereeNode::finish_if_done(Live& live) {
   if (live.finished || !live.dispute->done()) return;
   live.finished = true;
+  settle_opening(live);
   live.timer.cancel();
   live.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - live.started).count();
   live.stats.bytes_out += live.dispute->verdict_envelope().size() * live.clients.size();
@@ -795,6 +857,7 @@ void RefereeNode::finish_if_done(Live& live) {
 void RefereeNode::drop(Live& live, const std::string& why) {
   if (live.finished) return;
   live.finished = true;
+  settle_opening(live);
   live.timer.cancel();
   meters_.suspended.inc();
   const LogScope scope(live.keys());

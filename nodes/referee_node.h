@@ -29,6 +29,7 @@
 #include "nodes/cpu_budget.h"
 #include "nodes/log.h"
 #include "nodes/metrics.h"
+#include "nodes/opening_budget.h"
 #include "nodes/rate_limit.h"
 #include "nodes/referee_meters.h"
 #include "referee/referee_dispute.h"
@@ -77,6 +78,12 @@ struct RefereeNodeOptions {
   /// /metrics' tribunal_referee_disputes_near_clock_end counts the undecided disputes whose awaited
   /// party has less than this left on its clock (docs/running.md, "Monitoring"; `--near-clock-end-seconds`).
   std::chrono::milliseconds near_clock_end = std::chrono::seconds(60);
+  /// Opened bytes in flight across the disputes (nodes/opening_budget.h; docs/protocol.md, "Bounds on
+  /// a dispute's cost"): a dispute reserves twice its opening's size on the wire (both parties stream
+  /// it) before its OpenInputs question is written, and holds it through the re-execution; one that does
+  /// not fit waits, first come first served, its question unsent and no party's clock running. One
+  /// opening is always let through, however large (`limits.max_opened_bytes` bounds it).
+  uint64_t opening_memory = uint64_t{256} << 20;
   /// Worker threads that play the disputes (signature checks, the game, store commits,
   /// re-execution); 0: the machine's hardware threads. The network threads only move bytes.
   int workers = 0;
@@ -133,6 +140,8 @@ class RefereeNode {
   /// Also serves /healthz and /metrics on a separate HTTP-only address (`--metrics`; they are always
   /// served on the WebSocket port too). Returns the bound port. Throws NetError.
   uint16_t listen_metrics(const std::string& host, uint16_t port);
+  /// The node's budget of opened bytes in flight (RefereeNodeOptions::opening_memory).
+  const OpeningBudget& openings() const { return openings_; }
   /// The node's metrics (docs/running.md, "Monitoring"): what /metrics serves.
   const MetricsRegistry& metrics() const { return metrics_; }
 
@@ -169,6 +178,8 @@ class RefereeNode {
   void provider_lost(Live& live, int party, const std::string& why);
   void deliver(Live& live, std::vector<RefereeDispute::Outgoing> out,
                std::optional<std::chrono::steady_clock::time_point> caused_by = std::nullopt);
+  bool admit_opening(Live& live, RefereeDispute::Outgoing& o);
+  void settle_opening(Live& live);
   void finish_if_done(Live& live);
   void drop(Live& live, const std::string& why);
   void apply(Live& live, RefereeDispute::Step step,
@@ -186,7 +197,8 @@ class RefereeNode {
   std::unique_ptr<RefereeStore> store_;
   std::unique_ptr<DisputePages> pages_;  // with a store; outlives server_, whose requests it answers
   AddressPolicy policy_;
-  Admission admission_;  // caps (under mu_) and each admission group's CPU budget for openings
+  Admission admission_;     // caps (under mu_) and each admission group's CPU budget for openings
+  OpeningBudget openings_;  // opened bytes in flight across the live disputes
   Server server_;
   std::unique_ptr<Server> metrics_server_;  // --metrics
   Client client_;

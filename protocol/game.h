@@ -285,6 +285,10 @@ class Game {
   std::vector<Action> on_opening_recorded(GameTime now);
 
   Phase phase() const { return phase_; }
+  /// The OpenInputs answer's size on the wire, about (an upper estimate: each tensor's float32 bytes,
+  /// plus 2 KiB per 64 KiB chunk and each sample with its proof; docs/protocol.md, "Clocks"). Valid
+  /// once the node is located (phase OpenInputs and after).
+  uint64_t opening_bytes() const;
   uint32_t rounds() const { return round_; }
   bool done() const { return phase_ == Phase::Done; }
   /// The located position so far (valid once the corresponding level has ended).
@@ -321,7 +325,6 @@ class Game {
   std::optional<GameTime> reask_due(int party) const;
   void heard(int party, GameTime now, const Body& body);  // a message of the open round came from `party`
   void stop_clock(int party, GameTime now);               // the referee no longer waits for `party`
-  uint64_t opening_bytes() const;                         // the wire size of the OpenInputs answer, about
   std::vector<Action> advance(GameTime now);
   std::vector<Action> after_descent(GameTime now);
   std::vector<Action> check_records(GameTime now);

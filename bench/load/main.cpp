@@ -61,6 +61,7 @@
 #include "cheats/fault_policy.h"
 #include "engine/trainer.h"
 #include "net/error.h"
+#include "nodes/referee_node.h"
 
 using namespace tribunal;
 using namespace tribunal::load_bench;
@@ -116,6 +117,7 @@ int main(int argc, char** argv) {
   bool no_abuse = false;
   size_t silent_count = 1200;
   bool verbose = false, no_pin = false;
+  uint64_t opening_memory = nodes::RefereeNodeOptions{}.opening_memory;
   CLI::App app(
       "The referee under load: N concurrent disputes over loopback WebSockets, clean and under a flood; "
       "prints one JSON object (exit 1 unless every verdict is correct).",
@@ -136,6 +138,11 @@ int main(int argc, char** argv) {
   app.add_option("--silent", silent_count, "silent connections the flooder opens from one address")
       ->type_name("N")
       ->capture_default_str();
+  app.add_option(
+         "--opening-memory", opening_memory,
+         "the referee's opened bytes in flight across its disputes (tribunal referee --opening-memory)")
+      ->type_name("BYTES")
+      ->capture_default_str();
   app.add_flag("--no-abuse", no_abuse, "run the clean phase only");
   app.add_flag("--no-pin", no_pin,
                "run the referee and the load on any CPU (by default, with two CPUs or more, the referee on "
@@ -152,7 +159,7 @@ int main(int argc, char** argv) {
   if (referee_cpu >= 0) load_cpus.erase(load_cpus.begin());
   std::optional<RefereeProcess> referee;
   try {
-    referee.emplace(referee_key, referee_threads, verbose, referee_cpu);
+    referee.emplace(referee_key, referee_threads, verbose, referee_cpu, opening_memory);
     if (referee_cpu >= 0) run_on(load_cpus);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_load: %s\n", e.what());
@@ -301,6 +308,7 @@ int main(int argc, char** argv) {
   nlohmann::json result = {{"bench", "load"},
                            {"referee_threads", referee_threads},
                            {"provider_workers", provider_workers},
+                           {"opening_memory", opening_memory},
                            {"referee_cpu", referee_cpu >= 0 ? nlohmann::json(referee_cpu) : "any"},
                            {"load_cpus", load_cpus},
                            {"fd_limit", fd_limit},

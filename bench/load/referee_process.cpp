@@ -30,7 +30,8 @@ struct ChildStats {
   std::map<std::string, uint64_t> closes;  // "closed 1009 (message too big) by us" → count
 };
 
-[[noreturn]] void run_referee(const KeyPair& key, int threads, int port_fd, bool verbose) {
+[[noreturn]] void run_referee(const KeyPair& key, int threads, int port_fd, bool verbose,
+                              uint64_t opening_memory) {
   static ChildStats stats;
   static bool log_lines = verbose;
   set_net_log_sink([](std::string_view line) {
@@ -61,6 +62,7 @@ struct ChildStats {
     ctx.set_shutdown_grace(std::chrono::milliseconds(2000));
     nodes::RefereeNodeOptions options;
     options.max_disputes_per_client = options.max_live_disputes;  // every dispute comes from loopback
+    options.opening_memory = opening_memory;
     // The disputes' clients spread over kClientAddresses addresses; the flooder's silent connections
     // come from one address of their own and meet the per-address limit.
     options.max_connections_per_address = kMaxConnectionsPerAddress;
@@ -96,7 +98,8 @@ struct ChildStats {
 
 }  // namespace
 
-RefereeProcess::RefereeProcess(const KeyPair& key, int threads, bool verbose, int cpu) {
+RefereeProcess::RefereeProcess(const KeyPair& key, int threads, bool verbose, int cpu,
+                               uint64_t opening_memory) {
   int pipe_fd[2];
   if (pipe(pipe_fd) != 0) throw std::runtime_error("cannot make a pipe for the referee");
   pid_ = fork();
@@ -109,7 +112,7 @@ RefereeProcess::RefereeProcess(const KeyPair& key, int threads, bool verbose, in
       CPU_SET(cpu, &set);
       if (sched_setaffinity(0, sizeof set, &set) != 0) _exit(4);
     }
-    run_referee(key, threads, pipe_fd[1], verbose);
+    run_referee(key, threads, pipe_fd[1], verbose, opening_memory);
   }
   close(pipe_fd[1]);
   report_fd_ = pipe_fd[0];

@@ -20,8 +20,9 @@ class RefereeProcess {
  public:
   /// Forks the referee and waits until it listens. Must run before this process starts any thread
   /// (fork copies only the calling one). With `cpu` ≥ 0 the referee (every thread it starts) runs
-  /// on that CPU only (sched_setaffinity). Throws std::runtime_error if it cannot be started.
-  RefereeProcess(const KeyPair& key, int threads, bool verbose, int cpu = -1);
+  /// on that CPU only (sched_setaffinity). `opening_memory`: the referee's budget of opened bytes in
+  /// flight (nodes::RefereeNodeOptions::opening_memory). Throws std::runtime_error if it cannot be started.
+  RefereeProcess(const KeyPair& key, int threads, bool verbose, int cpu, uint64_t opening_memory);
   RefereeProcess(const RefereeProcess&) = delete;
   RefereeProcess& operator=(const RefereeProcess&) = delete;
 
