@@ -56,6 +56,7 @@
 
 #include "bench/bench_cli.h"
 #include "bench/bench_stats.h"
+#include "bench/cpu_model.h"
 #include "bench/fma_peak.h"
 #include "bench/step_flops.h"
 #include "engine/dataset.h"
@@ -321,13 +322,10 @@ nlohmann::json step_memory_terms(const JobSpec& job, const Dataset& train) {
 /// The CPU's model name (/proc/cpuinfo) and whether it has AVX-512F.
 nlohmann::json cpu_json() {
   std::ifstream f("/proc/cpuinfo");
-  std::string line, model;
   bool avx512 = false;
-  while (std::getline(f, line)) {
-    if (model.empty() && line.rfind("model name", 0) == 0) model = line.substr(line.find(':') + 2);
+  for (std::string line; std::getline(f, line);)
     if (line.rfind("flags", 0) == 0 && line.find(" avx512f") != std::string::npos) avx512 = true;
-  }
-  return {{"model", model}, {"avx512f", avx512}, {"openblas_core", openblas_get_corename()}};
+  return {{"model", bench::cpu_model()}, {"avx512f", avx512}, {"openblas_core", openblas_get_corename()}};
 }
 
 }  // namespace

@@ -42,6 +42,7 @@
 
 #include "bench/bench_cli.h"
 #include "bench/bench_stats.h"
+#include "bench/cpu_model.h"
 #include "engine/cost.h"
 #include "engine/dataset.h"
 #include "engine/step.h"
@@ -51,13 +52,6 @@ namespace {
 
 using namespace tribunal;
 using Clock = std::chrono::steady_clock;
-
-std::string cpu_model() {
-  std::ifstream f("/proc/cpuinfo");
-  for (std::string line; std::getline(f, line);)
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "";
-}
 
 struct Run {
   double step_s = 0;
@@ -463,7 +457,7 @@ int main(int argc, char** argv) {
     if (referee) results.back()["referee"] = referee_costs(rlog, train, pool);
   }
   const nlohmann::json out = {{"bench", "rounding_log"},
-                              {"cpu", cpu_model()},
+                              {"cpu", bench::cpu_model()},
                               {"openblas_core", openblas_get_corename()},
                               {"openblas_config", openblas_get_config()},
                               {"repops_threads", threads},

@@ -13,7 +13,11 @@
 // wins, cheat located at the injected step and node). Prints one JSON object.
 //
 //   bench_load [--disputes 500] [--referee-threads 2] [--provider-workers 2] [--silent 1200] [--no-abuse]
-//              [--no-pin]
+//              [--no-pin] [--opening-memory BYTES] [--think-ms MS]
+//
+// --opening-memory: the referee's budget of opened bytes in flight (tribunal referee --opening-memory).
+// --think-ms: each provider answer waits uniformly [0, 2 × MS) before it is sent (provider_host.h);
+// by default answers come from a cache at once and every dispute moves in lockstep.
 //
 // --silent: how many silent connections the flooder opens from one address (more than the referee's
 // per-address limit, so that some are refused). --verbose: the referee's log lines on stderr.
@@ -51,6 +55,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_cli.h"
+#include "bench/cpu_model.h"
 #include "bench/load/clients.h"
 #include "bench/load/flooder.h"
 #include "bench/load/load.h"
@@ -118,6 +123,7 @@ int main(int argc, char** argv) {
   size_t silent_count = 1200;
   bool verbose = false, no_pin = false;
   uint64_t opening_memory = nodes::RefereeNodeOptions{}.opening_memory;
+  int64_t think_ms = 0;
   CLI::App app(
       "The referee under load: N concurrent disputes over loopback WebSockets, clean and under a flood; "
       "prints one JSON object (exit 1 unless every verdict is correct).",
@@ -143,6 +149,13 @@ int main(int argc, char** argv) {
          "the referee's opened bytes in flight across its disputes (tribunal referee --opening-memory)")
       ->type_name("BYTES")
       ->capture_default_str();
+  app.add_option(
+         "--think-ms", think_ms,
+         "each provider answer is sent after a delay drawn uniformly from [0, 2 x MS) ms: the provider's "
+         "work and network round trip (0: at once, every dispute in lockstep)")
+      ->type_name("MS")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{600000}).description(""));
   app.add_flag("--no-abuse", no_abuse, "run the clean phase only");
   app.add_flag("--no-pin", no_pin,
                "run the referee and the load on any CPU (by default, with two CPUs or more, the referee on "
@@ -207,7 +220,8 @@ int main(int argc, char** argv) {
   Abuse abuse;
   NetContext ctx(2, false);
   Latency latency;
-  ProviderHost host(ctx, job, id, data, honest_key, honest, cheater, provider_workers, latency);
+  ProviderHost host(ctx, job, id, data, honest_key, honest, cheater, provider_workers, latency,
+                    std::chrono::milliseconds(think_ms));
   const std::vector<uint8_t> honest_claim = claim_of(honest_key, honest, host.url(0));
   DisputeOpen base;
   base.job_toml = toml;
@@ -309,6 +323,8 @@ int main(int argc, char** argv) {
                            {"referee_threads", referee_threads},
                            {"provider_workers", provider_workers},
                            {"opening_memory", opening_memory},
+                           {"think_ms", think_ms},
+                           {"cpu", bench::cpu_model()},
                            {"referee_cpu", referee_cpu >= 0 ? nlohmann::json(referee_cpu) : "any"},
                            {"load_cpus", load_cpus},
                            {"fd_limit", fd_limit},

@@ -1,16 +1,20 @@
 #include "bench/load/provider_host.h"
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
 #include <cstdio>
 #include <cstring>
 
 #include "cheats/fault_policy.h"
+#include "net/context.h"
 #include "protocol/wire.h"
 
 namespace tribunal::load_bench {
 
 ProviderHost::ProviderHost(NetContext& ctx, const JobSpec& job, const Digest& job_id, const Dataset& data,
                            const KeyPair& honest, const Trained& honest_run, const Trained& cheater_run,
-                           int workers, Latency& latency)
+                           int workers, Latency& latency, std::chrono::milliseconds think)
     : ctx_(ctx),
       job_(job),
       job_id_(job_id),
@@ -18,7 +22,8 @@ ProviderHost::ProviderHost(NetContext& ctx, const JobSpec& job, const Digest& jo
       honest_key_(honest),
       honest_(honest_run),
       cheater_(cheater_run),
-      latency_(latency) {
+      latency_(latency),
+      think_(think) {
   for (int role = 0; role < 2; ++role) {
     const Trained& run = role == 0 ? honest_ : cheater_;
     responders_[role].responder = std::make_unique<DisputeResponder>(
@@ -81,12 +86,13 @@ void ProviderHost::work(Worker& w) {
       task = std::move(w.tasks.front());
       w.tasks.pop_front();
     }
-    handle(*task.connection, task.bytes, task.received);
-    task.connection->session->set_reading(true);
+    if (handle(task.connection, task.bytes, task.received)) task.connection->session->set_reading(true);
   }
 }
 
-void ProviderHost::handle(Connection& c, const std::vector<uint8_t>& bytes, Clock::time_point received) {
+bool ProviderHost::handle(const std::shared_ptr<Connection>& connection, const std::vector<uint8_t>& bytes,
+                          Clock::time_point received) {
+  Connection& c = *connection;
   try {
     const Envelope env = open_envelope(bytes);
     if (env.kind == MessageKind::DisputeOpen && !c.open) {
@@ -106,7 +112,7 @@ void ProviderHost::handle(Connection& c, const std::vector<uint8_t>& bytes, Cloc
         throw ProtocolError("dispute opening: it is not addressed to its dispute id");
       c.dispute_id = env.context;
       c.open = true;
-      return;
+      return true;
     }
     if (env.kind == MessageKind::Query && c.open) {
       if (env.context != c.dispute_id) throw ProtocolError("query for another dispute");
@@ -123,18 +129,35 @@ void ProviderHost::handle(Connection& c, const std::vector<uint8_t>& bytes, Cloc
       std::vector<std::vector<uint8_t>> answers;
       for (const Body& body : bodies) answers.push_back(seal(c.key, c.dispute_id, ++c.sequence, body));
       const auto now = Clock::now();
-      latency_.answered(env.context, now);
       latency_.provider(received, now);
-      for (auto& a : answers) c.session->send(std::move(a));
-      return;
+      if (think_.count() == 0) {
+        latency_.answered(env.context, now);
+        for (auto& a : answers) c.session->send(std::move(a));
+        return true;
+      }
+      std::chrono::microseconds delay;
+      {
+        std::lock_guard lock(rng_mu_);
+        delay = std::chrono::microseconds(std::uniform_int_distribution<int64_t>(
+            0, 2 * std::chrono::duration_cast<std::chrono::microseconds>(think_).count())(rng_));
+      }
+      auto timer = std::make_shared<boost::asio::steady_timer>(ctx_.io(), delay);
+      timer->async_wait([this, timer, connection, answers = std::move(answers),
+                         id = env.context](const boost::system::error_code&) mutable {
+        latency_.answered(id, Clock::now());
+        for (auto& a : answers) connection->session->send(std::move(a));
+        connection->session->set_reading(true);
+      });
+      return false;
     }
-    if (env.kind == MessageKind::Verdict) return;
+    if (env.kind == MessageKind::Verdict) return true;
     throw ProtocolError("unexpected message");
   } catch (const std::exception& e) {
     ++errors_;
     std::fprintf(stderr, "bench_load: provider error: %s\n", e.what());
     c.session->close(CloseCode::PolicyViolation, "error");
   }
+  return true;
 }
 
 }  // namespace tribunal::load_bench

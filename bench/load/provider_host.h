@@ -1,6 +1,9 @@
 // bench_load's providers (see the comment on ProviderHost).
 #pragma once
 
+#include <chrono>
+#include <random>
+
 #include <array>
 #include <atomic>
 #include <condition_variable>
@@ -39,13 +42,17 @@ struct Trained {
 /// recomputing the same intervals 1000 times, the provider side was the bottleneck on 2 cores).
 /// Connections are spread over worker threads (so each connection's messages stay in order); each
 /// reads its next message only once the worker has handled the last, so nothing queues without bound.
+/// With a think time, each answer is sent that long after it was ready (a timer, no thread held),
+/// drawn uniformly from [0, 2 × think) per question: a real provider's work on the question (a
+/// recomputed interval, a checkpoint read) and its network's round trip, which take the disputes out of
+/// the lockstep of answers from a cache.
 class ProviderHost {
  public:
   /// Starts both servers on free loopback ports and `workers` worker threads. `job`, `data`, both runs
   /// and `latency` must outlive the host; `honest` signs the honest claims.
   ProviderHost(NetContext& ctx, const JobSpec& job, const Digest& job_id, const Dataset& data,
                const KeyPair& honest, const Trained& honest_run, const Trained& cheater_run, int workers,
-               Latency& latency);
+               Latency& latency, std::chrono::milliseconds think = {});
   ~ProviderHost();  ///< stops the servers and joins the workers
   /// One more cheater identity (all sign the same faulty claim); call before any connection.
   void add_cheater_key(const KeyPair& key) { cheater_keys_[key.public_key] = key; }
@@ -87,7 +94,10 @@ class ProviderHost {
 
   void accept(int role, std::shared_ptr<Session> s);
   void work(Worker& w);
-  void handle(Connection& c, const std::vector<uint8_t>& bytes, Clock::time_point received);
+  // Handles one message; returns true when the connection may read its next one now (false: a
+  // think-time timer sends the answers and resumes its reading).
+  bool handle(const std::shared_ptr<Connection>& c, const std::vector<uint8_t>& bytes,
+              Clock::time_point received);
 
   NetContext& ctx_;
   const JobSpec& job_;
@@ -104,6 +114,9 @@ class ProviderHost {
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<size_t> next_worker_{0};
   std::atomic<uint64_t> errors_{0};
+  std::chrono::milliseconds think_;
+  std::mutex rng_mu_;
+  std::mt19937_64 rng_{0x7468696e6bULL};  // fixed seed: the same delays run to run
 };
 
 }  // namespace tribunal::load_bench
