@@ -55,8 +55,9 @@ inline constexpr int64_t kFloat64GemmColumnBlock = 256;
 /// The product as calls on the tiles of kFloat64GemmRowBlock rows × kFloat64GemmColumnBlock columns of
 /// C (row-major order of tiles), run over `pool`: the same calls, hence the same bits, for any thread
 /// count. Columns are split too so that a weight gradient (M = d_model rows, K = batch·context) is not
-/// one serial call. OpenBLAS blocks k by k alone, so a tile has the single call's bits
-/// (tests/ops/test_float64.cpp; above its small-matrix sizes, where another kernel may take over).
+/// one serial call. The tiles are fixed, so the bits do not depend on the thread count; they need not be
+/// the single call's: the naive loop's are; on OpenBLAS's SkylakeX kernels they differ in the last bits
+/// (tests/ops/test_float64.cpp).
 void gemm(Float64Gemm gemm, const GemmArgs& args, ThreadPool& pool);
 
 using Call = Float64Call;
