@@ -754,7 +754,8 @@ void RefereeNode::provider_lost(Live& live, int party, const std::string& why) {
 void RefereeNode::deliver(Live& live, std::vector<RefereeDispute::Outgoing> out,
                           std::optional<SteadyClock::time_point> caused_by) {
   for (auto& o : out) {
-    if (o.opening && !admit_opening(live, o)) continue;  // held until the node has room for the opening
+    if (o.opening_bytes > 0 && !admit_opening(live, o))
+      continue;  // held until the node has room for the opening
     ProviderLink& link = live.link(o.party);
     if (!link.session()) continue;
     live.stats.bytes_out += o.envelope.size();

@@ -213,7 +213,7 @@ RefereeDispute::Step RefereeDispute::sealed(Turn turn) {
       continue;
     }
     Outgoing o{d.party, seal(key_, dispute_id_, d.sequence, *d.query), d.question ? d.sequence : 0};
-    if (d.query->kind == QueryKind::OpenInputs) o.opening = true, o.opening_bytes = game_->opening_bytes();
+    if (d.query->kind == QueryKind::OpenInputs) o.opening_bytes = game_->opening_bytes();
     if (d.question) last_query_[static_cast<size_t>(d.party)] = o.envelope;
     step.send.push_back(std::move(o));
   }
@@ -269,10 +269,9 @@ std::vector<RefereeDispute::Outgoing> RefereeDispute::reconnect(int party) const
   std::vector<Outgoing> out = {{party, open_bytes_}};
   // A question not written yet (the party was not connected when it was asked) starts its clock now.
   if (game_->awaiting(party) && !last_query_[static_cast<size_t>(party)].empty()) {
-    const bool opening = game_->phase() == Phase::OpenInputs;
     out.push_back({party, last_query_[static_cast<size_t>(party)],
-                   question_sequence_[static_cast<size_t>(party)], opening,
-                   opening ? game_->opening_bytes() : 0});
+                   question_sequence_[static_cast<size_t>(party)],
+                   game_->phase() == Phase::OpenInputs ? game_->opening_bytes() : 0});
   }
   return out;
 }

@@ -139,10 +139,9 @@ class RefereeDispute {
     /// Non-zero for a question sent the first time: its sequence number, to report to on_written()
     /// once the envelope has been written to the party's connection.
     uint64_t question = 0;
-    /// The OpenInputs question (first sent, re-asked or sent again on a new connection): what makes the
-    /// party stream the located node's inputs, so the node bounds these across its disputes
-    /// (nodes/opening_budget.h). Its `opening_bytes` is the answer's size on the wire, about.
-    bool opening = false;
+    /// Non-zero for the OpenInputs question (first sent, re-asked or sent again on a new connection):
+    /// its answer's size on the wire, about (Game::opening_bytes). It makes the party stream the located
+    /// node's inputs, so the node bounds these across its disputes (nodes/opening_budget.h).
     uint64_t opening_bytes = 0;
   };
 
