@@ -71,6 +71,23 @@ const Shape kShapes[] = {
     {"gpt_attn_values", 128, 32, 128, false, false, false,
      64},  // p[64,128,128]·v[64,128,32] (also dq = ds·k)
     {"gpt_attn_grad_kv", 128, 32, 128, true, false, false, 64},  // dk = dsᵀ·q, dv = pᵀ·do
+    // GPT-2-small's dimensions (docs/performance.md): B·T = 1024 rows (batch 4 × context 256), D = 768,
+    // 4D = 3072, the byte vocabulary V = 256, B·H = 48 heads of T = 256 × E = 64.
+    {"gpt2s_attn_linear_forward", 1024, 768, 768, false, false, true, 1},      // q, k, v, proj
+    {"gpt2s_attn_linear_grad_input", 1024, 768, 768, false, true, false, 1},   // dY·Wᵀ
+    {"gpt2s_attn_linear_grad_weight", 768, 768, 1024, true, false, false, 1},  // Xᵀ·dY
+    {"gpt2s_fc_forward", 1024, 3072, 768, false, false, true, 1},
+    {"gpt2s_fc_grad_input", 1024, 768, 3072, false, true, false, 1},
+    {"gpt2s_fc_grad_weight", 768, 3072, 1024, true, false, false, 1},
+    {"gpt2s_mlp_proj_forward", 1024, 768, 3072, false, false, true, 1},
+    {"gpt2s_mlp_proj_grad_input", 1024, 3072, 768, false, true, false, 1},
+    {"gpt2s_mlp_proj_grad_weight", 3072, 768, 1024, true, false, false, 1},
+    {"gpt2s_head_forward", 1024, 256, 768, false, false, true, 1},
+    {"gpt2s_head_grad_input", 1024, 768, 256, false, true, false, 1},
+    {"gpt2s_head_grad_weight", 768, 256, 1024, true, false, false, 1},
+    {"gpt2s_attn_scores", 256, 256, 64, false, true, false, 48},   // q·kᵀ (also dp = do·vᵀ)
+    {"gpt2s_attn_values", 256, 64, 256, false, false, false, 48},  // p·v (also dq = ds·k)
+    {"gpt2s_attn_grad_kv", 256, 64, 256, true, false, false, 48},  // dk = dsᵀ·q, dv = pᵀ·do
 };
 
 /// Mean seconds per call over a run of at least min_time (after one warm-up call).

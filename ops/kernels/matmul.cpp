@@ -327,6 +327,7 @@ struct KernelTable {
 
 #if defined(__x86_64__)
 constexpr int kAvx2Mr = 6, kAvx512Mr = 14;
+static_assert(kAvx512Mr <= 16, "copy_panel_rows copies at most 16 floats a row");
 const KernelSet kAvx2Set{kAvx2Mr, 8, 2, &KernelTable<Avx2Kernel, kAvx2Mr>::select};
 const KernelSet kAvx512Set{kAvx512Mr, 16, 2, &KernelTable<Avx512Kernel, kAvx512Mr>::select};
 #elif defined(__aarch64__)
@@ -360,9 +361,24 @@ const KernelSet* kernel_set(SimdPath path) {
 //   jr: one NR-column micro-panel of the B block → micro-kernel
 
 // kc × nc is the B block every A micro-panel of a thread's range meets; kc is also the length of the
-// chains between two C reloads. Chosen by measurement on Zen 4 (32 KiB L1, 1 MiB L2): the kernel is
-// fma-bound, so larger blocks (fewer C reloads, less A repacking) beat keeping the B block in L2.
-constexpr int64_t kKc = 512;
+// chains between two C reloads (a block size never changes a result: the chains continue through C).
+// Chosen by measurement (bench_matmul, docs/performance.md "Matmul"): on Zen 4 (32 KiB L1, 1 MiB L2)
+// the kernel is fma-bound and kc = 512 (larger blocks, fewer C reloads, less A repacking) beat keeping
+// the B block in L2, AMD's L3 streaming it fast enough; on Intel's server cores (a Xeon of family 6
+// model 167: 48 KiB L1, 2 MiB L2, a mesh L3) kc = 256 was 3-10 % faster on the products of K ≥ 1024
+// (square_1024, GPT-2-small's weight gradients): a 1 MiB B block stays in L2 and the 14 KiB A
+// micro-panel in L1 beside the B micro-panel it meets.
+int64_t k_block() {
+#if defined(__x86_64__)
+  static const int64_t kc = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_is("intel") ? int64_t{256} : int64_t{512};
+  }();
+  return kc;
+#else
+  return 512;
+#endif
+}
 constexpr int64_t kNc = 1024;
 // Non-transposed B is read in place unless enough A panels reuse it to pay for the copy (a packed
 // panel is contiguous, where in-place rows N·4 bytes apart alias in the cache for N a multiple of 1024).
@@ -465,11 +481,41 @@ void pack_b_block(const MatmulArgs& x, int64_t pc, int64_t kb, int64_t jc, int64
   }
 }
 
-/// Packs op(A)(ir..ir+mr, pc..pc+kb) as one micro-panel: A(ir+i, pc+p) at dst[p·mr_full + i].
+// Slack after a packed A micro-panel, in floats: copy_panel_rows' stores run up to 16 floats from
+// the start of a row, past the panel's last row.
+constexpr int64_t kPanelSlack = 16;
+
+#if defined(__x86_64__)
+/// dst[p·ldd + i] = src[p·lds + i] for p < rows, i < n (n ≤ 16 ≤ ldd + kPanelSlack): a micro-panel of
+/// op(A) = Aᵀ read in place. A memcpy of a run-time size per row is a libc call for 56 bytes, which cost
+/// a third of a weight gradient's time at K = 2048, N = 128 (gpt_chars' Xᵀ·dY). Loads are masked (never
+/// past the matrix); stores are whole vectors (masked stores are microcoded on AMD) that spill into the
+/// next row before it is written, and past the last row into the scratch's kPanelSlack.
+__attribute__((target("avx2,fma"))) void copy_panel_rows(const float* src, int64_t lds, int64_t rows, int n,
+                                                         float* dst, int64_t ldd) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane);
+  const __m256i hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - 8), lane);
+  if (n > 8) {
+    for (int64_t p = 0; p < rows; ++p) {
+      _mm256_storeu_ps(dst + p * ldd, _mm256_maskload_ps(src + p * lds, lo));
+      _mm256_storeu_ps(dst + p * ldd + 8, _mm256_maskload_ps(src + p * lds + 8, hi));
+    }
+  } else {
+    for (int64_t p = 0; p < rows; ++p) _mm256_storeu_ps(dst + p * ldd, _mm256_maskload_ps(src + p * lds, lo));
+  }
+}
+#else
+void copy_panel_rows(const float* src, int64_t lds, int64_t rows, int n, float* dst, int64_t ldd) {
+  for (int64_t p = 0; p < rows; ++p) std::memcpy(dst + p * ldd, src + p * lds, sizeof(float) * n);
+}
+#endif
+
+/// Packs op(A)(ir..ir+mr, pc..pc+kb) as one micro-panel: A(ir+i, pc+p) at dst[p·mr_full + i]; dst has
+/// kPanelSlack floats of room after the panel.
 void pack_a_panel(const MatmulArgs& x, int64_t ir, int mr, int64_t pc, int64_t kb, int mr_full, float* dst) {
   if (x.trans_a) {  // A(i, p) = a[p*M + i]: already mr contiguous floats per p
-    const float* src = x.a + pc * x.m + ir;
-    for (int64_t p = 0; p < kb; ++p) std::memcpy(dst + p * mr_full, src + p * x.m, sizeof(float) * mr);
+    copy_panel_rows(x.a + pc * x.m + ir, x.m, kb, mr, dst, mr_full);
   } else {
     transpose_block(x.a + ir * x.k + pc, x.k, mr, kb, dst, mr_full);
   }
@@ -479,6 +525,7 @@ void pack_a_panel(const MatmulArgs& x, int64_t ir, int mr, int64_t pc, int64_t k
 void gemm_range(const MatmulArgs& x, const KernelSet& ks, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   const int nr = ks.width * ks.nv;
   // K blocks of near-equal size, so the last one is not a sliver.
+  const int64_t kKc = k_block();
   const int64_t nblocks = (x.k + kKc - 1) / kKc;
   const int64_t kc = (x.k + nblocks - 1) / nblocks;
   const int64_t ncols = n1 - n0;
@@ -488,7 +535,7 @@ void gemm_range(const MatmulArgs& x, const KernelSet& ks, int64_t m0, int64_t m1
   const int64_t ncb = std::min<int64_t>(kNc, ncols);
 
   thread_local Buffer a_buf, b_buf;
-  float* ap = pack_a ? scratch(a_buf, kc * ks.mr) : nullptr;
+  float* ap = pack_a ? scratch(a_buf, kc * ks.mr + kPanelSlack) : nullptr;
   float* bp = pack_b ? scratch(b_buf, kc * ((ncb + nr - 1) / nr) * nr) : nullptr;
 
   for (int64_t jc = n0; jc < n1; jc += ncb) {
@@ -547,7 +594,46 @@ void scalar_rows(const MatmulArgs& x, int64_t m0, int64_t m1) {
 constexpr int64_t kMinFmaPerThread = 1 << 21;
 constexpr int64_t kMinScalarFmaPerThread = 1 << 15;
 
+// A product narrower than one vector (N < W, e.g. a 10-class head's weight gradient) fills N of the W
+// lanes of each register tile. Its transpose Cᵀ = op(B)ᵀ·op(A)ᵀ is M wide, and each of its elements is
+// C's chain with the factors of every fma swapped, which fma's exactness makes the same value (a NaN's
+// payload aside: docs/numerics.md compares NaNs canonically). So such a product is computed as Cᵀ into
+// the caller's scratch and transposed into C (exact copies). A bias is per column of C, which the
+// kernels cannot add per row of Cᵀ: those stay as they are.
+bool narrow(const MatmulArgs& x, const KernelSet& ks) {
+  return x.bias == nullptr && x.n < ks.width && x.m >= 2 * ks.width;
+}
+
+/// The product Cᵀ (N × M) into ct: A' = op(B)ᵀ, B' = op(A)ᵀ, read in place by flipping the transposes.
+MatmulArgs transposed(const MatmulArgs& x, float* ct) {
+  MatmulArgs y;
+  y.a = x.b;
+  y.b = x.a;
+  y.c = ct;
+  y.m = x.n;
+  y.n = x.m;
+  y.k = x.k;
+  y.trans_a = !x.trans_b;  // A'(j, p) = B(p, j)
+  y.trans_b = !x.trans_a;  // B'(p, i) = A(i, p)
+  return y;
+}
+
+void matmul_simd(const MatmulArgs& x, ThreadPool& pool, const KernelSet& ks);
+
+/// C from Cᵀ computed by `product` into this thread's scratch.
+template <typename Product>
+void via_transpose(const MatmulArgs& x, Product&& product) {
+  thread_local Buffer ct_buf;
+  float* ct = scratch(ct_buf, x.m * x.n);
+  product(transposed(x, ct));
+  transpose_block(ct, x.m, x.n, x.m, x.c, x.n);  // C[i, j] = Cᵀ[j, i]
+}
+
 void matmul_simd(const MatmulArgs& x, ThreadPool& pool, const KernelSet& ks) {
+  if (narrow(x, ks)) {
+    via_transpose(x, [&](const MatmulArgs& y) { matmul_simd(y, pool, ks); });
+    return;
+  }
   const int nr = ks.width * ks.nv;
   const int64_t n_panels = (x.n + nr - 1) / nr, m_panels = (x.m + ks.mr - 1) / ks.mr;
   // Split the dimension with more micro-panels; each thread packs what it needs of the other operand.
@@ -592,7 +678,10 @@ bool matmul_trivial(const MatmulArgs& x) {
 /// One product on the calling thread; args checked, path available, not trivial.
 void matmul_serial(const MatmulArgs& x, SimdPath path) {
   if (const KernelSet* ks = kernel_set(path)) {
-    gemm_range(x, *ks, 0, x.m, 0, x.n);
+    if (narrow(x, *ks))
+      via_transpose(x, [&](const MatmulArgs& y) { gemm_range(y, *ks, 0, y.m, 0, y.n); });
+    else
+      gemm_range(x, *ks, 0, x.m, 0, x.n);
   } else {
     scalar_rows(x, 0, x.m);
   }

@@ -172,6 +172,30 @@ TEST_CASE("matmul: bitwise equal to the reference on shapes that use several thr
   check_all_variants(64, 10, 256, rng);
 }
 
+TEST_CASE("matmul: a product narrower than one vector (computed as its transpose) has the reference's bits") {
+  std::mt19937 rng(7);
+  // N < the vector width and M ≥ two widths, no bias: the fast path computes Cᵀ = op(B)ᵀ·op(A)ᵀ and
+  // transposes it back (ops/kernels/matmul.cpp "narrow"); with a bias the same shapes take the direct
+  // path. The MLP's 10-class head's weight gradient, one column, and ragged sizes with several K blocks.
+  check_all_variants(256, 10, 64, rng);
+  check_all_variants(784, 1, 300, rng);
+  check_all_variants(97, 15, 1031, rng);
+  check_all_variants(33, 7, 13, rng);
+  // Signed zeros through the transposed chain: fma(+0, −1, −0) = −0, as the reference's fma(−1, +0, −0).
+  Case z = make_case(40, 3, 5, true, false, false, rng);
+  std::fill(z.a.begin(), z.a.end(), -1.0f);
+  std::fill(z.b.begin(), z.b.end(), 0.0f);
+  matmul_reference(z.args(z.expected.data()));
+  for (float v : z.expected) CHECK(!std::signbit(v));  // the chain starts at +0 without a bias
+  check_fast_matches_reference(z);
+  // A NaN in A poisons its row of C (its column of Cᵀ).
+  Case c = make_case(64, 9, 40, false, true, false, rng);
+  c.a[static_cast<size_t>(5 * c.k + 11)] = std::numeric_limits<float>::quiet_NaN();
+  matmul_reference(c.args(c.expected.data()));
+  for (int64_t j = 0; j < c.n; ++j) CHECK(std::isnan(c.expected[static_cast<size_t>(5 * c.n + j)]));
+  check_fast_matches_reference(c);
+}
+
 TEST_CASE("matmul: bitwise equal to the reference with large K") {
   std::mt19937 rng(4);
   check_all_variants(13, 33, 3001, rng);
