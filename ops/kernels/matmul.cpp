@@ -486,11 +486,12 @@ void pack_b_block(const MatmulArgs& x, int64_t pc, int64_t kb, int64_t jc, int64
 constexpr int64_t kPanelSlack = 16;
 
 #if defined(__x86_64__)
-/// dst[p·ldd + i] = src[p·lds + i] for p < rows, i < n (n ≤ 16 ≤ ldd + kPanelSlack): a micro-panel of
-/// op(A) = Aᵀ read in place. A memcpy of a run-time size per row is a libc call for 56 bytes, which cost
-/// a third of a weight gradient's time at K = 2048, N = 128 (gpt_chars' Xᵀ·dY). Loads are masked (never
-/// past the matrix); stores are whole vectors (masked stores are microcoded on AMD) that spill into the
-/// next row before it is written, and past the last row into the scratch's kPanelSlack.
+/// dst[p·ldd + i] = src[p·lds + i] for p < rows, i < n ≤ 16; dst has kPanelSlack floats after its last
+/// row. Packs a micro-panel of op(A) = Aᵀ. A memcpy of a run-time size is a libc call per 56-byte row
+/// (with it, memmove was 19 % of the GEMM micro-kernel's perf samples in gpt_chars steps, 8.7 % without:
+/// docs/performance.md "Matmul"). Loads are masked (never past the matrix); stores are whole vectors
+/// (masked stores are microcoded on AMD) that spill into the next row before it is written, and past
+/// the last row into the slack.
 __attribute__((target("avx2,fma"))) void copy_panel_rows(const float* src, int64_t lds, int64_t rows, int n,
                                                          float* dst, int64_t ldd) {
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -525,8 +526,8 @@ void pack_a_panel(const MatmulArgs& x, int64_t ir, int mr, int64_t pc, int64_t k
 void gemm_range(const MatmulArgs& x, const KernelSet& ks, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   const int nr = ks.width * ks.nv;
   // K blocks of near-equal size, so the last one is not a sliver.
-  const int64_t kKc = k_block();
-  const int64_t nblocks = (x.k + kKc - 1) / kKc;
+  const int64_t kc_max = k_block();
+  const int64_t nblocks = (x.k + kc_max - 1) / kc_max;
   const int64_t kc = (x.k + nblocks - 1) / nblocks;
   const int64_t ncols = n1 - n0;
   // A micro-panel used by a single column panel: packing it would cost as much as using it.

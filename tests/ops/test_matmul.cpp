@@ -181,7 +181,8 @@ TEST_CASE("matmul: a product narrower than one vector (computed as its transpose
   check_all_variants(784, 1, 300, rng);
   check_all_variants(97, 15, 1031, rng);
   check_all_variants(33, 7, 13, rng);
-  // Signed zeros through the transposed chain: fma(+0, −1, −0) = −0, as the reference's fma(−1, +0, −0).
+  // Signed zeros through the transposed chain: each product is (−1)·(+0) = −0 in either factor order,
+  // and added to the chain's +0 start it gives +0, as in the reference.
   Case z = make_case(40, 3, 5, true, false, false, rng);
   std::fill(z.a.begin(), z.a.end(), -1.0f);
   std::fill(z.b.begin(), z.b.end(), 0.0f);
