@@ -512,9 +512,15 @@ int main(int argc, char** argv) {
       const StepGraph& g = referee.oracle().graph(v.step);
       const uint64_t g_nodes = g.nodes.size();
       // docs/protocol.md "Rounds": ⌈log2(T/s + 1)⌉ + ⌈log2(s + 1)⌉ + ⌈log2(G + 1)⌉ descents, two
-      // commitments, one record opening and one input opening.
-      const uint64_t bound =
-          ceil_log2((steps + stride - 1) / stride + 1) + ceil_log2(stride + 1) + ceil_log2(g_nodes + 1) + 4;
+      // commitments, one record opening and one input opening; and ⌈log2 n⌉ for level 4 when the
+      // corrupted output (every element of output 0) has n ≥ 2 chunks and its op has parts.
+      const uint64_t out_elements = static_cast<uint64_t>(g.values[g.nodes[v.node].outputs[0]].shape.numel());
+      const uint64_t out_chunks = (out_elements + kTensorChunkBytes / 4 - 1) / (kTensorChunkBytes / 4);
+      const bool level4 =
+          out_chunks >= 2 &&
+          referee.oracle().part_inputs(v.step, v.node, 0, {0, kTensorChunkBytes / 4}).has_value();
+      const uint64_t bound = ceil_log2((steps + stride - 1) / stride + 1) + ceil_log2(stride + 1) +
+                             ceil_log2(g_nodes + 1) + 4 + (level4 ? ceil_log2(out_chunks) : 0);
       const uint64_t input_bytes = op_input_bytes(g, v.node, shape);
       const bool caught = v.losers == std::vector<uint8_t>{1} && v.step == static_cast<uint64_t>(bad_step) &&
                           v.node == static_cast<uint64_t>(node);
@@ -545,6 +551,7 @@ int main(int argc, char** argv) {
            {"caught", caught},
            {"rounds", v.rounds},
            {"round_bound", bound},
+           {"level4_chunks", level4 ? out_chunks : 0},
            {"rounds_ok", v.rounds <= bound},
            {"referee_cpu_seconds", referee_cpu},
            {"opening_cpu_seconds", opening_cpu},

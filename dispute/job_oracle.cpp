@@ -11,6 +11,7 @@
 #include "engine/step.h"
 #include "engine/tensor_pool.h"
 #include "ops/float64/float64.h"
+#include "ops/op_part.h"
 #include "ops/registry.h"
 #include "ops/rounding_log.h"
 #include "ops/thread_pool.h"
@@ -57,6 +58,10 @@ StepSpec step_spec_of(const StepGraph& g, bool rounding_log) {
         n.data_rows.assign(node.attrs.ints.begin(), node.attrs.ints.end());  // gather's rows
     }
     n.outputs = static_cast<uint32_t>(node.outputs.size());
+    for (ValueId v : node.outputs) {
+      const auto dims = g.values[v].shape.dims();
+      n.output_shapes.emplace_back(dims.begin(), dims.end());
+    }
     if (rounding_log) {
       n.rounding_log = true;
       ++n.outputs;  // the log's leaf (docs/protocol.md, "Rounding-log jobs")
@@ -93,7 +98,71 @@ Digest JobOracle::initial_state_hash() const {
   return *initial_state_hash_;
 }
 
+std::optional<std::vector<ElementSpan>> JobOracle::part_inputs(uint64_t step, uint64_t node, uint32_t slot,
+                                                               ElementSpan out) const {
+  if (job_.numerics.mode == NumericsMode::RoundingLog) return std::nullopt;  // logs open whole nodes
+  const StepGraph& g = graph(step);
+  const Node& n = g.nodes.at(node);
+  std::vector<Shape> shapes;
+  for (ValueId v : n.inputs) shapes.push_back(g.values[v].shape);
+  const std::optional<OpPart> part =
+      op_part(n.op, n.attrs, shapes, static_cast<int>(slot),
+              {static_cast<int64_t>(out.first), static_cast<int64_t>(out.end)});
+  if (!part) return std::nullopt;
+  std::vector<ElementSpan> spans;
+  for (const ElementRange& r : part->inputs)
+    spans.push_back({static_cast<uint64_t>(r.first), static_cast<uint64_t>(r.end)});
+  return spans;
+}
+
+std::array<PartyReexecution, 2> JobOracle::reexecute_part(const Reexecute& rx) const {
+  const StepGraph& g = graph(rx.step);
+  const Node& node = g.nodes.at(rx.node);
+  const Reexecute::Part& want = *rx.part;
+  std::vector<Shape> shapes;
+  for (ValueId v : node.inputs) shapes.push_back(g.values[v].shape);
+  const std::optional<OpPart> part =
+      op_part(node.op, node.attrs, shapes, static_cast<int>(want.slot),
+              {static_cast<int64_t>(want.out.first), static_cast<int64_t>(want.out.end)});
+  // The game asked for what part_inputs gave: anything else is the referee's own fault, not a party's
+  // (std::runtime_error, not OpError).
+  if (!part || want.input_first.size() != node.inputs.size())
+    throw std::runtime_error(
+        fmt::format("re-execution: node {} has no part for chunk {}", rx.node, want.chunk));
+  std::vector<std::span<const float>> slices;
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    const Value& val = g.values[node.inputs[i]];
+    const ElementRange r = part->inputs[i];
+    std::span<const float> values;
+    uint64_t first = 0;
+    if (val.source == ValueSource::Constant) {
+      values = g.constants[val.index].values();
+    } else if (val.source == ValueSource::Data) {
+      throw std::runtime_error("re-execution: a part of a node that reads the data set");
+    } else {
+      if (rx.shapes.at(i) != std::vector<int64_t>(val.shape.dims().begin(), val.shape.dims().end()))
+        throw OpError("re-execution: input " + std::to_string(i) + " has the wrong shape");
+      values = rx.inputs.at(i);
+      first = want.input_first[i];
+    }
+    if (static_cast<uint64_t>(r.first) < first || static_cast<uint64_t>(r.end) - first > values.size())
+      throw std::runtime_error(fmt::format("re-execution: input {} of node {} was not opened for chunk {}", i,
+                                           rx.node, want.chunk));
+    slices.push_back(values.subspan(static_cast<size_t>(r.first) - first, static_cast<size_t>(r.size())));
+  }
+  static thread_local ThreadPool pool(1);  // one thread, as for a whole node
+  const std::vector<float> out =
+      run_part(node.op, *part, slices, static_cast<int>(want.slot), want.out.end - want.out.first, pool);
+  const Digest hash = tensor_chunk_hash(DType::F32, std::as_bytes(std::span<const float>(out)));
+  return {PartyReexecution{{hash}, {}}, PartyReexecution{{hash}, {}}};
+}
+
 std::array<PartyReexecution, 2> JobOracle::reexecute(const Reexecute& rx) const {
+  if (rx.part) {
+    if (job_.numerics.mode == NumericsMode::RoundingLog)
+      throw std::runtime_error("re-execution: a part of a rounding-log node");
+    return reexecute_part(rx);
+  }
   const StepGraph& g = graph(rx.step);
   const Node& node = g.nodes.at(rx.node);
   // The inputs' copies and the outputs come from this thread's pool and go back to it whatever happens

@@ -31,8 +31,16 @@ class JobOracle : public StepOracle {
   /// state_hash(initial_state(job)), computed on first use (O(parameters)) and kept.
   Digest initial_state_hash() const override;
 
+  /// The input ranges of the node's part (ops/op_part.h op_part) that computes elements `out` of
+  /// output `slot`; nullopt when its op has none, or in a rounding-log job (its logs open whole nodes).
+  /// Throws OpError when `out` is not a range of that output.
+  std::optional<std::vector<ElementSpan>> part_inputs(uint64_t step, uint64_t node, uint32_t slot,
+                                                      ElementSpan out) const override;
+
   /// Runs node rx.node of step rx.step on the inputs in `rx` (a Data input is rebuilt from the
-  /// proven samples) and returns the tensor leaves of its outputs, for each party. RepOps job: the
+  /// proven samples) and returns the tensor leaves of its outputs, for each party. With rx.part
+  /// (level 4) it runs the node's part on the opened chunks and returns the located chunk's hash
+  /// (tensor_chunk_hash), the same for both parties. RepOps job: the
   /// fast RepOps kernels, the same outputs for both. Rounding-log job (docs/protocol.md, "Rounding-log
   /// jobs"): run_float64 with default_float64_gemm(), then for each party its float64 outputs rounded
   /// by its log rx.logs[p] (round_outputs_replayed with the op's τ from the job's NumericsSpec); a log
@@ -46,6 +54,8 @@ class JobOracle : public StepOracle {
   const StepGraph& graph(uint64_t step) const;
 
  private:
+  std::array<PartyReexecution, 2> reexecute_part(const Reexecute& rx) const;
+
   JobSpec job_;
   DataShape data_;
   mutable BatchSampler sampler_;

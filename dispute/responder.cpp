@@ -139,6 +139,17 @@ std::vector<Body> DisputeResponder::answer(const Query& q) {
       } else if (q.level == Level::Steps) {
         check(interval_ok, "no such interval");
         leaves = &interval_leaves(q.interval);
+      } else if (q.level == Level::Chunks) {
+        // Level 4: the chunk tree of output indices[1] of node indices[0], the one under the chunk
+        // root of that output's tensor leaf in this provider's record.
+        check(step_ok, "no such step");
+        const StepTrace& tr = trace(q.step);
+        check(q.indices.size() == 2 && q.indices[0] < tr.graph.nodes.size() &&
+                  q.indices[1] < tr.graph.nodes[q.indices[0]].outputs.size(),
+              "no such node output");
+        const Tensor& t = tr.values[tr.graph.nodes[q.indices[0]].outputs[q.indices[1]]];
+        level3 = tensor_chunk_hashes(DType::F32, t.bytes());
+        leaves = &level3;
       } else {
         check(step_ok, "no such step");
         level3 = step_leaves(trace(q.step));

@@ -28,6 +28,11 @@ struct ExpectedTensor {
   std::vector<int64_t> shape;
   Digest hash{};
   DType dtype = DType::F32;
+  /// The chunks wanted, [first_chunk, end_chunk) clamped to the tensor's chunks: by default all; the
+  /// inputs one output chunk depends on at level 4 (docs/protocol.md, "The game"). An InputOpening keeps
+  /// only these.
+  uint64_t first_chunk = 0;
+  uint64_t end_chunk = UINT64_MAX;
 };
 
 /// Byte length of a tensor of `dtype` and `shape`; nullopt if a dimension is negative or the tensor

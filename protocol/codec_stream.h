@@ -45,7 +45,7 @@ inline constexpr uint8_t kEnumLast = 0;
 template <>
 inline constexpr uint8_t kEnumLast<MessageKind> = static_cast<uint8_t>(MessageKind::LogEvidence);
 template <>
-inline constexpr uint8_t kEnumLast<Level> = static_cast<uint8_t>(Level::Nodes);
+inline constexpr uint8_t kEnumLast<Level> = static_cast<uint8_t>(Level::Chunks);
 template <>
 inline constexpr uint8_t kEnumLast<QueryKind> = static_cast<uint8_t>(QueryKind::LogEvidence);
 template <>

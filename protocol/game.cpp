@@ -21,6 +21,16 @@ std::vector<Action> one_action(Action a) {
   return out;
 }
 
+// float32 elements in one 64 KiB tensor chunk (docs/commitments.md, "Tensor leaf").
+constexpr uint64_t kChunkElements = kTensorChunkBytes / 4;
+
+// The elements of a tensor of `shape` (a shape of the job's graph: no negative dimension).
+uint64_t elements_of(const std::vector<int64_t>& shape) {
+  uint64_t n = 1;
+  for (int64_t d : shape) n *= static_cast<uint64_t>(std::max<int64_t>(d, 0));
+  return n;
+}
+
 // RFC 6962 split of a range of n > 1 leaves: the largest power of two < n.
 uint64_t split_of(uint64_t n) {
   return std::bit_floor(n - 1);
@@ -44,6 +54,8 @@ const char* phase_name(Phase p) {
       return "nodes";
     case Phase::OpenRecords:
       return "open records";
+    case Phase::Chunks:
+      return "chunks";
     case Phase::OpenInputs:
       return "open inputs";
     case Phase::OpenLog:
@@ -62,6 +74,7 @@ bool answers_phase(Phase phase, const Body& body) {
     case Phase::Checkpoints:
     case Phase::Steps:
     case Phase::Nodes:
+    case Phase::Chunks:
       return std::holds_alternative<Children>(body);
     case Phase::IntervalCommit:
       return std::holds_alternative<IntervalCommit>(body);
@@ -115,6 +128,8 @@ uint64_t Game::leaves_at_level() const {
       return checkpoints_[interval_] - checkpoints_[interval_ - 1] + 1;
     case Phase::Nodes:
       return spec_->nodes.size() + 1;
+    case Phase::Chunks:
+      return chunk_count_;
     default:
       return 0;
   }
@@ -184,6 +199,11 @@ uint64_t Game::opening_bytes() const {
     if (in.source == InputSpec::Source::Constant) continue;
     uint64_t elements = 1;
     for (int64_t d : in.shape) elements *= static_cast<uint64_t>(std::max<int64_t>(d, 0));
+    if (part_slot_) {  // level 4: only the chunks that hold the located chunk's inputs
+      const ElementSpan r = part_inputs_[static_cast<size_t>(&in - node.inputs.data())];
+      const uint64_t first = r.first / kChunkElements * kChunkElements;
+      elements = std::min(elements, (r.end + kChunkElements - 1) / kChunkElements * kChunkElements) - first;
+    }
     bytes += elements * 4 + (elements * 4 / kTensorChunkBytes + 1) * kPerChunk;
   }
   return bytes;
@@ -233,7 +253,8 @@ std::vector<Action> Game::finish(VerdictReason reason, std::string detail) {
   v.level = level_of_phase();
   v.step = step_;
   v.node = node_;
-  if (spec_ && node_ < spec_->nodes.size() && phase_ >= Phase::OpenRecords) v.op = spec_->nodes[node_].op;
+  if (spec_ && node_ < spec_->nodes.size() && phase_ != Phase::Nodes && phase_ > Phase::StepCommit)
+    v.op = spec_->nodes[node_].op;  // from OpenRecords on (Chunks included)
   v.rounds = round_;
   std::string d = detail;
   for (int p = 0; p < 2; ++p)
@@ -472,12 +493,20 @@ bool Game::accept(int party, const Body& body, std::string& why) {
   switch (phase_) {
     case Phase::Checkpoints:
     case Phase::Steps:
-    case Phase::Nodes: {
+    case Phase::Nodes:
+    case Phase::Chunks: {
       const auto& a = std::get<Children>(body);
       const uint64_t mid = lo_ + split_of(hi_ - lo_);
       const Digest l = mid - lo_ == 1 ? merkle_leaf_hash(a.left) : a.left;
       const Digest r = hi_ - mid == 1 ? merkle_leaf_hash(a.right) : a.right;
-      if (merkle_node_hash(l, r) != ps.node) {
+      Digest node = merkle_node_hash(l, r);
+      if (phase_ == Phase::Chunks && lo_ == 0 && hi_ == chunk_count_) {
+        // The root of the output's chunk tree: with the output's shape and length from the job's graph
+        // it must give the tensor leaf the party's record commits to (docs/commitments.md).
+        const std::vector<int64_t>& shape = spec_->nodes[node_].output_shapes[*part_slot_];
+        node = tensor_leaf_from_chunk_root(DType::F32, shape, elements_of(shape) * 4, node);
+      }
+      if (node != ps.node) {
         why = "children of [" + std::to_string(lo_) + ", " + std::to_string(hi_) +
               ") do not hash to the committed node";
         return false;
@@ -550,7 +579,8 @@ std::vector<Action> Game::advance(GameTime now) {
   switch (phase_) {
     case Phase::Checkpoints:
     case Phase::Steps:
-    case Phase::Nodes: {
+    case Phase::Nodes:
+    case Phase::Chunks: {
       const uint64_t mid = lo_ + split_of(hi_ - lo_);
       std::array<Digest, 2> l, r;
       for (int p = 0; p < 2; ++p) {
@@ -569,11 +599,15 @@ std::vector<Action> Game::advance(GameTime now) {
         hi_ = mid;
       else
         lo_ = mid;
-      if (hi_ - lo_ > 1)
-        return ask_both(query(QueryKind::Children, current_.level), now, allowance(params_.terms, 0, 0));
+      if (hi_ - lo_ > 1) {
+        Query q = query(QueryKind::Children, current_.level);
+        q.indices = current_.indices;  // level 4: the node and output whose chunk tree this is
+        return ask_both(q, now, allowance(params_.terms, 0, 0));
+      }
       for (int p = 0; p < 2; ++p) {
         if (phase_ == Phase::Checkpoints) party_[p].level1_value = leaf_value[p];
         if (phase_ == Phase::Steps) party_[p].level2_value = leaf_value[p];
+        if (phase_ == Phase::Chunks) party_[p].chunk_value = leaf_value[p];
       }
       return after_descent(now);
     }
@@ -607,6 +641,19 @@ std::vector<Action> Game::advance(GameTime now) {
 
 // A descent reached its leaf lo_: hand off to the next level or decide.
 std::vector<Action> Game::after_descent(GameTime now) {
+  if (phase_ == Phase::Chunks) {
+    // Level 4: chunk lo_ of the disputed output is the first that differs; only the inputs it reads
+    // are opened, and only its elements are re-executed.
+    chunk_ = lo_;
+    events_.push_back({GameEvent::Kind::Located, Level::Chunks, chunk_, {}});
+    const uint64_t n = elements_of(spec_->nodes[node_].output_shapes[*part_slot_]);
+    const ElementSpan out{chunk_ * kChunkElements, std::min(n, (chunk_ + 1) * kChunkElements)};
+    auto inputs = oracle_.part_inputs(step_, node_, *part_slot_, out);
+    if (!inputs || inputs->size() != spec_->nodes[node_].inputs.size())
+      throw ProtocolError("dispute: the node's part of chunk " + std::to_string(chunk_) + " is unknown");
+    part_inputs_ = std::move(*inputs);
+    return open_inputs(now);
+  }
   if (phase_ == Phase::Checkpoints) {
     if (lo_ == 0) {  // the trajectories differ in their very first state
       const Digest initial = oracle_.initial_state_hash();
@@ -712,14 +759,41 @@ std::vector<Action> Game::check_records(GameTime now) {
   }
   if (party_[0].lost || party_[1].lost) return finish_if_lost();
 
-  // Both records take the right inputs, so they agree on them and differ in outputs: re-execute.
-  // Both parties are asked to open the tensor inputs (each must hash to the agreed input hash) and the
-  // data rows, into one opening: the inputs are agreed, so each chunk is taken from whichever party
-  // sends it first (InputOpening), no party can make the other stream a large opening alone against
-  // its clock, and the referee checks and keeps each opened byte once.
+  // Both records take the right inputs, so they agree on them and differ in outputs. Level 4 (docs/
+  // protocol.md, "The game"): when the node's op computes a range of the first differing output from
+  // ranges of its inputs and that output has several chunks, both parties' chunk trees of it are
+  // descended to the first differing chunk (the first question's answer is checked against the
+  // output's tensor leaf in each party's record), and only what that chunk reads is opened.
+  const NodeRecord& r0 = record_of(0, node_);
+  const NodeRecord& r1 = record_of(1, node_);
+  for (uint32_t o = 0; o < node.output_shapes.size() && !node.rounding_log; ++o) {
+    if (r0.outputs[o] == r1.outputs[o]) continue;
+    const uint64_t n = elements_of(node.output_shapes[o]);
+    const uint64_t chunks = (n + kChunkElements - 1) / kChunkElements;
+    if (chunks < 2 || !oracle_.part_inputs(step_, node_, o, {0, kChunkElements})) break;
+    part_slot_ = o;
+    chunk_count_ = chunks;
+    phase_ = Phase::Chunks;
+    lo_ = 0;
+    hi_ = chunks;
+    for (int p = 0; p < 2; ++p) party_[p].node = record_of(p, node_).outputs[o];
+    Query q = query(QueryKind::Children, Level::Chunks);
+    q.indices = {node_, o};
+    return ask_both(q, now, allowance(params_.terms, 0, 0));
+  }
+  return open_inputs(now);
+}
+
+// Re-execution: both parties are asked to open the tensor inputs (each must hash to the agreed input
+// hash; at level 4 only the chunks the located chunk reads) and the data rows, into one opening: the
+// inputs are agreed, so each chunk is taken from whichever party sends it first (InputOpening), no
+// party can make the other stream a large opening alone against its clock, and the referee checks and
+// keeps each opened byte once.
+std::vector<Action> Game::open_inputs(GameTime now) {
+  const NodeSpec& node = spec_->nodes[node_];
   Query q = query(QueryKind::OpenInputs, Level::Nodes);
   std::vector<ExpectedTensor> tensors;
-  const NodeRecord& r = record_of(0, node_);
+  const NodeRecord& r = located_record(0);
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     const InputSpec& in = node.inputs[i];
     if (in.source == InputSpec::Source::State)
@@ -729,6 +803,14 @@ std::vector<Action> Game::check_records(GameTime now) {
     else
       continue;
     tensors.push_back({in.shape, r.inputs[i]});
+    if (part_slot_) {
+      const ElementSpan e = part_inputs_[i];
+      ExpectedTensor& t = tensors.back();
+      t.first_chunk = e.first / kChunkElements;
+      t.end_chunk = std::max(t.first_chunk + 1, (e.end + kChunkElements - 1) / kChunkElements);
+      q.chunks.push_back({static_cast<uint32_t>(tensors.size() - 1), static_cast<uint32_t>(t.first_chunk),
+                          static_cast<uint32_t>(t.end_chunk)});
+    }
   }
   const bool needs_samples = std::any_of(node.inputs.begin(), node.inputs.end(), [](const InputSpec& in) {
     return in.source == InputSpec::Source::Data;
@@ -774,6 +856,15 @@ std::vector<Action> Game::inputs_collected(OpenedInputs opened, GameTime now) {
   rx.step = step_;
   rx.node = node_;
   rx.spec = node;
+  if (part_slot_) {
+    const uint64_t n = elements_of(node.output_shapes[*part_slot_]);
+    rx.part = Reexecute::Part{*part_slot_,
+                              chunk_,
+                              {chunk_ * kChunkElements, std::min(n, (chunk_ + 1) * kChunkElements)},
+                              std::vector<uint64_t>(node.inputs.size(), 0)};
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+      rx.part->input_first[i] = part_inputs_[i].first / kChunkElements * kChunkElements;
+  }
   size_t v = 0;
   for (const InputSpec& in : node.inputs) {
     if (in.source == InputSpec::Source::State || in.source == InputSpec::Source::Node) {
@@ -897,9 +988,14 @@ std::vector<Action> Game::on_reexecuted(const std::array<PartyReexecution, 2>& p
     }
     std::vector<Digest> committed = located_record(p).outputs;
     if (logged && !committed.empty()) committed.pop_back();  // the log's leaf, proven when opened
+    if (part_slot_) committed = {party_[p].chunk_value};     // level 4: the located chunk's hash
     if (committed != parties[p].outputs)
       lose(p, VerdictReason::WrongOutput,
-           "re-executing " + where + (logged ? " with the party's rounding log" : "") +
+           "re-executing " + where +
+               (part_slot_ ? " (chunk " + std::to_string(chunk_) + " of output " +
+                                 std::to_string(*part_slot_) + ", level 4)"
+                           : "") +
+               (logged ? " with the party's rounding log" : "") +
                " gives other outputs than the party committed");
   }
   if (!party_[0].lost && !party_[1].lost) {

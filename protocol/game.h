@@ -8,7 +8,9 @@
 // level 3 the tree of step t's node records (plus state_hash(t+1) as a last leaf) to one node. The
 // referee then checks the node against the job's graph and the agreed producers and, if both
 // parties' inputs are right, fetches the inputs (protocol/input_opening.h checks and reassembles
-// them), has the node re-executed and compares outputs.
+// them), has the node re-executed and compares outputs. Where the oracle knows a part of the node's op
+// (StepOracle::part_inputs) and the first differing output spans several 64 KiB chunks, level 4 first
+// descends that output's chunk tree to one chunk, and only what it reads is opened and re-executed.
 //
 // The game never touches a socket, a clock or a file: on_message/on_tick/on_reexecuted/on_resume take
 // the input and the current time and return actions. Replaying the same inputs rebuilds the same
@@ -52,6 +54,9 @@ struct NodeSpec {
   /// Output hashes of the record: the node's outputs, plus its rounding log's leaf as the last one
   /// when `rounding_log` is set (no input ever refers to that slot).
   uint32_t outputs = 0;
+  /// The shapes of the node's outputs (not the log slot) in the job's graph, when the oracle gives
+  /// them: level 4 descends an output's chunk tree only when its shape is known.
+  std::vector<std::vector<int64_t>> output_shapes;
   std::vector<uint64_t> data_rows;  ///< data-set rows a node with a Data input reads (gather indices)
   /// A rounding-log job's node (docs/protocol.md, "Rounding-log jobs"): its record's last output hash
   /// is the tensor leaf of its rounding log, DType::Trits of shape [log_values], which each party
@@ -67,6 +72,13 @@ struct StepSpec {
   std::vector<InputSpec> state_outputs;  ///< the next state's tensors, canonical order
 };
 
+/// The flat (row-major) elements [first, end) of a tensor.
+struct ElementSpan {
+  uint64_t first = 0;
+  uint64_t end = 0;
+  bool operator==(const ElementSpan&) const = default;
+};
+
 /// Supplies step graphs and the initial state; implemented over the engine by the referee (a pure
 /// function of the job).
 class StepOracle {
@@ -76,6 +88,15 @@ class StepOracle {
   /// state_hash(0) of the job, derived by the referee: asked only when the trajectories differ in
   /// their first state, never taken from a party or the opener.
   virtual Digest initial_state_hash() const = 0;
+  /// What re-executing elements `out` of output `slot` of node `node` of step `step` reads: per node
+  /// input (in order) the elements of it, when the node's op computes such a range from ranges of its
+  /// inputs (a part, docs/numerics.md "Parts of an op"); nullopt when only the whole node computes it.
+  /// Level 4 of the game is played only where this gives a part (docs/protocol.md, "The game").
+  virtual std::optional<std::vector<ElementSpan>> part_inputs(uint64_t step, uint64_t node, uint32_t slot,
+                                                              ElementSpan out) const {
+    (void)step, (void)node, (void)slot, (void)out;
+    return std::nullopt;
+  }
 };
 
 /// A time on the referee's clock: milliseconds of a steady clock. The game never reads a clock: every
@@ -124,6 +145,17 @@ struct Reexecute {
   /// For a Data input: the opened samples, in data_rows order.
   std::vector<std::vector<float>> sample_inputs;
   std::vector<std::vector<float>> sample_labels;  ///< one per sample: 1 value, or label_width values
+  /// Level 4 located chunk `chunk` of output `slot` (elements `out` of it): only those elements are
+  /// computed, from the opened chunks of each input, which start at element `input_first[i]` of input
+  /// i (inputs[i] holds the chunks that cover StepOracle::part_inputs' range). The re-execution's result
+  /// is then that chunk's hash (tensor_chunk_hash), one per party. nullopt: the whole node.
+  struct Part {
+    uint32_t slot = 0;
+    uint64_t chunk = 0;
+    ElementSpan out;
+    std::vector<uint64_t> input_first;
+  };
+  std::optional<Part> part;
   /// spec.rounding_log: each party's opened rounding log of the node, packed trits (⌈log_values / 5⌉
   /// bytes, proven against the party's own record; their digits are checked when unpacked). Empty
   /// otherwise. The referee re-executes once per party (Game::on_reexecuted with PartyReexecution).
@@ -135,7 +167,9 @@ struct Reexecute {
 /// the referee's float64 outputs rounded by the party's own log (round_replayed), or why the log is
 /// refused.
 struct PartyReexecution {
-  std::vector<Digest> outputs;  ///< tensor leaves of the node's outputs, in order (no log slot)
+  /// Tensor leaves of the node's outputs, in order (no log slot); for a Reexecute::part, the one
+  /// chunk's hash.
+  std::vector<Digest> outputs;
   /// Non-empty: a decision of the party's log is not allowed for the referee's float64 value (or the
   /// log does not unpack): the party loses with BadRoundingLog, `outputs` is not looked at.
   std::string bad_log;
@@ -175,7 +209,8 @@ struct GameEvent {
     Round,    ///< a new question round was put to both parties: `query` (its round number set)
     Located,  ///< a level's descent ended at `index`: level 1 (Level::Checkpoints) the checkpoint
               ///< interval k, level 2 (Level::Steps) the step t, level 3 (Level::Nodes) the node (the
-              ///< step's node count when every record agrees and the next states differ)
+              ///< step's node count when every record agrees and the next states differ), level 4
+              ///< (Level::Chunks) the chunk of the located node's output Game::located_part() names
   };
   Kind kind = Kind::Round;
   Level level = Level::Checkpoints;
@@ -183,18 +218,20 @@ struct GameEvent {
   Query query;  ///< Round only
 };
 
-/// What the game is doing now (for logs and demos).
+/// What the game is doing now (for logs and demos). A durable referee stores each event's phase by
+/// its number (referee/store.h): a number never changes meaning, a new phase takes the next one.
 enum class Phase : uint8_t {
-  Checkpoints,  ///< level 1 descent
-  IntervalCommit,
-  Steps,  ///< level 2 descent
-  StepCommit,
-  Nodes,  ///< level 3 descent
-  OpenRecords,
-  OpenInputs,
-  OpenLog,  ///< rounding-log jobs: each party opens its own log of the located node
-  Reexecute,
-  Done,
+  Checkpoints = 0,  ///< level 1 descent
+  IntervalCommit = 1,
+  Steps = 2,  ///< level 2 descent
+  StepCommit = 3,
+  Nodes = 4,  ///< level 3 descent
+  OpenRecords = 5,
+  OpenInputs = 6,
+  OpenLog = 7,  ///< rounding-log jobs: each party opens its own log of the located node
+  Reexecute = 8,
+  Done = 9,
+  Chunks = 10,  ///< level 4 descent: one output's chunk tree, inside the located node (after OpenRecords)
 };
 
 class Game {
@@ -295,6 +332,14 @@ class Game {
   uint64_t located_interval() const { return interval_; }
   uint64_t located_step() const { return step_; }
   uint64_t located_node() const { return node_; }
+  /// Level 4: the located node's output slot whose chunk tree is descended, and its chunk count;
+  /// nullopt when the game decides the node whole (no part, one chunk, a rounding-log node).
+  std::optional<std::pair<uint32_t, uint64_t>> located_part() const {
+    if (!part_slot_) return std::nullopt;
+    return std::pair{*part_slot_, chunk_count_};
+  }
+  /// The located chunk (valid once level 4's descent has ended).
+  uint64_t located_chunk() const { return chunk_; }
   /// The leaf range being descended at the current level.
   std::pair<uint64_t, uint64_t> range() const { return {lo_, hi_}; }
   /// The leaves of the current level's tree (checkpoints; states of the located interval; the located
@@ -311,6 +356,7 @@ class Game {
     std::string detail;
     Digest level1_value{};  // value at the located checkpoint (end of the interval)
     Digest level2_value{};  // value at the located step's end (state_hash(t+1))
+    Digest chunk_value{};   // level 4: the hash of the located chunk of the disputed output
     std::vector<Digest> pre_state, post_state;
     std::vector<NodeRecord> records;  // opened records, by position in record_indices_
   };
@@ -328,6 +374,7 @@ class Game {
   std::vector<Action> advance(GameTime now);
   std::vector<Action> after_descent(GameTime now);
   std::vector<Action> check_records(GameTime now);
+  std::vector<Action> open_inputs(GameTime now);
   std::vector<Action> collect_inputs(GameTime now);
   std::vector<Action> inputs_collected(OpenedInputs opened, GameTime now);
   std::vector<Action> collect_log(int party, GameTime now);
@@ -360,6 +407,10 @@ class Game {
   uint64_t node_ = 0;                     // located node (or G for the post state)
   std::optional<StepSpec> spec_;          // step t's graph, once located
   std::vector<uint64_t> record_indices_;  // records opened in OpenRecords
+  std::optional<uint32_t> part_slot_;     // level 4: the output whose chunk tree is descended
+  uint64_t chunk_count_ = 0;              // its chunks
+  uint64_t chunk_ = 0;                    // the located chunk
+  std::vector<ElementSpan> part_inputs_;  // what the located chunk reads of each node input
   InputOpening opening_;  // the OpenInputs round, both parties': what is expected, what has arrived
   std::array<InputOpening, 2> logs_;  // the OpenLog round: each party's own log of node_
   std::optional<Reexecute> pending_;  // rounding-log jobs: the opened inputs, while the logs arrive

@@ -27,6 +27,12 @@ bool same_samples(const Samples& a, const Samples& b) {
   return a.indices == b.indices && same_bits(a.inputs, b.inputs) && same_bits(a.labels, b.labels);
 }
 
+/// The chunks of `want` the opening keeps, [first, end), of a tensor of `chunks` chunks.
+std::pair<uint32_t, uint32_t> wanted_chunks(const ExpectedTensor& want, uint64_t chunks) {
+  const uint64_t end = std::min(want.end_chunk, chunks);
+  return {static_cast<uint32_t>(std::min(want.first_chunk, end)), static_cast<uint32_t>(end)};
+}
+
 }  // namespace
 
 InputOpening::InputOpening(std::vector<ExpectedTensor> tensors, ExpectedSamples samples)
@@ -48,45 +54,57 @@ Acceptance InputOpening::accept(const TensorChunk& c, std::string& why) {
       check_chunk_header(want, c, got.header ? &got.chunk_root : nullptr, why);
   if (!total) return Acceptance::Refused;
   const uint64_t chunks = tensor_chunk_count(*total);
+  const auto [first, last] = wanted_chunks(want, chunks);
   const ChunkRun run = chunk_run(*total, c.chunk, c.count);
-  const uint32_t end = c.chunk + c.count;  // check_chunk_header bounds the run by the chunk count
+  // check_chunk_header bounds the run by the chunk count; of it, the chunks [from, end) are wanted.
+  const uint32_t from = std::max(c.chunk, first), end = std::min(c.chunk + c.count, last);
+  if (from >= end) {
+    why = "tensor chunks [" + std::to_string(c.chunk) + ", " + std::to_string(c.chunk + c.count) +
+          ") are not asked for";
+    return Acceptance::Ignored;
+  }
   // The bytes held for chunk k (taken), and chunk k's share of the frame.
   const auto held = [&](uint32_t k) -> const uint8_t* {
-    return k < got.prefix ? got.data(f32) + uint64_t{k} * kTensorChunkBytes : got.pending.at(k).data();
+    return k < got.prefix ? got.data(f32) + uint64_t{k - got.first} * kTensorChunkBytes
+                          : got.pending.at(k).data();
   };
   const auto share = [&](uint32_t k) {
     const ChunkRun one = chunk_run(*total, k, 1);
     return std::span<const uint8_t>(c.bytes).subspan(one.offset - run.offset, one.length);
   };
   bool all_taken = got.header;
-  for (uint32_t k = c.chunk; all_taken && k < end; ++k) all_taken = got.taken[k];
+  for (uint32_t k = from; all_taken && k < end; ++k) all_taken = got.taken[k];
   if (all_taken && c.bytes.size() == run.length) {
     // Already taken: the same bytes again are redundant (no hashing); other bytes must fail their
     // proof, as the committed ones are held — checked all the same, it is evidence.
     bool same = true;
-    for (uint32_t k = c.chunk; same && k < end; ++k) {
+    for (uint32_t k = from; same && k < end; ++k) {
       const std::span<const uint8_t> mine = share(k);
       same = mine.empty() || std::memcmp(held(k), mine.data(), mine.size()) == 0;
     }
     if (same) return Acceptance::Redundant;
   }
   if (!chunk_bytes_proven(want.dtype, c, *total) || all_taken) {
-    why = "tensor chunks [" + std::to_string(c.chunk) + ", " + std::to_string(end) +
+    why = "tensor chunks [" + std::to_string(c.chunk) + ", " + std::to_string(c.chunk + c.count) +
           ") do not match their tensor's chunk root";
     return Acceptance::Refused;
   }
   if (!got.header) {
-    // The tensor's memory is reserved once, at its first frame, and chunks are appended in place in
-    // index order: no reallocation, and pages are touched only as bytes arrive, so a stream that stops
-    // early costs the referee only what it sent (docs/performance.md, "The light referee").
+    // The tensor's memory (of the chunks wanted) is reserved once, at its first frame, and chunks are
+    // appended in place in index order: no reallocation, and pages are touched only as bytes arrive,
+    // so a stream that stops early costs the referee only what it sent (docs/performance.md, "The
+    // light referee").
     got.header = true;
     got.chunk_root = c.chunk_root;
     got.taken.assign(chunks, false);
-    f32 ? got.values.reserve(*total / 4) : got.raw.reserve(*total);
+    got.first = got.prefix = first;
+    got.end = last;
+    const uint64_t bytes = chunk_run(*total, first, last - first).length;
+    f32 ? got.values.reserve(bytes / 4) : got.raw.reserve(bytes);
   }
-  // The run is proven whole; its chunks not taken yet are kept (a chunk already taken from a frame
-  // that overlaps this one holds the same proven bytes).
-  for (uint32_t k = c.chunk; k < end; ++k) {
+  // The run is proven whole; its wanted chunks not taken yet are kept (a chunk already taken from a
+  // frame that overlaps this one holds the same proven bytes).
+  for (uint32_t k = from; k < end; ++k) {
     if (got.taken[k]) continue;
     const std::span<const uint8_t> bytes = share(k);
     got.taken[k] = true;
@@ -107,7 +125,7 @@ Acceptance InputOpening::accept(const TensorChunk& c, std::string& why) {
 
 void InputOpening::append(const ExpectedTensor& want, Received& got, std::span<const uint8_t> bytes) {
   const bool f32 = want.dtype == DType::F32;
-  const uint64_t offset = uint64_t{got.prefix} * kTensorChunkBytes;
+  const uint64_t offset = uint64_t{got.prefix - got.first} * kTensorChunkBytes;
   f32 ? got.values.resize(got.values.size() + bytes.size() / 4)
       : got.raw.resize(got.raw.size() + bytes.size());
   if (!bytes.empty()) std::memcpy(got.data(f32) + offset, bytes.data(), bytes.size());
@@ -147,7 +165,7 @@ Acceptance InputOpening::accept(const Samples& s, std::string& why) {
 bool InputOpening::complete() const {
   if (samples_missing()) return false;
   for (const Received& r : received_)
-    if (!r.header || r.prefix != r.taken.size()) return false;
+    if (!r.header || r.prefix != r.end) return false;
   return true;
 }
 
@@ -156,10 +174,10 @@ std::vector<ChunkRange> InputOpening::missing(size_t max_ranges, uint32_t before
   std::vector<ChunkRange> out;
   for (uint32_t v = 0; v < expected_.size() && v <= before_value && out.size() < max_ranges; ++v) {
     const Received& r = received_[v];
-    const uint32_t chunks = static_cast<uint32_t>(
-        tensor_chunk_count(*opened_byte_length(expected_[v].dtype, expected_[v].shape)));
-    const uint32_t stop = v < before_value ? chunks : std::min(chunks, before_chunk);
-    for (uint32_t c = r.header ? r.prefix : 0; c < stop && out.size() < max_ranges;) {
+    const auto [first, last] = wanted_chunks(
+        expected_[v], tensor_chunk_count(*opened_byte_length(expected_[v].dtype, expected_[v].shape)));
+    const uint32_t stop = v < before_value ? last : std::min(last, before_chunk);
+    for (uint32_t c = r.header ? r.prefix : first; c < stop && out.size() < max_ranges;) {
       if (r.header && r.taken[c]) {
         ++c;
         continue;
@@ -191,7 +209,8 @@ uint64_t InputOpening::bytes_held() const {
 OpenedInputs InputOpening::take() {
   OpenedInputs out;
   for (size_t v = 0; v < expected_.size(); ++v)
-    out.tensors.push_back({expected_[v].shape, std::move(received_[v].values), std::move(received_[v].raw)});
+    out.tensors.push_back({expected_[v].shape, std::move(received_[v].values), std::move(received_[v].raw),
+                           uint64_t{received_[v].first} * (kTensorChunkBytes / 4)});
   out.samples = std::move(samples_);
   restart();
   return out;

@@ -49,6 +49,10 @@ struct OpenedTensor {
   std::vector<int64_t> shape;
   std::vector<float> values;
   std::vector<uint8_t> bytes;
+  /// The element of the whole tensor that `values` starts at: 0, or for an opening of some chunks
+  /// (ExpectedTensor::first_chunk) the first chunk's first element; `values` ends with the last chunk
+  /// wanted.
+  uint64_t first_element = 0;
 };
 
 /// Everything an OpenInputs round delivered.
@@ -77,7 +81,9 @@ class InputOpening {
 
   /// Checks the run of chunks [frame.chunk, frame.chunk + frame.count) of tensor `frame.value` on its
   /// range proof and keeps those not held yet, whatever the order of arrival (see the file comment for
-  /// the rules). A frame whose chunks are all held with the same bytes is Redundant.
+  /// the rules). A frame whose chunks are all held with the same bytes is Redundant; one with no chunk
+  /// the tensor's ExpectedTensor wants is Ignored (unchecked: it asks nothing of the opening), and of a
+  /// run that overlaps the wanted chunks only those are kept.
   Acceptance accept(const TensorChunk& frame, std::string& why);
   /// Checks and keeps the samples: exactly the rows asked for, in order, each with the data set's
   /// label width and an inclusion proof against dataset_root. Once samples were taken, the same
@@ -107,10 +113,12 @@ class InputOpening {
 
  private:
   struct Received {
-    bool header = false;        // a chunk was accepted: chunk_root and `taken` are set
-    Digest chunk_root{};        // of the committed tensor (its header hashes to the tensor leaf)
-    std::vector<bool> taken;    // per chunk
-    uint32_t prefix = 0;        // chunks [0, prefix) are in place in values/raw
+    bool header = false;      // a chunk was accepted: chunk_root, `taken`, first and end are set
+    Digest chunk_root{};      // of the committed tensor (its header hashes to the tensor leaf)
+    std::vector<bool> taken;  // per chunk
+    uint32_t first = 0;       // the chunks wanted: [first, end) (ExpectedTensor, clamped)
+    uint32_t end = 0;
+    uint32_t prefix = 0;        // chunks [first, prefix) are in place in values/raw
     uint64_t bytes = 0;         // bytes accepted so far (in place and pending)
     std::vector<float> values;  // F32: reserved at the first chunk from the checked shape, filled in order
     std::vector<uint8_t> raw;   // Trits: the same, as bytes

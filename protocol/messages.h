@@ -17,8 +17,8 @@
 namespace tribunal {
 
 /// Wire format version; the first byte of every envelope. 3: a TensorChunk carries a run of chunks
-/// with one range proof.
-inline constexpr uint8_t kWireVersion = 3;
+/// with one range proof. 4: level 4 (Level::Chunks) narrows a located node to one chunk of an output.
+inline constexpr uint8_t kWireVersion = 4;
 
 enum class MessageKind : uint8_t {
   JobSubmit = 1,       ///< client → provider
@@ -47,6 +47,9 @@ enum class Level : uint8_t {
   Checkpoints = 1,  ///< the trajectory tree: state hashes at steps 0, s, 2s, …, T
   Steps = 2,        ///< one checkpoint interval: state hashes at every step of it
   Nodes = 3,        ///< one step: node records of its graph, then state_hash(t+1)
+  /// Inside the located node: the chunk tree of one of its outputs (its 64 KiB chunks' hashes, the
+  /// tree under the chunk root of the output's tensor leaf; docs/protocol.md, "The game", level 4).
+  Chunks = 4,
 };
 
 /// client → provider: train this job. `job_toml` is the job file's text; the provider computes the
@@ -137,17 +140,20 @@ struct Query {
   uint32_t round = 0;
   QueryKind kind = QueryKind::Children;
   Level level = Level::Checkpoints;
-  uint64_t interval = 0;             ///< level 2: index of the checkpoint interval (its end leaf in level 1)
-  uint64_t step = 0;                 ///< level 3 and openings: the step t
-  uint64_t lo = 0, hi = 0;           ///< Children: the tree node's leaf range
-  std::vector<uint64_t> indices;     ///< OpenRecords: node indices; OpenInputs: sample rows
+  uint64_t interval = 0;    ///< level 2: index of the checkpoint interval (its end leaf in level 1)
+  uint64_t step = 0;        ///< level 3 and openings: the step t
+  uint64_t lo = 0, hi = 0;  ///< Children: the tree node's leaf range
+  /// OpenRecords: node indices; OpenInputs: sample rows; Children of Level::Chunks: {node, output
+  /// slot} of step `step`, whose chunk tree is descended.
+  std::vector<uint64_t> indices;
   std::vector<ValueAddress> values;  ///< OpenInputs: tensors to open
   /// The time the asked party has to answer: its clock, i.e. what it saved on earlier questions
   /// plus this question's allowance (docs/protocol.md, "Clocks"). Informational: the referee's clock
   /// decides. On the wire: u64 milliseconds.
   std::chrono::milliseconds clock{0};
-  /// OpenInputs and OpenLog asked again (docs/protocol.md, "Lost frames"): only these chunks are
-  /// wanted, and the samples only when `indices` is not empty. Empty: the whole opening.
+  /// OpenInputs and OpenLog asked again (docs/protocol.md, "Lost frames"), or an OpenInputs of the
+  /// inputs one output chunk depends on (level 4): only these chunks are wanted, and the samples only
+  /// when `indices` is not empty. Empty: the whole opening.
   std::vector<ChunkRange> chunks;
 };
 

@@ -30,6 +30,9 @@ std::string op_label(uint8_t op) {
 std::string describe(const Query& q) {
   switch (q.kind) {
     case QueryKind::Children:
+      if (q.level == Level::Chunks && q.indices.size() == 2)
+        return fmt::format("level 4: open the children of chunks [{}, {}) of node {} output {}", q.lo, q.hi,
+                           q.indices[0], q.indices[1]);
       return fmt::format("level {}: open the children of leaves [{}, {})", static_cast<int>(q.level), q.lo,
                          q.hi);
     case QueryKind::CommitInterval:
@@ -194,6 +197,13 @@ void RefereeDispute::take_game_events(Turn& turn) {
                                  op_name(g.nodes[n].op), g.values[g.nodes[n].outputs[0]].name));
         else
           emit(turn, "level 3: every node record agrees; the next states differ");
+        break;
+      }
+      case Level::Chunks: {
+        const auto part = game_->located_part();
+        emit(turn,
+             fmt::format("level 4: output {} of node {} first differs at chunk {} of {}",
+                         part ? part->first : 0, game_->located_node(), e->index, part ? part->second : 0));
         break;
       }
     }
@@ -501,7 +511,12 @@ ReexecutionOutcome RefereeDispute::run_reexecution(const Reexecute& rx) const {
       if (reexecute_hook_) reexecute_hook_(attempt);
       out.outputs = oracle_->reexecute(rx);
       out.kind = ReexecutionOutcome::Kind::Outputs;
-      out.events.push_back(reexecuted_text(rx.node, out.outputs));
+      out.events.push_back(
+          rx.part ? fmt::format("re-executed chunk {} of output {} of node {}: chunk hash {}", rx.part->chunk,
+                                rx.part->slot, rx.node,
+                                out.outputs[0].outputs.empty() ? std::string("none")
+                                                               : to_hex(out.outputs[0].outputs[0]))
+                  : reexecuted_text(rx.node, out.outputs));
       return out;
     } catch (const OpError& e) {
       // The op refuses the inputs both parties committed to (e.g. a label out of range): a fault of

@@ -707,6 +707,8 @@ const char* progress_phase_name(Phase p) {
       return "nodes";
     case Phase::OpenRecords:
       return "open_records";
+    case Phase::Chunks:
+      return "chunks";
     case Phase::OpenInputs:
       return "open_inputs";
     case Phase::OpenLog:
@@ -733,7 +735,8 @@ int progress_level(Phase p) {
 }
 
 nlohmann::json progress_json(const DisputeProgress& p) {
-  const bool descent = p.phase == Phase::Checkpoints || p.phase == Phase::Steps || p.phase == Phase::Nodes;
+  const bool descent = p.phase == Phase::Checkpoints || p.phase == Phase::Steps || p.phase == Phase::Nodes ||
+                       p.phase == Phase::Chunks;
   return {{"phase", progress_phase_name(p.phase)},
           {"level", progress_level(p.phase)},
           {"round", p.round},

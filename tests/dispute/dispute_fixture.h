@@ -39,24 +39,25 @@ inline DataShape data_shape() {
 }
 
 /// A provider that trained `job` (the short job unless given) with `fault` into its own store
-/// (run_training on the shared training set).
+/// (run_training on `data`, by default the short job's shared training set).
 struct Provider {
   TempDir store{"dispute"};
   TrainResult result;
   cheats::Fault fault;
   JobSpec job;
+  const Dataset* data;
   /// `audit_of`: the store of the trainer whose rounding logs this provider replays as an auditor (a
   /// rounding-log job with roles); empty: it trains with its own.
   explicit Provider(const cheats::Fault& f, JobSpec j = short_job(),
-                    const std::filesystem::path& audit_of = {})
-      : fault(f), job(std::move(j)) {
+                    const std::filesystem::path& audit_of = {}, const Dataset* train = &train_set())
+      : fault(f), job(std::move(j)), data(train) {
     TrainOptions o;
     o.out_dir = store.path;
     o.evaluate = false;
     o.threads = 2;
     if (!audit_of.empty()) o.rounding = RoundingOptions{default_float64_gemm(), audit_of, true};
     o.policy = cheats::fault_policy(f);
-    o.train = &train_set();
+    o.train = data;
     result = run_training(job, o);
   }
   Claim claim() const {
@@ -77,9 +78,9 @@ struct Outcome {
 inline Outcome play_direct(const Provider& a, const Provider& b, int trainer = -1,
                            const std::array<uint8_t, 32>& trainer_key = {}) {
   const JobSpec& job = a.job;
-  const Dataset& data = train_set();
+  const Dataset& data = *a.data;
   ThreadPool pool(1);
-  JobOracle oracle(job, data_shape());
+  JobOracle oracle(job, data_shape_of(data));
   GameParams params;
   params.job_id = a.result.job_id;
   params.steps = static_cast<uint64_t>(job.steps);

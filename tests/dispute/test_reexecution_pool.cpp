@@ -13,6 +13,7 @@
 #include "engine/tensor_pool.h"
 #include "ops/registry.h"
 #include "protocol/tensor_hash.h"
+#include "tests/dispute/executed_step.h"
 #include "tests/source_dir.h"
 
 using namespace tribunal;
@@ -55,14 +56,10 @@ TEST_CASE(
   for (const char* name : {"short_gpt.toml", "short_cnn.toml", "short_mlp.toml"}) {
     CAPTURE(name);
     const JobSpec job = load_job(testing::source_dir() / "scenarios/jobs" / name);
-    ThreadPool threads(1);
-    const Dataset train = load_dataset(job, Split::Train, threads);
-    const JobOracle oracle(job, data_shape_of(train));
-    const StepGraph& g = oracle.graph(0);
-    State state = initial_state(job);
-    Executor executor(threads);  // keeps every value
-    const Tensor* data[] = {&train.inputs, &train.labels};
-    executor.run(g, state.pointers(), data);
+    const testing::ExecutedStep run(job, 1);
+    const StepGraph& g = run.graph();
+    const JobOracle& oracle = run.oracle;
+    const Executor& executor = run.executor;
     size_t checked = 0;
     for (int pass = 0; pass < 2; ++pass)
       for (size_t k = 0; k < g.nodes.size(); ++k) {

@@ -411,3 +411,49 @@ TEST_CASE("input opening: runs of chunks in one frame, each proven by one range 
     CHECK(o.bytes_held() == 0);
   }
 }
+
+TEST_CASE("input opening of some chunks (level 4): only the wanted chunks are kept, in any order") {
+  const Streamed t = stream({6, 16384});  // 6 chunks of 16384 floats
+  REQUIRE(t.chunks.size() == 6);
+  ExpectedTensor want{t.shape, t.leaf};
+  want.first_chunk = 2;
+  want.end_chunk = 4;
+  InputOpening o({want}, {});
+  CHECK(o.missing(16) == std::vector<ChunkRange>{{0, 2, 4}});
+  // A chunk outside the wanted range asks nothing of the opening: ignored, not checked, not evidence.
+  TensorChunk outside = t.chunks[0];
+  outside.bytes[3] ^= 1;
+  CHECK(refusal(o, outside).starts_with("ignored: "));
+  CHECK(refusal(o, t.chunks[5]).starts_with("ignored: "));
+  CHECK(refusal(o, t.chunks[3]) == "");
+  CHECK_FALSE(o.complete());
+  CHECK(o.missing(16) == std::vector<ChunkRange>{{0, 2, 3}});
+  CHECK(o.missing_before(0, 3));  // chunk 2 is missing before chunk 3
+  // A bad wanted chunk is still evidence.
+  TensorChunk forged = t.chunks[2];
+  forged.bytes[0] ^= 1;
+  CHECK(refusal(o, forged).find("do not match") != std::string::npos);
+  // A run over chunks 1 to 3 (an honest party's frame): chunk 2 is kept, 1 not, 3 is held already.
+  const auto bytes = std::as_bytes(std::span(t.values));
+  const MerkleTree tree(tensor_chunk_hashes(DType::F32, bytes));
+  const auto* p = reinterpret_cast<const uint8_t*>(bytes.data()) + kTensorChunkBytes;
+  const TensorChunk run{7,
+                        0,
+                        t.shape,
+                        1,
+                        3,
+                        6,
+                        tree.root(),
+                        std::vector<uint8_t>(p, p + 3 * kTensorChunkBytes),
+                        tree.prove_range(1, 3)};
+  CHECK(refusal(o, run) == "");
+  REQUIRE(o.complete());
+  CHECK(o.bytes_held() == 2 * kTensorChunkBytes);
+  CHECK(refusal(o, t.chunks[2]) == "redundant");
+  const OpenedInputs in = o.take();
+  REQUIRE(in.tensors.size() == 1);
+  CHECK(in.tensors[0].shape == t.shape);  // the whole tensor's shape; its values from chunk 2 on
+  CHECK(in.tensors[0].first_element == 2 * 16384);
+  REQUIRE(in.tensors[0].values.size() == 2 * 16384);
+  CHECK(std::memcmp(in.tensors[0].values.data(), t.values.data() + 2 * 16384, 2 * kTensorChunkBytes) == 0);
+}

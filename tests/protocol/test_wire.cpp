@@ -523,7 +523,7 @@ TEST_CASE("wire: enums must hold a declared value") {
   const size_t origin_at = 38 + 4 + 3 * 8 + 4;  // after indices (count + 3 × u64) and the values count
   for (const Case& c :
        {Case{4, 0, "Query.kind"}, Case{4, 8, "Query.kind"}, Case{5, 0, "Query.level"},
-        Case{5, 4, "Query.level"}, Case{origin_at, 0, "Query.values.origin"},
+        Case{5, 5, "Query.level"}, Case{origin_at, 0, "Query.values.origin"},
         Case{origin_at, 3, "Query.values.origin"}, Case{origin_at, 255, "Query.values.origin"}}) {
     Bytes bad = good;
     bad[c.offset] = c.value;
@@ -668,11 +668,11 @@ TEST_CASE("envelope: signed by A but naming B is a policy violation") {
 TEST_CASE("envelope: version, kind, body length and body are checked even under a valid signature") {
   const Bytes env = seal(key_a(), dg(3), 1, Children{5, dg(7), dg(8)});
   std::string what;
-  for (uint8_t version : {0, 1, 2, 4, 255}) {  // 2: before TensorChunk runs
+  for (uint8_t version : {0, 1, 2, 3, 5, 255}) {  // 2: before TensorChunk runs; 3: before level 4
     Bytes bad = env;
     bad[0] = version;
     CHECK(open_error_code(resign(bad, key_a()), &what) == kInvalid);
-    CHECK(what == "Envelope.version: version " + std::to_string(version) + " is not 3 at offset 0");
+    CHECK(what == "Envelope.version: version " + std::to_string(version) + " is not 4 at offset 0");
   }
   Bytes bad = env;
   bad[1] = 20;  // the first undeclared kind
