@@ -41,6 +41,12 @@ InputSpec input_spec_of(const StepGraph& g, ValueId v) {
   return {};
 }
 
+// The tensors a referee thread keeps between its re-executions (kReexecutionPoolBytes at most).
+TensorPool& reexecution_pool() {
+  static thread_local TensorPool pool(kReexecutionPoolBytes);
+  return pool;
+}
+
 }  // namespace
 
 StepSpec step_spec_of(const StepGraph& g, bool rounding_log) {
@@ -151,8 +157,11 @@ std::array<PartyReexecution, 2> JobOracle::reexecute_part(const Reexecute& rx) c
     slices.push_back(values.subspan(static_cast<size_t>(r.first) - first, static_cast<size_t>(r.size())));
   }
   static thread_local ThreadPool pool(1);  // one thread, as for a whole node
-  const std::vector<float> out =
-      run_part(node.op, *part, slices, static_cast<int>(want.slot), want.out.end - want.out.first, pool);
+  TensorPool& kept = reexecution_pool();
+  const PartBuffers buffers{[&](const Shape& s) { return kept.take(s); },
+                            [&](Tensor&& t) { kept.give(std::move(t)); }};
+  const std::vector<float> out = run_part(node.op, *part, slices, static_cast<int>(want.slot),
+                                          want.out.end - want.out.first, pool, buffers);
   const Digest hash = tensor_chunk_hash(DType::F32, std::as_bytes(std::span<const float>(out)));
   return {PartyReexecution{{hash}, {}}, PartyReexecution{{hash}, {}}};
 }
@@ -169,15 +178,15 @@ std::array<PartyReexecution, 2> JobOracle::reexecute(const Reexecute& rx) const 
   // (engine/tensor_pool.h): a referee's next re-execution of a like size touches no fresh page. An op
   // writes every element of its outputs (the executor's buffer reuse relies on it too), so a kept
   // tensor's old contents never reach a hash.
-  static thread_local TensorPool pool(kReexecutionPoolBytes);
+  TensorPool& pool = reexecution_pool();
   std::vector<Tensor> owned, outputs;
   owned.reserve(node.inputs.size());
   struct GiveBack {
     std::vector<Tensor>& owned;
     std::vector<Tensor>& outputs;
     ~GiveBack() {
-      for (Tensor& t : owned) pool.give(std::move(t));
-      for (Tensor& t : outputs) pool.give(std::move(t));
+      for (Tensor& t : owned) reexecution_pool().give(std::move(t));
+      for (Tensor& t : outputs) reexecution_pool().give(std::move(t));
     }
   } give_back{owned, outputs};
   std::vector<const Tensor*> in;

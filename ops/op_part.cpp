@@ -113,18 +113,26 @@ std::optional<OpPart> op_part(OpKind kind, const Attrs& attrs, std::span<const S
     case OpKind::AdamW:
       return elementwise(attrs, in, y, out);
     case OpKind::Reshape: {  // a copy: the same elements, flat
-      OpPart part{{out}, {Shape{out.size()}}, Attrs{{out.size()}, {}}, 0};
+      OpPart part{{out}, {Shape{out.size()}}, {}, Attrs{{out.size()}, {}}, 0};
       return part;
     }
     case OpKind::Scale: {  // x[i]·s, s a scalar
-      OpPart part{{out, whole(in[1])}, {Shape{out.size()}, in[1]}, attrs, 0};
+      OpPart part{{out, whole(in[1])}, {Shape{out.size()}, in[1]}, {}, attrs, 0};
       return part;
     }
     case OpKind::Linear:  // x[M,K] · w + b: rows of x
       return rows(attrs, in, 0, in[0][1], y[1], out);
     case OpKind::Matmul:
       if (in[0].rank() == 3) return batched_matmul(attrs, in, y, out);
-      if (attrs.ints[0] != 0) return std::nullopt;  // op(a)'s rows are a's columns: not contiguous
+      if (attrs.ints[0] != 0) {  // a[K,M]: op(a)'s rows are a's columns, a window of every row of a
+        const auto [r0, r1] = units_of(out, y[1]);
+        OpPart part{{whole(in[0]), whole(in[1])},
+                    {Shape{in[0][0], r1 - r0}, in[1]},
+                    {ColumnWindow{in[0][1], r0, r1}, {}},
+                    attrs,
+                    out.first - r0 * y[1]};
+        return part;
+      }
       return rows(attrs, in, 0, in[0][1], y[1], out);
     case OpKind::LayerNorm:  // x[M,D], γ, β: rows of x
       return rows(attrs, in, 0, in[0][1], y[1], out);
@@ -144,29 +152,54 @@ std::optional<OpPart> op_part(OpKind kind, const Attrs& attrs, std::span<const S
 }
 
 std::vector<float> run_part(OpKind kind, const OpPart& part, std::span<const std::span<const float>> in,
-                            int slot, int64_t count, ThreadPool& pool) {
+                            int slot, int64_t count, ThreadPool& pool, const PartBuffers& buffers) {
   const char* name = op_name(kind);
   if (in.size() != part.inputs.size() || part.shapes.size() != part.inputs.size())
     throw OpError(std::string(name) + ": a part of " + std::to_string(part.inputs.size()) + " inputs given " +
                   std::to_string(in.size()));
-  std::vector<Tensor> inputs;
-  inputs.reserve(in.size());
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (static_cast<int64_t>(in[i].size()) != part.inputs[i].size() ||
-        part.shapes[i].numel() != part.inputs[i].size())
+  // The elements input i runs with: its range's, or the rows × width of its column window.
+  const auto run_size = [&](size_t i) {
+    const ColumnWindow w = i < part.columns.size() ? part.columns[i] : ColumnWindow{};
+    return w.cols == 0 ? part.inputs[i].size() : part.inputs[i].size() / w.cols * (w.end - w.first);
+  };
+  for (size_t i = 0; i < in.size(); ++i)
+    if (static_cast<int64_t>(in[i].size()) != part.inputs[i].size() || part.shapes[i].numel() != run_size(i))
       throw OpError(std::string(name) + ": part input " + std::to_string(i) + " has " +
                     std::to_string(in[i].size()) + " elements for a range of " +
                     std::to_string(part.inputs[i].size()) + " run as " + part.shapes[i].str());
-    inputs.emplace_back(part.shapes[i], in[i]);
-  }
   const std::vector<Shape> out_shapes = infer_shapes(kind, part.attrs, part.shapes);
   if (slot < 0 || static_cast<size_t>(slot) >= out_shapes.size() || part.offset < 0 || count < 0 ||
       part.offset + count > out_shapes[static_cast<size_t>(slot)].numel())
     throw OpError(std::string(name) + ": a part's output " + std::to_string(slot) + " does not hold " +
                   std::to_string(count) + " elements from " + std::to_string(part.offset));
-  std::vector<Tensor> outputs;
+  // Every tensor taken goes back (or is freed) whatever happens.
+  struct Taken {
+    const PartBuffers& buffers;
+    std::vector<Tensor> inputs, outputs;
+    Tensor take(const Shape& s) const { return buffers.take ? buffers.take(s) : Tensor(s); }
+    ~Taken() {
+      if (!buffers.give) return;
+      for (Tensor& t : inputs) buffers.give(std::move(t));
+      for (Tensor& t : outputs) buffers.give(std::move(t));
+    }
+  } taken{buffers, {}, {}};
+  std::vector<Tensor>& inputs = taken.inputs;
+  std::vector<Tensor>& outputs = taken.outputs;
+  inputs.reserve(in.size());
   outputs.reserve(out_shapes.size());
-  for (const Shape& s : out_shapes) outputs.emplace_back(s);
+  for (size_t i = 0; i < in.size(); ++i) {
+    inputs.push_back(taken.take(part.shapes[i]));
+    const ColumnWindow w = i < part.columns.size() ? part.columns[i] : ColumnWindow{};
+    float* to = inputs.back().data();
+    if (w.cols == 0) {
+      std::copy(in[i].begin(), in[i].end(), to);
+      continue;
+    }
+    const int64_t width = w.end - w.first;  // gather the window's columns of every row
+    for (int64_t r = 0; r < part.inputs[i].size() / w.cols; ++r, to += width)
+      std::copy_n(in[i].begin() + r * w.cols + w.first, width, to);
+  }
+  for (const Shape& s : out_shapes) outputs.push_back(taken.take(s));
   std::vector<const Tensor*> in_ptrs;
   std::vector<Tensor*> out_ptrs;
   for (const Tensor& t : inputs) in_ptrs.push_back(&t);

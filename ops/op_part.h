@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
@@ -25,13 +26,24 @@ struct ElementRange {
   bool operator==(const ElementRange&) const = default;
 };
 
+/// Columns [first, end) of a range viewed as rows of `cols` elements (cols = 0: the whole range).
+struct ColumnWindow {
+  int64_t cols = 0;
+  int64_t first = 0;
+  int64_t end = 0;
+};
+
 /// A smaller instance of an op: run with `attrs` on inputs of `shapes`, input i being the full
-/// input's elements `inputs[i]`, its output `slot` holds the wanted range from element `offset` on.
+/// input's elements `inputs[i]` (of those, only the columns `columns[i]` when it is set), its output
+/// `slot` holds the wanted range from element `offset` on.
 struct OpPart {
   std::vector<ElementRange> inputs;  ///< per input: the contiguous flat elements of the full input read
-  std::vector<Shape> shapes;         ///< per input: the shape that range runs with (its numel is its size)
-  Attrs attrs;                       ///< the part's attributes (the node's, or its shape attribute resized)
-  int64_t offset = 0;                ///< the wanted range's first element in the part's output
+  std::vector<Shape> shapes;         ///< per input: the shape the part runs it with (its numel: the range's
+                                     ///< size, or rows × window width)
+  std::vector<ColumnWindow> columns;  ///< per input: a window of its columns (a trans_a product's rows of
+                                      ///< op(a) are columns of a), or none (cols = 0)
+  Attrs attrs;                        ///< the part's attributes (the node's, or its shape attribute resized)
+  int64_t offset = 0;                 ///< the wanted range's first element in the part's output
 };
 
 /// The part of node (`kind`, `attrs`, input shapes `in`, already valid for the op) that computes
@@ -40,18 +52,30 @@ struct OpPart {
 /// (docs/numerics.md "Parts of an op"): elementwise ops (add, relu, relu_backward, gelu,
 /// gelu_backward, unary, unary_backward, sgd_momentum, adamw, reshape) the same range of every input,
 /// run flat; scale the range of x and the scalar; linear and matmul without trans_a the rows of x
-/// (a) that hold the range, w (b) and the bias whole; a batched matmul the range's batch elements (or
+/// (a) that hold the range, w (b) and the bias whole; matmul with trans_a a's columns that are the
+/// range's rows of op(a), and b whole; a batched matmul the range's batch elements (or
 /// the rows of one batch element); layer_norm and the dx of layer_norm_backward the rows; softmax and
 /// softmax_backward whole rows (causal: whole R × N blocks). Throws OpError when `out` or `slot` is
 /// out of range.
 std::optional<OpPart> op_part(OpKind kind, const Attrs& attrs, std::span<const Shape> in, int slot,
                               ElementRange out);
 
+/// Where run_part gets the tensors it copies the inputs into and computes the outputs in, and where it
+/// gives them back when done. By default new tensors, freed; a referee passes its re-execution pool
+/// (engine/tensor_pool.h), so that its next part touches no fresh page (a product's part copies the
+/// whole weight). A taken tensor's old contents never matter: the inputs are copied over and an op
+/// writes every element of its outputs.
+struct PartBuffers {
+  std::function<Tensor(const Shape&)> take;
+  std::function<void(Tensor&&)> give;
+};
+
 /// Runs `part` of op `kind` with its fast kernel: in[i] holds part.inputs[i].size() floats, the
-/// full input's elements part.inputs[i]; returns `count` elements of output `slot` from
+/// full input's elements part.inputs[i] (copied whole, or only the window's columns); returns `count`
+/// elements of output `slot` from
 /// part.offset on. The bits of the full op's same elements (tests/ops/test_op_part.cpp). Throws
 /// OpError when an input's size is not its range's or the part's shapes do not fit the op.
 std::vector<float> run_part(OpKind kind, const OpPart& part, std::span<const std::span<const float>> in,
-                            int slot, int64_t count, ThreadPool& pool);
+                            int slot, int64_t count, ThreadPool& pool, const PartBuffers& buffers = {});
 
 }  // namespace tribunal

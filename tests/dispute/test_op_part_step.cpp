@@ -64,7 +64,7 @@ TEST_CASE(
     const StepGraph& g = run.graph();
     const Executor& executor = run.executor;
 
-    std::map<std::string, int> smaller_parts;  // op → chunks whose part read less than all of input 0
+    std::map<std::string, int> smaller_parts;  // op → chunks whose part ran on less than all of input 0
     size_t chunks = 0;
     for (size_t n = 0; n < g.nodes.size(); ++n) {
       const Node& node = g.nodes[n];
@@ -91,7 +91,7 @@ TEST_CASE(
                               want_hashes[static_cast<size_t>(c)],
                           "node " << n << " (" << op_name(node.op) << ") output " << slot << " chunk " << c);
           ++chunks;
-          if (part->inputs[0].size() < shapes[0].numel()) ++smaller_parts[op_name(node.op)];
+          if (part->shapes[0].numel() < shapes[0].numel()) ++smaller_parts[op_name(node.op)];
         }
       }
     }
