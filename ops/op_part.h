@@ -37,9 +37,9 @@ struct ColumnWindow {
 /// input's elements `inputs[i]` (of those, only the columns `columns[i]` when it is set), its output
 /// `slot` holds the wanted range from element `offset` on.
 struct OpPart {
-  std::vector<ElementRange> inputs;  ///< per input: the contiguous flat elements of the full input read
-  std::vector<Shape> shapes;         ///< per input: the shape the part runs it with (its numel: the range's
-                                     ///< size, or rows × window width)
+  std::vector<ElementRange> inputs;   ///< per input: the contiguous flat elements of the full input read
+  std::vector<Shape> shapes;          ///< per input: the shape the part runs it with (its numel: the range's
+                                      ///< size, or rows × window width)
   std::vector<ColumnWindow> columns;  ///< per input: a window of its columns (a trans_a product's rows of
                                       ///< op(a) are columns of a), or none (cols = 0)
   Attrs attrs;                        ///< the part's attributes (the node's, or its shape attribute resized)
