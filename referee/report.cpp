@@ -729,6 +729,8 @@ int progress_level(Phase p) {
     case Phase::IntervalCommit:
     case Phase::Steps:
       return 2;
+    case Phase::Chunks:
+      return 4;
     default:
       return 3;
   }

@@ -5,6 +5,7 @@
 // chunk that holds the element, from either seat.
 #include <doctest/doctest.h>
 
+#include <map>
 #include <string>
 
 #include "dispute/job_oracle.h"
@@ -83,5 +84,48 @@ TEST_CASE("level 4: a corrupted element of a multi-chunk output is caught in its
       CHECK(v.detail.find("chunk " + std::to_string(c.chunk) + " of output " + std::to_string(c.slot) +
                           ", level 4") != std::string::npos);
     }
+  }
+}
+
+TEST_CASE(
+    "level 4: every op kind with parts, corrupted in the last (short) chunk of an output, is caught there") {
+  static const JobOracle oracle(wide_gpt(), data_shape_of(gpt_data()));
+  const StepGraph& g = oracle.graph(1);
+  // The first node of each op kind whose output (any slot) spans two or more chunks and has a part.
+  std::map<OpKind, std::pair<uint64_t, uint32_t>> first;
+  for (size_t n = 0; n < g.nodes.size(); ++n)
+    for (uint32_t slot = 0; slot < g.nodes[n].outputs.size(); ++slot) {
+      const int64_t numel = g.values[g.nodes[n].outputs[slot]].shape.numel();
+      if (numel > kChunkElements && !first.contains(g.nodes[n].op) &&
+          oracle.part_inputs(1, n, slot, {0, static_cast<uint64_t>(kChunkElements)}))
+        first[g.nodes[n].op] = {n, slot};
+    }
+  // The wide GPT's forward, backward and optimizer ops with parts, at least these.
+  for (OpKind op :
+       {OpKind::Linear, OpKind::Matmul, OpKind::Add, OpKind::Gelu, OpKind::GeluBackward, OpKind::LayerNorm,
+        OpKind::LayerNormBackward, OpKind::Softmax, OpKind::SoftmaxBackward, OpKind::AdamW})
+    CHECK_MESSAGE(first.contains(op), op_name(op));
+  for (const auto& [op, at] : first) {
+    const auto [node, slot] = at;
+    const int64_t numel = g.values[g.nodes[node].outputs[slot]].shape.numel();
+    const int64_t last = (numel - 1) / kChunkElements;
+    Fault f;
+    f.step = 1;
+    f.node = static_cast<int64_t>(node);
+    f.slot = slot;
+    f.element = numel - 1;  // the last element: in the last chunk, however short it is
+    f.delta = 0.25f;
+    CAPTURE(describe(f));
+    const testing::Provider cheater(f, wide_gpt(), {}, &gpt_data());
+    if (cheater.result.trajectory_root == honest().result.trajectory_root) {
+      MESSAGE("no other claim (the element does not reach the state): " << describe(f));
+      continue;
+    }
+    const Verdict v = testing::play_direct(honest(), cheater).verdict;
+    CHECK(v.losers == std::vector<uint8_t>{1});
+    CHECK(v.reason == VerdictReason::WrongOutput);
+    CHECK(v.node == node);
+    CHECK(v.detail.find("chunk " + std::to_string(last) + " of output " + std::to_string(slot) +
+                        ", level 4") != std::string::npos);
   }
 }
