@@ -420,7 +420,8 @@ TEST_CASE("input opening of some chunks (level 4): only the wanted chunks are ke
   want.end_chunk = 4;
   InputOpening o({want}, {});
   CHECK(o.missing(16) == std::vector<ChunkRange>{{0, 2, 4}});
-  // A chunk outside the wanted range asks nothing of the opening: ignored, not checked, not evidence.
+  // A chunk outside the wanted range asks nothing of the opening: ignored, its bytes not checked, not
+  // evidence.
   TensorChunk outside = t.chunks[0];
   outside.bytes[3] ^= 1;
   CHECK(refusal(o, outside).starts_with("ignored: "));
