@@ -58,7 +58,7 @@ Acceptance InputOpening::accept(const TensorChunk& c, std::string& why) {
   const ChunkRun run = chunk_run(*total, c.chunk, c.count);
   // check_chunk_header bounds the run by the chunk count; of it, the chunks [from, end) are wanted.
   const uint32_t from = std::max(c.chunk, first), end = std::min(c.chunk + c.count, last);
-  if (from >= end) {
+  if (from >= end) {  // its header was checked above; its bytes ask nothing of the opening
     why = "tensor chunks [" + std::to_string(c.chunk) + ", " + std::to_string(c.chunk + c.count) +
           ") are not asked for";
     return Acceptance::Ignored;

@@ -82,8 +82,8 @@ class InputOpening {
   /// Checks the run of chunks [frame.chunk, frame.chunk + frame.count) of tensor `frame.value` on its
   /// range proof and keeps those not held yet, whatever the order of arrival (see the file comment for
   /// the rules). A frame whose chunks are all held with the same bytes is Redundant; one with no chunk
-  /// the tensor's ExpectedTensor wants is Ignored once its header is checked (its bytes are not: they
-  /// ask nothing of the opening), and of a run that overlaps the wanted chunks only those are kept.
+  /// the tensor's ExpectedTensor wants is Ignored (unchecked: it asks nothing of the opening), and of a
+  /// run that overlaps the wanted chunks only those are kept.
   Acceptance accept(const TensorChunk& frame, std::string& why);
   /// Checks and keeps the samples: exactly the rows asked for, in order, each with the data set's
   /// label width and an inclusion proof against dataset_root. Once samples were taken, the same
