@@ -47,6 +47,14 @@ TensorPool& reexecution_pool() {
   return pool;
 }
 
+// The part of node `n` of `g` that computes elements `out` of its output `slot` (ops/op_part.h).
+std::optional<OpPart> part_of(const StepGraph& g, const Node& n, uint32_t slot, ElementSpan out) {
+  std::vector<Shape> shapes;
+  for (ValueId v : n.inputs) shapes.push_back(g.values[v].shape);
+  return op_part(n.op, n.attrs, shapes, static_cast<int>(slot),
+                 {static_cast<int64_t>(out.first), static_cast<int64_t>(out.end)});
+}
+
 }  // namespace
 
 StepSpec step_spec_of(const StepGraph& g, bool rounding_log) {
@@ -108,12 +116,7 @@ std::optional<std::vector<ElementSpan>> JobOracle::part_inputs(uint64_t step, ui
                                                                ElementSpan out) const {
   if (job_.numerics.mode == NumericsMode::RoundingLog) return std::nullopt;  // logs open whole nodes
   const StepGraph& g = graph(step);
-  const Node& n = g.nodes.at(node);
-  std::vector<Shape> shapes;
-  for (ValueId v : n.inputs) shapes.push_back(g.values[v].shape);
-  const std::optional<OpPart> part =
-      op_part(n.op, n.attrs, shapes, static_cast<int>(slot),
-              {static_cast<int64_t>(out.first), static_cast<int64_t>(out.end)});
+  const std::optional<OpPart> part = part_of(g, g.nodes.at(node), slot, out);
   if (!part) return std::nullopt;
   std::vector<ElementSpan> spans;
   for (const ElementRange& r : part->inputs)
@@ -125,11 +128,7 @@ std::array<PartyReexecution, 2> JobOracle::reexecute_part(const Reexecute& rx) c
   const StepGraph& g = graph(rx.step);
   const Node& node = g.nodes.at(rx.node);
   const Reexecute::Part& want = *rx.part;
-  std::vector<Shape> shapes;
-  for (ValueId v : node.inputs) shapes.push_back(g.values[v].shape);
-  const std::optional<OpPart> part =
-      op_part(node.op, node.attrs, shapes, static_cast<int>(want.slot),
-              {static_cast<int64_t>(want.out.first), static_cast<int64_t>(want.out.end)});
+  const std::optional<OpPart> part = part_of(g, node, want.slot, want.out);
   // The game asked for what part_inputs gave: anything else is the referee's own fault, not a party's
   // (std::runtime_error, not OpError).
   if (!part || want.input_first.size() != node.inputs.size())

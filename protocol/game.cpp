@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <set>
+#include <tuple>
 
 #include "protocol/envelope.h"
 #include "protocol/merkle.h"
@@ -29,6 +30,18 @@ uint64_t elements_of(const std::vector<int64_t>& shape) {
   uint64_t n = 1;
   for (int64_t d : shape) n *= static_cast<uint64_t>(std::max<int64_t>(d, 0));
   return n;
+}
+
+// The chunks [first, end) that hold elements `e` of a float32 tensor (at least one: an empty range is
+// in the chunk of its first element).
+std::pair<uint64_t, uint64_t> chunks_of(ElementSpan e) {
+  const uint64_t first = e.first / kChunkElements;
+  return {first, std::max(first + 1, (e.end + kChunkElements - 1) / kChunkElements)};
+}
+
+// The elements of chunk `chunk` of a float32 tensor of `shape`.
+ElementSpan chunk_elements(const std::vector<int64_t>& shape, uint64_t chunk) {
+  return {chunk * kChunkElements, std::min(elements_of(shape), (chunk + 1) * kChunkElements)};
 }
 
 // RFC 6962 split of a range of n > 1 leaves: the largest power of two < n.
@@ -197,12 +210,10 @@ uint64_t Game::opening_bytes() const {
       continue;
     }
     if (in.source == InputSpec::Source::Constant) continue;
-    uint64_t elements = 1;
-    for (int64_t d : in.shape) elements *= static_cast<uint64_t>(std::max<int64_t>(d, 0));
+    uint64_t elements = elements_of(in.shape);
     if (part_slot_) {  // level 4: only the chunks that hold the located chunk's inputs
-      const ElementSpan r = part_inputs_[static_cast<size_t>(&in - node.inputs.data())];
-      const uint64_t first = r.first / kChunkElements * kChunkElements;
-      elements = std::min(elements, (r.end + kChunkElements - 1) / kChunkElements * kChunkElements) - first;
+      const auto [first, end] = chunks_of(part_inputs_[static_cast<size_t>(&in - node.inputs.data())]);
+      elements = std::min(elements, end * kChunkElements) - first * kChunkElements;
     }
     bytes += elements * 4 + (elements * 4 / kTensorChunkBytes + 1) * kPerChunk;
   }
@@ -646,9 +657,8 @@ std::vector<Action> Game::after_descent(GameTime now) {
     // are opened, and only its elements are re-executed.
     chunk_ = lo_;
     events_.push_back({GameEvent::Kind::Located, Level::Chunks, chunk_, {}});
-    const uint64_t n = elements_of(spec_->nodes[node_].output_shapes[*part_slot_]);
-    const ElementSpan out{chunk_ * kChunkElements, std::min(n, (chunk_ + 1) * kChunkElements)};
-    auto inputs = oracle_.part_inputs(step_, node_, *part_slot_, out);
+    auto inputs = oracle_.part_inputs(step_, node_, *part_slot_,
+                                      chunk_elements(spec_->nodes[node_].output_shapes[*part_slot_], chunk_));
     if (!inputs || inputs->size() != spec_->nodes[node_].inputs.size())
       throw ProtocolError("dispute: the node's part of chunk " + std::to_string(chunk_) + " is unknown");
     part_inputs_ = std::move(*inputs);
@@ -804,10 +814,8 @@ std::vector<Action> Game::open_inputs(GameTime now) {
       continue;
     tensors.push_back({in.shape, r.inputs[i]});
     if (part_slot_) {
-      const ElementSpan e = part_inputs_[i];
       ExpectedTensor& t = tensors.back();
-      t.first_chunk = e.first / kChunkElements;
-      t.end_chunk = std::max(t.first_chunk + 1, (e.end + kChunkElements - 1) / kChunkElements);
+      std::tie(t.first_chunk, t.end_chunk) = chunks_of(part_inputs_[i]);
       q.chunks.push_back({static_cast<uint32_t>(tensors.size() - 1), static_cast<uint32_t>(t.first_chunk),
                           static_cast<uint32_t>(t.end_chunk)});
     }
@@ -857,13 +865,10 @@ std::vector<Action> Game::inputs_collected(OpenedInputs opened, GameTime now) {
   rx.node = node_;
   rx.spec = node;
   if (part_slot_) {
-    const uint64_t n = elements_of(node.output_shapes[*part_slot_]);
-    rx.part = Reexecute::Part{*part_slot_,
-                              chunk_,
-                              {chunk_ * kChunkElements, std::min(n, (chunk_ + 1) * kChunkElements)},
-                              std::vector<uint64_t>(node.inputs.size(), 0)};
-    for (size_t i = 0; i < node.inputs.size(); ++i)
-      rx.part->input_first[i] = part_inputs_[i].first / kChunkElements * kChunkElements;
+    rx.part = Reexecute::Part{
+        *part_slot_, chunk_, chunk_elements(spec_->nodes[node_].output_shapes[*part_slot_], chunk_), {}};
+    for (const ElementSpan& e : part_inputs_)
+      rx.part->input_first.push_back(chunks_of(e).first * kChunkElements);
   }
   size_t v = 0;
   for (const InputSpec& in : node.inputs) {
