@@ -1,12 +1,17 @@
 // Matmul throughput: tribunal's RepOps matmul against OpenBLAS cblas_sgemm in the same run.
 // Prints one JSON object.
 // Usage: bench_matmul [--path scalar|avx2|avx512] [--min-time SECONDS] [--shape NAME_SUBSTRING]
+//                     [--operand-sets N]
 //
 // Each measurement repeats the call until at least --min-time seconds (default 0.3) have passed and
 // takes the mean time per call; the best of 3 such measurements is kept (ours and OpenBLAS alternate).
 // OpenBLAS gets the same transposes; where the op has a bias, OpenBLAS is timed as "copy bias rows into C,
 // sgemm with beta=1", which is how a framework adds a bias on top of BLAS. A batched shape (attention's
 // per-head products) runs our matmul_batched against one cblas_sgemm call per product.
+// --operand-sets N gives each shape N copies of its operands, and each call (both libraries) takes the
+// next copy: with N = 16 the operands of a call were last touched 15 calls ago and have left the core's
+// caches, as a training step's products find them (their inputs written by other nodes since); the
+// default, 1, measures operands already in cache.
 #include <cblas.h>
 
 #include <algorithm>
@@ -143,6 +148,17 @@ Operands make_operands(const Shape& s, std::mt19937& rng) {
   return o;
 }
 
+/// N copies of a shape's operands, used in turn (--operand-sets).
+struct OperandSets {
+  std::vector<Operands> sets;
+  size_t next = 0;
+  Operands& take() {
+    Operands& o = sets[next];
+    next = (next + 1) % sets.size();
+    return o;
+  }
+};
+
 void openblas_matmul(const Shape& s, Operands& o) {
   float beta = 0.0f;
   if (s.bias) {
@@ -192,6 +208,13 @@ int main(int argc, char** argv) {
       ->type_name("SECONDS")
       ->default_str("0.3");
   app.add_option("--shape", only, "only the shapes whose name contains this")->type_name("NAME");
+  int operand_sets = 1;
+  app.add_option("--operand-sets", operand_sets,
+                 "copies of each shape's operands, one per call in turn (16: operands out of the caches, "
+                 "as in a training step)")
+      ->type_name("N")
+      ->check(CLI::Range(1, 64))
+      ->default_str("1");
   tribunal::bench::parse_command_line(app, argc, argv);
   if (!path_name.empty()) {
     bool found = false;
@@ -214,9 +237,10 @@ int main(int argc, char** argv) {
     openblas_set_num_threads(threads);
     for (const Shape& s : kShapes) {
       if (std::string(s.name).find(only) == std::string::npos) continue;
-      Operands o = make_operands(s, rng);
-      const auto [t_ours, t_blas] = best_of_3([&] { our_matmul(s, o, pool, path); },
-                                              [&] { openblas_matmul(s, o); }, min_time, threads > 1);
+      OperandSets o;
+      for (int i = 0; i < operand_sets; ++i) o.sets.push_back(make_operands(s, rng));
+      const auto [t_ours, t_blas] = best_of_3([&] { our_matmul(s, o.take(), pool, path); },
+                                              [&] { openblas_matmul(s, o.take()); }, min_time, threads > 1);
       const double ours = gflops(s, t_ours), blas = gflops(s, t_blas);
       results.push_back({{"shape", s.name},
                          {"m", s.m},
@@ -246,6 +270,7 @@ int main(int argc, char** argv) {
       {"simd_path", tribunal::simd_path_name(path)},
       {"openblas", openblas_get_config()},
       {"min_time_s", min_time.count()},
+      {"operand_sets", operand_sets},
       {"results", results},
       {"scalar_reference", {{"shape", sq.name}, {"threads", 1}, {"gflops", gflops(sq, t_ref)}}}};
   std::printf("%s\n", out.dump(2).c_str());

@@ -380,9 +380,22 @@ int64_t k_block() {
 #endif
 }
 constexpr int64_t kNc = 1024;
-// Non-transposed B is read in place unless enough A panels reuse it to pay for the copy (a packed
-// panel is contiguous, where in-place rows N·4 bytes apart alias in the cache for N a multiple of 1024).
+// Non-transposed B is read in place unless enough A panels reuse it to pay for the copy: a packed
+// micro-panel is contiguous, where in-place rows N·4 bytes apart fall into few cache sets when that
+// stride is a multiple of 1 KiB (N a multiple of 256: at most 4 of the L1's 64 sets per line of the
+// panel's width), so a 256-row micro-panel no longer stays in L1 beside the A micro-panel. Such a B
+// is packed from 64 rows of A on: `bench_matmul --operand-sets 16` (operands out of the caches, as in
+// a training step) measured 1.2-1.6× on gpt_chars' 128 × 512 and 128 × 256 weight gradients (each
+// thread's 64-70 rows of the latter on two threads) and 1.02-1.09× on the MLP's 64 × 256 × 784, which
+// lost 10-18 % with its operands in cache; 14 and 28 rows lost 35-46 % in cache (docs/performance.md
+// "Matmul").
 constexpr int64_t kPackBMinRows = 256;
+constexpr int64_t kPackAliasedBMinRows = 64;
+
+bool pack_b_block_for(const MatmulArgs& x, int64_t rows) {
+  if (x.trans_b || rows >= kPackBMinRows) return true;
+  return x.n % 256 == 0 && rows >= kPackAliasedBMinRows;
+}
 
 using Buffer = std::vector<float, AlignedAllocator<float>>;
 
@@ -532,7 +545,7 @@ void gemm_range(const MatmulArgs& x, const KernelSet& ks, int64_t m0, int64_t m1
   const int64_t ncols = n1 - n0;
   // A micro-panel used by a single column panel: packing it would cost as much as using it.
   const bool pack_a = ncols > nr;
-  const bool pack_b = x.trans_b || (m1 - m0) >= kPackBMinRows;
+  const bool pack_b = pack_b_block_for(x, m1 - m0);
   const int64_t ncb = std::min<int64_t>(kNc, ncols);
 
   thread_local Buffer a_buf, b_buf;

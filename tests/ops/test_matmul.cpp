@@ -170,6 +170,9 @@ TEST_CASE("matmul: bitwise equal to the reference on shapes that use several thr
   check_all_variants(784, 256, 64, rng);  // its weight gradient shape
   check_all_variants(64, 784, 256, rng);  // its input gradient shape
   check_all_variants(64, 10, 256, rng);
+  // B rows 1 KiB apart or more (N a multiple of 256) under 256 rows of A: B packed from 64 rows on.
+  check_all_variants(128, 512, 300, rng);
+  check_all_variants(70, 768, 33, rng);
 }
 
 TEST_CASE("matmul: a product narrower than one vector (computed as its transpose) has the reference's bits") {
