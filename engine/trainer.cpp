@@ -409,7 +409,7 @@ TrainResult train_job(const JobSpec& job, const TrainOptions& options) {
   if (commit) writer.emplace(job, trainer.job_id(), options.out_dir);
   t0 = Clock::now();
   int64_t t = trainer.state().step();
-  if (writer && !options.resume) writer->submit(trainer.state());
+  if (writer && !options.resume) writer->submit(trainer.state(), &pool);
   const std::atomic<bool>* stop = world.size() == 1 ? options.stop : nullptr;
   for (bool first = true; t < target; first = false) {
     if (stop && stop->load()) {
@@ -435,7 +435,7 @@ TrainResult train_job(const JobSpec& job, const TrainOptions& options) {
     ++t;
     if (first) result.loss_first = loss;
     result.loss_last = loss;
-    if (writer && (t % job.stride == 0 || t == target)) writer->submit(trainer.state());
+    if (writer && (t % job.stride == 0 || t == target)) writer->submit(trainer.state(), &pool);
     if (options.on_step && lead) options.on_step(t, target, loss);
   }
   if (writer) committed.merge(writer->finish());
