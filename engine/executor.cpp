@@ -62,15 +62,19 @@ void Executor::run(const StepGraph& g, std::span<const Tensor* const> state,
     out.clear();
     // Outputs first: one that updates a state tensor in place rebinds that input to its own storage.
     for (ValueId v : node.outputs) {
-      if (!in_place_.empty() && in_place_[v] >= 0)
-        take_state(v, g.state_inputs[static_cast<size_t>(in_place_[v])],
-                   *updating_[static_cast<size_t>(in_place_[v])]);
-      else if (!keep)
+      if (!in_place_.empty() && in_place_[v] >= 0) {
+        if (!dry_)  // a dry run leaves the state where it is
+          take_state(v, g.state_inputs[static_cast<size_t>(in_place_[v])],
+                     *updating_[static_cast<size_t>(in_place_[v])]);
+      } else if (!keep) {
         acquire(v, g.values[v].shape, pool);
+      }
       out.push_back(&slots_[v]);
     }
     for (ValueId v : node.inputs) in.push_back(bound_[v]);
-    if (fast_ && run_float32_gemm_op(node.op, node.attrs, in, out, *fast_)) {
+    if (dry_) {
+      // reserve(): no kernel runs
+    } else if (fast_ && run_float32_gemm_op(node.op, node.attrs, in, out, *fast_)) {
       // fast mode's float32 GEMM ran it
     } else if (rounding_)
       run_rounded(n, node, in, out, pool);
@@ -78,7 +82,7 @@ void Executor::run(const StepGraph& g, std::span<const Tensor* const> state,
       run_reference(node.op, node.attrs, in, out);
     else
       run_on_device(device_, node.op, node.attrs, in, out, pool);
-    if (after_node) after_node(n, out);
+    if (after_node && !dry_) after_node(n, out);
     if (keep) return;
     for (const std::vector<ValueId>* values : {&node.inputs, &node.outputs})
       for (ValueId v : *values)
@@ -252,6 +256,17 @@ void Executor::run_updating(const StepGraph& g, std::span<Tensor* const> state,
   updating_ = state;
   const std::vector<const Tensor*> view(state.begin(), state.end());
   run(g, view, data, after_node, shards);
+}
+
+void Executor::reserve(const StepGraph& g, std::span<Tensor* const> state,
+                       std::span<const Tensor* const> data) {
+  if (keep_values_ || !g.partials.empty() || rounding_) return;
+  struct Reset {  // however run_updating returns
+    bool& dry;
+    ~Reset() { dry = false; }
+  } reset{dry_};
+  dry_ = true;
+  run_updating(g, state, data);
 }
 
 void Executor::plan_in_place(const StepGraph& g, const std::vector<size_t>& last) {

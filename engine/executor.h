@@ -132,6 +132,16 @@ class Executor {
   void run_updating(const StepGraph& g, std::span<Tensor* const> state, std::span<const Tensor* const> data,
                     const NodeHook& after_node = {}, const ShardRun& shards = {});
 
+  /// Takes, and writes once, every buffer a run_updating(g, state, data) would take from the pool,
+  /// without running a node, and gives them back to the pool for the next run: a training run's first
+  /// step then finds its memory already backed, as every later step does (fresh memory cost 1.4 s per
+  /// GB on a VM whose host backs each page on its first write: docs/performance.md "Step memory and
+  /// step 0"), and a step that does not fit in memory fails here, before training. The state is read
+  /// for its shapes only; nothing is computed or updated, and value() answers nothing meaningful until
+  /// the next run. Does nothing for a sharded graph (which keeps every value), with keep_values() true,
+  /// or in rounding-log mode (whose float64 working values are not the pool's).
+  void reserve(const StepGraph& g, std::span<Tensor* const> state, std::span<const Tensor* const> data);
+
   /// Whether run() keeps every value until the next run (true, the default: value() and take_value()
   /// answer for any value afterwards — traced steps, tests), or releases each node output's buffer to
   /// the pool as soon as the last node reading it has run (false: a step holds its live values alone,
@@ -153,6 +163,8 @@ class Executor {
   uint64_t peak_live_bytes() const { return peak_live_bytes_; }
   /// Bytes the executor holds now: the live node outputs and its pool of free buffers.
   uint64_t held_bytes() const { return live_bytes_ + free_.free_bytes(); }
+  /// Bytes of the buffers the executor has allocated so far (fresh memory, first written by it).
+  uint64_t made_bytes() const { return free_.made_bytes(); }
 
   /// The storage of node output `v` during ShardRun::exchange, for writing a value received from
   /// another rank (already shaped).
@@ -195,6 +207,7 @@ class Executor {
   std::optional<RoundingRun> rounding_;
   std::optional<Float32Gemm> fast_;
   bool keep_values_ = true;
+  bool dry_ = false;              // reserve(): nodes take and release buffers, none runs
   std::vector<Tensor> slots_;     // storage of node outputs, by value id
   std::vector<size_t> capacity_;  // elements of slots_[v]'s buffer; 0: none
   TensorPool free_;  // the free buffers; those idle since before the last run are freed at a run's start

@@ -11,6 +11,7 @@ Tensor TensorPool::take(const Shape& shape, ThreadPool* threads) {
   const auto fit = free_.lower_bound(n);
   if (fit == free_.end() || fit->first > n + n / 4) {
     Tensor t = Tensor::uninitialized(shape);
+    made_bytes_ += n * sizeof(float);
     float* data = t.data();
     const auto zero = [data](int64_t b, int64_t e) {
       std::memset(data + b, 0, static_cast<size_t>(e - b) * sizeof(float));

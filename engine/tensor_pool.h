@@ -36,6 +36,8 @@ class TensorPool {
   void drop_given_before(uint64_t generation);
   /// The bytes of the tensors kept now (their capacity).
   size_t free_bytes() const { return free_bytes_; }
+  /// The bytes of the new tensors take() has made so far (fresh memory; a kept one served the rest).
+  uint64_t made_bytes() const { return made_bytes_; }
 
  private:
   struct Kept {
@@ -43,6 +45,7 @@ class TensorPool {
     uint64_t generation = 0;
   };
   size_t max_bytes_ = 0, free_bytes_ = 0;
+  uint64_t made_bytes_ = 0;
   std::multimap<size_t, Kept> free_;  // by capacity (elements)
 };
 

@@ -184,9 +184,25 @@ float Trainer::run_step(const StepGraph& g, Inspect before_swap, Release after_s
   return loss;
 }
 
+void Trainer::prepare() {
+  if (shards_.count >= 0) return;  // one rank of several: its shards' graph keeps every value anyway
+  const int64_t t = state_.step();
+  prepared_.emplace(t, step_graph(t));  // step() runs this graph: the policy is asked once per step
+  const Tensor* data[] = {&train_.inputs, &train_.labels};
+  executor_.reserve(prepared_->second, state_.pointers(), data);
+}
+
 float Trainer::step() {
   const auto none = [](const Executor&) {};
-  if (shards_.count < 0) return run_step(step_graph(state_.step()), none, none);
+  if (shards_.count < 0) {
+    if (prepared_ && prepared_->first == state_.step()) {
+      const StepGraph g = std::move(prepared_->second);
+      prepared_.reset();
+      return run_step(g, none, none);
+    }
+    prepared_.reset();
+    return run_step(step_graph(state_.step()), none, none);
+  }
   const StepGraph g = step_graph(state_.step());
   ShardRun run = shards_;
   run.exchange = [&](Executor& ex) {
@@ -410,6 +426,7 @@ TrainResult train_job(const JobSpec& job, const TrainOptions& options) {
   t0 = Clock::now();
   int64_t t = trainer.state().step();
   if (writer && !options.resume) writer->submit(trainer.state(), &pool);
+  if (t < target) trainer.prepare();  // the first step's memory taken now, as every later step finds it
   const std::atomic<bool>* stop = world.size() == 1 ? options.stop : nullptr;
   for (bool first = true; t < target; first = false) {
     if (stop && stop->load()) {

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "engine/dataset.h"
@@ -83,6 +85,11 @@ class Trainer {
   /// batch and graph attributes where it deviates.
   StepGraph step_graph(int64_t t);
 
+  /// Takes the executor's buffers for a step before the first one (Executor::reserve), so that the
+  /// first step costs what the others do and a step that does not fit in memory fails now. Computes
+  /// nothing; the state is unchanged. For a trainer of all the job's shards (one rank).
+  void prepare();
+
   /// Runs one step: state t → state t+1. Returns the loss the new state records (the step's training
   /// loss; for a step whose state the policy claims otherwise, the claimed one).
   float step();
@@ -126,6 +133,7 @@ class Trainer {
   RoundingOptions rounding_;
   StepRoundingLog rounding_log_;  // the last step's (rounding-log mode)
   StepRoundingLog replayed_log_;  // the log being replayed (rounding_.replay_dir set)
+  std::optional<std::pair<int64_t, StepGraph>> prepared_;  // prepare()'s graph of step t, for step()
 };
 
 /// Mean softmax cross-entropy (nats) of the state's parameters over every sample of `data` (GPT:

@@ -19,7 +19,8 @@ namespace {
 void fill(State& state, int64_t step) {
   for (size_t t = 0; t + 2 < state.tensors.size(); ++t) {
     Tensor& x = state.tensors[t];
-    for (int64_t i = 0; i < x.numel(); ++i) x[i] = static_cast<float>(step * 1000 + static_cast<int64_t>(t)) + static_cast<float>(i % 7) * 0.125f;
+    for (int64_t i = 0; i < x.numel(); ++i)
+      x[i] = static_cast<float>(step * 1000 + static_cast<int64_t>(t)) + static_cast<float>(i % 7) * 0.125f;
   }
   state.tensors[state.tensors.size() - 2][0] = static_cast<float>(step);  // the "step" tensor
 }
@@ -29,7 +30,8 @@ bool same_bits(const State& a, const State& b) {
   for (size_t t = 0; t < a.tensors.size(); ++t) {
     const Tensor& x = a.tensors[t];
     const Tensor& y = b.tensors[t];
-    if (x.shape() != y.shape() || std::memcmp(x.data(), y.data(), sizeof(float) * static_cast<size_t>(x.numel())) != 0)
+    if (x.shape() != y.shape() ||
+        std::memcmp(x.data(), y.data(), sizeof(float) * static_cast<size_t>(x.numel())) != 0)
       return false;
   }
   return true;

@@ -155,3 +155,43 @@ TEST_CASE("executor: run_updating keeps the state unchanged where it cannot upda
   for (size_t i = 0; i < state.tensors.size(); ++i)
     REQUIRE_MESSAGE(same_bits(state.tensors[i], before.tensors[i]), "state tensor " << i);
 }
+
+TEST_CASE("executor: reserve takes a step's buffers without computing, and the step then takes none") {
+  for (const char* name : {"short_gpt.toml", "short_cnn.toml", "short_mlp.toml"}) {
+    CAPTURE(name);
+    ShortJob j(short_job(name), 2);
+    Executor plain(j.pool), reserved(j.pool);
+    plain.set_keep_values(false);
+    reserved.set_keep_values(false);
+    State plain_state = initial_state(j.job), reserved_state = initial_state(j.job);
+    const State before = reserved_state;
+    const StepGraph g = j.graph(0);
+    const std::vector<Tensor*> ps = plain_state.pointers(), rs = reserved_state.pointers();
+
+    reserved.reserve(g, rs, j.data);
+    for (size_t i = 0; i < before.tensors.size(); ++i)  // nothing computed, nothing updated
+      CHECK(same_bits(reserved_state.tensors[i], before.tensors[i]));
+    const uint64_t made = reserved.made_bytes();
+
+    plain.run_updating(g, ps, j.data);
+    plain.take_next_state(g, ps);
+    CHECK(made == plain.made_bytes());  // what the step would have allocated
+    CHECK(made > 0);
+    reserved.run_updating(g, rs, j.data);
+    CHECK(reserved.made_bytes() == made);  // every buffer of the step was there already
+    CHECK(reserved.peak_live_bytes() == plain.peak_live_bytes());
+    reserved.take_next_state(g, rs);
+    CHECK(reserved.held_bytes() == plain.held_bytes());
+    for (size_t i = 0; i < plain_state.tensors.size(); ++i)
+      CHECK(same_bits(reserved_state.tensors[i], plain_state.tensors[i]));
+  }
+}
+
+TEST_CASE("executor: reserve does nothing where every value is kept") {
+  ShortJob j(short_job("short_gpt.toml"), 1);
+  Executor keep(j.pool);  // keeps every value (the default)
+  State state = initial_state(j.job);
+  const std::vector<Tensor*> st = state.pointers();
+  keep.reserve(j.graph(0), st, j.data);
+  CHECK(keep.made_bytes() == 0);
+}
