@@ -120,9 +120,28 @@ struct OurTiming {
   uint64_t peak_rss = 0, peak_live = 0, held = 0;  // VmHWM of the timing; the executor's, after it
   std::map<std::string, double> per_op_s;          // mean seconds per step, by op name (profiled steps)
   std::map<std::string, int64_t> per_op_nodes;
+  struct Product {  // the profiled steps' product nodes of one op, input shapes and attributes
+    int64_t nodes = 0;
+    double s = 0, flops = 0;  // mean per step
+  };
+  std::map<std::string, Product> products;
   double forward_s = 0, backward_s = 0, optimizer_s = 0;  // mean of the profiled steps
   float loss0 = 0;
 };
+
+/// "op [in0 shape] [in1 shape] … attrs": the product nodes that run the same kernel call.
+std::string product_key(const StepGraph& g, const Node& n) {
+  std::string key = op_name(n.op);
+  for (ValueId v : n.inputs) {
+    key += ' ';
+    key += g.values[v].shape.str();
+  }
+  for (int64_t a : n.attrs.ints) {
+    key += ' ';
+    key += std::to_string(a);
+  }
+  return key;
+}
 
 OurTiming time_ours(const JobSpec& job, const Dataset& train, int threads, int warmup, int repeats,
                     bool keep_values) {
@@ -209,6 +228,12 @@ OurTiming time_ours(const JobSpec& job, const Dataset& train, int threads, int w
     executor.take_next_state(next, st);
     for (size_t n = 0; n < next.nodes.size(); ++n) {
       const OpKind k = next.nodes[n].op;
+      if (const double flops = bench::node_product_flops(next, next.nodes[n]); flops > 0) {
+        OurTiming::Product& p = r.products[product_key(next, next.nodes[n])];
+        if (i == 0) ++p.nodes;
+        p.s += node_s[n] / profiled;
+        p.flops += flops / profiled;
+      }
       r.per_op_s[op_name(k)] += node_s[n] / profiled;
       if (i == 0) r.per_op_nodes[op_name(k)] += 1;
       if (is_optimizer_op(k))
@@ -260,6 +285,17 @@ nlohmann::json ours_json(const OurTiming& r) {
   for (const auto& [name, s0] : r.step0_op_s)
     extra.push_back({s0 - (r.per_op_s.count(name) ? r.per_op_s.at(name) : 0.0), name});
   std::sort(extra.rbegin(), extra.rend());
+  // Each kind of product inside the step, slowest first: its operands come from other nodes, so a
+  // product's rate here is lower than bench_matmul's with operands in cache (docs/performance.md "Matmul").
+  std::vector<std::pair<double, std::string>> by_time;
+  for (const auto& [key, p] : r.products) by_time.push_back({p.s, key});
+  std::sort(by_time.rbegin(), by_time.rend());
+  nlohmann::json products = nlohmann::json::array();
+  for (const auto& [s, key] : by_time) {
+    const OurTiming::Product& p = r.products.at(key);
+    products.push_back(
+        {{"product", key}, {"nodes", p.nodes}, {"ms", p.s * 1e3}, {"gflops", p.flops / p.s * 1e-9}});
+  }
   nlohmann::json step0_extra = nlohmann::json::array();
   for (size_t i = 0; i < extra.size() && i < 6; ++i)
     step0_extra.push_back({{"op", extra[i].second}, {"extra_s", extra[i].first}});
@@ -284,7 +320,8 @@ nlohmann::json ours_json(const OurTiming& r) {
            {{"forward_s", r.forward_s},
             {"backward_s", r.backward_s},
             {"optimizer_s", r.optimizer_s},
-            {"per_op", ops}}},
+            {"per_op", ops},
+            {"products", products}}},
           {"samples_s", r.step_s}};
 }
 

@@ -11,39 +11,38 @@
 
 namespace tribunal::bench {
 
-/// 2·M·N·K summed over the product nodes of `g` (batched matmuls: per batch); FLOPs per step.
+/// 2·M·N·K of node `n` of `g` if it is a product (batched matmuls: per batch), else 0; FLOPs.
+inline double node_product_flops(const StepGraph& g, const Node& n) {
+  if (n.outputs.empty() || n.inputs.empty()) return 0;
+  const Shape& out = g.values[n.outputs[0]].shape;
+  const Shape& a = g.values[n.inputs[0]].shape;
+  const double outputs = static_cast<double>(out.numel());
+  switch (n.op) {
+    case OpKind::Linear:  // x[M,K] → y[M,N]
+      return 2 * outputs * static_cast<double>(a[a.rank() - 1]);
+    case OpKind::Matmul: {  // op(a)[…,M,K] · op(b)[…,K,N]
+      const bool trans_a = !n.attrs.ints.empty() && n.attrs.ints[0] != 0;
+      return 2 * outputs * static_cast<double>(a[a.rank() - (trans_a ? 2 : 1)]);
+    }
+    case OpKind::Conv2d: {  // each output sums C/G·KH·KW products: w[O,C/G,KH,KW]
+      const Shape& w = g.values[n.inputs[1]].shape;
+      return 2 * outputs * static_cast<double>(w[1] * w[2] * w[3]);
+    }
+    case OpKind::Conv2dBackwardInput:  // w[O,C/G,KH,KW], dy[N,O,OH,OW]: the forward's products
+    case OpKind::Conv2dBackwardWeight: {
+      const Shape& dy = g.values[n.inputs[1]].shape;
+      const Shape& w = n.op == OpKind::Conv2dBackwardInput ? a : out;
+      return 2 * static_cast<double>(dy.numel()) * static_cast<double>(w[1] * w[2] * w[3]);
+    }
+    default:
+      return 0;
+  }
+}
+
+/// node_product_flops summed over the nodes of `g`; FLOPs per step.
 inline double step_product_flops(const StepGraph& g) {
   double flops = 0;
-  for (const Node& n : g.nodes) {
-    if (n.outputs.empty() || n.inputs.empty()) continue;
-    const Shape& out = g.values[n.outputs[0]].shape;
-    const Shape& a = g.values[n.inputs[0]].shape;
-    const double outputs = static_cast<double>(out.numel());
-    switch (n.op) {
-      case OpKind::Linear:  // x[M,K] → y[M,N]
-        flops += 2 * outputs * static_cast<double>(a[a.rank() - 1]);
-        break;
-      case OpKind::Matmul: {  // op(a)[…,M,K] · op(b)[…,K,N]
-        const bool trans_a = !n.attrs.ints.empty() && n.attrs.ints[0] != 0;
-        flops += 2 * outputs * static_cast<double>(a[a.rank() - (trans_a ? 2 : 1)]);
-        break;
-      }
-      case OpKind::Conv2d: {  // each output sums C/G·KH·KW products: w[O,C/G,KH,KW]
-        const Shape& w = g.values[n.inputs[1]].shape;
-        flops += 2 * outputs * static_cast<double>(w[1] * w[2] * w[3]);
-        break;
-      }
-      case OpKind::Conv2dBackwardInput:  // w[O,C/G,KH,KW], dy[N,O,OH,OW]: the forward's products
-      case OpKind::Conv2dBackwardWeight: {
-        const Shape& dy = g.values[n.inputs[1]].shape;
-        const Shape& w = n.op == OpKind::Conv2dBackwardInput ? a : out;
-        flops += 2 * static_cast<double>(dy.numel()) * static_cast<double>(w[1] * w[2] * w[3]);
-        break;
-      }
-      default:
-        break;
-    }
-  }
+  for (const Node& n : g.nodes) flops += node_product_flops(g, n);
   return flops;
 }
 

@@ -185,7 +185,7 @@ float Trainer::run_step(const StepGraph& g, Inspect before_swap, Release after_s
 }
 
 void Trainer::prepare() {
-  if (shards_.count >= 0) return;  // one rank of several: its shards' graph keeps every value anyway
+  if (shards_.count >= 0) return;  // a rank of a World: a sharded step graph keeps every value anyway
   const int64_t t = state_.step();
   prepared_.emplace(t, step_graph(t));  // step() runs this graph: the policy is asked once per step
   const Tensor* data[] = {&train_.inputs, &train_.labels};
