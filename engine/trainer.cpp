@@ -192,18 +192,16 @@ void Trainer::prepare() {
   executor_.reserve(prepared_->second, state_.pointers(), data);
 }
 
+StepGraph Trainer::next_step_graph() {
+  const int64_t t = state_.step();
+  std::optional<std::pair<int64_t, StepGraph>> prepared = std::exchange(prepared_, std::nullopt);
+  return prepared && prepared->first == t ? std::move(prepared->second) : step_graph(t);
+}
+
 float Trainer::step() {
   const auto none = [](const Executor&) {};
-  if (shards_.count < 0) {
-    if (prepared_ && prepared_->first == state_.step()) {
-      const StepGraph g = std::move(prepared_->second);
-      prepared_.reset();
-      return run_step(g, none, none);
-    }
-    prepared_.reset();
-    return run_step(step_graph(state_.step()), none, none);
-  }
-  const StepGraph g = step_graph(state_.step());
+  const StepGraph g = next_step_graph();
+  if (shards_.count < 0) return run_step(g, none, none);
   ShardRun run = shards_;
   run.exchange = [&](Executor& ex) {
     const auto t0 = Clock::now();

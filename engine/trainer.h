@@ -114,7 +114,8 @@ class Trainer {
  private:
   template <class Inspect, class Release>
   float run_step(const StepGraph& g, Inspect before_swap, Release after_swap, const ShardRun& shards = {});
-  void replay_to(int64_t s);  // runs this trainer's trajectory from state 0 to s, then restores the state
+  void replay_to(int64_t s);    // runs this trainer's trajectory from state 0 to s, then restores the state
+  StepGraph next_step_graph();  // prepare()'s graph when it is this step's, else step_graph(t)
 
   JobSpec job_;
   const Dataset& train_;
