@@ -33,7 +33,10 @@
 //
 // Against the machine: the step's product FLOPs (matmuls, linear layers: bench/step_flops.h) over our
 // median step time, as a fraction of the FMA peak of the same thread count, measured in the same run
-// by an FMA loop on the widest vectors the CPU has (bench/fma_peak.h).
+// by an FMA loop on the widest vectors the CPU has (bench/fma_peak.h). The other ops, bound by memory,
+// against the read bandwidth of the same threads (bench/memory_bandwidth.h): each op kind's bytes
+// moved per second (bench/step_flops.h node_bytes), and the profiled step split into products
+// (GFLOP/s) and the rest (GB/s, and its time if every byte came from memory once at that bandwidth).
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -58,6 +61,7 @@
 #include "bench/bench_stats.h"
 #include "bench/cpu_model.h"
 #include "bench/fma_peak.h"
+#include "bench/memory_bandwidth.h"
 #include "bench/step_flops.h"
 #include "engine/dataset.h"
 #include "engine/executor.h"
@@ -120,12 +124,15 @@ struct OurTiming {
   uint64_t peak_rss = 0, peak_live = 0, held = 0;  // VmHWM of the timing; the executor's, after it
   std::map<std::string, double> per_op_s;          // mean seconds per step, by op name (profiled steps)
   std::map<std::string, int64_t> per_op_nodes;
+  std::map<std::string, double> per_op_bytes;  // bytes per step each op kind's nodes move (node_bytes)
   struct Product {  // the profiled steps' product nodes of one op, input shapes and attributes
     int64_t nodes = 0;
     double s = 0, flops = 0;  // mean per step
   };
   std::map<std::string, Product> products;
   double forward_s = 0, backward_s = 0, optimizer_s = 0;  // mean of the profiled steps
+  // The profiled steps split by what bounds them: the product nodes (FLOPs), the rest (bytes).
+  double product_s = 0, product_flops = 0, other_s = 0, other_bytes = 0;
   float loss0 = 0;
 };
 
@@ -233,9 +240,17 @@ OurTiming time_ours(const JobSpec& job, const Dataset& train, int threads, int w
         if (i == 0) ++p.nodes;
         p.s += node_s[n] / profiled;
         p.flops += flops / profiled;
+        r.product_s += node_s[n] / profiled;
+        r.product_flops += flops / profiled;
+      } else {
+        r.other_s += node_s[n] / profiled;
+        r.other_bytes += bench::node_bytes(next, next.nodes[n]) / profiled;
       }
       r.per_op_s[op_name(k)] += node_s[n] / profiled;
-      if (i == 0) r.per_op_nodes[op_name(k)] += 1;
+      if (i == 0) {
+        r.per_op_nodes[op_name(k)] += 1;
+        r.per_op_bytes[op_name(k)] += bench::node_bytes(next, next.nodes[n]);
+      }
       if (is_optimizer_op(k))
         r.optimizer_s += node_s[n] / profiled;
       else if (n <= loss_node)
@@ -279,7 +294,9 @@ nlohmann::json ours_json(const OurTiming& r) {
     ops.push_back({{"op", name},
                    {"ms", s * 1e3},
                    {"share", total > 0 ? s / total : 0},
-                   {"nodes", r.per_op_nodes.at(name)}});
+                   {"nodes", r.per_op_nodes.at(name)},
+                   {"bytes", r.per_op_bytes.at(name)},
+                   {"gb_per_s", s > 0 ? r.per_op_bytes.at(name) / s * 1e-9 : 0.0}});
   // The ops whose step-0 time exceeds their later steps' most (step 0's extra seconds).
   std::vector<std::pair<double, std::string>> extra;
   for (const auto& [name, s0] : r.step0_op_s)
@@ -321,7 +338,13 @@ nlohmann::json ours_json(const OurTiming& r) {
             {"backward_s", r.backward_s},
             {"optimizer_s", r.optimizer_s},
             {"per_op", ops},
-            {"products", products}}},
+            {"products", products},
+            {"by_bound",
+             {{"products_ms", r.product_s * 1e3},
+              {"products_gflops", r.product_s > 0 ? r.product_flops / r.product_s * 1e-9 : 0.0},
+              {"other_ms", r.other_s * 1e3},
+              {"other_bytes", r.other_bytes},
+              {"other_gb_per_s", r.other_s > 0 ? r.other_bytes / r.other_s * 1e-9 : 0.0}}}}},
           {"samples_s", r.step_s}};
 }
 
@@ -533,6 +556,11 @@ int main(int argc, char** argv) {
     }
     if (!export_path.empty()) std::filesystem::remove(export_path);
 
+    // The memory read bandwidth of each thread count, after the timings (its 1 GiB buffer would
+    // otherwise count in their resident sets): what the ops other than products can reach.
+    const uint64_t peak_rss_timings = peak_rss_bytes();
+    std::map<int, bench::MemoryBandwidth> bandwidths;
+    for (int t : thread_counts) bandwidths[t] = bench::measure_read_bandwidth(t);
     double ours_best = 1e30;
     nlohmann::json ours_all = nlohmann::json::array();
     const auto sum = memory["sum_bytes"].get<double>();
@@ -544,7 +572,17 @@ int main(int argc, char** argv) {
       ours_all.back()["product_gflops"] = gflops;
       ours_all.back()["fma_peak_gflops"] = peak;
       ours_all.back()["fraction_of_fma_peak"] = peak > 0 ? gflops / peak : 0.0;
+      // The ops other than products, if each byte they move came from memory once at the measured
+      // read bandwidth: a floor for their time unless ops are fused (docs/performance.md).
+      const double bw = bandwidths.at(r.threads).read_gb_per_s;
+      ours_all.back()["profiled"]["by_bound"]["other_at_read_bandwidth_ms"] =
+          bw > 0 ? r.other_bytes / bw * 1e-6 : 0.0;
+      ours_all.back()["memory_read_gb_per_s"] = bw;
     }
+    nlohmann::json bandwidth_json = nlohmann::json::array();
+    for (const auto& [t, b] : bandwidths)
+      bandwidth_json.push_back(
+          {{"threads", t}, {"buffer_bytes", b.buffer_bytes}, {"read_gb_per_s", b.read_gb_per_s}});
     nlohmann::json peaks_json = nlohmann::json::array();
     for (const auto& entry : fma_peaks)
       peaks_json.push_back(
@@ -579,7 +617,8 @@ int main(int argc, char** argv) {
                           {"memory", memory},
                           {"product_flops_per_step", step_flops},
                           {"fma_peak", peaks_json},
-                          {"peak_rss_bytes", peak_rss_bytes()},
+                          {"memory_bandwidth", bandwidth_json},
+                          {"peak_rss_bytes", peak_rss_timings},
                           {"targets", targets},
                           {"tribunal", ours_all},
                           {"tribunal_best_s", ours_best},

@@ -1,7 +1,8 @@
 // The floating-point operations of a step graph's products — the matmuls, linear layers and
 // convolutions (forward and backward), 2 per multiply-add — from the shapes and attributes of its
 // nodes (ops/registry.h). Elementwise ops, reductions and the optimizer are not counted: they are
-// bound by memory, and counting them would flatter a GFLOP/s figure set against the FMA peak.
+// bound by memory, and counting them would flatter a GFLOP/s figure set against the FMA peak; the
+// bytes every node moves (node_bytes) set them against the memory bandwidth instead.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +38,16 @@ inline double node_product_flops(const StepGraph& g, const Node& n) {
     default:
       return 0;
   }
+}
+
+/// The bytes node `n` of `g` moves if each of its float32 inputs is read once and each output written
+/// once (an in-place update, AdamW's, counts both): what a memory-bound op costs at the machine's
+/// memory bandwidth when its operands are not in cache (bench/memory_bandwidth.h).
+inline double node_bytes(const StepGraph& g, const Node& n) {
+  double bytes = 0;
+  for (ValueId v : n.inputs) bytes += 4.0 * static_cast<double>(g.values[v].shape.numel());
+  for (ValueId v : n.outputs) bytes += 4.0 * static_cast<double>(g.values[v].shape.numel());
+  return bytes;
 }
 
 /// node_product_flops summed over the nodes of `g`; FLOPs per step.
