@@ -4,6 +4,7 @@
 #include <bit>
 #include <fstream>
 #include <iterator>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -178,8 +179,7 @@ std::vector<Body> DisputeResponder::answer(const Query& q) {
       StepCommit c;
       c.round = q.round;
       c.root = t3.root();
-      c.pre_state = tr.pre_state;
-      c.post_state = tr.post_state;
+      c.pre_root = merkle_root(tr.pre_state);
       c.pre_in_level2 = MerkleTree(l2).prove(q.step - checkpoints_[q.interval - 1]);
       c.last = t3.prove(l3.size() - 1);
       return {c};
@@ -196,6 +196,18 @@ std::vector<Body> DisputeResponder::answer(const Query& q) {
         out.records.push_back(tr.records[i]);
         out.proofs.push_back(t3.prove(i));
       }
+      // The state leaves asked for: state t's with their proofs under state_hash(t), all of state t+1's.
+      std::optional<MerkleTree> pre;
+      for (const ValueAddress& a : q.values) {
+        if (a.origin == ValueOrigin::NextState) {
+          out.post_state = tr.post_state;
+          continue;
+        }
+        check(a.origin == ValueOrigin::StateInput && a.index < tr.pre_state.size(), "no such state tensor");
+        if (!pre) pre.emplace(tr.pre_state);
+        out.state_leaves.push_back(tr.pre_state[a.index]);
+        out.state_proofs.push_back(pre->prove(a.index));
+      }
       return {out};
     }
     case QueryKind::OpenInputs: {
@@ -209,6 +221,7 @@ std::vector<Body> DisputeResponder::answer(const Query& q) {
           check(a.index < tr.graph.state_inputs.size(), "no such state tensor");
           id = tr.graph.state_inputs[a.index];
         } else {
+          check(a.origin == ValueOrigin::NodeOutput, "an opening names state tensors or node outputs");
           check(a.index < tr.graph.nodes.size() && a.slot < tr.graph.nodes[a.index].outputs.size(),
                 "no such node output");
           id = tr.graph.nodes[a.index].outputs[a.slot];

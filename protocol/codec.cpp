@@ -212,8 +212,8 @@ void fields(S& s, Is<IntervalCommit> auto& m) {
 }
 template <class S>
 void fields(S& s, Is<StepCommit> auto& m) {
-  s("round", m.round)("root", m.root)("pre_state", m.pre_state)("post_state", m.post_state)(
-      "pre_in_level2", m.pre_in_level2)("last", m.last);
+  s("round", m.round)("root", m.root)("pre_root", m.pre_root)("pre_in_level2", m.pre_in_level2)("last",
+                                                                                                m.last);
 }
 template <class S>
 void fields(S& s, Is<NodeRecord> auto& m) {
@@ -221,7 +221,8 @@ void fields(S& s, Is<NodeRecord> auto& m) {
 }
 template <class S>
 void fields(S& s, Is<Records> auto& m) {
-  s("round", m.round)("indices", m.indices)("records", m.records)("proofs", m.proofs);
+  s("round", m.round)("indices", m.indices)("records", m.records)("proofs", m.proofs)(
+      "state_leaves", m.state_leaves)("state_proofs", m.state_proofs)("post_state", m.post_state);
 }
 template <class S>
 void fields(S& s, Is<TensorChunk> auto& m) {

@@ -49,7 +49,7 @@ inline constexpr uint8_t kEnumLast<Level> = static_cast<uint8_t>(Level::Chunks);
 template <>
 inline constexpr uint8_t kEnumLast<QueryKind> = static_cast<uint8_t>(QueryKind::LogEvidence);
 template <>
-inline constexpr uint8_t kEnumLast<ValueOrigin> = static_cast<uint8_t>(ValueOrigin::NodeOutput);
+inline constexpr uint8_t kEnumLast<ValueOrigin> = static_cast<uint8_t>(ValueOrigin::NextState);
 template <>
 inline constexpr uint8_t kEnumLast<VerdictReason> = static_cast<uint8_t>(VerdictReason::BothValid);
 

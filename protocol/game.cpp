@@ -545,17 +545,11 @@ bool Game::accept(int party, const Body& body, std::string& why) {
       const uint64_t n2 = checkpoints_[interval_] - checkpoints_[interval_ - 1] + 1;
       const uint64_t j = step_ - checkpoints_[interval_ - 1] + 1;  // leaf of state t+1 in level 2
       const uint64_t g = spec_->nodes.size();
-      if (c.pre_state.size() != spec_->state_inputs || c.post_state.size() != spec_->state_outputs.size()) {
-        why = "the step commitment lists the wrong number of state tensors";
-        return false;
-      }
-      if (!proof_is(c.pre_in_level2, j - 1, n2) ||
-          !verify_inclusion(merkle_root(c.pre_state), c.pre_in_level2, ps.root)) {
+      if (!proof_is(c.pre_in_level2, j - 1, n2) || !verify_inclusion(c.pre_root, c.pre_in_level2, ps.root)) {
         why = "the step's input state is not the agreed state_hash(t)";
         return false;
       }
-      if (merkle_root(c.post_state) != ps.level2_value || !proof_is(c.last, g, g + 1) ||
-          !verify_inclusion(ps.level2_value, c.last, c.root)) {
+      if (!proof_is(c.last, g, g + 1) || !verify_inclusion(ps.level2_value, c.last, c.root)) {
         why = "the step commitment does not end in the party's own state_hash(t+1)";
         return false;
       }
@@ -576,6 +570,24 @@ bool Game::accept(int party, const Body& body, std::string& why) {
               "record " + std::to_string(r.indices[i]) + " does not open against the party's step commitment";
           return false;
         }
+      if (r.state_leaves.size() != state_indices_.size() || r.state_proofs.size() != state_indices_.size()) {
+        why = "the opened state t tensor leaves are not the ones asked for";
+        return false;
+      }
+      for (size_t i = 0; i < state_indices_.size(); ++i)
+        if (!proof_is(r.state_proofs[i], state_indices_[i], spec_->state_inputs) ||
+            !verify_inclusion(r.state_leaves[i], r.state_proofs[i], ps.pre_root)) {
+          why = "tensor leaf " + std::to_string(state_indices_[i]) +
+                " of state t does not open against the party's state_hash(t)";
+          return false;
+        }
+      if (post_state_opened_ ? r.post_state.size() != spec_->state_outputs.size() ||
+                                   merkle_root(r.post_state) != ps.level2_value
+                             : !r.post_state.empty()) {
+        why = post_state_opened_ ? "the tensor leaves of state t+1 are not the party's state_hash(t+1)"
+                                 : "state t+1's tensor leaves were not asked for";
+        return false;
+      }
       return true;
     }
     case Phase::OpenInputs:
@@ -635,15 +647,19 @@ std::vector<Action> Game::advance(GameTime now) {
       for (int p = 0; p < 2; ++p) {
         const auto& c = std::get<StepCommit>(*party_[p].answer);
         party_[p].root = party_[p].node = c.root;
-        party_[p].pre_state = c.pre_state;
-        party_[p].post_state = c.post_state;
+        party_[p].pre_root = c.pre_root;
       }
       lo_ = 0;
       hi_ = leaves_at_level();
       return ask_both(query(QueryKind::Children, Level::Nodes), now, allowance(params_.terms, 0, 0));
     }
     case Phase::OpenRecords:
-      for (int p = 0; p < 2; ++p) party_[p].records = std::get<Records>(*party_[p].answer).records;
+      for (int p = 0; p < 2; ++p) {
+        const Records& r = std::get<Records>(*party_[p].answer);
+        party_[p].records = r.records;
+        party_[p].state_leaves = r.state_leaves;
+        party_[p].post_state = r.post_state;
+      }
       return check_records(now);
     default:
       return {};
@@ -692,25 +708,28 @@ std::vector<Action> Game::after_descent(GameTime now) {
   // Level 3: the first differing leaf is node lo_ (or the post state when lo_ == G).
   node_ = lo_;
   events_.push_back({GameEvent::Kind::Located, Level::Nodes, node_, {}});
-  std::set<uint64_t> open;
+  // Opened with the records: the leaves of state t those inputs read, and at G every leaf of state t+1.
+  std::set<uint64_t> open, state;
   const auto add_producers = [&](const std::vector<InputSpec>& inputs) {
-    for (const InputSpec& in : inputs)
+    for (const InputSpec& in : inputs) {
       if (in.source == InputSpec::Source::Node) open.insert(in.index);
+      if (in.source == InputSpec::Source::State) state.insert(in.index);
+    }
   };
-  if (node_ < spec_->nodes.size()) {
+  post_state_opened_ = node_ == spec_->nodes.size();
+  if (!post_state_opened_) {
     open.insert(node_);
     add_producers(spec_->nodes[node_].inputs);
   } else {
     add_producers(spec_->state_outputs);
   }
   record_indices_.assign(open.begin(), open.end());
+  state_indices_.assign(state.begin(), state.end());
   phase_ = Phase::OpenRecords;
-  if (record_indices_.empty()) {
-    for (int p = 0; p < 2; ++p) party_[p].records.clear();
-    return check_records(now);
-  }
   Query q = query(QueryKind::OpenRecords, Level::Nodes);
   q.indices = record_indices_;
+  for (uint64_t i : state_indices_) q.values.push_back({ValueOrigin::StateInput, i, 0});
+  if (post_state_opened_) q.values.push_back({ValueOrigin::NextState, 0, 0});
   return ask_both(q, now, allowance(params_.terms, 0, 0));
 }
 
@@ -723,9 +742,12 @@ std::vector<Action> Game::check_records(GameTime now) {
   // The hash an input must have, as this party's agreed records and states say; nullopt if unknowable.
   const auto expected = [&](int p, const InputSpec& in) -> std::optional<Digest> {
     switch (in.source) {
-      case InputSpec::Source::State:
-        return in.index < party_[p].pre_state.size() ? std::optional(party_[p].pre_state[in.index])
-                                                     : std::nullopt;
+      case InputSpec::Source::State: {
+        const auto it = std::find(state_indices_.begin(), state_indices_.end(), in.index);
+        return it != state_indices_.end()
+                   ? std::optional(party_[p].state_leaves[static_cast<size_t>(it - state_indices_.begin())])
+                   : std::nullopt;
+      }
       case InputSpec::Source::Data:
         return params_.dataset_root;
       case InputSpec::Source::Constant:

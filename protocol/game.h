@@ -354,11 +354,13 @@ class Game {
     bool lost = false;
     VerdictReason reason = VerdictReason::Timeout;
     std::string detail;
-    Digest level1_value{};  // value at the located checkpoint (end of the interval)
-    Digest level2_value{};  // value at the located step's end (state_hash(t+1))
-    Digest chunk_value{};   // level 4: the hash of the located chunk of the disputed output
-    std::vector<Digest> pre_state, post_state;
-    std::vector<NodeRecord> records;  // opened records, by position in record_indices_
+    Digest level1_value{};             // value at the located checkpoint (end of the interval)
+    Digest level2_value{};             // value at the located step's end (state_hash(t+1))
+    Digest chunk_value{};              // level 4: the hash of the located chunk of the disputed output
+    Digest pre_root{};                 // state_hash(t), from the StepCommit
+    std::vector<Digest> state_leaves;  // opened leaves of state t, by position in state_indices_
+    std::vector<Digest> post_state;    // every leaf of state t+1, when opened (the post state's node)
+    std::vector<NodeRecord> records;   // opened records, by position in record_indices_
   };
 
   Query query(QueryKind kind, Level level) const;  // a query about the current position
@@ -407,6 +409,8 @@ class Game {
   uint64_t node_ = 0;                     // located node (or G for the post state)
   std::optional<StepSpec> spec_;          // step t's graph, once located
   std::vector<uint64_t> record_indices_;  // records opened in OpenRecords
+  std::vector<uint64_t> state_indices_;   // leaves of state t opened with them (increasing)
+  bool post_state_opened_ = false;        // and every leaf of state t+1 (the located leaf is G)
   std::optional<uint32_t> part_slot_;     // level 4: the output whose chunk tree is descended
   uint64_t chunk_count_ = 0;              // its chunks
   uint64_t chunk_ = 0;                    // the located chunk

@@ -18,7 +18,9 @@ namespace tribunal {
 
 /// Wire format version; the first byte of every envelope. 3: a TensorChunk carries a run of chunks
 /// with one range proof. 4: level 4 (Level::Chunks) narrows a located node to one chunk of an output.
-inline constexpr uint8_t kWireVersion = 4;
+/// 5: a StepCommit carries the root of state t's tensor leaves, not the leaves of states t and t+1;
+/// the leaves a decision reads come with the records (Records.state_leaves, Records.post_state).
+inline constexpr uint8_t kWireVersion = 5;
 
 enum class MessageKind : uint8_t {
   JobSubmit = 1,       ///< client → provider
@@ -116,6 +118,9 @@ enum class QueryKind : uint8_t {
 enum class ValueOrigin : uint8_t {
   StateInput = 1,  ///< state tensor `index` of state `step`
   NodeOutput = 2,  ///< output `slot` of node `index`
+  /// OpenRecords only: every tensor leaf of state `step` + 1 (index and slot 0), for a step whose
+  /// records all agree and whose next states differ (Records.post_state).
+  NextState = 3,
 };
 
 /// One value of a step graph that a referee asks to see.
@@ -146,7 +151,9 @@ struct Query {
   /// OpenRecords: node indices; OpenInputs: sample rows; Children of Level::Chunks: {node, output
   /// slot} of step `step`, whose chunk tree is descended.
   std::vector<uint64_t> indices;
-  std::vector<ValueAddress> values;  ///< OpenInputs: tensors to open
+  /// OpenInputs: tensors to open; OpenRecords: the tensor leaves of state `step` (StateInput) to
+  /// prove, and NextState for all of state `step` + 1's.
+  std::vector<ValueAddress> values;
   /// The time the asked party has to answer: its clock, i.e. what it saved on earlier questions
   /// plus this question's allowance (docs/protocol.md, "Clocks"). Informational: the referee's clock
   /// decides. On the wire: u64 milliseconds.
@@ -180,16 +187,16 @@ struct IntervalCommit {
 };
 
 /// provider → referee, level 3: the Merkle root over G + 1 leaves — the G node records of step t's
-/// graph, then state_hash(t+1) — with the tensor leaves of state t (their Merkle root is proven to be
-/// leaf j−1 of the party's level-2 tree, the agreed state_hash(t)) and of state t+1 (their root must
-/// be the party's level-2 value at t+1, which must also be leaf G of `root`).
+/// graph, then state_hash(t+1) — with the root of state t's tensor leaves, state_hash(t), proven to be
+/// leaf j−1 of the party's level-2 tree (the agreed value there), and the party's own level-2 value at
+/// t+1 proven to be leaf G of `root`. The tensor leaves themselves come only where a decision reads
+/// them, with the records (Records): a commitment's size does not grow with the model's tensor count.
 struct StepCommit {
   uint32_t round = 0;
   Digest root{};
-  std::vector<Digest> pre_state;
-  std::vector<Digest> post_state;
-  InclusionProof pre_in_level2;  ///< merkle_root(pre_state) is leaf j−1 of the level-2 tree
-  InclusionProof last;           ///< merkle_root(post_state) is leaf G of `root`
+  Digest pre_root{};             ///< state_hash(t): the Merkle root of state t's tensor leaves
+  InclusionProof pre_in_level2;  ///< pre_root is leaf j−1 of the level-2 tree
+  InclusionProof last;           ///< the party's state_hash(t+1) is leaf G of `root`
 };
 
 /// One node of a step graph as committed: record = H(NodeRecord ‖ op ‖ u32 attrs length ‖ attrs ‖
@@ -205,12 +212,18 @@ struct NodeRecord {
 /// record hash as above.
 Digest node_record_hash(const NodeRecord& record);
 
-/// provider → referee: opened node records with proofs against the party's level-3 root.
+/// provider → referee: opened node records with proofs against the party's level-3 root, and the
+/// state tensor leaves the query's `values` asked: one leaf of state t per StateInput value, in order,
+/// each with its inclusion proof under the party's StepCommit.pre_root; and, for a NextState value,
+/// every tensor leaf of state t+1, whose Merkle root must be the party's state_hash(t+1).
 struct Records {
   uint32_t round = 0;
   std::vector<uint64_t> indices;
   std::vector<NodeRecord> records;
   std::vector<InclusionProof> proofs;
+  std::vector<Digest> state_leaves{};
+  std::vector<InclusionProof> state_proofs{};
+  std::vector<Digest> post_state{};
 };
 
 /// provider → referee (and provider → client, provider → auditor): the chunks [chunk, chunk + count)

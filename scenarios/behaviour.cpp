@@ -80,8 +80,7 @@ bool lie_in(AnswerKind kind, Body& body, std::mt19937_64& rng) {
       return false;
     case AnswerKind::BadHandoff:
       if (auto* c = std::get_if<IntervalCommit>(&body)) return c->start_value = flipped(c->start_value), true;
-      if (auto* c = std::get_if<StepCommit>(&body))
-        return !c->pre_state.empty() && (c->pre_state[0] = flipped(c->pre_state[0]), true);
+      if (auto* c = std::get_if<StepCommit>(&body)) return c->pre_root = flipped(c->pre_root), true;
       return false;
     case AnswerKind::ForgedBytes:
       if (auto* t = std::get_if<TensorChunk>(&body)) return !t->bytes.empty() && (t->bytes[0] ^= 0x01, true);

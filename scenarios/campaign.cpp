@@ -52,7 +52,7 @@ void flip_bit(Body& body, uint32_t which) {
         else if constexpr (std::is_same_v<M, IntervalCommit>)
           m.start_value[which % 32] ^= mask;
         else if constexpr (std::is_same_v<M, StepCommit>)
-          m.post_state.at(0)[which % 32] ^= mask;
+          m.pre_root[which % 32] ^= mask;
         else if constexpr (std::is_same_v<M, Records>)
           m.records.at(0).outputs.at(0)[which % 32] ^= mask;
         else if constexpr (std::is_same_v<M, TensorChunk>)

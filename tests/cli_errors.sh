@@ -235,7 +235,7 @@ expect "a job file as a key" 1 "^tribunal: error: key file $tmp/ok.toml: first l
   delegate "$tmp/ok.toml" --provider ws://127.0.0.1:1/ --provider ws://127.0.0.1:2/ --referee ws://127.0.0.1:3/ \
   --referee-key "$ref_key" --key "$tmp/ok.toml"
 printf 'g\x00\x01corrupt' >"$tmp/corrupt.bin"
-expect "verify a corrupt verdict" 1 "^tribunal: error: $tmp/corrupt.bin: not a valid signed verdict \(Envelope.version: version 103 is not 4 at offset 0\)$" -- \
+expect "verify a corrupt verdict" 1 "^tribunal: error: $tmp/corrupt.bin: not a valid signed verdict \(Envelope.version: version 103 is not 5 at offset 0\)$" -- \
   verify "$tmp/corrupt.bin" --referee-key "$ref_key"
 expect "report of a corrupt verdict" 1 "^tribunal: error: $tmp/corrupt.bin: not a valid signed verdict \(" -- \
   report "$tmp/corrupt.bin" --out "$tmp/r.html"
@@ -250,10 +250,11 @@ TRIBUNAL_KEY="$tmp/nokey.key" expect "TRIBUNAL_KEY" 1 "^tribunal: error: key fil
 "$bin" --version >"$tmp/out" 2>"$tmp/err"
 rc=$?
 contract=$(sed -n 's/^inline constexpr uint32_t kRepOpsContractVersion = \([0-9]*\);.*/\1/p' "$(dirname "$0")/../engine/job.h")
-if [ "$rc" -ne 0 ] || [ -s "$tmp/err" ] || [ -z "$contract" ] || ! grep -qE "^tribunal [0-9]+\.[0-9]+\.[0-9]+ \(.+\)$" "$tmp/out" ||
-  ! grep -qx "numerics contract $contract (RepOps; part of every job id)" "$tmp/out" || ! grep -qx "wire protocol 4" "$tmp/out" ||
+wire=$(sed -n 's/^inline constexpr uint8_t kWireVersion = \([0-9]*\);.*/\1/p' "$(dirname "$0")/../protocol/messages.h")
+if [ "$rc" -ne 0 ] || [ -s "$tmp/err" ] || [ -z "$contract" ] || [ -z "$wire" ] || ! grep -qE "^tribunal [0-9]+\.[0-9]+\.[0-9]+ \(.+\)$" "$tmp/out" ||
+  ! grep -qx "numerics contract $contract (RepOps; part of every job id)" "$tmp/out" || ! grep -qx "wire protocol $wire" "$tmp/out" ||
   ! grep -qE "^built with [A-Za-z]+ [0-9.]+" "$tmp/out"; then
-  echo "FAIL --version: exit $rc, contract '$contract', stdout:"; sed 's/^/    /' "$tmp/out"; fail=1
+  echo "FAIL --version: exit $rc, contract '$contract', wire '$wire', stdout:"; sed 's/^/    /' "$tmp/out"; fail=1
 else
   echo "ok   --version: $(head -n1 "$tmp/out"), contract $contract"
 fi

@@ -129,8 +129,7 @@ class CounterProvider {
         StepCommit c;
         c.round = q.round;
         c.root = merkle_root(l3);
-        c.pre_state = {scalar_leaf(states_[q.step])};
-        c.post_state = {scalar_leaf(states_[q.step + 1])};
+        c.pre_root = merkle_root(std::vector<Digest>{scalar_leaf(states_[q.step])});
         c.pre_in_level2 = MerkleTree(l2).prove(q.step - cps[q.interval - 1]);
         c.last = MerkleTree(l3).prove(l3.size() - 1);
         return {c};
@@ -144,6 +143,15 @@ class CounterProvider {
         for (uint64_t i : q.indices) {
           r.records.push_back(tr.records[i]);
           r.proofs.push_back(tree.prove(i));
+        }
+        for (const ValueAddress& a : q.values) {  // the state is one tensor: leaf 0 of states t and t+1
+          const std::vector<Digest> pre{scalar_leaf(states_[q.step])};
+          if (a.origin == ValueOrigin::NextState) {
+            r.post_state = {scalar_leaf(states_[q.step + 1])};
+          } else {
+            r.state_leaves.push_back(pre.at(a.index));
+            r.state_proofs.push_back(MerkleTree(pre).prove(a.index));
+          }
         }
         return {r};
       }

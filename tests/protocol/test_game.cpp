@@ -163,6 +163,47 @@ TEST_CASE("counter: a wrong initial state loses at level 1") {
     }
 }
 
+// Wire version 5: a StepCommit carries state_hash(t), not state t's tensor leaves; the leaves a decision
+// reads come with the records, each proven under that root. A forged leaf (here the one node 0 of the
+// located step reads) must lose the party that sent it, as a forged record does.
+TEST_CASE(
+    "a state leaf opened with the records that does not prove under state_hash(t) loses with bad_proof") {
+  CounterOracle oracle(3);
+  const CounterProvider honest(6, 2, 3);
+  const CounterProvider liar(6, 2, 3, Fault{{}, 3, 0});  // corrupts node 0, which reads the state
+  GameParams params;
+  params.steps = 6;
+  params.stride = 2;
+  params.claims = {honest.claim(params.job_id), liar.claim(params.job_id)};
+  Game game(params, oracle);
+  const CounterProvider* providers[2] = {&honest, &liar};
+  std::vector<Action> pending = game.start(at(0));
+  std::optional<Verdict> verdict;
+  bool forged = false;
+  for (int guard = 0; guard < 1000 && !verdict; ++guard) {
+    std::vector<Action> next;
+    for (const Action& a : pending) {
+      if (const auto* f = std::get_if<Finished>(&a)) verdict = f->verdict;
+      const auto* q = std::get_if<SendQuery>(&a);
+      if (!q) continue;
+      for (Body b : providers[q->party]->answer(q->query)) {
+        if (auto* r = std::get_if<Records>(&b)) {
+          REQUIRE(r->state_leaves.size() == 1);  // node 0's state input, and nothing of state t+1
+          CHECK(r->post_state.empty());
+          if (q->party == 1) r->state_leaves[0][3] ^= 0x01, forged = true;
+        }
+        auto more = game.on_message(q->party, b, at(1));
+        next.insert(next.end(), more.begin(), more.end());
+      }
+    }
+    pending = std::move(next);
+  }
+  REQUIRE(verdict);
+  CHECK(forged);
+  CHECK(verdict->reason == VerdictReason::BadProof);
+  CHECK(verdict->losers == std::vector<uint8_t>{1});
+}
+
 TEST_CASE("counter: a next state that is not the step's own node output loses") {
   for (uint64_t steps = 1; steps <= 6; ++steps)
     for (int64_t t = 0; t < static_cast<int64_t>(steps); ++t) {

@@ -73,12 +73,13 @@ bool same(const IntervalCommit& a, const IntervalCommit& b) {
          same(a.start_in_level1, b.start_in_level1) && same(a.first, b.first) && same(a.last, b.last);
 }
 bool same(const StepCommit& a, const StepCommit& b) {
-  return a.round == b.round && a.root == b.root && a.pre_state == b.pre_state &&
-         a.post_state == b.post_state && same(a.pre_in_level2, b.pre_in_level2) && same(a.last, b.last);
+  return a.round == b.round && a.root == b.root && a.pre_root == b.pre_root &&
+         same(a.pre_in_level2, b.pre_in_level2) && same(a.last, b.last);
 }
 bool same(const Records& a, const Records& b) {
   return a.round == b.round && a.indices == b.indices && same(a.records, b.records) &&
-         same(a.proofs, b.proofs);
+         same(a.proofs, b.proofs) && a.state_leaves == b.state_leaves &&
+         same(a.state_proofs, b.state_proofs) && a.post_state == b.post_state;
 }
 bool same(const TensorChunk& a, const TensorChunk& b) {
   return a.round == b.round && a.value == b.value && a.shape == b.shape && a.chunk == b.chunk &&
@@ -184,13 +185,15 @@ std::vector<Body> sample_bodies() {
   v.push_back(Children{9, dg(5), dg(6)});
   v.push_back(
       IntervalCommit{10, dg(7), dg(21), proof(3, 9, 4, 100), proof(0, 11, 4, 20), proof(10, 11, 2, 30)});
-  v.push_back(StepCommit{
-      11, dg(8), {dg(9), dg(10)}, {dg(11), dg(12), dg(13)}, proof(6, 11, 4, 110), proof(40, 41, 6, 40)});
+  v.push_back(StepCommit{11, dg(8), dg(9), proof(6, 11, 4, 110), proof(40, 41, 6, 40)});
   v.push_back(
       Records{12,
               {5, 17},
               {NodeRecord{3, {1, 2, 3}, {dg(14)}, {dg(15), dg(16)}}, NodeRecord{200, {}, {}, {dg(17)}}},
-              {proof(5, 41, 6, 50), proof(17, 41, 5, 60)}});
+              {proof(5, 41, 6, 50), proof(17, 41, 5, 60)},
+              {dg(10), dg(11)},
+              {proof(2, 600, 10, 120), proof(597, 600, 10, 130)},
+              {dg(12), dg(13), dg(19)}});
   v.push_back(TensorChunk{
       13, 1, {4, -1, 16384}, 2, 3, 5, dg(18), {0xde, 0xad, 0xbe, 0xef, 0}, proof(2, 5, 3, 70).path});
   v.push_back(Samples{14,
@@ -524,7 +527,7 @@ TEST_CASE("wire: enums must hold a declared value") {
   for (const Case& c :
        {Case{4, 0, "Query.kind"}, Case{4, 8, "Query.kind"}, Case{5, 0, "Query.level"},
         Case{5, 5, "Query.level"}, Case{origin_at, 0, "Query.values.origin"},
-        Case{origin_at, 3, "Query.values.origin"}, Case{origin_at, 255, "Query.values.origin"}}) {
+        Case{origin_at, 4, "Query.values.origin"}, Case{origin_at, 255, "Query.values.origin"}}) {
     Bytes bad = good;
     bad[c.offset] = c.value;
     std::string what;
@@ -668,11 +671,12 @@ TEST_CASE("envelope: signed by A but naming B is a policy violation") {
 TEST_CASE("envelope: version, kind, body length and body are checked even under a valid signature") {
   const Bytes env = seal(key_a(), dg(3), 1, Children{5, dg(7), dg(8)});
   std::string what;
-  for (uint8_t version : {0, 1, 2, 3, 5, 255}) {  // 2: before TensorChunk runs; 3: before level 4
+  // 2: before TensorChunk runs; 3: before level 4; 4: state leaves in every StepCommit
+  for (uint8_t version : {0, 1, 2, 3, 4, 6, 255}) {
     Bytes bad = env;
     bad[0] = version;
     CHECK(open_error_code(resign(bad, key_a()), &what) == kInvalid);
-    CHECK(what == "Envelope.version: version " + std::to_string(version) + " is not 4 at offset 0");
+    CHECK(what == "Envelope.version: version " + std::to_string(version) + " is not 5 at offset 0");
   }
   Bytes bad = env;
   bad[1] = 20;  // the first undeclared kind
