@@ -100,11 +100,13 @@ Outcome play(uint64_t steps, uint64_t stride, uint32_t nodes, const CounterProvi
 }
 
 /// Six steps of the counter (stride 2, 3 nodes) between an honest party 0 and a liar that corrupts
-/// node 2 of step 3: a dispute that goes down to an opening of the node's inputs.
+/// node `bad_node` (2 unless said; node 0 reads the state) of step 3: a dispute that goes down to an
+/// opening of the node's inputs.
 struct OpeningDispute {
+  explicit OpeningDispute(int64_t bad_node = 2) : liar{6, 2, 3, Fault{{}, 3, bad_node}} {}
   CounterOracle oracle{3};
   CounterProvider honest{6, 2, 3};
-  CounterProvider liar{6, 2, 3, Fault{{}, 3, 2}};
+  CounterProvider liar;
   const CounterProvider* providers[2] = {&honest, &liar};
   GameParams params = [this] {
     GameParams p;
@@ -168,15 +170,8 @@ TEST_CASE("counter: a wrong initial state loses at level 1") {
 // located step reads) must lose the party that sent it, as a forged record does.
 TEST_CASE(
     "a state leaf opened with the records that does not prove under state_hash(t) loses with bad_proof") {
-  CounterOracle oracle(3);
-  const CounterProvider honest(6, 2, 3);
-  const CounterProvider liar(6, 2, 3, Fault{{}, 3, 0});  // corrupts node 0, which reads the state
-  GameParams params;
-  params.steps = 6;
-  params.stride = 2;
-  params.claims = {honest.claim(params.job_id), liar.claim(params.job_id)};
-  Game game(params, oracle);
-  const CounterProvider* providers[2] = {&honest, &liar};
+  OpeningDispute d(0);  // the liar corrupts node 0, which reads the state
+  Game game(d.params, d.oracle);
   std::vector<Action> pending = game.start(at(0));
   std::optional<Verdict> verdict;
   bool forged = false;
@@ -186,7 +181,7 @@ TEST_CASE(
       if (const auto* f = std::get_if<Finished>(&a)) verdict = f->verdict;
       const auto* q = std::get_if<SendQuery>(&a);
       if (!q) continue;
-      for (Body b : providers[q->party]->answer(q->query)) {
+      for (Body b : d.providers[q->party]->answer(q->query)) {
         if (auto* r = std::get_if<Records>(&b)) {
           REQUIRE(r->state_leaves.size() == 1);  // node 0's state input, and nothing of state t+1
           CHECK(r->post_state.empty());
