@@ -235,6 +235,7 @@ OurTiming time_ours(const JobSpec& job, const Dataset& train, int threads, int w
     executor.take_next_state(next, st);
     for (size_t n = 0; n < next.nodes.size(); ++n) {
       const OpKind k = next.nodes[n].op;
+      const double bytes = bench::node_bytes(next, next.nodes[n]);
       if (const double flops = bench::node_product_flops(next, next.nodes[n]); flops > 0) {
         OurTiming::Product& p = r.products[product_key(next, next.nodes[n])];
         if (i == 0) ++p.nodes;
@@ -244,12 +245,12 @@ OurTiming time_ours(const JobSpec& job, const Dataset& train, int threads, int w
         r.product_flops += flops / profiled;
       } else {
         r.other_s += node_s[n] / profiled;
-        r.other_bytes += bench::node_bytes(next, next.nodes[n]) / profiled;
+        r.other_bytes += bytes / profiled;
       }
       r.per_op_s[op_name(k)] += node_s[n] / profiled;
       if (i == 0) {
         r.per_op_nodes[op_name(k)] += 1;
-        r.per_op_bytes[op_name(k)] += bench::node_bytes(next, next.nodes[n]);
+        r.per_op_bytes[op_name(k)] += bytes;
       }
       if (is_optimizer_op(k))
         r.optimizer_s += node_s[n] / profiled;
