@@ -113,13 +113,15 @@ namespace k256 {
 
 /// hi and lo 32-bit halves of each lane's 32×32-bit product a·m, as k512::mul_hilo.
 __attribute__((target("avx2,fma"))) inline void mul_hilo(__m256i a, __m256i m, __m256i& hi, __m256i& lo) {
-  const __m256i even = _mm256_mul_epu32(a, m);                            // qword j: a[2j]·m
+  const __m256i even = _mm256_mul_epu32(a, m);                             // qword j: a[2j]·m
   const __m256i odd = _mm256_mul_epu32(_mm256_shuffle_epi32(a, 0xB1), m);  // qword j: a[2j+1]·m
   hi = _mm256_blend_epi32(_mm256_shuffle_epi32(even, 0xB1), odd, 0xAA);
   lo = _mm256_blend_epi32(even, _mm256_shuffle_epi32(odd, 0xB1), 0xAA);
 }
 
-__attribute__((target("avx2,fma"))) inline __m256i broadcast(uint32_t w) { return _mm256_set1_epi32(static_cast<int>(w)); }
+__attribute__((target("avx2,fma"))) inline __m256i broadcast(uint32_t w) {
+  return _mm256_set1_epi32(static_cast<int>(w));
+}
 
 /// Philox4x32-10 on 8 consecutive elements, its first two rounds as DropoutRounds describes.
 __attribute__((target("avx2,fma"))) void dropout(const DropoutAttrs& d, const float* x, float* y, int64_t i0,
@@ -164,7 +166,7 @@ namespace k512 {
 /// (vpshufd, port 5) rather than shifts and vpmulld (port 0, which the multiplies need): about twice the
 /// throughput of shift + vpmulld on Intel and Zen cores. Exact integer arithmetic either way.
 __attribute__((target("avx512f"))) inline void mul_hilo(__m512i a, __m512i m, __m512i& hi, __m512i& lo) {
-  const __m512i even = _mm512_mul_epu32(a, m);                                     // qword j: a[2j]·m
+  const __m512i even = _mm512_mul_epu32(a, m);                                      // qword j: a[2j]·m
   const __m512i odd = _mm512_mul_epu32(_mm512_shuffle_epi32(a, _MM_PERM_CDAB), m);  // qword j: a[2j+1]·m
   hi = _mm512_mask_shuffle_epi32(odd, __mmask16(0x5555), even, _MM_PERM_CDAB);
   lo = _mm512_mask_shuffle_epi32(even, __mmask16(0xAAAA), odd, _MM_PERM_CDAB);
@@ -175,7 +177,9 @@ __attribute__((target("avx512f"))) inline __m512i xor3(__m512i a, __m512i b, __m
   return _mm512_ternarylogic_epi32(a, b, c, 0x96);
 }
 
-__attribute__((target("avx512f"))) inline __m512i broadcast(uint32_t w) { return _mm512_set1_epi32(static_cast<int>(w)); }
+__attribute__((target("avx512f"))) inline __m512i broadcast(uint32_t w) {
+  return _mm512_set1_epi32(static_cast<int>(w));
+}
 
 /// Philox4x32-10 on 16 consecutive elements, its first two rounds as DropoutRounds describes.
 __attribute__((target("avx512f"))) void dropout(const DropoutAttrs& d, const float* x, float* y, int64_t i0,
