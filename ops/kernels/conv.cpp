@@ -54,17 +54,11 @@
 #include "ops/conv_elements.h"
 #include "ops/kernels/matmul.h"
 #include "ops/kernels/op_table.h"
+#include "ops/kernels/scratch.h"
 #include "ops/reduce.h"
 
 namespace tribunal {
 namespace {
-
-using Buffer = std::vector<float, AlignedAllocator<float>>;
-
-float* scratch(Buffer& buf, int64_t n) {
-  if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
-  return buf.data();
-}
 
 /// A one-thread pool for GEMMs run inside another pool's task (ThreadPool is not reentrant; a
 /// one-thread pool runs everything on the caller and touches no shared state).
@@ -225,7 +219,7 @@ void pad_image(const float* x, const Geom& g, int64_t n, float* xpad) {
 /// gr·Cg·KH·KW) and every position q. Pure copies (of the image or of the +0 border), so the layout
 /// cannot change a result. Reads a padded copy of the image, so the inner loops are branch-free copies.
 void im2col(const float* x, const Geom& g, int64_t n, float* cols, int64_t ld, int64_t col0) {
-  thread_local Buffer pad_buf;
+  thread_local ScratchBuffer pad_buf;
   const int64_t hp = g.h + g.pad_top + g.pad_bottom, wp = g.w + g.pad_left + g.pad_right;
   const int64_t sh = g.stride_h, sw = g.stride_w;
   float* xpad = scratch(pad_buf, g.c * hp * wp);
@@ -294,7 +288,7 @@ void conv_fast(const Attrs& a, std::span<const Tensor* const> in, std::span<Tens
   float* y = out[0]->data();
   const int64_t k = g.taps(), p = g.positions(), og = g.og();
   for_each_image(g, pool, [&](int64_t n, ThreadPool& gemm_pool) {
-    thread_local Buffer cols_buf, t_buf;
+    thread_local ScratchBuffer cols_buf, t_buf;
     float* cols = scratch(cols_buf, g.groups * k * p);
     float* t = scratch(t_buf, p * og);
     im2col(x, g, n, cols, p, 0);
@@ -356,7 +350,7 @@ void backward_input_reference(const Attrs& a, std::span<const Tensor* const> in,
 /// no bounds checks); taps landing in the border accumulate there and are dropped, exactly as the
 /// contract never adds them to an image pixel.
 void col2im(const float* dcol, const Geom& g, float* dxn) {
-  thread_local Buffer pad_buf;
+  thread_local ScratchBuffer pad_buf;
   const int64_t hp = g.h + g.pad_top + g.pad_bottom, wp = g.w + g.pad_left + g.pad_right;
   const int64_t sh = g.stride_h, sw = g.stride_w, p = g.positions();
   float* dpad = scratch(pad_buf, hp * wp);
@@ -388,7 +382,7 @@ void backward_input_fast(const Attrs& a, std::span<const Tensor* const> in, std:
   float* dx = out[0]->data();
   const int64_t k = g.taps(), p = g.positions(), og = g.og();
   for_each_image(g, pool, [&](int64_t n, ThreadPool& gemm_pool) {
-    thread_local Buffer dcol_buf;
+    thread_local ScratchBuffer dcol_buf;
     float* dcol = scratch(dcol_buf, g.groups * k * p);
     // Group gr's taps: dcol[t, q] = Σ_o w[o, t]·dy[n, o, q] from +0 over its Og filters: A = wᵀ (trans_a;
     // w's rows gr·Og … are [Og, K]), B = dy[n]'s rows gr·Og … as [Og, P].
@@ -424,7 +418,7 @@ void backward_weight_fast(const Attrs& a, std::span<const Tensor* const> in, std
   const Geom g = backward_weight_geom(a, in[0]->shape(), in[1]->shape());
   const float *x = in[0]->data(), *dy = in[1]->data();
   const int64_t k = g.taps(), p = g.positions(), np = g.n * p, og = g.og();
-  thread_local Buffer cols_buf, dyr_buf;
+  thread_local ScratchBuffer cols_buf, dyr_buf;
   float* cols = scratch(cols_buf, g.groups * k * np);  // [G·K, N·P], column n·P + q
   float* dyr = scratch(dyr_buf, g.o * np);             // [O, N·P]
   const int64_t copy_grain =
@@ -443,7 +437,7 @@ void backward_weight_fast(const Attrs& a, std::span<const Tensor* const> in, std
   // over p in order, with the factors of each product swapped (exact). This orientation packs the
   // small dyr instead of transposing the whole batch's cols: 2.5× faster than dw = dyr·colsᵀ.
   // One GEMM per group: its K rows of cols against its Og rows of dyr.
-  thread_local Buffer dwt_buf;
+  thread_local ScratchBuffer dwt_buf;
   float* dwt = scratch(dwt_buf, k * og);
   float* dw = out[0]->data();
   for (int64_t gr = 0; gr < g.groups; ++gr) {

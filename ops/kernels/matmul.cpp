@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "ops/kernels/scratch.h"
 #include "ops/tensor.h"
 
 namespace tribunal {
@@ -397,13 +398,6 @@ bool pack_b_block_for(const MatmulArgs& x, int64_t rows) {
   return x.n % 256 == 0 && rows >= kPackAliasedBMinRows;
 }
 
-using Buffer = std::vector<float, AlignedAllocator<float>>;
-
-float* scratch(Buffer& buf, int64_t n) {
-  if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
-  return buf.data();
-}
-
 // Packing only copies floats, so it cannot change a result; it only has to be fast. On x86-64 both SIMD
 // paths need AVX2 (the AVX-512 path is offered only with it), so the packers use AVX2 8×8 transposes;
 // on AArch64, NEON 4×4 transposes.
@@ -548,7 +542,7 @@ void gemm_range(const MatmulArgs& x, const KernelSet& ks, int64_t m0, int64_t m1
   const bool pack_b = pack_b_block_for(x, m1 - m0);
   const int64_t ncb = std::min<int64_t>(kNc, ncols);
 
-  thread_local Buffer a_buf, b_buf;
+  thread_local ScratchBuffer a_buf, b_buf;
   float* ap = pack_a ? scratch(a_buf, kc * ks.mr + kPanelSlack) : nullptr;
   float* bp = pack_b ? scratch(b_buf, kc * ((ncb + nr - 1) / nr) * nr) : nullptr;
 
@@ -637,7 +631,7 @@ void matmul_simd(const MatmulArgs& x, ThreadPool& pool, const KernelSet& ks);
 /// C from Cᵀ computed by `product` into this thread's scratch.
 template <typename Product>
 void via_transpose(const MatmulArgs& x, Product&& product) {
-  thread_local Buffer ct_buf;
+  thread_local ScratchBuffer ct_buf;
   float* ct = scratch(ct_buf, x.m * x.n);
   product(transposed(x, ct));
   transpose_block(ct, x.m, x.n, x.m, x.c, x.n);  // C[i, j] = Cᵀ[j, i]

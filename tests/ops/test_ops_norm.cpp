@@ -44,8 +44,8 @@ std::optional<Case> make_case(OpKind kind, std::mt19937& rng, bool big, int vari
   switch (kind) {
     case OpKind::LayerNorm:
     case OpKind::LayerNormBackward: {
-      // big: 131 rows of 97 split 3 ways (grain 4096/97 = 42 rows), and dγ's 97 columns over 131 rows
-      // split 3 ways too (grain 4096/131 = 31 columns).
+      // big: 131 rows of 97 split 3 ways (grain 4096/97 = 42 rows); the backward's 32 canonical lanes of
+      // dγ and dβ (5 rows of 97 each) split 3 ways too (grain 4096/485 = 8 lanes), the SIMD paths' split.
       const int64_t m = big ? 131 : small_dim(rng), d = big ? 97 : small_dim(rng);
       c.attrs.floats = {kEps};
       c.in.push_back(random_tensor(Shape{m, d}, rng, specials, -2.0f, 2.5f));
