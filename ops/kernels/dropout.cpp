@@ -109,110 +109,108 @@ struct DropoutRounds {
 }
 
 #if defined(__x86_64__)
-namespace k256 {
 
+// The x86 kernel, once for both paths: each path's namespace provides W, the lane vector vi and the
+// lane operations broadcast, counters, mul_hilo, xor2, xor3 and keep_scaled.
+#define TRIBUNAL_DROPOUT_KERNEL(TARGET)                                                          \
+  TARGET void dropout(const DropoutAttrs& d, const float* x, float* y, int64_t i0, int64_t i1) { \
+    const DropoutRounds r = dropout_rounds(d);                                                   \
+    const vi m0 = broadcast(kM0), m1 = broadcast(kM1);                                           \
+    int64_t i = i0;                                                                              \
+    for (; i + W <= i1; i += W) {                                                                \
+      vi hi0, lo0, hi1, lo1;                                                                     \
+      mul_hilo(counters(i), m0, hi0, lo0); /* round 1 */                                         \
+      vi c2 = xor2(hi0, broadcast(r.round1_w2_key)), c3 = lo0;                                   \
+      mul_hilo(c2, m1, hi1, lo1); /* round 2 */                                                  \
+      vi c0 = xor2(hi1, broadcast(r.round2_w0_key)), c1 = lo1;                                   \
+      c2 = xor2(c3, broadcast(r.round2_w2_key));                                                 \
+      c3 = broadcast(r.w3_after_2);                                                              \
+      for (int round = 2; round < 10; ++round) {                                                 \
+        mul_hilo(c0, m0, hi0, lo0);                                                              \
+        mul_hilo(c2, m1, hi1, lo1);                                                              \
+        c0 = xor3(hi1, c1, broadcast(r.k0[round]));                                              \
+        c1 = lo1;                                                                                \
+        c2 = xor3(hi0, c3, broadcast(r.k1[round]));                                              \
+        c3 = lo0;                                                                                \
+      }                                                                                          \
+      keep_scaled(d, c0, x + i, y + i);                                                          \
+    }                                                                                            \
+    dropout_scalar(d, x, y, i, i1);                                                              \
+  }
+
+namespace k256 {
+constexpr int W = 8;
+using vi = __m256i;
+
+TRIBUNAL_TARGET_AVX2 inline vi broadcast(uint32_t w) {
+  return _mm256_set1_epi32(static_cast<int>(w));
+}
+/// Counter word 0 of elements i … i + W − 1.
+TRIBUNAL_TARGET_AVX2 inline vi counters(int64_t i) {
+  return _mm256_add_epi32(broadcast(static_cast<uint32_t>(i)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
 /// hi and lo 32-bit halves of each lane's 32×32-bit product a·m, as k512::mul_hilo.
-__attribute__((target("avx2,fma"))) inline void mul_hilo(__m256i a, __m256i m, __m256i& hi, __m256i& lo) {
-  const __m256i even = _mm256_mul_epu32(a, m);                             // qword j: a[2j]·m
-  const __m256i odd = _mm256_mul_epu32(_mm256_shuffle_epi32(a, 0xB1), m);  // qword j: a[2j+1]·m
+TRIBUNAL_TARGET_AVX2 inline void mul_hilo(vi a, vi m, vi& hi, vi& lo) {
+  const vi even = _mm256_mul_epu32(a, m);                             // qword j: a[2j]·m
+  const vi odd = _mm256_mul_epu32(_mm256_shuffle_epi32(a, 0xB1), m);  // qword j: a[2j+1]·m
   hi = _mm256_blend_epi32(_mm256_shuffle_epi32(even, 0xB1), odd, 0xAA);
   lo = _mm256_blend_epi32(even, _mm256_shuffle_epi32(odd, 0xB1), 0xAA);
 }
-
-__attribute__((target("avx2,fma"))) inline __m256i broadcast(uint32_t w) {
-  return _mm256_set1_epi32(static_cast<int>(w));
+TRIBUNAL_TARGET_AVX2 inline vi xor2(vi a, vi b) {
+  return _mm256_xor_si256(a, b);
 }
-
-/// Philox4x32-10 on 8 consecutive elements, its first two rounds as DropoutRounds describes.
-__attribute__((target("avx2,fma"))) void dropout(const DropoutAttrs& d, const float* x, float* y, int64_t i0,
-                                                 int64_t i1) {
-  constexpr int W = 8;
-  const DropoutRounds r = dropout_rounds(d);
-  const __m256i m0 = broadcast(kM0), m1 = broadcast(kM1);
-  const __m256 p = _mm256_set1_ps(d.p), scale = _mm256_set1_ps(d.scale), two_m24 = _mm256_set1_ps(kTwoM24);
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  int64_t i = i0;
-  for (; i + W <= i1; i += W) {
-    __m256i hi0, lo0, hi1, lo1;
-    mul_hilo(_mm256_add_epi32(broadcast(static_cast<uint32_t>(i)), lane), m0, hi0, lo0);  // round 1
-    __m256i c2 = _mm256_xor_si256(hi0, broadcast(r.round1_w2_key)), c3 = lo0;
-    mul_hilo(c2, m1, hi1, lo1);  // round 2
-    __m256i c0 = _mm256_xor_si256(hi1, broadcast(r.round2_w0_key)), c1 = lo1;
-    c2 = _mm256_xor_si256(c3, broadcast(r.round2_w2_key));
-    c3 = broadcast(r.w3_after_2);
-    for (int round = 2; round < 10; ++round) {
-      mul_hilo(c0, m0, hi0, lo0);
-      mul_hilo(c2, m1, hi1, lo1);
-      c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), broadcast(r.k0[round]));
-      c1 = lo1;
-      c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), broadcast(r.k1[round]));
-      c3 = lo0;
-    }
-    // (word >> 8) < 2^24 converts exactly; × 2^-24 is exact: the same float as uniform_from_bits.
-    const __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(c0, 8)), two_m24);
-    const __m256 kept = _mm256_cmp_ps(u, p, _CMP_GE_OQ);
-    const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), scale);
-    _mm256_storeu_ps(y + i, _mm256_and_ps(v, kept));  // dropped lanes: all bits 0 = +0
-  }
-  dropout_scalar(d, x, y, i, i1);
+TRIBUNAL_TARGET_AVX2 inline vi xor3(vi a, vi b, vi c) {
+  return _mm256_xor_si256(_mm256_xor_si256(a, b), c);
 }
-
+/// y = keep ? x·s : +0 from Philox word 0 of each lane's element. (word >> 8) < 2^24 converts exactly
+/// and × 2^-24 is exact: the same float as uniform_from_bits.
+TRIBUNAL_TARGET_AVX2 inline void keep_scaled(const DropoutAttrs& d, vi word, const float* x, float* y) {
+  const __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(word, 8)), _mm256_set1_ps(kTwoM24));
+  const __m256 kept = _mm256_cmp_ps(u, _mm256_set1_ps(d.p), _CMP_GE_OQ);
+  const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x), _mm256_set1_ps(d.scale));
+  _mm256_storeu_ps(y, _mm256_and_ps(v, kept));  // dropped lanes: all bits 0 = +0
+}
+TRIBUNAL_DROPOUT_KERNEL(TRIBUNAL_TARGET_AVX2)
 }  // namespace k256
 
 namespace k512 {
+constexpr int W = 16;
+using vi = __m512i;
 
+TRIBUNAL_TARGET_AVX512 inline vi broadcast(uint32_t w) {
+  return _mm512_set1_epi32(static_cast<int>(w));
+}
+/// Counter word 0 of elements i … i + W − 1.
+TRIBUNAL_TARGET_AVX512 inline vi counters(int64_t i) {
+  return _mm512_add_epi32(broadcast(static_cast<uint32_t>(i)),
+                          _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+}
 /// hi and lo 32-bit halves of each lane's 32×32-bit product a·m. vpmuludq multiplies the even dwords;
 /// the odd ones are brought down, and the halves put back in place, by dword swaps within each qword
-/// (vpshufd, port 5) rather than shifts and vpmulld (port 0, which the multiplies need): about twice the
-/// throughput of shift + vpmulld on Intel and Zen cores. Exact integer arithmetic either way.
-__attribute__((target("avx512f"))) inline void mul_hilo(__m512i a, __m512i m, __m512i& hi, __m512i& lo) {
-  const __m512i even = _mm512_mul_epu32(a, m);                                      // qword j: a[2j]·m
-  const __m512i odd = _mm512_mul_epu32(_mm512_shuffle_epi32(a, _MM_PERM_CDAB), m);  // qword j: a[2j+1]·m
+/// (vpshufd, port 5) rather than shifts and vpmulld (port 0, which the multiplies need): the node ran
+/// 1.5× as fast on the Xeon of docs/performance.md. Exact integer arithmetic either way.
+TRIBUNAL_TARGET_AVX512 inline void mul_hilo(vi a, vi m, vi& hi, vi& lo) {
+  const vi even = _mm512_mul_epu32(a, m);                                      // qword j: a[2j]·m
+  const vi odd = _mm512_mul_epu32(_mm512_shuffle_epi32(a, _MM_PERM_CDAB), m);  // qword j: a[2j+1]·m
   hi = _mm512_mask_shuffle_epi32(odd, __mmask16(0x5555), even, _MM_PERM_CDAB);
   lo = _mm512_mask_shuffle_epi32(even, __mmask16(0xAAAA), odd, _MM_PERM_CDAB);
 }
-
+TRIBUNAL_TARGET_AVX512 inline vi xor2(vi a, vi b) {
+  return _mm512_xor_si512(a, b);
+}
 /// a ^ b ^ c in one instruction (truth table 0x96).
-__attribute__((target("avx512f"))) inline __m512i xor3(__m512i a, __m512i b, __m512i c) {
+TRIBUNAL_TARGET_AVX512 inline vi xor3(vi a, vi b, vi c) {
   return _mm512_ternarylogic_epi32(a, b, c, 0x96);
 }
-
-__attribute__((target("avx512f"))) inline __m512i broadcast(uint32_t w) {
-  return _mm512_set1_epi32(static_cast<int>(w));
+/// As k256::keep_scaled.
+TRIBUNAL_TARGET_AVX512 inline void keep_scaled(const DropoutAttrs& d, vi word, const float* x, float* y) {
+  const __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(word, 8)), _mm512_set1_ps(kTwoM24));
+  const __mmask16 kept = _mm512_cmp_ps_mask(u, _mm512_set1_ps(d.p), _CMP_GE_OQ);
+  _mm512_storeu_ps(y, _mm512_maskz_mul_ps(kept, _mm512_loadu_ps(x), _mm512_set1_ps(d.scale)));  // dropped: +0
 }
-
-/// Philox4x32-10 on 16 consecutive elements, its first two rounds as DropoutRounds describes.
-__attribute__((target("avx512f"))) void dropout(const DropoutAttrs& d, const float* x, float* y, int64_t i0,
-                                                int64_t i1) {
-  constexpr int W = 16;
-  const DropoutRounds r = dropout_rounds(d);
-  const __m512i m0 = broadcast(kM0), m1 = broadcast(kM1);
-  const __m512 p = _mm512_set1_ps(d.p), scale = _mm512_set1_ps(d.scale), two_m24 = _mm512_set1_ps(kTwoM24);
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  int64_t i = i0;
-  for (; i + W <= i1; i += W) {
-    __m512i hi0, lo0, hi1, lo1;
-    mul_hilo(_mm512_add_epi32(broadcast(static_cast<uint32_t>(i)), lane), m0, hi0, lo0);  // round 1
-    __m512i c2 = _mm512_xor_si512(hi0, broadcast(r.round1_w2_key)), c3 = lo0;
-    mul_hilo(c2, m1, hi1, lo1);  // round 2
-    __m512i c0 = _mm512_xor_si512(hi1, broadcast(r.round2_w0_key)), c1 = lo1;
-    c2 = _mm512_xor_si512(c3, broadcast(r.round2_w2_key));
-    c3 = broadcast(r.w3_after_2);
-    for (int round = 2; round < 10; ++round) {
-      mul_hilo(c0, m0, hi0, lo0);
-      mul_hilo(c2, m1, hi1, lo1);
-      c0 = xor3(hi1, c1, broadcast(r.k0[round]));
-      c1 = lo1;
-      c2 = xor3(hi0, c3, broadcast(r.k1[round]));
-      c3 = lo0;
-    }
-    const __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(c0, 8)), two_m24);
-    const __mmask16 kept = _mm512_cmp_ps_mask(u, p, _CMP_GE_OQ);
-    _mm512_storeu_ps(y + i, _mm512_maskz_mul_ps(kept, _mm512_loadu_ps(x + i), scale));  // dropped: +0
-  }
-  dropout_scalar(d, x, y, i, i1);
-}
+TRIBUNAL_DROPOUT_KERNEL(TRIBUNAL_TARGET_AVX512)
 }  // namespace k512
+#undef TRIBUNAL_DROPOUT_KERNEL
 #endif  // __x86_64__
 
 #if defined(__aarch64__)
