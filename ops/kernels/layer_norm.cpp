@@ -34,6 +34,9 @@ namespace {
 /// Elements per thread at least.
 constexpr int64_t kGrainElements = 4096;
 
+/// Columns of dγ and dβ accumulated in one pass of the SIMD backward: 2 × 32 lanes of 2^15 floats, 8 MiB.
+constexpr int64_t kLaneColumns = int64_t{1} << 15;
+
 struct RowStats {
   float mean, rstd;
 };
@@ -129,10 +132,10 @@ void columns_scalar(const float* x, const float* dy, const RowStats* st, int64_t
       st(y + j, V::fma(V::mul(V::sub(ld(x + j, c), vm), vr), ld(gamma + j, c), ld(beta + j, c)), c);      \
     }                                                                                                     \
   }                                                                                                       \
-  /* dx of one row, and the row's terms added to its canonical lane of every column sum: lane_g[j] +=     \
-     dy[j]·x̂[j] (dγ), lane_b[j] += dy[j] (dβ). */                                                    \
+  /* dx[j0, j1) of one row, and the row's terms added to its canonical lane of those columns' sums:       \
+     lane_g[j − j0] += dy[j]·x̂[j] (dγ), lane_b[j − j0] += dy[j] (dβ). */                         \
   TARGET void norm_grad_row(const float* x, const float* gamma, const float* dy, float* dx, int64_t d,    \
-                            float eps, float* lane_g, float* lane_b) {                                    \
+                            float eps, int64_t j0, int64_t j1, float* lane_g, float* lane_b) {            \
     const RowStats s = stats(x, d, eps);                                                                  \
     const float df = static_cast<float>(d);                                                               \
     const V::vf vm = V::set1(s.mean), vr = V::set1(s.rstd);                                               \
@@ -147,13 +150,13 @@ void columns_scalar(const float* x, const float* dy, const RowStats* st, int64_t
         V::acc_add(acc_gx, p, V::mul(g, xh), c);                                                          \
       }                                                                                                   \
     const V::vf va = V::set1(V::acc_fold(acc_g) / df), vb = V::set1(V::acc_fold(acc_gx) / df);            \
-    for (int64_t j = 0; j < d; j += V::W) {                                                               \
-      const int c = static_cast<int>(std::min<int64_t>(V::W, d - j));                                     \
+    for (int64_t j = j0; j < j1; j += V::W) {                                                             \
+      const int c = static_cast<int>(std::min<int64_t>(V::W, j1 - j));                                    \
       const V::vf vdy = ld(dy + j, c), g = V::mul(vdy, ld(gamma + j, c));                                 \
       const V::vf xh = V::mul(V::sub(ld(x + j, c), vm), vr);                                              \
       st(dx + j, V::mul(vr, V::sub(V::sub(g, va), V::mul(xh, vb))), c);                                   \
-      st(lane_g + j, V::add(ld(lane_g + j, c), V::mul(vdy, xh)), c);                                      \
-      st(lane_b + j, V::add(ld(lane_b + j, c), vdy), c);                                                  \
+      st(lane_g + (j - j0), V::add(ld(lane_g + (j - j0), c), V::mul(vdy, xh)), c);                        \
+      st(lane_b + (j - j0), V::add(ld(lane_b + (j - j0), c), vdy), c);                                    \
     }                                                                                                     \
   }                                                                                                       \
   /* The canonical fold of the 32 lanes [kReduceLanes][d] of each column, in place; lane 0 is the sum. */ \
@@ -268,7 +271,9 @@ void layer_norm_backward_scalar(const float* x, const float* gamma, const float*
 // r mod 32 of every column sum, and threads split the 32 lanes (each thread takes the rows of its lanes,
 // in order), so every lane's chain stays on one thread in the order of the contract; the lanes are
 // folded after. A pass over columns instead strides through x and dy a row apart, which the hardware
-// prefetchers do not follow (more than 2 KiB): twice the op's time at GPT-2-small dimensions.
+// prefetchers do not follow (more than 2 KiB): twice the op's time at GPT-2-small dimensions. Rows
+// wider than kLaneColumns are done in blocks of columns (each block's pass recomputes the row's
+// statistics), so the lanes stay within 8 MiB for any D.
 void layer_norm_backward_fast(const Attrs& a, std::span<const Tensor* const> in, std::span<Tensor* const> out,
                               ThreadPool& pool) {
   const int64_t m = in[0]->shape()[0], d = in[0]->shape()[1];
@@ -279,32 +284,36 @@ void layer_norm_backward_fast(const Attrs& a, std::span<const Tensor* const> in,
   if (path == SimdPath::Scalar)
     return layer_norm_backward_scalar(x, gamma, dy, dx, dgamma, dbeta, m, d, eps, pool);
   thread_local ScratchBuffer lanes_buf;
-  float* lane_g = scratch(lanes_buf, 2 * kReduceLanes * d);  // [kReduceLanes][d] for dγ, then for dβ
-  float* lane_b = lane_g + kReduceLanes * d;
-  std::fill(lane_g, lane_g + 2 * kReduceLanes * d, 0.0f);
+  const int64_t width = std::min(d, kLaneColumns);
+  float* lane_g = scratch(lanes_buf, 2 * kReduceLanes * width);  // [kReduceLanes][width] for dγ, then dβ
+  float* lane_b = lane_g + kReduceLanes * width;
   const int64_t rows_per_lane = (m + kReduceLanes - 1) / kReduceLanes;
-  pool.parallel_for(
-      kReduceLanes,
-      [&](int64_t l0, int64_t l1) {
-        for (int64_t base = 0; base < m; base += kReduceLanes)
-          for (int64_t l = l0; l < l1 && base + l < m; ++l) {
-            const int64_t o = (base + l) * d;
-            switch (path) {
-              TRIBUNAL_SIMD_CASES(
-                  isa::norm_grad_row(x + o, gamma, dy + o, dx + o, d, eps, lane_g + l * d, lane_b + l * d))
-              case SimdPath::Scalar:
-                break;  // handled above
+  for (int64_t j0 = 0; j0 < d; j0 += width) {
+    const int64_t j1 = std::min(d, j0 + width), w = j1 - j0;
+    std::fill(lane_g, lane_g + 2 * kReduceLanes * width, 0.0f);
+    pool.parallel_for(
+        kReduceLanes,
+        [&](int64_t l0, int64_t l1) {
+          for (int64_t base = 0; base < m; base += kReduceLanes)
+            for (int64_t l = l0; l < l1 && base + l < m; ++l) {
+              const int64_t o = (base + l) * d;
+              switch (path) {
+                TRIBUNAL_SIMD_CASES(isa::norm_grad_row(x + o, gamma, dy + o, dx + o, d, eps, j0, j1,
+                                                       lane_g + l * w, lane_b + l * w))
+                case SimdPath::Scalar:
+                  break;  // handled above
+              }
             }
-          }
-      },
-      grain_for(rows_per_lane * d));
-  switch (path) {
-    TRIBUNAL_SIMD_CASES(isa::fold_lanes(lane_g, d); isa::fold_lanes(lane_b, d))
-    case SimdPath::Scalar:
-      break;
+        },
+        grain_for(rows_per_lane * d));
+    switch (path) {
+      TRIBUNAL_SIMD_CASES(isa::fold_lanes(lane_g, w); isa::fold_lanes(lane_b, w))
+      case SimdPath::Scalar:
+        break;
+    }
+    std::copy(lane_g, lane_g + w, dgamma + j0);
+    std::copy(lane_b, lane_b + w, dbeta + j0);
   }
-  std::copy(lane_g, lane_g + d, dgamma);
-  std::copy(lane_b, lane_b + d, dbeta);
 }
 
 void layer_norm_vjp(VjpBuilder& g, const VjpArgs& a, std::span<ValueRef> in_grads) {

@@ -486,3 +486,23 @@ TEST_CASE("layer_norm: each output row has mean β and, with γ = 1, variance 1 
     CHECK(var == doctest::Approx(1.0).epsilon(1e-4));  // ε = 1e-5 against var ≈ 3 moves it by ~2e-6
   }
 }
+
+TEST_CASE("layer_norm_backward on rows wider than one block of lane columns keeps the reference's bits") {
+  // D = 2^15 + 1003: the SIMD paths accumulate dγ and dβ over two blocks of columns (layer_norm.cpp
+  // kLaneColumns), the second not a whole number of vectors; 37 rows put two rows in some lanes.
+  std::mt19937 rng(5);
+  const int64_t m = 37, d = (int64_t{1} << 15) + 1003;
+  Case c{OpKind::LayerNormBackward,
+         {{}, {kEps}},
+         {random_tensor(Shape{m, d}, rng, true, -2.0f, 2.5f), random_tensor(Shape{d}, rng, false),
+          random_tensor(Shape{m, d}, rng, false)}};
+  const std::vector<Tensor> out = run_everywhere(c);
+  // dβ[j] is the sum of dy over the rows: a column of the second block, against float64.
+  const int64_t j = d - 7;
+  double want = 0.0, magnitude = 0.0;
+  for (int64_t r = 0; r < m; ++r) {
+    want += c.in[2][r * d + j];
+    magnitude += std::fabs(c.in[2][r * d + j]);
+  }
+  CHECK(std::fabs(out[2][j] - want) <= 1e-5 * magnitude);
+}
