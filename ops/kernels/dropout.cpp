@@ -73,6 +73,8 @@ void dropout_scalar(const DropoutAttrs& d, const float* x, float* y, int64_t i0,
                                     kW1 = 0xBB67AE85u;
 [[maybe_unused]] constexpr float kTwoM24 = 5.9604644775390625e-8f;  // 2^-24, as in uniform_from_bits
 
+#if defined(__x86_64__)
+
 /// What the x86 paths compute once per node: only counter word 0 (the element's low word) differs
 /// between the lanes of a block, so in Philox's first two rounds the products of the other words are the
 /// same for every lane. Rounds are numbered from 1 here; words after round r are written w·_after_r.
@@ -89,7 +91,7 @@ struct DropoutRounds {
   uint32_t w3_after_2;      ///< uniform
 };
 
-[[maybe_unused]] DropoutRounds dropout_rounds(const DropoutAttrs& d) {
+DropoutRounds dropout_rounds(const DropoutAttrs& d) {
   DropoutRounds r;
   r.k0[0] = static_cast<uint32_t>(d.seed);
   r.k1[0] = static_cast<uint32_t>(d.seed >> 32);
@@ -107,8 +109,6 @@ struct DropoutRounds {
   r.w3_after_2 = static_cast<uint32_t>(w0_product);
   return r;
 }
-
-#if defined(__x86_64__)
 
 // The x86 kernel, once for both paths: each path's namespace provides W, the lane vector vi and the
 // lane operations broadcast, counters, mul_hilo, xor2, xor3 and keep_scaled.
