@@ -163,6 +163,13 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const TileArgs& t) {
 
 /// AVX-512F: 16-float vectors, up to a 14 × 32 tile (28 zmm accumulators, 2 for B, 1 broadcast).
 /// C and bias go through k-masks (cheap here); B loads are unmasked on full tiles, which measured faster.
+/// Each B row is prefetched kPrefetchRows rows ahead (2 KiB in a packed 32-wide micro-panel; past a
+/// panel's end, the next panel's start): the hardware prefetchers alone left the kernel waiting on L2
+/// for the B micro-panel it streams (3-6 % on GPT-2-small's products on a Xeon of family 6 model 207,
+/// docs/performance.md "Matmul"; the AVX2 kernel's showed no gain). A prefetch never faults, so one
+/// past the matrix's end is harmless.
+constexpr int64_t kPrefetchRows = 16;
+
 template <int MR, int NV, bool kRowA, bool kMasked>
 __attribute__((target("avx512f"))) void tile_avx512(const TileArgs& t) {
   constexpr int W = 16;
@@ -191,10 +198,12 @@ __attribute__((target("avx512f"))) void tile_avx512(const TileArgs& t) {
   const float* a = t.a;
   const float* b = t.b;
   const int64_t lda = t.lda, ldb = t.ldb, kb = t.kb;
+  const int64_t ahead = kPrefetchRows * ldb;
   for (int64_t p = 0; p < kb; ++p) {
     __m512 bv[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
+      _mm_prefetch(reinterpret_cast<const char*>(b + ahead + v * W), _MM_HINT_T0);
       bv[v] = partial[v] ? _mm512_maskz_loadu_ps(mask[v], b + v * W) : _mm512_loadu_ps(b + v * W);
     }
 #pragma GCC unroll 16
