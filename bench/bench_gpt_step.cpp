@@ -564,7 +564,7 @@ int main(int argc, char** argv) {
     std::map<int, bench::MemoryBandwidth> bandwidths;
     for (int t : thread_counts) bandwidths[t] = bench::measure_read_bandwidth(t);
     // The higher of the two peaks: a neighbour that slowed one measurement (on a shared VM one
-    // measured 216 GFLOP/s where the same two threads reach 306-320) would flatter the fraction.
+    // measured 216 GFLOP/s where the same two threads reached 306-349) would flatter the fraction.
     for (int t : thread_counts)
       fma_peaks[t].gflops = std::max(fma_peaks[t].gflops, bench::measure_fma_peak(t).gflops);
     double ours_best = 1e30;
