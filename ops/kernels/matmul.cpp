@@ -382,21 +382,17 @@ const KernelSet* kernel_set(SimdPath path) {
 // the L2): C is then written once, never reloaded, 1.07-1.11× on gpt_chars' [2048 × 512]·[512 × 128]
 // (either B layout, 1 and 2 threads, operands out of the caches, a Xeon of model 207). Blocks of 512
 // for a longer K measured 0.96-1.04× on narrow products there, so those keep 256.
-int64_t k_block(int64_t k, int64_t block_cols) {
+int64_t k_block([[maybe_unused]] int64_t k, [[maybe_unused]] int64_t block_cols) {
+  constexpr int64_t kBlock = 512;
 #if defined(__x86_64__)
   static const bool intel = [] {
     __builtin_cpu_init();
     return __builtin_cpu_is("intel") != 0;
   }();
-  constexpr int64_t kOneBlock = 512, kNarrowBlockBytes = int64_t{512} << 10;
-  const bool one_narrow_block =
-      k <= kOneBlock && kOneBlock * block_cols * static_cast<int64_t>(sizeof(float)) <= kNarrowBlockBytes;
-  return intel && !one_narrow_block ? 256 : 512;
-#else
-  (void)k;
-  (void)block_cols;
-  return 512;
+  constexpr int64_t kIntelBlock = 256, kNarrowCols = 256;  // 512 rows of 256 columns: 512 KiB
+  if (intel && !(k <= kBlock && block_cols <= kNarrowCols)) return kIntelBlock;
 #endif
+  return kBlock;
 }
 constexpr int64_t kNc = 1024;
 // Non-transposed B is read in place unless enough A panels reuse it to pay for the copy: a packed
